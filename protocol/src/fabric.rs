@@ -1,0 +1,236 @@
+//! The `Fabric` trait: one-sided RDMA as the protocol needs it.
+//!
+//! A client owns an [`Endpoint`] (in RDMA terms: its queue pairs to every node,
+//! including a loopback queue pair to its own node, and one completion queue).
+//! It posts [`WorkRequest`]s and later polls [`Completion`]s, so that several
+//! independent operations overlap in one round trip. Besides the three NIC
+//! verbs (READ, WRITE and 8-byte compare-and-swap) an endpoint offers the CPU
+//! path to the node's own data table ([`Op::LocalRead`], [`Op::LocalWrite`]),
+//! which the paper uses for local data table entries. Index table entries are
+//! only ever touched through the NIC: NIC CAS is atomic against other NIC
+//! operations, not against CPU stores.
+
+use std::time::Duration;
+
+use crate::addr::{NodeId, Region, RemoteAddr};
+use crate::time::Nanos;
+
+/// Identifies a posted work request so that its completion can be matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u64);
+
+/// One operation a state machine asks the fabric to perform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// RDMA READ of `len` bytes at `addr`.
+    Read {
+        /// Where to read.
+        addr: RemoteAddr,
+        /// How many bytes.
+        len: u32,
+    },
+    /// RDMA WRITE of `data` at `addr`.
+    Write {
+        /// Where to write.
+        addr: RemoteAddr,
+        /// The bytes to write.
+        data: Vec<u8>,
+    },
+    /// RDMA 64-bit compare-and-swap at the 8-byte aligned `addr`: if the word
+    /// equals `expect` it becomes `new`. The completion carries the previous
+    /// word either way (the caller compares it with `expect`).
+    Cas {
+        /// The 8-byte aligned word.
+        addr: RemoteAddr,
+        /// The value the word must hold.
+        expect: u64,
+        /// The value it is swapped to.
+        new: u64,
+    },
+    /// CPU read of `len` bytes of the endpoint's own node's data table.
+    LocalRead {
+        /// Byte offset within the local data table.
+        offset: u64,
+        /// How many bytes.
+        len: u32,
+    },
+    /// CPU write of `data` into the endpoint's own node's data table.
+    LocalWrite {
+        /// Byte offset within the local data table.
+        offset: u64,
+        /// The bytes to write.
+        data: Vec<u8>,
+    },
+}
+
+impl Op {
+    /// Which kind of operation this is, for counters.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Read { .. } => OpKind::Read,
+            Op::Write { .. } => OpKind::Write,
+            Op::Cas { .. } => OpKind::Cas,
+            Op::LocalRead { .. } => OpKind::LocalRead,
+            Op::LocalWrite { .. } => OpKind::LocalWrite,
+        }
+    }
+
+    /// Payload bytes the operation moves (read or written).
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Op::Read { len, .. } | Op::LocalRead { len, .. } => u64::from(*len),
+            Op::Write { data, .. } | Op::LocalWrite { data, .. } => data.len() as u64,
+            Op::Cas { .. } => 8,
+        }
+    }
+
+    /// The remote address of a NIC operation, `None` for the CPU path.
+    pub fn remote_addr(&self) -> Option<RemoteAddr> {
+        match self {
+            Op::Read { addr, .. } | Op::Write { addr, .. } | Op::Cas { addr, .. } => Some(*addr),
+            Op::LocalRead { .. } | Op::LocalWrite { .. } => None,
+        }
+    }
+}
+
+/// The kinds of fabric operation, as counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    /// RDMA READ.
+    Read,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA compare-and-swap.
+    Cas,
+    /// CPU read of the local data table.
+    LocalRead,
+    /// CPU write of the local data table.
+    LocalWrite,
+}
+
+/// A work request: an operation tagged with the id its completion will carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkRequest {
+    /// Matches the completion to the request.
+    pub id: OpId,
+    /// What to do.
+    pub op: Op,
+}
+
+/// What a successful operation returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpOutput {
+    /// The bytes a READ (or local read) returned.
+    Read(Vec<u8>),
+    /// A WRITE (or local write) completed.
+    Written,
+    /// A CAS completed; `previous` is the word before the operation (the swap
+    /// happened exactly when `previous == expect`).
+    Cas {
+        /// The word as the NIC found it.
+        previous: u64,
+    },
+}
+
+/// The completion of one work request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The id of the work request.
+    pub id: OpId,
+    /// Its outcome.
+    pub result: Result<OpOutput, FabricError>,
+}
+
+/// Errors reported by a fabric for one operation or endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FabricError {
+    /// The node id is not part of the cluster.
+    #[error("unknown node {0}")]
+    UnknownNode(NodeId),
+    /// The node does not answer (crashed, partitioned, or administratively down).
+    #[error("{0} is unreachable")]
+    NodeDown(NodeId),
+    /// The access falls outside the registered region.
+    #[error("access of {len} bytes at {offset:#x} is outside {node}'s {region} region of {size} bytes")]
+    OutOfRange {
+        /// Node addressed.
+        node: NodeId,
+        /// Region addressed.
+        region: Region,
+        /// Byte offset of the access.
+        offset: u64,
+        /// Length of the access.
+        len: u64,
+        /// Size of the region.
+        size: u64,
+    },
+    /// A CAS address that is not 8-byte aligned.
+    #[error("compare-and-swap at {0} is not 8-byte aligned")]
+    Misaligned(RemoteAddr),
+    /// The operation did not complete in time (e.g. RDMA retry count exceeded).
+    #[error("operation timed out on the fabric")]
+    Timeout,
+    /// The remote NIC refused the access (rights, rkey or registration).
+    #[error("remote access error: {0}")]
+    RemoteAccess(String),
+    /// Any other transport failure, described.
+    #[error("transport error: {0}")]
+    Transport(String),
+}
+
+impl FabricError {
+    /// The node an error names as unreachable, if any.
+    pub fn unreachable_node(&self) -> Option<NodeId> {
+        match self {
+            FabricError::NodeDown(n) | FabricError::UnknownNode(n) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+/// The shape of the cluster a fabric connects: how many nodes, and the size of
+/// each node's registered regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// Number of nodes; node ids are `0..nodes`.
+    pub nodes: u16,
+    /// Index table entries per node.
+    pub index_slots_per_node: u32,
+    /// Bytes of data table per node.
+    pub data_bytes_per_node: u64,
+}
+
+/// A fabric: a set of nodes whose registered memory clients reach through
+/// endpoints.
+pub trait Fabric: Send + Sync {
+    /// A client's connection to the fabric.
+    type Endpoint: Endpoint;
+
+    /// The nodes and region sizes this fabric connects.
+    fn topology(&self) -> Topology;
+
+    /// Opens an endpoint for a client running on `node`.
+    fn open(&self, node: NodeId) -> Result<Self::Endpoint, FabricError>;
+}
+
+/// A client's connection: post work requests, poll completions, reach the
+/// local data table by CPU, read the node's clock.
+pub trait Endpoint: Send {
+    /// The node this endpoint's client runs on.
+    fn node(&self) -> NodeId;
+
+    /// Posts one work request. An error here means it was not posted (no
+    /// completion will follow); errors of a posted request arrive as its
+    /// completion.
+    fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError>;
+
+    /// Appends the completions that have arrived to `out` without blocking.
+    fn poll(&mut self, out: &mut Vec<Completion>);
+
+    /// Blocks until at least one completion is available (appending all that
+    /// are) or `timeout` passes.
+    fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration);
+
+    /// The current time on this node's clock.
+    fn now(&self) -> Nanos;
+}

@@ -1,0 +1,33 @@
+//! # nessie-protocol
+//!
+//! Nessie, the fully client-driven, decoupled RDMA key-value store, as sans-IO
+//! state machines.
+//!
+//! Clients perform GET, PUT, DELETE and MIGRATE using only one-sided RDMA
+//! operations (READ, WRITE and 64-bit compare-and-swap) against index tables
+//! (an N-way cuckoo hash of 64-bit index table entries spread over all nodes)
+//! and data tables (immutable data table entries, placed in the client's own
+//! node's data table). No server process takes part in serving a request.
+//!
+//! The crate is organised in layers:
+//! - [`addr`], [`time`], [`fabric`]: what the protocol asks of a network.
+//! - [`layout`]: the bit-exact index table entry and data table entry formats.
+//! - [`hash`], [`config`], [`error`]: cuckoo candidates, validated configuration, typed errors.
+//! - [`alloc`], [`cache`]: the data table entry allocator/recycler and the local cache.
+//! - [`machine`]: the GET, PUT/DELETE, MIGRATE and recovery state machines.
+//! - [`driver`], [`client`]: a blocking driver and the `Client` API with retries.
+//!
+//! The precise protocol, with every departure from the papers, is in
+//! `docs/protocol.md` of the repository.
+
+#![warn(missing_docs)]
+
+pub mod addr;
+pub mod fabric;
+pub mod time;
+
+pub use addr::{DteAddr, IteAddr, NodeId, Region, RemoteAddr};
+pub use fabric::{
+    Completion, Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology, WorkRequest,
+};
+pub use time::Nanos;

@@ -1,0 +1,44 @@
+//! Time as the protocol sees it: plain nanosecond timestamps passed in by drivers.
+//!
+//! State machines never read a clock. Drivers hand them the current time of the
+//! node they run on; the simulated fabric can skew each node's clock to exercise
+//! the clock-skew allowance of the expiration rules.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A point in time, in nanoseconds since an arbitrary epoch shared (up to the
+/// configured clock skew) by all nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Nanos(pub u64);
+
+impl Nanos {
+    /// Time zero.
+    pub const ZERO: Nanos = Nanos(0);
+
+    /// This time plus `d`, saturating.
+    pub fn plus(self, d: Duration) -> Nanos {
+        Nanos(self.0.saturating_add(duration_nanos(d)))
+    }
+
+    /// This time minus `d`, saturating at zero.
+    pub fn minus(self, d: Duration) -> Nanos {
+        Nanos(self.0.saturating_sub(duration_nanos(d)))
+    }
+
+    /// The duration from `earlier` to `self`, zero if `earlier` is later.
+    pub fn since(self, earlier: Nanos) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t={}ns", self.0)
+    }
+}
+
+/// A duration in nanoseconds, saturating at `u64::MAX`.
+pub fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
