@@ -1,1 +1,40 @@
-//! placeholder
+//! # nessie-fabric-sim
+//!
+//! An in-process simulated RDMA fabric implementing
+//! [`nessie_protocol::Fabric`]: every node's registered regions live in
+//! memory as 64-bit atomic words, and endpoints perform READ, WRITE and CAS
+//! (and the CPU path to their own data table) against them.
+//!
+//! What it models, deliberately:
+//! - **Word-ordered transfers**: multi-word READs and WRITEs move one word at
+//!   a time in ascending address order, so concurrent readers can see torn
+//!   buffers (never a torn word). See [`memory`].
+//! - **NIC-atomic CAS**: a per-node atomic unit makes CASes atomic against
+//!   each other but *not* against CPU stores or RDMA WRITEs, which can be lost
+//!   inside a CAS window ([`SimConfig::yield_inside_cas`] widens it).
+//! - **Latency**: completions become ready after
+//!   [`LatencyModel`] delays, so posted operations overlap.
+//! - **Faults**: nodes down, injected transport errors, frozen clients
+//!   ([`Gate`]).
+//! - **Clocks**: real or manual time, with per-node skew.
+//! - **Counters**: per node and per endpoint ([`OpCounters`]).
+//!
+//! All concurrency primitives come from [`sync`], the single shim that a
+//! model checker (loom, later shuttle) can swap out.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod counters;
+pub mod endpoint;
+pub mod fabric;
+pub mod memory;
+pub mod sync;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ClockMode, LatencyModel, SimConfig, SimConfigError, MANUAL_CLOCK_START};
+pub use counters::OpCounters;
+pub use endpoint::{Gate, SimEndpoint};
+pub use fabric::SimFabric;

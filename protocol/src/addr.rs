@@ -58,7 +58,7 @@ impl RemoteAddr {
     }
 
     /// The address `delta` bytes further on in the same region.
-    pub fn add(self, delta: u64) -> Self {
+    pub fn offset_by(self, delta: u64) -> Self {
         RemoteAddr { offset: self.offset + delta, ..self }
     }
 }

@@ -23,8 +23,27 @@
 #![warn(missing_docs)]
 
 pub mod addr;
+pub mod alloc;
+pub mod cache;
+pub mod client;
+pub mod config;
+pub mod driver;
+pub mod error;
 pub mod fabric;
+pub mod faults;
+pub mod hash;
+pub mod layout;
+pub mod machine;
+pub mod stats;
 pub mod time;
+
+pub use client::Client;
+pub use config::{Config, ConfigError, RetryPolicy};
+pub use error::Error;
+pub use faults::Faults;
+pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};
+pub use machine::{ClientId, ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};
+pub use stats::OpStats;
 
 pub use addr::{DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{

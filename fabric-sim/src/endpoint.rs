@@ -1,0 +1,239 @@
+//! [`SimEndpoint`], a client's connection to the simulated fabric (post work
+//! requests, poll delayed completions, read the node's clock), and [`Gate`],
+//! the handle that freezes a client's posts from another thread.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use nessie_protocol::{Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
+
+use crate::counters::OpCounters;
+use crate::fabric::SimFabric;
+use crate::sync::{self, Arc, Condvar, Mutex};
+
+/// A completion waiting for its ready time.
+#[derive(Debug)]
+struct Pending {
+    ready: Instant,
+    completion: Completion,
+}
+
+/// A client's endpoint on a [`SimFabric`].
+///
+/// `post` performs the data transfer at once (word by word, see
+/// [`crate::memory`]) and queues the completion, ready after the fabric's
+/// latency for NIC operations (wall clock, whatever the clock mode) or
+/// immediately for LocalRead/LocalWrite. Several posted operations therefore
+/// overlap their latency. Completions are returned in order of readiness
+/// (ties in posting order).
+pub struct SimEndpoint {
+    fabric: SimFabric,
+    node: NodeId,
+    /// Sorted by ready time, ties in posting order.
+    pending: VecDeque<Pending>,
+    counters: OpCounters,
+    gate: Gate,
+}
+
+impl fmt::Debug for SimEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimEndpoint")
+            .field("node", &self.node)
+            .field("outstanding", &self.pending.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimEndpoint {
+    pub(crate) fn new(fabric: SimFabric, node: NodeId) -> Self {
+        SimEndpoint {
+            fabric,
+            node,
+            pending: VecDeque::new(),
+            counters: OpCounters::default(),
+            gate: Gate::new(),
+        }
+    }
+
+    /// The fabric this endpoint belongs to.
+    pub fn fabric(&self) -> &SimFabric {
+        &self.fabric
+    }
+
+    /// Counters of the operations this endpoint posted (same rules as the
+    /// per-node counters; operations rejected by `post` are not counted).
+    pub fn counters(&self) -> OpCounters {
+        self.counters
+    }
+
+    /// Number of posted operations whose completion has not been returned yet.
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// A handle to this endpoint's gate: while it is closed, `post` blocks.
+    pub fn gate(&self) -> Gate {
+        self.gate.clone()
+    }
+
+    fn enqueue(&mut self, ready: Instant, completion: Completion) {
+        let at = self.pending.partition_point(|p| p.ready <= ready);
+        self.pending.insert(at, Pending { ready, completion });
+    }
+}
+
+impl Endpoint for SimEndpoint {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Blocks while the endpoint's [`Gate`] is closed; then fails with
+    /// [`FabricError::NodeDown`] if this endpoint's own node is down, and
+    /// otherwise performs the operation and queues its completion (which
+    /// carries any error of the operation itself).
+    fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        self.gate.pass();
+        let fabric = self.fabric.clone();
+        if fabric.node_state(self.node)?.is_down() {
+            return Err(FabricError::NodeDown(self.node));
+        }
+        let posted = Instant::now();
+        let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
+        let (target, result) = fabric.execute(self.node, &wr.op);
+        let ok = result.is_ok();
+        self.counters.record(kind, bytes, ok);
+        if let Some(target) = target {
+            target.counters.record(kind, bytes, ok);
+        }
+        if !ok {
+            tracing::trace!(node = %self.node, id = wr.id.0, ?result, "sim endpoint: operation failed");
+        }
+        let delay = if nic {
+            fabric.config().latency.delay(bytes)
+        } else {
+            Duration::ZERO
+        };
+        let ready = posted.checked_add(delay).unwrap_or(posted);
+        self.enqueue(ready, Completion { id: wr.id, result });
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        while self.pending.front().is_some_and(|p| p.ready <= now) {
+            if let Some(p) = self.pending.pop_front() {
+                out.push(p.completion);
+            }
+        }
+    }
+
+    /// Returns as soon as at least one completion was appended, when
+    /// `timeout` has passed, or immediately if nothing is outstanding (no
+    /// completion could ever arrive).
+    fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
+        let start = out.len();
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            self.poll(out);
+            if out.len() > start {
+                return;
+            }
+            let Some(next) = self.pending.front().map(|p| p.ready) else {
+                return;
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return;
+            }
+            let target = deadline.map_or(next, |d| next.min(d));
+            let nap = target.saturating_duration_since(now);
+            if nap.is_zero() {
+                sync::yield_now();
+            } else {
+                // Wall-clock latency only exists outside model checking, so a
+                // real sleep (not part of the sync shim) is what we want here.
+                std::thread::sleep(nap);
+            }
+        }
+    }
+
+    fn now(&self) -> Nanos {
+        // The endpoint's node exists (checked by `open`), so this cannot fail.
+        self.fabric
+            .now(self.node)
+            .unwrap_or_else(|_| self.fabric.base_now())
+    }
+}
+
+/// State behind a [`Gate`].
+#[derive(Debug, Default)]
+struct GateState {
+    closed: bool,
+    /// Posts currently blocked at the gate.
+    blocked: usize,
+}
+
+#[derive(Debug, Default)]
+struct GateInner {
+    state: Mutex<GateState>,
+    opened: Condvar,
+}
+
+/// Freezes a client: while the gate is closed, `post` on its endpoint blocks
+/// until another thread opens it. Clonable, `Send + Sync`; open by default.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Gate {
+            inner: Arc::new(GateInner {
+                state: Mutex::new(GateState::default()),
+                opened: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Closes the gate: subsequent posts block (a post already past the gate
+    /// completes normally).
+    pub fn close(&self) {
+        sync::lock(&self.inner.state).closed = true;
+    }
+
+    /// Opens the gate, releasing every blocked post.
+    pub fn open(&self) {
+        sync::lock(&self.inner.state).closed = false;
+        self.inner.opened.notify_all();
+    }
+
+    /// Whether the gate is closed.
+    pub fn is_closed(&self) -> bool {
+        sync::lock(&self.inner.state).closed
+    }
+
+    /// How many posts are blocked at the gate right now (lets a test wait
+    /// until the client it froze has actually reached the gate).
+    pub fn blocked(&self) -> usize {
+        sync::lock(&self.inner.state).blocked
+    }
+
+    /// Blocks while the gate is closed.
+    fn pass(&self) {
+        let mut state = sync::lock(&self.inner.state);
+        if !state.closed {
+            return;
+        }
+        state.blocked += 1;
+        while state.closed {
+            state = sync::wait(&self.inner.opened, state);
+        }
+        state.blocked -= 1;
+    }
+}

@@ -1,0 +1,340 @@
+//! [`SimFabric`]: the shared state of a simulated cluster (every node's memory,
+//! clock skew, up/down state, injected faults and counters), its
+//! [`Fabric`] implementation, fault and clock controls, and inspection helpers
+//! for tests.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use nessie_protocol::time::duration_nanos;
+use nessie_protocol::{Fabric, FabricError, Nanos, NodeId, Op, OpOutput, Region, Topology};
+
+use crate::config::{ClockMode, SimConfig, SimConfigError, MANUAL_CLOCK_START};
+use crate::counters::{AtomicCounters, OpCounters};
+use crate::endpoint::SimEndpoint;
+use crate::memory::NodeMemory;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::Arc;
+
+/// Everything the simulator keeps about one node.
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    pub(crate) memory: NodeMemory,
+    down: AtomicBool,
+    /// NIC operations still to fail with an injected transport error.
+    fail_next: AtomicU64,
+    /// Clock skew in nanoseconds, an `i64` stored as its bit pattern.
+    skew: AtomicU64,
+    pub(crate) counters: AtomicCounters,
+}
+
+impl NodeState {
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    /// Consumes one injected fault, if any is pending.
+    fn take_fault(&self) -> bool {
+        self.fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: SimConfig,
+    nodes: Box<[NodeState]>,
+    created: Instant,
+    /// Nanoseconds added to every clock by [`SimFabric::advance`].
+    advanced: AtomicU64,
+}
+
+/// A simulated RDMA fabric connecting `config.nodes` nodes in one process.
+///
+/// Cheap to clone: clones are handles to the same cluster. Endpoints opened
+/// with [`Fabric::open`] execute each operation's data transfer when it is
+/// posted (see [`crate::memory`] for the exact memory semantics) and deliver
+/// its completion after the configured latency.
+#[derive(Clone)]
+pub struct SimFabric {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for SimFabric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimFabric")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimFabric {
+    /// Builds a cluster with zeroed memory, all nodes up.
+    pub fn new(config: SimConfig) -> Result<SimFabric, SimConfigError> {
+        config.validate()?;
+        let topology = config.topology();
+        let nodes = (0..config.nodes)
+            .map(|n| {
+                Ok(NodeState {
+                    memory: NodeMemory::new(NodeId(n), &topology)?,
+                    down: AtomicBool::new(false),
+                    fail_next: AtomicU64::new(0),
+                    skew: AtomicU64::new(0),
+                    counters: AtomicCounters::new(),
+                })
+            })
+            .collect::<Result<Vec<_>, SimConfigError>>()?
+            .into_boxed_slice();
+        let inner = Inner {
+            config,
+            nodes,
+            created: Instant::now(),
+            advanced: AtomicU64::new(0),
+        };
+        Ok(SimFabric {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The configuration the fabric was built with.
+    pub fn config(&self) -> &SimConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn node_state(&self, node: NodeId) -> Result<&NodeState, FabricError> {
+        self.inner
+            .nodes
+            .get(usize::from(node.0))
+            .ok_or(FabricError::UnknownNode(node))
+    }
+
+    // ----- clocks -------------------------------------------------------------
+
+    /// The unskewed protocol time shared by all nodes.
+    pub fn base_now(&self) -> Nanos {
+        let base = match self.inner.config.clock {
+            ClockMode::Real => duration_nanos(self.inner.created.elapsed()),
+            ClockMode::Manual => MANUAL_CLOCK_START.0,
+        };
+        Nanos(base.saturating_add(self.inner.advanced.load(Ordering::SeqCst)))
+    }
+
+    /// The protocol time on `node`'s clock: the shared time plus its skew
+    /// (saturating at zero and `u64::MAX`).
+    pub fn now(&self, node: NodeId) -> Result<Nanos, FabricError> {
+        let skew = self.node_state(node)?.skew.load(Ordering::SeqCst) as i64;
+        Ok(Nanos(self.base_now().0.saturating_add_signed(skew)))
+    }
+
+    /// Moves every node's clock forward by `d`. This is the only way a
+    /// [`ClockMode::Manual`] clock moves; on a real clock it jumps ahead.
+    pub fn advance(&self, d: Duration) {
+        let nanos = duration_nanos(d);
+        // A single fetch_update keeps concurrent advances additive and saturating.
+        let _ = self
+            .inner
+            .advanced
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| {
+                Some(a.saturating_add(nanos))
+            });
+    }
+
+    /// Sets `node`'s clock skew: `nanos` (possibly negative) is added to the
+    /// shared time whenever that node reads its clock.
+    pub fn set_clock_skew(&self, node: NodeId, nanos: i64) -> Result<(), FabricError> {
+        self.node_state(node)?
+            .skew
+            .store(nanos as u64, Ordering::SeqCst);
+        Ok(())
+    }
+
+    // ----- faults -------------------------------------------------------------
+
+    /// Marks `node` down (crashed or partitioned) or back up. While down,
+    /// operations targeting it complete with [`FabricError::NodeDown`] without
+    /// touching memory, its own endpoints cannot post, and it cannot be
+    /// opened. Its memory survives (bring it back up to model a partition
+    /// healing).
+    pub fn set_node_down(&self, node: NodeId, down: bool) -> Result<(), FabricError> {
+        self.node_state(node)?.down.store(down, Ordering::SeqCst);
+        tracing::debug!(%node, down, "sim fabric: node state changed");
+        Ok(())
+    }
+
+    /// Whether `node` is marked down.
+    pub fn is_node_down(&self, node: NodeId) -> Result<bool, FabricError> {
+        Ok(self.node_state(node)?.is_down())
+    }
+
+    /// Makes the next `n` NIC operations (READ, WRITE, CAS) targeting `node`
+    /// complete with `FabricError::Transport("injected fault")` without
+    /// touching memory. Replaces any count still pending; `0` cancels.
+    pub fn fail_next_ops(&self, node: NodeId, n: u64) -> Result<(), FabricError> {
+        self.node_state(node)?.fail_next.store(n, Ordering::SeqCst);
+        tracing::debug!(%node, n, "sim fabric: injecting faults");
+        Ok(())
+    }
+
+    // ----- counters -----------------------------------------------------------
+
+    /// Counters of the operations that targeted `node` (all zero for an
+    /// unknown node). LocalRead/LocalWrite count on the endpoint's own node.
+    pub fn node_counters(&self, node: NodeId) -> OpCounters {
+        self.node_state(node)
+            .map(|n| n.counters.snapshot())
+            .unwrap_or_default()
+    }
+
+    /// The sum of every node's counters.
+    pub fn total_counters(&self) -> OpCounters {
+        self.inner
+            .nodes
+            .iter()
+            .fold(OpCounters::default(), |acc, n| acc + n.counters.snapshot())
+    }
+
+    /// Sets every node's counters back to zero (endpoint counters are kept).
+    pub fn reset_counters(&self) {
+        for n in self.inner.nodes.iter() {
+            n.counters.reset();
+        }
+    }
+
+    // ----- inspection ---------------------------------------------------------
+    //
+    // These bypass the NIC: no node-down check, no faults, no counters.
+
+    /// Loads the 8-byte aligned word at `offset` of `node`'s `region`.
+    pub fn read_word(&self, node: NodeId, region: Region, offset: u64) -> Result<u64, FabricError> {
+        self.node_state(node)?
+            .memory
+            .region(region)
+            .load_word(offset)
+    }
+
+    /// Stores `value` into the 8-byte aligned word at `offset`, as a CPU store
+    /// (not serialised with NIC CAS: it can be lost inside a CAS window).
+    pub fn write_word(
+        &self,
+        node: NodeId,
+        region: Region,
+        offset: u64,
+        value: u64,
+    ) -> Result<(), FabricError> {
+        self.node_state(node)?
+            .memory
+            .region(region)
+            .store_word(offset, value)
+    }
+
+    /// Reads `len` bytes at `offset`, word by word like an RDMA READ.
+    pub fn read_bytes(
+        &self,
+        node: NodeId,
+        region: Region,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, FabricError> {
+        self.node_state(node)?
+            .memory
+            .region(region)
+            .read(offset, len)
+    }
+
+    /// Writes `data` at `offset`, word by word like an RDMA WRITE.
+    pub fn write_bytes(
+        &self,
+        node: NodeId,
+        region: Region,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), FabricError> {
+        self.node_state(node)?
+            .memory
+            .region(region)
+            .write(offset, data)
+    }
+
+    /// A snapshot of every word of `node`'s `region` (empty for an unknown
+    /// node). Words are loaded one by one, so the snapshot is not atomic.
+    pub fn region_words(&self, node: NodeId, region: Region) -> Vec<u64> {
+        self.node_state(node)
+            .map(|n| n.memory.region(region).snapshot())
+            .unwrap_or_default()
+    }
+
+    /// Size in bytes of `node`'s `region`.
+    pub fn region_size(&self, node: NodeId, region: Region) -> Result<u64, FabricError> {
+        Ok(self.node_state(node)?.memory.region(region).size())
+    }
+
+    // ----- execution ----------------------------------------------------------
+
+    /// Performs `op` posted by a client on `from`, returning the node it
+    /// targeted (for counters) and its outcome. The caller has checked that
+    /// `from` is up.
+    pub(crate) fn execute(
+        &self,
+        from: NodeId,
+        op: &Op,
+    ) -> (Option<&NodeState>, Result<OpOutput, FabricError>) {
+        let target_id = op.remote_addr().map_or(from, |a| a.node);
+        let target = match self.node_state(target_id) {
+            Ok(t) => t,
+            Err(e) => return (None, Err(e)),
+        };
+        let result = match op {
+            Op::LocalRead { offset, len } => target
+                .memory
+                .region(Region::Data)
+                .read(*offset, u64::from(*len))
+                .map(OpOutput::Read),
+            Op::LocalWrite { offset, data } => target
+                .memory
+                .region(Region::Data)
+                .write(*offset, data)
+                .map(|()| OpOutput::Written),
+            _ if target.is_down() => Err(FabricError::NodeDown(target_id)),
+            _ if target.take_fault() => Err(FabricError::Transport("injected fault".into())),
+            Op::Read { addr, len } => target
+                .memory
+                .region(addr.region)
+                .read(addr.offset, u64::from(*len))
+                .map(OpOutput::Read),
+            Op::Write { addr, data } => target
+                .memory
+                .region(addr.region)
+                .write(addr.offset, data)
+                .map(|()| OpOutput::Written),
+            Op::Cas { addr, expect, new } => target
+                .memory
+                .nic_cas(
+                    addr.region,
+                    addr.offset,
+                    *expect,
+                    *new,
+                    self.inner.config.yield_inside_cas,
+                )
+                .map(|previous| OpOutput::Cas { previous }),
+        };
+        (Some(target), result)
+    }
+}
+
+impl Fabric for SimFabric {
+    type Endpoint = SimEndpoint;
+
+    fn topology(&self) -> Topology {
+        self.inner.config.topology()
+    }
+
+    /// Opens an endpoint for a client on `node`: [`FabricError::UnknownNode`]
+    /// if there is no such node, [`FabricError::NodeDown`] if it is down.
+    fn open(&self, node: NodeId) -> Result<SimEndpoint, FabricError> {
+        if self.node_state(node)?.is_down() {
+            return Err(FabricError::NodeDown(node));
+        }
+        Ok(SimEndpoint::new(self.clone(), node))
+    }
+}

@@ -1,0 +1,136 @@
+//! The `Client` API: GET, PUT and DELETE with retries, back-off and deadlines.
+//!
+//! Each call runs attempts (fresh state machines, each with its own deadline
+//! of one expiration period) until one succeeds, fails for good, or the
+//! client's operation timeout passes. Between attempts that met interference
+//! the client backs off exponentially with jitter. Every call is a `tracing`
+//! span, and the fabric work of the last call is kept in [`Client::last_stats`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::driver;
+use crate::error::Error;
+use crate::fabric::Endpoint;
+use crate::machine::{ClientId, ClientState, GetMachine, Logic, Machine, OpMachine, PutMachine};
+use crate::stats::OpStats;
+
+/// A Nessie client bound to one endpoint.
+pub struct Client<E: Endpoint> {
+    state: ClientState,
+    ep: E,
+    rng: u64,
+    last: OpStats,
+    total: OpStats,
+}
+
+impl<E: Endpoint> Client<E> {
+    /// A client `id` using `ep` (which must be an endpoint on `id.node`).
+    pub fn new(cfg: Arc<Config>, id: ClientId, ep: E) -> Result<Client<E>, Error> {
+        let state = ClientState::new(cfg, id)?;
+        let rng = 0x9e37_79b9_7f4a_7c15 ^ (u64::from(id.node.0) << 32) ^ u64::from(id.index);
+        Ok(Client { state, ep, rng, last: OpStats::default(), total: OpStats::default() })
+    }
+
+    /// Reads `key`: its value, or `None` if absent.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        let span = tracing::debug_span!("get", client = %self.state.id, key_len = key.len());
+        let _g = span.enter();
+        self.retry(|| GetMachine::get(key))
+    }
+
+    /// Stores `value` under `key`; returns whether the key existed before.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+        let span = tracing::debug_span!("put", client = %self.state.id, key_len = key.len(), value_len = value.len());
+        let _g = span.enter();
+        self.retry(|| PutMachine::put(key, value))
+    }
+
+    /// Deletes `key`; returns whether it existed.
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+        let span = tracing::debug_span!("delete", client = %self.state.id, key_len = key.len());
+        let _g = span.enter();
+        self.retry(|| PutMachine::delete(key))
+    }
+
+    /// Runs one attempt of a machine, without retries (for tests and tools).
+    pub fn run_once<L: Logic>(&mut self, mut m: OpMachine<L>) -> Result<L::Output, Error> {
+        let r = driver::run(&mut m, &mut self.state, &mut self.ep);
+        self.last = m.stats();
+        self.total += self.last;
+        r
+    }
+
+    fn retry<L: Logic>(&mut self, make: impl Fn() -> OpMachine<L>) -> Result<L::Output, Error> {
+        let start = self.ep.now();
+        let policy = self.state.cfg.retry;
+        let mut backoff = policy.initial_backoff;
+        let mut stats = OpStats::default();
+        let result = loop {
+            let mut m = make();
+            let r = driver::run(&mut m, &mut self.state, &mut self.ep);
+            stats += m.stats();
+            match r {
+                Ok(v) => break Ok(v),
+                Err(e @ (Error::Conflict | Error::Timeout)) => {
+                    if self.ep.now().since(start) >= policy.op_timeout {
+                        break Err(if e == Error::Conflict { Error::Timeout } else { e });
+                    }
+                    tracing::debug!(error = %e, ?backoff, "attempt failed; backing off");
+                    self.sleep_jittered(backoff);
+                    backoff = (backoff * 2).min(policy.max_backoff);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.last = stats;
+        self.total += stats;
+        result
+    }
+
+    fn sleep_jittered(&mut self, base: Duration) {
+        // xorshift64*: jitter in [base/2, base].
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let nanos = base.as_nanos() as u64;
+        let d = Duration::from_nanos(nanos / 2 + r % (nanos / 2 + 1));
+        if d >= Duration::from_micros(50) {
+            std::thread::sleep(d);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Fabric work of the last call (all its attempts).
+    pub fn last_stats(&self) -> OpStats {
+        self.last
+    }
+
+    /// Fabric work of every call so far.
+    pub fn total_stats(&self) -> OpStats {
+        self.total
+    }
+
+    /// The client's protocol state (allocator, cache, fault switches).
+    pub fn state(&self) -> &ClientState {
+        &self.state
+    }
+
+    /// Mutable access to the protocol state (tests use it for fault switches).
+    pub fn state_mut(&mut self) -> &mut ClientState {
+        &mut self.state
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &E {
+        &self.ep
+    }
+
+    /// Mutable access to the endpoint.
+    pub fn endpoint_mut(&mut self) -> &mut E {
+        &mut self.ep
+    }
+}

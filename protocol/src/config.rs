@@ -1,0 +1,249 @@
+//! Configuration of a Nessie deployment and of its clients, validated up front.
+
+use std::time::Duration;
+
+use crate::fabric::Topology;
+use crate::hash::Hasher;
+use crate::layout::{DataLayout, MAX_FILTER_BITS};
+
+/// Exponential back-off with jitter, and the client-level retry budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Back-off before the first retry.
+    pub initial_backoff: Duration,
+    /// Upper bound of the back-off.
+    pub max_backoff: Duration,
+    /// The client gives up with `Error::Timeout` once an operation (all its
+    /// attempts) has run this long.
+    pub op_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial_backoff: Duration::from_micros(2),
+            max_backoff: Duration::from_millis(2),
+            op_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Everything the protocol needs to know about the deployment.
+///
+/// All clients of a deployment must use the same values for the fields that
+/// shape the tables (nodes, slots, sizes, candidates, filter bits, seed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Nodes in the cluster (node ids `0..nodes`).
+    pub nodes: u16,
+    /// Index table entries per node.
+    pub index_slots_per_node: u32,
+    /// Data table entries per node.
+    pub dtes_per_node: u32,
+    /// Clients per node; each owns an equal share of its node's data table.
+    pub clients_per_node: u16,
+    /// Largest key in bytes.
+    pub max_key_len: u32,
+    /// Largest value in bytes.
+    pub max_value_len: u32,
+    /// Cuckoo candidates per key (N), 1 to 8.
+    pub candidates: u8,
+    /// Filter bits in index table entries (0 disables them), at most 15.
+    pub filter_bits: u8,
+    /// Seed of the candidate and filter hashes.
+    pub hash_seed: u64,
+    /// The expiration period T: an unlinked data table entry is not reused for
+    /// T, and every operation attempt ends within T of its start.
+    pub expiration: Duration,
+    /// Largest difference between two nodes' clocks.
+    pub clock_skew: Duration,
+    /// An owner does not start a mutation with less than this left before its
+    /// deadline (bounds how late a posted operation can land).
+    pub deadline_margin: Duration,
+    /// Recursive MIGRATE depth at which a PUT gives up with `TableFull`.
+    pub max_migrate_depth: u8,
+    /// Entries in each client's local cache of remote data table entries (0: off).
+    pub cache_capacity: usize,
+    /// GETs fall back to an in-progress entry's previous version.
+    pub previous_versions: bool,
+    /// GETs read header and key first and the value only on a match.
+    pub multiple_reads: bool,
+    /// Back-off and retry budget.
+    pub retry: RetryPolicy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            nodes: 3,
+            index_slots_per_node: 4096,
+            dtes_per_node: 4096,
+            clients_per_node: 4,
+            max_key_len: 128,
+            max_value_len: 256,
+            candidates: 3,
+            filter_bits: 7,
+            hash_seed: 0x4e65_7373_6965,
+            expiration: Duration::from_secs(1),
+            clock_skew: Duration::from_millis(1),
+            deadline_margin: Duration::from_millis(10),
+            max_migrate_depth: 4,
+            cache_capacity: 1024,
+            previous_versions: true,
+            multiple_reads: false,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Why a configuration was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A field is outside its allowed range.
+    #[error("invalid configuration: {field} = {value}: {reason}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// Its value, printed.
+        value: String,
+        /// What is allowed.
+        reason: &'static str,
+    },
+}
+
+fn check(ok: bool, field: &'static str, value: impl ToString, reason: &'static str) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange { field, value: value.to_string(), reason })
+    }
+}
+
+impl Config {
+    /// Checks every field; the protocol only runs with a validated configuration.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check(self.nodes >= 1, "nodes", self.nodes, "at least 1")?;
+        check(self.index_slots_per_node >= 1, "index_slots_per_node", self.index_slots_per_node, "at least 1")?;
+        check((1..=8).contains(&self.candidates), "candidates", self.candidates, "1 to 8")?;
+        check(
+            u64::from(self.nodes) * u64::from(self.index_slots_per_node) >= u64::from(self.candidates),
+            "index_slots_per_node",
+            self.index_slots_per_node,
+            "the cluster needs at least `candidates` index table entries",
+        )?;
+        check(self.filter_bits <= MAX_FILTER_BITS, "filter_bits", self.filter_bits, "at most 15")?;
+        check(self.clients_per_node >= 1, "clients_per_node", self.clients_per_node, "at least 1")?;
+        check(
+            self.dtes_per_node / u32::from(self.clients_per_node.max(1)) >= 2,
+            "dtes_per_node",
+            self.dtes_per_node,
+            "each client needs at least 2 data table entries",
+        )?;
+        check((1..=u32::from(u16::MAX)).contains(&self.max_key_len), "max_key_len", self.max_key_len, "1 to 65535 bytes")?;
+        check(
+            self.max_value_len <= crate::layout::data_entry_max_value(),
+            "max_value_len",
+            self.max_value_len,
+            "at most 2^28 - 1 bytes",
+        )?;
+        check(
+            self.layout().entry_bytes().checked_mul(u64::from(self.dtes_per_node)).is_some(),
+            "dtes_per_node",
+            self.dtes_per_node,
+            "data table too large",
+        )?;
+        check(!self.expiration.is_zero(), "expiration", format!("{:?}", self.expiration), "must be positive")?;
+        check(
+            self.deadline_margin + self.clock_skew < self.expiration,
+            "deadline_margin",
+            format!("{:?}", self.deadline_margin),
+            "deadline_margin + clock_skew must be shorter than expiration",
+        )?;
+        check(self.max_migrate_depth >= 1, "max_migrate_depth", self.max_migrate_depth, "at least 1")?;
+        check(
+            self.retry.initial_backoff <= self.retry.max_backoff,
+            "retry.initial_backoff",
+            format!("{:?}", self.retry.initial_backoff),
+            "must not exceed retry.max_backoff",
+        )?;
+        check(!self.retry.op_timeout.is_zero(), "retry.op_timeout", format!("{:?}", self.retry.op_timeout), "must be positive")?;
+        Ok(())
+    }
+
+    /// Data table entry sizes.
+    pub fn layout(&self) -> DataLayout {
+        DataLayout { max_key: self.max_key_len, max_value: self.max_value_len }
+    }
+
+    /// Candidate and filter hashing.
+    pub fn hasher(&self) -> Hasher {
+        Hasher {
+            seed: self.hash_seed,
+            candidates: self.candidates,
+            nodes: self.nodes,
+            slots_per_node: self.index_slots_per_node,
+            filter_bits: self.filter_bits,
+        }
+    }
+
+    /// Data table entries owned by each client.
+    pub fn dtes_per_client(&self) -> u32 {
+        self.dtes_per_node / u32::from(self.clients_per_node)
+    }
+
+    /// The region sizes a fabric must provide for this configuration.
+    pub fn topology(&self) -> Topology {
+        Topology {
+            nodes: self.nodes,
+            index_slots_per_node: self.index_slots_per_node,
+            data_bytes_per_node: self.layout().entry_bytes() * u64::from(self.dtes_per_node),
+        }
+    }
+
+    /// Bytes of memory per stored key at index load factor `load` (index
+    /// entries divided by the load factor, plus one data table entry).
+    pub fn bytes_per_key(&self, load: f64) -> f64 {
+        8.0 / load + self.layout().entry_bytes() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases: Vec<(Config, &str)> = vec![
+            (Config { nodes: 0, ..Config::default() }, "nodes"),
+            (Config { candidates: 0, ..Config::default() }, "candidates"),
+            (Config { candidates: 9, ..Config::default() }, "candidates"),
+            (Config { filter_bits: 16, ..Config::default() }, "filter_bits"),
+            (Config { nodes: 1, index_slots_per_node: 2, ..Config::default() }, "index_slots_per_node"),
+            (Config { dtes_per_node: 4, clients_per_node: 4, ..Config::default() }, "dtes_per_node"),
+            (Config { max_key_len: 0, ..Config::default() }, "max_key_len"),
+            (Config { max_value_len: 1 << 28, ..Config::default() }, "max_value_len"),
+            (Config { expiration: Duration::ZERO, ..Config::default() }, "expiration"),
+            (Config { deadline_margin: Duration::from_secs(2), ..Config::default() }, "deadline_margin"),
+            (Config { max_migrate_depth: 0, ..Config::default() }, "max_migrate_depth"),
+            (Config { clients_per_node: 0, ..Config::default() }, "clients_per_node"),
+        ];
+        for (cfg, field) in cases {
+            match cfg.validate() {
+                Err(ConfigError::OutOfRange { field: f, .. }) => assert_eq!(f, field),
+                Ok(()) => panic!("{field} accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn memory_per_key_at_load_0_4() {
+        let cfg = Config { max_key_len: 16, max_value_len: 64, ..Config::default() };
+        // 8 / 0.4 = 20 bytes of index + 32 header + 16 key + 64 value.
+        assert!((cfg.bytes_per_key(0.4) - 132.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,81 @@
+//! Typed errors of the protocol and the client API.
+
+use crate::addr::NodeId;
+use crate::config::ConfigError;
+use crate::fabric::FabricError;
+
+/// Why an operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A concurrent operation interfered; nothing was changed. Retrying after
+    /// a back-off may succeed (the `Client` does so itself).
+    #[error("concurrent operation interfered; retry")]
+    Conflict,
+    /// Every candidate index table entry is taken and MIGRATE could not free
+    /// one within the configured depth: enlarge the index tables or delete keys.
+    #[error("index table full: no free entry within migrate depth {depth}")]
+    TableFull {
+        /// The depth limit that was reached.
+        depth: u8,
+    },
+    /// The client's share of its node's data table has no entry free or
+    /// expired: enlarge the data table or shorten the expiration period.
+    #[error("data table full: no free or expired data table entry on {node}")]
+    DataTableFull {
+        /// The client's node.
+        node: NodeId,
+    },
+    /// The operation ran out of time (its attempt deadline or the client's
+    /// operation timeout). Nothing was committed by the attempt that timed out
+    /// unless it says otherwise.
+    #[error("operation timed out")]
+    Timeout,
+    /// The key is longer than the configured maximum (or empty).
+    #[error("key of {len} bytes is not allowed (1 to {max} bytes)")]
+    KeyTooLarge {
+        /// Its length.
+        len: usize,
+        /// The configured maximum.
+        max: u32,
+    },
+    /// The value is longer than the configured maximum.
+    #[error("value of {len} bytes exceeds the maximum of {max} bytes")]
+    ValueTooLarge {
+        /// Its length.
+        len: usize,
+        /// The configured maximum.
+        max: u32,
+    },
+    /// A node needed by the operation does not answer.
+    #[error("{0} is unreachable")]
+    Unreachable(NodeId),
+    /// Another fabric failure.
+    #[error("fabric error: {0}")]
+    Fabric(FabricError),
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A data table entry did not decode (memory not laid out by this
+    /// configuration).
+    #[error("corrupt data table entry: {0}")]
+    Corrupt(String),
+}
+
+impl From<FabricError> for Error {
+    fn from(e: FabricError) -> Self {
+        match e.unreachable_node() {
+            Some(n) => Error::Unreachable(n),
+            None => match e {
+                FabricError::Timeout => Error::Timeout,
+                other => Error::Fabric(other),
+            },
+        }
+    }
+}
+
+impl Error {
+    /// Whether the client should back off and try the operation again.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict)
+    }
+}

@@ -1,0 +1,353 @@
+//! The data table entry (DTE): header, key and value.
+//!
+//! ```text
+//! byte 0   state word     (compare-and-swapped by NICs only)
+//!           63          36 35        20 19  16 15  12 11   8 7      0
+//!          +--------------+------------+------+------+------+--------+
+//!          |  value len   |  key len   | dst  | src  | kind | state  |
+//!          +--------------+------------+------+------+------+--------+
+//! byte 8   owner deadline (ns): after it, any client may reclaim the entry
+//! byte 16  recycle word:  bit 63 recycle flag | bits 0-62 expiration time (ns)
+//! byte 24  previous version: the index table entry this entry replaced
+//! byte 32  key   (max key length, padded to 8 bytes)
+//!  ...     value (max value length, padded to 8 bytes)
+//! ```
+//!
+//! The metadata is 32 bytes. Header and key come first, so a client can read
+//! them without the value (the paper's "multiple reads"). `src`/`dst` are used
+//! by MIGRATE copies: candidate positions (in the key's cuckoo candidate list)
+//! of the source and destination index table entries.
+
+/// Bytes of metadata in front of the key.
+pub const HEADER_BYTES: u64 = 32;
+
+/// Lifecycle state of a data table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DteState {
+    /// Never written since the table was created (or garbage).
+    Free,
+    /// Written by an operation that has not committed ("invalid" in the paper).
+    Writing,
+    /// Committed value ("valid" in the paper).
+    Valid,
+    /// Committed deletion: the key is absent (a DELETE's tombstone).
+    Deleted,
+    /// Aborted by its owner or reclaimed by another client; never becomes valid.
+    Aborted,
+}
+
+impl DteState {
+    fn code(self) -> u64 {
+        match self {
+            DteState::Free => 0,
+            DteState::Writing => 1,
+            DteState::Valid => 2,
+            DteState::Deleted => 3,
+            DteState::Aborted => 4,
+        }
+    }
+
+    fn from_code(c: u64) -> DteState {
+        match c {
+            1 => DteState::Writing,
+            2 => DteState::Valid,
+            3 => DteState::Deleted,
+            4 => DteState::Aborted,
+            _ => DteState::Free,
+        }
+    }
+
+    /// Committed states are final: the entry's contents will not change again
+    /// until it is recycled.
+    pub fn is_committed(self) -> bool {
+        matches!(self, DteState::Valid | DteState::Deleted)
+    }
+
+    /// Uncommitted entries (writing or aborted) stand for their previous version.
+    pub fn is_uncommitted(self) -> bool {
+        matches!(self, DteState::Writing | DteState::Aborted)
+    }
+}
+
+/// Which operation wrote a data table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DteKind {
+    /// A PUT's new value.
+    Put,
+    /// A DELETE's tombstone (no value).
+    Delete,
+    /// A MIGRATE's copy of another entry.
+    Migrate,
+}
+
+impl DteKind {
+    fn code(self) -> u64 {
+        match self {
+            DteKind::Put => 1,
+            DteKind::Delete => 2,
+            DteKind::Migrate => 3,
+        }
+    }
+
+    fn from_code(c: u64) -> Option<DteKind> {
+        match c {
+            1 => Some(DteKind::Put),
+            2 => Some(DteKind::Delete),
+            3 => Some(DteKind::Migrate),
+            _ => None,
+        }
+    }
+}
+
+/// The first word of a data table entry. Its transitions out of `Writing` are
+/// made only by NIC compare-and-swap, so that the owner's commit and a
+/// reclaimer's abort cannot both succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StateWord {
+    /// Lifecycle state.
+    pub state: DteState,
+    /// Writing operation (None for a free entry).
+    pub kind: Option<DteKind>,
+    /// MIGRATE copies: candidate position of the source entry.
+    pub src: u8,
+    /// MIGRATE copies: candidate position of the destination entry.
+    pub dst: u8,
+    /// Key length in bytes.
+    pub key_len: u16,
+    /// Value length in bytes (at most 2^28 - 1).
+    pub value_len: u32,
+}
+
+/// Largest value length the state word can describe.
+pub const MAX_VALUE_LEN_FIELD: u32 = (1 << 28) - 1;
+
+impl StateWord {
+    /// Encodes the word.
+    pub fn encode(self) -> u64 {
+        self.state.code()
+            | (self.kind.map_or(0, DteKind::code) << 8)
+            | ((u64::from(self.src) & 0xf) << 12)
+            | ((u64::from(self.dst) & 0xf) << 16)
+            | (u64::from(self.key_len) << 20)
+            | ((u64::from(self.value_len) & u64::from(MAX_VALUE_LEN_FIELD)) << 36)
+    }
+
+    /// Decodes the word.
+    pub fn decode(w: u64) -> StateWord {
+        StateWord {
+            state: DteState::from_code(w & 0xff),
+            kind: DteKind::from_code((w >> 8) & 0xf),
+            src: ((w >> 12) & 0xf) as u8,
+            dst: ((w >> 16) & 0xf) as u8,
+            key_len: ((w >> 20) & 0xffff) as u16,
+            value_len: ((w >> 36) & u64::from(MAX_VALUE_LEN_FIELD)) as u32,
+        }
+    }
+
+    /// The same word in another state.
+    pub fn with_state(self, state: DteState) -> StateWord {
+        StateWord { state, ..self }
+    }
+}
+
+/// The recycle word: flag plus expiration time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecycleWord {
+    /// Set once the entry has been unlinked from every index table entry.
+    pub recycle: bool,
+    /// When set: the entry may be reused once this time (plus clock skew) has passed.
+    pub expires_at: u64,
+}
+
+impl RecycleWord {
+    /// Encodes the word.
+    pub fn encode(self) -> u64 {
+        (u64::from(self.recycle) << 63) | (self.expires_at & !(1 << 63))
+    }
+
+    /// Decodes the word.
+    pub fn decode(w: u64) -> RecycleWord {
+        RecycleWord { recycle: w >> 63 == 1, expires_at: w & !(1 << 63) }
+    }
+}
+
+/// The decoded 32-byte header of a data table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DataEntryHeader {
+    /// State, kind and lengths.
+    pub state: StateWord,
+    /// The owner's operation deadline (ns).
+    pub deadline: u64,
+    /// Recycle flag and expiration.
+    pub recycle: RecycleWord,
+    /// Previous version: the index table entry word this entry replaced.
+    pub prev: u64,
+}
+
+impl DataEntryHeader {
+    /// Decodes a header from the first 32 bytes of `bytes`; `None` if short.
+    pub fn decode(bytes: &[u8]) -> Option<DataEntryHeader> {
+        let word = |i: usize| -> Option<u64> {
+            let b: [u8; 8] = bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?;
+            Some(u64::from_le_bytes(b))
+        };
+        Some(DataEntryHeader {
+            state: StateWord::decode(word(0)?),
+            deadline: word(1)?,
+            recycle: RecycleWord::decode(word(2)?),
+            prev: word(3)?,
+        })
+    }
+
+    /// Encodes the header as 32 bytes.
+    pub fn encode(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (i, w) in [self.state.encode(), self.deadline, self.recycle.encode(), self.prev]
+            .into_iter()
+            .enumerate()
+        {
+            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// Sizes and offsets of data table entries for a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataLayout {
+    /// Largest key in bytes.
+    pub max_key: u32,
+    /// Largest value in bytes.
+    pub max_value: u32,
+}
+
+fn pad8(n: u64) -> u64 {
+    n.div_ceil(8) * 8
+}
+
+impl DataLayout {
+    /// Bytes of header plus padded key (what a header-and-key read fetches).
+    pub fn header_and_key_bytes(&self) -> u64 {
+        HEADER_BYTES + pad8(u64::from(self.max_key))
+    }
+
+    /// Bytes of one whole entry.
+    pub fn entry_bytes(&self) -> u64 {
+        self.header_and_key_bytes() + pad8(u64::from(self.max_value))
+    }
+
+    /// Offset of entry `index` within its data table.
+    pub fn entry_offset(&self, index: u32) -> u64 {
+        u64::from(index) * self.entry_bytes()
+    }
+
+    /// Offset of the value of entry `index`.
+    pub fn value_offset(&self, index: u32) -> u64 {
+        self.entry_offset(index) + self.header_and_key_bytes()
+    }
+
+    /// Encodes a whole entry (header, key, value) ready to be written.
+    pub fn encode_entry(&self, header: &DataEntryHeader, key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.entry_bytes() as usize);
+        out.extend_from_slice(&header.encode());
+        out.extend_from_slice(key);
+        out.resize(self.header_and_key_bytes() as usize, 0);
+        out.extend_from_slice(value);
+        out.resize((self.header_and_key_bytes() + pad8(value.len() as u64)) as usize, 0);
+        out
+    }
+
+    /// The key of an entry read into `bytes` (header first), if well-formed.
+    pub fn key<'a>(&self, header: &DataEntryHeader, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let len = usize::from(header.state.key_len);
+        if len > self.max_key as usize {
+            return None;
+        }
+        bytes.get(HEADER_BYTES as usize..HEADER_BYTES as usize + len)
+    }
+
+    /// The value of an entry read into `bytes` (header first), if well-formed
+    /// and fully read.
+    pub fn value<'a>(&self, header: &DataEntryHeader, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let len = header.state.value_len as usize;
+        if len > self.max_value as usize {
+            return None;
+        }
+        let start = self.header_and_key_bytes() as usize;
+        bytes.get(start..start + len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_states() -> [DteState; 5] {
+        [DteState::Free, DteState::Writing, DteState::Valid, DteState::Deleted, DteState::Aborted]
+    }
+
+    #[test]
+    fn state_word_fields_at_their_limits_round_trip() {
+        for state in all_states() {
+            for kind in [None, Some(DteKind::Put), Some(DteKind::Delete), Some(DteKind::Migrate)] {
+                let w = StateWord {
+                    state,
+                    kind,
+                    src: 15,
+                    dst: 15,
+                    key_len: u16::MAX,
+                    value_len: MAX_VALUE_LEN_FIELD,
+                };
+                assert_eq!(StateWord::decode(w.encode()), w);
+            }
+        }
+        let zero = StateWord::decode(0);
+        assert_eq!(zero.state, DteState::Free);
+        assert_eq!(zero.kind, None);
+    }
+
+    #[test]
+    fn only_valid_and_deleted_are_committed() {
+        for s in all_states() {
+            assert_eq!(s.is_committed(), matches!(s, DteState::Valid | DteState::Deleted));
+            assert_eq!(s.is_uncommitted(), matches!(s, DteState::Writing | DteState::Aborted));
+        }
+    }
+
+    #[test]
+    fn recycle_word_at_its_limits() {
+        let max = RecycleWord { recycle: true, expires_at: (1 << 63) - 1 };
+        assert_eq!(RecycleWord::decode(max.encode()), max);
+        assert_eq!(RecycleWord::decode(0), RecycleWord { recycle: false, expires_at: 0 });
+    }
+
+    #[test]
+    fn layout_keeps_header_and_key_before_value() {
+        let l = DataLayout { max_key: 13, max_value: 100 };
+        assert_eq!(l.header_and_key_bytes(), 32 + 16);
+        assert_eq!(l.entry_bytes(), 32 + 16 + 104);
+        assert_eq!(l.entry_offset(2), 2 * 152);
+        assert_eq!(l.value_offset(1), 152 + 48);
+    }
+
+    proptest! {
+        #[test]
+        fn entries_round_trip(key in proptest::collection::vec(any::<u8>(), 0..=24),
+                              value in proptest::collection::vec(any::<u8>(), 0..=64),
+                              deadline in any::<u64>(), prev in any::<u64>(),
+                              expires in 0u64..(1 << 63), recycle in any::<bool>()) {
+            let l = DataLayout { max_key: 24, max_value: 64 };
+            let h = DataEntryHeader {
+                state: StateWord { state: DteState::Writing, kind: Some(DteKind::Put), src: 1, dst: 2,
+                                   key_len: key.len() as u16, value_len: value.len() as u32 },
+                deadline, prev, recycle: RecycleWord { recycle, expires_at: expires },
+            };
+            let bytes = l.encode_entry(&h, &key, &value);
+            let back = DataEntryHeader::decode(&bytes).unwrap();
+            prop_assert_eq!(back, h);
+            prop_assert_eq!(l.key(&back, &bytes).unwrap(), &key[..]);
+            prop_assert_eq!(l.value(&back, &bytes).unwrap(), &value[..]);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The 64-bit index table entry (ITE).
+//!
+//! ```text
+//!  63  62            48 47             32 31                              0
+//! +---+----------------+-----------------+---------------------------------+
+//! | P |  filter bits   |  data-table id  |        DTE index                |
+//! +---+----------------+-----------------+---------------------------------+
+//! ```
+//!
+//! `P` (present) is 1 when the entry refers to a data table entry. An empty
+//! entry has `P = 0` and keeps the other 63 bits of the last reference it held
+//! (a never-used entry is all zero). Because a data table entry is never reused
+//! within the expiration period of being unlinked, every value an entry takes,
+//! empty or not, is unique within that period: comparing words detects change
+//! (no ABA), which the reverse passes rely on.
+
+use crate::addr::DteAddr;
+
+/// Most filter bits an entry can carry.
+pub const MAX_FILTER_BITS: u8 = 15;
+
+const PRESENT: u64 = 1 << 63;
+const FILTER_SHIFT: u32 = 48;
+const FILTER_MASK: u64 = (1 << MAX_FILTER_BITS) - 1;
+const TABLE_SHIFT: u32 = 32;
+
+/// A decoded index table entry (the raw word is kept; fields are views of it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IndexEntry(pub u64);
+
+impl IndexEntry {
+    /// The never-used empty entry.
+    pub const NEVER_USED: IndexEntry = IndexEntry(0);
+
+    /// An entry referring to `dte`, carrying `filter` bits of its key's hash.
+    pub fn new(dte: DteAddr, filter: u16) -> IndexEntry {
+        IndexEntry(
+            PRESENT
+                | ((u64::from(filter) & FILTER_MASK) << FILTER_SHIFT)
+                | (u64::from(dte.table) << TABLE_SHIFT)
+                | u64::from(dte.index),
+        )
+    }
+
+    /// Whether the entry refers to a data table entry.
+    pub fn is_present(self) -> bool {
+        self.0 & PRESENT != 0
+    }
+
+    /// Whether the entry is empty.
+    pub fn is_empty(self) -> bool {
+        !self.is_present()
+    }
+
+    /// The empty entry that remembers this reference (used when unlinking).
+    pub fn emptied(self) -> IndexEntry {
+        IndexEntry(self.0 & !PRESENT)
+    }
+
+    /// The data table entry referred to, if present.
+    pub fn dte(self) -> Option<DteAddr> {
+        self.is_present().then(|| DteAddr {
+            table: ((self.0 >> TABLE_SHIFT) & 0xffff) as u16,
+            index: (self.0 & 0xffff_ffff) as u32,
+        })
+    }
+
+    /// The filter bits stored in the entry.
+    pub fn filter(self) -> u16 {
+        ((self.0 >> FILTER_SHIFT) & FILTER_MASK) as u16
+    }
+
+    /// Whether a key with filter bits `filter` (already masked to the
+    /// configured width) may be stored behind this entry.
+    pub fn filter_matches(self, filter: u16) -> bool {
+        self.filter() == filter
+    }
+}
+
+impl std::fmt::Display for IndexEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.dte() {
+            Some(d) => write!(f, "[{d} filter={:#x}]", self.filter()),
+            None if self.0 == 0 => f.write_str("[empty]"),
+            None => write!(f, "[empty, was {}]", IndexEntry(self.0 | PRESENT)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn never_used_entry_is_empty_and_zero() {
+        assert!(IndexEntry::NEVER_USED.is_empty());
+        assert_eq!(IndexEntry::NEVER_USED.dte(), None);
+        assert_eq!(IndexEntry::NEVER_USED.0, 0);
+    }
+
+    #[test]
+    fn fields_at_their_limits_round_trip() {
+        let dte = DteAddr { table: u16::MAX, index: u32::MAX };
+        let e = IndexEntry::new(dte, 0x7fff);
+        assert_eq!(e.dte(), Some(dte));
+        assert_eq!(e.filter(), 0x7fff);
+        assert_eq!(e.0, u64::MAX);
+        let zero = IndexEntry::new(DteAddr { table: 0, index: 0 }, 0);
+        assert!(zero.is_present());
+        assert_eq!(zero.dte(), Some(DteAddr { table: 0, index: 0 }));
+    }
+
+    #[test]
+    fn emptied_entry_is_distinct_from_never_used_and_from_its_reference() {
+        let e = IndexEntry::new(DteAddr { table: 3, index: 9 }, 5);
+        let gone = e.emptied();
+        assert!(gone.is_empty());
+        assert_ne!(gone, IndexEntry::NEVER_USED);
+        assert_ne!(gone, e);
+        assert_eq!(gone.dte(), None);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(table in any::<u16>(), index in any::<u32>(), filter in 0u16..=0x7fff) {
+            let e = IndexEntry::new(DteAddr { table, index }, filter);
+            prop_assert_eq!(e.dte(), Some(DteAddr { table, index }));
+            prop_assert_eq!(e.filter(), filter);
+            prop_assert!(e.filter_matches(filter));
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! A client's protocol state and the per-step context machines work in.
+//!
+//! [`ClientState`] is what a client keeps between operations (configuration,
+//! allocator, cache). [`Cx`] bundles it with the round being built, the time
+//! passed in by the driver and the attempt's deadline, and offers the fabric
+//! operations of the protocol by name (read an index table entry, CAS a data
+//! table entry's state word, mark an entry for recycling, ...).
+
+use std::sync::Arc;
+
+use crate::addr::{DteAddr, IteAddr, NodeId, RemoteAddr};
+use crate::alloc::DteAllocator;
+use crate::cache::DteCache;
+use crate::config::{Config, ConfigError};
+use crate::error::Error;
+use crate::fabric::Op;
+use crate::faults::Faults;
+use crate::hash::Hasher;
+use crate::layout::{DataEntryHeader, DataLayout, IndexEntry, RecycleWord, HEADER_BYTES};
+use crate::machine::io::{bytes, Io};
+use crate::time::{duration_nanos, Nanos};
+
+/// Which client this is: its node and its number among that node's clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientId {
+    /// The node the client runs on (its data table entries live there).
+    pub node: NodeId,
+    /// The client's number on its node, below `clients_per_node`.
+    pub index: u16,
+}
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "client {}.{}", self.node.0, self.index)
+    }
+}
+
+/// What a client keeps between operations.
+#[derive(Clone, Debug)]
+pub struct ClientState {
+    /// Who this client is.
+    pub id: ClientId,
+    /// The deployment's configuration (validated).
+    pub cfg: Arc<Config>,
+    /// Allocator over the client's share of its node's data table.
+    pub alloc: DteAllocator,
+    /// Local cache of remote committed data table entries.
+    pub cache: DteCache,
+    /// Test-only protocol fault switches (all off by default).
+    pub faults: Faults,
+    pub(crate) hasher: Hasher,
+    pub(crate) layout: DataLayout,
+}
+
+impl ClientState {
+    /// The state of client `id` under `cfg` (validated here).
+    pub fn new(cfg: Arc<Config>, id: ClientId) -> Result<ClientState, Error> {
+        cfg.validate()?;
+        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "client id",
+                value: id.to_string(),
+                reason: "node must be below nodes and index below clients_per_node",
+            }));
+        }
+        let per = cfg.dtes_per_client();
+        Ok(ClientState {
+            id,
+            alloc: DteAllocator::new(id.node.0, u32::from(id.index) * per, per),
+            cache: DteCache::new(cfg.cache_capacity),
+            faults: Faults::default(),
+            hasher: cfg.hasher(),
+            layout: cfg.layout(),
+            cfg,
+        })
+    }
+
+    /// Checks a key against the configuration.
+    pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
+        if key.is_empty() || key.len() > self.cfg.max_key_len as usize {
+            return Err(Error::KeyTooLarge { len: key.len(), max: self.cfg.max_key_len });
+        }
+        Ok(())
+    }
+
+    /// Checks a value against the configuration.
+    pub fn check_value(&self, value: &[u8]) -> Result<(), Error> {
+        if value.len() > self.cfg.max_value_len as usize {
+            return Err(Error::ValueTooLarge { len: value.len(), max: self.cfg.max_value_len });
+        }
+        Ok(())
+    }
+}
+
+/// A data table entry as read: header, key and (when read) value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DteView {
+    pub addr: DteAddr,
+    pub header: DataEntryHeader,
+    pub key: Vec<u8>,
+    pub value: Option<Vec<u8>>,
+    pub raw: Vec<u8>,
+}
+
+/// The context of one step of one machine (opaque outside the crate).
+pub struct Cx<'a> {
+    pub(crate) io: &'a mut Io,
+    pub(crate) client: &'a mut ClientState,
+    pub(crate) now: Nanos,
+    pub(crate) deadline: Nanos,
+}
+
+impl Cx<'_> {
+    pub(crate) fn cfg(&self) -> &Config {
+        &self.client.cfg
+    }
+
+    pub(crate) fn candidates(&self, key: &[u8]) -> Vec<IteAddr> {
+        self.client.hasher.candidates(key)
+    }
+
+    pub(crate) fn filter(&self, key: &[u8]) -> u16 {
+        self.client.hasher.filter(key)
+    }
+
+    pub(crate) fn is_local(&self, dte: DteAddr) -> bool {
+        dte.node() == self.client.id.node
+    }
+
+    /// Whether the attempt may still start a mutation: its deadline minus the
+    /// margin has not passed.
+    pub(crate) fn may_mutate(&self) -> bool {
+        self.client.faults.ignore_deadline
+            || self.now.0.saturating_add(duration_nanos(self.cfg().deadline_margin)) < self.deadline.0
+    }
+
+    /// Whether the attempt has overrun its deadline (reads are no longer
+    /// guaranteed to see unrecycled entries).
+    pub(crate) fn overran(&self) -> bool {
+        !self.client.faults.ignore_deadline && self.now > self.deadline
+    }
+
+    /// Whether an entry whose owner's deadline is `deadline` may be reclaimed.
+    pub(crate) fn owner_expired(&self, deadline: u64) -> bool {
+        self.now.0 > deadline.saturating_add(duration_nanos(self.cfg().clock_skew))
+    }
+
+    fn dte_op(&self, dte: DteAddr, offset: u64, len: u64) -> Op {
+        let base = self.client.layout.entry_offset(dte.index) + offset;
+        if self.is_local(dte) {
+            Op::LocalRead { offset: base, len: len as u32 }
+        } else {
+            Op::Read { addr: RemoteAddr::data(dte.node(), base), len: len as u32 }
+        }
+    }
+
+    pub(crate) fn read_ite(&mut self, ite: IteAddr) -> usize {
+        self.io.issue(Op::Read { addr: ite.remote(), len: 8 })
+    }
+
+    /// Reads an entry: header and key, plus the value when `with_value`.
+    pub(crate) fn read_dte(&mut self, dte: DteAddr, with_value: bool) -> usize {
+        let l = self.client.layout;
+        let len = if with_value { l.entry_bytes() } else { l.header_and_key_bytes() };
+        let op = self.dte_op(dte, 0, len);
+        self.io.issue(op)
+    }
+
+    /// Reads just the value area of an entry.
+    pub(crate) fn read_value(&mut self, dte: DteAddr) -> usize {
+        let l = self.client.layout;
+        let op = self.dte_op(dte, l.header_and_key_bytes(), l.entry_bytes() - l.header_and_key_bytes());
+        self.io.issue(op)
+    }
+
+    /// Reads the 32-byte header of an entry.
+    pub(crate) fn read_header(&mut self, dte: DteAddr) -> usize {
+        let op = self.dte_op(dte, 0, HEADER_BYTES);
+        self.io.issue(op)
+    }
+
+    /// Reads just the state word of an entry.
+    pub(crate) fn read_state(&mut self, dte: DteAddr) -> usize {
+        let op = self.dte_op(dte, 0, 8);
+        self.io.issue(op)
+    }
+
+    pub(crate) fn cas_ite(&mut self, ite: IteAddr, expect: IndexEntry, new: IndexEntry) -> usize {
+        self.io.issue(Op::Cas { addr: ite.remote(), expect: expect.0, new: new.0 })
+    }
+
+    /// CASes an entry's state word through the NIC (loopback when local): the
+    /// owner's commit and a reclaimer's abort must be serialised by one atomic unit.
+    pub(crate) fn cas_state(&mut self, dte: DteAddr, expect: u64, new: u64) -> usize {
+        let offset = self.client.layout.entry_offset(dte.index);
+        if self.client.faults.cpu_state_flip && self.is_local(dte) {
+            // Broken variant: the owner flips its own entry with a plain CPU
+            // store, which a concurrent NIC CAS does not serialise against.
+            return self.io.issue(Op::LocalWrite { offset, data: new.to_le_bytes().to_vec() });
+        }
+        self.io.issue(Op::Cas { addr: RemoteAddr::data(dte.node(), offset), expect, new })
+    }
+
+    /// Writes a whole entry into the local data table by CPU.
+    pub(crate) fn write_local_dte(&mut self, dte: DteAddr, data: Vec<u8>) -> usize {
+        let offset = self.client.layout.entry_offset(dte.index);
+        self.io.issue(Op::LocalWrite { offset, data })
+    }
+
+    /// Marks an entry for recycling: reusable T after now. Only called by the
+    /// client that unlinked the entry's last reference.
+    pub(crate) fn mark_recycle(&mut self, dte: DteAddr) -> usize {
+        let expires = self.now.plus(self.cfg().expiration).0;
+        let word = RecycleWord { recycle: true, expires_at: expires }.encode();
+        let data = word.to_le_bytes().to_vec();
+        let offset = self.client.layout.entry_offset(dte.index) + 16;
+        if self.is_local(dte) {
+            self.io.issue(Op::LocalWrite { offset, data })
+        } else {
+            self.io.issue(Op::Write { addr: RemoteAddr::data(dte.node(), offset), data })
+        }
+    }
+
+    /// Decodes a read of an entry at `dte`.
+    pub(crate) fn view(&self, dte: DteAddr, r: &Result<crate::fabric::OpOutput, crate::fabric::FabricError>) -> Result<DteView, Error> {
+        let raw = bytes(r)?;
+        let header = DataEntryHeader::decode(raw).ok_or_else(|| Error::Corrupt(format!("{dte}: short read")))?;
+        let l = self.client.layout;
+        let key = l.key(&header, raw).map(<[u8]>::to_vec).unwrap_or_default();
+        let value = if raw.len() as u64 >= l.entry_bytes() { l.value(&header, raw).map(<[u8]>::to_vec) } else { None };
+        Ok(DteView { addr: dte, header, key, value, raw: raw.to_vec() })
+    }
+
+    /// Decodes a cached entry.
+    pub(crate) fn cached_view(&mut self, ite: IndexEntry, ite_read_at: Nanos) -> Option<DteView> {
+        let dte = ite.dte()?;
+        if self.is_local(dte) {
+            return None;
+        }
+        let extend = ite_read_at.plus(self.cfg().expiration);
+        let raw = self.client.cache.get(ite.0, self.now, extend)?.to_vec();
+        let header = DataEntryHeader::decode(&raw)?;
+        let l = self.client.layout;
+        let key = l.key(&header, &raw)?.to_vec();
+        let value = l.value(&header, &raw).map(<[u8]>::to_vec);
+        Some(DteView { addr: dte, header, key, value, raw })
+    }
+
+    /// Caches a committed remote entry read through `ite` at `ite_read_at`.
+    pub(crate) fn cache_insert(&mut self, ite: IndexEntry, view: &DteView, ite_read_at: Nanos) {
+        if !self.is_local(view.addr) && view.header.state.state.is_committed() && view.value.is_some() {
+            let expires = ite_read_at.plus(self.cfg().expiration);
+            self.client.cache.insert(ite.0, view.raw.clone(), expires);
+        }
+    }
+
+    /// The entry bytes for a new entry.
+    pub(crate) fn encode_entry(&self, header: &DataEntryHeader, key: &[u8], value: &[u8]) -> Vec<u8> {
+        self.client.layout.encode_entry(header, key, value)
+    }
+}

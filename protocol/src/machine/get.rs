@@ -1,0 +1,226 @@
+//! GET: forward pass over the candidates, previous versions, reverse pass.
+//!
+//! Steps (docs/protocol.md, "GET"):
+//! 1. For each candidate index table entry in order: read it; skip it if empty
+//!    or its filter bits differ; otherwise get its data table entry (local
+//!    cache, local data table by CPU, or RDMA READ).
+//! 2. Key differs: next candidate. `Valid`: return the value. `Deleted`: not found.
+//!    `Writing`/`Aborted`: fall back to the previous version; if that is empty,
+//!    remember the entry and go on.
+//! 3. No answer after all candidates: re-read the state words of the remembered
+//!    in-progress entries (any change: conflict), then re-read every candidate
+//!    index table entry (any change: conflict). Otherwise: not found.
+
+use crate::addr::{DteAddr, IteAddr};
+use crate::error::Error;
+use crate::layout::{DteState, IndexEntry};
+use crate::machine::context::{Cx, DteView};
+use crate::machine::io::{bytes, word, Results};
+use crate::machine::Logic;
+use crate::time::Nanos;
+
+#[derive(Debug)]
+enum Phase {
+    Start,
+    AwaitIte,
+    AwaitDte,
+    AwaitValue(DteView),
+    AwaitPrev,
+    AwaitStates,
+    AwaitReverse,
+}
+
+/// The logic of one GET attempt.
+#[derive(Debug)]
+pub struct GetLogic {
+    key: Vec<u8>,
+    cands: Vec<IteAddr>,
+    filter: u16,
+    i: usize,
+    words: Vec<IndexEntry>,
+    posted_at: Nanos,
+    uncommitted: Vec<(DteAddr, u64)>,
+    phase: Phase,
+}
+
+type Out = Option<Result<Option<Vec<u8>>, Error>>;
+
+impl GetLogic {
+    /// A GET of `key`.
+    pub fn new(key: Vec<u8>) -> GetLogic {
+        GetLogic {
+            key,
+            cands: Vec::new(),
+            filter: 0,
+            i: 0,
+            words: Vec::new(),
+            posted_at: Nanos::ZERO,
+            uncommitted: Vec::new(),
+            phase: Phase::Start,
+        }
+    }
+
+    fn read_candidate(&mut self, cx: &mut Cx<'_>) -> Out {
+        if self.i >= self.cands.len() {
+            return self.reverse_pass(cx);
+        }
+        self.posted_at = cx.now;
+        cx.read_ite(self.cands[self.i]);
+        self.phase = Phase::AwaitIte;
+        None
+    }
+
+    fn next(&mut self, cx: &mut Cx<'_>) -> Out {
+        self.i += 1;
+        self.read_candidate(cx)
+    }
+
+    fn evaluate(&mut self, cx: &mut Cx<'_>, v: DteView) -> Out {
+        if v.key != self.key {
+            return self.next(cx);
+        }
+        match v.header.state.state {
+            DteState::Valid => match &v.value {
+                Some(value) => {
+                    cx.cache_insert(self.words[self.i], &v, self.posted_at);
+                    Some(Ok(Some(value.clone())))
+                }
+                None => {
+                    cx.read_value(v.addr);
+                    self.phase = Phase::AwaitValue(v);
+                    None
+                }
+            },
+            DteState::Deleted => Some(Ok(None)),
+            DteState::Writing | DteState::Aborted => {
+                if !cx.cfg().previous_versions {
+                    return Some(Err(Error::Conflict));
+                }
+                let prev = IndexEntry(v.header.prev);
+                match prev.dte() {
+                    Some(p) => {
+                        cx.read_dte(p, true);
+                        self.phase = Phase::AwaitPrev;
+                        None
+                    }
+                    None => {
+                        self.uncommitted.push((v.addr, v.header.state.encode()));
+                        self.next(cx)
+                    }
+                }
+            }
+            DteState::Free => Some(Err(Error::Conflict)),
+        }
+    }
+
+    fn reverse_pass(&mut self, cx: &mut Cx<'_>) -> Out {
+        if cx.client.faults.skip_get_reverse_pass {
+            return Some(Ok(None));
+        }
+        if self.uncommitted.is_empty() {
+            return self.reverse_ites(cx);
+        }
+        for &(addr, _) in &self.uncommitted {
+            cx.read_state(addr);
+        }
+        self.phase = Phase::AwaitStates;
+        None
+    }
+
+    fn reverse_ites(&mut self, cx: &mut Cx<'_>) -> Out {
+        for &c in self.cands.iter().rev() {
+            cx.read_ite(c);
+        }
+        self.phase = Phase::AwaitReverse;
+        None
+    }
+}
+
+impl Logic for GetLogic {
+    type Output = Option<Vec<u8>>;
+
+    fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<Self::Output, Error>> {
+        if !matches!(self.phase, Phase::Start) && cx.overran() {
+            return Some(Err(Error::Timeout));
+        }
+        match std::mem::replace(&mut self.phase, Phase::Start) {
+            Phase::Start => {
+                if let Err(e) = cx.client.check_key(&self.key) {
+                    return Some(Err(e));
+                }
+                self.cands = cx.candidates(&self.key);
+                self.filter = cx.filter(&self.key);
+                self.read_candidate(cx)
+            }
+            Phase::AwaitIte => {
+                let w = match word(&results[0]) {
+                    Ok(w) => IndexEntry(w),
+                    Err(e) => return Some(Err(e)),
+                };
+                self.words.push(w);
+                let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
+                    return self.next(cx);
+                };
+                if let Some(v) = cx.cached_view(w, self.posted_at) {
+                    return self.evaluate(cx, v);
+                }
+                cx.read_dte(dte, !cx.cfg().multiple_reads);
+                self.phase = Phase::AwaitDte;
+                None
+            }
+            Phase::AwaitDte => {
+                let dte = self.words[self.i].dte()?;
+                match cx.view(dte, &results[0]) {
+                    Ok(v) => self.evaluate(cx, v),
+                    Err(e) => Some(Err(e)),
+                }
+            }
+            Phase::AwaitValue(v) => match bytes(&results[0]) {
+                Ok(b) => {
+                    let len = v.header.state.value_len as usize;
+                    Some(b.get(..len).map(|x| Some(x.to_vec())).ok_or(Error::Corrupt("short value read".into())))
+                }
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitPrev => self.on_prev(cx, &results),
+            Phase::AwaitStates => {
+                for (r, &(_, expected)) in results.iter().zip(&self.uncommitted) {
+                    match word(r) {
+                        Ok(w) if w == expected => {}
+                        Ok(_) => return Some(Err(Error::Conflict)),
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                self.reverse_ites(cx)
+            }
+            Phase::AwaitReverse => {
+                for (r, w) in results.iter().zip(self.words.iter().rev()) {
+                    match word(r) {
+                        Ok(now) if now == w.0 => {}
+                        Ok(_) => return Some(Err(Error::Conflict)),
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                Some(Ok(None))
+            }
+        }
+    }
+}
+
+impl GetLogic {
+    fn on_prev(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let raw = match bytes(&results[0]) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(e)),
+        };
+        let header = crate::layout::DataEntryHeader::decode(raw);
+        let Some(header) = header else { return Some(Err(Error::Conflict)) };
+        let l = cx.client.layout;
+        let key_ok = l.key(&header, raw) == Some(&self.key[..]);
+        match header.state.state {
+            DteState::Valid if key_ok => Some(l.value(&header, raw).map(|v| Some(v.to_vec())).ok_or(Error::Conflict)),
+            DteState::Deleted if key_ok => Some(Ok(None)),
+            _ => Some(Err(Error::Conflict)),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The sans-IO plumbing shared by every state machine.
+//!
+//! A machine works in rounds: it issues a batch of independent fabric
+//! operations (one round trip when they are NIC operations), then waits for all
+//! of their completions before deciding what to do next. [`Io`] collects the
+//! batch, matches completions to it by id, and counts what was issued.
+
+use crate::error::Error;
+use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
+use crate::stats::OpStats;
+
+/// What a machine wants from its driver next.
+#[derive(Debug)]
+pub enum Poll<T> {
+    /// Post these work requests (their completions go back through `complete`).
+    Post(Vec<WorkRequest>),
+    /// Waiting for completions already posted.
+    Pending,
+    /// Finished.
+    Done(T),
+}
+
+/// Results of one round, in the order the operations were issued.
+pub type Results = Vec<Result<OpOutput, FabricError>>;
+
+/// Collects one round of operations and its completions.
+#[derive(Debug, Default)]
+pub(crate) struct Io {
+    next_id: u64,
+    round_base: u64,
+    outbox: Vec<WorkRequest>,
+    results: Vec<Option<Result<OpOutput, FabricError>>>,
+    outstanding: usize,
+    pub stats: OpStats,
+}
+
+impl Io {
+    /// Adds an operation to the current round; returns its position.
+    pub fn issue(&mut self, op: Op) -> usize {
+        if self.results.is_empty() {
+            self.round_base = self.next_id;
+        }
+        self.stats.count(&op);
+        let id = OpId(self.next_id);
+        self.next_id += 1;
+        self.outbox.push(WorkRequest { id, op });
+        self.results.push(None);
+        self.outstanding += 1;
+        self.results.len() - 1
+    }
+
+    /// The work requests to post, once.
+    pub fn take_outbox(&mut self) -> Vec<WorkRequest> {
+        if self.outbox.iter().any(|wr| wr.op.remote_addr().is_some()) {
+            self.stats.round_trips += 1;
+        }
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Whether operations are waiting to be posted.
+    pub fn has_outbox(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// Records a completion of the current round (others are ignored).
+    pub fn complete(&mut self, c: Completion) {
+        let Some(pos) = c.id.0.checked_sub(self.round_base) else { return };
+        if let Some(slot) = self.results.get_mut(pos as usize) {
+            if slot.is_none() {
+                *slot = Some(c.result);
+                self.outstanding -= 1;
+            }
+        }
+    }
+
+    /// Whether every operation of the round has completed.
+    pub fn round_complete(&self) -> bool {
+        self.outstanding == 0
+    }
+
+    /// Takes the round's results and starts a new round.
+    pub fn take_results(&mut self) -> Results {
+        std::mem::take(&mut self.results)
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(FabricError::Transport("missing completion".into()))))
+            .collect()
+    }
+}
+
+/// Reads a result as one little-endian word.
+pub(crate) fn word(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
+    match r {
+        Ok(OpOutput::Read(b)) if b.len() >= 8 => {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[..8]);
+            Ok(u64::from_le_bytes(w))
+        }
+        Ok(other) => Err(Error::Corrupt(format!("expected an 8-byte read, got {other:?}"))),
+        Err(e) => Err(e.clone().into()),
+    }
+}
+
+/// Reads a result as bytes.
+pub(crate) fn bytes(r: &Result<OpOutput, FabricError>) -> Result<&[u8], Error> {
+    match r {
+        Ok(OpOutput::Read(b)) => Ok(b),
+        Ok(other) => Err(Error::Corrupt(format!("expected a read, got {other:?}"))),
+        Err(e) => Err(e.clone().into()),
+    }
+}
+
+/// Reads a CAS result: the word the NIC found.
+pub(crate) fn cas_previous(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
+    match r {
+        Ok(OpOutput::Cas { previous }) => Ok(*previous),
+        Ok(other) => Err(Error::Corrupt(format!("expected a CAS completion, got {other:?}"))),
+        Err(e) => Err(e.clone().into()),
+    }
+}
+
+/// Checks a write result.
+pub(crate) fn written(r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.clone().into()),
+    }
+}

@@ -1,0 +1,400 @@
+//! MIGRATE: freeing a candidate index table entry by moving its key to one of
+//! that key's other candidates, recursively up to a depth limit.
+//!
+//! One move of key K2 from source entry S (holding committed entry Y) to an
+//! empty destination D (docs/protocol.md, "MIGRATE"):
+//! 1. Read S and Y (with value), then K2's other candidates; pick the first
+//!    empty one as D. None empty: free one of them first (a deeper frame).
+//! 2. Write a copy Y' of Y into the local data table: state `Writing`, kind
+//!    MIGRATE, previous version = S's word, source and destination positions.
+//! 3. Lock: CAS S from Y to Y'. PUTs of K2 now back off; GETs fall back to Y,
+//!    which stays the current value because nothing else can commit K2.
+//! 4. Install: CAS D from empty to Y'. On failure roll back (state CAS to
+//!    `Aborted`, S back to Y) and report a conflict.
+//! 5. Commit: CAS Y'.state `Writing -> Valid` (no change to the key's value).
+//! 6. Finish: CAS S from Y' to empty (anyone may do this once Y' is valid),
+//!    and mark Y for recycling.
+//!
+//! Locking the source before installing the copy is a departure from the
+//! paper (which installs at the destination first): it keeps a GET that falls
+//! back to Y from returning a value a concurrent PUT has already replaced.
+
+use crate::addr::{DteAddr, IteAddr};
+use crate::error::Error;
+use crate::fabric::OpOutput;
+use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
+use crate::machine::alloc_step::AllocStep;
+use crate::machine::context::{Cx, DteView};
+use crate::machine::io::{cas_previous, word, written, Results};
+use crate::machine::recover::Recover;
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    slot: IteAddr,
+    depth: u8,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Start,
+    AwaitSrcIte,
+    AwaitSrcDte,
+    Recovering(Recover),
+    AwaitClear(Option<DteAddr>),
+    AwaitAlt,
+    AwaitAllocScan,
+    AwaitCopy,
+    AwaitLock,
+    AwaitInstall,
+    Aborting(Recover),
+    AwaitCommit,
+    AwaitFinish,
+    AwaitMark,
+}
+
+/// The state of one frame's move.
+#[derive(Debug, Default)]
+struct Move {
+    w: IndexEntry,
+    y: Option<DteView>,
+    cands: Vec<IteAddr>,
+    src: usize,
+    alt: Vec<usize>,
+    alt_words: Vec<IndexEntry>,
+    dst: usize,
+    copy: Option<DteAddr>,
+    header: Option<DataEntryHeader>,
+}
+
+/// The MIGRATE sub-machine of a PUT.
+#[derive(Debug)]
+pub(crate) struct Migrate {
+    frames: Vec<Frame>,
+    path: Vec<IteAddr>,
+    phase: Phase,
+    mv: Move,
+    alloc: AllocStep,
+}
+
+type Out = Option<Result<(), Error>>;
+
+impl Migrate {
+    /// Frees `slot`, one of `avoid` (the PUT's candidates, which are all full).
+    pub fn new(slot: IteAddr, avoid: Vec<IteAddr>) -> Migrate {
+        Migrate {
+            frames: vec![Frame { slot, depth: 1 }],
+            path: avoid,
+            phase: Phase::Start,
+            mv: Move::default(),
+            alloc: AllocStep::default(),
+        }
+    }
+
+    fn top(&self) -> Option<Frame> {
+        self.frames.last().copied()
+    }
+
+    fn begin_frame(&mut self, cx: &mut Cx<'_>) -> Out {
+        let f = self.top()?;
+        self.mv = Move::default();
+        cx.read_ite(f.slot);
+        self.phase = Phase::AwaitSrcIte;
+        None
+    }
+
+    fn frame_done(&mut self, cx: &mut Cx<'_>) -> Out {
+        if let Some(f) = self.frames.pop() {
+            if !self.frames.is_empty() {
+                self.path.retain(|&p| p != f.slot);
+            }
+        }
+        if self.frames.is_empty() {
+            Some(Ok(()))
+        } else {
+            self.begin_frame(cx)
+        }
+    }
+
+    fn clear_src(&mut self, cx: &mut Cx<'_>, mark: Option<DteAddr>) -> Out {
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
+        let f = self.top()?;
+        cx.cas_ite(f.slot, self.mv.w, self.mv.w.emptied());
+        self.phase = Phase::AwaitClear(mark);
+        None
+    }
+
+    fn on_src_dte(&mut self, cx: &mut Cx<'_>, y: DteView) -> Out {
+        let f = self.top()?;
+        let st = y.header.state;
+        match st.state {
+            DteState::Writing if !cx.owner_expired(y.header.deadline) => Some(Err(Error::Conflict)),
+            DteState::Writing | DteState::Aborted => {
+                self.phase = Phase::Recovering(Recover::reclaim(f.slot, self.mv.w, &y));
+                self.step_recover(cx, Vec::new())
+            }
+            DteState::Free => Some(Err(Error::Conflict)),
+            // A committed tombstone left linked: unlink it instead of moving it.
+            DteState::Deleted => self.clear_src(cx, Some(y.addr)),
+            DteState::Valid => {
+                let cands = cx.candidates(&y.key);
+                let Some(src) = cands.iter().position(|&c| c == f.slot) else {
+                    return Some(Err(Error::Conflict));
+                };
+                if st.kind == Some(DteKind::Migrate) && usize::from(st.src) == src {
+                    // A committed copy still linked at its source: finish that move.
+                    return self.clear_src(cx, None);
+                }
+                self.mv.alt = (0..cands.len()).filter(|&j| j != src).collect();
+                for &j in &self.mv.alt {
+                    cx.read_ite(cands[j]);
+                }
+                self.mv.cands = cands;
+                self.mv.src = src;
+                self.mv.y = Some(y);
+                self.phase = Phase::AwaitAlt;
+                None
+            }
+        }
+    }
+
+    fn on_alt(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let f = self.top()?;
+        self.mv.alt_words.clear();
+        for r in results {
+            match word(r) {
+                Ok(w) => self.mv.alt_words.push(IndexEntry(w)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        if self.mv.alt_words.contains(&self.mv.w) {
+            return Some(Err(Error::Conflict));
+        }
+        if let Some(k) = self.mv.alt_words.iter().position(|w| w.is_empty()) {
+            self.mv.dst = self.mv.alt[k];
+            return self.copy(cx);
+        }
+        let max = cx.cfg().max_migrate_depth;
+        if f.depth >= max {
+            return Some(Err(Error::TableFull { depth: max }));
+        }
+        let next = self.mv.alt.iter().map(|&j| self.mv.cands[j]).find(|c| !self.path.contains(c));
+        let Some(slot) = next else {
+            return Some(Err(Error::TableFull { depth: max }));
+        };
+        self.frames.push(Frame { slot, depth: f.depth + 1 });
+        self.path.push(slot);
+        self.begin_frame(cx)
+    }
+
+    fn copy(&mut self, cx: &mut Cx<'_>) -> Out {
+        match self.alloc.start(cx) {
+            Ok(Some(d)) => self.write_copy(cx, d),
+            Ok(None) => {
+                self.phase = Phase::AwaitAllocScan;
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn write_copy(&mut self, cx: &mut Cx<'_>, d: DteAddr) -> Out {
+        let y = self.mv.y.as_ref()?;
+        let value = y.value.clone().unwrap_or_default();
+        let header = DataEntryHeader {
+            state: StateWord {
+                state: DteState::Writing,
+                kind: Some(DteKind::Migrate),
+                src: self.mv.src as u8,
+                dst: self.mv.dst as u8,
+                key_len: y.key.len() as u16,
+                value_len: value.len() as u32,
+            },
+            deadline: cx.deadline.0,
+            recycle: RecycleWord { recycle: false, expires_at: 0 },
+            prev: self.mv.w.0,
+        };
+        let bytes = cx.encode_entry(&header, &y.key, &value);
+        cx.write_local_dte(d, bytes);
+        self.mv.copy = Some(d);
+        self.mv.header = Some(header);
+        self.phase = Phase::AwaitCopy;
+        None
+    }
+
+    fn copy_word(&self, cx: &Cx<'_>) -> Option<IndexEntry> {
+        let y = self.mv.y.as_ref()?;
+        Some(IndexEntry::new(self.mv.copy?, cx.filter(&y.key)))
+    }
+
+    fn lock(&mut self, cx: &mut Cx<'_>) -> Out {
+        let (f, cw, d) = (self.top()?, self.copy_word(cx)?, self.mv.copy?);
+        if !cx.may_mutate() {
+            cx.client.alloc.release_unpublished(d);
+            return Some(Err(Error::Timeout));
+        }
+        cx.cas_ite(f.slot, self.mv.w, cw);
+        self.phase = Phase::AwaitLock;
+        None
+    }
+
+    fn on_lock(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let d = self.mv.copy?;
+        match cas_previous(&results[0]) {
+            Ok(p) if p == self.mv.w.0 => {}
+            Ok(_) => {
+                cx.client.alloc.release_unpublished(d);
+                return Some(Err(Error::Conflict));
+            }
+            Err(e) => return Some(Err(e)),
+        }
+        let cw = self.copy_word(cx)?;
+        let k = self.mv.alt.iter().position(|&j| j == self.mv.dst)?;
+        cx.cas_ite(self.mv.cands[self.mv.dst], self.mv.alt_words[k], cw);
+        self.phase = Phase::AwaitInstall;
+        None
+    }
+
+    fn on_install(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let (d, h, cw) = (self.mv.copy?, self.mv.header?, self.copy_word(cx)?);
+        let k = self.mv.alt.iter().position(|&j| j == self.mv.dst)?;
+        match cas_previous(&results[0]) {
+            Ok(p) if p == self.mv.alt_words[k].0 => {
+                if !cx.may_mutate() {
+                    return Some(Err(Error::Timeout));
+                }
+                cx.cas_state(d, h.state.encode(), h.state.with_state(DteState::Valid).encode());
+                self.phase = Phase::AwaitCommit;
+                None
+            }
+            Ok(_) if cx.client.faults.skip_migrate_rollback => {
+                // Broken variant: forget that the copy is linked at the source.
+                cx.client.alloc.release_unpublished(d);
+                Some(Err(Error::Conflict))
+            }
+            Ok(_) => {
+                let key = self.mv.y.as_ref()?.key.clone();
+                let f = self.top()?;
+                self.phase = Phase::Aborting(Recover::owner_abort(f.slot, cw, d, h, key));
+                self.step_abort(cx, Vec::new())
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn on_commit(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let (f, h, cw) = (self.top()?, self.mv.header?, self.copy_word(cx)?);
+        let committed = match &results[0] {
+            Ok(OpOutput::Written) => true,
+            r => match cas_previous(r) {
+                Ok(p) => p == h.state.encode(),
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        if !committed {
+            return Some(Err(Error::Timeout));
+        }
+        cx.cas_ite(f.slot, cw, cw.emptied());
+        self.phase = Phase::AwaitFinish;
+        None
+    }
+
+    fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Recovering(rec) = &mut self.phase else { return Some(Err(Error::Conflict)) };
+        match rec.advance(cx, results)? {
+            Ok(()) => self.begin_frame(cx),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn step_abort(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Aborting(rec) = &mut self.phase else { return Some(Err(Error::Conflict)) };
+        match rec.advance(cx, results)? {
+            Ok(()) => Some(Err(Error::Conflict)),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Advances the MIGRATE; `Some(Ok(()))` once the PUT's slot was freed (or
+    /// found free).
+    pub fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        if !matches!(self.phase, Phase::Start) && cx.overran() {
+            return Some(Err(Error::Timeout));
+        }
+        match std::mem::replace(&mut self.phase, Phase::Start) {
+            Phase::Start => self.begin_frame(cx),
+            Phase::AwaitSrcIte => {
+                let w = match word(&results[0]) {
+                    Ok(w) => IndexEntry(w),
+                    Err(e) => return Some(Err(e)),
+                };
+                self.mv.w = w;
+                match w.dte() {
+                    None => self.frame_done(cx),
+                    Some(d) => {
+                        cx.read_dte(d, true);
+                        self.phase = Phase::AwaitSrcDte;
+                        None
+                    }
+                }
+            }
+            Phase::AwaitSrcDte => {
+                let d = self.mv.w.dte()?;
+                match cx.view(d, &results[0]) {
+                    Ok(y) => self.on_src_dte(cx, y),
+                    Err(e) => Some(Err(e)),
+                }
+            }
+            p @ Phase::Recovering(_) => {
+                self.phase = p;
+                self.step_recover(cx, results)
+            }
+            p @ Phase::Aborting(_) => {
+                self.phase = p;
+                self.step_abort(cx, results)
+            }
+            Phase::AwaitClear(mark) => match cas_previous(&results[0]) {
+                Ok(p) if p == self.mv.w.0 => match mark {
+                    Some(d) if cx.may_mutate() => {
+                        cx.mark_recycle(d);
+                        self.phase = Phase::AwaitMark;
+                        None
+                    }
+                    _ => self.frame_done(cx),
+                },
+                Ok(_) => self.begin_frame(cx),
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitAlt => self.on_alt(cx, &results),
+            Phase::AwaitAllocScan => match self.alloc.finish(cx, results) {
+                Ok(d) => self.write_copy(cx, d),
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitCopy => match written(&results[0]) {
+                Ok(()) => self.lock(cx),
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitLock => self.on_lock(cx, &results),
+            Phase::AwaitInstall => self.on_install(cx, &results),
+            Phase::AwaitCommit => self.on_commit(cx, &results),
+            Phase::AwaitFinish => {
+                // Whoever cleared the source, the old entry Y is unlinked for
+                // good now that the copy committed; the owner marks it.
+                match (cas_previous(&results[0]), self.mv.y.as_ref()) {
+                    (Err(e), _) => Some(Err(e)),
+                    (Ok(_), Some(y)) if cx.may_mutate() => {
+                        cx.mark_recycle(y.addr);
+                        self.phase = Phase::AwaitMark;
+                        None
+                    }
+                    _ => self.frame_done(cx),
+                }
+            }
+            Phase::AwaitMark => match written(&results[0]) {
+                Ok(()) => self.frame_done(cx),
+                Err(e) => Some(Err(e)),
+            },
+        }
+    }
+}

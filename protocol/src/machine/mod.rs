@@ -1,0 +1,149 @@
+//! The operations as sans-IO state machines.
+//!
+//! A machine never blocks, sleeps or reads a clock. A driver calls
+//! [`Machine::poll`] with the current time; the machine answers with work
+//! requests to post, `Pending` while completions are outstanding, or its
+//! result. Completions go back through [`Machine::complete`]. Each call to
+//! `poll` after a round completes makes exactly one protocol step, so a model
+//! checker can interleave machines one fabric operation at a time.
+//!
+//! - [`GetMachine`]: GET.
+//! - [`PutMachine`] / [`DeleteMachine`]: PUT and DELETE (one logic, two kinds),
+//!   including candidate choice, MIGRATE and recovery of abandoned entries.
+
+mod alloc_step;
+pub(crate) mod context;
+mod get;
+pub(crate) mod io;
+mod migrate;
+mod recover;
+mod write;
+
+pub use context::{ClientId, ClientState, Cx};
+pub use get::GetLogic;
+pub use io::Poll;
+pub use write::{WriteKind, WriteLogic};
+
+use crate::error::Error;
+use crate::fabric::Completion;
+use crate::stats::OpStats;
+use crate::time::Nanos;
+use io::Io;
+pub use io::Results;
+
+/// A sans-IO operation: poll it with the time, post what it asks, feed back
+/// completions, until it is done.
+pub trait Machine {
+    /// What the operation returns.
+    type Output;
+
+    /// Takes one step at time `now` (the time on the client's node).
+    fn poll(&mut self, client: &mut ClientState, now: Nanos) -> Poll<Result<Self::Output, Error>>;
+
+    /// Hands the machine the completion of one of its work requests.
+    fn complete(&mut self, completion: Completion);
+
+    /// What the operation has issued so far.
+    fn stats(&self) -> OpStats;
+}
+
+/// The protocol logic of one operation attempt, driven by [`OpMachine`].
+pub trait Logic {
+    /// What the operation returns.
+    type Output;
+
+    /// Consumes the results of the last round (empty at the start) and either
+    /// issues the next round through `cx` (returning `None`) or finishes.
+    #[doc(hidden)]
+    fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<Self::Output, Error>>;
+}
+
+/// One attempt of an operation: its logic, its rounds and its deadline (the
+/// time of its first step plus the expiration period).
+#[derive(Debug)]
+pub struct OpMachine<L> {
+    logic: L,
+    io: Io,
+    deadline: Option<Nanos>,
+    done: bool,
+}
+
+/// A GET attempt.
+pub type GetMachine = OpMachine<GetLogic>;
+/// A PUT attempt (output: whether the key existed before).
+pub type PutMachine = OpMachine<WriteLogic>;
+/// A DELETE attempt (output: whether the key existed before).
+pub type DeleteMachine = OpMachine<WriteLogic>;
+
+impl<L: Logic> OpMachine<L> {
+    /// Wraps the logic of one attempt.
+    pub fn new(logic: L) -> Self {
+        let mut io = Io::default();
+        io.stats.attempts = 1;
+        OpMachine { logic, io, deadline: None, done: false }
+    }
+
+    /// The attempt's deadline, once started.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.deadline
+    }
+}
+
+impl GetMachine {
+    /// A GET of `key`.
+    pub fn get(key: &[u8]) -> GetMachine {
+        OpMachine::new(GetLogic::new(key.to_vec()))
+    }
+}
+
+impl PutMachine {
+    /// A PUT of `key` = `value`.
+    pub fn put(key: &[u8], value: &[u8]) -> PutMachine {
+        OpMachine::new(WriteLogic::new(key.to_vec(), WriteKind::Put(value.to_vec())))
+    }
+
+    /// A DELETE of `key`.
+    pub fn delete(key: &[u8]) -> DeleteMachine {
+        OpMachine::new(WriteLogic::new(key.to_vec(), WriteKind::Delete))
+    }
+}
+
+impl<L: Logic> Machine for OpMachine<L> {
+    type Output = L::Output;
+
+    fn poll(&mut self, client: &mut ClientState, now: Nanos) -> Poll<Result<L::Output, Error>> {
+        if self.done {
+            return Poll::Done(Err(Error::Corrupt("machine polled after it finished".into())));
+        }
+        let deadline = *self.deadline.get_or_insert_with(|| now.plus(client.cfg.expiration));
+        if self.io.has_outbox() {
+            return Poll::Post(self.io.take_outbox());
+        }
+        if !self.io.round_complete() {
+            return Poll::Pending;
+        }
+        // A step may decide without issuing anything (e.g. a cache hit); keep
+        // stepping until it issues a round or finishes.
+        for _ in 0..1024 {
+            let results = self.io.take_results();
+            let mut cx = Cx { io: &mut self.io, client, now, deadline };
+            if let Some(result) = self.logic.advance(&mut cx, results) {
+                self.done = true;
+                return Poll::Done(result);
+            }
+            if self.io.has_outbox() {
+                return Poll::Post(self.io.take_outbox());
+            }
+        }
+        self.done = true;
+        Poll::Done(Err(Error::Corrupt("state machine made no progress".into())))
+    }
+
+    fn complete(&mut self, completion: Completion) {
+        self.io.complete(completion);
+    }
+
+    fn stats(&self) -> OpStats {
+        self.io.stats
+    }
+}

@@ -1,0 +1,490 @@
+//! PUT and DELETE: candidate choice, install, verification, commit.
+//!
+//! Steps (docs/protocol.md, "PUT" and "DELETE"):
+//! 1. Read all N candidate index table entries in one round; read the header
+//!    and key of every entry whose filter bits match (cache, CPU or RDMA READ).
+//! 2. Help or back off: an in-progress entry of the key whose owner is past its
+//!    deadline is reclaimed, an aborted one is restored, a committed MIGRATE
+//!    copy still linked at its source has its source cleared (then restart);
+//!    an in-progress entry of the key within its deadline means conflict.
+//! 3. Choose the candidate: the one holding the key if any (never more than one),
+//!    else the first empty one, else MIGRATE to free one (then restart).
+//!    DELETE of an absent key certifies absence by re-reading all candidates.
+//! 4. Write the new entry (state `Writing`, previous version = the candidate's
+//!    word) into the client's own data table by CPU.
+//! 5. CAS the candidate from the word read to the new entry.
+//! 6. Verify: re-read the other candidates; any change means a concurrent
+//!    operation may have created a second entry for the key: abort (state CAS
+//!    `Writing -> Aborted`, restore the candidate) and report a conflict.
+//! 7. Commit: CAS the state word `Writing -> Valid` (PUT) or `-> Deleted`
+//!    (DELETE) through the NIC. This is the linearization point.
+//! 8. DELETE unlinks its tombstone (CAS to empty); both mark the entries they
+//!    unlinked for recycling.
+
+use crate::addr::{DteAddr, IteAddr};
+use crate::error::Error;
+use crate::fabric::OpOutput;
+use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
+use crate::machine::alloc_step::AllocStep;
+use crate::machine::context::{Cx, DteView};
+use crate::machine::io::{cas_previous, word, written, Results};
+use crate::machine::migrate::Migrate;
+use crate::machine::recover::Recover;
+use crate::machine::Logic;
+
+/// Whether a write stores a value or deletes the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// PUT this value.
+    Put(Vec<u8>),
+    /// DELETE the key.
+    Delete,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Start,
+    AwaitScan,
+    AwaitScanDtes(Vec<usize>),
+    Recovering(Recover),
+    AwaitHelp,
+    AwaitCertify,
+    Migrating(Migrate),
+    AwaitAllocScan,
+    AwaitWrite,
+    AwaitInstall,
+    AwaitVerify(Vec<usize>),
+    AwaitCommit,
+    Aborting(Recover),
+    AwaitCleanup,
+    AwaitMarks(bool),
+}
+
+/// The logic of one PUT or DELETE attempt.
+#[derive(Debug)]
+pub struct WriteLogic {
+    key: Vec<u8>,
+    kind: WriteKind,
+    cands: Vec<IteAddr>,
+    filter: u16,
+    words: Vec<IndexEntry>,
+    views: Vec<Option<DteView>>,
+    phase: Phase,
+    restarts: u32,
+    migrate_source: usize,
+    target: usize,
+    existed: bool,
+    alloc: AllocStep,
+    new_dte: Option<DteAddr>,
+    new_header: Option<DataEntryHeader>,
+}
+
+type Out = Option<Result<bool, Error>>;
+
+fn conflict() -> Out {
+    Some(Err(Error::Conflict))
+}
+
+impl WriteLogic {
+    /// A PUT or DELETE of `key`.
+    pub fn new(key: Vec<u8>, kind: WriteKind) -> WriteLogic {
+        WriteLogic {
+            key,
+            kind,
+            cands: Vec::new(),
+            filter: 0,
+            words: Vec::new(),
+            views: Vec::new(),
+            phase: Phase::Start,
+            restarts: 0,
+            migrate_source: 0,
+            target: 0,
+            existed: false,
+            alloc: AllocStep::default(),
+            new_dte: None,
+            new_header: None,
+        }
+    }
+
+    fn is_delete(&self) -> bool {
+        matches!(self.kind, WriteKind::Delete)
+    }
+
+    fn scan(&mut self, cx: &mut Cx<'_>) -> Out {
+        self.restarts += 1;
+        if self.restarts > 4 + 4 * u32::from(cx.cfg().max_migrate_depth) {
+            return conflict();
+        }
+        for &c in &self.cands {
+            cx.read_ite(c);
+        }
+        self.phase = Phase::AwaitScan;
+        None
+    }
+
+    fn on_scan(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        self.words.clear();
+        for r in results {
+            match word(r) {
+                Ok(w) => self.words.push(IndexEntry(w)),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        self.views = vec![None; self.cands.len()];
+        let mut reads = Vec::new();
+        for (i, &w) in self.words.iter().enumerate() {
+            let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else { continue };
+            match cx.cached_view(w, cx.now) {
+                Some(v) => self.views[i] = Some(v),
+                None => {
+                    cx.read_dte(dte, false);
+                    reads.push(i);
+                }
+            }
+        }
+        if reads.is_empty() {
+            self.decide(cx)
+        } else {
+            self.phase = Phase::AwaitScanDtes(reads);
+            None
+        }
+    }
+
+    fn decide(&mut self, cx: &mut Cx<'_>) -> Out {
+        let mut holders = Vec::new();
+        for i in 0..self.cands.len() {
+            let Some(v) = self.views[i].as_ref().filter(|v| v.key == self.key) else { continue };
+            let st = v.header.state;
+            match st.state {
+                DteState::Writing if !cx.owner_expired(v.header.deadline) => return conflict(),
+                DteState::Writing | DteState::Aborted => {
+                    self.phase = Phase::Recovering(Recover::reclaim(self.cands[i], self.words[i], v));
+                    return self.step_recover(cx, Vec::new());
+                }
+                DteState::Free => return conflict(),
+                DteState::Valid | DteState::Deleted => {
+                    if st.kind == Some(DteKind::Migrate) && usize::from(st.src) == i {
+                        // A committed MIGRATE copy still linked at its source:
+                        // finish the move for its owner.
+                        if !cx.may_mutate() {
+                            return Some(Err(Error::Timeout));
+                        }
+                        cx.cas_ite(self.cands[i], self.words[i], self.words[i].emptied());
+                        self.phase = Phase::AwaitHelp;
+                        return None;
+                    }
+                    holders.push(i);
+                }
+            }
+        }
+        if holders.len() > 1 {
+            return conflict();
+        }
+        if let Some(&c) = holders.first() {
+            let committed = self.views[c].as_ref().map(|v| v.header.state.state);
+            self.existed = committed == Some(DteState::Valid);
+            if self.is_delete() && !self.existed {
+                // The key's committed state is a tombstone: already absent.
+                return Some(Ok(false));
+            }
+            self.target = c;
+            return self.prepare(cx);
+        }
+        self.existed = false;
+        if self.is_delete() {
+            // Certify absence: every candidate unchanged since it was read.
+            for &c in self.cands.iter().rev() {
+                cx.read_ite(c);
+            }
+            self.phase = Phase::AwaitCertify;
+            return None;
+        }
+        if let Some(e) = self.words.iter().position(|w| w.is_empty()) {
+            self.target = e;
+            return self.prepare(cx);
+        }
+        if self.migrate_source >= self.cands.len() {
+            return Some(Err(Error::TableFull { depth: cx.cfg().max_migrate_depth }));
+        }
+        let m = Migrate::new(self.cands[self.migrate_source], self.cands.clone());
+        self.phase = Phase::Migrating(m);
+        self.step_migrate(cx, Vec::new())
+    }
+
+    fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Recovering(rec) = &mut self.phase else { return conflict() };
+        match rec.advance(cx, results) {
+            None => None,
+            Some(Ok(())) => self.scan(cx),
+            Some(Err(e)) => Some(Err(e)),
+        }
+    }
+
+    fn step_migrate(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Migrating(m) = &mut self.phase else { return conflict() };
+        match m.advance(cx, results) {
+            None => None,
+            Some(Ok(())) => self.scan(cx),
+            Some(Err(Error::TableFull { .. })) => {
+                // Try freeing the next candidate instead.
+                self.migrate_source += 1;
+                self.scan(cx)
+            }
+            Some(Err(e)) => Some(Err(e)),
+        }
+    }
+
+    fn prepare(&mut self, cx: &mut Cx<'_>) -> Out {
+        match self.alloc.start(cx) {
+            Ok(Some(d)) => self.write_entry(cx, d),
+            Ok(None) => {
+                self.phase = Phase::AwaitAllocScan;
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn write_entry(&mut self, cx: &mut Cx<'_>, d: DteAddr) -> Out {
+        let (kind, value): (DteKind, &[u8]) = match &self.kind {
+            WriteKind::Put(v) => (DteKind::Put, v),
+            WriteKind::Delete => (DteKind::Delete, &[]),
+        };
+        let header = DataEntryHeader {
+            state: StateWord {
+                state: DteState::Writing,
+                kind: Some(kind),
+                src: 0,
+                dst: 0,
+                key_len: self.key.len() as u16,
+                value_len: value.len() as u32,
+            },
+            deadline: cx.deadline.0,
+            recycle: RecycleWord { recycle: false, expires_at: 0 },
+            prev: self.words[self.target].0,
+        };
+        let bytes = cx.encode_entry(&header, &self.key, value);
+        cx.write_local_dte(d, bytes);
+        self.new_dte = Some(d);
+        self.new_header = Some(header);
+        self.phase = Phase::AwaitWrite;
+        None
+    }
+
+    fn new_word(&self) -> Option<IndexEntry> {
+        Some(IndexEntry::new(self.new_dte?, self.filter))
+    }
+
+    fn install(&mut self, cx: &mut Cx<'_>) -> Out {
+        let (Some(d), Some(new)) = (self.new_dte, self.new_word()) else { return conflict() };
+        if !cx.may_mutate() {
+            cx.client.alloc.release_unpublished(d);
+            return Some(Err(Error::Timeout));
+        }
+        cx.cas_ite(self.cands[self.target], self.words[self.target], new);
+        self.phase = Phase::AwaitInstall;
+        None
+    }
+
+    fn on_install(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let d = self.new_dte?;
+        let prev = match cas_previous(&results[0]) {
+            Ok(p) => p,
+            Err(e) => {
+                // Unknown whether the CAS landed: leave the entry to recovery.
+                return Some(Err(e));
+            }
+        };
+        if prev != self.words[self.target].0 {
+            cx.client.alloc.release_unpublished(d);
+            return conflict();
+        }
+        if cx.client.faults.skip_put_verify {
+            return self.commit(cx);
+        }
+        let others: Vec<usize> = (0..self.cands.len()).rev().filter(|&j| j != self.target).collect();
+        if others.is_empty() {
+            return self.commit(cx);
+        }
+        for &j in &others {
+            cx.read_ite(self.cands[j]);
+        }
+        self.phase = Phase::AwaitVerify(others);
+        None
+    }
+
+    fn on_verify(&mut self, cx: &mut Cx<'_>, others: &[usize], results: &Results) -> Out {
+        let unchanged = others
+            .iter()
+            .zip(results)
+            .all(|(&j, r)| matches!(word(r), Ok(w) if w == self.words[j].0));
+        if unchanged {
+            self.commit(cx)
+        } else {
+            self.abort(cx)
+        }
+    }
+
+    fn abort(&mut self, cx: &mut Cx<'_>) -> Out {
+        let (Some(d), Some(h), Some(new)) = (self.new_dte, self.new_header, self.new_word()) else {
+            return conflict();
+        };
+        tracing::debug!(dte = %d, "verification failed: aborting");
+        let rec = Recover::owner_abort(self.cands[self.target], new, d, h, self.key.clone());
+        self.phase = Phase::Aborting(rec);
+        self.step_abort(cx, Vec::new())
+    }
+
+    fn step_abort(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Aborting(rec) = &mut self.phase else { return conflict() };
+        match rec.advance(cx, results)? {
+            Ok(()) => conflict(),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn commit(&mut self, cx: &mut Cx<'_>) -> Out {
+        let (Some(d), Some(h)) = (self.new_dte, self.new_header) else { return conflict() };
+        if !cx.may_mutate() {
+            // Too late to commit safely; a reclaimer will abort the entry.
+            return Some(Err(Error::Timeout));
+        }
+        let to = if self.is_delete() { DteState::Deleted } else { DteState::Valid };
+        cx.cas_state(d, h.state.encode(), h.state.with_state(to).encode());
+        self.phase = Phase::AwaitCommit;
+        None
+    }
+
+    fn on_commit(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let (Some(h), Some(new)) = (self.new_header, self.new_word()) else { return conflict() };
+        let committed = match &results[0] {
+            // Only the broken CPU-store variant completes as a write.
+            Ok(OpOutput::Written) => true,
+            r => match cas_previous(r) {
+                Ok(p) => p == h.state.encode(),
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        if !committed {
+            // Reclaimed after our deadline: the attempt did not take effect.
+            return Some(Err(Error::Timeout));
+        }
+        tracing::trace!(existed = self.existed, "committed");
+        if self.is_delete() {
+            cx.cas_ite(self.cands[self.target], new, new.emptied());
+            self.phase = Phase::AwaitCleanup;
+            return None;
+        }
+        self.mark_old(cx);
+        self.finish(cx)
+    }
+
+    fn mark_old(&mut self, cx: &mut Cx<'_>) {
+        if let Some(old) = self.words[self.target].dte() {
+            if cx.may_mutate() {
+                cx.mark_recycle(old);
+            }
+        }
+    }
+
+    fn finish(&mut self, cx: &mut Cx<'_>) -> Out {
+        if cx.io.has_outbox() {
+            self.phase = Phase::AwaitMarks(self.existed);
+            None
+        } else {
+            Some(Ok(self.existed))
+        }
+    }
+
+    fn on_cleanup(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let new = self.new_word()?;
+        if matches!(cas_previous(&results[0]), Ok(p) if p == new.0) && cx.may_mutate() {
+            if let Some(d) = self.new_dte {
+                cx.mark_recycle(d);
+            }
+        }
+        self.mark_old(cx);
+        self.finish(cx)
+    }
+}
+
+impl Logic for WriteLogic {
+    type Output = bool;
+
+    fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<bool, Error>> {
+        match std::mem::replace(&mut self.phase, Phase::Start) {
+            Phase::Start => {
+                if let Err(e) = cx.client.check_key(&self.key) {
+                    return Some(Err(e));
+                }
+                if let WriteKind::Put(v) = &self.kind {
+                    if let Err(e) = cx.client.check_value(v) {
+                        return Some(Err(e));
+                    }
+                }
+                self.cands = cx.candidates(&self.key);
+                self.filter = cx.filter(&self.key);
+                self.scan(cx)
+            }
+            Phase::AwaitScan => {
+                if cx.overran() {
+                    return Some(Err(Error::Timeout));
+                }
+                self.on_scan(cx, &results)
+            }
+            Phase::AwaitScanDtes(reads) => {
+                for (&i, r) in reads.iter().zip(&results) {
+                    let Some(d) = self.words[i].dte() else { continue };
+                    match cx.view(d, r) {
+                        Ok(v) => self.views[i] = Some(v),
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                if cx.overran() {
+                    return Some(Err(Error::Timeout));
+                }
+                self.decide(cx)
+            }
+            p @ Phase::Recovering(_) => {
+                self.phase = p;
+                self.step_recover(cx, results)
+            }
+            p @ Phase::Migrating(_) => {
+                self.phase = p;
+                self.step_migrate(cx, results)
+            }
+            p @ Phase::Aborting(_) => {
+                self.phase = p;
+                self.step_abort(cx, results)
+            }
+            Phase::AwaitHelp => match cas_previous(&results[0]) {
+                Ok(_) => self.scan(cx),
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitCertify => {
+                let unchanged = results
+                    .iter()
+                    .zip(self.words.iter().rev())
+                    .all(|(r, w)| matches!(word(r), Ok(x) if x == w.0));
+                if unchanged {
+                    Some(Ok(false))
+                } else {
+                    conflict()
+                }
+            }
+            Phase::AwaitAllocScan => match self.alloc.finish(cx, results) {
+                Ok(d) => self.write_entry(cx, d),
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitWrite => match written(&results[0]) {
+                Ok(()) => self.install(cx),
+                Err(e) => Some(Err(e)),
+            },
+            Phase::AwaitInstall => self.on_install(cx, &results),
+            Phase::AwaitVerify(others) => self.on_verify(cx, &others, &results),
+            Phase::AwaitCommit => self.on_commit(cx, &results),
+            Phase::AwaitCleanup => self.on_cleanup(cx, &results),
+            Phase::AwaitMarks(existed) => Some(results.iter().try_for_each(written).map(|()| existed)),
+        }
+    }
+}

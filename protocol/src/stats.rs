@@ -1,0 +1,104 @@
+//! Per-operation counters of fabric work, the yardstick the papers compare by.
+
+use std::fmt;
+use std::ops::AddAssign;
+
+use crate::addr::Region;
+use crate::fabric::Op;
+
+/// What one operation (or a sum of operations) cost on the fabric.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpStats {
+    /// RDMA READs of index table entries.
+    pub index_reads: u64,
+    /// RDMA READs of data table entries.
+    pub data_reads: u64,
+    /// RDMA WRITEs.
+    pub writes: u64,
+    /// RDMA CASes on index table entries.
+    pub index_cas: u64,
+    /// RDMA CASes on data table entry state words (loopback when local).
+    pub data_cas: u64,
+    /// CPU reads of the local data table.
+    pub local_reads: u64,
+    /// CPU writes of the local data table.
+    pub local_writes: u64,
+    /// Bytes moved by RDMA (read, written, and 8 per CAS).
+    pub fabric_bytes: u64,
+    /// Bytes moved by the CPU path.
+    pub local_bytes: u64,
+    /// Rounds that contained at least one NIC operation (round trips).
+    pub round_trips: u64,
+    /// Attempts (1 plus retries after conflicts).
+    pub attempts: u64,
+}
+
+impl OpStats {
+    /// Counts one operation.
+    pub fn count(&mut self, op: &Op) {
+        match op {
+            Op::Read { addr, .. } if addr.region == Region::Index => self.index_reads += 1,
+            Op::Read { .. } => self.data_reads += 1,
+            Op::Write { .. } => self.writes += 1,
+            Op::Cas { addr, .. } if addr.region == Region::Index => self.index_cas += 1,
+            Op::Cas { .. } => self.data_cas += 1,
+            Op::LocalRead { .. } => self.local_reads += 1,
+            Op::LocalWrite { .. } => self.local_writes += 1,
+        }
+        match op {
+            Op::LocalRead { .. } | Op::LocalWrite { .. } => self.local_bytes += op.bytes(),
+            _ => self.fabric_bytes += op.bytes(),
+        }
+    }
+
+    /// All RDMA READs.
+    pub fn reads(&self) -> u64 {
+        self.index_reads + self.data_reads
+    }
+
+    /// All RDMA CASes.
+    pub fn cas(&self) -> u64 {
+        self.index_cas + self.data_cas
+    }
+
+    /// All NIC operations.
+    pub fn fabric_ops(&self) -> u64 {
+        self.reads() + self.writes + self.cas()
+    }
+}
+
+impl AddAssign for OpStats {
+    fn add_assign(&mut self, o: OpStats) {
+        self.index_reads += o.index_reads;
+        self.data_reads += o.data_reads;
+        self.writes += o.writes;
+        self.index_cas += o.index_cas;
+        self.data_cas += o.data_cas;
+        self.local_reads += o.local_reads;
+        self.local_writes += o.local_writes;
+        self.fabric_bytes += o.fabric_bytes;
+        self.local_bytes += o.local_bytes;
+        self.round_trips += o.round_trips;
+        self.attempts += o.attempts;
+    }
+}
+
+impl fmt::Display for OpStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "READ {} (index {}, data {}), WRITE {}, CAS {} (index {}, data {}), local r/w {}/{}, {} fabric bytes, {} round trips",
+            self.reads(),
+            self.index_reads,
+            self.data_reads,
+            self.writes,
+            self.cas(),
+            self.index_cas,
+            self.data_cas,
+            self.local_reads,
+            self.local_writes,
+            self.fabric_bytes,
+            self.round_trips
+        )
+    }
+}
