@@ -1,1 +1,157 @@
-//! placeholder
+//! Shared support for the integration tests: a simulated cluster, recorded
+//! client operations and a concurrent workload runner whose history is checked
+//! for linearizability.
+
+use std::sync::Arc;
+use std::thread;
+
+use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
+use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
+use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
+
+/// A simulated cluster: the fabric and the configuration its clients share.
+#[derive(Clone)]
+pub struct SimCluster {
+    /// The simulated NIC of every node.
+    pub fabric: SimFabric,
+    /// The deployment configuration.
+    pub cfg: Arc<Config>,
+}
+
+impl SimCluster {
+    /// A cluster sized for `cfg`, with real time and no latency.
+    pub fn new(cfg: Config) -> SimCluster {
+        SimCluster::with_sim(cfg, |s| s)
+    }
+
+    /// A cluster on manual time (advanced with `fabric.advance`).
+    pub fn manual_clock(cfg: Config) -> SimCluster {
+        SimCluster::with_sim(cfg, |s| s.with_clock(ClockMode::Manual))
+    }
+
+    /// A cluster whose simulator configuration `tweak` may change.
+    pub fn with_sim(cfg: Config, tweak: impl FnOnce(SimConfig) -> SimConfig) -> SimCluster {
+        cfg.validate().expect("test configuration must be valid");
+        let sim = tweak(SimConfig::from_topology(cfg.topology()));
+        let fabric = SimFabric::new(sim).expect("simulator configuration must be valid");
+        SimCluster { fabric, cfg: Arc::new(cfg) }
+    }
+
+    /// Client `index` on `node`.
+    pub fn client(&self, node: u16, index: u16) -> Client<SimEndpoint> {
+        let ep = self.fabric.open(NodeId(node)).expect("node is up");
+        Client::new(self.cfg.clone(), ClientId { node: NodeId(node), index }, ep).expect("client")
+    }
+
+    /// Every client slot of the cluster, `clients_per_node` on each node.
+    pub fn all_clients(&self) -> Vec<Client<SimEndpoint>> {
+        let mut out = Vec::new();
+        for i in 0..self.cfg.clients_per_node {
+            for n in 0..self.cfg.nodes {
+                out.push(self.client(n, i));
+            }
+        }
+        out
+    }
+}
+
+/// A recorded GET.
+pub fn rec_get(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+    r.record(id, key, KvOp::Get, || {
+        let res = c.get(key);
+        (res.as_ref().ok().map(|v| KvRet::Get(v.clone())), res)
+    })
+}
+
+/// A recorded PUT.
+pub fn rec_put(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+    r.record(id, key, KvOp::Put(value.to_vec()), || {
+        let res = c.put(key, value);
+        (res.as_ref().ok().map(|&e| KvRet::Put(e)), res)
+    })
+}
+
+/// A recorded DELETE.
+pub fn rec_delete(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8]) -> Result<bool, Error> {
+    r.record(id, key, KvOp::Delete, || {
+        let res = c.delete(key);
+        (res.as_ref().ok().map(|&e| KvRet::Delete(e)), res)
+    })
+}
+
+/// A concurrent mixed workload.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Operations per client.
+    pub ops_per_client: usize,
+    /// Number of distinct keys.
+    pub keys: usize,
+    /// Percent of GETs.
+    pub get_pct: u32,
+    /// Percent of DELETEs.
+    pub delete_pct: u32,
+    /// Seed of the per-client generators.
+    pub seed: u64,
+}
+
+/// What a workload run did.
+#[derive(Debug)]
+pub struct WorkloadReport {
+    /// Every operation.
+    pub history: Vec<Event>,
+    /// Operations that failed, with their error.
+    pub errors: Vec<String>,
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// Runs `w` on every client of `cluster`, each in its own thread, recording
+/// the history. Values are unique per write, so a read identifies its write.
+pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
+    let recorder = Arc::new(Recorder::new());
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handles: Vec<_> = cluster
+        .all_clients()
+        .into_iter()
+        .enumerate()
+        .map(|(id, mut c)| {
+            let (r, w, errors) = (recorder.clone(), w.clone(), errors.clone());
+            thread::spawn(move || {
+                let mut s = w.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                for n in 0..w.ops_per_client {
+                    let key = format!("key-{}", xorshift(&mut s) % w.keys as u64).into_bytes();
+                    let dice = (xorshift(&mut s) % 100) as u32;
+                    let res = if dice < w.get_pct {
+                        rec_get(&r, id, &mut c, &key).map(|_| ())
+                    } else if dice < w.get_pct + w.delete_pct {
+                        rec_delete(&r, id, &mut c, &key).map(|_| ())
+                    } else {
+                        let value = format!("v-{id}-{n}").into_bytes();
+                        rec_put(&r, id, &mut c, &key, &value).map(|_| ())
+                    };
+                    if let Err(e) = res {
+                        errors.lock().unwrap().push(format!("client {id}: {e}"));
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("client thread panicked");
+    }
+    let errors = errors.lock().unwrap().clone();
+    WorkloadReport { history: recorder.events(), errors }
+}
+
+/// Asserts the history is linearizable, printing the counterexample if not.
+pub fn assert_linearizable(history: &[Event]) -> usize {
+    match check_history(history, 50_000_000) {
+        Ok(n) => n,
+        Err(v) => panic!("history is not linearizable:\n{v}"),
+    }
+}
