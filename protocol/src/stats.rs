@@ -31,6 +31,15 @@ pub struct OpStats {
     pub round_trips: u64,
     /// Attempts (1 plus retries after conflicts).
     pub attempts: u64,
+    /// Key moves completed by MIGRATE.
+    pub migrations: u64,
+    /// Of those, moves made at recursion depth 2 or more (to free the
+    /// destination of another move).
+    pub deep_migrations: u64,
+    /// Uncommitted entries aborted or restored on another client's behalf.
+    pub recoveries: u64,
+    /// Committed MIGRATE copies whose source this client unlinked for its owner.
+    pub helps: u64,
 }
 
 impl OpStats {
@@ -80,6 +89,10 @@ impl AddAssign for OpStats {
         self.local_bytes += o.local_bytes;
         self.round_trips += o.round_trips;
         self.attempts += o.attempts;
+        self.migrations += o.migrations;
+        self.deep_migrations += o.deep_migrations;
+        self.recoveries += o.recoveries;
+        self.helps += o.helps;
     }
 }
 

@@ -7,7 +7,7 @@ use std::thread;
 
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
-use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
+use nessie_protocol::{Client, ClientId, Config, Error, Fabric, Faults, NodeId, OpStats};
 
 /// A simulated cluster: the fabric and the configuration its clients share.
 #[derive(Clone)]
@@ -92,6 +92,15 @@ pub struct Workload {
     pub delete_pct: u32,
     /// Seed of the per-client generators.
     pub seed: u64,
+    /// Protocol fault switches for every client (tests of the checkers' teeth).
+    pub faults: Faults,
+}
+
+impl Workload {
+    /// A workload with all fault switches off.
+    pub fn new(ops_per_client: usize, keys: usize, get_pct: u32, delete_pct: u32, seed: u64) -> Workload {
+        Workload { ops_per_client, keys, get_pct, delete_pct, seed, faults: Faults::default() }
+    }
 }
 
 /// What a workload run did.
@@ -101,6 +110,8 @@ pub struct WorkloadReport {
     pub history: Vec<Event>,
     /// Operations that failed, with their error.
     pub errors: Vec<String>,
+    /// Fabric work and protocol events summed over all clients.
+    pub stats: OpStats,
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -122,6 +133,7 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
         .map(|(id, mut c)| {
             let (r, w, errors) = (recorder.clone(), w.clone(), errors.clone());
             thread::spawn(move || {
+                c.state_mut().faults = w.faults;
                 let mut s = w.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
                 for n in 0..w.ops_per_client {
                     let key = format!("key-{}", xorshift(&mut s) % w.keys as u64).into_bytes();
@@ -138,14 +150,16 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
                         errors.lock().unwrap().push(format!("client {id}: {e}"));
                     }
                 }
+                c.total_stats()
             })
         })
         .collect();
+    let mut stats = OpStats::default();
     for h in handles {
-        h.join().expect("client thread panicked");
+        stats += h.join().expect("client thread panicked");
     }
     let errors = errors.lock().unwrap().clone();
-    WorkloadReport { history: recorder.events(), errors }
+    WorkloadReport { history: recorder.events(), errors, stats }
 }
 
 /// Asserts the history is linearizable, printing the counterexample if not.

@@ -144,6 +144,7 @@ impl Migrate {
                 };
                 if st.kind == Some(DteKind::Migrate) && usize::from(st.src) == src {
                     // A committed copy still linked at its source: finish that move.
+                    cx.io.stats.helps += 1;
                     return self.clear_src(cx, None);
                 }
                 self.mv.alt = (0..cands.len()).filter(|&j| j != src).collect();
@@ -294,6 +295,10 @@ impl Migrate {
         };
         if !committed {
             return Some(Err(Error::Timeout));
+        }
+        cx.io.stats.migrations += 1;
+        if f.depth >= 2 {
+            cx.io.stats.deep_migrations += 1;
         }
         cx.cas_ite(f.slot, cw, cw.emptied());
         self.phase = Phase::AwaitFinish;

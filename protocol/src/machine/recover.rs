@@ -78,7 +78,10 @@ impl Recover {
                     self.phase = Phase::AwaitAbort;
                     None
                 }
-                DteState::Aborted => self.restore(cx),
+                DteState::Aborted => {
+                    cx.io.stats.recoveries += 1;
+                    self.restore(cx)
+                }
                 _ => Some(Ok(())),
             },
             Phase::AwaitAbort => {
@@ -89,6 +92,9 @@ impl Recover {
                 let found = StateWord::decode(prev);
                 if prev == self.header.state.encode() || found.state == DteState::Aborted {
                     tracing::debug!(dte = %self.addr, owner = self.owner, "aborted uncommitted entry");
+                    if !self.owner {
+                        cx.io.stats.recoveries += 1;
+                    }
                     self.restore(cx)
                 } else {
                     // The owner committed first: nothing to undo.

@@ -170,6 +170,7 @@ impl WriteLogic {
                             return Some(Err(Error::Timeout));
                         }
                         cx.cas_ite(self.cands[i], self.words[i], self.words[i].emptied());
+                        cx.io.stats.helps += 1;
                         self.phase = Phase::AwaitHelp;
                         return None;
                     }
