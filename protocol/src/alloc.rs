@@ -1,18 +1,25 @@
 //! Allocation and recycling of a client's data table entries.
 //!
 //! Each client owns a contiguous share of its node's data table, so clients of
-//! one node never contend for entries. Entries are handed out never-used first;
-//! once those run out the client scans its share for entries whose recycle flag
-//! is set and whose expiration time (plus the clock-skew allowance) has passed.
-//! An entry whose index-entry CAS failed was never published and is reusable at
-//! once. The allocator is sans-IO: the scan's reads are issued by the state
-//! machine that needs an entry, and their results are fed to [`DteAllocator::collect`].
+//! one node never contend for entries. The allocator trusts nothing it has not
+//! read: it sweeps its share lazily, a batch of headers at a time, and an entry
+//! becomes free only if its header is all zero (never written) or its recycle
+//! flag is set and its expiration time plus the clock-skew allowance has passed.
+//! So a client that restarts after a crash never overwrites an entry that is
+//! still linked. An entry whose index-entry CAS failed was never published and
+//! is reusable at once. The allocator is sans-IO: the sweep's header reads are
+//! issued by the state machine that needs an entry, and their results are fed
+//! to [`DteAllocator::collect`].
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::addr::DteAddr;
 use crate::layout::{DataEntryHeader, DteState};
 use crate::time::{duration_nanos, Nanos};
+
+/// Headers read per sweep batch.
+pub const SWEEP_BATCH: u32 = 256;
 
 /// A client's allocator over its share of a data table.
 #[derive(Clone, Debug)]
@@ -20,8 +27,9 @@ pub struct DteAllocator {
     table: u16,
     first: u32,
     count: u32,
-    fresh_next: u32,
-    free: Vec<u32>,
+    cursor: u32,
+    fruitless: u32,
+    free: VecDeque<u32>,
     in_free: Vec<bool>,
 }
 
@@ -32,8 +40,9 @@ impl DteAllocator {
             table,
             first,
             count,
-            fresh_next: 0,
-            free: Vec::new(),
+            cursor: 0,
+            fruitless: 0,
+            free: VecDeque::new(),
             in_free: vec![false; count as usize],
         }
     }
@@ -43,17 +52,11 @@ impl DteAllocator {
         (self.first..self.first + self.count).map(|index| DteAddr { table: self.table, index })
     }
 
-    /// Takes a free entry, if one is known.
+    /// Takes an entry known to be free, if any (oldest-freed first).
     pub fn allocate(&mut self) -> Option<DteAddr> {
-        if let Some(i) = self.free.pop() {
-            self.in_free[i as usize] = false;
-            return Some(self.addr(i));
-        }
-        if self.fresh_next < self.count {
-            self.fresh_next += 1;
-            return Some(self.addr(self.fresh_next - 1));
-        }
-        None
+        let i = self.free.pop_front()?;
+        self.in_free[i as usize] = false;
+        Some(self.addr(i))
     }
 
     fn addr(&self, rel: u32) -> DteAddr {
@@ -76,72 +79,118 @@ impl DteAllocator {
     fn push_free(&mut self, rel: u32) {
         if !self.in_free[rel as usize] {
             self.in_free[rel as usize] = true;
-            self.free.push(rel);
+            self.free.push_back(rel);
         }
     }
 
-    /// The entries a recycling scan should inspect: every used entry not
-    /// already known to be free.
-    pub fn scan_targets(&self) -> Vec<DteAddr> {
-        (0..self.fresh_next)
-            .filter(|&r| !self.in_free[r as usize])
-            .map(|r| self.addr(r))
-            .collect()
+    /// The next entries to sweep (up to [`SWEEP_BATCH`]), or none when a whole
+    /// sweep of the share found nothing free (the share is full).
+    pub fn next_sweep(&mut self) -> Vec<DteAddr> {
+        if self.fruitless >= self.count {
+            self.fruitless = 0;
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut looked = 0;
+        while out.len() < SWEEP_BATCH as usize && looked < self.count {
+            let rel = self.cursor;
+            self.cursor = (self.cursor + 1) % self.count;
+            looked += 1;
+            if !self.in_free[rel as usize] {
+                out.push(self.addr(rel));
+            }
+        }
+        out
     }
 
-    /// Whether an entry with this header may be reused at `now`: it was
-    /// marked for recycling and its expiration time plus the clock-skew
-    /// allowance has passed.
+    /// Whether an entry with this header may be reused at `now`: never
+    /// written, or marked for recycling with its expiration time plus the
+    /// clock-skew allowance passed.
     pub fn reusable(header: &DataEntryHeader, now: Nanos, skew: Duration) -> bool {
+        if header.encode() == [0u8; 32] {
+            return true;
+        }
         header.recycle.recycle
             && header.state.state != DteState::Writing
             && header.recycle.expires_at.saturating_add(duration_nanos(skew)) <= now.0
     }
 
-    /// Feeds one scanned header; returns whether the entry became free.
+    /// Feeds one swept header; returns whether the entry became free.
     pub fn collect(&mut self, dte: DteAddr, header: &DataEntryHeader, now: Nanos, skew: Duration) -> bool {
-        match self.rel(dte) {
-            Some(rel) if Self::reusable(header, now, skew) => {
-                self.push_free(rel);
-                true
-            }
-            _ => false,
+        let Some(rel) = self.rel(dte) else { return false };
+        self.fruitless += 1;
+        if Self::reusable(header, now, skew) {
+            self.fruitless = 0;
+            self.push_free(rel);
+            true
+        } else {
+            false
         }
     }
 
-    /// Entries known to be free right now (never used or collected).
+    /// Frees an entry regardless of its expiration (only the broken
+    /// `reuse_before_expiry` variant does this).
+    pub fn collect_hastily(&mut self, dte: DteAddr) {
+        if let Some(rel) = self.rel(dte) {
+            self.push_free(rel);
+        }
+    }
+
+    /// Entries known to be free right now.
     pub fn available(&self) -> u32 {
-        (self.count - self.fresh_next) + self.free.len() as u32
+        self.free.len() as u32
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{RecycleWord, StateWord};
+    use crate::layout::{DteKind, RecycleWord, StateWord};
 
     fn header(recycle: bool, expires_at: u64, state: DteState) -> DataEntryHeader {
         DataEntryHeader {
-            state: StateWord { state, kind: None, src: 0, dst: 0, key_len: 1, value_len: 1 },
-            deadline: 0,
+            state: StateWord { state, kind: Some(DteKind::Put), src: 0, dst: 0, key_len: 1, value_len: 1 },
+            deadline: 7,
             recycle: RecycleWord { recycle, expires_at },
             prev: 0,
         }
     }
 
+    fn zero() -> DataEntryHeader {
+        DataEntryHeader::decode(&[0u8; 32]).unwrap()
+    }
+
+    fn sweep_all(a: &mut DteAllocator, h: impl Fn(DteAddr) -> DataEntryHeader, now: Nanos) {
+        for d in a.next_sweep() {
+            a.collect(d, &h(d), now, Duration::ZERO);
+        }
+    }
+
     #[test]
-    fn hands_out_each_owned_entry_once_then_runs_dry() {
+    fn nothing_is_free_until_swept() {
         let mut a = DteAllocator::new(2, 10, 3);
-        let got: Vec<u32> = (0..3).map(|_| a.allocate().unwrap().index).collect();
+        assert_eq!(a.allocate(), None);
+        sweep_all(&mut a, |_| zero(), Nanos(0));
+        let mut got: Vec<u32> = (0..3).map(|_| a.allocate().unwrap().index).collect();
+        got.sort();
         assert_eq!(got, vec![10, 11, 12]);
         assert_eq!(a.allocate(), None);
-        assert_eq!(a.scan_targets().len(), 3);
+    }
+
+    #[test]
+    fn a_restarted_client_never_reuses_a_written_entry() {
+        let mut a = DteAllocator::new(0, 0, 2);
+        let live = header(false, 0, DteState::Valid);
+        let writing = header(false, 0, DteState::Writing);
+        sweep_all(&mut a, |d| if d.index == 0 { live } else { writing }, Nanos(u64::MAX));
+        assert_eq!(a.allocate(), None);
+        assert!(a.next_sweep().is_empty(), "a fruitless whole sweep reports the share full");
     }
 
     #[test]
     fn no_reuse_before_expiration_plus_skew() {
         let mut a = DteAllocator::new(0, 0, 1);
-        let d = a.allocate().unwrap();
+        let d = DteAddr { table: 0, index: 0 };
         let skew = Duration::from_nanos(50);
         let h = header(true, 1_000, DteState::Valid);
         assert!(!a.collect(d, &h, Nanos(999), skew));
@@ -154,7 +203,7 @@ mod tests {
     #[test]
     fn unmarked_or_in_progress_entries_are_never_collected() {
         let mut a = DteAllocator::new(0, 0, 1);
-        let d = a.allocate().unwrap();
+        let d = DteAddr { table: 0, index: 0 };
         assert!(!a.collect(d, &header(false, 0, DteState::Valid), Nanos(u64::MAX), Duration::ZERO));
         assert!(!a.collect(d, &header(true, 0, DteState::Writing), Nanos(u64::MAX), Duration::ZERO));
     }
@@ -162,13 +211,22 @@ mod tests {
     #[test]
     fn unpublished_entries_are_free_at_once_and_only_once() {
         let mut a = DteAllocator::new(0, 0, 2);
-        let d = a.allocate().unwrap();
+        let d = DteAddr { table: 0, index: 1 };
         a.release_unpublished(d);
         a.release_unpublished(d);
-        assert_eq!(a.available(), 2);
+        assert_eq!(a.available(), 1);
         assert_eq!(a.allocate(), Some(d));
-        assert_eq!(a.allocate().unwrap().index, 1);
         assert_eq!(a.allocate(), None);
+    }
+
+    #[test]
+    fn sweeps_proceed_in_batches_and_wrap() {
+        let mut a = DteAllocator::new(0, 0, SWEEP_BATCH + 10);
+        assert_eq!(a.next_sweep().len(), SWEEP_BATCH as usize);
+        let second = a.next_sweep();
+        assert_eq!(second.len(), SWEEP_BATCH as usize);
+        assert_eq!(second[0].index, SWEEP_BATCH);
+        assert_eq!(second[10].index, 0, "wraps around");
     }
 
     #[test]
@@ -176,6 +234,7 @@ mod tests {
         let mut a = DteAllocator::new(1, 0, 2);
         a.release_unpublished(DteAddr { table: 2, index: 0 });
         a.release_unpublished(DteAddr { table: 1, index: 7 });
-        assert_eq!(a.available(), 2);
+        assert!(!a.collect(DteAddr { table: 2, index: 0 }, &zero(), Nanos(0), Duration::ZERO));
+        assert_eq!(a.available(), 0);
     }
 }

@@ -2,12 +2,14 @@
 //! client operations and a concurrent workload runner whose history is checked
 //! for linearizability.
 
+pub mod step;
+
 use std::sync::Arc;
 use std::thread;
 
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
-use nessie_protocol::{Client, ClientId, Config, Error, Fabric, Faults, NodeId, OpStats};
+use nessie_protocol::{Client, ClientId, ClientState, Config, Error, Fabric, Faults, NodeId, OpStats};
 
 /// A simulated cluster: the fabric and the configuration its clients share.
 #[derive(Clone)]
@@ -41,6 +43,20 @@ impl SimCluster {
     pub fn client(&self, node: u16, index: u16) -> Client<SimEndpoint> {
         let ep = self.fabric.open(NodeId(node)).expect("node is up");
         Client::new(self.cfg.clone(), ClientId { node: NodeId(node), index }, ep).expect("client")
+    }
+
+    /// A fresh protocol state and endpoint for client `index` on `node`, for
+    /// driving machines by hand with [`step::Stepper`].
+    pub fn parts(&self, node: u16, index: u16) -> (ClientState, SimEndpoint) {
+        let id = ClientId { node: NodeId(node), index };
+        let ep = self.fabric.open(NodeId(node)).expect("node is up");
+        (ClientState::new(self.cfg.clone(), id).expect("client state"), ep)
+    }
+
+    /// A stepper running `m` as client `index` on `node`.
+    pub fn stepper<M: nessie_protocol::Machine>(&self, node: u16, index: u16, m: M) -> step::Stepper<M> {
+        let (state, ep) = self.parts(node, index);
+        step::Stepper::new(m, state, ep)
     }
 
     /// Every client slot of the cluster, `clients_per_node` on each node.
@@ -160,6 +176,15 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
     }
     let errors = errors.lock().unwrap().clone();
     WorkloadReport { history: recorder.events(), errors, stats }
+}
+
+/// Finds a key (`prefix` plus a number) whose candidates satisfy `pred`.
+pub fn find_key(cfg: &Config, prefix: &str, pred: impl Fn(&[nessie_protocol::IteAddr]) -> bool) -> Vec<u8> {
+    let h = cfg.hasher();
+    (0..1_000_000)
+        .map(|i| format!("{prefix}{i}").into_bytes())
+        .find(|k| pred(&h.candidates(k)))
+        .expect("a key with the wanted candidates exists")
 }
 
 /// Asserts the history is linearizable, printing the counterexample if not.

@@ -6,7 +6,7 @@ use crate::layout::DataEntryHeader;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, Results};
 
-/// A pending recycling scan: the entries whose headers were requested.
+/// A pending sweep: the entries whose headers were requested.
 #[derive(Debug, Default)]
 pub(crate) struct AllocStep {
     targets: Vec<DteAddr>,
@@ -14,13 +14,16 @@ pub(crate) struct AllocStep {
 
 impl AllocStep {
     /// Takes a free entry if the allocator has one (`Ok(Some)`); otherwise
-    /// issues a scan of the client's used entries (`Ok(None)`: call `finish`
-    /// with the results).
+    /// issues a sweep batch (`Ok(None)`: call `finish` with the results).
     pub fn start(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
         if let Some(d) = cx.client.alloc.allocate() {
             return Ok(Some(d));
         }
-        self.targets = cx.client.alloc.scan_targets();
+        self.sweep(cx)
+    }
+
+    fn sweep(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
+        self.targets = cx.client.alloc.next_sweep();
         if self.targets.is_empty() {
             return Err(Error::DataTableFull { node: cx.client.id.node });
         }
@@ -30,21 +33,21 @@ impl AllocStep {
         Ok(None)
     }
 
-    /// Collects the scanned headers and allocates.
-    pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<DteAddr, Error> {
+    /// Collects the swept headers; allocates, or sweeps the next batch.
+    pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<Option<DteAddr>, Error> {
         let skew = cx.cfg().clock_skew;
         let hasty = cx.client.faults.reuse_before_expiry;
         for (&d, r) in self.targets.iter().zip(&results) {
-            let Ok(raw) = bytes(r) else { continue };
-            if let Some(h) = DataEntryHeader::decode(raw) {
-                if hasty && h.recycle.recycle {
-                    cx.client.alloc.release_unpublished(d);
-                } else {
-                    cx.client.alloc.collect(d, &h, cx.now, skew);
-                }
+            let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else { continue };
+            if hasty && h.recycle.recycle {
+                cx.client.alloc.collect_hastily(d);
+            } else {
+                cx.client.alloc.collect(d, &h, cx.now, skew);
             }
         }
-        cx.client.alloc.allocate().ok_or(Error::DataTableFull { node: cx.client.id.node })
+        match cx.client.alloc.allocate() {
+            Some(d) => Ok(Some(d)),
+            None => self.sweep(cx),
+        }
     }
 }
-

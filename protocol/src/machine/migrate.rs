@@ -373,7 +373,11 @@ impl Migrate {
             },
             Phase::AwaitAlt => self.on_alt(cx, &results),
             Phase::AwaitAllocScan => match self.alloc.finish(cx, results) {
-                Ok(d) => self.write_copy(cx, d),
+                Ok(Some(d)) => self.write_copy(cx, d),
+                Ok(None) => {
+                    self.phase = Phase::AwaitAllocScan;
+                    None
+                }
                 Err(e) => Some(Err(e)),
             },
             Phase::AwaitCopy => match written(&results[0]) {

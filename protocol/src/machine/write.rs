@@ -474,7 +474,11 @@ impl Logic for WriteLogic {
                 }
             }
             Phase::AwaitAllocScan => match self.alloc.finish(cx, results) {
-                Ok(d) => self.write_entry(cx, d),
+                Ok(Some(d)) => self.write_entry(cx, d),
+                Ok(None) => {
+                    self.phase = Phase::AwaitAllocScan;
+                    None
+                }
                 Err(e) => Some(Err(e)),
             },
             Phase::AwaitWrite => match written(&results[0]) {
