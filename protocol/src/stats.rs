@@ -27,8 +27,10 @@ pub struct OpStats {
     pub fabric_bytes: u64,
     /// Bytes moved by the CPU path.
     pub local_bytes: u64,
-    /// Rounds that contained at least one NIC operation (round trips).
+    /// Rounds that contained an operation to another node (remote round trips).
     pub round_trips: u64,
+    /// Rounds whose NIC operations all went to the client's own node (loopback).
+    pub loopback_rounds: u64,
     /// Attempts (1 plus retries after conflicts).
     pub attempts: u64,
     /// Key moves completed by MIGRATE.
@@ -88,6 +90,7 @@ impl AddAssign for OpStats {
         self.fabric_bytes += o.fabric_bytes;
         self.local_bytes += o.local_bytes;
         self.round_trips += o.round_trips;
+        self.loopback_rounds += o.loopback_rounds;
         self.attempts += o.attempts;
         self.migrations += o.migrations;
         self.deep_migrations += o.deep_migrations;
@@ -100,7 +103,7 @@ impl fmt::Display for OpStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "READ {} (index {}, data {}), WRITE {}, CAS {} (index {}, data {}), local r/w {}/{}, {} fabric bytes, {} round trips",
+            "READ {} (index {}, data {}), WRITE {}, CAS {} (index {}, data {}), local r/w {}/{}, {} fabric bytes, {} round trips + {} loopback",
             self.reads(),
             self.index_reads,
             self.data_reads,
@@ -111,7 +114,8 @@ impl fmt::Display for OpStats {
             self.local_reads,
             self.local_writes,
             self.fabric_bytes,
-            self.round_trips
+            self.round_trips,
+            self.loopback_rounds
         )
     }
 }

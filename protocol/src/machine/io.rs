@@ -5,6 +5,7 @@
 //! of their completions before deciding what to do next. [`Io`] collects the
 //! batch, matches completions to it by id, and counts what was issued.
 
+use crate::addr::NodeId;
 use crate::error::Error;
 use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
 use crate::stats::OpStats;
@@ -49,10 +50,14 @@ impl Io {
         self.results.len() - 1
     }
 
-    /// The work requests to post, once.
-    pub fn take_outbox(&mut self) -> Vec<WorkRequest> {
-        if self.outbox.iter().any(|wr| wr.op.remote_addr().is_some()) {
+    /// The work requests to post, once; `own` is the client's node (NIC
+    /// operations to it are loopback).
+    pub fn take_outbox(&mut self, own: NodeId) -> Vec<WorkRequest> {
+        let nodes = || self.outbox.iter().filter_map(|wr| wr.op.remote_addr()).map(|a| a.node);
+        if nodes().any(|n| n != own) {
             self.stats.round_trips += 1;
+        } else if nodes().next().is_some() {
+            self.stats.loopback_rounds += 1;
         }
         std::mem::take(&mut self.outbox)
     }

@@ -117,7 +117,7 @@ impl<L: Logic> Machine for OpMachine<L> {
         }
         let deadline = *self.deadline.get_or_insert_with(|| now.plus(client.cfg.expiration));
         if self.io.has_outbox() {
-            return Poll::Post(self.io.take_outbox());
+            return Poll::Post(self.io.take_outbox(client.id.node));
         }
         if !self.io.round_complete() {
             return Poll::Pending;
@@ -132,7 +132,7 @@ impl<L: Logic> Machine for OpMachine<L> {
                 return Poll::Done(result);
             }
             if self.io.has_outbox() {
-                return Poll::Post(self.io.take_outbox());
+                return Poll::Post(self.io.take_outbox(client.id.node));
             }
         }
         self.done = true;

@@ -1,0 +1,122 @@
+//! Fabric-operation counts of the quiet cases, asserted exactly. These are
+//! the figures docs/protocol.md states ("Costs") and compares with the paper.
+
+use nessie_protocol::{Config, IteAddr, NodeId, OpStats};
+use nessie_tests::{find_key, SimCluster};
+
+/// Client under test runs on node 0; keys are chosen so that none of their
+/// candidates is on node 0 (every index access is remote).
+fn remote_key(cfg: &Config, prefix: &str) -> Vec<u8> {
+    find_key(cfg, prefix, |c: &[IteAddr]| c.iter().all(|a| a.node != NodeId(0)))
+}
+
+fn cfg(cache: usize) -> Config {
+    Config { cache_capacity: cache, clients_per_node: 2, ..Config::default() }
+}
+
+/// Warms the client's allocator (its first write sweeps its share by CPU).
+fn warm(c: &mut nessie_protocol::Client<nessie_fabric_sim::SimEndpoint>) {
+    c.put(b"warm-up", b"x").unwrap();
+}
+
+#[test]
+fn remote_get_is_one_index_read_and_one_data_read() {
+    let cluster = SimCluster::new(cfg(0));
+    let key = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
+    let mut writer = cluster.client(2, 0);
+    writer.put(&key, b"value").unwrap();
+    let mut reader = cluster.client(0, 0);
+    assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
+    let s = reader.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.writes, s.cas()), (1, 1, 0, 0), "{s}");
+    assert_eq!(s.round_trips, 2);
+    let dte = cluster.cfg.layout().entry_bytes();
+    assert_eq!(s.fabric_bytes, 8 + dte);
+}
+
+#[test]
+fn cached_and_local_gets_skip_the_data_read() {
+    let cluster = SimCluster::new(cfg(64));
+    let key = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
+    let mut writer = cluster.client(2, 0);
+    writer.put(&key, b"value").unwrap();
+    let mut reader = cluster.client(0, 0);
+    reader.get(&key).unwrap();
+    assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
+    let s = reader.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (1, 0, 1), "cache hit: {s}");
+    // The writer's own entry is local: read by CPU.
+    assert_eq!(writer.get(&key).unwrap(), Some(b"value".to_vec()));
+    let s = writer.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.local_reads, s.round_trips), (1, 0, 1, 1), "local: {s}");
+}
+
+#[test]
+fn get_of_an_absent_key_reads_every_candidate_twice() {
+    let cluster = SimCluster::new(cfg(0));
+    let key = remote_key(&cluster.cfg, "absent");
+    let mut c = cluster.client(0, 0);
+    assert_eq!(c.get(&key).unwrap(), None);
+    let s = c.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (6, 0, 4), "{s}");
+}
+
+fn insert_cost(cluster: &SimCluster) -> OpStats {
+    let key = remote_key(&cluster.cfg, "new");
+    let mut c = cluster.client(0, 0);
+    warm(&mut c);
+    assert!(!c.put(&key, b"v").unwrap());
+    c.last_stats()
+}
+
+#[test]
+fn quiet_insert_is_five_reads_one_index_cas_in_three_round_trips_plus_a_local_commit() {
+    let cluster = SimCluster::new(cfg(0));
+    let s = insert_cost(&cluster);
+    assert_eq!((s.index_reads, s.data_reads, s.writes), (5, 0, 0), "{s}");
+    assert_eq!((s.index_cas, s.data_cas), (1, 1), "{s}");
+    assert_eq!((s.local_reads, s.local_writes), (0, 1), "{s}");
+    assert_eq!((s.round_trips, s.loopback_rounds), (3, 1), "{s}");
+}
+
+#[test]
+fn quiet_update_of_a_local_entry_adds_a_cpu_read_and_a_recycle_mark() {
+    let cluster = SimCluster::new(cfg(0));
+    let key = remote_key(&cluster.cfg, "upd");
+    let mut c = cluster.client(0, 0);
+    warm(&mut c);
+    c.put(&key, b"v1").unwrap();
+    assert!(c.put(&key, b"v2").unwrap());
+    let s = c.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.writes, s.index_cas, s.data_cas), (5, 0, 0, 1, 1), "{s}");
+    assert_eq!((s.local_reads, s.local_writes), (1, 2), "header+key by CPU; entry and mark by CPU: {s}");
+    assert_eq!((s.round_trips, s.loopback_rounds), (3, 1), "{s}");
+}
+
+#[test]
+fn quiet_update_of_a_remote_entry_reads_its_header_and_marks_it_remotely() {
+    let cluster = SimCluster::new(cfg(0));
+    let key = remote_key(&cluster.cfg, "rupd");
+    cluster.client(1, 0).put(&key, b"v1").unwrap();
+    let mut c = cluster.client(0, 0);
+    warm(&mut c);
+    assert!(c.put(&key, b"v2").unwrap());
+    let s = c.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.writes, s.index_cas, s.data_cas), (5, 1, 1, 1, 1), "{s}");
+    // Scan, header read, install, verify, then the recycle mark of the old
+    // remote entry (a WRITE that must follow the commit).
+    assert_eq!((s.round_trips, s.loopback_rounds), (5, 1), "{s}");
+}
+
+#[test]
+fn quiet_delete_installs_a_tombstone_then_unlinks_it() {
+    let cluster = SimCluster::new(cfg(0));
+    let key = remote_key(&cluster.cfg, "del");
+    let mut c = cluster.client(0, 0);
+    warm(&mut c);
+    c.put(&key, b"v1").unwrap();
+    assert!(c.delete(&key).unwrap());
+    let s = c.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.index_cas, s.data_cas), (5, 0, 2, 1), "{s}");
+    assert_eq!((s.round_trips, s.loopback_rounds), (4, 1), "{s}");
+}
