@@ -1,0 +1,277 @@
+//! `nessie run`: a mixed workload on a simulated cluster, with per-operation
+//! fabric accounting.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
+use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats};
+
+/// Options of `nessie run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 3)]
+    nodes: u16,
+    /// Client threads per node.
+    #[arg(long, default_value_t = 2)]
+    clients: u16,
+    /// Distinct keys (preloaded before the run).
+    #[arg(long, default_value_t = 10_000)]
+    keys: u32,
+    /// Key size in bytes.
+    #[arg(long, default_value_t = 32)]
+    key_size: u32,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 256)]
+    value_size: u32,
+    /// Percent of GETs (the rest are PUTs, minus DELETEs).
+    #[arg(long, default_value_t = 90)]
+    get_pct: u32,
+    /// Percent of DELETEs (deleted keys are re-inserted by later PUTs).
+    #[arg(long, default_value_t = 0)]
+    delete_pct: u32,
+    /// Seconds to run after the preload.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Index load factor after the preload (sizes the index tables).
+    #[arg(long, default_value_t = 0.4)]
+    load_factor: f64,
+    /// Simulated per-operation fabric latency in microseconds (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    latency_us: f64,
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// What went wrong before the run could start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A bad command-line value.
+    #[error("invalid argument: {0}")]
+    Arg(String),
+    /// The store refused the configuration or an operation failed for good.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The simulator refused its configuration.
+    #[error("simulator: {0}")]
+    Sim(String),
+}
+
+#[derive(Clone, Default)]
+struct KindStats {
+    ops: u64,
+    fabric: OpStats,
+    latencies_ns: Vec<u64>,
+    failures: u64,
+}
+
+impl KindStats {
+    fn add(&mut self, stats: OpStats, latency: Duration, ok: bool) {
+        self.ops += 1;
+        self.fabric += stats;
+        self.latencies_ns.push(latency.as_nanos() as u64);
+        if !ok {
+            self.failures += 1;
+        }
+    }
+
+    fn merge(&mut self, o: KindStats) {
+        self.ops += o.ops;
+        self.fabric += o.fabric;
+        self.latencies_ns.extend(o.latencies_ns);
+        self.failures += o.failures;
+    }
+}
+
+fn check(args: &RunArgs) -> Result<Config, RunError> {
+    if args.get_pct + args.delete_pct > 100 {
+        return Err(RunError::Arg("--get-pct plus --delete-pct exceeds 100".into()));
+    }
+    if !(args.load_factor > 0.0 && args.load_factor <= 0.95) {
+        return Err(RunError::Arg("--load-factor must be in (0, 0.95]".into()));
+    }
+    if args.keys == 0 || args.clients == 0 || args.seconds <= 0.0 || args.key_size < 8 {
+        return Err(RunError::Arg("--keys, --clients and --seconds must be positive, --key-size at least 8".into()));
+    }
+    let slots = ((f64::from(args.keys) / args.load_factor) / f64::from(args.nodes.max(1))).ceil() as u32;
+    // Each client needs room for the keys it may own plus recycling slack.
+    let per_client = (args.keys / u32::from(args.nodes.max(1)) + 2048).max(4096);
+    let cfg = Config {
+        nodes: args.nodes,
+        index_slots_per_node: slots.max(8),
+        clients_per_node: args.clients,
+        dtes_per_node: per_client * u32::from(args.clients),
+        max_key_len: args.key_size,
+        max_value_len: args.value_size,
+        expiration: Duration::from_millis(200),
+        deadline_margin: Duration::from_millis(5),
+        ..Config::default()
+    };
+    cfg.validate().map_err(Error::from)?;
+    Ok(cfg)
+}
+
+fn key_of(i: u64, size: u32) -> Vec<u8> {
+    let mut k = format!("key-{i:012}").into_bytes();
+    k.resize(size as usize, b'.');
+    k
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// Runs the workload and prints the report.
+pub fn run(args: &RunArgs) -> Result<(), RunError> {
+    let cfg = Arc::new(check(args)?);
+    let latency = LatencyModel::per_op(Duration::from_nanos((args.latency_us * 1000.0) as u64));
+    let sim = SimConfig::from_topology(cfg.topology()).with_latency(latency);
+    let fabric = SimFabric::new(sim).map_err(|e| RunError::Sim(e.to_string()))?;
+    let mut clients = Vec::new();
+    for n in 0..cfg.nodes {
+        for i in 0..cfg.clients_per_node {
+            let ep = fabric.open(NodeId(n)).map_err(Error::from)?;
+            clients.push(Client::new(cfg.clone(), ClientId { node: NodeId(n), index: i }, ep)?);
+        }
+    }
+    println!(
+        "nessie run: {} nodes x {} clients on the simulated fabric, {} keys of {} B, values of {} B, {}% GET / {}% DELETE, index load {:.2}, N = {}",
+        cfg.nodes, cfg.clients_per_node, args.keys, args.key_size, args.value_size, args.get_pct, args.delete_pct,
+        args.load_factor, cfg.candidates
+    );
+
+    // Preload: every key once, spread over the clients.
+    let t0 = Instant::now();
+    let nclients = clients.len() as u64;
+    let value = vec![b'v'; args.value_size as usize];
+    clients = thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(ci, mut c)| {
+                let value = value.clone();
+                s.spawn(move || -> Result<_, Error> {
+                    let mut k = ci as u64;
+                    while k < u64::from(args.keys) {
+                        c.put(&key_of(k, args.key_size), &value)?;
+                        k += nclients;
+                    }
+                    Ok(c)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("preload thread")).collect::<Result<Vec<_>, _>>()
+    })?;
+    println!("preloaded {} keys in {:.2?}", args.keys, t0.elapsed());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(clients.len() + 1));
+    let handles: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(ci, mut c)| {
+            let (stop, barrier, args) = (stop.clone(), barrier.clone(), args.clone());
+            thread::spawn(move || {
+                let mut rng = args.seed ^ ((ci as u64 + 1) * 0x9e37_79b9_7f4a_7c15) | 1;
+                let mut kinds = [KindStats::default(), KindStats::default(), KindStats::default()];
+                let mut n = 0u64;
+                barrier.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let key = key_of(xorshift(&mut rng) % u64::from(args.keys), args.key_size);
+                    let dice = (xorshift(&mut rng) % 100) as u32;
+                    let t = Instant::now();
+                    let (kind, ok) = if dice < args.get_pct {
+                        (0, c.get(&key).is_ok())
+                    } else if dice < args.get_pct + args.delete_pct {
+                        (2, c.delete(&key).is_ok())
+                    } else {
+                        let mut v = vec![b'w'; args.value_size as usize];
+                        let tag = format!("{ci}:{n}");
+                        let len = tag.len().min(v.len());
+                        v[..len].copy_from_slice(&tag.as_bytes()[..len]);
+                        (1, c.put(&key, &v).is_ok())
+                    };
+                    kinds[kind].add(c.last_stats(), t.elapsed(), ok);
+                    n += 1;
+                }
+                kinds
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    thread::sleep(Duration::from_secs_f64(args.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let mut total = [KindStats::default(), KindStats::default(), KindStats::default()];
+    for h in handles {
+        for (t, k) in total.iter_mut().zip(h.join().expect("client thread")) {
+            t.merge(k);
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    report(args, &mut total, elapsed);
+    Ok(())
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+fn report(args: &RunArgs, total: &mut [KindStats; 3], elapsed: f64) {
+    let ops: u64 = total.iter().map(|k| k.ops).sum();
+    let gets = total[0].ops;
+    println!(
+        "\n{ops} operations in {elapsed:.2} s: {:.0} ops/s, goodput {:.1} MB/s of values read",
+        ops as f64 / elapsed,
+        gets as f64 * f64::from(args.value_size) / elapsed / 1e6
+    );
+    println!(
+        "\n{:<7} {:>9} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
+        "op", "count", "p50 us", "p99 us", "p99.9", "idxRD", "dtaRD", "WRITE", "CAS", "local", "bytes", "RTs", "retries"
+    );
+    for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(total.iter_mut()) {
+        if k.ops == 0 {
+            continue;
+        }
+        k.latencies_ns.sort_unstable();
+        let n = k.ops as f64;
+        let f = &k.fabric;
+        println!(
+            "{:<7} {:>9} {:>8.1} {:>8.1} {:>8.1} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2} {:>7.3}",
+            name,
+            k.ops,
+            pct(&k.latencies_ns, 0.5),
+            pct(&k.latencies_ns, 0.99),
+            pct(&k.latencies_ns, 0.999),
+            f.index_reads as f64 / n,
+            f.data_reads as f64 / n,
+            f.writes as f64 / n,
+            f.cas() as f64 / n,
+            (f.local_reads + f.local_writes) as f64 / n,
+            f.fabric_bytes as f64 / n,
+            f.round_trips as f64 / n,
+            (f.attempts as f64 - n) / n,
+        );
+    }
+    let all = total.iter().fold(OpStats::default(), |mut a, k| {
+        a += k.fabric;
+        a
+    });
+    let failures: u64 = total.iter().map(|k| k.failures).sum();
+    println!(
+        "\nprotocol events: {} migrations ({} recursive), {} recoveries, {} helps, {} failed operations",
+        all.migrations, all.deep_migrations, all.recoveries, all.helps, failures
+    );
+}
