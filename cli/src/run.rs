@@ -90,15 +90,20 @@ impl KindStats {
 
 fn check(args: &RunArgs) -> Result<Config, RunError> {
     if args.get_pct + args.delete_pct > 100 {
-        return Err(RunError::Arg("--get-pct plus --delete-pct exceeds 100".into()));
+        return Err(RunError::Arg(
+            "--get-pct plus --delete-pct exceeds 100".into(),
+        ));
     }
     if !(args.load_factor > 0.0 && args.load_factor <= 0.95) {
         return Err(RunError::Arg("--load-factor must be in (0, 0.95]".into()));
     }
     if args.keys == 0 || args.clients == 0 || args.seconds <= 0.0 || args.key_size < 8 {
-        return Err(RunError::Arg("--keys, --clients and --seconds must be positive, --key-size at least 8".into()));
+        return Err(RunError::Arg(
+            "--keys, --clients and --seconds must be positive, --key-size at least 8".into(),
+        ));
     }
-    let slots = ((f64::from(args.keys) / args.load_factor) / f64::from(args.nodes.max(1))).ceil() as u32;
+    let slots =
+        ((f64::from(args.keys) / args.load_factor) / f64::from(args.nodes.max(1))).ceil() as u32;
     // Each client needs room for the keys it may own plus recycling slack.
     let per_client = (args.keys / u32::from(args.nodes.max(1)) + 2048).max(4096);
     let cfg = Config {
@@ -139,7 +144,14 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     for n in 0..cfg.nodes {
         for i in 0..cfg.clients_per_node {
             let ep = fabric.open(NodeId(n)).map_err(Error::from)?;
-            clients.push(Client::new(cfg.clone(), ClientId { node: NodeId(n), index: i }, ep)?);
+            clients.push(Client::new(
+                cfg.clone(),
+                ClientId {
+                    node: NodeId(n),
+                    index: i,
+                },
+                ep,
+            )?);
         }
     }
     println!(
@@ -168,7 +180,10 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("preload thread")).collect::<Result<Vec<_>, _>>()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("preload thread"))
+            .collect::<Result<Vec<_>, _>>()
     })?;
     println!("preloaded {} keys in {:.2?}", args.keys, t0.elapsed());
 
@@ -181,7 +196,11 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
             let (stop, barrier, args) = (stop.clone(), barrier.clone(), args.clone());
             thread::spawn(move || {
                 let mut rng = args.seed ^ ((ci as u64 + 1) * 0x9e37_79b9_7f4a_7c15) | 1;
-                let mut kinds = [KindStats::default(), KindStats::default(), KindStats::default()];
+                let mut kinds = [
+                    KindStats::default(),
+                    KindStats::default(),
+                    KindStats::default(),
+                ];
                 let mut n = 0u64;
                 barrier.wait();
                 while !stop.load(Ordering::Relaxed) {
@@ -210,7 +229,11 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let start = Instant::now();
     thread::sleep(Duration::from_secs_f64(args.seconds));
     stop.store(true, Ordering::Relaxed);
-    let mut total = [KindStats::default(), KindStats::default(), KindStats::default()];
+    let mut total = [
+        KindStats::default(),
+        KindStats::default(),
+        KindStats::default(),
+    ];
     for h in handles {
         for (t, k) in total.iter_mut().zip(h.join().expect("client thread")) {
             t.merge(k);

@@ -64,18 +64,37 @@ impl Recorder {
 
     /// Runs `f` as operation `op` of `client` on `key` and records it.
     /// `f` returns the result, or `None` when the operation failed.
-    pub fn record<T>(&self, client: usize, key: &[u8], op: KvOp, f: impl FnOnce() -> (Option<KvRet>, T)) -> T {
+    pub fn record<T>(
+        &self,
+        client: usize,
+        key: &[u8],
+        op: KvOp,
+        f: impl FnOnce() -> (Option<KvRet>, T),
+    ) -> T {
         let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
         let (ret, out) = f();
         let response = self.clock.fetch_add(1, Ordering::SeqCst);
-        let event = Event { client, key: key.to_vec(), op, ret: ret.unwrap_or(KvRet::Unknown), invoke, response };
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+        let event = Event {
+            client,
+            key: key.to_vec(),
+            op,
+            ret: ret.unwrap_or(KvRet::Unknown),
+            invoke,
+            response,
+        };
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
         out
     }
 
     /// Adds an event recorded elsewhere.
     pub fn push(&self, event: Event) {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
     }
 
     /// A logical timestamp (for events pushed by hand).
@@ -85,6 +104,9 @@ impl Recorder {
 
     /// The events so far.
     pub fn events(&self) -> Vec<Event> {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }

@@ -27,13 +27,22 @@ pub struct Violation {
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "key {:?}: {}", String::from_utf8_lossy(&self.key), self.reason)?;
+        writeln!(
+            f,
+            "key {:?}: {}",
+            String::from_utf8_lossy(&self.key),
+            self.reason
+        )?;
         for e in self.ops.iter().take(60) {
             writeln!(
                 f,
                 "  [{:>6} .. {:>6}] client {:>2} {:?} -> {:?}",
                 e.invoke,
-                if e.response == u64::MAX { "?".to_string() } else { e.response.to_string() },
+                if e.response == u64::MAX {
+                    "?".to_string()
+                } else {
+                    e.response.to_string()
+                },
                 e.client,
                 short_op(&e.op),
                 short_ret(&e.ret)
@@ -96,7 +105,9 @@ type State = Option<Vec<u8>>;
 fn apply(state: &State, e: &Event) -> Option<State> {
     match (&e.op, &e.ret) {
         (KvOp::Get, KvRet::Get(v)) => (v == state).then(|| state.clone()),
-        (KvOp::Put(v), KvRet::Put(existed)) => (*existed == state.is_some()).then(|| Some(v.clone())),
+        (KvOp::Put(v), KvRet::Put(existed)) => {
+            (*existed == state.is_some()).then(|| Some(v.clone()))
+        }
         (KvOp::Delete, KvRet::Delete(existed)) => (*existed == state.is_some()).then_some(None),
         (KvOp::Put(v), KvRet::Unknown) => Some(Some(v.clone())),
         (KvOp::Delete, KvRet::Unknown) => Some(None),
@@ -124,8 +135,8 @@ fn check_key(ops: &[Event], max_steps: u64) -> Result<(), String> {
     let mut next: Vec<usize> = (1..=n).collect();
     next.push(0);
     let mut prev: Vec<usize> = vec![n; n + 1];
-    for i in 1..n {
-        prev[i] = i - 1;
+    for (i, p) in prev.iter_mut().enumerate().take(n).skip(1) {
+        *p = i - 1;
     }
     next[n] = if n > 0 { 0 } else { usize::MAX };
     for p in next.iter_mut().take(n) {
@@ -218,7 +229,14 @@ mod tests {
     use super::*;
 
     fn ev(client: usize, op: KvOp, ret: KvRet, invoke: u64, response: u64) -> Event {
-        Event { client, key: b"k".to_vec(), op, ret, invoke, response }
+        Event {
+            client,
+            key: b"k".to_vec(),
+            op,
+            ret,
+            invoke,
+            response,
+        }
     }
 
     fn put(v: &str) -> KvOp {
@@ -252,7 +270,10 @@ mod tests {
 
     #[test]
     fn lost_write_is_caught() {
-        let h = vec![ev(0, put("a"), KvRet::Put(false), 0, 1), ev(1, KvOp::Get, KvRet::Get(None), 2, 3)];
+        let h = vec![
+            ev(0, put("a"), KvRet::Put(false), 0, 1),
+            ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+        ];
         assert!(check_history(&h, 10_000).is_err());
     }
 
@@ -280,9 +301,15 @@ mod tests {
 
     #[test]
     fn failed_writes_may_or_may_not_apply() {
-        let applied = vec![ev(0, put("a"), KvRet::Unknown, 0, 1), ev(1, KvOp::Get, got("a"), 2, 3)];
+        let applied = vec![
+            ev(0, put("a"), KvRet::Unknown, 0, 1),
+            ev(1, KvOp::Get, got("a"), 2, 3),
+        ];
         assert!(check_history(&applied, 10_000).is_ok());
-        let not_applied = vec![ev(0, put("a"), KvRet::Unknown, 0, 1), ev(1, KvOp::Get, KvRet::Get(None), 2, 3)];
+        let not_applied = vec![
+            ev(0, put("a"), KvRet::Unknown, 0, 1),
+            ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+        ];
         assert!(check_history(&not_applied, 10_000).is_ok());
     }
 

@@ -49,17 +49,28 @@ pub struct RemoteAddr {
 impl RemoteAddr {
     /// An address in `node`'s index region.
     pub fn index(node: NodeId, offset: u64) -> Self {
-        RemoteAddr { node, region: Region::Index, offset }
+        RemoteAddr {
+            node,
+            region: Region::Index,
+            offset,
+        }
     }
 
     /// An address in `node`'s data region.
     pub fn data(node: NodeId, offset: u64) -> Self {
-        RemoteAddr { node, region: Region::Data, offset }
+        RemoteAddr {
+            node,
+            region: Region::Data,
+            offset,
+        }
     }
 
     /// The address `delta` bytes further on in the same region.
     pub fn offset_by(self, delta: u64) -> Self {
-        RemoteAddr { offset: self.offset + delta, ..self }
+        RemoteAddr {
+            offset: self.offset + delta,
+            ..self
+        }
     }
 }
 

@@ -49,7 +49,10 @@ impl DteAllocator {
 
     /// The entries this allocator owns.
     pub fn owned(&self) -> impl Iterator<Item = DteAddr> + '_ {
-        (self.first..self.first + self.count).map(|index| DteAddr { table: self.table, index })
+        (self.first..self.first + self.count).map(|index| DteAddr {
+            table: self.table,
+            index,
+        })
     }
 
     /// Takes an entry known to be free, if any (oldest-freed first).
@@ -60,7 +63,10 @@ impl DteAllocator {
     }
 
     fn addr(&self, rel: u32) -> DteAddr {
-        DteAddr { table: self.table, index: self.first + rel }
+        DteAddr {
+            table: self.table,
+            index: self.first + rel,
+        }
     }
 
     fn rel(&self, dte: DteAddr) -> Option<u32> {
@@ -112,12 +118,24 @@ impl DteAllocator {
         }
         header.recycle.recycle
             && header.state.state != DteState::Writing
-            && header.recycle.expires_at.saturating_add(duration_nanos(skew)) <= now.0
+            && header
+                .recycle
+                .expires_at
+                .saturating_add(duration_nanos(skew))
+                <= now.0
     }
 
     /// Feeds one swept header; returns whether the entry became free.
-    pub fn collect(&mut self, dte: DteAddr, header: &DataEntryHeader, now: Nanos, skew: Duration) -> bool {
-        let Some(rel) = self.rel(dte) else { return false };
+    pub fn collect(
+        &mut self,
+        dte: DteAddr,
+        header: &DataEntryHeader,
+        now: Nanos,
+        skew: Duration,
+    ) -> bool {
+        let Some(rel) = self.rel(dte) else {
+            return false;
+        };
         self.fruitless += 1;
         if Self::reusable(header, now, skew) {
             self.fruitless = 0;
@@ -149,9 +167,19 @@ mod tests {
 
     fn header(recycle: bool, expires_at: u64, state: DteState) -> DataEntryHeader {
         DataEntryHeader {
-            state: StateWord { state, kind: Some(DteKind::Put), src: 0, dst: 0, key_len: 1, value_len: 1 },
+            state: StateWord {
+                state,
+                kind: Some(DteKind::Put),
+                src: 0,
+                dst: 0,
+                key_len: 1,
+                value_len: 1,
+            },
             deadline: 7,
-            recycle: RecycleWord { recycle, expires_at },
+            recycle: RecycleWord {
+                recycle,
+                expires_at,
+            },
             prev: 0,
         }
     }
@@ -182,9 +210,16 @@ mod tests {
         let mut a = DteAllocator::new(0, 0, 2);
         let live = header(false, 0, DteState::Valid);
         let writing = header(false, 0, DteState::Writing);
-        sweep_all(&mut a, |d| if d.index == 0 { live } else { writing }, Nanos(u64::MAX));
+        sweep_all(
+            &mut a,
+            |d| if d.index == 0 { live } else { writing },
+            Nanos(u64::MAX),
+        );
         assert_eq!(a.allocate(), None);
-        assert!(a.next_sweep().is_empty(), "a fruitless whole sweep reports the share full");
+        assert!(
+            a.next_sweep().is_empty(),
+            "a fruitless whole sweep reports the share full"
+        );
     }
 
     #[test]
@@ -204,8 +239,18 @@ mod tests {
     fn unmarked_or_in_progress_entries_are_never_collected() {
         let mut a = DteAllocator::new(0, 0, 1);
         let d = DteAddr { table: 0, index: 0 };
-        assert!(!a.collect(d, &header(false, 0, DteState::Valid), Nanos(u64::MAX), Duration::ZERO));
-        assert!(!a.collect(d, &header(true, 0, DteState::Writing), Nanos(u64::MAX), Duration::ZERO));
+        assert!(!a.collect(
+            d,
+            &header(false, 0, DteState::Valid),
+            Nanos(u64::MAX),
+            Duration::ZERO
+        ));
+        assert!(!a.collect(
+            d,
+            &header(true, 0, DteState::Writing),
+            Nanos(u64::MAX),
+            Duration::ZERO
+        ));
     }
 
     #[test]
@@ -234,7 +279,12 @@ mod tests {
         let mut a = DteAllocator::new(1, 0, 2);
         a.release_unpublished(DteAddr { table: 2, index: 0 });
         a.release_unpublished(DteAddr { table: 1, index: 7 });
-        assert!(!a.collect(DteAddr { table: 2, index: 0 }, &zero(), Nanos(0), Duration::ZERO));
+        assert!(!a.collect(
+            DteAddr { table: 2, index: 0 },
+            &zero(),
+            Nanos(0),
+            Duration::ZERO
+        ));
         assert_eq!(a.available(), 0);
     }
 }

@@ -33,7 +33,10 @@ pub struct DteCache {
 impl DteCache {
     /// A cache of at most `capacity` entries (0 disables it).
     pub fn new(capacity: usize) -> DteCache {
-        DteCache { capacity, ..DteCache::default() }
+        DteCache {
+            capacity,
+            ..DteCache::default()
+        }
     }
 
     /// Looks up the entry behind index-entry word `ite` at `now`. On a hit the
@@ -81,7 +84,14 @@ impl DteCache {
         }
         self.tick += 1;
         self.lru.insert(self.tick, ite);
-        self.map.insert(ite, Slot { bytes, expires, tick: self.tick });
+        self.map.insert(
+            ite,
+            Slot {
+                bytes,
+                expires,
+                tick: self.tick,
+            },
+        );
     }
 
     fn remove(&mut self, ite: u64) {

@@ -30,7 +30,13 @@ impl<E: Endpoint> Client<E> {
     pub fn new(cfg: Arc<Config>, id: ClientId, ep: E) -> Result<Client<E>, Error> {
         let state = ClientState::new(cfg, id)?;
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (u64::from(id.node.0) << 32) ^ u64::from(id.index);
-        Ok(Client { state, ep, rng, last: OpStats::default(), total: OpStats::default() })
+        Ok(Client {
+            state,
+            ep,
+            rng,
+            last: OpStats::default(),
+            total: OpStats::default(),
+        })
     }
 
     /// Reads `key`: its value, or `None` if absent.
@@ -75,7 +81,11 @@ impl<E: Endpoint> Client<E> {
                 Ok(v) => break Ok(v),
                 Err(e @ (Error::Conflict | Error::Timeout)) => {
                     if self.ep.now().since(start) >= policy.op_timeout {
-                        break Err(if e == Error::Conflict { Error::Timeout } else { e });
+                        break Err(if e == Error::Conflict {
+                            Error::Timeout
+                        } else {
+                            e
+                        });
                     }
                     tracing::debug!(error = %e, ?backoff, "attempt failed; backing off");
                     self.sleep_jittered(backoff);

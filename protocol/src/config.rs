@@ -111,11 +111,20 @@ pub enum ConfigError {
     },
 }
 
-fn check(ok: bool, field: &'static str, value: impl ToString, reason: &'static str) -> Result<(), ConfigError> {
+fn check(
+    ok: bool,
+    field: &'static str,
+    value: impl ToString,
+    reason: &'static str,
+) -> Result<(), ConfigError> {
     if ok {
         Ok(())
     } else {
-        Err(ConfigError::OutOfRange { field, value: value.to_string(), reason })
+        Err(ConfigError::OutOfRange {
+            field,
+            value: value.to_string(),
+            reason,
+        })
     }
 }
 
@@ -123,23 +132,49 @@ impl Config {
     /// Checks every field; the protocol only runs with a validated configuration.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check(self.nodes >= 1, "nodes", self.nodes, "at least 1")?;
-        check(self.index_slots_per_node >= 1, "index_slots_per_node", self.index_slots_per_node, "at least 1")?;
-        check((1..=8).contains(&self.candidates), "candidates", self.candidates, "1 to 8")?;
         check(
-            u64::from(self.nodes) * u64::from(self.index_slots_per_node) >= u64::from(self.candidates),
+            self.index_slots_per_node >= 1,
+            "index_slots_per_node",
+            self.index_slots_per_node,
+            "at least 1",
+        )?;
+        check(
+            (1..=8).contains(&self.candidates),
+            "candidates",
+            self.candidates,
+            "1 to 8",
+        )?;
+        check(
+            u64::from(self.nodes) * u64::from(self.index_slots_per_node)
+                >= u64::from(self.candidates),
             "index_slots_per_node",
             self.index_slots_per_node,
             "the cluster needs at least `candidates` index table entries",
         )?;
-        check(self.filter_bits <= MAX_FILTER_BITS, "filter_bits", self.filter_bits, "at most 15")?;
-        check(self.clients_per_node >= 1, "clients_per_node", self.clients_per_node, "at least 1")?;
+        check(
+            self.filter_bits <= MAX_FILTER_BITS,
+            "filter_bits",
+            self.filter_bits,
+            "at most 15",
+        )?;
+        check(
+            self.clients_per_node >= 1,
+            "clients_per_node",
+            self.clients_per_node,
+            "at least 1",
+        )?;
         check(
             self.dtes_per_node / u32::from(self.clients_per_node.max(1)) >= 2,
             "dtes_per_node",
             self.dtes_per_node,
             "each client needs at least 2 data table entries",
         )?;
-        check((1..=u32::from(u16::MAX)).contains(&self.max_key_len), "max_key_len", self.max_key_len, "1 to 65535 bytes")?;
+        check(
+            (1..=u32::from(u16::MAX)).contains(&self.max_key_len),
+            "max_key_len",
+            self.max_key_len,
+            "1 to 65535 bytes",
+        )?;
         check(
             self.max_value_len <= crate::layout::data_entry_max_value(),
             "max_value_len",
@@ -147,32 +182,53 @@ impl Config {
             "at most 2^28 - 1 bytes",
         )?;
         check(
-            self.layout().entry_bytes().checked_mul(u64::from(self.dtes_per_node)).is_some(),
+            self.layout()
+                .entry_bytes()
+                .checked_mul(u64::from(self.dtes_per_node))
+                .is_some(),
             "dtes_per_node",
             self.dtes_per_node,
             "data table too large",
         )?;
-        check(!self.expiration.is_zero(), "expiration", format!("{:?}", self.expiration), "must be positive")?;
+        check(
+            !self.expiration.is_zero(),
+            "expiration",
+            format!("{:?}", self.expiration),
+            "must be positive",
+        )?;
         check(
             self.deadline_margin + self.clock_skew < self.expiration,
             "deadline_margin",
             format!("{:?}", self.deadline_margin),
             "deadline_margin + clock_skew must be shorter than expiration",
         )?;
-        check(self.max_migrate_depth >= 1, "max_migrate_depth", self.max_migrate_depth, "at least 1")?;
+        check(
+            self.max_migrate_depth >= 1,
+            "max_migrate_depth",
+            self.max_migrate_depth,
+            "at least 1",
+        )?;
         check(
             self.retry.initial_backoff <= self.retry.max_backoff,
             "retry.initial_backoff",
             format!("{:?}", self.retry.initial_backoff),
             "must not exceed retry.max_backoff",
         )?;
-        check(!self.retry.op_timeout.is_zero(), "retry.op_timeout", format!("{:?}", self.retry.op_timeout), "must be positive")?;
+        check(
+            !self.retry.op_timeout.is_zero(),
+            "retry.op_timeout",
+            format!("{:?}", self.retry.op_timeout),
+            "must be positive",
+        )?;
         Ok(())
     }
 
     /// Data table entry sizes.
     pub fn layout(&self) -> DataLayout {
-        DataLayout { max_key: self.max_key_len, max_value: self.max_value_len }
+        DataLayout {
+            max_key: self.max_key_len,
+            max_value: self.max_value_len,
+        }
     }
 
     /// Candidate and filter hashing.
@@ -219,18 +275,92 @@ mod tests {
     #[test]
     fn each_bad_field_is_named() {
         let cases: Vec<(Config, &str)> = vec![
-            (Config { nodes: 0, ..Config::default() }, "nodes"),
-            (Config { candidates: 0, ..Config::default() }, "candidates"),
-            (Config { candidates: 9, ..Config::default() }, "candidates"),
-            (Config { filter_bits: 16, ..Config::default() }, "filter_bits"),
-            (Config { nodes: 1, index_slots_per_node: 2, ..Config::default() }, "index_slots_per_node"),
-            (Config { dtes_per_node: 4, clients_per_node: 4, ..Config::default() }, "dtes_per_node"),
-            (Config { max_key_len: 0, ..Config::default() }, "max_key_len"),
-            (Config { max_value_len: 1 << 28, ..Config::default() }, "max_value_len"),
-            (Config { expiration: Duration::ZERO, ..Config::default() }, "expiration"),
-            (Config { deadline_margin: Duration::from_secs(2), ..Config::default() }, "deadline_margin"),
-            (Config { max_migrate_depth: 0, ..Config::default() }, "max_migrate_depth"),
-            (Config { clients_per_node: 0, ..Config::default() }, "clients_per_node"),
+            (
+                Config {
+                    nodes: 0,
+                    ..Config::default()
+                },
+                "nodes",
+            ),
+            (
+                Config {
+                    candidates: 0,
+                    ..Config::default()
+                },
+                "candidates",
+            ),
+            (
+                Config {
+                    candidates: 9,
+                    ..Config::default()
+                },
+                "candidates",
+            ),
+            (
+                Config {
+                    filter_bits: 16,
+                    ..Config::default()
+                },
+                "filter_bits",
+            ),
+            (
+                Config {
+                    nodes: 1,
+                    index_slots_per_node: 2,
+                    ..Config::default()
+                },
+                "index_slots_per_node",
+            ),
+            (
+                Config {
+                    dtes_per_node: 4,
+                    clients_per_node: 4,
+                    ..Config::default()
+                },
+                "dtes_per_node",
+            ),
+            (
+                Config {
+                    max_key_len: 0,
+                    ..Config::default()
+                },
+                "max_key_len",
+            ),
+            (
+                Config {
+                    max_value_len: 1 << 28,
+                    ..Config::default()
+                },
+                "max_value_len",
+            ),
+            (
+                Config {
+                    expiration: Duration::ZERO,
+                    ..Config::default()
+                },
+                "expiration",
+            ),
+            (
+                Config {
+                    deadline_margin: Duration::from_secs(2),
+                    ..Config::default()
+                },
+                "deadline_margin",
+            ),
+            (
+                Config {
+                    max_migrate_depth: 0,
+                    ..Config::default()
+                },
+                "max_migrate_depth",
+            ),
+            (
+                Config {
+                    clients_per_node: 0,
+                    ..Config::default()
+                },
+                "clients_per_node",
+            ),
         ];
         for (cfg, field) in cases {
             match cfg.validate() {
@@ -242,7 +372,11 @@ mod tests {
 
     #[test]
     fn memory_per_key_at_load_0_4() {
-        let cfg = Config { max_key_len: 16, max_value_len: 64, ..Config::default() };
+        let cfg = Config {
+            max_key_len: 16,
+            max_value_len: 64,
+            ..Config::default()
+        };
         // 8 / 0.4 = 20 bytes of index + 32 header + 16 key + 64 value.
         assert!((cfg.bytes_per_key(0.4) - 132.0).abs() < 1e-9);
     }

@@ -151,7 +151,9 @@ pub enum FabricError {
     #[error("{0} is unreachable")]
     NodeDown(NodeId),
     /// The access falls outside the registered region.
-    #[error("access of {len} bytes at {offset:#x} is outside {node}'s {region} region of {size} bytes")]
+    #[error(
+        "access of {len} bytes at {offset:#x} is outside {node}'s {region} region of {size} bytes"
+    )]
     OutOfRange {
         /// Node addressed.
         node: NodeId,

@@ -53,7 +53,10 @@ impl Hasher {
 
     fn slot_of(&self, global: u64) -> IteAddr {
         let per = u64::from(self.slots_per_node);
-        IteAddr { node: NodeId((global / per) as u16), slot: (global % per) as u32 }
+        IteAddr {
+            node: NodeId((global / per) as u16),
+            slot: (global % per) as u32,
+        }
     }
 
     /// The key's N distinct candidate index table entries, in the order the
@@ -92,7 +95,13 @@ mod tests {
     use super::*;
 
     fn hasher() -> Hasher {
-        Hasher { seed: 42, candidates: 3, nodes: 3, slots_per_node: 64, filter_bits: 7 }
+        Hasher {
+            seed: 42,
+            candidates: 3,
+            nodes: 3,
+            slots_per_node: 64,
+            filter_bits: 7,
+        }
     }
 
     #[test]
@@ -108,7 +117,13 @@ mod tests {
 
     #[test]
     fn candidates_are_distinct_even_in_tiny_tables() {
-        let h = Hasher { seed: 7, candidates: 3, nodes: 1, slots_per_node: 3, filter_bits: 0 };
+        let h = Hasher {
+            seed: 7,
+            candidates: 3,
+            nodes: 1,
+            slots_per_node: 3,
+            filter_bits: 0,
+        };
         for k in 0..500u32 {
             let mut c = h.candidates(&k.to_le_bytes());
             c.sort();
@@ -120,14 +135,21 @@ mod tests {
     #[test]
     fn seeds_change_placement() {
         let a = hasher().candidates(b"k");
-        let b = Hasher { seed: 43, ..hasher() }.candidates(b"k");
+        let b = Hasher {
+            seed: 43,
+            ..hasher()
+        }
+        .candidates(b"k");
         assert_ne!(a, b);
     }
 
     #[test]
     fn filter_fits_its_width() {
         for bits in [0u8, 1, 7, 15] {
-            let h = Hasher { filter_bits: bits, ..hasher() };
+            let h = Hasher {
+                filter_bits: bits,
+                ..hasher()
+            };
             for k in 0..200u32 {
                 assert!(u32::from(h.filter(&k.to_le_bytes())) < (1u32 << bits));
             }

@@ -9,7 +9,9 @@ use std::thread;
 
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
-use nessie_protocol::{Client, ClientId, ClientState, Config, Error, Fabric, Faults, NodeId, OpStats};
+use nessie_protocol::{
+    Client, ClientId, ClientState, Config, Error, Fabric, Faults, NodeId, OpStats,
+};
 
 /// A simulated cluster: the fabric and the configuration its clients share.
 #[derive(Clone)]
@@ -36,25 +38,47 @@ impl SimCluster {
         cfg.validate().expect("test configuration must be valid");
         let sim = tweak(SimConfig::from_topology(cfg.topology()));
         let fabric = SimFabric::new(sim).expect("simulator configuration must be valid");
-        SimCluster { fabric, cfg: Arc::new(cfg) }
+        SimCluster {
+            fabric,
+            cfg: Arc::new(cfg),
+        }
     }
 
     /// Client `index` on `node`.
     pub fn client(&self, node: u16, index: u16) -> Client<SimEndpoint> {
         let ep = self.fabric.open(NodeId(node)).expect("node is up");
-        Client::new(self.cfg.clone(), ClientId { node: NodeId(node), index }, ep).expect("client")
+        Client::new(
+            self.cfg.clone(),
+            ClientId {
+                node: NodeId(node),
+                index,
+            },
+            ep,
+        )
+        .expect("client")
     }
 
     /// A fresh protocol state and endpoint for client `index` on `node`, for
     /// driving machines by hand with [`step::Stepper`].
     pub fn parts(&self, node: u16, index: u16) -> (ClientState, SimEndpoint) {
-        let id = ClientId { node: NodeId(node), index };
+        let id = ClientId {
+            node: NodeId(node),
+            index,
+        };
         let ep = self.fabric.open(NodeId(node)).expect("node is up");
-        (ClientState::new(self.cfg.clone(), id).expect("client state"), ep)
+        (
+            ClientState::new(self.cfg.clone(), id).expect("client state"),
+            ep,
+        )
     }
 
     /// A stepper running `m` as client `index` on `node`.
-    pub fn stepper<M: nessie_protocol::Machine>(&self, node: u16, index: u16, m: M) -> step::Stepper<M> {
+    pub fn stepper<M: nessie_protocol::Machine>(
+        &self,
+        node: u16,
+        index: u16,
+        m: M,
+    ) -> step::Stepper<M> {
         let (state, ep) = self.parts(node, index);
         step::Stepper::new(m, state, ep)
     }
@@ -72,7 +96,12 @@ impl SimCluster {
 }
 
 /// A recorded GET.
-pub fn rec_get(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+pub fn rec_get(
+    r: &Recorder,
+    id: usize,
+    c: &mut Client<SimEndpoint>,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
     r.record(id, key, KvOp::Get, || {
         let res = c.get(key);
         (res.as_ref().ok().map(|v| KvRet::Get(v.clone())), res)
@@ -80,7 +109,13 @@ pub fn rec_get(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8])
 }
 
 /// A recorded PUT.
-pub fn rec_put(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+pub fn rec_put(
+    r: &Recorder,
+    id: usize,
+    c: &mut Client<SimEndpoint>,
+    key: &[u8],
+    value: &[u8],
+) -> Result<bool, Error> {
     r.record(id, key, KvOp::Put(value.to_vec()), || {
         let res = c.put(key, value);
         (res.as_ref().ok().map(|&e| KvRet::Put(e)), res)
@@ -88,7 +123,12 @@ pub fn rec_put(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8],
 }
 
 /// A recorded DELETE.
-pub fn rec_delete(r: &Recorder, id: usize, c: &mut Client<SimEndpoint>, key: &[u8]) -> Result<bool, Error> {
+pub fn rec_delete(
+    r: &Recorder,
+    id: usize,
+    c: &mut Client<SimEndpoint>,
+    key: &[u8],
+) -> Result<bool, Error> {
     r.record(id, key, KvOp::Delete, || {
         let res = c.delete(key);
         (res.as_ref().ok().map(|&e| KvRet::Delete(e)), res)
@@ -114,8 +154,21 @@ pub struct Workload {
 
 impl Workload {
     /// A workload with all fault switches off.
-    pub fn new(ops_per_client: usize, keys: usize, get_pct: u32, delete_pct: u32, seed: u64) -> Workload {
-        Workload { ops_per_client, keys, get_pct, delete_pct, seed, faults: Faults::default() }
+    pub fn new(
+        ops_per_client: usize,
+        keys: usize,
+        get_pct: u32,
+        delete_pct: u32,
+        seed: u64,
+    ) -> Workload {
+        Workload {
+            ops_per_client,
+            keys,
+            get_pct,
+            delete_pct,
+            seed,
+            faults: Faults::default(),
+        }
     }
 }
 
@@ -175,11 +228,19 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
         stats += h.join().expect("client thread panicked");
     }
     let errors = errors.lock().unwrap().clone();
-    WorkloadReport { history: recorder.events(), errors, stats }
+    WorkloadReport {
+        history: recorder.events(),
+        errors,
+        stats,
+    }
 }
 
 /// Finds a key (`prefix` plus a number) whose candidates satisfy `pred`.
-pub fn find_key(cfg: &Config, prefix: &str, pred: impl Fn(&[nessie_protocol::IteAddr]) -> bool) -> Vec<u8> {
+pub fn find_key(
+    cfg: &Config,
+    prefix: &str,
+    pred: impl Fn(&[nessie_protocol::IteAddr]) -> bool,
+) -> Vec<u8> {
     let h = cfg.hasher();
     (0..1_000_000)
         .map(|i| format!("{prefix}{i}").into_bytes())

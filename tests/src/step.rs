@@ -20,7 +20,13 @@ pub struct Stepper<M: Machine> {
 impl<M: Machine> Stepper<M> {
     /// Prepares `machine` for the client `state` on `ep`.
     pub fn new(machine: M, state: ClientState, ep: SimEndpoint) -> Stepper<M> {
-        Stepper { machine, state, ep, next: None, result: None }
+        Stepper {
+            machine,
+            state,
+            ep,
+            next: None,
+            result: None,
+        }
     }
 
     fn fill(&mut self) {
@@ -44,7 +50,9 @@ impl<M: Machine> Stepper<M> {
     /// whether the machine is still running.
     pub fn step(&mut self) -> bool {
         self.fill();
-        let Some(wrs) = self.next.take() else { return false };
+        let Some(wrs) = self.next.take() else {
+            return false;
+        };
         let n = wrs.len();
         for wr in wrs {
             let id = wr.id;

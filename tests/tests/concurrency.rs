@@ -9,15 +9,29 @@ use nessie_protocol::Config;
 use nessie_tests::{assert_linearizable, run_workload, SimCluster, Workload};
 
 fn cfg() -> Config {
-    Config { clients_per_node: 4, dtes_per_node: 4096, ..Config::default() }
+    Config {
+        clients_per_node: 4,
+        dtes_per_node: 4096,
+        ..Config::default()
+    }
 }
 
 fn check(cluster: &SimCluster, w: Workload) -> nessie_protocol::OpStats {
     let report = run_workload(cluster, &w);
-    eprintln!("{w:?}: {} ops, stats {} | attempts {} migrations {} recoveries {} helps {}",
-        report.history.len(), report.stats, report.stats.attempts, report.stats.migrations,
-        report.stats.recoveries, report.stats.helps);
-    let unexpected: Vec<_> = report.errors.iter().filter(|e| !e.contains("table full")).collect();
+    eprintln!(
+        "{w:?}: {} ops, stats {} | attempts {} migrations {} recoveries {} helps {}",
+        report.history.len(),
+        report.stats,
+        report.stats.attempts,
+        report.stats.migrations,
+        report.stats.recoveries,
+        report.stats.helps
+    );
+    let unexpected: Vec<_> = report
+        .errors
+        .iter()
+        .filter(|e| !e.contains("table full"))
+        .collect();
     assert!(unexpected.is_empty(), "unexpected errors: {unexpected:?}");
     let n = assert_linearizable(&report.history);
     assert!(n > 0);
@@ -32,7 +46,9 @@ fn hot_keys_under_contention() {
 
 #[test]
 fn hot_keys_with_fabric_latency() {
-    let cluster = SimCluster::with_sim(cfg(), |s| s.with_latency(LatencyModel::per_op(Duration::from_micros(20))));
+    let cluster = SimCluster::with_sim(cfg(), |s| {
+        s.with_latency(LatencyModel::per_op(Duration::from_micros(20)))
+    });
     check(&cluster, Workload::new(150, 2, 60, 10, 2));
 }
 
@@ -52,14 +68,23 @@ fn large_key_set() {
 fn tiny_index_tables_force_recursive_migrates() {
     // 3 nodes x 6 entries = 18 index table entries for up to 12 keys (load up
     // to 0.67 with N = 3): most PUTs of a new key must MIGRATE, often recursively.
-    let small = Config { index_slots_per_node: 6, max_migrate_depth: 6, ..cfg() };
+    let small = Config {
+        index_slots_per_node: 6,
+        max_migrate_depth: 6,
+        ..cfg()
+    };
     let cluster = SimCluster::new(small);
     check(&cluster, Workload::new(250, 12, 40, 15, 5));
 }
 
 #[test]
 fn tiny_index_tables_with_two_candidates() {
-    let small = Config { index_slots_per_node: 5, candidates: 2, max_migrate_depth: 8, ..cfg() };
+    let small = Config {
+        index_slots_per_node: 5,
+        candidates: 2,
+        max_migrate_depth: 8,
+        ..cfg()
+    };
     let cluster = SimCluster::new(small);
     check(&cluster, Workload::new(200, 8, 40, 15, 6));
 }

@@ -7,11 +7,17 @@ use nessie_tests::{find_key, SimCluster};
 /// Client under test runs on node 0; keys are chosen so that none of their
 /// candidates is on node 0 (every index access is remote).
 fn remote_key(cfg: &Config, prefix: &str) -> Vec<u8> {
-    find_key(cfg, prefix, |c: &[IteAddr]| c.iter().all(|a| a.node != NodeId(0)))
+    find_key(cfg, prefix, |c: &[IteAddr]| {
+        c.iter().all(|a| a.node != NodeId(0))
+    })
 }
 
 fn cfg(cache: usize) -> Config {
-    Config { cache_capacity: cache, clients_per_node: 2, ..Config::default() }
+    Config {
+        cache_capacity: cache,
+        clients_per_node: 2,
+        ..Config::default()
+    }
 }
 
 /// Warms the client's allocator (its first write sweeps its share by CPU).
@@ -28,7 +34,11 @@ fn remote_get_is_one_index_read_and_one_data_read() {
     let mut reader = cluster.client(0, 0);
     assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
     let s = reader.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.writes, s.cas()), (1, 1, 0, 0), "{s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.writes, s.cas()),
+        (1, 1, 0, 0),
+        "{s}"
+    );
     assert_eq!(s.round_trips, 2);
     let dte = cluster.cfg.layout().entry_bytes();
     assert_eq!(s.fabric_bytes, 8 + dte);
@@ -44,11 +54,19 @@ fn cached_and_local_gets_skip_the_data_read() {
     reader.get(&key).unwrap();
     assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
     let s = reader.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (1, 0, 1), "cache hit: {s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.round_trips),
+        (1, 0, 1),
+        "cache hit: {s}"
+    );
     // The writer's own entry is local: read by CPU.
     assert_eq!(writer.get(&key).unwrap(), Some(b"value".to_vec()));
     let s = writer.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.local_reads, s.round_trips), (1, 0, 1, 1), "local: {s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.local_reads, s.round_trips),
+        (1, 0, 1, 1),
+        "local: {s}"
+    );
 }
 
 #[test]
@@ -58,7 +76,11 @@ fn get_of_an_absent_key_reads_every_candidate_twice() {
     let mut c = cluster.client(0, 0);
     assert_eq!(c.get(&key).unwrap(), None);
     let s = c.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (6, 0, 4), "{s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.round_trips),
+        (6, 0, 4),
+        "{s}"
+    );
 }
 
 fn insert_cost(cluster: &SimCluster) -> OpStats {
@@ -88,8 +110,22 @@ fn quiet_update_of_a_local_entry_adds_a_cpu_read_and_a_recycle_mark() {
     c.put(&key, b"v1").unwrap();
     assert!(c.put(&key, b"v2").unwrap());
     let s = c.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.writes, s.index_cas, s.data_cas), (5, 0, 0, 1, 1), "{s}");
-    assert_eq!((s.local_reads, s.local_writes), (1, 2), "header+key by CPU; entry and mark by CPU: {s}");
+    assert_eq!(
+        (
+            s.index_reads,
+            s.data_reads,
+            s.writes,
+            s.index_cas,
+            s.data_cas
+        ),
+        (5, 0, 0, 1, 1),
+        "{s}"
+    );
+    assert_eq!(
+        (s.local_reads, s.local_writes),
+        (1, 2),
+        "header+key by CPU; entry and mark by CPU: {s}"
+    );
     assert_eq!((s.round_trips, s.loopback_rounds), (3, 1), "{s}");
 }
 
@@ -102,7 +138,17 @@ fn quiet_update_of_a_remote_entry_reads_its_header_and_marks_it_remotely() {
     warm(&mut c);
     assert!(c.put(&key, b"v2").unwrap());
     let s = c.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.writes, s.index_cas, s.data_cas), (5, 1, 1, 1, 1), "{s}");
+    assert_eq!(
+        (
+            s.index_reads,
+            s.data_reads,
+            s.writes,
+            s.index_cas,
+            s.data_cas
+        ),
+        (5, 1, 1, 1, 1),
+        "{s}"
+    );
     // Scan, header read, install, verify, then the recycle mark of the old
     // remote entry (a WRITE that must follow the commit).
     assert_eq!((s.round_trips, s.loopback_rounds), (5, 1), "{s}");
@@ -117,6 +163,10 @@ fn quiet_delete_installs_a_tombstone_then_unlinks_it() {
     c.put(&key, b"v1").unwrap();
     assert!(c.delete(&key).unwrap());
     let s = c.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.index_cas, s.data_cas), (5, 0, 2, 1), "{s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.index_cas, s.data_cas),
+        (5, 0, 2, 1),
+        "{s}"
+    );
     assert_eq!((s.round_trips, s.loopback_rounds), (4, 1), "{s}");
 }

@@ -10,19 +10,28 @@ use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
 use nessie_tests::{find_key, SimCluster};
 
 fn cfg() -> Config {
-    Config { nodes: 3, clients_per_node: 2, ..Config::default() }
+    Config {
+        nodes: 3,
+        clients_per_node: 2,
+        ..Config::default()
+    }
 }
 
 fn past_deadline(cluster: &SimCluster) {
     let c = &cluster.cfg;
-    cluster.fabric.advance(c.expiration + c.clock_skew + Duration::from_millis(1));
+    cluster
+        .fabric
+        .advance(c.expiration + c.clock_skew + Duration::from_millis(1));
 }
 
 /// The state of the data table entry the owner of `stepper` wrote last.
 fn owner_entry_state<M: Machine>(cluster: &SimCluster, s: &Stepper<M>) -> DteState {
     let layout = cluster.cfg.layout();
     let dte = s.state.alloc.owned().next().expect("owner has entries");
-    let w = cluster.fabric.read_word(dte.node(), Region::Data, layout.entry_offset(dte.index)).unwrap();
+    let w = cluster
+        .fabric
+        .read_word(dte.node(), Region::Data, layout.entry_offset(dte.index))
+        .unwrap();
     nessie_protocol::layout::StateWord::decode(w).state
 }
 
@@ -38,7 +47,10 @@ fn stalled_put_is_reclaimed_after_its_deadline() {
 
     // Readers fall back to the previous version; writers back off.
     assert_eq!(b.get(b"k").unwrap(), Some(b"v1".to_vec()));
-    assert_eq!(b.run_once(PutMachine::put(b"k", b"v3")), Err(Error::Conflict));
+    assert_eq!(
+        b.run_once(PutMachine::put(b"k", b"v3")),
+        Err(Error::Conflict)
+    );
 
     // After A's deadline, B reclaims A's entry and writes.
     past_deadline(&cluster);
@@ -61,7 +73,10 @@ fn an_owner_that_overruns_its_deadline_still_cannot_commit_a_reclaimed_entry() {
     a.state.faults.ignore_deadline = true;
     assert!(a.run_until(is_state_flip));
     past_deadline(&cluster);
-    assert!(b.delete(b"k").unwrap(), "B reclaims A's entry, then deletes v1");
+    assert!(
+        b.delete(b"k").unwrap(),
+        "B reclaims A's entry, then deletes v1"
+    );
     // A's commit is a NIC CAS Writing -> Valid; B's abort won, so it fails.
     let state_before = owner_entry_state(&cluster, &a);
     assert_eq!(state_before, DteState::Aborted);
@@ -77,7 +92,11 @@ fn stalled_delete_is_reclaimed_and_the_value_survives() {
     b.put(b"k", b"v1").unwrap();
     let mut a = cluster.stepper(0, 1, PutMachine::delete(b"k"));
     assert!(a.run_until(is_state_flip));
-    assert_eq!(b.get(b"k").unwrap(), Some(b"v1".to_vec()), "the delete has not taken effect");
+    assert_eq!(
+        b.get(b"k").unwrap(),
+        Some(b"v1".to_vec()),
+        "the delete has not taken effect"
+    );
     past_deadline(&cluster);
     assert_eq!(b.put(b"k", b"v2"), Ok(true));
     let (r, _, _) = a.finish();
@@ -93,7 +112,11 @@ fn a_client_that_stalls_right_after_its_cas_blocks_nobody_forever() {
     let mut a = cluster.stepper(0, 0, PutMachine::put(b"fresh", b"x"));
     assert!(a.run_until(is_index_cas));
     assert!(a.step(), "the install CAS lands; A stalls");
-    assert_eq!(b.get(b"fresh").unwrap(), None, "an in-progress insert is not visible");
+    assert_eq!(
+        b.get(b"fresh").unwrap(),
+        None,
+        "an in-progress insert is not visible"
+    );
     past_deadline(&cluster);
     assert_eq!(b.put(b"fresh", b"y"), Ok(false));
     let (r, _, _) = a.finish();
@@ -104,11 +127,20 @@ fn a_client_that_stalls_right_after_its_cas_blocks_nobody_forever() {
 /// One node, four index entries, two candidates per key: small enough to pick
 /// keys whose candidates collide exactly as a story needs.
 fn tiny() -> Config {
-    Config { nodes: 1, index_slots_per_node: 4, candidates: 2, clients_per_node: 3, ..Config::default() }
+    Config {
+        nodes: 1,
+        index_slots_per_node: 4,
+        candidates: 2,
+        clients_per_node: 3,
+        ..Config::default()
+    }
 }
 
 fn slot(s: u32) -> IteAddr {
-    IteAddr { node: nessie_protocol::NodeId(0), slot: s }
+    IteAddr {
+        node: nessie_protocol::NodeId(0),
+        slot: s,
+    }
 }
 
 /// Keys for a MIGRATE story: `m` lives at slot 0 and can move to slot 1; `g`
@@ -116,7 +148,9 @@ fn slot(s: u32) -> IteAddr {
 fn migrate_story(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let c = &cluster.cfg;
     let m = find_key(c, "m", |k| k == [slot(0), slot(1)]);
-    let g = find_key(c, "g", |k| k[0] == slot(2) && k[1] != slot(0) && k[1] != slot(1));
+    let g = find_key(c, "g", |k| {
+        k[0] == slot(2) && k[1] != slot(0) && k[1] != slot(1)
+    });
     let p = find_key(c, "p", |k| k == [slot(0), slot(2)]);
     (m, g, p)
 }
@@ -134,12 +168,26 @@ fn migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer() {
     let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
     assert!(a.run_until(is_index_cas));
     assert!(a.step(), "lock lands");
-    assert!(a.peek().iter().any(|wr| is_index_cas(&wr.op)), "next is the install");
+    assert!(
+        a.peek().iter().any(|wr| is_index_cas(&wr.op)),
+        "next is the install"
+    );
 
-    assert_eq!(b.get(&m).unwrap(), Some(b"mv".to_vec()), "readers fall back to the source entry");
-    assert_eq!(b.run_once(PutMachine::put(&m, b"mv2")), Err(Error::Conflict));
+    assert_eq!(
+        b.get(&m).unwrap(),
+        Some(b"mv".to_vec()),
+        "readers fall back to the source entry"
+    );
+    assert_eq!(
+        b.run_once(PutMachine::put(&m, b"mv2")),
+        Err(Error::Conflict)
+    );
     past_deadline(&cluster);
-    assert_eq!(b.put(&m, b"mv2"), Ok(true), "after the deadline the move is rolled back");
+    assert_eq!(
+        b.put(&m, b"mv2"),
+        Ok(true),
+        "after the deadline the move is rolled back"
+    );
     assert!(b.last_stats().recoveries >= 1);
 
     let (r, _, _) = a.finish();

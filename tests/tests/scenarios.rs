@@ -10,12 +10,21 @@ use nessie_tests::step::{is_index_read, is_state_flip};
 use nessie_tests::{find_key, SimCluster};
 
 fn slot(s: u32) -> IteAddr {
-    IteAddr { node: NodeId(0), slot: s }
+    IteAddr {
+        node: NodeId(0),
+        slot: s,
+    }
 }
 
 /// One node, four index entries, two candidates per key.
 fn tiny() -> Config {
-    Config { nodes: 1, index_slots_per_node: 4, candidates: 2, clients_per_node: 3, ..Config::default() }
+    Config {
+        nodes: 1,
+        index_slots_per_node: 4,
+        candidates: 2,
+        clients_per_node: 3,
+        ..Config::default()
+    }
 }
 
 /// K sits at its second candidate (slot 1) with its first (slot 0) empty; a
@@ -54,13 +63,23 @@ fn reverse_pass_turns_a_missed_key_into_a_retry() {
 
 #[test]
 fn without_the_reverse_pass_a_present_key_is_reported_missing() {
-    assert_eq!(get_races_a_migrate(true), Ok(None), "the broken variant answers not-found");
+    assert_eq!(
+        get_races_a_migrate(true),
+        Ok(None),
+        "the broken variant answers not-found"
+    );
 }
 
 /// One node, three entries, three candidates: every key shares the same
 /// three index table entries, so any MIGRATE visits every entry.
 fn crowded() -> Config {
-    Config { nodes: 1, index_slots_per_node: 3, candidates: 3, clients_per_node: 3, ..Config::default() }
+    Config {
+        nodes: 1,
+        index_slots_per_node: 3,
+        candidates: 3,
+        clients_per_node: 3,
+        ..Config::default()
+    }
 }
 
 /// A stalls before committing PUT(k, v2), overruns its deadline, and a
@@ -72,7 +91,14 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
     let mut b = cluster.client(0, 1);
     for (k, v) in [(&b"k"[..], &b"v1"[..]), (b"x", b"x"), (b"y", b"y")] {
         assert!(!b.put(k, v).unwrap());
-        rec.push(Event { client: 1, key: k.to_vec(), op: KvOp::Put(v.to_vec()), ret: KvRet::Put(false), invoke: rec.tick(), response: rec.tick() });
+        rec.push(Event {
+            client: 1,
+            key: k.to_vec(),
+            op: KvOp::Put(v.to_vec()),
+            ret: KvRet::Put(false),
+            invoke: rec.tick(),
+            response: rec.tick(),
+        });
     }
     let a_invoke = rec.tick();
     let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
@@ -80,31 +106,67 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
     a.state.faults.cpu_state_flip = cpu_state_flip;
     assert!(a.run_until(is_state_flip));
 
-    cluster.fabric.advance(cluster.cfg.expiration + cluster.cfg.clock_skew + Duration::from_millis(1));
+    cluster
+        .fabric
+        .advance(cluster.cfg.expiration + cluster.cfg.clock_skew + Duration::from_millis(1));
     let mut c = cluster.client(0, 2);
-    assert_eq!(c.put(b"z", b"z"), Err(Error::TableFull { depth: cluster.cfg.max_migrate_depth }));
-    assert!(c.last_stats().recoveries >= 1, "C's MIGRATE reclaimed A's entry on the way");
+    assert_eq!(
+        c.put(b"z", b"z"),
+        Err(Error::TableFull {
+            depth: cluster.cfg.max_migrate_depth
+        })
+    );
+    assert!(
+        c.last_stats().recoveries >= 1,
+        "C's MIGRATE reclaimed A's entry on the way"
+    );
 
     let (r, _, _) = a.finish();
     let ret = r.ok().map(KvRet::Put).unwrap_or(KvRet::Unknown);
-    rec.push(Event { client: 0, key: b"k".to_vec(), op: KvOp::Put(b"v2".to_vec()), ret, invoke: a_invoke, response: rec.tick() });
+    rec.push(Event {
+        client: 0,
+        key: b"k".to_vec(),
+        op: KvOp::Put(b"v2".to_vec()),
+        ret,
+        invoke: a_invoke,
+        response: rec.tick(),
+    });
     let got = b.get(b"k").unwrap();
-    rec.push(Event { client: 1, key: b"k".to_vec(), op: KvOp::Get, ret: KvRet::Get(got), invoke: rec.tick(), response: rec.tick() });
+    rec.push(Event {
+        client: 1,
+        key: b"k".to_vec(),
+        op: KvOp::Get,
+        ret: KvRet::Get(got),
+        invoke: rec.tick(),
+        response: rec.tick(),
+    });
     rec.events()
 }
 
 #[test]
 fn nic_cas_commit_keeps_a_late_owner_from_resurrecting_its_entry() {
     let h = overrunning_owner(false);
-    assert_eq!(h[3].ret, KvRet::Unknown, "A's commit CAS fails: not acknowledged");
+    assert_eq!(
+        h[3].ret,
+        KvRet::Unknown,
+        "A's commit CAS fails: not acknowledged"
+    );
     assert!(check_history(&h, 1_000_000).is_ok());
 }
 
 #[test]
 fn cpu_store_commit_loses_an_acknowledged_write_and_the_checker_says_so() {
     let h = overrunning_owner(true);
-    assert_eq!(h[3].ret, KvRet::Put(true), "A's CPU store 'commits' and A is told so");
-    assert_eq!(h[4].ret, KvRet::Get(Some(b"v1".to_vec())), "but readers see the restored old value");
+    assert_eq!(
+        h[3].ret,
+        KvRet::Put(true),
+        "A's CPU store 'commits' and A is told so"
+    );
+    assert_eq!(
+        h[4].ret,
+        KvRet::Get(Some(b"v1".to_vec())),
+        "but readers see the restored old value"
+    );
     let v = check_history(&h, 1_000_000).expect_err("lost acknowledged write");
     assert_eq!(v.key, b"k".to_vec());
 }

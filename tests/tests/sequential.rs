@@ -18,7 +18,8 @@ fn op() -> impl Strategy<Value = Op> {
     let key = 0u8..10;
     prop_oneof![
         key.clone().prop_map(Op::Get),
-        (key.clone(), proptest::collection::vec(any::<u8>(), 0..40)).prop_map(|(k, v)| Op::Put(k, v)),
+        (key.clone(), proptest::collection::vec(any::<u8>(), 0..40))
+            .prop_map(|(k, v)| Op::Put(k, v)),
         key.prop_map(Op::Delete),
     ]
 }

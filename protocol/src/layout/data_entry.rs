@@ -167,7 +167,10 @@ impl RecycleWord {
 
     /// Decodes the word.
     pub fn decode(w: u64) -> RecycleWord {
-        RecycleWord { recycle: w >> 63 == 1, expires_at: w & !(1 << 63) }
+        RecycleWord {
+            recycle: w >> 63 == 1,
+            expires_at: w & !(1 << 63),
+        }
     }
 }
 
@@ -202,9 +205,14 @@ impl DataEntryHeader {
     /// Encodes the header as 32 bytes.
     pub fn encode(&self) -> [u8; 32] {
         let mut out = [0u8; 32];
-        for (i, w) in [self.state.encode(), self.deadline, self.recycle.encode(), self.prev]
-            .into_iter()
-            .enumerate()
+        for (i, w) in [
+            self.state.encode(),
+            self.deadline,
+            self.recycle.encode(),
+            self.prev,
+        ]
+        .into_iter()
+        .enumerate()
         {
             out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
         }
@@ -253,7 +261,10 @@ impl DataLayout {
         out.extend_from_slice(key);
         out.resize(self.header_and_key_bytes() as usize, 0);
         out.extend_from_slice(value);
-        out.resize((self.header_and_key_bytes() + pad8(value.len() as u64)) as usize, 0);
+        out.resize(
+            (self.header_and_key_bytes() + pad8(value.len() as u64)) as usize,
+            0,
+        );
         out
     }
 
@@ -284,13 +295,24 @@ mod tests {
     use proptest::prelude::*;
 
     fn all_states() -> [DteState; 5] {
-        [DteState::Free, DteState::Writing, DteState::Valid, DteState::Deleted, DteState::Aborted]
+        [
+            DteState::Free,
+            DteState::Writing,
+            DteState::Valid,
+            DteState::Deleted,
+            DteState::Aborted,
+        ]
     }
 
     #[test]
     fn state_word_fields_at_their_limits_round_trip() {
         for state in all_states() {
-            for kind in [None, Some(DteKind::Put), Some(DteKind::Delete), Some(DteKind::Migrate)] {
+            for kind in [
+                None,
+                Some(DteKind::Put),
+                Some(DteKind::Delete),
+                Some(DteKind::Migrate),
+            ] {
                 let w = StateWord {
                     state,
                     kind,
@@ -310,21 +332,39 @@ mod tests {
     #[test]
     fn only_valid_and_deleted_are_committed() {
         for s in all_states() {
-            assert_eq!(s.is_committed(), matches!(s, DteState::Valid | DteState::Deleted));
-            assert_eq!(s.is_uncommitted(), matches!(s, DteState::Writing | DteState::Aborted));
+            assert_eq!(
+                s.is_committed(),
+                matches!(s, DteState::Valid | DteState::Deleted)
+            );
+            assert_eq!(
+                s.is_uncommitted(),
+                matches!(s, DteState::Writing | DteState::Aborted)
+            );
         }
     }
 
     #[test]
     fn recycle_word_at_its_limits() {
-        let max = RecycleWord { recycle: true, expires_at: (1 << 63) - 1 };
+        let max = RecycleWord {
+            recycle: true,
+            expires_at: (1 << 63) - 1,
+        };
         assert_eq!(RecycleWord::decode(max.encode()), max);
-        assert_eq!(RecycleWord::decode(0), RecycleWord { recycle: false, expires_at: 0 });
+        assert_eq!(
+            RecycleWord::decode(0),
+            RecycleWord {
+                recycle: false,
+                expires_at: 0
+            }
+        );
     }
 
     #[test]
     fn layout_keeps_header_and_key_before_value() {
-        let l = DataLayout { max_key: 13, max_value: 100 };
+        let l = DataLayout {
+            max_key: 13,
+            max_value: 100,
+        };
         assert_eq!(l.header_and_key_bytes(), 32 + 16);
         assert_eq!(l.entry_bytes(), 32 + 16 + 104);
         assert_eq!(l.entry_offset(2), 2 * 152);

@@ -59,7 +59,7 @@ impl IndexEntry {
 
     /// The data table entry referred to, if present.
     pub fn dte(self) -> Option<DteAddr> {
-        self.is_present().then(|| DteAddr {
+        self.is_present().then_some(DteAddr {
             table: ((self.0 >> TABLE_SHIFT) & 0xffff) as u16,
             index: (self.0 & 0xffff_ffff) as u32,
         })
@@ -101,7 +101,10 @@ mod tests {
 
     #[test]
     fn fields_at_their_limits_round_trip() {
-        let dte = DteAddr { table: u16::MAX, index: u32::MAX };
+        let dte = DteAddr {
+            table: u16::MAX,
+            index: u32::MAX,
+        };
         let e = IndexEntry::new(dte, 0x7fff);
         assert_eq!(e.dte(), Some(dte));
         assert_eq!(e.filter(), 0x7fff);

@@ -10,8 +10,8 @@ mod data_entry;
 mod index_entry;
 
 pub use data_entry::{
-    MAX_VALUE_LEN_FIELD,
     DataEntryHeader, DataLayout, DteKind, DteState, RecycleWord, StateWord, HEADER_BYTES,
+    MAX_VALUE_LEN_FIELD,
 };
 pub use index_entry::{IndexEntry, MAX_FILTER_BITS};
 

@@ -25,7 +25,9 @@ impl AllocStep {
     fn sweep(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
         self.targets = cx.client.alloc.next_sweep();
         if self.targets.is_empty() {
-            return Err(Error::DataTableFull { node: cx.client.id.node });
+            return Err(Error::DataTableFull {
+                node: cx.client.id.node,
+            });
         }
         for &d in &self.targets {
             cx.read_header(d);
@@ -38,7 +40,9 @@ impl AllocStep {
         let skew = cx.cfg().clock_skew;
         let hasty = cx.client.faults.reuse_before_expiry;
         for (&d, r) in self.targets.iter().zip(&results) {
-            let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else { continue };
+            let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
+                continue;
+            };
             if hasty && h.recycle.recycle {
                 cx.client.alloc.collect_hastily(d);
             } else {

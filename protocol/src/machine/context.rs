@@ -78,7 +78,10 @@ impl ClientState {
     /// Checks a key against the configuration.
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
         if key.is_empty() || key.len() > self.cfg.max_key_len as usize {
-            return Err(Error::KeyTooLarge { len: key.len(), max: self.cfg.max_key_len });
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.cfg.max_key_len,
+            });
         }
         Ok(())
     }
@@ -86,7 +89,10 @@ impl ClientState {
     /// Checks a value against the configuration.
     pub fn check_value(&self, value: &[u8]) -> Result<(), Error> {
         if value.len() > self.cfg.max_value_len as usize {
-            return Err(Error::ValueTooLarge { len: value.len(), max: self.cfg.max_value_len });
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: self.cfg.max_value_len,
+            });
         }
         Ok(())
     }
@@ -131,7 +137,11 @@ impl Cx<'_> {
     /// margin has not passed.
     pub(crate) fn may_mutate(&self) -> bool {
         self.client.faults.ignore_deadline
-            || self.now.0.saturating_add(duration_nanos(self.cfg().deadline_margin)) < self.deadline.0
+            || self
+                .now
+                .0
+                .saturating_add(duration_nanos(self.cfg().deadline_margin))
+                < self.deadline.0
     }
 
     /// Whether the attempt has overrun its deadline (reads are no longer
@@ -148,20 +158,33 @@ impl Cx<'_> {
     fn dte_op(&self, dte: DteAddr, offset: u64, len: u64) -> Op {
         let base = self.client.layout.entry_offset(dte.index) + offset;
         if self.is_local(dte) {
-            Op::LocalRead { offset: base, len: len as u32 }
+            Op::LocalRead {
+                offset: base,
+                len: len as u32,
+            }
         } else {
-            Op::Read { addr: RemoteAddr::data(dte.node(), base), len: len as u32 }
+            Op::Read {
+                addr: RemoteAddr::data(dte.node(), base),
+                len: len as u32,
+            }
         }
     }
 
     pub(crate) fn read_ite(&mut self, ite: IteAddr) -> usize {
-        self.io.issue(Op::Read { addr: ite.remote(), len: 8 })
+        self.io.issue(Op::Read {
+            addr: ite.remote(),
+            len: 8,
+        })
     }
 
     /// Reads an entry: header and key, plus the value when `with_value`.
     pub(crate) fn read_dte(&mut self, dte: DteAddr, with_value: bool) -> usize {
         let l = self.client.layout;
-        let len = if with_value { l.entry_bytes() } else { l.header_and_key_bytes() };
+        let len = if with_value {
+            l.entry_bytes()
+        } else {
+            l.header_and_key_bytes()
+        };
         let op = self.dte_op(dte, 0, len);
         self.io.issue(op)
     }
@@ -169,7 +192,11 @@ impl Cx<'_> {
     /// Reads just the value area of an entry.
     pub(crate) fn read_value(&mut self, dte: DteAddr) -> usize {
         let l = self.client.layout;
-        let op = self.dte_op(dte, l.header_and_key_bytes(), l.entry_bytes() - l.header_and_key_bytes());
+        let op = self.dte_op(
+            dte,
+            l.header_and_key_bytes(),
+            l.entry_bytes() - l.header_and_key_bytes(),
+        );
         self.io.issue(op)
     }
 
@@ -186,7 +213,11 @@ impl Cx<'_> {
     }
 
     pub(crate) fn cas_ite(&mut self, ite: IteAddr, expect: IndexEntry, new: IndexEntry) -> usize {
-        self.io.issue(Op::Cas { addr: ite.remote(), expect: expect.0, new: new.0 })
+        self.io.issue(Op::Cas {
+            addr: ite.remote(),
+            expect: expect.0,
+            new: new.0,
+        })
     }
 
     /// CASes an entry's state word through the NIC (loopback when local): the
@@ -196,9 +227,16 @@ impl Cx<'_> {
         if self.client.faults.cpu_state_flip && self.is_local(dte) {
             // Broken variant: the owner flips its own entry with a plain CPU
             // store, which a concurrent NIC CAS does not serialise against.
-            return self.io.issue(Op::LocalWrite { offset, data: new.to_le_bytes().to_vec() });
+            return self.io.issue(Op::LocalWrite {
+                offset,
+                data: new.to_le_bytes().to_vec(),
+            });
         }
-        self.io.issue(Op::Cas { addr: RemoteAddr::data(dte.node(), offset), expect, new })
+        self.io.issue(Op::Cas {
+            addr: RemoteAddr::data(dte.node(), offset),
+            expect,
+            new,
+        })
     }
 
     /// Writes a whole entry into the local data table by CPU.
@@ -211,24 +249,46 @@ impl Cx<'_> {
     /// client that unlinked the entry's last reference.
     pub(crate) fn mark_recycle(&mut self, dte: DteAddr) -> usize {
         let expires = self.now.plus(self.cfg().expiration).0;
-        let word = RecycleWord { recycle: true, expires_at: expires }.encode();
+        let word = RecycleWord {
+            recycle: true,
+            expires_at: expires,
+        }
+        .encode();
         let data = word.to_le_bytes().to_vec();
         let offset = self.client.layout.entry_offset(dte.index) + 16;
         if self.is_local(dte) {
             self.io.issue(Op::LocalWrite { offset, data })
         } else {
-            self.io.issue(Op::Write { addr: RemoteAddr::data(dte.node(), offset), data })
+            self.io.issue(Op::Write {
+                addr: RemoteAddr::data(dte.node(), offset),
+                data,
+            })
         }
     }
 
     /// Decodes a read of an entry at `dte`.
-    pub(crate) fn view(&self, dte: DteAddr, r: &Result<crate::fabric::OpOutput, crate::fabric::FabricError>) -> Result<DteView, Error> {
+    pub(crate) fn view(
+        &self,
+        dte: DteAddr,
+        r: &Result<crate::fabric::OpOutput, crate::fabric::FabricError>,
+    ) -> Result<DteView, Error> {
         let raw = bytes(r)?;
-        let header = DataEntryHeader::decode(raw).ok_or_else(|| Error::Corrupt(format!("{dte}: short read")))?;
+        let header = DataEntryHeader::decode(raw)
+            .ok_or_else(|| Error::Corrupt(format!("{dte}: short read")))?;
         let l = self.client.layout;
         let key = l.key(&header, raw).map(<[u8]>::to_vec).unwrap_or_default();
-        let value = if raw.len() as u64 >= l.entry_bytes() { l.value(&header, raw).map(<[u8]>::to_vec) } else { None };
-        Ok(DteView { addr: dte, header, key, value, raw: raw.to_vec() })
+        let value = if raw.len() as u64 >= l.entry_bytes() {
+            l.value(&header, raw).map(<[u8]>::to_vec)
+        } else {
+            None
+        };
+        Ok(DteView {
+            addr: dte,
+            header,
+            key,
+            value,
+            raw: raw.to_vec(),
+        })
     }
 
     /// Decodes a cached entry.
@@ -243,19 +303,33 @@ impl Cx<'_> {
         let l = self.client.layout;
         let key = l.key(&header, &raw)?.to_vec();
         let value = l.value(&header, &raw).map(<[u8]>::to_vec);
-        Some(DteView { addr: dte, header, key, value, raw })
+        Some(DteView {
+            addr: dte,
+            header,
+            key,
+            value,
+            raw,
+        })
     }
 
     /// Caches a committed remote entry read through `ite` at `ite_read_at`.
     pub(crate) fn cache_insert(&mut self, ite: IndexEntry, view: &DteView, ite_read_at: Nanos) {
-        if !self.is_local(view.addr) && view.header.state.state.is_committed() && view.value.is_some() {
+        if !self.is_local(view.addr)
+            && view.header.state.state.is_committed()
+            && view.value.is_some()
+        {
             let expires = ite_read_at.plus(self.cfg().expiration);
             self.client.cache.insert(ite.0, view.raw.clone(), expires);
         }
     }
 
     /// The entry bytes for a new entry.
-    pub(crate) fn encode_entry(&self, header: &DataEntryHeader, key: &[u8], value: &[u8]) -> Vec<u8> {
+    pub(crate) fn encode_entry(
+        &self,
+        header: &DataEntryHeader,
+        key: &[u8],
+        value: &[u8],
+    ) -> Vec<u8> {
         self.client.layout.encode_entry(header, key, value)
     }
 }

@@ -139,7 +139,11 @@ impl GetLogic {
 impl Logic for GetLogic {
     type Output = Option<Vec<u8>>;
 
-    fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<Self::Output, Error>> {
+    fn advance(
+        &mut self,
+        cx: &mut Cx<'_>,
+        results: Results,
+    ) -> Option<Result<Self::Output, Error>> {
         if !matches!(self.phase, Phase::Start) && cx.overran() {
             return Some(Err(Error::Timeout));
         }
@@ -178,7 +182,11 @@ impl Logic for GetLogic {
             Phase::AwaitValue(v) => match bytes(&results[0]) {
                 Ok(b) => {
                     let len = v.header.state.value_len as usize;
-                    Some(b.get(..len).map(|x| Some(x.to_vec())).ok_or(Error::Corrupt("short value read".into())))
+                    Some(
+                        b.get(..len)
+                            .map(|x| Some(x.to_vec()))
+                            .ok_or(Error::Corrupt("short value read".into())),
+                    )
                 }
                 Err(e) => Some(Err(e)),
             },
@@ -214,11 +222,17 @@ impl GetLogic {
             Err(e) => return Some(Err(e)),
         };
         let header = crate::layout::DataEntryHeader::decode(raw);
-        let Some(header) = header else { return Some(Err(Error::Conflict)) };
+        let Some(header) = header else {
+            return Some(Err(Error::Conflict));
+        };
         let l = cx.client.layout;
         let key_ok = l.key(&header, raw) == Some(&self.key[..]);
         match header.state.state {
-            DteState::Valid if key_ok => Some(l.value(&header, raw).map(|v| Some(v.to_vec())).ok_or(Error::Conflict)),
+            DteState::Valid if key_ok => Some(
+                l.value(&header, raw)
+                    .map(|v| Some(v.to_vec()))
+                    .ok_or(Error::Conflict),
+            ),
             DteState::Deleted if key_ok => Some(Ok(None)),
             _ => Some(Err(Error::Conflict)),
         }

@@ -53,7 +53,12 @@ impl Io {
     /// The work requests to post, once; `own` is the client's node (NIC
     /// operations to it are loopback).
     pub fn take_outbox(&mut self, own: NodeId) -> Vec<WorkRequest> {
-        let nodes = || self.outbox.iter().filter_map(|wr| wr.op.remote_addr()).map(|a| a.node);
+        let nodes = || {
+            self.outbox
+                .iter()
+                .filter_map(|wr| wr.op.remote_addr())
+                .map(|a| a.node)
+        };
         if nodes().any(|n| n != own) {
             self.stats.round_trips += 1;
         } else if nodes().next().is_some() {
@@ -69,7 +74,9 @@ impl Io {
 
     /// Records a completion of the current round (others are ignored).
     pub fn complete(&mut self, c: Completion) {
-        let Some(pos) = c.id.0.checked_sub(self.round_base) else { return };
+        let Some(pos) = c.id.0.checked_sub(self.round_base) else {
+            return;
+        };
         if let Some(slot) = self.results.get_mut(pos as usize) {
             if slot.is_none() {
                 *slot = Some(c.result);
@@ -100,7 +107,9 @@ pub(crate) fn word(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
             w.copy_from_slice(&b[..8]);
             Ok(u64::from_le_bytes(w))
         }
-        Ok(other) => Err(Error::Corrupt(format!("expected an 8-byte read, got {other:?}"))),
+        Ok(other) => Err(Error::Corrupt(format!(
+            "expected an 8-byte read, got {other:?}"
+        ))),
         Err(e) => Err(e.clone().into()),
     }
 }
@@ -118,7 +127,9 @@ pub(crate) fn bytes(r: &Result<OpOutput, FabricError>) -> Result<&[u8], Error> {
 pub(crate) fn cas_previous(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
     match r {
         Ok(OpOutput::Cas { previous }) => Ok(*previous),
-        Ok(other) => Err(Error::Corrupt(format!("expected a CAS completion, got {other:?}"))),
+        Ok(other) => Err(Error::Corrupt(format!(
+            "expected a CAS completion, got {other:?}"
+        ))),
         Err(e) => Err(e.clone().into()),
     }
 }

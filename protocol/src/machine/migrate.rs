@@ -180,11 +180,19 @@ impl Migrate {
         if f.depth >= max {
             return Some(Err(Error::TableFull { depth: max }));
         }
-        let next = self.mv.alt.iter().map(|&j| self.mv.cands[j]).find(|c| !self.path.contains(c));
+        let next = self
+            .mv
+            .alt
+            .iter()
+            .map(|&j| self.mv.cands[j])
+            .find(|c| !self.path.contains(c));
         let Some(slot) = next else {
             return Some(Err(Error::TableFull { depth: max }));
         };
-        self.frames.push(Frame { slot, depth: f.depth + 1 });
+        self.frames.push(Frame {
+            slot,
+            depth: f.depth + 1,
+        });
         self.path.push(slot);
         self.begin_frame(cx)
     }
@@ -213,7 +221,10 @@ impl Migrate {
                 value_len: value.len() as u32,
             },
             deadline: cx.deadline.0,
-            recycle: RecycleWord { recycle: false, expires_at: 0 },
+            recycle: RecycleWord {
+                recycle: false,
+                expires_at: 0,
+            },
             prev: self.mv.w.0,
         };
         let bytes = cx.encode_entry(&header, &y.key, &value);
@@ -265,7 +276,11 @@ impl Migrate {
                 if !cx.may_mutate() {
                     return Some(Err(Error::Timeout));
                 }
-                cx.cas_state(d, h.state.encode(), h.state.with_state(DteState::Valid).encode());
+                cx.cas_state(
+                    d,
+                    h.state.encode(),
+                    h.state.with_state(DteState::Valid).encode(),
+                );
                 self.phase = Phase::AwaitCommit;
                 None
             }
@@ -306,7 +321,9 @@ impl Migrate {
     }
 
     fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
-        let Phase::Recovering(rec) = &mut self.phase else { return Some(Err(Error::Conflict)) };
+        let Phase::Recovering(rec) = &mut self.phase else {
+            return Some(Err(Error::Conflict));
+        };
         match rec.advance(cx, results)? {
             Ok(()) => self.begin_frame(cx),
             Err(e) => Some(Err(e)),
@@ -314,7 +331,9 @@ impl Migrate {
     }
 
     fn step_abort(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
-        let Phase::Aborting(rec) = &mut self.phase else { return Some(Err(Error::Conflict)) };
+        let Phase::Aborting(rec) = &mut self.phase else {
+            return Some(Err(Error::Conflict));
+        };
         match rec.advance(cx, results)? {
             Ok(()) => Some(Err(Error::Conflict)),
             Err(e) => Some(Err(e)),

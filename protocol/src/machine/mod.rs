@@ -7,7 +7,7 @@
 //! `poll` after a round completes makes exactly one protocol step, so a model
 //! checker can interleave machines one fabric operation at a time.
 //!
-//! - [`GetMachine`]: GET.
+//! - [`GetMachine`][]: GET.
 //! - [`PutMachine`] / [`DeleteMachine`]: PUT and DELETE (one logic, two kinds),
 //!   including candidate choice, MIGRATE and recovery of abandoned entries.
 
@@ -55,7 +55,8 @@ pub trait Logic {
     /// Consumes the results of the last round (empty at the start) and either
     /// issues the next round through `cx` (returning `None`) or finishes.
     #[doc(hidden)]
-    fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<Self::Output, Error>>;
+    fn advance(&mut self, cx: &mut Cx<'_>, results: Results)
+        -> Option<Result<Self::Output, Error>>;
 }
 
 /// One attempt of an operation: its logic, its rounds and its deadline (the
@@ -80,7 +81,12 @@ impl<L: Logic> OpMachine<L> {
     pub fn new(logic: L) -> Self {
         let mut io = Io::default();
         io.stats.attempts = 1;
-        OpMachine { logic, io, deadline: None, done: false }
+        OpMachine {
+            logic,
+            io,
+            deadline: None,
+            done: false,
+        }
     }
 
     /// The attempt's deadline, once started.
@@ -99,7 +105,10 @@ impl GetMachine {
 impl PutMachine {
     /// A PUT of `key` = `value`.
     pub fn put(key: &[u8], value: &[u8]) -> PutMachine {
-        OpMachine::new(WriteLogic::new(key.to_vec(), WriteKind::Put(value.to_vec())))
+        OpMachine::new(WriteLogic::new(
+            key.to_vec(),
+            WriteKind::Put(value.to_vec()),
+        ))
     }
 
     /// A DELETE of `key`.
@@ -113,9 +122,13 @@ impl<L: Logic> Machine for OpMachine<L> {
 
     fn poll(&mut self, client: &mut ClientState, now: Nanos) -> Poll<Result<L::Output, Error>> {
         if self.done {
-            return Poll::Done(Err(Error::Corrupt("machine polled after it finished".into())));
+            return Poll::Done(Err(Error::Corrupt(
+                "machine polled after it finished".into(),
+            )));
         }
-        let deadline = *self.deadline.get_or_insert_with(|| now.plus(client.cfg.expiration));
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| now.plus(client.cfg.expiration));
         if self.io.has_outbox() {
             return Poll::Post(self.io.take_outbox(client.id.node));
         }
@@ -126,7 +139,12 @@ impl<L: Logic> Machine for OpMachine<L> {
         // stepping until it issues a round or finishes.
         for _ in 0..1024 {
             let results = self.io.take_results();
-            let mut cx = Cx { io: &mut self.io, client, now, deadline };
+            let mut cx = Cx {
+                io: &mut self.io,
+                client,
+                now,
+                deadline,
+            };
             if let Some(result) = self.logic.advance(&mut cx, results) {
                 self.done = true;
                 return Poll::Done(result);

@@ -57,8 +57,22 @@ impl Recover {
     }
 
     /// The owner aborting its own entry `addr`, linked as `word` at `found_at`.
-    pub fn owner_abort(found_at: IteAddr, word: IndexEntry, addr: DteAddr, header: DataEntryHeader, key: Vec<u8>) -> Recover {
-        Recover { found_at, word, addr, header, key, owner: true, phase: Phase::Start }
+    pub fn owner_abort(
+        found_at: IteAddr,
+        word: IndexEntry,
+        addr: DteAddr,
+        header: DataEntryHeader,
+        key: Vec<u8>,
+    ) -> Recover {
+        Recover {
+            found_at,
+            word,
+            addr,
+            header,
+            key,
+            owner: true,
+            phase: Phase::Start,
+        }
     }
 
     /// Advances; `Some(Ok(()))` when the entry is no longer uncommitted-and-linked
@@ -74,7 +88,11 @@ impl Recover {
                         return Some(Err(Error::Timeout));
                     }
                     let cur = self.header.state;
-                    cx.cas_state(self.addr, cur.encode(), cur.with_state(DteState::Aborted).encode());
+                    cx.cas_state(
+                        self.addr,
+                        cur.encode(),
+                        cur.with_state(DteState::Aborted).encode(),
+                    );
                     self.phase = Phase::AwaitAbort;
                     None
                 }
@@ -130,10 +148,14 @@ impl Recover {
         match self.header.state.kind {
             Some(DteKind::Migrate) => {
                 let cands = cx.candidates(&self.key);
-                let (Some(&src), Some(&dst)) =
-                    (cands.get(usize::from(self.header.state.src)), cands.get(usize::from(self.header.state.dst)))
-                else {
-                    return Some(Err(Error::Corrupt(format!("{}: migrate positions out of range", self.addr))));
+                let (Some(&src), Some(&dst)) = (
+                    cands.get(usize::from(self.header.state.src)),
+                    cands.get(usize::from(self.header.state.dst)),
+                ) else {
+                    return Some(Err(Error::Corrupt(format!(
+                        "{}: migrate positions out of range",
+                        self.addr
+                    ))));
                 };
                 cx.cas_ite(src, self.word, prev);
                 cx.cas_ite(dst, self.word, self.word.emptied());

@@ -49,7 +49,7 @@ enum Phase {
     Recovering(Recover),
     AwaitHelp,
     AwaitCertify,
-    Migrating(Migrate),
+    Migrating(Box<Migrate>),
     AwaitAllocScan,
     AwaitWrite,
     AwaitInstall,
@@ -133,7 +133,9 @@ impl WriteLogic {
         self.views = vec![None; self.cands.len()];
         let mut reads = Vec::new();
         for (i, &w) in self.words.iter().enumerate() {
-            let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else { continue };
+            let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
+                continue;
+            };
             match cx.cached_view(w, cx.now) {
                 Some(v) => self.views[i] = Some(v),
                 None => {
@@ -153,12 +155,15 @@ impl WriteLogic {
     fn decide(&mut self, cx: &mut Cx<'_>) -> Out {
         let mut holders = Vec::new();
         for i in 0..self.cands.len() {
-            let Some(v) = self.views[i].as_ref().filter(|v| v.key == self.key) else { continue };
+            let Some(v) = self.views[i].as_ref().filter(|v| v.key == self.key) else {
+                continue;
+            };
             let st = v.header.state;
             match st.state {
                 DteState::Writing if !cx.owner_expired(v.header.deadline) => return conflict(),
                 DteState::Writing | DteState::Aborted => {
-                    self.phase = Phase::Recovering(Recover::reclaim(self.cands[i], self.words[i], v));
+                    self.phase =
+                        Phase::Recovering(Recover::reclaim(self.cands[i], self.words[i], v));
                     return self.step_recover(cx, Vec::new());
                 }
                 DteState::Free => return conflict(),
@@ -205,15 +210,19 @@ impl WriteLogic {
             return self.prepare(cx);
         }
         if self.migrate_source >= self.cands.len() {
-            return Some(Err(Error::TableFull { depth: cx.cfg().max_migrate_depth }));
+            return Some(Err(Error::TableFull {
+                depth: cx.cfg().max_migrate_depth,
+            }));
         }
         let m = Migrate::new(self.cands[self.migrate_source], self.cands.clone());
-        self.phase = Phase::Migrating(m);
+        self.phase = Phase::Migrating(Box::new(m));
         self.step_migrate(cx, Vec::new())
     }
 
     fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
-        let Phase::Recovering(rec) = &mut self.phase else { return conflict() };
+        let Phase::Recovering(rec) = &mut self.phase else {
+            return conflict();
+        };
         match rec.advance(cx, results) {
             None => None,
             Some(Ok(())) => self.scan(cx),
@@ -222,7 +231,9 @@ impl WriteLogic {
     }
 
     fn step_migrate(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
-        let Phase::Migrating(m) = &mut self.phase else { return conflict() };
+        let Phase::Migrating(m) = &mut self.phase else {
+            return conflict();
+        };
         match m.advance(cx, results) {
             None => None,
             Some(Ok(())) => self.scan(cx),
@@ -261,7 +272,10 @@ impl WriteLogic {
                 value_len: value.len() as u32,
             },
             deadline: cx.deadline.0,
-            recycle: RecycleWord { recycle: false, expires_at: 0 },
+            recycle: RecycleWord {
+                recycle: false,
+                expires_at: 0,
+            },
             prev: self.words[self.target].0,
         };
         let bytes = cx.encode_entry(&header, &self.key, value);
@@ -277,7 +291,9 @@ impl WriteLogic {
     }
 
     fn install(&mut self, cx: &mut Cx<'_>) -> Out {
-        let (Some(d), Some(new)) = (self.new_dte, self.new_word()) else { return conflict() };
+        let (Some(d), Some(new)) = (self.new_dte, self.new_word()) else {
+            return conflict();
+        };
         if !cx.may_mutate() {
             cx.client.alloc.release_unpublished(d);
             return Some(Err(Error::Timeout));
@@ -303,7 +319,10 @@ impl WriteLogic {
         if cx.client.faults.skip_put_verify {
             return self.commit(cx);
         }
-        let others: Vec<usize> = (0..self.cands.len()).rev().filter(|&j| j != self.target).collect();
+        let others: Vec<usize> = (0..self.cands.len())
+            .rev()
+            .filter(|&j| j != self.target)
+            .collect();
         if others.is_empty() {
             return self.commit(cx);
         }
@@ -337,7 +356,9 @@ impl WriteLogic {
     }
 
     fn step_abort(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
-        let Phase::Aborting(rec) = &mut self.phase else { return conflict() };
+        let Phase::Aborting(rec) = &mut self.phase else {
+            return conflict();
+        };
         match rec.advance(cx, results)? {
             Ok(()) => conflict(),
             Err(e) => Some(Err(e)),
@@ -345,19 +366,27 @@ impl WriteLogic {
     }
 
     fn commit(&mut self, cx: &mut Cx<'_>) -> Out {
-        let (Some(d), Some(h)) = (self.new_dte, self.new_header) else { return conflict() };
+        let (Some(d), Some(h)) = (self.new_dte, self.new_header) else {
+            return conflict();
+        };
         if !cx.may_mutate() {
             // Too late to commit safely; a reclaimer will abort the entry.
             return Some(Err(Error::Timeout));
         }
-        let to = if self.is_delete() { DteState::Deleted } else { DteState::Valid };
+        let to = if self.is_delete() {
+            DteState::Deleted
+        } else {
+            DteState::Valid
+        };
         cx.cas_state(d, h.state.encode(), h.state.with_state(to).encode());
         self.phase = Phase::AwaitCommit;
         None
     }
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
-        let (Some(h), Some(new)) = (self.new_header, self.new_word()) else { return conflict() };
+        let (Some(h), Some(new)) = (self.new_header, self.new_word()) else {
+            return conflict();
+        };
         let committed = match &results[0] {
             // Only the broken CPU-store variant completes as a write.
             Ok(OpOutput::Written) => true,
@@ -435,7 +464,9 @@ impl Logic for WriteLogic {
             }
             Phase::AwaitScanDtes(reads) => {
                 for (&i, r) in reads.iter().zip(&results) {
-                    let Some(d) = self.words[i].dte() else { continue };
+                    let Some(d) = self.words[i].dte() else {
+                        continue;
+                    };
                     match cx.view(d, r) {
                         Ok(v) => self.views[i] = Some(v),
                         Err(e) => return Some(Err(e)),
@@ -489,7 +520,9 @@ impl Logic for WriteLogic {
             Phase::AwaitVerify(others) => self.on_verify(cx, &others, &results),
             Phase::AwaitCommit => self.on_commit(cx, &results),
             Phase::AwaitCleanup => self.on_cleanup(cx, &results),
-            Phase::AwaitMarks(existed) => Some(results.iter().try_for_each(written).map(|()| existed)),
+            Phase::AwaitMarks(existed) => {
+                Some(results.iter().try_for_each(written).map(|()| existed))
+            }
         }
     }
 }
