@@ -74,7 +74,8 @@ fn tiny_index_tables_force_recursive_migrates() {
         ..cfg()
     };
     let cluster = SimCluster::new(small);
-    check(&cluster, Workload::new(250, 12, 40, 15, 5));
+    let stats = check(&cluster, Workload::new(250, 12, 40, 15, 5));
+    assert!(stats.migrations > 0, "{stats:?}");
 }
 
 #[test]
