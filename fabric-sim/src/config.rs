@@ -69,7 +69,7 @@ pub enum ClockMode {
 }
 
 /// Everything needed to build a `SimFabric`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SimConfig {
     /// Number of nodes; node ids are `0..nodes`.
     pub nodes: u16,
@@ -84,6 +84,10 @@ pub struct SimConfig {
     /// Yield between the load and the store of a NIC CAS, widening the window
     /// in which a CPU store or RDMA WRITE to the same word is lost.
     pub yield_inside_cas: bool,
+    /// Called before every word a transfer moves, before every CAS, and as the
+    /// endpoints' back-off. A schedule-exploring test harness (shuttle) sets it
+    /// to its `yield_now` so that every fabric word access is a scheduling point.
+    pub schedule_point: Option<fn()>,
 }
 
 impl Default for SimConfig {
@@ -97,6 +101,7 @@ impl Default for SimConfig {
             latency: LatencyModel::ZERO,
             clock: ClockMode::Real,
             yield_inside_cas: false,
+            schedule_point: None,
         }
     }
 }
@@ -151,7 +156,13 @@ impl SimConfig {
         self
     }
 
-    /// Sets whether a NIC CAS yields between its load and its store.
+    /// Sets [`SimConfig::schedule_point`].
+    pub fn with_schedule_point(mut self, hook: fn()) -> Self {
+        self.schedule_point = Some(hook);
+        self
+    }
+
+    /// Sets [`SimConfig::yield_inside_cas`].
     pub fn with_yield_inside_cas(mut self, yield_inside_cas: bool) -> Self {
         self.yield_inside_cas = yield_inside_cas;
         self

@@ -89,6 +89,17 @@ impl Endpoint for SimEndpoint {
         self.node
     }
 
+    /// With a [`SimConfig::schedule_point`](crate::SimConfig::schedule_point)
+    /// hook, backing off is one call of the hook (a scheduling point for the
+    /// harness); otherwise the default sleep or yield.
+    fn backoff(&mut self, d: Duration) {
+        match self.fabric.config().schedule_point {
+            Some(hook) => hook(),
+            None if d >= Duration::from_micros(50) => std::thread::sleep(d),
+            None => crate::sync::yield_now(),
+        }
+    }
+
     /// Blocks while the endpoint's [`Gate`] is closed; then fails with
     /// [`FabricError::NodeDown`] if this endpoint's own node is down, and
     /// otherwise performs the operation and queues its completion (which

@@ -239,7 +239,7 @@ impl SimFabric {
         self.node_state(node)?
             .memory
             .region(region)
-            .read(offset, len)
+            .read(offset, len, None)
     }
 
     /// Writes `data` at `offset`, word by word like an RDMA WRITE.
@@ -253,7 +253,7 @@ impl SimFabric {
         self.node_state(node)?
             .memory
             .region(region)
-            .write(offset, data)
+            .write(offset, data, None)
     }
 
     /// A snapshot of every word of `node`'s `region` (empty for an unknown
@@ -284,39 +284,45 @@ impl SimFabric {
             Ok(t) => t,
             Err(e) => return (None, Err(e)),
         };
+        let hook = self.inner.config.schedule_point;
         let result = match op {
             Op::LocalRead { offset, len } => target
                 .memory
                 .region(Region::Data)
-                .read(*offset, u64::from(*len))
+                .read(*offset, u64::from(*len), hook)
                 .map(OpOutput::Read),
             Op::LocalWrite { offset, data } => target
                 .memory
                 .region(Region::Data)
-                .write(*offset, data)
+                .write(*offset, data, hook)
                 .map(|()| OpOutput::Written),
             _ if target.is_down() => Err(FabricError::NodeDown(target_id)),
             _ if target.take_fault() => Err(FabricError::Transport("injected fault".into())),
             Op::Read { addr, len } => target
                 .memory
                 .region(addr.region)
-                .read(addr.offset, u64::from(*len))
+                .read(addr.offset, u64::from(*len), hook)
                 .map(OpOutput::Read),
             Op::Write { addr, data } => target
                 .memory
                 .region(addr.region)
-                .write(addr.offset, data)
+                .write(addr.offset, data, hook)
                 .map(|()| OpOutput::Written),
-            Op::Cas { addr, expect, new } => target
-                .memory
-                .nic_cas(
-                    addr.region,
-                    addr.offset,
-                    *expect,
-                    *new,
-                    self.inner.config.yield_inside_cas,
-                )
-                .map(|previous| OpOutput::Cas { previous }),
+            Op::Cas { addr, expect, new } => {
+                if let Some(h) = hook {
+                    h();
+                }
+                target
+                    .memory
+                    .nic_cas(
+                        addr.region,
+                        addr.offset,
+                        *expect,
+                        *new,
+                        self.inner.config.yield_inside_cas,
+                    )
+                    .map(|previous| OpOutput::Cas { previous })
+            }
         };
         (Some(target), result)
     }

@@ -120,10 +120,18 @@ impl RegionMemory {
     }
 
     /// Reads `len` bytes at `offset`, one word at a time in ascending order.
-    pub(crate) fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>, FabricError> {
+    pub(crate) fn read(
+        &self,
+        offset: u64,
+        len: u64,
+        hook: Option<fn()>,
+    ) -> Result<Vec<u8>, FabricError> {
         self.check(offset, len)?;
         let mut out = Vec::with_capacity(len as usize);
         for (w, lo, hi, _) in Self::pieces(offset, len) {
+            if let Some(h) = hook {
+                h();
+            }
             let bytes = self.words[w].load(ORD).to_le_bytes();
             out.extend_from_slice(&bytes[lo..hi]);
         }
@@ -132,9 +140,17 @@ impl RegionMemory {
 
     /// Writes `data` at `offset`, one word at a time in ascending order; a
     /// partial edge word is updated by a compare-exchange loop on that word.
-    pub(crate) fn write(&self, offset: u64, data: &[u8]) -> Result<(), FabricError> {
+    pub(crate) fn write(
+        &self,
+        offset: u64,
+        data: &[u8],
+        hook: Option<fn()>,
+    ) -> Result<(), FabricError> {
         self.check(offset, data.len() as u64)?;
         for (w, lo, hi, at) in Self::pieces(offset, data.len() as u64) {
+            if let Some(h) = hook {
+                h();
+            }
             let chunk = &data[at..at + (hi - lo)];
             let word = &self.words[w];
             if lo == 0 && hi == 8 {
@@ -240,7 +256,8 @@ mod tests {
     #[test]
     fn little_endian_word_layout() {
         let r = region(16);
-        r.write(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9]).expect("write");
+        r.write(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9], None)
+            .expect("write");
         assert_eq!(
             r.load_word(0).expect("w0"),
             u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8])
@@ -251,30 +268,33 @@ mod tests {
     #[test]
     fn unaligned_edges_preserve_neighbours() {
         let r = region(32);
-        r.write(0, &[0xAA; 32]).expect("fill");
-        r.write(5, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+        r.write(0, &[0xAA; 32], None).expect("fill");
+        r.write(5, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], None)
             .expect("write");
-        let all = r.read(0, 32).expect("read");
+        let all = r.read(0, 32, None).expect("read");
         assert_eq!(&all[..5], &[0xAA; 5]);
         assert_eq!(
             &all[5..19],
             &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
         );
         assert_eq!(&all[19..], &[0xAA; 13]);
-        assert_eq!(r.read(6, 3).expect("mid"), vec![2, 3, 4]);
-        assert_eq!(r.read(3, 0).expect("empty"), Vec::<u8>::new());
+        assert_eq!(r.read(6, 3, None).expect("mid"), vec![2, 3, 4]);
+        assert_eq!(r.read(3, 0, None).expect("empty"), Vec::<u8>::new());
         // Within a single word, not touching either edge.
-        r.write(25, &[7, 7]).expect("inner");
-        assert_eq!(r.read(24, 4).expect("inner read"), vec![0xAA, 7, 7, 0xAA]);
+        r.write(25, &[7, 7], None).expect("inner");
+        assert_eq!(
+            r.read(24, 4, None).expect("inner read"),
+            vec![0xAA, 7, 7, 0xAA]
+        );
     }
 
     #[test]
     fn odd_sized_region_range() {
         let r = region(12);
-        r.write(8, &[1, 2, 3, 4]).expect("tail");
-        assert_eq!(r.read(8, 4).expect("tail"), vec![1, 2, 3, 4]);
+        r.write(8, &[1, 2, 3, 4], None).expect("tail");
+        assert_eq!(r.read(8, 4, None).expect("tail"), vec![1, 2, 3, 4]);
         assert!(matches!(
-            r.read(8, 5),
+            r.read(8, 5, None),
             Err(FabricError::OutOfRange { size: 12, .. })
         ));
         assert!(matches!(
@@ -282,7 +302,7 @@ mod tests {
             Err(FabricError::OutOfRange { .. })
         ));
         assert!(matches!(
-            r.read(u64::MAX, 2),
+            r.read(u64::MAX, 2, None),
             Err(FabricError::OutOfRange { .. })
         ));
     }

@@ -1,15 +1,17 @@
 //! The one concurrency shim of the crate: every `Arc`, mutex, condition
 //! variable, atomic and thread yield used by the simulator comes from here.
 //!
-//! Today the default build maps everything to `std`. Under `cfg(loom)` the
-//! same names map to `loom`'s model-checked replacements, so that the
-//! simulator (and the protocol running on it) can be explored by loom without
-//! touching any other module. The `loom` dependency itself is added by a later
-//! change; until then a `--cfg loom` build does not compile, which is expected.
+//! The default build maps everything to `std`. Under `cfg(loom)`
+//! (`RUSTFLAGS="--cfg loom"`, see `fabric-sim/tests/loom.rs`) the same names map
+//! to `loom`'s model-checked replacements, so that the simulator (and the
+//! protocol running on it) can be explored by loom without touching any other
+//! module.
 //!
-//! A `shuttle` arm will be added the same way: a `#[cfg(shuttle)]` block that
-//! re-exports `shuttle::sync::...` and `shuttle::thread::yield_now`, with the
-//! `std` arm becoming `#[cfg(not(any(loom, shuttle)))]`.
+//! Shuttle needs no arm here: shuttle tests run the `std` build and make every
+//! word the simulated NIC moves a scheduling point through
+//! [`SimConfig::schedule_point`](crate::SimConfig::schedule_point). (Swapping
+//! shuttle's primitives in by a cargo feature would unify into every other test
+//! of a `cargo test` run, where shuttle's primitives cannot be used.)
 //!
 //! Rule for the rest of the crate: take concurrency primitives only through
 //! `crate::sync`, never from `std` directly, and never write `cfg(loom)`

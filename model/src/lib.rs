@@ -1,14 +1,20 @@
 //! # nessie-model
 //!
-//! Checkers for the Nessie protocol. Today: [`history`], concurrent key-value
-//! histories as recorded by tests, and [`linearizability`], a
-//! Wing-Gong-Lowe checker (the algorithm of Porcupine and Knossos) that decides
-//! whether a history is linearizable against a map, one key at a time.
+//! Checkers for the Nessie protocol:
+//! - [`world`] and [`worlds`]: a stateright model of a small cluster whose
+//!   clients run the real state machines of `nessie-protocol` over
+//!   word-granular fabric memory, with time, crashes and a linearizability
+//!   tester, and the named worlds it explores.
+//! - [`history`] and [`linearizability`]: recorded concurrent histories and a
+//!   Wing-Gong-Lowe checker (the algorithm of Porcupine and Knossos) that
+//!   decides whether one is linearizable against a map, one key at a time.
 
 #![warn(missing_docs)]
 
 pub mod history;
 pub mod linearizability;
+pub mod world;
+pub mod worlds;
 
 pub use history::{Event, KvOp, KvRet, Recorder};
 pub use linearizability::{check_history, Violation};

@@ -22,7 +22,7 @@ use crate::time::{duration_nanos, Nanos};
 pub const SWEEP_BATCH: u32 = 256;
 
 /// A client's allocator over its share of a data table.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DteAllocator {
     table: u16,
     first: u32,
@@ -44,6 +44,15 @@ impl DteAllocator {
             fruitless: 0,
             free: VecDeque::new(),
             in_free: vec![false; count as usize],
+        }
+    }
+
+    /// Marks every owned entry free without reading it. Only for a share
+    /// known to be all zero (a freshly booted cluster); a restarted client
+    /// must sweep instead.
+    pub fn assume_zeroed(&mut self) {
+        for rel in 0..self.count {
+            self.push_free(rel);
         }
     }
 
@@ -78,7 +87,11 @@ impl DteAllocator {
     /// entry CAS failed): no one can have seen it, so it is free at once.
     pub fn release_unpublished(&mut self, dte: DteAddr) {
         if let Some(rel) = self.rel(dte) {
-            self.push_free(rel);
+            if !self.in_free[rel as usize] {
+                // Reused first: it is warm in the cache and known to be free.
+                self.in_free[rel as usize] = true;
+                self.free.push_front(rel);
+            }
         }
     }
 

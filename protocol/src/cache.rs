@@ -8,11 +8,11 @@
 //! and a hit (which follows a fresh read of the same index entry) extends it.
 //! Eviction beyond the capacity is least-recently-used.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::time::Nanos;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Slot {
     bytes: Vec<u8>,
     expires: Nanos,
@@ -20,10 +20,10 @@ struct Slot {
 }
 
 /// An LRU cache of committed data table entries with expiration.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DteCache {
     capacity: usize,
-    map: HashMap<u64, Slot>,
+    map: BTreeMap<u64, Slot>,
     lru: BTreeMap<u64, u64>,
     tick: u64,
     hits: u64,

@@ -73,14 +73,18 @@ impl<E: Endpoint> Client<E> {
         let policy = self.state.cfg.retry;
         let mut backoff = policy.initial_backoff;
         let mut stats = OpStats::default();
+        let mut attempts = 0u32;
         let result = loop {
+            attempts += 1;
             let mut m = make();
             let r = driver::run(&mut m, &mut self.state, &mut self.ep);
             stats += m.stats();
             match r {
                 Ok(v) => break Ok(v),
                 Err(e @ (Error::Conflict | Error::Timeout)) => {
-                    if self.ep.now().since(start) >= policy.op_timeout {
+                    let out_of_attempts =
+                        policy.max_attempts != 0 && attempts >= policy.max_attempts;
+                    if out_of_attempts || self.ep.now().since(start) >= policy.op_timeout {
                         break Err(if e == Error::Conflict {
                             Error::Timeout
                         } else {
@@ -107,11 +111,7 @@ impl<E: Endpoint> Client<E> {
         let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
         let nanos = base.as_nanos() as u64;
         let d = Duration::from_nanos(nanos / 2 + r % (nanos / 2 + 1));
-        if d >= Duration::from_micros(50) {
-            std::thread::sleep(d);
-        } else {
-            std::thread::yield_now();
-        }
+        self.ep.backoff(d);
     }
 
     /// Fabric work of the last call (all its attempts).

@@ -7,7 +7,7 @@ use crate::hash::Hasher;
 use crate::layout::{DataLayout, MAX_FILTER_BITS};
 
 /// Exponential back-off with jitter, and the client-level retry budget.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RetryPolicy {
     /// Back-off before the first retry.
     pub initial_backoff: Duration,
@@ -16,6 +16,9 @@ pub struct RetryPolicy {
     /// The client gives up with `Error::Timeout` once an operation (all its
     /// attempts) has run this long.
     pub op_timeout: Duration,
+    /// The client also gives up with `Error::Timeout` after this many attempts
+    /// (0: no limit besides `op_timeout`).
+    pub max_attempts: u32,
 }
 
 impl Default for RetryPolicy {
@@ -24,6 +27,7 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_micros(2),
             max_backoff: Duration::from_millis(2),
             op_timeout: Duration::from_secs(10),
+            max_attempts: 0,
         }
     }
 }
@@ -32,7 +36,7 @@ impl Default for RetryPolicy {
 ///
 /// All clients of a deployment must use the same values for the fields that
 /// shape the tables (nodes, slots, sizes, candidates, filter bits, seed).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     /// Nodes in the cluster (node ids `0..nodes`).
     pub nodes: u16,
@@ -97,7 +101,7 @@ impl Default for Config {
 }
 
 /// Why a configuration was rejected.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum ConfigError {
     /// A field is outside its allowed range.
     #[error("invalid configuration: {field} = {value}: {reason}")]

@@ -5,7 +5,7 @@ use crate::config::ConfigError;
 use crate::fabric::FabricError;
 
 /// Why an operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum Error {
     /// A concurrent operation interfered; nothing was changed. Retrying after
     /// a back-off may succeed (the `Client` does so itself).

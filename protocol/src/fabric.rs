@@ -20,7 +20,7 @@ use crate::time::Nanos;
 pub struct OpId(pub u64);
 
 /// One operation a state machine asks the fabric to perform.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// RDMA READ of `len` bytes at `addr`.
     Read {
@@ -109,7 +109,7 @@ pub enum OpKind {
 }
 
 /// A work request: an operation tagged with the id its completion will carry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WorkRequest {
     /// Matches the completion to the request.
     pub id: OpId,
@@ -118,7 +118,7 @@ pub struct WorkRequest {
 }
 
 /// What a successful operation returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OpOutput {
     /// The bytes a READ (or local read) returned.
     Read(Vec<u8>),
@@ -133,7 +133,7 @@ pub enum OpOutput {
 }
 
 /// The completion of one work request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Completion {
     /// The id of the work request.
     pub id: OpId,
@@ -142,7 +142,7 @@ pub struct Completion {
 }
 
 /// Errors reported by a fabric for one operation or endpoint.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum FabricError {
     /// The node id is not part of the cluster.
     #[error("unknown node {0}")]
@@ -192,7 +192,7 @@ impl FabricError {
 
 /// The shape of the cluster a fabric connects: how many nodes, and the size of
 /// each node's registered regions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Topology {
     /// Number of nodes; node ids are `0..nodes`.
     pub nodes: u16,
@@ -235,4 +235,14 @@ pub trait Endpoint: Send {
 
     /// The current time on this node's clock.
     fn now(&self) -> Nanos;
+
+    /// Waits `d` between attempts (back-off). The default sleeps the thread;
+    /// a simulated endpoint under a model checker yields to its scheduler.
+    fn backoff(&mut self, d: Duration) {
+        if d >= Duration::from_micros(50) {
+            std::thread::sleep(d);
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! that the checkers notice. Do not turn them on in a deployment.
 
 /// Broken protocol variants (all off by default).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Faults {
     /// PUT skips its reverse pass (verification of the other candidates).
     pub skip_put_verify: bool,

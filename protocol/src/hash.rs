@@ -31,7 +31,7 @@ pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
 }
 
 /// Where a key's index table entries may live, and its filter bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hasher {
     /// Deployment-wide seed.
     pub seed: u64,

@@ -7,7 +7,7 @@ use crate::addr::Region;
 use crate::fabric::Op;
 
 /// What one operation (or a sum of operations) cost on the fabric.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct OpStats {
     /// RDMA READs of index table entries.
     pub index_reads: u64,

@@ -221,7 +221,7 @@ impl DataEntryHeader {
 }
 
 /// Sizes and offsets of data table entries for a configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DataLayout {
     /// Largest key in bytes.
     pub max_key: u32,

@@ -7,7 +7,7 @@ use crate::machine::context::Cx;
 use crate::machine::io::{bytes, Results};
 
 /// A pending sweep: the entries whose headers were requested.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct AllocStep {
     targets: Vec<DteAddr>,
 }

@@ -36,7 +36,7 @@ impl std::fmt::Display for ClientId {
 }
 
 /// What a client keeps between operations.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ClientState {
     /// Who this client is.
     pub id: ClientId,
@@ -99,7 +99,7 @@ impl ClientState {
 }
 
 /// A data table entry as read: header, key and (when read) value.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct DteView {
     pub addr: DteAddr,
     pub header: DataEntryHeader,

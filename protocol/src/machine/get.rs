@@ -19,7 +19,7 @@ use crate::machine::io::{bytes, word, Results};
 use crate::machine::Logic;
 use crate::time::Nanos;
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
     AwaitIte,
@@ -31,7 +31,7 @@ enum Phase {
 }
 
 /// The logic of one GET attempt.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GetLogic {
     key: Vec<u8>,
     cands: Vec<IteAddr>,

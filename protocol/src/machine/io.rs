@@ -11,7 +11,7 @@ use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
 use crate::stats::OpStats;
 
 /// What a machine wants from its driver next.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Poll<T> {
     /// Post these work requests (their completions go back through `complete`).
     Post(Vec<WorkRequest>),
@@ -25,7 +25,7 @@ pub enum Poll<T> {
 pub type Results = Vec<Result<OpOutput, FabricError>>;
 
 /// Collects one round of operations and its completions.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Io {
     next_id: u64,
     round_base: u64,

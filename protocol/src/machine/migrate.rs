@@ -28,13 +28,13 @@ use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, word, written, Results};
 use crate::machine::recover::Recover;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Frame {
     slot: IteAddr,
     depth: u8,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
     AwaitSrcIte,
@@ -53,7 +53,7 @@ enum Phase {
 }
 
 /// The state of one frame's move.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Move {
     w: IndexEntry,
     y: Option<DteView>,
@@ -67,7 +67,7 @@ struct Move {
 }
 
 /// The MIGRATE sub-machine of a PUT.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Migrate {
     frames: Vec<Frame>,
     path: Vec<IteAddr>,

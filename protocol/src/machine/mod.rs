@@ -61,7 +61,7 @@ pub trait Logic {
 
 /// One attempt of an operation: its logic, its rounds and its deadline (the
 /// time of its first step plus the expiration period).
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OpMachine<L> {
     logic: L,
     io: Io,

@@ -22,7 +22,7 @@ use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, StateWord};
 use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, written, Results};
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
     AwaitAbort,
@@ -31,7 +31,7 @@ enum Phase {
 }
 
 /// The abort-and-restore sub-machine.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Recover {
     found_at: IteAddr,
     word: IndexEntry,

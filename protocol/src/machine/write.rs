@@ -33,7 +33,7 @@ use crate::machine::recover::Recover;
 use crate::machine::Logic;
 
 /// Whether a write stores a value or deletes the key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum WriteKind {
     /// PUT this value.
     Put(Vec<u8>),
@@ -41,7 +41,7 @@ pub enum WriteKind {
     Delete,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
     AwaitScan,
@@ -61,7 +61,7 @@ enum Phase {
 }
 
 /// The logic of one PUT or DELETE attempt.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WriteLogic {
     key: Vec<u8>,
     kind: WriteKind,

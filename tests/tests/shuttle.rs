@@ -1,0 +1,244 @@
+//! Whole-cluster scenarios under shuttle's schedulers: 3 to 6 client threads,
+//! every fabric word access a scheduling point (the simulator's
+//! `schedule_point` hook), thousands of seeded schedules, each history checked
+//! for linearizability. A failing schedule panics with shuttle's replay string
+//! (replay it with `shuttle::replay`).
+//!
+//! Deeper runs on demand: `NESSIE_SHUTTLE_ITERATIONS=100000 cargo test --release
+//! -p nessie-tests --test shuttle`.
+
+use std::sync::Arc;
+
+use nessie_fabric_sim::{ClockMode, SimConfig};
+use nessie_model::{check_history, Recorder};
+use nessie_protocol::{Config, Faults, IteAddr, NodeId, RetryPolicy};
+use nessie_tests::{find_key, rec_delete, rec_get, rec_put, SimCluster};
+use shuttle::scheduler::{PctScheduler, RandomScheduler};
+use shuttle::{Config as ShuttleConfig, Runner};
+
+/// One client's program.
+#[derive(Clone, Debug)]
+enum Step {
+    Get(Vec<u8>),
+    Put(Vec<u8>, &'static str),
+    Delete(Vec<u8>),
+}
+
+#[derive(Clone)]
+struct Scenario {
+    cfg: Config,
+    /// (node, client index, program, faults)
+    clients: Vec<(u16, u16, Vec<Step>, Faults)>,
+    preload: Vec<(Vec<u8>, &'static str)>,
+}
+
+fn iterations(default: usize) -> usize {
+    std::env::var("NESSIE_SHUTTLE_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn base(nodes: u16, slots: u32, candidates: u8, clients_per_node: u16) -> Config {
+    Config {
+        nodes,
+        index_slots_per_node: slots,
+        candidates,
+        clients_per_node,
+        dtes_per_node: 32 * u32::from(clients_per_node),
+        max_key_len: 8,
+        max_value_len: 16,
+        max_migrate_depth: 4,
+        retry: RetryPolicy {
+            max_attempts: 8,
+            ..RetryPolicy::default()
+        },
+        ..Config::default()
+    }
+}
+
+/// Runs the scenario once (inside a shuttle execution) and checks the history.
+fn run(s: &Scenario) {
+    let cluster = SimCluster::with_sim(s.cfg.clone(), |c: SimConfig| {
+        c.with_clock(ClockMode::Manual)
+            .with_schedule_point(shuttle::thread::yield_now)
+    });
+    let rec = Arc::new(Recorder::new());
+    let mut loader = cluster.client(0, s.cfg.clients_per_node - 1);
+    for (i, (k, v)) in s.preload.iter().enumerate() {
+        rec_put(&rec, 100 + i, &mut loader, k, v.as_bytes()).expect("preload");
+    }
+    let handles: Vec<_> = s
+        .clients
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(id, (node, index, program, faults))| {
+            let (cluster, rec) = (cluster.clone(), rec.clone());
+            shuttle::thread::spawn(move || {
+                let mut c = cluster.client(node, index);
+                c.state_mut().faults = faults;
+                for step in program {
+                    let _ = match step {
+                        Step::Get(k) => rec_get(&rec, id, &mut c, &k).map(|_| ()),
+                        Step::Put(k, v) => rec_put(&rec, id, &mut c, &k, v.as_bytes()).map(|_| ()),
+                        Step::Delete(k) => rec_delete(&rec, id, &mut c, &k).map(|_| ()),
+                    };
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("client thread");
+    }
+    if let Err(v) = check_history(&rec.events(), 10_000_000) {
+        panic!("history is not linearizable:\n{v}");
+    }
+}
+
+fn random(s: Scenario, seed: u64, n: usize) {
+    let runner = Runner::new(
+        RandomScheduler::new_from_seed(seed, n),
+        ShuttleConfig::default(),
+    );
+    runner.run(move || run(&s));
+}
+
+fn pct(s: Scenario, seed: u64, n: usize, depth: usize) {
+    let runner = Runner::new(
+        PctScheduler::new_from_seed(seed, depth, n),
+        ShuttleConfig::default(),
+    );
+    runner.run(move || run(&s));
+}
+
+fn slot(s: u32) -> IteAddr {
+    IteAddr {
+        node: NodeId(0),
+        slot: s,
+    }
+}
+
+/// Three nodes, one client each, two hot keys, an index of 2 entries per node
+/// with N = 3: PUTs, GETs and DELETEs on the same keys, MIGRATEs likely.
+fn three_clients_hot_keys() -> Scenario {
+    let cfg = base(3, 2, 3, 2);
+    let (a, b) = (b"a".to_vec(), b"b".to_vec());
+    Scenario {
+        cfg,
+        clients: vec![
+            (
+                0,
+                0,
+                vec![
+                    Step::Put(a.clone(), "a0"),
+                    Step::Get(b.clone()),
+                    Step::Delete(a.clone()),
+                ],
+                Faults::default(),
+            ),
+            (
+                1,
+                0,
+                vec![
+                    Step::Put(b.clone(), "b1"),
+                    Step::Get(a.clone()),
+                    Step::Put(a.clone(), "a1"),
+                ],
+                Faults::default(),
+            ),
+            (
+                2,
+                0,
+                vec![
+                    Step::Get(a.clone()),
+                    Step::Put(b.clone(), "b2"),
+                    Step::Get(b.clone()),
+                ],
+                Faults::default(),
+            ),
+        ],
+        preload: vec![(b"c".to_vec(), "c"), (b"d".to_vec(), "d")],
+    }
+}
+
+/// Six clients on three nodes, three keys, a crowded index.
+fn six_clients() -> Scenario {
+    let cfg = base(3, 3, 3, 3);
+    let keys: Vec<Vec<u8>> = [b"p", b"q", b"r"].iter().map(|k| k.to_vec()).collect();
+    let mut clients = Vec::new();
+    for id in 0..6u16 {
+        let k = &keys[usize::from(id) % 3];
+        let other = &keys[usize::from(id + 1) % 3];
+        let v: &'static str = ["v0", "v1", "v2", "v3", "v4", "v5"][usize::from(id)];
+        clients.push((
+            id % 3,
+            id / 3,
+            vec![Step::Put(k.clone(), v), Step::Get(other.clone())],
+            Faults::default(),
+        ));
+    }
+    Scenario {
+        cfg,
+        clients,
+        preload: vec![],
+    }
+}
+
+/// Two PUTs of an absent key while a third client deletes the key occupying
+/// its first candidate (the race the PUT reverse pass exists for).
+fn puts_race_a_delete(faults: Faults) -> Scenario {
+    let cfg = base(1, 3, 2, 4);
+    let k = find_key(&cfg, "k", |c| c == [slot(0), slot(1)]);
+    let x = find_key(&cfg, "x", |c| c == [slot(0), slot(2)]);
+    Scenario {
+        cfg,
+        clients: vec![
+            (
+                0,
+                0,
+                vec![Step::Put(k.clone(), "A"), Step::Get(k.clone())],
+                faults,
+            ),
+            (
+                0,
+                1,
+                vec![Step::Put(k.clone(), "B"), Step::Get(k.clone())],
+                faults,
+            ),
+            (0, 2, vec![Step::Delete(x.clone())], Faults::default()),
+        ],
+        preload: vec![(x, "x")],
+    }
+}
+
+#[test]
+fn three_clients_on_hot_keys_random_schedules() {
+    random(three_clients_hot_keys(), 1, iterations(1500));
+}
+
+#[test]
+fn three_clients_on_hot_keys_pct_schedules() {
+    pct(three_clients_hot_keys(), 2, iterations(1500), 3);
+}
+
+#[test]
+fn six_clients_random_and_pct_schedules() {
+    random(six_clients(), 3, iterations(400));
+    pct(six_clients(), 4, iterations(400), 3);
+}
+
+#[test]
+fn racing_puts_stay_linearizable() {
+    random(puts_race_a_delete(Faults::default()), 5, iterations(1500));
+}
+
+#[test]
+fn shuttle_and_the_history_checker_catch_a_put_without_its_reverse_pass() {
+    let broken = puts_race_a_delete(Faults {
+        skip_put_verify: true,
+        ..Faults::default()
+    });
+    let caught = std::panic::catch_unwind(move || random(broken, 5, 3000)).is_err();
+    assert!(caught, "no schedule exposed the missing PUT reverse pass");
+}
