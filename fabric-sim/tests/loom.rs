@@ -4,7 +4,7 @@
 //! the normal build cached):
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
 //!     cargo test --release -p nessie-fabric-sim --test loom
 //! ```
 #![cfg(loom)]
@@ -153,7 +153,9 @@ fn two_clients_put_one_key_and_one_value_wins() {
         expiration: Duration::from_secs(60),
         ..Config::default()
     });
+    EXECUTIONS.store(0, Ordering::SeqCst);
     loom::model(move || {
+        EXECUTIONS.fetch_add(1, Ordering::SeqCst);
         let f = SimFabric::new(SimConfig::from_topology(cfg.topology())).unwrap();
         let (f2, cfg2) = (f.clone(), cfg.clone());
         let t = loom::thread::spawn(move || {
@@ -184,4 +186,70 @@ fn two_clients_put_one_key_and_one_value_wins() {
         let v = c.get(b"k").unwrap().unwrap();
         assert!(v == b"one" || v == b"two");
     });
+    let n = EXECUTIONS.load(Ordering::SeqCst);
+    eprintln!("loom explored {n} executions of two concurrent PUTs");
+    assert!(n > 1, "loom explored interleavings");
+}
+
+static EXECUTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A writer on node 0 (a share of two data table entries) updates `k` three
+/// times while a reader on node 1 reads it once through its cache, waits for
+/// the writer to finish, and reads again: that GET must return the last value
+/// the writer stored. Returns normally or panics (inside loom) on a violation.
+fn writer_and_cached_reader(reuse_before_expiry: bool) {
+    use loom::sync::atomic::{AtomicBool as LoomBool, AtomicUsize as LoomUsize};
+    use nessie_protocol::{Client, ClientId, Config};
+    use std::time::Duration;
+    let cfg = std::sync::Arc::new(Config {
+        nodes: 2,
+        index_slots_per_node: 2,
+        candidates: 2,
+        clients_per_node: 1,
+        dtes_per_node: 2,
+        max_key_len: 8,
+        max_value_len: 8,
+        cache_capacity: 4,
+        expiration: Duration::from_secs(60),
+        ..Config::default()
+    });
+    loom::model(move || {
+        let f = SimFabric::new(SimConfig::from_topology(cfg.topology()).with_clock(nessie_fabric_sim::ClockMode::Manual)).unwrap();
+        let done = loom::sync::Arc::new(LoomBool::new(false));
+        let last = loom::sync::Arc::new(LoomUsize::new(0));
+        let (f2, cfg2, done2, last2) = (f.clone(), cfg.clone(), done.clone(), last.clone());
+        let writer = loom::thread::spawn(move || {
+            let ep = f2.open(NodeId(0)).unwrap();
+            let mut c = Client::new(cfg2, ClientId { node: NodeId(0), index: 0 }, ep).unwrap();
+            c.state_mut().faults.reuse_before_expiry = reuse_before_expiry;
+            for (i, v) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
+                if c.put(b"k", v).is_ok() {
+                    last2.store(i, Ordering::SeqCst);
+                }
+            }
+            done2.store(true, Ordering::SeqCst);
+        });
+        let ep = f.open(NodeId(1)).unwrap();
+        let mut r = Client::new(cfg.clone(), ClientId { node: NodeId(1), index: 0 }, ep).unwrap();
+        let _ = r.get(b"k");
+        // Wait (a voluntary switch, not a preemption) for the writer to finish.
+        while !done.load(Ordering::SeqCst) {
+            loom::thread::yield_now();
+        }
+        let expected = [&b"a"[..], b"b", b"c"][last.load(Ordering::SeqCst)];
+        let got = r.get(b"k").unwrap();
+        assert_eq!(got.as_deref(), Some(expected), "a read after the last write returned an older value");
+        writer.join().unwrap();
+    });
+}
+
+#[test]
+fn a_cached_reader_never_sees_an_overwritten_value() {
+    writer_and_cached_reader(false);
+}
+
+#[test]
+fn loom_catches_reuse_before_expiry() {
+    let caught = std::panic::catch_unwind(|| writer_and_cached_reader(true)).is_err();
+    assert!(caught, "loom found no execution exposing the early reuse");
 }

@@ -2,6 +2,7 @@
 //! client operations and a concurrent workload runner whose history is checked
 //! for linearizability.
 
+pub mod schedules;
 pub mod step;
 
 use std::sync::Arc;
