@@ -214,13 +214,25 @@ fn writer_and_cached_reader(reuse_before_expiry: bool) {
         ..Config::default()
     });
     loom::model(move || {
-        let f = SimFabric::new(SimConfig::from_topology(cfg.topology()).with_clock(nessie_fabric_sim::ClockMode::Manual)).unwrap();
+        let f = SimFabric::new(
+            SimConfig::from_topology(cfg.topology())
+                .with_clock(nessie_fabric_sim::ClockMode::Manual),
+        )
+        .unwrap();
         let done = loom::sync::Arc::new(LoomBool::new(false));
         let last = loom::sync::Arc::new(LoomUsize::new(0));
         let (f2, cfg2, done2, last2) = (f.clone(), cfg.clone(), done.clone(), last.clone());
         let writer = loom::thread::spawn(move || {
             let ep = f2.open(NodeId(0)).unwrap();
-            let mut c = Client::new(cfg2, ClientId { node: NodeId(0), index: 0 }, ep).unwrap();
+            let mut c = Client::new(
+                cfg2,
+                ClientId {
+                    node: NodeId(0),
+                    index: 0,
+                },
+                ep,
+            )
+            .unwrap();
             c.state_mut().faults.reuse_before_expiry = reuse_before_expiry;
             for (i, v) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
                 if c.put(b"k", v).is_ok() {
@@ -230,7 +242,15 @@ fn writer_and_cached_reader(reuse_before_expiry: bool) {
             done2.store(true, Ordering::SeqCst);
         });
         let ep = f.open(NodeId(1)).unwrap();
-        let mut r = Client::new(cfg.clone(), ClientId { node: NodeId(1), index: 0 }, ep).unwrap();
+        let mut r = Client::new(
+            cfg.clone(),
+            ClientId {
+                node: NodeId(1),
+                index: 0,
+            },
+            ep,
+        )
+        .unwrap();
         let _ = r.get(b"k");
         // Wait (a voluntary switch, not a preemption) for the writer to finish.
         while !done.load(Ordering::SeqCst) {
@@ -238,7 +258,11 @@ fn writer_and_cached_reader(reuse_before_expiry: bool) {
         }
         let expected = [&b"a"[..], b"b", b"c"][last.load(Ordering::SeqCst)];
         let got = r.get(b"k").unwrap();
-        assert_eq!(got.as_deref(), Some(expected), "a read after the last write returned an older value");
+        assert_eq!(
+            got.as_deref(),
+            Some(expected),
+            "a read after the last write returned an older value"
+        );
         writer.join().unwrap();
     });
 }

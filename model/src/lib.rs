@@ -13,6 +13,7 @@
 
 pub mod history;
 pub mod linearizability;
+pub mod report;
 pub mod world;
 pub mod worlds;
 

@@ -102,7 +102,10 @@ pub fn run(s: &Scenario) {
         let mut ev = rec.events();
         ev.sort_by_key(|e| e.invoke);
         for e in ev {
-            eprintln!("DBG {} [{}..{}] {:?} -> {:?}", e.client, e.invoke, e.response, e.op, e.ret);
+            eprintln!(
+                "DBG {} [{}..{}] {:?} -> {:?}",
+                e.client, e.invoke, e.response, e.op, e.ret
+            );
         }
     }
     if let Err(v) = check_history(&rec.events(), 10_000_000) {
@@ -127,4 +130,3 @@ pub fn pct(s: Scenario, seed: u64, n: usize, depth: usize) {
     );
     runner.run(move || run(&s));
 }
-

@@ -6,10 +6,13 @@
 use nessie_protocol::Faults;
 use nessie_tests::schedules::{base, random, Scenario, Step};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as PropConfig, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use proptest::test_runner::{
+    Config as PropConfig, RngAlgorithm, TestCaseError, TestRng, TestRunner,
+};
 
 const VALUES: [&str; 16] = [
-    "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15",
+    "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14",
+    "v15",
 ];
 
 /// (op kind, key) per step; three clients of up to four steps.
@@ -26,7 +29,10 @@ fn writer_and_readers() -> impl Strategy<Value = Programs> {
     let key = prop::sample::select(vec![0usize, 0, 0, 1]);
     let write = (Just(1u8), key.clone());
     let read_mostly = (prop::sample::select(vec![0u8, 0, 0, 1]), key);
-    (prop::collection::vec(write, 3..=4), prop::collection::vec(prop::collection::vec(read_mostly, 2..=4), 2))
+    (
+        prop::collection::vec(write, 3..=4),
+        prop::collection::vec(prop::collection::vec(read_mostly, 2..=4), 2),
+    )
         .prop_map(|(w, mut r)| {
             r.insert(0, w);
             r
@@ -55,15 +61,30 @@ fn scenario(progs: &Programs, cache: bool, faults: Faults) -> Scenario {
                     }
                 })
                 .collect();
-            (c as u16, 0, steps, if c == 0 { faults } else { Faults::default() })
+            (
+                c as u16,
+                0,
+                steps,
+                if c == 0 { faults } else { Faults::default() },
+            )
         })
         .collect();
-    Scenario { cfg, clients, preload: vec![] }
+    Scenario {
+        cfg,
+        clients,
+        preload: vec![],
+    }
 }
 
-fn check(progs: &Programs, seed: u64, cache: bool, faults: Faults) -> Result<(), TestCaseError> {
+fn check(
+    progs: &Programs,
+    seed: u64,
+    cache: bool,
+    faults: Faults,
+    schedules: usize,
+) -> Result<(), TestCaseError> {
     let s = scenario(progs, cache, faults);
-    std::panic::catch_unwind(move || random(s, seed, 8)).map_err(|e| {
+    std::panic::catch_unwind(move || random(s, seed, schedules)).map_err(|e| {
         let msg = e
             .downcast_ref::<String>()
             .cloned()
@@ -78,22 +99,31 @@ proptest! {
 
     #[test]
     fn random_concurrent_workloads_are_linearizable(progs in programs(), seed in any::<u64>()) {
-        check(&progs, seed, false, Faults::default())?;
+        check(&progs, seed, false, Faults::default(), 8)?;
     }
 
     #[test]
     fn random_concurrent_workloads_with_caches_are_linearizable(progs in programs(), seed in any::<u64>()) {
-        check(&progs, seed, true, Faults::default())?;
+        check(&progs, seed, true, Faults::default(), 8)?;
     }
 }
 
 #[test]
 fn a_broken_variant_fails_and_shrinks_to_a_small_counterexample() {
-    let faults = Faults { reuse_before_expiry: true, ..Faults::default() };
-    let config = PropConfig { cases: 256, failure_persistence: None, ..PropConfig::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
-    let result =
-        runner.run(&(writer_and_readers(), any::<u64>()), |(progs, seed)| check(&progs, seed, true, faults));
+    let faults = Faults {
+        reuse_before_expiry: true,
+        ..Faults::default()
+    };
+    let config = PropConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..PropConfig::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let result = runner.run(&(writer_and_readers(), any::<u64>()), |(progs, seed)| {
+        check(&progs, seed, true, faults, 64)
+    });
     match result {
         Err(proptest::test_runner::TestError::Fail(_, (progs, seed))) => {
             let steps: usize = progs.iter().map(Vec::len).sum();

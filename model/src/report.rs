@@ -1,0 +1,62 @@
+//! Readable reports of explorations: what each step of a path did on the
+//! fabric, for counterexamples printed by the CLI and the Explorer.
+
+use nessie_protocol::Op;
+
+use crate::world::{Action, World, WorldState};
+
+fn op(op: &Op) -> String {
+    match op {
+        Op::Read { addr, len } => format!("RDMA READ {len} B at {addr}"),
+        Op::Write { addr, data } => format!("RDMA WRITE {} B at {addr}", data.len()),
+        Op::Cas { addr, expect, new } => {
+            format!("RDMA CAS at {addr}: {expect:#018x} -> {new:#018x}")
+        }
+        Op::LocalRead { offset, len } => {
+            format!("CPU read {len} B of the local data table at {offset:#x}")
+        }
+        Op::LocalWrite { offset, data } => format!(
+            "CPU write {} B to the local data table at {offset:#x}",
+            data.len()
+        ),
+    }
+}
+
+/// What `action` does from state `before`.
+pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
+    match action {
+        Action::Tick => format!(
+            "clock ticks by {:?} to {} ns",
+            world.tick,
+            before.clock + world.tick.as_nanos() as u64
+        ),
+        Action::Crash(c) => format!("client {c} crashes"),
+        Action::Step(c) => {
+            let r = &before.clients[*c];
+            let program = &world.clients[*c].program;
+            match r.pending.front() {
+                Some(f) if f.words > 0 => format!("client {c}: next word of {}", op(&f.wr.op)),
+                Some(f) => format!("client {c}: {}", op(&f.wr.op)),
+                None if r.machine.is_none() => {
+                    let (k, o) = &program[r.next];
+                    format!(
+                        "client {c}: starts {:?} {} (attempt {})",
+                        o,
+                        String::from_utf8_lossy(k),
+                        r.attempts + 1
+                    )
+                }
+                None => format!("client {c}: decides its next step"),
+            }
+        }
+    }
+}
+
+/// A numbered, step-by-step trace of a path of `(state before, action)` pairs.
+pub fn trace(world: &World, steps: &[(WorldState, Action)]) -> String {
+    let mut out = String::new();
+    for (i, (s, a)) in steps.iter().enumerate() {
+        out.push_str(&format!("{:>4}. {}\n", i + 1, describe(world, s, a)));
+    }
+    out
+}
