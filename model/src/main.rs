@@ -169,10 +169,12 @@ fn run(cli: Cli) -> Result<bool, String> {
             } else {
                 vec![world(&name, f, late_landing)?]
             };
-            Ok(list
+            // Check every world, even after one fails.
+            let results: Vec<bool> = list
                 .into_iter()
                 .map(|w| check(w, threads.max(1), dfs, max_states))
-                .fold(true, |a, b| a && b))
+                .collect();
+            Ok(results.into_iter().all(|ok| ok))
         }
         Command::Explore {
             world: name,

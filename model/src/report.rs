@@ -39,12 +39,15 @@ pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
                 Some(f) => format!("client {c}: {}", op(&f.wr.op)),
                 None if r.machine.is_none() => {
                     let (k, o) = &program[r.next];
-                    format!(
-                        "client {c}: starts {:?} {} (attempt {})",
-                        o,
-                        String::from_utf8_lossy(k),
-                        r.attempts + 1
-                    )
+                    let k = String::from_utf8_lossy(k);
+                    let what = match o {
+                        crate::history::KvOp::Get => format!("GET {k}"),
+                        crate::history::KvOp::Put(v) => {
+                            format!("PUT {k}={}", String::from_utf8_lossy(v))
+                        }
+                        crate::history::KvOp::Delete => format!("DELETE {k}"),
+                    };
+                    format!("client {c}: starts {what} (attempt {})", r.attempts + 1)
                 }
                 None => format!("client {c}: decides its next step"),
             }

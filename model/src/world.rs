@@ -464,100 +464,97 @@ impl World {
             }
             run.machine = Some(machine_for(&op));
         }
-        loop {
-            if let Some(f) = run.pending.front_mut() {
-                let own = run.state.id.node;
-                let is_alloc_write =
-                    matches!(&f.wr.op, Op::LocalWrite { data, .. } if data.len() > 8);
-                if is_alloc_write {
-                    if let Op::LocalWrite { offset, .. } = f.wr.op {
-                        let index = (offset / self.cfg.layout().entry_bytes()) as u32;
-                        if entry_in_use(
-                            &self.cfg,
-                            &s.mem,
-                            DteAddr {
-                                table: own.0,
-                                index,
-                            },
-                        ) {
-                            s.flags.reused_linked = true;
-                        }
+        // Execute one unit of the oldest posted operation; when a round is
+        // complete, poll the machine for its next round or its result.
+        if let Some(f) = run.pending.front_mut() {
+            let own = run.state.id.node;
+            let is_alloc_write = matches!(&f.wr.op, Op::LocalWrite { data, .. } if data.len() > 8);
+            if is_alloc_write {
+                if let Op::LocalWrite { offset, .. } = f.wr.op {
+                    let index = (offset / self.cfg.layout().entry_bytes()) as u32;
+                    if entry_in_use(
+                        &self.cfg,
+                        &s.mem,
+                        DteAddr {
+                            table: own.0,
+                            index,
+                        },
+                    ) {
+                        s.flags.reused_linked = true;
                     }
-                }
-                if let Some(result) = exec_unit(&mut s.mem, own, f, self.torn) {
-                    let id = f.wr.id;
-                    run.pending.pop_front();
-                    if let Some(m) = run.machine.as_mut() {
-                        complete(m, Completion { id, result });
-                    }
-                }
-                if !run.pending.is_empty() {
-                    return;
                 }
             }
-            let Some(m) = run.machine.as_mut() else {
-                return;
-            };
-            match poll(m, &mut run.state, now) {
-                Poll::Post(wrs) => {
-                    run.pending = wrs
-                        .into_iter()
-                        .map(|wr| InFlight {
-                            wr,
-                            words: 0,
-                            buf: Vec::new(),
-                        })
-                        .collect();
-                    return;
+            if let Some(result) = exec_unit(&mut s.mem, own, f, self.torn) {
+                let id = f.wr.id;
+                run.pending.pop_front();
+                if let Some(m) = run.machine.as_mut() {
+                    complete(m, Completion { id, result });
                 }
-                Poll::Pending => return,
-                Poll::Done(r) => {
-                    let stats = match m {
-                        AnyMachine::Get(g) => g.stats(),
-                        AnyMachine::Write(w) => w.stats(),
-                    };
-                    let recoveries = stats.recoveries;
-                    if stats.deep_migrations > 0 {
-                        s.flags.deep_migration = true;
+            }
+            if !run.pending.is_empty() {
+                return;
+            }
+        }
+        let Some(m) = run.machine.as_mut() else {
+            return;
+        };
+        match poll(m, &mut run.state, now) {
+            Poll::Post(wrs) => {
+                run.pending = wrs
+                    .into_iter()
+                    .map(|wr| InFlight {
+                        wr,
+                        words: 0,
+                        buf: Vec::new(),
+                    })
+                    .collect();
+            }
+            Poll::Pending => {}
+            Poll::Done(r) => {
+                let stats = match m {
+                    AnyMachine::Get(g) => g.stats(),
+                    AnyMachine::Write(w) => w.stats(),
+                };
+                let recoveries = stats.recoveries;
+                if stats.deep_migrations > 0 {
+                    s.flags.deep_migration = true;
+                }
+                run.machine = None;
+                let op = &program[run.next];
+                let ret = match (r, &op.1) {
+                    (Ok(Outcome::Get(v)), _) => Some(ModelRet::Get(v)),
+                    (Ok(Outcome::Write(e)), KvOp::Delete) => Some(ModelRet::Delete(e)),
+                    (Ok(Outcome::Write(e)), _) => {
+                        if recoveries > 0 {
+                            s.flags.reclaimed_write = true;
+                        }
+                        Some(ModelRet::Put(e))
                     }
-                    run.machine = None;
-                    let op = &program[run.next];
-                    let ret = match (r, &op.1) {
-                        (Ok(Outcome::Get(v)), _) => Some(ModelRet::Get(v)),
-                        (Ok(Outcome::Write(e)), KvOp::Delete) => Some(ModelRet::Delete(e)),
-                        (Ok(Outcome::Write(e)), _) => {
-                            if recoveries > 0 {
-                                s.flags.reclaimed_write = true;
-                            }
-                            Some(ModelRet::Put(e))
-                        }
-                        (Err(Error::TableFull { .. }), _) => Some(ModelRet::Full),
-                        (
-                            Err(Error::Conflict | Error::Timeout | Error::DataTableFull { .. }),
-                            _,
-                        ) => None,
-                        (Err(e), _) => {
-                            s.flags.unexpected = Some(format!("client {c}: {e}"));
-                            run.gave_up = true;
-                            return;
-                        }
-                    };
-                    match ret {
-                        Some(ret) => {
-                            let _ = s.tester.on_return(history_id(c, run.next), ret);
+                    (Err(Error::TableFull { .. }), _) => Some(ModelRet::Full),
+                    (Err(Error::Conflict | Error::Timeout | Error::DataTableFull { .. }), _) => {
+                        None
+                    }
+                    (Err(e), _) => {
+                        s.flags.unexpected = Some(format!("client {c}: {e}"));
+                        run.gave_up = true;
+                        None
+                    }
+                };
+                match ret {
+                    _ if run.gave_up => {}
+                    Some(ret) => {
+                        let _ = s.tester.on_return(history_id(c, run.next), ret);
+                        run.next += 1;
+                        run.attempts = 0;
+                    }
+                    None => {
+                        run.attempts += 1;
+                        if run.attempts >= self.max_attempts {
+                            run.abandoned += 1;
                             run.next += 1;
                             run.attempts = 0;
                         }
-                        None => {
-                            run.attempts += 1;
-                            if run.attempts >= self.max_attempts {
-                                run.abandoned += 1;
-                                run.next += 1;
-                                run.attempts = 0;
-                            }
-                        }
                     }
-                    return;
                 }
             }
         }

@@ -194,6 +194,21 @@ pub fn three_clients_two_keys() -> World {
     )
 }
 
+/// A bigger three-client world than CI can afford: each client does two
+/// operations on two keys over three one-entry index tables.
+pub fn three_clients_big() -> World {
+    let c = cfg(3, 1, 3, 2);
+    world(
+        "three-clients-big",
+        c,
+        vec![
+            client(0, 0, vec![put(b"a", "a0"), get(b"b")]),
+            client(1, 0, vec![put(b"b", "b1"), del(b"a")]),
+            client(2, 0, vec![put(b"a", "a2"), get(b"a")]),
+        ],
+    )
+}
+
 /// The worlds `cargo test` explores exhaustively.
 pub fn ci_worlds() -> Vec<World> {
     vec![
@@ -217,6 +232,7 @@ pub fn by_name(name: &str) -> Option<World> {
         "recursive-migrate" => recursive_migrate(),
         "crash-and-reclaim" => crash_and_reclaim(),
         "three-clients-two-keys" => three_clients_two_keys(),
+        "three-clients-big" => three_clients_big(),
         "get-races-migrate" => get_races_migrate(f),
         "puts-race-a-delete" => puts_race_a_delete(f),
         "migrate-install-fails" => migrate_install_fails(f),
@@ -229,13 +245,14 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 13] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
     "recursive-migrate",
     "crash-and-reclaim",
     "three-clients-two-keys",
+    "three-clients-big",
     "get-races-migrate",
     "puts-race-a-delete",
     "migrate-install-fails",

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use nessie_protocol::{Config, DteState, Error, IteAddr, Machine, PutMachine, Region};
+use nessie_protocol::{Config, DteState, Error, IteAddr, Machine, NodeId, PutMachine, Region};
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
 use nessie_tests::{find_key, SimCluster};
 
@@ -248,4 +248,31 @@ fn crashed_client_leaves_keys_writable_after_the_deadline() {
         assert_eq!(b.put(&key, b"new"), Ok(true));
         assert_eq!(b.get(&key).unwrap(), Some(b"new".to_vec()));
     }
+}
+
+#[test]
+fn reclaimers_allow_for_clock_skew() {
+    // The reclaimer's clock runs ahead of the owner's by the full skew
+    // allowance: it must still wait until the owner's deadline has passed on
+    // its own clock plus the skew.
+    let cluster = SimCluster::manual_clock(cfg());
+    let skew = cluster.cfg.clock_skew;
+    cluster
+        .fabric
+        .set_clock_skew(NodeId(1), skew.as_nanos() as i64)
+        .unwrap();
+    let mut b = cluster.client(1, 0);
+    b.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip));
+    // Owner's deadline is T after its start; move to exactly the deadline on
+    // the owner's clock: B's clock reads deadline + skew, not past it.
+    cluster.fabric.advance(cluster.cfg.expiration);
+    assert_eq!(
+        b.run_once(PutMachine::put(b"k", b"v3")),
+        Err(Error::Conflict)
+    );
+    cluster.fabric.advance(Duration::from_nanos(1));
+    assert_eq!(b.put(b"k", b"v3"), Ok(true));
+    assert_eq!(b.last_stats().recoveries, 1);
 }

@@ -134,6 +134,15 @@ pub(crate) fn cas_previous(r: &Result<OpOutput, FabricError>) -> Result<u64, Err
     }
 }
 
+/// Whether a commit of a data table entry's state word (expected to hold
+/// `expect`) took effect. Only the broken CPU-store variant completes as a write.
+pub(crate) fn commit_won(r: &Result<OpOutput, FabricError>, expect: u64) -> Result<bool, Error> {
+    match r {
+        Ok(OpOutput::Written) => Ok(true),
+        r => cas_previous(r).map(|p| p == expect),
+    }
+}
+
 /// Checks a write result.
 pub(crate) fn written(r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
     match r {

@@ -21,11 +21,10 @@
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
-use crate::fabric::OpOutput;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
-use crate::machine::io::{cas_previous, word, written, Results};
+use crate::machine::io::{cas_previous, commit_won, word, written, Results};
 use crate::machine::recover::Recover;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -301,12 +300,9 @@ impl Migrate {
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
         let (f, h, cw) = (self.top()?, self.mv.header?, self.copy_word(cx)?);
-        let committed = match &results[0] {
-            Ok(OpOutput::Written) => true,
-            r => match cas_previous(r) {
-                Ok(p) => p == h.state.encode(),
-                Err(e) => return Some(Err(e)),
-            },
+        let committed = match commit_won(&results[0], h.state.encode()) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
         };
         if !committed {
             return Some(Err(Error::Timeout));

@@ -23,11 +23,10 @@
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
-use crate::fabric::OpOutput;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
-use crate::machine::io::{cas_previous, word, written, Results};
+use crate::machine::io::{cas_previous, commit_won, word, written, Results};
 use crate::machine::migrate::Migrate;
 use crate::machine::recover::Recover;
 use crate::machine::Logic;
@@ -387,13 +386,9 @@ impl WriteLogic {
         let (Some(h), Some(new)) = (self.new_header, self.new_word()) else {
             return conflict();
         };
-        let committed = match &results[0] {
-            // Only the broken CPU-store variant completes as a write.
-            Ok(OpOutput::Written) => true,
-            r => match cas_previous(r) {
-                Ok(p) => p == h.state.encode(),
-                Err(e) => return Some(Err(e)),
-            },
+        let committed = match commit_won(&results[0], h.state.encode()) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
         };
         if !committed {
             // Reclaimed after our deadline: the attempt did not take effect.
