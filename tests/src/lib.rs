@@ -236,6 +236,26 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
     }
 }
 
+/// One node, four index entries, two candidates per key, three clients:
+/// small enough to pick keys whose candidates collide exactly as a story needs.
+pub fn tiny_config() -> Config {
+    Config {
+        nodes: 1,
+        index_slots_per_node: 4,
+        candidates: 2,
+        clients_per_node: 3,
+        ..Config::default()
+    }
+}
+
+/// Index table entry `s` of node 0.
+pub fn slot(s: u32) -> nessie_protocol::IteAddr {
+    nessie_protocol::IteAddr {
+        node: NodeId(0),
+        slot: s,
+    }
+}
+
 /// Finds a key (`prefix` plus a number) whose candidates satisfy `pred`.
 pub fn find_key(
     cfg: &Config,

@@ -5,9 +5,11 @@
 
 use std::time::Duration;
 
-use nessie_protocol::{Config, DteState, Error, IteAddr, Machine, NodeId, PutMachine, Region};
+use nessie_fabric_sim::SimEndpoint;
+use nessie_protocol::Client;
+use nessie_protocol::{Config, DteState, Error, Machine, NodeId, PutMachine, Region};
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
-use nessie_tests::{find_key, SimCluster};
+use nessie_tests::{find_key, slot, tiny_config, SimCluster};
 
 fn cfg() -> Config {
     Config {
@@ -124,44 +126,26 @@ fn a_client_that_stalls_right_after_its_cas_blocks_nobody_forever() {
     assert_eq!(b.get(b"fresh").unwrap(), Some(b"y".to_vec()));
 }
 
-/// One node, four index entries, two candidates per key: small enough to pick
-/// keys whose candidates collide exactly as a story needs.
-fn tiny() -> Config {
-    Config {
-        nodes: 1,
-        index_slots_per_node: 4,
-        candidates: 2,
-        clients_per_node: 3,
-        ..Config::default()
-    }
-}
-
-fn slot(s: u32) -> IteAddr {
-    IteAddr {
-        node: nessie_protocol::NodeId(0),
-        slot: s,
-    }
-}
-
-/// Keys for a MIGRATE story: `m` lives at slot 0 and can move to slot 1; `g`
-/// fills slot 2; a PUT of `p` (candidates 0 and 2) must move `m` away.
-fn migrate_story(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+/// Keys for a MIGRATE story, stored by the returned client: `m` lives at slot 0
+/// and can move to slot 1; `g` fills slot 2; a PUT of `p` (candidates 0 and 2)
+/// must move `m` away.
+fn migrate_story(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, Vec<u8>, Client<SimEndpoint>) {
     let c = &cluster.cfg;
     let m = find_key(c, "m", |k| k == [slot(0), slot(1)]);
     let g = find_key(c, "g", |k| {
         k[0] == slot(2) && k[1] != slot(0) && k[1] != slot(1)
     });
     let p = find_key(c, "p", |k| k == [slot(0), slot(2)]);
-    (m, g, p)
+    let mut b = cluster.client(0, 1);
+    b.put(&m, b"mv").unwrap();
+    b.put(&g, b"gv").unwrap();
+    (m, g, p, b)
 }
 
 #[test]
 fn migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer() {
-    let cluster = SimCluster::manual_clock(tiny());
-    let (m, g, p) = migrate_story(&cluster);
-    let mut b = cluster.client(0, 1);
-    b.put(&m, b"mv").unwrap();
-    b.put(&g, b"gv").unwrap();
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (m, g, p, mut b) = migrate_story(&cluster);
 
     // A's PUT of p must MIGRATE m from slot 0 to slot 1. Stall it after the
     // lock CAS on slot 0, before the install CAS on slot 1.
@@ -203,11 +187,8 @@ fn migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer() {
 
 #[test]
 fn migrate_stalled_after_its_commit_is_finished_by_the_next_writer() {
-    let cluster = SimCluster::manual_clock(tiny());
-    let (m, g, p) = migrate_story(&cluster);
-    let mut b = cluster.client(0, 1);
-    b.put(&m, b"mv").unwrap();
-    b.put(&g, b"gv").unwrap();
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (m, g, p, mut b) = migrate_story(&cluster);
 
     // Stall A after the copy committed, before it unlinks the source: both
     // slot 0 and slot 1 now name the same valid copy.

@@ -5,33 +5,15 @@
 use std::time::Duration;
 
 use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
-use nessie_protocol::{Config, Error, GetMachine, IteAddr, NodeId, PutMachine};
+use nessie_protocol::{Config, Error, GetMachine, PutMachine};
 use nessie_tests::step::{is_index_read, is_state_flip};
-use nessie_tests::{find_key, SimCluster};
-
-fn slot(s: u32) -> IteAddr {
-    IteAddr {
-        node: NodeId(0),
-        slot: s,
-    }
-}
-
-/// One node, four index entries, two candidates per key.
-fn tiny() -> Config {
-    Config {
-        nodes: 1,
-        index_slots_per_node: 4,
-        candidates: 2,
-        clients_per_node: 3,
-        ..Config::default()
-    }
-}
+use nessie_tests::{find_key, slot, tiny_config, SimCluster};
 
 /// K sits at its second candidate (slot 1) with its first (slot 0) empty; a
 /// GET of K reads slot 0, then a MIGRATE moves K from slot 1 into slot 0, then
 /// the GET reads slot 1. Its forward pass saw K nowhere.
 fn get_races_a_migrate(skip_reverse_pass: bool) -> Result<Option<Vec<u8>>, Error> {
-    let cluster = SimCluster::new(tiny());
+    let cluster = SimCluster::new(tiny_config());
     let c = cluster.cfg.clone();
     let g = find_key(&c, "g", |k| k == [slot(2), slot(3)]);
     let f = find_key(&c, "f", |k| k == [slot(0), slot(3)]);
