@@ -40,6 +40,9 @@ pub struct RunArgs {
     /// Index load factor after the preload (sizes the index tables).
     #[arg(long, default_value_t = 0.4)]
     load_factor: f64,
+    /// Recursive MIGRATE depth before a PUT reports the index table full.
+    #[arg(long, default_value_t = 6)]
+    migrate_depth: u8,
     /// Simulated per-operation fabric latency in microseconds (0: none).
     #[arg(long, default_value_t = 0.0)]
     latency_us: f64,
@@ -113,6 +116,7 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
         dtes_per_node: per_client * u32::from(args.clients),
         max_key_len: args.key_size,
         max_value_len: args.value_size,
+        max_migrate_depth: args.migrate_depth,
         expiration: Duration::from_millis(200),
         deadline_margin: Duration::from_millis(5),
         ..Config::default()

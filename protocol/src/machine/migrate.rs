@@ -31,6 +31,9 @@ use crate::machine::recover::Recover;
 struct Frame {
     slot: IteAddr,
     depth: u8,
+    /// Which of the slot's key's alternatives (not on the path) to free next
+    /// when none is empty; advanced when freeing one fails (backtracking).
+    next_alt: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -81,7 +84,11 @@ impl Migrate {
     /// Frees `slot`, one of `avoid` (the PUT's candidates, which are all full).
     pub fn new(slot: IteAddr, avoid: Vec<IteAddr>) -> Migrate {
         Migrate {
-            frames: vec![Frame { slot, depth: 1 }],
+            frames: vec![Frame {
+                slot,
+                depth: 1,
+                next_alt: 0,
+            }],
             path: avoid,
             phase: Phase::Start,
             mv: Move::default(),
@@ -111,6 +118,21 @@ impl Migrate {
             Some(Ok(()))
         } else {
             self.begin_frame(cx)
+        }
+    }
+
+    /// The top frame cannot free its slot within the depth limit: drop it and
+    /// let its parent try its next alternative; at the root, the table is full.
+    fn frame_failed(&mut self, cx: &mut Cx<'_>) -> Out {
+        let max = cx.cfg().max_migrate_depth;
+        let failed = self.frames.pop()?;
+        match self.frames.last_mut() {
+            None => Some(Err(Error::TableFull { depth: max })),
+            Some(parent) => {
+                self.path.retain(|&p| p != failed.slot);
+                parent.next_alt += 1;
+                self.begin_frame(cx)
+            }
         }
     }
 
@@ -175,22 +197,23 @@ impl Migrate {
             self.mv.dst = self.mv.alt[k];
             return self.copy(cx);
         }
-        let max = cx.cfg().max_migrate_depth;
-        if f.depth >= max {
-            return Some(Err(Error::TableFull { depth: max }));
+        if f.depth >= cx.cfg().max_migrate_depth {
+            return self.frame_failed(cx);
         }
         let next = self
             .mv
             .alt
             .iter()
             .map(|&j| self.mv.cands[j])
-            .find(|c| !self.path.contains(c));
+            .filter(|c| !self.path.contains(c))
+            .nth(usize::from(f.next_alt));
         let Some(slot) = next else {
-            return Some(Err(Error::TableFull { depth: max }));
+            return self.frame_failed(cx);
         };
         self.frames.push(Frame {
             slot,
             depth: f.depth + 1,
+            next_alt: 0,
         });
         self.path.push(slot);
         self.begin_frame(cx)
