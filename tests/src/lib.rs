@@ -2,6 +2,7 @@
 //! client operations and a concurrent workload runner whose history is checked
 //! for linearizability.
 
+pub mod conformance;
 pub mod schedules;
 pub mod step;
 
