@@ -32,6 +32,15 @@ fn run<E: Endpoint>(ep: &mut E, op: Op) -> Result<OpOutput, FabricError> {
     c.result
 }
 
+fn cas<E: Endpoint>(
+    ep: &mut E,
+    addr: RemoteAddr,
+    expect: u64,
+    new: u64,
+) -> Result<OpOutput, FabricError> {
+    run(ep, Op::Cas { addr, expect, new })
+}
+
 fn remote(node: u16, offset: u64) -> RemoteAddr {
     RemoteAddr::data(NodeId(node), offset)
 }
@@ -70,26 +79,9 @@ pub fn cas_semantics_and_byte_order<F: Fabric>(f: &F) {
     let mut ep = f.open(NodeId(0)).expect("open");
     let addr = RemoteAddr::index(NodeId(1), 16);
     let v = 0x0102_0304_0506_0708u64;
+    assert_eq!(cas(&mut ep, addr, 0, v), Ok(OpOutput::Cas { previous: 0 }));
     assert_eq!(
-        run(
-            &mut ep,
-            Op::Cas {
-                addr,
-                expect: 0,
-                new: v
-            }
-        ),
-        Ok(OpOutput::Cas { previous: 0 })
-    );
-    assert_eq!(
-        run(
-            &mut ep,
-            Op::Cas {
-                addr,
-                expect: 0,
-                new: 9
-            }
-        ),
+        cas(&mut ep, addr, 0, 9),
         Ok(OpOutput::Cas { previous: v }),
         "a failed CAS leaves the word"
     );
@@ -99,31 +91,14 @@ pub fn cas_semantics_and_byte_order<F: Fabric>(f: &F) {
         OpOutput::Read(v.to_le_bytes().to_vec()),
         "CAS values are stored in protocol (little-endian) order"
     );
-    assert_eq!(
-        run(
-            &mut ep,
-            Op::Cas {
-                addr,
-                expect: v,
-                new: 1
-            }
-        ),
-        Ok(OpOutput::Cas { previous: v })
-    );
+    assert_eq!(cas(&mut ep, addr, v, 1), Ok(OpOutput::Cas { previous: v }));
 }
 
 /// Misaligned CAS and out-of-range accesses are refused with typed errors
 /// (when posting or as the completion) and change nothing.
 pub fn bad_addresses_are_refused<F: Fabric>(f: &F) {
     let mut ep = f.open(NodeId(0)).expect("open");
-    let misaligned = run(
-        &mut ep,
-        Op::Cas {
-            addr: RemoteAddr::index(NodeId(1), 4),
-            expect: 0,
-            new: 1,
-        },
-    );
+    let misaligned = cas(&mut ep, RemoteAddr::index(NodeId(1), 4), 0, 1);
     assert!(
         matches!(misaligned, Err(FabricError::Misaligned(_))),
         "{misaligned:?}"

@@ -20,6 +20,21 @@ fn cfg(cache: usize) -> Config {
     }
 }
 
+/// A warmed client on node 0 that has stored `v1` under a fresh remote key.
+fn stored(
+    cluster: &SimCluster,
+    prefix: &str,
+) -> (
+    Vec<u8>,
+    nessie_protocol::Client<nessie_fabric_sim::SimEndpoint>,
+) {
+    let key = remote_key(&cluster.cfg, prefix);
+    let mut c = cluster.client(0, 0);
+    warm(&mut c);
+    c.put(&key, b"v1").unwrap();
+    (key, c)
+}
+
 /// Warms the client's allocator (its first write sweeps its share by CPU).
 fn warm(c: &mut nessie_protocol::Client<nessie_fabric_sim::SimEndpoint>) {
     c.put(b"warm-up", b"x").unwrap();
@@ -104,10 +119,7 @@ fn quiet_insert_is_five_reads_one_index_cas_in_three_round_trips_plus_a_local_co
 #[test]
 fn quiet_update_of_a_local_entry_adds_a_cpu_read_and_a_recycle_mark() {
     let cluster = SimCluster::new(cfg(0));
-    let key = remote_key(&cluster.cfg, "upd");
-    let mut c = cluster.client(0, 0);
-    warm(&mut c);
-    c.put(&key, b"v1").unwrap();
+    let (key, mut c) = stored(&cluster, "upd");
     assert!(c.put(&key, b"v2").unwrap());
     let s = c.last_stats();
     assert_eq!(
@@ -157,10 +169,7 @@ fn quiet_update_of_a_remote_entry_reads_its_header_and_marks_it_remotely() {
 #[test]
 fn quiet_delete_installs_a_tombstone_then_unlinks_it() {
     let cluster = SimCluster::new(cfg(0));
-    let key = remote_key(&cluster.cfg, "del");
-    let mut c = cluster.client(0, 0);
-    warm(&mut c);
-    c.put(&key, b"v1").unwrap();
+    let (key, mut c) = stored(&cluster, "del");
     assert!(c.delete(&key).unwrap());
     let s = c.last_stats();
     assert_eq!(
