@@ -13,8 +13,11 @@ pub struct OpStats {
     pub index_reads: u64,
     /// RDMA READs of data table entries.
     pub data_reads: u64,
-    /// RDMA WRITEs.
+    /// RDMA WRITEs issued by the client.
     pub writes: u64,
+    /// RDMA WRITEs a server issued on the operation's behalf (responses of
+    /// the server-driven baselines; always 0 for Nessie).
+    pub server_writes: u64,
     /// RDMA CASes on index table entries.
     pub index_cas: u64,
     /// RDMA CASes on data table entry state words (loopback when local).
@@ -74,7 +77,7 @@ impl OpStats {
 
     /// All NIC operations.
     pub fn fabric_ops(&self) -> u64 {
-        self.reads() + self.writes + self.cas()
+        self.reads() + self.writes + self.server_writes + self.cas()
     }
 }
 
@@ -83,6 +86,7 @@ impl AddAssign for OpStats {
         self.index_reads += o.index_reads;
         self.data_reads += o.data_reads;
         self.writes += o.writes;
+        self.server_writes += o.server_writes;
         self.index_cas += o.index_cas;
         self.data_cas += o.data_cas;
         self.local_reads += o.local_reads;
@@ -103,11 +107,12 @@ impl fmt::Display for OpStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "READ {} (index {}, data {}), WRITE {}, CAS {} (index {}, data {}), local r/w {}/{}, {} fabric bytes, {} round trips + {} loopback",
+            "READ {} (index {}, data {}), WRITE {} (+{} by servers), CAS {} (index {}, data {}), local r/w {}/{}, {} fabric bytes, {} round trips + {} loopback",
             self.reads(),
             self.index_reads,
             self.data_reads,
             self.writes,
+            self.server_writes,
             self.cas(),
             self.index_cas,
             self.data_cas,

@@ -1,0 +1,404 @@
+//! The partially-coupled tables of NessieSD and NessieHY: each key has a home
+//! node, and both its index table entry (one of N cuckoo candidates on that
+//! node) and its data table entry live there, in the node's data region:
+//!
+//! ```text
+//! data region: | request/response slots | move epoch | index table | data table |
+//! index table entry: Nessie's 64-bit IndexEntry (present, filter bits, DTE number)
+//! data table entry:  | key_len u32 | value_len u32 | key | value | pad |
+//! ```
+//!
+//! Only the home node's server workers change the tables, by CPU, under one
+//! lock per node; NessieHY's clients read them by RDMA READ. A PUT writes a
+//! fresh data table entry and then replaces the 8-byte index table entry (an
+//! aligned store, atomic against a NIC READ); the old entry is quarantined for
+//! the expiration period T before reuse, and every client GET attempt ends
+//! within T, so a client never reads a reused entry. A cuckoo move copies index
+//! table entries from the end of the path backwards (the key is never
+//! invisible) between two increments of the node's *move epoch*, which a
+//! client GET that found nothing checks before it reports the key absent.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nessie_protocol::{
+    hash::{stable_hash, Hasher},
+    Config, DteAddr, Endpoint, Error, IndexEntry, NodeId,
+};
+
+use crate::io::{round8, word, Io};
+use crate::mailbox::{MailboxLayout, Request, RpcOp, Status};
+use crate::server::Handler;
+
+const HOME_SEED: u64 = 0x686f_6d65_6e6f_6465;
+
+/// Where everything lives in a node's data region, and how keys hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoupledLayout {
+    /// The request and response slots.
+    pub mailbox: MailboxLayout,
+    /// Offset of the move-epoch word.
+    pub epoch: u64,
+    /// Offset of the first index table entry.
+    pub index_base: u64,
+    /// Index table entries per node.
+    pub slots: u32,
+    /// Offset of the first data table entry.
+    pub data_base: u64,
+    /// Data table entries per node.
+    pub dtes: u32,
+    /// Bytes per data table entry.
+    pub entry_bytes: u64,
+    /// Largest key.
+    pub max_key: u32,
+    /// Largest value.
+    pub max_value: u32,
+    /// Nodes.
+    pub nodes: u16,
+    /// Candidates per key, filter bits and seed.
+    pub hasher: Hasher,
+}
+
+impl CoupledLayout {
+    /// The layout for `cfg` (nodes, clients, index slots, data table entries,
+    /// sizes, candidates; `filter_bits` as given).
+    pub fn new(cfg: &Config, filter_bits: u8) -> CoupledLayout {
+        let clients_total = u32::from(cfg.nodes) * u32::from(cfg.clients_per_node);
+        let mailbox = MailboxLayout::new(0, clients_total, cfg.max_key_len, cfg.max_value_len);
+        let epoch = mailbox.bytes();
+        let index_base = epoch + 8;
+        let data_base = index_base + 8 * u64::from(cfg.index_slots_per_node);
+        CoupledLayout {
+            mailbox,
+            epoch,
+            index_base,
+            slots: cfg.index_slots_per_node,
+            data_base,
+            dtes: cfg.dtes_per_node,
+            entry_bytes: 8 + round8(u64::from(cfg.max_key_len) + u64::from(cfg.max_value_len)),
+            max_key: cfg.max_key_len,
+            max_value: cfg.max_value_len,
+            nodes: cfg.nodes,
+            hasher: Hasher {
+                seed: cfg.hash_seed,
+                candidates: cfg.candidates,
+                nodes: 1,
+                slots_per_node: cfg.index_slots_per_node,
+                filter_bits,
+            },
+        }
+    }
+
+    /// Bytes of data region each node needs.
+    pub fn region_bytes(&self) -> u64 {
+        self.data_base + u64::from(self.dtes) * self.entry_bytes
+    }
+
+    /// The key's home node.
+    pub fn home(&self, key: &[u8]) -> NodeId {
+        NodeId((stable_hash(self.hasher.seed ^ HOME_SEED, key) % u64::from(self.nodes)) as u16)
+    }
+
+    /// The key's candidate index table entries (slot numbers on its home node).
+    pub fn candidates(&self, key: &[u8]) -> Vec<u32> {
+        self.hasher
+            .candidates(key)
+            .into_iter()
+            .map(|a| a.slot)
+            .collect()
+    }
+
+    /// The key's filter bits (0 when filtering is off).
+    pub fn filter(&self, key: &[u8]) -> u16 {
+        self.hasher.filter(key)
+    }
+
+    /// Offset of index table entry `slot`.
+    pub fn index_offset(&self, slot: u32) -> u64 {
+        self.index_base + 8 * u64::from(slot)
+    }
+
+    /// Offset of data table entry `i`.
+    pub fn entry_offset(&self, i: u32) -> u64 {
+        self.data_base + u64::from(i) * self.entry_bytes
+    }
+
+    /// Bytes of a data table entry's header and key (what a first READ of
+    /// "multiple reads" fetches).
+    pub fn header_and_key(&self) -> u64 {
+        8 + u64::from(self.max_key)
+    }
+
+    /// Encodes a data table entry.
+    pub fn encode_entry(key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(8 + round8((key.len() + value.len()) as u64) as usize);
+        b.extend_from_slice(&((key.len() as u64) | ((value.len() as u64) << 32)).to_le_bytes());
+        b.extend_from_slice(key);
+        b.extend_from_slice(value);
+        b.resize(8 + round8((key.len() + value.len()) as u64) as usize, 0);
+        b
+    }
+
+    /// `(key_len, value_len)` of an entry's header word, if plausible.
+    pub fn lens(&self, header: u64) -> Option<(usize, usize)> {
+        let (k, v) = ((header & 0xffff_ffff) as usize, (header >> 32) as usize);
+        (k > 0 && k <= self.max_key as usize && v <= self.max_value as usize).then_some((k, v))
+    }
+
+    /// The key of an entry read from its start (at least header and key).
+    pub fn entry_key<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let (k, _) = self.lens(word(bytes, 0))?;
+        bytes.get(8..8 + k)
+    }
+
+    /// The value of an entry read whole.
+    pub fn entry_value<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let (k, v) = self.lens(word(bytes, 0))?;
+        bytes.get(8 + k..8 + k + v)
+    }
+}
+
+/// Data table entries free for reuse, and the ones waiting out T.
+#[derive(Debug)]
+struct Allocator {
+    free: Vec<u32>,
+    quarantine: VecDeque<(u32, Instant)>,
+    expiration: Duration,
+}
+
+impl Allocator {
+    fn take(&mut self) -> Option<u32> {
+        let now = Instant::now();
+        while let Some(&(i, at)) = self.quarantine.front() {
+            if now.duration_since(at) < self.expiration {
+                break;
+            }
+            self.quarantine.pop_front();
+            self.free.push(i);
+        }
+        self.free.pop()
+    }
+
+    fn retire(&mut self, i: u32) {
+        self.quarantine.push_back((i, Instant::now()));
+    }
+}
+
+/// One node's partially-coupled tables, as its server workers see them.
+#[derive(Debug)]
+pub struct CoupledTable {
+    layout: CoupledLayout,
+    node: NodeId,
+    max_depth: u8,
+    state: Mutex<Allocator>,
+}
+
+/// A key found in the table.
+struct Found {
+    slot: u32,
+    ite: IndexEntry,
+    dte: u32,
+}
+
+impl CoupledTable {
+    /// The (zeroed, hence empty) tables of `node`.
+    pub fn new(layout: CoupledLayout, node: NodeId, cfg: &Config) -> CoupledTable {
+        CoupledTable {
+            layout,
+            node,
+            max_depth: cfg.max_migrate_depth.max(1),
+            state: Mutex::new(Allocator {
+                free: (0..layout.dtes).rev().collect(),
+                quarantine: VecDeque::new(),
+                expiration: cfg.expiration + cfg.clock_skew,
+            }),
+        }
+    }
+
+    fn find<E: Endpoint>(&self, io: &mut Io<E>, key: &[u8]) -> Result<Option<Found>, Error> {
+        let filter = self.layout.filter(key);
+        for slot in self.layout.candidates(key) {
+            let ite = IndexEntry(io.local_word(self.layout.index_offset(slot))?);
+            let Some(dte) = ite.dte().filter(|_| ite.filter_matches(filter)) else {
+                continue;
+            };
+            let head = io.local_read(
+                self.layout.entry_offset(dte.index),
+                self.layout.header_and_key() as u32,
+            )?;
+            if self.layout.entry_key(&head) == Some(key) {
+                return Ok(Some(Found {
+                    slot,
+                    ite,
+                    dte: dte.index,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    fn get<E: Endpoint>(&self, io: &mut Io<E>, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        let Some(f) = self.find(io, key)? else {
+            return Ok((Status::Absent, Vec::new()));
+        };
+        let bytes = io.local_read(
+            self.layout.entry_offset(f.dte),
+            self.layout.entry_bytes as u32,
+        )?;
+        match self.layout.entry_value(&bytes) {
+            Some(v) => Ok((Status::Found, v.to_vec())),
+            None => Err(Error::Corrupt(format!(
+                "data table entry {} on {} is malformed",
+                f.dte, self.node
+            ))),
+        }
+    }
+
+    fn put<E: Endpoint>(
+        &self,
+        io: &mut Io<E>,
+        alloc: &mut Allocator,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(Status, Vec<u8>), Error> {
+        let found = self.find(io, key)?;
+        let Some(dte) = alloc.take() else {
+            return Ok((Status::DataTableFull, Vec::new()));
+        };
+        io.local_write(
+            self.layout.entry_offset(dte),
+            CoupledLayout::encode_entry(key, value),
+        )?;
+        let ite = IndexEntry::new(
+            DteAddr {
+                table: self.node.0,
+                index: dte,
+            },
+            self.layout.filter(key),
+        );
+        if let Some(f) = found {
+            io.local_write(
+                self.layout.index_offset(f.slot),
+                ite.0.to_le_bytes().to_vec(),
+            )?;
+            alloc.retire(f.dte);
+            return Ok((Status::Found, Vec::new()));
+        }
+        let cands = self.layout.candidates(key);
+        for &slot in &cands {
+            if !IndexEntry(io.local_word(self.layout.index_offset(slot))?).is_present() {
+                io.local_write(self.layout.index_offset(slot), ite.0.to_le_bytes().to_vec())?;
+                return Ok((Status::Absent, Vec::new()));
+            }
+        }
+        match self.cuckoo_path(io, &cands)? {
+            Some(path) => {
+                self.shift(io, &path, ite)?;
+                Ok((Status::Absent, Vec::new()))
+            }
+            None => {
+                alloc.free.push(dte); // never published: free at once
+                Ok((Status::TableFull, Vec::new()))
+            }
+        }
+    }
+
+    /// Breadth-first search for a path `c0 -> c1 -> ... -> ck` of index table
+    /// entries where each occupant may move to the next and `ck` is empty.
+    fn cuckoo_path<E: Endpoint>(
+        &self,
+        io: &mut Io<E>,
+        starts: &[u32],
+    ) -> Result<Option<Vec<u32>>, Error> {
+        let mut paths: VecDeque<Vec<u32>> = starts.iter().map(|&s| vec![s]).collect();
+        let mut visited: Vec<u32> = starts.to_vec();
+        while let Some(path) = paths.pop_front() {
+            if path.len() > usize::from(self.max_depth) || visited.len() > 4096 {
+                break;
+            }
+            let Some(&last) = path.last() else { continue };
+            let ite = IndexEntry(io.local_word(self.layout.index_offset(last))?);
+            let Some(dte) = ite.dte() else { continue };
+            let head = io.local_read(
+                self.layout.entry_offset(dte.index),
+                self.layout.header_and_key() as u32,
+            )?;
+            let Some(occupant) = self.layout.entry_key(&head).map(<[u8]>::to_vec) else {
+                continue;
+            };
+            for alt in self.layout.candidates(&occupant) {
+                if visited.contains(&alt) {
+                    continue;
+                }
+                visited.push(alt);
+                let mut next = path.clone();
+                next.push(alt);
+                if !IndexEntry(io.local_word(self.layout.index_offset(alt))?).is_present() {
+                    return Ok(Some(next));
+                }
+                paths.push_back(next);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Moves the occupants along `path` from its end backwards, then stores
+    /// `ite` in its first entry, inside an odd move epoch.
+    fn shift<E: Endpoint>(
+        &self,
+        io: &mut Io<E>,
+        path: &[u32],
+        ite: IndexEntry,
+    ) -> Result<(), Error> {
+        let epoch = io.local_word(self.layout.epoch)?;
+        io.local_write(self.layout.epoch, (epoch + 1).to_le_bytes().to_vec())?;
+        for w in path.windows(2).rev() {
+            let moving = io.local_word(self.layout.index_offset(w[0]))?;
+            io.local_write(
+                self.layout.index_offset(w[1]),
+                moving.to_le_bytes().to_vec(),
+            )?;
+        }
+        io.local_write(
+            self.layout.index_offset(path[0]),
+            ite.0.to_le_bytes().to_vec(),
+        )?;
+        io.local_write(self.layout.epoch, (epoch + 2).to_le_bytes().to_vec())?;
+        Ok(())
+    }
+
+    fn delete<E: Endpoint>(
+        &self,
+        io: &mut Io<E>,
+        alloc: &mut Allocator,
+        key: &[u8],
+    ) -> Result<(Status, Vec<u8>), Error> {
+        let Some(f) = self.find(io, key)? else {
+            return Ok((Status::Absent, Vec::new()));
+        };
+        io.local_write(
+            self.layout.index_offset(f.slot),
+            f.ite.emptied().0.to_le_bytes().to_vec(),
+        )?;
+        alloc.retire(f.dte);
+        Ok((Status::Found, Vec::new()))
+    }
+}
+
+impl<E: Endpoint> Handler<E> for CoupledTable {
+    fn handle(&self, io: &mut Io<E>, req: &Request) -> Result<(Status, Vec<u8>), Error> {
+        let too_big = req.key.is_empty()
+            || req.key.len() > self.layout.max_key as usize
+            || req.value.len() > self.layout.max_value as usize;
+        if too_big {
+            return Ok((Status::BadRequest, Vec::new()));
+        }
+        let mut alloc = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match req.op {
+            RpcOp::Get => self.get(io, &req.key),
+            RpcOp::Put => self.put(io, &mut alloc, &req.key, &req.value),
+            RpcOp::Delete => self.delete(io, &mut alloc, &req.key),
+        }
+    }
+}

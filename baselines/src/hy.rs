@@ -1,0 +1,262 @@
+//! NessieHY, the hybrid baseline (FaRM-like): GETs are client-driven, by RDMA
+//! READ of the key's home node's partially-coupled tables
+//! ([`crate::coupled`]); PUT and DELETE are requests served by the home
+//! node's workers, as in NessieSD.
+//!
+//! A GET reads the key's candidate index table entries one at a time and, for
+//! an entry that may hold the key, its data table entry. As in the paper the
+//! optimisations are off by default and each can be switched on
+//! ([`HyOptions`]): filter bits (skip entries whose filter differs), a cache
+//! of remote data table entries (keyed by the index table entry word, valid
+//! for T), and multiple reads (header and key first, the value only on a
+//! match). Nessie's fourth optimisation, previous versions, has no
+//! counterpart: a server-driven PUT never leaves an uncommitted entry for a
+//! reader to step back from.
+//!
+//! A GET that finds nothing scans again between two READs of the home node's
+//! move epoch; only an unchanged, even epoch (no cuckoo move overlapped the
+//! scan) lets it report the key absent. Every attempt ends within T of its
+//! start (else it retries), so the data table entries it reads are never
+//! reused under it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nessie_protocol::{
+    cache::DteCache, ClientId, Config, Endpoint, Error, IndexEntry, NodeId, OpStats, RemoteAddr,
+};
+
+use crate::coupled::CoupledLayout;
+use crate::deployment::HyOptions;
+use crate::io::{word, Io};
+use crate::kv::KvClient;
+use crate::mailbox::{Request, RpcOp, Status};
+use crate::rpc::RpcClient;
+use crate::sd::check_sizes;
+
+/// A NessieHY client.
+pub struct HyClient<E: Endpoint> {
+    cfg: Arc<Config>,
+    layout: CoupledLayout,
+    opts: HyOptions,
+    io: Io<E>,
+    rpc: RpcClient,
+    cache: DteCache,
+    last: OpStats,
+    rng: u64,
+}
+
+/// Why a GET attempt must be retried.
+struct Retry;
+
+impl<E: Endpoint> HyClient<E> {
+    /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
+    pub fn new(
+        cfg: Arc<Config>,
+        layout: CoupledLayout,
+        opts: HyOptions,
+        id: ClientId,
+        ep: E,
+    ) -> HyClient<E> {
+        let timeout = cfg.retry.op_timeout;
+        HyClient {
+            rpc: RpcClient::new(layout.mailbox, id, cfg.clients_per_node, timeout),
+            io: Io::new(ep, timeout),
+            cache: DteCache::new(if opts.cache { cfg.cache_capacity } else { 0 }),
+            rng: 0x2545_f491_4f6c_dd1d ^ (u64::from(id.node.0) << 20) ^ u64::from(id.index),
+            cfg,
+            layout,
+            opts,
+            last: OpStats::default(),
+        }
+    }
+
+    fn call(&mut self, op: RpcOp, key: &[u8], value: &[u8]) -> Result<Status, Error> {
+        check_sizes(&self.cfg, key, value)?;
+        let home = self.layout.home(key);
+        let span = tracing::debug_span!("hy", ?op, home = %home, key_len = key.len());
+        let _g = span.enter();
+        let mut stats = OpStats {
+            attempts: 1,
+            ..OpStats::default()
+        };
+        let req = Request {
+            op,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        let r = self.rpc.call(&mut self.io, home, &req, &mut stats);
+        self.last = stats;
+        let resp = r?;
+        match resp.error(home) {
+            Some(e) => Err(e),
+            None => Ok(resp.status),
+        }
+    }
+
+    fn read_word(&mut self, addr: RemoteAddr, stats: &mut OpStats) -> Result<u64, Error> {
+        Ok(word(&self.io.read(addr, 8, true, stats)?, 0))
+    }
+
+    /// One pass over the candidates; `Some(value)` if the key was found.
+    fn scan(
+        &mut self,
+        key: &[u8],
+        home: NodeId,
+        start: nessie_protocol::Nanos,
+        use_cache: bool,
+        stats: &mut OpStats,
+    ) -> Result<Result<Option<Vec<u8>>, Retry>, Error> {
+        let filter = self.layout.filter(key);
+        let expiration = self.cfg.expiration;
+        for slot in self.layout.candidates(key) {
+            let read_at = self.io.endpoint().now();
+            let ite = IndexEntry(self.read_word(
+                RemoteAddr::data(home, self.layout.index_offset(slot)),
+                stats,
+            )?);
+            let Some(dte) = ite.dte() else { continue };
+            if self.opts.filter_bits && !ite.filter_matches(filter) {
+                continue;
+            }
+            if use_cache {
+                let now = self.io.endpoint().now();
+                if let Some(bytes) = self.cache.get(ite.0, now, read_at.plus(expiration)) {
+                    if self.layout.entry_key(bytes) == Some(key) {
+                        return Ok(Ok(self.layout.entry_value(bytes).map(<[u8]>::to_vec)));
+                    }
+                    continue;
+                }
+            }
+            let at = self.layout.entry_offset(dte.index);
+            let entry = if self.opts.multiple_reads {
+                let head = self.io.read(
+                    RemoteAddr::data(home, at),
+                    self.layout.header_and_key() as u32,
+                    false,
+                    stats,
+                )?;
+                if self.layout.entry_key(&head) != Some(key) {
+                    continue;
+                }
+                let (k, v) = self.layout.lens(word(&head, 0)).unwrap_or((0, 0));
+                let mut entry = head[..8 + k].to_vec();
+                if v > 0 {
+                    let value = self.io.read(
+                        RemoteAddr::data(home, at + 8 + k as u64),
+                        v as u32,
+                        false,
+                        stats,
+                    )?;
+                    entry.extend_from_slice(&value);
+                }
+                entry
+            } else {
+                self.io.read(
+                    RemoteAddr::data(home, at),
+                    self.layout.entry_bytes as u32,
+                    false,
+                    stats,
+                )?
+            };
+            if self.layout.entry_key(&entry) != Some(key) {
+                continue;
+            }
+            // The entry is only safe if it cannot have been reused under us.
+            let now = self.io.endpoint().now();
+            if now.since(start) + self.cfg.deadline_margin >= expiration {
+                return Ok(Err(Retry));
+            }
+            let value = self.layout.entry_value(&entry).map(<[u8]>::to_vec);
+            if value.is_none() {
+                return Ok(Err(Retry));
+            }
+            if use_cache {
+                self.cache.insert(ite.0, entry, read_at.plus(expiration));
+            }
+            return Ok(Ok(value));
+        }
+        Ok(Ok(None))
+    }
+
+    fn get_attempt(
+        &mut self,
+        key: &[u8],
+        stats: &mut OpStats,
+    ) -> Result<Result<Option<Vec<u8>>, Retry>, Error> {
+        let home = self.layout.home(key);
+        let start = self.io.endpoint().now();
+        match self.scan(key, home, start, true, stats)? {
+            Ok(Some(v)) => return Ok(Ok(Some(v))),
+            Err(Retry) => return Ok(Err(Retry)),
+            Ok(None) => {}
+        }
+        let epoch_addr = RemoteAddr::data(home, self.layout.epoch);
+        let before = self.read_word(epoch_addr, stats)?;
+        if before % 2 == 1 {
+            return Ok(Err(Retry));
+        }
+        match self.scan(key, home, start, false, stats)? {
+            Ok(Some(v)) => return Ok(Ok(Some(v))),
+            Err(Retry) => return Ok(Err(Retry)),
+            Ok(None) => {}
+        }
+        let after = self.read_word(epoch_addr, stats)?;
+        if after != before {
+            return Ok(Err(Retry));
+        }
+        Ok(Ok(None))
+    }
+
+    fn jitter(&mut self, base: Duration) -> Duration {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let n = base.as_nanos() as u64;
+        Duration::from_nanos(n / 2 + self.rng % (n / 2 + 1))
+    }
+}
+
+impl<E: Endpoint> KvClient for HyClient<E> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        check_sizes(&self.cfg, key, &[])?;
+        let span = tracing::debug_span!("hy-get", key_len = key.len());
+        let _g = span.enter();
+        let mut stats = OpStats::default();
+        let start = self.io.endpoint().now();
+        let mut backoff = self.cfg.retry.initial_backoff;
+        let result = loop {
+            stats.attempts += 1;
+            match self.get_attempt(key, &mut stats) {
+                Ok(Ok(v)) => break Ok(v),
+                Ok(Err(Retry)) => {
+                    if self.io.endpoint().now().since(start) >= self.cfg.retry.op_timeout {
+                        break Err(Error::Timeout);
+                    }
+                    let d = self.jitter(backoff);
+                    self.io.backoff(d);
+                    backoff = (backoff * 2).min(self.cfg.retry.max_backoff);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.last = stats;
+        result
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+        Ok(self.call(RpcOp::Put, key, value)? == Status::Found)
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+        Ok(self.call(RpcOp::Delete, key, &[])? == Status::Found)
+    }
+
+    fn last_stats(&self) -> OpStats {
+        self.last
+    }
+
+    fn cache_hits(&self) -> u64 {
+        self.cache.hit_miss().0
+    }
+}

@@ -1,0 +1,31 @@
+//! The baselines the Nessie papers compare against, implemented on the same
+//! [`Fabric`](nessie_protocol::Fabric) as Nessie so that every comparison is
+//! measured side by side:
+//!
+//! - **NessieSD** ([`sd`]): server-driven, HERD-like. Clients RDMA-WRITE
+//!   requests into per-client request slots of the key's home node; server
+//!   workers poll them, execute on the node's partially-coupled tables
+//!   ([`coupled`]) and RDMA-WRITE the response back.
+//! - **NessieHY** ([`hy`]): hybrid, FaRM-like. Client-driven GETs by RDMA
+//!   READ of the partially-coupled tables, server-driven PUT and DELETE.
+//! - **Pilaf** ([`pilaf`]): a server-side 3-way cuckoo hash of self-verifying
+//!   entries (CRC64), client GETs by RDMA READ, server-driven PUT and DELETE.
+//!
+//! [`KvClient`] is the one interface over these and Nessie's own client, and
+//! [`Deployment`] starts any of the four systems (with its server workers) on
+//! a fabric.
+
+pub mod coupled;
+pub mod cpu;
+pub mod deployment;
+pub mod hy;
+pub mod io;
+pub mod kv;
+pub mod mailbox;
+pub mod pilaf;
+pub mod rpc;
+pub mod sd;
+pub mod server;
+
+pub use deployment::{Deployment, HyOptions, SystemConfig, SystemKind};
+pub use kv::KvClient;

@@ -1,0 +1,304 @@
+//! Request and response slots of the server-driven designs (NessieSD, and the
+//! PUT/DELETE path of NessieHY and Pilaf), as in HERD: every client owns one
+//! request slot on every node and one response slot on its own node.
+//!
+//! A message is written with one RDMA WRITE (or a CPU write when client and
+//! server share a node) so that it *ends* at the end of its slot:
+//!
+//! ```text
+//! | ... unused ... | key | value | pad | crc64 | lens | ctrl |   <- slot end
+//! ctrl = seq (bits 0-31) | code (bits 32-39)      code: request op or response status
+//! lens = key_len (bits 0-31) | value_len (bits 32-63)
+//! crc64 over key | value | pad | lens | ctrl  (CRC-64/XZ)
+//! ```
+//!
+//! Transfers land in ascending address order, so a reader that sees a new
+//! `seq` in `ctrl` sees the whole message. The checksum protects the one case
+//! ordering does not: a client that timed out and reuses its slot while the
+//! server is still reading the previous request (a torn request is skipped
+//! and read again, never executed).
+
+use nessie_protocol::{Error, NodeId, RemoteAddr};
+
+use crate::io::{round8, word};
+
+/// CRC-64/XZ, the checksum of messages and of Pilaf's entries.
+pub const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
+
+/// Bytes after the payload: crc64, lens, ctrl.
+pub const TRAILER_BYTES: u64 = 24;
+
+/// The operation a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RpcOp {
+    /// Read a key.
+    Get = 1,
+    /// Store a key's value.
+    Put = 2,
+    /// Remove a key.
+    Delete = 3,
+}
+
+impl RpcOp {
+    fn decode(code: u8) -> Option<RpcOp> {
+        match code {
+            1 => Some(RpcOp::Get),
+            2 => Some(RpcOp::Put),
+            3 => Some(RpcOp::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome a response reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// GET found the key (value follows); PUT/DELETE: the key existed.
+    Found = 1,
+    /// GET: absent; PUT/DELETE: the key did not exist.
+    Absent = 2,
+    /// PUT: no index entry free within the cuckoo search.
+    TableFull = 3,
+    /// PUT: no free data table entry.
+    DataTableFull = 4,
+    /// The request was malformed (a bug, or a client of another layout).
+    BadRequest = 5,
+}
+
+impl Status {
+    fn decode(code: u8) -> Option<Status> {
+        match code {
+            1 => Some(Status::Found),
+            2 => Some(Status::Absent),
+            3 => Some(Status::TableFull),
+            4 => Some(Status::DataTableFull),
+            5 => Some(Status::BadRequest),
+            _ => None,
+        }
+    }
+}
+
+/// Where the slots live in each node's data region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MailboxLayout {
+    /// Byte offset of the first slot in the data region.
+    pub base: u64,
+    /// Clients in the whole cluster (slots per kind per node).
+    pub clients_total: u32,
+    /// Bytes per slot.
+    pub slot_bytes: u64,
+}
+
+impl MailboxLayout {
+    /// Slots at `base` for `clients_total` clients and messages of at most
+    /// `max_key` + `max_value` payload bytes.
+    pub fn new(base: u64, clients_total: u32, max_key: u32, max_value: u32) -> MailboxLayout {
+        MailboxLayout {
+            base,
+            clients_total,
+            slot_bytes: round8(u64::from(max_key) + u64::from(max_value)) + TRAILER_BYTES,
+        }
+    }
+
+    /// Bytes the slots occupy.
+    pub fn bytes(&self) -> u64 {
+        2 * u64::from(self.clients_total) * self.slot_bytes
+    }
+
+    /// End offset (exclusive) of client `g`'s request slot.
+    pub fn request_end(&self, g: u32) -> u64 {
+        self.base + (u64::from(g) + 1) * self.slot_bytes
+    }
+
+    /// End offset (exclusive) of client `g`'s response slot.
+    pub fn response_end(&self, g: u32) -> u64 {
+        self.base + (u64::from(self.clients_total) + u64::from(g) + 1) * self.slot_bytes
+    }
+
+    /// The address a message of `len` bytes is written at so that it ends at
+    /// `end` on `node`.
+    pub fn placed(node: NodeId, end: u64, len: usize) -> RemoteAddr {
+        RemoteAddr::data(node, end - len as u64)
+    }
+}
+
+/// A decoded message (request or response).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Message {
+    /// Sequence number (never 0).
+    pub seq: u32,
+    /// Request op or response status code.
+    pub code: u8,
+    /// The key (requests).
+    pub key: Vec<u8>,
+    /// The value (PUT requests, GET responses).
+    pub value: Vec<u8>,
+}
+
+fn ctrl_word(seq: u32, code: u8) -> u64 {
+    u64::from(seq) | (u64::from(code) << 32)
+}
+
+/// Splits a ctrl word into (seq, code).
+pub fn split_ctrl(ctrl: u64) -> (u32, u8) {
+    (ctrl as u32, (ctrl >> 32) as u8)
+}
+
+/// Encodes a message: payload, pad, crc64, lens, ctrl.
+pub fn encode(seq: u32, code: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let payload = round8((key.len() + value.len()) as u64) as usize;
+    let mut out = Vec::with_capacity(payload + TRAILER_BYTES as usize);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out.resize(payload, 0);
+    let lens = (key.len() as u64) | ((value.len() as u64) << 32);
+    let ctrl = ctrl_word(seq, code);
+    let mut digest = CRC64.digest();
+    digest.update(&out);
+    digest.update(&lens.to_le_bytes());
+    digest.update(&ctrl.to_le_bytes());
+    out.extend_from_slice(&digest.finalize().to_le_bytes());
+    out.extend_from_slice(&lens.to_le_bytes());
+    out.extend_from_slice(&ctrl.to_le_bytes());
+    out
+}
+
+/// The payload length announced by a trailer (24 bytes: crc, lens, ctrl), if
+/// it fits a slot of `slot_bytes`.
+pub fn payload_len(trailer: &[u8], slot_bytes: u64) -> Option<(usize, usize, u64)> {
+    let lens = word(trailer, 8);
+    let (k, v) = ((lens & 0xffff_ffff) as usize, (lens >> 32) as usize);
+    let payload = round8((k + v) as u64);
+    (payload + TRAILER_BYTES <= slot_bytes).then_some((k, v, payload))
+}
+
+/// Decodes `payload ++ trailer` (as read back from the end of a slot) and
+/// verifies its checksum; `None` if torn or malformed.
+pub fn decode(bytes: &[u8]) -> Option<Message> {
+    let n = bytes.len();
+    if n < TRAILER_BYTES as usize || n % 8 != 0 {
+        return None;
+    }
+    let t = n - TRAILER_BYTES as usize;
+    let crc = word(bytes, t);
+    let lens = word(bytes, t + 8);
+    let ctrl = word(bytes, t + 16);
+    let (k, v) = ((lens & 0xffff_ffff) as usize, (lens >> 32) as usize);
+    if round8((k + v) as u64) as usize != t {
+        return None;
+    }
+    let mut digest = CRC64.digest();
+    digest.update(&bytes[..t]);
+    digest.update(&lens.to_le_bytes());
+    digest.update(&ctrl.to_le_bytes());
+    if digest.finalize() != crc {
+        return None;
+    }
+    let (seq, code) = split_ctrl(ctrl);
+    Some(Message {
+        seq,
+        code,
+        key: bytes[..k].to_vec(),
+        value: bytes[k..k + v].to_vec(),
+    })
+}
+
+/// A request as the server sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Request {
+    /// The operation.
+    pub op: RpcOp,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value of a PUT.
+    pub value: Vec<u8>,
+}
+
+impl Request {
+    /// Decodes the request part of a message.
+    pub fn from_message(m: &Message) -> Option<Request> {
+        Some(Request {
+            op: RpcOp::decode(m.code)?,
+            key: m.key.clone(),
+            value: m.value.clone(),
+        })
+    }
+}
+
+/// A response as the client sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Response {
+    /// The outcome.
+    pub status: Status,
+    /// The value of a GET that found its key.
+    pub value: Vec<u8>,
+}
+
+impl Response {
+    /// Decodes the response part of a message.
+    pub fn from_message(m: &Message) -> Option<Response> {
+        Some(Response {
+            status: Status::decode(m.code)?,
+            value: m.value.clone(),
+        })
+    }
+
+    /// The error a failed status stands for, naming `node`.
+    pub fn error(&self, node: NodeId) -> Option<Error> {
+        match self.status {
+            Status::Found | Status::Absent => None,
+            Status::TableFull => Some(Error::TableFull { depth: 0 }),
+            Status::DataTableFull => Some(Error::DataTableFull { node }),
+            Status::BadRequest => Some(Error::Corrupt(format!(
+                "server on {node} rejected a request as malformed"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_round_trips_and_ends_with_its_ctrl_word() {
+        let m = encode(7, RpcOp::Put as u8, b"key", b"value!");
+        assert_eq!(m.len(), 16 + 24);
+        assert_eq!(split_ctrl(word(&m, m.len() - 8)), (7, 2));
+        let d = decode(&m).unwrap();
+        assert_eq!(
+            (d.seq, d.key.as_slice(), d.value.as_slice()),
+            (7, &b"key"[..], &b"value!"[..])
+        );
+        assert_eq!(Request::from_message(&d).unwrap().op, RpcOp::Put);
+    }
+
+    #[test]
+    fn any_torn_byte_is_detected() {
+        let m = encode(3, RpcOp::Get as u8, b"a-key", b"");
+        for i in 0..m.len() {
+            let mut t = m.clone();
+            t[i] ^= 0x10;
+            assert!(
+                decode(&t).is_none_or(|d| d != decode(&m).unwrap()),
+                "byte {i}"
+            );
+        }
+        // A half-old, half-new message (the slot reused while being read).
+        let newer = encode(4, RpcOp::Get as u8, b"b-key", b"");
+        let mut mixed = newer.clone();
+        mixed[..8].copy_from_slice(&m[..8]);
+        assert!(decode(&mixed).is_none());
+    }
+
+    #[test]
+    fn slots_do_not_overlap() {
+        let l = MailboxLayout::new(64, 6, 16, 100);
+        assert_eq!(l.slot_bytes, 120 + 24);
+        assert_eq!(l.request_end(0), 64 + 144);
+        assert_eq!(l.response_end(0), 64 + 7 * 144);
+        assert_eq!(l.response_end(5), 64 + l.bytes());
+        assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 100])[120..], l.slot_bytes).is_some());
+        assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 101])[128..], l.slot_bytes).is_none());
+    }
+}

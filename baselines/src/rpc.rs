@@ -1,0 +1,99 @@
+//! The client side of the request slots: send a request to a key's home node
+//! and wait for the response in the client's own response slot.
+
+use std::time::{Duration, Instant};
+
+use nessie_protocol::{ClientId, Endpoint, Error, NodeId, OpStats};
+
+use crate::io::{word, Io};
+use crate::mailbox::{
+    decode, encode, payload_len, split_ctrl, MailboxLayout, Request, Response, TRAILER_BYTES,
+};
+
+/// A client's request channel to every node's server workers.
+pub struct RpcClient {
+    layout: MailboxLayout,
+    /// The client's global slot number.
+    g: u32,
+    seq: u32,
+    /// How long to wait for a response before reporting a timeout.
+    pub timeout: Duration,
+}
+
+impl RpcClient {
+    /// The channel of client `id` under `layout`.
+    pub fn new(
+        layout: MailboxLayout,
+        id: ClientId,
+        clients_per_node: u16,
+        timeout: Duration,
+    ) -> RpcClient {
+        RpcClient {
+            layout,
+            g: u32::from(id.node.0) * u32::from(clients_per_node) + u32::from(id.index),
+            seq: 0,
+            timeout,
+        }
+    }
+
+    /// Sends `req` to `home`'s workers and waits for the response. Counts the
+    /// request WRITE (a CPU write when `home` is the client's own node), the
+    /// server's response WRITE (`server_writes`) and the final CPU read of the
+    /// response; polling reads are not counted (they are the CPU time the
+    /// benchmark reports).
+    pub fn call<E: Endpoint>(
+        &mut self,
+        io: &mut Io<E>,
+        home: NodeId,
+        req: &Request,
+        stats: &mut OpStats,
+    ) -> Result<Response, Error> {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        let seq = self.seq;
+        let msg = encode(seq, req.op as u8, &req.key, &req.value);
+        let req_end = self.layout.request_end(self.g);
+        let local = home == io.node();
+        if local {
+            stats.local_writes += 1;
+            stats.local_bytes += msg.len() as u64;
+            io.local_write(req_end - msg.len() as u64, msg)?;
+        } else {
+            io.write(MailboxLayout::placed(home, req_end, msg.len()), msg, stats)?;
+        }
+        let resp_end = self.layout.response_end(self.g);
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let (got, _) = split_ctrl(io.local_word(resp_end - 8)?);
+            if got == seq {
+                let trailer = io.local_read(resp_end - TRAILER_BYTES, TRAILER_BYTES as u32)?;
+                if let Some((_, _, payload)) = payload_len(&trailer, self.layout.slot_bytes) {
+                    let total = payload + TRAILER_BYTES;
+                    let bytes = io.local_read(resp_end - total, total as u32)?;
+                    if let Some(m) = decode(&bytes).filter(|m| {
+                        m.seq == seq && word(&bytes, bytes.len() - 8) == word(&trailer, 16)
+                    }) {
+                        stats.local_reads += 1;
+                        stats.local_bytes += total;
+                        if !local {
+                            stats.server_writes += 1;
+                            stats.fabric_bytes += total;
+                        }
+                        return Response::from_message(&m).ok_or_else(|| {
+                            Error::Corrupt(format!("response with unknown status {}", m.code))
+                        });
+                    }
+                }
+            }
+            if start.elapsed() > self.timeout {
+                return Err(Error::Timeout);
+            }
+            spins += 1;
+            if spins % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
