@@ -286,6 +286,16 @@ where
         self.servers.iter().flat_map(ServerPool::errors).collect()
     }
 
+    /// Pauses the server workers (see [`ServerPool::pause`]).
+    pub fn pause_servers(&self) {
+        self.servers.iter().for_each(ServerPool::pause);
+    }
+
+    /// Resumes the server workers.
+    pub fn resume_servers(&self) {
+        self.servers.iter().for_each(ServerPool::resume);
+    }
+
     /// Stops the server workers (also done on drop).
     pub fn stop(&mut self) {
         for p in &mut self.servers {

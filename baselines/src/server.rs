@@ -33,6 +33,7 @@ pub trait Handler<E: Endpoint>: Send + Sync {
 #[derive(Debug, Default)]
 struct Shared {
     stop: AtomicBool,
+    paused: AtomicBool,
     cpu_ns: AtomicU64,
     requests: AtomicU64,
     stats: Mutex<OpStats>,
@@ -129,6 +130,18 @@ impl ServerPool {
             .clone()
     }
 
+    /// Pauses the workers: they stop polling and sleep (1 ms naps) until
+    /// [`ServerPool::resume`], so that a paused system burns no CPU while
+    /// another system is measured. Requests sent meanwhile wait.
+    pub fn pause(&self) {
+        self.shared.paused.store(true, Ordering::Relaxed);
+    }
+
+    /// Resumes polling after [`ServerPool::pause`].
+    pub fn resume(&self) {
+        self.shared.paused.store(false, Ordering::Relaxed);
+    }
+
     /// Stops the workers and waits for them.
     pub fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
@@ -158,6 +171,10 @@ impl<E: Endpoint> Worker<E> {
         let mut cpu_mark = thread_cpu_time();
         let mut scans = 0u64;
         while !shared.stop.load(Ordering::Relaxed) {
+            if shared.paused.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
             let mut served = 0;
             for i in 0..self.slots.len() {
                 let g = self.slots[i];
