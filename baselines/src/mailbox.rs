@@ -176,7 +176,7 @@ pub fn payload_len(trailer: &[u8], slot_bytes: u64) -> Option<(usize, usize, u64
 /// verifies its checksum; `None` if torn or malformed.
 pub fn decode(bytes: &[u8]) -> Option<Message> {
     let n = bytes.len();
-    if n < TRAILER_BYTES as usize || n % 8 != 0 {
+    if n < TRAILER_BYTES as usize || !n.is_multiple_of(8) {
         return None;
     }
     let t = n - TRAILER_BYTES as usize;

@@ -89,7 +89,7 @@ impl RpcClient {
                 return Err(Error::Timeout);
             }
             spins += 1;
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();

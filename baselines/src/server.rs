@@ -198,7 +198,7 @@ impl<E: Endpoint> Worker<E> {
                 std::thread::yield_now();
             }
             scans += 1;
-            if scans % 256 == 0 {
+            if scans.is_multiple_of(256) {
                 let now = thread_cpu_time();
                 shared
                     .cpu_ns

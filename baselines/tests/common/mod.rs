@@ -1,0 +1,129 @@
+//! Shared support of the baselines' tests: start a system on the simulator,
+//! run a sequential model comparison, and run recorded concurrent workloads
+//! whose histories are checked for linearizability.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
+use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_model::{KvOp, KvRet, Recorder};
+use nessie_protocol::{ClientId, Config, NodeId};
+
+pub type Sim = Deployment<SimFabric>;
+
+pub fn start(sys: SystemConfig) -> Sim {
+    let fabric = SimFabric::new(SimConfig::from_topology(sys.topology())).expect("sim config");
+    Deployment::start(sys, fabric).expect("deployment starts")
+}
+
+pub fn start_kind(kind: SystemKind, cfg: Config) -> Sim {
+    start(SystemConfig::new(kind, cfg))
+}
+
+pub fn client(d: &Sim, node: u16, index: u16) -> Box<dyn KvClient> {
+    d.client(ClientId {
+        node: NodeId(node),
+        index,
+    })
+    .expect("client")
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// A single client's random GET/PUT/DELETE sequence agrees with a `BTreeMap`.
+pub fn matches_btreemap(d: &Sim, ops: usize, keys: u64, seed: u64) {
+    let mut c = client(d, 0, 0);
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut s = seed | 1;
+    for n in 0..ops {
+        let key = format!("k{}", xorshift(&mut s) % keys).into_bytes();
+        match xorshift(&mut s) % 10 {
+            0..=3 => assert_eq!(
+                c.get(&key).unwrap(),
+                model.get(&key).cloned(),
+                "op {n}: GET"
+            ),
+            4..=7 => {
+                let value = vec![n as u8; (xorshift(&mut s) % 40) as usize];
+                let existed = c.put(&key, &value).unwrap();
+                assert_eq!(existed, model.insert(key, value).is_some(), "op {n}: PUT");
+            }
+            _ => assert_eq!(
+                c.delete(&key).unwrap(),
+                model.remove(&key).is_some(),
+                "op {n}: DELETE"
+            ),
+        }
+    }
+    for (k, v) in &model {
+        assert_eq!(c.get(k).unwrap().as_ref(), Some(v));
+    }
+}
+
+/// Runs `ops` operations on each of all clients concurrently over `keys`
+/// hot keys, records the history and checks it for linearizability.
+/// Returns the number of operations checked.
+pub fn linearizable_workload(d: &Sim, ops: usize, keys: u64, get_pct: u64, seed: u64) -> usize {
+    let cfg = d.system().store.clone();
+    let recorder = Arc::new(Recorder::new());
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    let mut id = 0usize;
+    for n in 0..cfg.nodes {
+        for i in 0..cfg.clients_per_node {
+            let mut c = client(d, n, i);
+            let (r, errors) = (recorder.clone(), errors.clone());
+            let me = id;
+            id += 1;
+            handles.push(thread::spawn(move || {
+                let mut s = seed ^ (me as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                for k in 0..ops {
+                    let key = format!("hot-{}", xorshift(&mut s) % keys).into_bytes();
+                    let dice = xorshift(&mut s) % 100;
+                    let res = if dice < get_pct {
+                        r.record(me, &key, KvOp::Get, || {
+                            let res = c.get(&key);
+                            (
+                                res.as_ref().ok().map(|v| KvRet::Get(v.clone())),
+                                res.map(|_| ()),
+                            )
+                        })
+                    } else if dice < get_pct + (100 - get_pct) / 4 {
+                        r.record(me, &key, KvOp::Delete, || {
+                            let res = c.delete(&key);
+                            (
+                                res.as_ref().ok().map(|&e| KvRet::Delete(e)),
+                                res.map(|_| ()),
+                            )
+                        })
+                    } else {
+                        let value = format!("v-{me}-{k}").into_bytes();
+                        r.record(me, &key, KvOp::Put(value.clone()), || {
+                            let res = c.put(&key, &value);
+                            (res.as_ref().ok().map(|&e| KvRet::Put(e)), res.map(|_| ()))
+                        })
+                    };
+                    if let Err(e) = res {
+                        errors.lock().unwrap().push(format!("client {me}: {e}"));
+                    }
+                }
+            }));
+        }
+    }
+    for h in handles {
+        h.join().expect("client thread");
+    }
+    let errors = errors.lock().unwrap().clone();
+    assert!(errors.is_empty(), "operations failed: {errors:?}");
+    assert!(d.server_errors().is_empty(), "{:?}", d.server_errors());
+    nessie_tests::assert_linearizable(&recorder.events())
+}
