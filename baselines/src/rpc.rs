@@ -28,10 +28,19 @@ impl RpcClient {
         clients_per_node: u16,
         timeout: Duration,
     ) -> RpcClient {
+        let g = u32::from(id.node.0) * u32::from(clients_per_node) + u32::from(id.index);
+        // A server skips a slot whose sequence number it has already served,
+        // so a client that reuses a slot (a restarted client with the same id)
+        // must not start where its predecessor stopped: it starts at a number
+        // drawn from the clock (a collision has probability 2^-32).
+        let clock = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let seq = nessie_protocol::hash::stable_hash(clock, &g.to_le_bytes()) as u32;
         RpcClient {
             layout,
-            g: u32::from(id.node.0) * u32::from(clients_per_node) + u32::from(id.index),
-            seq: 0,
+            g,
+            seq,
             timeout,
         }
     }

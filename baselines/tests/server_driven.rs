@@ -206,6 +206,16 @@ fn bad_input_gets_typed_errors_and_a_full_table_says_so() {
 }
 
 #[test]
+fn a_client_that_reuses_a_slot_is_served() {
+    let d = start_kind(SystemKind::NessieSd, small(2, 64));
+    for round in 0..3u8 {
+        let mut c = client(&d, 1, 0);
+        c.put(b"again", &[round]).unwrap();
+        assert_eq!(c.get(b"again").unwrap(), Some(vec![round]));
+    }
+}
+
+#[test]
 fn a_stopped_server_means_a_timeout_not_a_hang() {
     let mut cfg = small(2, 64);
     cfg.retry.op_timeout = Duration::from_millis(200);
