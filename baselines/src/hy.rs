@@ -102,8 +102,29 @@ impl<E: Endpoint> HyClient<E> {
         }
     }
 
-    fn read_word(&mut self, addr: RemoteAddr, stats: &mut OpStats) -> Result<u64, Error> {
-        Ok(word(&self.io.read(addr, 8, true, stats)?, 0))
+    /// Reads `len` bytes at `offset` of `home`'s data region: by CPU when
+    /// `home` is the client's own node (as the paper's NessieHY does for
+    /// same-node data; the server also writes by CPU, so nothing relies on
+    /// NIC atomicity here), by RDMA READ otherwise.
+    fn fetch(
+        &mut self,
+        home: NodeId,
+        offset: u64,
+        len: u64,
+        index: bool,
+        stats: &mut OpStats,
+    ) -> Result<Vec<u8>, Error> {
+        if home == self.io.node() {
+            stats.local_reads += 1;
+            stats.local_bytes += len;
+            return self.io.local_read(offset, len as u32);
+        }
+        self.io
+            .read(RemoteAddr::data(home, offset), len as u32, index, stats)
+    }
+
+    fn read_word(&mut self, home: NodeId, offset: u64, stats: &mut OpStats) -> Result<u64, Error> {
+        Ok(word(&self.fetch(home, offset, 8, true, stats)?, 0))
     }
 
     /// One pass over the candidates; `Some(value)` if the key was found.
@@ -119,10 +140,7 @@ impl<E: Endpoint> HyClient<E> {
         let expiration = self.cfg.expiration;
         for slot in self.layout.candidates(key) {
             let read_at = self.io.endpoint().now();
-            let ite = IndexEntry(self.read_word(
-                RemoteAddr::data(home, self.layout.index_offset(slot)),
-                stats,
-            )?);
+            let ite = IndexEntry(self.read_word(home, self.layout.index_offset(slot), stats)?);
             let Some(dte) = ite.dte() else { continue };
             if self.opts.filter_bits && !ite.filter_matches(filter) {
                 continue;
@@ -138,34 +156,19 @@ impl<E: Endpoint> HyClient<E> {
             }
             let at = self.layout.entry_offset(dte.index);
             let entry = if self.opts.multiple_reads {
-                let head = self.io.read(
-                    RemoteAddr::data(home, at),
-                    self.layout.header_and_key() as u32,
-                    false,
-                    stats,
-                )?;
+                let head = self.fetch(home, at, self.layout.header_and_key(), false, stats)?;
                 if self.layout.entry_key(&head) != Some(key) {
                     continue;
                 }
                 let (k, v) = self.layout.lens(word(&head, 0)).unwrap_or((0, 0));
                 let mut entry = head[..8 + k].to_vec();
                 if v > 0 {
-                    let value = self.io.read(
-                        RemoteAddr::data(home, at + 8 + k as u64),
-                        v as u32,
-                        false,
-                        stats,
-                    )?;
+                    let value = self.fetch(home, at + 8 + k as u64, v as u64, false, stats)?;
                     entry.extend_from_slice(&value);
                 }
                 entry
             } else {
-                self.io.read(
-                    RemoteAddr::data(home, at),
-                    self.layout.entry_bytes as u32,
-                    false,
-                    stats,
-                )?
+                self.fetch(home, at, self.layout.entry_bytes, false, stats)?
             };
             if self.layout.entry_key(&entry) != Some(key) {
                 continue;
@@ -200,8 +203,7 @@ impl<E: Endpoint> HyClient<E> {
             Ok(None) if self.skip_epoch_check => return Ok(Ok(None)),
             Ok(None) => {}
         }
-        let epoch_addr = RemoteAddr::data(home, self.layout.epoch);
-        let before = self.read_word(epoch_addr, stats)?;
+        let before = self.read_word(home, self.layout.epoch, stats)?;
         if !before.is_multiple_of(2) {
             return Ok(Err(Retry));
         }
@@ -210,7 +212,7 @@ impl<E: Endpoint> HyClient<E> {
             Err(Retry) => return Ok(Err(Retry)),
             Ok(None) => {}
         }
-        let after = self.read_word(epoch_addr, stats)?;
+        let after = self.read_word(home, self.layout.epoch, stats)?;
         if after != before {
             return Ok(Err(Retry));
         }

@@ -143,6 +143,15 @@ fn hy_get_costs_one_index_read_and_one_data_read() {
         (1, 1, 0, 0)
     );
     assert_eq!(s.round_trips, 2);
+    // A key homed on the client's own node is read by CPU, as in the paper.
+    let local = (0..)
+        .map(|i| format!("l{i}").into_bytes())
+        .find(|k| layout.home(k) == NodeId(0))
+        .unwrap();
+    c.put(&local, b"here").unwrap();
+    assert_eq!(c.get(&local).unwrap().as_deref(), Some(&b"here"[..]));
+    let s = c.last_stats();
+    assert_eq!((s.fabric_ops(), s.local_reads, s.round_trips), (0, 2, 0));
     // An absent key: N index READs, then the epoch-bracketed second scan.
     assert_eq!(c.get(b"absent").unwrap(), None);
     let n = u64::from(d.system().store.candidates);
