@@ -3,8 +3,10 @@
 //! `nessie run` starts an in-process cluster on the simulated fabric, drives a
 //! concurrent mixed workload from client threads on every node, and prints
 //! throughput, latency and what each kind of operation cost on the fabric.
+//! `nessie bench` compares Nessie with NessieSD, NessieHY and Pilaf side by
+//! side on the same simulated fabric and reproduces the papers' experiments.
 
-mod run;
+use nessie_cli::{bench, run};
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -21,6 +23,9 @@ struct Cli {
 enum Command {
     /// Run a concurrent mixed workload on a simulated multi-node cluster.
     Run(run::RunArgs),
+    /// Compare Nessie, NessieSD, NessieHY and Pilaf side by side (interleaved),
+    /// or run one of the papers' experiments (--experiment).
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -32,7 +37,8 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run::run(&args),
+        Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
+        Command::Bench(args) => bench::bench(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -1,0 +1,293 @@
+//! The command line of `nessie bench` and its validation.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{Args, ValueEnum};
+use nessie_baselines::SystemKind;
+
+use super::error::{parse_size, BenchError};
+use super::workload::Distribution;
+
+/// Largest value the benchmark runs (the papers' largest).
+pub const MAX_VALUE: u64 = 128 << 10;
+
+/// The papers' figures this command reproduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Experiment {
+    /// Values 256 B .. 128 KiB at 50/90/99 % GETs (Nessie Figs 5-7, Table 1).
+    ValueSweep,
+    /// Uniform vs Zipf 0.99 keys at 50/90/99 % GETs (Fig. 12).
+    Zipf,
+    /// Nessie basic/+filter/+cache/+previous versions/+multiple reads and
+    /// NessieHY basic/+filter/+cache/+multiple reads (Fig. 13).
+    Breakdown,
+    /// 0..k background busy-spinning threads (Fig. 4).
+    CpuContention,
+    /// CPU time at 20/40/60/80 % of each system's peak, Poisson arrivals (Fig. 14).
+    CpuLoad,
+}
+
+impl Experiment {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::ValueSweep => "value-sweep",
+            Experiment::Zipf => "zipf",
+            Experiment::Breakdown => "breakdown",
+            Experiment::CpuContention => "cpu-contention",
+            Experiment::CpuLoad => "cpu-load",
+        }
+    }
+}
+
+/// Options of `nessie bench`.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Experiments (--experiment NAME):
+  value-sweep     values 256 B..128 KiB at 50/90/99 % GETs (Figs 5-7, Table 1)
+  zipf            uniform vs Zipf 0.99 at 50/90/99 % GETs (Fig. 12)
+  breakdown       Nessie basic/+filter/+cache/+prev. versions/+multiple reads, NessieHY likewise (Fig. 13)
+  cpu-contention  0..k background busy-spinning threads (Fig. 4)
+  cpu-load        CPU time at 20/40/60/80 % of each system's peak, Poisson arrivals (Fig. 14)
+Without --experiment: one mixed workload on every selected system.
+All systems of a point are measured interleaved, in alternating slices.")]
+pub struct BenchArgs {
+    /// A named experiment (see below); none: one comparison at the given workload.
+    #[arg(long, value_enum)]
+    pub experiment: Option<Experiment>,
+    /// Systems to compare, the first is the reference of the ratios.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "nessie,nessie-sd,nessie-hy,pilaf"
+    )]
+    pub systems: Vec<String>,
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u16,
+    /// Client threads per node.
+    #[arg(long, default_value_t = 2)]
+    pub clients: u16,
+    /// Server worker threads per node (NessieSD, NessieHY, Pilaf).
+    #[arg(long, default_value_t = 1)]
+    pub server_workers: u16,
+    /// Distinct keys, all preloaded (capped by --data-budget-mib for large values).
+    #[arg(long, default_value_t = 10_000)]
+    pub keys: u64,
+    /// Key size in bytes.
+    #[arg(long, default_value = "128", value_parser = parse_size)]
+    pub key_size: u64,
+    /// Value size (256 B .. 128 KiB; suffixes K, KiB).
+    #[arg(long, default_value = "256", value_parser = parse_size)]
+    pub value_size: u64,
+    /// Percent of GETs; the rest are PUTs of existing keys.
+    #[arg(long, default_value_t = 90.0)]
+    pub get_pct: f64,
+    /// Key distribution.
+    #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
+    pub distribution: Distribution,
+    /// Zipf exponent theta.
+    #[arg(long, default_value_t = 0.99)]
+    pub zipf_theta: f64,
+    /// Under --distribution locality: percent of accesses to the node's own working set.
+    #[arg(long, default_value_t = 90.0)]
+    pub locality_pct: f64,
+    /// Measured seconds per system and point (default 2 for one comparison,
+    /// 0.4 per point for experiments).
+    #[arg(long, conflicts_with = "ops")]
+    pub seconds: Option<f64>,
+    /// Instead of a duration: exactly this many operations per system and point.
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Length of one measured slice; systems alternate slice by slice.
+    #[arg(long, default_value_t = 100)]
+    pub slice_ms: u64,
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulated latency of every NIC operation, in microseconds (0: none;
+    /// delays are slept, so below ~60 us they round up to the timer slack).
+    #[arg(long, default_value_t = 0.0)]
+    pub latency_us: f64,
+    /// Index load factor after the preload.
+    #[arg(long, default_value_t = 0.5)]
+    pub load_factor: f64,
+    /// The expiration period T in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub expiration_ms: u64,
+    /// Cap on the preloaded value bytes per system, in MiB (fewer keys for large values).
+    #[arg(long, default_value_t = 64)]
+    pub data_budget_mib: u64,
+    /// cpu-contention: the largest number of background spinning threads.
+    #[arg(long, default_value_t = 4)]
+    pub max_background: usize,
+    /// Print JSON on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write SVG charts into this directory.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn range(
+    ok: bool,
+    arg: &'static str,
+    value: impl ToString,
+    reason: &'static str,
+) -> Result<(), BenchError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(BenchError::OutOfRange {
+            arg,
+            value: value.to_string(),
+            reason,
+        })
+    }
+}
+
+impl BenchArgs {
+    /// The systems named by `--systems`, in order.
+    pub fn system_kinds(&self) -> Result<Vec<SystemKind>, BenchError> {
+        let mut out: Vec<SystemKind> = Vec::new();
+        for s in self
+            .systems
+            .iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+        {
+            let k = SystemKind::from_str(s)?;
+            if out.contains(&k) {
+                return Err(BenchError::DuplicateSystem(k.name().into()));
+            }
+            out.push(k);
+        }
+        if out.is_empty() {
+            return Err(BenchError::NoSystems);
+        }
+        Ok(out)
+    }
+
+    /// Measured seconds per system and point.
+    pub fn seconds(&self) -> f64 {
+        self.seconds
+            .unwrap_or(if self.experiment.is_some() { 0.4 } else { 2.0 })
+    }
+
+    /// Checks every argument; returns the systems.
+    pub fn check(&self) -> Result<Vec<SystemKind>, BenchError> {
+        let kinds = self.system_kinds()?;
+        range(
+            (1..=64).contains(&self.nodes),
+            "nodes",
+            self.nodes,
+            "1 to 64 nodes",
+        )?;
+        range(
+            (1..=256).contains(&self.clients),
+            "clients",
+            self.clients,
+            "1 to 256 client threads per node",
+        )?;
+        range(
+            (1..=64).contains(&self.server_workers),
+            "server-workers",
+            self.server_workers,
+            "1 to 64 workers per node",
+        )?;
+        range(
+            self.keys >= 1 && self.keys <= 100_000_000,
+            "keys",
+            self.keys,
+            "1 to 10^8 keys",
+        )?;
+        range(
+            (16..=1024).contains(&self.key_size),
+            "key-size",
+            self.key_size,
+            "16 B to 1 KiB (keys are `key-<12 digits>` padded)",
+        )?;
+        range(
+            (1..=MAX_VALUE).contains(&self.value_size),
+            "value-size",
+            self.value_size,
+            "1 B to 128 KiB",
+        )?;
+        range(
+            (0.0..=100.0).contains(&self.get_pct),
+            "get-pct",
+            self.get_pct,
+            "0 to 100",
+        )?;
+        range(
+            self.zipf_theta > 0.0 && self.zipf_theta < 1.0,
+            "zipf-theta",
+            self.zipf_theta,
+            "strictly between 0 and 1",
+        )?;
+        range(
+            (0.0..=100.0).contains(&self.locality_pct),
+            "locality-pct",
+            self.locality_pct,
+            "0 to 100",
+        )?;
+        if let Some(s) = self.seconds {
+            range(
+                s > 0.0 && s <= 3600.0,
+                "seconds",
+                s,
+                "more than 0, at most 3600",
+            )?;
+        }
+        if let Some(n) = self.ops {
+            range(n >= 1, "ops", n, "at least 1")?;
+            if self.experiment == Some(Experiment::CpuLoad) {
+                return Err(BenchError::Conflict(
+                    "--ops does not apply to cpu-load (open-loop arrivals run for --seconds)",
+                ));
+            }
+        }
+        range(
+            (1..=10_000).contains(&self.slice_ms),
+            "slice-ms",
+            self.slice_ms,
+            "1 to 10000 ms",
+        )?;
+        range(
+            (0.0..=100_000.0).contains(&self.latency_us),
+            "latency-us",
+            self.latency_us,
+            "0 to 100000 us",
+        )?;
+        range(
+            self.load_factor > 0.0 && self.load_factor <= 0.9,
+            "load-factor",
+            self.load_factor,
+            "in (0, 0.9]",
+        )?;
+        range(
+            (5..=10_000).contains(&self.expiration_ms),
+            "expiration-ms",
+            self.expiration_ms,
+            "5 to 10000 ms",
+        )?;
+        range(
+            self.data_budget_mib >= 1,
+            "data-budget-mib",
+            self.data_budget_mib,
+            "at least 1 MiB",
+        )?;
+        range(
+            self.max_background <= 64,
+            "max-background",
+            self.max_background,
+            "0 to 64 threads",
+        )?;
+        Ok(kinds)
+    }
+}

@@ -1,0 +1,238 @@
+//! `nessie bench`: Nessie, NessieSD, NessieHY and Pilaf side by side on the
+//! simulated fabric.
+//!
+//! Every selected system (each *variant*: a system and its options) is
+//! started on its own `SimFabric` with its own `Deployment` and preloaded
+//! once; then each point of the experiment measures all of them in
+//! alternating short slices (system A, system B, ..., A, B, ...), with the
+//! server workers of every system but the measured one paused, so that every
+//! comparison is a ratio of measurements taken side by side in one run.
+//!
+//! Modules: [`args`] (command line), [`workload`] and [`zipf`] (what clients
+//! do), [`system`] (starting and preloading), [`driver`] (slices and points),
+//! [`stats`] and [`report`] (what is measured and printed), [`experiments`]
+//! (the papers' figures), [`plot`] (SVG charts).
+
+pub mod args;
+pub mod driver;
+pub mod error;
+pub mod experiments;
+pub mod plot;
+pub mod report;
+pub mod stats;
+pub mod system;
+pub mod workload;
+pub mod zipf;
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+pub use args::{BenchArgs, Experiment};
+pub use error::BenchError;
+
+use driver::{measure, rounds};
+use experiments::{groups, Group};
+use report::{PointResult, SystemResult};
+use system::Started;
+
+/// Everything `--json` prints.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    /// The experiment (`null`: a single comparison).
+    pub experiment: Option<&'static str>,
+    /// Nodes.
+    pub nodes: u16,
+    /// Client threads per node.
+    pub clients_per_node: u16,
+    /// Server workers per node.
+    pub server_workers: u16,
+    /// Simulated NIC latency in microseconds.
+    pub latency_us: f64,
+    /// Length of one slice in milliseconds.
+    pub slice_ms: u64,
+    /// The points.
+    pub points: Vec<PointResult>,
+    /// Charts written by `--plot`.
+    pub plots: Vec<String>,
+    /// Wall-clock seconds of the whole run.
+    pub wall_seconds: f64,
+}
+
+fn progress(args: &BenchArgs, gs: &[Group]) -> ProgressBar {
+    let slices: u64 = gs
+        .iter()
+        .map(|g| g.points.iter().map(|p| rounds(&p.plan)).sum::<u64>() * g.variants.len() as u64)
+        .sum();
+    let estimate = slices as f64 * args.slice_ms as f64 / 1000.0;
+    let show =
+        !args.quiet && std::io::stderr().is_terminal() && (args.ops.is_some() || estimate > 2.0);
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(slices), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} slices {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// Runs one group: starts and preloads its variants, measures its points.
+fn run_group(
+    args: &BenchArgs,
+    g: &Group,
+    pb: &ProgressBar,
+    out: &mut Vec<PointResult>,
+) -> Result<(), BenchError> {
+    pb.set_message(format!("starting {} systems", g.variants.len()));
+    let mut systems = g
+        .variants
+        .iter()
+        .map(|v| Started::start(v.clone(), args.latency_us))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &mut systems {
+        pb.set_message(format!(
+            "preloading {} ({} keys)",
+            s.variant.label, g.preload.keys
+        ));
+        s.preload(&g.preload);
+    }
+    if systems.iter().all(|s| s.failed.is_some()) {
+        let why: Vec<String> = systems
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}: {}",
+                    s.variant.label,
+                    s.failed.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        return Err(BenchError::NothingMeasured(why.join("; ")));
+    }
+    let mut peaks: Vec<f64> = vec![0.0; systems.len()];
+    for p in &g.points {
+        pb.set_message(p.label.clone());
+        let mut plan = p.plan.clone();
+        if let Some(f) = p.load {
+            plan.rates = Some(peaks.iter().map(|x| x * f).collect());
+        }
+        let accs = measure(&mut systems, &plan, || pb.inc(1));
+        let results: Vec<SystemResult> = systems
+            .iter()
+            .zip(&accs)
+            .map(|(s, a)| SystemResult::new(s, a, plan.workload.value_size))
+            .collect();
+        if p.load.is_none() {
+            peaks = results.iter().map(|r| r.throughput).collect();
+        }
+        let point = PointResult {
+            label: p.label.clone(),
+            params: p.params.clone(),
+            systems: results,
+        }
+        .with_ratios();
+        if !args.json {
+            let text = if args.experiment.is_none() {
+                report::detailed(&point)
+            } else {
+                report::compact(&point)
+            };
+            pb.suspend(|| println!("{text}"));
+        }
+        out.push(point);
+    }
+    for s in &mut systems {
+        s.deployment.stop();
+    }
+    Ok(())
+}
+
+/// The closing table of an experiment: throughput ratios per point.
+fn summary(points: &[PointResult]) -> String {
+    let Some(first) = points.first() else {
+        return String::new();
+    };
+    let mut s = format!(
+        "Summary: throughput (kops/s) of {} and every system's ratio to it\n",
+        first.systems[0].label
+    );
+    s += &format!("{:<40}", "point");
+    for r in &first.systems {
+        s += &format!(" {:>14}", r.label);
+    }
+    s += "\n";
+    for p in points {
+        s += &format!("{:<40}", p.label);
+        for (i, r) in p.systems.iter().enumerate() {
+            let cell = match (i, r.ratio) {
+                (_, None) => "-".to_string(),
+                (0, _) => format!("{:.1}k", r.throughput / 1000.0),
+                (_, Some(x)) => format!("{x:.2}x"),
+            };
+            s += &format!(" {cell:>14}");
+        }
+        s += "\n";
+    }
+    s
+}
+
+/// Runs `nessie bench`.
+pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
+    let kinds = args.check()?;
+    let t0 = Instant::now();
+    let gs = groups(args, &kinds)?;
+    if !args.json {
+        println!(
+            "nessie bench{}: {} nodes x {} client threads, {} server worker(s) per node, NIC latency {} us, slices of {} ms, {} per system per point",
+            args.experiment.map_or(String::new(), |e| format!(" --experiment {}", e.name())),
+            args.nodes,
+            args.clients,
+            args.server_workers,
+            args.latency_us,
+            args.slice_ms,
+            args.ops.map_or(format!("{} s", args.seconds()), |n| format!("{n} ops")),
+        );
+    }
+    let pb = progress(args, &gs);
+    let mut points = Vec::new();
+    for g in &gs {
+        run_group(args, g, &pb, &mut points)?;
+    }
+    pb.finish_and_clear();
+    let plots = match &args.plot {
+        Some(dir) => plot::write_all(dir, args.experiment, &points)?,
+        None => Vec::new(),
+    };
+    if args.json {
+        let r = BenchReport {
+            experiment: args.experiment.map(Experiment::name),
+            nodes: args.nodes,
+            clients_per_node: args.clients,
+            server_workers: args.server_workers,
+            latency_us: args.latency_us,
+            slice_ms: args.slice_ms,
+            points,
+            plots,
+            wall_seconds: t0.elapsed().as_secs_f64(),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(std::io::Error::other)?
+        );
+    } else {
+        if args.experiment.is_some() {
+            println!("{}", summary(&points));
+        }
+        for f in &plots {
+            println!("wrote {f}");
+        }
+        println!("done in {:.1} s", t0.elapsed().as_secs_f64());
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! What the client threads do: keys, values, the GET/PUT mix and the key
+//! distributions.
+//!
+//! Keys are `key-<12 digits>` padded with `.` to the key size. The three
+//! distributions:
+//!
+//! - **uniform**: every key equally likely.
+//! - **zipf**: YCSB's scrambled Zipfian (theta 0.99 by default), see [`zipf`](super::zipf).
+//! - **locality** (the tech report's per-node working set): key `k` belongs
+//!   to the working set of node `k mod N`, and is preloaded by a client of
+//!   that node, so under Nessie its data table entry is on that node. A
+//!   client on node `n` picks, with probability `locality_pct` %, a key of
+//!   its own node's working set (uniformly), and otherwise any key
+//!   (uniformly). Under uniform and zipf, key `k` is preloaded by client
+//!   `k mod (N x T)` (round robin over all clients).
+//!
+//! PUTs of existing keys keep a key's data table entry with the writer (the
+//! PUT allocates it), so locality persists when a node's clients update their
+//! own working set.
+
+use super::zipf::ScrambledZipfian;
+
+/// A small, fast, seedable generator (SplitMix64).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5851_f42d_4c95_7f2d)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n.max(1))) >> 64) as u64
+    }
+}
+
+/// How clients pick keys.
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distribution {
+    /// Every key equally likely.
+    Uniform,
+    /// YCSB's scrambled Zipfian.
+    Zipf,
+    /// Per-node working sets (see the module documentation).
+    Locality,
+}
+
+/// One workload, as every system runs it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Workload {
+    /// Distinct keys (all preloaded).
+    pub keys: u64,
+    /// Key size in bytes.
+    pub key_size: u32,
+    /// Value size in bytes.
+    pub value_size: u32,
+    /// Percent of GETs; the rest are PUTs of existing keys.
+    pub get_pct: f64,
+    /// Key distribution.
+    pub distribution: Distribution,
+    /// Zipf exponent.
+    pub zipf_theta: f64,
+    /// Percent of a client's accesses to its node's working set (locality).
+    pub locality_pct: f64,
+    /// Seed of every generator.
+    pub seed: u64,
+}
+
+/// The bytes of key `i`.
+pub fn key_of(i: u64, size: u32) -> Vec<u8> {
+    let mut k = format!("key-{i:012}").into_bytes();
+    k.resize(size as usize, b'.');
+    k
+}
+
+/// Which client (node, index) preloads key `k`.
+pub fn preloader(w: &Workload, k: u64, nodes: u16, clients: u16) -> (u16, u16) {
+    let (n, t) = (u64::from(nodes), u64::from(clients));
+    match w.distribution {
+        Distribution::Locality => ((k % n) as u16, ((k / n) % t) as u16),
+        _ => {
+            let c = k % (n * t);
+            ((c / t) as u16, (c % t) as u16)
+        }
+    }
+}
+
+/// An operation a client issues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// A GET.
+    Get,
+    /// A PUT (an update of a preloaded key).
+    Put,
+}
+
+/// One client thread's generator of operations.
+#[derive(Clone, Debug)]
+pub struct OpGen {
+    w: Workload,
+    node: u64,
+    nodes: u64,
+    rng: Rng,
+    zipf: Option<ScrambledZipfian>,
+}
+
+impl OpGen {
+    /// The generator of the client `index` on `node` in a cluster of `nodes`,
+    /// seeded from the workload seed, the client and `stream` (the slice).
+    pub fn new(w: &Workload, nodes: u16, node: u16, index: u16, stream: u64) -> OpGen {
+        let seed = w.seed
+            ^ (u64::from(node) << 48)
+            ^ (u64::from(index) << 32)
+            ^ stream.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        OpGen {
+            zipf: (w.distribution == Distribution::Zipf)
+                .then(|| ScrambledZipfian::new(w.keys, w.zipf_theta)),
+            w: w.clone(),
+            node: u64::from(node),
+            nodes: u64::from(nodes.max(1)),
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// The next key number.
+    pub fn key(&mut self) -> u64 {
+        match (self.w.distribution, &self.zipf) {
+            (Distribution::Zipf, Some(z)) => z.key(self.rng.unit()),
+            (Distribution::Locality, _)
+                if self.rng.unit() * 100.0 < self.w.locality_pct && self.w.keys > self.node =>
+            {
+                // Keys node, node + N, node + 2N, ... below `keys`.
+                let own = (self.w.keys - self.node).div_ceil(self.nodes);
+                self.node + self.rng.below(own) * self.nodes
+            }
+            _ => self.rng.below(self.w.keys),
+        }
+    }
+
+    /// The next operation and key.
+    pub fn next(&mut self) -> (OpKind, u64) {
+        let kind = if self.rng.unit() * 100.0 < self.w.get_pct {
+            OpKind::Get
+        } else {
+            OpKind::Put
+        };
+        (kind, self.key())
+    }
+
+    /// The generator's random source (for arrival times).
+    pub fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(d: Distribution) -> Workload {
+        Workload {
+            keys: 1000,
+            key_size: 32,
+            value_size: 8,
+            get_pct: 90.0,
+            distribution: d,
+            zipf_theta: 0.99,
+            locality_pct: 90.0,
+            seed: 3,
+        }
+    }
+
+    #[test]
+    fn locality_keys_are_mostly_the_nodes_own_and_preloaded_there() {
+        let w = w(Distribution::Locality);
+        let mut g = OpGen::new(&w, 3, 1, 0, 0);
+        let n = 10_000;
+        let own = (0..n).filter(|_| g.key() % 3 == 1).count();
+        // 90 % own plus a third of the other 10 %.
+        let f = own as f64 / n as f64;
+        assert!((f - 0.933).abs() < 0.02, "{f}");
+        for k in 0..30 {
+            assert_eq!(preloader(&w, k, 3, 2).0, (k % 3) as u16);
+        }
+    }
+
+    #[test]
+    fn get_ratio_and_key_range() {
+        let w = w(Distribution::Uniform);
+        let mut g = OpGen::new(&w, 3, 0, 0, 0);
+        let gets = (0..10_000)
+            .filter(|_| {
+                let (k, key) = g.next();
+                assert!(key < 1000);
+                k == OpKind::Get
+            })
+            .count();
+        assert!((gets as f64 / 10_000.0 - 0.9).abs() < 0.02);
+        assert_eq!(key_of(7, 20), b"key-000000000007....".to_vec());
+    }
+}

@@ -1,0 +1,9 @@
+//! The library behind the `nessie` command: `nessie run` ([`run`]) drives a
+//! mixed workload on a simulated Nessie cluster; `nessie bench` ([`bench`])
+//! compares Nessie with NessieSD, NessieHY and Pilaf side by side on the same
+//! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
+//! the stores of both.
+
+pub mod bench;
+pub mod run;
+pub mod sizing;
