@@ -1,0 +1,544 @@
+//! The cluster description file (TOML) and its validation.
+//!
+//! Every node of a deployment reads the same file: the nodes with their
+//! `rdma_cm` addresses and ports, the sizes of the registered regions, the
+//! device, port and GID index, the protocol's table shape (`[store]`) and the
+//! verbs tuning knobs (`[tuning]`). See `fabric-verbs/examples/cluster.toml`
+//! and `docs/deploy.md`.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use nessie_protocol::{Config, ConfigError, NodeId, Topology};
+use serde::Deserialize;
+
+/// Why a cluster file was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// The file could not be read.
+    #[error("cannot read cluster file {path}: {reason}")]
+    Io {
+        /// The path given.
+        path: String,
+        /// The I/O error, printed.
+        reason: String,
+    },
+    /// The file is not valid TOML or has unknown or mistyped fields.
+    #[error("cluster file is not valid: {0}")]
+    Parse(String),
+    /// No `[[nodes]]` entry.
+    #[error("cluster file lists no [[nodes]]")]
+    NoNodes,
+    /// Two nodes share an id.
+    #[error("node id {0} appears twice")]
+    DuplicateId(u16),
+    /// Node ids must be exactly `0..n`.
+    #[error("node ids must be 0..{count} (each once); id {id} is out of that range")]
+    IdsNotDense {
+        /// The number of nodes listed.
+        count: usize,
+        /// The offending id.
+        id: u16,
+    },
+    /// Two nodes share an address and port.
+    #[error("nodes {first} and {second} both use {addr}")]
+    DuplicateAddress {
+        /// The first node.
+        first: u16,
+        /// The second node.
+        second: u16,
+        /// The shared address and port.
+        addr: String,
+    },
+    /// An address is not an IP literal usable by `rdma_cm`.
+    #[error("node {id}: address `{address}` is not usable: {reason}")]
+    BadAddress {
+        /// The node.
+        id: u16,
+        /// The address as written.
+        address: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A field that must be positive is zero or empty.
+    #[error("`{0}` must be positive / non-empty")]
+    Zero(&'static str),
+    /// A field is outside its allowed range.
+    #[error("`{field}` = {value}: {reason}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// Its value, printed.
+        value: String,
+        /// What is allowed.
+        reason: &'static str,
+    },
+    /// The `[store]` section gives an invalid protocol configuration.
+    #[error("[store] does not give a valid protocol configuration: {0}")]
+    Store(#[from] ConfigError),
+    /// `--node` names a node the file does not list.
+    #[error("node {0} is not listed in the cluster file")]
+    UnknownNode(u16),
+}
+
+/// One node: its id and the address its `rdma_cm` listener binds.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// Node id, `0..n`.
+    pub id: u16,
+    /// IP address (v4 or v6 literal) of the node's RDMA interface (RoCE
+    /// netdev or IPoIB interface).
+    pub address: String,
+    /// `rdma_cm` port the node listens on.
+    pub port: u16,
+    /// RDMA device of this node if it differs from the cluster-wide `device`.
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+/// Sizes of the two regions every node registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regions {
+    /// 64-bit index table entries per node.
+    pub index_slots_per_node: u32,
+    /// Bytes of data table per node (a multiple of 8).
+    pub data_bytes_per_node: u64,
+}
+
+/// The protocol's table shape, identical on every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Store {
+    /// Largest key in bytes.
+    pub max_key_len: u32,
+    /// Largest value in bytes.
+    pub max_value_len: u32,
+    /// Most clients any node runs (each owns an equal share of its data table).
+    pub clients_per_node: u16,
+    /// Cuckoo candidates per key.
+    pub candidates: u8,
+    /// Seed of the candidate and filter hashes.
+    pub hash_seed: u64,
+    /// Expiration period T in milliseconds.
+    pub expiration_ms: u64,
+    /// Largest clock difference between nodes, in milliseconds.
+    pub clock_skew_ms: u64,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        let d = Config::default();
+        Store {
+            max_key_len: 32,
+            max_value_len: 256,
+            clients_per_node: d.clients_per_node,
+            candidates: d.candidates,
+            hash_seed: d.hash_seed,
+            expiration_ms: 200,
+            clock_skew_ms: 1,
+        }
+    }
+}
+
+/// Verbs tuning; the defaults suit the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tuning {
+    /// Send-queue depth of each queue pair (capped by the device).
+    pub send_queue_depth: u32,
+    /// Outstanding RDMA READs/atomics per queue pair (capped by the device).
+    pub max_rd_atomic: u8,
+    /// How long an endpoint keeps retrying to connect to a node that is not up yet.
+    pub connect_timeout_ms: u64,
+    /// Registered staging memory per endpoint for READ targets and WRITE sources.
+    pub staging_bytes: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            send_queue_depth: 256,
+            max_rd_atomic: 16,
+            connect_timeout_ms: 30_000,
+            staging_bytes: 4 << 20,
+        }
+    }
+}
+
+/// A validated cluster description.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// RDMA device name (`ibv_devices`), e.g. `mlx5_0` or `rxe0`.
+    pub device: String,
+    /// Physical port of the device (from 1).
+    #[serde(default = "one")]
+    pub port: u8,
+    /// GID index of the port (RoCE v2: the index whose type is RoCE v2 and
+    /// whose GID is the interface's IPv4-mapped address).
+    #[serde(default)]
+    pub gid_index: u8,
+    /// Region sizes.
+    pub regions: Regions,
+    /// Protocol table shape.
+    #[serde(default)]
+    pub store: Store,
+    /// Verbs tuning.
+    #[serde(default)]
+    pub tuning: Tuning,
+    /// The nodes.
+    #[serde(default)]
+    pub nodes: Vec<NodeEntry>,
+}
+
+fn one() -> u8 {
+    1
+}
+
+impl ClusterFile {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<ClusterFile, ClusterError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ClusterError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        ClusterFile::parse(&text)
+    }
+
+    /// Parses and validates TOML text.
+    pub fn parse(text: &str) -> Result<ClusterFile, ClusterError> {
+        let mut f: ClusterFile =
+            toml::from_str(text).map_err(|e| ClusterError::Parse(e.to_string()))?;
+        f.nodes.sort_by_key(|n| n.id);
+        f.validate()?;
+        Ok(f)
+    }
+
+    /// Checks every field (called by [`ClusterFile::parse`]; call it again
+    /// after changing a file built in code).
+    pub fn validate(&self) -> Result<(), ClusterError> {
+        if self.device.trim().is_empty() {
+            return Err(ClusterError::Zero("device"));
+        }
+        if self.port == 0 {
+            return Err(ClusterError::Zero("port"));
+        }
+        if self.nodes.is_empty() {
+            return Err(ClusterError::NoNodes);
+        }
+        if self.nodes.len() > usize::from(u16::MAX) {
+            return Err(ClusterError::OutOfRange {
+                field: "nodes",
+                value: self.nodes.len().to_string(),
+                reason: "at most 65535 nodes",
+            });
+        }
+        let mut ids = HashSet::new();
+        let mut addrs: Vec<(SocketAddr, u16)> = Vec::new();
+        for n in &self.nodes {
+            if !ids.insert(n.id) {
+                return Err(ClusterError::DuplicateId(n.id));
+            }
+            if usize::from(n.id) >= self.nodes.len() {
+                return Err(ClusterError::IdsNotDense {
+                    count: self.nodes.len(),
+                    id: n.id,
+                });
+            }
+            let sa = node_socket_addr(n)?;
+            if let Some((_, first)) = addrs.iter().find(|(a, _)| *a == sa) {
+                return Err(ClusterError::DuplicateAddress {
+                    first: *first,
+                    second: n.id,
+                    addr: sa.to_string(),
+                });
+            }
+            addrs.push((sa, n.id));
+            if matches!(&n.device, Some(d) if d.trim().is_empty()) {
+                return Err(ClusterError::Zero("nodes.device"));
+            }
+        }
+        if self.regions.index_slots_per_node == 0 {
+            return Err(ClusterError::Zero("regions.index_slots_per_node"));
+        }
+        if self.regions.data_bytes_per_node == 0 {
+            return Err(ClusterError::Zero("regions.data_bytes_per_node"));
+        }
+        if !self.regions.data_bytes_per_node.is_multiple_of(8) {
+            return Err(ClusterError::OutOfRange {
+                field: "regions.data_bytes_per_node",
+                value: self.regions.data_bytes_per_node.to_string(),
+                reason: "must be a multiple of 8",
+            });
+        }
+        let t = &self.tuning;
+        if t.send_queue_depth == 0 {
+            return Err(ClusterError::Zero("tuning.send_queue_depth"));
+        }
+        if t.max_rd_atomic == 0 {
+            return Err(ClusterError::Zero("tuning.max_rd_atomic"));
+        }
+        if t.connect_timeout_ms == 0 {
+            return Err(ClusterError::Zero("tuning.connect_timeout_ms"));
+        }
+        if t.staging_bytes < 4096 {
+            return Err(ClusterError::OutOfRange {
+                field: "tuning.staging_bytes",
+                value: t.staging_bytes.to_string(),
+                reason: "at least 4096",
+            });
+        }
+        self.protocol_config()?.validate()?;
+        Ok(())
+    }
+
+    /// The nodes and region sizes.
+    pub fn topology(&self) -> Topology {
+        Topology {
+            nodes: self.nodes.len() as u16,
+            index_slots_per_node: self.regions.index_slots_per_node,
+            data_bytes_per_node: self.regions.data_bytes_per_node,
+        }
+    }
+
+    /// The protocol configuration every client of this cluster uses: the
+    /// `[store]` shape, with as many data table entries as fit the data region.
+    pub fn protocol_config(&self) -> Result<Config, ClusterError> {
+        let s = &self.store;
+        let mut cfg = Config {
+            nodes: self.nodes.len() as u16,
+            index_slots_per_node: self.regions.index_slots_per_node,
+            clients_per_node: s.clients_per_node,
+            max_key_len: s.max_key_len,
+            max_value_len: s.max_value_len,
+            candidates: s.candidates,
+            hash_seed: s.hash_seed,
+            expiration: Duration::from_millis(s.expiration_ms),
+            clock_skew: Duration::from_millis(s.clock_skew_ms),
+            ..Config::default()
+        };
+        cfg.deadline_margin = cfg.deadline_margin.min(cfg.expiration / 4);
+        let entry = cfg.layout().entry_bytes().max(1);
+        let dtes = (self.regions.data_bytes_per_node / entry).min(u64::from(u32::MAX));
+        cfg.dtes_per_node = dtes as u32;
+        Ok(cfg)
+    }
+
+    /// The entry of node `id`.
+    pub fn node(&self, id: NodeId) -> Result<&NodeEntry, ClusterError> {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id.0)
+            .ok_or(ClusterError::UnknownNode(id.0))
+    }
+
+    /// The socket address of node `id`.
+    pub fn addr(&self, id: NodeId) -> Result<SocketAddr, ClusterError> {
+        node_socket_addr(self.node(id)?)
+    }
+
+    /// The device node `id` uses.
+    pub fn device_of(&self, id: NodeId) -> Result<&str, ClusterError> {
+        Ok(self.node(id)?.device.as_deref().unwrap_or(&self.device))
+    }
+
+    /// A fingerprint of everything all nodes must agree on (nodes, regions,
+    /// store shape). Peers with another fingerprint are refused at connect.
+    pub fn fingerprint(&self) -> u64 {
+        // FNV-1a over a canonical rendering: stable across builds and hosts.
+        let mut text = format!("{:?}|{:?}", self.regions, self.store);
+        for n in &self.nodes {
+            text.push_str(&format!("|{}@{}:{}", n.id, n.address, n.port));
+        }
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    }
+}
+
+fn node_socket_addr(n: &NodeEntry) -> Result<SocketAddr, ClusterError> {
+    let bad = |reason| ClusterError::BadAddress {
+        id: n.id,
+        address: n.address.clone(),
+        reason,
+    };
+    let ip: IpAddr = n
+        .address
+        .trim()
+        .parse()
+        .map_err(|_| bad("not an IPv4 or IPv6 literal (host names are not resolved)"))?;
+    if ip.is_unspecified() {
+        return Err(bad("the unspecified address cannot be connected to"));
+    }
+    if ip.is_multicast() {
+        return Err(bad("a multicast address"));
+    }
+    if n.port == 0 {
+        return Err(bad("port 0"));
+    }
+    Ok(SocketAddr::new(ip, n.port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = include_str!("../examples/cluster.toml");
+
+    fn with_nodes(nodes: &str) -> String {
+        format!(
+            "device = \"rxe0\"\n[regions]\nindex_slots_per_node = 1024\ndata_bytes_per_node = 1048576\n{nodes}"
+        )
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let f = ClusterFile::parse(GOOD).unwrap();
+        assert_eq!(f.nodes.len(), 3);
+        assert_eq!(f.topology().nodes, 3);
+        assert_eq!(f.port, 1);
+        let cfg = f.protocol_config().unwrap();
+        cfg.validate().unwrap();
+        assert!(cfg.topology().data_bytes_per_node <= f.regions.data_bytes_per_node);
+        assert_eq!(
+            f.addr(NodeId(2)).unwrap(),
+            "192.168.10.3:7471".parse().unwrap()
+        );
+    }
+
+    #[test]
+    fn nodes_may_be_listed_in_any_order_and_share_an_ip() {
+        let f = ClusterFile::parse(&with_nodes(
+            "[[nodes]]\nid = 1\naddress = \"10.0.0.1\"\nport = 2\n[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n",
+        ))
+        .unwrap();
+        assert_eq!(f.nodes[0].id, 0);
+        assert_eq!(f.device_of(NodeId(1)).unwrap(), "rxe0");
+        assert_eq!(f.node(NodeId(5)), Err(ClusterError::UnknownNode(5)));
+    }
+
+    #[test]
+    fn per_node_device_overrides_the_default() {
+        let f = ClusterFile::parse(&with_nodes(
+            "[[nodes]]\nid = 0\naddress = \"fe80::1\"\nport = 1\ndevice = \"mlx5_1\"\n",
+        ))
+        .unwrap();
+        assert_eq!(f.device_of(NodeId(0)).unwrap(), "mlx5_1");
+    }
+
+    fn err(text: &str) -> ClusterError {
+        ClusterFile::parse(text).unwrap_err()
+    }
+
+    #[test]
+    fn bad_files_are_rejected_with_the_reason() {
+        let n = |id: u16, addr: &str, port: u16| {
+            format!("[[nodes]]\nid = {id}\naddress = \"{addr}\"\nport = {port}\n")
+        };
+        assert_eq!(err(&with_nodes("")), ClusterError::NoNodes);
+        assert_eq!(
+            err(&with_nodes(&(n(0, "10.0.0.1", 1) + &n(0, "10.0.0.2", 1)))),
+            ClusterError::DuplicateId(0)
+        );
+        assert_eq!(
+            err(&with_nodes(&(n(0, "10.0.0.1", 1) + &n(2, "10.0.0.2", 1)))),
+            ClusterError::IdsNotDense { count: 2, id: 2 }
+        );
+        assert!(matches!(
+            err(&with_nodes(&(n(0, "10.0.0.1", 1) + &n(1, "10.0.0.1", 1)))),
+            ClusterError::DuplicateAddress {
+                first: 0,
+                second: 1,
+                ..
+            }
+        ));
+        for bad in ["node-a.example", "0.0.0.0", "224.0.0.1", "10.0.0"] {
+            assert!(
+                matches!(
+                    err(&with_nodes(&n(0, bad, 1))),
+                    ClusterError::BadAddress { .. }
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            err(&with_nodes(&n(0, "10.0.0.1", 0))),
+            ClusterError::BadAddress { .. }
+        ));
+    }
+
+    #[test]
+    fn zero_sizes_and_fields_are_rejected() {
+        let node = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n";
+        let file = |dev: &str, port: u8, slots: u32, bytes: u64, extra: &str| {
+            format!("device = \"{dev}\"\nport = {port}\n{extra}\n[regions]\nindex_slots_per_node = {slots}\ndata_bytes_per_node = {bytes}\n{node}")
+        };
+        assert_eq!(err(&file("", 1, 8, 4096, "")), ClusterError::Zero("device"));
+        assert_eq!(
+            err(&file("rxe0", 0, 8, 4096, "")),
+            ClusterError::Zero("port")
+        );
+        assert_eq!(
+            err(&file("rxe0", 1, 0, 4096, "")),
+            ClusterError::Zero("regions.index_slots_per_node")
+        );
+        assert_eq!(
+            err(&file("rxe0", 1, 8, 0, "")),
+            ClusterError::Zero("regions.data_bytes_per_node")
+        );
+        assert!(matches!(
+            err(&file("rxe0", 1, 8, 4097, "")),
+            ClusterError::OutOfRange {
+                field: "regions.data_bytes_per_node",
+                ..
+            }
+        ));
+        // Too small a data region for two entries per client.
+        assert!(matches!(
+            err(&file("rxe0", 1, 8, 64, "")),
+            ClusterError::Store(_)
+        ));
+    }
+
+    #[test]
+    fn typos_and_wrong_types_are_parse_errors() {
+        let base = with_nodes("[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n");
+        assert!(matches!(
+            err(&format!("devcie = \"x\"\n{base}")),
+            ClusterError::Parse(_)
+        ));
+        assert!(matches!(
+            err(&base.replace("port = 1", "port = \"one\"")),
+            ClusterError::Parse(_)
+        ));
+        assert!(matches!(err("not toml at all ["), ClusterError::Parse(_)));
+        assert!(matches!(
+            err(&format!("{base}[tuning]\nsend_queue_depth = 0\n")),
+            ClusterError::Zero("tuning.send_queue_depth")
+        ));
+    }
+
+    #[test]
+    fn fingerprint_changes_with_the_shape() {
+        let a = ClusterFile::parse(GOOD).unwrap();
+        let mut b = a.clone();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        b.regions.index_slots_per_node += 1;
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        let mut c = a.clone();
+        c.tuning.send_queue_depth = 7; // local tuning may differ
+        assert_eq!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error() {
+        assert!(matches!(
+            ClusterFile::load(Path::new("/nonexistent/cluster.toml")),
+            Err(ClusterError::Io { .. })
+        ));
+    }
+}

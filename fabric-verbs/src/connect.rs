@@ -1,0 +1,222 @@
+//! The active side of connection set-up: resolve, create the queue pair,
+//! connect with a [`Hello`], receive the peer's [`Welcome`].
+//!
+//! Scheme: every endpoint dials every node of the cluster, its own node
+//! included (the loopback queue pair); each node's listener only accepts
+//! ([`crate::node`]). Dialling retries rejected or unreachable peers until the
+//! cluster file's `connect_timeout_ms`, so nodes may start in any order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdma_sys::{ibv_post_send, ibv_sge, rdma_cm_event_type as Ev, rdma_cm_id};
+
+use crate::error::VerbsError;
+use crate::ffi::cm::{event_name, CmEvent, CmId, EventChannel};
+use crate::ffi::cq::{Cq, Wc};
+use crate::ffi::memory::Pd;
+use crate::policy::QpPlan;
+use crate::wire::{check_fingerprint, Hello, Welcome};
+use crate::wr::SendWr;
+
+/// Everything needed to dial one node.
+pub struct Dial<'a> {
+    /// The endpoint's event channel.
+    pub channel: &'a Arc<EventChannel>,
+    /// The node's protection domain.
+    pub pd: &'a Arc<Pd>,
+    /// The endpoint's completion queue.
+    pub cq: &'a Arc<Cq>,
+    /// QP sizing.
+    pub plan: &'a QpPlan,
+    /// Send-queue depth.
+    pub send_depth: u32,
+    /// Our node's address (port ignored): pins the device.
+    pub src: SocketAddr,
+    /// The peer's listener.
+    pub dst: SocketAddr,
+    /// The configured port of our device.
+    pub port: u8,
+    /// What we tell the peer.
+    pub hello: Hello,
+    /// Our cluster fingerprint.
+    pub fingerprint: u64,
+    /// How long to keep retrying.
+    pub timeout: Duration,
+}
+
+/// A connected queue pair and what the peer advertised.
+pub struct Dialed {
+    /// The id owning the QP.
+    pub id: CmId,
+    /// The peer's regions.
+    pub welcome: Welcome,
+}
+
+fn peer_name(d: &Dial<'_>) -> String {
+    format!("node{} at {}", d.hello.to, d.dst)
+}
+
+/// Waits for the next event of `id` on `channel` (events of other ids,
+/// e.g. a late DISCONNECTED of an earlier connection, are skipped).
+pub fn wait_event(
+    channel: &EventChannel,
+    id: *mut rdma_cm_id,
+    expected: &'static str,
+    peer: &str,
+    deadline: Instant,
+) -> Result<CmEvent, VerbsError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match channel.next(left)? {
+            Some(ev) if ev.id == id => return Ok(ev),
+            Some(_) => continue,
+            None => {
+                return Err(VerbsError::Timeout {
+                    what: format!("{expected} from {peer}"),
+                    waited_ms: 0,
+                })
+            }
+        }
+    }
+}
+
+fn expect(ev: &CmEvent, kind: u32, expected: &'static str, peer: &str) -> Result<(), VerbsError> {
+    if ev.kind == kind {
+        Ok(())
+    } else {
+        Err(VerbsError::CmEvent {
+            expected,
+            got: event_name(ev.kind),
+            status: ev.status,
+            peer: peer.to_string(),
+        })
+    }
+}
+
+fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
+    let peer = peer_name(d);
+    let deadline = Instant::now() + step;
+    let mut id = CmId::new(d.channel, peer.clone())?;
+    let src = SocketAddr::new(d.src.ip(), 0);
+    id.resolve_addr(src, d.dst, step)?;
+    let ev = wait_event(d.channel, id.raw(), "ADDR_RESOLVED", &peer, deadline)?;
+    expect(&ev, Ev::RDMA_CM_EVENT_ADDR_RESOLVED, "ADDR_RESOLVED", &peer)?;
+    let (verbs, port) = id.device();
+    if verbs != d.pd.context().raw() || port != d.port {
+        let got = if verbs.is_null() {
+            "none".to_string()
+        } else {
+            // SAFETY: a resolved id's context and device are valid; the name is copied.
+            unsafe { std::ffi::CStr::from_ptr(rdma_sys::ibv_get_device_name((*verbs).device)) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        return Err(VerbsError::DeviceMismatch {
+            address: d.src.ip().to_string(),
+            expected: d.pd.context().name().to_string(),
+            expected_port: d.port,
+            got,
+            got_port: port,
+        });
+    }
+    id.resolve_route(step)?;
+    let ev = wait_event(d.channel, id.raw(), "ROUTE_RESOLVED", &peer, deadline)?;
+    expect(
+        &ev,
+        Ev::RDMA_CM_EVENT_ROUTE_RESOLVED,
+        "ROUTE_RESOLVED",
+        &peer,
+    )?;
+    id.create_qp(d.pd, d.cq, d.plan, d.send_depth)?;
+    let hello = d.hello.encode();
+    id.connect(d.plan, &hello)?;
+    let ev = wait_event(d.channel, id.raw(), "ESTABLISHED", &peer, deadline)?;
+    expect(&ev, Ev::RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED", &peer)?;
+    let welcome = Welcome::decode(&ev.private_data)
+        .and_then(|w| check_fingerprint(w.fingerprint, d.fingerprint).map(|()| w))
+        .map_err(|source| VerbsError::Wire {
+            peer: peer.clone(),
+            source,
+        })?;
+    if welcome.node != d.hello.to {
+        return Err(VerbsError::Wire {
+            peer,
+            source: crate::wire::WireError::Fingerprint {
+                got: u64::from(welcome.node),
+                ours: u64::from(d.hello.to),
+            },
+        });
+    }
+    Ok(Dialed { id, welcome })
+}
+
+fn retryable(e: &VerbsError) -> bool {
+    matches!(e, VerbsError::CmEvent { .. } | VerbsError::Timeout { .. })
+}
+
+/// Dials `d.dst`, retrying rejections and unreachable peers until `d.timeout`.
+pub fn dial(d: &Dial<'_>) -> Result<Dialed, VerbsError> {
+    let start = Instant::now();
+    let mut last;
+    loop {
+        let left = d.timeout.saturating_sub(start.elapsed());
+        let step = left.clamp(Duration::from_millis(10), Duration::from_secs(2));
+        match dial_once(d, step) {
+            Ok(x) => return Ok(x),
+            Err(e) if retryable(&e) => last = e,
+            Err(e) => return Err(e),
+        }
+        if start.elapsed() >= d.timeout {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(match last {
+        VerbsError::Timeout { what, .. } => VerbsError::Timeout {
+            what,
+            waited_ms: start.elapsed().as_millis() as u64,
+        },
+        other => other,
+    })
+}
+
+/// Posts one work request on `id`'s queue pair.
+pub fn post(id: &CmId, wr: &SendWr) -> Result<(), i32> {
+    let mut sge = ibv_sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    };
+    let mut raw = wr.raw(&mut sge);
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: the QP is live (owned by `id`); `raw` and `sge` outlive the
+    // call; the local slice lies in a registered buffer the caller keeps
+    // alive until the completion.
+    let ret = unsafe { ibv_post_send(id.qp(), &mut raw, &mut bad) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(ret)
+    }
+}
+
+/// Waits (spinning) for one completion on `cq`.
+pub fn wait_one(cq: &Cq, timeout: Duration) -> Result<Wc, VerbsError> {
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    loop {
+        cq.poll(&mut out)?;
+        if let Some(wc) = out.pop() {
+            return Ok(wc);
+        }
+        if Instant::now() >= deadline {
+            return Err(VerbsError::Timeout {
+                what: "a completion".into(),
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        std::thread::yield_now();
+    }
+}

@@ -1,0 +1,157 @@
+//! [`VerbsFabric`]: the protocol's `Fabric` over real RDMA.
+//!
+//! A process hosts one node in a deployment (`nessie-node`), or several
+//! nodes of one cluster file for tests on a single machine (each with its
+//! own PD, regions and listener, on the same device). `open(node)` gives a
+//! client an endpoint on a hosted node; the endpoint dials every node of the
+//! cluster ([`crate::endpoint`]).
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use nessie_protocol::{Fabric, FabricError, NodeId, Topology};
+
+use crate::byteorder::AtomicOrder;
+use crate::cluster::ClusterFile;
+use crate::endpoint::VerbsEndpoint;
+use crate::error::VerbsError;
+use crate::ffi::device::AtomicCap;
+use crate::node::HostedNode;
+use crate::policy::QpPlan;
+use crate::remote::RegionInfo;
+
+/// The verbs backend: the nodes this process hosts.
+pub struct VerbsFabric {
+    nodes: Vec<HostedNode>,
+    cluster: Arc<ClusterFile>,
+}
+
+/// What start-up found out about a hosted node (printed by `nessie-node`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeReport {
+    /// The node.
+    pub node: NodeId,
+    /// Device name.
+    pub device: String,
+    /// Firmware version.
+    pub fw_ver: String,
+    /// Atomic capability.
+    pub atomic: AtomicCap,
+    /// Probed atomic byte order.
+    pub order: AtomicOrder,
+    /// Queue-pair sizing.
+    pub plan: QpPlan,
+    /// Port link layer (1 InfiniBand, 2 Ethernet).
+    pub link_layer: u8,
+    /// The index region as advertised.
+    pub index: RegionInfo,
+    /// The data region as advertised.
+    pub data: RegionInfo,
+}
+
+impl fmt::Display for NodeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let link = match self.link_layer {
+            1 => "InfiniBand",
+            2 => "Ethernet (RoCE)",
+            _ => "unknown link layer",
+        };
+        write!(
+            f,
+            "{}: device {} (fw {}, {link}), atomics {}, CAS stored {:?}-endian / returned {:?}-endian, \
+             QP: {} send WRs, {} outstanding READ/atomic, index {} B rkey {:#x}, data {} B rkey {:#x}",
+            self.node,
+            self.device,
+            self.fw_ver,
+            self.atomic,
+            self.order.stores,
+            self.order.returns,
+            self.plan.max_send_wr,
+            self.plan.initiator_depth,
+            self.index.len,
+            self.index.rkey,
+            self.data.len,
+            self.data.rkey
+        )
+    }
+}
+
+impl VerbsFabric {
+    /// Starts the `hosted` nodes of `cluster` in this process.
+    pub fn start(cluster: ClusterFile, hosted: &[NodeId]) -> Result<VerbsFabric, VerbsError> {
+        cluster.validate()?;
+        let cluster = Arc::new(cluster);
+        let mut nodes = Vec::new();
+        for &id in hosted {
+            cluster.node(id)?;
+            nodes.push(HostedNode::start(cluster.clone(), id)?);
+        }
+        Ok(VerbsFabric { nodes, cluster })
+    }
+
+    /// Reads the cluster file at `path` and starts node `node` of it.
+    pub fn start_file(path: &Path, node: NodeId) -> Result<VerbsFabric, VerbsError> {
+        let cluster = ClusterFile::load(path)?;
+        VerbsFabric::start(cluster, &[node])
+    }
+
+    /// The cluster file.
+    pub fn cluster(&self) -> &ClusterFile {
+        &self.cluster
+    }
+
+    /// The nodes this process hosts.
+    pub fn hosted(&self) -> Vec<NodeId> {
+        self.nodes.iter().map(|n| n.shared().id).collect()
+    }
+
+    /// What start-up found out about hosted node `node`.
+    pub fn report(&self, node: NodeId) -> Option<NodeReport> {
+        let n = self.nodes.iter().find(|n| n.shared().id == node)?.shared();
+        Some(NodeReport {
+            node,
+            device: n.info.name.clone(),
+            fw_ver: n.info.fw_ver.clone(),
+            atomic: n.info.atomic,
+            order: n.atomic_order(),
+            plan: n.plan,
+            link_layer: n.info.link_layer,
+            index: n.index.info(),
+            data: n.data.info(),
+        })
+    }
+
+    /// Whether every hosted node's listener is still running.
+    pub fn is_serving(&self) -> bool {
+        self.nodes.iter().all(HostedNode::is_listening)
+    }
+
+    /// Opens an endpoint, with the full start-up error on failure.
+    pub fn open_endpoint(&self, node: NodeId) -> Result<VerbsEndpoint, VerbsError> {
+        let n = self
+            .nodes
+            .iter()
+            .find(|n| n.shared().id == node)
+            .ok_or(VerbsError::NotHosted(node))?;
+        VerbsEndpoint::open(n.shared().clone())
+    }
+}
+
+impl Fabric for VerbsFabric {
+    type Endpoint = VerbsEndpoint;
+
+    fn topology(&self) -> Topology {
+        self.cluster.topology()
+    }
+
+    fn open(&self, node: NodeId) -> Result<VerbsEndpoint, FabricError> {
+        if node.0 >= self.cluster.topology().nodes {
+            return Err(FabricError::UnknownNode(node));
+        }
+        self.open_endpoint(node).map_err(|e| match e {
+            VerbsError::Timeout { .. } => FabricError::Transport(format!("{node}: {e}")),
+            other => FabricError::Transport(other.to_string()),
+        })
+    }
+}

@@ -1,0 +1,339 @@
+//! A node hosted by this process: its device, protection domain, registered
+//! index and data regions, the `rdma_cm` listener that accepts every
+//! endpoint's connection (giving it the regions' addresses and rkeys), and
+//! the start-up byte-order probe.
+//!
+//! Start-up order: open the device and refuse `IBV_ATOMIC_NONE`, check the
+//! port and GID, allocate the PD, register the regions, start listening
+//! (accepting only the probe), probe the atomic byte order over a loopback
+//! queue pair, then accept everyone.
+//!
+//! Teardown ([`HostedNode`]'s field order): the acceptor thread stops and
+//! destroys the accepted queue pairs and the listener, then the shared state
+//! releases the regions, then the PD, then the context (each held by `Arc`,
+//! so endpoints still open keep them alive until they close).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nessie_protocol::NodeId;
+use rdma_sys::rdma_cm_event_type as Ev;
+
+use crate::byteorder::{detect, AtomicOrder, PROBE};
+use crate::cluster::ClusterFile;
+use crate::connect::{dial, post, wait_one, Dial};
+use crate::error::VerbsError;
+use crate::ffi::cm::{CmEvent, CmId, EventChannel};
+use crate::ffi::cq::Cq;
+use crate::ffi::device::{Context, DeviceInfo};
+use crate::ffi::memory::{Mr, Pd};
+use crate::policy::{accept_depths, plan_qp, QpPlan, RegionKind};
+use crate::status::{map_status, status_name};
+use crate::wire::{Hello, Welcome};
+use crate::wr::{cas_wr, LocalSlice, RemoteSlice};
+
+/// What a node's endpoints share. Field order is drop order: regions, then
+/// PD, then context.
+pub struct NodeShared {
+    /// This node.
+    pub id: NodeId,
+    /// The cluster file.
+    pub cluster: Arc<ClusterFile>,
+    /// The listener's address (also the source address endpoints dial from).
+    pub addr: SocketAddr,
+    /// Device attributes.
+    pub info: DeviceInfo,
+    /// Queue-pair sizing.
+    pub plan: QpPlan,
+    /// The NIC's atomic byte order, once probed.
+    pub order: OnceLock<AtomicOrder>,
+    /// The index region.
+    pub index: Mr,
+    /// The data region.
+    pub data: Mr,
+    /// The protection domain.
+    pub pd: Arc<Pd>,
+    /// The device context.
+    pub ctx: Arc<Context>,
+}
+
+impl NodeShared {
+    /// What the listener tells connecting endpoints.
+    pub fn welcome(&self) -> Welcome {
+        Welcome {
+            node: self.id.0,
+            stores: self.order.get().map(|o| o.stores),
+            fingerprint: self.cluster.fingerprint(),
+            index: self.index.info(),
+            data: self.data.info(),
+        }
+    }
+
+    /// The probed order (the host's before the probe ran).
+    pub fn atomic_order(&self) -> AtomicOrder {
+        self.order.get().copied().unwrap_or(AtomicOrder::HOST)
+    }
+}
+
+/// The listener thread; stopping it (Drop) destroys every accepted QP.
+struct Acceptor {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A running node: its listener and its shared state (drop order: listener first).
+pub struct HostedNode {
+    acceptor: Acceptor,
+    shared: Arc<NodeShared>,
+}
+
+impl HostedNode {
+    /// Starts node `id` of `cluster` on its configured device.
+    pub fn start(cluster: Arc<ClusterFile>, id: NodeId) -> Result<HostedNode, VerbsError> {
+        let addr = cluster.addr(id)?;
+        let device = cluster.device_of(id)?.to_string();
+        let ctx = Context::open(&device)?;
+        let info = ctx.info(cluster.port)?;
+        info.atomic.require(&device)?;
+        ctx.gid(cluster.port, cluster.gid_index)?;
+        let plan = plan_qp(
+            &info.limits,
+            cluster.topology().nodes,
+            cluster.tuning.send_queue_depth,
+            cluster.tuning.max_rd_atomic,
+        );
+        let entry = cluster.protocol_config()?.layout().entry_bytes();
+        if info.limits.max_msg_sz > 0 && entry > u64::from(info.limits.max_msg_sz) {
+            return Err(VerbsError::Limits(format!(
+                "a data entry of {entry} bytes exceeds the port's largest message ({} bytes)",
+                info.limits.max_msg_sz
+            )));
+        }
+        let pd = Pd::new(ctx.clone())?;
+        let topo = cluster.topology();
+        let index = Mr::alloc(
+            &pd,
+            u64::from(topo.index_slots_per_node) * 8,
+            RegionKind::Index,
+        )?;
+        let data = Mr::alloc(&pd, topo.data_bytes_per_node, RegionKind::Data)?;
+        tracing::info!(node = id.0, device = %device, atomic = %info.atomic, index_rkey = index.rkey(), data_rkey = data.rkey(), "regions registered");
+        let shared = Arc::new(NodeShared {
+            id,
+            cluster,
+            addr,
+            info,
+            plan,
+            order: OnceLock::new(),
+            index,
+            data,
+            pd,
+            ctx,
+        });
+        let acceptor = start_acceptor(&shared)?;
+        let node = HostedNode { acceptor, shared };
+        let order = probe(&node.shared)?;
+        tracing::info!(node = id.0, ?order, "atomic byte order probed");
+        let _ = node.shared.order.set(order);
+        Ok(node)
+    }
+
+    /// The state endpoints share.
+    pub fn shared(&self) -> &Arc<NodeShared> {
+        &self.shared
+    }
+
+    /// Whether the listener thread is still running.
+    pub fn is_listening(&self) -> bool {
+        self.acceptor
+            .thread
+            .as_ref()
+            .is_some_and(|t| !t.is_finished())
+    }
+}
+
+fn start_acceptor(shared: &Arc<NodeShared>) -> Result<Acceptor, VerbsError> {
+    let channel = EventChannel::new()?;
+    let mut listener = CmId::new(&channel, format!("listener {}", shared.addr))?;
+    listener.bind(shared.addr)?;
+    let (verbs, _) = listener.device();
+    if verbs != shared.ctx.raw() {
+        return Err(VerbsError::DeviceMismatch {
+            address: shared.addr.to_string(),
+            expected: shared.ctx.name().to_string(),
+            expected_port: shared.cluster.port,
+            got: if verbs.is_null() {
+                "no RDMA device".into()
+            } else {
+                "another device".into()
+            },
+            got_port: 0,
+        });
+    }
+    listener.listen(64)?;
+    let responder_cq = Cq::new(&shared.ctx, 16)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s, st) = (shared.clone(), stop.clone());
+    let thread = std::thread::Builder::new()
+        .name(format!("nessie-accept-{}", shared.id.0))
+        .spawn(move || accept_loop(&s, &channel, listener, &responder_cq, &st))
+        .map_err(|e| VerbsError::Verbs {
+            call: "spawning the acceptor thread",
+            source: e,
+        })?;
+    Ok(Acceptor {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn accept_loop(
+    shared: &Arc<NodeShared>,
+    channel: &Arc<EventChannel>,
+    listener: CmId,
+    cq: &Arc<Cq>,
+    stop: &AtomicBool,
+) {
+    let mut conns: Vec<CmId> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        match channel.next(Duration::from_millis(100)) {
+            Ok(Some(ev)) => on_event(shared, channel, cq, &mut conns, ev),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(node = shared.id.0, error = %e, "rdma_cm channel");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    // Accepted QPs first, then the listener; the channel Arc goes last.
+    drop(conns);
+    drop(listener);
+}
+
+fn on_event(
+    shared: &Arc<NodeShared>,
+    channel: &Arc<EventChannel>,
+    cq: &Arc<Cq>,
+    conns: &mut Vec<CmId>,
+    ev: CmEvent,
+) {
+    match ev.kind {
+        Ev::RDMA_CM_EVENT_CONNECT_REQUEST => {
+            // SAFETY: `ev.id` is the new id of a CONNECT_REQUEST on `channel`
+            // (accepted ids inherit the listener's channel), owned by no one else.
+            let mut id = unsafe {
+                CmId::from_request(
+                    ev.id,
+                    channel,
+                    format!("an endpoint connecting to node{}", shared.id.0),
+                )
+            };
+            let ready = shared.order.get().is_some();
+            let hello = Hello::decode(&ev.private_data);
+            let ok = matches!(&hello, Ok(h) if h.to == shared.id.0
+                && h.fingerprint == shared.cluster.fingerprint()
+                && (ready || (h.probe && h.from == shared.id.0)));
+            if !ok {
+                tracing::debug!(
+                    node = shared.id.0,
+                    ?hello,
+                    ready,
+                    "connect request rejected"
+                );
+                id.reject();
+                return;
+            }
+            let result = id
+                .create_qp(&shared.pd, cq, &shared.plan, 1)
+                .and_then(|()| {
+                    let depths =
+                        accept_depths(&shared.plan, ev.initiator_depth, ev.responder_resources);
+                    id.accept(&shared.plan, depths, &shared.welcome().encode())
+                });
+            match result {
+                Ok(()) => conns.push(id),
+                Err(e) => {
+                    tracing::warn!(node = shared.id.0, error = %e, "accept failed");
+                    id.reject();
+                }
+            }
+        }
+        Ev::RDMA_CM_EVENT_DISCONNECTED
+        | Ev::RDMA_CM_EVENT_CONNECT_ERROR
+        | Ev::RDMA_CM_EVENT_UNREACHABLE
+        | Ev::RDMA_CM_EVENT_REJECTED
+        | Ev::RDMA_CM_EVENT_DEVICE_REMOVAL => {
+            if ev.kind == Ev::RDMA_CM_EVENT_DEVICE_REMOVAL {
+                tracing::error!(node = shared.id.0, "RDMA device removed");
+            }
+            conns.retain(|c| !c.is(ev.id));
+        }
+        _ => {}
+    }
+}
+
+/// Detects the NIC's atomic byte order with two loopback CASes on a private word.
+fn probe(shared: &Arc<NodeShared>) -> Result<AtomicOrder, VerbsError> {
+    let word = Mr::alloc(&shared.pd, 8, RegionKind::Probe)?;
+    let buf = Mr::alloc(&shared.pd, 16, RegionKind::Staging)?;
+    let cq = Cq::new(&shared.ctx, 8)?;
+    let channel = EventChannel::new()?;
+    let dialed = dial(&Dial {
+        channel: &channel,
+        pd: &shared.pd,
+        cq: &cq,
+        plan: &shared.plan,
+        send_depth: 4,
+        src: shared.addr,
+        dst: shared.addr,
+        port: shared.cluster.port,
+        hello: Hello {
+            from: shared.id.0,
+            to: shared.id.0,
+            probe: true,
+            fingerprint: shared.cluster.fingerprint(),
+        },
+        fingerprint: shared.cluster.fingerprint(),
+        timeout: Duration::from_secs(10),
+    })?;
+    let remote = RemoteSlice {
+        addr: word.addr(),
+        rkey: word.rkey(),
+    };
+    let slice = |at: u64| LocalSlice {
+        addr: buf.addr() + at,
+        len: 8,
+        lkey: buf.lkey(),
+    };
+    let cas = |wr_id: u64, at: u64, compare: u64, swap: u64| -> Result<[u8; 8], VerbsError> {
+        post(
+            &dialed.id,
+            &cas_wr(wr_id, slice(at), remote, compare, swap, false),
+        )
+        .map_err(|ret| VerbsError::verbs_ret("ibv_post_send (byte-order probe)", ret))?;
+        let wc = wait_one(&cq, Duration::from_secs(5))?;
+        map_status(wc.status, wc.vendor_err, shared.id).map_err(|e| VerbsError::Verbs {
+            call: "the loopback CAS of the byte-order probe",
+            source: std::io::Error::other(format!("{}: {e}", status_name(wc.status))),
+        })?;
+        Ok(buf.read8(at).unwrap_or_default())
+    };
+    let first = cas(1, 0, 0, PROBE)?;
+    let stored = word.read8(0).unwrap_or_default();
+    // The word holds PROBE in the NIC's own interpretation, so this compares equal.
+    let second = cas(2, 8, PROBE, PROBE)?;
+    drop(dialed);
+    Ok(detect(first, stored, second)?)
+}

@@ -1,0 +1,310 @@
+//! Pure policy: memory access rights, queue-pair sizing and fencing.
+//!
+//! Everything here is a function of plain values (device limits, the cluster
+//! file's tuning, what is in flight), so it is unit tested without a device.
+
+use rdma_sys::ibv_access_flags;
+
+/// The memory a node or endpoint registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// The node's slice of the index table: other NICs READ and CAS it.
+    Index,
+    /// The node's data table: other NICs READ it, WRITE recycle words
+    /// (`mark_recycle` of a remote entry) and CAS entry state words (commit
+    /// and abort are serialised by the NIC, `cas_state`).
+    Data,
+    /// An endpoint's staging buffer: READ targets, WRITE sources, CAS results.
+    /// Only the local NIC touches it.
+    Staging,
+    /// The 8-byte word of the start-up byte-order probe (loopback CAS and READ).
+    Probe,
+}
+
+/// The access flags of a region: the least the protocol needs.
+///
+/// Never `IBV_ACCESS_RELAXED_ORDERING`: the protocol relies on a READ seeing
+/// the data of a completed WRITE or CAS in order.
+pub fn access_flags(kind: RegionKind) -> ibv_access_flags {
+    use ibv_access_flags as A;
+    match kind {
+        RegionKind::Index => {
+            A::IBV_ACCESS_LOCAL_WRITE | A::IBV_ACCESS_REMOTE_READ | A::IBV_ACCESS_REMOTE_ATOMIC
+        }
+        RegionKind::Data => {
+            A::IBV_ACCESS_LOCAL_WRITE
+                | A::IBV_ACCESS_REMOTE_READ
+                | A::IBV_ACCESS_REMOTE_WRITE
+                | A::IBV_ACCESS_REMOTE_ATOMIC
+        }
+        RegionKind::Staging => A::IBV_ACCESS_LOCAL_WRITE,
+        RegionKind::Probe => {
+            A::IBV_ACCESS_LOCAL_WRITE | A::IBV_ACCESS_REMOTE_READ | A::IBV_ACCESS_REMOTE_ATOMIC
+        }
+    }
+}
+
+/// The device limits the backend sizes itself by (from `ibv_query_device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Largest work-request count of a queue.
+    pub max_qp_wr: u32,
+    /// Largest completion-queue size.
+    pub max_cqe: u32,
+    /// Outstanding READs/atomics a QP can serve as responder.
+    pub max_qp_rd_atom: u32,
+    /// Outstanding READs/atomics a QP can issue as initiator.
+    pub max_qp_init_rd_atom: u32,
+    /// Largest message.
+    pub max_msg_sz: u32,
+}
+
+/// The queue-pair and completion-queue sizes one endpoint uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpPlan {
+    /// Send-queue depth of each QP.
+    pub max_send_wr: u32,
+    /// Receive-queue depth (the protocol posts no receives; providers want 1).
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per work request (one: the staging slice).
+    pub max_sge: u32,
+    /// Outstanding READs/atomics this side issues (`max_rd_atomic`).
+    pub initiator_depth: u8,
+    /// Outstanding READs/atomics this side serves (`max_dest_rd_atomic`).
+    pub responder_resources: u8,
+    /// Completion-queue size of an endpoint: every QP's send queue can be full.
+    pub cq_entries: u32,
+    /// Transport retries before `IBV_WC_RETRY_EXC_ERR` (7 is the IB maximum).
+    pub retry_count: u8,
+    /// RNR retries (7 = infinite; no receives are used, so never hit).
+    pub rnr_retry_count: u8,
+}
+
+/// Sizes an endpoint's QPs for `nodes` peers (including itself) from the
+/// device limits and the wanted depth and READ/atomic concurrency.
+pub fn plan_qp(
+    limits: &DeviceLimits,
+    nodes: u16,
+    send_queue_depth: u32,
+    max_rd_atomic: u8,
+) -> QpPlan {
+    let max_send_wr = send_queue_depth.clamp(1, limits.max_qp_wr.max(1));
+    let cap = |dev: u32| -> u8 { u32::from(max_rd_atomic).min(dev).clamp(1, 255) as u8 };
+    let qps = u32::from(nodes.max(1));
+    let cq_entries = max_send_wr
+        .saturating_mul(qps)
+        .saturating_add(16)
+        .min(limits.max_cqe.max(1));
+    QpPlan {
+        max_send_wr,
+        max_recv_wr: 1,
+        max_sge: 1,
+        initiator_depth: cap(limits.max_qp_init_rd_atom),
+        responder_resources: cap(limits.max_qp_rd_atom),
+        cq_entries,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    }
+}
+
+/// The per-QP send-queue depth that keeps the endpoint's CQ from overflowing
+/// when the device caps the CQ below `plan.max_send_wr * qps`.
+pub fn effective_send_depth(plan: &QpPlan, qps: u16) -> u32 {
+    (plan.cq_entries / u32::from(qps.max(1))).clamp(1, plan.max_send_wr)
+}
+
+/// The `rdma_accept` parameters answering a connect request: never promise
+/// more than the requester asked for or the device allows (rdma_cm rules:
+/// our responder resources at most its initiator depth, our initiator depth at
+/// most its responder resources).
+pub fn accept_depths(
+    plan: &QpPlan,
+    req_initiator_depth: u8,
+    req_responder_resources: u8,
+) -> (u8, u8) {
+    let responder = plan.responder_resources.min(req_initiator_depth).max(1);
+    let initiator = plan.initiator_depth.min(req_responder_resources);
+    (responder, initiator)
+}
+
+/// What kinds of work request are outstanding (posted, not completed) on one QP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outstanding {
+    /// RDMA READs in flight.
+    pub reads: u32,
+    /// RDMA WRITEs in flight.
+    pub writes: u32,
+    /// Compare-and-swaps in flight.
+    pub atomics: u32,
+}
+
+/// The NIC operation a work request performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NicOp {
+    /// RDMA READ.
+    Read,
+    /// RDMA WRITE.
+    Write,
+    /// 64-bit compare-and-swap.
+    Cas,
+}
+
+/// Whether a work request needs `IBV_SEND_FENCE` (processed only after all
+/// earlier READs and atomics of the QP have completed).
+///
+/// - A WRITE or CAS posted while a READ is outstanding on the same QP: the
+///   responder may stream the READ's data after executing the later request,
+///   so without the fence the READ could return bytes the later request wrote.
+/// - A READ posted while a CAS is outstanding: the READ must not pass the CAS
+///   (it is meant to observe the word after it).
+///
+/// Otherwise no fence: independent READs overlap, and WRITE-then-READ is
+/// ordered by the responder. The protocol's rounds complete before the next
+/// round is posted, so a fence rarely costs anything.
+pub fn needs_fence(op: NicOp, outstanding: Outstanding) -> bool {
+    match op {
+        NicOp::Read => outstanding.atomics > 0,
+        NicOp::Write | NicOp::Cas => outstanding.reads > 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibv_access_flags as A;
+
+    fn has(f: ibv_access_flags, bit: ibv_access_flags) -> bool {
+        f.0 & bit.0 != 0
+    }
+
+    #[test]
+    fn regions_get_least_privilege_and_never_relaxed_ordering() {
+        let idx = access_flags(RegionKind::Index);
+        assert_eq!(
+            idx.0,
+            (A::IBV_ACCESS_LOCAL_WRITE | A::IBV_ACCESS_REMOTE_READ | A::IBV_ACCESS_REMOTE_ATOMIC).0
+        );
+        assert!(
+            !has(idx, A::IBV_ACCESS_REMOTE_WRITE),
+            "nobody WRITEs index entries"
+        );
+        let data = access_flags(RegionKind::Data);
+        for bit in [
+            A::IBV_ACCESS_LOCAL_WRITE,
+            A::IBV_ACCESS_REMOTE_READ,
+            A::IBV_ACCESS_REMOTE_WRITE,
+            A::IBV_ACCESS_REMOTE_ATOMIC,
+        ] {
+            assert!(has(data, bit));
+        }
+        assert_eq!(
+            access_flags(RegionKind::Staging).0,
+            A::IBV_ACCESS_LOCAL_WRITE.0
+        );
+        assert!(!has(
+            access_flags(RegionKind::Probe),
+            A::IBV_ACCESS_REMOTE_WRITE
+        ));
+        for k in [
+            RegionKind::Index,
+            RegionKind::Data,
+            RegionKind::Staging,
+            RegionKind::Probe,
+        ] {
+            let f = access_flags(k);
+            for bad in [
+                A::IBV_ACCESS_RELAXED_ORDERING,
+                A::IBV_ACCESS_MW_BIND,
+                A::IBV_ACCESS_ZERO_BASED,
+                A::IBV_ACCESS_ON_DEMAND,
+            ] {
+                assert!(!has(f, bad), "{k:?}");
+            }
+        }
+    }
+
+    fn limits() -> DeviceLimits {
+        DeviceLimits {
+            max_qp_wr: 16_384,
+            max_cqe: 4_194_303,
+            max_qp_rd_atom: 16,
+            max_qp_init_rd_atom: 16,
+            max_msg_sz: 1 << 30,
+        }
+    }
+
+    #[test]
+    fn qp_plan_follows_the_config_within_device_limits() {
+        let p = plan_qp(&limits(), 3, 256, 8);
+        assert_eq!(p.max_send_wr, 256);
+        assert_eq!((p.max_recv_wr, p.max_sge), (1, 1));
+        assert_eq!((p.initiator_depth, p.responder_resources), (8, 8));
+        assert_eq!(p.cq_entries, 256 * 3 + 16);
+        assert_eq!((p.retry_count, p.rnr_retry_count), (7, 7));
+        assert_eq!(effective_send_depth(&p, 3), 256);
+    }
+
+    #[test]
+    fn qp_plan_is_capped_by_the_device() {
+        let small = DeviceLimits {
+            max_qp_wr: 64,
+            max_cqe: 100,
+            max_qp_rd_atom: 4,
+            max_qp_init_rd_atom: 2,
+            max_msg_sz: 4096,
+        };
+        let p = plan_qp(&small, 4, 1024, 16);
+        assert_eq!(p.max_send_wr, 64);
+        assert_eq!((p.initiator_depth, p.responder_resources), (2, 4));
+        assert_eq!(p.cq_entries, 100);
+        assert_eq!(effective_send_depth(&p, 4), 25, "4 full queues fit the CQ");
+        // Degenerate limits still give a usable plan.
+        let zero = DeviceLimits {
+            max_qp_wr: 0,
+            max_cqe: 0,
+            max_qp_rd_atom: 0,
+            max_qp_init_rd_atom: 0,
+            max_msg_sz: 0,
+        };
+        let p = plan_qp(&zero, 0, 0, 0);
+        assert!(p.max_send_wr >= 1 && p.cq_entries >= 1 && p.initiator_depth >= 1);
+    }
+
+    #[test]
+    fn accept_never_promises_more_than_asked() {
+        let p = plan_qp(&limits(), 2, 128, 16);
+        assert_eq!(accept_depths(&p, 4, 8), (4, 8));
+        assert_eq!(accept_depths(&p, 32, 32), (16, 16));
+        assert_eq!(accept_depths(&p, 0, 0), (1, 0));
+    }
+
+    #[test]
+    fn fences_only_where_an_earlier_operation_must_not_be_passed() {
+        let none = Outstanding::default();
+        let cas = Outstanding { atomics: 1, ..none };
+        let read = Outstanding { reads: 2, ..none };
+        let write = Outstanding { writes: 3, ..none };
+        for op in [NicOp::Read, NicOp::Write, NicOp::Cas] {
+            assert!(!needs_fence(op, none), "{op:?} on an idle QP");
+            assert!(!needs_fence(op, write), "{op:?} after a WRITE");
+        }
+        assert!(
+            needs_fence(NicOp::Read, cas),
+            "a READ must not pass an earlier CAS"
+        );
+        assert!(!needs_fence(NicOp::Read, read), "independent READs overlap");
+        assert!(
+            needs_fence(NicOp::Write, read),
+            "a WRITE must not overtake a READ"
+        );
+        assert!(
+            needs_fence(NicOp::Cas, read),
+            "a CAS must not overtake a READ"
+        );
+        assert!(
+            !needs_fence(NicOp::Cas, cas),
+            "atomics are executed in order"
+        );
+        assert!(!needs_fence(NicOp::Write, cas));
+    }
+}
