@@ -159,16 +159,27 @@ impl CoupledLayout {
     }
 }
 
-/// Data table entries free for reuse, and the ones waiting out T.
+/// Data table entries (or Pilaf's extents) free for reuse, and the ones
+/// waiting out the expiration period before reuse.
 #[derive(Debug)]
-struct Allocator {
+pub(crate) struct Allocator {
     free: Vec<u32>,
     quarantine: VecDeque<(u32, Instant)>,
     expiration: Duration,
 }
 
 impl Allocator {
-    fn take(&mut self) -> Option<u32> {
+    /// Entries `0..count`, all free; freed entries wait `expiration`.
+    pub(crate) fn new(count: u32, expiration: Duration) -> Allocator {
+        Allocator {
+            free: (0..count).rev().collect(),
+            quarantine: VecDeque::new(),
+            expiration,
+        }
+    }
+
+    /// A free entry, if any (entries whose quarantine ended are freed first).
+    pub(crate) fn take(&mut self) -> Option<u32> {
         let now = Instant::now();
         while let Some(&(i, at)) = self.quarantine.front() {
             if now.duration_since(at) < self.expiration {
@@ -180,8 +191,14 @@ impl Allocator {
         self.free.pop()
     }
 
-    fn retire(&mut self, i: u32) {
+    /// Unlinks entry `i`: reusable after the expiration period.
+    pub(crate) fn retire(&mut self, i: u32) {
         self.quarantine.push_back((i, Instant::now()));
+    }
+
+    /// Returns entry `i`, which was never published, for immediate reuse.
+    pub(crate) fn release_unpublished(&mut self, i: u32) {
+        self.free.push(i);
     }
 }
 
@@ -208,11 +225,7 @@ impl CoupledTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            state: Mutex::new(Allocator {
-                free: (0..layout.dtes).rev().collect(),
-                quarantine: VecDeque::new(),
-                expiration: cfg.expiration + cfg.clock_skew,
-            }),
+            state: Mutex::new(Allocator::new(layout.dtes, cfg.expiration + cfg.clock_skew)),
         }
     }
 
@@ -298,7 +311,7 @@ impl CoupledTable {
                 Ok((Status::Absent, Vec::new()))
             }
             None => {
-                alloc.free.push(dte); // never published: free at once
+                alloc.release_unpublished(dte);
                 Ok((Status::TableFull, Vec::new()))
             }
         }

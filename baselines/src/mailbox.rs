@@ -299,6 +299,6 @@ mod tests {
         assert_eq!(l.response_end(0), 64 + 7 * 144);
         assert_eq!(l.response_end(5), 64 + l.bytes());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 100])[120..], l.slot_bytes).is_some());
-        assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 101])[128..], l.slot_bytes).is_none());
+        assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 105])[128..], l.slot_bytes).is_none());
     }
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,11 +16,7 @@ use common::*;
 use nessie_baselines::coupled::CoupledLayout;
 use nessie_baselines::hy::HyClient;
 use nessie_baselines::{HyOptions, KvClient, SystemConfig, SystemKind};
-use nessie_fabric_sim::SimEndpoint;
-use nessie_protocol::{
-    ClientId, Completion, Config, Endpoint, Error, Fabric, FabricError, Nanos, NodeId, Region,
-    WorkRequest,
-};
+use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, Region};
 
 fn small(nodes: u16, slots: u32) -> Config {
     Config {
@@ -236,39 +232,6 @@ fn a_stopped_server_means_a_timeout_not_a_hang() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
-/// An endpoint that stops before its `n`-th post until the test lets it go,
-/// so that a test can run a server move at an exact point of a client GET.
-struct PausingEndpoint {
-    inner: SimEndpoint,
-    posts: usize,
-    pause_before: usize,
-    paused: mpsc::Sender<()>,
-    resume: mpsc::Receiver<()>,
-}
-
-impl Endpoint for PausingEndpoint {
-    fn node(&self) -> NodeId {
-        self.inner.node()
-    }
-    fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
-        self.posts += 1;
-        if self.posts == self.pause_before {
-            let _ = self.paused.send(());
-            let _ = self.resume.recv();
-        }
-        self.inner.post(wr)
-    }
-    fn poll(&mut self, out: &mut Vec<Completion>) {
-        self.inner.poll(out)
-    }
-    fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
-        self.inner.wait(out, timeout)
-    }
-    fn now(&self) -> Nanos {
-        self.inner.now()
-    }
-}
-
 /// Moves the index table entry at `from` to `to` as a server's cuckoo move
 /// does: inside an odd move epoch, new place first, then the old one cleared.
 fn server_move(d: &Sim, layout: &CoupledLayout, from: u32, to: u32) {
@@ -295,15 +258,7 @@ fn get_across_a_move(pause_before: usize, skip_epoch_check: bool) -> Option<Vec<
     client(&d, 0, 0).put(key, b"here").unwrap();
     let cands = layout.candidates(key);
     server_move(&d, &layout, cands[0], cands[1]);
-    let (paused_tx, paused_rx) = mpsc::channel();
-    let (resume_tx, resume_rx) = mpsc::channel();
-    let ep = PausingEndpoint {
-        inner: d.fabric().open(NodeId(0)).unwrap(),
-        posts: 0,
-        pause_before,
-        paused: paused_tx,
-        resume: resume_rx,
-    };
+    let (ep, pause) = PausingEndpoint::new(d.fabric().open(NodeId(0)).unwrap(), pause_before);
     let mut reader = HyClient::new(
         Arc::new(cfg),
         layout,
@@ -316,10 +271,7 @@ fn get_across_a_move(pause_before: usize, skip_epoch_check: bool) -> Option<Vec<
     );
     reader.set_skip_epoch_check(skip_epoch_check);
     let get = thread::spawn(move || reader.get(key).unwrap());
-    if paused_rx.recv_timeout(Duration::from_secs(5)).is_ok() {
-        server_move(&d, &layout, cands[1], cands[0]);
-        resume_tx.send(()).unwrap();
-    }
+    pause.at_pause(|| server_move(&d, &layout, cands[1], cands[0]));
     get.join().unwrap()
 }
 

@@ -19,40 +19,14 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use nessie_protocol::{Config, Endpoint, Error, NodeId};
 
 use super::layout::{encode_extent, EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
+use crate::coupled::Allocator;
 use crate::io::Io;
 use crate::mailbox::{Request, RpcOp, Status};
 use crate::server::Handler;
-
-/// Extents free for reuse, and the ones waiting out T.
-#[derive(Debug)]
-struct Extents {
-    free: Vec<u32>,
-    quarantine: VecDeque<(u32, Instant)>,
-    expiration: Duration,
-}
-
-impl Extents {
-    fn take(&mut self) -> Option<u32> {
-        let now = Instant::now();
-        while let Some(&(i, at)) = self.quarantine.front() {
-            if now.duration_since(at) < self.expiration {
-                break;
-            }
-            self.quarantine.pop_front();
-            self.free.push(i);
-        }
-        self.free.pop()
-    }
-
-    fn retire(&mut self, i: u32) {
-        self.quarantine.push_back((i, Instant::now()));
-    }
-}
 
 /// One node's Pilaf hash table and extents, shared by its server workers.
 #[derive(Debug)]
@@ -60,7 +34,7 @@ pub struct PilafTable {
     layout: PilafLayout,
     node: NodeId,
     max_depth: u8,
-    state: Mutex<Extents>,
+    state: Mutex<Allocator>,
 }
 
 /// A key found in the table.
@@ -76,11 +50,10 @@ impl PilafTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            state: Mutex::new(Extents {
-                free: (0..layout.extents).rev().collect(),
-                quarantine: VecDeque::new(),
-                expiration: cfg.expiration + cfg.clock_skew,
-            }),
+            state: Mutex::new(Allocator::new(
+                layout.extents,
+                cfg.expiration + cfg.clock_skew,
+            )),
         }
     }
 
@@ -149,7 +122,7 @@ impl PilafTable {
     fn put<E: Endpoint>(
         &self,
         io: &mut Io<E>,
-        extents: &mut Extents,
+        extents: &mut Allocator,
         key: &[u8],
         value: &[u8],
     ) -> Result<(Status, Vec<u8>), Error> {
@@ -180,7 +153,7 @@ impl PilafTable {
                 Ok((Status::Absent, Vec::new()))
             }
             None => {
-                extents.free.push(x); // never published: free at once
+                extents.release_unpublished(x);
                 Ok((Status::TableFull, Vec::new()))
             }
         }
@@ -247,7 +220,7 @@ impl PilafTable {
     fn delete<E: Endpoint>(
         &self,
         io: &mut Io<E>,
-        extents: &mut Extents,
+        extents: &mut Allocator,
         key: &[u8],
     ) -> Result<(Status, Vec<u8>), Error> {
         let Some(f) = self.find(io, key)? else {

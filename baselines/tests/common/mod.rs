@@ -5,13 +5,16 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
-use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_model::{KvOp, KvRet, Recorder};
-use nessie_protocol::{ClientId, Config, NodeId};
+use nessie_protocol::{
+    ClientId, Completion, Config, Endpoint, FabricError, Nanos, NodeId, WorkRequest,
+};
 
 pub type Sim = Deployment<SimFabric>;
 
@@ -126,4 +129,78 @@ pub fn linearizable_workload(d: &Sim, ops: usize, keys: u64, get_pct: u64, seed:
     assert!(errors.is_empty(), "operations failed: {errors:?}");
     assert!(d.server_errors().is_empty(), "{:?}", d.server_errors());
     nessie_tests::assert_linearizable(&recorder.events())
+}
+
+/// An endpoint that stops before its `n`-th post until the test lets it go,
+/// so that a test can change memory at an exact point of a client operation.
+pub struct PausingEndpoint {
+    inner: SimEndpoint,
+    posts: usize,
+    pause_before: usize,
+    paused: mpsc::Sender<()>,
+    resume: mpsc::Receiver<()>,
+}
+
+/// The test's side of a [`PausingEndpoint`].
+pub struct Pause {
+    paused: mpsc::Receiver<()>,
+    resume: mpsc::Sender<()>,
+}
+
+impl PausingEndpoint {
+    /// Wraps `inner`, pausing before post number `pause_before` (1-based).
+    pub fn new(inner: SimEndpoint, pause_before: usize) -> (PausingEndpoint, Pause) {
+        let (paused_tx, paused_rx) = mpsc::channel();
+        let (resume_tx, resume_rx) = mpsc::channel();
+        (
+            PausingEndpoint {
+                inner,
+                posts: 0,
+                pause_before,
+                paused: paused_tx,
+                resume: resume_rx,
+            },
+            Pause {
+                paused: paused_rx,
+                resume: resume_tx,
+            },
+        )
+    }
+}
+
+impl Pause {
+    /// Waits (up to 5 s) for the client to reach the pause, runs `f`, and lets
+    /// the client go on. If the operation ends before the pause, `f` does not run.
+    pub fn at_pause(&self, f: impl FnOnce()) -> bool {
+        if self.paused.recv_timeout(Duration::from_secs(5)).is_ok() {
+            f();
+            let _ = self.resume.send(());
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Endpoint for PausingEndpoint {
+    fn node(&self) -> NodeId {
+        self.inner.node()
+    }
+    fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        self.posts += 1;
+        if self.posts == self.pause_before {
+            let _ = self.paused.send(());
+            let _ = self.resume.recv();
+        }
+        self.inner.post(wr)
+    }
+    fn poll(&mut self, out: &mut Vec<Completion>) {
+        self.inner.poll(out)
+    }
+    fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
+        self.inner.wait(out, timeout)
+    }
+    fn now(&self) -> Nanos {
+        self.inner.now()
+    }
 }
