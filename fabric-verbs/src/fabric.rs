@@ -155,3 +155,62 @@ impl Fabric for VerbsFabric {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::device::device_names;
+
+    fn cluster(device: &str) -> ClusterFile {
+        ClusterFile::parse(&format!(
+            "device = \"{device}\"\n[regions]\nindex_slots_per_node = 64\ndata_bytes_per_node = 1048576\n\
+             [[nodes]]\nid = 0\naddress = \"127.0.0.1\"\nport = 20790\n"
+        ))
+        .expect("valid cluster file")
+    }
+
+    #[test]
+    fn a_missing_device_is_a_typed_error_naming_the_fix() {
+        let err = VerbsFabric::start(cluster("nessie-no-such-device"), &[NodeId(0)])
+            .err()
+            .expect("no such device");
+        assert!(err.is_no_device(), "{err}");
+        if device_names().is_empty() {
+            // This machine (CI): no RDMA device at all.
+            assert!(matches!(err, VerbsError::NoDevice), "{err:?}");
+            let msg = err.to_string();
+            for needle in [
+                "no RDMA device found",
+                "rdma-core",
+                "rdma link add rxe0 type rxe netdev",
+                "docs/deploy.md",
+            ] {
+                assert!(msg.contains(needle), "`{needle}` missing from: {msg}");
+            }
+        } else {
+            assert!(matches!(err, VerbsError::DeviceNotFound { .. }), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn open_refuses_nodes_outside_the_cluster_and_not_hosted() {
+        // A fabric hosting nothing needs no device.
+        let f = VerbsFabric::start(cluster("any"), &[]).expect("empty fabric");
+        assert_eq!(f.topology().nodes, 1);
+        assert!(f.hosted().is_empty());
+        assert!(f.report(NodeId(0)).is_none());
+        assert!(matches!(
+            f.open(NodeId(1)),
+            Err(FabricError::UnknownNode(NodeId(1)))
+        ));
+        assert!(
+            matches!(f.open(NodeId(0)), Err(FabricError::Transport(m)) if m.contains("not hosted"))
+        );
+        assert!(matches!(
+            VerbsFabric::start(cluster("any"), &[NodeId(4)]),
+            Err(VerbsError::Cluster(
+                crate::cluster::ClusterError::UnknownNode(4)
+            ))
+        ));
+    }
+}

@@ -1,0 +1,122 @@
+//! The fabric conformance suite (`nessie_tests::conformance`, the same bodies
+//! `tests/tests/conformance.rs` runs on fabric-sim) against the verbs backend.
+//!
+//! Needs an RDMA device: set `NESSIE_VERBS_DEVICE` (e.g. `rxe0`, `mlx5_0`).
+//! Each test starts a 2-node cluster in this process: two nodes (own PD,
+//! regions and `rdma_cm` listener each) on the device's IP address, on ports
+//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number. The address is
+//! `NESSIE_VERBS_ADDR` or the IPv4 address of the port's first RoCE v2 GID;
+//! `NESSIE_VERBS_PORT` (default 1) selects the device port. Without
+//! `NESSIE_VERBS_DEVICE` every test prints why it is skipped and passes.
+
+use std::net::IpAddr;
+
+use nessie_fabric_verbs::ffi::device::{gid_ipv4, Context};
+use nessie_fabric_verbs::{ClusterFile, VerbsFabric};
+use nessie_protocol::{Config, NodeId};
+use nessie_tests::conformance;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The device's address and GID index from the environment or its GID table.
+fn address(device: &str, port: u8) -> (IpAddr, u8) {
+    let gid_index =
+        env("NESSIE_VERBS_GID_INDEX").map(|v| v.parse().expect("NESSIE_VERBS_GID_INDEX"));
+    if let Some(a) = env("NESSIE_VERBS_ADDR") {
+        return (
+            a.parse().expect("NESSIE_VERBS_ADDR must be an IP address"),
+            gid_index.unwrap_or(0),
+        );
+    }
+    let ctx = Context::open(device).unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..=u8::MAX {
+        let Ok(gid) = ctx.gid(port, i) else { break };
+        if let Some(v4) = gid_ipv4(gid) {
+            return (IpAddr::V4(v4), gid_index.unwrap_or(i));
+        }
+    }
+    panic!("no IPv4 RoCE GID on {device} port {port}: set NESSIE_VERBS_ADDR to the IP of its interface (IPoIB on InfiniBand)");
+}
+
+/// A 2-node cluster (64 index entries and 64 data entries of the protocol's
+/// default sizes per node, one client per node) hosted in this process, or
+/// `None` (with a message) without a device.
+fn fabric(test: u16) -> Option<(VerbsFabric, Config)> {
+    let Some(device) = env("NESSIE_VERBS_DEVICE") else {
+        eprintln!("skipped: NESSIE_VERBS_DEVICE not set (set it to an RDMA device, e.g. NESSIE_VERBS_DEVICE=rxe0 or mlx5_0, to run the conformance suite on it; see docs/deploy.md)");
+        return None;
+    };
+    let port: u8 = env("NESSIE_VERBS_PORT").map_or(1, |v| v.parse().expect("NESSIE_VERBS_PORT"));
+    let base: u16 =
+        env("NESSIE_VERBS_PORT_BASE").map_or(20800, |v| v.parse().expect("NESSIE_VERBS_PORT_BASE"));
+    let (ip, gid_index) = address(&device, port);
+    let shape = Config {
+        max_key_len: 128,
+        max_value_len: 256,
+        ..Config::default()
+    };
+    let data_bytes = shape.layout().entry_bytes() * 64;
+    let text = format!(
+        "device = \"{device}\"\nport = {port}\ngid_index = {gid_index}\n\
+         [regions]\nindex_slots_per_node = 64\ndata_bytes_per_node = {data_bytes}\n\
+         [store]\nmax_key_len = 128\nmax_value_len = 256\nclients_per_node = 1\n\
+         [tuning]\nconnect_timeout_ms = 5000\nstaging_bytes = 65536\n\
+         [[nodes]]\nid = 0\naddress = \"{ip}\"\nport = {p0}\n\
+         [[nodes]]\nid = 1\naddress = \"{ip}\"\nport = {p1}\n",
+        p0 = base + 2 * test,
+        p1 = base + 2 * test + 1,
+    );
+    let cluster = ClusterFile::parse(&text).expect("test cluster file");
+    let cfg = cluster.protocol_config().expect("protocol config");
+    assert_eq!(cfg.dtes_per_node, 64);
+    let f = VerbsFabric::start(cluster, &[NodeId(0), NodeId(1)])
+        .unwrap_or_else(|e| panic!("starting the verbs fabric on {device}: {e}"));
+    for n in [0, 1] {
+        eprintln!("{}", f.report(NodeId(n)).expect("hosted"));
+    }
+    Some((f, cfg))
+}
+
+#[test]
+fn read_write_round_trip() {
+    if let Some((f, _)) = fabric(0) {
+        conformance::read_write_round_trip(&f);
+    }
+}
+
+#[test]
+fn cas_semantics_and_byte_order() {
+    if let Some((f, _)) = fabric(1) {
+        conformance::cas_semantics_and_byte_order(&f);
+    }
+}
+
+#[test]
+fn bad_addresses_are_refused() {
+    if let Some((f, _)) = fabric(2) {
+        conformance::bad_addresses_are_refused(&f);
+    }
+}
+
+#[test]
+fn many_requests_in_flight() {
+    if let Some((f, _)) = fabric(3) {
+        conformance::many_requests_in_flight(&f);
+    }
+}
+
+#[test]
+fn local_path_is_the_nodes_own_data_table() {
+    if let Some((f, _)) = fabric(4) {
+        conformance::local_path_is_the_nodes_own_data_table(&f);
+    }
+}
+
+#[test]
+fn protocol_runs_on_the_fabric() {
+    if let Some((f, cfg)) = fabric(5) {
+        conformance::protocol_runs_on_the_fabric(&f, cfg);
+    }
+}
