@@ -105,23 +105,17 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
             "--keys, --clients and --seconds must be positive, --key-size at least 8".into(),
         ));
     }
-    let slots =
-        ((f64::from(args.keys) / args.load_factor) / f64::from(args.nodes.max(1))).ceil() as u32;
-    // Each client needs room for the keys it may own plus recycling slack.
-    let per_client = (args.keys / u32::from(args.nodes.max(1)) + 2048).max(4096);
-    let cfg = Config {
+    let cfg = crate::sizing::store_config(&crate::sizing::Shape {
         nodes: args.nodes,
-        index_slots_per_node: slots.max(8),
-        clients_per_node: args.clients,
-        dtes_per_node: per_client * u32::from(args.clients),
-        max_key_len: args.key_size,
-        max_value_len: args.value_size,
-        max_migrate_depth: args.migrate_depth,
+        clients: args.clients,
+        keys: u64::from(args.keys),
+        key_size: args.key_size,
+        value_size: args.value_size,
+        load_factor: args.load_factor,
+        migrate_depth: args.migrate_depth,
         expiration: Duration::from_millis(200),
-        deadline_margin: Duration::from_millis(5),
-        ..Config::default()
-    };
-    cfg.validate().map_err(Error::from)?;
+    })
+    .map_err(Error::from)?;
     Ok(cfg)
 }
 

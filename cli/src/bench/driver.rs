@@ -95,7 +95,7 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
                         } else {
                             Instant::now()
                         };
-                        let (kind, k) = gen.next();
+                        let (kind, k) = gen.next_op();
                         let key = key_of(k, w.key_size);
                         let (i, r) = match kind {
                             OpKind::Get => (0, c.get(&key).map(|v| v.is_some())),

@@ -155,7 +155,7 @@ impl OpGen {
     }
 
     /// The next operation and key.
-    pub fn next(&mut self) -> (OpKind, u64) {
+    pub fn next_op(&mut self) -> (OpKind, u64) {
         let kind = if self.rng.unit() * 100.0 < self.w.get_pct {
             OpKind::Get
         } else {
@@ -207,7 +207,7 @@ mod tests {
         let mut g = OpGen::new(&w, 3, 0, 0, 0);
         let gets = (0..10_000)
             .filter(|_| {
-                let (k, key) = g.next();
+                let (k, key) = g.next_op();
                 assert!(key < 1000);
                 k == OpKind::Get
             })
