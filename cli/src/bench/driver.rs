@@ -91,7 +91,13 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
                             if stop.load(Ordering::Relaxed) {
                                 break;
                             }
-                            next
+                            // Latency counts the queueing behind earlier
+                            // arrivals, not the sleep's timer slack.
+                            if next > now {
+                                Instant::now()
+                            } else {
+                                next
+                            }
                         } else {
                             Instant::now()
                         };

@@ -66,9 +66,12 @@ fn progress(args: &BenchArgs, gs: &[Group]) -> ProgressBar {
         .iter()
         .map(|g| g.points.iter().map(|p| rounds(&p.plan)).sum::<u64>() * g.variants.len() as u64)
         .sum();
-    let estimate = slices as f64 * args.slice_ms as f64 / 1000.0;
-    let show =
-        !args.quiet && std::io::stderr().is_terminal() && (args.ops.is_some() || estimate > 2.0);
+    let estimate = match args.ops {
+        // Guess 100k operations per second.
+        Some(n) => (n * slices) as f64 / 100_000.0,
+        None => slices as f64 * args.slice_ms as f64 / 1000.0,
+    };
+    let show = !args.quiet && std::io::stderr().is_terminal() && estimate > 2.0;
     if !show {
         return ProgressBar::hidden();
     }
@@ -153,15 +156,21 @@ fn run_group(
     Ok(())
 }
 
-/// The closing table of an experiment: throughput ratios per point.
-fn summary(points: &[PointResult]) -> String {
+/// The closing table of an experiment: throughput ratios per point, or for
+/// cpu-load the cores busy and CPU time per operation.
+fn summary(points: &[PointResult], cpu: bool) -> String {
     let Some(first) = points.first() else {
         return String::new();
     };
-    let mut s = format!(
-        "Summary: throughput (kops/s) of {} and every system's ratio to it\n",
-        first.systems[0].label
-    );
+    let mut s = if cpu {
+        "Summary: cores busy (client + server CPU seconds per second) / CPU us per operation\n"
+            .to_string()
+    } else {
+        format!(
+            "Summary: throughput (kops/s) of {} and every system's ratio to it\n",
+            first.systems[0].label
+        )
+    };
     s += &format!("{:<40}", "point");
     for r in &first.systems {
         s += &format!(" {:>14}", r.label);
@@ -172,6 +181,7 @@ fn summary(points: &[PointResult]) -> String {
         for (i, r) in p.systems.iter().enumerate() {
             let cell = match (i, r.ratio) {
                 (_, None) => "-".to_string(),
+                _ if cpu => format!("{:.2} / {:.1}", r.cores_busy, r.cpu_us_per_op),
                 (0, _) => format!("{:.1}k", r.throughput / 1000.0),
                 (_, Some(x)) => format!("{x:.2}x"),
             };
@@ -227,7 +237,10 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
         );
     } else {
         if args.experiment.is_some() {
-            println!("{}", summary(&points));
+            println!(
+                "{}",
+                summary(&points, args.experiment == Some(Experiment::CpuLoad))
+            );
         }
         for f in &plots {
             println!("wrote {f}");
