@@ -71,7 +71,6 @@ impl RpcClient {
         }
         let resp_end = self.layout.response_end(self.g);
         let start = Instant::now();
-        let mut spins = 0u32;
         loop {
             let (got, _) = split_ctrl(io.local_word(resp_end - 8)?);
             if got == seq {
@@ -97,12 +96,10 @@ impl RpcClient {
             if start.elapsed() > self.timeout {
                 return Err(Error::Timeout);
             }
-            spins += 1;
-            if spins.is_multiple_of(64) {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            // Yield between polls: a machine with fewer cores than client and
+            // server threads (this one has 2) would otherwise let a spinning
+            // client starve the very worker it waits for.
+            std::thread::yield_now();
         }
     }
 }
