@@ -45,8 +45,11 @@ use crate::status::map_status;
 use crate::wire::{Hello, WireError};
 use crate::wr::{cas_wr, read_wr, write_wr, LocalSlice, RemoteSlice, SendWr};
 
-/// How soon a failed node is dialled again.
+/// How soon a failed node is dialled again (doubling after each failed
+/// re-dial, up to [`REDIAL_MAX_INTERVAL`]).
 const REDIAL_INTERVAL: Duration = Duration::from_millis(200);
+/// The longest wait between re-dials of a node that stays down.
+const REDIAL_MAX_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a re-dial may take.
 const REDIAL_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -58,6 +61,19 @@ struct Peer {
     backlog: VecDeque<u64>,
     broken: bool,
     last_dial: Option<Instant>,
+    /// Re-dials that failed in a row (backs the next one off).
+    dial_failures: u32,
+}
+
+/// How long after a re-dial attempt the next may start, given how many
+/// re-dials of the node failed in a row. A re-dial blocks the posting client
+/// for up to [`REDIAL_TIMEOUT`], so a node that stays down must not be
+/// re-dialled at a fixed short interval (that would stall the client's
+/// operations on every other node most of the time).
+pub fn redial_interval(failures: u32) -> Duration {
+    REDIAL_INTERVAL
+        .saturating_mul(1u32 << failures.min(16))
+        .min(REDIAL_MAX_INTERVAL)
 }
 
 /// Where a request's local bytes live.
@@ -127,7 +143,7 @@ impl VerbsEndpoint {
             wcs: Vec::new(),
             next_wr: 1,
             send_depth,
-            clock: NodeClock::start(),
+            clock: node.clock,
             node,
         };
         let timeout = Duration::from_millis(ep.node.cluster.tuning.connect_timeout_ms);
@@ -140,6 +156,7 @@ impl VerbsEndpoint {
                 backlog: VecDeque::new(),
                 broken: false,
                 last_dial: None,
+                dial_failures: 0,
             });
         }
         Ok(ep)
@@ -187,7 +204,8 @@ impl VerbsEndpoint {
         if p.conn.is_some() && !p.broken {
             return Ok(());
         }
-        if p.posted > 0 || p.last_dial.is_some_and(|t| t.elapsed() < REDIAL_INTERVAL) {
+        let wait = redial_interval(p.dial_failures);
+        if p.posted > 0 || p.last_dial.is_some_and(|t| t.elapsed() < wait) {
             return Err(FabricError::NodeDown(node));
         }
         p.last_dial = Some(Instant::now());
@@ -198,11 +216,14 @@ impl VerbsEndpoint {
                 p.conn = Some(id);
                 p.broken = false;
                 p.out = Outstanding::default();
+                p.dial_failures = 0;
                 Ok(())
             }
             Err(e) => {
                 tracing::debug!(%node, error = %e, "re-dial failed");
-                self.peers[usize::from(node.0)].broken = true;
+                let p = &mut self.peers[usize::from(node.0)];
+                p.broken = true;
+                p.dial_failures = p.dial_failures.saturating_add(1);
                 Err(FabricError::NodeDown(node))
             }
         }
@@ -269,7 +290,8 @@ impl VerbsEndpoint {
         data: Option<&[u8]>,
         cas: (u64, u64),
     ) -> Result<(), FabricError> {
-        let remote = self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
+        // Typed range/alignment errors first (no connection needed for them)...
+        self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
         let max = self.node.info.limits.max_msg_sz;
         if max > 0 && len > max {
             return Err(FabricError::Transport(format!(
@@ -277,6 +299,11 @@ impl VerbsEndpoint {
             )));
         }
         self.ensure_connected(addr.node)?;
+        // ...then translate with what the node advertised on the connection we
+        // post on: a re-dial (e.g. after the node restarted) replaces its
+        // addresses and rkeys, and the stale ones would fail the new QP with
+        // IBV_WC_REM_ACCESS_ERR (or, if reused, hit the wrong memory).
+        let remote = self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
         let stores = self.book.get(addr.node).map_or(Endian::HOST, |p| p.stores);
         let (buf, _) = self.alloc(len)?;
         let f = InFlight {
@@ -538,5 +565,21 @@ impl Endpoint for VerbsEndpoint {
 
     fn now(&self) -> Nanos {
         self.clock.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redials_of_a_node_that_stays_down_back_off() {
+        assert_eq!(redial_interval(0), Duration::from_millis(200));
+        assert_eq!(redial_interval(1), Duration::from_millis(400));
+        assert_eq!(redial_interval(3), Duration::from_millis(1600));
+        assert_eq!(redial_interval(5), REDIAL_MAX_INTERVAL);
+        assert_eq!(redial_interval(u32::MAX), REDIAL_MAX_INTERVAL);
+        // A blocked re-dial then costs at most REDIAL_TIMEOUT per interval.
+        assert!(redial_interval(10) > REDIAL_TIMEOUT);
     }
 }

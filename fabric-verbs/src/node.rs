@@ -23,6 +23,7 @@ use nessie_protocol::NodeId;
 use rdma_sys::rdma_cm_event_type as Ev;
 
 use crate::byteorder::{detect, AtomicOrder, PROBE};
+use crate::clock::NodeClock;
 use crate::cluster::ClusterFile;
 use crate::connect::{dial, post, wait_one, Dial};
 use crate::error::VerbsError;
@@ -50,6 +51,10 @@ pub struct NodeShared {
     pub plan: QpPlan,
     /// The NIC's atomic byte order, once probed.
     pub order: OnceLock<AtomicOrder>,
+    /// This node's clock, anchored once at start-up and shared by all its
+    /// endpoints (so every client of the node reads the same clock, even if
+    /// the wall clock is stepped between two endpoints' start).
+    pub clock: NodeClock,
     /// The index region.
     pub index: Mr,
     /// The data region.
@@ -137,6 +142,7 @@ impl HostedNode {
             info,
             plan,
             order: OnceLock::new(),
+            clock: NodeClock::start(),
             index,
             data,
             pd,
@@ -259,7 +265,7 @@ fn on_event(
                 .create_qp(&shared.pd, cq, &shared.plan, 1)
                 .and_then(|()| {
                     let depths =
-                        accept_depths(&shared.plan, ev.initiator_depth, ev.responder_resources);
+                        accept_depths(&shared.plan, ev.responder_resources, ev.initiator_depth);
                     id.accept(&shared.plan, depths, &shared.welcome().encode())
                 });
             match result {

@@ -113,17 +113,25 @@ pub fn effective_send_depth(plan: &QpPlan, qps: u16) -> u32 {
     (plan.cq_entries / u32::from(qps.max(1))).clamp(1, plan.max_send_wr)
 }
 
-/// The `rdma_accept` parameters answering a connect request: never promise
-/// more than the requester asked for or the device allows (rdma_cm rules:
-/// our responder resources at most its initiator depth, our initiator depth at
-/// most its responder resources).
+/// The `rdma_accept` parameters `(responder_resources, initiator_depth)`
+/// answering a connect request: never promise more than the requester can use
+/// or the device allows.
+///
+/// The arguments are the connect-request event's fields *as librdmacm reports
+/// them*, which are already from the recipient's point of view
+/// (`rdma_get_cm_event(3)`): `ev_responder_resources` is the requester's
+/// initiator depth (how many READs/atomics it will have outstanding towards
+/// us) and `ev_initiator_depth` is the requester's responder resources. Our
+/// responder resources become the requester's `max_rd_atomic` at RTS, so they
+/// must not exceed its initiator depth (a larger value can exceed its device's
+/// `max_qp_init_rd_atom` and fail its transition to RTS).
 pub fn accept_depths(
     plan: &QpPlan,
-    req_initiator_depth: u8,
-    req_responder_resources: u8,
+    ev_responder_resources: u8,
+    ev_initiator_depth: u8,
 ) -> (u8, u8) {
-    let responder = plan.responder_resources.min(req_initiator_depth).max(1);
-    let initiator = plan.initiator_depth.min(req_responder_resources);
+    let responder = plan.responder_resources.min(ev_responder_resources).max(1);
+    let initiator = plan.initiator_depth.min(ev_initiator_depth);
     (responder, initiator)
 }
 
@@ -276,6 +284,32 @@ mod tests {
         assert_eq!(accept_depths(&p, 4, 8), (4, 8));
         assert_eq!(accept_depths(&p, 32, 32), (16, 16));
         assert_eq!(accept_depths(&p, 0, 0), (1, 0));
+    }
+
+    #[test]
+    fn accept_reads_the_request_from_the_recipients_point_of_view() {
+        // A requester whose device issues at most 2 READs/atomics but serves
+        // 16: it connects with initiator_depth 2, responder_resources 16, and
+        // librdmacm reports the request to us swapped (responder_resources 2,
+        // initiator_depth 16). Our responder resources become its
+        // max_rd_atomic, so they must be 2, not 16.
+        let small_initiator = DeviceLimits {
+            max_qp_init_rd_atom: 2,
+            ..limits()
+        };
+        let requester = plan_qp(&small_initiator, 2, 128, 16);
+        assert_eq!(
+            (requester.initiator_depth, requester.responder_resources),
+            (2, 16)
+        );
+        let (ev_responder_resources, ev_initiator_depth) =
+            (requester.initiator_depth, requester.responder_resources);
+        let us = plan_qp(&limits(), 2, 128, 16);
+        let (responder, initiator) = accept_depths(&us, ev_responder_resources, ev_initiator_depth);
+        assert_eq!(responder, 2, "at most the requester's initiator depth");
+        assert!(responder <= requester.initiator_depth);
+        assert!(initiator <= requester.responder_resources);
+        assert_eq!(initiator, 16);
     }
 
     #[test]

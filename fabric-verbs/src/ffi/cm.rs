@@ -92,9 +92,12 @@ pub struct CmEvent {
     pub id: *mut rdma_cm_id,
     /// Connection private data (connect request, established, reject).
     pub private_data: Vec<u8>,
-    /// The peer's initiator depth (connect request).
+    /// `param.conn.initiator_depth` as librdmacm reports it: for a connect
+    /// request, from the recipient's point of view, i.e. the *requester's
+    /// responder resources* (`rdma_get_cm_event(3)`).
     pub initiator_depth: u8,
-    /// The peer's responder resources (connect request).
+    /// `param.conn.responder_resources` as librdmacm reports it: for a connect
+    /// request, the *requester's initiator depth*.
     pub responder_resources: u8,
 }
 
@@ -103,6 +106,13 @@ impl CmEvent {
     pub fn name(&self) -> String {
         event_name(self.kind)
     }
+}
+
+/// Whether a failed `rdma_get_cm_event` on the non-blocking channel just
+/// means "try again": no event yet, or a signal interrupted the read (e.g. the
+/// SIGINT/SIGTERM handler `nessie-node` installs) — not a channel error.
+pub fn retry_errno(errno: Option<i32>) -> bool {
+    matches!(errno, Some(e) if e == libc::EAGAIN || e == libc::EWOULDBLOCK || e == libc::EINTR)
 }
 
 /// An `rdma_cm` event channel.
@@ -176,9 +186,7 @@ impl EventChannel {
                 return Ok(Some(out));
             }
             let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EAGAIN)
-                && err.raw_os_error() != Some(libc::EWOULDBLOCK)
-            {
+            if !retry_errno(err.raw_os_error()) {
                 return Err(VerbsError::Cm {
                     call: "rdma_get_cm_event",
                     peer: "local".into(),
@@ -441,5 +449,33 @@ impl Drop for CmId {
             }
             rdma_destroy_id(self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_or_interrupted_channel_is_retried_not_an_error() {
+        assert!(retry_errno(Some(libc::EAGAIN)));
+        assert!(retry_errno(Some(libc::EWOULDBLOCK)));
+        assert!(
+            retry_errno(Some(libc::EINTR)),
+            "a signal is not a channel error"
+        );
+        assert!(!retry_errno(Some(libc::EBADF)));
+        assert!(!retry_errno(Some(libc::ENODATA)));
+        assert!(!retry_errno(None));
+    }
+
+    #[test]
+    fn socket_addresses_are_laid_out_for_rdma_cm() {
+        let mut a = CSockAddr::new("192.168.10.2:7471".parse().unwrap());
+        // SAFETY: `new` wrote a sockaddr_in for a V4 address.
+        let sin = unsafe { *a.as_mut_ptr().cast::<libc::sockaddr_in>() };
+        assert_eq!(sin.sin_family, libc::AF_INET as libc::sa_family_t);
+        assert_eq!(u16::from_be(sin.sin_port), 7471);
+        assert_eq!(sin.sin_addr.s_addr.to_ne_bytes(), [192, 168, 10, 2]);
     }
 }
