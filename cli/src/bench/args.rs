@@ -79,15 +79,18 @@ pub struct BenchArgs {
     /// Key size in bytes.
     #[arg(long, default_value = "128", value_parser = parse_size)]
     pub key_size: u64,
-    /// Value size (256 B .. 128 KiB; suffixes K, KiB).
-    #[arg(long, default_value = "256", value_parser = parse_size)]
-    pub value_size: u64,
+    /// Value size (256 B .. 128 KiB; suffixes K, KiB). Default: 256 B, except
+    /// 16 KiB for breakdown, cpu-contention and cpu-load (the papers' setting
+    /// of Figs 13, 4 and 14).
+    #[arg(long, value_parser = parse_size)]
+    pub value_size: Option<u64>,
     /// Percent of GETs; the rest are PUTs of existing keys.
     #[arg(long, default_value_t = 90.0)]
     pub get_pct: f64,
-    /// Key distribution.
-    #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
-    pub distribution: Distribution,
+    /// Key distribution. Default: uniform, except zipf for breakdown (the
+    /// paper's Fig. 13 is a Zipf workload).
+    #[arg(long, value_enum)]
+    pub distribution: Option<Distribution>,
     /// Zipf exponent theta.
     #[arg(long, default_value_t = 0.99)]
     pub zipf_theta: f64,
@@ -152,6 +155,24 @@ fn range(
 }
 
 impl BenchArgs {
+    /// The value size: `--value-size`, else the experiment's paper setting.
+    pub fn value_size(&self) -> u64 {
+        self.value_size.unwrap_or(match self.experiment {
+            Some(Experiment::Breakdown | Experiment::CpuContention | Experiment::CpuLoad) => {
+                16 << 10
+            }
+            _ => 256,
+        })
+    }
+
+    /// The key distribution: `--distribution`, else the experiment's paper setting.
+    pub fn distribution(&self) -> Distribution {
+        self.distribution.unwrap_or(match self.experiment {
+            Some(Experiment::Breakdown) => Distribution::Zipf,
+            _ => Distribution::Uniform,
+        })
+    }
+
     /// The systems named by `--systems`, in order.
     pub fn system_kinds(&self) -> Result<Vec<SystemKind>, BenchError> {
         let mut out: Vec<SystemKind> = Vec::new();
@@ -213,9 +234,9 @@ impl BenchArgs {
             "16 B to 1 KiB (keys are `key-<12 digits>` padded)",
         )?;
         range(
-            (1..=MAX_VALUE).contains(&self.value_size),
+            (1..=MAX_VALUE).contains(&self.value_size()),
             "value-size",
-            self.value_size,
+            self.value_size(),
             "1 B to 128 KiB",
         )?;
         range(

@@ -73,7 +73,7 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         key_size: args.key_size as u32,
         value_size,
         get_pct: args.get_pct,
-        distribution: args.distribution,
+        distribution: args.distribution(),
         zipf_theta: args.zipf_theta,
         locality_pct: args.locality_pct,
         seed: args.seed,
@@ -144,7 +144,7 @@ fn breakdown_variants(kinds: &[SystemKind], cfg: &Config, args: &BenchArgs) -> V
 
 /// The groups of `args`' experiment (or of the single comparison).
 pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, BenchError> {
-    let (w, cfg) = shape(args, args.value_size as u32)?;
+    let (w, cfg) = shape(args, args.value_size() as u32)?;
     let one = |variants: Vec<Variant>, points: Vec<Point>| Group {
         variants,
         preload: w.clone(),
