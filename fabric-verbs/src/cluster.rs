@@ -178,8 +178,8 @@ pub struct ClusterFile {
     /// Physical port of the device (from 1).
     #[serde(default = "one")]
     pub port: u8,
-    /// GID index of the port (RoCE v2: the index whose type is RoCE v2 and
-    /// whose GID is the interface's IPv4-mapped address).
+    /// A GID index of the port, checked to exist at start-up. It does not
+    /// select the GID: `rdma_cm` derives the GID from the node's address.
     #[serde(default)]
     pub gid_index: u8,
     /// Region sizes.
