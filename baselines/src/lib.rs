@@ -15,6 +15,8 @@
 //! [`Deployment`] starts any of the four systems (with its server workers) on
 //! a fabric.
 
+#![warn(missing_docs)]
+
 pub mod coupled;
 pub mod cpu;
 pub mod deployment;

@@ -4,6 +4,8 @@
 //! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
 //! the stores of both.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod run;
 pub mod sizing;
