@@ -27,11 +27,23 @@ use nessie_protocol::{
     Config, DteAddr, Endpoint, Error, IndexEntry, NodeId,
 };
 
+use crate::cuckoo::{self, CuckooTable};
 use crate::io::{round8, word, Io};
 use crate::mailbox::{MailboxLayout, Request, RpcOp, Status};
 use crate::server::Handler;
 
 const HOME_SEED: u64 = 0x686f_6d65_6e6f_6465;
+
+/// The home node of `key` among `nodes` under hash seed `seed`: where a
+/// partially-coupled design (NessieSD, NessieHY, Pilaf) keeps its entries.
+pub fn home_node(seed: u64, nodes: u16, key: &[u8]) -> NodeId {
+    NodeId((stable_hash(seed ^ HOME_SEED, key) % u64::from(nodes.max(1))) as u16)
+}
+
+/// The candidate entries of `key` on its home node (`hasher` spans one node).
+pub fn home_slots(hasher: &Hasher, key: &[u8]) -> Vec<u32> {
+    hasher.candidates(key).into_iter().map(|a| a.slot).collect()
+}
 
 /// Where everything lives in a node's data region, and how keys hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,7 +109,7 @@ impl CoupledLayout {
 
     /// The key's home node.
     pub fn home(&self, key: &[u8]) -> NodeId {
-        NodeId((stable_hash(self.hasher.seed ^ HOME_SEED, key) % u64::from(self.nodes)) as u16)
+        home_node(self.hasher.seed, self.nodes, key)
     }
 
     /// The key's candidate index table entries (slot numbers on its home node).
@@ -305,9 +317,9 @@ impl CoupledTable {
                 return Ok((Status::Absent, Vec::new()));
             }
         }
-        match self.cuckoo_path(io, &cands)? {
+        match cuckoo::find_path(self, io, &cands, self.max_depth)? {
             Some(path) => {
-                self.shift(io, &path, ite)?;
+                cuckoo::shift(self, io, &path, ite.0.to_le_bytes().to_vec())?;
                 Ok((Status::Absent, Vec::new()))
             }
             None => {
@@ -315,70 +327,6 @@ impl CoupledTable {
                 Ok((Status::TableFull, Vec::new()))
             }
         }
-    }
-
-    /// Breadth-first search for a path `c0 -> c1 -> ... -> ck` of index table
-    /// entries where each occupant may move to the next and `ck` is empty.
-    fn cuckoo_path<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        starts: &[u32],
-    ) -> Result<Option<Vec<u32>>, Error> {
-        let mut paths: VecDeque<Vec<u32>> = starts.iter().map(|&s| vec![s]).collect();
-        let mut visited: Vec<u32> = starts.to_vec();
-        while let Some(path) = paths.pop_front() {
-            if path.len() > usize::from(self.max_depth) || visited.len() > 4096 {
-                break;
-            }
-            let Some(&last) = path.last() else { continue };
-            let ite = IndexEntry(io.local_word(self.layout.index_offset(last))?);
-            let Some(dte) = ite.dte() else { continue };
-            let head = io.local_read(
-                self.layout.entry_offset(dte.index),
-                self.layout.header_and_key() as u32,
-            )?;
-            let Some(occupant) = self.layout.entry_key(&head).map(<[u8]>::to_vec) else {
-                continue;
-            };
-            for alt in self.layout.candidates(&occupant) {
-                if visited.contains(&alt) {
-                    continue;
-                }
-                visited.push(alt);
-                let mut next = path.clone();
-                next.push(alt);
-                if !IndexEntry(io.local_word(self.layout.index_offset(alt))?).is_present() {
-                    return Ok(Some(next));
-                }
-                paths.push_back(next);
-            }
-        }
-        Ok(None)
-    }
-
-    /// Moves the occupants along `path` from its end backwards, then stores
-    /// `ite` in its first entry, inside an odd move epoch.
-    fn shift<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        path: &[u32],
-        ite: IndexEntry,
-    ) -> Result<(), Error> {
-        let epoch = io.local_word(self.layout.epoch)?;
-        io.local_write(self.layout.epoch, (epoch + 1).to_le_bytes().to_vec())?;
-        for w in path.windows(2).rev() {
-            let moving = io.local_word(self.layout.index_offset(w[0]))?;
-            io.local_write(
-                self.layout.index_offset(w[1]),
-                moving.to_le_bytes().to_vec(),
-            )?;
-        }
-        io.local_write(
-            self.layout.index_offset(path[0]),
-            ite.0.to_le_bytes().to_vec(),
-        )?;
-        io.local_write(self.layout.epoch, (epoch + 2).to_le_bytes().to_vec())?;
-        Ok(())
     }
 
     fn delete<E: Endpoint>(
@@ -396,6 +344,38 @@ impl CoupledTable {
         )?;
         alloc.retire(f.dte);
         Ok((Status::Found, Vec::new()))
+    }
+}
+
+impl<E: Endpoint> CuckooTable<E> for CoupledTable {
+    fn occupant(&self, io: &mut Io<E>, slot: u32) -> Result<Option<Vec<u8>>, Error> {
+        let ite = IndexEntry(io.local_word(self.layout.index_offset(slot))?);
+        let Some(dte) = ite.dte() else {
+            return Ok(None);
+        };
+        let head = io.local_read(
+            self.layout.entry_offset(dte.index),
+            self.layout.header_and_key() as u32,
+        )?;
+        match self.layout.entry_key(&head) {
+            Some(k) => Ok(Some(k.to_vec())),
+            None => Err(Error::Corrupt(format!(
+                "data table entry {} on {} is malformed",
+                dte.index, self.node
+            ))),
+        }
+    }
+
+    fn candidates(&self, key: &[u8]) -> Vec<u32> {
+        self.layout.candidates(key)
+    }
+
+    fn entry_range(&self, slot: u32) -> (u64, u32) {
+        (self.layout.index_offset(slot), 8)
+    }
+
+    fn epoch_offset(&self) -> u64 {
+        self.layout.epoch
     }
 }
 

@@ -15,9 +15,10 @@ use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, 
 use crate::coupled::{CoupledLayout, CoupledTable};
 use crate::hy::HyClient;
 use crate::kv::KvClient;
+use crate::mailbox::MailboxLayout;
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
 use crate::sd::SdClient;
-use crate::server::ServerPool;
+use crate::server::{Handler, ServerPool};
 
 /// The systems compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -143,6 +144,33 @@ impl SystemConfig {
     }
 }
 
+/// Starts `sys.server_workers` workers on every node, serving the slots of
+/// `mailbox` with the node's table made by `table`.
+fn start_servers<F, H>(
+    fabric: &F,
+    sys: &SystemConfig,
+    mailbox: MailboxLayout,
+    table: impl Fn(NodeId) -> H,
+) -> Result<Vec<ServerPool>, Error>
+where
+    F: Fabric,
+    F::Endpoint: 'static,
+    H: Handler<F::Endpoint> + 'static,
+{
+    (0..sys.store.nodes)
+        .map(|n| {
+            ServerPool::start(
+                fabric,
+                NodeId(n),
+                sys.server_workers,
+                mailbox,
+                sys.store.clients_per_node,
+                Arc::new(table(NodeId(n))),
+            )
+        })
+        .collect()
+}
+
 enum Layout {
     Nessie,
     Coupled(CoupledLayout),
@@ -181,10 +209,11 @@ where
             || have.index_slots_per_node < need.index_slots_per_node
             || have.data_bytes_per_node < need.data_bytes_per_node
         {
-            return Err(Error::Corrupt(format!(
-                "the fabric ({have:?}) is smaller than {} needs ({need:?})",
-                sys.kind
-            )));
+            return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
+                field: "fabric topology",
+                value: format!("{have:?} (needed: {need:?})"),
+                reason: "the fabric's regions are smaller than the system needs",
+            }));
         }
         let cfg = Arc::new(sys.store.clone());
         let mut servers = Vec::new();
@@ -192,32 +221,16 @@ where
             SystemKind::Nessie => Layout::Nessie,
             SystemKind::NessieSd | SystemKind::NessieHy => {
                 let layout = sys.coupled();
-                for n in 0..cfg.nodes {
-                    let table = Arc::new(CoupledTable::new(layout, NodeId(n), &cfg));
-                    servers.push(ServerPool::start(
-                        &fabric,
-                        NodeId(n),
-                        sys.server_workers,
-                        layout.mailbox,
-                        cfg.clients_per_node,
-                        table,
-                    )?);
-                }
+                servers = start_servers(&fabric, &sys, layout.mailbox, |n| {
+                    CoupledTable::new(layout, n, &cfg)
+                })?;
                 Layout::Coupled(layout)
             }
             SystemKind::Pilaf => {
                 let layout = PilafLayout::new(&cfg);
-                for n in 0..cfg.nodes {
-                    let table = Arc::new(PilafTable::new(layout, NodeId(n), &cfg));
-                    servers.push(ServerPool::start(
-                        &fabric,
-                        NodeId(n),
-                        sys.server_workers,
-                        layout.mailbox,
-                        cfg.clients_per_node,
-                        table,
-                    )?);
-                }
+                servers = start_servers(&fabric, &sys, layout.mailbox, |n| {
+                    PilafTable::new(layout, n, &cfg)
+                })?;
                 Layout::Pilaf(layout)
             }
         };

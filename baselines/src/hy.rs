@@ -30,7 +30,7 @@ use crate::coupled::CoupledLayout;
 use crate::deployment::HyOptions;
 use crate::io::{word, Io};
 use crate::kv::KvClient;
-use crate::mailbox::{Request, RpcOp, Status};
+use crate::mailbox::{RpcOp, Status};
 use crate::rpc::RpcClient;
 use crate::sd::check_sizes;
 
@@ -80,26 +80,18 @@ impl<E: Endpoint> HyClient<E> {
     }
 
     fn call(&mut self, op: RpcOp, key: &[u8], value: &[u8]) -> Result<Status, Error> {
-        check_sizes(&self.cfg, key, value)?;
         let home = self.layout.home(key);
-        let span = tracing::debug_span!("hy", ?op, home = %home, key_len = key.len());
-        let _g = span.enter();
-        let mut stats = OpStats {
-            attempts: 1,
-            ..OpStats::default()
-        };
-        let req = Request {
+        let r = self.rpc.request(
+            &mut self.io,
+            "nessie-hy",
+            &self.cfg,
+            home,
             op,
-            key: key.to_vec(),
-            value: value.to_vec(),
-        };
-        let r = self.rpc.call(&mut self.io, home, &req, &mut stats);
-        self.last = stats;
-        let resp = r?;
-        match resp.error(home) {
-            Some(e) => Err(e),
-            None => Ok(resp.status),
-        }
+            key,
+            value,
+            &mut self.last,
+        )?;
+        Ok(r.status)
     }
 
     /// Reads `len` bytes at `offset` of `home`'s data region: by CPU when

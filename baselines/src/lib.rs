@@ -19,6 +19,7 @@
 
 pub mod coupled;
 pub mod cpu;
+pub mod cuckoo;
 pub mod deployment;
 pub mod hy;
 pub mod io;

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use nessie_protocol::{ClientId, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientId, Config, Endpoint, Error, NodeId, OpStats};
 
 use crate::io::{word, Io};
 use crate::mailbox::{
-    decode, encode, payload_len, split_ctrl, MailboxLayout, Request, Response, TRAILER_BYTES,
+    decode, encode, payload_len, split_ctrl, MailboxLayout, Request, Response, RpcOp, TRAILER_BYTES,
 };
 
 /// A client's request channel to every node's server workers.
@@ -102,4 +102,59 @@ impl RpcClient {
             std::thread::yield_now();
         }
     }
+
+    /// One operation of a server-driven path, as NessieSD, NessieHY and
+    /// Pilaf clients issue it: checks the sizes against `cfg`, sends `op` on
+    /// `key` (and `value`) to `home`, sets `last` to the call's fabric work
+    /// (one attempt), and turns a failed status into its error. A `tracing`
+    /// span named after `system` covers the call.
+    #[allow(clippy::too_many_arguments)]
+    pub fn request<E: Endpoint>(
+        &mut self,
+        io: &mut Io<E>,
+        system: &'static str,
+        cfg: &Config,
+        home: NodeId,
+        op: RpcOp,
+        key: &[u8],
+        value: &[u8],
+        last: &mut OpStats,
+    ) -> Result<Response, Error> {
+        check_sizes(cfg, key, value)?;
+        let span = tracing::debug_span!("rpc", system, ?op, home = %home, key_len = key.len());
+        let _g = span.enter();
+        let mut stats = OpStats {
+            attempts: 1,
+            ..OpStats::default()
+        };
+        let req = Request {
+            op,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        let r = self.call(io, home, &req, &mut stats);
+        *last = stats;
+        let resp = r?;
+        match resp.error(home) {
+            Some(e) => Err(e),
+            None => Ok(resp),
+        }
+    }
+}
+
+/// Checks a key and value against the configuration, as Nessie's client does.
+pub fn check_sizes(cfg: &Config, key: &[u8], value: &[u8]) -> Result<(), Error> {
+    if key.is_empty() || key.len() > cfg.max_key_len as usize {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: cfg.max_key_len,
+        });
+    }
+    if value.len() > cfg.max_value_len as usize {
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: cfg.max_value_len,
+        });
+    }
+    Ok(())
 }

@@ -11,25 +11,10 @@ use nessie_protocol::{ClientId, Config, Endpoint, Error, OpStats};
 use crate::coupled::CoupledLayout;
 use crate::io::Io;
 use crate::kv::KvClient;
-use crate::mailbox::{Request, RpcOp, Status};
+use crate::mailbox::{RpcOp, Status};
 use crate::rpc::RpcClient;
 
-/// Checks a key and value against the configuration, as Nessie's client does.
-pub fn check_sizes(cfg: &Config, key: &[u8], value: &[u8]) -> Result<(), Error> {
-    if key.is_empty() || key.len() > cfg.max_key_len as usize {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: cfg.max_key_len,
-        });
-    }
-    if value.len() > cfg.max_value_len as usize {
-        return Err(Error::ValueTooLarge {
-            len: value.len(),
-            max: cfg.max_value_len,
-        });
-    }
-    Ok(())
-}
+pub use crate::rpc::check_sizes;
 
 /// A NessieSD client.
 pub struct SdClient<E: Endpoint> {
@@ -54,26 +39,18 @@ impl<E: Endpoint> SdClient<E> {
     }
 
     fn call(&mut self, op: RpcOp, key: &[u8], value: &[u8]) -> Result<(Status, Vec<u8>), Error> {
-        check_sizes(&self.cfg, key, value)?;
         let home = self.layout.home(key);
-        let span = tracing::debug_span!("sd", ?op, home = %home, key_len = key.len());
-        let _g = span.enter();
-        let mut stats = OpStats {
-            attempts: 1,
-            ..OpStats::default()
-        };
-        let req = Request {
+        let r = self.rpc.request(
+            &mut self.io,
+            "nessie-sd",
+            &self.cfg,
+            home,
             op,
-            key: key.to_vec(),
-            value: value.to_vec(),
-        };
-        let r = self.rpc.call(&mut self.io, home, &req, &mut stats);
-        self.last = stats;
-        let resp = r?;
-        if let Some(e) = resp.error(home) {
-            return Err(e);
-        }
-        Ok((resp.status, resp.value))
+            key,
+            value,
+            &mut self.last,
+        )?;
+        Ok((r.status, r.value))
     }
 }
 

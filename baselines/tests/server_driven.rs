@@ -348,3 +348,16 @@ fn hy_gets_of_always_present_keys_never_miss_under_churn() {
         "the churn must have moved keys (move epoch {epoch})"
     );
 }
+
+#[test]
+fn a_fabric_too_small_for_the_system_is_a_typed_error() {
+    let sys = SystemConfig::new(SystemKind::NessieSd, small(2, 64));
+    let tiny = nessie_fabric_sim::SimFabric::new(nessie_fabric_sim::SimConfig::new(2, 8, 4096))
+        .expect("sim");
+    let e = nessie_baselines::Deployment::start(sys, tiny).expect_err("too small");
+    assert!(matches!(e, Error::Config(_)), "{e}");
+    assert!(
+        e.to_string().contains("smaller than the system needs"),
+        "{e}"
+    );
+}

@@ -16,15 +16,11 @@
 //! that sees a mix of an old and a new entry (or of an entry and zeroes)
 //! rejects it as torn.
 
-use nessie_protocol::{
-    hash::{stable_hash, Hasher},
-    Config, NodeId,
-};
+use nessie_protocol::{hash::Hasher, Config, NodeId};
 
+use crate::coupled::{home_node, home_slots};
 use crate::io::{round8, word};
 use crate::mailbox::{MailboxLayout, CRC64};
-
-const HOME_SEED: u64 = 0x7069_6c61_6668_6f6d;
 
 /// Bytes of one hash table entry.
 pub const ENTRY_BYTES: u64 = 32;
@@ -100,17 +96,13 @@ impl PilafLayout {
 
     /// The key's home node.
     pub fn home(&self, key: &[u8]) -> NodeId {
-        NodeId((stable_hash(self.hasher.seed ^ HOME_SEED, key) % u64::from(self.nodes)) as u16)
+        home_node(self.hasher.seed, self.nodes, key)
     }
 
     /// The key's candidate hash table entries (slot numbers on its home
     /// node), in the order a GET probes them.
     pub fn candidates(&self, key: &[u8]) -> Vec<u32> {
-        self.hasher
-            .candidates(key)
-            .into_iter()
-            .map(|a| a.slot)
-            .collect()
+        home_slots(&self.hasher, key)
     }
 
     /// Offset of hash table entry `slot`.

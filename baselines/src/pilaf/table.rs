@@ -17,13 +17,13 @@
 //!   (plus the clock skew) before reuse; clients end every GET attempt within
 //!   T of its start, so an extent is never rewritten under a client's READ.
 
-use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use nessie_protocol::{Config, Endpoint, Error, NodeId};
 
 use super::layout::{encode_extent, EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
 use crate::coupled::Allocator;
+use crate::cuckoo::{self, CuckooTable};
 use crate::io::Io;
 use crate::mailbox::{Request, RpcOp, Status};
 use crate::server::Handler;
@@ -147,9 +147,9 @@ impl PilafTable {
                 return Ok((Status::Absent, Vec::new()));
             }
         }
-        match self.cuckoo_path(io, &cands)? {
+        match cuckoo::find_path(self, io, &cands, self.max_depth)? {
             Some(path) => {
-                self.shift(io, &path, entry)?;
+                cuckoo::shift(self, io, &path, entry)?;
                 Ok((Status::Absent, Vec::new()))
             }
             None => {
@@ -157,64 +157,6 @@ impl PilafTable {
                 Ok((Status::TableFull, Vec::new()))
             }
         }
-    }
-
-    /// Breadth-first search for a path `c0 -> c1 -> ... -> ck` of entries
-    /// where each occupant may move to the next (one of its other
-    /// candidates) and `ck` is empty; the server computes every move before
-    /// making any (section 3.4).
-    fn cuckoo_path<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        starts: &[u32],
-    ) -> Result<Option<Vec<u32>>, Error> {
-        let mut paths: VecDeque<Vec<u32>> = starts.iter().map(|&s| vec![s]).collect();
-        let mut visited: Vec<u32> = starts.to_vec();
-        while let Some(path) = paths.pop_front() {
-            if path.len() > usize::from(self.max_depth) || visited.len() > 4096 {
-                break;
-            }
-            let Some(&last) = path.last() else { continue };
-            let Some(e) = self.entry(io, last)? else {
-                continue;
-            };
-            let occupant = io.local_read(e.extent, e.key_len)?;
-            for alt in self.layout.candidates(&occupant) {
-                if visited.contains(&alt) {
-                    continue;
-                }
-                visited.push(alt);
-                let mut next = path.clone();
-                next.push(alt);
-                if self.entry(io, alt)?.is_none() {
-                    return Ok(Some(next));
-                }
-                paths.push_back(next);
-            }
-        }
-        Ok(None)
-    }
-
-    /// Moves the occupants along `path` from its end backwards (each key is
-    /// copied to its new entry before its old entry is overwritten), then
-    /// stores `entry` in the path's first entry, all inside an odd move epoch.
-    fn shift<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        path: &[u32],
-        entry: Vec<u8>,
-    ) -> Result<(), Error> {
-        let epoch = io.local_word(self.layout.epoch)?;
-        io.local_write(self.layout.epoch, (epoch + 1).to_le_bytes().to_vec())?;
-        for w in path.windows(2).rev() {
-            let moving = io.local_read(self.layout.entry_offset(w[0]), ENTRY_BYTES as u32)?;
-            self.write_entry(io, w[1], moving)?;
-        }
-        if let Some(&first) = path.first() {
-            self.write_entry(io, first, entry)?;
-        }
-        io.local_write(self.layout.epoch, (epoch + 2).to_le_bytes().to_vec())?;
-        Ok(())
     }
 
     fn delete<E: Endpoint>(
@@ -231,6 +173,27 @@ impl PilafTable {
             extents.retire(old);
         }
         Ok((Status::Found, Vec::new()))
+    }
+}
+
+impl<E: Endpoint> CuckooTable<E> for PilafTable {
+    fn occupant(&self, io: &mut Io<E>, slot: u32) -> Result<Option<Vec<u8>>, Error> {
+        match self.entry(io, slot)? {
+            Some(e) => Ok(Some(io.local_read(e.extent, e.key_len)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn candidates(&self, key: &[u8]) -> Vec<u32> {
+        self.layout.candidates(key)
+    }
+
+    fn entry_range(&self, slot: u32) -> (u64, u32) {
+        (self.layout.entry_offset(slot), ENTRY_BYTES as u32)
+    }
+
+    fn epoch_offset(&self) -> u64 {
+        self.layout.epoch
     }
 }
 
