@@ -20,7 +20,6 @@
 //! reused under it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use nessie_protocol::{
     cache::DteCache, ClientId, Config, Endpoint, Error, IndexEntry, NodeId, OpStats, RemoteAddr,
@@ -31,6 +30,7 @@ use crate::deployment::HyOptions;
 use crate::io::{word, Io};
 use crate::kv::KvClient;
 use crate::mailbox::{RpcOp, Status};
+use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::RpcClient;
 use crate::sd::check_sizes;
 
@@ -43,7 +43,7 @@ pub struct HyClient<E: Endpoint> {
     rpc: RpcClient,
     cache: DteCache,
     last: OpStats,
-    rng: u64,
+    jitter: Jitter,
     skip_epoch_check: bool,
 }
 
@@ -64,7 +64,7 @@ impl<E: Endpoint> HyClient<E> {
             rpc: RpcClient::new(layout.mailbox, id, cfg.clients_per_node, timeout),
             io: Io::new(ep, timeout),
             cache: DteCache::new(if opts.cache { cfg.cache_capacity } else { 0 }),
-            rng: 0x2545_f491_4f6c_dd1d ^ (u64::from(id.node.0) << 20) ^ u64::from(id.index),
+            jitter: Jitter::new(id),
             cfg,
             layout,
             opts,
@@ -210,14 +210,6 @@ impl<E: Endpoint> HyClient<E> {
         }
         Ok(Ok(None))
     }
-
-    fn jitter(&mut self, base: Duration) -> Duration {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let n = base.as_nanos() as u64;
-        Duration::from_nanos(n / 2 + self.rng % (n / 2 + 1))
-    }
 }
 
 impl<E: Endpoint> KvClient for HyClient<E> {
@@ -226,19 +218,15 @@ impl<E: Endpoint> KvClient for HyClient<E> {
         let span = tracing::debug_span!("hy-get", key_len = key.len());
         let _g = span.enter();
         let mut stats = OpStats::default();
-        let start = self.io.endpoint().now();
-        let mut backoff = self.cfg.retry.initial_backoff;
+        let mut budget = RetryBudget::new(self.io.endpoint().now(), &self.cfg.retry);
         let result = loop {
             stats.attempts += 1;
             match self.get_attempt(key, &mut stats) {
                 Ok(Ok(v)) => break Ok(v),
                 Ok(Err(Retry)) => {
-                    if self.io.endpoint().now().since(start) >= self.cfg.retry.op_timeout {
-                        break Err(Error::Timeout);
+                    if let Err(e) = budget.pause(&mut self.io, &self.cfg.retry, &mut self.jitter) {
+                        break Err(e);
                     }
-                    let d = self.jitter(backoff);
-                    self.io.backoff(d);
-                    backoff = (backoff * 2).min(self.cfg.retry.max_backoff);
                 }
                 Err(e) => break Err(e),
             }

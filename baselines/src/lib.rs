@@ -26,6 +26,7 @@ pub mod io;
 pub mod kv;
 pub mod mailbox;
 pub mod pilaf;
+pub mod retry;
 pub mod rpc;
 pub mod sd;
 pub mod server;

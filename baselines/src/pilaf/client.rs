@@ -19,7 +19,6 @@
 //! gives up with [`Error::Timeout`] after `retry.op_timeout`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, OpStats, RemoteAddr};
 
@@ -27,6 +26,7 @@ use super::layout::{EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
 use crate::io::{word, Io};
 use crate::kv::KvClient;
 use crate::mailbox::{RpcOp, Status};
+use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::RpcClient;
 use crate::sd::check_sizes;
 
@@ -54,7 +54,7 @@ pub struct PilafClient<E: Endpoint> {
     io: Io<E>,
     rpc: RpcClient,
     last: OpStats,
-    rng: u64,
+    jitter: Jitter,
     torn: TornReads,
     skip_checksums: bool,
     skip_epoch_check: bool,
@@ -63,12 +63,6 @@ pub struct PilafClient<E: Endpoint> {
 /// Why a GET attempt must be retried.
 struct Retry;
 
-/// A GET in progress: when it started, and its current back-off.
-struct GetOp {
-    start: Nanos,
-    backoff: Duration,
-}
-
 impl<E: Endpoint> PilafClient<E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
     pub fn new(cfg: Arc<Config>, layout: PilafLayout, id: ClientId, ep: E) -> PilafClient<E> {
@@ -76,7 +70,7 @@ impl<E: Endpoint> PilafClient<E> {
         PilafClient {
             rpc: RpcClient::new(layout.mailbox, id, cfg.clients_per_node, timeout),
             io: Io::new(ep, timeout),
-            rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(id.node.0) << 20) ^ u64::from(id.index),
+            jitter: Jitter::new(id),
             cfg,
             layout,
             last: OpStats::default(),
@@ -129,14 +123,8 @@ impl<E: Endpoint> PilafClient<E> {
 
     /// Backs off before a retry; [`Error::Timeout`] once the operation has
     /// run out of time.
-    fn pause(&mut self, op: &mut GetOp) -> Result<(), Error> {
-        if self.now().since(op.start) >= self.cfg.retry.op_timeout {
-            return Err(Error::Timeout);
-        }
-        let d = self.jitter(op.backoff);
-        self.io.backoff(d);
-        op.backoff = (op.backoff * 2).min(self.cfg.retry.max_backoff);
-        Ok(())
+    fn pause(&mut self, op: &mut RetryBudget) -> Result<(), Error> {
+        op.pause(&mut self.io, &self.cfg.retry, &mut self.jitter)
     }
 
     /// Reads hash table entry `slot` of `home` until it is consistent.
@@ -144,7 +132,7 @@ impl<E: Endpoint> PilafClient<E> {
         &mut self,
         home: NodeId,
         slot: u32,
-        op: &mut GetOp,
+        op: &mut RetryBudget,
         stats: &mut OpStats,
     ) -> Result<Option<HashEntry>, Error> {
         let addr = RemoteAddr::data(home, self.layout.entry_offset(slot));
@@ -168,7 +156,7 @@ impl<E: Endpoint> PilafClient<E> {
         key: &[u8],
         home: NodeId,
         attempt: Nanos,
-        op: &mut GetOp,
+        op: &mut RetryBudget,
         stats: &mut OpStats,
     ) -> Result<Result<Option<Vec<u8>>, Retry>, Error> {
         let verify = !self.skip_checksums;
@@ -207,7 +195,7 @@ impl<E: Endpoint> PilafClient<E> {
     fn get_attempt(
         &mut self,
         key: &[u8],
-        op: &mut GetOp,
+        op: &mut RetryBudget,
         stats: &mut OpStats,
     ) -> Result<Result<Option<Vec<u8>>, Retry>, Error> {
         let home = self.layout.home(key);
@@ -231,14 +219,6 @@ impl<E: Endpoint> PilafClient<E> {
         }
         Ok(Ok(None))
     }
-
-    fn jitter(&mut self, base: Duration) -> Duration {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let n = base.as_nanos() as u64;
-        Duration::from_nanos(n / 2 + self.rng % (n / 2 + 1))
-    }
 }
 
 impl<E: Endpoint> KvClient for PilafClient<E> {
@@ -247,10 +227,7 @@ impl<E: Endpoint> KvClient for PilafClient<E> {
         let span = tracing::debug_span!("pilaf-get", key_len = key.len());
         let _g = span.enter();
         let mut stats = OpStats::default();
-        let mut op = GetOp {
-            start: self.now(),
-            backoff: self.cfg.retry.initial_backoff,
-        };
+        let mut op = RetryBudget::new(self.now(), &self.cfg.retry);
         let result = loop {
             stats.attempts += 1;
             match self.get_attempt(key, &mut op, &mut stats) {
