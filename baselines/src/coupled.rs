@@ -311,21 +311,12 @@ impl CoupledTable {
             return Ok((Status::Found, Vec::new()));
         }
         let cands = self.layout.candidates(key);
-        for &slot in &cands {
-            if !IndexEntry(io.local_word(self.layout.index_offset(slot))?).is_present() {
-                io.local_write(self.layout.index_offset(slot), ite.0.to_le_bytes().to_vec())?;
-                return Ok((Status::Absent, Vec::new()));
-            }
-        }
-        match cuckoo::find_path(self, io, &cands, self.max_depth)? {
-            Some(path) => {
-                cuckoo::shift(self, io, &path, ite.0.to_le_bytes().to_vec())?;
-                Ok((Status::Absent, Vec::new()))
-            }
-            None => {
-                alloc.release_unpublished(dte);
-                Ok((Status::TableFull, Vec::new()))
-            }
+        let entry = ite.0.to_le_bytes().to_vec();
+        if cuckoo::insert(self, io, &cands, entry, self.max_depth)? {
+            Ok((Status::Absent, Vec::new()))
+        } else {
+            alloc.release_unpublished(dte);
+            Ok((Status::TableFull, Vec::new()))
         }
     }
 

@@ -93,3 +93,30 @@ pub fn shift<E: Endpoint, T: CuckooTable<E> + ?Sized>(
     io.local_write(epoch_at, (epoch + 2).to_le_bytes().to_vec())?;
     Ok(())
 }
+
+/// Inserts a new key whose entry bytes are `entry` into one of its
+/// candidates `cands`: the first empty one, else the first of a cuckoo path
+/// found by [`find_path`] and made by [`shift`]. `false` when no path of at
+/// most `max_depth` moves exists (the table is full for this key; nothing was
+/// changed).
+pub fn insert<E: Endpoint, T: CuckooTable<E> + ?Sized>(
+    table: &T,
+    io: &mut Io<E>,
+    cands: &[u32],
+    entry: Vec<u8>,
+    max_depth: u8,
+) -> Result<bool, Error> {
+    for &slot in cands {
+        if table.occupant(io, slot)?.is_none() {
+            io.local_write(table.entry_range(slot).0, entry)?;
+            return Ok(true);
+        }
+    }
+    match find_path(table, io, cands, max_depth)? {
+        Some(path) => {
+            shift(table, io, &path, entry)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}

@@ -141,21 +141,11 @@ impl PilafTable {
             return Ok((Status::Found, Vec::new()));
         }
         let cands = self.layout.candidates(key);
-        for &slot in &cands {
-            if self.entry(io, slot)?.is_none() {
-                self.write_entry(io, slot, entry)?;
-                return Ok((Status::Absent, Vec::new()));
-            }
-        }
-        match cuckoo::find_path(self, io, &cands, self.max_depth)? {
-            Some(path) => {
-                cuckoo::shift(self, io, &path, entry)?;
-                Ok((Status::Absent, Vec::new()))
-            }
-            None => {
-                extents.release_unpublished(x);
-                Ok((Status::TableFull, Vec::new()))
-            }
+        if cuckoo::insert(self, io, &cands, entry, self.max_depth)? {
+            Ok((Status::Absent, Vec::new()))
+        } else {
+            extents.release_unpublished(x);
+            Ok((Status::TableFull, Vec::new()))
         }
     }
 
