@@ -15,10 +15,9 @@ use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, 
 use crate::coupled::{CoupledLayout, CoupledTable};
 use crate::hy::HyClient;
 use crate::kv::KvClient;
-use crate::mailbox::MailboxLayout;
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
 use crate::sd::SdClient;
-use crate::server::{Handler, ServerPool};
+use crate::server::ServerPool;
 
 /// The systems compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -142,47 +141,83 @@ impl SystemConfig {
             },
         }
     }
-}
 
-/// Starts `sys.server_workers` workers on every node, serving the slots of
-/// `mailbox` with the node's table made by `table`.
-fn start_servers<F, H>(
-    fabric: &F,
-    sys: &SystemConfig,
-    mailbox: MailboxLayout,
-    table: impl Fn(NodeId) -> H,
-) -> Result<Vec<ServerPool>, Error>
-where
-    F: Fabric,
-    F::Endpoint: 'static,
-    H: Handler<F::Endpoint> + 'static,
-{
-    (0..sys.store.nodes)
-        .map(|n| {
-            ServerPool::start(
-                fabric,
-                NodeId(n),
-                sys.server_workers,
-                mailbox,
-                sys.store.clients_per_node,
-                Arc::new(table(NodeId(n))),
-            )
+    /// Starts the server workers of one `node` on `fabric` (`None` for
+    /// Nessie, which has none). A deployment with one process per machine
+    /// calls this in each node's process; [`Deployment`] calls it for every
+    /// node in one process.
+    pub fn start_node_servers<F>(
+        &self,
+        fabric: &F,
+        node: NodeId,
+    ) -> Result<Option<ServerPool>, Error>
+    where
+        F: Fabric,
+        F::Endpoint: 'static,
+    {
+        let cfg = &self.store;
+        let (workers, per_node) = (self.server_workers, cfg.clients_per_node);
+        Ok(match self.kind {
+            SystemKind::Nessie => None,
+            SystemKind::NessieSd | SystemKind::NessieHy => {
+                let layout = self.coupled();
+                let table = Arc::new(CoupledTable::new(layout, node, cfg));
+                Some(ServerPool::start(
+                    fabric,
+                    node,
+                    workers,
+                    layout.mailbox,
+                    per_node,
+                    table,
+                )?)
+            }
+            SystemKind::Pilaf => {
+                let layout = PilafLayout::new(cfg);
+                let table = Arc::new(PilafTable::new(layout, node, cfg));
+                Some(ServerPool::start(
+                    fabric,
+                    node,
+                    workers,
+                    layout.mailbox,
+                    per_node,
+                    table,
+                )?)
+            }
         })
-        .collect()
-}
+    }
 
-enum Layout {
-    Nessie,
-    Coupled(CoupledLayout),
-    Pilaf(PilafLayout),
+    /// A client `id` of this system on `fabric` (in any process whose fabric
+    /// reaches the cluster). Each id must be used by one client at a time.
+    pub fn client<F>(&self, fabric: &F, id: ClientId) -> Result<Box<dyn KvClient>, Error>
+    where
+        F: Fabric,
+        F::Endpoint: 'static,
+    {
+        let cfg = Arc::new(self.store.clone());
+        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
+            return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
+                field: "client id",
+                value: id.to_string(),
+                reason: "node must be below nodes and index below clients_per_node",
+            }));
+        }
+        let ep = fabric.open(id.node)?;
+        Ok(match self.kind {
+            SystemKind::Nessie => Box::new(Client::new(cfg, id, ep)?),
+            SystemKind::NessieSd => Box::new(SdClient::new(cfg, self.coupled(), id, ep)),
+            SystemKind::NessieHy => Box::new(HyClient::new(cfg, self.coupled(), self.hy, id, ep)),
+            SystemKind::Pilaf => {
+                let layout = PilafLayout::new(&cfg);
+                Box::new(PilafClient::new(cfg, layout, id, ep))
+            }
+        })
+    }
 }
 
 /// A started system: its fabric, its server workers, and clients on demand.
 pub struct Deployment<F: Fabric> {
     sys: SystemConfig,
-    cfg: Arc<Config>,
     fabric: F,
-    layout: Layout,
     servers: Vec<ServerPool>,
 }
 
@@ -215,30 +250,13 @@ where
                 reason: "the fabric's regions are smaller than the system needs",
             }));
         }
-        let cfg = Arc::new(sys.store.clone());
         let mut servers = Vec::new();
-        let layout = match sys.kind {
-            SystemKind::Nessie => Layout::Nessie,
-            SystemKind::NessieSd | SystemKind::NessieHy => {
-                let layout = sys.coupled();
-                servers = start_servers(&fabric, &sys, layout.mailbox, |n| {
-                    CoupledTable::new(layout, n, &cfg)
-                })?;
-                Layout::Coupled(layout)
-            }
-            SystemKind::Pilaf => {
-                let layout = PilafLayout::new(&cfg);
-                servers = start_servers(&fabric, &sys, layout.mailbox, |n| {
-                    PilafTable::new(layout, n, &cfg)
-                })?;
-                Layout::Pilaf(layout)
-            }
-        };
+        for n in 0..sys.store.nodes {
+            servers.extend(sys.start_node_servers(&fabric, NodeId(n))?);
+        }
         Ok(Deployment {
             sys,
-            cfg,
             fabric,
-            layout,
             servers,
         })
     }
@@ -256,23 +274,7 @@ where
     /// A client `id` (node and number below `clients_per_node`). Each id
     /// must be used by at most one client at a time.
     pub fn client(&self, id: ClientId) -> Result<Box<dyn KvClient>, Error> {
-        if id.node.0 >= self.cfg.nodes || id.index >= self.cfg.clients_per_node {
-            return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
-                field: "client id",
-                value: id.to_string(),
-                reason: "node must be below nodes and index below clients_per_node",
-            }));
-        }
-        let ep = self.fabric.open(id.node)?;
-        let cfg = self.cfg.clone();
-        Ok(match (&self.layout, self.sys.kind) {
-            (Layout::Nessie, _) => Box::new(Client::new(cfg, id, ep)?),
-            (Layout::Coupled(l), SystemKind::NessieHy) => {
-                Box::new(HyClient::new(cfg, *l, self.sys.hy, id, ep))
-            }
-            (Layout::Coupled(l), _) => Box::new(SdClient::new(cfg, *l, id, ep)),
-            (Layout::Pilaf(l), _) => Box::new(PilafClient::new(cfg, *l, id, ep)),
-        })
+        self.sys.client(&self.fabric, id)
     }
 
     /// CPU time consumed by all server workers so far.
