@@ -5,12 +5,20 @@
 //! device, port and GID index, the protocol's table shape (`[store]`) and the
 //! verbs tuning knobs (`[tuning]`). See `fabric-verbs/examples/cluster.toml`
 //! and `docs/deploy.md`.
+//!
+//! The file describes a Nessie deployment. Running one of the baselines
+//! instead ([`ClusterFile::for_system`], `nessie-node --system`) keeps the
+//! file's `[store]` shape but registers the regions that system needs (its
+//! data region holds request slots and the tables, which may need more than
+//! the file's), and adds the system to the [fingerprint](ClusterFile::fingerprint)
+//! so that nodes started with different `--system`s refuse each other.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use nessie_baselines::{SystemConfig, SystemKind};
 use nessie_protocol::{Config, ConfigError, NodeId, Topology};
 use serde::Deserialize;
 
@@ -81,6 +89,14 @@ pub enum ClusterError {
     /// `--node` names a node the file does not list.
     #[error("node {0} is not listed in the cluster file")]
     UnknownNode(u16),
+    /// A system configuration whose shape is not the one this file gives
+    /// ([`ClusterFile::protocol_config`]); build it with
+    /// [`ClusterFile::system_config`].
+    #[error("the {system} configuration does not match the cluster file's [store] and [regions] (nodes, tables, key and value limits must come from the file)")]
+    SystemShape {
+        /// The system.
+        system: SystemKind,
+    },
 }
 
 /// One node: its id and the address its `rdma_cm` listener binds.
@@ -193,6 +209,21 @@ pub struct ClusterFile {
     /// The nodes.
     #[serde(default)]
     pub nodes: Vec<NodeEntry>,
+    /// The baseline this cluster runs instead of Nessie, if any (set by
+    /// [`ClusterFile::for_system`], never read from the file).
+    #[serde(skip)]
+    system: Option<SystemRegions>,
+}
+
+/// A baseline deployment of the file: what all nodes must agree on beyond
+/// the file, and the regions it registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SystemRegions {
+    /// The system and the options that change its memory layout.
+    tag: String,
+    /// The regions registered: per field, the larger of the file's and the
+    /// system's needs.
+    regions: Regions,
 }
 
 fn one() -> u8 {
@@ -296,13 +327,80 @@ impl ClusterFile {
         Ok(())
     }
 
-    /// The nodes and region sizes.
+    /// The nodes and the sizes of the regions every node registers: the
+    /// file's `[regions]`, or for a baseline ([`ClusterFile::for_system`])
+    /// the larger of those and the system's needs.
     pub fn topology(&self) -> Topology {
+        let r = self.registered_regions();
         Topology {
             nodes: self.nodes.len() as u16,
-            index_slots_per_node: self.regions.index_slots_per_node,
-            data_bytes_per_node: self.regions.data_bytes_per_node,
+            index_slots_per_node: r.index_slots_per_node,
+            data_bytes_per_node: r.data_bytes_per_node,
         }
+    }
+
+    fn registered_regions(&self) -> Regions {
+        self.system.as_ref().map_or(self.regions, |s| s.regions)
+    }
+
+    /// `kind` shaped by this file ([`ClusterFile::protocol_config`]), with
+    /// `server_workers` per node and NessieHY's options `hy`.
+    pub fn system_config(
+        &self,
+        kind: SystemKind,
+        server_workers: u16,
+        hy: nessie_baselines::HyOptions,
+    ) -> Result<SystemConfig, ClusterError> {
+        if server_workers == 0 {
+            return Err(ClusterError::Zero("server workers"));
+        }
+        Ok(SystemConfig {
+            server_workers,
+            hy,
+            ..SystemConfig::new(kind, self.protocol_config()?)
+        })
+    }
+
+    /// This cluster running `sys` (built by [`ClusterFile::system_config`]):
+    /// the registered regions grow to what `sys` needs
+    /// ([`SystemConfig::topology`]; each field the larger of the file's and
+    /// the system's) and the system joins the fingerprint. Nessie leaves the
+    /// file as it is. The `[store]` shape, and so
+    /// [`ClusterFile::protocol_config`], stays the file's.
+    pub fn for_system(mut self, sys: &SystemConfig) -> Result<ClusterFile, ClusterError> {
+        if sys.store != self.protocol_config()? {
+            return Err(ClusterError::SystemShape { system: sys.kind });
+        }
+        if sys.kind == SystemKind::Nessie {
+            self.system = None;
+            return Ok(self);
+        }
+        let need = sys.topology();
+        let regions = Regions {
+            index_slots_per_node: self
+                .regions
+                .index_slots_per_node
+                .max(need.index_slots_per_node),
+            data_bytes_per_node: self
+                .regions
+                .data_bytes_per_node
+                .max(need.data_bytes_per_node.next_multiple_of(8)),
+        };
+        // Only the options that change the shared memory layout: NessieHY's
+        // filter bits (its cache and multiple reads are client-side).
+        let tag = match sys.kind {
+            SystemKind::NessieHy if sys.hy.filter_bits => format!("{}+filter-bits", sys.kind),
+            k => k.to_string(),
+        };
+        self.system = Some(SystemRegions { tag, regions });
+        Ok(self)
+    }
+
+    /// The baseline this cluster was set up for by
+    /// [`ClusterFile::for_system`] (`None`: Nessie), with its layout options,
+    /// as it enters the fingerprint (e.g. `nessie-hy+filter-bits`).
+    pub fn system_tag(&self) -> Option<&str> {
+        self.system.as_ref().map(|s| s.tag.as_str())
     }
 
     /// The protocol configuration every client of this cluster uses: the
@@ -347,12 +445,18 @@ impl ClusterFile {
     }
 
     /// A fingerprint of everything all nodes must agree on (nodes, regions,
-    /// store shape). Peers with another fingerprint are refused at connect.
+    /// store shape, and the system when it is not Nessie: its name, layout
+    /// options and registered regions). Peers with another fingerprint are
+    /// refused at connect.
     pub fn fingerprint(&self) -> u64 {
         // FNV-1a over a canonical rendering: stable across builds and hosts.
+        // A Nessie cluster renders exactly as before systems existed.
         let mut text = format!("{:?}|{:?}", self.regions, self.store);
         for n in &self.nodes {
             text.push_str(&format!("|{}@{}:{}", n.id, n.address, n.port));
+        }
+        if let Some(s) = &self.system {
+            text.push_str(&format!("|system={}|{:?}", s.tag, s.regions));
         }
         text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -532,6 +636,76 @@ mod tests {
         let mut c = a.clone();
         c.tuning.send_queue_depth = 7; // local tuning may differ
         assert_eq!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn a_baseline_grows_the_regions_keeps_the_store_and_joins_the_fingerprint() {
+        use nessie_baselines::HyOptions;
+        let file = ClusterFile::parse(GOOD).unwrap();
+        let store = file.protocol_config().unwrap();
+        let nessie = file
+            .system_config(SystemKind::Nessie, 1, HyOptions::default())
+            .unwrap();
+        let same = file.clone().for_system(&nessie).unwrap();
+        assert_eq!(same, file, "Nessie leaves the file as it is");
+        assert_eq!(same.system_tag(), None);
+        let mut prints = vec![file.fingerprint()];
+        for (kind, filter_bits) in [
+            (SystemKind::NessieSd, false),
+            (SystemKind::NessieHy, false),
+            (SystemKind::NessieHy, true),
+            (SystemKind::Pilaf, false),
+        ] {
+            let hy = HyOptions {
+                filter_bits,
+                ..HyOptions::default()
+            };
+            let sys = file.system_config(kind, 2, hy).unwrap();
+            assert_eq!(sys.store, store);
+            let c = file.clone().for_system(&sys).unwrap();
+            let (need, have) = (sys.topology(), c.topology());
+            assert_eq!(
+                have.data_bytes_per_node,
+                need.data_bytes_per_node
+                    .next_multiple_of(8)
+                    .max(file.regions.data_bytes_per_node)
+            );
+            assert_eq!(have.index_slots_per_node, file.regions.index_slots_per_node);
+            assert_eq!(have.nodes, 3);
+            assert_eq!(
+                c.protocol_config().unwrap(),
+                store,
+                "the shape stays the file's"
+            );
+            assert!(c.system_tag().unwrap().starts_with(kind.name()));
+            prints.push(c.fingerprint());
+        }
+        let mut unique = prints.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(
+            unique.len(),
+            prints.len(),
+            "every system has its own fingerprint"
+        );
+    }
+
+    #[test]
+    fn a_system_shaped_by_another_file_or_with_no_workers_is_rejected() {
+        let file = ClusterFile::parse(GOOD).unwrap();
+        let mut other = file.protocol_config().unwrap();
+        other.dtes_per_node /= 2;
+        let sys = SystemConfig::new(SystemKind::Pilaf, other);
+        assert_eq!(
+            file.clone().for_system(&sys),
+            Err(ClusterError::SystemShape {
+                system: SystemKind::Pilaf
+            })
+        );
+        assert_eq!(
+            file.system_config(SystemKind::NessieSd, 0, Default::default()),
+            Err(ClusterError::Zero("server workers"))
+        );
     }
 
     #[test]

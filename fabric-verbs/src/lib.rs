@@ -10,7 +10,9 @@
 //!   [`remote`] (address and rkey bookkeeping), [`wire`] (connection private
 //!   data), [`staging`] (the local buffer allocator), [`clock`].
 //! - Safe wrappers over the C objects: [`ffi`].
-//! - The running system: [`workload`] (what `nessie-node run` drives), [`node`] (a hosted node: its registered regions, its
+//! - The running system: [`system`] (which of the compared systems a node
+//!   runs, and its server workers), [`workload`] (what `nessie-node run`
+//!   drives, through any system's `KvClient`), [`node`] (a hosted node: its registered regions, its
 //!   `rdma_cm` listener and the start-up probe), [`endpoint`] (a client's
 //!   queue pairs to every node, loopback included, and its completion queue),
 //!   [`fabric`] ([`VerbsFabric`]).
@@ -32,6 +34,7 @@ pub mod policy;
 pub mod remote;
 pub mod staging;
 pub mod status;
+pub mod system;
 pub mod wire;
 pub mod workload;
 pub mod wr;

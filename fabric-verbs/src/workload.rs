@@ -1,12 +1,20 @@
 //! The mixed GET/PUT/DELETE workload `nessie-node run` drives, generic over
-//! any [`Fabric`] (so it is tested on the simulator), with per-operation
-//! fabric accounting.
+//! any [`Fabric`] (so it is tested on the simulator) and over the compared
+//! systems (its clients are [`KvClient`]s of a [`SystemConfig`]), with
+//! per-operation fabric accounting (the client's operations and the server
+//! workers' response WRITEs) and the CPU time of client threads and server
+//! workers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats};
+use nessie_baselines::cpu::thread_cpu_time;
+use nessie_baselines::server::ServerPool;
+use nessie_baselines::{KvClient, SystemConfig};
+use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
+
+use crate::system::{check_regions, SystemError};
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +48,9 @@ pub enum WorkloadError {
     /// The store failed for good (opening a client, preloading).
     #[error(transparent)]
     Store(#[from] Error),
+    /// The fabric does not fit the system.
+    #[error(transparent)]
+    System(#[from] SystemError),
 }
 
 /// Counts of one operation kind.
@@ -73,13 +84,23 @@ impl KindReport {
     }
 }
 
-/// The result: GET, PUT and DELETE reports and the measured time.
+/// The result: GET, PUT and DELETE reports, the measured time and the CPU
+/// time spent on it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WorkloadReport {
+    /// The system run (its command-line name).
+    pub system: String,
     /// GET, PUT, DELETE.
     pub kinds: [KindReport; 3],
     /// Seconds measured.
     pub seconds: f64,
+    /// CPU time of the client threads during the measured phase.
+    pub client_cpu: Duration,
+    /// CPU time of the server workers given to [`run`] during the measured
+    /// phase (zero for Nessie, which has none).
+    pub server_cpu: Duration,
+    /// Requests those server workers served during the measured phase.
+    pub server_requests: u64,
 }
 
 /// The key of number `i`, padded to `size` bytes.
@@ -126,21 +147,28 @@ pub fn check(spec: &WorkloadSpec, cfg: &Config) -> Result<(), WorkloadError> {
     Ok(())
 }
 
-/// Runs `spec` with `spec.clients` clients on `node` of `fabric`.
+/// Runs `spec` with `spec.clients` clients of `sys` on `node` of `fabric`
+/// (client ids `node.0` to `node.(clients-1)`).
+///
+/// The server-driven systems need their server workers running on every
+/// node holding keys (started with [`crate::system::start_node_servers`], in
+/// this process or another); `servers` are those of this process, whose CPU
+/// time and requests during the measured phase enter the report.
 pub fn run<F: Fabric>(
     fabric: &F,
     node: NodeId,
-    cfg: Arc<Config>,
+    sys: &SystemConfig,
     spec: &WorkloadSpec,
+    servers: &[&ServerPool],
 ) -> Result<WorkloadReport, WorkloadError>
 where
     F::Endpoint: 'static,
 {
-    check(spec, &cfg)?;
-    let mut clients = Vec::new();
+    check(spec, &sys.store)?;
+    check_regions(sys, fabric.topology())?;
+    let mut clients: Vec<Box<dyn KvClient>> = Vec::new();
     for index in 0..spec.clients {
-        let ep = fabric.open(node).map_err(Error::from)?;
-        clients.push(Client::new(cfg.clone(), ClientId { node, index }, ep)?);
+        clients.push(sys.client(fabric, ClientId { node, index })?);
     }
     if spec.preload {
         let n = u64::from(spec.clients);
@@ -178,6 +206,7 @@ where
                 let mut kinds: [KindReport; 3] = Default::default();
                 let mut n = 0u64;
                 barrier.wait();
+                let cpu = thread_cpu_time();
                 while !stop.load(Ordering::Relaxed) {
                     let key = key_of(xorshift(&mut rng) % u64::from(spec.keys), spec.key_size);
                     let dice = (xorshift(&mut rng) % 100) as u32;
@@ -200,24 +229,33 @@ where
                     k.latencies_ns.push(t.elapsed().as_nanos() as u64);
                     n += 1;
                 }
-                kinds
+                (kinds, thread_cpu_time().saturating_sub(cpu))
             })
         })
         .collect();
+    let server_cpu = || servers.iter().map(|p| p.cpu_time()).sum::<Duration>();
+    let server_requests = || servers.iter().map(|p| p.requests()).sum::<u64>();
+    let (cpu0, req0) = (server_cpu(), server_requests());
     barrier.wait();
     let start = Instant::now();
     std::thread::sleep(spec.duration);
     stop.store(true, Ordering::Relaxed);
-    let mut report = WorkloadReport::default();
+    let mut report = WorkloadReport {
+        system: sys.kind.to_string(),
+        ..WorkloadReport::default()
+    };
     for h in handles {
-        let kinds = h
+        let (kinds, cpu) = h
             .join()
             .map_err(|_| WorkloadError::Arg("a client thread panicked".into()))?;
         for (t, k) in report.kinds.iter_mut().zip(kinds) {
             t.merge(k);
         }
+        report.client_cpu += cpu;
     }
     report.seconds = start.elapsed().as_secs_f64();
+    report.server_cpu = server_cpu().saturating_sub(cpu0);
+    report.server_requests = server_requests().saturating_sub(req0);
     for k in &mut report.kinds {
         k.latencies_ns.sort_unstable();
     }
@@ -228,16 +266,21 @@ impl std::fmt::Display for WorkloadReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ops: u64 = self.kinds.iter().map(|k| k.ops).sum();
         let secs = self.seconds.max(1e-9);
+        let system = if self.system.is_empty() {
+            "nessie"
+        } else {
+            &self.system
+        };
         writeln!(
             f,
-            "{ops} operations in {:.2} s: {:.0} ops/s",
+            "{system}: {ops} operations in {:.2} s: {:.0} ops/s",
             self.seconds,
             ops as f64 / secs
         )?;
         writeln!(
             f,
-            "{:<7} {:>9} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
-            "op", "count", "p50 us", "p99 us", "failed", "idxRD", "dtaRD", "WRITE", "CAS", "local", "bytes", "RTs", "retries"
+            "{:<7} {:>9} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
+            "op", "count", "p50 us", "p99 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs", "retries"
         )?;
         for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&self.kinds) {
             if k.ops == 0 {
@@ -247,7 +290,7 @@ impl std::fmt::Display for WorkloadReport {
             let s = &k.fabric;
             writeln!(
                 f,
-                "{:<7} {:>9} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2} {:>7.3}",
+                "{:<7} {:>9} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2} {:>7.3}",
                 name,
                 k.ops,
                 k.quantile_us(0.5),
@@ -256,6 +299,7 @@ impl std::fmt::Display for WorkloadReport {
                 s.index_reads as f64 / n,
                 s.data_reads as f64 / n,
                 s.writes as f64 / n,
+                s.server_writes as f64 / n,
                 s.cas() as f64 / n,
                 (s.local_reads + s.local_writes) as f64 / n,
                 s.fabric_bytes as f64 / n,
@@ -263,14 +307,26 @@ impl std::fmt::Display for WorkloadReport {
                 (s.attempts as f64 - n) / n,
             )?;
         }
-        Ok(())
+        let per_op = |d: Duration| d.as_secs_f64() * 1e6 / (ops.max(1) as f64);
+        writeln!(
+            f,
+            "CPU: client threads {:.3} s ({:.2} us/op), server workers of this node {:.3} s ({:.2} us/op, {} requests served)",
+            self.client_cpu.as_secs_f64(),
+            per_op(self.client_cpu),
+            self.server_cpu.as_secs_f64(),
+            per_op(self.server_cpu),
+            self.server_requests
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::system::start_node_servers;
+    use nessie_baselines::SystemKind;
     use nessie_fabric_sim::{SimConfig, SimFabric};
+    use nessie_protocol::Topology;
 
     fn spec() -> WorkloadSpec {
         WorkloadSpec {
@@ -286,19 +342,40 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_workload_runs_on_the_simulator_and_counts_fabric_work() {
-        let cfg = Config {
-            nodes: 2,
+    fn store(nodes: u16) -> Config {
+        Config {
+            nodes,
             index_slots_per_node: 1024,
             dtes_per_node: 2048,
             clients_per_node: 2,
             max_key_len: 16,
             max_value_len: 32,
+            // Replaced entries are reused after T: a short T keeps the
+            // small tables from running out under a PUT-heavy test.
+            expiration: Duration::from_millis(50),
             ..Config::default()
-        };
-        let f = SimFabric::new(SimConfig::from_topology(cfg.topology())).unwrap();
-        let r = run(&f, NodeId(1), Arc::new(cfg), &spec()).unwrap();
+        }
+    }
+
+    /// `kind` on a simulated cluster of 3 nodes sized by its topology, with
+    /// each node's server workers started as its own process would, and the
+    /// workload run from node 1 (reporting node 1's servers).
+    fn run_system(kind: SystemKind) -> (WorkloadReport, Vec<ServerPool>) {
+        let sys = SystemConfig::new(kind, store(3));
+        let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
+        let mut pools = Vec::new();
+        for n in 0..3 {
+            pools.extend(start_node_servers(&sys, &f, NodeId(n)).unwrap());
+        }
+        assert_eq!(pools.len(), if kind.has_servers() { 3 } else { 0 });
+        let mine: Vec<&ServerPool> = pools.iter().skip(1).take(1).collect();
+        let r = run(&f, NodeId(1), &sys, &spec(), &mine).unwrap();
+        (r, pools)
+    }
+
+    #[test]
+    fn the_workload_runs_on_the_simulator_and_counts_fabric_work() {
+        let (r, _) = run_system(SystemKind::Nessie);
         let gets = &r.kinds[0];
         assert!(gets.ops > 0 && r.kinds[1].ops > 0);
         assert_eq!(gets.failures, 0);
@@ -306,8 +383,96 @@ mod tests {
             gets.fabric.index_reads >= gets.ops,
             "every GET reads index entries"
         );
+        assert!(r.kinds.iter().all(|k| k.fabric.server_writes == 0));
+        assert_eq!((r.server_requests, r.server_cpu), (0, Duration::ZERO));
+        assert!(r.client_cpu > Duration::ZERO);
         let text = r.to_string();
-        assert!(text.contains("ops/s") && text.contains("GET"), "{text}");
+        assert!(
+            text.contains("nessie: ") && text.contains("ops/s") && text.contains("GET"),
+            "{text}"
+        );
+        assert!(
+            text.contains("srvWR") && text.contains("CPU: client threads"),
+            "{text}"
+        );
+    }
+
+    /// Asserts what every server-driven run shares: no failures, work done,
+    /// this node's servers busy, their errors none.
+    fn served_cleanly(kind: SystemKind, r: &WorkloadReport, pools: &[ServerPool]) {
+        for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&r.kinds) {
+            assert_eq!(
+                k.failures, 0,
+                "{kind} {name}: {} of {} failed ({:?})",
+                k.failures, k.ops, k.fabric
+            );
+        }
+        assert!(r.kinds[0].ops > 0 && r.kinds[1].ops > 0, "{kind}: {r}");
+        assert!(r.server_requests > 0, "{kind}: node 1's servers served");
+        assert!(r.client_cpu > Duration::ZERO && r.server_cpu > Duration::ZERO);
+        for p in pools {
+            assert!(p.errors().is_empty(), "{kind}: {:?}", p.errors());
+        }
+        assert!(r.to_string().starts_with(kind.name()), "{r}");
+    }
+
+    #[test]
+    fn nessie_sd_runs_with_per_node_servers_one_write_each_way() {
+        let kind = SystemKind::NessieSd;
+        let (r, pools) = run_system(kind);
+        served_cleanly(kind, &r, &pools);
+        for k in &r.kinds {
+            let s = &k.fabric;
+            // A remote key: 1 request WRITE + 1 response WRITE; a key of
+            // node 1: CPU writes only. No READ, no CAS, ever.
+            assert_eq!(s.writes, s.server_writes, "{kind}: {s:?}");
+            assert!(
+                s.writes <= k.ops && s.reads() == 0 && s.cas() == 0,
+                "{kind}: {s:?}"
+            );
+        }
+        // About two thirds of the keys live on nodes 0 and 2.
+        let puts = &r.kinds[1];
+        assert!(puts.fabric.writes * 3 >= puts.ops, "{:?}", puts.fabric);
+    }
+
+    #[test]
+    fn nessie_hy_and_pilaf_read_by_rdma_and_write_through_servers() {
+        for kind in [SystemKind::NessieHy, SystemKind::Pilaf] {
+            let (r, pools) = run_system(kind);
+            served_cleanly(kind, &r, &pools);
+            let (gets, puts) = (&r.kinds[0].fabric, &r.kinds[1].fabric);
+            assert_eq!(
+                (gets.writes, gets.server_writes),
+                (0, 0),
+                "{kind}: {gets:?}"
+            );
+            assert!(gets.reads() > 0, "{kind}: client-driven GETs");
+            assert_eq!(puts.writes, puts.server_writes, "{kind}: {puts:?}");
+            assert!(
+                puts.writes > 0 && puts.writes <= r.kinds[1].ops,
+                "{kind}: {puts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_workload_refuses_a_fabric_too_small_for_the_system() {
+        let sys = SystemConfig::new(SystemKind::Pilaf, store(2));
+        let need = sys.topology();
+        let short = SimFabric::new(SimConfig::from_topology(Topology {
+            data_bytes_per_node: need.data_bytes_per_node / 2,
+            ..need
+        }))
+        .unwrap();
+        let err = run(&short, NodeId(0), &sys, &spec(), &[]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WorkloadError::System(SystemError::RegionsTooSmall { .. })
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -3,11 +3,16 @@
 //! Starts node `--node` of the cluster file (registers its regions, listens
 //! for connections, probes the NIC's atomic byte order) and then:
 //! - `info`: prints what start-up found and exits;
-//! - `serve`: keeps the node's memory registered and reachable until Ctrl-C,
+//! - `serve`: keeps the node's memory registered and reachable (and, for a
+//!   server-driven system, its server workers running) until Ctrl-C,
 //!   SIGTERM or end of standard input;
-//! - `run`: runs the Nessie protocol as a client workload from this node
-//!   against the whole cluster and prints throughput and per-operation
-//!   fabric costs (then serves on with `--serve-after`).
+//! - `run`: runs a client workload from this node against the whole cluster
+//!   and prints throughput, per-operation fabric costs and CPU time (then
+//!   serves on with `--serve-after`).
+//!
+//! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf`
+//! (default `nessie`): every node of a deployment must be started with the
+//! same system (nodes with different ones refuse each other's connections).
 //!
 //! Exit codes: 0 success, 1 failure, 2 no usable RDMA device.
 
@@ -15,12 +20,14 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use nessie_baselines::server::ServerPool;
+use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_fabric_verbs::system::{self, SystemError};
 use nessie_fabric_verbs::workload::{self, WorkloadSpec};
-use nessie_fabric_verbs::{VerbsError, VerbsFabric};
+use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 
 /// One node of a Nessie deployment on RDMA (see docs/deploy.md).
@@ -42,14 +49,68 @@ struct Cli {
 enum Cmd {
     /// Print the device, atomic capability, byte order and regions, then exit.
     Info,
-    /// Keep this node's memory registered and reachable until Ctrl-C or end of stdin.
+    /// Keep this node's memory registered and reachable (and its server workers
+    /// running, for nessie-sd, nessie-hy and pilaf) until Ctrl-C or end of stdin.
     Serve(ServeArgs),
-    /// Run a client workload from this node against the cluster.
+    /// Run a client workload from this node against the cluster (this node's
+    /// server workers run too, for nessie-sd, nessie-hy and pilaf).
     Run(RunArgs),
+}
+
+/// Which system the node runs (the same on every node).
+#[derive(Args, Debug, Clone)]
+struct SystemArgs {
+    /// The system: nessie, nessie-sd, nessie-hy or pilaf (the same on every node).
+    #[arg(long, default_value = "nessie")]
+    system: SystemKind,
+    /// Server worker threads on this node (server-driven systems).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    server_workers: u16,
+    /// NessieHY: filter bits in index entries (changes the layout: all nodes alike).
+    #[arg(long)]
+    hy_filter_bits: bool,
+    /// NessieHY: cache remote data table entries in the clients.
+    #[arg(long)]
+    hy_cache: bool,
+    /// NessieHY: read header and key first, the value only on a match.
+    #[arg(long)]
+    hy_multiple_reads: bool,
+}
+
+impl Default for SystemArgs {
+    fn default() -> Self {
+        SystemArgs {
+            system: SystemKind::Nessie,
+            server_workers: 1,
+            hy_filter_bits: false,
+            hy_cache: false,
+            hy_multiple_reads: false,
+        }
+    }
+}
+
+impl SystemArgs {
+    /// The system shaped by `cluster`; NessieHY's switches only with nessie-hy.
+    fn config(&self, cluster: &ClusterFile) -> Result<SystemConfig, NodeError> {
+        let hy = HyOptions {
+            filter_bits: self.hy_filter_bits,
+            cache: self.hy_cache,
+            multiple_reads: self.hy_multiple_reads,
+        };
+        if hy != HyOptions::default() && self.system != SystemKind::NessieHy {
+            return Err(NodeError::Arg(format!(
+                "--hy-filter-bits, --hy-cache and --hy-multiple-reads apply to --system nessie-hy, not {}",
+                self.system
+            )));
+        }
+        Ok(cluster.system_config(self.system, self.server_workers, hy)?)
+    }
 }
 
 #[derive(Args, Debug)]
 struct ServeArgs {
+    #[command(flatten)]
+    system: SystemArgs,
     /// Do not stop at end of standard input (for nohup or systemd).
     #[arg(long)]
     ignore_stdin: bool,
@@ -57,6 +118,8 @@ struct ServeArgs {
 
 #[derive(Args, Debug)]
 struct RunArgs {
+    #[command(flatten)]
+    system: SystemArgs,
     /// Client threads (at most [store] clients_per_node).
     #[arg(long, default_value_t = 2)]
     clients: u16,
@@ -125,6 +188,16 @@ enum NodeError {
     Verbs(#[from] VerbsError),
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
+    #[error(transparent)]
+    System(#[from] SystemError),
+    #[error("invalid options: {0}")]
+    Arg(String),
+}
+
+impl From<ClusterError> for NodeError {
+    fn from(e: ClusterError) -> Self {
+        NodeError::Verbs(VerbsError::Cluster(e))
+    }
 }
 
 fn main() -> ExitCode {
@@ -148,36 +221,43 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints what this node's server workers did (CPU time, requests, errors).
+fn print_servers(servers: &Option<ServerPool>) {
+    if let Some(p) = servers {
+        let errors = p.errors();
+        println!(
+            "server workers of this node: {:.3} s CPU, {} requests served, {} errors",
+            p.cpu_time().as_secs_f64(),
+            p.requests(),
+            errors.len()
+        );
+        for e in errors.iter().take(5) {
+            println!("  server error: {e}");
+        }
+    }
+}
+
+/// Waits for Ctrl-C, SIGTERM or (unless `ignore_stdin`) end of input.
+fn serve_until_stopped(ignore_stdin: bool) {
+    println!(
+        "serving; Ctrl-C{} stops",
+        if ignore_stdin { "" } else { " or end of input" }
+    );
+    wait_for_stop(ignore_stdin);
+}
+
 fn run(cli: &Cli) -> Result<(), NodeError> {
     let node = NodeId(cli.node);
-    let fabric = VerbsFabric::start_file(&cli.cluster, node)?;
-    let cluster = fabric.cluster();
-    if let Some(r) = fabric.report(node) {
-        println!("{r}");
-    }
-    let addr = cluster.addr(node).map_err(VerbsError::from)?;
-    println!(
-        "{node} listening on {addr}, cluster of {} nodes (fingerprint {:#018x})",
-        cluster.topology().nodes,
-        cluster.fingerprint()
-    );
-    match &cli.cmd {
-        Cmd::Info => Ok(()),
-        Cmd::Serve(a) => {
-            println!(
-                "serving; Ctrl-C{} stops",
-                if a.ignore_stdin {
-                    ""
-                } else {
-                    " or end of input"
-                }
-            );
-            wait_for_stop(a.ignore_stdin);
-            println!("stopping");
-            Ok(())
-        }
+    let args = match &cli.cmd {
+        Cmd::Info => SystemArgs::default(),
+        Cmd::Serve(a) => a.system.clone(),
+        Cmd::Run(a) => a.system.clone(),
+    };
+    let file = ClusterFile::load(&cli.cluster)?;
+    let sys = args.config(&file)?;
+    // Check the workload options before anything dials the other nodes.
+    let spec = match &cli.cmd {
         Cmd::Run(a) => {
-            let cfg = Arc::new(cluster.protocol_config().map_err(VerbsError::from)?);
             let spec = WorkloadSpec {
                 clients: a.clients,
                 keys: a.keys,
@@ -189,25 +269,53 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
                 preload: !a.no_preload,
                 seed: a.seed ^ u64::from(cli.node),
             };
-            workload::check(&spec, &cfg)?;
+            workload::check(&spec, &sys.store)?;
+            Some(spec)
+        }
+        _ => None,
+    };
+    // The regions are sized for the system; its tag joins the fingerprint.
+    let fabric = VerbsFabric::start(file.for_system(&sys)?, &[node])?;
+    let cluster = fabric.cluster();
+    if let Some(r) = fabric.report(node) {
+        println!("{r}");
+    }
+    let addr = cluster.addr(node).map_err(VerbsError::from)?;
+    println!(
+        "{node} listening on {addr}, cluster of {} nodes running {} (fingerprint {:#018x})",
+        cluster.topology().nodes,
+        cluster.system_tag().unwrap_or("nessie"),
+        cluster.fingerprint()
+    );
+    if matches!(cli.cmd, Cmd::Info) {
+        return Ok(());
+    }
+    let servers = system::start_node_servers(&sys, &fabric, node)?;
+    if servers.is_some() {
+        println!(
+            "{} server worker(s) of {} running on {node}",
+            sys.server_workers, sys.kind
+        );
+    }
+    match (&cli.cmd, spec) {
+        (Cmd::Run(a), Some(spec)) => {
             println!(
-                "running {} clients on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE, {} s (connecting to every node first)",
-                a.clients, a.keys, a.key_size, a.value_size, a.get_pct, a.delete_pct, a.seconds
+                "running {} clients of {} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE, {} s (connecting to every node first)",
+                a.clients, sys.kind, a.keys, a.key_size, a.value_size, a.get_pct, a.delete_pct, a.seconds
             );
-            let report = workload::run(&fabric, node, cfg, &spec)?;
+            let mine: Vec<&ServerPool> = servers.iter().collect();
+            let report = workload::run(&fabric, node, &sys, &spec, &mine)?;
             println!("\n{report}");
             if a.serve_after {
-                println!(
-                    "serving; Ctrl-C{} stops",
-                    if a.ignore_stdin {
-                        ""
-                    } else {
-                        " or end of input"
-                    }
-                );
-                wait_for_stop(a.ignore_stdin);
+                serve_until_stopped(a.ignore_stdin);
             }
-            Ok(())
         }
+        (Cmd::Serve(a), _) => {
+            serve_until_stopped(a.ignore_stdin);
+            println!("stopping");
+        }
+        _ => {}
     }
+    print_servers(&servers);
+    Ok(())
 }
