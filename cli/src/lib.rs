@@ -1,5 +1,5 @@
 //! The library behind the `nessie` command: `nessie run` ([`run`]) drives a
-//! mixed workload on a simulated Nessie cluster; `nessie bench` ([`bench`])
+//! mixed workload on a simulated Nessie cluster; `nessie bench` ([`mod@bench`])
 //! compares Nessie with NessieSD, NessieHY and Pilaf side by side on the same
 //! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
 //! the stores of both.
