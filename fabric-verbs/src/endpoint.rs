@@ -67,7 +67,7 @@ struct Peer {
 
 /// How long after a re-dial attempt the next may start, given how many
 /// re-dials of the node failed in a row. A re-dial blocks the posting client
-/// for up to [`REDIAL_TIMEOUT`], so a node that stays down must not be
+/// for up to `REDIAL_TIMEOUT`, so a node that stays down must not be
 /// re-dialled at a fixed short interval (that would stall the client's
 /// operations on every other node most of the time).
 pub fn redial_interval(failures: u32) -> Duration {

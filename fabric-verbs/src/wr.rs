@@ -83,7 +83,7 @@ pub fn write_wr(wr_id: u64, local: LocalSlice, remote: RemoteSlice, fence: bool)
 
 /// A compare-and-swap of the 8-byte word at `remote`; the previous word is
 /// written to the 8-byte `local` slice. Operands must already be in the
-/// device's byte order ([`crate::byteorder::AtomicOrder::operand`]).
+/// device's byte order ([`crate::byteorder::operand`]).
 pub fn cas_wr(
     wr_id: u64,
     local: LocalSlice,

@@ -120,16 +120,16 @@ struct ServeArgs {
 struct RunArgs {
     #[command(flatten)]
     system: SystemArgs,
-    /// Client threads (at most [store] clients_per_node).
+    /// Client threads (at most `[store] clients_per_node`).
     #[arg(long, default_value_t = 2)]
     clients: u16,
     /// Distinct keys.
     #[arg(long, default_value_t = 10_000)]
     keys: u32,
-    /// Key size in bytes (8 to [store] max_key_len).
+    /// Key size in bytes (8 to `[store] max_key_len`).
     #[arg(long, default_value_t = 32)]
     key_size: u32,
-    /// Value size in bytes (at most [store] max_value_len).
+    /// Value size in bytes (at most `[store] max_value_len`).
     #[arg(long, default_value_t = 256)]
     value_size: u32,
     /// Percent of GETs (the rest are PUTs, minus DELETEs).
