@@ -107,3 +107,16 @@ fn cpu_load_runs_open_loop_below_the_peak() {
         assert!(f(&v, &format!("/points/1/systems/{s}/cores_busy")) >= 0.0);
     }
 }
+
+#[test]
+fn latency_sweep_runs_each_latency_on_its_own_fabrics() {
+    let v = experiment("latency-sweep", "nessie,nessie-sd");
+    let ps = points(&v);
+    assert_eq!(ps.len(), 15, "5 latencies x 3 GET ratios");
+    assert_eq!(f(&v, "/points/0/params/latency_us"), 0.0);
+    assert_eq!(f(&v, "/points/14/params/latency_us"), 400.0);
+    // The simulated latency is really there: a GET at 400 us waits for at
+    // least one NIC operation.
+    assert!(f(&v, "/points/14/systems/0/get/latency_us/p50") >= 400.0);
+    assert!(f(&v, "/points/0/systems/0/get/latency_us/p50") < 400.0);
+}

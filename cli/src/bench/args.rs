@@ -27,6 +27,9 @@ pub enum Experiment {
     CpuContention,
     /// CPU time at 20/40/60/80 % of each system's peak, Poisson arrivals (Fig. 14).
     CpuLoad,
+    /// Simulated NIC latency 0 .. 400 us at 50/90/99 % GETs: where round trips
+    /// outweigh CPU, the regime of the papers' small-value results.
+    LatencySweep,
 }
 
 impl Experiment {
@@ -38,6 +41,7 @@ impl Experiment {
             Experiment::Breakdown => "breakdown",
             Experiment::CpuContention => "cpu-contention",
             Experiment::CpuLoad => "cpu-load",
+            Experiment::LatencySweep => "latency-sweep",
         }
     }
 }
@@ -51,6 +55,7 @@ Experiments (--experiment NAME):
   breakdown       Nessie basic/+filter/+cache/+prev. versions/+multiple reads, NessieHY likewise (Fig. 13)
   cpu-contention  0..k background busy-spinning threads (Fig. 4)
   cpu-load        CPU time at 20/40/60/80 % of each system's peak, Poisson arrivals (Fig. 14)
+  latency-sweep   simulated NIC latency 0..400 us at 50/90/99 % GETs (round trips vs CPU)
 Without --experiment: one mixed workload on every selected system.
 All systems of a point are measured interleaved, in alternating slices.")]
 pub struct BenchArgs {

@@ -19,6 +19,10 @@ use crate::sizing::{store_config, Shape};
 pub const SWEEP_VALUES: [u32; 6] = [256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10];
 /// GET percentages of the sweeps.
 pub const SWEEP_GETS: [f64; 3] = [50.0, 90.0, 99.0];
+/// NIC latencies of latency-sweep, in microseconds. The simulator sleeps
+/// each delay, and sleeps shorter than ~60 us overshoot on this kind of
+/// machine, so the sweep starts there.
+pub const SWEEP_LATENCIES_US: [f64; 5] = [0.0, 50.0, 100.0, 200.0, 400.0];
 /// Loads of cpu-load, as fractions of each system's peak.
 pub const LOADS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
 
@@ -45,6 +49,8 @@ pub struct Group {
     pub preload: Workload,
     /// The points.
     pub points: Vec<Point>,
+    /// Simulated NIC latency of the group's fabrics (`None`: `--latency-us`).
+    pub latency_us: Option<f64>,
 }
 
 fn params(kv: &[(&str, f64)]) -> BTreeMap<String, f64> {
@@ -149,6 +155,7 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
         variants,
         preload: w.clone(),
         points,
+        latency_us: None,
     };
     let at_gets = |w: &Workload, extra: &[(&str, f64)], prefix: &str| -> Vec<Point> {
         SWEEP_GETS
@@ -194,6 +201,7 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                     variants: plain(kinds, &cfg, args),
                     preload: w,
                     points,
+                    latency_us: None,
                 })
             })
             .collect::<Result<_, BenchError>>()?,
@@ -238,6 +246,15 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                 .collect();
             vec![one(plain(kinds, &cfg, args), points)]
         }
+        Some(Experiment::LatencySweep) => SWEEP_LATENCIES_US
+            .iter()
+            .map(|&l| Group {
+                variants: plain(kinds, &cfg, args),
+                preload: w.clone(),
+                points: at_gets(&w, &[("latency_us", l)], &format!("latency={l} us ")),
+                latency_us: Some(l),
+            })
+            .collect(),
         Some(Experiment::CpuLoad) => {
             let mut points = vec![point(
                 "peak (closed loop)".into(),

@@ -96,7 +96,7 @@ fn run_group(
     let mut systems = g
         .variants
         .iter()
-        .map(|v| Started::start(v.clone(), args.latency_us))
+        .map(|v| Started::start(v.clone(), g.latency_us.unwrap_or(args.latency_us)))
         .collect::<Result<Vec<_>, _>>()?;
     for s in &mut systems {
         pb.set_message(format!(

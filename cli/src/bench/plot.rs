@@ -190,6 +190,19 @@ pub fn write_all(
                 )?;
             }
         }
+        Some(Experiment::LatencySweep) => {
+            for g in super::experiments::SWEEP_GETS {
+                let keep = |p: &PointResult| param(p, "get_pct") == g;
+                chart(
+                    &format!("latency-sweep-get{g}.svg"),
+                    &format!("Throughput vs NIC latency, {g}% GETs"),
+                    "simulated NIC latency (us)",
+                    "kops/s",
+                    by_system(points, keep, |p| param(p, "latency_us"), kops),
+                    false,
+                )?;
+            }
+        }
         Some(Experiment::Zipf) => {
             for (z, name) in [(0.0, "uniform"), (1.0, "zipf")] {
                 let keep = |p: &PointResult| param(p, "zipf") == z;
