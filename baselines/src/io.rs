@@ -170,6 +170,29 @@ impl<E: Endpoint> Io<E> {
         }
     }
 
+    /// Reads back, by CPU, the message (see [`crate::mailbox`]) that ends at
+    /// byte `end` of this node's data region in a slot of `slot_bytes`:
+    /// trailer first, then payload and trailer, checked by its CRC64 and by
+    /// an unchanged control word. `None` if it is torn or still landing (read
+    /// it again later). Returns the message and the bytes read.
+    pub fn read_message(
+        &mut self,
+        end: u64,
+        slot_bytes: u64,
+    ) -> Result<Option<(crate::mailbox::Message, u64)>, Error> {
+        use crate::mailbox::{decode, payload_len, TRAILER_BYTES};
+        let trailer = self.local_read(end - TRAILER_BYTES, TRAILER_BYTES as u32)?;
+        let Some((_, _, payload)) = payload_len(&trailer, slot_bytes) else {
+            return Ok(None);
+        };
+        let total = payload + TRAILER_BYTES;
+        let bytes = self.local_read(end - total, total as u32)?;
+        let ctrl_unchanged = word(&bytes, bytes.len() - 8) == word(&trailer, 16);
+        Ok(decode(&bytes)
+            .filter(|_| ctrl_unchanged)
+            .map(|m| (m, total)))
+    }
+
     /// Waits `d` between attempts.
     pub fn backoff(&mut self, d: Duration) {
         self.ep.backoff(d);

@@ -5,10 +5,8 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::{ClientId, Config, Endpoint, Error, NodeId, OpStats};
 
-use crate::io::{word, Io};
-use crate::mailbox::{
-    decode, encode, payload_len, split_ctrl, MailboxLayout, Request, Response, RpcOp, TRAILER_BYTES,
-};
+use crate::io::Io;
+use crate::mailbox::{encode, split_ctrl, MailboxLayout, Request, Response, RpcOp};
 
 /// A client's request channel to every node's server workers.
 pub struct RpcClient {
@@ -74,23 +72,19 @@ impl RpcClient {
         loop {
             let (got, _) = split_ctrl(io.local_word(resp_end - 8)?);
             if got == seq {
-                let trailer = io.local_read(resp_end - TRAILER_BYTES, TRAILER_BYTES as u32)?;
-                if let Some((_, _, payload)) = payload_len(&trailer, self.layout.slot_bytes) {
-                    let total = payload + TRAILER_BYTES;
-                    let bytes = io.local_read(resp_end - total, total as u32)?;
-                    if let Some(m) = decode(&bytes).filter(|m| {
-                        m.seq == seq && word(&bytes, bytes.len() - 8) == word(&trailer, 16)
-                    }) {
-                        stats.local_reads += 1;
-                        stats.local_bytes += total;
-                        if !local {
-                            stats.server_writes += 1;
-                            stats.fabric_bytes += total;
-                        }
-                        return Response::from_message(&m).ok_or_else(|| {
-                            Error::Corrupt(format!("response with unknown status {}", m.code))
-                        });
+                if let Some((m, total)) = io
+                    .read_message(resp_end, self.layout.slot_bytes)?
+                    .filter(|(m, _)| m.seq == seq)
+                {
+                    stats.local_reads += 1;
+                    stats.local_bytes += total;
+                    if !local {
+                        stats.server_writes += 1;
+                        stats.fabric_bytes += total;
                     }
+                    return Response::from_message(&m).ok_or_else(|| {
+                        Error::Corrupt(format!("response with unknown status {}", m.code))
+                    });
                 }
             }
             if start.elapsed() > self.timeout {

@@ -17,10 +17,8 @@ use std::time::Duration;
 use nessie_protocol::{Endpoint, Error, Fabric, NodeId, OpStats};
 
 use crate::cpu::thread_cpu_time;
-use crate::io::{word, Io};
-use crate::mailbox::{
-    decode, encode, payload_len, split_ctrl, MailboxLayout, Request, Status, TRAILER_BYTES,
-};
+use crate::io::Io;
+use crate::mailbox::{encode, split_ctrl, MailboxLayout, Request, Status};
 
 /// Executes requests on one node's tables. Shared by that node's workers.
 pub trait Handler<E: Endpoint>: Send + Sync {
@@ -219,18 +217,10 @@ impl<E: Endpoint> Worker<E> {
         if seq == 0 || seq == self.seen[g as usize] {
             return Ok(false);
         }
-        let trailer = self
-            .io
-            .local_read(end - TRAILER_BYTES, TRAILER_BYTES as u32)?;
-        let Some((_, _, payload)) = payload_len(&trailer, self.layout.slot_bytes) else {
-            return Ok(false); // torn: read again on the next scan
+        let Some((msg, _)) = self.io.read_message(end, self.layout.slot_bytes)? else {
+            return Ok(false); // torn or still landing: read again on the next scan
         };
-        let total = payload + TRAILER_BYTES;
-        let bytes = self.io.local_read(end - total, total as u32)?;
-        let Some(msg) = decode(&bytes) else {
-            return Ok(false); // torn: read again on the next scan
-        };
-        if msg.seq != seq || word(&bytes, bytes.len() - 8) != word(&trailer, 16) {
+        if msg.seq != seq {
             return Ok(false);
         }
         self.seen[g as usize] = seq;
@@ -246,7 +236,11 @@ impl<E: Endpoint> Worker<E> {
                 .local_write(resp_end - response.len() as u64, response)?;
         } else {
             let addr = MailboxLayout::placed(client_node, resp_end, response.len());
-            self.io.reap()?;
+            // An earlier response that failed (its client's node went down)
+            // must not cost this client its response.
+            if let Err(e) = self.io.reap() {
+                tracing::warn!(error = %e, "server worker: a response WRITE failed");
+            }
             self.io.post_detached(
                 nessie_protocol::Op::Write {
                     addr,
