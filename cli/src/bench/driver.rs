@@ -50,8 +50,6 @@ enum Quota {
 /// Runs one slice of `sys`; adds its measurements to `acc`.
 fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, acc: &mut SysAcc) {
     let d = &sys.deployment;
-    d.resume_servers();
-    let (cpu0, req0) = (d.server_cpu_time(), d.server_requests());
     let hits0: u64 = sys.clients.iter().map(|(_, c)| c.cache_hits()).sum();
     let nodes = sys.variant.sys.store.nodes;
     let n = sys.clients.len() as u64;
@@ -59,7 +57,7 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
     let barrier = Barrier::new(sys.clients.len() + 1);
     let per_client_rate = rate / n as f64;
     let value = vec![b'w'; w.value_size as usize];
-    let (results, wall) = thread::scope(|s| {
+    let (results, wall, server0) = thread::scope(|s| {
         let handles: Vec<_> = sys
             .clients
             .iter_mut()
@@ -114,6 +112,10 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
                 })
             })
             .collect();
+        // Servers run (and their CPU counts) only from the moment the
+        // clients are released, not while their threads are spawned.
+        d.resume_servers();
+        let server0 = (d.server_cpu_time(), d.server_requests());
         barrier.wait();
         let start = Instant::now();
         if let Quota::Time(t) = quota {
@@ -124,9 +126,10 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
             .into_iter()
             .map(|h| h.join().expect("client thread"))
             .collect();
-        (results, start.elapsed())
+        (results, start.elapsed(), server0)
     });
     d.pause_servers();
+    let (cpu0, req0) = server0;
     for ([get, put], cpu) in results {
         acc.get.merge(&get);
         acc.put.merge(&put);
