@@ -13,7 +13,7 @@ use nessie_baselines::cpu::thread_cpu_time;
 
 use super::stats::{KindAcc, SysAcc};
 use super::system::Started;
-use super::workload::{key_of, OpGen, OpKind, Workload};
+use super::workload::{write_key, OpGen, OpKind, Workload};
 
 /// How long a point measures each system.
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +72,7 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
                 s.spawn(move || {
                     let mut gen = OpGen::new(w, nodes, id.node.0, id.index, stream);
                     let mut kinds = [KindAcc::default(), KindAcc::default()];
+                    let mut key = Vec::with_capacity(w.key_size as usize);
                     barrier.wait();
                     let cpu0 = thread_cpu_time();
                     let t0 = Instant::now();
@@ -100,7 +101,7 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
                             Instant::now()
                         };
                         let (kind, k) = gen.next_op();
-                        let key = key_of(k, w.key_size);
+                        write_key(&mut key, k, w.key_size);
                         let (i, r) = match kind {
                             OpKind::Get => (0, c.get(&key).map(|v| v.is_some())),
                             OpKind::Put => (1, c.put(&key, value).map(|_| true)),

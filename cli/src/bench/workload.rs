@@ -85,9 +85,18 @@ pub struct Workload {
 
 /// The bytes of key `i`.
 pub fn key_of(i: u64, size: u32) -> Vec<u8> {
-    let mut k = format!("key-{i:012}").into_bytes();
-    k.resize(size as usize, b'.');
+    let mut k = Vec::with_capacity(size as usize);
+    write_key(&mut k, i, size);
     k
+}
+
+/// Writes the bytes of key `i` into `buf` (replacing its contents), so that
+/// a client thread can reuse one buffer instead of allocating per operation.
+pub fn write_key(buf: &mut Vec<u8>, i: u64, size: u32) {
+    use std::io::Write as _;
+    buf.clear();
+    write!(buf, "key-{i:012}").expect("writing to a Vec cannot fail");
+    buf.resize(size as usize, b'.');
 }
 
 /// Which client (node, index) preloads key `k`.
@@ -214,5 +223,8 @@ mod tests {
             .count();
         assert!((gets as f64 / 10_000.0 - 0.9).abs() < 0.02);
         assert_eq!(key_of(7, 20), b"key-000000000007....".to_vec());
+        let mut buf = key_of(123_456, 40);
+        write_key(&mut buf, 7, 20);
+        assert_eq!(buf, key_of(7, 20));
     }
 }
