@@ -10,6 +10,8 @@ use clap::Args;
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats};
 
+use crate::bench::workload::key_of;
+
 /// Options of `nessie run`.
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
@@ -117,12 +119,6 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
     })
     .map_err(Error::from)?;
     Ok(cfg)
-}
-
-fn key_of(i: u64, size: u32) -> Vec<u8> {
-    let mut k = format!("key-{i:012}").into_bytes();
-    k.resize(size as usize, b'.');
-    k
 }
 
 fn xorshift(s: &mut u64) -> u64 {
