@@ -14,6 +14,7 @@ use nessie_baselines::cpu::thread_cpu_time;
 use super::stats::{KindAcc, SysAcc};
 use super::system::Started;
 use super::workload::{write_key, OpGen, OpKind, Workload};
+use super::zipf::ScrambledZipfian;
 
 /// How long a point measures each system.
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +49,15 @@ enum Quota {
 }
 
 /// Runs one slice of `sys`; adds its measurements to `acc`.
-fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, acc: &mut SysAcc) {
+fn slice(
+    sys: &mut Started,
+    w: &Workload,
+    zipf: &Option<ScrambledZipfian>,
+    quota: Quota,
+    rate: f64,
+    stream: u64,
+    acc: &mut SysAcc,
+) {
     let d = &sys.deployment;
     let hits0: u64 = sys.clients.iter().map(|(_, c)| c.cache_hits()).sum();
     let nodes = sys.variant.sys.store.nodes;
@@ -70,7 +79,8 @@ fn slice(sys: &mut Started, w: &Workload, quota: Quota, rate: f64, stream: u64, 
                     Quota::Time(_) => u64::MAX,
                 };
                 s.spawn(move || {
-                    let mut gen = OpGen::new(w, nodes, id.node.0, id.index, stream);
+                    let zipf = zipf.clone();
+                    let mut gen = OpGen::with_zipf(w, zipf, nodes, id.node.0, id.index, stream);
                     let mut kinds = [KindAcc::default(), KindAcc::default()];
                     let mut key = Vec::with_capacity(w.key_size as usize);
                     barrier.wait();
@@ -196,6 +206,7 @@ impl Drop for Spinners {
 pub fn measure(systems: &mut [Started], plan: &PointPlan, mut tick: impl FnMut()) -> Vec<SysAcc> {
     let mut accs = vec![SysAcc::default(); systems.len()];
     let r = rounds(plan);
+    let zipf = plan.workload.zipf();
     let _spin = Spinners::start(plan.background);
     for round in 0..r {
         for (si, sys) in systems.iter_mut().enumerate() {
@@ -208,7 +219,15 @@ pub fn measure(systems: &mut [Started], plan: &PointPlan, mut tick: impl FnMut()
             };
             let rate = plan.rates.as_ref().map_or(0.0, |v| v[si]);
             let stream = round.wrapping_mul(0x1_0000) ^ plan.workload.seed;
-            slice(sys, &plan.workload, quota, rate, stream, &mut accs[si]);
+            slice(
+                sys,
+                &plan.workload,
+                &zipf,
+                quota,
+                rate,
+                stream,
+                &mut accs[si],
+            );
             tick();
         }
     }

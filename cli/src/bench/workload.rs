@@ -83,6 +83,14 @@ pub struct Workload {
     pub seed: u64,
 }
 
+impl Workload {
+    /// The key generator of a Zipf workload (`None` for the others).
+    pub fn zipf(&self) -> Option<ScrambledZipfian> {
+        (self.distribution == Distribution::Zipf)
+            .then(|| ScrambledZipfian::new(self.keys, self.zipf_theta))
+    }
+}
+
 /// The bytes of key `i`.
 pub fn key_of(i: u64, size: u32) -> Vec<u8> {
     let mut k = Vec::with_capacity(size as usize);
@@ -134,13 +142,26 @@ impl OpGen {
     /// The generator of the client `index` on `node` in a cluster of `nodes`,
     /// seeded from the workload seed, the client and `stream` (the slice).
     pub fn new(w: &Workload, nodes: u16, node: u16, index: u16, stream: u64) -> OpGen {
+        Self::with_zipf(w, w.zipf(), nodes, node, index, stream)
+    }
+
+    /// As [`OpGen::new`] with the workload's prebuilt [`Workload::zipf`]
+    /// (whose constants cost a million powers for a theta other than YCSB's).
+    pub fn with_zipf(
+        w: &Workload,
+        zipf: Option<ScrambledZipfian>,
+        nodes: u16,
+        node: u16,
+        index: u16,
+        stream: u64,
+    ) -> OpGen {
         let seed = w.seed
             ^ (u64::from(node) << 48)
             ^ (u64::from(index) << 32)
             ^ stream.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        debug_assert_eq!(zipf.is_some(), w.distribution == Distribution::Zipf);
         OpGen {
-            zipf: (w.distribution == Distribution::Zipf)
-                .then(|| ScrambledZipfian::new(w.keys, w.zipf_theta)),
+            zipf,
             w: w.clone(),
             node: u64::from(node),
             nodes: u64::from(nodes.max(1)),
