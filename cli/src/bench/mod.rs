@@ -167,7 +167,7 @@ fn summary(points: &[PointResult], cpu: bool) -> String {
             .to_string()
     } else {
         format!(
-            "Summary: throughput (kops/s) of {} and every system's ratio to it\n",
+            "Summary: throughput (kops/s) of the reference (the first system measured at the point, normally {}) and every other system's ratio to it\n",
             first.systems[0].label
         )
     };
@@ -178,12 +178,14 @@ fn summary(points: &[PointResult], cpu: bool) -> String {
     s += "\n";
     for p in points {
         s += &format!("{:<40}", p.label);
+        // The system the ratios are against (as in `PointResult::with_ratios`).
+        let reference = p.systems.iter().position(|r| r.error.is_none());
         for (i, r) in p.systems.iter().enumerate() {
-            let cell = match (i, r.ratio) {
-                (_, None) => "-".to_string(),
-                _ if cpu => format!("{:.2} / {:.1}", r.cores_busy, r.cpu_us_per_op),
-                (0, _) => format!("{:.1}k", r.throughput / 1000.0),
-                (_, Some(x)) => format!("{x:.2}x"),
+            let cell = match r.ratio {
+                None => "-".to_string(),
+                Some(_) if cpu => format!("{:.2} / {:.1}", r.cores_busy, r.cpu_us_per_op),
+                Some(_) if Some(i) == reference => format!("{:.1}k", r.throughput / 1000.0),
+                Some(x) => format!("{x:.2}x"),
             };
             s += &format!(" {cell:>14}");
         }
