@@ -49,8 +49,9 @@ pub struct BenchReport {
     pub clients_per_node: u16,
     /// Server workers per node.
     pub server_workers: u16,
-    /// Simulated NIC latency in microseconds.
-    pub latency_us: f64,
+    /// Simulated NIC latency in microseconds (`null` for latency-sweep,
+    /// whose points carry their own in `params`).
+    pub latency_us: Option<f64>,
     /// Length of one slice in milliseconds.
     pub slice_ms: u64,
     /// The points.
@@ -199,14 +200,15 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let kinds = args.check()?;
     let t0 = Instant::now();
     let gs = groups(args, &kinds)?;
+    let latency_us = (args.experiment != Some(Experiment::LatencySweep)).then_some(args.latency_us);
     if !args.json {
         println!(
-            "nessie bench{}: {} nodes x {} client threads, {} server worker(s) per node, NIC latency {} us, slices of {} ms, {} per system per point",
+            "nessie bench{}: {} nodes x {} client threads, {} server worker(s) per node, NIC latency {}, slices of {} ms, {} per system per point",
             args.experiment.map_or(String::new(), |e| format!(" --experiment {}", e.name())),
             args.nodes,
             args.clients,
             args.server_workers,
-            args.latency_us,
+            latency_us.map_or("per point".to_string(), |l| format!("{l} us")),
             args.slice_ms,
             args.ops.map_or(format!("{} s", args.seconds()), |n| format!("{n} ops")),
         );
@@ -227,7 +229,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
             nodes: args.nodes,
             clients_per_node: args.clients,
             server_workers: args.server_workers,
-            latency_us: args.latency_us,
+            latency_us,
             slice_ms: args.slice_ms,
             points,
             plots,
