@@ -68,8 +68,15 @@ fn progress(args: &BenchArgs, gs: &[Group]) -> ProgressBar {
         .map(|g| g.points.iter().map(|p| rounds(&p.plan)).sum::<u64>() * g.variants.len() as u64)
         .sum();
     let estimate = match args.ops {
-        // Guess 100k operations per second.
-        Some(n) => (n * slices) as f64 / 100_000.0,
+        // n operations per system and point (split over its slices); guess
+        // 100k operations per second.
+        Some(n) => {
+            let runs: u64 = gs
+                .iter()
+                .map(|g| (g.points.len() * g.variants.len()) as u64)
+                .sum();
+            (n * runs) as f64 / 100_000.0
+        }
         None => slices as f64 * args.slice_ms as f64 / 1000.0,
     };
     let show = !args.quiet && std::io::stderr().is_terminal() && estimate > 2.0;
