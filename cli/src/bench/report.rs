@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::stats::{KindReport, SysAcc};
+use super::stats::{add_failures, KindReport, SysAcc};
 use super::system::Started;
 
 /// One system's result at one point.
@@ -59,9 +59,7 @@ impl SystemResult {
         let ops = acc.get.ops + acc.put.ops;
         let per_s = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
         let mut failures = acc.get.failures.clone();
-        for (k, v) in &acc.put.failures {
-            *failures.entry(k).or_default() += v;
-        }
+        add_failures(&mut failures, &acc.put.failures);
         let cpu = (acc.client_cpu + acc.server_cpu).as_secs_f64();
         SystemResult {
             label: sys.variant.label.clone(),

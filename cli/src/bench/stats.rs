@@ -78,6 +78,13 @@ impl Default for KindAcc {
     }
 }
 
+/// Adds the failure counts of `from` to `into`.
+pub fn add_failures(into: &mut BTreeMap<&'static str, u64>, from: &BTreeMap<&'static str, u64>) {
+    for (k, v) in from {
+        *into.entry(k).or_default() += v;
+    }
+}
+
 fn bucket(n: u64) -> usize {
     (n as usize).min(COUNT_BUCKETS - 1)
 }
@@ -107,9 +114,7 @@ impl KindAcc {
         self.ops += o.ops;
         self.ok += o.ok;
         self.found += o.found;
-        for (k, v) in &o.failures {
-            *self.failures.entry(k).or_default() += v;
-        }
+        add_failures(&mut self.failures, &o.failures);
         self.latency.add(&o.latency).expect("same histogram bounds");
         self.bytes.add(&o.bytes).expect("same histogram bounds");
         self.fabric += o.fabric;
