@@ -32,6 +32,8 @@ pub trait Handler<E: Endpoint>: Send + Sync {
 struct Shared {
     stop: AtomicBool,
     paused: AtomicBool,
+    /// Workers that have seen the pause and accounted their CPU time.
+    parked: AtomicU64,
     cpu_ns: AtomicU64,
     requests: AtomicU64,
     stats: Mutex<OpStats>,
@@ -104,7 +106,7 @@ impl ServerPool {
     }
 
     /// CPU time the workers have consumed (updated every few milliseconds
-    /// while they run, exactly once they stop).
+    /// while they run; exact once they are paused or stopped).
     pub fn cpu_time(&self) -> Duration {
         Duration::from_nanos(self.shared.cpu_ns.load(Ordering::Relaxed))
     }
@@ -130,14 +132,23 @@ impl ServerPool {
 
     /// Pauses the workers: they stop polling and sleep (1 ms naps) until
     /// [`ServerPool::resume`], so that a paused system burns no CPU while
-    /// another system is measured. Requests sent meanwhile wait.
+    /// another system is measured. Requests sent meanwhile wait. Returns once
+    /// every worker has parked (or after 1 s), so that [`ServerPool::cpu_time`]
+    /// read after it includes all the CPU burnt before the pause.
     pub fn pause(&self) {
-        self.shared.paused.store(true, Ordering::Relaxed);
+        self.shared.paused.store(true, Ordering::SeqCst);
+        let all = self.threads.len() as u64;
+        let start = std::time::Instant::now();
+        while self.shared.parked.load(Ordering::SeqCst) < all
+            && start.elapsed() < Duration::from_secs(1)
+        {
+            std::thread::yield_now();
+        }
     }
 
     /// Resumes polling after [`ServerPool::pause`].
     pub fn resume(&self) {
-        self.shared.paused.store(false, Ordering::Relaxed);
+        self.shared.paused.store(false, Ordering::SeqCst);
     }
 
     /// Stops the workers and waits for them.
@@ -168,10 +179,26 @@ impl<E: Endpoint> Worker<E> {
     fn run<H: Handler<E> + ?Sized>(&mut self, handler: &H, shared: &Shared) {
         let mut cpu_mark = thread_cpu_time();
         let mut scans = 0u64;
+        let mut parked = false;
         while !shared.stop.load(Ordering::Relaxed) {
             if shared.paused.load(Ordering::Relaxed) {
+                if !parked {
+                    // Account the CPU up to the pause before acknowledging
+                    // it, so that it is charged to the slice that ran.
+                    let now = thread_cpu_time();
+                    shared
+                        .cpu_ns
+                        .fetch_add((now - cpu_mark).as_nanos() as u64, Ordering::Relaxed);
+                    parked = true;
+                    shared.parked.fetch_add(1, Ordering::SeqCst);
+                }
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
+            }
+            if parked {
+                parked = false;
+                shared.parked.fetch_sub(1, Ordering::SeqCst);
+                cpu_mark = thread_cpu_time();
             }
             let mut served = 0;
             for i in 0..self.slots.len() {
@@ -204,10 +231,12 @@ impl<E: Endpoint> Worker<E> {
                 cpu_mark = now;
             }
         }
-        let now = thread_cpu_time();
-        shared
-            .cpu_ns
-            .fetch_add((now - cpu_mark).as_nanos() as u64, Ordering::Relaxed);
+        if !parked {
+            let now = thread_cpu_time();
+            shared
+                .cpu_ns
+                .fetch_add((now - cpu_mark).as_nanos() as u64, Ordering::Relaxed);
+        }
     }
 
     /// Serves client `g`'s slot if it holds a new request; whether it did.

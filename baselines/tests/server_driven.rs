@@ -361,3 +361,31 @@ fn a_fabric_too_small_for_the_system_is_a_typed_error() {
         "{e}"
     );
 }
+
+#[test]
+fn paused_servers_account_their_cpu_up_to_the_pause_and_burn_none_after() {
+    let mut d = start_kind(SystemKind::NessieSd, small(2, 64));
+    let mut c = client(&d, 0, 0);
+    let mut work = |c: &mut Box<dyn KvClient>| {
+        for i in 0..300u32 {
+            c.put(format!("k{}", i % 40).as_bytes(), b"v").unwrap();
+        }
+    };
+    work(&mut c);
+    d.pause_servers();
+    d.resume_servers();
+    work(&mut c);
+    d.pause_servers();
+    let at_pause = d.server_cpu_time();
+    assert!(at_pause > Duration::ZERO, "the workers polled and served");
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        d.server_cpu_time(),
+        at_pause,
+        "no CPU is charged while paused"
+    );
+    // Everything the workers burnt was accounted when they parked: stopping
+    // them adds nothing.
+    d.stop();
+    assert_eq!(d.server_cpu_time(), at_pause);
+}
