@@ -366,7 +366,7 @@ fn a_fabric_too_small_for_the_system_is_a_typed_error() {
 fn paused_servers_account_their_cpu_up_to_the_pause_and_burn_none_after() {
     let mut d = start_kind(SystemKind::NessieSd, small(2, 64));
     let mut c = client(&d, 0, 0);
-    let mut work = |c: &mut Box<dyn KvClient>| {
+    let work = |c: &mut Box<dyn KvClient>| {
         for i in 0..300u32 {
             c.put(format!("k{}", i % 40).as_bytes(), b"v").unwrap();
         }
