@@ -73,6 +73,8 @@ struct KindStats {
     fabric: OpStats,
     latencies_ns: Vec<u64>,
     failures: u64,
+    /// Value bytes returned by GETs that found their key.
+    value_bytes: u64,
 }
 
 impl KindStats {
@@ -90,6 +92,7 @@ impl KindStats {
         self.fabric += o.fabric;
         self.latencies_ns.extend(o.latencies_ns);
         self.failures += o.failures;
+        self.value_bytes += o.value_bytes;
     }
 }
 
@@ -202,7 +205,11 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
                     let dice = (xorshift(&mut rng) % 100) as u32;
                     let t = Instant::now();
                     let (kind, ok) = if dice < args.get_pct {
-                        (0, c.get(&key).is_ok())
+                        let r = c.get(&key);
+                        if let Ok(Some(v)) = &r {
+                            kinds[0].value_bytes += v.len() as u64;
+                        }
+                        (0, r.is_ok())
                     } else if dice < args.get_pct + args.delete_pct {
                         (2, c.delete(&key).is_ok())
                     } else {
@@ -234,7 +241,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
-    report(args, &mut total, elapsed);
+    report(&mut total, elapsed);
     Ok(())
 }
 
@@ -246,13 +253,12 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
     sorted[i] as f64 / 1000.0
 }
 
-fn report(args: &RunArgs, total: &mut [KindStats; 3], elapsed: f64) {
+fn report(total: &mut [KindStats; 3], elapsed: f64) {
     let ops: u64 = total.iter().map(|k| k.ops).sum();
-    let gets = total[0].ops;
     println!(
         "\n{ops} operations in {elapsed:.2} s: {:.0} ops/s, goodput {:.1} MB/s of values read",
         ops as f64 / elapsed,
-        gets as f64 * f64::from(args.value_size) / elapsed / 1e6
+        total[0].value_bytes as f64 / elapsed / 1e6
     );
     println!(
         "\n{:<7} {:>9} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
