@@ -17,7 +17,7 @@ use crate::hy::HyClient;
 use crate::kv::KvClient;
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
 use crate::sd::SdClient;
-use crate::server::ServerPool;
+use crate::server::{Handler, ServerPool};
 
 /// The systems compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,34 +156,29 @@ impl SystemConfig {
         F::Endpoint: 'static,
     {
         let cfg = &self.store;
-        let (workers, per_node) = (self.server_workers, cfg.clients_per_node);
-        Ok(match self.kind {
-            SystemKind::Nessie => None,
+        let (mailbox, table): (_, Arc<dyn Handler<F::Endpoint>>) = match self.kind {
+            SystemKind::Nessie => return Ok(None),
             SystemKind::NessieSd | SystemKind::NessieHy => {
                 let layout = self.coupled();
-                let table = Arc::new(CoupledTable::new(layout, node, cfg));
-                Some(ServerPool::start(
-                    fabric,
-                    node,
-                    workers,
+                (
                     layout.mailbox,
-                    per_node,
-                    table,
-                )?)
+                    Arc::new(CoupledTable::new(layout, node, cfg)),
+                )
             }
             SystemKind::Pilaf => {
                 let layout = PilafLayout::new(cfg);
-                let table = Arc::new(PilafTable::new(layout, node, cfg));
-                Some(ServerPool::start(
-                    fabric,
-                    node,
-                    workers,
-                    layout.mailbox,
-                    per_node,
-                    table,
-                )?)
+                (layout.mailbox, Arc::new(PilafTable::new(layout, node, cfg)))
             }
-        })
+        };
+        let pool = ServerPool::start(
+            fabric,
+            node,
+            self.server_workers,
+            mailbox,
+            cfg.clients_per_node,
+            table,
+        )?;
+        Ok(Some(pool))
     }
 
     /// A client `id` of this system on `fabric` (in any process whose fabric

@@ -71,7 +71,7 @@ impl ServerPool {
     where
         F: Fabric,
         F::Endpoint: 'static,
-        H: Handler<F::Endpoint> + 'static,
+        H: Handler<F::Endpoint> + ?Sized + 'static,
     {
         let shared = Arc::new(Shared::default());
         let workers = workers.max(1);
