@@ -32,7 +32,6 @@ use crate::kv::KvClient;
 use crate::mailbox::{RpcOp, Status};
 use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::RpcClient;
-use crate::sd::check_sizes;
 
 /// A NessieHY client.
 pub struct HyClient<E: Endpoint> {
@@ -214,7 +213,7 @@ impl<E: Endpoint> HyClient<E> {
 
 impl<E: Endpoint> KvClient for HyClient<E> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        check_sizes(&self.cfg, key, &[])?;
+        self.cfg.check_key(key)?;
         let span = tracing::debug_span!("hy-get", key_len = key.len());
         let _g = span.enter();
         let mut stats = OpStats::default();

@@ -114,7 +114,8 @@ impl RpcClient {
         value: &[u8],
         last: &mut OpStats,
     ) -> Result<Response, Error> {
-        check_sizes(cfg, key, value)?;
+        cfg.check_key(key)?;
+        cfg.check_value(value)?;
         let span = tracing::debug_span!("rpc", system, ?op, home = %home, key_len = key.len());
         let _g = span.enter();
         let mut stats = OpStats {
@@ -134,21 +135,4 @@ impl RpcClient {
             None => Ok(resp),
         }
     }
-}
-
-/// Checks a key and value against the configuration, as Nessie's client does.
-pub fn check_sizes(cfg: &Config, key: &[u8], value: &[u8]) -> Result<(), Error> {
-    if key.is_empty() || key.len() > cfg.max_key_len as usize {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max: cfg.max_key_len,
-        });
-    }
-    if value.len() > cfg.max_value_len as usize {
-        return Err(Error::ValueTooLarge {
-            len: value.len(),
-            max: cfg.max_value_len,
-        });
-    }
-    Ok(())
 }

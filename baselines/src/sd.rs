@@ -14,8 +14,6 @@ use crate::kv::KvClient;
 use crate::mailbox::{RpcOp, Status};
 use crate::rpc::RpcClient;
 
-pub use crate::rpc::check_sizes;
-
 /// A NessieSD client.
 pub struct SdClient<E: Endpoint> {
     cfg: Arc<Config>,

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::error::Error;
 use crate::fabric::Topology;
 use crate::hash::Hasher;
 use crate::layout::{DataLayout, MAX_FILTER_BITS};
@@ -224,6 +225,28 @@ impl Config {
             format!("{:?}", self.retry.op_timeout),
             "must be positive",
         )?;
+        Ok(())
+    }
+
+    /// Checks a key: 1 to `max_key_len` bytes, else [`Error::KeyTooLarge`].
+    pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
+        if key.is_empty() || key.len() > self.max_key_len as usize {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: self.max_key_len,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a value: at most `max_value_len` bytes, else [`Error::ValueTooLarge`].
+    pub fn check_value(&self, value: &[u8]) -> Result<(), Error> {
+        if value.len() > self.max_value_len as usize {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: self.max_value_len,
+            });
+        }
         Ok(())
     }
 

@@ -28,7 +28,6 @@ use crate::kv::KvClient;
 use crate::mailbox::{RpcOp, Status};
 use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::RpcClient;
-use crate::sd::check_sizes;
 
 /// Checksum mismatches a client has seen (each one was retried, never
 /// returned).
@@ -223,7 +222,7 @@ impl<E: Endpoint> PilafClient<E> {
 
 impl<E: Endpoint> KvClient for PilafClient<E> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        check_sizes(&self.cfg, key, &[])?;
+        self.cfg.check_key(key)?;
         let span = tracing::debug_span!("pilaf-get", key_len = key.len());
         let _g = span.enter();
         let mut stats = OpStats::default();

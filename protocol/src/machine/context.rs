@@ -75,26 +75,14 @@ impl ClientState {
         })
     }
 
-    /// Checks a key against the configuration.
+    /// Checks a key against the configuration ([`Config::check_key`]).
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
-        if key.is_empty() || key.len() > self.cfg.max_key_len as usize {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: self.cfg.max_key_len,
-            });
-        }
-        Ok(())
+        self.cfg.check_key(key)
     }
 
-    /// Checks a value against the configuration.
+    /// Checks a value against the configuration ([`Config::check_value`]).
     pub fn check_value(&self, value: &[u8]) -> Result<(), Error> {
-        if value.len() > self.cfg.max_value_len as usize {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: self.cfg.max_value_len,
-            });
-        }
-        Ok(())
+        self.cfg.check_value(value)
     }
 }
 
