@@ -23,23 +23,6 @@ pub fn thread_cpu_time() -> Duration {
     )
 }
 
-/// CPU time consumed so far by the whole process (all threads).
-pub fn process_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: as above.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(
-        ts.tv_sec.max(0) as u64,
-        ts.tv_nsec.clamp(0, 999_999_999) as u32,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +37,5 @@ mod tests {
         }
         let used = thread_cpu_time() - before;
         assert!(used >= Duration::from_millis(5), "used {used:?}");
-        assert!(process_cpu_time() >= used);
     }
 }
