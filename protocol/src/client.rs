@@ -81,7 +81,7 @@ impl<E: Endpoint> Client<E> {
             stats += m.stats();
             match r {
                 Ok(v) => break Ok(v),
-                Err(e @ (Error::Conflict | Error::Timeout)) => {
+                Err(e) if e.is_retryable() => {
                     let out_of_attempts =
                         policy.max_attempts != 0 && attempts >= policy.max_attempts;
                     if out_of_attempts || self.ep.now().since(start) >= policy.op_timeout {

@@ -1,4 +1,6 @@
-//! Typed errors of the protocol and the client API.
+//! Typed errors of the protocol and the client API, and the one outcome
+//! vocabulary every system shares: an operation either committed (`Ok`),
+//! did not commit and never will (safe to retry), or has an unknown outcome.
 
 use crate::addr::NodeId;
 use crate::config::ConfigError;
@@ -59,6 +61,33 @@ pub enum Error {
     /// configuration).
     #[error("corrupt data table entry: {0}")]
     Corrupt(String),
+    /// The operation may or may not have taken effect: a completion was lost
+    /// or failed after the work it reports on may already have executed
+    /// (e.g. the commit compare-and-swap). It is never retried as if nothing
+    /// happened; read the key back to learn the outcome.
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(String),
+}
+
+/// What the caller can know about an operation's effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// It took effect (the call returned `Ok`).
+    Committed,
+    /// It did not take effect and never will: safe to retry.
+    NotCommitted,
+    /// It may or may not have taken effect ([`Error::OutcomeUnknown`]).
+    Unknown,
+}
+
+impl Outcome {
+    /// The outcome class of a call's result.
+    pub fn of<T>(result: &Result<T, Error>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Committed,
+            Err(e) => e.outcome(),
+        }
+    }
 }
 
 impl From<FabricError> for Error {
@@ -74,8 +103,19 @@ impl From<FabricError> for Error {
 }
 
 impl Error {
-    /// Whether the client should back off and try the operation again.
+    /// Whether the client should back off and try the operation again: the
+    /// attempt met interference or ran out of time, and committed nothing.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Conflict)
+        matches!(self, Error::Conflict | Error::Timeout)
+    }
+
+    /// What this error says about the operation's effect: only
+    /// [`Error::OutcomeUnknown`] leaves it open; every other error means
+    /// nothing was committed.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Error::OutcomeUnknown(_) => Outcome::Unknown,
+            _ => Outcome::NotCommitted,
+        }
     }
 }

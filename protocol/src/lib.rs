@@ -39,7 +39,7 @@ pub mod time;
 
 pub use client::Client;
 pub use config::{Config, ConfigError, RetryPolicy};
-pub use error::Error;
+pub use error::{Error, Outcome};
 pub use faults::Faults;
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};
 pub use machine::{ClientId, ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};

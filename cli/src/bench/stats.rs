@@ -26,6 +26,7 @@ pub fn error_kind(e: &Error) -> &'static str {
         Error::Fabric(_) => "fabric",
         Error::Config(_) => "config",
         Error::Corrupt(_) => "corrupt",
+        Error::OutcomeUnknown(_) => "outcome-unknown",
     }
 }
 
