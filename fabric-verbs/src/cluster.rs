@@ -141,8 +141,13 @@ pub struct Store {
     pub hash_seed: u64,
     /// Expiration period T in milliseconds.
     pub expiration_ms: u64,
-    /// Largest clock difference between nodes, in milliseconds.
+    /// Largest clock difference between nodes, in milliseconds (A1; checked
+    /// when nodes connect, see [`Tuning::clock_skew_action`]).
     pub clock_skew_ms: u64,
+    /// The protocol's `deadline_margin` in milliseconds: every posted
+    /// mutation must take effect within it (A2). Default: 10 ms, at most a
+    /// quarter of `expiration_ms`.
+    pub deadline_margin_ms: Option<u64>,
 }
 
 impl Default for Store {
@@ -156,8 +161,32 @@ impl Default for Store {
             hash_seed: d.hash_seed,
             expiration_ms: 200,
             clock_skew_ms: 1,
+            deadline_margin_ms: None,
         }
     }
+}
+
+/// What a node does when the clock check at connection set-up shows a peer's
+/// clock further off than `clock_skew_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkewAction {
+    /// Refuse the connection (the peer is treated as down until it is fixed).
+    #[default]
+    Refuse,
+    /// Log a warning and connect anyway.
+    Warn,
+}
+
+/// The longest `retry_count` accepted: the InfiniBand specification allows
+/// 7, but soft-RoCE (`rdma_rxe`) treats 7 as "retry forever", which hangs
+/// every client of a dead node.
+pub const MAX_RETRY_COUNT: u8 = 6;
+
+/// The duration of the ACK timeout exponent `t` (4.096 us x 2^t), as
+/// InfiniBand and RoCE define the QP attribute `timeout`.
+pub fn ack_timeout_duration(t: u8) -> Duration {
+    Duration::from_nanos(4096u64.saturating_mul(1u64 << u32::from(t.min(40))))
 }
 
 /// Verbs tuning; the defaults suit the protocol.
@@ -172,6 +201,30 @@ pub struct Tuning {
     pub connect_timeout_ms: u64,
     /// Registered staging memory per endpoint for READ targets and WRITE sources.
     pub staging_bytes: u64,
+    /// Transport retries of an unacknowledged packet before the QP fails
+    /// with `IBV_WC_RETRY_EXC_ERR` (at most [`MAX_RETRY_COUNT`]).
+    pub retry_count: u8,
+    /// ACK timeout exponent: a packet is retransmitted after
+    /// 4.096 us x 2^`ack_timeout` without an acknowledgement (1..=31; set on
+    /// every dialled QP with `rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)`).
+    pub ack_timeout: u8,
+    /// Type of service of the connections (`RDMA_OPTION_ID_TOS`): the RoCE
+    /// traffic class (DSCP << 2 | ECN); on InfiniBand the subnet manager maps
+    /// it to the service level of the path.
+    pub traffic_class: u8,
+    /// The fabric's packet lifetime in microseconds: the longest a packet
+    /// sent can still arrive (switch buffers, links). A2 needs a bound.
+    pub packet_lifetime_us: u64,
+    /// How long a posted WRITE or CAS may go without completing before its
+    /// queue pair is moved to the error state (so that it lands within the
+    /// deadline margin or never), in microseconds. Default: three quarters of
+    /// `deadline_margin - packet_lifetime`.
+    pub landing_deadline_us: Option<u64>,
+    /// How long a posted READ may go without completing before its queue
+    /// pair is moved to the error state, in milliseconds.
+    pub read_deadline_ms: u64,
+    /// What to do when a peer's clock is off by more than `clock_skew_ms`.
+    pub clock_skew_action: SkewAction,
 }
 
 impl Default for Tuning {
@@ -181,7 +234,40 @@ impl Default for Tuning {
             max_rd_atomic: 16,
             connect_timeout_ms: 30_000,
             staging_bytes: 4 << 20,
+            retry_count: MAX_RETRY_COUNT,
+            ack_timeout: 8,
+            traffic_class: 0,
+            packet_lifetime_us: 1_000,
+            landing_deadline_us: None,
+            read_deadline_ms: 1_000,
+            clock_skew_action: SkewAction::Refuse,
         }
+    }
+}
+
+/// The transport timing a cluster file gives, checked against A2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The protocol's deadline margin.
+    pub deadline_margin: Duration,
+    /// The fabric's packet lifetime bound.
+    pub packet_lifetime: Duration,
+    /// How long a mutation may stay unacknowledged before its QP is failed.
+    pub landing_deadline: Duration,
+    /// How long a READ may stay uncompleted before its QP is failed.
+    pub read_deadline: Duration,
+    /// One ACK timeout.
+    pub ack_timeout: Duration,
+    /// Transport retries.
+    pub retry_count: u8,
+    /// The largest clock difference between nodes.
+    pub clock_skew: Duration,
+}
+
+impl Timing {
+    /// How long the transport itself tries a packet: `(retry_count + 1) x` ACK timeout.
+    pub fn transport_give_up(&self) -> Duration {
+        self.ack_timeout * (u32::from(self.retry_count) + 1)
     }
 }
 
@@ -323,8 +409,72 @@ impl ClusterFile {
                 reason: "at least 4096",
             });
         }
+        if t.retry_count > MAX_RETRY_COUNT {
+            return Err(ClusterError::OutOfRange {
+                field: "tuning.retry_count",
+                value: t.retry_count.to_string(),
+                reason: "at most 6 (soft-RoCE retries forever at 7, so a dead node would hang its clients)",
+            });
+        }
+        if !(1..=31).contains(&t.ack_timeout) {
+            return Err(ClusterError::OutOfRange {
+                field: "tuning.ack_timeout",
+                value: t.ack_timeout.to_string(),
+                reason: "1..=31 (4.096 us x 2^ack_timeout; 0 would never time out)",
+            });
+        }
+        if t.read_deadline_ms == 0 {
+            return Err(ClusterError::Zero("tuning.read_deadline_ms"));
+        }
         self.protocol_config()?.validate()?;
+        self.timing()?;
         Ok(())
+    }
+
+    /// The transport timing, refused when it cannot honour A2: a mutation
+    /// must land within the protocol's `deadline_margin`, so both the
+    /// landing deadline (after which the requester fails the queue pair) and
+    /// the transport's own retries, `(retry_count + 1) x` ACK timeout, plus
+    /// the packet lifetime must fit inside the margin.
+    pub fn timing(&self) -> Result<Timing, ClusterError> {
+        let cfg = self.protocol_config()?;
+        let t = &self.tuning;
+        let margin = cfg.deadline_margin;
+        let lifetime = Duration::from_micros(t.packet_lifetime_us);
+        let Some(budget) = margin.checked_sub(lifetime).filter(|b| !b.is_zero()) else {
+            return Err(ClusterError::OutOfRange {
+                field: "tuning.packet_lifetime_us",
+                value: t.packet_lifetime_us.to_string(),
+                reason: "must be shorter than the deadline margin ([store] deadline_margin_ms)",
+            });
+        };
+        let landing = t
+            .landing_deadline_us
+            .map_or(budget * 3 / 4, Duration::from_micros);
+        if landing.is_zero() || landing >= budget {
+            return Err(ClusterError::OutOfRange {
+                field: "tuning.landing_deadline_us",
+                value: landing.as_micros().to_string(),
+                reason: "must be positive and shorter than deadline_margin minus packet_lifetime_us (A2)",
+            });
+        }
+        let timing = Timing {
+            deadline_margin: margin,
+            packet_lifetime: lifetime,
+            landing_deadline: landing,
+            read_deadline: Duration::from_millis(t.read_deadline_ms),
+            ack_timeout: ack_timeout_duration(t.ack_timeout),
+            retry_count: t.retry_count,
+            clock_skew: cfg.clock_skew,
+        };
+        if timing.transport_give_up() > budget {
+            return Err(ClusterError::OutOfRange {
+                field: "tuning.ack_timeout",
+                value: t.ack_timeout.to_string(),
+                reason: "(retry_count + 1) x ACK timeout must fit inside deadline_margin minus packet_lifetime_us (A2): lower ack_timeout or retry_count, or raise [store] deadline_margin_ms",
+            });
+        }
+        Ok(timing)
     }
 
     /// The nodes and the sizes of the regions every node registers: the
@@ -419,7 +569,10 @@ impl ClusterFile {
             clock_skew: Duration::from_millis(s.clock_skew_ms),
             ..Config::default()
         };
-        cfg.deadline_margin = cfg.deadline_margin.min(cfg.expiration / 4);
+        cfg.deadline_margin = match s.deadline_margin_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => cfg.deadline_margin.min(cfg.expiration / 4),
+        };
         let entry = cfg.layout().entry_bytes().max(1);
         let dtes = (self.regions.data_bytes_per_node / entry).min(u64::from(u32::MAX));
         cfg.dtes_per_node = dtes as u32;
@@ -706,6 +859,76 @@ mod tests {
             file.system_config(SystemKind::NessieSd, 0, Default::default()),
             Err(ClusterError::Zero("server workers"))
         );
+    }
+
+    fn with_timing(store: &str, tuning: &str) -> Result<ClusterFile, ClusterError> {
+        ClusterFile::parse(&format!(
+            "device = \"rxe0\"\n[regions]\nindex_slots_per_node = 1024\ndata_bytes_per_node = 1048576\n\
+             [store]\n{store}\n[tuning]\n{tuning}\n[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n"
+        ))
+    }
+
+    #[test]
+    fn the_default_timing_honours_a2() {
+        let f = with_timing("", "").unwrap();
+        let t = f.timing().unwrap();
+        assert_eq!(t.retry_count, 6);
+        assert_eq!(t.deadline_margin, Duration::from_millis(10));
+        assert_eq!(t.ack_timeout, Duration::from_nanos(4096 << 8));
+        assert!(t.transport_give_up() + t.packet_lifetime <= t.deadline_margin);
+        assert!(t.landing_deadline + t.packet_lifetime < t.deadline_margin);
+        assert_eq!(t.landing_deadline, Duration::from_micros(6750));
+        assert_eq!(ack_timeout_duration(14), Duration::from_nanos(4096 << 14));
+    }
+
+    #[test]
+    fn timing_that_cannot_honour_a2_is_refused() {
+        let field = |r: Result<ClusterFile, ClusterError>| match r {
+            Err(ClusterError::OutOfRange { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        // Retry count 7: rxe retries forever.
+        assert_eq!(
+            field(with_timing("", "retry_count = 7")),
+            "tuning.retry_count"
+        );
+        assert_eq!(
+            field(with_timing("", "ack_timeout = 0")),
+            "tuning.ack_timeout"
+        );
+        // 7 x 2.1 ms does not fit a 10 ms margin.
+        assert_eq!(
+            field(with_timing("", "ack_timeout = 9")),
+            "tuning.ack_timeout"
+        );
+        // ...but fits with 3 retries, or a larger margin.
+        assert!(with_timing("", "ack_timeout = 9\nretry_count = 3").is_ok());
+        assert!(with_timing(
+            "expiration_ms = 2000\ndeadline_margin_ms = 100",
+            "ack_timeout = 11"
+        )
+        .is_ok());
+        // The landing deadline and the packet lifetime must fit the margin.
+        assert_eq!(
+            field(with_timing("", "landing_deadline_us = 9000")),
+            "tuning.landing_deadline_us"
+        );
+        assert!(with_timing("", "landing_deadline_us = 8999").is_ok());
+        assert_eq!(
+            field(with_timing("", "packet_lifetime_us = 10000")),
+            "tuning.packet_lifetime_us"
+        );
+        // A margin the protocol itself refuses (not below expiration - skew).
+        assert!(matches!(
+            with_timing("deadline_margin_ms = 200", ""),
+            Err(ClusterError::Store(_))
+        ));
+        let f = with_timing("", "clock_skew_action = \"warn\"").unwrap();
+        assert_eq!(f.tuning.clock_skew_action, SkewAction::Warn);
+        assert!(matches!(
+            with_timing("", "clock_skew_action = \"ignore\""),
+            Err(ClusterError::Parse(_))
+        ));
     }
 
     #[test]

@@ -3,8 +3,16 @@
 //!
 //! Scheme: every endpoint dials every node of the cluster, its own node
 //! included (the loopback queue pair); each node's listener only accepts
-//! ([`crate::node`]). Dialling retries rejected or unreachable peers until the
-//! cluster file's `connect_timeout_ms`, so nodes may start in any order.
+//! ([`crate::node`]). Dialling retries peers that are not up yet or refuse
+//! for a passing reason until its timeout, so nodes may start in any order;
+//! a permanent refusal (another cluster file, version or node, a clock off
+//! by more than `clock_skew_ms`, a wrong address) ends it at once
+//! ([`VerbsError::is_permanent`]).
+//!
+//! Each dial sets the connection's type of service and ACK timeout
+//! (`rdma_set_option`) and retry count (`rdma_conn_param`), and checks the
+//! peer's clock: the [`Hello`] carries our clock, the [`Welcome`] the peer's,
+//! and the round trip bounds the estimate ([`crate::wire::clock_offset`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,12 +20,14 @@ use std::time::{Duration, Instant};
 
 use rdma_sys::{ibv_post_send, ibv_sge, rdma_cm_event_type as Ev, rdma_cm_id};
 
+use crate::clock::NodeClock;
+use crate::cluster::SkewAction;
 use crate::error::VerbsError;
 use crate::ffi::cm::{event_name, CmEvent, CmId, EventChannel};
 use crate::ffi::cq::{Cq, Wc};
 use crate::ffi::memory::Pd;
 use crate::policy::QpPlan;
-use crate::wire::{check_fingerprint, Hello, Welcome};
+use crate::wire::{check_fingerprint, clock_offset, exceeds_skew, Hello, Reject, Welcome};
 use crate::wr::SendWr;
 
 /// Everything needed to dial one node.
@@ -44,6 +54,15 @@ pub struct Dial<'a> {
     pub fingerprint: u64,
     /// How long to keep retrying.
     pub timeout: Duration,
+    /// Our node's clock (stamps the hello; the clock check).
+    pub clock: NodeClock,
+    /// The largest clock difference allowed and what to do beyond it
+    /// (`None`: no check, e.g. the loopback probe).
+    pub skew: Option<(Duration, SkewAction)>,
+    /// Type of service of the connection.
+    pub tos: u8,
+    /// ACK timeout exponent of the queue pair.
+    pub ack_timeout: u8,
 }
 
 /// A connected queue pair and what the peer advertised.
@@ -85,6 +104,12 @@ pub fn wait_event(
 fn expect(ev: &CmEvent, kind: u32, expected: &'static str, peer: &str) -> Result<(), VerbsError> {
     if ev.kind == kind {
         Ok(())
+    } else if ev.kind == Ev::RDMA_CM_EVENT_REJECTED {
+        Err(VerbsError::Rejected {
+            peer: peer.to_string(),
+            status: ev.status,
+            reject: Reject::decode(&ev.private_data),
+        })
     } else {
         Err(VerbsError::CmEvent {
             expected,
@@ -121,6 +146,7 @@ fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
             got_port: port,
         });
     }
+    id.set_tos(d.tos)?;
     id.resolve_route(step)?;
     let ev = wait_event(d.channel, id.raw(), "ROUTE_RESOLVED", &peer, deadline)?;
     expect(
@@ -129,10 +155,17 @@ fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
         "ROUTE_RESOLVED",
         &peer,
     )?;
+    id.set_ack_timeout(d.ack_timeout)?;
     id.create_qp(d.pd, d.cq, d.plan, d.send_depth)?;
-    let hello = d.hello.encode();
+    let sent = d.clock.now().0;
+    let hello = Hello {
+        clock: sent,
+        ..d.hello
+    }
+    .encode();
     id.connect(d.plan, &hello)?;
     let ev = wait_event(d.channel, id.raw(), "ESTABLISHED", &peer, deadline)?;
+    let received = d.clock.now().0;
     expect(&ev, Ev::RDMA_CM_EVENT_ESTABLISHED, "ESTABLISHED", &peer)?;
     let welcome = Welcome::decode(&ev.private_data)
         .and_then(|w| check_fingerprint(w.fingerprint, d.fingerprint).map(|()| w))
@@ -149,11 +182,24 @@ fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
             },
         });
     }
+    if let Some((skew, action)) = d.skew {
+        let (offset, uncertainty) = clock_offset(sent, welcome.clock, received);
+        if exceeds_skew(offset, uncertainty, skew.as_nanos() as u64) {
+            let e = VerbsError::ClockSkew {
+                peer: peer.clone(),
+                offset_ns: offset,
+                uncertainty_ns: uncertainty,
+                skew_ns: skew.as_nanos() as u64,
+            };
+            match action {
+                SkewAction::Refuse => return Err(e),
+                SkewAction::Warn => {
+                    tracing::warn!("{e} (clock_skew_action = \"warn\": connecting anyway)")
+                }
+            }
+        }
+    }
     Ok(Dialed { id, welcome })
-}
-
-fn retryable(e: &VerbsError) -> bool {
-    matches!(e, VerbsError::CmEvent { .. } | VerbsError::Timeout { .. })
 }
 
 /// Dials `d.dst`, retrying rejections and unreachable peers until `d.timeout`.
@@ -165,7 +211,7 @@ pub fn dial(d: &Dial<'_>) -> Result<Dialed, VerbsError> {
         let step = left.clamp(Duration::from_millis(10), Duration::from_secs(2));
         match dial_once(d, step) {
             Ok(x) => return Ok(x),
-            Err(e) if retryable(&e) => last = e,
+            Err(e) if !e.is_permanent() => last = e,
             Err(e) => return Err(e),
         }
         if start.elapsed() >= d.timeout {

@@ -1,27 +1,52 @@
 //! [`VerbsEndpoint`]: one client's connection to the cluster.
 //!
-//! Each endpoint owns its completion queue, an `rdma_cm` event channel, a
-//! registered staging buffer and one RC queue pair to every node, its own
-//! node included (the loopback QP through which even local index entries are
-//! CASed). Nothing is shared between endpoints, so no locks sit on the
-//! posting path; each client thread owns one endpoint.
+//! Each endpoint owns its completion queue, a registered staging buffer and
+//! one RC queue pair to every node, its own node included (the loopback QP
+//! through which even local index entries are CASed). Nothing is shared
+//! between endpoints, so no locks sit on the posting path; each client
+//! thread owns one endpoint.
 //!
 //! Posting: the address is checked and translated ([`crate::remote`]), a
 //! staging slice is reserved (WRITE data copied in), CAS operands are put in
-//! the responder's atomic byte order, and the request is posted with a fence
-//! where [`crate::policy::needs_fence`] asks for one. A full send queue
-//! queues requests in a per-peer backlog. Polling maps each `ibv_wc` back to
+//! the responder's atomic byte order, and the request joins its queue pair's
+//! batch. The batch is posted at the next `poll`/`wait` as one chain of work
+//! requests (one doorbell for a whole round to a node), with a fence where
+//! [`crate::policy::needs_fence`] asks for one; a full send queue keeps the
+//! rest for later. Requests live in a slab indexed by `wr_id` (no hash map,
+//! no allocation per request once warm). Polling maps each `ibv_wc` back to
 //! the protocol's [`Completion`] (READ bytes copied out, CAS previous value
 //! normalised, errors typed by [`crate::status::map_status`]).
 //!
-//! After an error completion the QP is in the error state: its remaining
-//! requests flush, and once drained the next request to that node dials it
-//! again (at most every 200 ms; meanwhile posts fail with `NodeDown`).
+//! Deadlines (A2 enforced by the requester): every posted request has one,
+//! the cluster file's landing deadline for a WRITE or CAS and its READ
+//! deadline for a READ. When one passes, the queue pair is moved to the
+//! error state (`ibv_modify_qp(IBV_QPS_ERR)`): nothing more is (re)sent on
+//! it, so the mutation took effect within the deadline (plus the packet
+//! lifetime, inside the deadline margin) or never will; its completion
+//! carries an error saying so, and the requests behind it flush. Should the
+//! flushes not come within a second, the queue pair is destroyed and the
+//! requests complete with errors anyway: no provider quirk or stuck
+//! responder can keep a client waiting.
+//!
+//! Failures and (re)connection: a queue pair fails on an error completion,
+//! on a deadline, or on an `rdma_cm` DISCONNECTED/UNREACHABLE event (a
+//! crashed node's connection manager tears its connections down, which is
+//! seen long before the transport's retries run out). A failed queue pair
+//! drains (its requests complete with errors), then the node is dialled
+//! again by a background thread (one per peer), so a re-dial never blocks
+//! operations to live nodes; meanwhile posts to the node fail at once with
+//! `NodeDown`. Re-dials of a node that stays down back off from 200 ms to
+//! 5 s; after a permanent refusal (another cluster file or version, a clock
+//! beyond `clock_skew_ms`, a wrong address) the node is not dialled for 30 s.
+//! [`VerbsEndpoint::open`] dials every node at once and returns when all
+//! answered or `connect_timeout_ms` passed: nodes still down are connected
+//! lazily later.
 //!
 //! `LocalRead`/`LocalWrite` are CPU copies of the node's own data region
 //! (word-wise atomics) and complete at once.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,10 +54,11 @@ use nessie_protocol::{
     Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region, RemoteAddr,
     WorkRequest,
 };
+use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
 use crate::byteorder::{operand, previous, Endian};
 use crate::clock::NodeClock;
-use crate::connect::{dial, post, Dial};
+use crate::connect::{dial, Dial, Dialed};
 use crate::error::VerbsError;
 use crate::ffi::cm::{CmId, EventChannel};
 use crate::ffi::cq::{Cq, Wc};
@@ -50,30 +76,54 @@ use crate::wr::{cas_wr, read_wr, write_wr, LocalSlice, RemoteSlice, SendWr};
 const REDIAL_INTERVAL: Duration = Duration::from_millis(200);
 /// The longest wait between re-dials of a node that stays down.
 const REDIAL_MAX_INTERVAL: Duration = Duration::from_secs(5);
-/// How long a re-dial may take.
-const REDIAL_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long one re-dial may take (in the background).
+const REDIAL_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a node that refused for a permanent reason is left alone.
+pub const PERMANENT_HOLD_OFF: Duration = Duration::from_secs(30);
+/// How long the flushed completions of a failed queue pair may take before
+/// the endpoint destroys it and completes its requests itself.
+const FLUSH_GRACE: Duration = Duration::from_secs(1);
+/// How often the `rdma_cm` events of the endpoint's connections are read.
+const EVENT_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 
-/// The queue pair to one node and what is in flight on it.
-struct Peer {
-    conn: Option<CmId>,
-    posted: u32,
-    out: Outstanding,
-    backlog: VecDeque<u64>,
-    broken: bool,
-    last_dial: Option<Instant>,
-    /// Re-dials that failed in a row (backs the next one off).
-    dial_failures: u32,
-}
-
-/// How long after a re-dial attempt the next may start, given how many
-/// re-dials of the node failed in a row. A re-dial blocks the posting client
-/// for up to `REDIAL_TIMEOUT`, so a node that stays down must not be
-/// re-dialled at a fixed short interval (that would stall the client's
-/// operations on every other node most of the time).
+/// How long after a failed re-dial the next may start, given how many
+/// re-dials of the node failed in a row.
 pub fn redial_interval(failures: u32) -> Duration {
     REDIAL_INTERVAL
         .saturating_mul(1u32 << failures.min(16))
         .min(REDIAL_MAX_INTERVAL)
+}
+
+/// The state of the queue pair to one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Connected: requests are posted.
+    Up,
+    /// In the error state, its requests draining.
+    Failed,
+    /// A background dial is under way.
+    Dialing,
+    /// Not connected; dialled again on the next post after `retry_at`.
+    Down,
+}
+
+/// The queue pair to one node and what is in flight on it.
+struct Peer {
+    conn: Option<CmId>,
+    link: Link,
+    /// Requests posted and not completed.
+    posted: u32,
+    out: Outstanding,
+    /// Requests accepted but not yet posted (the next doorbell's batch).
+    backlog: VecDeque<u64>,
+    /// Requests posted, in posting order.
+    sent: VecDeque<u64>,
+    retry_at: Instant,
+    dial_failures: u32,
+    failed_at: Option<Instant>,
+    dialer: Option<Sender<Duration>>,
+    /// In the list of peers whose batch waits for a doorbell.
+    dirty: bool,
 }
 
 /// Where a request's local bytes live.
@@ -84,7 +134,7 @@ enum Buf {
     Temp(Mr),
 }
 
-/// A request posted or backlogged.
+/// A request accepted and not yet completed.
 struct InFlight {
     id: OpId,
     node: NodeId,
@@ -95,138 +145,387 @@ struct InFlight {
     compare: u64,
     swap: u64,
     stores: Endian,
+    /// Set when posted: by then it must complete.
+    deadline: Option<Instant>,
+    /// Its deadline passed and its queue pair was failed for it.
+    expired: bool,
+}
+
+/// One slot of the request slab; `gen` tells a reused slot's requests apart.
+struct Slot {
+    gen: u32,
+    f: Option<InFlight>,
+}
+
+/// Reusable arrays for one chain of work requests (their pointers are only
+/// used during `ibv_post_send`).
+struct Chain {
+    wrs: Vec<ibv_send_wr>,
+    sges: Vec<ibv_sge>,
+    ids: Vec<u64>,
+}
+
+// SAFETY: the raw pointers inside are only set up and used within one
+// `ring` call on the owning thread; between calls the vectors are cleared.
+unsafe impl Send for Chain {}
+
+/// A finished background dial.
+struct DialDone {
+    node: NodeId,
+    result: Result<Dialed, VerbsError>,
 }
 
 /// A client's endpoint on the verbs fabric. Field order is drop order: the
 /// queue pairs go before the buffers they reference, the CQ and channel last.
 pub struct VerbsEndpoint {
     peers: Vec<Peer>,
-    inflight: HashMap<u64, InFlight>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    in_use: usize,
     staging: Mr,
     arena: Arena,
+    dirty: Vec<u16>,
+    chain: Chain,
+    done_tx: Sender<DialDone>,
+    done_rx: Receiver<DialDone>,
+    events: Arc<EventChannel>,
     cq: Arc<Cq>,
-    channel: Arc<EventChannel>,
     node: Arc<NodeShared>,
     book: AddressBook,
     ready: VecDeque<Completion>,
     wcs: Vec<Wc>,
-    next_wr: u64,
     send_depth: u32,
     clock: NodeClock,
+    next_check: Option<Instant>,
+    next_events: Instant,
+}
+
+/// Dials `target` from `node` on `channel`, creating the QP on `cq`.
+fn dial_node(
+    node: &NodeShared,
+    channel: &Arc<EventChannel>,
+    cq: &Arc<Cq>,
+    send_depth: u32,
+    target: NodeId,
+    timeout: Duration,
+) -> Result<Dialed, VerbsError> {
+    let dst = node.cluster.addr(target)?;
+    let t = &node.cluster.tuning;
+    dial(&Dial {
+        channel,
+        pd: &node.pd,
+        cq,
+        plan: &node.plan,
+        send_depth,
+        src: node.addr,
+        dst,
+        port: node.cluster.port,
+        hello: Hello {
+            from: node.id.0,
+            to: target.0,
+            probe: false,
+            fingerprint: node.cluster.fingerprint(),
+            clock: 0,
+        },
+        fingerprint: node.cluster.fingerprint(),
+        timeout,
+        clock: node.clock,
+        skew: Some((node.timing.clock_skew, t.clock_skew_action)),
+        tos: t.traffic_class,
+        ack_timeout: t.ack_timeout,
+    })
+}
+
+/// Starts the background dialer of `target`: each job is a dial with the
+/// given timeout; the result (its id moved to `events`) goes to `done`.
+fn spawn_dialer(
+    node: Arc<NodeShared>,
+    cq: Arc<Cq>,
+    events: Arc<EventChannel>,
+    send_depth: u32,
+    target: NodeId,
+    done: Sender<DialDone>,
+) -> Result<Sender<Duration>, VerbsError> {
+    let (tx, rx) = mpsc::channel::<Duration>();
+    std::thread::Builder::new()
+        .name(format!("nessie-dial-{}-{}", node.id.0, target.0))
+        .spawn(move || {
+            let channel = match EventChannel::new() {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = done.send(DialDone {
+                        node: target,
+                        result: Err(e),
+                    });
+                    return;
+                }
+            };
+            while let Ok(timeout) = rx.recv() {
+                let result = dial_node(&node, &channel, &cq, send_depth, target, timeout).and_then(
+                    |mut d| {
+                        d.id.migrate(&events)?;
+                        Ok(d)
+                    },
+                );
+                if done
+                    .send(DialDone {
+                        node: target,
+                        result,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| VerbsError::Verbs {
+            call: "spawning a dialer thread",
+            source: e,
+        })?;
+    Ok(tx)
 }
 
 impl VerbsEndpoint {
     /// Opens an endpoint on `node`: dials every node of the cluster (its own
-    /// included), waiting up to the cluster file's `connect_timeout_ms` for
-    /// nodes that are not up yet.
+    /// included) at once and waits until all answered or the cluster file's
+    /// `connect_timeout_ms` passed. Nodes not reached by then are dialled
+    /// again lazily (posts to them fail with `NodeDown` meanwhile); only
+    /// failing to reach the endpoint's own node is an error.
     pub fn open(node: Arc<NodeShared>) -> Result<VerbsEndpoint, VerbsError> {
         let n = node.cluster.topology().nodes;
         let plan = node.plan;
         let send_depth = effective_send_depth(&plan, n);
         let cq = Cq::new(&node.ctx, plan.cq_entries)?;
-        let channel = EventChannel::new()?;
+        let events = EventChannel::new()?;
         let staging = Mr::alloc(
             &node.pd,
             node.cluster.tuning.staging_bytes,
             RegionKind::Staging,
         )?;
         let arena = Arena::new(staging.len());
+        let (done_tx, done_rx) = mpsc::channel();
+        let now = Instant::now();
         let mut ep = VerbsEndpoint {
-            peers: Vec::new(),
-            inflight: HashMap::new(),
+            peers: (0..n)
+                .map(|_| Peer {
+                    conn: None,
+                    link: Link::Down,
+                    posted: 0,
+                    out: Outstanding::default(),
+                    backlog: VecDeque::new(),
+                    sent: VecDeque::new(),
+                    retry_at: now,
+                    dial_failures: 0,
+                    failed_at: None,
+                    dialer: None,
+                    dirty: false,
+                })
+                .collect(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_use: 0,
             staging,
             arena,
+            dirty: Vec::new(),
+            chain: Chain {
+                wrs: Vec::new(),
+                sges: Vec::new(),
+                ids: Vec::new(),
+            },
+            done_tx,
+            done_rx,
+            events,
             cq,
-            channel,
             book: AddressBook::new(n),
             ready: VecDeque::new(),
             wcs: Vec::new(),
-            next_wr: 1,
             send_depth,
             clock: node.clock,
             node,
+            next_check: None,
+            next_events: now,
         };
         let timeout = Duration::from_millis(ep.node.cluster.tuning.connect_timeout_ms);
         for target in 0..n {
-            let id = ep.dial(NodeId(target), timeout)?;
-            ep.peers.push(Peer {
-                conn: Some(id),
-                posted: 0,
-                out: Outstanding::default(),
-                backlog: VecDeque::new(),
-                broken: false,
-                last_dial: None,
-                dial_failures: 0,
+            ep.start_dial(NodeId(target), timeout)?;
+        }
+        let deadline = Instant::now() + timeout + REDIAL_TIMEOUT;
+        let mut own_error = None;
+        while ep.peers.iter().any(|p| p.link == Link::Dialing) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ep.done_rx.recv_timeout(left) {
+                Ok(d) => {
+                    if d.node == ep.node.id {
+                        if let Err(e) = &d.result {
+                            own_error = Some(e.to_string());
+                        }
+                    }
+                    ep.apply_dial(d);
+                }
+                Err(_) => break,
+            }
+        }
+        let me = usize::from(ep.node.id.0);
+        if ep.peers[me].link != Link::Up {
+            return Err(VerbsError::Timeout {
+                what: format!(
+                    "the loopback connection to {} ({})",
+                    ep.node.id,
+                    own_error.unwrap_or_else(|| "no answer".into())
+                ),
+                waited_ms: timeout.as_millis() as u64,
             });
+        }
+        let down: Vec<u16> = (0..n)
+            .filter(|&i| ep.peers[usize::from(i)].link != Link::Up)
+            .collect();
+        if !down.is_empty() {
+            tracing::warn!(
+                node = ep.node.id.0,
+                ?down,
+                "endpoint opened with nodes unreachable; they are dialled again lazily"
+            );
         }
         Ok(ep)
     }
 
-    /// Dials `target` and records its regions.
-    fn dial(&mut self, target: NodeId, timeout: Duration) -> Result<CmId, VerbsError> {
-        let node = &self.node;
-        let dst = node.cluster.addr(target)?;
-        let dialed = dial(&Dial {
-            channel: &self.channel,
-            pd: &node.pd,
-            cq: &self.cq,
-            plan: &node.plan,
-            send_depth: self.send_depth,
-            src: node.addr,
-            dst,
-            port: node.cluster.port,
-            hello: Hello {
-                from: node.id.0,
-                to: target.0,
-                probe: false,
-                fingerprint: node.cluster.fingerprint(),
-            },
-            fingerprint: node.cluster.fingerprint(),
-            timeout,
-        })?;
-        let peer = format!("{target} at {dst}");
-        let regions = dialed.welcome.regions().ok_or(VerbsError::Wire {
-            peer: peer.clone(),
-            source: WireError::BadOrder(0),
-        })?;
-        self.book
-            .set(target, regions)
-            .map_err(|_| VerbsError::Wire {
-                peer,
-                source: WireError::BadOrder(0),
-            })?;
-        Ok(dialed.id)
+    /// Whether the queue pair to `node` is connected.
+    pub fn is_connected(&self, node: NodeId) -> bool {
+        self.peers
+            .get(usize::from(node.0))
+            .is_some_and(|p| p.link == Link::Up)
     }
 
-    /// Makes sure the QP to `node` is usable, re-dialling a failed one once drained.
-    fn ensure_connected(&mut self, node: NodeId) -> Result<(), FabricError> {
-        let p = &mut self.peers[usize::from(node.0)];
-        if p.conn.is_some() && !p.broken {
-            return Ok(());
+    /// Hands `target` to its background dialer.
+    fn start_dial(&mut self, target: NodeId, timeout: Duration) -> Result<(), VerbsError> {
+        let i = usize::from(target.0);
+        if self.peers[i].dialer.is_none() {
+            self.peers[i].dialer = Some(spawn_dialer(
+                self.node.clone(),
+                self.cq.clone(),
+                self.events.clone(),
+                self.send_depth,
+                target,
+                self.done_tx.clone(),
+            )?);
         }
-        let wait = redial_interval(p.dial_failures);
-        if p.posted > 0 || p.last_dial.is_some_and(|t| t.elapsed() < wait) {
-            return Err(FabricError::NodeDown(node));
+        let p = &mut self.peers[i];
+        if p.dialer.as_ref().is_some_and(|d| d.send(timeout).is_ok()) {
+            p.link = Link::Dialing;
+            Ok(())
+        } else {
+            p.dialer = None;
+            Err(VerbsError::Timeout {
+                what: format!("the dialer of {target}, which stopped"),
+                waited_ms: 0,
+            })
         }
-        p.last_dial = Some(Instant::now());
-        p.conn = None;
-        match self.dial(node, REDIAL_TIMEOUT) {
+    }
+
+    /// Takes in a finished dial.
+    fn apply_dial(&mut self, d: DialDone) {
+        let now = Instant::now();
+        let target = d.node;
+        let result = d.result.and_then(|dialed| {
+            let peer = format!("{target}");
+            let regions = dialed.welcome.regions().ok_or(VerbsError::Wire {
+                peer: peer.clone(),
+                source: WireError::BadOrder(0),
+            })?;
+            self.book
+                .set(target, regions)
+                .map_err(|_| VerbsError::Wire {
+                    peer,
+                    source: WireError::BadOrder(0),
+                })?;
+            Ok(dialed.id)
+        });
+        let p = &mut self.peers[usize::from(target.0)];
+        match result {
             Ok(id) => {
-                let p = &mut self.peers[usize::from(node.0)];
+                if p.dial_failures > 0 {
+                    tracing::info!(node = self.node.id.0, %target, "reconnected");
+                }
                 p.conn = Some(id);
-                p.broken = false;
+                p.link = Link::Up;
                 p.out = Outstanding::default();
                 p.dial_failures = 0;
-                Ok(())
+                p.failed_at = None;
             }
             Err(e) => {
-                tracing::debug!(%node, error = %e, "re-dial failed");
-                let p = &mut self.peers[usize::from(node.0)];
-                p.broken = true;
                 p.dial_failures = p.dial_failures.saturating_add(1);
-                Err(FabricError::NodeDown(node))
+                let wait = if e.is_permanent() {
+                    PERMANENT_HOLD_OFF
+                } else {
+                    redial_interval(p.dial_failures - 1)
+                };
+                p.retry_at = now + wait;
+                p.link = Link::Down;
+                if e.is_permanent() {
+                    tracing::warn!(node = self.node.id.0, %target, error = %e, "not dialling it again for {wait:?}");
+                } else {
+                    tracing::debug!(node = self.node.id.0, %target, error = %e, "dial failed");
+                }
             }
         }
+    }
+
+    /// Whether requests may be posted to `node` now; starts a background
+    /// re-dial of a node that is down and due.
+    fn ensure_up(&mut self, node: NodeId) -> Result<(), FabricError> {
+        while let Ok(d) = self.done_rx.try_recv() {
+            self.apply_dial(d);
+        }
+        let p = &self.peers[usize::from(node.0)];
+        match p.link {
+            Link::Up => Ok(()),
+            Link::Down if p.posted == 0 && Instant::now() >= p.retry_at => {
+                if let Err(e) = self.start_dial(node, REDIAL_TIMEOUT) {
+                    tracing::warn!(%node, error = %e, "cannot re-dial");
+                }
+                Err(FabricError::NodeDown(node))
+            }
+            _ => Err(FabricError::NodeDown(node)),
+        }
+    }
+
+    fn insert(&mut self, f: InFlight) -> u64 {
+        self.in_use += 1;
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot { gen: 0, f: None });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slots[idx as usize];
+        s.gen = s.gen.wrapping_add(1);
+        s.f = Some(f);
+        (u64::from(s.gen) << 32) | u64::from(idx)
+    }
+
+    fn slot(&self, wr_id: u64) -> Option<&InFlight> {
+        let s = self.slots.get(wr_id as u32 as usize)?;
+        (u64::from(s.gen) == wr_id >> 32).then_some(())?;
+        s.f.as_ref()
+    }
+
+    fn slot_mut(&mut self, wr_id: u64) -> Option<&mut InFlight> {
+        let s = self.slots.get_mut(wr_id as u32 as usize)?;
+        (u64::from(s.gen) == wr_id >> 32).then_some(())?;
+        s.f.as_mut()
+    }
+
+    fn take(&mut self, wr_id: u64) -> Option<InFlight> {
+        let idx = wr_id as u32;
+        let s = self.slots.get_mut(idx as usize)?;
+        if u64::from(s.gen) != wr_id >> 32 {
+            return None;
+        }
+        let f = s.f.take()?;
+        self.free.push(idx);
+        self.in_use -= 1;
+        Some(f)
     }
 
     fn alloc(&mut self, len: u32) -> Result<(Buf, LocalSlice), FabricError> {
@@ -280,7 +579,7 @@ impl VerbsEndpoint {
         }
     }
 
-    /// Queues a NIC operation for posting.
+    /// Accepts a NIC operation into its queue pair's next batch.
     fn nic(
         &mut self,
         id: OpId,
@@ -298,11 +597,10 @@ impl VerbsEndpoint {
                 "a transfer of {len} bytes exceeds the port's largest message ({max})"
             )));
         }
-        self.ensure_connected(addr.node)?;
+        self.ensure_up(addr.node)?;
         // ...then translate with what the node advertised on the connection we
         // post on: a re-dial (e.g. after the node restarted) replaces its
-        // addresses and rkeys, and the stale ones would fail the new QP with
-        // IBV_WC_REM_ACCESS_ERR (or, if reused, hit the wrong memory).
+        // addresses and rkeys.
         let remote = self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
         let stores = self.book.get(addr.node).map_or(Endian::HOST, |p| p.stores);
         let (buf, _) = self.alloc(len)?;
@@ -316,6 +614,8 @@ impl VerbsEndpoint {
             compare: operand(cas.0, stores),
             swap: operand(cas.1, stores),
             stores,
+            deadline: None,
+            expired: false,
         };
         if let Some(data) = data {
             let ok = match &f.buf {
@@ -327,133 +627,379 @@ impl VerbsEndpoint {
                 return Err(FabricError::Transport("staging copy out of range".into()));
             }
         }
-        let wr_id = self.next_wr;
-        self.next_wr += 1;
-        self.inflight.insert(wr_id, f);
-        let p = &self.peers[usize::from(addr.node.0)];
-        if p.posted < self.send_depth && p.backlog.is_empty() {
-            if let Err(e) = self.post_now(wr_id) {
-                if let Some(f) = self.inflight.remove(&wr_id) {
-                    self.release(f);
-                }
-                return Err(e);
-            }
-        } else {
-            self.peers[usize::from(addr.node.0)]
-                .backlog
-                .push_back(wr_id);
+        let wr_id = self.insert(f);
+        let p = &mut self.peers[usize::from(addr.node.0)];
+        p.backlog.push_back(wr_id);
+        if !p.dirty {
+            p.dirty = true;
+            self.dirty.push(addr.node.0);
         }
         Ok(())
     }
 
-    /// Posts the in-flight request `wr_id` on its peer's QP.
-    fn post_now(&mut self, wr_id: u64) -> Result<(), FabricError> {
-        let f = self
-            .inflight
-            .get(&wr_id)
-            .ok_or_else(|| FabricError::Transport("lost request".into()))?;
-        let node = f.node;
-        let local = self.slice_of(f);
-        let p = &self.peers[usize::from(node.0)];
-        let fence = needs_fence(f.nic, p.out);
-        let wr: SendWr = match f.nic {
-            NicOp::Read => read_wr(wr_id, local, f.remote, fence),
-            NicOp::Write => write_wr(wr_id, local, f.remote, fence),
-            NicOp::Cas => cas_wr(
-                wr_id,
-                LocalSlice { len: 8, ..local },
-                f.remote,
-                f.compare,
-                f.swap,
-                fence,
-            ),
-        };
-        let nic = f.nic;
-        let conn = p.conn.as_ref().ok_or(FabricError::NodeDown(node))?;
-        post(conn, &wr).map_err(|ret| {
-            FabricError::Transport(format!(
-                "ibv_post_send to {node}: {}",
-                std::io::Error::from_raw_os_error(ret)
-            ))
-        })?;
-        let p = &mut self.peers[usize::from(node.0)];
-        p.posted += 1;
-        match nic {
-            NicOp::Read => p.out.reads += 1,
-            NicOp::Write => p.out.writes += 1,
-            NicOp::Cas => p.out.atomics += 1,
+    /// Posts every peer's batch (one `ibv_post_send` per queue pair).
+    fn ring(&mut self, out: &mut Vec<Completion>) {
+        while let Some(n) = self.dirty.pop() {
+            self.peers[usize::from(n)].dirty = false;
+            self.drain_backlog(NodeId(n), out);
         }
-        Ok(())
+    }
+
+    /// Posts the backlog of `node` while its send queue has room, as one chain.
+    fn drain_backlog(&mut self, node: NodeId, out: &mut Vec<Completion>) {
+        let i = usize::from(node.0);
+        if self.peers[i].link != Link::Up {
+            // Never posted, so never executed.
+            while let Some(wr_id) = self.peers[i].backlog.pop_front() {
+                if let Some(f) = self.take(wr_id) {
+                    out.push(Completion {
+                        id: f.id,
+                        result: Err(FabricError::NodeDown(node)),
+                    });
+                    self.release(f);
+                }
+            }
+            return;
+        }
+        let room = self.send_depth.saturating_sub(self.peers[i].posted) as usize;
+        let take = room.min(self.peers[i].backlog.len());
+        if take == 0 {
+            return;
+        }
+        let mut chain = std::mem::replace(
+            &mut self.chain,
+            Chain {
+                wrs: Vec::new(),
+                sges: Vec::new(),
+                ids: Vec::new(),
+            },
+        );
+        chain.wrs.clear();
+        chain.sges.clear();
+        chain.ids.clear();
+        let mut out_kinds = self.peers[i].out;
+        for k in 0..take {
+            let wr_id = self.peers[i].backlog[k];
+            let Some(f) = self.slot(wr_id) else { continue };
+            let local = self.slice_of(f);
+            let fence = needs_fence(f.nic, out_kinds);
+            let wr: SendWr = match f.nic {
+                NicOp::Read => read_wr(wr_id, local, f.remote, fence),
+                NicOp::Write => write_wr(wr_id, local, f.remote, fence),
+                NicOp::Cas => cas_wr(
+                    wr_id,
+                    LocalSlice { len: 8, ..local },
+                    f.remote,
+                    f.compare,
+                    f.swap,
+                    fence,
+                ),
+            };
+            match f.nic {
+                NicOp::Read => out_kinds.reads += 1,
+                NicOp::Write => out_kinds.writes += 1,
+                NicOp::Cas => out_kinds.atomics += 1,
+            }
+            let mut sge = wr.sge();
+            chain.sges.push(sge);
+            chain.wrs.push(wr.raw(&mut sge));
+            chain.ids.push(wr_id);
+        }
+        let count = chain.wrs.len();
+        // Link the chain now that the vectors no longer move.
+        for k in 0..count {
+            chain.wrs[k].sg_list = &mut chain.sges[k];
+            chain.wrs[k].next = if k + 1 < count {
+                &mut chain.wrs[k + 1]
+            } else {
+                std::ptr::null_mut()
+            };
+        }
+        let mut posted_count = 0;
+        let mut err = None;
+        if count > 0 {
+            let qp = self.peers[i].conn.as_ref().map(CmId::qp);
+            match qp {
+                Some(qp) if !qp.is_null() => {
+                    let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
+                    // SAFETY: the QP is live (owned by the peer's id); the
+                    // chain and its scatter entries live until the call
+                    // returns; every local slice lies in registered memory
+                    // kept until the request completes.
+                    let ret = unsafe { ibv_post_send(qp, chain.wrs.as_mut_ptr(), &mut bad) };
+                    if ret == 0 {
+                        posted_count = count;
+                    } else {
+                        posted_count = if bad.is_null() {
+                            0
+                        } else {
+                            // SAFETY: `bad` points into `chain.wrs`.
+                            (unsafe { bad.offset_from(chain.wrs.as_ptr()) })
+                                .clamp(0, count as isize) as usize
+                        };
+                        err = Some(format!(
+                            "ibv_post_send to {node}: {}",
+                            std::io::Error::from_raw_os_error(ret.abs())
+                        ));
+                    }
+                }
+                _ => err = Some(format!("no queue pair to {node}")),
+            }
+        }
+        let now = Instant::now();
+        let timing = self.node.timing;
+        for (k, &wr_id) in chain.ids.iter().enumerate() {
+            self.peers[i].backlog.pop_front();
+            if k < posted_count {
+                let Some(f) = self.slot_mut(wr_id) else {
+                    continue;
+                };
+                let within = match f.nic {
+                    NicOp::Read => timing.read_deadline,
+                    NicOp::Write | NicOp::Cas => timing.landing_deadline,
+                };
+                let deadline = now + within;
+                f.deadline = Some(deadline);
+                let nic = f.nic;
+                self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
+                let p = &mut self.peers[i];
+                p.sent.push_back(wr_id);
+                p.posted += 1;
+                match nic {
+                    NicOp::Read => p.out.reads += 1,
+                    NicOp::Write => p.out.writes += 1,
+                    NicOp::Cas => p.out.atomics += 1,
+                }
+            } else if let Some(f) = self.take(wr_id) {
+                out.push(Completion {
+                    id: f.id,
+                    result: Err(FabricError::Transport(
+                        err.clone().unwrap_or_else(|| "not posted".into()),
+                    )),
+                });
+                self.release(f);
+            }
+        }
+        self.chain = chain;
+        if !self.peers[i].backlog.is_empty() && self.peers[i].posted < self.send_depth {
+            // Requests skipped above (none in practice) or room left: ring again later.
+            let p = &mut self.peers[i];
+            if !p.dirty {
+                p.dirty = true;
+                self.dirty.push(node.0);
+            }
+        }
+    }
+
+    /// Moves the queue pair to `node` to the error state (its requests flush).
+    fn fail(&mut self, node: NodeId, why: &str) {
+        let p = &mut self.peers[usize::from(node.0)];
+        if p.link != Link::Up {
+            return;
+        }
+        tracing::info!(me = self.node.id.0, %node, why, "queue pair failed");
+        p.link = Link::Failed;
+        p.failed_at = Some(Instant::now());
+        if let Some(c) = &p.conn {
+            if let Err(e) = c.fail_qp() {
+                tracing::warn!(%node, error = %e, "moving the queue pair to the error state");
+            }
+        }
+        self.settle(node);
+    }
+
+    /// A failed queue pair with nothing left in flight is released: the node
+    /// is dialled again on the next post.
+    fn settle(&mut self, node: NodeId) {
+        let p = &mut self.peers[usize::from(node.0)];
+        if p.link == Link::Failed && p.posted == 0 {
+            p.conn = None;
+            p.link = Link::Down;
+            p.out = Outstanding::default();
+            p.failed_at = None;
+            p.retry_at = Instant::now();
+            if !p.backlog.is_empty() && !p.dirty {
+                p.dirty = true;
+                self.dirty.push(node.0);
+            }
+        }
+    }
+
+    /// The error of a request whose deadline passed.
+    fn expired_error(&self, f: &InFlight) -> FabricError {
+        let t = &self.node.timing;
+        match f.nic {
+            NicOp::Read => FabricError::Timeout,
+            NicOp::Write | NicOp::Cas => FabricError::Transport(format!(
+                "no completion from {} within the landing deadline ({:?}): its queue pair was moved to the error state, so this {} took effect within the deadline margin or never will (outcome unknown)",
+                f.node,
+                t.landing_deadline,
+                if f.nic == NicOp::Cas { "CAS" } else { "WRITE" }
+            )),
+        }
+    }
+
+    /// Fails the queue pairs of requests past their deadline, and abandons
+    /// failed queue pairs whose flushes do not come.
+    fn check_deadlines(&mut self, now: Instant, out: &mut Vec<Completion>) {
+        if self.next_check.is_none_or(|d| now < d) {
+            return;
+        }
+        let mut next: Option<Instant> = None;
+        for n in 0..self.peers.len() {
+            let mut expire = false;
+            for k in 0..self.peers[n].sent.len() {
+                let wr_id = self.peers[n].sent[k];
+                let Some(f) = self.slot_mut(wr_id) else {
+                    continue;
+                };
+                match f.deadline {
+                    Some(d) if d <= now && !f.expired => {
+                        f.expired = true;
+                        expire = true;
+                    }
+                    Some(d) if !f.expired => next = Some(next.map_or(d, |x| x.min(d))),
+                    _ => {}
+                }
+            }
+            let node = NodeId(n as u16);
+            if expire {
+                self.fail(node, "a request passed its deadline");
+            }
+            let p = &self.peers[n];
+            if p.link == Link::Failed && p.posted > 0 {
+                let since = p.failed_at.unwrap_or(now);
+                if now.duration_since(since) >= FLUSH_GRACE {
+                    self.abandon(node, out);
+                } else {
+                    let d = since + FLUSH_GRACE;
+                    next = Some(next.map_or(d, |x| x.min(d)));
+                }
+            }
+        }
+        self.next_check = next;
+    }
+
+    /// Destroys the failed queue pair to `node` whose flushed completions did
+    /// not come, completing its requests with errors (the NIC no longer
+    /// touches their buffers once the QP is gone).
+    fn abandon(&mut self, node: NodeId, out: &mut Vec<Completion>) {
+        let i = usize::from(node.0);
+        tracing::warn!(%node, "no flushed completions within {FLUSH_GRACE:?}: destroying the queue pair");
+        self.peers[i].conn = None;
+        while let Some(wr_id) = self.peers[i].sent.pop_front() {
+            if let Some(f) = self.take(wr_id) {
+                let err = if f.expired {
+                    self.expired_error(&f)
+                } else {
+                    FabricError::Transport(format!(
+                        "the queue pair to {node} failed and gave no completion for this request (it may have executed)"
+                    ))
+                };
+                out.push(Completion {
+                    id: f.id,
+                    result: Err(err),
+                });
+                self.release(f);
+            }
+        }
+        self.peers[i].posted = 0;
+        self.settle(node);
+    }
+
+    /// Reads the `rdma_cm` events of the connections: a peer that
+    /// disconnected or became unreachable fails its queue pair at once.
+    fn check_events(&mut self, now: Instant) {
+        if now < self.next_events {
+            return;
+        }
+        self.next_events = now + EVENT_CHECK_INTERVAL;
+        loop {
+            let ev = match self.events.next(Duration::ZERO) {
+                Ok(Some(ev)) => ev,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "rdma_cm events");
+                    return;
+                }
+            };
+            let broken = matches!(
+                ev.kind,
+                Ev::RDMA_CM_EVENT_DISCONNECTED
+                    | Ev::RDMA_CM_EVENT_UNREACHABLE
+                    | Ev::RDMA_CM_EVENT_CONNECT_ERROR
+                    | Ev::RDMA_CM_EVENT_DEVICE_REMOVAL
+                    | Ev::RDMA_CM_EVENT_REJECTED
+            );
+            if !broken {
+                continue;
+            }
+            let Some(n) = self
+                .peers
+                .iter()
+                .position(|p| p.conn.as_ref().is_some_and(|c| c.is(ev.id)))
+            else {
+                continue;
+            };
+            self.fail(NodeId(n as u16), "rdma_cm reported the connection lost");
+        }
     }
 
     /// Turns one work completion into the protocol's completion.
     fn complete(&mut self, wc: Wc, out: &mut Vec<Completion>) {
-        let Some(f) = self.inflight.remove(&wc.wr_id) else {
-            tracing::warn!(wr_id = wc.wr_id, "completion of an unknown request");
+        let Some(f) = self.take(wc.wr_id) else {
+            // A request of an abandoned queue pair, already completed.
             return;
         };
         let node = f.node;
-        let p = &mut self.peers[usize::from(node.0)];
+        let i = usize::from(node.0);
+        let p = &mut self.peers[i];
+        if p.sent.front() == Some(&wc.wr_id) {
+            p.sent.pop_front();
+        } else if let Some(k) = p.sent.iter().position(|&w| w == wc.wr_id) {
+            p.sent.remove(k);
+        }
         p.posted = p.posted.saturating_sub(1);
         match f.nic {
             NicOp::Read => p.out.reads = p.out.reads.saturating_sub(1),
             NicOp::Write => p.out.writes = p.out.writes.saturating_sub(1),
             NicOp::Cas => p.out.atomics = p.out.atomics.saturating_sub(1),
         }
-        let result = match map_status(wc.status, wc.vendor_err, node) {
-            Ok(()) => match f.nic {
-                NicOp::Read => self
-                    .read_buf(&f, f.len as usize)
-                    .map(OpOutput::Read)
-                    .ok_or_else(|| FabricError::Transport("staging read out of range".into())),
-                NicOp::Write => Ok(OpOutput::Written),
-                NicOp::Cas => self
-                    .read_buf(&f, 8)
-                    .map(|b| {
-                        let mut w = [0u8; 8];
-                        w.copy_from_slice(&b);
-                        OpOutput::Cas {
-                            previous: previous(w, self.node.atomic_order().returns, f.stores),
-                        }
-                    })
-                    .ok_or_else(|| FabricError::Transport("staging read out of range".into())),
-            },
-            Err(e) => {
-                self.peers[usize::from(node.0)].broken = true;
-                Err(e)
+        let result = if f.expired {
+            Err(self.expired_error(&f))
+        } else {
+            match map_status(wc.status, wc.vendor_err, node) {
+                Ok(()) => match f.nic {
+                    NicOp::Read => self
+                        .read_buf(&f, f.len as usize)
+                        .map(OpOutput::Read)
+                        .ok_or_else(|| FabricError::Transport("staging read out of range".into())),
+                    NicOp::Write => Ok(OpOutput::Written),
+                    NicOp::Cas => self
+                        .read_buf(&f, 8)
+                        .map(|b| {
+                            let mut w = [0u8; 8];
+                            w.copy_from_slice(&b);
+                            OpOutput::Cas {
+                                previous: previous(w, self.node.atomic_order().returns, f.stores),
+                            }
+                        })
+                        .ok_or_else(|| FabricError::Transport("staging read out of range".into())),
+                },
+                Err(e) => {
+                    // The provider moved the QP to the error state.
+                    self.fail(node, "an error completion");
+                    Err(e)
+                }
             }
         };
         out.push(Completion { id: f.id, result });
         self.release(f);
-        self.drain_backlog(node, out);
-    }
-
-    /// Posts backlogged requests of `node` while its send queue has room.
-    fn drain_backlog(&mut self, node: NodeId, out: &mut Vec<Completion>) {
-        loop {
-            let p = &mut self.peers[usize::from(node.0)];
-            if p.posted >= self.send_depth {
-                return;
-            }
-            let Some(wr_id) = p.backlog.pop_front() else {
-                return;
-            };
-            let err = if p.broken {
-                Some(FabricError::Transport(format!(
-                    "flushed: the queue pair to {node} failed before this request was posted"
-                )))
-            } else {
-                self.post_now(wr_id).err()
-            };
-            if let Some(e) = err {
-                if let Some(f) = self.inflight.remove(&wr_id) {
-                    out.push(Completion {
-                        id: f.id,
-                        result: Err(e),
-                    });
-                    self.release(f);
-                }
-            }
+        self.settle(node);
+        let p = &mut self.peers[i];
+        if !p.backlog.is_empty() && !p.dirty {
+            p.dirty = true;
+            self.dirty.push(node.0);
         }
     }
 
@@ -484,9 +1030,9 @@ impl VerbsEndpoint {
         Ok(())
     }
 
-    /// Requests posted or backlogged and not yet completed.
+    /// Requests accepted (posted or waiting for the doorbell) and not yet completed.
     pub fn in_flight(&self) -> usize {
-        self.inflight.len()
+        self.in_use
     }
 }
 
@@ -521,7 +1067,13 @@ impl Endpoint for VerbsEndpoint {
 
     fn poll(&mut self, out: &mut Vec<Completion>) {
         out.extend(self.ready.drain(..));
-        if self.inflight.is_empty() {
+        let now = Instant::now();
+        while let Ok(d) = self.done_rx.try_recv() {
+            self.apply_dial(d);
+        }
+        self.check_events(now);
+        self.ring(out);
+        if self.in_use == 0 {
             return;
         }
         loop {
@@ -539,9 +1091,11 @@ impl Endpoint for VerbsEndpoint {
             }
             self.wcs = wcs;
             if n < 32 {
-                return;
+                break;
             }
         }
+        self.check_deadlines(now, out);
+        self.ring(out);
     }
 
     fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
@@ -550,15 +1104,19 @@ impl Endpoint for VerbsEndpoint {
         let mut spins = 0u32;
         loop {
             self.poll(out);
-            if out.len() > before || self.inflight.is_empty() || start.elapsed() >= timeout {
+            if out.len() > before || self.in_use == 0 || start.elapsed() >= timeout {
                 return;
             }
-            // Busy-poll briefly (completions arrive within microseconds), then yield.
+            // Busy-poll briefly (completions arrive within microseconds), then
+            // yield, then sleep a little (a loaded or emulated machine needs
+            // the CPU for the completions to arrive at all).
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
-            } else {
+            } else if spins < 512 {
                 std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
             }
         }
     }
@@ -579,7 +1137,6 @@ mod tests {
         assert_eq!(redial_interval(3), Duration::from_millis(1600));
         assert_eq!(redial_interval(5), REDIAL_MAX_INTERVAL);
         assert_eq!(redial_interval(u32::MAX), REDIAL_MAX_INTERVAL);
-        // A blocked re-dial then costs at most REDIAL_TIMEOUT per interval.
-        assert!(redial_interval(10) > REDIAL_TIMEOUT);
+        assert!(PERMANENT_HOLD_OFF >= Duration::from_secs(30));
     }
 }

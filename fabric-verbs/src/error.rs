@@ -11,7 +11,7 @@ use nessie_protocol::NodeId;
 
 use crate::byteorder::ByteOrderError;
 use crate::cluster::ClusterError;
-use crate::wire::WireError;
+use crate::wire::{Reject, WireError};
 
 /// The fix printed whenever no RDMA device is usable.
 pub const NO_DEVICE_FIX: &str = "install rdma-core (Debian/Ubuntu: `apt install rdma-core \
@@ -84,6 +84,29 @@ pub enum VerbsError {
         /// The node or address concerned.
         peer: String,
     },
+    /// The peer refused the connection (with its reason when it is a Nessie
+    /// node; without one, e.g., when nothing listens on the port yet).
+    #[error("{peer} refused the connection: {}", match reject { Some(r) => r.to_string(), None => format!("rdma_cm reject status {status} (is the node up?)") })]
+    Rejected {
+        /// The node or address concerned.
+        peer: String,
+        /// The event's status (the CM's reject reason).
+        status: i32,
+        /// The node's reason, if it gave one.
+        reject: Option<Reject>,
+    },
+    /// The peer's clock is further off than `clock_skew_ms` allows (A1).
+    #[error("the clock of {peer} is off by {offset_ns} ns (+-{uncertainty_ns} ns), more than clock_skew ({skew_ns} ns): synchronise the clocks (PTP or NTP), see docs/deploy.md")]
+    ClockSkew {
+        /// The node concerned.
+        peer: String,
+        /// Its clock minus ours.
+        offset_ns: i64,
+        /// Half the round trip of the estimate.
+        uncertainty_ns: u64,
+        /// The bound.
+        skew_ns: u64,
+    },
     /// Connection set-up did not finish in time.
     #[error("timed out after {waited_ms} ms waiting for {what}")]
     Timeout {
@@ -151,6 +174,24 @@ impl VerbsError {
             call,
             peer: peer.into(),
             source: io::Error::last_os_error(),
+        }
+    }
+
+    /// Whether retrying the same dial cannot help until a configuration or
+    /// a clock is fixed: a refusal with a permanent reason, a peer with
+    /// another cluster file or version, a clock beyond the skew bound, an
+    /// address that does not resolve or belongs to another device. Such a
+    /// node is not dialled again for [`crate::endpoint::PERMANENT_HOLD_OFF`].
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            VerbsError::Rejected { reject, .. } => reject.is_some_and(|r| !r.reason.is_transient()),
+            VerbsError::Wire { .. }
+            | VerbsError::ClockSkew { .. }
+            | VerbsError::DeviceMismatch { .. } => true,
+            VerbsError::CmEvent { expected, got, .. } => {
+                *expected == "ADDR_RESOLVED" && got.contains("ADDR_ERROR")
+            }
+            _ => false,
         }
     }
 

@@ -24,7 +24,7 @@ use rdma_sys::rdma_cm_event_type as Ev;
 
 use crate::byteorder::{detect, AtomicOrder, PROBE};
 use crate::clock::NodeClock;
-use crate::cluster::ClusterFile;
+use crate::cluster::{ClusterFile, Timing};
 use crate::connect::{dial, post, wait_one, Dial};
 use crate::error::VerbsError;
 use crate::ffi::cm::{CmEvent, CmId, EventChannel};
@@ -33,7 +33,7 @@ use crate::ffi::device::{Context, DeviceInfo};
 use crate::ffi::memory::{Mr, Pd};
 use crate::policy::{accept_depths, plan_qp, QpPlan, RegionKind};
 use crate::status::{map_status, status_name};
-use crate::wire::{Hello, Welcome};
+use crate::wire::{Hello, Reject, RejectReason, Welcome, WireError};
 use crate::wr::{cas_wr, LocalSlice, RemoteSlice};
 
 /// What a node's endpoints share. Field order is drop order: regions, then
@@ -49,6 +49,8 @@ pub struct NodeShared {
     pub info: DeviceInfo,
     /// Queue-pair sizing.
     pub plan: QpPlan,
+    /// The transport timing (landing and READ deadlines, A1 and A2 bounds).
+    pub timing: Timing,
     /// The NIC's atomic byte order, once probed.
     pub order: OnceLock<AtomicOrder>,
     /// This node's clock, anchored once at start-up and shared by all its
@@ -74,6 +76,7 @@ impl NodeShared {
             fingerprint: self.cluster.fingerprint(),
             index: self.index.info(),
             data: self.data.info(),
+            clock: self.clock.now().0,
         }
     }
 
@@ -113,12 +116,14 @@ impl HostedNode {
         let info = ctx.info(cluster.port)?;
         info.atomic.require(&device)?;
         ctx.gid(cluster.port, cluster.gid_index)?;
-        let plan = plan_qp(
+        let mut plan = plan_qp(
             &info.limits,
             cluster.topology().nodes,
             cluster.tuning.send_queue_depth,
             cluster.tuning.max_rd_atomic,
         );
+        plan.retry_count = cluster.tuning.retry_count;
+        let timing = cluster.timing()?;
         let entry = cluster.protocol_config()?.layout().entry_bytes();
         if info.limits.max_msg_sz > 0 && entry > u64::from(info.limits.max_msg_sz) {
             return Err(VerbsError::Limits(format!(
@@ -141,6 +146,7 @@ impl HostedNode {
             addr,
             info,
             plan,
+            timing,
             order: OnceLock::new(),
             clock: NodeClock::start(),
             index,
@@ -248,17 +254,9 @@ fn on_event(
             };
             let ready = shared.order.get().is_some();
             let hello = Hello::decode(&ev.private_data);
-            let ok = matches!(&hello, Ok(h) if h.to == shared.id.0
-                && h.fingerprint == shared.cluster.fingerprint()
-                && (ready || (h.probe && h.from == shared.id.0)));
-            if !ok {
-                tracing::debug!(
-                    node = shared.id.0,
-                    ?hello,
-                    ready,
-                    "connect request rejected"
-                );
-                id.reject();
+            if let Some(reject) = refusal(shared, &hello, ready) {
+                tracing::debug!(node = shared.id.0, ?hello, %reject, "connect request rejected");
+                id.reject(&reject.encode());
                 return;
             }
             let result = id
@@ -272,7 +270,7 @@ fn on_event(
                 Ok(()) => conns.push(id),
                 Err(e) => {
                     tracing::warn!(node = shared.id.0, error = %e, "accept failed");
-                    id.reject();
+                    id.reject(&Reject::new(RejectReason::Resources, 0).encode());
                 }
             }
         }
@@ -287,6 +285,27 @@ fn on_event(
             conns.retain(|c| !c.is(ev.id));
         }
         _ => {}
+    }
+}
+
+/// Why the listener refuses a connect request, if it does.
+fn refusal(shared: &NodeShared, hello: &Result<Hello, WireError>, ready: bool) -> Option<Reject> {
+    let h = match hello {
+        Ok(h) => h,
+        Err(WireError::Version { got }) => {
+            return Some(Reject::new(RejectReason::Version, u64::from(*got)))
+        }
+        Err(_) => return Some(Reject::new(RejectReason::BadRequest, 0)),
+    };
+    let fingerprint = shared.cluster.fingerprint();
+    if h.to != shared.id.0 {
+        Some(Reject::new(RejectReason::WrongNode, u64::from(shared.id.0)))
+    } else if h.fingerprint != fingerprint {
+        Some(Reject::new(RejectReason::Fingerprint, fingerprint))
+    } else if !(ready || (h.probe && h.from == shared.id.0)) {
+        Some(Reject::new(RejectReason::NotReady, 0))
+    } else {
+        None
     }
 }
 
@@ -310,9 +329,14 @@ fn probe(shared: &Arc<NodeShared>) -> Result<AtomicOrder, VerbsError> {
             to: shared.id.0,
             probe: true,
             fingerprint: shared.cluster.fingerprint(),
+            clock: shared.clock.now().0,
         },
         fingerprint: shared.cluster.fingerprint(),
         timeout: Duration::from_secs(10),
+        clock: shared.clock,
+        skew: None,
+        tos: shared.cluster.tuning.traffic_class,
+        ack_timeout: shared.cluster.tuning.ack_timeout,
     })?;
     let remote = RemoteSlice {
         addr: word.addr(),

@@ -74,9 +74,10 @@ pub struct QpPlan {
     pub responder_resources: u8,
     /// Completion-queue size of an endpoint: every QP's send queue can be full.
     pub cq_entries: u32,
-    /// Transport retries before `IBV_WC_RETRY_EXC_ERR` (7 is the IB maximum).
+    /// Transport retries before `IBV_WC_RETRY_EXC_ERR` (at most 6: soft-RoCE
+    /// treats 7 as infinite).
     pub retry_count: u8,
-    /// RNR retries (7 = infinite; no receives are used, so never hit).
+    /// RNR retries (no receives are used, so never hit; kept finite).
     pub rnr_retry_count: u8,
 }
 
@@ -102,8 +103,8 @@ pub fn plan_qp(
         initiator_depth: cap(limits.max_qp_init_rd_atom),
         responder_resources: cap(limits.max_qp_rd_atom),
         cq_entries,
-        retry_count: 7,
-        rnr_retry_count: 7,
+        retry_count: crate::cluster::MAX_RETRY_COUNT,
+        rnr_retry_count: crate::cluster::MAX_RETRY_COUNT,
     }
 }
 
@@ -248,7 +249,11 @@ mod tests {
         assert_eq!((p.max_recv_wr, p.max_sge), (1, 1));
         assert_eq!((p.initiator_depth, p.responder_resources), (8, 8));
         assert_eq!(p.cq_entries, 256 * 3 + 16);
-        assert_eq!((p.retry_count, p.rnr_retry_count), (7, 7));
+        assert_eq!(
+            (p.retry_count, p.rnr_retry_count),
+            (6, 6),
+            "7 is infinite on rxe"
+        );
         assert_eq!(effective_send_depth(&p, 3), 256);
     }
 

@@ -2,10 +2,16 @@
 //! fixed-size, versioned, explicitly little-endian records.
 //!
 //! - [`Hello`] rides on the connect request (at most 56 bytes of private data
-//!   on RoCE/IB): who connects, to whom, and the cluster fingerprint.
+//!   on RoCE/IB): who connects, to whom, the cluster fingerprint and the
+//!   dialer's clock when it sent the request.
 //! - [`Welcome`] rides on the accept (at most 196 bytes): the acceptor's
-//!   index and data region addresses, rkeys and lengths, and its NIC's atomic
-//!   store order.
+//!   index and data region addresses, rkeys and lengths, its NIC's atomic
+//!   store order and its clock when it accepted (the dialer estimates the
+//!   clock offset from the two clocks and the round trip, [`clock_offset`]).
+//! - [`Reject`] rides on a refusal (at most 148 bytes): why, so that the
+//!   dialer tells a node that is not ready yet (retry) from one that will
+//!   never accept it (wrong cluster file, wrong node, other version: not
+//!   retried for a while). Its layout is the same in every version.
 //!
 //! `rdma_cm` may deliver the private data zero-padded to the transport's
 //! maximum, so decoders accept (and ignore) trailing bytes.
@@ -14,16 +20,20 @@ use crate::byteorder::Endian;
 use crate::remote::{PeerRegions, RegionInfo};
 
 /// Version of both records; a peer with another version is refused.
-pub const WIRE_VERSION: u16 = 1;
+pub const WIRE_VERSION: u16 = 2;
 const HELLO_MAGIC: [u8; 4] = *b"NSSH";
 const WELCOME_MAGIC: [u8; 4] = *b"NSSW";
+const REJECT_MAGIC: [u8; 4] = *b"NSSR";
 /// Encoded size of a [`Hello`].
-pub const HELLO_LEN: usize = 20;
+pub const HELLO_LEN: usize = 28;
 /// Encoded size of a [`Welcome`].
-pub const WELCOME_LEN: usize = 60;
+pub const WELCOME_LEN: usize = 68;
+/// Encoded size of a [`Reject`].
+pub const REJECT_LEN: usize = 16;
 
-// rdma_cm private data limits: 56 bytes in a connect request, 196 in an accept.
-const _: () = assert!(HELLO_LEN <= 56 && WELCOME_LEN <= 196);
+// rdma_cm private data limits: 56 bytes in a connect request, 196 in an
+// accept, 148 in a reject.
+const _: () = assert!(HELLO_LEN <= 56 && WELCOME_LEN <= 196 && REJECT_LEN <= 148);
 
 /// Why private data could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +79,8 @@ pub struct Hello {
     pub probe: bool,
     /// [`crate::cluster::ClusterFile::fingerprint`] of the connecting node.
     pub fingerprint: u64,
+    /// The connecting node's clock (ns) when it sent the request.
+    pub clock: u64,
 }
 
 /// The accept's private data.
@@ -84,6 +96,8 @@ pub struct Welcome {
     pub index: RegionInfo,
     /// Its data region.
     pub data: RegionInfo,
+    /// The accepting node's clock (ns) when it accepted.
+    pub clock: u64,
 }
 
 impl Welcome {
@@ -129,7 +143,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 impl Hello {
-    /// The 20-byte encoding.
+    /// The 28-byte encoding.
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         b[0..4].copy_from_slice(&HELLO_MAGIC);
@@ -138,6 +152,7 @@ impl Hello {
         b[8..10].copy_from_slice(&self.to.to_le_bytes());
         b[10] = u8::from(self.probe);
         b[12..20].copy_from_slice(&self.fingerprint.to_le_bytes());
+        b[20..28].copy_from_slice(&self.clock.to_le_bytes());
         b
     }
 
@@ -149,12 +164,13 @@ impl Hello {
             to: u16_at(b, 8),
             probe: b[10] & 1 != 0,
             fingerprint: u64_at(b, 12),
+            clock: u64_at(b, 20),
         })
     }
 }
 
 impl Welcome {
-    /// The 60-byte encoding.
+    /// The 68-byte encoding.
     pub fn encode(&self) -> [u8; WELCOME_LEN] {
         let mut b = [0u8; WELCOME_LEN];
         b[0..4].copy_from_slice(&WELCOME_MAGIC);
@@ -167,6 +183,7 @@ impl Welcome {
             b[at + 8..at + 12].copy_from_slice(&r.rkey.to_le_bytes());
             b[at + 12..at + 20].copy_from_slice(&r.len.to_le_bytes());
         }
+        b[60..68].copy_from_slice(&self.clock.to_le_bytes());
         b
     }
 
@@ -188,8 +205,148 @@ impl Welcome {
             fingerprint: u64_at(b, 12),
             index: region(20),
             data: region(40),
+            clock: u64_at(b, 60),
         })
     }
+}
+
+/// Why a node refused a connection, as its [`Reject`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The node is still starting (probing its NIC): retry.
+    NotReady,
+    /// The request was for another node (`detail`: the node reached): a wrong
+    /// address in the cluster file.
+    WrongNode,
+    /// The cluster fingerprints differ (`detail`: the acceptor's).
+    Fingerprint,
+    /// Another wire version (`detail`: the acceptor's).
+    Version,
+    /// Not a Nessie request, or a malformed one.
+    BadRequest,
+    /// The acceptor could not set up the queue pair (resources): retry.
+    Resources,
+}
+
+impl RejectReason {
+    fn code(self) -> u8 {
+        match self {
+            RejectReason::NotReady => 1,
+            RejectReason::WrongNode => 2,
+            RejectReason::Fingerprint => 3,
+            RejectReason::Version => 4,
+            RejectReason::BadRequest => 5,
+            RejectReason::Resources => 6,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<RejectReason> {
+        Some(match c {
+            1 => RejectReason::NotReady,
+            2 => RejectReason::WrongNode,
+            3 => RejectReason::Fingerprint,
+            4 => RejectReason::Version,
+            5 => RejectReason::BadRequest,
+            6 => RejectReason::Resources,
+            _ => return None,
+        })
+    }
+
+    /// Whether retrying can help without changing a configuration: a node
+    /// still starting or short of resources. The others are permanent.
+    pub fn is_transient(self) -> bool {
+        matches!(self, RejectReason::NotReady | RejectReason::Resources)
+    }
+}
+
+/// The reject's private data: a reason and a detail (see [`RejectReason`]).
+/// Its layout does not depend on [`WIRE_VERSION`], so that nodes of
+/// different versions can tell each other why they refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reject {
+    /// Why.
+    pub reason: RejectReason,
+    /// The rejecting node's wire version.
+    pub version: u16,
+    /// What the reason refers to.
+    pub detail: u64,
+}
+
+impl Reject {
+    /// A reject of this build.
+    pub fn new(reason: RejectReason, detail: u64) -> Reject {
+        Reject {
+            reason,
+            version: WIRE_VERSION,
+            detail,
+        }
+    }
+
+    /// The 16-byte encoding.
+    pub fn encode(&self) -> [u8; REJECT_LEN] {
+        let mut b = [0u8; REJECT_LEN];
+        b[0..4].copy_from_slice(&REJECT_MAGIC);
+        b[4..6].copy_from_slice(&self.version.to_le_bytes());
+        b[6] = self.reason.code();
+        b[8..16].copy_from_slice(&self.detail.to_le_bytes());
+        b
+    }
+
+    /// Decodes (trailing bytes ignored); `None` for anything else (a refusal
+    /// by the connection manager itself, or by a foreign listener).
+    pub fn decode(b: &[u8]) -> Option<Reject> {
+        if b.len() < REJECT_LEN || b[0..4] != REJECT_MAGIC {
+            return None;
+        }
+        Some(Reject {
+            reason: RejectReason::from_code(b[6])?,
+            version: u16_at(b, 4),
+            detail: u64_at(b, 8),
+        })
+    }
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason {
+            RejectReason::NotReady => write!(f, "the node is still starting"),
+            RejectReason::WrongNode => write!(
+                f,
+                "the address belongs to node {}, not the one dialled (the cluster file's addresses are wrong)",
+                self.detail
+            ),
+            RejectReason::Fingerprint => write!(
+                f,
+                "its cluster fingerprint is {:#x}: the nodes read different cluster files or run different systems",
+                self.detail
+            ),
+            RejectReason::Version => write!(
+                f,
+                "it speaks wire version {}, this build {WIRE_VERSION}: run the same build everywhere",
+                self.version
+            ),
+            RejectReason::BadRequest => write!(f, "it could not read the connection request"),
+            RejectReason::Resources => write!(f, "it could not set up a queue pair"),
+        }
+    }
+}
+
+/// The clock offset of a peer (its clock minus ours, in ns) and the
+/// uncertainty of that estimate: we sent at `sent` and received at
+/// `received` (our clock), it stamped `theirs` in between, so its clock at
+/// our midpoint was `theirs` give or take half the round trip.
+pub fn clock_offset(sent: u64, theirs: u64, received: u64) -> (i64, u64) {
+    let rtt = received.saturating_sub(sent);
+    let mid = sent.saturating_add(rtt / 2);
+    let offset = (i128::from(theirs) - i128::from(mid))
+        .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    (offset, rtt / 2 + 1)
+}
+
+/// Whether the offset estimate proves the clocks differ by more than `skew`
+/// ns (the offset exceeds the skew even at the edge of its uncertainty).
+pub fn exceeds_skew(offset: i64, uncertainty: u64, skew: u64) -> bool {
+    offset.unsigned_abs().saturating_sub(uncertainty) > skew
 }
 
 /// Checks a peer's fingerprint against ours.
@@ -220,13 +377,14 @@ mod tests {
                 rkey: 0x0bad_f00d,
                 len: 512 << 20,
             },
+            clock: 0x0123_4567_89ab_cdef,
         }
     }
 
     #[test]
     fn records_fit_the_cm_private_data_limits() {
         // Also enforced at compile time below the constants.
-        assert_eq!((HELLO_LEN, WELCOME_LEN), (20, 60));
+        assert_eq!((HELLO_LEN, WELCOME_LEN, REJECT_LEN), (28, 68, 16));
     }
 
     #[test]
@@ -236,10 +394,12 @@ mod tests {
             to: 0x0301,
             probe: true,
             fingerprint: 0xfeed_0000_0000_0001,
+            clock: 77,
         };
         let mut b = h.encode().to_vec();
         assert_eq!(&b[0..4], b"NSSH");
-        assert_eq!(&b[4..6], &[1, 0], "version, little-endian");
+        assert_eq!(&b[4..6], &[2, 0], "version, little-endian");
+        assert_eq!(&b[20..28], &77u64.to_le_bytes());
         assert_eq!(&b[8..10], &[0x01, 0x03], "to, little-endian");
         assert_eq!(Hello::decode(&b), Ok(h));
         b.resize(56, 0);
@@ -271,8 +431,8 @@ mod tests {
     fn bad_records_are_typed_errors() {
         let b = welcome().encode();
         assert_eq!(
-            Welcome::decode(&b[..59]),
-            Err(WireError::TooShort { need: 60, got: 59 })
+            Welcome::decode(&b[..67]),
+            Err(WireError::TooShort { need: 68, got: 67 })
         );
         assert_eq!(Hello::decode(&b), Err(WireError::BadMagic(*b"NSSW")));
         let mut v = b;
@@ -283,12 +443,52 @@ mod tests {
         assert_eq!(Welcome::decode(&o), Err(WireError::BadOrder(7)));
         assert_eq!(
             Hello::decode(&[]),
-            Err(WireError::TooShort { need: 20, got: 0 })
+            Err(WireError::TooShort { need: 28, got: 0 })
         );
         assert!(check_fingerprint(1, 1).is_ok());
         assert_eq!(
             check_fingerprint(1, 2),
             Err(WireError::Fingerprint { got: 1, ours: 2 })
         );
+    }
+
+    #[test]
+    fn rejects_round_trip_and_say_whether_to_retry() {
+        for (reason, transient) in [
+            (RejectReason::NotReady, true),
+            (RejectReason::Resources, true),
+            (RejectReason::WrongNode, false),
+            (RejectReason::Fingerprint, false),
+            (RejectReason::Version, false),
+            (RejectReason::BadRequest, false),
+        ] {
+            let r = Reject::new(reason, 0xabc);
+            let mut b = r.encode().to_vec();
+            b.resize(148, 0);
+            assert_eq!(Reject::decode(&b), Some(r));
+            assert_eq!(reason.is_transient(), transient, "{reason:?}");
+            assert!(!r.to_string().is_empty());
+        }
+        assert_eq!(Reject::decode(&[]), None, "a refusal by the CM itself");
+        assert_eq!(Reject::decode(&welcome().encode()), None);
+        let mut odd = Reject::new(RejectReason::NotReady, 0).encode();
+        odd[6] = 99;
+        assert_eq!(Reject::decode(&odd), None);
+        let v = Reject::new(RejectReason::Version, 0).to_string();
+        assert!(v.contains("same build"), "{v}");
+    }
+
+    #[test]
+    fn clock_offsets_are_estimated_from_the_round_trip() {
+        // Sent at 1000, received at 1100 (our clock); the peer stamped 5050:
+        // its clock runs 4000 ahead, +-50.
+        assert_eq!(clock_offset(1000, 5050, 1100), (4000, 51));
+        assert_eq!(clock_offset(1000, 50, 1100), (-1000, 51));
+        // Skew 3000: 4000 - 51 exceeds it; with skew 3950 it might not.
+        assert!(exceeds_skew(4000, 51, 3000));
+        assert!(!exceeds_skew(4000, 51, 3950));
+        assert!(!exceeds_skew(-1000, 51, 1000));
+        assert!(exceeds_skew(-1000, 51, 900));
+        assert!(!exceeds_skew(0, 0, 0));
     }
 }

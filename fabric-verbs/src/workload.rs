@@ -3,8 +3,13 @@
 //! systems (its clients are [`KvClient`]s of a [`SystemConfig`]), with
 //! per-operation fabric accounting (the client's operations and the server
 //! workers' response WRITEs) and the CPU time of client threads and server
-//! workers.
+//! workers. GET misses are counted apart from GETs that found a value, and
+//! failures by error kind. With [`WorkloadSpec::record`] every operation is
+//! recorded ([`HistoryRecord`], stamped with `CLOCK_MONOTONIC`, which all
+//! processes of a machine share), so that the histories of several node
+//! processes can be merged and checked for linearizability.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -14,6 +19,7 @@ use nessie_baselines::server::ServerPool;
 use nessie_baselines::{KvClient, SystemConfig};
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
 
+use crate::clock::monotonic_ns;
 use crate::system::{check_regions, SystemError};
 
 /// What to run.
@@ -37,6 +43,152 @@ pub struct WorkloadSpec {
     pub preload: bool,
     /// Seed of the generators.
     pub seed: u64,
+    /// Most operations per client (0: as many as fit the duration).
+    pub max_ops: u64,
+    /// Pause of each client between two operations (zero: none).
+    pub think: Duration,
+    /// Record every operation of the measured phase ([`WorkloadReport::history`]).
+    pub record: bool,
+}
+
+/// What a recorded operation did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistoryOp {
+    /// GET.
+    Get,
+    /// PUT of a value.
+    Put(Vec<u8>),
+    /// DELETE.
+    Delete,
+}
+
+/// What a recorded operation returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistoryRet {
+    /// A GET's value (`None`: not found).
+    Get(Option<Vec<u8>>),
+    /// A PUT's or DELETE's "the key existed".
+    Existed(bool),
+    /// It failed, with the error's kind ([`error_kind`]).
+    Failed(String),
+}
+
+/// One recorded operation: which client (node x 1000 + index), the key,
+/// the operation, its result, and when it was invoked and returned
+/// (`CLOCK_MONOTONIC` ns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryRecord {
+    /// Node x 1000 + client index.
+    pub client: u64,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The operation.
+    pub op: HistoryOp,
+    /// Its result.
+    pub ret: HistoryRet,
+    /// Invocation time.
+    pub invoke: u64,
+    /// Response time.
+    pub response: u64,
+}
+
+fn hex(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "=".into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s == "=" {
+        return Some(Vec::new());
+    }
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
+}
+
+impl HistoryRecord {
+    /// One line of text: `client invoke response key op value result`
+    /// (bytes in hex, `-` where there is none, error kinds with `_` for spaces).
+    pub fn to_line(&self) -> String {
+        let (op, value) = match &self.op {
+            HistoryOp::Get => ("get", "-".to_string()),
+            HistoryOp::Put(v) => ("put", hex(v)),
+            HistoryOp::Delete => ("delete", "-".to_string()),
+        };
+        let ret = match &self.ret {
+            HistoryRet::Get(Some(v)) => format!("value:{}", hex(v)),
+            HistoryRet::Get(None) => "missing".into(),
+            HistoryRet::Existed(e) => format!("existed:{e}"),
+            HistoryRet::Failed(k) => format!("failed:{}", k.replace(' ', "_")),
+        };
+        format!(
+            "{} {} {} {} {op} {value} {ret}",
+            self.client,
+            self.invoke,
+            self.response,
+            hex(&self.key)
+        )
+    }
+
+    /// Parses [`HistoryRecord::to_line`]'s output.
+    pub fn parse_line(line: &str) -> Option<HistoryRecord> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 7 {
+            return None;
+        }
+        let op = match (f[4], f[5]) {
+            ("get", _) => HistoryOp::Get,
+            ("put", v) => HistoryOp::Put(unhex(v)?),
+            ("delete", _) => HistoryOp::Delete,
+            _ => return None,
+        };
+        let ret = if let Some(v) = f[6].strip_prefix("value:") {
+            HistoryRet::Get(Some(unhex(v)?))
+        } else if f[6] == "missing" {
+            HistoryRet::Get(None)
+        } else if let Some(e) = f[6].strip_prefix("existed:") {
+            HistoryRet::Existed(e.parse().ok()?)
+        } else {
+            HistoryRet::Failed(f[6].strip_prefix("failed:")?.replace('_', " "))
+        };
+        Some(HistoryRecord {
+            client: f[0].parse().ok()?,
+            invoke: f[1].parse().ok()?,
+            response: f[2].parse().ok()?,
+            key: unhex(f[3])?,
+            op,
+            ret,
+        })
+    }
+}
+
+/// The kind of an error as reports and histories name it: the variant, and
+/// the node for an unreachable one (`unreachable node2`).
+pub fn error_kind(e: &Error) -> String {
+    match e {
+        Error::Unreachable(n) => format!("unreachable {n}"),
+        Error::OutcomeUnknown(_) => "outcome unknown".into(),
+        Error::Timeout => "timeout".into(),
+        Error::Conflict => "conflict".into(),
+        Error::Fabric(f) => {
+            let s = f.to_string();
+            let s = s.split(':').take(2).collect::<Vec<_>>().join(":");
+            format!("fabric {}", s.chars().take(60).collect::<String>())
+        }
+        other => {
+            let d = format!("{other:?}");
+            d.split(['(', ' ', '{'])
+                .next()
+                .unwrap_or("error")
+                .to_string()
+        }
+    }
 }
 
 /// Why the workload could not run.
@@ -60,6 +212,9 @@ pub struct KindReport {
     pub ops: u64,
     /// Operations that returned an error.
     pub failures: u64,
+    /// GETs that found no value (not counted as failures, but not as GETs
+    /// that returned a value either).
+    pub misses: u64,
     /// Fabric work summed.
     pub fabric: OpStats,
     /// Latencies in nanoseconds, sorted.
@@ -70,6 +225,7 @@ impl KindReport {
     fn merge(&mut self, o: KindReport) {
         self.ops += o.ops;
         self.failures += o.failures;
+        self.misses += o.misses;
         self.fabric += o.fabric;
         self.latencies_ns.extend(o.latencies_ns);
     }
@@ -101,6 +257,10 @@ pub struct WorkloadReport {
     pub server_cpu: Duration,
     /// Requests those server workers served during the measured phase.
     pub server_requests: u64,
+    /// Failures by error kind ([`error_kind`]).
+    pub errors: BTreeMap<String, u64>,
+    /// Every operation, when [`WorkloadSpec::record`] asked for it.
+    pub history: Vec<HistoryRecord>,
 }
 
 /// The key of number `i`, padded to `size` bytes.
@@ -204,32 +364,69 @@ where
             std::thread::spawn(move || {
                 let mut rng = spec.seed ^ ((ci as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
                 let mut kinds: [KindReport; 3] = Default::default();
+                let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+                let mut history = Vec::new();
+                let client = u64::from(node.0) * 1000 + ci as u64;
                 let mut n = 0u64;
                 barrier.wait();
                 let cpu = thread_cpu_time();
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && (spec.max_ops == 0 || n < spec.max_ops) {
                     let key = key_of(xorshift(&mut rng) % u64::from(spec.keys), spec.key_size);
                     let dice = (xorshift(&mut rng) % 100) as u32;
                     let t = Instant::now();
-                    let (kind, ok) = if dice < spec.get_pct {
-                        (0, c.get(&key).is_ok())
+                    let invoke = monotonic_ns();
+                    let (kind, op, ret) = if dice < spec.get_pct {
+                        let r = c.get(&key);
+                        if matches!(r, Ok(None)) {
+                            kinds[0].misses += 1;
+                        }
+                        (0, HistoryOp::Get, r.map(HistoryRet::Get))
                     } else if dice < spec.get_pct + spec.delete_pct {
-                        (2, c.delete(&key).is_ok())
+                        (
+                            2,
+                            HistoryOp::Delete,
+                            c.delete(&key).map(HistoryRet::Existed),
+                        )
                     } else {
                         let mut v = vec![b'w'; spec.value_size as usize];
-                        let tag = format!("{ci}:{n}");
+                        let tag = format!("{}:{ci}:{n}", node.0);
                         let len = tag.len().min(v.len());
                         v[..len].copy_from_slice(&tag.as_bytes()[..len]);
-                        (1, c.put(&key, &v).is_ok())
+                        let r = c.put(&key, &v).map(HistoryRet::Existed);
+                        (1, HistoryOp::Put(v), r)
                     };
+                    let response = monotonic_ns();
                     let k = &mut kinds[kind];
                     k.ops += 1;
-                    k.failures += u64::from(!ok);
                     k.fabric += c.last_stats();
                     k.latencies_ns.push(t.elapsed().as_nanos() as u64);
+                    let ret = match ret {
+                        Ok(r) => r,
+                        Err(e) => {
+                            k.failures += 1;
+                            let kind = error_kind(&e);
+                            *errors.entry(kind.clone()).or_default() += 1;
+                            HistoryRet::Failed(kind)
+                        }
+                    };
+                    if spec.record {
+                        history.push(HistoryRecord {
+                            client,
+                            key,
+                            op,
+                            ret,
+                            invoke,
+                            response,
+                        });
+                    }
                     n += 1;
                 }
-                (kinds, thread_cpu_time().saturating_sub(cpu))
+                (
+                    kinds,
+                    thread_cpu_time().saturating_sub(cpu),
+                    errors,
+                    history,
+                )
             })
         })
         .collect();
@@ -238,20 +435,26 @@ where
     let (cpu0, req0) = (server_cpu(), server_requests());
     barrier.wait();
     let start = Instant::now();
-    std::thread::sleep(spec.duration);
+    while start.elapsed() < spec.duration && !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(5).min(spec.duration));
+    }
     stop.store(true, Ordering::Relaxed);
     let mut report = WorkloadReport {
         system: sys.kind.to_string(),
         ..WorkloadReport::default()
     };
     for h in handles {
-        let (kinds, cpu) = h
+        let (kinds, cpu, errors, history) = h
             .join()
             .map_err(|_| WorkloadError::Arg("a client thread panicked".into()))?;
         for (t, k) in report.kinds.iter_mut().zip(kinds) {
             t.merge(k);
         }
         report.client_cpu += cpu;
+        for (e, c) in errors {
+            *report.errors.entry(e).or_default() += c;
+        }
+        report.history.extend(history);
     }
     report.seconds = start.elapsed().as_secs_f64();
     report.server_cpu = server_cpu().saturating_sub(cpu0);
@@ -307,6 +510,17 @@ impl std::fmt::Display for WorkloadReport {
                 (s.attempts as f64 - n) / n,
             )?;
         }
+        let gets = &self.kinds[0];
+        writeln!(
+            f,
+            "GETs: {} returned a value, {} found no value, {} failed",
+            gets.ops - gets.misses - gets.failures,
+            gets.misses,
+            gets.failures
+        )?;
+        for (e, c) in &self.errors {
+            writeln!(f, "errors: {c} x {e}")?;
+        }
         let per_op = |d: Duration| d.as_secs_f64() * 1e6 / (ops.max(1) as f64);
         writeln!(
             f,
@@ -339,6 +553,9 @@ mod tests {
             duration: Duration::from_millis(200),
             preload: true,
             seed: 3,
+            max_ops: 0,
+            think: Duration::ZERO,
+            record: false,
         }
     }
 
@@ -473,6 +690,39 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn recorded_histories_round_trip_as_text_and_are_linearizable_on_the_simulator() {
+        let sys = SystemConfig::new(SystemKind::Nessie, store(2));
+        let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
+        let s = WorkloadSpec {
+            keys: 4,
+            max_ops: 150,
+            record: true,
+            preload: false,
+            duration: Duration::from_secs(20),
+            ..spec()
+        };
+        let r = run(&f, NodeId(1), &sys, &s, &[]).unwrap();
+        assert_eq!(r.history.len(), 300, "max_ops per client");
+        assert!(r.kinds[0].misses > 0 || r.kinds[1].ops > 0);
+        for h in &r.history {
+            assert_eq!(HistoryRecord::parse_line(&h.to_line()).as_ref(), Some(h));
+            assert!(h.invoke <= h.response);
+            assert!(h.client == 1000 || h.client == 1001);
+        }
+        let failed = HistoryRecord {
+            ret: HistoryRet::Failed("unreachable node2".into()),
+            key: Vec::new(),
+            ..r.history[0].clone()
+        };
+        assert_eq!(HistoryRecord::parse_line(&failed.to_line()), Some(failed));
+        assert_eq!(
+            error_kind(&Error::Unreachable(NodeId(2))),
+            "unreachable node2"
+        );
+        assert_eq!(error_kind(&Error::Timeout), "timeout");
     }
 
     #[test]

@@ -147,6 +147,17 @@ struct RunArgs {
     /// Seed of the workload generators.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Stop each client after this many operations (0: run for --seconds).
+    #[arg(long, default_value_t = 0)]
+    ops: u64,
+    /// Pause of each client between operations, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    think_us: u64,
+    /// Write every operation of the measured phase to this file, one line
+    /// each (client, CLOCK_MONOTONIC invoke and response, key, operation,
+    /// value, result), for a linearizability check across nodes.
+    #[arg(long)]
+    history: Option<PathBuf>,
     /// Keep serving after the report (other nodes may still read this node's data).
     #[arg(long)]
     serve_after: bool,
@@ -268,6 +279,9 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
                 duration: Duration::from_secs_f64(a.seconds.max(0.0)),
                 preload: !a.no_preload,
                 seed: a.seed ^ u64::from(cli.node),
+                max_ops: a.ops,
+                think: Duration::from_micros(a.think_us),
+                record: a.history.is_some(),
             };
             workload::check(&spec, &sys.store)?;
             Some(spec)
@@ -305,7 +319,17 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
             );
             let mine: Vec<&ServerPool> = servers.iter().collect();
             let report = workload::run(&fabric, node, &sys, &spec, &mine)?;
+            if let Some(path) = &a.history {
+                let mut text = String::new();
+                for h in &report.history {
+                    text.push_str(&h.to_line());
+                    text.push('\n');
+                }
+                std::fs::write(path, text)
+                    .map_err(|e| NodeError::Arg(format!("cannot write {}: {e}", path.display())))?;
+            }
             println!("\n{report}");
+            println!("workload finished on {node}");
             if a.serve_after {
                 serve_until_stopped(a.ignore_stdin);
             }

@@ -11,12 +11,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma_sys::{
-    ibv_qp, ibv_qp_init_attr, ibv_qp_type, rdma_accept, rdma_ack_cm_event, rdma_bind_addr,
-    rdma_cm_event, rdma_cm_id, rdma_conn_param, rdma_connect, rdma_create_event_channel,
-    rdma_create_id, rdma_create_qp, rdma_destroy_event_channel, rdma_destroy_id, rdma_destroy_qp,
-    rdma_disconnect, rdma_event_channel, rdma_event_str, rdma_get_cm_event, rdma_listen,
-    rdma_port_space, rdma_reject, rdma_resolve_addr, rdma_resolve_route,
+    ibv_modify_qp, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_qp_state,
+    ibv_qp_type, rdma_accept, rdma_ack_cm_event, rdma_bind_addr, rdma_cm_event, rdma_cm_id,
+    rdma_conn_param, rdma_connect, rdma_create_event_channel, rdma_create_id, rdma_create_qp,
+    rdma_destroy_event_channel, rdma_destroy_id, rdma_destroy_qp, rdma_disconnect,
+    rdma_event_channel, rdma_event_str, rdma_get_cm_event, rdma_listen, rdma_migrate_id,
+    rdma_port_space, rdma_reject, rdma_resolve_addr, rdma_resolve_route, rdma_set_option,
 };
+
+/// `RDMA_OPTION_ID` (librdmacm's anonymous enum, not in the bindings).
+const RDMA_OPTION_ID: i32 = 0;
+/// `RDMA_OPTION_ID_TOS`: `uint8_t` type of service.
+const RDMA_OPTION_ID_TOS: i32 = 0;
+/// `RDMA_OPTION_ID_ACK_TIMEOUT`: `uint8_t` ACK timeout exponent.
+const RDMA_OPTION_ID_ACK_TIMEOUT: i32 = 3;
 
 use super::cq::Cq;
 use super::memory::Pd;
@@ -422,10 +430,86 @@ impl CmId {
         Ok(())
     }
 
-    /// Rejects a connect request.
-    pub fn reject(&mut self) {
-        // SAFETY: the id came from a connect request.
-        unsafe { rdma_reject(self.id, std::ptr::null(), 0) };
+    /// Rejects a connect request, telling the requester why (`private`).
+    pub fn reject(&mut self, private: &[u8]) {
+        let len = private.len().min(148) as u8;
+        // SAFETY: the id came from a connect request; `private` outlives the call.
+        unsafe { rdma_reject(self.id, private.as_ptr().cast(), len) };
+    }
+
+    fn set_u8_option(
+        &mut self,
+        call: &'static str,
+        name: i32,
+        value: u8,
+    ) -> Result<(), VerbsError> {
+        let mut v = value;
+        // SAFETY: id is live; the option is a uint8_t read during the call.
+        let ret = unsafe {
+            rdma_set_option(
+                self.id,
+                RDMA_OPTION_ID,
+                name,
+                (&mut v as *mut u8).cast(),
+                std::mem::size_of::<u8>(),
+            )
+        };
+        self.check(call, ret)
+    }
+
+    /// Sets the type of service (RoCE traffic class; on InfiniBand the SM
+    /// maps it to the path's service level). Before route resolution.
+    pub fn set_tos(&mut self, tos: u8) -> Result<(), VerbsError> {
+        self.set_u8_option(
+            "rdma_set_option(RDMA_OPTION_ID_TOS)",
+            RDMA_OPTION_ID_TOS,
+            tos,
+        )
+    }
+
+    /// Sets the ACK timeout exponent of the id's queue pair (4.096 us x
+    /// 2^`t`). Before connecting.
+    pub fn set_ack_timeout(&mut self, t: u8) -> Result<(), VerbsError> {
+        self.set_u8_option(
+            "rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)",
+            RDMA_OPTION_ID_ACK_TIMEOUT,
+            t,
+        )
+    }
+
+    /// Moves the id's events to `channel` (which then keeps them coming:
+    /// DISCONNECTED and the like).
+    pub fn migrate(&mut self, channel: &Arc<EventChannel>) -> Result<(), VerbsError> {
+        // SAFETY: id and channel are live; every event of the id on its old
+        // channel was acknowledged when it was read.
+        let ret = unsafe { rdma_migrate_id(self.id, channel.raw()) };
+        self.check("rdma_migrate_id", ret)?;
+        self._channel = channel.clone();
+        Ok(())
+    }
+
+    /// Moves the queue pair to the error state: nothing more is sent on it,
+    /// and every outstanding work request completes (flushed) at once.
+    pub fn fail_qp(&self) -> Result<(), VerbsError> {
+        if !self.has_qp {
+            return Ok(());
+        }
+        // SAFETY: all-zero is a valid ibv_qp_attr.
+        let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = ibv_qp_state::IBV_QPS_ERR;
+        // SAFETY: the QP is live (owned by this id); only the state is set.
+        let ret = unsafe {
+            ibv_modify_qp(
+                self.qp(),
+                &mut attr,
+                ibv_qp_attr_mask::IBV_QP_STATE.0 as i32,
+            )
+        };
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(VerbsError::verbs_ret("ibv_modify_qp(IBV_QPS_ERR)", ret))
+        }
     }
 
     /// Whether `ptr` is this id.

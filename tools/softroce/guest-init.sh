@@ -1,0 +1,48 @@
+#!/bin/sh
+# /init of the soft-RoCE test guest (tools/softroce/run.sh): mounts, loads
+# rdma_rxe, creates rxe0 on a dummy interface at 192.0.2.1, runs the device
+# tests and prints one NESSIE-SOFTROCE-RESULT line, then powers off.
+export PATH=/sbin:/bin:/usr/sbin:/usr/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+mount -t configfs configfs /sys/kernel/config 2>/dev/null
+result() { echo "NESSIE-SOFTROCE-RESULT $*"; sync; poweroff -f; sleep 30; }
+for m in configfs crc32_generic rdma_ucm rdma_rxe dummy; do
+  modprobe "$m" || result "failed: modprobe $m"
+done
+mount -t configfs configfs /sys/kernel/config 2>/dev/null
+ip link set lo up
+ip link add d0 type dummy || result "failed: no dummy interface"
+ip addr add 192.0.2.1/24 dev d0
+ip link set d0 mtu 4200 up
+rdma link add rxe0 type rxe netdev d0 || result "failed: rdma link add rxe0"
+i=0
+while ! rdma link show rxe0/1 2>/dev/null | grep -q ACTIVE; do
+  i=$((i + 1)); [ $i -gt 50 ] && result "failed: rxe0 port did not become ACTIVE"
+  sleep 0.2
+done
+echo "NESSIE-SOFTROCE-DEVICE $(rdma link show rxe0/1)"
+ulimit -l unlimited
+export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_NODE_BIN=/bin/nessie-node
+export RUST_BACKTRACE=1
+filter=$(cat /tests/filter 2>/dev/null)
+status=ok
+for t in conformance cluster; do
+  out=/tmp/$t.out
+  # --ignored: the device tests are #[ignore] outside this guest.
+  /tests/$t --ignored --test-threads=1 --nocapture $filter 2>&1 | tee $out
+  line=$(grep 'test result:' $out | tail -1)
+  passed=$(echo "$line" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
+  failed=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+  listed=$(/tests/$t --ignored --list $filter 2>/dev/null | grep -c ': test$')
+  echo "NESSIE-SOFTROCE-COUNT $t: ${passed:-0} passed, ${failed:-?} failed, $listed listed"
+  if [ -z "$line" ] || [ "${failed:-1}" != 0 ] || [ "${passed:-0}" != "$listed" ] || [ "$listed" = 0 ]; then
+    status="failed: $t (${line:-no test result line})"
+  fi
+done
+grep -h '^LINEARIZABILITY' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
+result "$status"
