@@ -420,6 +420,9 @@ where
                         });
                     }
                     n += 1;
+                    if !spec.think.is_zero() {
+                        std::thread::sleep(spec.think);
+                    }
                 }
                 (
                     kinds,

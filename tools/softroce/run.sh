@@ -168,7 +168,7 @@ timeout --kill-after=20 "$TIMEOUT" qemu-system-x86_64 -machine accel=tcg -cpu ma
   -append "console=ttyS0 quiet panic=-1 loglevel=3" </dev/null > "$LOG" 2>&1 &
 qpid=$!
 # Stream the console while the guest runs.
-tail -n +1 -F "$LOG" 2>/dev/null --pid=$qpid | tr -d '\r' | grep --line-buffered -v '^\s*$' &
+tail -n +1 -F "$LOG" 2>/dev/null --pid=$qpid | sed -u 's/\r//g; /^[[:space:]]*$/d' &
 tpid=$!
 wait $qpid
 qrc=$?
