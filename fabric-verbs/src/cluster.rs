@@ -225,6 +225,11 @@ pub struct Tuning {
     pub read_deadline_ms: u64,
     /// What to do when a peer's clock is off by more than `clock_skew_ms`.
     pub clock_skew_action: SkewAction,
+    /// Put the index, data and staging regions on 2 MiB huge pages (fewer
+    /// NIC address-translation misses on large tables); without huge pages
+    /// configured (`vm.nr_hugepages`) the node falls back to ordinary pages
+    /// and says so.
+    pub huge_pages: bool,
 }
 
 impl Default for Tuning {
@@ -241,6 +246,7 @@ impl Default for Tuning {
             landing_deadline_us: None,
             read_deadline_ms: 1_000,
             clock_skew_action: SkewAction::Refuse,
+            huge_pages: false,
         }
     }
 }

@@ -297,10 +297,11 @@ impl VerbsEndpoint {
         let send_depth = effective_send_depth(&plan, n);
         let cq = Cq::new(&node.ctx, plan.cq_entries)?;
         let events = EventChannel::new()?;
-        let staging = Mr::alloc(
+        let staging = Mr::alloc_with(
             &node.pd,
             node.cluster.tuning.staging_bytes,
             RegionKind::Staging,
+            node.cluster.tuning.huge_pages,
         )?;
         let arena = Arena::new(staging.len());
         let (done_tx, done_rx) = mpsc::channel();

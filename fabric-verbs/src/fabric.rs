@@ -48,6 +48,8 @@ pub struct NodeReport {
     pub index: RegionInfo,
     /// The data region as advertised.
     pub data: RegionInfo,
+    /// Whether the index and data regions lie on huge pages.
+    pub huge_pages: bool,
 }
 
 impl fmt::Display for NodeReport {
@@ -60,7 +62,7 @@ impl fmt::Display for NodeReport {
         write!(
             f,
             "{}: device {} (fw {}, {link}), atomics {}, CAS stored {:?}-endian / returned {:?}-endian, \
-             QP: {} send WRs, {} outstanding READ/atomic, index {} B rkey {:#x}, data {} B rkey {:#x}",
+             QP: {} send WRs, {} outstanding READ/atomic, index {} B rkey {:#x}, data {} B rkey {:#x}, {}",
             self.node,
             self.device,
             self.fw_ver,
@@ -72,7 +74,8 @@ impl fmt::Display for NodeReport {
             self.index.len,
             self.index.rkey,
             self.data.len,
-            self.data.rkey
+            self.data.rkey,
+            if self.huge_pages { "huge pages" } else { "4 KiB pages" }
         )
     }
 }
@@ -119,6 +122,7 @@ impl VerbsFabric {
             link_layer: n.info.link_layer,
             index: n.index.info(),
             data: n.data.info(),
+            huge_pages: n.index.huge_pages() && n.data.huge_pages(),
         })
     }
 

@@ -133,12 +133,20 @@ impl HostedNode {
         }
         let pd = Pd::new(ctx.clone())?;
         let topo = cluster.topology();
-        let index = Mr::alloc(
+        let huge = cluster.tuning.huge_pages;
+        let index = Mr::alloc_with(
             &pd,
             u64::from(topo.index_slots_per_node) * 8,
             RegionKind::Index,
+            huge,
         )?;
-        let data = Mr::alloc(&pd, topo.data_bytes_per_node, RegionKind::Data)?;
+        let data = Mr::alloc_with(&pd, topo.data_bytes_per_node, RegionKind::Data, huge)?;
+        if huge && !(index.huge_pages() && data.huge_pages()) {
+            tracing::warn!(
+                node = id.0,
+                "huge_pages is set but no 2 MiB huge pages were available (vm.nr_hugepages): the regions use ordinary pages"
+            );
+        }
         tracing::info!(node = id.0, device = %device, atomic = %info.atomic, index_rkey = index.rkey(), data_rkey = data.rkey(), "regions registered");
         let shared = Arc::new(NodeShared {
             id,

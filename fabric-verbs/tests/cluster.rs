@@ -65,7 +65,7 @@ impl Cluster {
              [store]\nmax_key_len = 32\nmax_value_len = 64\nclients_per_node = 2\n\
              expiration_ms = 4000\nclock_skew_ms = 50\ndeadline_margin_ms = 1000\n\
              [tuning]\nconnect_timeout_ms = 4000\nstaging_bytes = 262144\nretry_count = 6\n\
-             ack_timeout = 14\npacket_lifetime_us = 100000\nread_deadline_ms = 3000\n"
+             ack_timeout = 14\npacket_lifetime_us = 100000\nread_deadline_ms = 3000\nhuge_pages = true\n"
         );
         for n in 0..3u16 {
             text.push_str(&format!(
@@ -329,6 +329,21 @@ fn three_node_processes_give_linearizable_histories_for_every_system() {
             .collect();
         for n in &mut nodes {
             n.wait_for("workload finished", Duration::from_secs(150));
+        }
+        // The cluster file asks for huge pages; the guest reserves some.
+        let reserved = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        for n in &nodes {
+            let huge = n.output().contains("huge pages,") || n.output().contains(", huge pages");
+            assert_eq!(
+                huge,
+                reserved > 0,
+                "{}: regions on huge pages iff the system has them:\n{}",
+                n.name,
+                n.output()
+            );
         }
         for n in &mut nodes {
             n.stop(Duration::from_secs(20));

@@ -62,8 +62,37 @@ struct Mapping {
     len: usize,
 }
 
+/// The size of the huge pages asked for (x86-64 and most ARM servers).
+pub const HUGE_PAGE: usize = 2 << 20;
+
 impl Mapping {
-    fn new(len: usize) -> Result<Mapping, VerbsError> {
+    /// Maps `len` zeroed bytes; with `huge`, on 2 MiB huge pages if the
+    /// system has them (`vm.nr_hugepages`), else on ordinary pages. Returns
+    /// whether huge pages were used.
+    fn new(len: usize, huge: bool) -> Result<(Mapping, bool), VerbsError> {
+        if huge {
+            let hlen = len.max(1).next_multiple_of(HUGE_PAGE);
+            // SAFETY: an anonymous private mapping with no address hint; checked below.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    hlen,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                    -1,
+                    0,
+                )
+            };
+            if ptr != libc::MAP_FAILED {
+                return Ok((
+                    Mapping {
+                        ptr: ptr.cast(),
+                        len: hlen,
+                    },
+                    true,
+                ));
+            }
+        }
         let len = len.max(1).next_multiple_of(4096);
         // SAFETY: an anonymous private mapping with no address hint; checked below.
         let ptr = unsafe {
@@ -79,10 +108,13 @@ impl Mapping {
         if ptr == libc::MAP_FAILED {
             return Err(VerbsError::verbs("mmap of a region"));
         }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-        })
+        Ok((
+            Mapping {
+                ptr: ptr.cast(),
+                len,
+            },
+            false,
+        ))
     }
 }
 
@@ -98,6 +130,7 @@ pub struct Mr {
     mr: *mut ibv_mr,
     len: u64,
     kind: RegionKind,
+    huge: bool,
     // Dropped after `Drop::drop` deregisters: memory outlives the registration.
     mem: Mapping,
     _pd: Arc<Pd>,
@@ -112,9 +145,20 @@ unsafe impl Sync for Mr {}
 impl Mr {
     /// Maps `len` zeroed bytes and registers them for `kind`'s access.
     pub fn alloc(pd: &Arc<Pd>, len: u64, kind: RegionKind) -> Result<Mr, VerbsError> {
+        Mr::alloc_with(pd, len, kind, false)
+    }
+
+    /// [`Mr::alloc`], on 2 MiB huge pages when `huge` asks for them and the
+    /// system has them (else on ordinary pages: [`Mr::huge_pages`] tells).
+    pub fn alloc_with(
+        pd: &Arc<Pd>,
+        len: u64,
+        kind: RegionKind,
+        huge: bool,
+    ) -> Result<Mr, VerbsError> {
         let size = usize::try_from(len)
             .map_err(|_| VerbsError::Limits(format!("a region of {len} bytes")))?;
-        let mem = Mapping::new(size)?;
+        let (mem, huge) = Mapping::new(size, huge)?;
         let access = access_flags(kind).0 as i32;
         // SAFETY: `mem` is a valid mapping of at least `size` bytes that
         // outlives the registration (see field order and Drop).
@@ -128,6 +172,7 @@ impl Mr {
             mr,
             len,
             kind,
+            huge,
             mem,
             _pd: pd.clone(),
         })
@@ -151,6 +196,11 @@ impl Mr {
     /// What the region is for.
     pub fn kind(&self) -> RegionKind {
         self.kind
+    }
+
+    /// Whether the region lies on huge pages.
+    pub fn huge_pages(&self) -> bool {
+        self.huge
     }
 
     /// Local key.
