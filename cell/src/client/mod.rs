@@ -1,0 +1,205 @@
+//! Cell's client: [`CellClient`], a blocking driver over the client's
+//! sans-IO operations ([`ops`]), with its caches ([`cache`]) and locality
+//! selector ([`selector`]). It implements the baselines' `KvClient`, so the
+//! benchmark drives Cell like the other systems, and adds what an ordered
+//! store offers: range scans and searches.
+
+pub mod cache;
+pub mod ops;
+pub mod selector;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use nessie_baselines::io::Io as BlockingIo;
+use nessie_baselines::rpc::RpcClient;
+use nessie_baselines::KvClient;
+use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
+
+use crate::config::{CellConfig, CellFaults, SearchMode};
+use crate::machine::{drive, Effect, Io, Machine, Resolution};
+use crate::region::Directory;
+use crate::server::runtime::call;
+pub use ops::{CellStats, ClientCore};
+use ops::Cl;
+
+/// A Cell client on one endpoint.
+pub struct CellClient<E: Endpoint> {
+    core: Arc<Mutex<ClientCore>>,
+    io: BlockingIo<E>,
+    rpc: RpcClient,
+    dir: Arc<Directory>,
+    own: NodeId,
+    last: OpStats,
+}
+
+impl<E: Endpoint> std::fmt::Debug for CellClient<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CellClient")
+            .field("node", &self.own)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Endpoint> CellClient<E> {
+    /// Client `id` of the deployment configured by `cfg` whose regions `dir`
+    /// lists, on endpoint `ep` (an endpoint on `id.node`).
+    pub fn new(cfg: Arc<CellConfig>, dir: Arc<Directory>, id: ClientId, ep: E) -> Result<CellClient<E>, Error> {
+        cfg.validate()?;
+        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "client id",
+                value: id.to_string(),
+                reason: "node must be below nodes and index below clients_per_node",
+            }));
+        }
+        let layout = cfg.layout();
+        let core = ClientCore::new(cfg.clone(), id, dir.snapshot());
+        Ok(CellClient {
+            core: Arc::new(Mutex::new(core)),
+            io: BlockingIo::new(ep, cfg.rpc_timeout),
+            rpc: RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout),
+            dir,
+            own: id.node,
+            last: OpStats::default(),
+        })
+    }
+
+    fn core(&self) -> MutexGuard<'_, ClientCore> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets how this client searches.
+    pub fn set_mode(&mut self, mode: SearchMode) {
+        self.core().mode = mode;
+    }
+
+    /// Sets the test-only fault switches of this client.
+    pub fn set_faults(&mut self, faults: CellFaults) {
+        self.core().faults = faults;
+    }
+
+    /// The client's cumulative counters.
+    pub fn stats(&self) -> CellStats {
+        self.core().stats
+    }
+
+    /// Share of meganode searches the selector sent to servers.
+    pub fn server_share(&self) -> f64 {
+        let s = self.core().stats;
+        let total = s.server_searches + s.client_searches;
+        if total == 0 {
+            0.0
+        } else {
+            s.server_searches as f64 / total as f64
+        }
+    }
+
+    /// The client's state (caches, selector), for inspection.
+    pub fn with_core<T>(&self, f: impl FnOnce(&ClientCore) -> T) -> T {
+        f(&self.core())
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&mut self) -> &mut E {
+        self.io.endpoint()
+    }
+
+    fn run<T, F>(&mut self, name: &'static str, make: impl FnOnce(Cl) -> F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        let span = tracing::debug_span!("cell", op = name, node = self.own.0);
+        let _g = span.enter();
+        let core = self.core.clone();
+        let mut m = Machine::new(self.own, move |io: Io| make(Cl { io, core }));
+        let mut rpc_stats = OpStats::default();
+        let (rpc, dir) = (&mut self.rpc, &self.dir);
+        let r = drive(&mut m, &mut self.io, &mut |bio, e| match e {
+            Effect::Rpc { to, request } => Resolution::Rpc(call(rpc, bio, to, &request, &mut rpc_stats)),
+            Effect::Backoff(d) => {
+                bio.backoff(d);
+                Resolution::Waited
+            }
+            Effect::Regions => Resolution::Regions(dir.snapshot()),
+            Effect::Log { .. } => Resolution::Logged(Err(Error::Corrupt("clients do not log".into()))),
+        });
+        let mut s = m.stats();
+        s.writes += rpc_stats.writes;
+        s.server_writes += rpc_stats.server_writes;
+        s.fabric_bytes += rpc_stats.fabric_bytes;
+        s.local_reads += rpc_stats.local_reads;
+        s.local_writes += rpc_stats.local_writes;
+        s.local_bytes += rpc_stats.local_bytes;
+        s.round_trips += rpc_stats.writes;
+        self.last = s;
+        r
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.core().cfg.check_key(key)?;
+        let key = key.to_vec();
+        self.run("get", move |cl| cl.get(key, true))
+    }
+
+    /// Whether `key` is present (a search: no extent is read).
+    pub fn contains(&mut self, key: &[u8]) -> Result<bool, Error> {
+        self.core().cfg.check_key(key)?;
+        let key = key.to_vec();
+        Ok(self.run("search", move |cl| cl.get(key, false))?.is_some())
+    }
+
+    /// Stores `value` under `key`; whether the key existed.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+        {
+            let c = self.core();
+            c.cfg.check_key(key)?;
+            c.cfg.check_value(value)?;
+        }
+        let (key, value) = (key.to_vec(), value.to_vec());
+        self.run("put", move |cl| cl.write(key, Some(value)))
+    }
+
+    /// Deletes `key`; whether it existed.
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+        self.core().cfg.check_key(key)?;
+        let key = key.to_vec();
+        self.run("delete", move |cl| cl.write(key, None))
+    }
+
+    /// The entries with `from <= key < to` (`to = None`: to the end), in key
+    /// order, at most `limit` (at most `scan_page`), as of one instant.
+    pub fn scan(&mut self, from: &[u8], to: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+        let page = self.core().cfg.scan_page as usize;
+        if limit == 0 || limit > page {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "scan limit",
+                value: limit.to_string(),
+                reason: "1 to scan_page entries",
+            }));
+        }
+        let (from, to) = (from.to_vec(), to.map(<[u8]>::to_vec));
+        self.run("scan", move |cl| cl.scan(from, to, limit))
+    }
+}
+
+impl<E: Endpoint> KvClient for CellClient<E> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        CellClient::get(self, key)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+        CellClient::put(self, key, value)
+    }
+    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+        CellClient::delete(self, key)
+    }
+    fn last_stats(&self) -> OpStats {
+        self.last
+    }
+    fn cache_hits(&self) -> u64 {
+        self.core().stats.node_cache_hits
+    }
+}

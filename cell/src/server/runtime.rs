@@ -1,0 +1,314 @@
+//! Where Cell's server machines run: the server workers (the baselines'
+//! [`ServerPool`](nessie_baselines::server::ServerPool) polling the same
+//! request slots as NessieSD, NessieHY and Pilaf, with [`CellHandler`] as
+//! their handler) and one maintenance thread per server node, which runs
+//! meganode splits and their follow-ups and talks to other servers through
+//! its own request slot. Workers never wait for another server, so two
+//! servers splitting into each other cannot deadlock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nessie_baselines::cpu::thread_cpu_time;
+use nessie_baselines::io::Io as BlockingIo;
+use nessie_baselines::mailbox::{Request, RpcOp, Status};
+use nessie_baselines::rpc::RpcClient;
+use nessie_baselines::server::Handler;
+use nessie_protocol::{ClientId, Endpoint, Error, NodeId, OpStats};
+
+use super::split::SplitOutcome;
+use super::{Job, ServerNode, Srv};
+use crate::machine::{drive, Effect, Machine, Resolution};
+use crate::wire::{CellRequest, CellResponse};
+
+impl Srv {
+    /// Serves one request.
+    pub async fn handle(&self, req: CellRequest) -> Result<CellResponse, Error> {
+        match req {
+            CellRequest::Search { start, key, value } => self.search(start, &key, value).await,
+            CellRequest::Write { start, key, value } => self.write(start, &key, value.as_deref()).await,
+            CellRequest::Scan {
+                start,
+                from,
+                to,
+                limit,
+                contiguous,
+            } => {
+                let limit = (limit as usize).min(self.st.cfg.scan_page as usize).max(1);
+                self.scan(start, &from, to.as_deref(), limit, contiguous).await
+            }
+            CellRequest::Validate { leaves } => Ok(CellResponse::Valid(self.validate(&leaves).await?)),
+            CellRequest::CopyMeganode { source, split } => self.copy_meganode(source, &split).await,
+            CellRequest::NewRoot { left, split, right } => self.new_root(left, &split, right).await,
+            CellRequest::SetRoot { expect, new } => self.set_root(expect, new).await,
+            CellRequest::InsertChild {
+                start,
+                key,
+                child,
+                below,
+            } => self.insert_child(start, &key, child, below).await,
+            CellRequest::OpenRegion { region } => self.open_region(region).await,
+        }
+    }
+
+    /// Runs one maintenance job.
+    pub async fn run_job(&self, job: Job) -> Result<(), Error> {
+        match job {
+            Job::Split(x) => {
+                if let SplitOutcome::Split { split, new } = self.split_meganode(x).await? {
+                    self.link_parent(x, &split, new).await?;
+                }
+                Ok(())
+            }
+            Job::LinkParent { below, key, child } => self.link_parent(below, &key, child).await,
+            Job::Open(r) => self.open_remote(r).await,
+        }
+    }
+}
+
+/// Performs a server machine's effects other than RPCs.
+pub fn local_effect<E: Endpoint>(st: &ServerNode, io: &mut BlockingIo<E>, e: Effect) -> Resolution {
+    match e {
+        Effect::Log { region, records } => Resolution::Logged(match &st.log {
+            Some(l) => l.append(region, &records),
+            None => Ok(()),
+        }),
+        Effect::Backoff(d) => {
+            io.backoff(d);
+            Resolution::Waited
+        }
+        Effect::Regions => Resolution::Regions(st.dir.snapshot()),
+        Effect::Rpc { .. } => Resolution::Rpc(Err(Error::Corrupt(
+            "server workers do not call other servers".into(),
+        ))),
+    }
+}
+
+/// Sends a Cell request through the baselines' request slots.
+pub fn call<E: Endpoint>(
+    rpc: &mut RpcClient,
+    io: &mut BlockingIo<E>,
+    to: NodeId,
+    req: &CellRequest,
+    stats: &mut OpStats,
+) -> Result<CellResponse, Error> {
+    let r = rpc.call(
+        io,
+        to,
+        &Request {
+            op: RpcOp::Get,
+            key: Vec::new(),
+            value: req.encode(),
+        },
+        stats,
+    )?;
+    match r.status {
+        Status::Found => CellResponse::decode(&r.value)
+            .ok_or_else(|| Error::Corrupt(format!("malformed reply from {to}"))),
+        other => Err(Error::Corrupt(format!("{to} answered {other:?}"))),
+    }
+}
+
+/// The handler of a server node's workers.
+#[derive(Debug)]
+pub struct CellHandler {
+    /// The node's state.
+    pub st: Arc<ServerNode>,
+    requests: AtomicU64,
+}
+
+impl CellHandler {
+    /// The handler of `st`.
+    pub fn new(st: Arc<ServerNode>) -> CellHandler {
+        CellHandler {
+            st,
+            requests: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<E: Endpoint> Handler<E> for CellHandler {
+    fn handle(&self, io: &mut BlockingIo<E>, req: &Request) -> Result<(Status, Vec<u8>), Error> {
+        let Some(creq) = CellRequest::decode(&req.value) else {
+            return Ok((Status::BadRequest, Vec::new()));
+        };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::debug_span!("cell-server", op = creq.name(), node = %self.st.node);
+        let _g = span.enter();
+        let st = self.st.clone();
+        let mut m = Machine::new(self.st.node, move |io| {
+            let srv = Srv::new(io, st);
+            async move { srv.handle(creq).await }
+        });
+        let resp = drive(&mut m, io, &mut |bio, e| local_effect(&self.st, bio, e))
+            .unwrap_or_else(|e| CellResponse::Failed(e.to_string()));
+        Ok((Status::Found, resp.encode()))
+    }
+}
+
+/// A server node's maintenance thread.
+#[derive(Debug)]
+pub struct Maintenance {
+    stop: Arc<AtomicBool>,
+    paused: Arc<AtomicBool>,
+    parked: Arc<AtomicBool>,
+    cpu_ns: Arc<AtomicU64>,
+    busy: Arc<AtomicBool>,
+    errors: Arc<std::sync::Mutex<Vec<Error>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The maintenance context: an endpoint on the node and a request slot.
+pub struct MaintenanceIo<E: Endpoint> {
+    /// Blocking I/O on the node's endpoint.
+    pub io: BlockingIo<E>,
+    /// The node's maintenance request slot.
+    pub rpc: RpcClient,
+}
+
+impl<E: Endpoint> MaintenanceIo<E> {
+    /// The maintenance context of `st`'s node on `ep`.
+    pub fn new(st: &ServerNode, ep: E) -> MaintenanceIo<E> {
+        let id = ClientId {
+            node: st.node,
+            index: st.cfg.clients_per_node,
+        };
+        let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+        MaintenanceIo {
+            io: BlockingIo::new(ep, timeout),
+            rpc: RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
+        }
+    }
+
+    /// Runs `m` to completion, performing its RPCs through the node's slot.
+    pub fn run<T: Send + 'static>(&mut self, st: &ServerNode, m: &mut Machine<T>) -> Result<T, Error> {
+        let rpc = &mut self.rpc;
+        let mut stats = OpStats::default();
+        drive(m, &mut self.io, &mut |bio, e| match e {
+            Effect::Rpc { to, request } => Resolution::Rpc(call(rpc, bio, to, &request, &mut stats)),
+            other => local_effect(st, bio, other),
+        })
+    }
+
+    /// Runs `job` on `st`.
+    pub fn run_job(&mut self, st: &Arc<ServerNode>, job: Job) -> Result<(), Error> {
+        let s = st.clone();
+        let mut m = Machine::new(st.node, move |io| {
+            let srv = Srv::new(io, s);
+            async move { srv.run_job(job).await }
+        });
+        self.run(st, &mut m)
+    }
+}
+
+impl Maintenance {
+    /// Starts the maintenance thread of `st` on endpoint `ep`.
+    pub fn start<E: Endpoint + 'static>(st: Arc<ServerNode>, ep: E) -> Result<Maintenance, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let paused = Arc::new(AtomicBool::new(false));
+        let parked = Arc::new(AtomicBool::new(false));
+        let cpu_ns = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let busy = Arc::new(AtomicBool::new(false));
+        let (s2, p2, k2, c2, e2, b2) = (
+            stop.clone(),
+            paused.clone(),
+            parked.clone(),
+            cpu_ns.clone(),
+            errors.clone(),
+            busy.clone(),
+        );
+        let thread = std::thread::Builder::new()
+            .name(format!("cell-maint-{}", st.node.0))
+            .spawn(move || {
+                let mut mio = MaintenanceIo::new(&st, ep);
+                let mut mark = thread_cpu_time();
+                while !s2.load(Ordering::Relaxed) {
+                    if p2.load(Ordering::Relaxed) {
+                        if !k2.load(Ordering::SeqCst) {
+                            let now = thread_cpu_time();
+                            c2.fetch_add((now - mark).as_nanos() as u64, Ordering::Relaxed);
+                            k2.store(true, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    if k2.swap(false, Ordering::SeqCst) {
+                        mark = thread_cpu_time();
+                    }
+                    let Some(job) = st.next_job(Duration::from_millis(20)) else {
+                        continue;
+                    };
+                    b2.store(true, Ordering::SeqCst);
+                    let span = tracing::debug_span!("cell-maintenance", node = %st.node, ?job);
+                    let _g = span.enter();
+                    if let Err(e) = mio.run_job(&st, job.clone()) {
+                        tracing::warn!(error = %e, ?job, "cell maintenance job failed");
+                        let mut errs = e2.lock().unwrap_or_else(|e| e.into_inner());
+                        if errs.len() < 64 {
+                            errs.push(e);
+                        }
+                    }
+                    b2.store(false, Ordering::SeqCst);
+                    let now = thread_cpu_time();
+                    c2.fetch_add((now - mark).as_nanos() as u64, Ordering::Relaxed);
+                    mark = now;
+                }
+            })
+            .map_err(|e| Error::Corrupt(format!("cannot spawn a maintenance thread: {e}")))?;
+        Ok(Maintenance {
+            stop,
+            paused,
+            parked,
+            cpu_ns,
+            busy,
+            errors,
+            thread: Some(thread),
+        })
+    }
+
+    /// Pauses the thread (after its current job) and waits until it parks (at most 1 s).
+    pub fn pause(&self) {
+        self.paused.store(true, Ordering::SeqCst);
+        let t = std::time::Instant::now();
+        while !self.parked.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(1) {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Resumes it.
+    pub fn resume(&self) {
+        self.paused.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether it is running a job (or taking one).
+    pub fn busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// CPU time it consumed.
+    pub fn cpu_time(&self) -> Duration {
+        Duration::from_nanos(self.cpu_ns.load(Ordering::Relaxed))
+    }
+
+    /// Errors its jobs met.
+    pub fn errors(&self) -> Vec<Error> {
+        self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stops it and waits for it.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Maintenance {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,559 @@
+//! Meganode splits (§2.2), by the paper's protocol:
+//!
+//! 1. Pick the split key `s` (the middle entry of the meganode X's root),
+//!    close X's write gate, wait for the writes inside it to finish, then
+//!    admit writes below `s` only: X_right (keys `s` and up) is locked.
+//! 2. Copy X_right to a new meganode Y on the least loaded server (local
+//!    or remote): that server reads X_right's nodes and extents (by RDMA
+//!    READ, or by CPU when local) and writes them into a new region, whose
+//!    writes stay frozen.
+//! 3. Close X's gate again (X_left briefly locked) and relink: at every
+//!    level the X_left node that ends at `s` gets a right link to Y's root;
+//!    X's root drops its entries from `s` up and ends at `s`, its right link
+//!    to Y's root.
+//! 4. Invalidate X_right's nodes (the valid flag, by the three-step node
+//!    write), free them (reusable after the grace period) and their
+//!    extents, log the split's end and reopen X's gate; then open Y's.
+//! 5. Insert `s` -> Y into the parent meganode (a separate operation, as in
+//!    Sagiv's algorithm), or make a new root meganode over X and Y.
+//!
+//! Searches never wait: before the relink they reach X_right (frozen, still
+//! valid), after it Y; a search holding a stale pointer into X_right meets
+//! an invalid node, or, once the node is reused, a node whose min and max do
+//! not cover its key (§2.4).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use nessie_protocol::{Error, NodeId, Op};
+
+use super::alloc::{GateMode, NodePool};
+use super::tree::{Descent, Goal};
+use super::{lock, GatePass, Reservation, RegionAlloc, Srv};
+use crate::config::{header_word, ROOT_WORD_OFFSET};
+use crate::extent;
+use crate::log::LogRecord;
+use crate::machine::{written, OpClass};
+use crate::node::{Entry, Node, Payload};
+use crate::ptr::{NodePtr, RegionId, ROOT_REGION};
+use crate::wire::{CellRequest, CellResponse, RestartCause};
+
+/// How a split attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SplitOutcome {
+    /// X split at `split` into X and `new`.
+    Split {
+        /// The split key.
+        split: Vec<u8>,
+        /// The new meganode.
+        new: RegionId,
+    },
+    /// The meganode is too small to split (a single root node).
+    NotSplittable,
+    /// The copy failed; the split was abandoned and X reopened.
+    Aborted(String),
+}
+
+/// Extents copied per round.
+const EXTENT_BATCH: usize = 32;
+
+impl Srv {
+    fn set_gate(&self, region: RegionId, mode: GateMode) {
+        if let Some(h) = self.st.hosted(region) {
+            lock(&h.gate).mode = mode;
+        }
+    }
+
+    /// The server a new meganode goes to: the one holding the fewest
+    /// regions (this one on ties) that has a free slot.
+    pub(crate) fn choose_target(&self) -> NodeId {
+        let load = self.st.dir.load(self.st.cfg.server_nodes);
+        let own = load
+            .iter()
+            .find(|(n, _)| *n == self.st.node)
+            .map_or(usize::MAX, |(_, c)| *c);
+        load.into_iter()
+            .filter(|(n, _)| self.st.dir.free_slot(*n).is_some())
+            .min_by_key(|(n, c)| (*c, *n != self.st.node))
+            .filter(|(_, c)| *c < own)
+            .map_or(self.st.node, |(n, _)| n)
+    }
+
+    /// Splits meganode `x`, held here (steps 1-4 of the module
+    /// documentation); the parent link (step 5) is queued.
+    pub(crate) async fn split_meganode(&self, x: RegionId) -> Result<SplitOutcome, Error> {
+        let h = self
+            .st
+            .hosted(x)
+            .ok_or_else(|| Error::Corrupt(format!("{x} is not held by {}", self.st.node)))?;
+        let root = self.read_node(NodePtr::root_of(x)).await?;
+        if root.leaf || root.entries.len() < 2 {
+            return Ok(SplitOutcome::NotSplittable);
+        }
+        let split = root.entries[root.entries.len() / 2].key.clone();
+        // 1. Lock X_right.
+        self.set_gate(x, GateMode::Closed);
+        self.drain(&h).await;
+        self.set_gate(x, GateMode::Splitting { split: split.clone() });
+        let target = self.choose_target();
+        self.log(
+            x,
+            vec![LogRecord::SplitStart {
+                split: split.clone(),
+                target,
+            }],
+        )
+        .await?;
+        // 2. Copy it.
+        let copied = self
+            .io
+            .rpc(
+                target,
+                CellRequest::CopyMeganode {
+                    source: x,
+                    split: split.clone(),
+                },
+            )
+            .await;
+        let y = match copied {
+            Ok(CellResponse::Region(y)) => y,
+            other => {
+                self.log(x, vec![LogRecord::SplitAbort]).await?;
+                self.set_gate(x, GateMode::Open);
+                self.st.counters.split_aborts.fetch_add(1, Ordering::Relaxed);
+                return Ok(SplitOutcome::Aborted(format!("copy to {target}: {other:?}")));
+            }
+        };
+        self.log(x, vec![LogRecord::SplitCopied { new: y }]).await?;
+        // 3. Relink X_left.
+        self.set_gate(x, GateMode::Closed);
+        self.drain(&h).await;
+        let right = self.relink(x, &split, y).await?;
+        // 4. Invalidate X_right, reopen X.
+        self.invalidate(&h, &right).await?;
+        self.log(x, vec![LogRecord::SplitFinish { new: y }]).await?;
+        self.set_gate(x, GateMode::Open);
+        self.st.counters.meganode_splits.fetch_add(1, Ordering::Relaxed);
+        self.open_remote(y).await?;
+        Ok(SplitOutcome::Split { split, new: y })
+    }
+
+    /// Opens meganode `y` for writes on whichever server holds it.
+    pub(crate) async fn open_remote(&self, y: RegionId) -> Result<(), Error> {
+        for _ in 0..1000 {
+            let Some(info) = self.st.dir.snapshot().get(y) else {
+                return Ok(());
+            };
+            match self.io.rpc(info.node, CellRequest::OpenRegion { region: y }).await {
+                Ok(CellResponse::Done) => return Ok(()),
+                _ => self.io.backoff(Duration::from_millis(1)).await,
+            }
+        }
+        Err(Error::Timeout)
+    }
+
+    /// Step 3: points X_left's right ends at Y's root; returns X_right's
+    /// nodes (top level first), which the relink took out of X.
+    pub(crate) async fn relink(&self, x: RegionId, split: &[u8], y: RegionId) -> Result<Vec<NodePtr>, Error> {
+        let root_ptr = NodePtr::root_of(x);
+        let y_root = NodePtr::root_of(y);
+        let root_guard = self.lock(root_ptr).await;
+        let mut root = self.read_node(root_ptr).await?;
+        let i = root
+            .entries
+            .iter()
+            .position(|e| e.key.as_slice() == split)
+            .ok_or_else(|| Error::Corrupt(format!("split key left the root of {x}")))?;
+        let mut left = root.entries[i - 1].child();
+        let mut first_right = root.entries[i].child();
+        let mut right_nodes = Vec::new();
+        for _level in (0..root.level).rev() {
+            let (Some(mut b), Some(fr)) = (left, first_right) else {
+                return Err(Error::Corrupt("relink: missing child".into()));
+            };
+            // X_right at this level: from its first node rightwards within X.
+            let mut p = fr;
+            let mut first_node = None;
+            while !p.is_null() && p.region == x {
+                let n = self.read_node(p).await?;
+                right_nodes.push(p);
+                let r = n.right;
+                if first_node.is_none() {
+                    first_node = Some(n);
+                }
+                p = r;
+            }
+            // The X_left node ending at the split key.
+            let mut n = self.read_node(b).await?;
+            while n.max.as_deref() != Some(split) {
+                if n.right.is_null() || n.right.region != x {
+                    return Err(Error::Corrupt(format!("relink: no boundary in {x}")));
+                }
+                b = n.right;
+                n = self.read_node(b).await?;
+            }
+            let g = self.lock(b).await;
+            let mut n = self.read_node(b).await?;
+            n.right = y_root;
+            self.write_node(b, &n, n.version).await?;
+            drop(g);
+            left = n.entries.last().and_then(Entry::child);
+            first_right = first_node.and_then(|f| f.entries.first().and_then(Entry::child));
+        }
+        let keep: Vec<Entry> = root.entries.drain(..i).collect();
+        root.entries = keep;
+        root.max = Some(split.to_vec());
+        root.right = y_root;
+        self.write_node(root_ptr, &root, root.version).await?;
+        drop(root_guard);
+        Ok(right_nodes)
+    }
+
+    /// Step 4: clears the valid flag of `nodes`, frees them (after the
+    /// grace) and the extents their leaves held.
+    async fn invalidate(&self, h: &std::sync::Arc<super::Hosted>, nodes: &[NodePtr]) -> Result<(), Error> {
+        let grace = if self.st.cfg.faults.reuse_at_once {
+            Duration::ZERO
+        } else {
+            self.st.cfg.node_reuse_grace
+        };
+        for &p in nodes {
+            let g = self.lock(p).await;
+            let mut n = self.read_node(p).await?;
+            if !n.valid {
+                continue;
+            }
+            n.valid = false;
+            self.write_node(p, &n, n.version).await?;
+            drop(g);
+            let mut a = lock(&h.alloc);
+            a.nodes.free(p.index, self.io.now(), grace);
+            if n.leaf {
+                for e in n.entries.iter().filter_map(Entry::extent) {
+                    if e.region == h.id {
+                        a.heap.free(e.offset, e.len);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `CopyMeganode` (step 2, on the new meganode's server): copies the
+    /// part of `source` from `split` up into a new region held here.
+    pub(crate) async fn copy_meganode(&self, source: RegionId, split: &[u8]) -> Result<CellResponse, Error> {
+        let src_root = self.read_node(NodePtr::root_of(source)).await?;
+        let Some(i) = src_root.entries.iter().position(|e| e.key.as_slice() == split) else {
+            return Ok(CellResponse::Failed(format!("{split:?} is not a separator of {source}'s root")));
+        };
+        // Read X_right level by level, top down.
+        let mut levels: Vec<Vec<(u32, Node)>> = Vec::new();
+        let mut first = src_root.entries[i].child();
+        for level in (0..src_root.level).rev() {
+            let mut list = Vec::new();
+            let mut p = first.ok_or_else(|| Error::Corrupt("copy: missing child".into()))?;
+            while !p.is_null() && p.region == source {
+                let n = self.read_node(p).await?;
+                if !n.valid {
+                    return Ok(CellResponse::Failed(format!("copy met invalid node {p}")));
+                }
+                let r = n.right;
+                list.push((p.index, n));
+                p = r;
+            }
+            if level > 0 {
+                first = list.first().and_then(|(_, n)| n.entries.first()).and_then(Entry::child);
+            }
+            levels.push(list);
+        }
+        let count: usize = levels.iter().map(Vec::len).sum();
+        if count + 1 > self.st.cfg.meganode_nodes as usize {
+            return Ok(CellResponse::Failed("the copy does not fit a meganode".into()));
+        }
+        let Some((y, slot)) = self.st.dir.allocate(self.st.node) else {
+            return Ok(CellResponse::Failed(format!("no free region slot on {}", self.st.node)));
+        };
+        let mut used = vec![false; self.st.cfg.meganode_nodes as usize];
+        used[..=count].iter_mut().for_each(|u| *u = true);
+        let h = self.st.host(
+            y,
+            slot,
+            RegionAlloc {
+                nodes: NodePool::new(self.st.cfg.meganode_nodes, &used),
+                heap: super::alloc::Heap::new(self.st.cfg.heap_bytes as u32),
+            },
+            GateMode::Frozen,
+            u32::from(src_root.level) + 1,
+        );
+        self.log(y, vec![LogRecord::Created { source: Some(source) }]).await?;
+        self.write_header(&h).await?;
+        let mut map = HashMap::new();
+        let mut next = 1u32;
+        for list in &levels {
+            for (old, _) in list {
+                map.insert(*old, next);
+                next += 1;
+            }
+        }
+        let remap = |p: NodePtr| -> NodePtr {
+            if p.region == source {
+                map.get(&p.index).map_or(NodePtr::NULL, |&i| NodePtr::new(y, i))
+            } else {
+                p
+            }
+        };
+        let mut root = src_root.clone();
+        root.entries = src_root.entries[i..].to_vec();
+        root.min = split.to_vec();
+        let mut nodes: Vec<(NodePtr, Node)> = vec![(NodePtr::root_of(y), root)];
+        for list in levels {
+            for (old, n) in list {
+                nodes.push((NodePtr::new(y, map[&old]), n));
+            }
+        }
+        for (_, n) in &mut nodes {
+            n.right = remap(n.right);
+            for e in &mut n.entries {
+                if let Payload::Child(c) = &mut e.payload {
+                    *c = remap(*c);
+                }
+            }
+            if n.leaf {
+                self.copy_extents(&h, n).await?;
+            }
+        }
+        // Node 0 last: the meganode is complete once its root is written.
+        nodes.rotate_left(1);
+        for (p, n) in &nodes {
+            self.write_fresh(*p, n).await?;
+        }
+        self.st.dir.publish(y);
+        Ok(CellResponse::Region(y))
+    }
+
+    /// Copies a leaf's extents into `h`'s heap and repoints its entries.
+    async fn copy_extents(&self, h: &super::Hosted, leaf: &mut Node) -> Result<(), Error> {
+        for chunk in leaf.entries.chunks_mut(EXTENT_BATCH) {
+            let ptrs: Vec<_> = chunk.iter().filter_map(Entry::extent).collect();
+            let bytes = self.read_extents(&ptrs).await?;
+            for ((e, p), b) in chunk.iter_mut().zip(&ptrs).zip(bytes) {
+                if extent::verify(&b, p, &e.key, false) == extent::ExtentRead::Mismatch {
+                    return Err(Error::Corrupt(format!("copy: extent of {:?} fails its CRC", e.key)));
+                }
+                let np = self
+                    .write_extent(h, &b)
+                    .await?
+                    .ok_or_else(|| Error::Corrupt("copy: the new meganode's heap is full".into()))?;
+                e.payload = Payload::Extent(np);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a region's header word (and, for region 1, nothing else: the
+    /// root word is written by its owner).
+    pub(crate) async fn write_header(&self, h: &super::Hosted) -> Result<(), Error> {
+        let w = header_word(h.id).to_le_bytes().to_vec();
+        let r = self
+            .io
+            .round(vec![Op::LocalWrite { offset: h.base, data: w.clone() }], OpClass::Other)
+            .await;
+        written(&r[0])?;
+        self.log(h.id, vec![LogRecord::Write { offset: 0, bytes: w }]).await
+    }
+
+    /// `NewRoot`: a new root meganode over `left` and `right`.
+    pub(crate) async fn new_root(&self, left: NodePtr, split: &[u8], right: NodePtr) -> Result<CellResponse, Error> {
+        let Some((p, slot)) = self.st.dir.allocate(self.st.node) else {
+            return Ok(CellResponse::Failed(format!("no free region slot on {}", self.st.node)));
+        };
+        let h = self.st.host(p, slot, self.st.fresh_alloc(), GateMode::Open, 1);
+        self.log(p, vec![LogRecord::Created { source: None }]).await?;
+        self.write_header(&h).await?;
+        let mut root = Node::empty(false, false, 0, Vec::new(), None);
+        root.entries = vec![
+            Entry {
+                key: Vec::new(),
+                payload: Payload::Child(left),
+            },
+            Entry {
+                key: split.to_vec(),
+                payload: Payload::Child(right),
+            },
+        ];
+        self.write_fresh(NodePtr::root_of(p), &root).await?;
+        self.st.dir.publish(p);
+        Ok(CellResponse::Region(p))
+    }
+
+    /// `SetRoot`: replaces the root word if it is still `expect`.
+    pub(crate) async fn set_root(&self, expect: NodePtr, new: NodePtr) -> Result<CellResponse, Error> {
+        let Some(h) = self.st.hosted(ROOT_REGION) else {
+            return Ok(CellResponse::Failed("the root word is not held here".into()));
+        };
+        let _g = self.lock(NodePtr::NULL).await;
+        let cur = self.root_word().await?;
+        if cur != expect {
+            return Ok(CellResponse::Failed(format!("the root is {cur}, not {expect}")));
+        }
+        let data = new.encode().to_le_bytes().to_vec();
+        let r = self
+            .io
+            .round(
+                vec![Op::LocalWrite {
+                    offset: h.base + ROOT_WORD_OFFSET,
+                    data: data.clone(),
+                }],
+                OpClass::Other,
+            )
+            .await;
+        written(&r[0])?;
+        self.log(
+            ROOT_REGION,
+            vec![LogRecord::Write {
+                offset: ROOT_WORD_OFFSET,
+                bytes: data,
+            }],
+        )
+        .await?;
+        Ok(CellResponse::Done)
+    }
+
+    /// `InsertChild`: the parent entry `key` -> `child` above meganode `below`.
+    pub(crate) async fn insert_child(
+        &self,
+        start: NodePtr,
+        key: &[u8],
+        child: NodePtr,
+        below: RegionId,
+    ) -> Result<CellResponse, Error> {
+        let goal = Goal::ParentOf {
+            below,
+            child: child.region,
+        };
+        let (ptr, path) = match self.descend(start, key, goal).await? {
+            Descent::Found { ptr, path, .. } => (ptr, path),
+            Descent::Remote { next, lo, hi } => return Ok(CellResponse::Continue { next, lo, hi }),
+            Descent::Restart(c) => return Ok(CellResponse::Restart(c)),
+        };
+        let Some(h) = self.st.hosted(ptr.region) else {
+            return Ok(CellResponse::Restart(RestartCause::Structure));
+        };
+        let Some(_pass) = GatePass::enter(&h, key) else {
+            return Ok(self.busy());
+        };
+        let need = h.height.load(Ordering::Relaxed) + 2;
+        let Some(mut res) = Reservation::take(&h, need, self.io.now()) else {
+            self.st.push_job_split(&h);
+            return Ok(self.busy());
+        };
+        let guard = self.lock(ptr).await;
+        let mut node = self.read_node(ptr).await?;
+        if !node.valid || node.cover(key) != crate::node::Cover::Inside {
+            return Ok(CellResponse::Restart(RestartCause::Structure));
+        }
+        if node.find(key).and_then(Entry::child) == Some(child) {
+            return Ok(CellResponse::Done);
+        }
+        match node.child_for(key) {
+            Some((c, _, _)) if c.region == below => {}
+            _ => return Ok(CellResponse::Restart(RestartCause::Structure)),
+        }
+        node.upsert(Entry {
+            key: key.to_vec(),
+            payload: Payload::Child(child),
+        });
+        self.store(&h, ptr, node, guard, &path, &mut res).await?;
+        self.st.maybe_split(&h);
+        Ok(CellResponse::Done)
+    }
+
+    /// `OpenRegion`: lets writes into a meganode a split created.
+    pub(crate) async fn open_region(&self, region: RegionId) -> Result<CellResponse, Error> {
+        let Some(h) = self.st.hosted(region) else {
+            return Ok(CellResponse::Failed(format!("{region} is not held here")));
+        };
+        let was_frozen = {
+            let mut g = lock(&h.gate);
+            let f = g.mode == GateMode::Frozen;
+            if f {
+                g.mode = GateMode::Open;
+            }
+            f
+        };
+        if was_frozen {
+            self.log(region, vec![LogRecord::Opened]).await?;
+        }
+        Ok(CellResponse::Done)
+    }
+
+    /// Step 5: inserts `key` -> `child` into the parent of `below`, or makes
+    /// a new root meganode if `below` is the root.
+    pub(crate) async fn link_parent(&self, below: RegionId, key: &[u8], child: RegionId) -> Result<(), Error> {
+        let child_root = NodePtr::root_of(child);
+        for _ in 0..10_000 {
+            let root = self.read_root_anywhere().await?;
+            if root.region == below {
+                let target = self.choose_target();
+                let left = NodePtr::root_of(below);
+                let p = match self
+                    .io
+                    .rpc(target, CellRequest::NewRoot { left, split: key.to_vec(), right: child_root })
+                    .await?
+                {
+                    CellResponse::Region(p) => p,
+                    other => return Err(Error::Corrupt(format!("new root: {other:?}"))),
+                };
+                let holder = self.holder(ROOT_REGION)?;
+                match self
+                    .io
+                    .rpc(holder, CellRequest::SetRoot { expect: left, new: NodePtr::root_of(p) })
+                    .await?
+                {
+                    CellResponse::Done => return Ok(()),
+                    other => return Err(Error::Corrupt(format!("set root: {other:?}"))),
+                }
+            }
+            let mut start = root;
+            loop {
+                let node = self.holder(start.region)?;
+                let r = self
+                    .io
+                    .rpc(
+                        node,
+                        CellRequest::InsertChild {
+                            start,
+                            key: key.to_vec(),
+                            child: child_root,
+                            below,
+                        },
+                    )
+                    .await;
+                match r {
+                    Ok(CellResponse::Done) => return Ok(()),
+                    Ok(CellResponse::Continue { next, .. }) => start = next,
+                    _ => {
+                        self.io.backoff(Duration::from_millis(1)).await;
+                        break;
+                    }
+                }
+            }
+        }
+        Err(Error::Timeout)
+    }
+
+    fn holder(&self, region: RegionId) -> Result<NodeId, Error> {
+        self.st
+            .dir
+            .snapshot()
+            .get(region)
+            .map(|i| i.node)
+            .ok_or_else(|| Error::Corrupt(format!("unknown region {region}")))
+    }
+
+    /// The root word, read wherever region 1 is.
+    pub(crate) async fn read_root_anywhere(&self) -> Result<NodePtr, Error> {
+        self.root_word().await
+    }
+}
