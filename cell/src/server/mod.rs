@@ -375,7 +375,8 @@ impl Srv {
                 }
             }
         }
-        Err(Error::Corrupt(format!("node {ptr} stays torn")))
+        // A writer that stalls mid-write: let the client retry later.
+        Err(Error::Conflict)
     }
 
     /// The version word of a node.

@@ -142,8 +142,11 @@ impl<E: Endpoint> Handler<E> for CellHandler {
             let srv = Srv::new(io, st);
             async move { srv.handle(creq).await }
         });
-        let resp = drive(&mut m, io, &mut |bio, e| local_effect(&self.st, bio, e))
-            .unwrap_or_else(|e| CellResponse::Failed(e.to_string()));
+        let resp = match drive(&mut m, io, &mut |bio, e| local_effect(&self.st, bio, e)) {
+            Ok(r) => r,
+            Err(Error::Conflict) => CellResponse::Busy,
+            Err(e) => CellResponse::Failed(e.to_string()),
+        };
         Ok((Status::Found, resp.encode()))
     }
 }

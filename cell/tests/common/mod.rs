@@ -164,3 +164,251 @@ impl Endpoint for PausingEndpoint {
         self.inner.now()
     }
 }
+
+/// A pausing endpoint that stops before every post for which `when` holds
+/// (counting from 1), with the test's side in [`Pause`].
+pub struct PredicateEndpoint {
+    inner: SimEndpoint,
+    when: Box<dyn FnMut(usize, &WorkRequest) -> bool + Send>,
+    posts: usize,
+    paused: mpsc::Sender<usize>,
+    resume: mpsc::Receiver<()>,
+}
+
+/// The test's side of a [`PredicateEndpoint`].
+pub struct Gate {
+    paused: mpsc::Receiver<usize>,
+    resume: mpsc::Sender<()>,
+}
+
+impl PredicateEndpoint {
+    pub fn new(inner: SimEndpoint, when: impl FnMut(usize, &WorkRequest) -> bool + Send + 'static) -> (PredicateEndpoint, Gate) {
+        let (paused_tx, paused_rx) = mpsc::channel();
+        let (resume_tx, resume_rx) = mpsc::channel();
+        (
+            PredicateEndpoint {
+                inner,
+                when: Box::new(when),
+                posts: 0,
+                paused: paused_tx,
+                resume: resume_rx,
+            },
+            Gate {
+                paused: paused_rx,
+                resume: resume_tx,
+            },
+        )
+    }
+}
+
+impl Gate {
+    /// Waits (up to 10 s) for the next pause; runs `f` with the post number
+    /// and lets the client go on. False if no pause came.
+    pub fn at_pause(&self, f: impl FnOnce(usize)) -> bool {
+        match self.paused.recv_timeout(Duration::from_secs(10)) {
+            Ok(n) => {
+                f(n);
+                let _ = self.resume.send(());
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Endpoint for PredicateEndpoint {
+    fn node(&self) -> NodeId {
+        self.inner.node()
+    }
+    fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        self.posts += 1;
+        if (self.when)(self.posts, &wr) {
+            let _ = self.paused.send(self.posts);
+            let _ = self.resume.recv();
+        }
+        self.inner.post(wr)
+    }
+    fn poll(&mut self, out: &mut Vec<Completion>) {
+        self.inner.poll(out)
+    }
+    fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
+        self.inner.wait(out, timeout)
+    }
+    fn now(&self) -> Nanos {
+        self.inner.now()
+    }
+}
+
+use std::sync::Arc;
+
+use nessie_cell::machine::{Effect, Machine, Step};
+use nessie_cell::server::runtime::{call, local_effect, MaintenanceIo};
+use nessie_cell::server::ServerNode;
+use nessie_cell::SplitOutcome;
+use nessie_protocol::OpStats;
+
+/// What one step of a hand-driven server machine did.
+#[derive(Debug)]
+pub enum Did {
+    /// A round of work requests.
+    Round(usize),
+    /// An effect.
+    Effect(Effect),
+    /// The machine finished.
+    Done(Result<SplitOutcome, nessie_protocol::Error>),
+}
+
+/// Drives a meganode split one round or effect at a time.
+pub struct SplitStepper {
+    pub st: Arc<ServerNode>,
+    pub m: Machine<SplitOutcome>,
+    pub mio: MaintenanceIo<SimEndpoint>,
+    pub finished: Option<Result<SplitOutcome, nessie_protocol::Error>>,
+    pub steps: usize,
+    /// A node write is half done (its versions are odd).
+    pub mid_write: bool,
+}
+
+impl SplitStepper {
+    pub fn new(d: &Cell, region: nessie_cell::RegionId) -> SplitStepper {
+        let (st, m) = d.split_machine(region).expect("split machine");
+        let (_, mio) = d.maintenance_io(st.node).expect("maintenance io");
+        SplitStepper {
+            st,
+            m,
+            mio,
+            finished: None,
+            steps: 0,
+            mid_write: false,
+        }
+    }
+
+    /// Performs the next round or effect; `None` once finished.
+    pub fn step(&mut self) -> Option<Did> {
+        if self.finished.is_some() {
+            return None;
+        }
+        loop {
+            let now = self.mio.io.endpoint().now();
+            match self.m.poll(now) {
+                Step::Done(r) => {
+                    self.finished = Some(r.clone());
+                    return Some(Did::Done(r));
+                }
+                Step::Pending => {
+                    let mut out = Vec::new();
+                    self.mio.io.endpoint().wait(&mut out, Duration::from_millis(5));
+                    for c in out {
+                        self.m.complete(c);
+                    }
+                }
+                Step::Post(wrs) => {
+                    let n = wrs.len();
+                    let versions: Vec<u64> = wrs
+                        .iter()
+                        .filter_map(|wr| match &wr.op {
+                            nessie_protocol::Op::LocalWrite { data, .. } if data.len() == 8 => {
+                                Some(u64::from_le_bytes(data.as_slice().try_into().unwrap()))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if versions.len() == 2 && versions[0] == versions[1] {
+                        self.mid_write = versions[0] % 2 == 1;
+                    }
+                    for wr in wrs {
+                        let id = wr.id;
+                        if let Err(e) = self.mio.io.endpoint().post(wr) {
+                            self.m.complete(Completion { id, result: Err(e) });
+                        }
+                    }
+                    // Collect the completions so the round is over.
+                    let mut got = 0;
+                    let start = std::time::Instant::now();
+                    while got < n && start.elapsed() < Duration::from_secs(10) {
+                        let mut out = Vec::new();
+                        self.mio.io.endpoint().wait(&mut out, Duration::from_millis(5));
+                        got += out.len();
+                        for c in out {
+                            self.m.complete(c);
+                        }
+                    }
+                    self.steps += 1;
+                    return Some(Did::Round(n));
+                }
+                Step::Effect(e) => {
+                    let r = match e.clone() {
+                        Effect::Rpc { to, request } => nessie_cell::machine::Resolution::Rpc(call(
+                            &mut self.mio.rpc,
+                            &mut self.mio.io,
+                            to,
+                            &request,
+                            &mut OpStats::default(),
+                        )),
+                        other => local_effect(&self.st, &mut self.mio.io, other),
+                    };
+                    self.m.resolve(r);
+                    self.steps += 1;
+                    return Some(Did::Effect(e));
+                }
+            }
+        }
+    }
+
+    /// Runs to the end; the outcome.
+    pub fn finish(&mut self) -> SplitOutcome {
+        while self.step().is_some() {}
+        self.finished.clone().expect("finished").expect("split succeeds")
+    }
+}
+
+/// Loads keys `0..n` (value = "v" + key) through a server-side client.
+pub fn load(d: &Cell, n: u64) {
+    let mut c = client(d, 0, 0, SearchMode::ServerOnly);
+    for i in 0..n {
+        c.put(&key(i), &value_of(i)).expect("load");
+    }
+}
+
+pub fn value_of(i: u64) -> Vec<u8> {
+    format!("v{i}").into_bytes()
+}
+
+/// A node as it is in memory now (read through the simulator, no NIC).
+pub fn node_at(d: &Cell, p: nessie_cell::NodePtr) -> nessie_cell::node::Node {
+    let m = d.directory().snapshot();
+    let info = m.get(p.region).expect("region");
+    let l = d.config().layout();
+    let b = d
+        .fabric()
+        .read_bytes(info.node, nessie_protocol::Region::Data, l.slot_base(info.slot) + l.node_offset(p.index), l.node_bytes)
+        .expect("read");
+    nessie_cell::node::Node::decode(&b, true).expect("node")
+}
+
+/// Where node `p` is in the simulator's memory.
+pub fn node_addr(d: &Cell, p: nessie_cell::NodePtr) -> (NodeId, u64) {
+    let m = d.directory().snapshot();
+    let info = m.get(p.region).expect("region");
+    let l = d.config().layout();
+    (info.node, l.slot_base(info.slot) + l.node_offset(p.index))
+}
+
+/// The split key a split of `region` will choose.
+pub fn split_key_of(d: &Cell, region: nessie_cell::RegionId) -> Vec<u8> {
+    let root = node_at(d, nessie_cell::NodePtr::root_of(region));
+    root.entries[root.entries.len() / 2].key.clone()
+}
+
+/// A configuration for driving splits by hand: 2 server nodes, no
+/// automatic splits, meganodes large enough to hold every test key.
+pub fn manual() -> CellConfig {
+    CellConfig {
+        nodes: 2,
+        server_nodes: 2,
+        auto_split: false,
+        meganode_nodes: 64,
+        heap_bytes: 16 << 10,
+        ..tiny()
+    }
+}
