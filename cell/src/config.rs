@@ -116,6 +116,9 @@ pub struct CellFaults {
     /// Servers reuse the nodes a meganode split invalidated at once instead
     /// of after the reuse grace period.
     pub reuse_at_once: bool,
+    /// Clients do not re-read the versions of the leaves a scan collected
+    /// (no double collect).
+    pub skip_scan_validation: bool,
 }
 
 /// Everything that shapes a Cell deployment.
