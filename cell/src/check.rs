@@ -105,7 +105,10 @@ impl History {
 
     /// The events so far.
     pub fn events(&self) -> Vec<Event> {
-        self.events.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -127,7 +130,11 @@ impl std::fmt::Display for Violation {
             f,
             "{} (keys {:?})",
             self.reason,
-            self.keys.iter().take(8).map(|k| show(k)).collect::<Vec<_>>()
+            self.keys
+                .iter()
+                .take(8)
+                .map(|k| show(k))
+                .collect::<Vec<_>>()
         )?;
         for e in self.ops.iter().take(60) {
             let r = if e.response == u64::MAX {
@@ -135,7 +142,11 @@ impl std::fmt::Display for Violation {
             } else {
                 e.response.to_string()
             };
-            writeln!(f, "  [{:>6} .. {:>6}] client {:>2} {:?} -> {:?}", e.invoke, r, e.client, e.call, e.ret)?;
+            writeln!(
+                f,
+                "  [{:>6} .. {:>6}] client {:>2} {:?} -> {:?}",
+                e.invoke, r, e.client, e.call, e.ret
+            )?;
         }
         Ok(())
     }
@@ -242,7 +253,8 @@ pub fn check(events: &[Event], max_steps: u64) -> Result<usize, Violation> {
             _ => Vec::new(),
         }))
         .collect();
-    let index: BTreeMap<&Vec<u8>, usize> = universe.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let index: BTreeMap<&Vec<u8>, usize> =
+        universe.iter().enumerate().map(|(i, k)| (k, i)).collect();
     let mut parent: Vec<usize> = (0..universe.len()).collect();
     let touches: Vec<Vec<usize>> = events
         .iter()
@@ -309,10 +321,9 @@ fn wgl(ops: &[Event], max_steps: u64) -> Result<(), String> {
     // Doubly linked list over entries with a head sentinel at m.
     let mut next: Vec<usize> = (1..=m).collect();
     next.push(0);
-    let mut prev: Vec<usize> = vec![m; m + 1];
-    for i in 1..m {
-        prev[i] = i - 1;
-    }
+    let mut prev: Vec<usize> = (0..=m)
+        .map(|i| if i == 0 || i == m { m } else { i - 1 })
+        .collect();
     if m == 0 {
         return Ok(());
     }
@@ -424,7 +435,13 @@ mod tests {
         let h = vec![
             ev(0, Call::Put(k("a"), k("1")), Ret::Put(false), 0, 1),
             ev(0, Call::Put(k("b"), k("2")), Ret::Put(false), 2, 3),
-            ev(1, scan("a", "z"), Ret::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))]), 4, 7),
+            ev(
+                1,
+                scan("a", "z"),
+                Ret::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))]),
+                4,
+                7,
+            ),
             ev(0, Call::Delete(k("a")), Ret::Delete(true), 5, 6),
         ];
         assert_eq!(check(&h, 1_000_000), Ok(4));
@@ -441,7 +458,13 @@ mod tests {
         // sees both a and b cannot be: b was gone before a arrived.
         let h = vec![
             ev(0, Call::Put(k("b"), k("2")), Ret::Put(false), 0, 1),
-            ev(1, scan("a", "z"), Ret::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))]), 2, 7),
+            ev(
+                1,
+                scan("a", "z"),
+                Ret::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))]),
+                2,
+                7,
+            ),
             ev(0, Call::Delete(k("b")), Ret::Delete(true), 3, 4),
             ev(0, Call::Put(k("a"), k("1")), Ret::Put(false), 5, 6),
         ];
@@ -474,7 +497,13 @@ mod tests {
             ev(1, Call::Get(k("b")), Ret::Get(Some(k("2"))), 8, 9),
         ];
         assert!(check(&h, 1_000_000).is_ok());
-        let stray = vec![ev(0, scan("a", "z"), Ret::Scan(vec![(k("q"), k("9"))]), 0, 1)];
+        let stray = vec![ev(
+            0,
+            scan("a", "z"),
+            Ret::Scan(vec![(k("q"), k("9"))]),
+            0,
+            1,
+        )];
         assert!(check(&stray, 1000).is_err());
         // A value never written.
         let bad = vec![

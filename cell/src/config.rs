@@ -20,7 +20,7 @@ use nessie_baselines::mailbox::MailboxLayout;
 use nessie_protocol::{ConfigError, Error, NodeId};
 
 use crate::node::{HEADER_BYTES, TRAILER_BYTES};
-use crate::ptr::{EXTENT_PTR_BYTES, RegionId};
+use crate::ptr::{RegionId, EXTENT_PTR_BYTES};
 
 /// How a client searches each meganode.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -216,7 +216,12 @@ impl Default for CellConfig {
     }
 }
 
-fn check(ok: bool, field: &'static str, value: impl ToString, reason: &'static str) -> Result<(), Error> {
+fn check(
+    ok: bool,
+    field: &'static str,
+    value: impl ToString,
+    reason: &'static str,
+) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
@@ -251,8 +256,18 @@ impl CellConfig {
             self.server_nodes,
             "1 to nodes",
         )?;
-        check(self.clients_per_node >= 1, "clients_per_node", self.clients_per_node, "at least 1")?;
-        check(self.server_workers >= 1, "server_workers", self.server_workers, "at least 1")?;
+        check(
+            self.clients_per_node >= 1,
+            "clients_per_node",
+            self.clients_per_node,
+            "at least 1",
+        )?;
+        check(
+            self.server_workers >= 1,
+            "server_workers",
+            self.server_workers,
+            "at least 1",
+        )?;
         check(
             (1..=4096).contains(&self.max_key_len),
             "max_key_len",
@@ -262,19 +277,30 @@ impl CellConfig {
         let k = self.max_key_len as usize;
         let four = HEADER_BYTES + 2 * k + 4 * (2 + k + EXTENT_PTR_BYTES) + TRAILER_BYTES;
         check(
-            self.node_bytes % 8 == 0 && self.node_bytes as usize >= four,
+            self.node_bytes.is_multiple_of(8) && self.node_bytes as usize >= four,
             "node_bytes",
             self.node_bytes,
             "a multiple of 8 holding min, max and four entries of the largest key",
         )?;
-        check(self.meganode_nodes >= 16, "meganode_nodes", self.meganode_nodes, "at least 16")?;
         check(
-            self.heap_bytes >= 8 * self.max_extent_bytes() && self.heap_bytes <= u64::from(u32::MAX),
+            self.meganode_nodes >= 16,
+            "meganode_nodes",
+            self.meganode_nodes,
+            "at least 16",
+        )?;
+        check(
+            self.heap_bytes >= 8 * self.max_extent_bytes()
+                && self.heap_bytes <= u64::from(u32::MAX),
             "heap_bytes",
             self.heap_bytes,
             "at least 8 extents of the largest key and value, below 4 GiB",
         )?;
-        check(self.regions_per_node >= 2, "regions_per_node", self.regions_per_node, "at least 2")?;
+        check(
+            self.regions_per_node >= 2,
+            "regions_per_node",
+            self.regions_per_node,
+            "at least 2",
+        )?;
         check(
             self.split_at > 0.1 && self.split_at < 0.95,
             "split_at",
@@ -294,7 +320,12 @@ impl CellConfig {
             "at most node_reuse_grace (no search attempt may outlive the grace)",
         )?;
         if let SearchMode::Fixed(p) = self.mode {
-            check((0.0..=100.0).contains(&p), "mode", p, "a server share of 0 to 100 %")?;
+            check(
+                (0.0..=100.0).contains(&p),
+                "mode",
+                p,
+                "a server share of 0 to 100 %",
+            )?;
         }
         check(
             self.selector.history >= 2 && self.selector.k_sigma > 0.0,
@@ -349,7 +380,8 @@ impl CellConfig {
         let clients_total = u32::from(self.nodes) * u32::from(self.slots_per_node());
         let entry = 12 + u64::from(self.max_key_len) + u64::from(self.max_value_len);
         let leaves = u64::from(self.scan_page) + 8;
-        let reply = 128 + u64::from(self.scan_page) * entry + leaves * 16 + u64::from(self.max_key_len);
+        let reply =
+            128 + u64::from(self.scan_page) * entry + leaves * 16 + u64::from(self.max_key_len);
         let request = 128 + 3 * u64::from(self.max_key_len) + u64::from(self.max_value_len);
         let mailbox = MailboxLayout::new(0, clients_total, 0, reply.max(request) as u32);
         let regions_base = mailbox.bytes().div_ceil(64) * 64;

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_baselines::server::ServerPool;
-use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, Fabric, NodeId, Op, OpStats, Topology};
+use nessie_protocol::{
+    ClientId, ConfigError, Endpoint, Error, Fabric, NodeId, Op, OpStats, Topology,
+};
 
 use crate::client::CellClient;
 use crate::config::{CellConfig, ROOT_WORD_OFFSET};
@@ -79,13 +81,20 @@ impl Srv {
     /// Creates region 1 (an empty leaf meganode holding the root word).
     async fn bootstrap(&self) -> Result<(), Error> {
         let Some((id, slot)) = self.st.dir.allocate(self.st.node) else {
-            return Err(Error::Corrupt("no region slot for the first meganode".into()));
+            return Err(Error::Corrupt(
+                "no region slot for the first meganode".into(),
+            ));
         };
         if id != ROOT_REGION {
-            return Err(Error::Corrupt(format!("the first region is {id}, not {ROOT_REGION}")));
+            return Err(Error::Corrupt(format!(
+                "the first region is {id}, not {ROOT_REGION}"
+            )));
         }
-        let h = self.st.host(id, slot, self.st.fresh_alloc(), GateMode::Open, 1);
-        self.log(id, vec![LogRecord::Created { source: None }]).await?;
+        let h = self
+            .st
+            .host(id, slot, self.st.fresh_alloc(), GateMode::Open, 1);
+        self.log(id, vec![LogRecord::Created { source: None }])
+            .await?;
         self.write_header(&h).await?;
         let root = NodePtr::root_of(id).encode().to_le_bytes().to_vec();
         let r = self
@@ -145,7 +154,12 @@ where
             servers: Vec::new(),
         };
         for n in 0..cfg.server_nodes {
-            let st = Arc::new(ServerNode::new(NodeId(n), cfg.clone(), d.dir.clone(), d.log.clone()));
+            let st = Arc::new(ServerNode::new(
+                NodeId(n),
+                cfg.clone(),
+                d.dir.clone(),
+                d.log.clone(),
+            ));
             if n == 0 {
                 let mut mio = MaintenanceIo::new(&st, d.fabric.open(NodeId(0))?);
                 let s = st.clone();
@@ -233,7 +247,9 @@ where
 
     /// CPU time of all server workers and maintenance threads.
     pub fn server_cpu_time(&self) -> Duration {
-        self.running().map(|s| s.pool.cpu_time() + s.maint.cpu_time()).sum()
+        self.running()
+            .map(|s| s.pool.cpu_time() + s.maint.cpu_time())
+            .sum()
     }
 
     /// Requests served.
@@ -282,7 +298,9 @@ where
         let t = Instant::now();
         let mut quiet = 0;
         while t.elapsed() < timeout {
-            let busy = self.running().any(|s| s.st.pending_jobs() > 0 || s.maint.busy());
+            let busy = self
+                .running()
+                .any(|s| s.st.pending_jobs() > 0 || s.maint.busy());
             quiet = if busy { 0 } else { quiet + 1 };
             if quiet >= 3 {
                 return true;
@@ -293,11 +311,11 @@ where
     }
 
     /// A maintenance context on `node` (for driving machines by hand).
-    pub fn maintenance_io(&self, node: NodeId) -> Result<(Arc<ServerNode>, MaintenanceIo<F::Endpoint>), Error> {
-        let st = self
-            .server(node)
-            .ok_or(Error::Unreachable(node))?
-            .clone();
+    pub fn maintenance_io(
+        &self,
+        node: NodeId,
+    ) -> Result<(Arc<ServerNode>, MaintenanceIo<F::Endpoint>), Error> {
+        let st = self.server(node).ok_or(Error::Unreachable(node))?.clone();
         let mio = MaintenanceIo::new(&st, self.fabric.open(node)?);
         Ok((st, mio))
     }
@@ -310,8 +328,13 @@ where
     /// The split of meganode `region` as a machine, to be stepped by hand
     /// (with [`CellDeployment::maintenance_io`] of its holder); it does not
     /// link the parent.
-    pub fn split_machine(&self, region: RegionId) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
-        let node = self.holder(region).ok_or_else(|| Error::Corrupt(format!("unknown {region}")))?;
+    pub fn split_machine(
+        &self,
+        region: RegionId,
+    ) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
+        let node = self
+            .holder(region)
+            .ok_or_else(|| Error::Corrupt(format!("unknown {region}")))?;
         let st = self.server(node).ok_or(Error::Unreachable(node))?.clone();
         let s = st.clone();
         let m = Machine::new(node, move |io| {

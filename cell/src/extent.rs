@@ -78,12 +78,19 @@ mod tests {
     fn an_extent_verifies_and_any_torn_byte_is_caught() {
         let b = encode(b"key", b"value");
         let p = pointer(RegionId(2), 64, &b);
-        assert_eq!(verify(&b, &p, b"key", false), ExtentRead::Value(b"value".to_vec()));
+        assert_eq!(
+            verify(&b, &p, b"key", false),
+            ExtentRead::Value(b"value".to_vec())
+        );
         assert_eq!(verify(&b, &p, b"kex", false), ExtentRead::Mismatch);
         for i in 0..b.len() {
             let mut t = b.clone();
             t[i] ^= 1;
-            assert_eq!(verify(&t, &p, b"key", false), ExtentRead::Mismatch, "byte {i}");
+            assert_eq!(
+                verify(&t, &p, b"key", false),
+                ExtentRead::Mismatch,
+                "byte {i}"
+            );
         }
         // Without the check a torn value byte goes through.
         let mut t = b.clone();

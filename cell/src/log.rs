@@ -94,7 +94,11 @@ impl LogRecord {
 
     fn decode(b: &[u8]) -> Option<LogRecord> {
         let (&kind, rest) = b.split_first()?;
-        let u32_at = |s: &[u8]| s.get(..4).and_then(|x| x.try_into().ok()).map(u32::from_le_bytes);
+        let u32_at = |s: &[u8]| {
+            s.get(..4)
+                .and_then(|x| x.try_into().ok())
+                .map(u32::from_le_bytes)
+        };
         Some(match kind {
             1 => LogRecord::Write {
                 offset: u64::from_le_bytes(rest.get(..8)?.try_into().ok()?),
@@ -157,17 +161,16 @@ impl LogSink {
             buf.extend_from_slice(&payload);
         }
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if !files.contains_key(&region) {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.path(region))
-                .map_err(|e| io_error("open", e))?;
-            files.insert(region, f);
-        }
-        let f = files
-            .get_mut(&region)
-            .ok_or_else(|| Error::Corrupt("region log vanished".into()))?;
+        let f = match files.entry(region) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.path(region))
+                    .map_err(|e| io_error("open", e))?,
+            ),
+        };
         f.write_all(&buf).map_err(|e| io_error("append", e))?;
         if self.sync {
             f.sync_data().map_err(|e| io_error("sync", e))?;

@@ -198,7 +198,9 @@ impl Io {
     pub async fn rpc(&self, to: NodeId, request: CellRequest) -> Result<CellResponse, Error> {
         match self.effect(Effect::Rpc { to, request }).await {
             Resolution::Rpc(r) => r,
-            other => Err(Error::Corrupt(format!("expected an RPC reply, got {other:?}"))),
+            other => Err(Error::Corrupt(format!(
+                "expected an RPC reply, got {other:?}"
+            ))),
         }
     }
 
@@ -206,7 +208,9 @@ impl Io {
     pub async fn log(&self, region: RegionId, records: Vec<LogRecord>) -> Result<(), Error> {
         match self.effect(Effect::Log { region, records }).await {
             Resolution::Logged(r) => r,
-            other => Err(Error::Corrupt(format!("expected a log result, got {other:?}"))),
+            other => Err(Error::Corrupt(format!(
+                "expected a log result, got {other:?}"
+            ))),
         }
     }
 
@@ -307,7 +311,9 @@ impl<T: Send + 'static> Machine<T> {
             lock(&self.chan).got = Some(Got::Round(r));
         }
         let Some(fut) = self.fut.as_mut() else {
-            return Step::Done(Err(Error::Corrupt("machine polled after it finished".into())));
+            return Step::Done(Err(Error::Corrupt(
+                "machine polled after it finished".into(),
+            )));
         };
         let waker = noop_waker();
         let mut cx = Context::from_waker(&waker);

@@ -236,7 +236,9 @@ impl Node {
             let kl = u16::from_le_bytes(take(2)?.try_into().map_err(|_| ReadFault::Garbage)?);
             let key = take(kl as usize)?.to_vec();
             let payload = if leaf {
-                Payload::Extent(ExtentPtr::decode(take(EXTENT_PTR_BYTES)?).ok_or(ReadFault::Garbage)?)
+                Payload::Extent(
+                    ExtentPtr::decode(take(EXTENT_PTR_BYTES)?).ok_or(ReadFault::Garbage)?,
+                )
             } else {
                 Payload::Child(NodePtr::decode(word(take(8)?, 0)))
             };

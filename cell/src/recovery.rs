@@ -62,7 +62,13 @@ fn open_split(records: &[LogRecord]) -> Option<(Vec<u8>, Option<RegionId>)> {
 impl Srv {
     /// Replays `records`' writes into region slot `slot` and starts holding
     /// `region` there with allocators rebuilt from its contents.
-    async fn rebuild(&self, region: RegionId, slot: u32, records: &[LogRecord], gate: GateMode) -> Result<(), Error> {
+    async fn rebuild(
+        &self,
+        region: RegionId,
+        slot: u32,
+        records: &[LogRecord],
+        gate: GateMode,
+    ) -> Result<(), Error> {
         let base = self.st.layout.slot_base(slot);
         let writes: Vec<Op> = records
             .iter()
@@ -145,7 +151,10 @@ impl Srv {
 fn run<F: Fabric, T: Send + 'static>(
     d: &CellDeployment<F>,
     st: &Arc<ServerNode>,
-    make: impl FnOnce(Srv) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Error>> + Send>>,
+    make: impl FnOnce(
+        Srv,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Error>> + Send>>,
 ) -> Result<T, Error>
 where
     F::Endpoint: 'static,
@@ -182,10 +191,9 @@ where
         let mut recovered = Vec::new();
         for (i, &r) in lost.iter().enumerate() {
             let st = survivors[i % survivors.len()].clone();
-            let slot = self
-                .directory()
-                .free_slot(st.node)
-                .ok_or_else(|| Error::Corrupt(format!("no free region slot on {} for {r}", st.node)))?;
+            let slot = self.directory().free_slot(st.node).ok_or_else(|| {
+                Error::Corrupt(format!("no free region slot on {} for {r}", st.node))
+            })?;
             let records = logs.read(r)?;
             let created_by = records.iter().find_map(|x| match x {
                 LogRecord::Created { source } => *source,
@@ -213,7 +221,9 @@ where
             let finished = match new {
                 Some(y) => {
                     let (x, y, split2) = (*x, y, split.clone());
-                    run(self, st, move |srv| Box::pin(async move { srv.finish_split(x, &split2, y).await }))?
+                    run(self, st, move |srv| {
+                        Box::pin(async move { srv.finish_split(x, &split2, y).await })
+                    })?
                 }
                 None => false,
             };

@@ -40,10 +40,18 @@ fn torn_leaf_reads(skip_version_check: bool) -> (usize, usize) {
     let leaf = NodePtr::root_of(RegionId(1));
     let (host, at) = node_addr(&d, leaf);
     let nb = d.config().node_bytes as usize;
-    let a = d.fabric().read_bytes(host, Region::Data, at, nb as u64).unwrap();
+    let a = d
+        .fabric()
+        .read_bytes(host, Region::Data, at, nb as u64)
+        .unwrap();
     w.put(&key(3), &value_of(3)).unwrap();
-    let b = d.fabric().read_bytes(host, Region::Data, at, nb as u64).unwrap();
-    assert!(Node::decode(&a, true).unwrap().leaf && Node::decode(&b, true).unwrap().entries.len() == 4);
+    let b = d
+        .fabric()
+        .read_bytes(host, Region::Data, at, nb as u64)
+        .unwrap();
+    assert!(
+        Node::decode(&a, true).unwrap().leaf && Node::decode(&b, true).unwrap().entries.len() == 4
+    );
     let old_v = u64::from_le_bytes(a[..8].try_into().unwrap());
     let (mut wrong, mut torn) = (0, 0);
     for cut in (16..nb - 8).step_by(8) {
@@ -52,7 +60,10 @@ fn torn_leaf_reads(skip_version_check: bool) -> (usize, usize) {
         let mut t = a.clone();
         t[8..cut].copy_from_slice(&b[8..cut]);
         t[nb - 8..].copy_from_slice(&(old_v + 1).to_le_bytes());
-        let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| is_read_of(wr, host, at));
+        let (ep, gate) =
+            PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| {
+                is_read_of(wr, host, at)
+            });
         let mut c = d.client_on(id(1, 0), ep).unwrap();
         c.set_mode(SearchMode::ClientOnly);
         c.set_faults(CellFaults {
@@ -93,7 +104,10 @@ fn teeth_without_the_version_check_a_torn_leaf_read_gives_a_wrong_answer() {
 /// A scan paused before it follows X_left's last leaf into X_right; the
 /// split runs and, with `reuse_at_once`, X_left's growth reuses X_right's
 /// first leaf. Returns the scan's result and whether that node was reused.
-fn scan_across_reused_node(reuse_at_once: bool, skip_minmax_check: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, bool) {
+fn scan_across_reused_node(
+    reuse_at_once: bool,
+    skip_minmax_check: bool,
+) -> (nessie_cell::client::Entries, bool) {
     let mut cfg = manual();
     cfg.faults.reuse_at_once = reuse_at_once;
     // The scan stays paused across the whole split: no attempt deadline
@@ -107,7 +121,13 @@ fn scan_across_reused_node(reuse_at_once: bool, skip_minmax_check: bool) -> (Vec
     // X_right's first leaf: the first child, level by level, of the root's
     // entry at the split key.
     let root = node_at(&d, NodePtr::root_of(RegionId(1)));
-    let mut p = root.entries.iter().find(|e| e.key == split).unwrap().child().unwrap();
+    let mut p = root
+        .entries
+        .iter()
+        .find(|e| e.key == split)
+        .unwrap()
+        .child()
+        .unwrap();
     loop {
         let n = node_at(&d, p);
         if n.leaf {
@@ -117,7 +137,9 @@ fn scan_across_reused_node(reuse_at_once: bool, skip_minmax_check: bool) -> (Vec
     }
     let target = p;
     let (host, at) = node_addr(&d, target);
-    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| is_read_of(wr, host, at));
+    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| {
+        is_read_of(wr, host, at)
+    });
     let mut c = d.client_on(id(1, 0), ep).unwrap();
     c.set_mode(SearchMode::ClientOnly);
     // The relink changes the leaf the scan read just before the stale link,
@@ -152,7 +174,7 @@ fn scan_across_reused_node(reuse_at_once: bool, skip_minmax_check: bool) -> (Vec
     (reader.join().unwrap().unwrap(), reused)
 }
 
-fn expected_scan() -> Vec<(Vec<u8>, Vec<u8>)> {
+fn expected_scan() -> nessie_cell::client::Entries {
     (20..50).map(|i| (key(i), value_of(i))).collect()
 }
 
@@ -197,7 +219,9 @@ fn torn_extent_read(skip_crc_check: bool) -> Option<Vec<u8>> {
     let new = extent::encode(&key(7), &v2);
     let mut t = new.clone();
     t[16..].copy_from_slice(&old[16..]);
-    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| is_read_of(wr, host, at));
+    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| {
+        is_read_of(wr, host, at)
+    });
     let mut c = d.client_on(id(1, 0), ep).unwrap();
     c.set_mode(SearchMode::ClientOnly);
     c.set_faults(CellFaults {
@@ -251,7 +275,9 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
     let to = second_leaf.max.clone().unwrap_or_else(|| key(999));
     let (host, at) = node_addr(&d, second);
     let h = History::new();
-    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| is_read_of(wr, host, at));
+    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| {
+        is_read_of(wr, host, at)
+    });
     let mut c = d.client_on(id(1, 0), ep).unwrap();
     c.set_mode(SearchMode::ClientOnly);
     c.set_faults(CellFaults {
@@ -264,13 +290,23 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
         let to2 = to.clone();
         let h2 = &h;
         let reader = s.spawn(move || {
-            h2.record(1, Call::Scan { from: from.clone(), to: Some(to2.clone()), limit }, || {
-                let r = c.scan(&from, Some(&to2), limit).unwrap();
-                (Some(Ret::Scan(r)), ())
-            })
+            h2.record(
+                1,
+                Call::Scan {
+                    from: from.clone(),
+                    to: Some(to2.clone()),
+                    limit,
+                },
+                || {
+                    let r = c.scan(&from, Some(&to2), limit).unwrap();
+                    (Some(Ret::Scan(r)), ())
+                },
+            )
         });
         assert!(gate.at_pause(|_| {
-            h.record(0, Call::Delete(first_key.clone()), || (Some(Ret::Delete(w.delete(&first_key).unwrap())), ()));
+            h.record(0, Call::Delete(first_key.clone()), || {
+                (Some(Ret::Delete(w.delete(&first_key).unwrap())), ())
+            });
             h.record(0, Call::Put(inserted.clone(), b"new".to_vec()), || {
                 (Some(Ret::Put(w.put(&inserted, b"new").unwrap())), ())
             });

@@ -13,7 +13,12 @@ use nessie_protocol::Fabric;
 
 const KEYS: u64 = 60;
 
-fn check_all(d: &Cell, clients: &mut [nessie_cell::CellClient<SimEndpoint>], split: &[u8], at: &str) {
+fn check_all(
+    d: &Cell,
+    clients: &mut [nessie_cell::CellClient<SimEndpoint>],
+    split: &[u8],
+    at: &str,
+) {
     for c in clients.iter_mut() {
         for i in (0..KEYS).step_by(3) {
             assert_eq!(c.get(&key(i)).unwrap(), Some(value_of(i)), "{at}: get {i}");
@@ -25,23 +30,38 @@ fn check_all(d: &Cell, clients: &mut [nessie_cell::CellClient<SimEndpoint>], spl
         let want: Vec<_> = (20..50).map(|i| (key(i), value_of(i))).collect();
         assert_eq!(got, want, "{at}: scan across {split:?}");
     }
-    assert!(d.server_errors().is_empty(), "{at}: {:?}", d.server_errors());
+    assert!(
+        d.server_errors().is_empty(),
+        "{at}: {:?}",
+        d.server_errors()
+    );
 }
 
 fn loaded() -> (Cell, Vec<u8>) {
     let d = start(manual());
     load(&d, KEYS);
     let split = split_key_of(&d, RegionId(1));
-    assert!(key(20) < split && split < key(50), "the split key {split:?} must fall inside the scan");
+    assert!(
+        key(20) < split && split < key(50),
+        "the split key {split:?} must fall inside the scan"
+    );
     (d, split)
 }
 
 #[test]
 fn reads_between_every_step_of_a_meganode_split_see_every_key() {
     let (d, split) = loaded();
-    let modes = [SearchMode::ClientOnly, SearchMode::ServerOnly, SearchMode::Selector];
+    let modes = [
+        SearchMode::ClientOnly,
+        SearchMode::ServerOnly,
+        SearchMode::Selector,
+    ];
     // Warm clients (caches filled before the split) and one fresh client per step.
-    let mut warm: Vec<_> = modes.iter().enumerate().map(|(i, m)| client(&d, 1, i as u16 % 2, *m)).collect();
+    let mut warm: Vec<_> = modes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| client(&d, 1, i as u16 % 2, *m))
+        .collect();
     check_all(&d, &mut warm, &split, "before");
     let d = std::sync::Arc::new(d);
     let mut s = SplitStepper::new(&d, RegionId(1));
@@ -101,7 +121,10 @@ fn a_client_search_paused_before_any_read_survives_the_split() {
         for pause_at in 1..=6 {
             for &upto in &points {
                 let (d, split) = loaded();
-                let (ep, gate) = PredicateEndpoint::new(d.fabric().open(nessie_protocol::NodeId(1)).unwrap(), move |n, _| n == pause_at);
+                let (ep, gate) = PredicateEndpoint::new(
+                    d.fabric().open(nessie_protocol::NodeId(1)).unwrap(),
+                    move |n, _| n == pause_at,
+                );
                 let mut c = d.client_on(id(1, 0), ep).unwrap();
                 c.set_mode(mode);
                 let target = KEYS - 5; // in X_right

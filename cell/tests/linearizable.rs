@@ -27,7 +27,11 @@ fn run(ops: usize, seed: u64) -> (usize, nessie_cell::TreeShape) {
     cfg.clients_per_node = 3;
     let d = Arc::new(start(cfg));
     let h = Arc::new(History::new());
-    let modes = [SearchMode::ServerOnly, SearchMode::ClientOnly, SearchMode::Selector];
+    let modes = [
+        SearchMode::ServerOnly,
+        SearchMode::ClientOnly,
+        SearchMode::Selector,
+    ];
     let mut threads = Vec::new();
     for n in 0..3u16 {
         for i in 0..2u16 {
@@ -58,7 +62,11 @@ fn run(ops: usize, seed: u64) -> (usize, nessie_cell::TreeShape) {
                         _ => {
                             let to = hot(isl, PER_ISLAND);
                             let limit = 1 + (xorshift(&mut s) % 6) as usize;
-                            let call = Call::Scan { from: k.clone(), to: Some(to.clone()), limit };
+                            let call = Call::Scan {
+                                from: k.clone(),
+                                to: Some(to.clone()),
+                                limit,
+                            };
                             h.record(me, call, || {
                                 let r = c.scan(&k, Some(&to), limit);
                                 (r.as_ref().ok().map(|v| Ret::Scan(v.clone())), r.map(|_| ()))
@@ -124,10 +132,16 @@ fn run(ops: usize, seed: u64) -> (usize, nessie_cell::TreeShape) {
 
 #[test]
 fn concurrent_gets_puts_deletes_and_scans_across_splits_are_linearizable() {
-    let seed = std::env::var("CELL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xce11);
+    let seed = std::env::var("CELL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0xce11);
     let (n, shape) = run(250, seed);
     assert!(n >= 6 * 250, "{n}");
     // The history ran across node and meganode splits.
-    assert!(shape.meganode_splits >= 2 && shape.node_splits >= 10, "{shape:?}");
+    assert!(
+        shape.meganode_splits >= 2 && shape.node_splits >= 10,
+        "{shape:?}"
+    );
     let _ = Duration::ZERO;
 }

@@ -20,8 +20,11 @@ use crate::config::{CellConfig, CellFaults, SearchMode};
 use crate::machine::{drive, Effect, Io, Machine, Resolution};
 use crate::region::Directory;
 use crate::server::runtime::call;
-pub use ops::{CellStats, ClientCore};
 use ops::Cl;
+pub use ops::{CellStats, ClientCore};
+
+/// Key-value pairs, in key order (what a scan returns).
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A Cell client on one endpoint.
 pub struct CellClient<E: Endpoint> {
@@ -45,7 +48,12 @@ impl<E: Endpoint> std::fmt::Debug for CellClient<E> {
 impl<E: Endpoint> CellClient<E> {
     /// Client `id` of the deployment configured by `cfg` whose regions `dir`
     /// lists, on endpoint `ep` (an endpoint on `id.node`).
-    pub fn new(cfg: Arc<CellConfig>, dir: Arc<Directory>, id: ClientId, ep: E) -> Result<CellClient<E>, Error> {
+    pub fn new(
+        cfg: Arc<CellConfig>,
+        dir: Arc<Directory>,
+        id: ClientId,
+        ep: E,
+    ) -> Result<CellClient<E>, Error> {
         cfg.validate()?;
         if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
             return Err(Error::Config(ConfigError::OutOfRange {
@@ -118,13 +126,17 @@ impl<E: Endpoint> CellClient<E> {
         let mut rpc_stats = OpStats::default();
         let (rpc, dir) = (&mut self.rpc, &self.dir);
         let r = drive(&mut m, &mut self.io, &mut |bio, e| match e {
-            Effect::Rpc { to, request } => Resolution::Rpc(call(rpc, bio, to, &request, &mut rpc_stats)),
+            Effect::Rpc { to, request } => {
+                Resolution::Rpc(call(rpc, bio, to, &request, &mut rpc_stats))
+            }
             Effect::Backoff(d) => {
                 bio.backoff(d);
                 Resolution::Waited
             }
             Effect::Regions => Resolution::Regions(dir.snapshot()),
-            Effect::Log { .. } => Resolution::Logged(Err(Error::Corrupt("clients do not log".into()))),
+            Effect::Log { .. } => {
+                Resolution::Logged(Err(Error::Corrupt("clients do not log".into())))
+            }
         });
         let mut s = m.stats();
         s.writes += rpc_stats.writes;
@@ -172,7 +184,7 @@ impl<E: Endpoint> CellClient<E> {
 
     /// The entries with `from <= key < to` (`to = None`: to the end), in key
     /// order, at most `limit` (at most `scan_page`), as of one instant.
-    pub fn scan(&mut self, from: &[u8], to: Option<&[u8]>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    pub fn scan(&mut self, from: &[u8], to: Option<&[u8]>, limit: usize) -> Result<Entries, Error> {
         let page = self.core().cfg.scan_page as usize;
         if limit == 0 || limit > page {
             return Err(Error::Config(ConfigError::OutOfRange {

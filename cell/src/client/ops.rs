@@ -114,7 +114,10 @@ impl ClientCore {
             mode: cfg.mode,
             faults: cfg.faults,
             stats: CellStats::default(),
-            rng: cfg.seed ^ (u64::from(id.node.0) << 32) ^ u64::from(id.index) ^ 0x9e37_79b9_7f4a_7c15,
+            rng: cfg.seed
+                ^ (u64::from(id.node.0) << 32)
+                ^ u64::from(id.index)
+                ^ 0x9e37_79b9_7f4a_7c15,
             cfg,
         }
     }
@@ -282,13 +285,18 @@ impl Cl {
 
     /// Counts a restart, refreshes the directory if needed, backs off, and
     /// fails with `Timeout` once the operation has run out of time.
-    async fn retry(&self, why: Why, start: Nanos, backoff: &mut std::time::Duration) -> Result<(), Error> {
+    async fn retry(
+        &self,
+        why: Why,
+        start: Nanos,
+        backoff: &mut std::time::Duration,
+    ) -> Result<(), Error> {
         let cfg = self.cfg();
         {
             let mut c = self.core();
             let s = &mut c.stats;
             match why {
-                                Why::Invalid => s.invalid_restarts += 1,
+                Why::Invalid => s.invalid_restarts += 1,
                 Why::MinMax => s.minmax_restarts += 1,
                 Why::Crc => s.crc_mismatches += 1,
                 Why::Busy => s.busy_retries += 1,
@@ -329,7 +337,9 @@ impl Cl {
             .await;
         match &r[0] {
             Ok(OpOutput::Read(b)) if b.len() == 8 => {
-                let p = NodePtr::decode(u64::from_le_bytes(b.as_slice().try_into().unwrap_or([0; 8])));
+                let p = NodePtr::decode(u64::from_le_bytes(
+                    b.as_slice().try_into().unwrap_or([0; 8]),
+                ));
                 if p.is_null() {
                     return Ok(Err(Why::Structure));
                 }
@@ -343,7 +353,11 @@ impl Cl {
     }
 
     /// Reads node `p` (from the cache when near the root), re-reading torn copies.
-    async fn fetch(&self, p: NodePtr, used: &mut Vec<NodePtr>) -> Result<Result<Arc<Node>, Why>, Error> {
+    async fn fetch(
+        &self,
+        p: NodePtr,
+        used: &mut Vec<NodePtr>,
+    ) -> Result<Result<Arc<Node>, Why>, Error> {
         let cached = self.core().nodes.get(p);
         if let Some(n) = cached {
             self.core().stats.node_cache_hits += 1;
@@ -372,7 +386,8 @@ impl Cl {
                 Ok(o) => return Err(Error::Corrupt(format!("node read returned {o:?}"))),
             };
             let mut c = self.core();
-            c.selector.record_rdma(host, t1.since(t0).as_nanos() as f64, t1);
+            c.selector
+                .record_rdma(host, t1.since(t0).as_nanos() as f64, t1);
             c.stats.node_reads += 1;
             match Node::decode(bytes, check) {
                 Ok(n) => {
@@ -387,7 +402,13 @@ impl Cl {
     }
 
     /// Client-side search of the meganode `start` belongs to.
-    async fn walk(&self, start: NodePtr, key: &[u8], deadline: Nanos, t: &mut Trail) -> Result<Reach, Error> {
+    async fn walk(
+        &self,
+        start: NodePtr,
+        key: &[u8],
+        deadline: Nanos,
+        t: &mut Trail,
+    ) -> Result<Reach, Error> {
         let region = start.region;
         let skip_minmax = self.core().faults.skip_minmax_check;
         let mut ptr = start;
@@ -401,7 +422,9 @@ impl Cl {
                 Err(w) => return Ok(Reach::Retry(w)),
             };
             if first && ptr.index == 0 {
-                self.core().selector.observe_height(u32::from(node.level) + 1);
+                self.core()
+                    .selector
+                    .observe_height(u32::from(node.level) + 1);
             }
             first = false;
             if !node.valid {
@@ -472,7 +495,10 @@ impl Cl {
     }
 
     /// Reads extents (one round) and checks each against its pointer and key.
-    async fn read_extents(&self, es: &[(Vec<u8>, ExtentPtr)]) -> Result<Result<Vec<Vec<u8>>, Why>, Error> {
+    async fn read_extents(
+        &self,
+        es: &[(Vec<u8>, ExtentPtr)],
+    ) -> Result<Result<Vec<Vec<u8>>, Why>, Error> {
         let mut ops = Vec::with_capacity(es.len());
         for (_, e) in es {
             let off = self.core().layout.heap_offset(e.offset);
@@ -512,14 +538,23 @@ impl Cl {
     }
 
     /// A get (`want` the value) or search (presence only) attempt.
-    async fn get_attempt(&self, key: &[u8], want: bool, deadline: Nanos) -> Result<Try<Option<Vec<u8>>>, Error> {
+    async fn get_attempt(
+        &self,
+        key: &[u8],
+        want: bool,
+        deadline: Nanos,
+    ) -> Result<Try<Option<Vec<u8>>>, Error> {
         let (mut ptr, mut t) = self.start(key);
         for hop in 0..MAX_STEPS {
             if self.io.now() > deadline {
                 self.forget(&t, Why::Deadline);
                 return Ok(Try::Retry(Why::Deadline));
             }
-            let region = if ptr.is_null() { ROOT_REGION } else { ptr.region };
+            let region = if ptr.is_null() {
+                ROOT_REGION
+            } else {
+                ptr.region
+            };
             let Some(host) = self.host(region) else {
                 return Ok(Try::Retry(Why::Region));
             };
@@ -528,7 +563,14 @@ impl Cl {
                     let t0 = self.io.now();
                     let r = self
                         .io
-                        .rpc(host, CellRequest::Search { start: ptr, key: key.to_vec(), value: want })
+                        .rpc(
+                            host,
+                            CellRequest::Search {
+                                start: ptr,
+                                key: key.to_vec(),
+                                value: want,
+                            },
+                        )
                         .await;
                     let t1 = self.io.now();
                     let resp = match r {
@@ -579,7 +621,12 @@ impl Cl {
                             self.forget(&t, w);
                             return Ok(Try::Retry(w));
                         }
-                        Reach::Cross { next, lo, hi, right } => {
+                        Reach::Cross {
+                            next,
+                            lo,
+                            hi,
+                            right,
+                        } => {
                             self.cross(&mut t, lo, hi, right, hop == 0);
                             ptr = next;
                         }
@@ -604,14 +651,23 @@ impl Cl {
     }
 
     /// A put (`Some` value) or delete attempt: whether the key existed.
-    async fn write_attempt(&self, key: &[u8], value: &Option<Vec<u8>>, deadline: Nanos) -> Result<Try<bool>, Error> {
+    async fn write_attempt(
+        &self,
+        key: &[u8],
+        value: &Option<Vec<u8>>,
+        deadline: Nanos,
+    ) -> Result<Try<bool>, Error> {
         let (mut ptr, mut t) = self.start(key);
         for hop in 0..MAX_STEPS {
             if self.io.now() > deadline {
                 self.forget(&t, Why::Deadline);
                 return Ok(Try::Retry(Why::Deadline));
             }
-            let region = if ptr.is_null() { ROOT_REGION } else { ptr.region };
+            let region = if ptr.is_null() {
+                ROOT_REGION
+            } else {
+                ptr.region
+            };
             let Some(host) = self.host(region) else {
                 return Ok(Try::Retry(Why::Region));
             };
@@ -629,7 +685,12 @@ impl Cl {
                             self.forget(&t, w);
                             return Ok(Try::Retry(w));
                         }
-                        Reach::Cross { next, lo, hi, right } => {
+                        Reach::Cross {
+                            next,
+                            lo,
+                            hi,
+                            right,
+                        } => {
                             self.cross(&mut t, lo, hi, right, hop == 0);
                             ptr = next;
                             continue;
@@ -638,7 +699,11 @@ impl Cl {
                     }
                 }
             };
-            let region = if target.is_null() { ROOT_REGION } else { target.region };
+            let region = if target.is_null() {
+                ROOT_REGION
+            } else {
+                target.region
+            };
             let Some(host) = self.host(region) else {
                 return Ok(Try::Retry(Why::Region));
             };
@@ -672,9 +737,9 @@ impl Cl {
                 }
                 CellResponse::Busy => return Ok(Try::Retry(Why::Busy)),
                 other => {
-                    return Err(other
-                        .failure(host)
-                        .unwrap_or_else(|| Error::Corrupt(format!("unexpected reply to a write: {other:?}"))))
+                    return Err(other.failure(host).unwrap_or_else(|| {
+                        Error::Corrupt(format!("unexpected reply to a write: {other:?}"))
+                    }))
                 }
             }
         }
@@ -701,7 +766,11 @@ impl Cl {
                 self.forget(&t, Why::Deadline);
                 return Ok(Try::Retry(Why::Deadline));
             }
-            let region = if ptr.is_null() { ROOT_REGION } else { ptr.region };
+            let region = if ptr.is_null() {
+                ROOT_REGION
+            } else {
+                ptr.region
+            };
             let Some(host) = self.host(region) else {
                 return Ok(Try::Retry(Why::Region));
             };
@@ -766,12 +835,18 @@ impl Cl {
                             Err(w) => return Ok(Try::Retry(w)),
                         };
                     }
-                    let (mut lp, mut node) = match self.walk(ptr, &cursor, deadline, &mut t).await? {
+                    let (mut lp, mut node) = match self.walk(ptr, &cursor, deadline, &mut t).await?
+                    {
                         Reach::Retry(w) => {
                             self.forget(&t, w);
                             return Ok(Try::Retry(w));
                         }
-                        Reach::Cross { next, lo, hi, right } => {
+                        Reach::Cross {
+                            next,
+                            lo,
+                            hi,
+                            right,
+                        } => {
                             self.cross(&mut t, lo, hi, right, hop == 0);
                             ptr = next;
                             continue 'outer;
@@ -833,7 +908,8 @@ impl Cl {
         }
         // Validation: unnecessary for one leaf read by the client or one
         // part validated by its server; otherwise every leaf's version again.
-        let single = (server_parts == 1 && client_leaves == 0) || (server_parts == 0 && client_leaves <= 1);
+        let single =
+            (server_parts == 1 && client_leaves == 0) || (server_parts == 0 && client_leaves <= 1);
         let skip = self.core().faults.skip_scan_validation;
         if !single && !skip && !self.validate(&leaves).await? {
             return Ok(Try::Retry(Why::Changed));
@@ -851,7 +927,8 @@ impl Cl {
         }
         let server_only = self.core().mode == SearchMode::ServerOnly;
         if server_only {
-            let mut by_host: std::collections::BTreeMap<NodeId, Vec<(NodePtr, u64)>> = Default::default();
+            let mut by_host: std::collections::BTreeMap<NodeId, Vec<(NodePtr, u64)>> =
+                Default::default();
             for &(p, v) in leaves {
                 let Some(h) = self.host(p.region) else {
                     return Ok(false);
@@ -879,7 +956,8 @@ impl Cl {
         let rs = self.io.round(ops, OpClass::Other).await;
         for ((_, v), r) in leaves.iter().zip(&rs) {
             match r {
-                Ok(OpOutput::Read(b)) if u64::from_le_bytes(b.as_slice().try_into().unwrap_or([1; 8])) == *v => {}
+                Ok(OpOutput::Read(b))
+                    if u64::from_le_bytes(b.as_slice().try_into().unwrap_or([1; 8])) == *v => {}
                 Ok(_) => return Ok(false),
                 Err(e) if e.unreachable_node().is_some() => return Ok(false),
                 Err(e) => return Err(e.clone().into()),
@@ -917,13 +995,21 @@ impl Cl {
     }
 
     /// scan, with retries.
-    pub(crate) async fn scan(self, from: Vec<u8>, to: Option<Vec<u8>>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    pub(crate) async fn scan(
+        self,
+        from: Vec<u8>,
+        to: Option<Vec<u8>>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
         let cfg = self.cfg();
         let start = self.io.now();
         let mut backoff = cfg.backoff;
         loop {
             let deadline = self.io.now().plus(cfg.attempt_deadline);
-            match self.scan_attempt(&from, to.as_deref(), limit, deadline).await? {
+            match self
+                .scan_attempt(&from, to.as_deref(), limit, deadline)
+                .await?
+            {
                 Try::Done(v) => return Ok(v),
                 Try::Retry(w) => self.retry(w, start, &mut backoff).await?,
             }

@@ -213,10 +213,9 @@ impl Selector {
 
     /// Share of searches sent to servers so far (all servers).
     pub fn server_share(&self) -> f64 {
-        let (s, c) = self
-            .servers
-            .values()
-            .fold((0u64, 0u64), |(s, c), v| (s + v.server_choices, c + v.client_choices));
+        let (s, c) = self.servers.values().fold((0u64, 0u64), |(s, c), v| {
+            (s + v.server_choices, c + v.client_choices)
+        });
         if s + c == 0 {
             0.0
         } else {

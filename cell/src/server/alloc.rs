@@ -88,7 +88,8 @@ impl NodePool {
 
     /// Nodes free now or after their grace.
     pub fn available(&self) -> u32 {
-        self.free.len() as u32 + self.quarantine.len() as u32 - self.reserved.min(self.free.len() as u32)
+        self.free.len() as u32 + self.quarantine.len() as u32
+            - self.reserved.min(self.free.len() as u32)
     }
 }
 
@@ -254,7 +255,7 @@ mod tests {
         let a = p.take_reserved().unwrap();
         p.unreserve(2);
         p.free(a, Nanos(10), Duration::from_nanos(5));
-        assert!(p.reserve(3, Nanos(14)) == false);
+        assert!(!p.reserve(3, Nanos(14)));
         assert!(p.reserve(3, Nanos(15)));
     }
 

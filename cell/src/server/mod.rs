@@ -157,7 +157,14 @@ impl ServerNode {
     }
 
     /// Starts holding `region` in `slot` with the given allocators and gate.
-    pub fn host(&self, region: RegionId, slot: u32, alloc: RegionAlloc, gate: GateMode, height: u32) -> Arc<Hosted> {
+    pub fn host(
+        &self,
+        region: RegionId,
+        slot: u32,
+        alloc: RegionAlloc,
+        gate: GateMode,
+        height: u32,
+    ) -> Arc<Hosted> {
         let h = Arc::new(Hosted {
             id: region,
             slot,
@@ -278,11 +285,15 @@ pub(crate) struct Reservation {
 }
 
 impl Reservation {
-    pub(crate) fn take(h: &Arc<Hosted>, n: u32, now: nessie_protocol::Nanos) -> Option<Reservation> {
-        lock(&h.alloc)
-            .nodes
-            .reserve(n, now)
-            .then(|| Reservation { h: h.clone(), left: n })
+    pub(crate) fn take(
+        h: &Arc<Hosted>,
+        n: u32,
+        now: nessie_protocol::Nanos,
+    ) -> Option<Reservation> {
+        lock(&h.alloc).nodes.reserve(n, now).then(|| Reservation {
+            h: h.clone(),
+            left: n,
+        })
     }
 
     pub(crate) fn node(&mut self) -> Result<NodePtr, Error> {
@@ -352,7 +363,13 @@ impl Srv {
         )))
     }
 
-    async fn read_at(&self, region: RegionId, offset: u64, len: u32, class: OpClass) -> Result<Vec<u8>, Error> {
+    async fn read_at(
+        &self,
+        region: RegionId,
+        offset: u64,
+        len: u32,
+        class: OpClass,
+    ) -> Result<Vec<u8>, Error> {
         let op = match self.place(region, offset)? {
             Place::Local(off) => Op::LocalRead { offset: off, len },
             Place::Remote(addr) => Op::Read { addr, len },
@@ -366,7 +383,9 @@ impl Srv {
     pub(crate) async fn read_node(&self, ptr: NodePtr) -> Result<Node, Error> {
         let off = self.st.layout.node_offset(ptr.index);
         for _ in 0..TORN_RETRIES {
-            let b = self.read_at(ptr.region, off, self.nb() as u32, OpClass::Node).await?;
+            let b = self
+                .read_at(ptr.region, off, self.nb() as u32, OpClass::Node)
+                .await?;
             match Node::decode(&b, true) {
                 Ok(n) => return Ok(n),
                 Err(_) => {
@@ -382,7 +401,12 @@ impl Srv {
     /// The version word of a node.
     pub(crate) async fn read_version(&self, ptr: NodePtr) -> Result<u64, Error> {
         let b = self
-            .read_at(ptr.region, self.st.layout.node_offset(ptr.index), 8, OpClass::Other)
+            .read_at(
+                ptr.region,
+                self.st.layout.node_offset(ptr.index),
+                8,
+                OpClass::Other,
+            )
             .await?;
         Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
     }
@@ -415,23 +439,40 @@ impl Srv {
 
     /// Writes `node` to `ptr` (held here, locked by the caller, currently at
     /// version `old`) by the three-step protocol; returns the new version.
-    pub(crate) async fn write_node(&self, ptr: NodePtr, node: &Node, old: u64) -> Result<u64, Error> {
+    pub(crate) async fn write_node(
+        &self,
+        ptr: NodePtr,
+        node: &Node,
+        old: u64,
+    ) -> Result<u64, Error> {
         let nb = self.nb();
         let at = self.local_base(ptr.region)? + self.st.layout.node_offset(ptr.index);
         let (odd, even) = (old + 1 + (old % 2), old + 2 + (old % 2));
         let v = |x: u64| x.to_le_bytes().to_vec();
         let steps = [
             vec![
-                Op::LocalWrite { offset: at, data: v(odd) },
-                Op::LocalWrite { offset: at + nb as u64 - 8, data: v(odd) },
+                Op::LocalWrite {
+                    offset: at,
+                    data: v(odd),
+                },
+                Op::LocalWrite {
+                    offset: at + nb as u64 - 8,
+                    data: v(odd),
+                },
             ],
             vec![Op::LocalWrite {
                 offset: at + 8,
                 data: node.encode_body(nb),
             }],
             vec![
-                Op::LocalWrite { offset: at + nb as u64 - 8, data: v(even) },
-                Op::LocalWrite { offset: at, data: v(even) },
+                Op::LocalWrite {
+                    offset: at + nb as u64 - 8,
+                    data: v(even),
+                },
+                Op::LocalWrite {
+                    offset: at,
+                    data: v(even),
+                },
             ],
         ];
         for ops in steps {
@@ -459,7 +500,11 @@ impl Srv {
     }
 
     /// Writes an extent into `h`'s heap; `None` if the heap is full.
-    pub(crate) async fn write_extent(&self, h: &Hosted, bytes: &[u8]) -> Result<Option<ExtentPtr>, Error> {
+    pub(crate) async fn write_extent(
+        &self,
+        h: &Hosted,
+        bytes: &[u8],
+    ) -> Result<Option<ExtentPtr>, Error> {
         let Some(off) = lock(&h.alloc).heap.alloc(bytes.len() as u32) else {
             return Ok(None);
         };
@@ -488,26 +533,40 @@ impl Srv {
 
     /// Reads the extent `e` points to (local or remote).
     pub(crate) async fn read_extent(&self, e: &ExtentPtr) -> Result<Vec<u8>, Error> {
-        self.read_at(e.region, self.st.layout.heap_offset(e.offset), e.len, OpClass::Extent)
-            .await
+        self.read_at(
+            e.region,
+            self.st.layout.heap_offset(e.offset),
+            e.len,
+            OpClass::Extent,
+        )
+        .await
     }
 
     /// Reads several extents in one round.
     pub(crate) async fn read_extents(&self, es: &[ExtentPtr]) -> Result<Vec<Vec<u8>>, Error> {
         let mut ops = Vec::with_capacity(es.len());
         for e in es {
-            ops.push(match self.place(e.region, self.st.layout.heap_offset(e.offset))? {
-                Place::Local(off) => Op::LocalRead { offset: off, len: e.len },
-                Place::Remote(addr) => Op::Read { addr, len: e.len },
-            });
+            ops.push(
+                match self.place(e.region, self.st.layout.heap_offset(e.offset))? {
+                    Place::Local(off) => Op::LocalRead {
+                        offset: off,
+                        len: e.len,
+                    },
+                    Place::Remote(addr) => Op::Read { addr, len: e.len },
+                },
+            );
         }
         let rs = self.io.round(ops, OpClass::Extent).await;
-        rs.iter().map(|r| read_bytes(r).map(<[u8]>::to_vec)).collect()
+        rs.iter()
+            .map(|r| read_bytes(r).map(<[u8]>::to_vec))
+            .collect()
     }
 
     /// The root word (region 1 holds it).
     pub(crate) async fn root_word(&self) -> Result<NodePtr, Error> {
-        let b = self.read_at(ROOT_REGION, ROOT_WORD_OFFSET, 8, OpClass::Other).await?;
+        let b = self
+            .read_at(ROOT_REGION, ROOT_WORD_OFFSET, 8, OpClass::Other)
+            .await?;
         Ok(NodePtr::decode(u64::from_le_bytes(
             b.try_into().unwrap_or([0; 8]),
         )))

@@ -28,7 +28,9 @@ impl Srv {
     pub async fn handle(&self, req: CellRequest) -> Result<CellResponse, Error> {
         match req {
             CellRequest::Search { start, key, value } => self.search(start, &key, value).await,
-            CellRequest::Write { start, key, value } => self.write(start, &key, value.as_deref()).await,
+            CellRequest::Write { start, key, value } => {
+                self.write(start, &key, value.as_deref()).await
+            }
             CellRequest::Scan {
                 start,
                 from,
@@ -37,9 +39,12 @@ impl Srv {
                 contiguous,
             } => {
                 let limit = (limit as usize).min(self.st.cfg.scan_page as usize).max(1);
-                self.scan(start, &from, to.as_deref(), limit, contiguous).await
+                self.scan(start, &from, to.as_deref(), limit, contiguous)
+                    .await
             }
-            CellRequest::Validate { leaves } => Ok(CellResponse::Valid(self.validate(&leaves).await?)),
+            CellRequest::Validate { leaves } => {
+                Ok(CellResponse::Valid(self.validate(&leaves).await?))
+            }
             CellRequest::CopyMeganode { source, split } => self.copy_meganode(source, &split).await,
             CellRequest::NewRoot { left, split, right } => self.new_root(left, &split, right).await,
             CellRequest::SetRoot { expect, new } => self.set_root(expect, new).await,
@@ -186,11 +191,17 @@ impl<E: Endpoint> MaintenanceIo<E> {
     }
 
     /// Runs `m` to completion, performing its RPCs through the node's slot.
-    pub fn run<T: Send + 'static>(&mut self, st: &ServerNode, m: &mut Machine<T>) -> Result<T, Error> {
+    pub fn run<T: Send + 'static>(
+        &mut self,
+        st: &ServerNode,
+        m: &mut Machine<T>,
+    ) -> Result<T, Error> {
         let rpc = &mut self.rpc;
         let mut stats = OpStats::default();
         drive(m, &mut self.io, &mut |bio, e| match e {
-            Effect::Rpc { to, request } => Resolution::Rpc(call(rpc, bio, to, &request, &mut stats)),
+            Effect::Rpc { to, request } => {
+                Resolution::Rpc(call(rpc, bio, to, &request, &mut stats))
+            }
             other => local_effect(st, bio, other),
         })
     }
@@ -298,7 +309,10 @@ impl Maintenance {
 
     /// Errors its jobs met.
     pub fn errors(&self) -> Vec<Error> {
-        self.errors.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops it and waits for it.

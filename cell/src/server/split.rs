@@ -30,7 +30,7 @@ use nessie_protocol::{Error, NodeId, Op};
 
 use super::alloc::{GateMode, NodePool};
 use super::tree::{Descent, Goal};
-use super::{lock, GatePass, Reservation, RegionAlloc, Srv};
+use super::{lock, GatePass, RegionAlloc, Reservation, Srv};
 use crate::config::{header_word, ROOT_WORD_OFFSET};
 use crate::extent;
 use crate::log::LogRecord;
@@ -95,7 +95,12 @@ impl Srv {
         // 1. Lock X_right.
         self.set_gate(x, GateMode::Closed);
         self.drain(&h).await;
-        self.set_gate(x, GateMode::Splitting { split: split.clone() });
+        self.set_gate(
+            x,
+            GateMode::Splitting {
+                split: split.clone(),
+            },
+        );
         let target = self.choose_target();
         self.log(
             x,
@@ -121,8 +126,13 @@ impl Srv {
             other => {
                 self.log(x, vec![LogRecord::SplitAbort]).await?;
                 self.set_gate(x, GateMode::Open);
-                self.st.counters.split_aborts.fetch_add(1, Ordering::Relaxed);
-                return Ok(SplitOutcome::Aborted(format!("copy to {target}: {other:?}")));
+                self.st
+                    .counters
+                    .split_aborts
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(SplitOutcome::Aborted(format!(
+                    "copy to {target}: {other:?}"
+                )));
             }
         };
         self.log(x, vec![LogRecord::SplitCopied { new: y }]).await?;
@@ -134,7 +144,10 @@ impl Srv {
         self.invalidate(&h, &right).await?;
         self.log(x, vec![LogRecord::SplitFinish { new: y }]).await?;
         self.set_gate(x, GateMode::Open);
-        self.st.counters.meganode_splits.fetch_add(1, Ordering::Relaxed);
+        self.st
+            .counters
+            .meganode_splits
+            .fetch_add(1, Ordering::Relaxed);
         self.open_remote(y).await?;
         Ok(SplitOutcome::Split { split, new: y })
     }
@@ -145,7 +158,11 @@ impl Srv {
             let Some(info) = self.st.dir.snapshot().get(y) else {
                 return Ok(());
             };
-            match self.io.rpc(info.node, CellRequest::OpenRegion { region: y }).await {
+            match self
+                .io
+                .rpc(info.node, CellRequest::OpenRegion { region: y })
+                .await
+            {
                 Ok(CellResponse::Done) => return Ok(()),
                 _ => self.io.backoff(Duration::from_millis(1)).await,
             }
@@ -155,7 +172,12 @@ impl Srv {
 
     /// Step 3: points X_left's right ends at Y's root; returns X_right's
     /// nodes (top level first), which the relink took out of X.
-    pub(crate) async fn relink(&self, x: RegionId, split: &[u8], y: RegionId) -> Result<Vec<NodePtr>, Error> {
+    pub(crate) async fn relink(
+        &self,
+        x: RegionId,
+        split: &[u8],
+        y: RegionId,
+    ) -> Result<Vec<NodePtr>, Error> {
         let root_ptr = NodePtr::root_of(x);
         let y_root = NodePtr::root_of(y);
         let root_guard = self.lock(root_ptr).await;
@@ -212,7 +234,11 @@ impl Srv {
 
     /// Step 4: clears the valid flag of `nodes`, frees them (after the
     /// grace) and the extents their leaves held.
-    async fn invalidate(&self, h: &std::sync::Arc<super::Hosted>, nodes: &[NodePtr]) -> Result<(), Error> {
+    async fn invalidate(
+        &self,
+        h: &std::sync::Arc<super::Hosted>,
+        nodes: &[NodePtr],
+    ) -> Result<(), Error> {
         let grace = if self.st.cfg.faults.reuse_at_once {
             Duration::ZERO
         } else {
@@ -242,10 +268,20 @@ impl Srv {
 
     /// `CopyMeganode` (step 2, on the new meganode's server): copies the
     /// part of `source` from `split` up into a new region held here.
-    pub(crate) async fn copy_meganode(&self, source: RegionId, split: &[u8]) -> Result<CellResponse, Error> {
+    pub(crate) async fn copy_meganode(
+        &self,
+        source: RegionId,
+        split: &[u8],
+    ) -> Result<CellResponse, Error> {
         let src_root = self.read_node(NodePtr::root_of(source)).await?;
-        let Some(i) = src_root.entries.iter().position(|e| e.key.as_slice() == split) else {
-            return Ok(CellResponse::Failed(format!("{split:?} is not a separator of {source}'s root")));
+        let Some(i) = src_root
+            .entries
+            .iter()
+            .position(|e| e.key.as_slice() == split)
+        else {
+            return Ok(CellResponse::Failed(format!(
+                "{split:?} is not a separator of {source}'s root"
+            )));
         };
         // Read X_right level by level, top down.
         let mut levels: Vec<Vec<(u32, Node)>> = Vec::new();
@@ -263,16 +299,24 @@ impl Srv {
                 p = r;
             }
             if level > 0 {
-                first = list.first().and_then(|(_, n)| n.entries.first()).and_then(Entry::child);
+                first = list
+                    .first()
+                    .and_then(|(_, n)| n.entries.first())
+                    .and_then(Entry::child);
             }
             levels.push(list);
         }
         let count: usize = levels.iter().map(Vec::len).sum();
         if count + 1 > self.st.cfg.meganode_nodes as usize {
-            return Ok(CellResponse::Failed("the copy does not fit a meganode".into()));
+            return Ok(CellResponse::Failed(
+                "the copy does not fit a meganode".into(),
+            ));
         }
         let Some((y, slot)) = self.st.dir.allocate(self.st.node) else {
-            return Ok(CellResponse::Failed(format!("no free region slot on {}", self.st.node)));
+            return Ok(CellResponse::Failed(format!(
+                "no free region slot on {}",
+                self.st.node
+            )));
         };
         let mut used = vec![false; self.st.cfg.meganode_nodes as usize];
         used[..=count].iter_mut().for_each(|u| *u = true);
@@ -286,7 +330,13 @@ impl Srv {
             GateMode::Frozen,
             u32::from(src_root.level) + 1,
         );
-        self.log(y, vec![LogRecord::Created { source: Some(source) }]).await?;
+        self.log(
+            y,
+            vec![LogRecord::Created {
+                source: Some(source),
+            }],
+        )
+        .await?;
         self.write_header(&h).await?;
         let mut map = HashMap::new();
         let mut next = 1u32;
@@ -298,7 +348,8 @@ impl Srv {
         }
         let remap = |p: NodePtr| -> NodePtr {
             if p.region == source {
-                map.get(&p.index).map_or(NodePtr::NULL, |&i| NodePtr::new(y, i))
+                map.get(&p.index)
+                    .map_or(NodePtr::NULL, |&i| NodePtr::new(y, i))
             } else {
                 p
             }
@@ -339,12 +390,14 @@ impl Srv {
             let bytes = self.read_extents(&ptrs).await?;
             for ((e, p), b) in chunk.iter_mut().zip(&ptrs).zip(bytes) {
                 if extent::verify(&b, p, &e.key, false) == extent::ExtentRead::Mismatch {
-                    return Err(Error::Corrupt(format!("copy: extent of {:?} fails its CRC", e.key)));
+                    return Err(Error::Corrupt(format!(
+                        "copy: extent of {:?} fails its CRC",
+                        e.key
+                    )));
                 }
-                let np = self
-                    .write_extent(h, &b)
-                    .await?
-                    .ok_or_else(|| Error::Corrupt("copy: the new meganode's heap is full".into()))?;
+                let np = self.write_extent(h, &b).await?.ok_or_else(|| {
+                    Error::Corrupt("copy: the new meganode's heap is full".into())
+                })?;
                 e.payload = Payload::Extent(np);
             }
         }
@@ -357,19 +410,43 @@ impl Srv {
         let w = header_word(h.id).to_le_bytes().to_vec();
         let r = self
             .io
-            .round(vec![Op::LocalWrite { offset: h.base, data: w.clone() }], OpClass::Other)
+            .round(
+                vec![Op::LocalWrite {
+                    offset: h.base,
+                    data: w.clone(),
+                }],
+                OpClass::Other,
+            )
             .await;
         written(&r[0])?;
-        self.log(h.id, vec![LogRecord::Write { offset: 0, bytes: w }]).await
+        self.log(
+            h.id,
+            vec![LogRecord::Write {
+                offset: 0,
+                bytes: w,
+            }],
+        )
+        .await
     }
 
     /// `NewRoot`: a new root meganode over `left` and `right`.
-    pub(crate) async fn new_root(&self, left: NodePtr, split: &[u8], right: NodePtr) -> Result<CellResponse, Error> {
+    pub(crate) async fn new_root(
+        &self,
+        left: NodePtr,
+        split: &[u8],
+        right: NodePtr,
+    ) -> Result<CellResponse, Error> {
         let Some((p, slot)) = self.st.dir.allocate(self.st.node) else {
-            return Ok(CellResponse::Failed(format!("no free region slot on {}", self.st.node)));
+            return Ok(CellResponse::Failed(format!(
+                "no free region slot on {}",
+                self.st.node
+            )));
         };
-        let h = self.st.host(p, slot, self.st.fresh_alloc(), GateMode::Open, 1);
-        self.log(p, vec![LogRecord::Created { source: None }]).await?;
+        let h = self
+            .st
+            .host(p, slot, self.st.fresh_alloc(), GateMode::Open, 1);
+        self.log(p, vec![LogRecord::Created { source: None }])
+            .await?;
         self.write_header(&h).await?;
         let mut root = Node::empty(false, false, 0, Vec::new(), None);
         root.entries = vec![
@@ -388,14 +465,22 @@ impl Srv {
     }
 
     /// `SetRoot`: replaces the root word if it is still `expect`.
-    pub(crate) async fn set_root(&self, expect: NodePtr, new: NodePtr) -> Result<CellResponse, Error> {
+    pub(crate) async fn set_root(
+        &self,
+        expect: NodePtr,
+        new: NodePtr,
+    ) -> Result<CellResponse, Error> {
         let Some(h) = self.st.hosted(ROOT_REGION) else {
-            return Ok(CellResponse::Failed("the root word is not held here".into()));
+            return Ok(CellResponse::Failed(
+                "the root word is not held here".into(),
+            ));
         };
         let _g = self.lock(NodePtr::NULL).await;
         let cur = self.root_word().await?;
         if cur != expect {
-            return Ok(CellResponse::Failed(format!("the root is {cur}, not {expect}")));
+            return Ok(CellResponse::Failed(format!(
+                "the root is {cur}, not {expect}"
+            )));
         }
         let data = new.encode().to_le_bytes().to_vec();
         let r = self
@@ -490,7 +575,12 @@ impl Srv {
 
     /// Step 5: inserts `key` -> `child` into the parent of `below`, or makes
     /// a new root meganode if `below` is the root.
-    pub(crate) async fn link_parent(&self, below: RegionId, key: &[u8], child: RegionId) -> Result<(), Error> {
+    pub(crate) async fn link_parent(
+        &self,
+        below: RegionId,
+        key: &[u8],
+        child: RegionId,
+    ) -> Result<(), Error> {
         let child_root = NodePtr::root_of(child);
         for _ in 0..10_000 {
             let root = self.read_root_anywhere().await?;
@@ -499,7 +589,14 @@ impl Srv {
                 let left = NodePtr::root_of(below);
                 let p = match self
                     .io
-                    .rpc(target, CellRequest::NewRoot { left, split: key.to_vec(), right: child_root })
+                    .rpc(
+                        target,
+                        CellRequest::NewRoot {
+                            left,
+                            split: key.to_vec(),
+                            right: child_root,
+                        },
+                    )
                     .await?
                 {
                     CellResponse::Region(p) => p,
@@ -508,7 +605,13 @@ impl Srv {
                 let holder = self.holder(ROOT_REGION)?;
                 match self
                     .io
-                    .rpc(holder, CellRequest::SetRoot { expect: left, new: NodePtr::root_of(p) })
+                    .rpc(
+                        holder,
+                        CellRequest::SetRoot {
+                            expect: left,
+                            new: NodePtr::root_of(p),
+                        },
+                    )
                     .await?
                 {
                     CellResponse::Done => return Ok(()),

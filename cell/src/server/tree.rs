@@ -77,7 +77,12 @@ fn set_path(path: &mut Vec<NodePtr>, level: u8, p: NodePtr) {
 
 impl Srv {
     /// Descends from `start` (null: the root word) towards `key`.
-    pub(crate) async fn descend(&self, start: NodePtr, key: &[u8], goal: Goal) -> Result<Descent, Error> {
+    pub(crate) async fn descend(
+        &self,
+        start: NodePtr,
+        key: &[u8],
+        goal: Goal,
+    ) -> Result<Descent, Error> {
         let mut ptr = if start.is_null() {
             if !self.is_local(crate::ptr::ROOT_REGION) {
                 return Ok(Descent::Restart(RestartCause::Structure));
@@ -125,7 +130,8 @@ impl Srv {
                 .child_for(key)
                 .ok_or_else(|| Error::Corrupt(format!("inner node {ptr} has no entries")))?;
             if let Goal::ParentOf { below, child: new } = goal {
-                if node.level == 0 && !node.bottom && (child.region == below || child.region == new) {
+                if node.level == 0 && !node.bottom && (child.region == below || child.region == new)
+                {
                     return Ok(Descent::Found { ptr, node, path });
                 }
             }
@@ -137,11 +143,18 @@ impl Srv {
     }
 
     /// `Search`: the value (or presence) of `key`, or where to continue.
-    pub(crate) async fn search(&self, start: NodePtr, key: &[u8], want: bool) -> Result<CellResponse, Error> {
+    pub(crate) async fn search(
+        &self,
+        start: NodePtr,
+        key: &[u8],
+        want: bool,
+    ) -> Result<CellResponse, Error> {
         for _ in 0..ATTEMPTS {
             let node = match self.descend(start, key, Goal::Leaf).await? {
                 Descent::Found { node, .. } => node,
-                Descent::Remote { next, lo, hi } => return Ok(CellResponse::Continue { next, lo, hi }),
+                Descent::Remote { next, lo, hi } => {
+                    return Ok(CellResponse::Continue { next, lo, hi })
+                }
                 Descent::Restart(c) => return Ok(CellResponse::Restart(c)),
             };
             let Some(e) = node.find(key).and_then(Entry::extent) else {
@@ -162,7 +175,11 @@ impl Srv {
 
     /// Locks the node of `start`'s level covering `key`, moving right under
     /// the lock; `Err(next)` when the key lies beyond this meganode.
-    async fn lock_covering(&self, start: NodePtr, key: &[u8]) -> Result<Result<(NodePtr, Node, NodeLock), Result<NodePtr, RestartCause>>, Error> {
+    async fn lock_covering(
+        &self,
+        start: NodePtr,
+        key: &[u8],
+    ) -> Result<Result<(NodePtr, Node, NodeLock), Result<NodePtr, RestartCause>>, Error> {
         let mut ptr = start;
         let mut guard = self.lock(ptr).await;
         loop {
@@ -187,12 +204,19 @@ impl Srv {
     }
 
     /// `Write`: stores `value` under `key` (or deletes it) at its leaf.
-    pub(crate) async fn write(&self, start: NodePtr, key: &[u8], value: Option<&[u8]>) -> Result<CellResponse, Error> {
+    pub(crate) async fn write(
+        &self,
+        start: NodePtr,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<CellResponse, Error> {
         let mut start = start;
         for _ in 0..ATTEMPTS {
             let (leaf, path) = match self.descend(start, key, Goal::Leaf).await? {
                 Descent::Found { ptr, path, .. } => (ptr, path),
-                Descent::Remote { next, lo, hi } => return Ok(CellResponse::Continue { next, lo, hi }),
+                Descent::Remote { next, lo, hi } => {
+                    return Ok(CellResponse::Continue { next, lo, hi })
+                }
                 Descent::Restart(c) => return Ok(CellResponse::Restart(c)),
             };
             let Some(h) = self.st.hosted(leaf.region) else {
@@ -262,7 +286,9 @@ impl Srv {
     ) -> Result<(), Error> {
         let mut up = self.store_one(h, ptr, node, guard, res).await?;
         while let Some((level, key, child)) = up {
-            up = self.insert_separator(h, level, key, child, path, res).await?;
+            up = self
+                .insert_separator(h, level, key, child, path, res)
+                .await?;
         }
         Ok(())
     }
@@ -362,7 +388,10 @@ impl Srv {
             }
             if n.cover(&key) == Cover::Right {
                 if n.right.is_null() || n.right.region != h.id {
-                    return Err(Error::Corrupt(format!("separator beyond meganode {}", h.id)));
+                    return Err(Error::Corrupt(format!(
+                        "separator beyond meganode {}",
+                        h.id
+                    )));
                 }
                 ptr = n.right;
                 continue;
@@ -377,11 +406,19 @@ impl Srv {
             ptr = c;
         }
         if !found {
-            return Err(Error::Corrupt(format!("no level {level} in meganode {}", h.id)));
+            return Err(Error::Corrupt(format!(
+                "no level {level} in meganode {}",
+                h.id
+            )));
         }
         let (ptr, mut node, guard) = match self.lock_covering(ptr, &key).await? {
             Ok(x) => x,
-            Err(_) => return Err(Error::Corrupt(format!("no node for a separator in {}", h.id))),
+            Err(_) => {
+                return Err(Error::Corrupt(format!(
+                    "no node for a separator in {}",
+                    h.id
+                )))
+            }
         };
         node.upsert(Entry {
             key,
@@ -405,7 +442,9 @@ impl Srv {
         'attempt: for _ in 0..ATTEMPTS {
             let (mut ptr, mut node) = match self.descend(start, from, Goal::Leaf).await? {
                 Descent::Found { ptr, node, .. } => (ptr, node),
-                Descent::Remote { next, lo, hi } => return Ok(CellResponse::Continue { next, lo, hi }),
+                Descent::Remote { next, lo, hi } => {
+                    return Ok(CellResponse::Continue { next, lo, hi })
+                }
                 Descent::Restart(c) => return Ok(CellResponse::Restart(c)),
             };
             if contiguous && node.min != from {
@@ -448,7 +487,9 @@ impl Srv {
                     break;
                 }
                 match self.descend(r, &cursor, Goal::Leaf).await? {
-                    Descent::Found { ptr: p, node: n, .. } if n.min == cursor => {
+                    Descent::Found {
+                        ptr: p, node: n, ..
+                    } if n.min == cursor => {
                         ptr = p;
                         node = n;
                     }
@@ -462,7 +503,11 @@ impl Srv {
             if !self.validate(&leaves).await? {
                 continue 'attempt;
             }
-            return Ok(CellResponse::Scanned { entries, leaves, next });
+            return Ok(CellResponse::Scanned {
+                entries,
+                leaves,
+                next,
+            });
         }
         Ok(self.busy())
     }

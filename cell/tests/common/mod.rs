@@ -63,19 +63,36 @@ pub fn key(i: u64) -> Vec<u8> {
 
 /// Runs `ops` random operations (get, put, delete, scan) of one client
 /// against a `BTreeMap` and checks every answer; returns the model.
-pub fn against_model(c: &mut CellClient<SimEndpoint>, ops: usize, keys: u64, seed: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
+pub fn against_model(
+    c: &mut CellClient<SimEndpoint>,
+    ops: usize,
+    keys: u64,
+    seed: u64,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut s = seed | 1;
     for n in 0..ops {
         let k = key(xorshift(&mut s) % keys);
         match xorshift(&mut s) % 20 {
-            0..=5 => assert_eq!(c.get(&k).unwrap(), model.get(&k).cloned(), "op {n}: get {k:?}"),
+            0..=5 => assert_eq!(
+                c.get(&k).unwrap(),
+                model.get(&k).cloned(),
+                "op {n}: get {k:?}"
+            ),
             6..=13 => {
                 let v = format!("v{n}-{}", xorshift(&mut s) % 1000).into_bytes();
                 let existed = c.put(&k, &v).unwrap();
-                assert_eq!(existed, model.insert(k.clone(), v).is_some(), "op {n}: put {k:?}");
+                assert_eq!(
+                    existed,
+                    model.insert(k.clone(), v).is_some(),
+                    "op {n}: put {k:?}"
+                );
             }
-            14..=16 => assert_eq!(c.delete(&k).unwrap(), model.remove(&k).is_some(), "op {n}: delete {k:?}"),
+            14..=16 => assert_eq!(
+                c.delete(&k).unwrap(),
+                model.remove(&k).is_some(),
+                "op {n}: delete {k:?}"
+            ),
             _ => {
                 let limit = 1 + (xorshift(&mut s) % 20) as usize;
                 let to = key(xorshift(&mut s) % keys);
@@ -165,11 +182,14 @@ impl Endpoint for PausingEndpoint {
     }
 }
 
+/// When a [`PredicateEndpoint`] pauses: post number and work request.
+pub type Predicate = Box<dyn FnMut(usize, &WorkRequest) -> bool + Send>;
+
 /// A pausing endpoint that stops before every post for which `when` holds
 /// (counting from 1), with the test's side in [`Pause`].
 pub struct PredicateEndpoint {
     inner: SimEndpoint,
-    when: Box<dyn FnMut(usize, &WorkRequest) -> bool + Send>,
+    when: Predicate,
     posts: usize,
     paused: mpsc::Sender<usize>,
     resume: mpsc::Receiver<()>,
@@ -182,7 +202,10 @@ pub struct Gate {
 }
 
 impl PredicateEndpoint {
-    pub fn new(inner: SimEndpoint, when: impl FnMut(usize, &WorkRequest) -> bool + Send + 'static) -> (PredicateEndpoint, Gate) {
+    pub fn new(
+        inner: SimEndpoint,
+        when: impl FnMut(usize, &WorkRequest) -> bool + Send + 'static,
+    ) -> (PredicateEndpoint, Gate) {
         let (paused_tx, paused_rx) = mpsc::channel();
         let (resume_tx, resume_rx) = mpsc::channel();
         (
@@ -297,7 +320,10 @@ impl SplitStepper {
                 }
                 Step::Pending => {
                     let mut out = Vec::new();
-                    self.mio.io.endpoint().wait(&mut out, Duration::from_millis(5));
+                    self.mio
+                        .io
+                        .endpoint()
+                        .wait(&mut out, Duration::from_millis(5));
                     for c in out {
                         self.m.complete(c);
                     }
@@ -327,7 +353,10 @@ impl SplitStepper {
                     let start = std::time::Instant::now();
                     while got < n && start.elapsed() < Duration::from_secs(10) {
                         let mut out = Vec::new();
-                        self.mio.io.endpoint().wait(&mut out, Duration::from_millis(5));
+                        self.mio
+                            .io
+                            .endpoint()
+                            .wait(&mut out, Duration::from_millis(5));
                         got += out.len();
                         for c in out {
                             self.m.complete(c);
@@ -358,7 +387,10 @@ impl SplitStepper {
     /// Runs to the end; the outcome.
     pub fn finish(&mut self) -> SplitOutcome {
         while self.step().is_some() {}
-        self.finished.clone().expect("finished").expect("split succeeds")
+        self.finished
+            .clone()
+            .expect("finished")
+            .expect("split succeeds")
     }
 }
 
@@ -381,7 +413,12 @@ pub fn node_at(d: &Cell, p: nessie_cell::NodePtr) -> nessie_cell::node::Node {
     let l = d.config().layout();
     let b = d
         .fabric()
-        .read_bytes(info.node, nessie_protocol::Region::Data, l.slot_base(info.slot) + l.node_offset(p.index), l.node_bytes)
+        .read_bytes(
+            info.node,
+            nessie_protocol::Region::Data,
+            l.slot_base(info.slot) + l.node_offset(p.index),
+            l.node_bytes,
+        )
         .expect("read");
     nessie_cell::node::Node::decode(&b, true).expect("node")
 }

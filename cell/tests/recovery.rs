@@ -1,0 +1,141 @@
+//! Failure recovery (§2.6): a failed server's regions are rebuilt by the
+//! survivors from the per-region logs; every acknowledged write survives.
+//! Splits cut short by the failure are finished (the new meganode was
+//! linked) or undone (the new meganode is an orphan and is dropped).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use nessie_cell::{CellConfig, NodePtr, RegionId, SearchMode};
+use nessie_fabric_sim::SimFabric;
+use nessie_protocol::NodeId;
+
+fn logged(dir: &std::path::Path, base: CellConfig) -> CellConfig {
+    CellConfig {
+        log_dir: Some(dir.to_path_buf()),
+        ..base
+    }
+}
+
+fn fail(d: &mut Cell, node: u16) {
+    d.fail_node(NodeId(node));
+    d.fabric().set_node_down(NodeId(node), true).unwrap();
+}
+
+fn all_present(d: &Cell, n: u64, node: u16, mode: SearchMode) {
+    let mut c = client(d, node, 0, mode);
+    for i in 0..n {
+        assert_eq!(
+            c.get(&key(i)).unwrap(),
+            Some(value_of(i)),
+            "key {i} ({mode:?})"
+        );
+    }
+    let got = c.scan(&key(0), None, 40).unwrap();
+    assert_eq!(
+        got,
+        (0..40).map(|i| (key(i), value_of(i))).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_failed_servers_regions_are_rebuilt_from_their_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = start(logged(dir.path(), tiny()));
+    load(&d, 300);
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let before = d.shape();
+    assert!(before.per_node[1] >= 1, "{before:?}");
+    fail(&mut d, 1);
+    let report = d.recover(NodeId(1)).unwrap();
+    assert_eq!(report.moved.len(), before.per_node[1]);
+    assert!(report.moved.iter().all(|(_, n)| *n != NodeId(1)));
+    assert!(d.directory().snapshot().held_by(NodeId(1)).is_empty());
+    for mode in [SearchMode::ServerOnly, SearchMode::ClientOnly] {
+        all_present(&d, 300, 2, mode);
+    }
+    // The rebuilt meganodes take writes (and split) again.
+    let mut c = client(&d, 0, 1, SearchMode::Selector);
+    for i in 300..450 {
+        c.put(&key(i), &value_of(i)).unwrap();
+    }
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    all_present(&d, 450, 0, SearchMode::ClientOnly);
+}
+
+/// Splits region 1 (held by node 0) by hand up to `stop` (a predicate on
+/// the effect just performed), then fails node 0 and recovers it.
+fn split_cut_short(
+    stop: impl Fn(&Cell, &Did) -> bool,
+) -> (Cell, nessie_cell::RecoveryReport, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = logged(dir.path(), manual());
+    cfg.nodes = 3;
+    cfg.server_nodes = 3;
+    let mut d = start(cfg);
+    load(&d, 60);
+    {
+        let mut s = SplitStepper::new(&d, RegionId(1));
+        while let Some(did) = s.step() {
+            if stop(&d, &did) {
+                break;
+            }
+        }
+    }
+    fail(&mut d, 0);
+    let report = d.recover(NodeId(0)).unwrap();
+    (d, report, dir)
+}
+
+fn logs(did: &Did, what: &str) -> bool {
+    matches!(did, Did::Effect(nessie_cell::machine::Effect::Log { records, .. })
+        if records.iter().any(|r| format!("{r:?}").starts_with(what)))
+}
+
+#[test]
+fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
+    let (d, report, _dir) = split_cut_short(|_, did| logs(did, "SplitCopied"));
+    assert_eq!(report.orphans.len(), 1, "{report:?}");
+    let orphan = report.orphans[0];
+    assert!(d.directory().snapshot().get(orphan).is_none());
+    // X (region 1) still holds everything and takes writes.
+    let root = node_at(&d, NodePtr::root_of(RegionId(1)));
+    assert_eq!(root.max, None);
+    all_present(&d, 60, 1, SearchMode::ClientOnly);
+    let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
+    c.put(&key(1000), b"after").unwrap();
+    assert_eq!(c.get(&key(1000)).unwrap(), Some(b"after".to_vec()));
+}
+
+#[test]
+fn a_split_cut_short_after_the_relink_is_finished() {
+    // Stop once X's root has been rewritten to end at the split key (the
+    // relink's last write) and logged, before X_right is invalidated.
+    let (d, report, _dir) = split_cut_short(|d, did| {
+        // (A write is durable once its log record is appended.)
+        if !matches!(did, Did::Effect(nessie_cell::machine::Effect::Log { .. })) {
+            return false;
+        }
+        let (n, at) = node_addr(d, NodePtr::root_of(RegionId(1)));
+        let l = d.config().layout();
+        let b = d
+            .fabric()
+            .read_bytes(n, nessie_protocol::Region::Data, at, l.node_bytes)
+            .unwrap();
+        nessie_cell::node::Node::decode(&b, true).is_ok_and(|r| r.max.is_some())
+    });
+    assert_eq!(report.finished_splits, vec![RegionId(1)], "{report:?}");
+    assert!(report.orphans.is_empty());
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    all_present(&d, 60, 1, SearchMode::ClientOnly);
+    all_present(&d, 60, 2, SearchMode::ServerOnly);
+    // Writes to both halves go through (the new meganode was opened).
+    let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
+    for i in [1u64, 59] {
+        c.put(&key(i), b"again").unwrap();
+        assert_eq!(c.get(&key(i)).unwrap(), Some(b"again".to_vec()));
+    }
+    let _: Option<SimFabric> = None;
+}
