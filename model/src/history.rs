@@ -7,6 +7,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use nessie_protocol::{Error, Outcome};
+
 /// An operation on one key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum KvOp {
@@ -30,6 +32,10 @@ pub enum KvRet {
     /// The operation failed: a write may or may not have taken effect (at any
     /// time after its invocation); a failed read is ignored.
     Unknown,
+    /// The operation failed with an error that guarantees it took no effect
+    /// (any error but `Error::OutcomeUnknown`): the checker leaves it out, so
+    /// a write that did take effect after all is caught.
+    NotCommitted,
 }
 
 /// One completed operation.
@@ -87,6 +93,29 @@ impl Recorder {
             .unwrap_or_else(|e| e.into_inner())
             .push(event);
         out
+    }
+
+    /// Runs `f` as operation `op` of `client` on `key` and records it by the
+    /// outcome class of its result ([`Outcome::of`]): a success as
+    /// `ret(&value)`, [`Error::OutcomeUnknown`] as [`KvRet::Unknown`], any
+    /// other error as [`KvRet::NotCommitted`]. Returns `f`'s result.
+    pub fn record_result<T>(
+        &self,
+        client: usize,
+        key: &[u8],
+        op: KvOp,
+        f: impl FnOnce() -> Result<T, Error>,
+        ret: impl FnOnce(&T) -> KvRet,
+    ) -> Result<T, Error> {
+        self.record(client, key, op, || {
+            let res = f();
+            let r = match (&res, Outcome::of(&res)) {
+                (Ok(v), _) => ret(v),
+                (Err(_), Outcome::Unknown) => KvRet::Unknown,
+                (Err(_), _) => KvRet::NotCommitted,
+            };
+            (Some(r), res)
+        })
     }
 
     /// Adds an event recorded elsewhere.

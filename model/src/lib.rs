@@ -14,8 +14,11 @@
 pub mod history;
 pub mod linearizability;
 pub mod report;
+pub mod synthetic;
 pub mod world;
 pub mod worlds;
 
 pub use history::{Event, KvOp, KvRet, Recorder};
-pub use linearizability::{check_history, Violation};
+pub use linearizability::{
+    check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
+};

@@ -1,29 +1,200 @@
-//! A Wing-Gong-Lowe linearizability checker for key-value histories.
+//! A linearizability checker for key-value histories: Wing and Gong's
+//! search with Lowe's memo (the algorithm of Porcupine and Knossos), made
+//! exact and fast on histories full of writes of unknown outcome.
 //!
-//! Keys are independent registers, so a history is linearizable iff each key's
-//! sub-history is (locality); each is checked on its own. The search walks the
-//! history's call/return events, tentatively linearizing any pending call whose
-//! result agrees with the sequential map, and backtracks on a return whose call
-//! was not linearized; states already explored (set of linearized operations
-//! plus the register's value) are cached, as in Lowe's refinement.
+//! - **Per key.** Keys are independent registers, so a history is
+//!   linearizable iff each key's sub-history is (locality); each is checked
+//!   on its own.
+//! - **Unknown outcomes.** A write that failed with an unknown outcome
+//!   ([`KvRet::Unknown`]) may take effect at any point after its invocation,
+//!   or not at all; a failed read, and an operation that failed with nothing
+//!   committed ([`KvRet::NotCommitted`]), are left out. Such writes are not
+//!   searched over one by one: [`prepare`] proves that they only matter as
+//!   *repairs* placed right before a known operation that observes them,
+//!   that interchangeable ones form classes counted rather than enumerated,
+//!   and which ones can be dropped outright.
+//! - **Compact configurations** ([`search`]): the linearized set is a prefix
+//!   plus a few holes, so memo keys stay small on histories of any length;
+//!   GETs that agree with the state are linearized without branching.
+//! - **Honest verdicts.** A search that runs out of its step budget is
+//!   [`Verdict::Inconclusive`], never a violation and never a pass.
 //!
-//! Failed writes (`KvRet::Unknown`) may be linearized anywhere after their
-//! invocation or not at all; failed reads are dropped.
+//! [`check`] returns a [`CheckReport`] (operations, keys, unknown outcomes,
+//! steps, time, verdict); [`check_history`] is the short form the tests use.
 
-use std::collections::{BTreeMap, HashSet};
+mod prepare;
+mod search;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use crate::history::{Event, KvOp, KvRet};
 
-/// Why a history is not (or could not be shown) linearizable.
+/// Why a history is not linearizable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// The key whose sub-history failed.
     pub key: Vec<u8>,
-    /// Its operations, in invocation order.
+    /// The operations around the point where every linearization got stuck
+    /// (or the offending operation), in invocation order.
     pub ops: Vec<Event>,
     /// What went wrong.
     pub reason: String,
 }
+
+/// A search that ran out of its step budget: neither a pass nor a violation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inconclusive {
+    /// The key whose search ran out.
+    pub key: Vec<u8>,
+    /// Operations of that key.
+    pub ops: usize,
+    /// The budget that was used up.
+    pub steps: u64,
+}
+
+/// The verdict on a history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every key's sub-history has a linearization.
+    Linearizable,
+    /// Some key's sub-history has none.
+    NotLinearizable(Violation),
+    /// No violation found, but some key's search ran out of steps.
+    Inconclusive(Inconclusive),
+}
+
+/// How a check is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CheckConfig {
+    /// Configurations the search of one key may enter before it gives up
+    /// ([`Verdict::Inconclusive`]).
+    pub max_steps: u64,
+}
+
+impl Default for CheckConfig {
+    /// 50 million configurations per key.
+    fn default() -> Self {
+        CheckConfig {
+            max_steps: 50_000_000,
+        }
+    }
+}
+
+/// What a check looked at, what it decided and how long it took.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Events given.
+    pub operations: usize,
+    /// Events checked (failed reads and not-committed operations left out).
+    pub checked: usize,
+    /// Distinct keys among the checked events.
+    pub keys: usize,
+    /// Writes of unknown outcome.
+    pub unknown: usize,
+    /// Of those, in the keys searched: writes a read proves took effect
+    /// (searched as ordinary writes).
+    pub unknown_forced: usize,
+    /// Of those, in the keys searched: writes no known operation could
+    /// observe (dropped before the search).
+    pub unknown_dropped: usize,
+    /// Keys searched (all of them unless a violation ended the check).
+    pub keys_searched: usize,
+    /// Reads that failed (left out).
+    pub failed_reads: usize,
+    /// Operations that failed with nothing committed (left out).
+    pub not_committed: usize,
+    /// Configurations the searches entered, over all keys.
+    pub steps: u64,
+    /// Most configurations entered for one key.
+    pub max_key_steps: u64,
+    /// Wall-clock time of the check.
+    pub elapsed: Duration,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl CheckReport {
+    /// Whether the verdict is [`Verdict::Linearizable`].
+    pub fn is_linearizable(&self) -> bool {
+        self.verdict == Verdict::Linearizable
+    }
+}
+
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = match &self.verdict {
+            Verdict::Linearizable => "linearizable",
+            Verdict::NotLinearizable(_) => "NOT linearizable",
+            Verdict::Inconclusive(_) => "INCONCLUSIVE (search budget exhausted)",
+        };
+        write!(
+            f,
+            "{verdict}: {} operations ({} checked) on {} keys, {} unknown outcomes \
+             ({} forced by reads, {} dropped), {} failed reads, {} not committed; \
+             {} search steps (at most {} on one key) in {:.3} s",
+            self.operations,
+            self.checked,
+            self.keys,
+            self.unknown,
+            self.unknown_forced,
+            self.unknown_dropped,
+            self.failed_reads,
+            self.not_committed,
+            self.steps,
+            self.max_key_steps,
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// Why [`check_history`] did not pass a history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckError {
+    /// The history is not linearizable.
+    NotLinearizable(Violation),
+    /// The search ran out of steps: no verdict.
+    Inconclusive(Inconclusive),
+}
+
+impl CheckError {
+    /// The violation, if that is what this is.
+    pub fn violation(&self) -> Option<&Violation> {
+        match self {
+            CheckError::NotLinearizable(v) => Some(v),
+            CheckError::Inconclusive(_) => None,
+        }
+    }
+
+    /// Whether the history was shown not linearizable.
+    pub fn is_violation(&self) -> bool {
+        self.violation().is_some()
+    }
+}
+
+impl std::fmt::Display for Inconclusive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "inconclusive: the search of key {:?} ({} operations) ran out of its {} steps; \
+             this is no verdict",
+            String::from_utf8_lossy(&self.key),
+            self.ops,
+            self.steps
+        )
+    }
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::NotLinearizable(v) => write!(f, "not linearizable: {v}"),
+            CheckError::Inconclusive(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {}
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -38,7 +209,7 @@ impl std::fmt::Display for Violation {
                 f,
                 "  [{:>6} .. {:>6}] client {:>2} {:?} -> {:?}",
                 e.invoke,
-                if e.response == u64::MAX {
+                if e.ret == KvRet::Unknown {
                     "?".to_string()
                 } else {
                     e.response.to_string()
@@ -73,258 +244,194 @@ fn short_ret(r: &KvRet) -> String {
         KvRet::Get(None) => "not found".into(),
         KvRet::Put(e) | KvRet::Delete(e) => format!("existed={e}"),
         KvRet::Unknown => "unknown".into(),
+        KvRet::NotCommitted => "not committed".into(),
     }
 }
 
-/// Checks every key's sub-history; `max_steps` bounds the search per key.
-pub fn check_history(events: &[Event], max_steps: u64) -> Result<usize, Violation> {
-    let mut per_key: BTreeMap<Vec<u8>, Vec<Event>> = BTreeMap::new();
+/// Checks every key's sub-history; `max_steps` bounds the search of each
+/// key. Returns how many events were checked (failed reads and
+/// not-committed operations are left out).
+pub fn check_history(events: &[Event], max_steps: u64) -> Result<usize, CheckError> {
+    let report = check(events, &CheckConfig { max_steps });
+    match report.verdict {
+        Verdict::Linearizable => Ok(report.checked),
+        Verdict::NotLinearizable(v) => Err(CheckError::NotLinearizable(v)),
+        Verdict::Inconclusive(i) => Err(CheckError::Inconclusive(i)),
+    }
+}
+
+/// Checks `events` and reports (see [`CheckReport`]). Keys are searched in
+/// order; the first violation ends the check.
+pub fn check(events: &[Event], cfg: &CheckConfig) -> CheckReport {
+    let started = Instant::now();
+    let mut report = CheckReport {
+        operations: events.len(),
+        checked: 0,
+        keys: 0,
+        unknown: 0,
+        unknown_forced: 0,
+        unknown_dropped: 0,
+        keys_searched: 0,
+        failed_reads: 0,
+        not_committed: 0,
+        steps: 0,
+        max_key_steps: 0,
+        elapsed: Duration::ZERO,
+        verdict: Verdict::Linearizable,
+    };
+    let mut per_key: BTreeMap<&[u8], Vec<&Event>> = BTreeMap::new();
     for e in events {
-        if matches!((&e.op, &e.ret), (KvOp::Get, KvRet::Unknown)) {
-            continue;
-        }
-        let mut e = e.clone();
-        if e.ret == KvRet::Unknown {
-            e.response = u64::MAX;
-        }
-        per_key.entry(e.key.clone()).or_default().push(e);
-    }
-    let mut checked = 0;
-    for (key, mut ops) in per_key {
-        ops.sort_by_key(|e| e.invoke);
-        if let Err(reason) = check_key(&ops, max_steps) {
-            return Err(Violation { key, ops, reason });
-        }
-        checked += ops.len();
-    }
-    Ok(checked)
-}
-
-type State = Option<Vec<u8>>;
-
-fn apply(state: &State, e: &Event) -> Option<State> {
-    match (&e.op, &e.ret) {
-        (KvOp::Get, KvRet::Get(v)) => (v == state).then(|| state.clone()),
-        (KvOp::Put(v), KvRet::Put(existed)) => {
-            (*existed == state.is_some()).then(|| Some(v.clone()))
-        }
-        (KvOp::Delete, KvRet::Delete(existed)) => (*existed == state.is_some()).then_some(None),
-        (KvOp::Put(v), KvRet::Unknown) => Some(Some(v.clone())),
-        (KvOp::Delete, KvRet::Unknown) => Some(None),
-        _ => None,
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Entry {
-    op: usize,
-    call: bool,
-}
-
-fn check_key(ops: &[Event], max_steps: u64) -> Result<(), String> {
-    // Events sorted by time; calls and returns have distinct logical times
-    // except failed writes, whose returns sit at the end.
-    let mut entries: Vec<(u64, u8, Entry)> = Vec::with_capacity(ops.len() * 2);
-    for (i, e) in ops.iter().enumerate() {
-        entries.push((e.invoke, 0, Entry { op: i, call: true }));
-        entries.push((e.response, 1, Entry { op: i, call: false }));
-    }
-    entries.sort_by_key(|&(t, c, en)| (t, c, en.op));
-    let n = entries.len();
-    // Doubly linked list over entries, index n = head sentinel.
-    let mut next: Vec<usize> = (1..=n).collect();
-    next.push(0);
-    let mut prev: Vec<usize> = vec![n; n + 1];
-    for (i, p) in prev.iter_mut().enumerate().take(n).skip(1) {
-        *p = i - 1;
-    }
-    next[n] = if n > 0 { 0 } else { usize::MAX };
-    for p in next.iter_mut().take(n) {
-        if *p == n {
-            *p = usize::MAX;
-        }
-    }
-    let mut call_pos = vec![0usize; ops.len()];
-    let mut ret_pos = vec![0usize; ops.len()];
-    for (pos, (_, _, en)) in entries.iter().enumerate() {
-        if en.call {
-            call_pos[en.op] = pos;
-        } else {
-            ret_pos[en.op] = pos;
-        }
-    }
-    let unlink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, p: usize| {
-        let (a, b) = (prev[p], next[p]);
-        next[a] = b;
-        if b != usize::MAX {
-            prev[b] = a;
-        }
-    };
-    let relink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, p: usize| {
-        let (a, b) = (prev[p], next[p]);
-        next[a] = p;
-        if b != usize::MAX {
-            prev[b] = p;
-        }
-    };
-    let words = ops.len().div_ceil(64);
-    let mut linearized = vec![0u64; words];
-    let mut cache: HashSet<(Vec<u64>, State)> = HashSet::new();
-    let mut stack: Vec<(usize, State)> = Vec::new();
-    let mut state: State = None;
-    let mut cur = next[n];
-    let mut steps = 0u64;
-    loop {
-        steps += 1;
-        if steps > max_steps {
-            return Err(format!("search exceeded {max_steps} steps (inconclusive)"));
-        }
-        if cur == usize::MAX {
-            return Ok(());
-        }
-        let en = entries[cur].2;
-        if en.call {
-            let e = &ops[en.op];
-            match apply(&state, e) {
-                Some(new_state) => {
-                    let mut lin = linearized.clone();
-                    lin[en.op / 64] |= 1 << (en.op % 64);
-                    if cache.insert((lin.clone(), new_state.clone())) {
-                        stack.push((en.op, std::mem::replace(&mut state, new_state)));
-                        linearized = lin;
-                        unlink(&mut next, &mut prev, call_pos[en.op]);
-                        unlink(&mut next, &mut prev, ret_pos[en.op]);
-                        cur = next[n];
-                        continue;
-                    }
-                    cur = next[cur];
-                }
-                None => cur = next[cur],
+        match (&e.op, &e.ret) {
+            (KvOp::Get, KvRet::Unknown) => report.failed_reads += 1,
+            (_, KvRet::NotCommitted) => report.not_committed += 1,
+            (_, ret) => {
+                report.checked += 1;
+                report.unknown += usize::from(*ret == KvRet::Unknown);
+                per_key.entry(&e.key).or_default().push(e);
             }
-        } else {
-            if ops[en.op].ret == KvRet::Unknown {
-                // Only failed writes remain pending: they need not take effect.
-                return Ok(());
+        }
+    }
+    report.keys = per_key.len();
+    let mut inconclusive = None;
+    for (key, mut evs) in per_key {
+        evs.sort_by_key(|e| e.invoke);
+        report.keys_searched += 1;
+        let outcome = check_key(&evs, cfg.max_steps, &mut report);
+        match outcome {
+            KeyOutcome::Linearizable => {}
+            KeyOutcome::Violation { context, reason } => {
+                report.verdict = Verdict::NotLinearizable(Violation {
+                    key: key.to_vec(),
+                    ops: context,
+                    reason,
+                });
+                break;
             }
-            let Some((op, old)) = stack.pop() else {
-                let e = &ops[en.op];
-                return Err(format!(
-                    "no linearization: client {} {} -> {} cannot take effect",
+            KeyOutcome::Budget => {
+                inconclusive.get_or_insert(Inconclusive {
+                    key: key.to_vec(),
+                    ops: evs.len(),
+                    steps: cfg.max_steps,
+                });
+            }
+        }
+    }
+    if let (Verdict::Linearizable, Some(i)) = (&report.verdict, inconclusive) {
+        report.verdict = Verdict::Inconclusive(i);
+    }
+    report.elapsed = started.elapsed();
+    report
+}
+
+enum KeyOutcome {
+    Linearizable,
+    Violation { context: Vec<Event>, reason: String },
+    Budget,
+}
+
+/// Events of `evs` whose index is in `around`, plus up to 10 on either side
+/// of the first of them, in invocation order.
+fn context(evs: &[&Event], around: &[usize]) -> Vec<Event> {
+    let Some(&lo) = around.iter().min() else {
+        return Vec::new();
+    };
+    let hi = around.iter().copied().max().unwrap_or(lo);
+    let from = lo.saturating_sub(10);
+    let to = (hi + 11).min(evs.len());
+    let mut out: Vec<Event> = evs[from..to].iter().map(|&e| e.clone()).collect();
+    if to - from > 60 {
+        // Keep the first operation's neighbourhood and the blocked ones.
+        out = evs[from..(lo + 11).min(evs.len())]
+            .iter()
+            .map(|&e| e.clone())
+            .collect();
+        out.extend(
+            around
+                .iter()
+                .filter(|&&i| i > lo + 10)
+                .map(|&i| evs[i].clone()),
+        );
+    }
+    out
+}
+
+fn check_key(evs: &[&Event], max_steps: u64, report: &mut CheckReport) -> KeyOutcome {
+    let prepared = match prepare::prepare(evs) {
+        Ok(p) => p,
+        Err(o) => {
+            let e = evs[o.event];
+            return KeyOutcome::Violation {
+                context: context(evs, &[o.event]),
+                reason: format!(
+                    "client {} {} -> {}: {}",
                     e.client,
                     short_op(&e.op),
-                    short_ret(&e.ret)
-                ));
+                    short_ret(&e.ret),
+                    o.reason
+                ),
             };
-            state = old;
-            linearized[op / 64] &= !(1 << (op % 64));
-            relink(&mut next, &mut prev, ret_pos[op]);
-            relink(&mut next, &mut prev, call_pos[op]);
-            cur = next[call_pos[op]];
+        }
+    };
+    report.unknown_forced += prepared.forced;
+    report.unknown_dropped += prepared.dropped;
+    let mut search = search::Search::new(&prepared);
+    let result = search.run(max_steps);
+    report.steps += search.steps;
+    report.max_key_steps = report.max_key_steps.max(search.steps);
+    match result {
+        Ok(()) => KeyOutcome::Linearizable,
+        Err(search::Failure::Budget) => KeyOutcome::Budget,
+        Err(search::Failure::None(stuck)) => {
+            let blocked: Vec<usize> = stuck
+                .blocked
+                .iter()
+                .map(|&x| prepared.ops[x as usize].event)
+                .collect();
+            let state = match stuck.state {
+                prepare::ABSENT => "absent".to_string(),
+                prepare::JUNK => "holding a value no GET returned".to_string(),
+                v => {
+                    let holder = prepared.ops.iter().find_map(|o| match o.kind {
+                        prepare::Kind::Put { value, .. } | prepare::Kind::Forced(value)
+                            if value == v =>
+                        {
+                            Some(evs[o.event])
+                        }
+                        _ => None,
+                    });
+                    match holder.map(|e| &e.op) {
+                        Some(KvOp::Put(val)) => format!("holding {}", short(val)),
+                        _ => format!("holding value #{v}"),
+                    }
+                }
+            };
+            let names: Vec<String> = blocked
+                .iter()
+                .take(8)
+                .map(|&i| {
+                    let e = evs[i];
+                    format!(
+                        "client {} {} -> {}",
+                        e.client,
+                        short_op(&e.op),
+                        short_ret(&e.ret)
+                    )
+                })
+                .collect();
+            KeyOutcome::Violation {
+                context: context(evs, &blocked),
+                reason: format!(
+                    "no linearization: at best {} of {} operations linearize, the key then {}, \
+                     and none of [{}] can take effect next",
+                    stuck.linearized,
+                    prepared.ops.len(),
+                    state,
+                    names.join("; ")
+                ),
+            }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ev(client: usize, op: KvOp, ret: KvRet, invoke: u64, response: u64) -> Event {
-        Event {
-            client,
-            key: b"k".to_vec(),
-            op,
-            ret,
-            invoke,
-            response,
-        }
-    }
-
-    fn put(v: &str) -> KvOp {
-        KvOp::Put(v.as_bytes().to_vec())
-    }
-
-    fn got(v: &str) -> KvRet {
-        KvRet::Get(Some(v.as_bytes().to_vec()))
-    }
-
-    #[test]
-    fn sequential_history_is_linearizable() {
-        let h = vec![
-            ev(0, put("a"), KvRet::Put(false), 0, 1),
-            ev(0, KvOp::Get, got("a"), 2, 3),
-            ev(0, KvOp::Delete, KvRet::Delete(true), 4, 5),
-            ev(0, KvOp::Get, KvRet::Get(None), 6, 7),
-        ];
-        assert_eq!(check_history(&h, 10_000), Ok(4));
-    }
-
-    #[test]
-    fn stale_read_is_caught() {
-        let h = vec![
-            ev(0, put("a"), KvRet::Put(false), 0, 1),
-            ev(0, put("b"), KvRet::Put(true), 2, 3),
-            ev(1, KvOp::Get, got("a"), 4, 5),
-        ];
-        assert!(check_history(&h, 10_000).is_err());
-    }
-
-    #[test]
-    fn lost_write_is_caught() {
-        let h = vec![
-            ev(0, put("a"), KvRet::Put(false), 0, 1),
-            ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
-        ];
-        assert!(check_history(&h, 10_000).is_err());
-    }
-
-    #[test]
-    fn value_never_written_is_caught() {
-        let h = vec![ev(1, KvOp::Get, got("zz"), 0, 1)];
-        assert!(check_history(&h, 10_000).is_err());
-    }
-
-    #[test]
-    fn concurrent_operations_may_take_effect_in_either_order() {
-        let h = vec![
-            ev(0, put("a"), KvRet::Put(true), 0, 5),
-            ev(1, put("b"), KvRet::Put(false), 1, 6),
-            ev(2, KvOp::Get, got("a"), 7, 8),
-        ];
-        assert!(check_history(&h, 10_000).is_ok(), "b then a");
-        let h = vec![
-            ev(0, put("a"), KvRet::Put(false), 0, 5),
-            ev(1, put("b"), KvRet::Put(true), 1, 6),
-            ev(2, KvOp::Get, got("b"), 7, 8),
-        ];
-        assert!(check_history(&h, 10_000).is_ok(), "a then b");
-    }
-
-    #[test]
-    fn failed_writes_may_or_may_not_apply() {
-        let applied = vec![
-            ev(0, put("a"), KvRet::Unknown, 0, 1),
-            ev(1, KvOp::Get, got("a"), 2, 3),
-        ];
-        assert!(check_history(&applied, 10_000).is_ok());
-        let not_applied = vec![
-            ev(0, put("a"), KvRet::Unknown, 0, 1),
-            ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
-        ];
-        assert!(check_history(&not_applied, 10_000).is_ok());
-    }
-
-    #[test]
-    fn wrong_existed_flag_is_caught() {
-        let h = vec![ev(0, put("a"), KvRet::Put(true), 0, 1)];
-        assert!(check_history(&h, 10_000).is_err());
-    }
-
-    #[test]
-    fn keys_are_checked_independently() {
-        let mut h = vec![ev(0, put("a"), KvRet::Put(false), 0, 1)];
-        let mut other = ev(1, KvOp::Get, KvRet::Get(None), 2, 3);
-        other.key = b"other".to_vec();
-        h.push(other);
-        assert_eq!(check_history(&h, 10_000), Ok(2));
-    }
-}
+mod tests;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
+use nessie_model::{check, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
 use nessie_protocol::{
     Client, ClientId, ClientState, Config, Error, Fabric, Faults, NodeId, OpStats,
 };
@@ -270,10 +270,15 @@ pub fn find_key(
         .expect("a key with the wanted candidates exists")
 }
 
-/// Asserts the history is linearizable, printing the counterexample if not.
+/// Asserts the history is linearizable, printing the checker's report (and
+/// the counterexample if not). An inconclusive search fails too, as such.
+/// Returns the number of operations checked.
 pub fn assert_linearizable(history: &[Event]) -> usize {
-    match check_history(history, 50_000_000) {
-        Ok(n) => n,
-        Err(v) => panic!("history is not linearizable:\n{v}"),
+    let report = check(history, &CheckConfig::default());
+    eprintln!("history check: {report}");
+    match report.verdict {
+        Verdict::Linearizable => report.checked,
+        Verdict::NotLinearizable(v) => panic!("history is not linearizable:\n{v}"),
+        Verdict::Inconclusive(i) => panic!("history check gave no verdict: {i}"),
     }
 }

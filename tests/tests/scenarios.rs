@@ -149,6 +149,9 @@ fn cpu_store_commit_loses_an_acknowledged_write_and_the_checker_says_so() {
         KvRet::Get(Some(b"v1".to_vec())),
         "but readers see the restored old value"
     );
-    let v = check_history(&h, 1_000_000).expect_err("lost acknowledged write");
+    let e = check_history(&h, 1_000_000).expect_err("lost acknowledged write");
+    let v = e
+        .violation()
+        .expect("a violation, not an inconclusive search");
     assert_eq!(v.key, b"k".to_vec());
 }

@@ -1,0 +1,443 @@
+//! Tests of the checker: small stories, a differential test against a
+//! brute-force checker (with the broken reductions it must catch), and large
+//! generated histories with a known verdict.
+
+use super::*;
+
+fn ev(client: usize, op: KvOp, ret: KvRet, invoke: u64, response: u64) -> Event {
+    Event {
+        client,
+        key: b"k".to_vec(),
+        op,
+        ret,
+        invoke,
+        response,
+    }
+}
+
+fn put(v: &str) -> KvOp {
+    KvOp::Put(v.as_bytes().to_vec())
+}
+
+fn got(v: &str) -> KvRet {
+    KvRet::Get(Some(v.as_bytes().to_vec()))
+}
+
+#[test]
+fn sequential_history_is_linearizable() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        ev(0, KvOp::Get, got("a"), 2, 3),
+        ev(0, KvOp::Delete, KvRet::Delete(true), 4, 5),
+        ev(0, KvOp::Get, KvRet::Get(None), 6, 7),
+    ];
+    assert_eq!(check_history(&h, 10_000), Ok(4));
+}
+
+#[test]
+fn stale_read_is_caught() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        ev(0, put("b"), KvRet::Put(true), 2, 3),
+        ev(1, KvOp::Get, got("a"), 4, 5),
+    ];
+    assert!(check_history(&h, 10_000).is_err());
+}
+
+#[test]
+fn lost_write_is_caught() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+    ];
+    assert!(check_history(&h, 10_000).is_err());
+}
+
+#[test]
+fn value_never_written_is_caught() {
+    let h = vec![ev(1, KvOp::Get, got("zz"), 0, 1)];
+    assert!(check_history(&h, 10_000).is_err());
+}
+
+#[test]
+fn concurrent_operations_may_take_effect_in_either_order() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(true), 0, 5),
+        ev(1, put("b"), KvRet::Put(false), 1, 6),
+        ev(2, KvOp::Get, got("a"), 7, 8),
+    ];
+    assert!(check_history(&h, 10_000).is_ok(), "b then a");
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 5),
+        ev(1, put("b"), KvRet::Put(true), 1, 6),
+        ev(2, KvOp::Get, got("b"), 7, 8),
+    ];
+    assert!(check_history(&h, 10_000).is_ok(), "a then b");
+}
+
+#[test]
+fn failed_writes_may_or_may_not_apply() {
+    let applied = vec![
+        ev(0, put("a"), KvRet::Unknown, 0, 1),
+        ev(1, KvOp::Get, got("a"), 2, 3),
+    ];
+    assert!(check_history(&applied, 10_000).is_ok());
+    let not_applied = vec![
+        ev(0, put("a"), KvRet::Unknown, 0, 1),
+        ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+    ];
+    assert!(check_history(&not_applied, 10_000).is_ok());
+}
+
+#[test]
+fn wrong_existed_flag_is_caught() {
+    let h = vec![ev(0, put("a"), KvRet::Put(true), 0, 1)];
+    assert!(check_history(&h, 10_000).is_err());
+}
+
+#[test]
+fn keys_are_checked_independently() {
+    let mut h = vec![ev(0, put("a"), KvRet::Put(false), 0, 1)];
+    let mut other = ev(1, KvOp::Get, KvRet::Get(None), 2, 3);
+    other.key = b"other".to_vec();
+    h.push(other);
+    assert_eq!(check_history(&h, 10_000), Ok(2));
+}
+
+// ----- unknown outcomes: stories ---------------------------------------------
+
+use super::prepare::{Broken, BROKEN};
+use crate::synthetic::{self, Plant, Rng, Spec};
+
+fn unknown(client: usize, op: KvOp, invoke: u64) -> Event {
+    ev(client, op, KvRet::Unknown, invoke, invoke + 1)
+}
+
+fn with_broken<T>(b: Broken, f: impl FnOnce() -> T) -> T {
+    BROKEN.with(|c| c.set(b));
+    let out = f();
+    BROKEN.with(|c| c.set(Broken::No));
+    out
+}
+
+#[test]
+fn an_unread_unknown_put_can_still_be_what_makes_existed_true() {
+    let h = vec![
+        unknown(0, put("a"), 0),
+        ev(1, KvOp::Delete, KvRet::Delete(true), 2, 3),
+    ];
+    assert_eq!(check_history(&h, 1000), Ok(2));
+    // Teeth: dropping unread unknown PUTs outright rejects this history.
+    let broken = with_broken(Broken::DropUnread, || check_history(&h, 1000));
+    assert!(broken.is_err_and(|e| e.is_violation()));
+}
+
+#[test]
+fn an_unknown_write_takes_effect_at_most_once() {
+    let h = vec![
+        unknown(0, put("a"), 0),
+        ev(1, KvOp::Delete, KvRet::Delete(true), 2, 3),
+        ev(1, KvOp::Delete, KvRet::Delete(true), 4, 5),
+    ];
+    assert!(check_history(&h, 1000).is_err_and(|e| e.is_violation()));
+    let broken = with_broken(Broken::ReuseMembers, || check_history(&h, 1000));
+    assert_eq!(broken, Ok(3), "the broken variant passes it");
+    // Two unknown PUTs explain two presences.
+    let mut two = h.clone();
+    two.push(unknown(2, put("b"), 1));
+    assert_eq!(check_history(&two, 1000), Ok(4));
+}
+
+#[test]
+fn unknown_deletes_explain_not_found_only_after_their_invocation() {
+    let ok = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        unknown(1, KvOp::Delete, 2),
+        ev(2, KvOp::Get, KvRet::Get(None), 4, 5),
+    ];
+    assert!(check_history(&ok, 1000).is_ok());
+    let late = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        ev(2, KvOp::Get, KvRet::Get(None), 2, 3),
+        unknown(1, KvOp::Delete, 4),
+    ];
+    assert!(check_history(&late, 1000).is_err_and(|e| e.is_violation()));
+}
+
+#[test]
+fn a_read_value_pins_its_unknown_write_before_the_read() {
+    let h = vec![
+        unknown(0, put("a"), 0),
+        ev(1, put("b"), KvRet::Put(false), 2, 3),
+        ev(2, KvOp::Get, got("a"), 4, 5),
+    ];
+    // a after b, before the GET: b saw the key absent, fine.
+    assert!(check_history(&h, 1000).is_ok());
+    // But a PUT that completed after a's read and before another read of a
+    // cannot be skipped.
+    let mut stale = h.clone();
+    stale.push(ev(1, put("c"), KvRet::Put(true), 6, 7));
+    stale.push(ev(2, KvOp::Get, got("a"), 8, 9));
+    assert!(check_history(&stale, 1000).is_err_and(|e| e.is_violation()));
+    // A read of a value whose only write was invoked after the read returned.
+    let future = vec![ev(2, KvOp::Get, got("a"), 0, 1), unknown(0, put("a"), 2)];
+    let e = check_history(&future, 1000).unwrap_err();
+    assert!(e.to_string().contains("before it was invoked"), "{e}");
+}
+
+#[test]
+fn not_committed_operations_are_left_out_and_so_checked() {
+    let h = vec![
+        ev(0, put("a"), KvRet::NotCommitted, 0, 1),
+        ev(1, KvOp::Get, got("a"), 2, 3),
+    ];
+    // A write that claimed to commit nothing but was read back.
+    assert!(check_history(&h, 1000).is_err_and(|e| e.is_violation()));
+    let report = check(&h[..1], &CheckConfig::default());
+    assert_eq!((report.not_committed, report.checked), (1, 0));
+}
+
+#[test]
+fn a_search_out_of_steps_is_inconclusive_not_a_violation() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 10),
+        ev(1, put("b"), KvRet::Put(true), 1, 11),
+        ev(2, KvOp::Get, got("b"), 12, 13),
+    ];
+    let e = check_history(&h, 1).unwrap_err();
+    assert!(matches!(e, CheckError::Inconclusive(_)), "{e}");
+    assert!(!e.is_violation());
+    assert_eq!(check_history(&h, 100), Ok(3));
+}
+
+#[test]
+fn thousands_of_unknown_writes_on_one_key_are_cheap() {
+    // A node down: 3,000 writes of unknown outcome on one key, none of which
+    // took effect, between a known PUT and reads of its value.
+    let mut h = vec![ev(0, put("before"), KvRet::Put(false), 0, 1)];
+    let mut t = 2;
+    for i in 0..3000 {
+        let op = if i % 3 == 0 {
+            KvOp::Delete
+        } else {
+            put(&format!("lost-{i}"))
+        };
+        h.push(ev(i % 12, op, KvRet::Unknown, t, t + 1));
+        t += 2;
+    }
+    h.push(ev(0, KvOp::Get, got("before"), t, t + 1));
+    h.push(ev(0, put("after"), KvRet::Put(true), t + 2, t + 3));
+    let report = check(&h, &CheckConfig { max_steps: 10_000 });
+    assert!(report.is_linearizable(), "{report}");
+    assert_eq!(report.unknown, 3000);
+    assert!(report.steps < 100, "{report}");
+}
+
+// ----- differential test against a brute-force checker -----------------------
+
+/// Whether one key's history is linearizable, by trying every subset of its
+/// unknown writes and every order that respects real time.
+fn brute_force(events: &[Event]) -> bool {
+    let evs: Vec<&Event> = events
+        .iter()
+        .filter(|e| !matches!((&e.op, &e.ret), (KvOp::Get, KvRet::Unknown)))
+        .filter(|e| e.ret != KvRet::NotCommitted)
+        .collect();
+    let unknown: Vec<usize> = (0..evs.len())
+        .filter(|&i| evs[i].ret == KvRet::Unknown)
+        .collect();
+    (0u32..1 << unknown.len()).any(|mask| {
+        let chosen: Vec<&Event> = (0..evs.len())
+            .filter(|i| {
+                unknown
+                    .iter()
+                    .position(|u| u == i)
+                    .is_none_or(|b| mask & (1 << b) != 0)
+            })
+            .map(|i| evs[i])
+            .collect();
+        orders(&chosen, &mut vec![false; chosen.len()], None)
+    })
+}
+
+fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> bool {
+    if placed.iter().all(|&p| p) {
+        return true;
+    }
+    let end = |e: &Event| {
+        if e.ret == KvRet::Unknown {
+            u64::MAX
+        } else {
+            e.response
+        }
+    };
+    for x in 0..ops.len() {
+        if placed[x] {
+            continue;
+        }
+        let blocked = (0..ops.len()).any(|y| y != x && !placed[y] && end(ops[y]) < ops[x].invoke);
+        if blocked {
+            continue;
+        }
+        let next = match (&ops[x].op, &ops[x].ret) {
+            (KvOp::Get, KvRet::Get(v)) => (*v == state).then(|| state.clone()),
+            (KvOp::Put(v), KvRet::Put(e)) => (*e == state.is_some()).then(|| Some(v.clone())),
+            (KvOp::Delete, KvRet::Delete(e)) => (*e == state.is_some()).then_some(None),
+            (KvOp::Put(v), KvRet::Unknown) => Some(Some(v.clone())),
+            (KvOp::Delete, KvRet::Unknown) => Some(None),
+            _ => None,
+        };
+        if let Some(s) = next {
+            placed[x] = true;
+            let found = orders(ops, placed, s);
+            placed[x] = false;
+            if found {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// A random history of up to 7 operations on one key, over three values
+/// (so values repeat): half the time the results of a random execution,
+/// perturbed with probability 0.3; otherwise random results.
+fn small_history(rng: &mut Rng) -> Vec<Event> {
+    let n = 1 + rng.below(7) as usize;
+    let mut times: Vec<u64> = (0..2 * n as u64).collect();
+    for i in (1..times.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        times.swap(i, j);
+    }
+    let values = ["a", "b", "c"];
+    let mut ops: Vec<(KvOp, u64, u64, bool)> = (0..n)
+        .map(|i| {
+            let (a, b) = (times[2 * i], times[2 * i + 1]);
+            let op = match rng.below(3) {
+                0 => KvOp::Get,
+                1 => put(values[rng.below(3) as usize]),
+                _ => KvOp::Delete,
+            };
+            let unknown = op != KvOp::Get && rng.below(100) < 40;
+            (op, a.min(b), a.max(b), unknown)
+        })
+        .collect();
+    ops.sort_by_key(|o| o.1);
+    let random_results = rng.below(2) == 0;
+    let mut rets = vec![KvRet::Unknown; n];
+    // An execution: effect points inside the intervals.
+    let mut points: Vec<(u64, usize)> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (2 * o.1 + 1 + rng.below(2 * (o.2 - o.1)), i))
+        .collect();
+    points.sort_unstable();
+    let mut state: Option<Vec<u8>> = None;
+    for &(_, i) in &points {
+        let (op, _, _, unknown) = &ops[i];
+        if *unknown && rng.below(2) == 0 {
+            continue;
+        }
+        let r = match op {
+            KvOp::Get => KvRet::Get(state.clone()),
+            KvOp::Put(v) => KvRet::Put(state.replace(v.clone()).is_some()),
+            KvOp::Delete => KvRet::Delete(state.take().is_some()),
+        };
+        if !unknown {
+            rets[i] = r;
+        }
+    }
+    for (i, o) in ops.iter().enumerate() {
+        if o.3 {
+            continue;
+        }
+        let perturb = random_results || rng.below(10) < 3;
+        if perturb {
+            rets[i] = match &o.0 {
+                KvOp::Get if rng.below(4) == 0 => KvRet::Get(None),
+                KvOp::Get => KvRet::Get(Some(values[rng.below(3) as usize].into())),
+                KvOp::Put(_) => KvRet::Put(rng.below(2) == 0),
+                KvOp::Delete => KvRet::Delete(rng.below(2) == 0),
+            };
+        }
+    }
+    ops.into_iter()
+        .zip(rets)
+        .enumerate()
+        .map(|(i, ((op, a, b, _), ret))| ev(i, op, ret, a, b))
+        .collect()
+}
+
+/// Histories (of `cases`) on which the checker and brute force disagree.
+fn disagreements(cases: usize, seed: u64) -> (usize, usize) {
+    let mut rng = Rng::new(seed);
+    let (mut wrong, mut linearizable) = (0, 0);
+    for _ in 0..cases {
+        let h = small_history(&mut rng);
+        let truth = brute_force(&h);
+        linearizable += usize::from(truth);
+        let got = match check_history(&h, 1_000_000) {
+            Ok(_) => true,
+            Err(CheckError::NotLinearizable(_)) => false,
+            Err(e) => panic!("a 7-operation history is inconclusive: {e}"),
+        };
+        if got != truth {
+            wrong += 1;
+        }
+    }
+    (wrong, linearizable)
+}
+
+#[test]
+fn agrees_with_brute_force_on_random_small_histories() {
+    let (wrong, linearizable) = disagreements(20_000, 1);
+    assert_eq!(wrong, 0);
+    assert!(
+        (4_000..16_000).contains(&linearizable),
+        "both verdicts are exercised: {linearizable} of 20000 linearizable"
+    );
+}
+
+#[test]
+fn teeth_the_differential_test_catches_each_broken_reduction() {
+    for b in [Broken::DropUnread, Broken::ReuseMembers] {
+        let (wrong, _) = with_broken(b, || disagreements(20_000, 1));
+        assert!(wrong > 0, "{b:?} must disagree with brute force somewhere");
+    }
+}
+
+// ----- large generated histories with a known verdict ------------------------
+
+fn verdict_of(h: &[Event]) -> CheckReport {
+    let report = check(h, &CheckConfig::default());
+    eprintln!("{report}");
+    report
+}
+
+#[test]
+fn large_histories_with_many_unknown_outcomes_have_known_verdicts() {
+    for spec in [
+        Spec::node_down(20_000, 16, 3),
+        Spec::new(20_000, 16, 10, 4),
+        Spec::node_down(20_000, 2, 5),
+    ] {
+        let h = synthetic::linearizable(&spec);
+        let report = verdict_of(&h);
+        assert!(report.is_linearizable(), "{spec:?}: {report}");
+        assert!(
+            report.unknown >= 1_000,
+            "{spec:?}: many unknown outcomes: {report}"
+        );
+        for plant in [Plant::StaleRead, Plant::FutureRead] {
+            let mut bad = h.clone();
+            let at = synthetic::plant_violation(&mut bad, plant, 9).expect("a place to plant");
+            let report = verdict_of(&bad);
+            match &report.verdict {
+                Verdict::NotLinearizable(v) => {
+                    assert_eq!(v.key, bad[at].key, "{plant:?}: the planted key");
+                }
+                other => panic!("{spec:?} {plant:?}: {other:?}"),
+            }
+        }
+    }
+}
