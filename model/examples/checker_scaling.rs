@@ -81,7 +81,7 @@ fn main() {
             (Plant::FutureRead, "future read"),
         ] {
             let mut bad = h.clone();
-            if synthetic::plant_violation(&mut bad, plant, 3).is_none() {
+            if synthetic::plant_violation(&mut bad, plant, 1).is_none() {
                 println!(
                     "{:>7} ops | {what:<44} | {name:<11} | no place to plant",
                     spec.ops
