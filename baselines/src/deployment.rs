@@ -16,6 +16,7 @@ use crate::coupled::{CoupledLayout, CoupledTable};
 use crate::hy::HyClient;
 use crate::kv::KvClient;
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
+use crate::rpc::RpcFaults;
 use crate::sd::SdClient;
 use crate::server::{Handler, ServerPool};
 
@@ -188,6 +189,20 @@ impl SystemConfig {
         F: Fabric,
         F::Endpoint: 'static,
     {
+        self.client_with(fabric, id, &RpcFaults::default())
+    }
+
+    /// [`SystemConfig::client`] whose request channel obeys `faults`.
+    fn client_with<F>(
+        &self,
+        fabric: &F,
+        id: ClientId,
+        faults: &RpcFaults,
+    ) -> Result<Box<dyn KvClient>, Error>
+    where
+        F: Fabric,
+        F::Endpoint: 'static,
+    {
         let cfg = Arc::new(self.store.clone());
         if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
             return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
@@ -199,11 +214,21 @@ impl SystemConfig {
         let ep = fabric.open(id.node)?;
         Ok(match self.kind {
             SystemKind::Nessie => Box::new(Client::new(cfg, id, ep)?),
-            SystemKind::NessieSd => Box::new(SdClient::new(cfg, self.coupled(), id, ep)),
-            SystemKind::NessieHy => Box::new(HyClient::new(cfg, self.coupled(), self.hy, id, ep)),
+            SystemKind::NessieSd => {
+                let mut c = SdClient::new(cfg, self.coupled(), id, ep);
+                c.rpc.faults = faults.clone();
+                Box::new(c)
+            }
+            SystemKind::NessieHy => {
+                let mut c = HyClient::new(cfg, self.coupled(), self.hy, id, ep);
+                c.rpc.faults = faults.clone();
+                Box::new(c)
+            }
             SystemKind::Pilaf => {
                 let layout = PilafLayout::new(&cfg);
-                Box::new(PilafClient::new(cfg, layout, id, ep))
+                let mut c = PilafClient::new(cfg, layout, id, ep);
+                c.rpc.faults = faults.clone();
+                Box::new(c)
             }
         })
     }
@@ -214,6 +239,7 @@ pub struct Deployment<F: Fabric> {
     sys: SystemConfig,
     fabric: F,
     servers: Vec<ServerPool>,
+    rpc_faults: RpcFaults,
 }
 
 impl<F: Fabric> fmt::Debug for Deployment<F> {
@@ -253,6 +279,7 @@ where
             sys,
             fabric,
             servers,
+            rpc_faults: RpcFaults::default(),
         })
     }
 
@@ -269,7 +296,13 @@ where
     /// A client `id` (node and number below `clients_per_node`). Each id
     /// must be used by at most one client at a time.
     pub fn client(&self, id: ClientId) -> Result<Box<dyn KvClient>, Error> {
-        self.sys.client(&self.fabric, id)
+        self.sys.client_with(&self.fabric, id, &self.rpc_faults)
+    }
+
+    /// Test-only fault switches of the request channels of every client
+    /// this deployment hands out (see [`RpcFaults`]).
+    pub fn rpc_faults(&self) -> &RpcFaults {
+        &self.rpc_faults
     }
 
     /// CPU time consumed by all server workers so far.
@@ -299,6 +332,12 @@ where
     /// Pauses the server workers (see [`ServerPool::pause`]).
     pub fn pause_servers(&self) {
         self.servers.iter().for_each(ServerPool::pause);
+    }
+
+    /// Test-only fault switch: server workers run PUT and DELETE requests
+    /// without claiming them (see [`ServerPool::set_skip_claims`]).
+    pub fn set_skip_claims(&self, on: bool) {
+        self.servers.iter().for_each(|p| p.set_skip_claims(on));
     }
 
     /// Resumes the server workers.

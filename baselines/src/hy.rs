@@ -39,7 +39,7 @@ pub struct HyClient<E: Endpoint> {
     layout: CoupledLayout,
     opts: HyOptions,
     io: Io<E>,
-    rpc: RpcClient,
+    pub(crate) rpc: RpcClient,
     cache: DteCache,
     last: OpStats,
     jitter: Jitter,

@@ -11,6 +11,16 @@ use nessie_protocol::{
     WorkRequest,
 };
 
+/// Why a round failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoundError {
+    /// The failure.
+    pub error: Error,
+    /// Whether any of the round's operations was posted (and so may have
+    /// executed).
+    pub posted: bool,
+}
+
 /// Blocking fabric access with accounting.
 pub struct Io<E: Endpoint> {
     ep: E,
@@ -53,11 +63,27 @@ impl<E: Endpoint> Io<E> {
         index: bool,
         stats: &mut OpStats,
     ) -> Result<Vec<OpOutput>, Error> {
+        let limit = self.timeout;
+        self.try_round(ops, index, stats, limit)
+            .map_err(|e| e.error)
+    }
+
+    /// [`Io::round`] waiting at most `limit` for the completions, and saying
+    /// on failure whether any operation was posted (one that was not posted
+    /// never executes; one that was may have executed whatever its
+    /// completion says, or if none arrived).
+    pub fn try_round(
+        &mut self,
+        ops: Vec<Op>,
+        index: bool,
+        stats: &mut OpStats,
+        limit: Duration,
+    ) -> Result<Vec<OpOutput>, RoundError> {
         let n = ops.len();
         let first = self.next_id;
         let mut remote = false;
         let mut nic = false;
-        for op in ops {
+        for (i, op) in ops.into_iter().enumerate() {
             count(stats, &op, index);
             if let Some(a) = op.remote_addr() {
                 nic = true;
@@ -65,19 +91,32 @@ impl<E: Endpoint> Io<E> {
             }
             let id = OpId(self.next_id);
             self.next_id += 1;
-            self.ep.post(WorkRequest { id, op }).map_err(Error::from)?;
+            if let Err(e) = self.ep.post(WorkRequest { id, op }) {
+                return Err(RoundError {
+                    error: Error::from(e),
+                    posted: i > 0,
+                });
+            }
         }
         if remote {
             stats.round_trips += 1;
         } else if nic {
             stats.loopback_rounds += 1;
         }
+        let posted = |error| RoundError {
+            error,
+            posted: true,
+        };
         let mut results: Vec<Option<Result<OpOutput, FabricError>>> = vec![None; n];
         let mut got = 0;
         let start = std::time::Instant::now();
         while got < n {
             self.out.clear();
             self.ep.wait(&mut self.out, Duration::from_millis(5));
+            if self.out.is_empty() {
+                // A lost completion leaves nothing to wait for: do not spin.
+                std::thread::yield_now();
+            }
             for c in self.out.drain(..) {
                 let i = c.id.0.wrapping_sub(first) as usize;
                 if i < n && results[i].is_none() {
@@ -85,18 +124,38 @@ impl<E: Endpoint> Io<E> {
                     got += 1;
                 }
             }
-            if got < n && start.elapsed() > self.timeout {
-                return Err(Error::Timeout);
+            if got < n && start.elapsed() > limit {
+                return Err(posted(Error::Timeout));
             }
         }
         results
             .into_iter()
             .map(|r| match r {
                 Some(Ok(o)) => Ok(o),
-                Some(Err(e)) => Err(Error::from(e)),
-                None => Err(Error::Timeout),
+                Some(Err(e)) => Err(posted(Error::from(e))),
+                None => Err(posted(Error::Timeout)),
             })
             .collect()
+    }
+
+    /// One compare-and-swap of the 8-byte word at `addr` (counted as a data
+    /// CAS), waiting at most `limit`: the word's previous value.
+    pub fn cas(
+        &mut self,
+        addr: RemoteAddr,
+        expect: u64,
+        new: u64,
+        stats: &mut OpStats,
+        limit: Duration,
+    ) -> Result<u64, RoundError> {
+        let mut out = self.try_round(vec![Op::Cas { addr, expect, new }], false, stats, limit)?;
+        match out.pop() {
+            Some(OpOutput::Cas { previous }) => Ok(previous),
+            other => Err(RoundError {
+                error: unexpected(other),
+                posted: true,
+            }),
+        }
     }
 
     /// One READ (counted as an index read when `index`).

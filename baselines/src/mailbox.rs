@@ -12,11 +12,20 @@
 //! crc64 over key | value | pad | lens | ctrl  (CRC-64/XZ)
 //! ```
 //!
-//! Transfers land in ascending address order, so a reader that sees a new
-//! `seq` in `ctrl` sees the whole message. The checksum protects the one case
-//! ordering does not: a client that timed out and reuses its slot while the
-//! server is still reading the previous request (a torn request is skipped
-//! and read again, never executed).
+//! A reader that sees a new `seq` in `ctrl` reads the whole message and
+//! checks its CRC64 and that `ctrl` did not change meanwhile: a message still
+//! landing (in whatever word order the NIC moves it) or a slot reused while
+//! being read is skipped and read again, never executed.
+//!
+//! **Claim words.** After the slots, every client has one 8-byte claim word
+//! on every node that decides, once per request, whether a PUT or DELETE
+//! executes: the server worker *claims* it (`seq | CLAIMED`) before running
+//! the request, the client *cancels* it (`seq | CANCELLED`) when it gives up
+//! waiting. Both change the word only by NIC compare-and-swap (the server by
+//! loopback), from whatever older value it holds to one naming the request's
+//! `seq`, so exactly one of the two wins and the word records which. A
+//! cancelled request never executes, which keeps the client's `Timeout`
+//! true ("nothing was committed") and safe to retry.
 
 use nessie_protocol::{Error, NodeId, RemoteAddr};
 
@@ -78,6 +87,16 @@ impl Status {
     }
 }
 
+/// Claim-word state: the server worker runs the request.
+pub const CLAIMED: u8 = 1;
+/// Claim-word state: the client gave up; the request never runs.
+pub const CANCELLED: u8 = 2;
+
+/// A claim word: `seq` in bits 0-31, the state in bits 32-39.
+pub fn claim_word(seq: u32, state: u8) -> u64 {
+    ctrl_word(seq, state)
+}
+
 /// Where the slots live in each node's data region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MailboxLayout {
@@ -100,9 +119,14 @@ impl MailboxLayout {
         }
     }
 
-    /// Bytes the slots occupy.
+    /// Bytes the slots and claim words occupy.
     pub fn bytes(&self) -> u64 {
-        2 * u64::from(self.clients_total) * self.slot_bytes
+        2 * u64::from(self.clients_total) * self.slot_bytes + 8 * u64::from(self.clients_total)
+    }
+
+    /// Offset of client `g`'s claim word (see the module documentation).
+    pub fn claim_offset(&self, g: u32) -> u64 {
+        self.base + 2 * u64::from(self.clients_total) * self.slot_bytes + 8 * u64::from(g)
     }
 
     /// End offset (exclusive) of client `g`'s request slot.
@@ -297,7 +321,8 @@ mod tests {
         assert_eq!(l.slot_bytes, 120 + 24);
         assert_eq!(l.request_end(0), 64 + 144);
         assert_eq!(l.response_end(0), 64 + 7 * 144);
-        assert_eq!(l.response_end(5), 64 + l.bytes());
+        assert_eq!(l.response_end(5), l.claim_offset(0));
+        assert_eq!(l.claim_offset(5) + 8, 64 + l.bytes());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 100])[120..], l.slot_bytes).is_some());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 105])[128..], l.slot_bytes).is_none());
     }

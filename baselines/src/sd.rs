@@ -19,7 +19,7 @@ pub struct SdClient<E: Endpoint> {
     cfg: Arc<Config>,
     layout: CoupledLayout,
     io: Io<E>,
-    rpc: RpcClient,
+    pub(crate) rpc: RpcClient,
     last: OpStats,
 }
 

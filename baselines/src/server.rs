@@ -4,7 +4,11 @@
 //! slot, by RDMA WRITE or, for a client on the same node, by CPU.
 //!
 //! Worker `w` of `W` serves the slots of clients `g` with `g % W == w`, so a
-//! client's requests are handled in order by one worker. Workers poll without
+//! client's requests are handled in order by one worker. Before it runs a
+//! PUT or DELETE, a worker claims it by a loopback compare-and-swap of the
+//! client's claim word ([`crate::mailbox`]); a request its client cancelled
+//! first is skipped, so a client that gave up waiting can truthfully report
+//! that nothing was committed. GETs are not claimed (they commit nothing). Workers poll without
 //! sleeping (as HERD's do); between empty scans they yield the CPU so that a
 //! machine with fewer cores than threads still makes progress. The CPU time
 //! they burn is measured ([`ServerPool::cpu_time`]): the papers' energy proxy.
@@ -18,7 +22,9 @@ use nessie_protocol::{Endpoint, Error, Fabric, NodeId, OpStats};
 
 use crate::cpu::thread_cpu_time;
 use crate::io::Io;
-use crate::mailbox::{encode, split_ctrl, MailboxLayout, Request, Status};
+use crate::mailbox::{
+    claim_word, encode, split_ctrl, MailboxLayout, Request, RpcOp, Status, CANCELLED, CLAIMED,
+};
 
 /// Executes requests on one node's tables. Shared by that node's workers.
 pub trait Handler<E: Endpoint>: Send + Sync {
@@ -32,6 +38,8 @@ pub trait Handler<E: Endpoint>: Send + Sync {
 struct Shared {
     stop: AtomicBool,
     paused: AtomicBool,
+    /// Test-only fault switch: run PUT and DELETE requests without claiming them.
+    skip_claims: AtomicBool,
     /// Workers that have seen the pause and accounted their CPU time.
     parked: AtomicU64,
     cpu_ns: AtomicU64,
@@ -91,6 +99,7 @@ impl ServerPool {
                             .filter(|g| g % u32::from(workers) == u32::from(w))
                             .collect(),
                         seen: vec![0; layout.clients_total as usize],
+                        claims: vec![0; layout.clients_total as usize],
                         stats: OpStats::default(),
                     };
                     worker.run(&*handler, &shared);
@@ -146,6 +155,14 @@ impl ServerPool {
         }
     }
 
+    /// Test-only fault switch: when on, workers run PUT and DELETE requests
+    /// without claiming them, so a request its client cancelled still runs
+    /// (the behaviour before claim words). It exists to show that the tests
+    /// catch a `Timeout` that committed after all.
+    pub fn set_skip_claims(&self, on: bool) {
+        self.shared.skip_claims.store(on, Ordering::SeqCst);
+    }
+
     /// Resumes polling after [`ServerPool::pause`].
     pub fn resume(&self) {
         self.shared.paused.store(false, Ordering::SeqCst);
@@ -172,7 +189,18 @@ struct Worker<E: Endpoint> {
     clients_per_node: u16,
     slots: Vec<u32>,
     seen: Vec<u32>,
+    /// What the worker last knew of each slot's claim word.
+    claims: Vec<u64>,
     stats: OpStats,
+}
+
+/// What a worker's claim of a request decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// The worker won: it runs the request.
+    Won,
+    /// The client cancelled the request, or has moved on past it.
+    Lost,
 }
 
 impl<E: Endpoint> Worker<E> {
@@ -203,7 +231,8 @@ impl<E: Endpoint> Worker<E> {
             let mut served = 0;
             for i in 0..self.slots.len() {
                 let g = self.slots[i];
-                match self.serve_slot(g, handler) {
+                let claims = !shared.skip_claims.load(Ordering::Relaxed);
+                match self.serve_slot(g, handler, claims) {
                     Ok(true) => served += 1,
                     Ok(false) => {}
                     Err(e) => {
@@ -239,8 +268,55 @@ impl<E: Endpoint> Worker<E> {
         }
     }
 
+    /// Claims request `seq` of slot `g` by loopback CAS of its claim word,
+    /// from whatever older decision the word holds. An error leaves the
+    /// request unserved; the next scan tries again and the word tells
+    /// whether the earlier CAS landed.
+    fn claim(&mut self, g: u32, seq: u32) -> Result<Claim, Error> {
+        let addr = nessie_protocol::RemoteAddr::data(self.io.node(), self.layout.claim_offset(g));
+        let mine = claim_word(seq, CLAIMED);
+        let slot_end = self.layout.request_end(g);
+        for _ in 0..4 {
+            let expect = self.claims[g as usize];
+            // A loopback CAS takes microseconds; a lost completion must not
+            // hold the worker for long.
+            let limit = Duration::from_millis(50);
+            let previous = self
+                .io
+                .cas(addr, expect, mine, &mut self.stats, limit)
+                .map_err(|e| e.error)?;
+            self.claims[g as usize] = previous;
+            if previous == expect {
+                self.claims[g as usize] = mine;
+                return Ok(Claim::Won);
+            }
+            let (s, state) = split_ctrl(previous);
+            if s == seq {
+                return Ok(if state == CANCELLED {
+                    Claim::Lost
+                } else {
+                    Claim::Won // our earlier CAS landed, its completion did not
+                });
+            }
+            // The client cancelled requests this worker never saw. If `seq`
+            // is no longer in the slot the client has moved on (so it
+            // settled `seq` already); otherwise the word is older than
+            // `seq`: try again from it.
+            let (in_slot, _) = split_ctrl(self.io.local_word(slot_end - 8)?);
+            if in_slot != seq {
+                return Ok(Claim::Lost);
+            }
+        }
+        Err(Error::Conflict)
+    }
+
     /// Serves client `g`'s slot if it holds a new request; whether it did.
-    fn serve_slot<H: Handler<E> + ?Sized>(&mut self, g: u32, handler: &H) -> Result<bool, Error> {
+    fn serve_slot<H: Handler<E> + ?Sized>(
+        &mut self,
+        g: u32,
+        handler: &H,
+        claims: bool,
+    ) -> Result<bool, Error> {
         let end = self.layout.request_end(g);
         let (seq, _) = split_ctrl(self.io.local_word(end - 8)?);
         if seq == 0 || seq == self.seen[g as usize] {
@@ -252,8 +328,14 @@ impl<E: Endpoint> Worker<E> {
         if msg.seq != seq {
             return Ok(false);
         }
+        let req = Request::from_message(&msg);
+        let mutation = req.as_ref().is_some_and(|r| r.op != RpcOp::Get);
+        if mutation && claims && self.claim(g, seq)? == Claim::Lost {
+            self.seen[g as usize] = seq;
+            return Ok(false);
+        }
         self.seen[g as usize] = seq;
-        let (status, value) = match Request::from_message(&msg) {
+        let (status, value) = match req {
             Some(req) => handler.handle(&mut self.io, &req)?,
             None => (Status::BadRequest, Vec::new()),
         };

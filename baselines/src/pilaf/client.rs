@@ -51,7 +51,7 @@ pub struct PilafClient<E: Endpoint> {
     cfg: Arc<Config>,
     layout: PilafLayout,
     io: Io<E>,
-    rpc: RpcClient,
+    pub(crate) rpc: RpcClient,
     last: OpStats,
     jitter: Jitter,
     torn: TornReads,
