@@ -119,6 +119,10 @@ pub struct CellFaults {
     /// Clients do not re-read the versions of the leaves a scan collected
     /// (no double collect).
     pub skip_scan_validation: bool,
+    /// Clients send writes as unclaimed requests (as the request slots'
+    /// GETs are), so a server may still run one its client gave up on and
+    /// reported as not committed.
+    pub unclaimed_writes: bool,
 }
 
 /// Everything that shapes a Cell deployment.

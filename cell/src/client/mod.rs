@@ -124,10 +124,11 @@ impl<E: Endpoint> CellClient<E> {
         let core = self.core.clone();
         let mut m = Machine::new(self.own, move |io: Io| make(Cl { io, core }));
         let mut rpc_stats = OpStats::default();
+        let claimed = !self.core().faults.unclaimed_writes;
         let (rpc, dir) = (&mut self.rpc, &self.dir);
         let r = drive(&mut m, &mut self.io, &mut |bio, e| match e {
             Effect::Rpc { to, request } => {
-                Resolution::Rpc(call(rpc, bio, to, &request, &mut rpc_stats))
+                Resolution::Rpc(call(rpc, bio, to, &request, &mut rpc_stats, claimed))
             }
             Effect::Backoff(d) => {
                 bio.backoff(d);

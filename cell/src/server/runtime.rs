@@ -91,19 +91,28 @@ pub fn local_effect<E: Endpoint>(st: &ServerNode, io: &mut BlockingIo<E>, e: Eff
     }
 }
 
-/// Sends a Cell request through the baselines' request slots.
+/// Sends a Cell request through the baselines' request slots. A write is
+/// sent as a claimed request (`claimed_writes`; the slots' PUT), which the
+/// server must claim before it runs it and the client cancels if it gives
+/// up (`nessie_baselines::rpc`): a write that fails with any error but
+/// `OutcomeUnknown` never runs.
 pub fn call<E: Endpoint>(
     rpc: &mut RpcClient,
     io: &mut BlockingIo<E>,
     to: NodeId,
     req: &CellRequest,
     stats: &mut OpStats,
+    claimed_writes: bool,
 ) -> Result<CellResponse, Error> {
+    let op = match req {
+        CellRequest::Write { .. } if claimed_writes => RpcOp::Put,
+        _ => RpcOp::Get,
+    };
     let r = rpc.call(
         io,
         to,
         &Request {
-            op: RpcOp::Get,
+            op,
             key: Vec::new(),
             value: req.encode(),
         },
@@ -200,7 +209,7 @@ impl<E: Endpoint> MaintenanceIo<E> {
         let mut stats = OpStats::default();
         drive(m, &mut self.io, &mut |bio, e| match e {
             Effect::Rpc { to, request } => {
-                Resolution::Rpc(call(rpc, bio, to, &request, &mut stats))
+                Resolution::Rpc(call(rpc, bio, to, &request, &mut stats, true))
             }
             other => local_effect(st, bio, other),
         })

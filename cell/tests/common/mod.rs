@@ -373,6 +373,7 @@ impl SplitStepper {
                             to,
                             &request,
                             &mut OpStats::default(),
+                            true,
                         )),
                         other => local_effect(&self.st, &mut self.mio.io, other),
                     };
