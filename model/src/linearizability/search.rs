@@ -39,6 +39,7 @@
 //! fewer members used leaves every continuation open.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::prepare::{Kind, Prepared, ABSENT};
 
@@ -71,19 +72,60 @@ enum Move {
 
 struct Snapshot {
     g: usize,
-    holes: Vec<u32>,
+    /// Where the holes are saved in [`Search::saved_holes`].
+    holes: usize,
     state: u32,
     used_class: Option<u32>,
     trail: usize,
 }
 
 struct Level {
-    moves: Vec<Move>,
+    /// This level's moves are `Search::move_stack[start..end]`, the
+    /// untried ones from `next`.
+    start: usize,
     next: usize,
+    end: usize,
     undo: Snapshot,
 }
 
-type MemoKey = (u32, Box<[u32]>, u32);
+/// The memo's hasher: rustc's Fx hash (multiply and rotate per word). The
+/// memo is hashed once per step, and its keys are small integers, not
+/// attacker-chosen, so SipHash's protection buys nothing here.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// Explored configurations: the key is `[g, state, holes...]`, the value
+/// the class-use vectors explored with it, concatenated (one allocation
+/// each, lookups without any).
+type Memo = HashMap<Box<[u32]>, Vec<u32>, BuildHasherDefault<FxHasher>>;
 
 /// The search over one prepared key.
 pub(super) struct Search<'p> {
@@ -96,12 +138,23 @@ pub(super) struct Search<'p> {
     reads_left: Vec<u32>,
     /// Values whose `reads_left` was decremented, for undoing.
     trail: Vec<u32>,
-    memo: HashMap<MemoKey, Vec<Box<[u32]>>>,
+    memo: Memo,
     /// Configurations entered.
     pub steps: u64,
     best: Option<(usize, usize, Vec<u32>, u32)>,
     scratch: Vec<u32>,
+    /// Reused buffers of [`Search::remember`] and [`Search::moves`].
+    key: Vec<u32>,
+    wanted: Vec<u32>,
+    cands: Vec<Cand>,
+    /// The holes of every snapshot on the stack, concatenated.
+    saved_holes: Vec<u32>,
+    /// The untried moves of every level on the stack, concatenated.
+    move_stack: Vec<Move>,
 }
+
+/// A candidate move: (priority, kind, class, response, move).
+type Cand = (u8, Kind, Option<u32>, u64, Move);
 
 impl<'p> Search<'p> {
     /// A search of `p` from the initial configuration (key absent).
@@ -114,10 +167,15 @@ impl<'p> Search<'p> {
             used: vec![0; p.classes.len()],
             reads_left: p.reads.clone(),
             trail: Vec::new(),
-            memo: HashMap::new(),
+            memo: Memo::default(),
             steps: 0,
             best: None,
             scratch: Vec::new(),
+            key: Vec::new(),
+            wanted: Vec::new(),
+            cands: Vec::new(),
+            saved_holes: Vec::new(),
+            move_stack: Vec::new(),
         }
     }
 
@@ -134,15 +192,15 @@ impl<'p> Search<'p> {
             if self.g == self.p.ops.len() && self.holes.is_empty() {
                 return Ok(());
             }
-            let moves = if self.remember() {
+            let start = self.move_stack.len();
+            if self.remember() {
                 self.note_progress();
-                self.moves()
-            } else {
-                Vec::new()
-            };
+                self.moves();
+            }
             stack.push(Level {
-                moves,
-                next: 0,
+                start,
+                next: start,
+                end: self.move_stack.len(),
                 undo,
             });
             // Take the next untried move, backtracking as needed.
@@ -150,21 +208,25 @@ impl<'p> Search<'p> {
                 let Some(top) = stack.last_mut() else {
                     return Err(Failure::None(self.stuck()));
                 };
-                if let Some(&m) = top.moves.get(top.next) {
+                if top.next < top.end {
+                    let m = self.move_stack[top.next];
                     top.next += 1;
                     undo = self.apply(m);
                     break;
                 }
                 let level = stack.pop().expect("a level is on the stack");
+                self.move_stack.truncate(level.start);
                 self.restore(level.undo);
             }
         }
     }
 
-    fn snapshot(&self, used_class: Option<u32>) -> Snapshot {
+    fn snapshot(&mut self, used_class: Option<u32>) -> Snapshot {
+        let holes = self.saved_holes.len();
+        self.saved_holes.extend_from_slice(&self.holes);
         Snapshot {
             g: self.g,
-            holes: self.holes.clone(),
+            holes,
             state: self.state,
             used_class,
             trail: self.trail.len(),
@@ -173,7 +235,9 @@ impl<'p> Search<'p> {
 
     fn restore(&mut self, s: Snapshot) {
         self.g = s.g;
-        self.holes = s.holes;
+        self.holes.clear();
+        self.holes.extend_from_slice(&self.saved_holes[s.holes..]);
+        self.saved_holes.truncate(s.holes);
         self.state = s.state;
         if let Some(c) = s.used_class {
             self.used[c as usize] -= 1;
@@ -255,20 +319,39 @@ impl<'p> Search<'p> {
     /// Records the configuration; false if it (or one that dominates it)
     /// was explored before.
     fn remember(&mut self) -> bool {
-        let key: MemoKey = (self.g as u32, self.holes.clone().into(), self.state);
-        let seen = self.memo.entry(key).or_default();
+        self.key.clear();
+        self.key.push(self.g as u32);
+        self.key.push(self.state);
+        self.key.extend_from_slice(&self.holes);
+        let used = &self.used;
+        let Some(seen) = self.memo.get_mut(&self.key[..]) else {
+            self.memo.insert(self.key.as_slice().into(), used.clone());
+            return true;
+        };
+        let n = used.len();
+        if n == 0 {
+            return false; // the same configuration, no classes
+        }
         if seen
-            .iter()
-            .any(|u| u.iter().zip(&self.used).all(|(a, b)| a <= b))
+            .chunks(n)
+            .any(|u| u.iter().zip(used).all(|(a, b)| a <= b))
         {
             return false;
         }
-        seen.retain(|u| !u.iter().zip(&self.used).all(|(a, b)| a >= b));
-        seen.push(self.used.clone().into());
+        let mut kept = Vec::with_capacity(seen.len() + n);
+        for u in seen.chunks(n) {
+            if !u.iter().zip(used).all(|(a, b)| a >= b) {
+                kept.extend_from_slice(u);
+            }
+        }
+        kept.extend_from_slice(used);
+        *seen = kept;
         true
     }
 
-    fn moves(&mut self) -> Vec<Move> {
+    /// Pushes the moves from the current configuration, best first, onto
+    /// [`Search::move_stack`].
+    fn moves(&mut self) {
         let mut cands = std::mem::take(&mut self.scratch);
         cands.clear();
         let bound = self.minimal(&mut cands);
@@ -276,17 +359,22 @@ impl<'p> Search<'p> {
         // Overwriting the state now would lose a value still to be read.
         let stuck_value = self.reads_left[self.state as usize] > 0;
         // Values that waiting GETs want.
-        let wanted: Vec<u32> = cands
-            .iter()
-            .filter_map(|&y| match ops[y as usize].kind {
-                Kind::Get(v) if v != self.state => Some(v),
-                _ => None,
-            })
-            .collect();
+        let mut wanted = std::mem::take(&mut self.wanted);
+        wanted.clear();
+        wanted.extend(cands.iter().filter_map(|&y| match ops[y as usize].kind {
+            Kind::Get(v) if v != self.state => Some(v),
+            _ => None,
+        }));
         // (priority, kind, class, response, move): of several moves with the
         // same kind and class only the one whose operation responds first is
         // kept (see the module documentation).
-        let mut moves: Vec<(u8, Kind, Option<u32>, u64, Move)> = Vec::new();
+        let mut kept = std::mem::take(&mut self.cands);
+        kept.clear();
+        let mut keep = |m: Cand| match kept.iter_mut().find(|k| k.1 == m.1 && k.2 == m.2) {
+            Some(twin) if twin.3 <= m.3 => {}
+            Some(twin) => *twin = m,
+            None => kept.push(m),
+        };
         for &x in &cands {
             let o = ops[x as usize];
             let k = o.kind;
@@ -307,7 +395,7 @@ impl<'p> Search<'p> {
                 2
             };
             if k.holds(self.state) {
-                moves.push((priority, k, None, o.response, Move::Direct(x)));
+                keep((priority, k, None, o.response, Move::Direct(x)));
                 continue;
             }
             for (c, class) in self.p.classes.iter().enumerate() {
@@ -317,21 +405,15 @@ impl<'p> Search<'p> {
                     .is_some_and(|&t| t <= bound);
                 if available && class.effect.repairs(k, self.state) {
                     let m = Move::Repair(x, c as u32);
-                    moves.push((priority, k, Some(c as u32), o.response, m));
+                    keep((priority, k, Some(c as u32), o.response, m));
                 }
             }
         }
         self.scratch = cands;
-        let mut kept: Vec<(u8, Kind, Option<u32>, u64, Move)> = Vec::with_capacity(moves.len());
-        for m in moves {
-            match kept.iter_mut().find(|k| k.1 == m.1 && k.2 == m.2) {
-                Some(twin) if twin.3 <= m.3 => {}
-                Some(twin) => *twin = m,
-                None => kept.push(m),
-            }
-        }
+        self.wanted = wanted;
         kept.sort_by_key(|m| (m.0, m.3));
-        kept.into_iter().map(|m| m.4).collect()
+        self.move_stack.extend(kept.iter().map(|m| m.4));
+        self.cands = kept;
     }
 
     fn apply(&mut self, m: Move) -> Snapshot {
