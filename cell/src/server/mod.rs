@@ -315,8 +315,9 @@ impl Drop for Reservation {
     }
 }
 
-/// Bound on torn re-reads of one node by a server.
-const TORN_RETRIES: usize = 10_000;
+/// How long a server keeps re-reading a node a writer has half written
+/// (the writer may be descheduled on a loaded machine) before it gives up.
+const TORN_PATIENCE: Duration = Duration::from_secs(2);
 
 /// The context of a server machine: its I/O handle and its node's state.
 #[derive(Clone, Debug)]
@@ -382,7 +383,8 @@ impl Srv {
     /// while a concurrent writer tears it.
     pub(crate) async fn read_node(&self, ptr: NodePtr) -> Result<Node, Error> {
         let off = self.st.layout.node_offset(ptr.index);
-        for _ in 0..TORN_RETRIES {
+        let start = self.io.now();
+        loop {
             let b = self
                 .read_at(ptr.region, off, self.nb() as u32, OpClass::Node)
                 .await?;
@@ -390,12 +392,14 @@ impl Srv {
                 Ok(n) => return Ok(n),
                 Err(_) => {
                     self.st.counters.torn.fetch_add(1, Ordering::Relaxed);
+                    if self.io.now().since(start) > TORN_PATIENCE {
+                        // A writer stalled mid-write: the client retries later.
+                        return Err(Error::Conflict);
+                    }
                     self.io.backoff(Duration::ZERO).await;
                 }
             }
         }
-        // A writer that stalls mid-write: let the client retry later.
-        Err(Error::Conflict)
     }
 
     /// The version word of a node.

@@ -1,14 +1,18 @@
 //! Meganode splits (§2.2), by the paper's protocol:
 //!
 //! 1. Pick the split key `s` (the middle entry of the meganode X's root),
-//!    close X's write gate, wait for the writes inside it to finish, then
-//!    admit writes below `s` only: X_right (keys `s` and up) is locked.
+//!    close X's write gate and wait for the writes inside it to finish.
+//!    The paper locks only X_right (keys `s` and up) and lets X_left's
+//!    writes go on; here all of X's writes wait (answered `Busy`, retried)
+//!    for the few milliseconds a split takes, because an X_left write can
+//!    split X's root, which moves `s` out of the root the copy and the
+//!    relink work from.
 //! 2. Copy X_right to a new meganode Y on the least loaded server (local
 //!    or remote): that server reads X_right's nodes and extents (by RDMA
 //!    READ, or by CPU when local) and writes them into a new region, whose
 //!    writes stay frozen.
-//! 3. Close X's gate again (X_left briefly locked) and relink: at every
-//!    level the X_left node that ends at `s` gets a right link to Y's root;
+//! 3. Relink: at every level the X_left node that ends at `s` gets a right
+//!    link to Y's root;
 //!    X's root drops its entries from `s` up and ends at `s`, its right link
 //!    to Y's root.
 //! 4. Invalidate X_right's nodes (the valid flag, by the three-step node
@@ -92,53 +96,27 @@ impl Srv {
             return Ok(SplitOutcome::NotSplittable);
         }
         let split = root.entries[root.entries.len() / 2].key.clone();
-        // 1. Lock X_right.
+        // 1. Lock X (see the module documentation: X_left's writes wait too).
         self.set_gate(x, GateMode::Closed);
         self.drain(&h).await;
-        self.set_gate(
-            x,
-            GateMode::Splitting {
-                split: split.clone(),
-            },
-        );
         let target = self.choose_target();
-        self.log(
-            x,
-            vec![LogRecord::SplitStart {
-                split: split.clone(),
-                target,
-            }],
-        )
-        .await?;
-        // 2. Copy it.
-        let copied = self
-            .io
-            .rpc(
-                target,
-                CellRequest::CopyMeganode {
-                    source: x,
-                    split: split.clone(),
-                },
-            )
-            .await;
-        let y = match copied {
-            Ok(CellResponse::Region(y)) => y,
+        // 2. Copy it. Until the relink starts, any failure just reopens X.
+        let y = match self.copy_phase(x, &split, target).await {
+            Ok(Ok(y)) => y,
             other => {
-                self.log(x, vec![LogRecord::SplitAbort]).await?;
+                let logged = self.log(x, vec![LogRecord::SplitAbort]).await;
                 self.set_gate(x, GateMode::Open);
                 self.st
                     .counters
                     .split_aborts
                     .fetch_add(1, Ordering::Relaxed);
+                logged?;
                 return Ok(SplitOutcome::Aborted(format!(
                     "copy to {target}: {other:?}"
                 )));
             }
         };
-        self.log(x, vec![LogRecord::SplitCopied { new: y }]).await?;
         // 3. Relink X_left.
-        self.set_gate(x, GateMode::Closed);
-        self.drain(&h).await;
         let right = self.relink(x, &split, y).await?;
         // 4. Invalidate X_right, reopen X.
         self.invalidate(&h, &right).await?;
@@ -150,6 +128,30 @@ impl Srv {
             .fetch_add(1, Ordering::Relaxed);
         self.open_remote(y).await?;
         Ok(SplitOutcome::Split { split, new: y })
+    }
+
+    /// Logs the split's start, has `target` copy X_right, logs the copy.
+    async fn copy_phase(
+        &self,
+        x: RegionId,
+        split: &[u8],
+        target: NodeId,
+    ) -> Result<Result<RegionId, String>, Error> {
+        let start = LogRecord::SplitStart {
+            split: split.to_vec(),
+            target,
+        };
+        self.log(x, vec![start]).await?;
+        let req = CellRequest::CopyMeganode {
+            source: x,
+            split: split.to_vec(),
+        };
+        let copied = self.io.rpc(target, req).await?;
+        let CellResponse::Region(y) = copied else {
+            return Ok(Err(format!("{copied:?}")));
+        };
+        self.log(x, vec![LogRecord::SplitCopied { new: y }]).await?;
+        Ok(Ok(y))
     }
 
     /// Opens meganode `y` for writes on whichever server holds it.
@@ -535,7 +537,8 @@ impl Srv {
         };
         let guard = self.lock(ptr).await;
         let mut node = self.read_node(ptr).await?;
-        if !node.valid || node.cover(key) != crate::node::Cover::Inside {
+        // (node 0 may have grown a level since the descent read it)
+        if !node.valid || node.level != 0 || node.cover(key) != crate::node::Cover::Inside {
             return Ok(CellResponse::Restart(RestartCause::Structure));
         }
         if node.find(key).and_then(Entry::child) == Some(child) {

@@ -179,6 +179,7 @@ impl Srv {
         &self,
         start: NodePtr,
         key: &[u8],
+        level: u8,
     ) -> Result<Result<(NodePtr, Node, NodeLock), Result<NodePtr, RestartCause>>, Error> {
         let mut ptr = start;
         let mut guard = self.lock(ptr).await;
@@ -186,6 +187,11 @@ impl Srv {
             let node = self.read_node(ptr).await?;
             if !node.valid {
                 return Ok(Err(Err(RestartCause::Invalid)));
+            }
+            if node.level != level {
+                // A meganode's root (node 0) grew a level since it was read:
+                // start again from it.
+                return Ok(Err(Ok(ptr)));
             }
             match node.cover(key) {
                 Cover::Left => return Ok(Err(Err(RestartCause::MinMax))),
@@ -230,7 +236,7 @@ impl Srv {
                 self.st.push_job_split(&h);
                 return Ok(self.busy());
             };
-            let (ptr, mut node, guard) = match self.lock_covering(leaf, key).await? {
+            let (ptr, mut node, guard) = match self.lock_covering(leaf, key, 0).await? {
                 Ok(x) => x,
                 Err(Ok(next)) => {
                     start = next;
@@ -370,23 +376,60 @@ impl Srv {
         res: &mut Reservation,
     ) -> Result<Option<(u8, Vec<u8>, NodePtr)>, Error> {
         let root = NodePtr::root_of(h.id);
-        let mut ptr = path
+        let mut hint = path
             .get(level as usize)
             .copied()
             .filter(|p| !p.is_null())
             .unwrap_or(root);
-        // Find the node at `level` covering the key (lock-free).
-        let mut found = false;
+        for _ in 0..ATTEMPTS {
+            let Some(ptr) = self.find_level(h, level, &key, hint).await? else {
+                return Err(Error::Corrupt(format!(
+                    "no level {level} in meganode {}",
+                    h.id
+                )));
+            };
+            match self.lock_covering(ptr, &key, level).await? {
+                Ok((ptr, mut node, guard)) => {
+                    node.upsert(Entry {
+                        key,
+                        payload: Payload::Child(child),
+                    });
+                    return self.store_one(h, ptr, node, guard, res).await;
+                }
+                // The node changed level (node 0 grew): find the level again.
+                Err(Ok(_)) => hint = root,
+                Err(Err(_)) => {
+                    return Err(Error::Corrupt(format!(
+                        "no node for a separator in {}",
+                        h.id
+                    )))
+                }
+            }
+        }
+        Err(Error::Conflict)
+    }
+
+    /// The node at `level` of `h`'s meganode covering `key` (lock-free),
+    /// from `hint` or the meganode's root.
+    async fn find_level(
+        &self,
+        h: &Arc<Hosted>,
+        level: u8,
+        key: &[u8],
+        hint: NodePtr,
+    ) -> Result<Option<NodePtr>, Error> {
+        let root = NodePtr::root_of(h.id);
+        let mut ptr = hint;
         for _ in 0..MAX_STEPS {
             let n = self.read_node(ptr).await?;
-            if !n.valid || n.level < level || n.cover(&key) == Cover::Left {
+            if !n.valid || n.level < level || n.cover(key) == Cover::Left {
                 if ptr == root {
-                    break;
+                    return Ok(None);
                 }
                 ptr = root;
                 continue;
             }
-            if n.cover(&key) == Cover::Right {
+            if n.cover(key) == Cover::Right {
                 if n.right.is_null() || n.right.region != h.id {
                     return Err(Error::Corrupt(format!(
                         "separator beyond meganode {}",
@@ -397,34 +440,14 @@ impl Srv {
                 continue;
             }
             if n.level == level {
-                found = true;
-                break;
+                return Ok(Some(ptr));
             }
             let (c, _, _) = n
-                .child_for(&key)
+                .child_for(key)
                 .ok_or_else(|| Error::Corrupt("inner node without entries".into()))?;
             ptr = c;
         }
-        if !found {
-            return Err(Error::Corrupt(format!(
-                "no level {level} in meganode {}",
-                h.id
-            )));
-        }
-        let (ptr, mut node, guard) = match self.lock_covering(ptr, &key).await? {
-            Ok(x) => x,
-            Err(_) => {
-                return Err(Error::Corrupt(format!(
-                    "no node for a separator in {}",
-                    h.id
-                )))
-            }
-        };
-        node.upsert(Entry {
-            key,
-            payload: Payload::Child(child),
-        });
-        self.store_one(h, ptr, node, guard, res).await
+        Ok(None)
     }
 
     /// `Scan`: entries of `from..to`, at most `limit`, from the leaves this
