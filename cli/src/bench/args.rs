@@ -30,6 +30,19 @@ pub enum Experiment {
     /// Simulated NIC latency 0 .. 400 us at 50/90/99 % GETs: where round trips
     /// outweigh CPU, the regime of the papers' small-value results.
     LatencySweep,
+    /// Cell Fig. 4: one meganode on one server core, 1 to 12 clients:
+    /// server-side vs client-side vs selector searches.
+    CellClients,
+    /// Cell Table 2: 1 to 4 server cores per node: server-side only, the
+    /// selector, and a fixed ratio at the selector's average.
+    CellCores,
+    /// Cell Fig. 7: open-loop searches at a base load, a 2.5x spike, and back.
+    CellSpike,
+    /// Cell Fig. 9: get/put mixes (100 % get, YCSB-B, YCSB-A, 100 % update,
+    /// 100 % insert), server-side only vs selector.
+    CellMixed,
+    /// Range scans of 1, 10 and 50 entries with 5 % inserts (YCSB-E-like).
+    CellScan,
 }
 
 impl Experiment {
@@ -42,6 +55,44 @@ impl Experiment {
             Experiment::CpuContention => "cpu-contention",
             Experiment::CpuLoad => "cpu-load",
             Experiment::LatencySweep => "latency-sweep",
+            Experiment::CellClients => "cell-clients",
+            Experiment::CellCores => "cell-cores",
+            Experiment::CellSpike => "cell-spike",
+            Experiment::CellMixed => "cell-mixed",
+            Experiment::CellScan => "cell-scan",
+        }
+    }
+
+    /// Whether this is one of Cell's experiments (which choose their own
+    /// Cell variants and ignore `--systems`).
+    pub fn is_cell(self) -> bool {
+        matches!(
+            self,
+            Experiment::CellClients
+                | Experiment::CellCores
+                | Experiment::CellSpike
+                | Experiment::CellMixed
+                | Experiment::CellScan
+        )
+    }
+}
+
+/// A system `--systems` names.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SystemChoice {
+    /// A key-value system of `nessie-baselines`.
+    Kv(SystemKind),
+    /// Cell in a search mode (`cell`: the selector, `cell-server`,
+    /// `cell-client`).
+    Cell(nessie_cell::SearchMode),
+}
+
+impl SystemChoice {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SystemChoice::Kv(k) => k.name(),
+            SystemChoice::Cell(m) => super::cell::mode_name(m),
         }
     }
 }
@@ -56,6 +107,13 @@ Experiments (--experiment NAME):
   cpu-contention  0..k background busy-spinning threads (Fig. 4)
   cpu-load        CPU time at 20/40/60/80 % of each system's peak, Poisson arrivals (Fig. 14)
   latency-sweep   simulated NIC latency 0..400 us at 50/90/99 % GETs (round trips vs CPU)
+  cell-clients    Cell Fig. 4: one meganode, one server core, 1..12 clients: server-side vs client-side vs selector
+  cell-cores      Cell Table 2: 1..4 server cores per node: server-side only vs selector vs fixed ratio
+  cell-spike      Cell Fig. 7: open-loop searches at a base load, a 2.5x load spike, and back
+  cell-mixed      Cell Fig. 9: get/put mixes incl. YCSB-A/B and 100 % insert, server-side only vs selector
+  cell-scan       Cell range scans of 1/10/50 entries with 5 % inserts (YCSB-E-like)
+The cell-* experiments run Cell variants only (--systems does not apply).
+Systems: nessie, nessie-sd, nessie-hy, pilaf, cell (locality selector), cell-server, cell-client.
 Without --experiment: one mixed workload on every selected system.
 All systems of a point are measured interleaved, in alternating slices.")]
 pub struct BenchArgs {
@@ -72,18 +130,20 @@ pub struct BenchArgs {
     /// Nodes in the simulated cluster.
     #[arg(long, default_value_t = 3)]
     pub nodes: u16,
-    /// Client threads per node.
-    #[arg(long, default_value_t = 2)]
-    pub clients: u16,
+    /// Client threads per node (default 2; 4 for the cell-* experiments,
+    /// up to 12 on the one client node of cell-clients).
+    #[arg(long)]
+    pub clients: Option<u16>,
     /// Server worker threads per node (NessieSD, NessieHY, Pilaf).
     #[arg(long, default_value_t = 1)]
     pub server_workers: u16,
     /// Distinct keys, all preloaded (capped by --data-budget-mib for large values).
     #[arg(long, default_value_t = 10_000)]
     pub keys: u64,
-    /// Key size in bytes.
-    #[arg(long, default_value = "128", value_parser = parse_size)]
-    pub key_size: u64,
+    /// Key size in bytes (default 128; 32 for the cell-* experiments, within
+    /// the Cell paper's 8-64 B).
+    #[arg(long, value_parser = parse_size)]
+    pub key_size: Option<u64>,
     /// Value size (256 B .. 128 KiB; suffixes K, KiB). Default: 256 B, except
     /// 16 KiB for breakdown, cpu-contention and cpu-load (the papers' setting
     /// of Figs 13, 4 and 14).
@@ -160,6 +220,25 @@ fn range(
 }
 
 impl BenchArgs {
+    /// Client threads per node: `--clients`, else the experiment's default.
+    pub fn clients(&self) -> u16 {
+        self.clients.unwrap_or(match self.experiment {
+            Some(Experiment::CellClients) => 12,
+            Some(e) if e.is_cell() => 4,
+            _ => 2,
+        })
+    }
+
+    /// Key size: `--key-size`, else the experiment's default.
+    pub fn key_size(&self) -> u64 {
+        self.key_size
+            .unwrap_or(if self.experiment.is_some_and(Experiment::is_cell) {
+                32
+            } else {
+                128
+            })
+    }
+
     /// The value size: `--value-size`, else the experiment's paper setting.
     pub fn value_size(&self) -> u64 {
         self.value_size.unwrap_or(match self.experiment {
@@ -179,15 +258,20 @@ impl BenchArgs {
     }
 
     /// The systems named by `--systems`, in order.
-    pub fn system_kinds(&self) -> Result<Vec<SystemKind>, BenchError> {
-        let mut out: Vec<SystemKind> = Vec::new();
+    pub fn system_kinds(&self) -> Result<Vec<SystemChoice>, BenchError> {
+        let mut out: Vec<SystemChoice> = Vec::new();
         for s in self
             .systems
             .iter()
             .map(|s| s.trim())
             .filter(|s| !s.is_empty())
         {
-            let k = SystemKind::from_str(s)?;
+            let k = match super::cell::parse_mode(s) {
+                Some(m) => SystemChoice::Cell(m),
+                None => SystemChoice::Kv(
+                    SystemKind::from_str(s).map_err(|_| BenchError::UnknownName(s.to_string()))?,
+                ),
+            };
             if out.contains(&k) {
                 return Err(BenchError::DuplicateSystem(k.name().into()));
             }
@@ -206,7 +290,7 @@ impl BenchArgs {
     }
 
     /// Checks every argument; returns the systems.
-    pub fn check(&self) -> Result<Vec<SystemKind>, BenchError> {
+    pub fn check(&self) -> Result<Vec<SystemChoice>, BenchError> {
         let kinds = self.system_kinds()?;
         range(
             (1..=64).contains(&self.nodes),
@@ -215,9 +299,9 @@ impl BenchArgs {
             "1 to 64 nodes",
         )?;
         range(
-            (1..=256).contains(&self.clients),
+            (1..=256).contains(&self.clients()),
             "clients",
-            self.clients,
+            self.clients(),
             "1 to 256 client threads per node",
         )?;
         range(
@@ -233,9 +317,9 @@ impl BenchArgs {
             "1 to 10^8 keys",
         )?;
         range(
-            (16..=1024).contains(&self.key_size),
+            (16..=1024).contains(&self.key_size()),
             "key-size",
-            self.key_size,
+            self.key_size(),
             "16 B to 1 KiB (keys are `key-<12 digits>` padded)",
         )?;
         range(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use nessie_baselines::cpu::thread_cpu_time;
 
 use super::stats::{KindAcc, SysAcc};
-use super::system::Started;
+use super::system::{AnyClient, Started, SystemSpec};
 use super::workload::{write_key, OpGen, OpKind, Workload};
 use super::zipf::ScrambledZipfian;
 
@@ -39,6 +39,8 @@ pub struct PointPlan {
     /// Open-loop arrival rate per system (ops/s over all its clients); `None`
     /// or a zero rate: closed loop.
     pub rates: Option<Vec<f64>>,
+    /// Only the first this many clients of each system run (all if `None`).
+    pub clients: Option<usize>,
 }
 
 /// What one slice asks of a system's clients.
@@ -48,7 +50,16 @@ enum Quota {
     Ops(u64),
 }
 
-/// Runs one slice of `sys`; adds its measurements to `acc`.
+fn searches(clients: &[(nessie_protocol::ClientId, AnyClient)]) -> (u64, u64) {
+    clients.iter().fold((0, 0), |(s, c), (_, x)| {
+        let (a, b) = x.searches();
+        (s + a, c + b)
+    })
+}
+
+/// Runs one slice of `sys` with its first `active` clients; adds its
+/// measurements to `acc`.
+#[allow(clippy::too_many_arguments)]
 fn slice(
     sys: &mut Started,
     w: &Workload,
@@ -56,20 +67,32 @@ fn slice(
     quota: Quota,
     rate: f64,
     stream: u64,
+    active: usize,
     acc: &mut SysAcc,
 ) {
+    let active = active.min(sys.clients.len());
+    // A fixed-ratio Cell variant follows the selector variant's share.
+    if let SystemSpec::Cell(spec) = &sys.variant.sys {
+        if let Some(pct) = spec.follow.as_ref().and_then(|m| m.server_pct()) {
+            for (_, c) in &mut sys.clients {
+                c.set_mode(nessie_cell::SearchMode::Fixed(pct));
+            }
+        }
+    }
+    let searches0 = searches(&sys.clients);
     let d = &sys.deployment;
     let hits0: u64 = sys.clients.iter().map(|(_, c)| c.cache_hits()).sum();
-    let nodes = sys.variant.sys.store.nodes;
-    let n = sys.clients.len() as u64;
+    let nodes = sys.variant.nodes();
+    let n = active as u64;
     let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(sys.clients.len() + 1);
+    let barrier = Barrier::new(active + 1);
     let per_client_rate = rate / n as f64;
     let value = vec![b'w'; w.value_size as usize];
     let (results, wall, server0) = thread::scope(|s| {
         let handles: Vec<_> = sys
             .clients
             .iter_mut()
+            .take(active)
             .enumerate()
             .map(|(ci, (id, c))| {
                 let (stop, barrier, value) = (&stop, &barrier, &value);
@@ -81,7 +104,7 @@ fn slice(
                 s.spawn(move || {
                     let zipf = zipf.clone();
                     let mut gen = OpGen::with_zipf(w, zipf, nodes, id.node.0, id.index, stream);
-                    let mut kinds = [KindAcc::default(), KindAcc::default()];
+                    let mut kinds = [KindAcc::default(), KindAcc::default(), KindAcc::default()];
                     let mut key = Vec::with_capacity(w.key_size as usize);
                     barrier.wait();
                     let cpu0 = thread_cpu_time();
@@ -113,8 +136,13 @@ fn slice(
                         let (kind, k) = gen.next_op();
                         write_key(&mut key, k, w.key_size);
                         let (i, r) = match kind {
-                            OpKind::Get => (0, c.get(&key).map(|v| v.is_some())),
+                            OpKind::Get => (0, c.get(&key, w.searches)),
                             OpKind::Put => (1, c.put(&key, value).map(|_| true)),
+                            OpKind::Scan => match c.scan(&key, w.scan_len as usize) {
+                                Some(r) => (2, r.map(|n| n > 0)),
+                                // A store without scans reads the first key.
+                                None => (0, c.get(&key, false)),
+                            },
                         };
                         kinds[i].record(&c.last_stats(), issued.elapsed(), r.as_ref().copied());
                         done += 1;
@@ -141,10 +169,20 @@ fn slice(
     });
     d.pause_servers();
     let (cpu0, req0) = server0;
-    for ([get, put], cpu) in results {
+    for ([get, put, scan], cpu) in results {
         acc.get.merge(&get);
         acc.put.merge(&put);
+        acc.scan.merge(&scan);
         acc.client_cpu += cpu;
+    }
+    let searches1 = searches(&sys.clients);
+    let (ds, dc) = (searches1.0 - searches0.0, searches1.1 - searches0.1);
+    acc.server_searches += ds;
+    acc.client_searches += dc;
+    if let SystemSpec::Cell(spec) = &sys.variant.sys {
+        if let Some(m) = &spec.publish {
+            m.add(ds, dc);
+        }
     }
     acc.wall += wall;
     acc.server_cpu += d.server_cpu_time().saturating_sub(cpu0);
@@ -219,6 +257,7 @@ pub fn measure(systems: &mut [Started], plan: &PointPlan, mut tick: impl FnMut()
             };
             let rate = plan.rates.as_ref().map_or(0.0, |v| v[si]);
             let stream = round.wrapping_mul(0x1_0000) ^ plan.workload.seed;
+            let active = plan.clients.unwrap_or(usize::MAX);
             slice(
                 sys,
                 &plan.workload,
@@ -226,6 +265,7 @@ pub fn measure(systems: &mut [Started], plan: &PointPlan, mut tick: impl FnMut()
                 quota,
                 rate,
                 stream,
+                active,
                 &mut accs[si],
             );
             tick();

@@ -8,6 +8,9 @@ pub enum BenchError {
     /// A system name that is not one of the four.
     #[error(transparent)]
     UnknownSystem(#[from] UnknownSystem),
+    /// A system name that is none of the systems.
+    #[error("unknown system {0:?} (expected one of: nessie, nessie-sd, nessie-hy, pilaf, cell, cell-server, cell-client)")]
+    UnknownName(String),
     /// A system listed twice.
     #[error("system {0} is listed twice in --systems")]
     DuplicateSystem(String),

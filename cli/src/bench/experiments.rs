@@ -5,10 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use nessie_baselines::SystemKind;
+use nessie_cell::SearchMode;
 use nessie_protocol::Config;
 
-use super::args::{BenchArgs, Experiment};
+use super::args::{BenchArgs, Experiment, SystemChoice};
+use super::cell::{cell_config, mode_name, CellShape, CellSpec, ShareMeter};
 use super::driver::{Budget, PointPlan};
 use super::error::BenchError;
 use super::system::Variant;
@@ -38,6 +42,9 @@ pub struct Point {
     /// Open-loop load as a fraction of each system's throughput at the
     /// group's latest closed-loop point (cpu-load).
     pub load: Option<f64>,
+    /// Open-loop load, the same for every system: a fraction of the
+    /// throughput of variant `.0` at the latest closed-loop point (cell-spike).
+    pub load_of: Option<(usize, f64)>,
 }
 
 /// Variants sharing a store shape, preloaded once, measured at `points`.
@@ -66,9 +73,9 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         .max(1);
     let cfg = store_config(&Shape {
         nodes: args.nodes,
-        clients: args.clients,
+        clients: args.clients(),
         keys,
-        key_size: args.key_size as u32,
+        key_size: args.key_size() as u32,
         value_size,
         load_factor: args.load_factor,
         migrate_depth: 6,
@@ -76,13 +83,17 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
     })?;
     let w = Workload {
         keys,
-        key_size: args.key_size as u32,
+        key_size: args.key_size() as u32,
         value_size,
         get_pct: args.get_pct,
         distribution: args.distribution(),
         zipf_theta: args.zipf_theta,
         locality_pct: args.locality_pct,
         seed: args.seed,
+        scan_pct: 0.0,
+        scan_len: 1,
+        inserts: false,
+        searches: false,
     };
     Ok((w, cfg))
 }
@@ -97,13 +108,56 @@ fn plan(args: &BenchArgs, w: Workload) -> PointPlan {
         slice: Duration::from_millis(args.slice_ms),
         background: 0,
         rates: None,
+        clients: None,
     }
 }
 
-fn plain(kinds: &[SystemKind], cfg: &Config, args: &BenchArgs) -> Vec<Variant> {
+/// A Cell variant of `mode` for workload `w` in `shape` (clients on nodes
+/// `client_from..`).
+fn cell_variant(
+    label: &str,
+    mode: SearchMode,
+    w: &Workload,
+    shape: &CellShape,
+    client_from: u16,
+) -> Variant {
+    Variant::cell(
+        label,
+        CellSpec {
+            cfg: cell_config(w, shape),
+            mode,
+            client_from,
+            publish: None,
+            follow: None,
+        },
+    )
+}
+
+/// Keys the runs of a point may insert (bounds the regions Cell sizes).
+fn inserts_bound(args: &BenchArgs) -> u64 {
+    match args.ops {
+        Some(n) => n,
+        None => (150_000.0 * args.seconds()) as u64,
+    }
+}
+
+/// The variants of `--systems` for a comparison of key-value workloads.
+fn plain(kinds: &[SystemChoice], cfg: &Config, w: &Workload, args: &BenchArgs) -> Vec<Variant> {
+    let shape = CellShape {
+        nodes: args.nodes,
+        server_nodes: args.nodes,
+        clients: args.clients(),
+        workers: args.server_workers,
+        one_meganode: false,
+        inserts: 0,
+        caches: true,
+    };
     kinds
         .iter()
-        .map(|&k| Variant::plain(k, cfg, args.server_workers))
+        .map(|&k| match k {
+            SystemChoice::Kv(k) => Variant::plain(k, cfg, args.server_workers),
+            SystemChoice::Cell(m) => cell_variant(mode_name(m), m, w, &shape, 0),
+        })
         .collect()
 }
 
@@ -113,13 +167,14 @@ fn point(label: String, params: BTreeMap<String, f64>, plan: PointPlan) -> Point
         params,
         plan,
         load: None,
+        load_of: None,
     }
 }
 
 /// Nessie's and NessieHY's optimisations switched on one after the other.
-fn breakdown_variants(kinds: &[SystemKind], cfg: &Config, args: &BenchArgs) -> Vec<Variant> {
+fn breakdown_variants(kinds: &[SystemChoice], cfg: &Config, args: &BenchArgs) -> Vec<Variant> {
     let mut out = Vec::new();
-    if kinds.contains(&SystemKind::Nessie) {
+    if kinds.contains(&SystemChoice::Kv(SystemKind::Nessie)) {
         let base = Variant::plain(SystemKind::Nessie, cfg, args.server_workers).tuned(
             "nessie basic",
             |c, _| {
@@ -137,7 +192,7 @@ fn breakdown_variants(kinds: &[SystemKind], cfg: &Config, args: &BenchArgs) -> V
         let multi = prev.tuned("nessie +multi", |c, _| c.multiple_reads = true);
         out.extend([base, filter, cache, prev, multi]);
     }
-    if kinds.contains(&SystemKind::NessieHy) {
+    if kinds.contains(&SystemChoice::Kv(SystemKind::NessieHy)) {
         let base = Variant::plain(SystemKind::NessieHy, cfg, args.server_workers)
             .tuned("hy basic", |_, _| {});
         let filter = base.tuned("hy +filter", |_, h| h.filter_bits = true);
@@ -149,7 +204,7 @@ fn breakdown_variants(kinds: &[SystemKind], cfg: &Config, args: &BenchArgs) -> V
 }
 
 /// The groups of `args`' experiment (or of the single comparison).
-pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, BenchError> {
+pub fn groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group>, BenchError> {
     let (w, cfg) = shape(args, args.value_size() as u32)?;
     let one = |variants: Vec<Variant>, points: Vec<Point>| Group {
         variants,
@@ -174,7 +229,7 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
             let label = format!(
                 "{} nodes x {} clients, {} keys of {} B, values {} B, {}% GET, {:?}",
                 args.nodes,
-                args.clients,
+                args.clients(),
                 w.keys,
                 w.key_size,
                 w.value_size,
@@ -186,7 +241,7 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                 params(&[("get_pct", w.get_pct)]),
                 plan(args, w.clone()),
             );
-            vec![one(plain(kinds, &cfg, args), vec![p])]
+            vec![one(plain(kinds, &cfg, &w, args), vec![p])]
         }
         Some(Experiment::ValueSweep) => SWEEP_VALUES
             .iter()
@@ -198,7 +253,7 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                     &format!("value={v} B "),
                 );
                 Ok(Group {
-                    variants: plain(kinds, &cfg, args),
+                    variants: plain(kinds, &cfg, &w, args),
                     preload: w,
                     points,
                     latency_us: None,
@@ -215,7 +270,7 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                 wd.distribution = d;
                 points.extend(at_gets(&wd, &[("zipf", code)], &format!("{name} ")));
             }
-            vec![one(plain(kinds, &cfg, args), points)]
+            vec![one(plain(kinds, &cfg, &w, args), points)]
         }
         Some(Experiment::Breakdown) => {
             let variants = breakdown_variants(kinds, &cfg, args);
@@ -244,12 +299,12 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                     )
                 })
                 .collect();
-            vec![one(plain(kinds, &cfg, args), points)]
+            vec![one(plain(kinds, &cfg, &w, args), points)]
         }
         Some(Experiment::LatencySweep) => SWEEP_LATENCIES_US
             .iter()
             .map(|&l| Group {
-                variants: plain(kinds, &cfg, args),
+                variants: plain(kinds, &cfg, &w, args),
                 preload: w.clone(),
                 points: at_gets(&w, &[("latency_us", l)], &format!("latency={l} us ")),
                 latency_us: Some(l),
@@ -270,7 +325,183 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemKind]) -> Result<Vec<Group>, Benc
                 p.load = Some(f);
                 points.push(p);
             }
-            vec![one(plain(kinds, &cfg, args), points)]
+            vec![one(plain(kinds, &cfg, &w, args), points)]
         }
+        Some(e) => cell_groups(args, e, &w),
     })
+}
+
+/// Client counts of cell-clients (Fig. 4: 1 to 12 client processes).
+pub const CELL_CLIENTS: [u16; 6] = [1, 2, 4, 6, 8, 12];
+/// Server cores per node of cell-cores (Table 2 goes to 8; 2 cores here).
+pub const CELL_CORES: [u16; 4] = [1, 2, 3, 4];
+/// Scan lengths of cell-scan.
+pub const CELL_SCAN_LENGTHS: [u32; 3] = [1, 10, 50];
+
+/// The groups of Cell's experiments.
+fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
+    let modes3 = [
+        ("cell-server", SearchMode::ServerOnly),
+        ("cell-client", SearchMode::ClientOnly),
+        ("cell", SearchMode::Selector),
+    ];
+    let mut searches = w.clone();
+    searches.get_pct = 100.0;
+    searches.searches = true;
+    let shared = |nodes: u16, workers: u16, inserts: u64| CellShape {
+        nodes,
+        server_nodes: nodes,
+        clients: args.clients(),
+        workers,
+        one_meganode: false,
+        inserts,
+        caches: true,
+    };
+    let group = |variants, preload: &Workload, points| Group {
+        variants,
+        preload: preload.clone(),
+        points,
+        latency_us: None,
+    };
+    match e {
+        Experiment::CellClients => {
+            // One server node holding one meganode, served by one core; the
+            // clients on a second node; no client caches.
+            let shape = CellShape {
+                nodes: 2,
+                server_nodes: 1,
+                workers: 1,
+                one_meganode: true,
+                caches: false,
+                ..shared(2, 1, 0)
+            };
+            let variants = modes3
+                .iter()
+                .map(|(l, m)| cell_variant(l, *m, &searches, &shape, 1))
+                .collect();
+            let max = args.clients();
+            let mut counts: Vec<u16> = CELL_CLIENTS.iter().copied().filter(|&c| c <= max).collect();
+            if !counts.contains(&max) {
+                counts.push(max);
+            }
+            let points = counts
+                .into_iter()
+                .map(|n| {
+                    let mut p = plan(args, searches.clone());
+                    p.clients = Some(usize::from(n));
+                    point(
+                        format!("{n} clients"),
+                        params(&[("clients", f64::from(n))]),
+                        p,
+                    )
+                })
+                .collect();
+            vec![group(variants, &searches, points)]
+        }
+        Experiment::CellCores => CELL_CORES
+            .iter()
+            .map(|&cores| {
+                let shape = shared(args.nodes, cores, 0);
+                let meter = Arc::new(ShareMeter::default());
+                let mut selector = cell_variant("cell", SearchMode::Selector, &searches, &shape, 0);
+                let mut fixed =
+                    cell_variant("cell-fixed", SearchMode::Fixed(50.0), &searches, &shape, 0);
+                if let (super::system::SystemSpec::Cell(a), super::system::SystemSpec::Cell(b)) =
+                    (&mut selector.sys, &mut fixed.sys)
+                {
+                    a.publish = Some(meter.clone());
+                    b.follow = Some(meter);
+                }
+                let variants = vec![
+                    cell_variant("cell-server", SearchMode::ServerOnly, &searches, &shape, 0),
+                    selector,
+                    fixed,
+                ];
+                let p = point(
+                    format!("{cores} server cores per node"),
+                    params(&[("cores", f64::from(cores))]),
+                    plan(args, searches.clone()),
+                );
+                group(variants, &searches, vec![p])
+            })
+            .collect(),
+        Experiment::CellSpike => {
+            let shape = shared(args.nodes, args.server_workers, 0);
+            let variants = vec![
+                cell_variant("cell-server", SearchMode::ServerOnly, &searches, &shape, 0),
+                cell_variant("cell", SearchMode::Selector, &searches, &shape, 0),
+            ];
+            let mut points = vec![point(
+                "peak (closed loop)".into(),
+                params(&[("load", 0.0)]),
+                plan(args, searches.clone()),
+            )];
+            for (label, f) in [
+                ("base: 45% of server-side peak", 0.45),
+                ("spike: 2.5x the base", 0.45 * 2.5),
+                ("after the spike: the base again", 0.45),
+            ] {
+                let mut p = point(
+                    label.into(),
+                    params(&[("load", f)]),
+                    plan(args, searches.clone()),
+                );
+                p.load_of = Some((0, f));
+                points.push(p);
+            }
+            vec![group(variants, &searches, points)]
+        }
+        Experiment::CellMixed => {
+            let shape = shared(args.nodes, args.server_workers, inserts_bound(args));
+            let variants = vec![
+                cell_variant("cell-server", SearchMode::ServerOnly, w, &shape, 0),
+                cell_variant("cell", SearchMode::Selector, w, &shape, 0),
+            ];
+            let mixes = [
+                ("100% get", 100.0, Distribution::Uniform, false),
+                ("YCSB-B (95% get, zipf)", 95.0, Distribution::Zipf, false),
+                ("YCSB-A (50% get, zipf)", 50.0, Distribution::Zipf, false),
+                ("100% update", 0.0, Distribution::Uniform, false),
+                ("100% insert", 0.0, Distribution::Uniform, true),
+            ];
+            let points = mixes
+                .iter()
+                .map(|&(label, get, dist, inserts)| {
+                    let mut m = w.clone();
+                    m.get_pct = get;
+                    m.distribution = dist;
+                    m.inserts = inserts;
+                    let p = params(&[("get_pct", get), ("insert", f64::from(u8::from(inserts)))]);
+                    point(label.into(), p, plan(args, m))
+                })
+                .collect();
+            vec![group(variants, w, points)]
+        }
+        Experiment::CellScan => {
+            let shape = shared(args.nodes, args.server_workers, inserts_bound(args) / 20);
+            let variants = modes3
+                .iter()
+                .map(|(l, m)| cell_variant(l, *m, w, &shape, 0))
+                .collect();
+            let points = CELL_SCAN_LENGTHS
+                .iter()
+                .map(|&len| {
+                    let mut m = w.clone();
+                    m.get_pct = 0.0;
+                    m.scan_pct = 95.0;
+                    m.scan_len = len;
+                    m.inserts = true;
+                    m.distribution = Distribution::Zipf;
+                    let label = format!("scans of {len} (95%), inserts (5%), zipf");
+                    point(
+                        label,
+                        params(&[("scan_len", f64::from(len))]),
+                        plan(args, m),
+                    )
+                })
+                .collect();
+            vec![group(variants, w, points)]
+        }
+        _ => Vec::new(),
+    }
 }

@@ -14,6 +14,7 @@
 //! (the papers' figures), [`plot`] (SVG charts).
 
 pub mod args;
+pub mod cell;
 pub mod driver;
 pub mod error;
 pub mod experiments;
@@ -133,13 +134,17 @@ fn run_group(
         if let Some(f) = p.load {
             plan.rates = Some(peaks.iter().map(|x| x * f).collect());
         }
+        if let Some((i, f)) = p.load_of {
+            let r = peaks.get(i).copied().unwrap_or(0.0) * f;
+            plan.rates = Some(vec![r; peaks.len()]);
+        }
         let accs = measure(&mut systems, &plan, || pb.inc(1));
         let results: Vec<SystemResult> = systems
             .iter()
             .zip(&accs)
             .map(|(s, a)| SystemResult::new(s, a, plan.workload.value_size))
             .collect();
-        if p.load.is_none() {
+        if p.load.is_none() && p.load_of.is_none() {
             peaks = results.iter().map(|r| r.throughput).collect();
         }
         let point = PointResult {
@@ -213,7 +218,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
             "nessie bench{}: {} nodes x {} client threads, {} server worker(s) per node, NIC latency {}, slices of {} ms, {} per system per point",
             args.experiment.map_or(String::new(), |e| format!(" --experiment {}", e.name())),
             args.nodes,
-            args.clients,
+            args.clients(),
             args.server_workers,
             latency_us.map_or("per point".to_string(), |l| format!("{l} us")),
             args.slice_ms,
@@ -234,7 +239,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
         let r = BenchReport {
             experiment: args.experiment.map(Experiment::name),
             nodes: args.nodes,
-            clients_per_node: args.clients,
+            clients_per_node: args.clients(),
             server_workers: args.server_workers,
             latency_us,
             slice_ms: args.slice_ms,

@@ -256,6 +256,79 @@ pub fn write_all(
                 false,
             )?;
         }
+        Some(Experiment::CellClients) => {
+            let x = |p: &PointResult| param(p, "clients");
+            chart(
+                "cell-clients-throughput.svg",
+                "Searches of one meganode, one server core (Cell Fig. 4)",
+                "clients",
+                "kops/s",
+                by_system(points, |_| true, x, kops),
+                false,
+            )?;
+            let lat =
+                |s: &super::report::SystemResult| s.get.as_ref().map_or(0.0, |k| k.latency_us.p50);
+            chart(
+                "cell-clients-latency.svg",
+                "Median search latency (Cell Fig. 4)",
+                "clients",
+                "us",
+                by_system(points, |_| true, x, lat),
+                false,
+            )?;
+        }
+        Some(Experiment::CellCores) => {
+            chart(
+                "cell-cores.svg",
+                "Searches vs server cores (Cell Table 2)",
+                "server cores per node",
+                "kops/s",
+                by_system(points, |_| true, |p| param(p, "cores"), kops),
+                false,
+            )?;
+        }
+        Some(Experiment::CellSpike) => {
+            let lat =
+                |s: &super::report::SystemResult| s.get.as_ref().map_or(0.0, |k| k.latency_us.p99);
+            chart(
+                "cell-spike-p99.svg",
+                "p99 search latency at base load and spike (Cell Fig. 7)",
+                "offered load (fraction of server-side peak)",
+                "us",
+                by_system(
+                    points,
+                    |p| param(p, "load") > 0.0,
+                    |p| param(p, "load"),
+                    lat,
+                ),
+                false,
+            )?;
+        }
+        Some(Experiment::CellMixed) => {
+            chart(
+                "cell-mixed.svg",
+                "Get/put mixes (Cell Fig. 9)",
+                "% gets",
+                "kops/s",
+                by_system(
+                    points,
+                    |p| param(p, "insert") == 0.0,
+                    |p| param(p, "get_pct"),
+                    kops,
+                ),
+                false,
+            )?;
+        }
+        Some(Experiment::CellScan) => {
+            chart(
+                "cell-scan.svg",
+                "Range scans (95%) with inserts",
+                "entries per scan",
+                "kops/s",
+                by_system(points, |_| true, |p| param(p, "scan_len"), kops),
+                false,
+            )?;
+        }
     }
     Ok(files)
 }

@@ -32,6 +32,10 @@ pub struct SystemResult {
     pub get: Option<KindReport>,
     /// PUTs.
     pub put: Option<KindReport>,
+    /// Range scans.
+    pub scan: Option<KindReport>,
+    /// Share of meganode searches done by servers (Cell), in percent.
+    pub server_share_pct: Option<f64>,
     /// Operations that needed more than one attempt.
     pub retried: u64,
     /// Failed operations by error kind.
@@ -56,14 +60,16 @@ impl SystemResult {
     /// The result of `sys` from `acc`; `value_size` for the goodput.
     pub fn new(sys: &Started, acc: &SysAcc, value_size: u32) -> SystemResult {
         let secs = acc.wall.as_secs_f64();
-        let ops = acc.get.ops + acc.put.ops;
+        let ops = acc.get.ops + acc.put.ops + acc.scan.ops;
         let per_s = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
         let mut failures = acc.get.failures.clone();
         add_failures(&mut failures, &acc.put.failures);
+        add_failures(&mut failures, &acc.scan.failures);
+        let searches = acc.server_searches + acc.client_searches;
         let cpu = (acc.client_cpu + acc.server_cpu).as_secs_f64();
         SystemResult {
             label: sys.variant.label.clone(),
-            system: sys.variant.sys.kind.name().to_string(),
+            system: sys.variant.system_name().to_string(),
             error: sys.failed.clone(),
             seconds: secs,
             ops,
@@ -72,7 +78,10 @@ impl SystemResult {
             ratio: None,
             get: acc.get.report(),
             put: acc.put.report(),
-            retried: acc.get.retried + acc.put.retried,
+            scan: acc.scan.report(),
+            server_share_pct: (searches > 0)
+                .then(|| 100.0 * acc.server_searches as f64 / searches as f64),
+            retried: acc.get.retried + acc.put.retried + acc.scan.retried,
             failures,
             cache_hit_rate: acc.cache_hits as f64 / acc.get.ops.max(1) as f64,
             client_cpu_s: acc.client_cpu.as_secs_f64(),
@@ -80,12 +89,7 @@ impl SystemResult {
             cpu_us_per_op: if ops > 0 { cpu * 1e6 / ops as f64 } else { 0.0 },
             cores_busy: per_s(cpu),
             server_requests: acc.server_requests,
-            server_errors: sys
-                .deployment
-                .server_errors()
-                .iter()
-                .map(|e| e.to_string())
-                .collect(),
+            server_errors: sys.deployment.server_errors(),
         }
     }
 }
@@ -135,7 +139,10 @@ fn opt<T>(
 pub fn compact(p: &PointResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "-- {}", p.label);
-    let _ = writeln!(
+    // Columns only ordered stores have: scans, and Cell's server-side share.
+    let scans = p.systems.iter().any(|r| r.scan.is_some());
+    let share = p.systems.iter().any(|r| r.server_share_pct.is_some());
+    let _ = write!(
         s,
         "{:<18} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>7} {:>6}",
         "system",
@@ -151,13 +158,20 @@ pub fn compact(p: &PointResult) -> String {
         "cores",
         "fail"
     );
+    if scans {
+        let _ = write!(s, " {:>9} {:>9}", "SCAN p50", "SCAN p99");
+    }
+    if share {
+        let _ = write!(s, " {:>7}", "srv %");
+    }
+    let _ = writeln!(s);
     for r in &p.systems {
         if let Some(e) = &r.error {
             let _ = writeln!(s, "{:<18} not measured: {e}", r.label);
             continue;
         }
         let fails: u64 = r.failures.values().sum();
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{:<18} {:>8} {:>6} {:>8.1} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8.2} {:>7.2} {:>6}",
             r.label,
@@ -173,6 +187,22 @@ pub fn compact(p: &PointResult) -> String {
             r.cores_busy,
             fails
         );
+        if scans {
+            let _ = write!(
+                s,
+                " {:>9} {:>9}",
+                opt(&r.scan, |k| k.latency_us.p50, |x| format!("{x:.1}")),
+                opt(&r.scan, |k| k.latency_us.p99, |x| format!("{x:.1}"))
+            );
+        }
+        if share {
+            let _ = write!(
+                s,
+                " {:>7}",
+                r.server_share_pct.map_or("-".into(), |x| format!("{x:.0}"))
+            );
+        }
+        let _ = writeln!(s);
     }
     s
 }
@@ -203,7 +233,7 @@ pub fn detailed(p: &PointResult) -> String {
         "system", "op", "count", "p50 us", "p99 us", "p99.9", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "cpuRD", "cpuWR", "bytes", "RTs", "retry%"
     );
     for r in p.systems.iter().filter(|r| r.error.is_none()) {
-        for (name, k) in [("GET", &r.get), ("PUT", &r.put)] {
+        for (name, k) in [("GET", &r.get), ("PUT", &r.put), ("SCAN", &r.scan)] {
             let Some(k) = k else { continue };
             let m = &k.mean;
             let _ = writeln!(
@@ -221,7 +251,7 @@ pub fn detailed(p: &PointResult) -> String {
         "\nRDMA operations per operation (share of operations with 0, 1, 2, ... of each):"
     );
     for r in p.systems.iter().filter(|r| r.error.is_none()) {
-        for (name, k) in [("GET", &r.get), ("PUT", &r.put)] {
+        for (name, k) in [("GET", &r.get), ("PUT", &r.put), ("SCAN", &r.scan)] {
             let Some(k) = k else { continue };
             let _ = writeln!(
                 s,

@@ -135,6 +135,12 @@ pub struct SysAcc {
     pub get: KindAcc,
     /// PUTs.
     pub put: KindAcc,
+    /// Range scans.
+    pub scan: KindAcc,
+    /// Meganode searches done by servers (Cell).
+    pub server_searches: u64,
+    /// Meganode searches done by clients (Cell).
+    pub client_searches: u64,
     /// Measured wall time (sum of the slices).
     pub wall: Duration,
     /// CPU time of the client threads while measured.

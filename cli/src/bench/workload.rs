@@ -81,6 +81,15 @@ pub struct Workload {
     pub locality_pct: f64,
     /// Seed of every generator.
     pub seed: u64,
+    /// Percent of range scans (ordered stores); GETs take `get_pct`, PUTs
+    /// the rest.
+    pub scan_pct: f64,
+    /// Entries a scan asks for (from a key drawn like any other).
+    pub scan_len: u32,
+    /// PUTs insert fresh keys instead of updating preloaded ones.
+    pub inserts: bool,
+    /// GETs are searches (presence only) where a system has them (Cell).
+    pub searches: bool,
 }
 
 impl Workload {
@@ -124,8 +133,10 @@ pub fn preloader(w: &Workload, k: u64, nodes: u16, clients: u16) -> (u16, u16) {
 pub enum OpKind {
     /// A GET.
     Get,
-    /// A PUT (an update of a preloaded key).
+    /// A PUT (an update of a preloaded key, or an insert of a fresh one).
     Put,
+    /// A range scan of `scan_len` entries.
+    Scan,
 }
 
 /// One client thread's generator of operations.
@@ -136,6 +147,7 @@ pub struct OpGen {
     nodes: u64,
     rng: Rng,
     zipf: Option<ScrambledZipfian>,
+    fresh: u64,
 }
 
 impl OpGen {
@@ -160,12 +172,17 @@ impl OpGen {
             ^ (u64::from(index) << 32)
             ^ stream.wrapping_mul(0x2545_f491_4f6c_dd1d);
         debug_assert_eq!(zipf.is_some(), w.distribution == Distribution::Zipf);
+        let mut rng = Rng::new(seed);
+        // Fresh keys of this client and stream: a random block of 2^18
+        // numbers above the preloaded ones (below 10^12, the key format's limit).
+        let fresh = w.keys + (rng.below(1 << 20) << 18);
         OpGen {
             zipf,
             w: w.clone(),
             node: u64::from(node),
             nodes: u64::from(nodes.max(1)),
-            rng: Rng::new(seed),
+            rng,
+            fresh,
         }
     }
 
@@ -186,11 +203,18 @@ impl OpGen {
 
     /// The next operation and key.
     pub fn next_op(&mut self) -> (OpKind, u64) {
-        let kind = if self.rng.unit() * 100.0 < self.w.get_pct {
+        let dice = self.rng.unit() * 100.0;
+        let kind = if dice < self.w.get_pct {
             OpKind::Get
+        } else if dice < self.w.get_pct + self.w.scan_pct {
+            OpKind::Scan
         } else {
             OpKind::Put
         };
+        if kind == OpKind::Put && self.w.inserts {
+            self.fresh += 1;
+            return (kind, self.fresh);
+        }
         (kind, self.key())
     }
 
@@ -214,6 +238,10 @@ mod tests {
             zipf_theta: 0.99,
             locality_pct: 90.0,
             seed: 3,
+            scan_pct: 0.0,
+            scan_len: 1,
+            inserts: false,
+            searches: false,
         }
     }
 
