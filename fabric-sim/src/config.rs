@@ -68,6 +68,23 @@ pub enum ClockMode {
     Manual,
 }
 
+/// The order in which a multi-word READ or WRITE moves its words.
+///
+/// Real NICs guarantee no order within one transfer (only that each aligned
+/// 8-byte word is written whole), so the protocol must not depend on one; the
+/// test suites run under every setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TransferOrder {
+    /// Lowest address first (the default).
+    #[default]
+    Ascending,
+    /// Highest address first.
+    Descending,
+    /// A fresh random permutation of the words for every transfer (seeded:
+    /// [`SimConfig::seed`]).
+    Random,
+}
+
 /// Everything needed to build a `SimFabric`.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -81,6 +98,10 @@ pub struct SimConfig {
     pub latency: LatencyModel,
     /// Source of protocol time.
     pub clock: ClockMode,
+    /// Word order within a multi-word transfer.
+    pub transfer_order: TransferOrder,
+    /// Seed of the simulator's own randomness ([`TransferOrder::Random`]).
+    pub seed: u64,
     /// Yield between the load and the store of a NIC CAS, widening the window
     /// in which a CPU store or RDMA WRITE to the same word is lost.
     pub yield_inside_cas: bool,
@@ -92,7 +113,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     /// Three nodes, 1024 index slots and 1 MiB of data table each, no
-    /// latency, real clock, no CAS yield.
+    /// latency, real clock, ascending transfers, no CAS yield.
     fn default() -> Self {
         SimConfig {
             nodes: 3,
@@ -100,6 +121,8 @@ impl Default for SimConfig {
             data_bytes_per_node: 1 << 20,
             latency: LatencyModel::ZERO,
             clock: ClockMode::Real,
+            transfer_order: TransferOrder::Ascending,
+            seed: 0x5eed,
             yield_inside_cas: false,
             schedule_point: None,
         }
@@ -153,6 +176,18 @@ impl SimConfig {
     /// Sets the clock mode.
     pub fn with_clock(mut self, clock: ClockMode) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Sets the word order within transfers.
+    pub fn with_transfer_order(mut self, order: TransferOrder) -> Self {
+        self.transfer_order = order;
+        self
+    }
+
+    /// Sets the seed of the simulator's randomness.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
         self
     }
 

@@ -112,14 +112,19 @@ impl Endpoint for SimEndpoint {
         }
         let posted = Instant::now();
         let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
-        let (target, result) = fabric.execute(self.node, &wr.op);
+        let done = fabric.execute(self.node, &wr.op);
+        let (result, deliver) = (done.result, done.deliver);
         let ok = result.is_ok();
         self.counters.record(kind, bytes, ok);
-        if let Some(target) = target {
+        if let Some(target) = done.target {
             target.counters.record(kind, bytes, ok);
         }
         if !ok {
             tracing::trace!(node = %self.node, id = wr.id.0, ?result, "sim endpoint: operation failed");
+        }
+        if !deliver {
+            tracing::trace!(node = %self.node, id = wr.id.0, "sim endpoint: completion lost (injected)");
+            return Ok(());
         }
         let delay = if nic {
             fabric.config().latency.delay(bytes)

@@ -7,22 +7,95 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::time::duration_nanos;
-use nessie_protocol::{Fabric, FabricError, Nanos, NodeId, Op, OpOutput, Region, Topology};
+use nessie_protocol::{Fabric, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region, Topology};
 
-use crate::config::{ClockMode, SimConfig, SimConfigError, MANUAL_CLOCK_START};
+use crate::config::{ClockMode, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START};
 use crate::counters::{AtomicCounters, OpCounters};
 use crate::endpoint::SimEndpoint;
-use crate::memory::NodeMemory;
+use crate::memory::{NodeMemory, WordOrder};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::Arc;
+use crate::sync::{self, Arc, Mutex};
+
+/// A fault the simulator can inject into NIC operations (READ, WRITE, CAS)
+/// targeting a node: every combination of "did the operation execute" and
+/// "what did its completion say".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InjectedFault {
+    /// Not executed; completes with a transport error.
+    FailUnexecuted,
+    /// Executed (memory changed as usual); the completion nevertheless
+    /// carries a transport error, as a real NIC's can after the responder
+    /// executed the request.
+    FailAfterExecuting,
+    /// Executed; the completion is never delivered.
+    LoseCompletion,
+    /// Not executed and no completion is ever delivered.
+    Vanish,
+}
+
+impl InjectedFault {
+    /// Whether the operation takes effect.
+    pub fn executes(self) -> bool {
+        matches!(
+            self,
+            InjectedFault::FailAfterExecuting | InjectedFault::LoseCompletion
+        )
+    }
+
+    /// Whether a completion is delivered.
+    pub fn delivers(self) -> bool {
+        matches!(
+            self,
+            InjectedFault::FailUnexecuted | InjectedFault::FailAfterExecuting
+        )
+    }
+}
+
+/// Which operations an injected fault hits: the `count` operations after the
+/// first `skip` that target the node and match `only` (any kind if `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Injection {
+    /// What happens to a hit operation.
+    pub fault: InjectedFault,
+    /// Restrict to one kind of operation.
+    pub only: Option<OpKind>,
+    /// Matching operations to let through first.
+    pub skip: u64,
+    /// Matching operations to hit after those.
+    pub count: u64,
+}
+
+impl Injection {
+    /// Hits the next `count` NIC operations of any kind.
+    pub fn next(fault: InjectedFault, count: u64) -> Injection {
+        Injection {
+            fault,
+            only: None,
+            skip: 0,
+            count,
+        }
+    }
+}
+
+/// What the simulator decided for one operation.
+pub(crate) struct Executed<'a> {
+    /// The node the operation targeted, for counters.
+    pub target: Option<&'a NodeState>,
+    /// Its outcome, as its completion reports it.
+    pub result: Result<OpOutput, FabricError>,
+    /// Whether the completion is delivered.
+    pub deliver: bool,
+}
 
 /// Everything the simulator keeps about one node.
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub(crate) memory: NodeMemory,
     down: AtomicBool,
-    /// NIC operations still to fail with an injected transport error.
-    fail_next: AtomicU64,
+    /// Whether an injection is pending (the fast path checks only this).
+    armed: AtomicBool,
+    /// The pending injection.
+    injection: Mutex<Option<Injection>>,
     /// Clock skew in nanoseconds, an `i64` stored as its bit pattern.
     skew: AtomicU64,
     pub(crate) counters: AtomicCounters,
@@ -33,11 +106,27 @@ impl NodeState {
         self.down.load(Ordering::SeqCst)
     }
 
-    /// Consumes one injected fault, if any is pending.
-    fn take_fault(&self) -> bool {
-        self.fail_next
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
+    /// The injected fault that hits an operation of `kind`, if any (consumes it).
+    fn take_fault(&self, kind: OpKind) -> Option<InjectedFault> {
+        if !self.armed.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut slot = sync::lock(&self.injection);
+        let inj = slot.as_mut()?;
+        if inj.only.is_some_and(|k| k != kind) {
+            return None;
+        }
+        if inj.skip > 0 {
+            inj.skip -= 1;
+            return None;
+        }
+        let fault = inj.fault;
+        inj.count = inj.count.saturating_sub(1);
+        if inj.count == 0 {
+            *slot = None;
+            self.armed.store(false, Ordering::SeqCst);
+        }
+        Some(fault)
     }
 }
 
@@ -48,6 +137,8 @@ struct Inner {
     created: Instant,
     /// Nanoseconds added to every clock by [`SimFabric::advance`].
     advanced: AtomicU64,
+    /// Transfers so far (seeds [`TransferOrder::Random`]).
+    transfers: AtomicU64,
 }
 
 /// A simulated RDMA fabric connecting `config.nodes` nodes in one process.
@@ -79,7 +170,8 @@ impl SimFabric {
                 Ok(NodeState {
                     memory: NodeMemory::new(NodeId(n), &topology)?,
                     down: AtomicBool::new(false),
-                    fail_next: AtomicU64::new(0),
+                    armed: AtomicBool::new(false),
+                    injection: Mutex::new(None),
                     skew: AtomicU64::new(0),
                     counters: AtomicCounters::new(),
                 })
@@ -91,6 +183,7 @@ impl SimFabric {
             nodes,
             created: Instant::now(),
             advanced: AtomicU64::new(0),
+            transfers: AtomicU64::new(0),
         };
         Ok(SimFabric {
             inner: Arc::new(inner),
@@ -169,11 +262,39 @@ impl SimFabric {
 
     /// Makes the next `n` NIC operations (READ, WRITE, CAS) targeting `node`
     /// complete with `FabricError::Transport("injected fault")` without
-    /// touching memory. Replaces any count still pending; `0` cancels.
+    /// touching memory. Replaces any injection still pending; `0` cancels.
     pub fn fail_next_ops(&self, node: NodeId, n: u64) -> Result<(), FabricError> {
-        self.node_state(node)?.fail_next.store(n, Ordering::SeqCst);
-        tracing::debug!(%node, n, "sim fabric: injecting faults");
+        self.inject(node, Injection::next(InjectedFault::FailUnexecuted, n))
+    }
+
+    /// Arms `injection` for NIC operations targeting `node`, replacing any
+    /// injection still pending (a count of 0 cancels).
+    pub fn inject(&self, node: NodeId, injection: Injection) -> Result<(), FabricError> {
+        let n = self.node_state(node)?;
+        let mut slot = sync::lock(&n.injection);
+        *slot = (injection.count > 0).then_some(injection);
+        n.armed.store(slot.is_some(), Ordering::SeqCst);
+        tracing::debug!(%node, ?injection, "sim fabric: injecting faults");
         Ok(())
+    }
+
+    /// Whether an injection armed on `node` has not been used up yet.
+    pub fn injection_pending(&self, node: NodeId) -> bool {
+        self.node_state(node)
+            .map(|n| n.armed.load(Ordering::SeqCst))
+            .unwrap_or(false)
+    }
+
+    /// The word order of the next transfer.
+    fn word_order(&self) -> WordOrder {
+        match self.inner.config.transfer_order {
+            TransferOrder::Ascending => WordOrder::Ascending,
+            TransferOrder::Descending => WordOrder::Descending,
+            TransferOrder::Random => {
+                let n = self.inner.transfers.fetch_add(1, Ordering::SeqCst);
+                WordOrder::Shuffled(self.inner.config.seed ^ n.wrapping_mul(0x2545_f491_4f6c_dd1d))
+            }
+        }
     }
 
     // ----- counters -----------------------------------------------------------
@@ -239,7 +360,7 @@ impl SimFabric {
         self.node_state(node)?
             .memory
             .region(region)
-            .read(offset, len, None)
+            .read(offset, len, None, WordOrder::Ascending)
     }
 
     /// Writes `data` at `offset`, word by word like an RDMA WRITE.
@@ -253,7 +374,7 @@ impl SimFabric {
         self.node_state(node)?
             .memory
             .region(region)
-            .write(offset, data, None)
+            .write(offset, data, None, WordOrder::Ascending)
     }
 
     /// A snapshot of every word of `node`'s `region` (empty for an unknown
@@ -271,42 +392,51 @@ impl SimFabric {
 
     // ----- execution ----------------------------------------------------------
 
-    /// Performs `op` posted by a client on `from`, returning the node it
-    /// targeted (for counters) and its outcome. The caller has checked that
-    /// `from` is up.
-    pub(crate) fn execute(
-        &self,
-        from: NodeId,
-        op: &Op,
-    ) -> (Option<&NodeState>, Result<OpOutput, FabricError>) {
+    /// Performs `op` posted by a client on `from`: the node it targeted (for
+    /// counters), its outcome and whether its completion is delivered. The
+    /// caller has checked that `from` is up.
+    pub(crate) fn execute(&self, from: NodeId, op: &Op) -> Executed<'_> {
         let target_id = op.remote_addr().map_or(from, |a| a.node);
         let target = match self.node_state(target_id) {
             Ok(t) => t,
-            Err(e) => return (None, Err(e)),
+            Err(e) => {
+                return Executed {
+                    target: None,
+                    result: Err(e),
+                    deliver: true,
+                }
+            }
         };
         let hook = self.inner.config.schedule_point;
+        let nic = op.remote_addr().is_some();
+        let fault = if nic && !target.is_down() {
+            target.take_fault(op.kind())
+        } else {
+            None
+        };
+        let executes = fault.map_or(true, InjectedFault::executes);
         let result = match op {
             Op::LocalRead { offset, len } => target
                 .memory
                 .region(Region::Data)
-                .read(*offset, u64::from(*len), hook)
+                .read(*offset, u64::from(*len), hook, self.word_order())
                 .map(OpOutput::Read),
             Op::LocalWrite { offset, data } => target
                 .memory
                 .region(Region::Data)
-                .write(*offset, data, hook)
+                .write(*offset, data, hook, self.word_order())
                 .map(|()| OpOutput::Written),
             _ if target.is_down() => Err(FabricError::NodeDown(target_id)),
-            _ if target.take_fault() => Err(FabricError::Transport("injected fault".into())),
+            _ if !executes => Err(FabricError::Transport("injected fault".into())),
             Op::Read { addr, len } => target
                 .memory
                 .region(addr.region)
-                .read(addr.offset, u64::from(*len), hook)
+                .read(addr.offset, u64::from(*len), hook, self.word_order())
                 .map(OpOutput::Read),
             Op::Write { addr, data } => target
                 .memory
                 .region(addr.region)
-                .write(addr.offset, data, hook)
+                .write(addr.offset, data, hook, self.word_order())
                 .map(|()| OpOutput::Written),
             Op::Cas { addr, expect, new } => {
                 if let Some(h) = hook {
@@ -324,7 +454,17 @@ impl SimFabric {
                     .map(|previous| OpOutput::Cas { previous })
             }
         };
-        (Some(target), result)
+        let result = match fault {
+            Some(InjectedFault::FailAfterExecuting) => Err(FabricError::Transport(
+                "injected fault: completion failed after the operation executed".into(),
+            )),
+            _ => result,
+        };
+        Executed {
+            target: Some(target),
+            result,
+            deliver: fault.map_or(true, InjectedFault::delivers),
+        }
     }
 }
 

@@ -6,16 +6,19 @@
 //! (and the CPU path to their own data table) against them.
 //!
 //! What it models, deliberately:
-//! - **Word-ordered transfers**: multi-word READs and WRITEs move one word at
-//!   a time in ascending address order, so concurrent readers can see torn
-//!   buffers (never a torn word). See [`memory`].
+//! - **Word-by-word transfers**: multi-word READs and WRITEs move one word at
+//!   a time (ascending by default; descending or a random order per transfer
+//!   with [`TransferOrder`]), so concurrent readers can see torn buffers
+//!   (never a torn word). See [`memory`].
 //! - **NIC-atomic CAS**: a per-node atomic unit makes CASes atomic against
 //!   each other but *not* against CPU stores or RDMA WRITEs, which can be lost
 //!   inside a CAS window ([`SimConfig::yield_inside_cas`] widens it).
 //! - **Latency**: completions become ready after
 //!   [`LatencyModel`] delays, so posted operations overlap.
-//! - **Faults**: nodes down, injected transport errors, frozen clients
-//!   ([`Gate`]).
+//! - **Faults**: nodes down, frozen clients ([`Gate`]), and injected faults
+//!   of every kind a real NIC shows ([`InjectedFault`]): operations that fail
+//!   without executing, that execute but complete with an error, and whose
+//!   completion is lost.
 //! - **Clocks**: real or manual time, with per-node skew.
 //! - **Counters**: per node and per endpoint ([`OpCounters`]).
 //!
@@ -34,7 +37,9 @@ pub mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ClockMode, LatencyModel, SimConfig, SimConfigError, MANUAL_CLOCK_START};
+pub use config::{
+    ClockMode, LatencyModel, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START,
+};
 pub use counters::OpCounters;
 pub use endpoint::{Gate, SimEndpoint};
-pub use fabric::SimFabric;
+pub use fabric::{InjectedFault, Injection, SimFabric};

@@ -6,10 +6,12 @@
 //! threads form one total order; what the simulator deliberately does *not*
 //! give is atomicity of anything larger than a word:
 //!
-//! - A multi-word READ or WRITE moves one word at a time in ascending address
-//!   order, so a concurrent reader can observe a torn buffer (a prefix of a
-//!   new write followed by the rest of an old one), but never a word that
-//!   mixes bytes of two writes.
+//! - A multi-word READ or WRITE moves one word at a time, by default in
+//!   ascending address order ([`TransferOrder`](crate::TransferOrder) chooses
+//!   descending or a random permutation per transfer instead: real NICs
+//!   promise no order within a transfer), so a concurrent reader can observe a
+//!   torn buffer (part of a new write and the rest of an old one), but never a
+//!   word that mixes bytes of two writes.
 //! - An unaligned edge is read by loading the whole word and written by a
 //!   compare-exchange loop on that word alone (bytes outside the access are
 //!   preserved even under concurrent writes to them).
@@ -34,6 +36,65 @@ use crate::sync::{self, Mutex};
 
 /// Ordering of every simulated memory access.
 const ORD: Ordering = Ordering::SeqCst;
+
+/// One piece of a transfer: (word index, first byte in the word, end byte in
+/// the word, position in the caller's buffer).
+type Piece = (usize, usize, usize, usize);
+
+/// The order in which one transfer moves its words (see
+/// [`TransferOrder`](crate::TransferOrder), which chooses it per transfer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WordOrder {
+    /// Lowest address first.
+    Ascending,
+    /// Highest address first.
+    Descending,
+    /// A permutation drawn from this seed.
+    Shuffled(u64),
+}
+
+impl WordOrder {
+    /// The pieces in this order (ascending transfers allocate nothing).
+    fn arrange<I: Iterator<Item = Piece>>(self, pieces: I) -> Arranged<I> {
+        let mut v: Vec<Piece> = match self {
+            WordOrder::Ascending => return Arranged::InOrder(pieces),
+            _ => pieces.collect(),
+        };
+        match self {
+            WordOrder::Ascending => {}
+            WordOrder::Descending => v.reverse(),
+            WordOrder::Shuffled(mut seed) => {
+                // Fisher-Yates with splitmix64.
+                for i in (1..v.len()).rev() {
+                    seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = seed;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^= z >> 31;
+                    v.swap(i, (z % (i as u64 + 1)) as usize);
+                }
+            }
+        }
+        Arranged::Reordered(v.into_iter())
+    }
+}
+
+/// The pieces of a transfer in the order they are moved.
+enum Arranged<I> {
+    InOrder(I),
+    Reordered(std::vec::IntoIter<Piece>),
+}
+
+impl<I: Iterator<Item = Piece>> Iterator for Arranged<I> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        match self {
+            Arranged::InOrder(i) => i.next(),
+            Arranged::Reordered(i) => i.next(),
+        }
+    }
+}
 
 /// One registered region: zero-initialised 64-bit words.
 #[derive(Debug)]
@@ -103,7 +164,7 @@ impl RegionMemory {
     /// Splits `offset..offset + len` into per-word pieces
     /// `(word index, first byte in word, end byte in word, position in buffer)`,
     /// in ascending address order. The range must have been checked.
-    fn pieces(offset: u64, len: u64) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    fn pieces(offset: u64, len: u64) -> impl Iterator<Item = Piece> {
         let end = offset + len;
         let mut pos = offset;
         std::iter::from_fn(move || {
@@ -119,35 +180,37 @@ impl RegionMemory {
         })
     }
 
-    /// Reads `len` bytes at `offset`, one word at a time in ascending order.
+    /// Reads `len` bytes at `offset`, one word at a time in `order`.
     pub(crate) fn read(
         &self,
         offset: u64,
         len: u64,
         hook: Option<fn()>,
+        order: WordOrder,
     ) -> Result<Vec<u8>, FabricError> {
         self.check(offset, len)?;
-        let mut out = Vec::with_capacity(len as usize);
-        for (w, lo, hi, _) in Self::pieces(offset, len) {
+        let mut out = vec![0u8; len as usize];
+        for (w, lo, hi, at) in order.arrange(Self::pieces(offset, len)) {
             if let Some(h) = hook {
                 h();
             }
             let bytes = self.words[w].load(ORD).to_le_bytes();
-            out.extend_from_slice(&bytes[lo..hi]);
+            out[at..at + (hi - lo)].copy_from_slice(&bytes[lo..hi]);
         }
         Ok(out)
     }
 
-    /// Writes `data` at `offset`, one word at a time in ascending order; a
-    /// partial edge word is updated by a compare-exchange loop on that word.
+    /// Writes `data` at `offset`, one word at a time in `order`; a partial
+    /// edge word is updated by a compare-exchange loop on that word.
     pub(crate) fn write(
         &self,
         offset: u64,
         data: &[u8],
         hook: Option<fn()>,
+        order: WordOrder,
     ) -> Result<(), FabricError> {
         self.check(offset, data.len() as u64)?;
-        for (w, lo, hi, at) in Self::pieces(offset, data.len() as u64) {
+        for (w, lo, hi, at) in order.arrange(Self::pieces(offset, data.len() as u64)) {
             if let Some(h) = hook {
                 h();
             }
@@ -256,7 +319,7 @@ mod tests {
     #[test]
     fn little_endian_word_layout() {
         let r = region(16);
-        r.write(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9], None)
+        r.write(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9], None, WordOrder::Ascending)
             .expect("write");
         assert_eq!(
             r.load_word(0).expect("w0"),
@@ -268,22 +331,36 @@ mod tests {
     #[test]
     fn unaligned_edges_preserve_neighbours() {
         let r = region(32);
-        r.write(0, &[0xAA; 32], None).expect("fill");
-        r.write(5, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], None)
-            .expect("write");
-        let all = r.read(0, 32, None).expect("read");
+        r.write(0, &[0xAA; 32], None, WordOrder::Ascending)
+            .expect("fill");
+        r.write(
+            5,
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+            None,
+            WordOrder::Ascending,
+        )
+        .expect("write");
+        let all = r.read(0, 32, None, WordOrder::Ascending).expect("read");
         assert_eq!(&all[..5], &[0xAA; 5]);
         assert_eq!(
             &all[5..19],
             &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
         );
         assert_eq!(&all[19..], &[0xAA; 13]);
-        assert_eq!(r.read(6, 3, None).expect("mid"), vec![2, 3, 4]);
-        assert_eq!(r.read(3, 0, None).expect("empty"), Vec::<u8>::new());
-        // Within a single word, not touching either edge.
-        r.write(25, &[7, 7], None).expect("inner");
         assert_eq!(
-            r.read(24, 4, None).expect("inner read"),
+            r.read(6, 3, None, WordOrder::Ascending).expect("mid"),
+            vec![2, 3, 4]
+        );
+        assert_eq!(
+            r.read(3, 0, None, WordOrder::Ascending).expect("empty"),
+            Vec::<u8>::new()
+        );
+        // Within a single word, not touching either edge.
+        r.write(25, &[7, 7], None, WordOrder::Ascending)
+            .expect("inner");
+        assert_eq!(
+            r.read(24, 4, None, WordOrder::Ascending)
+                .expect("inner read"),
             vec![0xAA, 7, 7, 0xAA]
         );
     }
@@ -291,10 +368,14 @@ mod tests {
     #[test]
     fn odd_sized_region_range() {
         let r = region(12);
-        r.write(8, &[1, 2, 3, 4], None).expect("tail");
-        assert_eq!(r.read(8, 4, None).expect("tail"), vec![1, 2, 3, 4]);
+        r.write(8, &[1, 2, 3, 4], None, WordOrder::Ascending)
+            .expect("tail");
+        assert_eq!(
+            r.read(8, 4, None, WordOrder::Ascending).expect("tail"),
+            vec![1, 2, 3, 4]
+        );
         assert!(matches!(
-            r.read(8, 5, None),
+            r.read(8, 5, None, WordOrder::Ascending),
             Err(FabricError::OutOfRange { size: 12, .. })
         ));
         assert!(matches!(
@@ -302,9 +383,32 @@ mod tests {
             Err(FabricError::OutOfRange { .. })
         ));
         assert!(matches!(
-            r.read(u64::MAX, 2, None),
+            r.read(u64::MAX, 2, None, WordOrder::Ascending),
             Err(FabricError::OutOfRange { .. })
         ));
+    }
+
+    #[test]
+    fn every_word_order_moves_the_same_bytes() {
+        for order in [
+            WordOrder::Ascending,
+            WordOrder::Descending,
+            WordOrder::Shuffled(1),
+            WordOrder::Shuffled(77),
+        ] {
+            let r = region(40);
+            r.write(0, &[0xAA; 40], None, order).expect("fill");
+            let data: Vec<u8> = (1..=27).collect();
+            r.write(3, &data, None, order).expect("write");
+            let all = r.read(0, 40, None, order).expect("read");
+            assert_eq!(&all[..3], &[0xAA; 3], "{order:?}");
+            assert_eq!(&all[3..30], &data[..], "{order:?}");
+            assert_eq!(&all[30..], &[0xAA; 10], "{order:?}");
+            assert_eq!(
+                r.read(5, 9, None, order).expect("mid"),
+                data[2..11].to_vec()
+            );
+        }
     }
 
     #[test]

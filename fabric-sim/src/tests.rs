@@ -509,3 +509,162 @@ fn gate_freezes_posts_until_opened() {
     assert_eq!(gate.blocked(), 0);
     assert_eq!(f.read_bytes(N1, Region::Data, 0, 16), Ok(vec![0xEE; 16]));
 }
+
+#[test]
+fn every_injected_fault_does_what_it_says() {
+    use crate::{InjectedFault, Injection};
+    for fault in [
+        InjectedFault::FailUnexecuted,
+        InjectedFault::FailAfterExecuting,
+        InjectedFault::LoseCompletion,
+        InjectedFault::Vanish,
+    ] {
+        let f = small();
+        let mut ep = f.open(N0).expect("open");
+        let addr = RemoteAddr::index(N1, 16);
+        f.inject(N1, Injection::next(fault, 1)).expect("inject");
+        assert!(f.injection_pending(N1));
+        ep.post(WorkRequest {
+            id: OpId(3),
+            op: Op::Cas {
+                addr,
+                expect: 0,
+                new: 9,
+            },
+        })
+        .expect("post");
+        let mut out = Vec::new();
+        ep.wait(&mut out, Duration::from_millis(50));
+        let executed = f.read_word(N1, Region::Index, 16).expect("word") == 9;
+        assert_eq!(executed, fault.executes(), "{fault:?}: executed");
+        assert_eq!(
+            out.len(),
+            usize::from(fault.delivers()),
+            "{fault:?}: delivered"
+        );
+        if let Some(c) = out.first() {
+            assert!(
+                c.result.is_err(),
+                "{fault:?}: the completion reports an error"
+            );
+        }
+        assert!(!f.injection_pending(N1), "{fault:?}: used up");
+        // The next operation is untouched.
+        assert_eq!(cas(&mut ep, addr, 9, 10).is_ok(), true);
+    }
+}
+
+#[test]
+fn an_injection_can_target_one_kind_after_skipping_some() {
+    use crate::{InjectedFault, Injection};
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    f.inject(
+        N1,
+        Injection {
+            fault: InjectedFault::FailAfterExecuting,
+            only: Some(nessie_protocol::OpKind::Cas),
+            skip: 1,
+            count: 1,
+        },
+    )
+    .expect("inject");
+    let addr = RemoteAddr::index(N1, 0);
+    assert!(read(&mut ep, addr, 8).is_ok(), "reads are not targeted");
+    assert_eq!(cas(&mut ep, addr, 0, 1), Ok(0), "the first CAS is skipped");
+    assert!(cas(&mut ep, addr, 1, 2).is_err(), "the second is hit");
+    assert_eq!(f.read_word(N1, Region::Index, 0), Ok(2), "and executed");
+    assert_eq!(cas(&mut ep, addr, 2, 3), Ok(2));
+}
+
+/// The order in which the words of one WRITE land, seen through the
+/// schedule-point hook (called before every word).
+mod transfer_order {
+    use super::*;
+    use crate::TransferOrder;
+    use std::sync::{Mutex, OnceLock};
+
+    static FABRIC: Mutex<Option<SimFabric>> = Mutex::new(None);
+    static SEEN: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+    static ONE_AT_A_TIME: OnceLock<Mutex<()>> = OnceLock::new();
+
+    fn snapshot() {
+        // The hook runs inside the transfer: record the data region's first
+        // words as they are before each word lands.
+        if let Some(f) = FABRIC.lock().unwrap().as_ref() {
+            let words = f.region_words(N0, Region::Data)[..6].to_vec();
+            SEEN.lock().unwrap().push(words);
+        }
+    }
+
+    /// For each of `writes` six-word WRITEs of the word pattern `n + 1` into
+    /// zeroed memory, the positions in the order they landed.
+    fn landing_orders(order: TransferOrder, writes: u64) -> Vec<Vec<usize>> {
+        let _g = ONE_AT_A_TIME
+            .get_or_init(|| Mutex::new(()))
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let f = fabric(
+            SimConfig::new(1, 8, 64)
+                .with_transfer_order(order)
+                .with_schedule_point(snapshot),
+        );
+        let mut ep = f.open(N0).expect("open");
+        *FABRIC.lock().unwrap() = Some(f.clone());
+        let mut orders = Vec::new();
+        for n in 0..writes {
+            f.write_bytes(N0, Region::Data, 0, &[0; 48]).expect("zero");
+            SEEN.lock().unwrap().clear();
+            let data: Vec<u8> = (0..6u64).flat_map(|i| (i + 1 + n).to_le_bytes()).collect();
+            run(
+                &mut ep,
+                Op::Write {
+                    addr: RemoteAddr::data(N0, 0),
+                    data,
+                },
+            )
+            .expect("write");
+            let mut seen = std::mem::take(&mut *SEEN.lock().unwrap());
+            seen.push(f.region_words(N0, Region::Data)[..6].to_vec());
+            // Between consecutive snapshots exactly one word changed.
+            let order: Vec<usize> = seen
+                .windows(2)
+                .map(|w| {
+                    let changed: Vec<usize> = (0..6).filter(|&i| w[0][i] != w[1][i]).collect();
+                    assert_eq!(changed.len(), 1, "one word per step: {w:?}");
+                    changed[0]
+                })
+                .collect();
+            orders.push(order);
+        }
+        *FABRIC.lock().unwrap() = None;
+        orders
+    }
+
+    #[test]
+    fn ascending_lands_lowest_address_first() {
+        for o in landing_orders(TransferOrder::Ascending, 3) {
+            assert_eq!(o, vec![0, 1, 2, 3, 4, 5]);
+        }
+    }
+
+    #[test]
+    fn descending_lands_highest_address_first() {
+        for o in landing_orders(TransferOrder::Descending, 3) {
+            assert_eq!(o, vec![5, 4, 3, 2, 1, 0]);
+        }
+    }
+
+    #[test]
+    fn random_lands_every_word_once_in_varying_orders() {
+        let orders = landing_orders(TransferOrder::Random, 8);
+        for o in &orders {
+            let mut sorted = o.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 1, 2, 3, 4, 5], "a permutation");
+        }
+        let distinct: std::collections::BTreeSet<_> = orders.iter().collect();
+        assert!(distinct.len() > 2, "orders vary per transfer: {orders:?}");
+        assert!(orders.iter().any(|o| o != &vec![0, 1, 2, 3, 4, 5]));
+    }
+}
