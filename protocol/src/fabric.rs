@@ -178,6 +178,10 @@ pub enum FabricError {
     /// Any other transport failure, described.
     #[error("transport error: {0}")]
     Transport(String),
+    /// No completion arrived by the attempt's deadline: the operation may or
+    /// may not have executed (the driver stopped waiting for it).
+    #[error("no completion arrived by the attempt's deadline")]
+    NoCompletion,
 }
 
 impl FabricError {

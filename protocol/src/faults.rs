@@ -20,4 +20,25 @@ pub struct Faults {
     pub skip_get_reverse_pass: bool,
     /// The client ignores its own deadline (an owner that overruns).
     pub ignore_deadline: bool,
+    /// Hole 1 of the protocol review, reinstated: MIGRATE posts its install
+    /// CAS checking only its deadline (not the margin), and recovery restores
+    /// a copy's source and destination in one round without fencing the
+    /// destination (a late install then lands after the reclaim), restoring
+    /// an empty previous version exactly.
+    pub unfenced_migrate_install: bool,
+    /// Hole 2, reinstated: a PUT/DELETE scan extends cached entries from the
+    /// time its completions are processed, not the time its READs were posted.
+    pub cache_time_from_completion: bool,
+    /// Hole 3, reinstated: errors at or after the commit CAS are returned as
+    /// they come (a fabric timeout as the retryable `Timeout`), so a committed
+    /// write can be retried and applied twice.
+    pub errors_after_commit_retryable: bool,
+    /// Hole 4, reinstated: a MIGRATE that meets a committed copy from its
+    /// destination side answers `Conflict` instead of helping, and a
+    /// `Conflict` from one MIGRATE source ends the whole PUT.
+    pub conflict_ends_put: bool,
+    /// The pitfall "rollback target is not the read fallback": recovery
+    /// restores a MIGRATE copy's destination to the copy's previous version
+    /// instead of emptying it (two entries then name one entry of the key).
+    pub rollback_destination_to_previous: bool,
 }

@@ -45,6 +45,15 @@ pub struct OpStats {
     pub recoveries: u64,
     /// Committed MIGRATE copies whose source this client unlinked for its owner.
     pub helps: u64,
+    /// Operations whose completion had not arrived by the attempt's deadline
+    /// (given up on: they may or may not have executed).
+    pub lost_completions: u64,
+    /// Commits whose completion failed or was lost and whose outcome the
+    /// owner then settled with one more compare-and-swap.
+    pub settled_commits: u64,
+    /// Unlinked entries whose recycle mark failed after the operation
+    /// committed: they are never reused (a leak of memory, never of safety).
+    pub leaked: u64,
 }
 
 impl OpStats {
@@ -100,6 +109,9 @@ impl AddAssign for OpStats {
         self.deep_migrations += o.deep_migrations;
         self.recoveries += o.recoveries;
         self.helps += o.helps;
+        self.lost_completions += o.lost_completions;
+        self.settled_commits += o.settled_commits;
+        self.leaked += o.leaked;
     }
 }
 

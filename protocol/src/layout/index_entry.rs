@@ -9,10 +9,16 @@
 //!
 //! `P` (present) is 1 when the entry refers to a data table entry. An empty
 //! entry has `P = 0` and keeps the other 63 bits of the last reference it held
-//! (a never-used entry is all zero). Because a data table entry is never reused
-//! within the expiration period of being unlinked, every value an entry takes,
-//! empty or not, is unique within that period: comparing words detects change
-//! (no ABA), which the reverse passes rely on.
+//! (a never-used entry is all zero). The data-table id field holds the node
+//! number plus one, so that no emptied word equals the never-used word 0 (the
+//! emptied word of entry 0 of node 0 with filter 0 would otherwise be 0).
+//!
+//! Because a data table entry is never reused within the expiration period of
+//! being unlinked, and an entry that is emptied (or rolled back from an
+//! uncommitted entry over an empty word) always names the entry it last held,
+//! an empty word never recurs within that period, and a present word recurs
+//! only when an uncommitted entry is rolled back to exactly the committed
+//! entry it replaced (docs/protocol.md §2.1).
 
 use crate::addr::DteAddr;
 
@@ -33,11 +39,12 @@ impl IndexEntry {
     pub const NEVER_USED: IndexEntry = IndexEntry(0);
 
     /// An entry referring to `dte`, carrying `filter` bits of its key's hash.
+    /// (Data table ids are below `u16::MAX`: node ids are.)
     pub fn new(dte: DteAddr, filter: u16) -> IndexEntry {
         IndexEntry(
             PRESENT
                 | ((u64::from(filter) & FILTER_MASK) << FILTER_SHIFT)
-                | (u64::from(dte.table) << TABLE_SHIFT)
+                | (u64::from(dte.table.wrapping_add(1)) << TABLE_SHIFT)
                 | u64::from(dte.index),
         )
     }
@@ -60,7 +67,7 @@ impl IndexEntry {
     /// The data table entry referred to, if present.
     pub fn dte(self) -> Option<DteAddr> {
         self.is_present().then_some(DteAddr {
-            table: ((self.0 >> TABLE_SHIFT) & 0xffff) as u16,
+            table: (((self.0 >> TABLE_SHIFT) & 0xffff) as u16).wrapping_sub(1),
             index: (self.0 & 0xffff_ffff) as u32,
         })
     }
@@ -102,7 +109,7 @@ mod tests {
     #[test]
     fn fields_at_their_limits_round_trip() {
         let dte = DteAddr {
-            table: u16::MAX,
+            table: u16::MAX - 1,
             index: u32::MAX,
         };
         let e = IndexEntry::new(dte, 0x7fff);
@@ -112,6 +119,25 @@ mod tests {
         let zero = IndexEntry::new(DteAddr { table: 0, index: 0 }, 0);
         assert!(zero.is_present());
         assert_eq!(zero.dte(), Some(DteAddr { table: 0, index: 0 }));
+    }
+
+    #[test]
+    fn no_emptied_word_is_the_never_used_word() {
+        // The corner that once collided: entry 0 of node 0, filter 0.
+        let first = IndexEntry::new(DteAddr { table: 0, index: 0 }, 0);
+        assert_ne!(first.emptied(), IndexEntry::NEVER_USED);
+        for table in [0, 1, 7, u16::MAX - 1] {
+            for index in [0, 1, u32::MAX] {
+                for filter in [0, 1, 0x7fff] {
+                    let e = IndexEntry::new(DteAddr { table, index }, filter);
+                    assert_ne!(
+                        e.emptied(),
+                        IndexEntry::NEVER_USED,
+                        "{table} {index} {filter}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -126,7 +152,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(table in any::<u16>(), index in any::<u32>(), filter in 0u16..=0x7fff) {
+        fn round_trip(table in 0..u16::MAX, index in any::<u32>(), filter in 0u16..=0x7fff) {
             let e = IndexEntry::new(DteAddr { table, index }, filter);
             prop_assert_eq!(e.dte(), Some(DteAddr { table, index }));
             prop_assert_eq!(e.filter(), filter);

@@ -4,7 +4,9 @@
 //! 1. For each candidate index table entry in order: read it; skip it if empty
 //!    or its filter bits differ; otherwise get its data table entry (local
 //!    cache, local data table by CPU, or RDMA READ).
-//! 2. Key differs: next candidate. `Valid`: return the value. `Deleted`: not found.
+//! 2. Key differs: next candidate. `Valid`: return the value (with
+//!    `multiple_reads`, read it now: header and key came first; the whole
+//!    entry is then cached like any other). `Deleted`: not found.
 //!    `Writing`/`Aborted`: fall back to the previous version; if that is empty,
 //!    remember the entry and go on.
 //! 3. No answer after all candidates: re-read the state words of the remembered
@@ -179,14 +181,18 @@ impl Logic for GetLogic {
                     Err(e) => Some(Err(e)),
                 }
             }
-            Phase::AwaitValue(v) => match bytes(&results[0]) {
+            Phase::AwaitValue(mut v) => match bytes(&results[0]) {
                 Ok(b) => {
                     let len = v.header.state.value_len as usize;
-                    Some(
-                        b.get(..len)
-                            .map(|x| Some(x.to_vec()))
-                            .ok_or(Error::Corrupt("short value read".into())),
-                    )
+                    let Some(value) = b.get(..len).map(<[u8]>::to_vec) else {
+                        return Some(Err(Error::Corrupt("short value read".into())));
+                    };
+                    // The entry is committed (hence immutable): the two reads
+                    // together are the whole entry, which the cache may keep.
+                    v.raw.extend_from_slice(b);
+                    v.value = Some(value.clone());
+                    cx.cache_insert(self.words[self.i], &v, self.posted_at);
+                    Some(Ok(Some(value)))
                 }
                 Err(e) => Some(Err(e)),
             },

@@ -90,12 +90,20 @@ impl Io {
         self.outstanding == 0
     }
 
-    /// Takes the round's results and starts a new round.
+    /// Takes the round's results and starts a new round. Operations whose
+    /// completion never arrived (the round was abandoned at the deadline)
+    /// report [`FabricError::NoCompletion`]: they may or may not have executed.
     pub fn take_results(&mut self) -> Results {
+        self.outstanding = 0;
         std::mem::take(&mut self.results)
             .into_iter()
-            .map(|r| r.unwrap_or(Err(FabricError::Transport("missing completion".into()))))
+            .map(|r| r.unwrap_or(Err(FabricError::NoCompletion)))
             .collect()
+    }
+
+    /// Operations of the current round still waiting for their completion.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
     }
 }
 

@@ -9,11 +9,14 @@
 //!    MIGRATE, previous version = S's word, source and destination positions.
 //! 3. Lock: CAS S from Y to Y'. PUTs of K2 now back off; GETs fall back to Y,
 //!    which stays the current value because nothing else can commit K2.
-//! 4. Install: CAS D from empty to Y'. On failure roll back (state CAS to
-//!    `Aborted`, S back to Y) and report a conflict.
+//! 4. Install: CAS D from empty to Y' (only while the deadline margin allows,
+//!    like every mutation). On failure roll back (state CAS to `Aborted`, S
+//!    back to Y) and report a conflict. If the install's completion fails (it
+//!    may or may not have landed), roll back fencing D first (recover.rs).
 //! 5. Commit: CAS Y'.state `Writing -> Valid` (no change to the key's value).
-//! 6. Finish: CAS S from Y' to empty (anyone may do this once Y' is valid),
-//!    and mark Y for recycling.
+//! 6. Finish: CAS S from Y' to empty (anyone may do this once Y' is valid,
+//!    from either side: a MIGRATE that meets the copy at D helps too), and
+//!    mark Y for recycling.
 //!
 //! Locking the source before installing the copy is a departure from the
 //! paper (which installs at the destination first): it keeps a GET that falls
@@ -25,7 +28,7 @@ use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord,
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, commit_won, word, written, Results};
-use crate::machine::recover::Recover;
+use crate::machine::recover::{Destination, Recover};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Frame {
@@ -44,6 +47,7 @@ enum Phase {
     Recovering(Recover),
     AwaitClear(Option<DteAddr>),
     AwaitAlt,
+    AwaitHelp,
     AwaitAllocScan,
     AwaitCopy,
     AwaitLock,
@@ -76,6 +80,8 @@ pub(crate) struct Migrate {
     phase: Phase,
     mv: Move,
     alloc: AllocStep,
+    /// What an owner abort reports once done (see `WriteLogic`).
+    abort_reason: Option<Error>,
 }
 
 type Out = Option<Result<(), Error>>;
@@ -93,6 +99,7 @@ impl Migrate {
             phase: Phase::Start,
             mv: Move::default(),
             alloc: AllocStep::default(),
+            abort_reason: None,
         }
     }
 
@@ -190,8 +197,26 @@ impl Migrate {
                 Err(e) => return Some(Err(e)),
             }
         }
-        if self.mv.alt_words.contains(&self.mv.w) {
-            return Some(Err(Error::Conflict));
+        if let Some(k) = self.mv.alt_words.iter().position(|&w| w == self.mv.w) {
+            // Two of the key's entries name Y: Y is a committed MIGRATE copy
+            // whose mover stopped before clearing its source, and we met it
+            // from its destination side. Finish that move (clear its source)
+            // and start this frame again.
+            let st = self.mv.y.as_ref()?.header.state;
+            let at_source = st.kind == Some(DteKind::Migrate)
+                && st.state.is_committed()
+                && usize::from(st.src) == self.mv.alt[k];
+            if !at_source || cx.client.faults.conflict_ends_put {
+                return Some(Err(Error::Conflict));
+            }
+            if !cx.may_mutate() {
+                return Some(Err(Error::Timeout));
+            }
+            cx.io.stats.helps += 1;
+            let src = self.mv.cands[self.mv.alt[k]];
+            cx.cas_ite(src, self.mv.w, self.mv.w.emptied());
+            self.phase = Phase::AwaitHelp;
+            return None;
         }
         if let Some(k) = self.mv.alt_words.iter().position(|w| w.is_empty()) {
             self.mv.dst = self.mv.alt[k];
@@ -281,7 +306,19 @@ impl Migrate {
                 cx.client.alloc.release_unpublished(d);
                 return Some(Err(Error::Conflict));
             }
-            Err(e) => return Some(Err(e)),
+            // The lock may or may not have landed: roll it back ourselves.
+            Err(e) => return self.abort(cx, Destination::NotInstalled, e),
+        }
+        // The install is a mutation like any other: only inside the margin,
+        // so that it lands before our deadline (A2). The broken variant
+        // checks only the deadline itself.
+        let in_time = if cx.client.faults.unfenced_migrate_install {
+            !cx.overran()
+        } else {
+            cx.may_mutate()
+        };
+        if !in_time {
+            return self.abort(cx, Destination::NotInstalled, Error::Timeout);
         }
         let cw = self.copy_word(cx)?;
         let k = self.mv.alt.iter().position(|&j| j == self.mv.dst)?;
@@ -291,11 +328,12 @@ impl Migrate {
     }
 
     fn on_install(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
-        let (d, h, cw) = (self.mv.copy?, self.mv.header?, self.copy_word(cx)?);
+        let (d, h) = (self.mv.copy?, self.mv.header?);
         let k = self.mv.alt.iter().position(|&j| j == self.mv.dst)?;
         match cas_previous(&results[0]) {
             Ok(p) if p == self.mv.alt_words[k].0 => {
                 if !cx.may_mutate() {
+                    // Too late to commit: reclaimers roll the copy back.
                     return Some(Err(Error::Timeout));
                 }
                 cx.cas_state(
@@ -311,18 +349,28 @@ impl Migrate {
                 cx.client.alloc.release_unpublished(d);
                 Some(Err(Error::Conflict))
             }
-            Ok(_) => {
-                let key = self.mv.y.as_ref()?.key.clone();
-                let f = self.top()?;
-                self.phase = Phase::Aborting(Recover::owner_abort(f.slot, cw, d, h, key));
-                self.step_abort(cx, Vec::new())
-            }
-            Err(e) => Some(Err(e)),
+            Ok(_) => self.abort(cx, Destination::NotInstalled, Error::Conflict),
+            // The install may or may not have landed: roll back, fencing the
+            // destination so that it cannot land later.
+            Err(e) => self.abort(cx, Destination::MayHoldCopy, e),
         }
+    }
+
+    /// Rolls our uncommitted copy back (we own it), then reports `reason`.
+    fn abort(&mut self, cx: &mut Cx<'_>, dst: Destination, reason: Error) -> Out {
+        let (d, h, cw) = (self.mv.copy?, self.mv.header?, self.copy_word(cx)?);
+        let key = self.mv.y.as_ref()?.key.clone();
+        let f = self.top()?;
+        self.abort_reason = Some(reason);
+        self.phase = Phase::Aborting(Recover::owner_abort(f.slot, cw, d, h, key, dst));
+        self.step_abort(cx, Vec::new())
     }
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
         let (f, h, cw) = (self.top()?, self.mv.header?, self.copy_word(cx)?);
+        // An error here leaves the copy committed or not; either way others
+        // settle it (helpers finish a committed copy, reclaimers roll back an
+        // uncommitted one) and the PUT itself has committed nothing.
         let committed = match commit_won(&results[0], h.state.encode()) {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
@@ -333,6 +381,11 @@ impl Migrate {
         cx.io.stats.migrations += 1;
         if f.depth >= 2 {
             cx.io.stats.deep_migrations += 1;
+        }
+        if !cx.may_mutate() {
+            // Helpers clear the source; Y is left unmarked (leaked).
+            cx.io.stats.leaked += 1;
+            return Some(Err(Error::Timeout));
         }
         cx.cas_ite(f.slot, cw, cw.emptied());
         self.phase = Phase::AwaitFinish;
@@ -353,9 +406,10 @@ impl Migrate {
         let Phase::Aborting(rec) = &mut self.phase else {
             return Some(Err(Error::Conflict));
         };
-        match rec.advance(cx, results)? {
-            Ok(()) => Some(Err(Error::Conflict)),
-            Err(e) => Some(Err(e)),
+        let done = rec.advance(cx, results)?;
+        match self.abort_reason.take() {
+            None | Some(Error::Conflict) => Some(done.and(Err(Error::Conflict))),
+            Some(reason) => Some(Err(reason)),
         }
     }
 
@@ -410,6 +464,11 @@ impl Migrate {
                 Err(e) => Some(Err(e)),
             },
             Phase::AwaitAlt => self.on_alt(cx, &results),
+            Phase::AwaitHelp => match cas_previous(&results[0]) {
+                // Whoever cleared the source, the move is finished: redo the frame.
+                Ok(_) => self.begin_frame(cx),
+                Err(e) => Some(Err(e)),
+            },
             Phase::AwaitAllocScan => match self.alloc.finish(cx, results) {
                 Ok(Some(d)) => self.write_copy(cx, d),
                 Ok(None) => {
@@ -426,22 +485,27 @@ impl Migrate {
             Phase::AwaitInstall => self.on_install(cx, &results),
             Phase::AwaitCommit => self.on_commit(cx, &results),
             Phase::AwaitFinish => {
-                // Whoever cleared the source, the old entry Y is unlinked for
-                // good now that the copy committed; the owner marks it.
-                match (cas_previous(&results[0]), self.mv.y.as_ref()) {
-                    (Err(e), _) => Some(Err(e)),
-                    (Ok(_), Some(y)) if cx.may_mutate() => {
+                // Whoever cleared the source (if our CAS failed, a helper did,
+                // or will), the old entry Y is unlinked for good now that the
+                // copy committed; the owner marks it.
+                match self.mv.y.as_ref() {
+                    Some(y) if cx.may_mutate() => {
                         cx.mark_recycle(y.addr);
                         self.phase = Phase::AwaitMark;
                         None
                     }
-                    _ => self.frame_done(cx),
+                    _ => {
+                        cx.io.stats.leaked += 1;
+                        self.frame_done(cx)
+                    }
                 }
             }
-            Phase::AwaitMark => match written(&results[0]) {
-                Ok(()) => self.frame_done(cx),
-                Err(e) => Some(Err(e)),
-            },
+            Phase::AwaitMark => {
+                if written(&results[0]).is_err() {
+                    cx.io.stats.leaked += 1;
+                }
+                self.frame_done(cx)
+            }
         }
     }
 }

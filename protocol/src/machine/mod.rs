@@ -133,7 +133,17 @@ impl<L: Logic> Machine for OpMachine<L> {
             return Poll::Post(self.io.take_outbox(client.id.node));
         }
         if !self.io.round_complete() {
-            return Poll::Pending;
+            // Every wait ends by the attempt's deadline: past it, the missing
+            // completions are given up on (reported as `NoCompletion`, i.e.
+            // "may have executed") and the logic decides what it can say.
+            if now <= deadline || client.faults.ignore_deadline {
+                return Poll::Pending;
+            }
+            tracing::debug!(
+                missing = self.io.outstanding(),
+                "completions missing at the deadline"
+            );
+            self.io.stats.lost_completions += self.io.outstanding() as u64;
         }
         // A step may decide without issuing anything (e.g. a cache hit); keep
         // stepping until it issues a round or finishes.

@@ -2,19 +2,29 @@
 //!
 //! Used in two roles, with the same steps:
 //! - the **owner** aborting its own entry (a PUT whose verification failed, a
-//!   MIGRATE whose install failed);
+//!   MIGRATE whose install failed, or either after a completion that left the
+//!   outcome of its last CAS unknown);
 //! - a **reclaimer**: any client that meets an in-progress entry whose owner's
 //!   deadline (plus clock skew) has passed, or an aborted entry still linked.
 //!
-//! Steps (docs/protocol.md, "Recovery"):
+//! Steps (docs/protocol.md §5.6):
 //! 1. CAS the entry's state word `Writing -> Aborted` through the NIC. Exactly
 //!    one of this and the owner's commit CAS (`Writing -> Valid/Deleted`) wins.
 //!    If the entry is already `Aborted`, go on; if it committed, stop.
-//! 2. Restore the index: a PUT/DELETE entry's index table entry goes back to the
-//!    entry's previous version; a MIGRATE copy's source goes back to the
-//!    previous version and its destination becomes empty. Each is one CAS that
-//!    fails harmlessly if someone else already did it.
-//! 3. If one of our CASes unlinked the entry, mark it for recycling.
+//! 2. A MIGRATE copy whose install may have been posted: **fence the
+//!    destination** first. CAS it from the copy to the copy's emptied word; if
+//!    the CAS finds an empty word instead (the install has not landed, or
+//!    never will), CAS that word to the copy's emptied word. Either way the
+//!    destination ends up holding a word the owner's install CAS does not
+//!    expect (empty words never recur), so a late install fails whenever it
+//!    lands. Each CAS's result says exactly what the destination holds.
+//! 3. Restore the index: a PUT/DELETE entry's index table entry goes back to
+//!    its previous version if that is present, else to the entry's own
+//!    emptied word; a MIGRATE copy's source goes back to its previous version
+//!    (only now, after the destination is fenced, may writers of the key
+//!    proceed). A CAS that fails means someone else already restored it.
+//! 4. If our restore CAS unlinked the entry's last reference, mark it for
+//!    recycling.
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
@@ -22,10 +32,24 @@ use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, StateWord};
 use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, written, Results};
 
+/// Whether a MIGRATE copy may be linked at its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Destination {
+    /// The install may have been posted (always assumed by reclaimers).
+    MayHoldCopy,
+    /// The owner knows its install never executed (not posted, or failed).
+    NotInstalled,
+}
+
+/// Fence CASes tried before giving up (each failure means another client
+/// changed the destination in between; a bound keeps the step finite).
+const FENCE_TRIES: u8 = 4;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
     AwaitAbort,
+    AwaitFence { expect: IndexEntry, tries: u8 },
     AwaitRestore,
     AwaitMark,
 }
@@ -39,6 +63,7 @@ pub(crate) struct Recover {
     header: DataEntryHeader,
     key: Vec<u8>,
     owner: bool,
+    dst: Destination,
     phase: Phase,
 }
 
@@ -52,17 +77,21 @@ impl Recover {
             header: view.header,
             key: view.key.clone(),
             owner: false,
+            dst: Destination::MayHoldCopy,
             phase: Phase::Start,
         }
     }
 
-    /// The owner aborting its own entry `addr`, linked as `word` at `found_at`.
+    /// The owner aborting its own entry `addr`, linked as `word` at `found_at`
+    /// (for a MIGRATE copy: its source); `dst` says whether its install may
+    /// have executed.
     pub fn owner_abort(
         found_at: IteAddr,
         word: IndexEntry,
         addr: DteAddr,
         header: DataEntryHeader,
         key: Vec<u8>,
+        dst: Destination,
     ) -> Recover {
         Recover {
             found_at,
@@ -71,6 +100,7 @@ impl Recover {
             header,
             key,
             owner: true,
+            dst,
             phase: Phase::Start,
         }
     }
@@ -78,7 +108,7 @@ impl Recover {
     /// Advances; `Some(Ok(()))` when the entry is no longer uncommitted-and-linked
     /// as far as this client's CASes can tell.
     pub fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<(), Error>> {
-        match self.phase {
+        match self.phase.clone() {
             Phase::Start => match self.header.state.state {
                 DteState::Writing => {
                     if !self.owner && !cx.owner_expired(self.header.deadline) {
@@ -98,7 +128,7 @@ impl Recover {
                 }
                 DteState::Aborted => {
                     cx.io.stats.recoveries += 1;
-                    self.restore(cx)
+                    self.unlink(cx)
                 }
                 _ => Some(Ok(())),
             },
@@ -113,11 +143,28 @@ impl Recover {
                     if !self.owner {
                         cx.io.stats.recoveries += 1;
                     }
-                    self.restore(cx)
+                    self.unlink(cx)
                 } else {
                     // The owner committed first: nothing to undo.
                     Some(Ok(()))
                 }
+            }
+            Phase::AwaitFence { expect, tries } => {
+                let found = match cas_previous(&results[0]) {
+                    Ok(p) => IndexEntry(p),
+                    Err(e) => return Some(Err(e)),
+                };
+                let sealed = self.word.emptied();
+                if found == expect || found == sealed || found.is_present() {
+                    // The destination holds (now) a word the install CAS does
+                    // not expect, and never will again: restore the source.
+                    return self.restore_source(cx);
+                }
+                // An empty word we did not expect: fence that one.
+                if tries >= FENCE_TRIES {
+                    return Some(Err(Error::Conflict));
+                }
+                self.fence(cx, found, tries + 1)
             }
             Phase::AwaitRestore => {
                 let mut unlinked = false;
@@ -136,34 +183,102 @@ impl Recover {
                     Some(Ok(()))
                 }
             }
-            Phase::AwaitMark => Some(written(&results[0])),
+            Phase::AwaitMark => {
+                if written(&results[0]).is_err() {
+                    cx.io.stats.leaked += 1;
+                }
+                Some(Ok(()))
+            }
         }
     }
 
-    fn restore(&mut self, cx: &mut Cx<'_>) -> Option<Result<(), Error>> {
+    /// The candidate entries of a MIGRATE copy: (source, destination).
+    fn copy_positions(&self, cx: &Cx<'_>) -> Result<(IteAddr, IteAddr), Error> {
+        let cands = cx.candidates(&self.key);
+        match (
+            cands.get(usize::from(self.header.state.src)),
+            cands.get(usize::from(self.header.state.dst)),
+        ) {
+            (Some(&src), Some(&dst)) => Ok((src, dst)),
+            _ => Err(Error::Corrupt(format!(
+                "{}: migrate positions out of range",
+                self.addr
+            ))),
+        }
+    }
+
+    /// The entry is aborted: take it out of the index.
+    fn unlink(&mut self, cx: &mut Cx<'_>) -> Option<Result<(), Error>> {
         if !cx.may_mutate() {
             return Some(Err(Error::Timeout));
         }
         let prev = IndexEntry(self.header.prev);
-        match self.header.state.kind {
-            Some(DteKind::Migrate) => {
-                let cands = cx.candidates(&self.key);
-                let (Some(&src), Some(&dst)) = (
-                    cands.get(usize::from(self.header.state.src)),
-                    cands.get(usize::from(self.header.state.dst)),
-                ) else {
-                    return Some(Err(Error::Corrupt(format!(
-                        "{}: migrate positions out of range",
-                        self.addr
-                    ))));
-                };
-                cx.cas_ite(src, self.word, prev);
-                cx.cas_ite(dst, self.word, self.word.emptied());
-            }
-            _ => {
-                cx.cas_ite(self.found_at, self.word, prev);
-            }
+        if self.header.state.kind != Some(DteKind::Migrate) {
+            // A rollback over an empty word leaves the entry's own emptied
+            // word, so that empty words never recur (a fenced destination
+            // stays fenced). The broken variant restores the old word exactly.
+            let back = if prev.is_present() || cx.client.faults.unfenced_migrate_install {
+                prev
+            } else {
+                self.word.emptied()
+            };
+            cx.cas_ite(self.found_at, self.word, back);
+            self.phase = Phase::AwaitRestore;
+            return None;
         }
+        let (src, dst) = match self.copy_positions(cx) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        let faults = cx.client.faults;
+        if faults.unfenced_migrate_install || faults.rollback_destination_to_previous {
+            // The landed protocol: source and destination in one round, the
+            // destination only cleared if the install has already landed.
+            let dst_back = if faults.rollback_destination_to_previous {
+                prev
+            } else {
+                self.word.emptied()
+            };
+            cx.cas_ite(src, self.word, prev);
+            cx.cas_ite(dst, self.word, dst_back);
+            self.phase = Phase::AwaitRestore;
+            return None;
+        }
+        match self.dst {
+            Destination::NotInstalled => self.restore_source(cx),
+            Destination::MayHoldCopy => self.fence(cx, self.word, 1),
+        }
+    }
+
+    /// One fence CAS on the copy's destination: `expect -> emptied copy`.
+    fn fence(
+        &mut self,
+        cx: &mut Cx<'_>,
+        expect: IndexEntry,
+        tries: u8,
+    ) -> Option<Result<(), Error>> {
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
+        let dst = match self.copy_positions(cx) {
+            Ok((_, dst)) => dst,
+            Err(e) => return Some(Err(e)),
+        };
+        cx.cas_ite(dst, expect, self.word.emptied());
+        self.phase = Phase::AwaitFence { expect, tries };
+        None
+    }
+
+    /// Puts the copy's source back to its previous version.
+    fn restore_source(&mut self, cx: &mut Cx<'_>) -> Option<Result<(), Error>> {
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
+        let src = match self.copy_positions(cx) {
+            Ok((src, _)) => src,
+            Err(e) => return Some(Err(e)),
+        };
+        cx.cas_ite(src, self.word, IndexEntry(self.header.prev));
         self.phase = Phase::AwaitRestore;
         None
     }

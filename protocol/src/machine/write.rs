@@ -17,9 +17,20 @@
 //!    operation may have created a second entry for the key: abort (state CAS
 //!    `Writing -> Aborted`, restore the candidate) and report a conflict.
 //! 7. Commit: CAS the state word `Writing -> Valid` (PUT) or `-> Deleted`
-//!    (DELETE) through the NIC. This is the linearization point.
+//!    (DELETE) through the NIC. This is the linearization point. If its
+//!    completion fails or never arrives, the owner settles the outcome with
+//!    one more CAS on the same word (the commit again while the margin
+//!    allows, else `Writing -> Aborted`): its result says whether the entry
+//!    committed. Only if that completion fails too is the outcome unknown.
 //! 8. DELETE unlinks its tombstone (CAS to empty); both mark the entries they
-//!    unlinked for recycling.
+//!    unlinked for recycling. Nothing after the commit can fail the
+//!    operation: a failed mark leaks the entry (counted), a failed unlink
+//!    leaves a harmless tombstone.
+//!
+//! Errors before the commit mean nothing was committed; where the last CAS's
+//! outcome is unknown (its completion failed), the owner aborts its entry
+//! before reporting the error, so that the key is not blocked until the
+//! deadline.
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
@@ -28,8 +39,9 @@ use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, commit_won, word, written, Results};
 use crate::machine::migrate::Migrate;
-use crate::machine::recover::Recover;
+use crate::machine::recover::{Destination, Recover};
 use crate::machine::Logic;
+use crate::time::Nanos;
 
 /// Whether a write stores a value or deletes the key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +66,7 @@ enum Phase {
     AwaitInstall,
     AwaitVerify(Vec<usize>),
     AwaitCommit,
+    AwaitSettle,
     Aborting(Recover),
     AwaitCleanup,
     AwaitMarks(bool),
@@ -70,7 +83,14 @@ pub struct WriteLogic {
     views: Vec<Option<DteView>>,
     phase: Phase,
     restarts: u32,
+    scan_posted_at: Nanos,
     migrate_source: usize,
+    migrate_conflicts: u32,
+    /// What an owner abort reports once it is done (`Conflict` after a failed
+    /// verification; the error that made the outcome of a CAS unknown).
+    abort_reason: Option<Error>,
+    /// Whether the commit CAS has been posted again to settle its outcome.
+    settling: bool,
     target: usize,
     existed: bool,
     alloc: AllocStep,
@@ -96,7 +116,11 @@ impl WriteLogic {
             views: Vec::new(),
             phase: Phase::Start,
             restarts: 0,
+            scan_posted_at: Nanos::ZERO,
             migrate_source: 0,
+            migrate_conflicts: 0,
+            abort_reason: None,
+            settling: false,
             target: 0,
             existed: false,
             alloc: AllocStep::default(),
@@ -114,6 +138,7 @@ impl WriteLogic {
         if self.restarts > 4 + 4 * u32::from(cx.cfg().max_migrate_depth) {
             return conflict();
         }
+        self.scan_posted_at = cx.now;
         for &c in &self.cands {
             cx.read_ite(c);
         }
@@ -130,12 +155,19 @@ impl WriteLogic {
             }
         }
         self.views = vec![None; self.cands.len()];
+        // A cached entry stays valid for T from when its index entry was read,
+        // i.e. from when that READ was posted (not when we got to process it).
+        let read_at = if cx.client.faults.cache_time_from_completion {
+            cx.now
+        } else {
+            self.scan_posted_at
+        };
         let mut reads = Vec::new();
         for (i, &w) in self.words.iter().enumerate() {
             let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
                 continue;
             };
-            match cx.cached_view(w, cx.now) {
+            match cx.cached_view(w, read_at) {
                 Some(v) => self.views[i] = Some(v),
                 None => {
                     cx.read_dte(dte, false);
@@ -209,6 +241,10 @@ impl WriteLogic {
             return self.prepare(cx);
         }
         if self.migrate_source >= self.cands.len() {
+            if self.migrate_conflicts > 0 {
+                // Some source met interference: worth another attempt.
+                return conflict();
+            }
             return Some(Err(Error::TableFull {
                 depth: cx.cfg().max_migrate_depth,
             }));
@@ -238,6 +274,13 @@ impl WriteLogic {
             Some(Ok(())) => self.scan(cx),
             Some(Err(Error::TableFull { .. })) => {
                 // Try freeing the next candidate instead.
+                self.migrate_source += 1;
+                self.scan(cx)
+            }
+            Some(Err(Error::Conflict)) if !cx.client.faults.conflict_ends_put => {
+                // Interference at this source (e.g. a move in progress there)
+                // says nothing about the others: try the next one.
+                self.migrate_conflicts += 1;
                 self.migrate_source += 1;
                 self.scan(cx)
             }
@@ -307,8 +350,11 @@ impl WriteLogic {
         let prev = match cas_previous(&results[0]) {
             Ok(p) => p,
             Err(e) => {
-                // Unknown whether the CAS landed: leave the entry to recovery.
-                return Some(Err(e));
+                // Unknown whether the install landed: nothing is committed,
+                // but the entry may be linked. Abort it ourselves (the owner
+                // may, at any time) rather than block the key until our
+                // deadline; then report the error.
+                return self.abort(cx, e);
             }
         };
         if prev != self.words[self.target].0 {
@@ -333,23 +379,31 @@ impl WriteLogic {
     }
 
     fn on_verify(&mut self, cx: &mut Cx<'_>, others: &[usize], results: &Results) -> Out {
-        let unchanged = others
-            .iter()
-            .zip(results)
-            .all(|(&j, r)| matches!(word(r), Ok(w) if w == self.words[j].0));
-        if unchanged {
-            self.commit(cx)
-        } else {
-            self.abort(cx)
+        for (&j, r) in others.iter().zip(results) {
+            match word(r) {
+                Ok(w) if w == self.words[j].0 => {}
+                Ok(_) => return self.abort(cx, Error::Conflict),
+                Err(e) => return self.abort(cx, e),
+            }
         }
+        self.commit(cx)
     }
 
-    fn abort(&mut self, cx: &mut Cx<'_>) -> Out {
+    /// Aborts our installed, uncommitted entry, then reports `reason`.
+    fn abort(&mut self, cx: &mut Cx<'_>, reason: Error) -> Out {
         let (Some(d), Some(h), Some(new)) = (self.new_dte, self.new_header, self.new_word()) else {
             return conflict();
         };
-        tracing::debug!(dte = %d, "verification failed: aborting");
-        let rec = Recover::owner_abort(self.cands[self.target], new, d, h, self.key.clone());
+        tracing::debug!(dte = %d, %reason, "aborting our entry");
+        let rec = Recover::owner_abort(
+            self.cands[self.target],
+            new,
+            d,
+            h,
+            self.key.clone(),
+            Destination::NotInstalled,
+        );
+        self.abort_reason = Some(reason);
         self.phase = Phase::Aborting(rec);
         self.step_abort(cx, Vec::new())
     }
@@ -358,9 +412,14 @@ impl WriteLogic {
         let Phase::Aborting(rec) = &mut self.phase else {
             return conflict();
         };
-        match rec.advance(cx, results)? {
-            Ok(()) => conflict(),
-            Err(e) => Some(Err(e)),
+        let done = rec.advance(cx, results)?;
+        match self.abort_reason.take() {
+            // A failed verification: a conflict, unless the abort itself failed.
+            None | Some(Error::Conflict) => Some(done.and(Err(Error::Conflict))),
+            // The outcome of our CAS was unknown; the abort settled it as "not
+            // committed" (or could not, which changes nothing: the entry is
+            // uncommitted either way). Report what went wrong first.
+            Some(reason) => Some(Err(reason)),
         }
     }
 
@@ -383,19 +442,79 @@ impl WriteLogic {
     }
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
-        let (Some(h), Some(new)) = (self.new_header, self.new_word()) else {
+        let h = self.new_header?;
+        match commit_won(&results[0], h.state.encode()) {
+            Ok(true) => self.committed(cx),
+            Ok(false) if self.settling => {
+                // Our second commit found the word changed: by the first
+                // commit (committed) or by a reclaimer's abort (not).
+                match cas_previous(&results[0]).map(StateWord::decode) {
+                    Ok(w) if w.state.is_committed() => self.committed(cx),
+                    _ => Some(Err(Error::Timeout)),
+                }
+            }
+            // Reclaimed after our deadline: the attempt did not take effect.
+            Ok(false) => Some(Err(Error::Timeout)),
+            Err(e) if cx.client.faults.errors_after_commit_retryable => Some(Err(e)),
+            Err(e) => self.settle(cx, e),
+        }
+    }
+
+    /// The commit's completion failed or never came: the commit may or may
+    /// not have executed. One more CAS on the state word settles it: the
+    /// commit again while the margin allows (it fails harmlessly if the first
+    /// one landed), else `Writing -> Aborted`, which is safe at any time for
+    /// the owner and makes any late commit fail.
+    fn settle(&mut self, cx: &mut Cx<'_>, e: Error) -> Out {
+        let (Some(d), Some(h)) = (self.new_dte, self.new_header) else {
             return conflict();
         };
-        let committed = match commit_won(&results[0], h.state.encode()) {
-            Ok(c) => c,
-            Err(e) => return Some(Err(e)),
-        };
-        if !committed {
-            // Reclaimed after our deadline: the attempt did not take effect.
-            return Some(Err(Error::Timeout));
+        if self.settling {
+            return Some(Err(Error::OutcomeUnknown(format!(
+                "the commit of {d} and the CAS settling it both failed: {e}"
+            ))));
         }
+        self.settling = true;
+        cx.io.stats.settled_commits += 1;
+        tracing::debug!(dte = %d, error = %e, "commit completion failed: settling its outcome");
+        let to = if self.is_delete() {
+            DteState::Deleted
+        } else {
+            DteState::Valid
+        };
+        if cx.may_mutate() {
+            cx.cas_state(d, h.state.encode(), h.state.with_state(to).encode());
+            self.phase = Phase::AwaitCommit;
+        } else {
+            let aborted = h.state.with_state(DteState::Aborted).encode();
+            cx.cas_state(d, h.state.encode(), aborted);
+            self.phase = Phase::AwaitSettle;
+        }
+        None
+    }
+
+    /// The result of the settling abort: the state word as it was.
+    fn on_settle(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let h = self.new_header?;
+        match cas_previous(&results[0]) {
+            Ok(p) if p == h.state.encode() => {
+                // We aborted it: it never committed. Reclaimers unlink it.
+                Some(Err(Error::Timeout))
+            }
+            Ok(p) if StateWord::decode(p).state.is_committed() => self.committed(cx),
+            Ok(_) => Some(Err(Error::Timeout)),
+            Err(e) => Some(Err(Error::OutcomeUnknown(format!(
+                "the commit's completion failed and so did the CAS settling it: {e}"
+            )))),
+        }
+    }
+
+    /// The commit took effect: from here on the operation has succeeded, and
+    /// nothing that follows may report otherwise.
+    fn committed(&mut self, cx: &mut Cx<'_>) -> Out {
+        let new = self.new_word()?;
         tracing::trace!(existed = self.existed, "committed");
-        if self.is_delete() {
+        if self.is_delete() && cx.may_mutate() {
             cx.cas_ite(self.cands[self.target], new, new.emptied());
             self.phase = Phase::AwaitCleanup;
             return None;
@@ -422,6 +541,8 @@ impl WriteLogic {
     }
 
     fn on_cleanup(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        // A failed unlink leaves the tombstone linked, which is harmless
+        // (docs/protocol.md §5.3): the DELETE has succeeded either way.
         let new = self.new_word()?;
         if matches!(cas_previous(&results[0]), Ok(p) if p == new.0) && cx.may_mutate() {
             if let Some(d) = self.new_dte {
@@ -430,6 +551,20 @@ impl WriteLogic {
         }
         self.mark_old(cx);
         self.finish(cx)
+    }
+
+    /// The recycle marks after the commit: a failed one leaks its entry (it
+    /// is never reused), never the operation's result.
+    fn on_marks(&mut self, cx: &mut Cx<'_>, existed: bool, results: &Results) -> Out {
+        let failed = results.iter().filter(|r| written(r).is_err()).count();
+        if failed > 0 {
+            if cx.client.faults.errors_after_commit_retryable {
+                return results.iter().try_for_each(written).err().map(Err);
+            }
+            cx.io.stats.leaked += failed as u64;
+            tracing::warn!(failed, "recycle mark failed after the commit: entry leaked");
+        }
+        Some(Ok(existed))
     }
 }
 
@@ -489,6 +624,9 @@ impl Logic for WriteLogic {
                 Err(e) => Some(Err(e)),
             },
             Phase::AwaitCertify => {
+                if cx.overran() {
+                    return Some(Err(Error::Timeout));
+                }
                 let unchanged = results
                     .iter()
                     .zip(self.words.iter().rev())
@@ -514,10 +652,9 @@ impl Logic for WriteLogic {
             Phase::AwaitInstall => self.on_install(cx, &results),
             Phase::AwaitVerify(others) => self.on_verify(cx, &others, &results),
             Phase::AwaitCommit => self.on_commit(cx, &results),
+            Phase::AwaitSettle => self.on_settle(cx, &results),
             Phase::AwaitCleanup => self.on_cleanup(cx, &results),
-            Phase::AwaitMarks(existed) => {
-                Some(results.iter().try_for_each(written).map(|()| existed))
-            }
+            Phase::AwaitMarks(existed) => self.on_marks(cx, existed, &results),
         }
     }
 }
