@@ -53,10 +53,12 @@ impl InjectedFault {
 
 /// Which operations an injected fault hits: the `count` operations after the
 /// first `skip` that target the node and match `only` (any kind if `None`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Injection {
     /// What happens to a hit operation.
     pub fault: InjectedFault,
+    /// The error a failing completion carries.
+    pub error: FabricError,
     /// Restrict to one kind of operation.
     pub only: Option<OpKind>,
     /// Matching operations to let through first.
@@ -70,10 +72,30 @@ impl Injection {
     pub fn next(fault: InjectedFault, count: u64) -> Injection {
         Injection {
             fault,
+            error: FabricError::Transport("injected fault".into()),
             only: None,
             skip: 0,
             count,
         }
+    }
+
+    /// Hits only operations of `kind`.
+    pub fn only(mut self, kind: OpKind) -> Injection {
+        self.only = Some(kind);
+        self
+    }
+
+    /// Lets the first `skip` matching operations through.
+    pub fn after(mut self, skip: u64) -> Injection {
+        self.skip = skip;
+        self
+    }
+
+    /// Failing completions carry `error` (e.g. `FabricError::Timeout`, what a
+    /// NIC reports when its retries ran out).
+    pub fn with_error(mut self, error: FabricError) -> Injection {
+        self.error = error;
+        self
     }
 }
 
@@ -107,7 +129,7 @@ impl NodeState {
     }
 
     /// The injected fault that hits an operation of `kind`, if any (consumes it).
-    fn take_fault(&self, kind: OpKind) -> Option<InjectedFault> {
+    fn take_fault(&self, kind: OpKind) -> Option<(InjectedFault, FabricError)> {
         if !self.armed.load(Ordering::SeqCst) {
             return None;
         }
@@ -120,7 +142,7 @@ impl NodeState {
             inj.skip -= 1;
             return None;
         }
-        let fault = inj.fault;
+        let fault = (inj.fault, inj.error.clone());
         inj.count = inj.count.saturating_sub(1);
         if inj.count == 0 {
             *slot = None;
@@ -272,9 +294,9 @@ impl SimFabric {
     pub fn inject(&self, node: NodeId, injection: Injection) -> Result<(), FabricError> {
         let n = self.node_state(node)?;
         let mut slot = sync::lock(&n.injection);
+        tracing::debug!(%node, ?injection, "sim fabric: injecting faults");
         *slot = (injection.count > 0).then_some(injection);
         n.armed.store(slot.is_some(), Ordering::SeqCst);
-        tracing::debug!(%node, ?injection, "sim fabric: injecting faults");
         Ok(())
     }
 
@@ -409,10 +431,12 @@ impl SimFabric {
         };
         let hook = self.inner.config.schedule_point;
         let nic = op.remote_addr().is_some();
-        let fault = if nic && !target.is_down() {
-            target.take_fault(op.kind())
-        } else {
-            None
+        let (fault, injected_error) = match nic && !target.is_down() {
+            true => match target.take_fault(op.kind()) {
+                Some((f, e)) => (Some(f), Some(e)),
+                None => (None, None),
+            },
+            false => (None, None),
         };
         let executes = fault.map_or(true, InjectedFault::executes);
         let result = match op {
@@ -427,7 +451,9 @@ impl SimFabric {
                 .write(*offset, data, hook, self.word_order())
                 .map(|()| OpOutput::Written),
             _ if target.is_down() => Err(FabricError::NodeDown(target_id)),
-            _ if !executes => Err(FabricError::Transport("injected fault".into())),
+            _ if !executes => Err(injected_error
+                .clone()
+                .unwrap_or_else(|| FabricError::Transport("injected fault".into()))),
             Op::Read { addr, len } => target
                 .memory
                 .region(addr.region)
@@ -454,10 +480,8 @@ impl SimFabric {
                     .map(|previous| OpOutput::Cas { previous })
             }
         };
-        let result = match fault {
-            Some(InjectedFault::FailAfterExecuting) => Err(FabricError::Transport(
-                "injected fault: completion failed after the operation executed".into(),
-            )),
+        let result = match (fault, injected_error) {
+            (Some(InjectedFault::FailAfterExecuting), Some(e)) => Err(e),
             _ => result,
         };
         Executed {

@@ -30,8 +30,13 @@ impl SimCluster {
         SimCluster::with_sim(cfg, |s| s)
     }
 
-    /// A cluster on manual time (advanced with `fabric.advance`).
-    pub fn manual_clock(cfg: Config) -> SimCluster {
+    /// A cluster on manual time (advanced with `fabric.advance`). Its clients
+    /// give up after 1,000 attempts: on a clock that does not move, a key
+    /// blocked until a deadline would otherwise make a test spin forever.
+    pub fn manual_clock(mut cfg: Config) -> SimCluster {
+        if cfg.retry.max_attempts == 0 {
+            cfg.retry.max_attempts = 1_000;
+        }
         SimCluster::with_sim(cfg, |s| s.with_clock(ClockMode::Manual))
     }
 

@@ -1,6 +1,12 @@
 //! Stepping a state machine one round at a time, so that tests can interleave
 //! clients exactly (stall an owner between its CAS and its commit, run a
-//! MIGRATE in the middle of a GET's forward pass, ...).
+//! MIGRATE in the middle of a GET's forward pass, let time pass between a
+//! round's completions and the step that processes them, ...).
+//!
+//! Every wait is bounded: a completion that never arrives (an injected lost
+//! completion) leaves the machine waiting, which [`Stepper::step`] reports
+//! instead of blocking; advance the clock past the attempt's deadline and step
+//! again, and the machine gives the round up.
 
 use std::time::Duration;
 
@@ -15,6 +21,8 @@ pub struct Stepper<M: Machine> {
     ep: SimEndpoint,
     next: Option<Vec<WorkRequest>>,
     result: Option<Result<M::Output, Error>>,
+    /// Completions delivered to the machine and not processed yet.
+    delivered: bool,
 }
 
 impl<M: Machine> Stepper<M> {
@@ -26,18 +34,35 @@ impl<M: Machine> Stepper<M> {
             ep,
             next: None,
             result: None,
+            delivered: false,
         }
     }
 
+    /// Polls the machine (at the endpoint's current time) for its next round
+    /// or result, unless one is already known. A machine still waiting for a
+    /// lost completion stays waiting.
     fn fill(&mut self) {
         if self.next.is_some() || self.result.is_some() {
             return;
         }
+        self.delivered = false;
         match self.machine.poll(&mut self.state, self.ep.now()) {
             Poll::Post(wrs) => self.next = Some(wrs),
             Poll::Done(r) => self.result = Some(r),
-            Poll::Pending => unreachable!("a stepper never leaves completions outstanding"),
+            Poll::Pending => {}
         }
+    }
+
+    /// Whether the machine waits for a completion that has not arrived (it
+    /// gives the round up once the clock passes its deadline).
+    pub fn waiting(&mut self) -> bool {
+        self.fill();
+        self.next.is_none() && self.result.is_none()
+    }
+
+    /// The endpoint (its clock, counters).
+    pub fn endpoint(&self) -> &SimEndpoint {
+        &self.ep
     }
 
     /// The operations the machine will post next (none once it is done).
@@ -46,9 +71,11 @@ impl<M: Machine> Stepper<M> {
         self.next.as_deref().unwrap_or(&[])
     }
 
-    /// Posts the next round and feeds back all its completions. Returns
-    /// whether the machine is still running.
-    pub fn step(&mut self) -> bool {
+    /// Posts the next round and feeds back all its completions, without
+    /// letting the machine process them: time may pass before the next
+    /// [`Stepper::step`] (or [`Stepper::peek`]) does. Returns whether a round
+    /// was posted.
+    pub fn deliver(&mut self) -> bool {
         self.fill();
         let Some(wrs) = self.next.take() else {
             return false;
@@ -61,17 +88,27 @@ impl<M: Machine> Stepper<M> {
             }
         }
         let mut got = Vec::new();
-        let mut seen = 0;
-        while seen < n {
-            let before = got.len();
-            self.ep.wait(&mut got, Duration::from_millis(100));
-            seen += got.len() - before;
-            if got.len() == before && self.ep.outstanding() == 0 {
+        // Bounded: at most n waits, and none once nothing is outstanding (a
+        // lost completion is never outstanding at the endpoint).
+        for _ in 0..n {
+            if got.len() >= n || self.ep.outstanding() == 0 {
                 break;
             }
+            self.ep.wait(&mut got, Duration::from_millis(100));
         }
         for c in got {
             self.machine.complete(c);
+        }
+        self.delivered = true;
+        true
+    }
+
+    /// Posts the next round, feeds back all its completions and lets the
+    /// machine process them. Returns whether the machine is still running
+    /// (it may be waiting for a lost completion: see [`Stepper::waiting`]).
+    pub fn step(&mut self) -> bool {
+        if !self.delivered {
+            self.deliver();
         }
         self.fill();
         self.result.is_none()
@@ -90,9 +127,19 @@ impl<M: Machine> Stepper<M> {
         }
     }
 
-    /// Runs to completion.
+    /// Runs to completion (bounded: a machine that waits for a lost
+    /// completion without the clock passing its deadline is a test bug and
+    /// fails loudly instead of hanging).
     pub fn finish(mut self) -> (Result<M::Output, Error>, M, ClientState) {
-        while self.step() {}
+        for _ in 0..100_000 {
+            if !self.step() {
+                break;
+            }
+            assert!(
+                !self.waiting(),
+                "the machine waits for a lost completion: advance the clock past its deadline"
+            );
+        }
         self.fill();
         let r = self.result.take().expect("finished machine has a result");
         (r, self.machine, self.state)

@@ -66,6 +66,8 @@ pub struct OpMachine<L> {
     logic: L,
     io: Io,
     deadline: Option<Nanos>,
+    /// When the current round was handed out.
+    round_posted_at: Nanos,
     done: bool,
 }
 
@@ -85,6 +87,7 @@ impl<L: Logic> OpMachine<L> {
             logic,
             io,
             deadline: None,
+            round_posted_at: Nanos::ZERO,
             done: false,
         }
     }
@@ -130,13 +133,18 @@ impl<L: Logic> Machine for OpMachine<L> {
             .deadline
             .get_or_insert_with(|| now.plus(client.cfg.expiration));
         if self.io.has_outbox() {
+            self.round_posted_at = now;
             return Poll::Post(self.io.take_outbox(client.id.node));
         }
         if !self.io.round_complete() {
-            // Every wait ends by the attempt's deadline: past it, the missing
-            // completions are given up on (reported as `NoCompletion`, i.e.
-            // "may have executed") and the logic decides what it can say.
-            if now <= deadline || client.faults.ignore_deadline {
+            // Every wait ends by the attempt's deadline (a round posted later,
+            // i.e. the CAS that settles a lost commit, gets one margin, within
+            // which A2 has it land): past it, the missing completions are given
+            // up on (reported as `NoCompletion`: "may have executed") and the
+            // logic decides what it can say.
+            let margin = client.cfg.deadline_margin;
+            let give_up = deadline.max(self.round_posted_at.plus(margin));
+            if now <= give_up || client.faults.ignore_deadline {
                 return Poll::Pending;
             }
             tracing::debug!(
@@ -160,6 +168,7 @@ impl<L: Logic> Machine for OpMachine<L> {
                 return Poll::Done(result);
             }
             if self.io.has_outbox() {
+                self.round_posted_at = now;
                 return Poll::Post(self.io.take_outbox(client.id.node));
             }
         }

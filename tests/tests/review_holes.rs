@@ -1,0 +1,516 @@
+//! The five holes a hostile review found in the landed protocol, each as an
+//! exact interleaving told twice: with the protocol as it is now (correct),
+//! and with the test-only switch that reinstates the landed behaviour
+//! (`Faults`), where the story ends in the stale read, the twice-applied
+//! write or the blocked insert the review described.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
+use nessie_model::{check_history, KvOp, KvRet, Recorder};
+use nessie_protocol::{
+    ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IteAddr, Machine, NodeId,
+    OpKind, Outcome, PutMachine,
+};
+use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
+use nessie_tests::{find_key, slot, tiny_config, SimCluster};
+
+// ----- hole 1: a MIGRATE install that lands after a reclaim ---------------
+
+/// m has candidates [slot 1, slot 0] and sits at slot 0 with "mv"; slot 1 is
+/// empty; g fills slot 2; a PUT of p (slots 0 and 2) must move m to slot 1.
+fn late_install_story(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, nessie_protocol::Client<SimEndpoint>) {
+    let c = &cluster.cfg;
+    let x = find_key(c, "x", |k| k == [slot(1), slot(3)]);
+    let m = find_key(c, "m", |k| k == [slot(1), slot(0)]);
+    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
+    let p = find_key(c, "p", |k| k == [slot(0), slot(2)]);
+    let mut b = cluster.client(0, 1);
+    b.put(&x, b"xv").unwrap();
+    b.put(&m, b"mv").unwrap();
+    b.put(&g, b"gv").unwrap();
+    b.delete(&x).unwrap();
+    (m, p, b)
+}
+
+/// A locks slot 0 with its copy of m, then processes the lock's completion
+/// `left` before its deadline. If it posts the install, the install is held
+/// back (it lands late) while B, after A's deadline plus the skew, reclaims
+/// and writes "mv2". Returns whether A posted the install, and what a GET of
+/// m then answers.
+fn late_install(faults: Faults, left: Duration) -> (bool, Option<Vec<u8>>) {
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (m, p, mut b) = late_install_story(&cluster);
+    b.state_mut().faults = faults;
+    let start = cluster.fabric.base_now();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
+    a.state.faults = faults;
+    assert!(a.run_until(is_index_cas), "A reaches its lock");
+    assert!(a.deliver(), "the lock lands");
+    let t = cluster.cfg.expiration;
+    cluster.fabric.advance(t - left);
+    assert!(cluster.fabric.base_now() < start.plus(t));
+    let posted = a.peek().iter().any(|wr| is_index_cas(&wr.op));
+    if posted {
+        // The install is in flight; it lands after the reclaim below.
+        cluster.fabric.advance(left + cluster.cfg.clock_skew + Duration::from_millis(1));
+        assert_eq!(b.put(&m, b"mv2"), Ok(true), "B reclaims and updates m");
+        let (r, _, _) = a.finish();
+        assert!(r.is_err(), "A's PUT did not happen: {r:?}");
+    } else {
+        let (r, _, _) = a.finish();
+        assert_eq!(r, Err(Error::Timeout));
+        cluster.fabric.advance(left + cluster.cfg.clock_skew + Duration::from_millis(1));
+        assert_eq!(b.put(&m, b"mv2"), Ok(true));
+    }
+    (posted, b.get(&m).unwrap())
+}
+
+#[test]
+fn hole1_an_install_posted_in_time_but_landing_after_the_reclaim_is_fenced_off() {
+    // Posted outside the margin (as A2 intends) but held back past the
+    // reclaim, i.e. A2 violated on purpose: the fence still makes it fail.
+    let (posted, got) = late_install(Faults::default(), Duration::from_millis(20));
+    assert!(posted);
+    assert_eq!(got, Some(b"mv2".to_vec()));
+}
+
+#[test]
+fn hole1_inside_the_margin_no_install_is_posted() {
+    let (posted, got) = late_install(Faults::default(), Duration::from_millis(5));
+    assert!(!posted, "5 ms before the deadline is inside the 10 ms margin");
+    assert_eq!(got, Some(b"mv2".to_vec()));
+}
+
+#[test]
+fn hole1_reinstated_the_late_install_resurrects_an_overwritten_value() {
+    let unfenced = Faults {
+        unfenced_migrate_install: true,
+        ..Faults::default()
+    };
+    // The landed protocol posts the install 5 ms before the deadline ...
+    let (posted, got) = late_install(unfenced, Duration::from_millis(5));
+    assert!(posted);
+    assert_eq!(got, Some(b"mv".to_vec()), "stale: mv2 was acknowledged");
+    // ... and, whenever an install lands late, nothing fences it off.
+    let (posted, got) = late_install(unfenced, Duration::from_millis(20));
+    assert!(posted);
+    assert_eq!(got, Some(b"mv".to_vec()), "stale: mv2 was acknowledged");
+}
+
+// ----- hole 2: cache extended from the completion time ---------------------
+
+/// Two nodes, two clients each, two data table entries per client: a
+/// writer's third PUT must reuse its first entry once it has expired.
+fn two_entry_shares() -> Config {
+    Config {
+        nodes: 2,
+        clients_per_node: 2,
+        dtes_per_node: 4,
+        ..Config::default()
+    }
+}
+
+fn run<M: Machine>(cluster: &SimCluster, state: nessie_protocol::ClientState, m: M) -> (Result<M::Output, Error>, nessie_protocol::ClientState) {
+    let ep = cluster.fabric.open(state.id.node).unwrap();
+    let (r, _, state) = Stepper::new(m, state, ep).finish();
+    (r, state)
+}
+
+/// R caches W's entry X (k = v1). R's PUT of k posts its scan; W replaces X
+/// with v2; R processes the scan 100 ms later. Once X may be reused, W
+/// writes v3 into X, so k's index word is X's again. R then reads k.
+fn cached_reader_story(faults: Faults) -> Option<Vec<u8>> {
+    let cluster = SimCluster::manual_clock(two_entry_shares());
+    let k = b"k".to_vec();
+    let mut w = cluster.client(0, 0);
+    w.put(&k, b"v1").unwrap();
+    let (mut r, _) = cluster.parts(1, 0);
+    r.faults = faults;
+    let (got, r) = run(&cluster, r, GetMachine::get(&k));
+    assert_eq!(got, Ok(Some(b"v1".to_vec())));
+    assert_eq!(r.cache.len(), 1, "R cached X");
+
+    let ep = cluster.fabric.open(NodeId(1)).unwrap();
+    let mut put = Stepper::new(PutMachine::put(&k, b"r"), r, ep);
+    assert!(put.deliver(), "R's scan is read ...");
+    w.put(&k, b"v2").unwrap();
+    cluster.fabric.advance(Duration::from_millis(100));
+    let (res, _, r) = put.finish(); // ... and processed 100 ms later.
+    assert_eq!(res, Err(Error::Conflict), "X was replaced under R's PUT");
+
+    let c = &cluster.cfg;
+    cluster
+        .fabric
+        .advance(c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100));
+    w.put(&k, b"v3").unwrap();
+    let (got, _) = run(&cluster, r, GetMachine::get(&k));
+    got.unwrap()
+}
+
+#[test]
+fn hole2_a_scan_extends_the_cache_from_when_its_reads_were_posted() {
+    assert_eq!(cached_reader_story(Faults::default()), Some(b"v3".to_vec()));
+}
+
+#[test]
+fn hole2_reinstated_the_cache_returns_a_value_two_writes_old() {
+    let late = Faults {
+        cache_time_from_completion: true,
+        ..Faults::default()
+    };
+    assert_eq!(cached_reader_story(late), Some(b"v1".to_vec()), "stale: v3 was acknowledged");
+}
+
+// ----- hole 3: outcomes after the commit ------------------------------------
+
+/// A key none of whose candidates is on node 0.
+fn remote_key(cfg: &Config, prefix: &str) -> Vec<u8> {
+    find_key(cfg, prefix, |c: &[IteAddr]| c.iter().all(|a| a.node != NodeId(0)))
+}
+
+fn three_nodes() -> Config {
+    Config {
+        clients_per_node: 2,
+        ..Config::default()
+    }
+}
+
+/// A DELETE of a present key whose commit executes but completes with the
+/// NIC's "retries exceeded" timeout. The history (PUT, DELETE, GET) goes
+/// through the linearizability checker.
+fn delete_with_failed_commit(faults: Faults) -> (Result<bool, Error>, Result<(), String>) {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let k = remote_key(&cluster.cfg, "k");
+    let rec = Recorder::new();
+    let mut c = cluster.client(0, 0);
+    c.state_mut().faults = faults;
+    nessie_tests::rec_put(&rec, 0, &mut c, &k, b"v").unwrap();
+    // Only the commit CAS targets node 0 (loopback): every index entry is remote.
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(InjectedFault::FailAfterExecuting, 1)
+                .only(OpKind::Cas)
+                .with_error(FabricError::Timeout),
+        )
+        .unwrap();
+    let deleted = nessie_tests::rec_delete(&rec, 0, &mut c, &k);
+    assert!(!cluster.fabric.injection_pending(NodeId(0)), "the commit was hit");
+    assert_eq!(nessie_tests::rec_get(&rec, 1, &mut c, &k), Ok(None));
+    let verdict = check_history(&rec.events(), 1_000_000).map(|_| ()).map_err(|v| v.to_string());
+    (deleted, verdict)
+}
+
+#[test]
+fn hole3_a_commit_whose_completion_failed_is_settled_not_retried() {
+    let (deleted, verdict) = delete_with_failed_commit(Faults::default());
+    assert_eq!(deleted, Ok(true), "the commit executed: the key existed and is gone");
+    assert_eq!(verdict, Ok(()));
+}
+
+#[test]
+fn hole3_reinstated_a_committed_delete_is_applied_twice_and_the_checker_says_so() {
+    let retry = Faults {
+        errors_after_commit_retryable: true,
+        ..Faults::default()
+    };
+    let (deleted, verdict) = delete_with_failed_commit(retry);
+    assert_eq!(deleted, Ok(false), "the retry found its own tombstone");
+    assert!(verdict.is_err(), "a DELETE that says the key was absent right after a PUT");
+}
+
+/// An update whose previous version is remote: its recycle mark (an RDMA
+/// WRITE to node 1, after the commit) fails.
+fn update_with_failed_mark(faults: Faults) -> (Result<bool, Error>, u64, Option<Vec<u8>>) {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let k = remote_key(&cluster.cfg, "u");
+    let mut other = cluster.client(1, 0);
+    other.put(&k, b"v1").unwrap();
+    let mut c = cluster.client(0, 0);
+    c.state_mut().faults = faults;
+    cluster
+        .fabric
+        .inject(NodeId(1), Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Write))
+        .unwrap();
+    let r = c.put(&k, b"v2");
+    assert!(!cluster.fabric.injection_pending(NodeId(1)), "the mark was hit");
+    let leaked = c.last_stats().leaked;
+    (r, leaked, c.get(&k).unwrap())
+}
+
+#[test]
+fn hole3_a_failed_mark_after_the_commit_is_a_counted_leak_not_an_error() {
+    let (r, leaked, now) = update_with_failed_mark(Faults::default());
+    assert_eq!(r, Ok(true));
+    assert_eq!(leaked, 1);
+    assert_eq!(now, Some(b"v2".to_vec()));
+}
+
+#[test]
+fn hole3_reinstated_a_committed_put_reports_a_failure() {
+    let retry = Faults {
+        errors_after_commit_retryable: true,
+        ..Faults::default()
+    };
+    let (r, _, now) = update_with_failed_mark(retry);
+    assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
+    assert_eq!(now, Some(b"v2".to_vec()), "yet the value was written");
+}
+
+/// Runs `f` on another thread and fails the test if it takes over 20 s.
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the operation hung on a lost completion")
+}
+
+/// A PUT on a real clock (T = 50 ms) whose commit's completion is lost,
+/// the commit having executed (`LoseCompletion`) or not (`Vanish`).
+fn put_with_lost_commit(fault: InjectedFault) -> (Result<bool, Error>, u64, Option<Vec<u8>>) {
+    bounded(move || {
+        let cfg = Config {
+            expiration: Duration::from_millis(50),
+            deadline_margin: Duration::from_millis(5),
+            ..three_nodes()
+        };
+        let cluster = SimCluster::new(cfg);
+        let k = remote_key(&cluster.cfg, "l");
+        let mut c = cluster.client(0, 0);
+        c.put(b"warm-up", b"x").unwrap();
+        cluster
+            .fabric
+            .inject(NodeId(0), Injection::next(fault, 1).only(OpKind::Cas))
+            .unwrap();
+        let r = c.put(&k, b"v");
+        let settled = c.last_stats().settled_commits;
+        (r, settled, c.get(&k).unwrap())
+    })
+}
+
+#[test]
+fn hole3_a_lost_commit_completion_ends_at_the_deadline_with_the_true_outcome() {
+    let (r, settled, now) = put_with_lost_commit(InjectedFault::LoseCompletion);
+    assert_eq!(r, Ok(false), "the commit executed: the PUT succeeded");
+    assert_eq!(settled, 1);
+    assert_eq!(now, Some(b"v".to_vec()));
+
+    let (r, settled, now) = put_with_lost_commit(InjectedFault::Vanish);
+    assert_eq!(r, Ok(false), "aborted, settled as not committed, retried");
+    assert_eq!(settled, 1);
+    assert_eq!(now, Some(b"v".to_vec()));
+}
+
+#[test]
+fn hole3_when_even_the_settling_cas_fails_the_outcome_is_unknown_and_not_retried() {
+    let (r, attempts, now) = bounded(|| {
+        let cluster = SimCluster::manual_clock(three_nodes());
+        let k = remote_key(&cluster.cfg, "n");
+        let mut c = cluster.client(0, 0);
+        c.put(b"warm-up", b"x").unwrap();
+        cluster
+            .fabric
+            .inject(
+                NodeId(0),
+                Injection::next(InjectedFault::FailAfterExecuting, 2).only(OpKind::Cas),
+            )
+            .unwrap();
+        let r = c.put(&k, b"v");
+        let attempts = c.last_stats().attempts;
+        (r, attempts, c.get(&k).unwrap())
+    });
+    assert!(matches!(r, Err(Error::OutcomeUnknown(_))), "{r:?}");
+    assert_eq!(Outcome::of(&r), Outcome::Unknown);
+    assert_eq!(attempts, 1, "never retried");
+    assert_eq!(now, Some(b"v".to_vec()), "(it had in fact committed)");
+}
+
+#[test]
+fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let k = remote_key(&cluster.cfg, "i");
+    let mut c = cluster.client(0, 0);
+    c.put(b"warm-up", b"x").unwrap();
+    let first = cluster.cfg.hasher().candidates(&k)[0].node;
+    cluster
+        .fabric
+        .inject(first, Injection::next(InjectedFault::FailAfterExecuting, 1).only(OpKind::Cas))
+        .unwrap();
+    let r = c.run_once(PutMachine::put(&k, b"v"));
+    assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
+    assert_eq!(Outcome::of(&r), Outcome::NotCommitted);
+    assert_eq!(c.get(&k).unwrap(), None);
+    // The owner aborted its entry itself: no waiting for its deadline.
+    assert_eq!(c.put(&k, b"v"), Ok(false));
+    assert_eq!(c.last_stats().attempts, 1);
+}
+
+// ----- hole 4: inserts blocked by a crashed migrator ------------------------
+
+/// m sits at slot 0 (candidates [0, 1]), g at slot 2 (candidates [2, 3]); a
+/// PUT of p (slots 0 and 2) moves m to slot 1 and crashes right after the
+/// copy commits: slots 0 and 1 both name the committed copy.
+fn crashed_mover(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, nessie_protocol::Client<SimEndpoint>) {
+    let c = &cluster.cfg;
+    let m = find_key(c, "m", |k| k == [slot(0), slot(1)]);
+    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
+    let p = find_key(c, "p", |k| k == [slot(0), slot(2)]);
+    let mut b = cluster.client(0, 1);
+    b.put(&m, b"mv").unwrap();
+    b.put(&g, b"gv").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
+    assert!(a.run_until(is_state_flip));
+    assert!(a.step(), "the copy commits");
+    assert!(a.peek().iter().any(|wr| is_index_cas(&wr.op)), "next: clear the source");
+    drop(a); // crash
+    (m, g, b)
+}
+
+fn insert_from_the_destination_side(faults: Faults) -> Result<bool, Error> {
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (m, g, mut b) = crashed_mover(&cluster);
+    b.state_mut().faults = faults;
+    // q's candidates: slot 1 (the copy's destination) and slot 2 (g).
+    let q = find_key(&cluster.cfg, "q", |k| k == [slot(1), slot(2)]);
+    let mut r = b.put(&q, b"qv");
+    for _ in 0..3 {
+        if r.is_ok() {
+            break;
+        }
+        // Any number of expiration periods changes nothing for the landed code.
+        cluster.fabric.advance(cluster.cfg.expiration * 2);
+        r = b.put(&q, b"qv");
+    }
+    if r.is_ok() {
+        for (k, v) in [(&m, &b"mv"[..]), (&g, b"gv"), (&q, b"qv")] {
+            assert_eq!(b.get(k).unwrap().as_deref(), Some(v));
+        }
+    }
+    r
+}
+
+#[test]
+fn hole4_a_committed_copy_is_finished_from_its_destination_side() {
+    assert_eq!(insert_from_the_destination_side(Faults::default()), Ok(false));
+}
+
+#[test]
+fn hole4_reinstated_inserts_are_blocked_forever() {
+    let landed = Faults {
+        conflict_ends_put: true,
+        ..Faults::default()
+    };
+    assert_eq!(insert_from_the_destination_side(landed), Err(Error::Timeout));
+}
+
+/// q's first source holds an insert in progress (within its owner's
+/// deadline); its second source holds g, which can move to the empty slot 3.
+fn insert_past_a_busy_source(faults: Faults) -> Result<bool, Error> {
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let c = &cluster.cfg;
+    let m = find_key(c, "m", |k| k == [slot(0), slot(3)]);
+    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
+    let z = find_key(c, "z", |k| k == [slot(1), slot(3)]);
+    let q = find_key(c, "q", |k| k == [slot(1), slot(2)]);
+    let mut b = cluster.client(0, 1);
+    b.put(&m, b"mv").unwrap();
+    b.put(&g, b"gv").unwrap();
+    let mut z_writer = cluster.stepper(0, 0, PutMachine::put(&z, b"zv"));
+    assert!(z_writer.run_until(is_state_flip), "z installed at slot 1, verified");
+    b.state_mut().faults = faults;
+    b.put(&q, b"qv")
+}
+
+#[test]
+fn hole4_a_conflict_at_one_source_lets_the_put_try_the_next() {
+    assert_eq!(insert_past_a_busy_source(Faults::default()), Ok(false));
+}
+
+#[test]
+fn hole4_reinstated_one_busy_source_fails_the_put() {
+    let landed = Faults {
+        conflict_ends_put: true,
+        ..Faults::default()
+    };
+    assert_eq!(insert_past_a_busy_source(landed), Err(Error::Timeout));
+}
+
+// ----- hole 5: what the documentation promised -------------------------------
+
+#[test]
+fn hole5_multiple_reads_keeps_the_cache() {
+    let cluster = SimCluster::new(Config {
+        multiple_reads: true,
+        ..three_nodes()
+    });
+    let k = find_key(&cluster.cfg, "c", |c| c[0].node == NodeId(1));
+    cluster.client(2, 0).put(&k, b"value").unwrap();
+    let mut reader = cluster.client(0, 0);
+    assert_eq!(reader.get(&k).unwrap(), Some(b"value".to_vec()));
+    assert_eq!(reader.last_stats().data_reads, 2, "header and key, then the value");
+    assert_eq!(reader.get(&k).unwrap(), Some(b"value".to_vec()));
+    let s = reader.last_stats();
+    assert_eq!((s.index_reads, s.data_reads), (1, 0), "a cache hit: {s}");
+}
+
+#[test]
+fn hole5_a_certified_absence_read_after_the_deadline_is_discarded() {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let mut d = cluster.stepper(0, 0, PutMachine::delete(b"absent"));
+    assert!(d.step(), "scan");
+    assert!(d.deliver(), "the certifying reads land ...");
+    cluster.fabric.advance(cluster.cfg.expiration + Duration::from_millis(1));
+    let (r, _, _) = d.finish(); // ... and are processed after the deadline.
+    assert_eq!(r, Err(Error::Timeout));
+}
+
+#[test]
+fn hole5_no_mutation_after_the_commit_is_posted_inside_the_margin() {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let k = remote_key(&cluster.cfg, "d");
+    let mut c = cluster.client(1, 0);
+    c.put(&k, b"v").unwrap();
+    let mut d = cluster.stepper(0, 0, PutMachine::delete(&k));
+    assert!(d.run_until(is_state_flip));
+    assert!(d.deliver(), "the commit lands");
+    cluster
+        .fabric
+        .advance(cluster.cfg.expiration - Duration::from_millis(5));
+    assert!(
+        d.peek().iter().all(|wr| !is_index_cas(&wr.op)),
+        "no unlink of the tombstone inside the margin"
+    );
+    let (r, m, _) = d.finish();
+    assert_eq!(r, Ok(true), "the DELETE committed");
+    assert_eq!(m.stats().index_cas, 1, "the install only");
+    assert_eq!(c.get(&k).unwrap(), None, "a linked tombstone answers not found");
+    assert_eq!(c.put(&k, b"again"), Ok(false));
+}
+
+#[test]
+fn the_outcome_of_every_error_class() {
+    let id = ClientId {
+        node: NodeId(0),
+        index: 0,
+    };
+    assert_eq!(id.node, NodeId(0));
+    assert_eq!(Outcome::of(&Ok::<(), Error>(())), Outcome::Committed);
+    for e in [
+        Error::Conflict,
+        Error::Timeout,
+        Error::TableFull { depth: 1 },
+        Error::Unreachable(NodeId(1)),
+        Error::Fabric(FabricError::NoCompletion),
+    ] {
+        assert_eq!(e.outcome(), Outcome::NotCommitted, "{e}");
+    }
+    assert_eq!(Error::OutcomeUnknown("x".into()).outcome(), Outcome::Unknown);
+    assert!(!Error::OutcomeUnknown("x".into()).is_retryable());
+    let _ = (KvOp::Get, KvRet::Unknown);
+}
