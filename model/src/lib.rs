@@ -3,19 +3,24 @@
 //! Checkers for the Nessie protocol:
 //! - [`world`] and [`worlds`]: a stateright model of a small cluster whose
 //!   clients run the real state machines of `nessie-protocol` over
-//!   word-granular fabric memory, with time, crashes and a linearizability
-//!   tester, and the named worlds it explores.
+//!   word-granular fabric memory ([`memory`]), with time at the protocol's own
+//!   granularity, skewed clocks, crashes, failed and lost completions, and an
+//!   exact linearizability check of its history ([`world_history`]), and the
+//!   named worlds it explores.
 //! - [`history`] and [`linearizability`]: recorded concurrent histories and a
 //!   Wing-Gong-Lowe checker (the algorithm of Porcupine and Knossos) that
 //!   decides whether one is linearizable against a map, one key at a time.
 
 #![warn(missing_docs)]
 
+pub mod explore;
 pub mod history;
 pub mod linearizability;
+pub mod memory;
 pub mod report;
 pub mod synthetic;
 pub mod world;
+pub mod world_history;
 pub mod worlds;
 
 pub use history::{Event, KvOp, KvRet, Recorder};

@@ -1,16 +1,18 @@
 //! `nessie-model`: explore the named worlds (bigger than CI can afford, with
-//! broken variants on demand) and report states, speed and counterexamples;
-//! optionally serve stateright's Explorer web UI on localhost.
+//! broken variants on demand) and report verdicts, states and speed, with a
+//! step-by-step trace for every counterexample; optionally serve stateright's
+//! Explorer web UI on localhost.
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use nessie_model::explore::{explore, Mode};
 use nessie_model::report;
 use nessie_model::world::World;
 use nessie_model::worlds;
 use nessie_protocol::Faults;
-use stateright::{Checker, Model};
+use stateright::Model;
 
 /// Model checking of the Nessie protocol's real state machines.
 #[derive(Parser, Debug)]
@@ -24,27 +26,47 @@ struct Cli {
 enum Command {
     /// List the worlds.
     List,
-    /// Explore one world (or `all`) exhaustively and report.
+    /// Explore one world (or `all` for the CI worlds) and report.
     Check {
         /// World name (see `list`), or `all` for the CI worlds.
         world: String,
         /// Broken variants to switch on for every client, comma separated:
         /// skip-put-verify, skip-migrate-rollback, cpu-state-flip,
-        /// reuse-before-expiry, skip-get-reverse-pass, ignore-deadline.
+        /// reuse-before-expiry, skip-get-reverse-pass, ignore-deadline,
+        /// unfenced-migrate-install, cache-time-from-completion,
+        /// errors-after-commit-retryable, conflict-ends-put,
+        /// rollback-destination-to-previous.
         #[arg(long, value_delimiter = ',')]
         faults: Vec<String>,
-        /// Let posted CASes and WRITEs land after the clock moved (violate A2).
+        /// Let posted CASes and WRITEs land after the clock passed their
+        /// posting time plus the margin (violate A2).
         #[arg(long)]
         late_landing: bool,
         /// Checker threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
-        /// Depth-first instead of breadth-first (less memory).
+        /// Breadth first (shortest counterexamples) instead of depth first
+        /// (far less memory).
         #[arg(long)]
-        dfs: bool,
+        bfs: bool,
+        /// Random walks for this many seconds instead of exhausting the world.
+        #[arg(long)]
+        simulate: Option<u64>,
+        /// Seed of the random walks.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// Stop after generating this many states (0: no limit).
         #[arg(long, default_value_t = 0)]
         max_states: usize,
+        /// Override the world's number of clock ticks.
+        #[arg(long)]
+        ticks: Option<u8>,
+        /// Override the world's attempts per operation.
+        #[arg(long)]
+        attempts: Option<u8>,
+        /// Override the world's number of injected faults.
+        #[arg(long)]
+        max_faults: Option<u8>,
     },
     /// Serve stateright's Explorer for a world on a local address.
     Explore {
@@ -69,6 +91,11 @@ fn faults(names: &[String]) -> Result<Faults, String> {
             "reuse-before-expiry" => f.reuse_before_expiry = true,
             "skip-get-reverse-pass" => f.skip_get_reverse_pass = true,
             "ignore-deadline" => f.ignore_deadline = true,
+            "unfenced-migrate-install" => f.unfenced_migrate_install = true,
+            "cache-time-from-completion" => f.cache_time_from_completion = true,
+            "errors-after-commit-retryable" => f.errors_after_commit_retryable = true,
+            "conflict-ends-put" => f.conflict_ends_put = true,
+            "rollback-destination-to-previous" => f.rollback_destination_to_previous = true,
             other => return Err(format!("unknown fault {other:?}")),
         }
     }
@@ -78,73 +105,37 @@ fn faults(names: &[String]) -> Result<Faults, String> {
 fn world(name: &str, f: Faults, late_landing: bool) -> Result<World, String> {
     let mut w = worlds::by_name(name)
         .ok_or_else(|| format!("unknown world {name:?}; try `nessie-model list`"))?;
-    for c in &mut w.clients {
-        c.faults = f;
+    if f != Faults::default() {
+        w = worlds::with_faults(w, f);
     }
     w.late_landing = late_landing;
     Ok(w)
 }
 
-fn check(w: World, threads: usize, dfs: bool, max_states: usize) -> bool {
-    let name = w.name.clone();
+fn check(w: &World, mode: Mode, threads: usize, max_states: usize) -> bool {
     println!(
-        "== {name}: {} clients, {} nodes, N = {}",
+        "== {}: {} clients, {} nodes, N = {}, {} ticks, {} faults",
+        w.name,
         w.clients.len(),
         w.cfg.nodes,
-        w.cfg.candidates
+        w.cfg.candidates,
+        w.max_ticks,
+        w.max_faults
     );
-    let t = Instant::now();
-    let mut b = w.clone().checker().threads(threads);
-    if max_states > 0 {
-        b = b.target_state_count(max_states);
-    }
-    macro_rules! finish {
-        ($c:expr) => {{
-            let c = $c;
-            let secs = t.elapsed().as_secs_f64();
-            println!(
-                "   {} unique states ({} generated), max depth {}, {:.2} s, {:.0} states/s{}",
-                c.unique_state_count(),
-                c.state_count(),
-                c.max_depth(),
-                secs,
-                c.state_count() as f64 / secs.max(1e-9),
-                if c.is_done() && max_states == 0 {
-                    ", exhaustive"
-                } else {
-                    ", STOPPED EARLY"
-                }
-            );
-            let mut ok = true;
-            for p in w.properties() {
-                let sometimes = matches!(p.expectation, stateright::Expectation::Sometimes);
-                match c.discovery(p.name) {
-                    None if sometimes => {
-                        ok = false;
-                        println!("   {:<45} NO EXAMPLE FOUND", p.name)
-                    }
-                    None => println!("   {:<45} holds", p.name),
-                    Some(_) if sometimes => println!("   {:<45} example found", p.name),
-                    Some(path) => {
-                        ok = false;
-                        println!("   {:<45} VIOLATED; counterexample:", p.name);
-                        let steps: Vec<_> = path
-                            .into_vec()
-                            .into_iter()
-                            .filter_map(|(s, a)| a.map(|a| (s, a)))
-                            .collect();
-                        print!("{}", report::trace(&w, &steps));
-                    }
-                }
+    let e = explore(w, mode, threads, max_states);
+    for v in &e.verdicts {
+        match (&v.path, v.sometimes) {
+            (None, true) => println!("   {:<48} NO EXAMPLE FOUND", v.property),
+            (None, false) => println!("   {:<48} holds", v.property),
+            (Some(_), true) => println!("   {:<48} example found", v.property),
+            (Some(path), false) => {
+                println!("   {:<48} VIOLATED; counterexample:", v.property);
+                print!("{}", report::trace(w, path));
             }
-            ok
-        }};
+        }
     }
-    if dfs {
-        finish!(b.spawn_dfs().join())
-    } else {
-        finish!(b.spawn_bfs().join())
-    }
+    println!("   {}", e.summary());
+    e.failures().is_empty()
 }
 
 fn run(cli: Cli) -> Result<bool, String> {
@@ -160,19 +151,37 @@ fn run(cli: Cli) -> Result<bool, String> {
             faults: fs,
             late_landing,
             threads,
-            dfs,
+            bfs,
+            simulate,
+            seed,
             max_states,
+            ticks,
+            attempts,
+            max_faults,
         } => {
             let f = faults(&fs)?;
-            let list = if name == "all" {
+            let mut list = if name == "all" {
                 worlds::ci_worlds()
             } else {
                 vec![world(&name, f, late_landing)?]
             };
+            for w in &mut list {
+                w.max_ticks = ticks.unwrap_or(w.max_ticks);
+                w.max_attempts = attempts.unwrap_or(w.max_attempts);
+                w.max_faults = max_faults.unwrap_or(w.max_faults);
+            }
+            let mode = match (simulate, bfs) {
+                (Some(secs), _) => Mode::Simulation {
+                    seed,
+                    budget: Duration::from_secs(secs),
+                },
+                (None, true) => Mode::BreadthFirst,
+                (None, false) => Mode::Exhaustive,
+            };
             // Check every world, even after one fails.
             let results: Vec<bool> = list
-                .into_iter()
-                .map(|w| check(w, threads.max(1), dfs, max_states))
+                .iter()
+                .map(|w| check(w, mode, threads, max_states))
                 .collect();
             Ok(results.into_iter().all(|ok| ok))
         }

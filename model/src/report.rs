@@ -24,33 +24,49 @@ fn op(op: &Op) -> String {
 
 /// What `action` does from state `before`.
 pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
+    let client = |c: usize| &before.clients[c];
     match action {
-        Action::Tick => format!(
-            "clock ticks by {:?} to {} ns",
-            world.tick,
-            before.clock + world.tick.as_nanos() as u64
-        ),
+        Action::Delay(c, k) => {
+            let mut after = before.clone();
+            after.clock += u64::from(*k) * world.tick.as_nanos() as u64;
+            format!(
+                "time passes: {k} tick(s), to {} ns; then {}",
+                after.clock,
+                describe(world, &after, &Action::Poll(*c))
+            )
+        }
         Action::Crash(c) => format!("client {c} crashes"),
-        Action::Step(c) => {
-            let r = &before.clients[*c];
-            let program = &world.clients[*c].program;
-            match r.pending.front() {
-                Some(f) if f.words > 0 => format!("client {c}: next word of {}", op(&f.wr.op)),
-                Some(f) => format!("client {c}: {}", op(&f.wr.op)),
-                None if r.machine.is_none() => {
-                    let (k, o) = &program[r.next];
-                    let k = String::from_utf8_lossy(k);
-                    let what = match o {
-                        crate::history::KvOp::Get => format!("GET {k}"),
-                        crate::history::KvOp::Put(v) => {
-                            format!("PUT {k}={}", String::from_utf8_lossy(v))
-                        }
-                        crate::history::KvOp::Delete => format!("DELETE {k}"),
-                    };
-                    format!("client {c}: starts {what} (attempt {})", r.attempts + 1)
-                }
-                None => format!("client {c}: decides its next step"),
+        Action::Drop(c, i) => format!(
+            "crashed client {c}'s {} is dropped (never lands)",
+            op(&client(*c).pending[*i].wr.op)
+        ),
+        Action::Fault(c, i, f) => format!(
+            "client {c}: {} hit by {f:?}",
+            op(&client(*c).pending[*i].wr.op)
+        ),
+        Action::Step(c, i) => {
+            let f = &client(*c).pending[*i];
+            if f.words > 0 {
+                format!("client {c}: next word of {}", op(&f.wr.op))
+            } else {
+                format!("client {c}: {}", op(&f.wr.op))
             }
+        }
+        Action::Poll(c) => {
+            let r = client(*c);
+            if r.machine.is_some() {
+                return format!("client {c}: processes its completions, decides its next step");
+            }
+            let (k, o) = &world.clients[*c].program[usize::from(r.next)];
+            let k = String::from_utf8_lossy(k);
+            let what = match o {
+                crate::history::KvOp::Get => format!("GET {k}"),
+                crate::history::KvOp::Put(v) => {
+                    format!("PUT {k}={}", String::from_utf8_lossy(v))
+                }
+                crate::history::KvOp::Delete => format!("DELETE {k}"),
+            };
+            format!("client {c}: starts {what} (attempt {})", r.attempts + 1)
         }
     }
 }

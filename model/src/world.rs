@@ -1,69 +1,45 @@
 //! A stateright model of a small Nessie cluster running the real state machines.
 //!
-//! The state is the fabric memory of every node (index and data regions, word
-//! granular), each client's real [`ClientState`] and operation machine with the
-//! operations it has posted and not yet completed, an explicit clock, and a
-//! linearizability tester over a map. Actions:
-//! - `Step(c)`: client `c` performs one unit of fabric work: one word of its
-//!   oldest in-flight READ or WRITE (when `torn`), or a whole CAS or CPU access.
-//!   Polling its machine for the next round happens inside the same step.
-//! - `Tick`: the clock advances by `tick` (at most `max_ticks` times).
-//! - `Crash(c)`: client `c` stops for good in the middle of an operation.
-//!
-//! A client's posted operations execute in posting order (one queue pair);
-//! other clients interleave between any two words. See docs/verification.md.
+//! The state is the fabric memory of every node (word granular, [`Memory`]),
+//! each client's real [`ClientState`] and operation machine with the work
+//! requests it has posted and not yet seen complete, a global clock (each
+//! node reads it with its own fixed skew), and the history so far. Actions:
+//! - `Step(c, i)`: one unit of client `c`'s in-flight request `i` lands: one
+//!   word of a multi-word READ or WRITE (when `torn`), or a whole CAS or CPU
+//!   access. Any in-flight request of a client may go next: requests of one
+//!   round go to different queue pairs and complete in any order.
+//! - `Poll(c)`: client `c`'s machine takes the completions of its last round
+//!   and decides its next one (or finishes). Separate from the step that
+//!   delivered the last completion, so that time can pass in between.
+//! - `Delay(c, k)`: the clock advances by `k` ticks, then client `c` polls.
+//!   Only polls read the clock (landing a request does not), so a tick can
+//!   always be moved later, past steps, up to the next poll: letting time pass
+//!   only right before a poll reaches every state the free interleaving of
+//!   ticks would, with far fewer intermediate states. At most `max_ticks`
+//!   ticks per path. Timing assumption A2 is modelled exactly as
+//!   docs/protocol.md states it: a posted CAS or WRITE lands within
+//!   `deadline_margin` of being posted, so the clock may pass a request's
+//!   posting time plus the margin only once it has landed.
+//! - `Crash(c)`: client `c` stops for good; requests it had posted may still
+//!   land (within A2) or be dropped (`Drop`).
+//! - `Fault(c, i, f)`: a NIC request fails or loses its completion, having
+//!   executed or not (at most `max_faults` per world).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::layout::{DataEntryHeader, DteState, IndexEntry};
+use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
 use nessie_protocol::{
     ClientId, Completion, Config, DteAddr, Error, FabricError, Faults, GetMachine, Machine, Nanos,
-    NodeId, Op, OpOutput, Poll, PutMachine, Region, WorkRequest,
+    NodeId, Op, OpStats, Poll, PutMachine,
 };
-use stateright::semantics::{ConsistencyTester, LinearizabilityTester, SequentialSpec};
 use stateright::{Model, Property};
 
 use crate::history::KvOp;
-
-/// What an operation returned, as the model records it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ModelRet {
-    /// A GET's answer.
-    Get(Option<Vec<u8>>),
-    /// A PUT's "existed before".
-    Put(bool),
-    /// A DELETE's "existed before".
-    Delete(bool),
-    /// A PUT refused with `TableFull` (valid only if the key was absent).
-    Full,
-}
-
-/// The sequential specification: a map from keys to values.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct KvSpec(pub BTreeMap<Vec<u8>, Vec<u8>>);
-
-impl SequentialSpec for KvSpec {
-    type Op = (Vec<u8>, KvOp);
-    type Ret = ModelRet;
-
-    fn invoke(&mut self, (key, op): &Self::Op) -> ModelRet {
-        match op {
-            KvOp::Get => ModelRet::Get(self.0.get(key).cloned()),
-            KvOp::Put(v) => ModelRet::Put(self.0.insert(key.clone(), v.clone()).is_some()),
-            KvOp::Delete => ModelRet::Delete(self.0.remove(key).is_some()),
-        }
-    }
-
-    fn is_valid_step(&mut self, op: &Self::Op, ret: &ModelRet) -> bool {
-        match ret {
-            ModelRet::Full => matches!(op.1, KvOp::Put(_)) && !self.0.contains_key(&op.0),
-            _ => &self.invoke(op) == ret,
-        }
-    }
-}
+use crate::memory::{InFlight, Memory, WordOrder};
+use crate::world_history::{linearizable, CheckedOp, ModelRet, Status, WorldHistory};
 
 /// One client of a world: who it is, what it does, how it may misbehave.
 #[derive(Clone, Debug)]
@@ -76,6 +52,31 @@ pub struct ClientSpec {
     pub faults: Faults,
     /// Whether the model may crash it in the middle of an operation.
     pub may_crash: bool,
+}
+
+/// Situations a world is expected to reach (checked as `sometimes` properties,
+/// so that a world that silently stopped exercising its story fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Expect {
+    /// A write completed after reclaiming another client's abandoned entry.
+    Reclaim,
+    /// A write completed that made a MIGRATE at depth 2 or more.
+    DeepMigration,
+    /// A MIGRATE completed.
+    Migration,
+    /// A client finished another client's committed MIGRATE copy.
+    Help,
+    /// A commit whose completion failed or was lost was settled.
+    SettledCommit,
+    /// An operation ended with an unknown outcome.
+    UnknownOutcome,
+    /// A round was given up at the deadline (a lost completion).
+    LostCompletion,
+    /// A GET or PUT was served from the client's cache.
+    CacheHit,
+    /// An attempt started alone, with every abandoned entry reclaimable (the
+    /// progress property applied to it).
+    SoloAttempt,
 }
 
 /// A small cluster and workload to explore.
@@ -91,19 +92,23 @@ pub struct World {
     pub preload: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Multi-word READs and WRITEs land one word per step.
     pub torn: bool,
+    /// The order of the words of one transfer.
+    pub word_order: WordOrder,
     /// How many clock ticks the model may take.
     pub max_ticks: u8,
     /// How far one tick moves the clock.
     pub tick: Duration,
+    /// Each node's clock offset from the global clock (ns, each within
+    /// `clock_skew` of the others); missing nodes read 0.
+    pub clock_offsets: Vec<u64>,
     /// Attempts per operation before a client gives up (the operation then
-    /// stays in flight in the history: it may or may not have happened).
+    /// counts as not committed: it must not have taken effect).
     pub max_attempts: u8,
-    /// Expect (as a `sometimes` property) a write that reclaimed another
-    /// client's abandoned entry.
-    pub expect_reclaim: bool,
-    /// Expect (as a `sometimes` property) a completed recursive MIGRATE.
-    pub expect_deep_migration: bool,
-    /// Let the clock tick while a posted CAS or WRITE has not landed, i.e.
+    /// Injected NIC faults (failed or lost completions) per exploration.
+    pub max_faults: u8,
+    /// Situations the world must reach.
+    pub expect: Vec<Expect>,
+    /// Let the clock pass a posted CAS or WRITE that has not landed, i.e.
     /// violate timing assumption A2 (docs/protocol.md §4).
     pub late_landing: bool,
 }
@@ -117,15 +122,38 @@ pub enum AnyMachine {
     Write(PutMachine),
 }
 
-/// A posted operation and how much of it has landed.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct InFlight {
-    /// The work request.
-    pub wr: WorkRequest,
-    /// Words done so far.
-    pub words: u32,
-    /// Bytes read so far.
-    pub buf: Vec<u8>,
+impl AnyMachine {
+    fn stats(&self) -> OpStats {
+        match self {
+            AnyMachine::Get(g) => g.stats(),
+            AnyMachine::Write(w) => w.stats(),
+        }
+    }
+
+    fn gives_up_after(&self, margin: Duration) -> Option<Nanos> {
+        match self {
+            AnyMachine::Get(g) => g.gives_up_after(margin),
+            AnyMachine::Write(w) => w.gives_up_after(margin),
+        }
+    }
+
+    fn complete(&mut self, c: Completion) {
+        match self {
+            AnyMachine::Get(g) => g.complete(c),
+            AnyMachine::Write(w) => w.complete(c),
+        }
+    }
+}
+
+/// How a client is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Run {
+    /// Working through its program.
+    Running,
+    /// Stopped for good.
+    Crashed,
+    /// Stopped after an unexpected error.
+    GaveUp,
 }
 
 /// A client's progress.
@@ -134,189 +162,99 @@ pub struct ClientRun {
     /// Its protocol state.
     pub state: ClientState,
     /// Index of its current operation in its program.
-    pub next: usize,
+    pub next: u8,
     /// Attempts made of the current operation.
     pub attempts: u8,
     /// The running attempt.
     pub machine: Option<AnyMachine>,
-    /// Posted operations not yet completed, oldest first.
-    pub pending: VecDeque<InFlight>,
-    /// Crashed: takes no further steps.
-    pub crashed: bool,
-    /// Stopped after an unexpected error.
-    pub gave_up: bool,
-    /// Operations abandoned after `max_attempts` failed attempts (they stay in
-    /// flight in the history: they may or may not have taken effect).
-    pub abandoned: u8,
+    /// Posted requests not yet completed (any may land next).
+    pub pending: Vec<InFlight>,
+    /// Requests of the current round whose completion will never come.
+    pub lost: u8,
+    /// Running, crashed or given up.
+    pub run: Run,
+    /// The running attempt started alone (see [`World::solo`]).
+    pub solo: bool,
 }
 
-/// Violations and events recorded while stepping.
+/// Violations and events recorded while stepping (properties read them).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Flags {
-    /// An operation failed with an error other than conflict, timeout or table full.
+    /// The history has no linearization.
+    pub nonlinearizable: bool,
+    /// An operation failed with an error no fault explains.
     pub unexpected: Option<String>,
+    /// Two entries named different committed versions of one key (I1).
+    pub two_committed: bool,
     /// An entry was rewritten while an index entry (or a linked entry's
     /// previous version) still named it.
     pub reused_linked: bool,
-    /// A write completed after reclaiming an abandoned entry.
-    pub reclaimed_write: bool,
-    /// A write completed that made a MIGRATE at depth 2 or more.
-    pub deep_migration: bool,
+    /// At quiescence, memory did not hold what the history says.
+    pub lost_at_quiescence: bool,
+    /// An attempt that ran alone, with every abandoned entry reclaimable,
+    /// ended in a conflict (a liveness failure).
+    pub solo_conflict: bool,
+    /// Situations reached (for [`Expect`]).
+    pub reached: BTreeSet<Expect>,
 }
 
 /// The state of a world.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WorldState {
-    /// Memory: index then data region of node 0, then of node 1, ...
-    pub mem: Vec<Vec<u64>>,
+    /// Every node's memory.
+    pub mem: Memory,
     /// The clients.
     pub clients: Vec<ClientRun>,
-    /// Current time (ns).
+    /// Global time (ns).
     pub clock: u64,
     /// Ticks taken.
     pub ticks: u8,
+    /// Injected faults so far.
+    pub faults: u8,
     /// The history so far.
-    pub tester: LinearizabilityTester<usize, KvSpec>,
+    pub history: WorldHistory,
     /// Recorded violations and events.
     pub flags: Flags,
+}
+
+/// An injected NIC fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Not executed; the completion reports an error.
+    FailUnexecuted,
+    /// Executed; the completion reports an error (the NIC's retry timeout).
+    FailAfterExecuting,
+    /// Executed; no completion ever comes.
+    LoseCompletion,
+    /// Not executed; no completion ever comes.
+    Vanish,
 }
 
 /// What the model may do next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// One unit of fabric work by a client.
-    Step(usize),
-    /// The clock advances.
-    Tick,
+    /// One unit of in-flight request `i` of client `c` lands.
+    Step(usize, usize),
+    /// Client `c` processes its completions (or starts its next operation).
+    Poll(usize),
+    /// The clock advances by this many ticks, then client `c` polls.
+    Delay(usize, u8),
     /// A client crashes.
     Crash(usize),
+    /// A crashed client's in-flight request is dropped (never lands).
+    Drop(usize, usize),
+    /// A NIC fault hits in-flight request `i` of client `c`.
+    Fault(usize, usize, Fault),
 }
 
 /// Clock value at the start of every world.
 pub const START: u64 = 1_000_000;
 
-/// The history's thread id of operation `op` of client `client`: every
-/// operation has its own, so that an abandoned operation can stay in flight
-/// while its client goes on (real-time order between them is still recorded).
-pub fn history_id(client: usize, op: usize) -> usize {
-    client * 100 + op
-}
-
-fn region_slot(node: NodeId, region: Region) -> usize {
-    usize::from(node.0) * 2 + usize::from(region == Region::Data)
-}
-
-fn word_at(mem: &[Vec<u64>], slot: usize, byte: u64) -> Result<u64, FabricError> {
-    mem.get(slot)
-        .and_then(|r| r.get((byte / 8) as usize))
-        .copied()
-        .ok_or(FabricError::Transport(format!(
-            "model: address {byte:#x} out of range"
-        )))
-}
-
-fn set_word(mem: &mut [Vec<u64>], slot: usize, byte: u64, w: u64) -> Result<(), FabricError> {
-    let cell = mem
-        .get_mut(slot)
-        .and_then(|r| r.get_mut((byte / 8) as usize))
-        .ok_or(FabricError::Transport(format!(
-            "model: address {byte:#x} out of range"
-        )))?;
-    *cell = w;
-    Ok(())
-}
-
-fn read_bytes(
-    mem: &[Vec<u64>],
-    slot: usize,
-    offset: u64,
-    len: u64,
-) -> Result<Vec<u8>, FabricError> {
-    let mut out = Vec::with_capacity(len as usize);
-    let mut b = offset;
-    while b < offset + len {
-        out.extend_from_slice(&word_at(mem, slot, b)?.to_le_bytes());
-        b += 8;
-    }
-    out.truncate(len as usize);
-    Ok(out)
-}
-
-fn write_bytes(
-    mem: &mut [Vec<u64>],
-    slot: usize,
-    offset: u64,
-    data: &[u8],
-) -> Result<(), FabricError> {
-    for (i, chunk) in data.chunks(8).enumerate() {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        set_word(mem, slot, offset + 8 * i as u64, u64::from_le_bytes(w))?;
-    }
-    Ok(())
-}
-
-/// Executes one unit of `f`; returns its completion once the operation is done.
-fn exec_unit(
-    mem: &mut [Vec<u64>],
-    own: NodeId,
-    f: &mut InFlight,
-    torn: bool,
-) -> Option<Result<OpOutput, FabricError>> {
-    match &f.wr.op {
-        Op::Cas { addr, expect, new } => {
-            let slot = region_slot(addr.node, addr.region);
-            Some(word_at(mem, slot, addr.offset).and_then(|prev| {
-                if prev == *expect {
-                    set_word(mem, slot, addr.offset, *new)?;
-                }
-                Ok(OpOutput::Cas { previous: prev })
-            }))
-        }
-        Op::LocalRead { offset, len } => Some(
-            read_bytes(
-                mem,
-                region_slot(own, Region::Data),
-                *offset,
-                u64::from(*len),
-            )
-            .map(OpOutput::Read),
-        ),
-        Op::LocalWrite { offset, data } => Some(
-            write_bytes(mem, region_slot(own, Region::Data), *offset, data)
-                .map(|()| OpOutput::Written),
-        ),
-        Op::Read { addr, len } => {
-            let slot = region_slot(addr.node, addr.region);
-            let len = u64::from(*len);
-            if !torn {
-                return Some(read_bytes(mem, slot, addr.offset, len).map(OpOutput::Read));
-            }
-            let at = addr.offset + 8 * u64::from(f.words);
-            match word_at(mem, slot, at) {
-                Ok(w) => f.buf.extend_from_slice(&w.to_le_bytes()),
-                Err(e) => return Some(Err(e)),
-            }
-            f.words += 1;
-            (f.buf.len() as u64 >= len).then(|| {
-                let mut b = std::mem::take(&mut f.buf);
-                b.truncate(len as usize);
-                Ok(OpOutput::Read(b))
-            })
-        }
-        Op::Write { addr, data } => {
-            let slot = region_slot(addr.node, addr.region);
-            if !torn {
-                return Some(write_bytes(mem, slot, addr.offset, data).map(|()| OpOutput::Written));
-            }
-            let i = f.words as usize;
-            let end = (8 * (i + 1)).min(data.len());
-            if let Err(e) = write_bytes(mem, slot, addr.offset + 8 * i as u64, &data[8 * i..end]) {
-                return Some(Err(e));
-            }
-            f.words += 1;
-            (8 * f.words as usize >= data.len()).then_some(Ok(OpOutput::Written))
-        }
+fn machine_for(op: &(Vec<u8>, KvOp)) -> AnyMachine {
+    match &op.1 {
+        KvOp::Get => AnyMachine::Get(GetMachine::get(&op.0)),
+        KvOp::Put(v) => AnyMachine::Write(PutMachine::put(&op.0, v)),
+        KvOp::Delete => AnyMachine::Write(PutMachine::delete(&op.0)),
     }
 }
 
@@ -340,28 +278,8 @@ fn poll(m: &mut AnyMachine, st: &mut ClientState, now: Nanos) -> Poll<Result<Out
     }
 }
 
-fn complete(m: &mut AnyMachine, c: Completion) {
-    match m {
-        AnyMachine::Get(g) => g.complete(c),
-        AnyMachine::Write(w) => w.complete(c),
-    }
-}
-
-fn machine_for(op: &(Vec<u8>, KvOp)) -> AnyMachine {
-    match &op.1 {
-        KvOp::Get => AnyMachine::Get(GetMachine::get(&op.0)),
-        KvOp::Put(v) => AnyMachine::Write(PutMachine::put(&op.0, v)),
-        KvOp::Delete => AnyMachine::Write(PutMachine::delete(&op.0)),
-    }
-}
-
-/// Runs `op` to completion with every fabric operation atomic (for preloads).
-fn run_atomically(
-    mem: &mut [Vec<u64>],
-    st: &mut ClientState,
-    op: &(Vec<u8>, KvOp),
-    now: Nanos,
-) -> Result<(), Error> {
+/// Runs `op` to completion with every request atomic (for preloads).
+fn run_atomically(mem: &mut Memory, st: &mut ClientState, op: &(Vec<u8>, KvOp), now: Nanos) -> Result<(), Error> {
     let mut m = machine_for(op);
     loop {
         match poll(&mut m, st, now) {
@@ -370,17 +288,8 @@ fn run_atomically(
             Poll::Post(wrs) => {
                 for wr in wrs {
                     let id = wr.id;
-                    let mut f = InFlight {
-                        wr,
-                        words: 0,
-                        buf: Vec::new(),
-                    };
-                    let r = loop {
-                        if let Some(r) = exec_unit(mem, st.id.node, &mut f, false) {
-                            break r;
-                        }
-                    };
-                    complete(&mut m, Completion { id, result: r });
+                    let r = InFlight::new(wr, 0).run_to_end(mem, st.id.node, WordOrder::Ascending);
+                    m.complete(Completion { id, result: r });
                 }
             }
         }
@@ -390,12 +299,7 @@ fn run_atomically(
 impl World {
     /// The initial memory with the preload applied, and fresh client states.
     pub fn initial_state(&self) -> Result<WorldState, Error> {
-        let topo = self.cfg.topology();
-        let mut mem = Vec::new();
-        for _ in 0..topo.nodes {
-            mem.push(vec![0u64; topo.index_slots_per_node as usize]);
-            mem.push(vec![0u64; topo.data_bytes_per_node.div_ceil(8) as usize]);
-        }
+        let mut mem = Memory::new(&self.cfg);
         // The preload runs as the last client slot of node 0.
         let loader = ClientId {
             node: NodeId(0),
@@ -410,13 +314,6 @@ impl World {
             };
             run_atomically(&mut mem, &mut st, &op, Nanos(START))?;
         }
-        let mut spec = KvSpec::default();
-        for (k, v) in &self.preload {
-            match v {
-                Some(v) => spec.0.insert(k.clone(), v.clone()),
-                None => spec.0.remove(k),
-            };
-        }
         let mut clients = Vec::new();
         for c in &self.clients {
             let mut state = ClientState::new(self.cfg.clone(), c.id)?;
@@ -427,10 +324,10 @@ impl World {
                 next: 0,
                 attempts: 0,
                 machine: None,
-                pending: VecDeque::new(),
-                crashed: false,
-                gave_up: false,
-                abandoned: 0,
+                pending: Vec::new(),
+                lost: 0,
+                run: Run::Running,
+                solo: false,
             });
         }
         Ok(WorldState {
@@ -438,126 +335,234 @@ impl World {
             clients,
             clock: START,
             ticks: 0,
-            tester: LinearizabilityTester::new(spec),
+            faults: 0,
+            history: WorldHistory::default(),
             flags: Flags::default(),
         })
     }
 
-    fn runnable(&self, s: &WorldState, c: usize) -> bool {
+    /// The initial map (the preload's effect).
+    pub fn initial_map(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut m = BTreeMap::new();
+        for (k, v) in &self.preload {
+            match v {
+                Some(v) => m.insert(k.clone(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+        m
+    }
+
+    fn offset(&self, node: NodeId) -> u64 {
+        self.clock_offsets.get(usize::from(node.0)).copied().unwrap_or(0)
+    }
+
+    /// Client `c`'s clock.
+    pub fn now(&self, s: &WorldState, c: usize) -> Nanos {
+        self.now_at(s.clock, c)
+    }
+
+    fn now_at(&self, clock: u64, c: usize) -> Nanos {
+        Nanos(clock + self.offset(self.clients[c].id.node))
+    }
+
+    fn has_work(&self, s: &WorldState, c: usize) -> bool {
         let r = &s.clients[c];
-        !r.crashed && !r.gave_up && (r.machine.is_some() || r.next < self.clients[c].program.len())
+        r.run == Run::Running
+            && (r.machine.is_some() || usize::from(r.next) < self.clients[c].program.len())
     }
 
-    /// Whether every client has finished, crashed or given up.
+    /// Whether every client has finished, crashed or given up, and nothing
+    /// is in flight.
     pub fn quiescent(&self, s: &WorldState) -> bool {
-        (0..s.clients.len()).all(|c| !self.runnable(s, c))
+        (0..s.clients.len()).all(|c| !self.has_work(s, c) && s.clients[c].pending.is_empty())
     }
 
-    fn step(&self, s: &mut WorldState, c: usize) {
-        let now = Nanos(s.clock);
+    /// Whether client `c` may poll when the clock reads `clock`.
+    fn may_poll_at(&self, s: &WorldState, c: usize, clock: u64) -> bool {
+        let r = &s.clients[c];
+        if !self.has_work(s, c) || !r.pending.is_empty() {
+            return false;
+        }
+        match (&r.machine, r.lost) {
+            (None, _) | (Some(_), 0) => true,
+            (Some(m), _) => m
+                .gives_up_after(self.cfg.deadline_margin)
+                .is_some_and(|t| self.now_at(clock, c) > t),
+        }
+    }
+
+    fn may_poll(&self, s: &WorldState, c: usize) -> bool {
+        self.may_poll_at(s, c, s.clock)
+    }
+
+    /// Whether an attempt starting now would run alone: every other client is
+    /// done, crashed or given up with nothing in flight, and every
+    /// uncommitted entry linked in memory may be reclaimed by client `c`.
+    fn solo(&self, s: &WorldState, c: usize) -> bool {
+        let others_quiet = (0..s.clients.len())
+            .filter(|&o| o != c)
+            .all(|o| !self.has_work(s, o) && s.clients[o].pending.is_empty());
+        if !others_quiet {
+            return false;
+        }
+        let now = self.now(s, c).0;
+        let skew = self.cfg.clock_skew.as_nanos() as u64;
+        s.mem.index_words().filter_map(IndexEntry::dte).all(|d| {
+                s.mem.entry(&self.cfg, d).map_or(true, |(h, _, _)| {
+                    !h.state.state.is_uncommitted()
+                        || h.state.state == DteState::Aborted
+                        || now > h.deadline + skew
+                })
+            })
+    }
+
+    fn poll_client(&self, s: &mut WorldState, c: usize) {
+        let now = self.now(s, c);
         let program = &self.clients[c].program;
-        let run = &mut s.clients[c];
-        if run.machine.is_none() {
-            let op = program[run.next].clone();
-            if run.attempts == 0 {
-                let _ = s.tester.on_invoke(history_id(c, run.next), op.clone());
+        if s.clients[c].machine.is_none() {
+            let solo = self.solo(s, c);
+            let r = &mut s.clients[c];
+            let op = program[usize::from(r.next)].clone();
+            if r.attempts == 0 {
+                s.history.invoke(c, usize::from(r.next));
             }
-            run.machine = Some(machine_for(&op));
+            r.machine = Some(machine_for(&op));
+            r.solo = solo;
         }
-        // Execute one unit of the oldest posted operation; when a round is
-        // complete, poll the machine for its next round or its result.
-        if let Some(f) = run.pending.front_mut() {
-            let own = run.state.id.node;
-            let is_alloc_write = matches!(&f.wr.op, Op::LocalWrite { data, .. } if data.len() > 8);
-            if is_alloc_write {
-                if let Op::LocalWrite { offset, .. } = f.wr.op {
-                    let index = (offset / self.cfg.layout().entry_bytes()) as u32;
-                    if entry_in_use(
-                        &self.cfg,
-                        &s.mem,
-                        DteAddr {
-                            table: own.0,
-                            index,
-                        },
-                    ) {
-                        s.flags.reused_linked = true;
-                    }
-                }
-            }
-            if let Some(result) = exec_unit(&mut s.mem, own, f, self.torn) {
-                let id = f.wr.id;
-                run.pending.pop_front();
-                if let Some(m) = run.machine.as_mut() {
-                    complete(m, Completion { id, result });
-                }
-            }
-            if !run.pending.is_empty() {
-                return;
-            }
-        }
-        let Some(m) = run.machine.as_mut() else {
+        let r = &mut s.clients[c];
+        r.lost = 0;
+        let Some(m) = r.machine.as_mut() else {
             return;
         };
-        match poll(m, &mut run.state, now) {
+        match poll(m, &mut r.state, now) {
             Poll::Post(wrs) => {
-                run.pending = wrs
-                    .into_iter()
-                    .map(|wr| InFlight {
-                        wr,
-                        words: 0,
-                        buf: Vec::new(),
-                    })
-                    .collect();
+                r.pending = wrs.into_iter().map(|wr| InFlight::new(wr, s.clock)).collect();
             }
             Poll::Pending => {}
-            Poll::Done(r) => {
-                let stats = match m {
-                    AnyMachine::Get(g) => g.stats(),
-                    AnyMachine::Write(w) => w.stats(),
-                };
-                let recoveries = stats.recoveries;
-                if stats.deep_migrations > 0 {
-                    s.flags.deep_migration = true;
-                }
-                run.machine = None;
-                let op = &program[run.next];
-                let ret = match (r, &op.1) {
-                    (Ok(Outcome::Get(v)), _) => Some(ModelRet::Get(v)),
-                    (Ok(Outcome::Write(e)), KvOp::Delete) => Some(ModelRet::Delete(e)),
-                    (Ok(Outcome::Write(e)), _) => {
-                        if recoveries > 0 {
-                            s.flags.reclaimed_write = true;
-                        }
-                        Some(ModelRet::Put(e))
-                    }
-                    (Err(Error::TableFull { .. }), _) => Some(ModelRet::Full),
-                    (Err(Error::Conflict | Error::Timeout | Error::DataTableFull { .. }), _) => {
-                        None
-                    }
-                    (Err(e), _) => {
-                        s.flags.unexpected = Some(format!("client {c}: {e}"));
-                        run.gave_up = true;
-                        None
-                    }
-                };
-                match ret {
-                    _ if run.gave_up => {}
-                    Some(ret) => {
-                        let _ = s.tester.on_return(history_id(c, run.next), ret);
-                        run.next += 1;
-                        run.attempts = 0;
-                    }
-                    None => {
-                        run.attempts += 1;
-                        if run.attempts >= self.max_attempts {
-                            run.abandoned += 1;
-                            run.next += 1;
-                            run.attempts = 0;
-                        }
-                    }
-                }
+            Poll::Done(result) => {
+                let stats = m.stats();
+                r.machine = None;
+                self.finish_attempt(s, c, result, stats);
             }
         }
+    }
+
+    fn finish_attempt(&self, s: &mut WorldState, c: usize, result: Result<Outcome, Error>, stats: OpStats) {
+        let op_index = usize::from(s.clients[c].next);
+        let (_, op) = &self.clients[c].program[op_index];
+        let solo = s.clients[c].solo;
+        let reached = &mut s.flags.reached;
+        for (count, e) in [
+            (stats.deep_migrations, Expect::DeepMigration),
+            (stats.migrations, Expect::Migration),
+            (stats.helps, Expect::Help),
+            (stats.settled_commits, Expect::SettledCommit),
+            (stats.lost_completions, Expect::LostCompletion),
+            (u64::from(solo), Expect::SoloAttempt),
+        ] {
+            if count > 0 {
+                reached.insert(e);
+            }
+        }
+        if solo && matches!(result, Err(Error::Conflict)) {
+            s.flags.solo_conflict = true;
+        }
+        if stats.recoveries > 0 && result.is_ok() && !matches!(op, KvOp::Get) {
+            reached.insert(Expect::Reclaim);
+        }
+        let ret = match (result, op) {
+            (Ok(Outcome::Get(v)), _) => Ok(ModelRet::Get(v)),
+            (Ok(Outcome::Write(e)), KvOp::Delete) => Ok(ModelRet::Delete(e)),
+            (Ok(Outcome::Write(e)), _) => Ok(ModelRet::Put(e)),
+            (Err(Error::TableFull { .. }), _) => Ok(ModelRet::Full),
+            (Err(e), _) => Err(e),
+        };
+        enum Next {
+            Returned(ModelRet),
+            Unknown,
+            Retry,
+            Void,
+            Unexpected(String),
+        }
+        let attempts = s.clients[c].attempts + 1;
+        let next = match ret {
+            Ok(ret) => Next::Returned(ret),
+            // May or may not have happened: stays pending, never retried.
+            Err(Error::OutcomeUnknown(_)) => Next::Unknown,
+            // Not committed and worth retrying (as the Client does).
+            Err(e) if e.is_retryable() && attempts < self.max_attempts => Next::Retry,
+            // Not committed: it must not have taken effect.
+            Err(
+                Error::Conflict
+                | Error::Timeout
+                | Error::DataTableFull { .. }
+                | Error::Fabric(_)
+                | Error::Unreachable(_),
+            ) => Next::Void,
+            Err(e) => Next::Unexpected(format!("client {c}: {e}")),
+        };
+        let r = &mut s.clients[c];
+        match next {
+            Next::Retry => r.attempts = attempts,
+            Next::Unexpected(why) => {
+                s.flags.unexpected = Some(why);
+                r.run = Run::GaveUp;
+            }
+            done => {
+                r.next += 1;
+                r.attempts = 0;
+                match done {
+                    Next::Returned(ret) => s.history.returned(c, op_index, ret),
+                    Next::Void => s.history.void(c, op_index),
+                    _ => {
+                        s.flags.reached.insert(Expect::UnknownOutcome);
+                    }
+                }
+                self.recheck(s);
+            }
+        }
+    }
+
+    /// Re-checks the history after it changed.
+    fn recheck(&self, s: &mut WorldState) {
+        if !s.flags.nonlinearizable && !self.linearizable(s, &[]) {
+            s.flags.nonlinearizable = true;
+        }
+    }
+
+    /// Whether the history, plus reads `finals` appended after everything,
+    /// is linearizable.
+    pub fn linearizable(&self, s: &WorldState, finals: &[(Vec<u8>, Option<Vec<u8>>)]) -> bool {
+        let get = KvOp::Get;
+        let after = s.history.now() + 1;
+        let final_status: Vec<Status> = finals
+            .iter()
+            .map(|(_, v)| Status::Returned(ModelRet::Get(v.clone()), after + 1))
+            .collect();
+        let mut ops: Vec<CheckedOp<'_>> = s
+            .history
+            .records()
+            .iter()
+            .map(|r| {
+                let (k, op) = &self.clients[usize::from(r.client)].program[usize::from(r.op)];
+                CheckedOp {
+                    key: k,
+                    op,
+                    invoked: r.invoked,
+                    status: &r.status,
+                }
+            })
+            .collect();
+        for ((k, _), st) in finals.iter().zip(&final_status) {
+            ops.push(CheckedOp {
+                key: k,
+                op: &get,
+                invoked: after,
+                status: st,
+            });
+        }
+        linearizable(&self.initial_map(), &ops)
     }
 
     /// Every key the world touches.
@@ -568,90 +573,147 @@ impl World {
         }
         keys
     }
-}
 
-/// A data table entry as stored in model memory.
-fn entry(
-    cfg: &Config,
-    mem: &[Vec<u64>],
-    d: DteAddr,
-) -> Option<(DataEntryHeader, Vec<u8>, Vec<u8>)> {
-    let l = cfg.layout();
-    let raw = read_bytes(
-        mem,
-        region_slot(d.node(), Region::Data),
-        l.entry_offset(d.index),
-        l.entry_bytes(),
-    )
-    .ok()?;
-    let h = DataEntryHeader::decode(&raw)?;
-    Some((
-        h,
-        l.key(&h, &raw)?.to_vec(),
-        l.value(&h, &raw).unwrap_or_default().to_vec(),
-    ))
-}
-
-fn all_index_words(mem: &[Vec<u64>]) -> impl Iterator<Item = IndexEntry> + '_ {
-    mem.iter().step_by(2).flatten().map(|&w| IndexEntry(w))
-}
-
-/// Whether any index entry names `d`, or names an uncommitted entry whose
-/// previous version is `d` (readers may still fall back to it).
-fn entry_in_use(cfg: &Config, mem: &[Vec<u64>], d: DteAddr) -> bool {
-    all_index_words(mem)
-        .filter_map(IndexEntry::dte)
-        .any(|linked| {
-            linked == d
-                || entry(cfg, mem, linked).is_some_and(|(h, _, _)| {
-                    h.state.state.is_uncommitted() && IndexEntry(h.prev).dte() == Some(d)
-                })
-        })
-}
-
-/// The committed entries of `key` named by its candidates.
-fn committed_versions(cfg: &Config, mem: &[Vec<u64>], key: &[u8]) -> BTreeSet<DteAddr> {
-    let mut out = BTreeSet::new();
-    for c in cfg.hasher().candidates(key) {
-        let w = IndexEntry(mem[region_slot(c.node, Region::Index)][c.slot as usize]);
-        if let Some(d) = w.dte() {
-            if let Some((h, k, _)) = entry(cfg, mem, d) {
-                if k == key && h.state.state.is_committed() {
-                    out.insert(d);
+    /// The committed entries of `key` named by its candidates.
+    fn committed_versions(&self, mem: &Memory, key: &[u8]) -> BTreeSet<DteAddr> {
+        let mut out = BTreeSet::new();
+        for c in self.cfg.hasher().candidates(key) {
+            if let Some(d) = mem.ite(c).dte() {
+                if let Some((h, k, _)) = mem.entry(&self.cfg, d) {
+                    if k == key && h.state.state.is_committed() {
+                        out.insert(d);
+                    }
                 }
             }
         }
+        out
     }
-    out
-}
 
-/// The abstract value of `key` in memory (docs/protocol.md §3), if defined.
-pub fn abstract_value(cfg: &Config, mem: &[Vec<u64>], key: &[u8]) -> Option<Vec<u8>> {
-    let value_of = |d: DteAddr| -> Option<Option<Vec<u8>>> {
-        let (h, k, v) = entry(cfg, mem, d)?;
-        (k == key).then_some(())?;
-        match h.state.state {
-            DteState::Valid => Some(Some(v)),
-            DteState::Deleted => Some(None),
-            _ => None,
-        }
-    };
-    if let Some(&d) = committed_versions(cfg, mem, key).iter().next() {
-        return value_of(d).flatten();
-    }
-    for c in cfg.hasher().candidates(key) {
-        let w = IndexEntry(mem[region_slot(c.node, Region::Index)][c.slot as usize]);
-        let Some(d) = w.dte() else { continue };
-        let Some((h, k, _)) = entry(cfg, mem, d) else {
-            continue;
+    /// The abstract value of `key` in memory (docs/protocol.md §3).
+    pub fn abstract_value(&self, mem: &Memory, key: &[u8]) -> Option<Vec<u8>> {
+        let value_of = |d: DteAddr| -> Option<Vec<u8>> {
+            let (h, k, v) = mem.entry(&self.cfg, d)?;
+            (k == key && h.state.state == DteState::Valid).then_some(v)
         };
-        if k == key && h.state.state.is_uncommitted() {
-            if let Some(p) = IndexEntry(h.prev).dte() {
-                return value_of(p).flatten();
+        if let Some(&d) = self.committed_versions(mem, key).iter().next() {
+            return value_of(d);
+        }
+        for c in self.cfg.hasher().candidates(key) {
+            let Some(d) = mem.ite(c).dte() else { continue };
+            let Some((h, k, _)) = mem.entry(&self.cfg, d) else {
+                continue;
+            };
+            if k == key && h.state.state.is_uncommitted() {
+                if let Some(p) = IndexEntry(h.prev).dte() {
+                    return value_of(p);
+                }
             }
         }
+        None
     }
-    None
+
+    /// Checks the invariants that read memory, after it changed.
+    fn check_memory(&self, s: &mut WorldState) {
+        if !s.flags.two_committed
+            && self
+                .keys()
+                .iter()
+                .any(|k| self.committed_versions(&s.mem, k).len() > 1)
+        {
+            s.flags.two_committed = true;
+        }
+    }
+
+    fn check_quiescence(&self, s: &mut WorldState) {
+        if s.flags.lost_at_quiescence || !self.quiescent(s) {
+            return;
+        }
+        let finals: Vec<_> = self
+            .keys()
+            .into_iter()
+            .map(|k| {
+                let v = self.abstract_value(&s.mem, &k);
+                (k, v)
+            })
+            .collect();
+        if !self.linearizable(s, &finals) {
+            s.flags.lost_at_quiescence = true;
+        }
+    }
+
+    fn step(&self, s: &mut WorldState, c: usize, i: usize) {
+        let own = self.clients[c].id.node;
+        let f = &s.clients[c].pending[i];
+        if let Op::LocalWrite { offset, data } = &f.wr.op {
+            if data.len() > 8 {
+                let index = (offset / self.cfg.layout().entry_bytes()) as u32;
+                let d = DteAddr { table: own.0, index };
+                if s.mem.entry_in_use(&self.cfg, d) {
+                    s.flags.reused_linked = true;
+                }
+            }
+        }
+        let mutation = f.is_mutation();
+        let r = &mut s.clients[c];
+        let f = &mut r.pending[i];
+        if let Some(result) = f.step(&mut s.mem, own, self.torn, self.word_order) {
+            let id = f.wr.id;
+            r.pending.swap_remove(i);
+            if let Some(m) = r.machine.as_mut() {
+                m.complete(Completion { id, result });
+            }
+        }
+        if mutation {
+            self.check_memory(s);
+        }
+        // Without time in the world nothing can happen between a round's
+        // last completion and the step that processes it: merge them.
+        if self.max_ticks == 0 && s.clients[c].pending.is_empty() && self.may_poll(s, c) {
+            self.poll_client(s, c);
+        }
+    }
+
+    fn fault(&self, s: &mut WorldState, c: usize, i: usize, fault: Fault) {
+        s.faults += 1;
+        let own = self.clients[c].id.node;
+        let r = &mut s.clients[c];
+        let mut f = r.pending.swap_remove(i);
+        let executed = matches!(fault, Fault::FailAfterExecuting | Fault::LoseCompletion);
+        if executed {
+            let _ = f.run_to_end(&mut s.mem, own, self.word_order);
+        }
+        match fault {
+            Fault::FailUnexecuted | Fault::FailAfterExecuting => {
+                if let Some(m) = r.machine.as_mut() {
+                    m.complete(Completion {
+                        id: f.wr.id,
+                        result: Err(FabricError::Timeout),
+                    });
+                }
+            }
+            Fault::LoseCompletion | Fault::Vanish => r.lost += 1,
+        }
+        if executed {
+            self.check_memory(s);
+        }
+    }
+
+    /// How many ticks the clock may advance now: within `max_ticks`, and
+    /// (A2) not past any posted mutation's posting time plus the margin.
+    fn ticks_allowed(&self, s: &WorldState) -> u8 {
+        let left = self.max_ticks.saturating_sub(s.ticks);
+        if self.late_landing {
+            return left;
+        }
+        let tick = self.tick.as_nanos() as u64;
+        let margin = self.cfg.deadline_margin.as_nanos() as u64;
+        s.clients
+            .iter()
+            .flat_map(|r| r.pending.iter())
+            .filter(|f| f.is_mutation())
+            .map(|f| ((f.posted_at + margin).saturating_sub(s.clock) / tick).min(255) as u8)
+            .fold(left, u8::min)
+    }
 }
 
 impl Model for World {
@@ -666,98 +728,131 @@ impl Model for World {
     }
 
     fn actions(&self, s: &WorldState, actions: &mut Vec<Action>) {
-        for c in 0..s.clients.len() {
-            if self.runnable(s, c) {
-                actions.push(Action::Step(c));
-                if self.clients[c].may_crash && s.clients[c].machine.is_some() {
-                    actions.push(Action::Crash(c));
+        for (c, r) in s.clients.iter().enumerate() {
+            let crashed = r.run == Run::Crashed;
+            for (i, f) in r.pending.iter().enumerate() {
+                actions.push(Action::Step(c, i));
+                if crashed {
+                    actions.push(Action::Drop(c, i));
+                } else if s.faults < self.max_faults && f.is_nic() && f.words == 0 {
+                    for fault in [
+                        Fault::FailUnexecuted,
+                        Fault::FailAfterExecuting,
+                        Fault::LoseCompletion,
+                        Fault::Vanish,
+                    ] {
+                        actions.push(Action::Fault(c, i, fault));
+                    }
                 }
             }
-        }
-        // Timing assumption A2: a posted CAS or WRITE lands before time moves
-        // on (the deadline margin is far below one tick).
-        let mutation_in_flight = s.clients.iter().any(|r| {
-            r.pending.iter().any(|f| {
-                matches!(
-                    f.wr.op,
-                    Op::Cas { .. } | Op::Write { .. } | Op::LocalWrite { .. }
-                )
-            })
-        });
-        if s.ticks < self.max_ticks
-            && !self.quiescent(s)
-            && (self.late_landing || !mutation_in_flight)
-        {
-            actions.push(Action::Tick);
+            if self.may_poll(s, c) {
+                actions.push(Action::Poll(c));
+            }
+            let tick = self.tick.as_nanos() as u64;
+            for k in 1..=self.ticks_allowed(s) {
+                if self.may_poll_at(s, c, s.clock + u64::from(k) * tick) {
+                    actions.push(Action::Delay(c, k));
+                }
+            }
+            if self.clients[c].may_crash && r.run == Run::Running && r.machine.is_some() {
+                actions.push(Action::Crash(c));
+            }
         }
     }
 
     fn next_state(&self, last: &WorldState, action: Action) -> Option<WorldState> {
         let mut s = last.clone();
         match action {
-            Action::Step(c) => self.step(&mut s, c),
-            Action::Tick => {
-                s.clock += u64::try_from(self.tick.as_nanos()).unwrap_or(u64::MAX);
-                s.ticks += 1;
+            Action::Step(c, i) => self.step(&mut s, c, i),
+            Action::Poll(c) => self.poll_client(&mut s, c),
+            Action::Delay(c, k) => {
+                s.clock += u64::from(k) * self.tick.as_nanos() as u64;
+                s.ticks += k;
+                self.poll_client(&mut s, c);
             }
             Action::Crash(c) => {
                 let r = &mut s.clients[c];
-                r.crashed = true;
+                r.run = Run::Crashed;
                 r.machine = None;
-                r.pending.clear();
+                // Requests already posted may still land (within A2); reads
+                // no longer matter.
+                r.pending.retain(InFlight::is_mutation);
+            }
+            Action::Drop(c, i) => {
+                s.clients[c].pending.swap_remove(i);
+            }
+            Action::Fault(c, i, f) => self.fault(&mut s, c, i, f),
+        }
+        for r in &s.clients {
+            let (hits, _) = r.state.cache.hit_miss();
+            if hits > 0 {
+                s.flags.reached.insert(Expect::CacheHit);
+                break;
             }
         }
+        self.check_quiescence(&mut s);
         Some(s)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut p = vec![
-            Property::always("linearizable", |_, s: &WorldState| {
-                s.tester.serialized_history().is_some()
-            }),
+            Property::always("linearizable", |_, s: &WorldState| !s.flags.nonlinearizable),
             Property::always("no unexpected error", |_, s: &WorldState| {
                 s.flags.unexpected.is_none()
             }),
-            Property::always(
-                "one committed version per key",
-                |w: &World, s: &WorldState| {
-                    w.keys()
-                        .iter()
-                        .all(|k| committed_versions(&w.cfg, &s.mem, k).len() <= 1)
-                },
-            ),
+            Property::always("one committed version per key", |_, s: &WorldState| {
+                !s.flags.two_committed
+            }),
             Property::always("no linked entry is reused", |_, s: &WorldState| {
                 !s.flags.reused_linked
             }),
             Property::always(
                 "acknowledged writes survive at quiescence",
-                |w: &World, s: &WorldState| {
-                    if !w.quiescent(s) {
-                        return true;
-                    }
-                    let mut t = s.tester.clone();
-                    for (i, k) in w.keys().into_iter().enumerate() {
-                        let v = abstract_value(&w.cfg, &s.mem, &k);
-                        let id = 1_000 + i;
-                        let _ = t.on_invoke(id, (k, KvOp::Get));
-                        let _ = t.on_return(id, ModelRet::Get(v));
-                    }
-                    t.serialized_history().is_some()
-                },
+                |_, s: &WorldState| !s.flags.lost_at_quiescence,
             ),
+            Property::always("an attempt running alone succeeds", |_, s: &WorldState| {
+                !s.flags.solo_conflict
+            }),
         ];
-        if self.expect_deep_migration {
-            p.push(Property::sometimes(
-                "a recursive MIGRATE completed",
-                |_, s: &WorldState| s.flags.deep_migration,
-            ));
-        }
-        if self.expect_reclaim {
-            p.push(Property::sometimes(
-                "a write reclaimed an abandoned entry",
-                |_, s: &WorldState| s.flags.reclaimed_write,
-            ));
-        }
+        p.extend(self.expect.iter().map(|&e| expect_property(e)));
         p
     }
 }
+
+/// The `sometimes` property of an expected situation.
+fn expect_property(e: Expect) -> Property<World> {
+    macro_rules! reached {
+        ($e:expr) => {
+            Property::sometimes(expect_name($e), |_, s: &WorldState| {
+                s.flags.reached.contains(&$e)
+            })
+        };
+    }
+    match e {
+        Expect::Reclaim => reached!(Expect::Reclaim),
+        Expect::DeepMigration => reached!(Expect::DeepMigration),
+        Expect::Migration => reached!(Expect::Migration),
+        Expect::Help => reached!(Expect::Help),
+        Expect::SettledCommit => reached!(Expect::SettledCommit),
+        Expect::UnknownOutcome => reached!(Expect::UnknownOutcome),
+        Expect::LostCompletion => reached!(Expect::LostCompletion),
+        Expect::CacheHit => reached!(Expect::CacheHit),
+        Expect::SoloAttempt => reached!(Expect::SoloAttempt),
+    }
+}
+
+/// The property name of an expected situation.
+pub fn expect_name(e: Expect) -> &'static str {
+    match e {
+        Expect::Reclaim => "a write reclaimed an abandoned entry",
+        Expect::DeepMigration => "a recursive MIGRATE completed",
+        Expect::Migration => "a MIGRATE completed",
+        Expect::Help => "a client finished another's MIGRATE",
+        Expect::SettledCommit => "a commit with a failed completion was settled",
+        Expect::UnknownOutcome => "an operation ended with an unknown outcome",
+        Expect::LostCompletion => "a round was given up at the deadline",
+        Expect::CacheHit => "a cached entry was used",
+        Expect::SoloAttempt => "an attempt ran alone",
+    }
+}
+

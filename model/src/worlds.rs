@@ -1,6 +1,13 @@
 //! The named worlds: small clusters and workloads, each telling one part of
 //! the protocol's story, for the CI run, the `nessie-model` CLI and the tests
 //! that show each broken variant is caught.
+//!
+//! Time in every world is the protocol's own, in nanoseconds: the expiration
+//! period T is 4 ns, the deadline margin 2 ns and the clock skew 1 ns, and
+//! the clock ticks by 1 ns, so every instant at which a deadline comparison
+//! can flip is visited, and a request posted inside the margin can land after
+//! a deadline (but within A2). Node 1's clock runs 1 ns (the full skew) ahead
+//! of node 0's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +15,11 @@ use std::time::Duration;
 use nessie_protocol::{ClientId, Config, Faults, IteAddr, NodeId};
 
 use crate::history::KvOp;
-use crate::world::{ClientSpec, World};
+use crate::memory::WordOrder;
+use crate::world::{ClientSpec, Expect, World};
+
+/// Ticks to pass an attempt's deadline plus the skew (T + skew + 1 ns).
+pub const PAST_DEADLINE: u8 = 6;
 
 fn cfg(nodes: u16, slots: u32, candidates: u8, clients_per_node: u16) -> Config {
     Config {
@@ -21,9 +32,9 @@ fn cfg(nodes: u16, slots: u32, candidates: u8, clients_per_node: u16) -> Config 
         max_value_len: 16,
         filter_bits: 4,
         cache_capacity: 0,
-        expiration: Duration::from_nanos(1_000),
-        clock_skew: Duration::from_nanos(10),
-        deadline_margin: Duration::from_nanos(10),
+        expiration: Duration::from_nanos(4),
+        clock_skew: Duration::from_nanos(1),
+        deadline_margin: Duration::from_nanos(2),
         max_migrate_depth: 3,
         ..Config::default()
     }
@@ -78,33 +89,49 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         clients,
         preload: Vec::new(),
         torn: true,
+        word_order: WordOrder::Ascending,
         max_ticks: 0,
-        tick: Duration::from_nanos(600),
+        tick: Duration::from_nanos(1),
+        clock_offsets: vec![0, 1],
         max_attempts: 2,
-        expect_reclaim: false,
-        expect_deep_migration: false,
+        max_faults: 0,
+        expect: Vec::new(),
         late_landing: false,
     }
 }
 
+/// Applies `faults` to every client (a protocol variant is everyone's).
+pub fn with_faults(mut w: World, faults: Faults) -> World {
+    for c in &mut w.clients {
+        c.faults = faults;
+    }
+    w
+}
+
 /// Two clients on two nodes write, read and delete one key (N = 2). Values
-/// span two words; DTE transfers land word by word.
+/// span two words; DTE transfers land word by word, highest word first. The
+/// reader on node 0 caches node 1's entries.
 pub fn two_writers_one_key() -> World {
-    let c = cfg(2, 2, 2, 2);
-    world(
+    let mut c = cfg(2, 2, 2, 2);
+    c.cache_capacity = 4;
+    let mut w = world(
         "two-writers-one-key",
         c,
         vec![
             client(0, 0, vec![put(b"k", "first-value-aaaa"), get(b"k")]),
             client(1, 0, vec![put(b"k", "second-value-bbb"), del(b"k")]),
         ],
-    )
+    );
+    w.word_order = WordOrder::Descending;
+    w
 }
 
 /// Three candidates on three nodes of one entry each: a PUT of a new key and a
-/// reader-deleter of another key contend for the same three entries.
+/// reader-deleter of another key contend for the same three entries. GETs
+/// read header and key first (`multiple_reads`).
 pub fn three_candidates() -> World {
-    let c = cfg(3, 1, 3, 2);
+    let mut c = cfg(3, 1, 3, 2);
+    c.multiple_reads = true;
     let mut w = world(
         "three-candidates",
         c,
@@ -117,13 +144,22 @@ pub fn three_candidates() -> World {
     w
 }
 
+/// The keys of the MIGRATE stories on one node of four index entries (N = 2):
+/// m at slot 0 (candidates [0, 1]), g at slot 2 ([2, 3]); a PUT of p (slots 0
+/// and 2) must move m to slot 1.
+fn migrate_keys(c: &Config) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    (
+        key_where(c, "m", |k| k == slots(&[0, 1])),
+        key_where(c, "g", |k| k == slots(&[2, 3])),
+        key_where(c, "p", |k| k == slots(&[0, 2])),
+    )
+}
+
 /// A PUT must MIGRATE key `m` from entry 0 to entry 1 while another client
 /// reads and updates `m`.
 pub fn migrate() -> World {
     let c = cfg(1, 4, 2, 3);
-    let m = key_where(&c, "m", |k| k == slots(&[0, 1]));
-    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
-    let p = key_where(&c, "p", |k| k == slots(&[0, 2]));
+    let (m, g, p) = migrate_keys(&c);
     let mut w = world(
         "migrate",
         c,
@@ -133,6 +169,55 @@ pub fn migrate() -> World {
         ],
     );
     w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    w.expect = vec![Expect::Migration];
+    w
+}
+
+/// `migrate` without previous versions: GETs that meet the copy back off.
+pub fn migrate_without_previous_versions() -> World {
+    let mut w = migrate();
+    w.name = "migrate-without-previous-versions".into();
+    let mut c = (*w.cfg).clone();
+    c.previous_versions = false;
+    w.cfg = Arc::new(c);
+    w
+}
+
+/// Three clients: one MIGRATEs m while another updates m and a third reads it.
+pub fn migrate_put_get() -> World {
+    let c = cfg(1, 4, 2, 4);
+    let (m, g, p) = migrate_keys(&c);
+    let mut w = world(
+        "migrate-put-get",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p")]),
+            client(0, 1, vec![put(&m, "v-m2")]),
+            client(0, 2, vec![get(&m)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    w.expect = vec![Expect::Migration];
+    w
+}
+
+/// A DELETE of the key a MIGRATE is moving.
+pub fn delete_during_migrate() -> World {
+    let c = cfg(1, 4, 2, 3);
+    let (m, g, p) = migrate_keys(&c);
+    let mut w = world(
+        "delete-during-migrate",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p")]),
+            client(0, 1, vec![del(&m), get(&m)]),
+        ],
+    );
+    w.torn = false;
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    w.expect = vec![Expect::Migration];
     w
 }
 
@@ -152,7 +237,7 @@ pub fn recursive_migrate() -> World {
             client(0, 1, vec![get(&b)]),
         ],
     );
-    w.expect_deep_migration = true;
+    w.expect = vec![Expect::DeepMigration];
     w.preload = vec![
         (a, Some(b"v-a".to_vec())),
         (b, Some(b"v-b".to_vec())),
@@ -162,7 +247,8 @@ pub fn recursive_migrate() -> World {
 }
 
 /// A client may crash in the middle of its PUT; the clock may pass its
-/// deadline; the other client's PUT of the same key must then get through.
+/// deadline (node 1's clock a full skew ahead); the other client's PUT of
+/// the same key must then get through, in one attempt once it runs alone.
 pub fn crash_and_reclaim() -> World {
     let c = cfg(2, 2, 2, 2);
     let mut crasher = client(0, 0, vec![put(b"k", "lost?")]);
@@ -172,9 +258,10 @@ pub fn crash_and_reclaim() -> World {
         c,
         vec![crasher, client(1, 0, vec![put(b"k", "after"), get(b"k")])],
     );
-    w.max_ticks = 2;
+    w.torn = false;
+    w.max_ticks = PAST_DEADLINE;
     w.max_attempts = 3;
-    w.expect_reclaim = true;
+    w.expect = vec![Expect::Reclaim, Expect::SoloAttempt];
     w.preload = vec![(b"k".to_vec(), Some(b"before".to_vec()))];
     w
 }
@@ -194,30 +281,261 @@ pub fn three_clients_two_keys() -> World {
     )
 }
 
-/// A bigger three-client world than CI can afford: each client does two
-/// operations on two keys over three one-entry index tables.
+/// Three clients, two operations each, two keys, with a MIGRATE: one node of
+/// four entries (N = 2); m must move for p to be inserted.
 pub fn three_clients_big() -> World {
-    let c = cfg(3, 1, 3, 2);
-    world(
+    let c = cfg(1, 4, 2, 4);
+    let (m, g, p) = migrate_keys(&c);
+    let mut w = world(
         "three-clients-big",
         c,
         vec![
-            client(0, 0, vec![put(b"a", "a0"), get(b"b")]),
-            client(1, 0, vec![put(b"b", "b1"), del(b"a")]),
-            client(2, 0, vec![put(b"a", "a2"), get(b"a")]),
+            client(0, 0, vec![put(&p, "v-p"), get(&m)]),
+            client(0, 1, vec![put(&m, "v-m2"), del(&p)]),
+            client(0, 2, vec![get(&m), put(&p, "v-p2")]),
         ],
-    )
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    w.expect = vec![Expect::Migration];
+    w
 }
 
-/// The worlds `cargo test` explores exhaustively.
+/// K sits at its second candidate; a GET of K reads the first, a MIGRATE
+/// moves K into it, the GET reads the second. Teeth for the GET reverse pass.
+pub fn get_races_migrate(faults: Faults) -> World {
+    let c = cfg(1, 4, 2, 3);
+    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
+    let f = key_where(&c, "f", |k| k == slots(&[0, 3]));
+    let k = key_where(&c, "k", |k| k == slots(&[0, 1]));
+    let k2 = key_where(&c, "q", |k| k == slots(&[1, 2]));
+    let mut w = world(
+        "get-races-migrate",
+        c,
+        vec![client(0, 0, vec![get(&k)]), client(0, 1, vec![put(&k2, "v-q")])],
+    );
+    w.torn = false;
+    w.preload = vec![
+        (g, Some(b"v-g".to_vec())),
+        (f.clone(), Some(b"v-f".to_vec())),
+        (k, Some(b"v-k".to_vec())),
+        (f, None),
+    ];
+    with_faults(w, faults)
+}
+
+/// Two PUTs of one absent key while a third client deletes the key that
+/// occupies the first candidate: without verification both commit.
+pub fn puts_race_a_delete(faults: Faults) -> World {
+    let c = cfg(1, 3, 2, 4);
+    let k = key_where(&c, "k", |k| k == slots(&[0, 1]));
+    let x = key_where(&c, "x", |k| k == slots(&[0, 2]));
+    let mut w = world(
+        "puts-race-a-delete",
+        c,
+        vec![
+            client(0, 0, vec![put(&k, "v-a")]),
+            client(0, 1, vec![put(&k, "v-b")]),
+            client(0, 2, vec![del(&x)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.preload = vec![(x, Some(b"v-x".to_vec()))];
+    with_faults(w, faults)
+}
+
+/// A MIGRATE whose install at the destination fails because another PUT took
+/// the destination first.
+pub fn migrate_install_fails(faults: Faults) -> World {
+    let c = cfg(1, 4, 2, 3);
+    let (m, g, p) = migrate_keys(&c);
+    let q = key_where(&c, "q", |k| k == slots(&[1, 3]));
+    let r = key_where(&c, "r", |k| k == slots(&[3, 2]));
+    // After its MIGRATE fails, the mover writes another key: its next
+    // allocation is the entry the failed MIGRATE released.
+    let mut w = world(
+        "migrate-install-fails",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p"), put(&r, "v-r")]),
+            client(0, 1, vec![put(&q, "v-q")]),
+        ],
+    );
+    w.torn = false;
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    with_faults(w, faults)
+}
+
+/// Every key shares the same three entries. An owner stalls before its
+/// commit and overruns its deadline; a MIGRATE reclaims its entry; the owner
+/// resumes. `owner` faults apply to the owner only (`ignore_deadline` makes
+/// it overrun); `all` to everyone.
+pub fn late_owner_commit(owner: Faults, all: Faults) -> World {
+    let c = cfg(1, 3, 3, 3);
+    let mut w = world(
+        "late-owner-commit",
+        c,
+        vec![
+            client(0, 0, vec![put(b"k", "v2")]),
+            client(0, 1, vec![put(b"z", "v-z"), get(b"k")]),
+        ],
+    );
+    w.torn = false;
+    w.max_ticks = PAST_DEADLINE;
+    w.max_attempts = 1;
+    w.preload = vec![
+        (b"k".to_vec(), Some(b"v1".to_vec())),
+        (b"x".to_vec(), Some(b"v-x".to_vec())),
+        (b"y".to_vec(), Some(b"v-y".to_vec())),
+    ];
+    let mut w = with_faults(w, all);
+    let mut f = owner;
+    f.cpu_state_flip |= all.cpu_state_flip;
+    w.clients[0].faults = f;
+    w
+}
+
+/// Hole 1's world: m has candidates [1, 0] and sits at 0 with 1 empty; a
+/// MIGRATE owner locks its source and may stall until past its deadline
+/// (every clock value is visited, so it may post its install inside the
+/// margin or just before); the other client updates m (reclaiming the
+/// move) and reads it.
+pub fn late_migrate_install(faults: Faults) -> World {
+    let c = cfg(1, 4, 2, 3);
+    let x = key_where(&c, "x", |k| k == slots(&[1, 3]));
+    let m = key_where(&c, "m", |k| k == slots(&[1, 0]));
+    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
+    let p = key_where(&c, "p", |k| k == slots(&[0, 2]));
+    let mut w = world(
+        "late-migrate-install",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p")]),
+            client(0, 1, vec![put(&m, "v-m2"), get(&m)]),
+        ],
+    );
+    w.torn = false;
+    w.max_ticks = PAST_DEADLINE + 1;
+    w.max_attempts = 1;
+    w.expect = vec![Expect::Reclaim];
+    w.preload = vec![
+        (x.clone(), Some(b"v-x".to_vec())),
+        (m, Some(b"v-m".to_vec())),
+        (g, Some(b"v-g".to_vec())),
+        (x, None),
+    ];
+    with_faults(w, faults)
+}
+
+/// Hole 2's world: a writer on node 0 updates k three times with a share of
+/// two data table entries (its third PUT reuses its first entry, once
+/// expired); a client on node 1 reads k through its cache, writes k, and
+/// reads it again, while the clock runs past T.
+pub fn cached_writer(faults: Faults) -> World {
+    let mut c = cfg(2, 2, 2, 2);
+    c.cache_capacity = 4;
+    c.dtes_per_node = 4;
+    let mut w = world(
+        "cached-writer",
+        c,
+        vec![
+            client(0, 0, vec![put(b"k", "a"), put(b"k", "b"), put(b"k", "c")]),
+            client(1, 0, vec![get(b"k"), put(b"k", "r"), get(b"k")]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.max_ticks = PAST_DEADLINE + 2;
+    w.expect = vec![Expect::CacheHit];
+    with_faults(w, faults)
+}
+
+/// A writer updates a key three times with a share of two data table
+/// entries (its third PUT reuses its first entry, once expired) while a
+/// client on another node reads it twice through its cache. Teeth for
+/// reuse before expiry.
+pub fn cached_reader(faults: Faults) -> World {
+    let mut c = cfg(2, 2, 2, 2);
+    c.cache_capacity = 4;
+    c.dtes_per_node = 4;
+    let mut w = world(
+        "cached-reader",
+        c,
+        vec![
+            client(0, 0, vec![put(b"k", "a"), put(b"k", "b"), put(b"k", "c")]),
+            client(1, 0, vec![get(b"k"), get(b"k")]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.max_ticks = PAST_DEADLINE;
+    with_faults(w, faults)
+}
+
+/// Hole 3's world: a DELETE and a PUT of a present key while a reader reads
+/// it; one NIC request may fail after executing, fail without executing, or
+/// lose its completion (executed or not); the clock may pass the deadline.
+pub fn failed_completions(faults: Faults) -> World {
+    let c = cfg(2, 2, 2, 2);
+    let mut w = world(
+        "failed-completions",
+        c,
+        vec![
+            client(0, 0, vec![del(b"k"), put(b"k", "v2")]),
+            client(1, 0, vec![get(b"k")]),
+        ],
+    );
+    w.torn = false;
+    w.max_faults = 1;
+    w.max_attempts = 2;
+    w.max_ticks = PAST_DEADLINE + 3;
+    w.expect = vec![Expect::SettledCommit, Expect::LostCompletion];
+    w.preload = vec![(b"k".to_vec(), Some(b"v1".to_vec()))];
+    with_faults(w, faults)
+}
+
+/// Hole 4's world: a MIGRATE owner may crash anywhere (in particular right
+/// after its copy commits, leaving both entries naming it); then a PUT of q,
+/// whose candidates are the copy's destination and g's entry, must get
+/// through, in one attempt once it runs alone.
+pub fn crashed_mover(faults: Faults) -> World {
+    let c = cfg(1, 4, 2, 3);
+    let (m, g, p) = migrate_keys(&c);
+    let q = key_where(&c, "q", |k| k == slots(&[1, 2]));
+    let mut mover = client(0, 0, vec![put(&p, "v-p")]);
+    mover.may_crash = true;
+    let mut w = world(
+        "crashed-mover",
+        c,
+        vec![mover, client(0, 1, vec![put(&q, "v-q"), get(&m)])],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.max_ticks = PAST_DEADLINE;
+    w.expect = vec![Expect::Help, Expect::SoloAttempt];
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    with_faults(w, faults)
+}
+
+/// The worlds `cargo test` explores exhaustively (all must hold).
 pub fn ci_worlds() -> Vec<World> {
+    let f = Faults::default();
     vec![
         two_writers_one_key(),
         three_candidates(),
         migrate(),
+        migrate_without_previous_versions(),
+        migrate_put_get(),
+        delete_during_migrate(),
         recursive_migrate(),
         crash_and_reclaim(),
         three_clients_two_keys(),
+        late_migrate_install(f),
+        cached_writer(f),
+        failed_completions(f),
+        crashed_mover(f),
     ]
 }
 
@@ -229,6 +547,9 @@ pub fn by_name(name: &str) -> Option<World> {
         "two-writers-one-key" => two_writers_one_key(),
         "three-candidates" => three_candidates(),
         "migrate" => migrate(),
+        "migrate-without-previous-versions" => migrate_without_previous_versions(),
+        "migrate-put-get" => migrate_put_get(),
+        "delete-during-migrate" => delete_during_migrate(),
         "recursive-migrate" => recursive_migrate(),
         "crash-and-reclaim" => crash_and_reclaim(),
         "three-clients-two-keys" => three_clients_two_keys(),
@@ -236,19 +557,25 @@ pub fn by_name(name: &str) -> Option<World> {
         "get-races-migrate" => get_races_migrate(f),
         "puts-race-a-delete" => puts_race_a_delete(f),
         "migrate-install-fails" => migrate_install_fails(f),
-        "late-owner-commit" => late_owner_commit(f),
-        "late-migrate-install" => late_migrate_install(f, false),
+        "late-owner-commit" => late_owner_commit(f, f),
+        "late-migrate-install" => late_migrate_install(f),
+        "cached-writer" => cached_writer(f),
         "cached-reader" => cached_reader(f),
+        "failed-completions" => failed_completions(f),
+        "crashed-mover" => crashed_mover(f),
         _ => return None,
     };
     Some(w)
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 13] = [
+pub const NAMES: [&str; 19] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
+    "migrate-without-previous-versions",
+    "migrate-put-get",
+    "delete-during-migrate",
     "recursive-migrate",
     "crash-and-reclaim",
     "three-clients-two-keys",
@@ -258,147 +585,8 @@ pub const NAMES: [&str; 13] = [
     "migrate-install-fails",
     "late-owner-commit",
     "late-migrate-install",
+    "cached-writer",
     "cached-reader",
+    "failed-completions",
+    "crashed-mover",
 ];
-
-/// K sits at its second candidate; a GET of K reads the first, a MIGRATE
-/// moves K into it, the GET reads the second. Teeth for the GET reverse pass.
-pub fn get_races_migrate(faults: Faults) -> World {
-    let c = cfg(1, 4, 2, 3);
-    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
-    let f = key_where(&c, "f", |k| k == slots(&[0, 3]));
-    let k = key_where(&c, "k", |k| k == slots(&[0, 1]));
-    let k2 = key_where(&c, "q", |k| k == slots(&[1, 2]));
-    let mut reader = client(0, 0, vec![get(&k)]);
-    reader.faults = faults;
-    let mut w = world(
-        "get-races-migrate",
-        c,
-        vec![reader, client(0, 1, vec![put(&k2, "v-q")])],
-    );
-    w.torn = false;
-    w.preload = vec![
-        (g, Some(b"v-g".to_vec())),
-        (f.clone(), Some(b"v-f".to_vec())),
-        (k, Some(b"v-k".to_vec())),
-        (f, None),
-    ];
-    w
-}
-
-/// Two PUTs of one absent key while a third client deletes the key that
-/// occupies the first candidate: without verification both commit.
-pub fn puts_race_a_delete(faults: Faults) -> World {
-    let c = cfg(1, 3, 2, 4);
-    let k = key_where(&c, "k", |k| k == slots(&[0, 1]));
-    let x = key_where(&c, "x", |k| k == slots(&[0, 2]));
-    let mut a = client(0, 0, vec![put(&k, "v-a")]);
-    let mut b = client(0, 1, vec![put(&k, "v-b")]);
-    a.faults = faults;
-    b.faults = faults;
-    let mut w = world(
-        "puts-race-a-delete",
-        c,
-        vec![a, b, client(0, 2, vec![del(&x)])],
-    );
-    w.torn = false;
-    w.max_attempts = 1;
-    w.preload = vec![(x, Some(b"v-x".to_vec()))];
-    w
-}
-
-/// A MIGRATE whose install at the destination fails because another PUT took
-/// the destination first.
-pub fn migrate_install_fails(faults: Faults) -> World {
-    let c = cfg(1, 4, 2, 3);
-    let m = key_where(&c, "m", |k| k == slots(&[0, 1]));
-    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
-    let p = key_where(&c, "p", |k| k == slots(&[0, 2]));
-    let q = key_where(&c, "q", |k| k == slots(&[1, 3]));
-    let r = key_where(&c, "r", |k| k == slots(&[3, 2]));
-    // After its MIGRATE fails, the mover writes another key: its next
-    // allocation is the entry the failed MIGRATE released.
-    let mut mover = client(0, 0, vec![put(&p, "v-p"), put(&r, "v-r")]);
-    mover.faults = faults;
-    let mut w = world(
-        "migrate-install-fails",
-        c,
-        vec![mover, client(0, 1, vec![put(&q, "v-q")])],
-    );
-    w.torn = false;
-    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
-    w
-}
-
-/// Every key shares the same three entries. A owner stalls before its
-/// commit and overruns its deadline; a MIGRATE reclaims its entry; the owner
-/// resumes. `faults` apply to the owner (`ignore_deadline` makes it overrun).
-pub fn late_owner_commit(faults: Faults) -> World {
-    let c = cfg(1, 3, 3, 3);
-    let mut owner = client(0, 0, vec![put(b"k", "v2")]);
-    owner.faults = faults;
-    let mut w = world(
-        "late-owner-commit",
-        c,
-        vec![owner, client(0, 1, vec![put(b"z", "v-z"), get(b"k")])],
-    );
-    w.torn = false;
-    w.max_ticks = 2;
-    w.max_attempts = 1;
-    w.preload = vec![
-        (b"k".to_vec(), Some(b"v1".to_vec())),
-        (b"x".to_vec(), Some(b"v-x".to_vec())),
-        (b"y".to_vec(), Some(b"v-y".to_vec())),
-    ];
-    w
-}
-
-/// A MIGRATE owner stalls after locking its source and its deadline passes;
-/// the other client reclaims, updates the key, then reads it. `faults` apply
-/// to the MIGRATE owner; `late_landing` lets its posted install CAS land after
-/// the deadline (violating A2).
-pub fn late_migrate_install(faults: Faults, late_landing: bool) -> World {
-    let c = cfg(1, 4, 2, 3);
-    let x = key_where(&c, "x", |k| k == slots(&[1, 3]));
-    let m = key_where(&c, "m", |k| k == slots(&[1, 0]));
-    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
-    let p = key_where(&c, "p", |k| k == slots(&[0, 2]));
-    let mut mover = client(0, 0, vec![put(&p, "v-p")]);
-    mover.faults = faults;
-    let mut w = world(
-        "late-migrate-install",
-        c,
-        vec![mover, client(0, 1, vec![put(&m, "v-m2"), get(&m)])],
-    );
-    w.torn = false;
-    w.max_ticks = 2;
-    w.max_attempts = 1;
-    w.late_landing = late_landing;
-    w.preload = vec![
-        (x.clone(), Some(b"v-x".to_vec())),
-        (m, Some(b"v-m".to_vec())),
-        (g, Some(b"v-g".to_vec())),
-        (x, None),
-    ];
-    w
-}
-
-/// A writer updates a key three times with a share of two data table entries
-/// (so its third PUT must reuse the first entry, once expired) while a client
-/// on another node reads it twice through its cache. The clock may pass T.
-pub fn cached_reader(faults: Faults) -> World {
-    let mut c = cfg(2, 2, 2, 2);
-    c.cache_capacity = 4;
-    c.dtes_per_node = 4;
-    let mut writer = client(0, 0, vec![put(b"k", "a"), put(b"k", "b"), put(b"k", "c")]);
-    writer.faults = faults;
-    let mut w = world(
-        "cached-reader",
-        c,
-        vec![writer, client(1, 0, vec![get(b"k"), get(b"k")])],
-    );
-    w.torn = false;
-    w.max_attempts = 1;
-    w.max_ticks = 2;
-    w
-}

@@ -96,6 +96,14 @@ impl<L: Logic> OpMachine<L> {
     pub fn deadline(&self) -> Option<Nanos> {
         self.deadline
     }
+
+    /// The time after which a poll gives up the completions still missing
+    /// from the current round (the deadline, or one `margin` after the round
+    /// was handed out if that is later); `None` before the first poll.
+    pub fn gives_up_after(&self, margin: std::time::Duration) -> Option<Nanos> {
+        self.deadline
+            .map(|d| d.max(self.round_posted_at.plus(margin)))
+    }
 }
 
 impl GetMachine {
@@ -142,8 +150,7 @@ impl<L: Logic> Machine for OpMachine<L> {
             // which A2 has it land): past it, the missing completions are given
             // up on (reported as `NoCompletion`: "may have executed") and the
             // logic decides what it can say.
-            let margin = client.cfg.deadline_margin;
-            let give_up = deadline.max(self.round_posted_at.plus(margin));
+            let give_up = deadline.max(self.round_posted_at.plus(client.cfg.deadline_margin));
             if now <= give_up || client.faults.ignore_deadline {
                 return Poll::Pending;
             }
