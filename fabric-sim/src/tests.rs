@@ -570,7 +570,11 @@ fn an_injection_can_target_one_kind_after_skipping_some() {
     let addr = RemoteAddr::index(N1, 0);
     assert!(read(&mut ep, addr, 8).is_ok(), "reads are not targeted");
     assert_eq!(cas(&mut ep, addr, 0, 1), Ok(0), "the first CAS is skipped");
-    assert_eq!(cas(&mut ep, addr, 1, 2), Err(FabricError::Timeout), "the second is hit");
+    assert_eq!(
+        cas(&mut ep, addr, 1, 2),
+        Err(FabricError::Timeout),
+        "the second is hit"
+    );
     assert_eq!(f.read_word(N1, Region::Index, 0), Ok(2), "and executed");
     assert_eq!(cas(&mut ep, addr, 2, 3), Ok(2));
 }

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, Expectation, Model, UniformChooser};
+use std::collections::BTreeSet;
+
+use stateright::{Checker, Expectation, HasDiscoveries, Model, UniformChooser};
 
 use crate::world::{Action, World, WorldState};
 
@@ -72,7 +74,11 @@ impl Exploration {
 
     /// Properties that did not come out as they should.
     pub fn failures(&self) -> Vec<&'static str> {
-        self.verdicts.iter().filter(|v| !v.ok()).map(|v| v.property).collect()
+        self.verdicts
+            .iter()
+            .filter(|v| !v.ok())
+            .map(|v| v.property)
+            .collect()
     }
 
     /// Properties for which a counterexample (or example) was found.
@@ -94,24 +100,55 @@ impl Exploration {
             self.max_depth,
             self.secs,
             self.states_per_sec(),
-            if self.complete { ", exhaustive" } else { ", bounded" }
+            if self.complete {
+                ", exhaustive"
+            } else {
+                ", bounded"
+            }
         )
     }
 }
 
-/// Explores `world` with `threads` checker threads, stopping after
-/// `max_states` generated states if that is not 0.
-pub fn explore(world: &World, mode: Mode, threads: usize, max_states: usize) -> Exploration {
+/// How a run is bounded and when it may stop early.
+#[derive(Clone, Debug)]
+pub struct Bounds {
+    /// Checker threads.
+    pub threads: usize,
+    /// Stop after generating this many states (0: no limit).
+    pub max_states: usize,
+    /// Stop as soon as any of these properties has a discovery (empty: run
+    /// to the end). Used to hunt a known counterexample in a broken variant.
+    pub stop_at: Vec<&'static str>,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            threads: 2,
+            max_states: 0,
+            stop_at: Vec::new(),
+        }
+    }
+}
+
+/// Explores `world` within `bounds`.
+pub fn explore(world: &World, mode: Mode, bounds: &Bounds) -> Exploration {
     let t = Instant::now();
-    let mut b = world.clone().checker().threads(threads.max(1));
+    let max_states = bounds.max_states;
+    let mut b = world.clone().checker().threads(bounds.threads.max(1));
     if max_states > 0 {
         b = b.target_state_count(max_states);
     }
+    if !bounds.stop_at.is_empty() {
+        let set: BTreeSet<&'static str> = bounds.stop_at.iter().copied().collect();
+        b = b.finish_when(HasDiscoveries::AnyOf(set));
+    }
+    let hunting = !bounds.stop_at.is_empty();
     macro_rules! report {
         ($c:expr, $exhaustive:expr) => {{
             let c = $c;
             let secs = t.elapsed().as_secs_f64();
-            let verdicts = world
+            let verdicts: Vec<Verdict> = world
                 .properties()
                 .into_iter()
                 .map(|p| Verdict {
@@ -125,13 +162,17 @@ pub fn explore(world: &World, mode: Mode, threads: usize, max_states: usize) -> 
                     }),
                 })
                 .collect();
+            let stopped_early = hunting
+                && verdicts
+                    .iter()
+                    .any(|v| v.path.is_some() && bounds.stop_at.contains(&v.property));
             Exploration {
                 world: world.name.clone(),
                 unique: c.unique_state_count(),
                 generated: c.state_count(),
                 max_depth: c.max_depth(),
                 secs,
-                complete: $exhaustive && c.is_done() && max_states == 0,
+                complete: $exhaustive && c.is_done() && max_states == 0 && !stopped_early,
                 verdicts,
             }
         }};
@@ -140,7 +181,12 @@ pub fn explore(world: &World, mode: Mode, threads: usize, max_states: usize) -> 
         Mode::Exhaustive => report!(b.spawn_dfs().join(), true),
         Mode::BreadthFirst => report!(b.spawn_bfs().join(), true),
         Mode::Simulation { seed, budget } => {
-            report!(b.timeout(budget).spawn_simulation(seed, UniformChooser).join(), false)
+            report!(
+                b.timeout(budget)
+                    .spawn_simulation(seed, UniformChooser)
+                    .join(),
+                false
+            )
         }
     }
 }

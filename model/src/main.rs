@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use nessie_model::explore::{explore, Mode};
+use nessie_model::explore::{explore, Bounds, Mode};
 use nessie_model::report;
 use nessie_model::world::World;
 use nessie_model::worlds;
@@ -61,12 +61,20 @@ enum Command {
         /// Override the world's number of clock ticks.
         #[arg(long)]
         ticks: Option<u8>,
+        /// Override the world's bound on clock jumps per path (0: none).
+        #[arg(long)]
+        delays: Option<u8>,
         /// Override the world's attempts per operation.
         #[arg(long)]
         attempts: Option<u8>,
         /// Override the world's number of injected faults.
         #[arg(long)]
         max_faults: Option<u8>,
+        /// Stop as soon as one of these properties (comma separated, e.g.
+        /// `linearizable`) has a counterexample or example: hunt a broken
+        /// variant's counterexample without exhausting the world.
+        #[arg(long, value_delimiter = ',')]
+        stop_at: Vec<String>,
     },
     /// Serve stateright's Explorer for a world on a local address.
     Explore {
@@ -112,17 +120,22 @@ fn world(name: &str, f: Faults, late_landing: bool) -> Result<World, String> {
     Ok(w)
 }
 
-fn check(w: &World, mode: Mode, threads: usize, max_states: usize) -> bool {
+fn check(w: &World, mode: Mode, bounds: &Bounds) -> bool {
     println!(
-        "== {}: {} clients, {} nodes, N = {}, {} ticks, {} faults",
+        "== {}: {} clients, {} nodes, N = {}, {} ticks in {} jumps, {} faults",
         w.name,
         w.clients.len(),
         w.cfg.nodes,
         w.cfg.candidates,
         w.max_ticks,
+        if w.max_delays == 0 {
+            "any".to_string()
+        } else {
+            format!("at most {}", w.max_delays)
+        },
         w.max_faults
     );
-    let e = explore(w, mode, threads, max_states);
+    let e = explore(w, mode, bounds);
     for v in &e.verdicts {
         match (&v.path, v.sometimes) {
             (None, true) => println!("   {:<48} NO EXAMPLE FOUND", v.property),
@@ -158,6 +171,8 @@ fn run(cli: Cli) -> Result<bool, String> {
             ticks,
             attempts,
             max_faults,
+            stop_at,
+            delays,
         } => {
             let f = faults(&fs)?;
             let mut list = if name == "all" {
@@ -168,6 +183,7 @@ fn run(cli: Cli) -> Result<bool, String> {
             for w in &mut list {
                 w.max_ticks = ticks.unwrap_or(w.max_ticks);
                 w.max_attempts = attempts.unwrap_or(w.max_attempts);
+                w.max_delays = delays.unwrap_or(w.max_delays);
                 w.max_faults = max_faults.unwrap_or(w.max_faults);
             }
             let mode = match (simulate, bfs) {
@@ -178,11 +194,25 @@ fn run(cli: Cli) -> Result<bool, String> {
                 (None, true) => Mode::BreadthFirst,
                 (None, false) => Mode::Exhaustive,
             };
+            // Property names are 'static in the world; match the given ones.
+            let names: Vec<&'static str> = list
+                .first()
+                .map(|w| w.properties().iter().map(|p| p.name).collect())
+                .unwrap_or_default();
+            let mut stop: Vec<&'static str> = Vec::new();
+            for s in &stop_at {
+                match names.iter().find(|n| **n == s.as_str()) {
+                    Some(n) => stop.push(n),
+                    None => return Err(format!("unknown property {s:?}; one of {names:?}")),
+                }
+            }
+            let bounds = Bounds {
+                threads,
+                max_states,
+                stop_at: stop,
+            };
             // Check every world, even after one fails.
-            let results: Vec<bool> = list
-                .iter()
-                .map(|w| check(w, mode, threads, max_states))
-                .collect();
+            let results: Vec<bool> = list.iter().map(|w| check(w, mode, &bounds)).collect();
             Ok(results.into_iter().all(|ok| ok))
         }
         Command::Explore {

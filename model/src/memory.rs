@@ -73,7 +73,13 @@ impl Memory {
     }
 
     /// `len` bytes at `offset` (atomically: only for inspection and preloads).
-    pub fn read(&self, node: NodeId, region: Region, offset: u64, len: u64) -> Result<Vec<u8>, FabricError> {
+    pub fn read(
+        &self,
+        node: NodeId,
+        region: Region,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, FabricError> {
         let mut out = Vec::with_capacity(len as usize);
         let mut b = offset;
         while b < offset + len {
@@ -85,7 +91,14 @@ impl Memory {
     }
 
     /// Writes the 8-byte chunk `i` of `data` at `offset`.
-    fn write_chunk(&mut self, node: NodeId, region: Region, offset: u64, data: &[u8], i: usize) -> Result<(), FabricError> {
+    fn write_chunk(
+        &mut self,
+        node: NodeId,
+        region: Region,
+        offset: u64,
+        data: &[u8],
+        i: usize,
+    ) -> Result<(), FabricError> {
         let end = (8 * (i + 1)).min(data.len());
         let mut w = [0u8; 8];
         w[..end - 8 * i].copy_from_slice(&data[8 * i..end]);
@@ -94,7 +107,10 @@ impl Memory {
 
     /// The index table entry at `ite`.
     pub fn ite(&self, ite: IteAddr) -> IndexEntry {
-        IndexEntry(self.word(ite.node, Region::Index, u64::from(ite.slot) * 8).unwrap_or(0))
+        IndexEntry(
+            self.word(ite.node, Region::Index, u64::from(ite.slot) * 8)
+                .unwrap_or(0),
+        )
     }
 
     /// Every index table entry word of every node.
@@ -110,7 +126,12 @@ impl Memory {
     pub fn entry(&self, cfg: &Config, d: DteAddr) -> Option<(DataEntryHeader, Vec<u8>, Vec<u8>)> {
         let l = cfg.layout();
         let raw = self
-            .read(d.node(), Region::Data, l.entry_offset(d.index), l.entry_bytes())
+            .read(
+                d.node(),
+                Region::Data,
+                l.entry_offset(d.index),
+                l.entry_bytes(),
+            )
             .ok()?;
         let h = DataEntryHeader::decode(&raw)?;
         Some((
@@ -123,12 +144,14 @@ impl Memory {
     /// Whether an index table entry names `d`, or names an uncommitted entry
     /// whose previous version is `d` (readers may still fall back to it).
     pub fn entry_in_use(&self, cfg: &Config, d: DteAddr) -> bool {
-        self.index_words().filter_map(IndexEntry::dte).any(|linked| {
-            linked == d
-                || self.entry(cfg, linked).is_some_and(|(h, _, _)| {
-                    h.state.state.is_uncommitted() && IndexEntry(h.prev).dte() == Some(d)
-                })
-        })
+        self.index_words()
+            .filter_map(IndexEntry::dte)
+            .any(|linked| {
+                linked == d
+                    || self.entry(cfg, linked).is_some_and(|(h, _, _)| {
+                        h.state.state.is_uncommitted() && IndexEntry(h.prev).dte() == Some(d)
+                    })
+            })
     }
 }
 
@@ -231,7 +254,9 @@ impl InFlight {
                 let n = if torn { 1 } else { total - self.words };
                 for _ in 0..n {
                     let i = self.word_index(order, total);
-                    if let Err(e) = mem.write_chunk(addr.node, addr.region, addr.offset, &data, i as usize) {
+                    if let Err(e) =
+                        mem.write_chunk(addr.node, addr.region, addr.offset, &data, i as usize)
+                    {
                         return Some(Err(e));
                     }
                     self.words += 1;
@@ -242,7 +267,12 @@ impl InFlight {
     }
 
     /// Executes whatever has not landed yet, at once.
-    pub fn run_to_end(&mut self, mem: &mut Memory, own: NodeId, order: WordOrder) -> Result<OpOutput, FabricError> {
+    pub fn run_to_end(
+        &mut self,
+        mem: &mut Memory,
+        own: NodeId,
+        order: WordOrder,
+    ) -> Result<OpOutput, FabricError> {
         loop {
             if let Some(r) = self.step(mem, own, false, order) {
                 return r;
@@ -257,4 +287,3 @@ impl InFlight {
         }
     }
 }
-

@@ -90,12 +90,23 @@ pub struct World {
     pub clients: Vec<ClientSpec>,
     /// Keys stored (sequentially) before the clients start.
     pub preload: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Operations the clients run one after another, each to its end, after
+    /// the preload and before the concurrent part (client index, operation):
+    /// a client's state (its data table share, its cache) carries on. A
+    /// sequential prefix costs no interleavings.
+    pub prelude: Vec<(usize, (Vec<u8>, KvOp))>,
     /// Multi-word READs and WRITEs land one word per step.
     pub torn: bool,
     /// The order of the words of one transfer.
     pub word_order: WordOrder,
     /// How many clock ticks the model may take.
     pub max_ticks: u8,
+    /// How many times per path the clock may jump (each [`Action::Delay`]
+    /// is one jump of one or more ticks); 0 for no bound beyond
+    /// `max_ticks`. Like a preemption bound (CHESS, loom), it bounds the
+    /// schedules explored, not the time granularity: a jump may be any
+    /// number of ticks, right before any poll.
+    pub max_delays: u8,
     /// How far one tick moves the clock.
     pub tick: Duration,
     /// Each node's clock offset from the global clock (ns, each within
@@ -209,6 +220,8 @@ pub struct WorldState {
     pub clock: u64,
     /// Ticks taken.
     pub ticks: u8,
+    /// Clock jumps taken.
+    pub delays: u8,
     /// Injected faults so far.
     pub faults: u8,
     /// The history so far.
@@ -279,7 +292,12 @@ fn poll(m: &mut AnyMachine, st: &mut ClientState, now: Nanos) -> Poll<Result<Out
 }
 
 /// Runs `op` to completion with every request atomic (for preloads).
-fn run_atomically(mem: &mut Memory, st: &mut ClientState, op: &(Vec<u8>, KvOp), now: Nanos) -> Result<(), Error> {
+fn run_atomically(
+    mem: &mut Memory,
+    st: &mut ClientState,
+    op: &(Vec<u8>, KvOp),
+    now: Nanos,
+) -> Result<(), Error> {
     let mut m = machine_for(op);
     loop {
         match poll(&mut m, st, now) {
@@ -314,11 +332,22 @@ impl World {
             };
             run_atomically(&mut mem, &mut st, &op, Nanos(START))?;
         }
-        let mut clients = Vec::new();
+        let mut states = Vec::new();
         for c in &self.clients {
             let mut state = ClientState::new(self.cfg.clone(), c.id)?;
             state.alloc.assume_zeroed();
             state.faults = c.faults;
+            states.push(state);
+        }
+        for (c, op) in &self.prelude {
+            let st = states
+                .get_mut(*c)
+                .ok_or_else(|| Error::Corrupt(format!("prelude names client {c}")))?;
+            let now = self.now_at(START, *c);
+            run_atomically(&mut mem, st, op, now)?;
+        }
+        let mut clients = Vec::new();
+        for state in states {
             clients.push(ClientRun {
                 state,
                 next: 0,
@@ -335,6 +364,7 @@ impl World {
             clients,
             clock: START,
             ticks: 0,
+            delays: 0,
             faults: 0,
             history: WorldHistory::default(),
             flags: Flags::default(),
@@ -350,11 +380,25 @@ impl World {
                 None => m.remove(k),
             };
         }
+        for (_, (k, op)) in &self.prelude {
+            match op {
+                KvOp::Put(v) => {
+                    m.insert(k.clone(), v.clone());
+                }
+                KvOp::Delete => {
+                    m.remove(k);
+                }
+                KvOp::Get => {}
+            }
+        }
         m
     }
 
     fn offset(&self, node: NodeId) -> u64 {
-        self.clock_offsets.get(usize::from(node.0)).copied().unwrap_or(0)
+        self.clock_offsets
+            .get(usize::from(node.0))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Client `c`'s clock.
@@ -409,12 +453,12 @@ impl World {
         let now = self.now(s, c).0;
         let skew = self.cfg.clock_skew.as_nanos() as u64;
         s.mem.index_words().filter_map(IndexEntry::dte).all(|d| {
-                s.mem.entry(&self.cfg, d).map_or(true, |(h, _, _)| {
-                    !h.state.state.is_uncommitted()
-                        || h.state.state == DteState::Aborted
-                        || now > h.deadline + skew
-                })
+            s.mem.entry(&self.cfg, d).map_or(true, |(h, _, _)| {
+                !h.state.state.is_uncommitted()
+                    || h.state.state == DteState::Aborted
+                    || now > h.deadline + skew
             })
+        })
     }
 
     fn poll_client(&self, s: &mut WorldState, c: usize) {
@@ -437,7 +481,10 @@ impl World {
         };
         match poll(m, &mut r.state, now) {
             Poll::Post(wrs) => {
-                r.pending = wrs.into_iter().map(|wr| InFlight::new(wr, s.clock)).collect();
+                r.pending = wrs
+                    .into_iter()
+                    .map(|wr| InFlight::new(wr, s.clock))
+                    .collect();
             }
             Poll::Pending => {}
             Poll::Done(result) => {
@@ -448,7 +495,13 @@ impl World {
         }
     }
 
-    fn finish_attempt(&self, s: &mut WorldState, c: usize, result: Result<Outcome, Error>, stats: OpStats) {
+    fn finish_attempt(
+        &self,
+        s: &mut WorldState,
+        c: usize,
+        result: Result<Outcome, Error>,
+        stats: OpStats,
+    ) {
         let op_index = usize::from(s.clients[c].next);
         let (_, op) = &self.clients[c].program[op_index];
         let solo = s.clients[c].solo;
@@ -647,7 +700,10 @@ impl World {
         if let Op::LocalWrite { offset, data } = &f.wr.op {
             if data.len() > 8 {
                 let index = (offset / self.cfg.layout().entry_bytes()) as u32;
-                let d = DteAddr { table: own.0, index };
+                let d = DteAddr {
+                    table: own.0,
+                    index,
+                };
                 if s.mem.entry_in_use(&self.cfg, d) {
                     s.flags.reused_linked = true;
                 }
@@ -701,7 +757,10 @@ impl World {
     /// How many ticks the clock may advance now: within `max_ticks`, and
     /// (A2) not past any posted mutation's posting time plus the margin.
     fn ticks_allowed(&self, s: &WorldState) -> u8 {
-        let left = self.max_ticks.saturating_sub(s.ticks);
+        let mut left = self.max_ticks.saturating_sub(s.ticks);
+        if self.max_delays > 0 && s.delays >= self.max_delays {
+            left = 0;
+        }
         if self.late_landing {
             return left;
         }
@@ -768,6 +827,7 @@ impl Model for World {
             Action::Delay(c, k) => {
                 s.clock += u64::from(k) * self.tick.as_nanos() as u64;
                 s.ticks += k;
+                s.delays += 1;
                 self.poll_client(&mut s, c);
             }
             Action::Crash(c) => {
@@ -855,4 +915,3 @@ pub fn expect_name(e: Expect) -> &'static str {
         Expect::SoloAttempt => "an attempt ran alone",
     }
 }
-

@@ -124,7 +124,11 @@ impl WorldHistory {
     }
 }
 
-fn apply(state: &BTreeMap<Vec<u8>, Vec<u8>>, key: &[u8], op: &KvOp) -> (BTreeMap<Vec<u8>, Vec<u8>>, ModelRet) {
+fn apply(
+    state: &BTreeMap<Vec<u8>, Vec<u8>>,
+    key: &[u8],
+    op: &KvOp,
+) -> (BTreeMap<Vec<u8>, Vec<u8>>, ModelRet) {
     let mut next = state.clone();
     let ret = match op {
         KvOp::Get => ModelRet::Get(state.get(key).cloned()),
@@ -221,10 +225,22 @@ mod tests {
         let none = Status::Returned(ModelRet::Get(None), 4);
         let pending = Status::Pending;
         let empty = BTreeMap::new();
-        assert!(!linearizable(&empty, &[op(b"k", &put, 1, &void), op(b"k", &get, 3, &saw)]));
-        assert!(linearizable(&empty, &[op(b"k", &put, 1, &void), op(b"k", &get, 3, &none)]));
-        assert!(linearizable(&empty, &[op(b"k", &put, 1, &pending), op(b"k", &get, 3, &saw)]));
-        assert!(linearizable(&empty, &[op(b"k", &put, 1, &pending), op(b"k", &get, 3, &none)]));
+        assert!(!linearizable(
+            &empty,
+            &[op(b"k", &put, 1, &void), op(b"k", &get, 3, &saw)]
+        ));
+        assert!(linearizable(
+            &empty,
+            &[op(b"k", &put, 1, &void), op(b"k", &get, 3, &none)]
+        ));
+        assert!(linearizable(
+            &empty,
+            &[op(b"k", &put, 1, &pending), op(b"k", &get, 3, &saw)]
+        ));
+        assert!(linearizable(
+            &empty,
+            &[op(b"k", &put, 1, &pending), op(b"k", &get, 3, &none)]
+        ));
     }
 
     #[test]
@@ -235,10 +251,18 @@ mod tests {
         let pb = Status::Returned(ModelRet::Put(true), 4);
         let stale = Status::Returned(ModelRet::Get(Some(b"a".to_vec())), 6);
         let empty = BTreeMap::new();
-        let h = [op(b"k", &a, 1, &pa), op(b"k", &b, 3, &pb), op(b"k", &get, 5, &stale)];
+        let h = [
+            op(b"k", &a, 1, &pa),
+            op(b"k", &b, 3, &pb),
+            op(b"k", &get, 5, &stale),
+        ];
         assert!(!linearizable(&empty, &h), "a stale read after b returned");
         let fresh = Status::Returned(ModelRet::Get(Some(b"b".to_vec())), 6);
-        let h = [op(b"k", &a, 1, &pa), op(b"k", &b, 3, &pb), op(b"k", &get, 5, &fresh)];
+        let h = [
+            op(b"k", &a, 1, &pa),
+            op(b"k", &b, 3, &pb),
+            op(b"k", &get, 5, &fresh),
+        ];
         assert!(linearizable(&empty, &h));
     }
 }

@@ -35,7 +35,7 @@ fn cfg(nodes: u16, slots: u32, candidates: u8, clients_per_node: u16) -> Config 
         expiration: Duration::from_nanos(4),
         clock_skew: Duration::from_nanos(1),
         deadline_margin: Duration::from_nanos(2),
-        max_migrate_depth: 3,
+        max_migrate_depth: 1,
         ..Config::default()
     }
 }
@@ -88,9 +88,11 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         cfg: Arc::new(cfg),
         clients,
         preload: Vec::new(),
+        prelude: Vec::new(),
         torn: true,
         word_order: WordOrder::Ascending,
         max_ticks: 0,
+        max_delays: 0,
         tick: Duration::from_nanos(1),
         clock_offsets: vec![0, 1],
         max_attempts: 2,
@@ -224,7 +226,8 @@ pub fn delete_during_migrate() -> World {
 /// A PUT must MIGRATE recursively (depth 2) while another client reads the
 /// key at the end of the chain.
 pub fn recursive_migrate() -> World {
-    let c = cfg(1, 4, 2, 3);
+    let mut c = cfg(1, 4, 2, 3);
+    c.max_migrate_depth = 3;
     let a = key_where(&c, "a", |k| k == slots(&[0, 1]));
     let b = key_where(&c, "b", |k| k == slots(&[1, 2]));
     let cc = key_where(&c, "c", |k| k[0] == slots(&[3])[0]);
@@ -260,6 +263,7 @@ pub fn crash_and_reclaim() -> World {
     );
     w.torn = false;
     w.max_ticks = PAST_DEADLINE;
+    w.max_delays = 2;
     w.max_attempts = 3;
     w.expect = vec![Expect::Reclaim, Expect::SoloAttempt];
     w.preload = vec![(b"k".to_vec(), Some(b"before".to_vec()))];
@@ -313,7 +317,10 @@ pub fn get_races_migrate(faults: Faults) -> World {
     let mut w = world(
         "get-races-migrate",
         c,
-        vec![client(0, 0, vec![get(&k)]), client(0, 1, vec![put(&k2, "v-q")])],
+        vec![
+            client(0, 0, vec![get(&k)]),
+            client(0, 1, vec![put(&k2, "v-q")]),
+        ],
     );
     w.torn = false;
     w.preload = vec![
@@ -364,6 +371,7 @@ pub fn migrate_install_fails(faults: Faults) -> World {
         ],
     );
     w.torn = false;
+    w.max_attempts = 1;
     w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
     with_faults(w, faults)
 }
@@ -418,6 +426,7 @@ pub fn late_migrate_install(faults: Faults) -> World {
     );
     w.torn = false;
     w.max_ticks = PAST_DEADLINE + 1;
+    w.max_delays = 2;
     w.max_attempts = 1;
     w.expect = vec![Expect::Reclaim];
     w.preload = vec![
@@ -429,10 +438,11 @@ pub fn late_migrate_install(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
-/// Hole 2's world: a writer on node 0 updates k three times with a share of
-/// two data table entries (its third PUT reuses its first entry, once
-/// expired); a client on node 1 reads k through its cache, writes k, and
-/// reads it again, while the clock runs past T.
+/// Hole 2's world: a writer on node 0 has written k = a with the first of
+/// its two data table entries, and a client on node 1 has read (and cached)
+/// it. Then, concurrently, the writer updates k twice (its second update
+/// reuses its first entry, once expired) while the reader writes k and
+/// reads it again, and the clock runs past T.
 pub fn cached_writer(faults: Faults) -> World {
     let mut c = cfg(2, 2, 2, 2);
     c.cache_capacity = 4;
@@ -441,21 +451,24 @@ pub fn cached_writer(faults: Faults) -> World {
         "cached-writer",
         c,
         vec![
-            client(0, 0, vec![put(b"k", "a"), put(b"k", "b"), put(b"k", "c")]),
-            client(1, 0, vec![get(b"k"), put(b"k", "r"), get(b"k")]),
+            client(0, 0, vec![put(b"k", "b"), put(b"k", "c")]),
+            client(1, 0, vec![put(b"k", "r"), get(b"k")]),
         ],
     );
+    // Before the race: the writer writes a, the reader caches it.
+    w.prelude = vec![(0, put(b"k", "a")), (1, get(b"k"))];
     w.torn = false;
     w.max_attempts = 1;
-    w.max_ticks = PAST_DEADLINE + 2;
+    w.max_ticks = PAST_DEADLINE;
+    w.max_delays = 2;
     w.expect = vec![Expect::CacheHit];
     with_faults(w, faults)
 }
 
-/// A writer updates a key three times with a share of two data table
-/// entries (its third PUT reuses its first entry, once expired) while a
-/// client on another node reads it twice through its cache. Teeth for
-/// reuse before expiry.
+/// A writer has written k = a with the first of its two data table entries
+/// and a reader on another node has cached it; then the writer updates k
+/// twice (its second update reuses its first entry, once expired) while the
+/// reader reads k again through its cache. Teeth for reuse before expiry.
 pub fn cached_reader(faults: Faults) -> World {
     let mut c = cfg(2, 2, 2, 2);
     c.cache_capacity = 4;
@@ -464,13 +477,16 @@ pub fn cached_reader(faults: Faults) -> World {
         "cached-reader",
         c,
         vec![
-            client(0, 0, vec![put(b"k", "a"), put(b"k", "b"), put(b"k", "c")]),
-            client(1, 0, vec![get(b"k"), get(b"k")]),
+            client(0, 0, vec![put(b"k", "b"), put(b"k", "c")]),
+            client(1, 0, vec![get(b"k")]),
         ],
     );
+    w.prelude = vec![(0, put(b"k", "a")), (1, get(b"k"))];
     w.torn = false;
     w.max_attempts = 1;
     w.max_ticks = PAST_DEADLINE;
+    w.max_delays = 2;
+    w.expect = vec![Expect::CacheHit];
     with_faults(w, faults)
 }
 
@@ -491,6 +507,7 @@ pub fn failed_completions(faults: Faults) -> World {
     w.max_faults = 1;
     w.max_attempts = 2;
     w.max_ticks = PAST_DEADLINE + 3;
+    w.max_delays = 1;
     w.expect = vec![Expect::SettledCommit, Expect::LostCompletion];
     w.preload = vec![(b"k".to_vec(), Some(b"v1".to_vec()))];
     with_faults(w, faults)
@@ -499,7 +516,8 @@ pub fn failed_completions(faults: Faults) -> World {
 /// Hole 4's world: a MIGRATE owner may crash anywhere (in particular right
 /// after its copy commits, leaving both entries naming it); then a PUT of q,
 /// whose candidates are the copy's destination and g's entry, must get
-/// through, in one attempt once it runs alone.
+/// through, in one attempt once it runs alone. (m's value at the end is
+/// checked against memory at quiescence.)
 pub fn crashed_mover(faults: Faults) -> World {
     let c = cfg(1, 4, 2, 3);
     let (m, g, p) = migrate_keys(&c);
@@ -509,11 +527,12 @@ pub fn crashed_mover(faults: Faults) -> World {
     let mut w = world(
         "crashed-mover",
         c,
-        vec![mover, client(0, 1, vec![put(&q, "v-q"), get(&m)])],
+        vec![mover, client(0, 1, vec![put(&q, "v-q")])],
     );
     w.torn = false;
     w.max_attempts = 1;
     w.max_ticks = PAST_DEADLINE;
+    w.max_delays = 1;
     w.expect = vec![Expect::Help, Expect::SoloAttempt];
     w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
     with_faults(w, faults)

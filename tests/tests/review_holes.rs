@@ -21,7 +21,9 @@ use nessie_tests::{find_key, slot, tiny_config, SimCluster};
 
 /// m has candidates [slot 1, slot 0] and sits at slot 0 with "mv"; slot 1 is
 /// empty; g fills slot 2; a PUT of p (slots 0 and 2) must move m to slot 1.
-fn late_install_story(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, nessie_protocol::Client<SimEndpoint>) {
+fn late_install_story(
+    cluster: &SimCluster,
+) -> (Vec<u8>, Vec<u8>, nessie_protocol::Client<SimEndpoint>) {
     let c = &cluster.cfg;
     let x = find_key(c, "x", |k| k == [slot(1), slot(3)]);
     let m = find_key(c, "m", |k| k == [slot(1), slot(0)]);
@@ -55,14 +57,18 @@ fn late_install(faults: Faults, left: Duration) -> (bool, Option<Vec<u8>>) {
     let posted = a.peek().iter().any(|wr| is_index_cas(&wr.op));
     if posted {
         // The install is in flight; it lands after the reclaim below.
-        cluster.fabric.advance(left + cluster.cfg.clock_skew + Duration::from_millis(1));
+        cluster
+            .fabric
+            .advance(left + cluster.cfg.clock_skew + Duration::from_millis(1));
         assert_eq!(b.put(&m, b"mv2"), Ok(true), "B reclaims and updates m");
         let (r, _, _) = a.finish();
         assert!(r.is_err(), "A's PUT did not happen: {r:?}");
     } else {
         let (r, _, _) = a.finish();
         assert_eq!(r, Err(Error::Timeout));
-        cluster.fabric.advance(left + cluster.cfg.clock_skew + Duration::from_millis(1));
+        cluster
+            .fabric
+            .advance(left + cluster.cfg.clock_skew + Duration::from_millis(1));
         assert_eq!(b.put(&m, b"mv2"), Ok(true));
     }
     (posted, b.get(&m).unwrap())
@@ -80,7 +86,10 @@ fn hole1_an_install_posted_in_time_but_landing_after_the_reclaim_is_fenced_off()
 #[test]
 fn hole1_inside_the_margin_no_install_is_posted() {
     let (posted, got) = late_install(Faults::default(), Duration::from_millis(5));
-    assert!(!posted, "5 ms before the deadline is inside the 10 ms margin");
+    assert!(
+        !posted,
+        "5 ms before the deadline is inside the 10 ms margin"
+    );
     assert_eq!(got, Some(b"mv2".to_vec()));
 }
 
@@ -113,7 +122,11 @@ fn two_entry_shares() -> Config {
     }
 }
 
-fn run<M: Machine>(cluster: &SimCluster, state: nessie_protocol::ClientState, m: M) -> (Result<M::Output, Error>, nessie_protocol::ClientState) {
+fn run<M: Machine>(
+    cluster: &SimCluster,
+    state: nessie_protocol::ClientState,
+    m: M,
+) -> (Result<M::Output, Error>, nessie_protocol::ClientState) {
     let ep = cluster.fabric.open(state.id.node).unwrap();
     let (r, _, state) = Stepper::new(m, state, ep).finish();
     (r, state)
@@ -142,9 +155,9 @@ fn cached_reader_story(faults: Faults) -> Option<Vec<u8>> {
     assert_eq!(res, Err(Error::Conflict), "X was replaced under R's PUT");
 
     let c = &cluster.cfg;
-    cluster
-        .fabric
-        .advance(c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100));
+    cluster.fabric.advance(
+        c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100),
+    );
     w.put(&k, b"v3").unwrap();
     let (got, _) = run(&cluster, r, GetMachine::get(&k));
     got.unwrap()
@@ -161,14 +174,20 @@ fn hole2_reinstated_the_cache_returns_a_value_two_writes_old() {
         cache_time_from_completion: true,
         ..Faults::default()
     };
-    assert_eq!(cached_reader_story(late), Some(b"v1".to_vec()), "stale: v3 was acknowledged");
+    assert_eq!(
+        cached_reader_story(late),
+        Some(b"v1".to_vec()),
+        "stale: v3 was acknowledged"
+    );
 }
 
 // ----- hole 3: outcomes after the commit ------------------------------------
 
 /// A key none of whose candidates is on node 0.
 fn remote_key(cfg: &Config, prefix: &str) -> Vec<u8> {
-    find_key(cfg, prefix, |c: &[IteAddr]| c.iter().all(|a| a.node != NodeId(0)))
+    find_key(cfg, prefix, |c: &[IteAddr]| {
+        c.iter().all(|a| a.node != NodeId(0))
+    })
 }
 
 fn three_nodes() -> Config {
@@ -199,16 +218,25 @@ fn delete_with_failed_commit(faults: Faults) -> (Result<bool, Error>, Result<(),
         )
         .unwrap();
     let deleted = nessie_tests::rec_delete(&rec, 0, &mut c, &k);
-    assert!(!cluster.fabric.injection_pending(NodeId(0)), "the commit was hit");
+    assert!(
+        !cluster.fabric.injection_pending(NodeId(0)),
+        "the commit was hit"
+    );
     assert_eq!(nessie_tests::rec_get(&rec, 1, &mut c, &k), Ok(None));
-    let verdict = check_history(&rec.events(), 1_000_000).map(|_| ()).map_err(|v| v.to_string());
+    let verdict = check_history(&rec.events(), 1_000_000)
+        .map(|_| ())
+        .map_err(|v| v.to_string());
     (deleted, verdict)
 }
 
 #[test]
 fn hole3_a_commit_whose_completion_failed_is_settled_not_retried() {
     let (deleted, verdict) = delete_with_failed_commit(Faults::default());
-    assert_eq!(deleted, Ok(true), "the commit executed: the key existed and is gone");
+    assert_eq!(
+        deleted,
+        Ok(true),
+        "the commit executed: the key existed and is gone"
+    );
     assert_eq!(verdict, Ok(()));
 }
 
@@ -220,7 +248,10 @@ fn hole3_reinstated_a_committed_delete_is_applied_twice_and_the_checker_says_so(
     };
     let (deleted, verdict) = delete_with_failed_commit(retry);
     assert_eq!(deleted, Ok(false), "the retry found its own tombstone");
-    assert!(verdict.is_err(), "a DELETE that says the key was absent right after a PUT");
+    assert!(
+        verdict.is_err(),
+        "a DELETE that says the key was absent right after a PUT"
+    );
 }
 
 /// An update whose previous version is remote: its recycle mark (an RDMA
@@ -234,10 +265,16 @@ fn update_with_failed_mark(faults: Faults) -> (Result<bool, Error>, u64, Option<
     c.state_mut().faults = faults;
     cluster
         .fabric
-        .inject(NodeId(1), Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Write))
+        .inject(
+            NodeId(1),
+            Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Write),
+        )
         .unwrap();
     let r = c.put(&k, b"v2");
-    assert!(!cluster.fabric.injection_pending(NodeId(1)), "the mark was hit");
+    assert!(
+        !cluster.fabric.injection_pending(NodeId(1)),
+        "the mark was hit"
+    );
     let leaked = c.last_stats().leaked;
     (r, leaked, c.get(&k).unwrap())
 }
@@ -340,7 +377,10 @@ fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
     let first = cluster.cfg.hasher().candidates(&k)[0].node;
     cluster
         .fabric
-        .inject(first, Injection::next(InjectedFault::FailAfterExecuting, 1).only(OpKind::Cas))
+        .inject(
+            first,
+            Injection::next(InjectedFault::FailAfterExecuting, 1).only(OpKind::Cas),
+        )
         .unwrap();
     let r = c.run_once(PutMachine::put(&k, b"v"));
     assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
@@ -367,7 +407,10 @@ fn crashed_mover(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, nessie_protocol::Cl
     let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
     assert!(a.run_until(is_state_flip));
     assert!(a.step(), "the copy commits");
-    assert!(a.peek().iter().any(|wr| is_index_cas(&wr.op)), "next: clear the source");
+    assert!(
+        a.peek().iter().any(|wr| is_index_cas(&wr.op)),
+        "next: clear the source"
+    );
     drop(a); // crash
     (m, g, b)
 }
@@ -397,7 +440,10 @@ fn insert_from_the_destination_side(faults: Faults) -> Result<bool, Error> {
 
 #[test]
 fn hole4_a_committed_copy_is_finished_from_its_destination_side() {
-    assert_eq!(insert_from_the_destination_side(Faults::default()), Ok(false));
+    assert_eq!(
+        insert_from_the_destination_side(Faults::default()),
+        Ok(false)
+    );
 }
 
 #[test]
@@ -406,7 +452,10 @@ fn hole4_reinstated_inserts_are_blocked_forever() {
         conflict_ends_put: true,
         ..Faults::default()
     };
-    assert_eq!(insert_from_the_destination_side(landed), Err(Error::Timeout));
+    assert_eq!(
+        insert_from_the_destination_side(landed),
+        Err(Error::Timeout)
+    );
 }
 
 /// q's first source holds an insert in progress (within its owner's
@@ -422,7 +471,10 @@ fn insert_past_a_busy_source(faults: Faults) -> Result<bool, Error> {
     b.put(&m, b"mv").unwrap();
     b.put(&g, b"gv").unwrap();
     let mut z_writer = cluster.stepper(0, 0, PutMachine::put(&z, b"zv"));
-    assert!(z_writer.run_until(is_state_flip), "z installed at slot 1, verified");
+    assert!(
+        z_writer.run_until(is_state_flip),
+        "z installed at slot 1, verified"
+    );
     b.state_mut().faults = faults;
     b.put(&q, b"qv")
 }
@@ -453,7 +505,11 @@ fn hole5_multiple_reads_keeps_the_cache() {
     cluster.client(2, 0).put(&k, b"value").unwrap();
     let mut reader = cluster.client(0, 0);
     assert_eq!(reader.get(&k).unwrap(), Some(b"value".to_vec()));
-    assert_eq!(reader.last_stats().data_reads, 2, "header and key, then the value");
+    assert_eq!(
+        reader.last_stats().data_reads,
+        2,
+        "header and key, then the value"
+    );
     assert_eq!(reader.get(&k).unwrap(), Some(b"value".to_vec()));
     let s = reader.last_stats();
     assert_eq!((s.index_reads, s.data_reads), (1, 0), "a cache hit: {s}");
@@ -465,7 +521,9 @@ fn hole5_a_certified_absence_read_after_the_deadline_is_discarded() {
     let mut d = cluster.stepper(0, 0, PutMachine::delete(b"absent"));
     assert!(d.step(), "scan");
     assert!(d.deliver(), "the certifying reads land ...");
-    cluster.fabric.advance(cluster.cfg.expiration + Duration::from_millis(1));
+    cluster
+        .fabric
+        .advance(cluster.cfg.expiration + Duration::from_millis(1));
     let (r, _, _) = d.finish(); // ... and are processed after the deadline.
     assert_eq!(r, Err(Error::Timeout));
 }
@@ -489,7 +547,11 @@ fn hole5_no_mutation_after_the_commit_is_posted_inside_the_margin() {
     let (r, m, _) = d.finish();
     assert_eq!(r, Ok(true), "the DELETE committed");
     assert_eq!(m.stats().index_cas, 1, "the install only");
-    assert_eq!(c.get(&k).unwrap(), None, "a linked tombstone answers not found");
+    assert_eq!(
+        c.get(&k).unwrap(),
+        None,
+        "a linked tombstone answers not found"
+    );
     assert_eq!(c.put(&k, b"again"), Ok(false));
 }
 
@@ -510,7 +572,10 @@ fn the_outcome_of_every_error_class() {
     ] {
         assert_eq!(e.outcome(), Outcome::NotCommitted, "{e}");
     }
-    assert_eq!(Error::OutcomeUnknown("x".into()).outcome(), Outcome::Unknown);
+    assert_eq!(
+        Error::OutcomeUnknown("x".into()).outcome(),
+        Outcome::Unknown
+    );
     assert!(!Error::OutcomeUnknown("x".into()).is_retryable());
     let _ = (KvOp::Get, KvRet::Unknown);
 }
