@@ -438,7 +438,7 @@ impl SimFabric {
             },
             false => (None, None),
         };
-        let executes = fault.map_or(true, InjectedFault::executes);
+        let executes = fault.is_none_or(InjectedFault::executes);
         let result = match op {
             Op::LocalRead { offset, len } => target
                 .memory
@@ -487,7 +487,7 @@ impl SimFabric {
         Executed {
             target: Some(target),
             result,
-            deliver: fault.map_or(true, InjectedFault::delivers),
+            deliver: fault.is_none_or(InjectedFault::delivers),
         }
     }
 }

@@ -550,7 +550,7 @@ fn every_injected_fault_does_what_it_says() {
         }
         assert!(!f.injection_pending(N1), "{fault:?}: used up");
         // The next operation is untouched.
-        assert_eq!(cas(&mut ep, addr, 9, 10).is_ok(), true);
+        assert!(cas(&mut ep, addr, 9, 10).is_ok());
     }
 }
 

@@ -453,7 +453,7 @@ impl World {
         let now = self.now(s, c).0;
         let skew = self.cfg.clock_skew.as_nanos() as u64;
         s.mem.index_words().filter_map(IndexEntry::dte).all(|d| {
-            s.mem.entry(&self.cfg, d).map_or(true, |(h, _, _)| {
+            s.mem.entry(&self.cfg, d).is_none_or(|(h, _, _)| {
                 !h.state.state.is_uncommitted()
                     || h.state.state == DteState::Aborted
                     || now > h.deadline + skew

@@ -19,6 +19,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use crate::history::KvOp;
 
+/// A key-value map as the sequential specification sees it.
+type KvMap = BTreeMap<Vec<u8>, Vec<u8>>;
+
 /// What an operation returned, as the model records it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ModelRet {
@@ -171,7 +174,7 @@ pub fn linearizable(initial: &BTreeMap<Vec<u8>, Vec<u8>>, ops: &[CheckedOp<'_>])
             })
         })
         .collect();
-    let mut seen: HashSet<(u64, BTreeMap<Vec<u8>, Vec<u8>>)> = HashSet::new();
+    let mut seen: HashSet<(u64, KvMap)> = HashSet::new();
     let mut stack = vec![(0u64, initial.clone())];
     while let Some((done, state)) = stack.pop() {
         if done & must == must {

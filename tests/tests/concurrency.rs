@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nessie_fabric_sim::LatencyModel;
+use nessie_fabric_sim::{LatencyModel, TransferOrder};
 use nessie_protocol::Config;
 use nessie_tests::{assert_linearizable, run_workload, SimCluster, Workload};
 
@@ -88,4 +88,30 @@ fn tiny_index_tables_with_two_candidates() {
     };
     let cluster = SimCluster::new(small);
     check(&cluster, Workload::new(200, 8, 40, 15, 6));
+}
+
+/// Multi-word transfers landing highest word first, or in a random order per
+/// transfer (a NIC may split a transfer into packets that land in any
+/// order), with CAS windows widened: readers see other tears than the
+/// ascending order shows.
+#[test]
+fn hot_keys_with_transfers_landing_in_any_word_order() {
+    for (order, seed) in [(TransferOrder::Descending, 7), (TransferOrder::Random, 8)] {
+        let cluster = SimCluster::with_sim(cfg(), |s| {
+            s.with_transfer_order(order).with_yield_inside_cas(true)
+        });
+        check(&cluster, Workload::new(200, 3, 50, 10, seed));
+    }
+}
+
+#[test]
+fn recursive_migrates_with_transfers_landing_in_random_word_order() {
+    let small = Config {
+        index_slots_per_node: 6,
+        max_migrate_depth: 6,
+        ..cfg()
+    };
+    let cluster = SimCluster::with_sim(small, |s| s.with_transfer_order(TransferOrder::Random));
+    let stats = check(&cluster, Workload::new(200, 12, 40, 15, 9));
+    assert!(stats.migrations > 0, "{stats:?}");
 }
