@@ -2,10 +2,12 @@
 //! mixed workload on a simulated Nessie cluster; `nessie bench` ([`mod@bench`])
 //! compares Nessie with NessieSD, NessieHY and Pilaf side by side on the same
 //! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
-//! the stores of both.
+//! the stores of both. `nessie inserts` ([`inserts`]) measures what an insert
+//! costs as the index fills up.
 
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod inserts;
 pub mod run;
 pub mod sizing;

@@ -5,8 +5,9 @@
 //! throughput, latency and what each kind of operation cost on the fabric.
 //! `nessie bench` compares Nessie with NessieSD, NessieHY and Pilaf side by
 //! side on the same simulated fabric and reproduces the papers' experiments.
+//! `nessie inserts` measures round trips per insert as the index fills up.
 
-use nessie_cli::{bench, run};
+use nessie_cli::{bench, inserts, run};
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -26,6 +27,9 @@ enum Command {
     /// Compare Nessie, NessieSD, NessieHY and Pilaf side by side (interleaved),
     /// or run one of the papers' experiments (--experiment).
     Bench(bench::BenchArgs),
+    /// Round trips per insert against index load factor, for N = 2, 3, 4 and
+    /// both MIGRATE searches (the workshop paper's Table 1).
+    Inserts(inserts::InsertsArgs),
 }
 
 fn main() {
@@ -39,6 +43,7 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::bench(&args).map_err(|e| e.to_string()),
+        Command::Inserts(args) => inserts::inserts(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

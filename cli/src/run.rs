@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// Recursive MIGRATE depth before a PUT reports the index table full.
     #[arg(long, default_value_t = 6)]
     migrate_depth: u8,
+    /// How a PUT searches for a chain of MIGRATEs when its candidates are
+    /// all taken.
+    #[arg(long, value_enum, default_value = "breadth-first")]
+    migrate_search: crate::inserts::SearchArg,
     /// Simulated per-operation fabric latency in microseconds (0: none).
     #[arg(long, default_value_t = 0.0)]
     latency_us: f64,
@@ -121,7 +125,10 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
         expiration: Duration::from_millis(200),
     })
     .map_err(Error::from)?;
-    Ok(cfg)
+    Ok(Config {
+        migrate_search: args.migrate_search.config(),
+        ..cfg
+    })
 }
 
 fn xorshift(s: &mut u64) -> u64 {

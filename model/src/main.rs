@@ -64,6 +64,10 @@ enum Command {
         /// Override the world's bound on clock jumps per path (0: none).
         #[arg(long)]
         delays: Option<u8>,
+        /// MIGRATE search by depth first with backtracking
+        /// (`MigrateSearch::DepthFirst`) instead of the default breadth first.
+        #[arg(long)]
+        depth_first: bool,
         /// Override the world's attempts per operation.
         #[arg(long)]
         attempts: Option<u8>,
@@ -173,6 +177,7 @@ fn run(cli: Cli) -> Result<bool, String> {
             max_faults,
             stop_at,
             delays,
+            depth_first,
         } => {
             let f = faults(&fs)?;
             let mut list = if name == "all" {
@@ -180,6 +185,9 @@ fn run(cli: Cli) -> Result<bool, String> {
             } else {
                 vec![world(&name, f, late_landing)?]
             };
+            if depth_first {
+                list = list.into_iter().map(worlds::depth_first).collect();
+            }
             for w in &mut list {
                 w.max_ticks = ticks.unwrap_or(w.max_ticks);
                 w.max_attempts = attempts.unwrap_or(w.max_attempts);

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{ClientId, Config, Faults, IteAddr, NodeId};
+use nessie_protocol::{ClientId, Config, Faults, IteAddr, MigrateSearch, NodeId};
 
 use crate::history::KvOp;
 use crate::memory::WordOrder;
@@ -246,6 +246,21 @@ pub fn recursive_migrate() -> World {
         (b, Some(b"v-b".to_vec())),
         (cc, Some(b"v-c".to_vec())),
     ];
+    w
+}
+
+/// `recursive-migrate` with the depth-first MIGRATE search
+/// (`MigrateSearch::DepthFirst`: one entry at a time, with backtracking).
+pub fn recursive_migrate_depth_first() -> World {
+    depth_first(recursive_migrate())
+}
+
+/// `w` with the depth-first MIGRATE search.
+pub fn depth_first(mut w: World) -> World {
+    let mut c = (*w.cfg).clone();
+    c.migrate_search = MigrateSearch::DepthFirst;
+    w.cfg = Arc::new(c);
+    w.name.push_str("-depth-first");
     w
 }
 
@@ -551,6 +566,7 @@ pub fn ci_worlds() -> Vec<World> {
         migrate_put_get(),
         delete_during_migrate(),
         recursive_migrate(),
+        recursive_migrate_depth_first(),
         get_races_migrate(f),
         puts_race_a_delete(f),
         migrate_install_fails(f),
@@ -575,6 +591,7 @@ pub fn by_name(name: &str) -> Option<World> {
         "migrate-put-get" => migrate_put_get(),
         "delete-during-migrate" => delete_during_migrate(),
         "recursive-migrate" => recursive_migrate(),
+        "recursive-migrate-depth-first" => recursive_migrate_depth_first(),
         "crash-and-reclaim" => crash_and_reclaim(),
         "three-clients-two-keys" => three_clients_two_keys(),
         "three-clients-big" => three_clients_big(),
@@ -593,7 +610,7 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 19] = [
+pub const NAMES: [&str; 20] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -601,6 +618,7 @@ pub const NAMES: [&str; 19] = [
     "migrate-put-get",
     "delete-during-migrate",
     "recursive-migrate",
+    "recursive-migrate-depth-first",
     "crash-and-reclaim",
     "three-clients-two-keys",
     "three-clients-big",

@@ -130,14 +130,15 @@ fn untimed_worlds_hold_every_property() {
     all_hold(vec![
         (worlds::two_writers_one_key(), 25243),
         (worlds::three_candidates(), 15342),
-        (worlds::migrate(), 20324),
-        (worlds::migrate_without_previous_versions(), 28866),
-        (worlds::migrate_put_get(), 81875),
-        (worlds::delete_during_migrate(), 8981),
-        (worlds::recursive_migrate(), 466),
-        (worlds::get_races_migrate(Faults::default()), 440),
+        (worlds::migrate(), 20942),
+        (worlds::migrate_without_previous_versions(), 29276),
+        (worlds::migrate_put_get(), 93965),
+        (worlds::delete_during_migrate(), 11819),
+        (worlds::recursive_migrate(), 490),
+        (worlds::recursive_migrate_depth_first(), 466),
+        (worlds::get_races_migrate(Faults::default()), 500),
         (worlds::puts_race_a_delete(Faults::default()), 50494),
-        (worlds::migrate_install_fails(Faults::default()), 2381),
+        (worlds::migrate_install_fails(Faults::default()), 2151),
     ]);
 }
 
@@ -146,8 +147,8 @@ fn timed_worlds_hold_every_property() {
     let f = Faults::default();
     all_hold(vec![
         (worlds::crash_and_reclaim(), 3942305),
-        (worlds::late_owner_commit(f, f), 3080522),
-        (worlds::late_migrate_install(f), 4042164),
+        (worlds::late_owner_commit(f, f), 586960),
+        (worlds::late_migrate_install(f), 5726249),
         (worlds::cached_writer(f), 4047414),
         (worlds::cached_reader(f), 198151),
         (worlds::failed_completions(f), 3574626),
@@ -231,7 +232,7 @@ fn an_overrunning_owner_is_harmless_when_it_commits_by_nic_cas_but_not_by_cpu_st
     let overrun = broken(|f| f.ignore_deadline = true);
     all_hold(vec![(
         worlds::late_owner_commit(overrun, Faults::default()),
-        4_893_995,
+        993_643,
     )]);
     // The reclaimed entry flipped valid by the owner's CPU store: an
     // acknowledged write is lost (found at quiescence, or by a later read).
@@ -297,8 +298,8 @@ fn late_landings_no_longer_break_the_migrate_and_commit_stories() {
         (w, pinned)
     };
     all_hold(vec![
-        late(worlds::late_migrate_install(f), 4_430_112),
-        late(worlds::late_owner_commit(f, f), 3_277_843),
+        late(worlds::late_migrate_install(f), 6_309_119),
+        late(worlds::late_owner_commit(f, f), 617_641),
     ]);
 }
 

@@ -67,6 +67,8 @@ pub struct Config {
     pub deadline_margin: Duration,
     /// Recursive MIGRATE depth at which a PUT gives up with `TableFull`.
     pub max_migrate_depth: u8,
+    /// How a PUT whose candidates are all taken looks for a chain of moves.
+    pub migrate_search: MigrateSearch,
     /// Entries in each client's local cache of remote data table entries (0: off).
     pub cache_capacity: usize,
     /// GETs fall back to an in-progress entry's previous version.
@@ -93,12 +95,28 @@ impl Default for Config {
             clock_skew: Duration::from_millis(1),
             deadline_margin: Duration::from_millis(10),
             max_migrate_depth: 4,
+            migrate_search: MigrateSearch::BreadthFirst,
             cache_capacity: 1024,
             previous_versions: true,
             multiple_reads: false,
             retry: RetryPolicy::default(),
         }
     }
+}
+
+/// How a PUT whose candidates are all taken searches the cuckoo graph for a
+/// chain of MIGRATEs that frees one of them (docs/protocol.md §5.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MigrateSearch {
+    /// Breadth first, two rounds per level whatever its width, for the
+    /// shortest chain; bounded by `max_migrate_depth` and by what the
+    /// attempt can still afford, then `TableFull` at once (as MemC3 and
+    /// libcuckoo search).
+    #[default]
+    BreadthFirst,
+    /// Depth first with backtracking, one entry at a time, moving as it
+    /// goes (the first version of this crate, kept for comparison).
+    DepthFirst,
 }
 
 /// Why a configuration was rejected.

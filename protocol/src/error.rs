@@ -14,7 +14,9 @@ pub enum Error {
     #[error("concurrent operation interfered; retry")]
     Conflict,
     /// Every candidate index table entry is taken and MIGRATE could not free
-    /// one within the configured depth: enlarge the index tables or delete keys.
+    /// one within the configured depth (or, searching breadth first, within
+    /// what one attempt can afford before its deadline): enlarge the index
+    /// tables or delete keys.
     #[error("index table full: no free entry within migrate depth {depth}")]
     TableFull {
         /// The depth limit that was reached.

@@ -38,7 +38,7 @@ pub mod stats;
 pub mod time;
 
 pub use client::Client;
-pub use config::{Config, ConfigError, RetryPolicy};
+pub use config::{Config, ConfigError, MigrateSearch, RetryPolicy};
 pub use error::{Error, Outcome};
 pub use faults::Faults;
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};

@@ -11,8 +11,8 @@ use std::time::Duration;
 use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
 use nessie_model::{check_history, KvOp, KvRet, Recorder};
 use nessie_protocol::{
-    ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IteAddr, Machine, NodeId,
-    OpKind, Outcome, PutMachine,
+    ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IteAddr, Machine,
+    MigrateSearch, NodeId, OpKind, Outcome, PutMachine,
 };
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
 use nessie_tests::{find_key, slot, tiny_config, SimCluster};
@@ -460,8 +460,13 @@ fn hole4_reinstated_inserts_are_blocked_forever() {
 
 /// q's first source holds an insert in progress (within its owner's
 /// deadline); its second source holds g, which can move to the empty slot 3.
-fn insert_past_a_busy_source(faults: Faults) -> Result<bool, Error> {
-    let cluster = SimCluster::manual_clock(tiny_config());
+/// (The depth-first search meets the sources one after another; the
+/// breadth-first one never expands a busy entry.)
+fn insert_past_a_busy_source(search: MigrateSearch, faults: Faults) -> Result<bool, Error> {
+    let cluster = SimCluster::manual_clock(Config {
+        migrate_search: search,
+        ..tiny_config()
+    });
     let c = &cluster.cfg;
     let m = find_key(c, "m", |k| k == [slot(0), slot(3)]);
     let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
@@ -481,7 +486,14 @@ fn insert_past_a_busy_source(faults: Faults) -> Result<bool, Error> {
 
 #[test]
 fn hole4_a_conflict_at_one_source_lets_the_put_try_the_next() {
-    assert_eq!(insert_past_a_busy_source(Faults::default()), Ok(false));
+    assert_eq!(
+        insert_past_a_busy_source(MigrateSearch::DepthFirst, Faults::default()),
+        Ok(false)
+    );
+    assert_eq!(
+        insert_past_a_busy_source(MigrateSearch::BreadthFirst, Faults::default()),
+        Ok(false)
+    );
 }
 
 #[test]
@@ -490,7 +502,16 @@ fn hole4_reinstated_one_busy_source_fails_the_put() {
         conflict_ends_put: true,
         ..Faults::default()
     };
-    assert_eq!(insert_past_a_busy_source(landed), Err(Error::Timeout));
+    assert_eq!(
+        insert_past_a_busy_source(MigrateSearch::DepthFirst, landed),
+        Err(Error::Timeout)
+    );
+    // Breadth first there is no "next source": the busy entry is not
+    // expanded, and the chain through g is found in the same search.
+    assert_eq!(
+        insert_past_a_busy_source(MigrateSearch::BreadthFirst, landed),
+        Ok(false)
+    );
 }
 
 // ----- hole 5: what the documentation promised -------------------------------

@@ -82,6 +82,9 @@ pub(crate) struct Migrate {
     alloc: AllocStep,
     /// What an owner abort reports once done (see `WriteLogic`).
     abort_reason: Option<Error>,
+    /// Following a path the breadth-first search found: no search of its
+    /// own, and no backtracking (a path that no longer works is a conflict).
+    planned: bool,
 }
 
 type Out = Option<Result<(), Error>>;
@@ -100,7 +103,33 @@ impl Migrate {
             mv: Move::default(),
             alloc: AllocStep::default(),
             abort_reason: None,
+            planned: false,
         }
+    }
+
+    /// Frees `path[0]` (one of `avoid`, the PUT's candidates) along a chain
+    /// the breadth-first search found: the deepest entry's key moves first
+    /// (into an empty alternative), then each entry's key into the entry
+    /// freed below it. A step that finds no empty alternative any more (the
+    /// table changed since the search) ends in `Conflict`.
+    pub fn along(path: &[IteAddr], avoid: Vec<IteAddr>) -> Migrate {
+        let mut m = Migrate::new(path[0], avoid);
+        m.frames = path
+            .iter()
+            .enumerate()
+            .map(|(i, &slot)| Frame {
+                slot,
+                depth: u8::try_from(i + 1).unwrap_or(u8::MAX),
+                next_alt: 0,
+            })
+            .collect();
+        for &s in &path[1..] {
+            if !m.path.contains(&s) {
+                m.path.push(s);
+            }
+        }
+        m.planned = true;
+        m
     }
 
     fn top(&self) -> Option<Frame> {
@@ -221,6 +250,9 @@ impl Migrate {
         if let Some(k) = self.mv.alt_words.iter().position(|w| w.is_empty()) {
             self.mv.dst = self.mv.alt[k];
             return self.copy(cx);
+        }
+        if self.planned {
+            return Some(Err(Error::Conflict));
         }
         if f.depth >= cx.cfg().max_migrate_depth {
             return self.frame_failed(cx);

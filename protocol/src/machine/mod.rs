@@ -17,6 +17,7 @@ mod get;
 pub(crate) mod io;
 mod migrate;
 mod recover;
+mod search;
 mod write;
 
 pub use context::{ClientId, ClientState, Cx};

@@ -33,6 +33,7 @@
 //! deadline.
 
 use crate::addr::{DteAddr, IteAddr};
+use crate::config::MigrateSearch;
 use crate::error::Error;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
@@ -40,6 +41,7 @@ use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, commit_won, word, written, Results};
 use crate::machine::migrate::Migrate;
 use crate::machine::recover::{Destination, Recover};
+use crate::machine::search::{CuckooSearch, Found};
 use crate::machine::Logic;
 use crate::time::Nanos;
 
@@ -60,6 +62,7 @@ enum Phase {
     Recovering(Recover),
     AwaitHelp,
     AwaitCertify,
+    Searching(Box<CuckooSearch>),
     Migrating(Box<Migrate>),
     AwaitAllocScan,
     AwaitWrite,
@@ -99,6 +102,10 @@ pub struct WriteLogic {
 }
 
 type Out = Option<Result<bool, Error>>;
+
+/// Broken paths (the table changed under a planned chain of moves) after
+/// which a breadth-first PUT gives the attempt up as a conflict.
+const MAX_PATH_CONFLICTS: u32 = 2;
 
 fn conflict() -> Out {
     Some(Err(Error::Conflict))
@@ -240,6 +247,14 @@ impl WriteLogic {
             self.target = e;
             return self.prepare(cx);
         }
+        if cx.cfg().migrate_search == MigrateSearch::BreadthFirst {
+            if self.migrate_conflicts > MAX_PATH_CONFLICTS {
+                return conflict();
+            }
+            let (s, out) = CuckooSearch::start(cx, &self.cands, &self.words);
+            self.phase = Phase::Searching(Box::new(s));
+            return self.on_search(cx, out);
+        }
         if self.migrate_source >= self.cands.len() {
             if self.migrate_conflicts > 0 {
                 // Some source met interference: worth another attempt.
@@ -265,6 +280,31 @@ impl WriteLogic {
         }
     }
 
+    fn step_search(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Searching(s) = &mut self.phase else {
+            return conflict();
+        };
+        let out = s.advance(cx, results);
+        self.on_search(cx, out)
+    }
+
+    fn on_search(&mut self, cx: &mut Cx<'_>, out: Option<Result<Found, Error>>) -> Out {
+        match out? {
+            Ok(Found::Path(path)) => {
+                let m = Migrate::along(&path, self.cands.clone());
+                self.phase = Phase::Migrating(Box::new(m));
+                self.step_migrate(cx, Vec::new())
+            }
+            // An entry in progress kept the search from exploring all it
+            // could: another attempt may find a path.
+            Ok(Found::NoPath { blocked: true, .. }) => conflict(),
+            Ok(Found::NoPath { .. }) => Some(Err(Error::TableFull {
+                depth: cx.cfg().max_migrate_depth,
+            })),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     fn step_migrate(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
         let Phase::Migrating(m) = &mut self.phase else {
             return conflict();
@@ -272,6 +312,15 @@ impl WriteLogic {
         match m.advance(cx, results) {
             None => None,
             Some(Ok(())) => self.scan(cx),
+            Some(Err(Error::Conflict))
+                if cx.cfg().migrate_search == MigrateSearch::BreadthFirst
+                    && !cx.client.faults.conflict_ends_put =>
+            {
+                // The path the search found broke (the table changed since,
+                // or a move is in progress on it): search again.
+                self.migrate_conflicts += 1;
+                self.scan(cx)
+            }
             Some(Err(Error::TableFull { .. })) => {
                 // Try freeing the next candidate instead.
                 self.migrate_source += 1;
@@ -610,6 +659,10 @@ impl Logic for WriteLogic {
             p @ Phase::Recovering(_) => {
                 self.phase = p;
                 self.step_recover(cx, results)
+            }
+            p @ Phase::Searching(_) => {
+                self.phase = p;
+                self.step_search(cx, results)
             }
             p @ Phase::Migrating(_) => {
                 self.phase = p;

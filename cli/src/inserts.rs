@@ -1,0 +1,260 @@
+//! `nessie inserts`: what an insert costs as the index fills up.
+//!
+//! One client fills an empty index (on the simulated fabric, no latency:
+//! the figures are counts, not times) with new keys until a PUT is refused
+//! with `TableFull`, for each number of candidates N and each MIGRATE search
+//! (breadth first, depth first), and reports the round trips of the inserts
+//! made just below each index load factor: average, maximum, and how many
+//! were refused. The workshop paper's Table 1 (two hash functions) is
+//! printed beside N = 2.
+
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_protocol::{Client, ClientId, Config, Error, Fabric, MigrateSearch, NodeId};
+use serde::Serialize;
+
+/// Options of `nessie inserts`.
+#[derive(Args, Debug, Clone)]
+pub struct InsertsArgs {
+    /// Cuckoo candidates per key to measure, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,3,4")]
+    pub candidates: Vec<u8>,
+    /// Index load factors to report, comma separated (each row averages the
+    /// inserts made while the load was within `--window` below it).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.1,0.25,0.5,0.75,0.9,0.95"
+    )]
+    pub loads: Vec<f64>,
+    /// Width of the load window each row averages over.
+    #[arg(long, default_value_t = 0.02)]
+    pub window: f64,
+    /// Nodes (the index is spread over all of them).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u16,
+    /// Index table entries per node.
+    #[arg(long, default_value_t = 2048)]
+    pub slots_per_node: u32,
+    /// Longest chain of moves (`max_migrate_depth`).
+    #[arg(long, default_value_t = 10)]
+    pub max_depth: u8,
+    /// Searches to compare.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "breadth-first,depth-first"
+    )]
+    pub search: Vec<SearchArg>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A MIGRATE search on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SearchArg {
+    /// [`MigrateSearch::BreadthFirst`].
+    BreadthFirst,
+    /// [`MigrateSearch::DepthFirst`].
+    DepthFirst,
+}
+
+impl SearchArg {
+    /// The protocol's setting.
+    pub fn config(self) -> MigrateSearch {
+        match self {
+            SearchArg::BreadthFirst => MigrateSearch::BreadthFirst,
+            SearchArg::DepthFirst => MigrateSearch::DepthFirst,
+        }
+    }
+}
+
+/// One row: the inserts made within a window below one load factor.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Candidates per key.
+    pub candidates: u8,
+    /// The search.
+    pub search: SearchArg,
+    /// The load factor the window ends at.
+    pub load: f64,
+    /// Inserts attempted in the window.
+    pub inserts: u64,
+    /// Average round trips of an insert (refused ones included).
+    pub avg_round_trips: f64,
+    /// Most round trips of one insert.
+    pub max_round_trips: u64,
+    /// Inserts refused with `TableFull`.
+    pub refused: u64,
+}
+
+/// One fill: a series per (N, search), and the load at the first refusal.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fill {
+    /// Candidates per key.
+    pub candidates: u8,
+    /// The search.
+    pub search: SearchArg,
+    /// Index load when the first insert was refused (`None`: none was, up
+    /// to the highest load measured).
+    pub first_refusal_load: Option<f64>,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// The workshop paper's Table 1 (round trips per write, two hash functions).
+pub const WORKSHOP_TABLE_1: [(f64, f64); 5] = [
+    (0.1, 2.5),
+    (0.25, 3.5),
+    (0.5, 5.8),
+    (0.75, 9.9),
+    (0.9, 13.3),
+];
+
+/// Fills one index and measures it.
+pub fn fill(args: &InsertsArgs, candidates: u8, search: SearchArg) -> Result<Fill, Error> {
+    let entries = u64::from(args.nodes) * u64::from(args.slots_per_node);
+    let cfg = Arc::new(Config {
+        nodes: args.nodes,
+        index_slots_per_node: args.slots_per_node,
+        // Every key lives in the one client's data table, plus the copies
+        // moves make (recycled after the expiration period).
+        dtes_per_node: u32::from(args.nodes) * args.slots_per_node * 4,
+        expiration: std::time::Duration::from_millis(50),
+        clients_per_node: 1,
+        max_key_len: 16,
+        max_value_len: 8,
+        candidates,
+        max_migrate_depth: args.max_depth,
+        migrate_search: search.config(),
+        cache_capacity: 0,
+        ..Config::default()
+    });
+    let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    let ep = fabric.open(NodeId(0))?;
+    let id = ClientId {
+        node: NodeId(0),
+        index: 0,
+    };
+    let mut client = Client::new(cfg, id, ep)?;
+    let mut loads: Vec<f64> = args.loads.clone();
+    loads.sort_by(f64::total_cmp);
+    let mut rows: Vec<Row> = loads
+        .iter()
+        .map(|&load| Row {
+            candidates,
+            search,
+            load,
+            inserts: 0,
+            avg_round_trips: 0.0,
+            max_round_trips: 0,
+            refused: 0,
+        })
+        .collect();
+    let top = loads.last().copied().unwrap_or(0.0);
+    let mut stored = 0u64;
+    let mut first_refusal = None;
+    let mut k = 0u64;
+    while (stored as f64) < top * entries as f64 && k < entries * 2 {
+        let load = stored as f64 / entries as f64;
+        let r = client.put(format!("key-{k}").as_bytes(), b"v");
+        k += 1;
+        let rt = client.last_stats().round_trips;
+        let refused = match r {
+            Ok(_) => {
+                stored += 1;
+                false
+            }
+            Err(Error::TableFull { .. }) => {
+                first_refusal.get_or_insert(load);
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        for row in rows.iter_mut() {
+            if load < row.load && load >= row.load - args.window {
+                row.inserts += 1;
+                row.avg_round_trips += rt as f64;
+                row.max_round_trips = row.max_round_trips.max(rt);
+                row.refused += u64::from(refused);
+            }
+        }
+        if first_refusal.is_some() && refused && load < top - args.window {
+            // Refusals below the last window: keep filling (another key may
+            // still fit), but stop once most inserts fail.
+            if rows.iter().map(|r| r.refused).sum::<u64>() > entries / 20 {
+                break;
+            }
+        }
+    }
+    for row in &mut rows {
+        if row.inserts > 0 {
+            row.avg_round_trips /= row.inserts as f64;
+        }
+    }
+    Ok(Fill {
+        candidates,
+        search,
+        first_refusal_load: first_refusal,
+        rows,
+    })
+}
+
+/// Runs every fill and prints the table (or JSON).
+pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
+    let mut fills = Vec::new();
+    for &n in &args.candidates {
+        for &s in &args.search {
+            fills.push(fill(args, n, s)?);
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&fills).map_err(|e| Error::Corrupt(e.to_string()))?
+        );
+        return Ok(());
+    }
+    println!(
+        "round trips per insert against index load ({} nodes x {} entries, max depth {}, one client, no contention)",
+        args.nodes, args.slots_per_node, args.max_depth
+    );
+    println!(
+        "{:>4} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>10}",
+        "N", "search", "load", "inserts", "avg RTs", "max", "refused", "paper N=2"
+    );
+    for f in &fills {
+        for r in &f.rows {
+            let paper = WORKSHOP_TABLE_1
+                .iter()
+                .find(|(l, _)| (l - r.load).abs() < 1e-9 && f.candidates == 2)
+                .map(|(_, v)| format!("{v:.1}"))
+                .unwrap_or_default();
+            let search = match f.search {
+                SearchArg::BreadthFirst => "breadth-first",
+                SearchArg::DepthFirst => "depth-first",
+            };
+            println!(
+                "{:>4} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>10}",
+                f.candidates,
+                search,
+                r.load,
+                r.inserts,
+                r.avg_round_trips,
+                r.max_round_trips,
+                r.refused,
+                paper
+            );
+        }
+        match f.first_refusal_load {
+            Some(l) => println!("{:>4} {:>14} first refusal at load {l:.3}", "", ""),
+            None => println!("{:>4} {:>14} no refusal", "", ""),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! The cuckoo search of a PUT whose candidates are all taken: breadth first
+//! for the shortest chain of moves that frees one of them (as MemC3 and
+//! libcuckoo search), bounded by what one attempt can afford.
+//!
+//! Level by level, in two rounds per level whatever its width:
+//! 1. read the header and key of the data table entry each frontier index
+//!    table entry names (one round);
+//! 2. read every not yet visited alternative candidate of those keys (one
+//!    round). An empty one ends the search: the path from the PUT's
+//!    candidate down to its parent is the chain of moves to make, deepest
+//!    first (docs/protocol.md §5.5).
+//!
+//! An entry that its own MIGRATE step can free without moving anything (a
+//! tombstone, a committed copy still linked at its source, an abandoned
+//! entry to reclaim, or an entry whose alternative names the same data table
+//! entry: a copy met from its destination side) ends the search too: the
+//! path leads to it.
+//!
+//! Before each level the search checks what the attempt can still afford,
+//! from the costs it measured so far (elapsed time per round and per
+//! request): the level's requests plus executing a path of that length
+//! (about [`ROUNDS_PER_MOVE`] rounds a move) plus the PUT's own install,
+//! verify and commit must fit before the deadline minus the margin; the
+//! frontier is cut to the width that fits. When no entry fits, or
+//! `max_migrate_depth` is reached, or no entry is left to expand, the search
+//! ends without a path and the PUT reports `TableFull` at once (retrying
+//! would repeat the same search).
+
+use std::collections::HashSet;
+
+use crate::addr::IteAddr;
+use crate::error::Error;
+use crate::layout::{DteKind, DteState, IndexEntry};
+use crate::machine::context::Cx;
+use crate::machine::io::{word, Results};
+use crate::time::{duration_nanos, Nanos};
+
+/// Rounds one move of a path costs when executed (read the source entry and
+/// its data table entry, read the key's alternatives, write the copy, lock,
+/// install, commit, finish, mark).
+pub const ROUNDS_PER_MOVE: u64 = 9;
+
+/// Rounds the PUT needs after its search (scan again, install, verify,
+/// commit).
+const ROUNDS_AFTER: u64 = 4;
+
+/// Most index table entries read in one level (the frontier beyond is
+/// dropped, deterministically): bounds the bytes and work requests of a
+/// round on wide, full tables.
+pub const MAX_FRONTIER: usize = 256;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Node {
+    slot: IteAddr,
+    word: IndexEntry,
+    parent: Option<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Reading the data table entries of `frontier`.
+    AwaitKeys,
+    /// Reading the index table entries of `children` (of the frontier).
+    AwaitAlternatives { children: Vec<usize> },
+}
+
+/// The breadth-first search sub-machine.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CuckooSearch {
+    nodes: Vec<Node>,
+    visited: Vec<IteAddr>,
+    frontier: Vec<usize>,
+    depth: u8,
+    started: Nanos,
+    rounds: u64,
+    requests: u64,
+    blocked: bool,
+    phase: Phase,
+}
+
+/// How a search ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Free these entries, deepest last in the list (each one's key moves
+    /// into the next one's freed entry; the last is freed by its own move).
+    Path(Vec<IteAddr>),
+    /// No path within the depth limit or the attempt's budget. `blocked`:
+    /// an entry in progress (or torn under the read) was left unexplored, so
+    /// another attempt may find a path; otherwise the table is full as far as
+    /// one attempt can see.
+    NoPath { depth: u8, blocked: bool },
+}
+
+type Out = Option<Result<Found, Error>>;
+
+impl CuckooSearch {
+    /// Starts from the PUT's candidates and the words its scan read (all
+    /// present).
+    pub fn start(cx: &mut Cx<'_>, cands: &[IteAddr], words: &[IndexEntry]) -> (CuckooSearch, Out) {
+        let nodes: Vec<Node> = cands
+            .iter()
+            .zip(words)
+            .map(|(&slot, &word)| Node {
+                slot,
+                word,
+                parent: None,
+            })
+            .collect();
+        let mut s = CuckooSearch {
+            frontier: (0..nodes.len()).collect(),
+            visited: cands.to_vec(),
+            nodes,
+            depth: 1,
+            started: cx.now,
+            rounds: 0,
+            requests: 0,
+            blocked: false,
+            phase: Phase::AwaitKeys,
+        };
+        let out = s.read_keys(cx);
+        (s, out)
+    }
+
+    fn path_to(&self, mut i: usize) -> Vec<IteAddr> {
+        let mut path = vec![self.nodes[i].slot];
+        while let Some(p) = self.nodes[i].parent {
+            path.push(self.nodes[p].slot);
+            i = p;
+        }
+        path.reverse();
+        path
+    }
+
+    /// How many frontier entries the attempt can afford to expand in the
+    /// next level, and still execute a path of that level's length, at the
+    /// costs measured so far: a round trip (elapsed time per round) for each
+    /// round of the path, and the elapsed time per request for the level's
+    /// own requests (one per entry plus N - 1 alternatives each), whichever
+    /// is dearer.
+    fn affordable_width(&self, cx: &Cx<'_>) -> usize {
+        if self.rounds == 0 {
+            return MAX_FRONTIER;
+        }
+        let elapsed = cx.now.0.saturating_sub(self.started.0);
+        let rtt = elapsed / self.rounds;
+        let per_request = elapsed / self.requests.max(1);
+        let path = rtt.saturating_mul(ROUNDS_PER_MOVE * u64::from(self.depth) + ROUNDS_AFTER);
+        let margin = duration_nanos(cx.cfg().deadline_margin);
+        let left = cx
+            .deadline
+            .0
+            .saturating_sub(cx.now.0)
+            .saturating_sub(margin)
+            .saturating_sub(path)
+            .saturating_sub(2 * rtt);
+        let per_entry = per_request.saturating_mul(u64::from(cx.cfg().candidates).max(1));
+        if per_entry == 0 {
+            return MAX_FRONTIER;
+        }
+        usize::try_from(left / per_entry).map_or(MAX_FRONTIER, |w| w.min(MAX_FRONTIER))
+    }
+
+    fn no_path(&self) -> Out {
+        Some(Ok(Found::NoPath {
+            depth: self.depth.saturating_sub(1),
+            blocked: self.blocked,
+        }))
+    }
+
+    fn read_keys(&mut self, cx: &mut Cx<'_>) -> Out {
+        self.frontier.truncate(self.affordable_width(cx));
+        if self.frontier.is_empty() || self.depth > cx.cfg().max_migrate_depth {
+            return self.no_path();
+        }
+        for &i in &self.frontier {
+            let d = self.nodes[i].word.dte()?;
+            cx.read_dte(d, false);
+        }
+        self.requests += self.frontier.len() as u64;
+        self.phase = Phase::AwaitKeys;
+        None
+    }
+
+    fn on_keys(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let mut children = Vec::new();
+        let frontier = std::mem::take(&mut self.frontier);
+        for (&i, r) in frontier.iter().zip(results) {
+            let d = self.nodes[i].word.dte()?;
+            let y = match cx.view(d, r) {
+                Ok(y) => y,
+                // Torn or reused under us: not a way forward this time.
+                Err(Error::Corrupt(_)) => {
+                    self.blocked = true;
+                    continue;
+                }
+                Err(e) => return Some(Err(e)),
+            };
+            let st = y.header.state;
+            let cands = cx.candidates(&y.key);
+            let Some(pos) = cands.iter().position(|&c| c == self.nodes[i].slot) else {
+                self.blocked = true;
+                continue;
+            };
+            let freeable = match st.state {
+                DteState::Deleted => true,
+                DteState::Valid => st.kind == Some(DteKind::Migrate) && usize::from(st.src) == pos,
+                DteState::Aborted => true,
+                DteState::Writing => cx.owner_expired(y.header.deadline),
+                DteState::Free => false,
+            };
+            if freeable {
+                return Some(Ok(Found::Path(self.path_to(i))));
+            }
+            if st.state != DteState::Valid {
+                // In progress within its owner's deadline (or never written):
+                // it may be movable later.
+                self.blocked = true;
+                continue;
+            }
+            for (j, &c) in cands.iter().enumerate() {
+                if j == pos || self.visited.contains(&c) {
+                    continue;
+                }
+                self.visited.push(c);
+                self.nodes.push(Node {
+                    slot: c,
+                    word: IndexEntry::NEVER_USED,
+                    parent: Some(i),
+                });
+                children.push(self.nodes.len() - 1);
+            }
+        }
+        children.truncate(MAX_FRONTIER);
+        if children.is_empty() {
+            return self.no_path();
+        }
+        for &c in &children {
+            cx.read_ite(self.nodes[c].slot);
+        }
+        self.requests += children.len() as u64;
+        self.phase = Phase::AwaitAlternatives { children };
+        None
+    }
+
+    fn on_alternatives(&mut self, children: Vec<usize>, results: &Results) -> Out {
+        let mut seen = HashSet::new();
+        for (&c, r) in children.iter().zip(results) {
+            let w = match word(r) {
+                Ok(w) => IndexEntry(w),
+                Err(e) => return Some(Err(e)),
+            };
+            self.nodes[c].word = w;
+            let parent = self.nodes[c].parent?;
+            if w.is_empty() || w == self.nodes[parent].word {
+                // Empty: the parent's key moves here. Or the same entry as
+                // the parent's: a committed copy met from its destination
+                // side, which the parent's move finishes first.
+                return Some(Ok(Found::Path(self.path_to(parent))));
+            }
+            // Two frontier entries naming one data table entry would read it
+            // twice: expand it once.
+            if seen.insert(w) {
+                self.frontier.push(c);
+            }
+        }
+        self.depth += 1;
+        None
+    }
+
+    /// Takes the completions of the last round.
+    pub fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        self.rounds += 1;
+        match std::mem::replace(&mut self.phase, Phase::AwaitKeys) {
+            Phase::AwaitKeys => self.on_keys(cx, &results),
+            Phase::AwaitAlternatives { children } => {
+                if let Some(out) = self.on_alternatives(children, &results) {
+                    return Some(out);
+                }
+                self.read_keys(cx)
+            }
+        }
+    }
+}

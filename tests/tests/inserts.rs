@@ -1,0 +1,168 @@
+//! Inserts into a filling index: each finishes within one attempt or is
+//! refused with `TableFull` at once, and the breadth-first MIGRATE search
+//! keeps the round trips of the deepest inserts bounded by the path length
+//! (docs/protocol.md §5.5). Figures: `nessie inserts`.
+
+use std::time::{Duration, Instant};
+
+use nessie_protocol::{Config, Endpoint, Error, Fabric, MigrateSearch, NodeId, PutMachine};
+use nessie_tests::step::Stepper;
+use nessie_tests::SimCluster;
+
+fn small_index(search: MigrateSearch) -> Config {
+    Config {
+        nodes: 3,
+        index_slots_per_node: 200,
+        dtes_per_node: 32_768,
+        clients_per_node: 1,
+        max_key_len: 16,
+        max_value_len: 8,
+        candidates: 3,
+        max_migrate_depth: 10,
+        migrate_search: search,
+        cache_capacity: 0,
+        ..Config::default()
+    }
+}
+
+/// What filling the index until `refusals` inserts were refused showed.
+#[derive(Debug, Default)]
+struct FillReport {
+    stored: u64,
+    refused: u64,
+    max_round_trips: u64,
+    max_attempts: u64,
+    slowest: Duration,
+}
+
+fn fill(cluster: &SimCluster, refusals: u64) -> FillReport {
+    let mut c = cluster.client(0, 0);
+    let mut r = FillReport::default();
+    let mut k = 0;
+    while r.refused < refusals && k < 2_000 {
+        let t0 = Instant::now();
+        let out = c.put(format!("key-{k}").as_bytes(), b"v");
+        k += 1;
+        r.slowest = r.slowest.max(t0.elapsed());
+        let s = c.last_stats();
+        r.max_round_trips = r.max_round_trips.max(s.round_trips);
+        r.max_attempts = r.max_attempts.max(s.attempts);
+        match out {
+            Ok(_) => r.stored += 1,
+            Err(Error::TableFull { .. }) => r.refused += 1,
+            Err(e) => panic!("insert {k}: {e}"),
+        }
+    }
+    r
+}
+
+#[test]
+fn a_full_index_refuses_inserts_in_one_attempt_with_a_bounded_search() {
+    let cluster = SimCluster::manual_clock(small_index(MigrateSearch::BreadthFirst));
+    let r = fill(&cluster, 10);
+    eprintln!("breadth first: {r:?}");
+    let entries = 600;
+    assert!(
+        r.stored * 100 >= entries * 90,
+        "filled only to {}: {r:?}",
+        r.stored
+    );
+    assert_eq!(r.max_attempts, 1, "{r:?}");
+    // Ten levels of two rounds, ten moves, and the PUT's own rounds.
+    assert!(r.max_round_trips <= 2 * 10 + 9 * 10 + 8, "{r:?}");
+}
+
+#[test]
+fn depth_first_search_still_fills_the_index_but_costs_more_round_trips() {
+    let cluster = SimCluster::manual_clock(small_index(MigrateSearch::DepthFirst));
+    let dfs = fill(&cluster, 10);
+    let cluster = SimCluster::manual_clock(small_index(MigrateSearch::BreadthFirst));
+    let bfs = fill(&cluster, 10);
+    eprintln!("depth first: {dfs:?}\nbreadth first: {bfs:?}");
+    assert!(dfs.stored * 100 >= 600 * 85, "{dfs:?}");
+    assert!(
+        dfs.max_round_trips > bfs.max_round_trips,
+        "{dfs:?} vs {bfs:?}"
+    );
+}
+
+/// Fills the index with one client whose every round costs `RTT` plus
+/// `PER_REQUEST` per request, on a manual clock (so the figures do not
+/// depend on this machine's load): what each insert ended in, and the
+/// longest virtual time one took.
+fn fill_in_virtual_time(
+    search: MigrateSearch,
+    t: Duration,
+) -> (Vec<Result<bool, Error>>, Duration) {
+    const RTT: Duration = Duration::from_micros(100);
+    const PER_REQUEST: Duration = Duration::from_micros(5);
+    let cfg = Config {
+        expiration: t,
+        deadline_margin: Duration::from_millis(1),
+        clock_skew: Duration::from_micros(100),
+        ..small_index(search)
+    };
+    let cluster = SimCluster::manual_clock(cfg);
+    let (mut state, _) = cluster.parts(0, 0);
+    let mut results = Vec::new();
+    let mut longest = Duration::ZERO;
+    let mut refused = 0;
+    for k in 0..2_000 {
+        let ep = cluster.fabric.open(NodeId(0)).unwrap();
+        let key = format!("key-{k}");
+        let mut s = Stepper::new(PutMachine::put(key.as_bytes(), b"v"), state, ep);
+        let start = s.endpoint().now();
+        loop {
+            let n = s.peek().len() as u32;
+            if n == 0 {
+                break;
+            }
+            cluster.fabric.advance(RTT + PER_REQUEST * n);
+            if !s.step() {
+                break;
+            }
+        }
+        longest = longest.max(Duration::from_nanos(s.endpoint().now().0 - start.0));
+        let (r, _, st) = s.finish();
+        state = st;
+        refused += u32::from(matches!(r, Err(Error::TableFull { .. })));
+        results.push(r);
+        if refused >= 10 {
+            break;
+        }
+    }
+    (results, longest)
+}
+
+/// A small expiration period (T = 6 ms) against 100 us round trips: a long
+/// chain of moves no longer fits in one attempt. The breadth-first search
+/// sees that and refuses at once; every insert ends, in one attempt, in
+/// success or `TableFull`, never by running out of time (which the `Client`
+/// would retry, repeating the same search until its operation timeout).
+#[test]
+fn with_a_short_expiration_every_insert_finishes_or_is_refused_within_one_attempt() {
+    let t = Duration::from_millis(6);
+    let (results, longest) = fill_in_virtual_time(MigrateSearch::BreadthFirst, t);
+    let timeouts = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::Timeout)))
+        .count();
+    let stored = results.iter().filter(|r| r.is_ok()).count();
+    eprintln!("breadth first: {stored} stored, {timeouts} timeouts, longest insert {longest:?}");
+    let unexpected: Vec<_> = results
+        .iter()
+        .filter(|r| !matches!(r, Ok(_) | Err(Error::TableFull { .. })))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+    assert!(longest <= t, "{longest:?}");
+    assert!(stored * 100 >= 600 * 75, "{stored}");
+
+    // The depth-first search in the same world: inserts run out of time.
+    let (results, longest) = fill_in_virtual_time(MigrateSearch::DepthFirst, t);
+    let timeouts = results
+        .iter()
+        .filter(|r| matches!(r, Err(Error::Timeout)))
+        .count();
+    eprintln!("depth first: {timeouts} timeouts, longest insert {longest:?}");
+    assert!(timeouts > 0);
+}
