@@ -3,11 +3,13 @@
 //! compares Nessie with NessieSD, NessieHY and Pilaf side by side on the same
 //! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
 //! the stores of both. `nessie inserts` ([`inserts`]) measures what an insert
-//! costs as the index fills up.
+//! costs as the index fills up; `nessie pipeline` ([`mod@pipeline`]) what
+//! many operations in flight per client thread buy.
 
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod inserts;
+pub mod pipeline;
 pub mod run;
 pub mod sizing;

@@ -5,9 +5,10 @@
 //! throughput, latency and what each kind of operation cost on the fabric.
 //! `nessie bench` compares Nessie with NessieSD, NessieHY and Pilaf side by
 //! side on the same simulated fabric and reproduces the papers' experiments.
-//! `nessie inserts` measures round trips per insert as the index fills up.
+//! `nessie inserts` measures round trips per insert as the index fills up;
+//! `nessie pipeline` measures what many operations in flight per thread buy.
 
-use nessie_cli::{bench, inserts, run};
+use nessie_cli::{bench, inserts, pipeline, run};
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -30,6 +31,9 @@ enum Command {
     /// Round trips per insert against index load factor, for N = 2, 3, 4 and
     /// both MIGRATE searches (the workshop paper's Table 1).
     Inserts(inserts::InsertsArgs),
+    /// Operations per second of one client thread against the number of
+    /// operations it keeps in flight (a pipeline's depth).
+    Pipeline(pipeline::PipelineArgs),
 }
 
 fn main() {
@@ -44,6 +48,7 @@ fn main() {
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::bench(&args).map_err(|e| e.to_string()),
         Command::Inserts(args) => inserts::inserts(&args).map_err(|e| e.to_string()),
+        Command::Pipeline(args) => pipeline::pipeline(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

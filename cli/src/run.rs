@@ -1,13 +1,15 @@
 //! `nessie run`: a mixed workload on a simulated cluster, with per-operation
 //! fabric accounting.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
+use nessie_fabric_sim::{LatencyModel, SimConfig, SimEndpoint, SimFabric};
+use nessie_protocol::pipeline::{Pipeline, Request, Response};
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats};
 
 use crate::bench::workload::key_of;
@@ -52,6 +54,10 @@ pub struct RunArgs {
     /// Simulated per-operation fabric latency in microseconds (0: none).
     #[arg(long, default_value_t = 0.0)]
     latency_us: f64,
+    /// Operations each client thread keeps in flight (a pipeline of this
+    /// depth; each in-flight operation runs as its own protocol client).
+    #[arg(long, default_value_t = 1)]
+    depth: u16,
     /// Seed of the workload generators.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -109,6 +115,11 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
     if !(args.load_factor > 0.0 && args.load_factor <= 0.95) {
         return Err(RunError::Arg("--load-factor must be in (0, 0.95]".into()));
     }
+    if args.depth == 0 || u32::from(args.clients) * u32::from(args.depth) > u32::from(u16::MAX) {
+        return Err(RunError::Arg(
+            "--depth must be at least 1 (and clients x depth fit in 16 bits)".into(),
+        ));
+    }
     if args.keys == 0 || args.clients == 0 || args.seconds <= 0.0 || args.key_size < 8 {
         return Err(RunError::Arg(
             "--keys, --clients and --seconds must be positive, --key-size at least 8".into(),
@@ -116,7 +127,7 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
     }
     let cfg = crate::sizing::store_config(&crate::sizing::Shape {
         nodes: args.nodes,
-        clients: args.clients,
+        clients: args.clients * args.depth.max(1),
         keys: u64::from(args.keys),
         key_size: args.key_size,
         value_size: args.value_size,
@@ -146,7 +157,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let fabric = SimFabric::new(sim).map_err(|e| RunError::Sim(e.to_string()))?;
     let mut clients = Vec::new();
     for n in 0..cfg.nodes {
-        for i in 0..cfg.clients_per_node {
+        for i in (0..cfg.clients_per_node).step_by(usize::from(args.depth.max(1))) {
             let ep = fabric.open(NodeId(n)).map_err(Error::from)?;
             clients.push(Client::new(
                 cfg.clone(),
@@ -198,6 +209,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         .enumerate()
         .map(|(ci, mut c)| {
             let (stop, barrier, args) = (stop.clone(), barrier.clone(), args.clone());
+            let fabric = fabric.clone();
             thread::spawn(move || {
                 let mut rng = args.seed ^ ((ci as u64 + 1) * 0x9e37_79b9_7f4a_7c15) | 1;
                 let mut kinds = [
@@ -206,6 +218,16 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
                     KindStats::default(),
                 ];
                 let mut n = 0u64;
+                if args.depth > 1 {
+                    let id = c.state().id;
+                    let cfg = c.state().cfg.clone();
+                    let ep = fabric.open(id.node).expect("node is up");
+                    let mut p = Pipeline::new(cfg, id.node, id.index, args.depth, ep)
+                        .expect("clients_per_node sized for the depth");
+                    barrier.wait();
+                    pipelined(&mut p, &args, ci, &mut rng, &stop, &mut kinds);
+                    return kinds;
+                }
                 barrier.wait();
                 while !stop.load(Ordering::Relaxed) {
                     let key = key_of(xorshift(&mut rng) % u64::from(args.keys), args.key_size);
@@ -250,6 +272,55 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let elapsed = start.elapsed().as_secs_f64();
     report(&mut total, elapsed);
     Ok(())
+}
+
+/// The workload loop of one client thread with `--depth` above 1: twice the
+/// depth submitted, results taken as they come.
+fn pipelined(
+    p: &mut Pipeline<SimEndpoint>,
+    args: &RunArgs,
+    ci: usize,
+    rng: &mut u64,
+    stop: &AtomicBool,
+    kinds: &mut [KindStats; 3],
+) {
+    let mut started: HashMap<u64, (usize, Instant)> = HashMap::new();
+    let mut done = Vec::new();
+    let mut tag = 0u64;
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        while !stopping && p.outstanding() < 2 * p.depth() {
+            let key = key_of(xorshift(rng) % u64::from(args.keys), args.key_size);
+            let dice = (xorshift(rng) % 100) as u32;
+            let (kind, req) = if dice < args.get_pct {
+                (0, Request::Get(key))
+            } else if dice < args.get_pct + args.delete_pct {
+                (2, Request::Delete(key))
+            } else {
+                let mut v = vec![b'w'; args.value_size as usize];
+                let t = format!("{ci}:{tag}");
+                let len = t.len().min(v.len());
+                v[..len].copy_from_slice(&t.as_bytes()[..len]);
+                (1, Request::Put(key, v))
+            };
+            started.insert(tag, (kind, Instant::now()));
+            p.submit(tag, req);
+            tag += 1;
+        }
+        if stopping && p.outstanding() == 0 {
+            return;
+        }
+        p.progress(&mut done, Duration::from_millis(1));
+        for f in done.drain(..) {
+            let Some((kind, t)) = started.remove(&f.tag) else {
+                continue;
+            };
+            if let Ok(Response::Get(Some(v))) = &f.result {
+                kinds[0].value_bytes += v.len() as u64;
+            }
+            kinds[kind].add(f.stats, t.elapsed(), f.result.is_ok());
+        }
+    }
 }
 
 fn pct(sorted: &[u64], p: f64) -> f64 {

@@ -16,6 +16,8 @@
 //! - [`alloc`], [`cache`]: the data table entry allocator/recycler and the local cache.
 //! - [`machine`]: the GET, PUT/DELETE, MIGRATE and recovery state machines.
 //! - [`driver`], [`client`]: a blocking driver and the `Client` API with retries.
+//! - [`pipeline`]: many operations in flight per thread over one endpoint
+//!   (batches, a non-blocking API and runtime-agnostic futures).
 //!
 //! The precise protocol, with every departure from the papers, is in
 //! `docs/protocol.md` of the repository.
@@ -34,6 +36,7 @@ pub mod faults;
 pub mod hash;
 pub mod layout;
 pub mod machine;
+pub mod pipeline;
 pub mod stats;
 pub mod time;
 

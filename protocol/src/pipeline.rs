@@ -1,0 +1,490 @@
+//! Many operations in flight per client thread: a [`Pipeline`] keeps up to
+//! `depth` operation machines in flight over one endpoint, polls the
+//! completions and advances whichever machine each belongs to, with the
+//! retry, back-off and deadline rules of [`Client`](crate::Client).
+//!
+//! The machines are sans-IO already, so nothing in the protocol changes:
+//! each in-flight operation runs as its own client (its own [`ClientState`]:
+//! data table share, allocator and cache), so that the pipeline is, to the
+//! protocol, exactly `depth` independent clients that happen to share one
+//! endpoint. That is what the model checker and the other checkers explore,
+//! so no new interleaving is introduced; it costs `depth` client ids (and
+//! data table shares) on the node: configure `clients_per_node` for it.
+//!
+//! Work request ids are renumbered on the way out (each machine numbers its
+//! own requests from zero) and mapped back on the way in; a completion that
+//! arrives after its machine gave the round up is dropped.
+//!
+//! Three ways to use it:
+//! - [`Pipeline::run`]: a batch of [`Request`]s, results in request order;
+//! - [`Pipeline::submit`] and [`Pipeline::progress`]: non-blocking, for a
+//!   caller's own event loop;
+//! - [`AsyncPipeline`]: futures driven by completions, on any executor (each
+//!   poll makes progress without blocking and asks to be polled again, as an
+//!   RDMA polling loop does).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll as TaskPoll};
+use std::time::Duration;
+
+use crate::addr::NodeId;
+use crate::config::{Config, ConfigError};
+use crate::error::Error;
+use crate::fabric::{Completion, Endpoint, OpId};
+use crate::machine::{ClientId, ClientState, GetMachine, Machine, Poll, PutMachine};
+use crate::stats::OpStats;
+use crate::time::Nanos;
+
+/// How long one wait for completions may block before every machine is
+/// polled again (so that deadlines and back-offs are noticed).
+const WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// One operation for a pipeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// GET this key.
+    Get(Vec<u8>),
+    /// PUT this key and value.
+    Put(Vec<u8>, Vec<u8>),
+    /// DELETE this key.
+    Delete(Vec<u8>),
+}
+
+/// An operation that finished: the caller's tag, its result, and the fabric
+/// work of all its attempts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// The tag it was submitted under.
+    pub tag: u64,
+    /// Its result.
+    pub result: Result<Response, Error>,
+    /// What its attempts issued.
+    pub stats: OpStats,
+}
+
+/// What an operation of a pipeline returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// A GET's value, if the key was present.
+    Get(Option<Vec<u8>>),
+    /// A PUT: whether the key existed.
+    Put(bool),
+    /// A DELETE: whether the key existed.
+    Delete(bool),
+}
+
+enum AnyMachine {
+    Get(GetMachine),
+    Write(PutMachine, bool),
+}
+
+impl AnyMachine {
+    fn new(req: &Request) -> AnyMachine {
+        match req {
+            Request::Get(k) => AnyMachine::Get(GetMachine::get(k)),
+            Request::Put(k, v) => AnyMachine::Write(PutMachine::put(k, v), false),
+            Request::Delete(k) => AnyMachine::Write(PutMachine::delete(k), true),
+        }
+    }
+
+    fn poll(&mut self, st: &mut ClientState, now: Nanos) -> Poll<Result<Response, Error>> {
+        match self {
+            AnyMachine::Get(m) => match m.poll(st, now) {
+                Poll::Post(w) => Poll::Post(w),
+                Poll::Pending => Poll::Pending,
+                Poll::Done(r) => Poll::Done(r.map(Response::Get)),
+            },
+            AnyMachine::Write(m, delete) => match m.poll(st, now) {
+                Poll::Post(w) => Poll::Post(w),
+                Poll::Pending => Poll::Pending,
+                Poll::Done(r) if *delete => Poll::Done(r.map(Response::Delete)),
+                Poll::Done(r) => Poll::Done(r.map(Response::Put)),
+            },
+        }
+    }
+
+    fn complete(&mut self, c: Completion) {
+        match self {
+            AnyMachine::Get(m) => m.complete(c),
+            AnyMachine::Write(m, _) => m.complete(c),
+        }
+    }
+
+    fn stats(&self) -> OpStats {
+        match self {
+            AnyMachine::Get(m) => m.stats(),
+            AnyMachine::Write(m, _) => m.stats(),
+        }
+    }
+}
+
+struct InFlight {
+    tag: u64,
+    req: Request,
+    machine: AnyMachine,
+    attempts: u32,
+    start: Nanos,
+    backoff: Duration,
+    /// Backing off: the next attempt starts at this time.
+    ready_at: Option<Nanos>,
+    stats: OpStats,
+    /// Renumbered ids of this attempt's posted requests.
+    ids: Vec<u64>,
+    span: tracing::Span,
+}
+
+struct Slot {
+    state: ClientState,
+    op: Option<InFlight>,
+}
+
+/// Up to `depth` operations in flight over one endpoint (module docs).
+pub struct Pipeline<E: Endpoint> {
+    slots: Vec<Slot>,
+    ep: E,
+    queue: VecDeque<(u64, Request)>,
+    routes: HashMap<u64, (usize, OpId)>,
+    next_id: u64,
+    rng: u64,
+    completions: Vec<Completion>,
+    total: OpStats,
+}
+
+impl<E: Endpoint> Pipeline<E> {
+    /// A pipeline of `depth` operations in flight on `ep` (an endpoint on
+    /// `node`), running as the clients `first_index .. first_index + depth`
+    /// of `node`.
+    pub fn new(
+        cfg: Arc<Config>,
+        node: NodeId,
+        first_index: u16,
+        depth: u16,
+        ep: E,
+    ) -> Result<Pipeline<E>, Error> {
+        let end = u32::from(first_index) + u32::from(depth);
+        if depth == 0 || end > u32::from(cfg.clients_per_node) {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "pipeline depth",
+                value: format!("{first_index} + {depth}"),
+                reason: "a pipeline needs depth >= 1 client ids below clients_per_node",
+            }));
+        }
+        let slots = (first_index..first_index + depth)
+            .map(|index| {
+                ClientState::new(cfg.clone(), ClientId { node, index })
+                    .map(|state| Slot { state, op: None })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Pipeline {
+            slots,
+            ep,
+            queue: VecDeque::new(),
+            routes: HashMap::new(),
+            next_id: 1,
+            rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(node.0) << 32) ^ u64::from(first_index),
+            completions: Vec::new(),
+            total: OpStats::default(),
+        })
+    }
+
+    /// Operations in flight at most.
+    pub fn depth(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Operations submitted and not yet finished (queued or in flight).
+    pub fn outstanding(&self) -> usize {
+        self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count()
+    }
+
+    /// Fabric work of every operation finished so far.
+    pub fn total_stats(&self) -> OpStats {
+        self.total
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &E {
+        &self.ep
+    }
+
+    /// Queues `req` under the caller's `tag` (returned with its result by
+    /// [`Pipeline::progress`]); it starts as soon as a slot is free.
+    pub fn submit(&mut self, tag: u64, req: Request) {
+        self.queue.push_back((tag, req));
+    }
+
+    /// Runs `requests` with up to `depth` in flight and returns their
+    /// results in request order.
+    pub fn run(
+        &mut self,
+        requests: impl IntoIterator<Item = Request>,
+    ) -> Vec<Result<Response, Error>> {
+        let mut results: Vec<Option<Result<Response, Error>>> = Vec::new();
+        for (i, r) in requests.into_iter().enumerate() {
+            self.submit(i as u64, r);
+            results.push(None);
+        }
+        let mut done = Vec::new();
+        while self.outstanding() > 0 {
+            self.progress(&mut done, WAIT_SLICE);
+            for f in done.drain(..) {
+                if let Some(slot) = results.get_mut(f.tag as usize) {
+                    *slot = Some(f.result);
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Conflict)))
+            .collect()
+    }
+
+    /// Makes all the progress it can: starts queued operations in free
+    /// slots, polls every machine (posting its next round), delivers the
+    /// completions that arrived and, if nothing moved, waits for one at most
+    /// `wait` (0: never blocks). Finished operations are appended to `done`.
+    pub fn progress(&mut self, done: &mut Vec<Finished>, wait: Duration) {
+        let before = done.len();
+        self.start_queued();
+        let posted = self.poll_all(done);
+        self.ep.poll(&mut self.completions);
+        if self.completions.is_empty() && !posted && done.len() == before && !wait.is_zero() {
+            let wait = self.time_to_next_retry().map_or(wait, |d| d.min(wait));
+            self.ep.wait(&mut self.completions, wait);
+        }
+        self.deliver();
+    }
+
+    fn start_queued(&mut self) {
+        let now = self.ep.now();
+        for slot in &mut self.slots {
+            if slot.op.is_some() {
+                continue;
+            }
+            let Some((tag, req)) = self.queue.pop_front() else {
+                break;
+            };
+            let span = tracing::debug_span!("pipelined", client = %slot.state.id, tag);
+            slot.op = Some(InFlight {
+                tag,
+                machine: AnyMachine::new(&req),
+                req,
+                attempts: 1,
+                start: now,
+                backoff: slot.state.cfg.retry.initial_backoff,
+                ready_at: None,
+                stats: OpStats::default(),
+                ids: Vec::new(),
+                span,
+            });
+        }
+    }
+
+    fn time_to_next_retry(&self) -> Option<Duration> {
+        let now = self.ep.now();
+        self.slots
+            .iter()
+            .filter_map(|s| s.op.as_ref()?.ready_at)
+            .map(|t| Duration::from_nanos(t.0.saturating_sub(now.0)))
+            .min()
+    }
+
+    /// Polls every machine until it waits; returns whether anything was
+    /// posted.
+    fn poll_all(&mut self, done: &mut Vec<Finished>) -> bool {
+        let mut posted = false;
+        for i in 0..self.slots.len() {
+            loop {
+                let now = self.ep.now();
+                let slot = &mut self.slots[i];
+                let Some(op) = slot.op.as_mut() else {
+                    break;
+                };
+                if let Some(t) = op.ready_at {
+                    if now < t {
+                        break;
+                    }
+                    op.ready_at = None;
+                    op.attempts += 1;
+                    op.machine = AnyMachine::new(&op.req);
+                }
+                let _g = op.span.clone().entered();
+                match op.machine.poll(&mut slot.state, now) {
+                    Poll::Pending => break,
+                    Poll::Post(wrs) => {
+                        posted = true;
+                        for mut wr in wrs {
+                            let mid = wr.id;
+                            let gid = self.next_id;
+                            self.next_id += 1;
+                            wr.id = OpId(gid);
+                            if let Err(e) = self.ep.post(wr) {
+                                op.machine.complete(Completion {
+                                    id: mid,
+                                    result: Err(e),
+                                });
+                            } else {
+                                self.routes.insert(gid, (i, mid));
+                                op.ids.push(gid);
+                            }
+                        }
+                    }
+                    Poll::Done(r) => {
+                        for gid in op.ids.drain(..) {
+                            self.routes.remove(&gid);
+                        }
+                        op.stats += op.machine.stats();
+                        if let Some(retry_at) =
+                            Self::retry_at(&slot.state, op, &r, now, &mut self.rng)
+                        {
+                            tracing::debug!(error = ?r.as_ref().err(), "attempt failed; backing off");
+                            op.ready_at = Some(retry_at);
+                            continue;
+                        }
+                        let op = slot.op.take().expect("in flight");
+                        self.total += op.stats;
+                        let r = match r {
+                            Err(Error::Conflict) => Err(Error::Timeout),
+                            r => r,
+                        };
+                        done.push(Finished {
+                            tag: op.tag,
+                            result: r,
+                            stats: op.stats,
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+        posted
+    }
+
+    /// When a failed attempt is retried (the `Client`'s rules: retryable
+    /// errors only, within the attempt limit and the operation timeout, after
+    /// an exponential, jittered back-off), or `None` to report it.
+    fn retry_at(
+        state: &ClientState,
+        op: &mut InFlight,
+        r: &Result<Response, Error>,
+        now: Nanos,
+        rng: &mut u64,
+    ) -> Option<Nanos> {
+        let e = r.as_ref().err()?;
+        let policy = state.cfg.retry;
+        if !e.is_retryable()
+            || (policy.max_attempts != 0 && op.attempts >= policy.max_attempts)
+            || now.since(op.start) >= policy.op_timeout
+        {
+            return None;
+        }
+        *rng ^= *rng >> 12;
+        *rng ^= *rng << 25;
+        *rng ^= *rng >> 27;
+        let r = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let base = op.backoff.as_nanos() as u64;
+        let jittered = base / 2 + r % (base / 2 + 1);
+        op.backoff = (op.backoff * 2).min(policy.max_backoff);
+        Some(now.plus(Duration::from_nanos(jittered)))
+    }
+
+    fn deliver(&mut self) {
+        for c in self.completions.drain(..) {
+            let Some((slot, mid)) = self.routes.remove(&c.id.0) else {
+                // Its machine gave the round up at the deadline.
+                continue;
+            };
+            if let Some(op) = self.slots[slot].op.as_mut() {
+                op.machine.complete(Completion {
+                    id: mid,
+                    result: c.result,
+                });
+            }
+        }
+    }
+}
+
+/// A [`Pipeline`] whose operations are futures, for one thread (not
+/// `Send`): each future, when polled, makes progress on the whole pipeline
+/// without blocking and, until its own operation has finished, asks its
+/// executor to poll it again. No particular runtime is needed.
+pub struct AsyncPipeline<E: Endpoint> {
+    inner: Rc<RefCell<Shared<E>>>,
+}
+
+struct Shared<E: Endpoint> {
+    pipeline: Pipeline<E>,
+    next_tag: u64,
+    results: HashMap<u64, Result<Response, Error>>,
+}
+
+impl<E: Endpoint> AsyncPipeline<E> {
+    /// Wraps `pipeline`.
+    pub fn new(pipeline: Pipeline<E>) -> AsyncPipeline<E> {
+        AsyncPipeline {
+            inner: Rc::new(RefCell::new(Shared {
+                pipeline,
+                next_tag: 0,
+                results: HashMap::new(),
+            })),
+        }
+    }
+
+    /// Starts `req`; the future resolves to its result.
+    pub fn call(&self, req: Request) -> OpFuture<E> {
+        let mut s = self.inner.borrow_mut();
+        let tag = s.next_tag;
+        s.next_tag += 1;
+        s.pipeline.submit(tag, req);
+        OpFuture {
+            inner: self.inner.clone(),
+            tag,
+        }
+    }
+
+    /// GET `key`.
+    pub fn get(&self, key: &[u8]) -> OpFuture<E> {
+        self.call(Request::Get(key.to_vec()))
+    }
+
+    /// PUT `key` = `value`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> OpFuture<E> {
+        self.call(Request::Put(key.to_vec(), value.to_vec()))
+    }
+
+    /// DELETE `key`.
+    pub fn delete(&self, key: &[u8]) -> OpFuture<E> {
+        self.call(Request::Delete(key.to_vec()))
+    }
+}
+
+/// The future of one pipelined operation.
+pub struct OpFuture<E: Endpoint> {
+    inner: Rc<RefCell<Shared<E>>>,
+    tag: u64,
+}
+
+impl<E: Endpoint> Future for OpFuture<E> {
+    type Output = Result<Response, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> TaskPoll<Self::Output> {
+        let mut s = self.inner.borrow_mut();
+        if let Some(r) = s.results.remove(&self.tag) {
+            return TaskPoll::Ready(r);
+        }
+        let mut done = Vec::new();
+        s.pipeline.progress(&mut done, Duration::ZERO);
+        s.results
+            .extend(done.into_iter().map(|f| (f.tag, f.result)));
+        if let Some(r) = s.results.remove(&self.tag) {
+            return TaskPoll::Ready(r);
+        }
+        cx.waker().wake_by_ref();
+        TaskPoll::Pending
+    }
+}

@@ -1,0 +1,206 @@
+//! Pipelines: many operations in flight per client thread over one endpoint
+//! (`nessie_protocol::pipeline`), in batches, through the non-blocking API
+//! and as futures; their concurrent histories are linearizable, a lost
+//! completion ends at the deadline, and a pipeline deeper than the node's
+//! client ids is a typed error.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::Duration;
+
+use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
+use nessie_model::{KvOp, KvRet, Recorder};
+use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline, Request, Response};
+use nessie_protocol::{Config, Error, Fabric, NodeId};
+use nessie_tests::{assert_linearizable, SimCluster};
+
+fn cfg() -> Config {
+    Config {
+        clients_per_node: 8,
+        dtes_per_node: 8 * 1024,
+        ..Config::default()
+    }
+}
+
+fn pipeline(cluster: &SimCluster, node: u16, first: u16, depth: u16) -> Pipeline<SimEndpoint> {
+    let ep = cluster.fabric.open(NodeId(node)).unwrap();
+    Pipeline::new(cluster.cfg.clone(), NodeId(node), first, depth, ep).unwrap()
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key-{i}").into_bytes()
+}
+
+#[test]
+fn a_batch_returns_every_result_in_request_order() {
+    let cluster = SimCluster::new(cfg());
+    let mut p = pipeline(&cluster, 0, 0, 8);
+    let puts: Vec<_> = (0..100)
+        .map(|i| Request::Put(key(i), vec![i as u8; 10]))
+        .collect();
+    assert!(p.run(puts).iter().all(|r| r == &Ok(Response::Put(false))));
+    let gets: Vec<_> = (0..100).map(|i| Request::Get(key(i))).collect();
+    for (i, r) in p.run(gets).into_iter().enumerate() {
+        assert_eq!(r, Ok(Response::Get(Some(vec![i as u8; 10]))));
+    }
+    let deletes: Vec<_> = (0..100)
+        .step_by(2)
+        .map(|i| Request::Delete(key(i)))
+        .collect();
+    assert!(p
+        .run(deletes)
+        .iter()
+        .all(|r| r == &Ok(Response::Delete(true))));
+    // Another client sees the pipeline's writes.
+    let mut c = cluster.client(1, 0);
+    assert_eq!(c.get(&key(2)).unwrap(), None);
+    assert_eq!(c.get(&key(3)).unwrap(), Some(vec![3; 10]));
+    assert_eq!(p.outstanding(), 0);
+    assert!(p.total_stats().round_trips > 0);
+}
+
+#[test]
+fn a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error() {
+    let cluster = SimCluster::new(cfg());
+    let ep = cluster.fabric.open(NodeId(0)).unwrap();
+    let r = Pipeline::new(cluster.cfg.clone(), NodeId(0), 4, 5, ep);
+    assert!(matches!(r, Err(Error::Config(_))));
+}
+
+/// Three threads, each a pipeline of depth 4 with random operations on six
+/// hot keys, so that one pipeline's own operations race each other too;
+/// every operation is recorded from its submission to its result.
+#[test]
+fn pipelined_histories_on_hot_keys_are_linearizable() {
+    let cluster = Arc::new(SimCluster::new(cfg()));
+    let rec = Arc::new(Recorder::new());
+    let handles: Vec<_> = (0..3u16)
+        .map(|t| {
+            let (cluster, rec) = (cluster.clone(), rec.clone());
+            thread::spawn(move || {
+                let mut p = pipeline(&cluster, t, 0, 4);
+                let mut rng = 0x1234_5678_u64 + u64::from(t);
+                let mut pending = std::collections::HashMap::new();
+                let mut done = Vec::new();
+                for tag in 0..300u64 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let k = key((rng % 6) as usize);
+                    let (req, op) = match rng % 10 {
+                        0..=3 => (Request::Get(k.clone()), KvOp::Get),
+                        4..=8 => {
+                            let v = format!("{t}-{tag}").into_bytes();
+                            (Request::Put(k.clone(), v.clone()), KvOp::Put(v))
+                        }
+                        _ => (Request::Delete(k.clone()), KvOp::Delete),
+                    };
+                    pending.insert(tag, (k, op, rec.tick()));
+                    p.submit(tag, req);
+                    while p.outstanding() >= 8 {
+                        p.progress(&mut done, Duration::from_millis(1));
+                        record(&rec, t, &mut pending, &mut done);
+                    }
+                }
+                while p.outstanding() > 0 {
+                    p.progress(&mut done, Duration::from_millis(1));
+                    record(&rec, t, &mut pending, &mut done);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let n = assert_linearizable(&rec.events());
+    assert!(n > 500, "{n}");
+}
+
+type Pending = std::collections::HashMap<u64, (Vec<u8>, KvOp, u64)>;
+
+fn record(rec: &Recorder, t: u16, pending: &mut Pending, done: &mut Vec<Finished>) {
+    for Finished { tag, result: r, .. } in done.drain(..) {
+        let (key, op, invoke) = pending.remove(&tag).expect("submitted");
+        let ret = match r {
+            Ok(Response::Get(v)) => KvRet::Get(v),
+            Ok(Response::Put(e)) => KvRet::Put(e),
+            Ok(Response::Delete(e)) => KvRet::Delete(e),
+            Err(Error::OutcomeUnknown(_)) => KvRet::Unknown,
+            Err(_) => KvRet::NotCommitted,
+        };
+        rec.push(nessie_model::Event {
+            client: usize::from(t) * 100 + (tag % 100) as usize,
+            key,
+            op,
+            ret,
+            invoke,
+            response: rec.tick(),
+        });
+    }
+}
+
+/// Polls every future in turn until all are ready (a minimal executor: the
+/// pipeline's futures need no runtime).
+fn join_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    while out.iter().any(Option::is_none) {
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                if let Poll::Ready(v) = Pin::new(f).poll(&mut cx) {
+                    *o = Some(v);
+                }
+            }
+        }
+    }
+    out.into_iter().map(Option::unwrap).collect()
+}
+
+#[test]
+fn futures_complete_in_any_order_without_a_runtime() {
+    let cluster = SimCluster::new(cfg());
+    let p = AsyncPipeline::new(pipeline(&cluster, 0, 0, 8));
+    let puts: Vec<_> = (0..40).map(|i| p.put(&key(i), b"v")).collect();
+    assert!(join_all(puts)
+        .iter()
+        .all(|r| r == &Ok(Response::Put(false))));
+    let gets: Vec<_> = (0..40).rev().map(|i| p.get(&key(i))).collect();
+    assert!(join_all(gets)
+        .iter()
+        .all(|r| r == &Ok(Response::Get(Some(b"v".to_vec())))));
+}
+
+/// Node 1 loses every completion for a while: the operations whose requests
+/// went there end by their attempts' deadlines (and are retried), the others
+/// are not held up, and the batch finishes.
+#[test]
+fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
+    let cluster = SimCluster::new(Config {
+        expiration: Duration::from_millis(50),
+        deadline_margin: Duration::from_millis(5),
+        ..cfg()
+    });
+    let mut p = pipeline(&cluster, 0, 0, 8);
+    cluster
+        .fabric
+        .inject(NodeId(1), Injection::next(InjectedFault::Vanish, 20))
+        .unwrap();
+    let puts: Vec<_> = (0..60)
+        .map(|i| Request::Put(key(i), b"v".to_vec()))
+        .collect();
+    let results = p.run(puts);
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert!(ok >= 50, "{ok} of 60: {results:?}");
+    let mut c = cluster.client(2, 0);
+    for (i, r) in results.iter().enumerate() {
+        let now = c.get(&key(i)).unwrap();
+        match r {
+            Ok(_) => assert_eq!(now, Some(b"v".to_vec())),
+            Err(Error::OutcomeUnknown(_)) => {}
+            Err(_) => assert_eq!(now, None, "{r:?}"),
+        }
+    }
+}
