@@ -4,7 +4,8 @@
 //! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
 //! the stores of both. `nessie inserts` ([`inserts`]) measures what an insert
 //! costs as the index fills up; `nessie pipeline` ([`mod@pipeline`]) what
-//! many operations in flight per client thread buy.
+//! many operations in flight per client thread buy; `nessie sim`
+//! ([`mod@sim`]) runs Nessie's machines in the deterministic cluster simulator.
 
 #![warn(missing_docs)]
 
@@ -12,4 +13,5 @@ pub mod bench;
 pub mod inserts;
 pub mod pipeline;
 pub mod run;
+pub mod sim;
 pub mod sizing;

@@ -6,9 +6,10 @@
 //! `nessie bench` compares Nessie with NessieSD, NessieHY and Pilaf side by
 //! side on the same simulated fabric and reproduces the papers' experiments.
 //! `nessie inserts` measures round trips per insert as the index fills up;
-//! `nessie pipeline` measures what many operations in flight per thread buy.
+//! `nessie pipeline` measures what many operations in flight per thread buy;
+//! `nessie sim` runs the deterministic cluster simulator.
 
-use nessie_cli::{bench, inserts, pipeline, run};
+use nessie_cli::{bench, inserts, pipeline, run, sim};
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -34,6 +35,9 @@ enum Command {
     /// Operations per second of one client thread against the number of
     /// operations it keeps in flight (a pipeline's depth).
     Pipeline(pipeline::PipelineArgs),
+    /// Nessie's machines in the deterministic discrete-event cluster
+    /// simulator, in virtual time over a hardware profile.
+    Sim(sim::SimArgs),
 }
 
 fn main() {
@@ -49,6 +53,7 @@ fn main() {
         Command::Bench(args) => bench::bench(&args).map_err(|e| e.to_string()),
         Command::Inserts(args) => inserts::inserts(&args).map_err(|e| e.to_string()),
         Command::Pipeline(args) => pipeline::pipeline(&args).map_err(|e| e.to_string()),
+        Command::Sim(args) => sim::sim(&args).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -166,6 +166,13 @@ impl<E: Endpoint> Pipeline<E> {
         depth: u16,
         ep: E,
     ) -> Result<Pipeline<E>, Error> {
+        if ep.node() != node {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "pipeline endpoint",
+                value: format!("{} for {node}", ep.node()),
+                reason: "the endpoint must be on the pipeline's node",
+            }));
+        }
         let end = u32::from(first_index) + u32::from(depth);
         if depth == 0 || end > u32::from(cfg.clients_per_node) {
             return Err(Error::Config(ConfigError::OutOfRange {

@@ -1,0 +1,113 @@
+//! `nessie sim`: the deterministic cluster simulator (`nessie-sim`) from the
+//! command line: Nessie's machines in virtual time over a hardware profile,
+//! for each value size asked, with the simulator's own speed.
+
+use clap::Args;
+use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec};
+
+/// Options of `nessie sim`.
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Hardware profile: `tpds` (the TPDS paper's 10 GbE cluster) or `modern`
+    /// (100 Gb/s).
+    #[arg(long, default_value = "tpds")]
+    pub profile: String,
+    /// Nodes.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u16,
+    /// Client threads per node.
+    #[arg(long, default_value_t = 2)]
+    pub clients: u16,
+    /// Distinct keys (preloaded).
+    #[arg(long, default_value_t = 1000)]
+    pub keys: u64,
+    /// Key size in bytes.
+    #[arg(long, default_value_t = 32)]
+    pub key_size: u32,
+    /// Value sizes in bytes to simulate, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "256")]
+    pub value_sizes: Vec<u32>,
+    /// Percentage of GETs (the rest are PUTs of existing keys).
+    #[arg(long, default_value_t = 50)]
+    pub get_pct: u32,
+    /// Simulated seconds per point.
+    #[arg(long, default_value_t = 0.1)]
+    pub seconds: f64,
+    /// Index load factor.
+    #[arg(long, default_value_t = 0.4)]
+    pub load_factor: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs every point and prints them.
+pub fn sim(args: &SimArgs) -> Result<(), SimError> {
+    let profile: Profile = nessie_sim::profile::Profile::by_name(&args.profile)
+        .ok_or_else(|| {
+            SimError::Spec(format!("unknown profile {:?} (tpds, modern)", args.profile))
+        })?
+        .clone();
+    let mut points: Vec<(u32, SimReport)> = Vec::new();
+    for &v in &args.value_sizes {
+        let spec = SimSpec {
+            profile: profile.clone(),
+            nodes: args.nodes,
+            clients_per_node: args.clients,
+            keys: args.keys,
+            key_size: args.key_size,
+            value_size: v,
+            get_pct: args.get_pct,
+            seconds: args.seconds,
+            load_factor: args.load_factor,
+            seed: args.seed,
+        };
+        points.push((v, simulate(&spec)?));
+    }
+    if args.json {
+        let out: Vec<_> = points
+            .iter()
+            .map(|(v, r)| serde_json::json!({ "value_size": v, "report": r }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return Ok(());
+    }
+    println!(
+        "nessie sim: profile {}, {} nodes x {} client threads, {} keys, {} % GET, {} simulated s per point, seed {}",
+        profile.name, args.nodes, args.clients, args.keys, args.get_pct, args.seconds, args.seed
+    );
+    println!(
+        "{:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11} {:>7} {:>11}",
+        "value B",
+        "ops/s",
+        "GET us",
+        "GET p99",
+        "PUT us",
+        "PUT p99",
+        "B/op",
+        "RTs/op",
+        "events",
+        "wall s",
+        "events/s"
+    );
+    for (v, r) in &points {
+        println!(
+            "{:>8} {:>11.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>11} {:>7.2} {:>11.0}",
+            v,
+            r.ops_per_sec,
+            r.get_avg_us,
+            r.get_p99_us,
+            r.put_avg_us,
+            r.put_p99_us,
+            r.bytes_per_op,
+            r.round_trips_per_op,
+            r.events,
+            r.wall_seconds,
+            r.events_per_wall_sec
+        );
+    }
+    Ok(())
+}

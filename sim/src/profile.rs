@@ -1,0 +1,98 @@
+//! Hardware profiles: the constants of the simulated cluster, each with
+//! where it comes from.
+//!
+//! A profile describes one node's NIC (a queue per direction that serves
+//! one request at a time: a fixed processing cost plus the bytes at link
+//! speed), the wire and switch between two NICs, the loopback path a NIC
+//! takes for a request to its own node, the extra cost of an atomic at the
+//! responder (a PCIe round trip to host memory), and the CPU cost of one
+//! protocol step (one poll of a state machine) and of copying bytes.
+
+use serde::Serialize;
+
+/// The constants of one simulated cluster.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Profile {
+    /// Its name (`--profile`).
+    pub name: &'static str,
+    /// NIC processing cost of one request or response, in ns.
+    pub nic_op_ns: u64,
+    /// Link speed in Gbit/s (each direction).
+    pub link_gbps: f64,
+    /// One-way wire and switch latency between two NICs, in ns.
+    pub wire_ns: u64,
+    /// Extra cost of a loopback request (through the NIC to its own node), in ns.
+    pub loopback_ns: u64,
+    /// Extra responder cost of a CAS (PCIe atomic), in ns.
+    pub atomic_ns: u64,
+    /// Header bytes on the wire per request or response (transport headers).
+    pub header_bytes: u64,
+    /// CPU cost of one protocol step (a poll of a machine), in ns.
+    pub cpu_step_ns: u64,
+    /// CPU copy bandwidth for the local path, in bytes per ns.
+    pub cpu_copy_bytes_per_ns: f64,
+}
+
+/// The TPDS paper's cluster: 15 nodes of 2 x 6-core Xeon E5-2620v2 with
+/// Mellanox ConnectX-3 10 GbE (RoCE) NICs.
+/// - `link_gbps` 10: the NICs' line rate (paper §6, "10 GbE").
+/// - `wire_ns` + 2 x `nic_op_ns` ≈ 1.5 µs per direction: RoCE on ConnectX-3
+///   at 10 GbE reads 8 bytes in about 3 µs end to end (the papers' own
+///   microbenchmarks put a small READ at 3-4 µs, FaRM and HERD report
+///   ~2-3 µs for ConnectX-3 RoCE READs).
+/// - `atomic_ns` 500: ConnectX-3 atomics cost about a PCIe round trip more
+///   than a READ (Kalia et al., "Design guidelines for high performance RDMA
+///   systems", ATC 2016: atomics 2-3x slower per operation on CX-3).
+/// - `loopback_ns` 400: a loopback request crosses PCIe twice but no wire.
+/// - `cpu_step_ns` 300: one poll of a machine (decode, decide, build the next
+///   round) on a 2.1 GHz Ivy Bridge core, measured here as 100-200 ns on a
+///   modern core and scaled by clock and IPC.
+pub const TPDS: Profile = Profile {
+    name: "tpds",
+    nic_op_ns: 500,
+    link_gbps: 10.0,
+    wire_ns: 500,
+    loopback_ns: 400,
+    atomic_ns: 500,
+    header_bytes: 58,
+    cpu_step_ns: 300,
+    cpu_copy_bytes_per_ns: 5.0,
+};
+
+/// A current cluster for what-if runs: 100 Gb/s NICs (ConnectX-6 class).
+/// - `nic_op_ns` 100 and `wire_ns` 300: a small READ in about 1.6-2 µs end
+///   to end through one switch (vendor figures for CX-6, eRPC's measurements).
+/// - `atomic_ns` 200: atomics still cost a PCIe round trip at the responder.
+/// - `cpu_step_ns` 150: one poll on a current 3 GHz core (this machine's
+///   order of magnitude).
+pub const MODERN: Profile = Profile {
+    name: "modern",
+    nic_op_ns: 100,
+    link_gbps: 100.0,
+    wire_ns: 300,
+    loopback_ns: 200,
+    atomic_ns: 200,
+    header_bytes: 58,
+    cpu_step_ns: 150,
+    cpu_copy_bytes_per_ns: 10.0,
+};
+
+/// The profiles by name.
+pub const PROFILES: [&Profile; 2] = [&TPDS, &MODERN];
+
+impl Profile {
+    /// The profile called `name`.
+    pub fn by_name(name: &str) -> Option<&'static Profile> {
+        PROFILES.iter().copied().find(|p| p.name == name)
+    }
+
+    /// Time to serialise `bytes` (plus headers) on the link, in ns.
+    pub fn wire_time(&self, bytes: u64) -> u64 {
+        (((bytes + self.header_bytes) * 8) as f64 / self.link_gbps).ceil() as u64
+    }
+
+    /// CPU time to copy `bytes` on the local path, in ns.
+    pub fn copy_time(&self, bytes: u64) -> u64 {
+        (bytes as f64 / self.cpu_copy_bytes_per_ns).ceil() as u64
+    }
+}
