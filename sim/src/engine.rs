@@ -24,9 +24,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_model::memory::{InFlight, Memory, WordOrder};
+use nessie_model::{Event, KvOp, KvRet};
 use nessie_protocol::{
-    ClientId, ClientState, Completion, Config, Error, GetMachine, Machine, Nanos, NodeId, Op,
-    OpStats, Poll, PutMachine, WorkRequest,
+    ClientId, ClientState, Completion, Config, Error, Faults, GetMachine, Machine, Nanos, NodeId,
+    Op, OpStats, Poll, PutMachine, WorkRequest,
 };
 use serde::Serialize;
 
@@ -55,6 +56,14 @@ pub struct SimSpec {
     pub load_factor: f64,
     /// Seed of every generator.
     pub seed: u64,
+    /// Record every operation's invocation and response (in virtual time)
+    /// for the linearizability checker ([`SimReport::history`]).
+    pub record_history: bool,
+    /// Test-only protocol fault switches for every client.
+    pub faults: Faults,
+    /// Data table entries per client (`None`: the preload share twice over
+    /// plus room for one expiration period of updates).
+    pub entries_per_client: Option<u32>,
 }
 
 /// What a run measured (all figures in simulated time except the last two).
@@ -88,6 +97,9 @@ pub struct SimReport {
     pub wall_seconds: f64,
     /// Events per wall-clock second (not deterministic).
     pub events_per_wall_sec: f64,
+    /// The history, if recorded (each PUT writes a value unique to it).
+    #[serde(skip)]
+    pub history: Vec<Event>,
 }
 
 impl SimReport {
@@ -131,17 +143,17 @@ enum AnyMachine {
 }
 
 impl AnyMachine {
-    fn poll(&mut self, st: &mut ClientState, now: Nanos) -> Poll<Result<(), Error>> {
+    fn poll(&mut self, st: &mut ClientState, now: Nanos) -> Poll<Result<KvRet, Error>> {
         match self {
             AnyMachine::Get(m) => match m.poll(st, now) {
                 Poll::Post(w) => Poll::Post(w),
                 Poll::Pending => Poll::Pending,
-                Poll::Done(r) => Poll::Done(r.map(|_| ())),
+                Poll::Done(r) => Poll::Done(r.map(KvRet::Get)),
             },
             AnyMachine::Put(m) => match m.poll(st, now) {
                 Poll::Post(w) => Poll::Post(w),
                 Poll::Pending => Poll::Pending,
-                Poll::Done(r) => Poll::Done(r.map(|_| ())),
+                Poll::Done(r) => Poll::Done(r.map(KvRet::Put)),
             },
         }
     }
@@ -164,6 +176,7 @@ impl AnyMachine {
 struct CurrentOp {
     get: bool,
     key: u64,
+    value: Vec<u8>,
     started: u64,
     attempts: u32,
     backoff_ns: u64,
@@ -238,6 +251,8 @@ struct Engine {
     put_lat: Vec<u64>,
     failures: u64,
     stats: OpStats,
+    history: Vec<Event>,
+    next_value: u64,
 }
 
 fn key_of(k: u64, size: u32) -> Vec<u8> {
@@ -270,7 +285,9 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
     // Spare entries for updates within one expiration period: plenty for
     // small values, fewer for large ones (each update takes far longer).
     let spare = ((4u32 << 20) / spec.value_size.max(1)).clamp(32, 1024);
-    let per_client = (spec.keys.div_ceil(clients) as u32) * 2 + spare;
+    let per_client = spec
+        .entries_per_client
+        .unwrap_or((spec.keys.div_ceil(clients) as u32) * 2 + spare);
     let cfg = Config {
         nodes: spec.nodes,
         index_slots_per_node: slots.max(16),
@@ -307,8 +324,10 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
                 node: NodeId(n),
                 index: i,
             };
+            let mut state = ClientState::new(cfg.clone(), id)?;
+            state.faults = spec.faults;
             clients.push(SimClient {
-                state: ClientState::new(cfg.clone(), id)?,
+                state,
                 machine: None,
                 op: None,
                 outstanding: 0,
@@ -332,6 +351,8 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
         put_lat: Vec::new(),
         failures: 0,
         stats: OpStats::default(),
+        history: Vec::new(),
+        next_value: 0,
     };
     e.preload()?;
     for c in 0..e.clients.len() {
@@ -393,6 +414,16 @@ impl Engine {
                     }
                 }
             }
+            if self.spec.record_history {
+                self.history.push(Event {
+                    client: (k % n) as usize,
+                    key: key_of(k, self.spec.key_size),
+                    op: KvOp::Put(value.clone()),
+                    ret: KvRet::Put(false),
+                    invoke: 2 * k,
+                    response: 2 * k + 1,
+                });
+            }
         }
         Ok(())
     }
@@ -405,9 +436,16 @@ impl Engine {
         let cl = &mut self.clients[c];
         let key = xorshift(&mut cl.rng) % spec.keys;
         let get = (xorshift(&mut cl.rng) % 100) < u64::from(spec.get_pct);
+        // Every PUT writes a value of its own, so that a stale read shows.
+        let mut value = vec![b'w'; spec.value_size as usize];
+        let tag = format!("{c}:{}", self.next_value);
+        self.next_value += 1;
+        let n = tag.len().min(value.len());
+        value[..n].copy_from_slice(&tag.as_bytes()[..n]);
         cl.op = Some(CurrentOp {
             get,
             key,
+            value,
             started: now,
             attempts: 0,
             backoff_ns: 1_000,
@@ -418,7 +456,7 @@ impl Engine {
     }
 
     fn start_attempt(&mut self, c: usize) {
-        let (ks, vs) = (self.spec.key_size, self.spec.value_size);
+        let ks = self.spec.key_size;
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
             return;
@@ -428,7 +466,7 @@ impl Engine {
         cl.machine = Some(if op.get {
             AnyMachine::Get(GetMachine::get(&key))
         } else {
-            AnyMachine::Put(PutMachine::put(&key, &vec![b'w'; vs as usize]))
+            AnyMachine::Put(PutMachine::put(&key, &op.value))
         });
     }
 
@@ -461,7 +499,7 @@ impl Engine {
         }
     }
 
-    fn finish_attempt(&mut self, c: usize, r: Result<(), Error>, stats: OpStats, now: u64) {
+    fn finish_attempt(&mut self, c: usize, r: Result<KvRet, Error>, stats: OpStats, now: u64) {
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
             return;
@@ -479,9 +517,28 @@ impl Engine {
         }
         let op = cl.op.take().expect("current op");
         self.stats += op.stats;
+        if self.spec.record_history {
+            let ret = match (&r, nessie_protocol::Outcome::of(&r)) {
+                (Ok(ret), _) => ret.clone(),
+                (Err(_), nessie_protocol::Outcome::Unknown) => KvRet::Unknown,
+                (Err(_), _) => KvRet::NotCommitted,
+            };
+            self.history.push(Event {
+                client: c,
+                key: key_of(op.key, self.spec.key_size),
+                op: if op.get {
+                    KvOp::Get
+                } else {
+                    KvOp::Put(op.value.clone())
+                },
+                ret,
+                invoke: op.started,
+                response: now,
+            });
+        }
         match r {
-            Ok(()) if op.get => self.get_lat.push(now - op.started),
-            Ok(()) => self.put_lat.push(now - op.started),
+            Ok(_) if op.get => self.get_lat.push(now - op.started),
+            Ok(_) => self.put_lat.push(now - op.started),
             Err(_) => self.failures += 1,
         }
         self.schedule(now, Ev::Poll(c));
@@ -697,6 +754,7 @@ impl Engine {
             events: self.events,
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
+            history: std::mem::take(&mut self.history),
         }
     }
 }
