@@ -321,6 +321,28 @@ pub fn three_clients_big() -> World {
     w
 }
 
+/// Three clients, two operations each, two keys, with a MIGRATE, small
+/// enough to exhaust: the insert of p moves m while m is updated and both
+/// keys are read by all three clients.
+pub fn three_clients_migrate() -> World {
+    let c = cfg(1, 4, 2, 4);
+    let (m, g, p) = migrate_keys(&c);
+    let mut w = world(
+        "three-clients-migrate",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p"), get(&m)]),
+            client(0, 1, vec![put(&m, "v-m2"), get(&p)]),
+            client(0, 2, vec![get(&m), get(&p)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    w.expect = vec![Expect::Migration];
+    w
+}
+
 /// K sits at its second candidate; a GET of K reads the first, a MIGRATE
 /// moves K into it, the GET reads the second. Teeth for the GET reverse pass.
 pub fn get_races_migrate(faults: Faults) -> World {
@@ -453,24 +475,23 @@ pub fn late_migrate_install(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
-/// Hole 2's world: a writer on node 0 has written k = a with the first of
-/// its two data table entries, and a client on node 1 has read (and cached)
-/// it. Then, concurrently, the writer updates k twice (its second update
-/// reuses its first entry, once expired) while the reader writes k and
-/// reads it again, and the clock runs past T.
-pub fn cached_writer(faults: Faults) -> World {
+/// A writer on node 0 has written k = a with the first of its two data
+/// table entries, and a client on node 1 has read (and cached) it (the
+/// prelude); then, concurrently, the writer updates k twice (its second
+/// update reuses its first entry, once expired) while the reader runs
+/// `reader`, and the clock runs past T.
+fn cached_world(name: &str, reader: Vec<(Vec<u8>, KvOp)>, faults: Faults) -> World {
     let mut c = cfg(2, 2, 2, 2);
     c.cache_capacity = 4;
     c.dtes_per_node = 4;
     let mut w = world(
-        "cached-writer",
+        name,
         c,
         vec![
             client(0, 0, vec![put(b"k", "b"), put(b"k", "c")]),
-            client(1, 0, vec![put(b"k", "r"), get(b"k")]),
+            client(1, 0, reader),
         ],
     );
-    // Before the race: the writer writes a, the reader caches it.
     w.prelude = vec![(0, put(b"k", "a")), (1, get(b"k"))];
     w.torn = false;
     w.max_attempts = 1;
@@ -480,29 +501,16 @@ pub fn cached_writer(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
-/// A writer has written k = a with the first of its two data table entries
-/// and a reader on another node has cached it; then the writer updates k
-/// twice (its second update reuses its first entry, once expired) while the
-/// reader reads k again through its cache. Teeth for reuse before expiry.
+/// Hole 2's world ([`cached_world`]): the reader writes k and reads it
+/// again, so its PUT's scan extends its cached entry.
+pub fn cached_writer(faults: Faults) -> World {
+    cached_world("cached-writer", vec![put(b"k", "r"), get(b"k")], faults)
+}
+
+/// [`cached_world`] where the reader only reads k again through its cache.
+/// Teeth for reuse before expiry.
 pub fn cached_reader(faults: Faults) -> World {
-    let mut c = cfg(2, 2, 2, 2);
-    c.cache_capacity = 4;
-    c.dtes_per_node = 4;
-    let mut w = world(
-        "cached-reader",
-        c,
-        vec![
-            client(0, 0, vec![put(b"k", "b"), put(b"k", "c")]),
-            client(1, 0, vec![get(b"k")]),
-        ],
-    );
-    w.prelude = vec![(0, put(b"k", "a")), (1, get(b"k"))];
-    w.torn = false;
-    w.max_attempts = 1;
-    w.max_ticks = PAST_DEADLINE;
-    w.max_delays = 2;
-    w.expect = vec![Expect::CacheHit];
-    with_faults(w, faults)
+    cached_world("cached-reader", vec![get(b"k")], faults)
 }
 
 /// Hole 3's world: a DELETE and a PUT of a present key while a reader reads
@@ -595,6 +603,7 @@ pub fn by_name(name: &str) -> Option<World> {
         "crash-and-reclaim" => crash_and_reclaim(),
         "three-clients-two-keys" => three_clients_two_keys(),
         "three-clients-big" => three_clients_big(),
+        "three-clients-migrate" => three_clients_migrate(),
         "get-races-migrate" => get_races_migrate(f),
         "puts-race-a-delete" => puts_race_a_delete(f),
         "migrate-install-fails" => migrate_install_fails(f),
@@ -610,7 +619,7 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 20] = [
+pub const NAMES: [&str; 21] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -622,6 +631,7 @@ pub const NAMES: [&str; 20] = [
     "crash-and-reclaim",
     "three-clients-two-keys",
     "three-clients-big",
+    "three-clients-migrate",
     "get-races-migrate",
     "puts-race-a-delete",
     "migrate-install-fails",

@@ -172,6 +172,13 @@ fn crashed_mover_holds_on_a_bounded_search() {
     verdict(&w, &e, true).unwrap();
 }
 
+/// The target world: three clients with two operations each over
+/// two keys, with a MIGRATE, exhausted (about two minutes here).
+#[test]
+fn three_clients_with_a_migrate_hold_every_property() {
+    all_hold(vec![(worlds::three_clients_migrate(), 14_855_142)]);
+}
+
 /// Worlds too big to exhaust in CI: random walks for a fixed time. No
 /// property may be violated on any walk.
 #[test]

@@ -628,15 +628,7 @@ impl Engine {
         resp_bytes: u64,
         t: u64,
     ) {
-        let nic = &mut self.nics[src];
-        let start = t.max(nic.tx_free);
-        let done = start + self.p.nic_op_ns + self.p.wire_time(req_bytes);
-        nic.tx_free = done;
-        let hop = if src == dst {
-            self.p.loopback_ns
-        } else {
-            self.p.wire_ns
-        };
+        let arrives = self.transmit(src, dst, t, req_bytes);
         let r = self.store(Request {
             client,
             wr,
@@ -645,7 +637,21 @@ impl Engine {
             resp_bytes,
             result: None,
         });
-        self.schedule(done + hop, Ev::Arrive(r));
+        self.schedule(arrives, Ev::Arrive(r));
+    }
+
+    /// Sends `bytes` out of `from`'s NIC (its transmit queue) at `at` towards
+    /// `to`; returns when they arrive there.
+    fn transmit(&mut self, from: usize, to: usize, at: u64, bytes: u64) -> u64 {
+        let nic = &mut self.nics[from];
+        let start = at.max(nic.tx_free);
+        let done = start + self.p.nic_op_ns + self.p.wire_time(bytes);
+        nic.tx_free = done;
+        done + if from == to {
+            self.p.loopback_ns
+        } else {
+            self.p.wire_ns
+        }
     }
 
     fn on_arrive(&mut self, r: usize, now: u64) {
@@ -676,16 +682,8 @@ impl Engine {
         req.result =
             Some(InFlight::new(wr, 0).run_to_end(&mut self.mem, own, WordOrder::Ascending));
         let (dst, src, resp) = (req.dst, req.src, req.resp_bytes);
-        let nic = &mut self.nics[dst];
-        let start = now.max(nic.tx_free);
-        let done = start + self.p.nic_op_ns + self.p.wire_time(resp);
-        nic.tx_free = done;
-        let hop = if src == dst {
-            self.p.loopback_ns
-        } else {
-            self.p.wire_ns
-        };
-        self.schedule(done + hop, Ev::Back(r));
+        let arrives = self.transmit(dst, src, now, resp);
+        self.schedule(arrives, Ev::Back(r));
     }
 
     fn on_back(&mut self, r: usize, now: u64) {
