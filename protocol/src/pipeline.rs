@@ -78,28 +78,38 @@ pub enum Response {
     Delete(bool),
 }
 
-enum AnyMachine {
+/// The machine of one [`Request`] (a GET, PUT or DELETE machine behind one
+/// type), for drivers that run mixed operations side by side: this
+/// pipeline, and the cluster simulator.
+pub enum RequestMachine {
+    /// A GET.
     Get(GetMachine),
+    /// A PUT (`false`) or DELETE (`true`).
     Write(PutMachine, bool),
 }
 
-impl AnyMachine {
-    fn new(req: &Request) -> AnyMachine {
+impl RequestMachine {
+    /// A fresh attempt of `req`.
+    pub fn new(req: &Request) -> RequestMachine {
         match req {
-            Request::Get(k) => AnyMachine::Get(GetMachine::get(k)),
-            Request::Put(k, v) => AnyMachine::Write(PutMachine::put(k, v), false),
-            Request::Delete(k) => AnyMachine::Write(PutMachine::delete(k), true),
+            Request::Get(k) => RequestMachine::Get(GetMachine::get(k)),
+            Request::Put(k, v) => RequestMachine::Write(PutMachine::put(k, v), false),
+            Request::Delete(k) => RequestMachine::Write(PutMachine::delete(k), true),
         }
     }
+}
+
+impl Machine for RequestMachine {
+    type Output = Response;
 
     fn poll(&mut self, st: &mut ClientState, now: Nanos) -> Poll<Result<Response, Error>> {
         match self {
-            AnyMachine::Get(m) => match m.poll(st, now) {
+            RequestMachine::Get(m) => match m.poll(st, now) {
                 Poll::Post(w) => Poll::Post(w),
                 Poll::Pending => Poll::Pending,
                 Poll::Done(r) => Poll::Done(r.map(Response::Get)),
             },
-            AnyMachine::Write(m, delete) => match m.poll(st, now) {
+            RequestMachine::Write(m, delete) => match m.poll(st, now) {
                 Poll::Post(w) => Poll::Post(w),
                 Poll::Pending => Poll::Pending,
                 Poll::Done(r) if *delete => Poll::Done(r.map(Response::Delete)),
@@ -110,15 +120,15 @@ impl AnyMachine {
 
     fn complete(&mut self, c: Completion) {
         match self {
-            AnyMachine::Get(m) => m.complete(c),
-            AnyMachine::Write(m, _) => m.complete(c),
+            RequestMachine::Get(m) => m.complete(c),
+            RequestMachine::Write(m, _) => m.complete(c),
         }
     }
 
     fn stats(&self) -> OpStats {
         match self {
-            AnyMachine::Get(m) => m.stats(),
-            AnyMachine::Write(m, _) => m.stats(),
+            RequestMachine::Get(m) => m.stats(),
+            RequestMachine::Write(m, _) => m.stats(),
         }
     }
 }
@@ -126,7 +136,7 @@ impl AnyMachine {
 struct InFlight {
     tag: u64,
     req: Request,
-    machine: AnyMachine,
+    machine: RequestMachine,
     attempts: u32,
     start: Nanos,
     backoff: Duration,
@@ -279,7 +289,7 @@ impl<E: Endpoint> Pipeline<E> {
             let span = tracing::debug_span!("pipelined", client = %slot.state.id, tag);
             slot.op = Some(InFlight {
                 tag,
-                machine: AnyMachine::new(&req),
+                machine: RequestMachine::new(&req),
                 req,
                 attempts: 1,
                 start: now,
@@ -318,7 +328,7 @@ impl<E: Endpoint> Pipeline<E> {
                     }
                     op.ready_at = None;
                     op.attempts += 1;
-                    op.machine = AnyMachine::new(&op.req);
+                    op.machine = RequestMachine::new(&op.req);
                 }
                 let _g = op.span.clone().entered();
                 match op.machine.poll(&mut slot.state, now) {

@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use nessie_model::memory::{InFlight, Memory, WordOrder};
 use nessie_model::{Event, KvOp, KvRet};
+use nessie_protocol::pipeline::{Request, RequestMachine, Response};
 use nessie_protocol::{
-    ClientId, ClientState, Completion, Config, Error, Faults, GetMachine, Machine, Nanos, NodeId,
-    Op, OpStats, Poll, PutMachine, WorkRequest,
+    ClientId, ClientState, Completion, Config, Error, Faults, Machine, Nanos, NodeId, Op, OpStats,
+    Poll, PutMachine, WorkRequest,
 };
 use serde::Serialize;
 
@@ -137,42 +138,6 @@ pub enum SimError {
 /// Virtual time starts here (ns), so that no deadline is near zero.
 const EPOCH: u64 = 1_000_000_000;
 
-enum AnyMachine {
-    Get(GetMachine),
-    Put(PutMachine),
-}
-
-impl AnyMachine {
-    fn poll(&mut self, st: &mut ClientState, now: Nanos) -> Poll<Result<KvRet, Error>> {
-        match self {
-            AnyMachine::Get(m) => match m.poll(st, now) {
-                Poll::Post(w) => Poll::Post(w),
-                Poll::Pending => Poll::Pending,
-                Poll::Done(r) => Poll::Done(r.map(KvRet::Get)),
-            },
-            AnyMachine::Put(m) => match m.poll(st, now) {
-                Poll::Post(w) => Poll::Post(w),
-                Poll::Pending => Poll::Pending,
-                Poll::Done(r) => Poll::Done(r.map(KvRet::Put)),
-            },
-        }
-    }
-
-    fn complete(&mut self, c: Completion) {
-        match self {
-            AnyMachine::Get(m) => m.complete(c),
-            AnyMachine::Put(m) => m.complete(c),
-        }
-    }
-
-    fn stats(&self) -> OpStats {
-        match self {
-            AnyMachine::Get(m) => m.stats(),
-            AnyMachine::Put(m) => m.stats(),
-        }
-    }
-}
-
 struct CurrentOp {
     get: bool,
     key: u64,
@@ -185,13 +150,14 @@ struct CurrentOp {
 
 struct SimClient {
     state: ClientState,
-    machine: Option<AnyMachine>,
+    machine: Option<RequestMachine>,
     op: Option<CurrentOp>,
     outstanding: usize,
     rng: u64,
 }
 
-struct Request {
+/// A NIC request on its way through the simulated fabric.
+struct NicRequest {
     client: usize,
     wr: WorkRequest,
     src: usize,
@@ -241,7 +207,7 @@ struct Engine {
     mem: Memory,
     clients: Vec<SimClient>,
     nics: Vec<Nic>,
-    reqs: Vec<Option<Request>>,
+    reqs: Vec<Option<NicRequest>>,
     free_reqs: Vec<usize>,
     queue: BinaryHeap<Scheduled>,
     seq: u64,
@@ -463,11 +429,11 @@ impl Engine {
         };
         op.attempts += 1;
         let key = key_of(op.key, ks);
-        cl.machine = Some(if op.get {
-            AnyMachine::Get(GetMachine::get(&key))
+        cl.machine = Some(RequestMachine::new(&if op.get {
+            Request::Get(key)
         } else {
-            AnyMachine::Put(PutMachine::put(&key, &op.value))
-        });
+            Request::Put(key, op.value.clone())
+        }));
     }
 
     fn on_poll(&mut self, c: usize, now: u64) {
@@ -499,7 +465,7 @@ impl Engine {
         }
     }
 
-    fn finish_attempt(&mut self, c: usize, r: Result<KvRet, Error>, stats: OpStats, now: u64) {
+    fn finish_attempt(&mut self, c: usize, r: Result<Response, Error>, stats: OpStats, now: u64) {
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
             return;
@@ -519,7 +485,9 @@ impl Engine {
         self.stats += op.stats;
         if self.spec.record_history {
             let ret = match (&r, nessie_protocol::Outcome::of(&r)) {
-                (Ok(ret), _) => ret.clone(),
+                (Ok(Response::Get(v)), _) => KvRet::Get(v.clone()),
+                (Ok(Response::Put(e)), _) => KvRet::Put(*e),
+                (Ok(Response::Delete(e)), _) => KvRet::Delete(*e),
                 (Err(_), nessie_protocol::Outcome::Unknown) => KvRet::Unknown,
                 (Err(_), _) => KvRet::NotCommitted,
             };
@@ -590,7 +558,7 @@ impl Engine {
         resp_bytes: u64,
         result: Option<Result<nessie_protocol::OpOutput, nessie_protocol::FabricError>>,
     ) -> usize {
-        let req = Request {
+        let req = NicRequest {
             client,
             wr: WorkRequest {
                 id,
@@ -604,7 +572,7 @@ impl Engine {
         self.store(req)
     }
 
-    fn store(&mut self, req: Request) -> usize {
+    fn store(&mut self, req: NicRequest) -> usize {
         match self.free_reqs.pop() {
             Some(i) => {
                 self.reqs[i] = Some(req);
@@ -629,7 +597,7 @@ impl Engine {
         t: u64,
     ) {
         let arrives = self.transmit(src, dst, t, req_bytes);
-        let r = self.store(Request {
+        let r = self.store(NicRequest {
             client,
             wr,
             src,
