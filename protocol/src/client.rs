@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, RetryPolicy};
 use crate::driver;
 use crate::error::Error;
 use crate::fabric::Endpoint;
@@ -81,37 +81,18 @@ impl<E: Endpoint> Client<E> {
             stats += m.stats();
             match r {
                 Ok(v) => break Ok(v),
-                Err(e) if e.is_retryable() => {
-                    let out_of_attempts =
-                        policy.max_attempts != 0 && attempts >= policy.max_attempts;
-                    if out_of_attempts || self.ep.now().since(start) >= policy.op_timeout {
-                        break Err(if e == Error::Conflict {
-                            Error::Timeout
-                        } else {
-                            e
-                        });
-                    }
+                Err(e) if retries(&policy, &e, attempts, self.ep.now().since(start)) => {
                     tracing::debug!(error = %e, ?backoff, "attempt failed; backing off");
-                    self.sleep_jittered(backoff);
+                    let d = jittered(&mut self.rng, backoff);
+                    self.ep.backoff(d);
                     backoff = (backoff * 2).min(policy.max_backoff);
                 }
-                Err(e) => break Err(e),
+                Err(e) => break Err(given_up(e)),
             }
         };
         self.last = stats;
         self.total += stats;
         result
-    }
-
-    fn sleep_jittered(&mut self, base: Duration) {
-        // xorshift64*: jitter in [base/2, base].
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let nanos = base.as_nanos() as u64;
-        let d = Duration::from_nanos(nanos / 2 + r % (nanos / 2 + 1));
-        self.ep.backoff(d);
     }
 
     /// Fabric work of the last call (all its attempts).
@@ -143,4 +124,34 @@ impl<E: Endpoint> Client<E> {
     pub fn endpoint_mut(&mut self) -> &mut E {
         &mut self.ep
     }
+}
+
+/// Whether an attempt that failed with `e` is tried again under `policy`
+/// (the rules of [`Client`] and of [`Pipeline`](crate::pipeline::Pipeline)):
+/// retryable errors only, within the attempt limit and the operation timeout.
+pub(crate) fn retries(policy: &RetryPolicy, e: &Error, attempts: u32, elapsed: Duration) -> bool {
+    e.is_retryable()
+        && !(policy.max_attempts != 0 && attempts >= policy.max_attempts)
+        && elapsed < policy.op_timeout
+}
+
+/// The error reported once the retries stop: interference that outlasted
+/// them is reported as a timeout.
+pub(crate) fn given_up(e: Error) -> Error {
+    if e == Error::Conflict {
+        Error::Timeout
+    } else {
+        e
+    }
+}
+
+/// A back-off of `base` with jitter in `[base/2, base]`, from the
+/// xorshift64* state `rng`.
+pub(crate) fn jittered(rng: &mut u64, base: Duration) -> Duration {
+    *rng ^= *rng >> 12;
+    *rng ^= *rng << 25;
+    *rng ^= *rng >> 27;
+    let r = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    let nanos = base.as_nanos() as u64;
+    Duration::from_nanos(nanos / 2 + r % (nanos / 2 + 1))
 }

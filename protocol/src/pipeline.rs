@@ -33,6 +33,7 @@ use std::task::{Context, Poll as TaskPoll};
 use std::time::Duration;
 
 use crate::addr::NodeId;
+use crate::client::{given_up, jittered, retries};
 use crate::config::{Config, ConfigError};
 use crate::error::Error;
 use crate::fabric::{Completion, Endpoint, OpId};
@@ -365,10 +366,7 @@ impl<E: Endpoint> Pipeline<E> {
                         }
                         let op = slot.op.take().expect("in flight");
                         self.total += op.stats;
-                        let r = match r {
-                            Err(Error::Conflict) => Err(Error::Timeout),
-                            r => r,
-                        };
+                        let r = r.map_err(given_up);
                         done.push(Finished {
                             tag: op.tag,
                             result: r,
@@ -394,20 +392,12 @@ impl<E: Endpoint> Pipeline<E> {
     ) -> Option<Nanos> {
         let e = r.as_ref().err()?;
         let policy = state.cfg.retry;
-        if !e.is_retryable()
-            || (policy.max_attempts != 0 && op.attempts >= policy.max_attempts)
-            || now.since(op.start) >= policy.op_timeout
-        {
+        if !retries(&policy, e, op.attempts, now.since(op.start)) {
             return None;
         }
-        *rng ^= *rng >> 12;
-        *rng ^= *rng << 25;
-        *rng ^= *rng >> 27;
-        let r = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let base = op.backoff.as_nanos() as u64;
-        let jittered = base / 2 + r % (base / 2 + 1);
+        let wait = jittered(rng, op.backoff);
         op.backoff = (op.backoff * 2).min(policy.max_backoff);
-        Some(now.plus(Duration::from_nanos(jittered)))
+        Some(now.plus(wait))
     }
 
     fn deliver(&mut self) {

@@ -88,7 +88,7 @@ pub(crate) enum Found {
     /// an entry in progress (or torn under the read) was left unexplored, so
     /// another attempt may find a path; otherwise the table is full as far as
     /// one attempt can see.
-    NoPath { depth: u8, blocked: bool },
+    NoPath { blocked: bool },
 }
 
 type Out = Option<Result<Found, Error>>;
@@ -162,7 +162,6 @@ impl CuckooSearch {
 
     fn no_path(&self) -> Out {
         Some(Ok(Found::NoPath {
-            depth: self.depth.saturating_sub(1),
             blocked: self.blocked,
         }))
     }
