@@ -15,3 +15,4 @@ pub mod pipeline;
 pub mod run;
 pub mod sim;
 pub mod sizing;
+pub mod swarm;

@@ -7,9 +7,10 @@
 //! side on the same simulated fabric and reproduces the papers' experiments.
 //! `nessie inserts` measures round trips per insert as the index fills up;
 //! `nessie pipeline` measures what many operations in flight per thread buy;
-//! `nessie sim` runs the deterministic cluster simulator.
+//! `nessie sim` runs the deterministic cluster simulator; `nessie swarm` its
+//! fault swarm.
 
-use nessie_cli::{bench, inserts, pipeline, run, sim};
+use nessie_cli::{bench, inserts, pipeline, run, sim, swarm};
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -38,22 +39,35 @@ enum Command {
     /// Nessie's machines in the deterministic discrete-event cluster
     /// simulator, in virtual time over a hardware profile.
     Sim(sim::SimArgs),
+    /// The fault swarm: seeded simulated clusters with injected crashes,
+    /// outages, pauses, skew, delayed, failed and lost completions, each
+    /// history checked for linearizability; a failure is shrunk and printed
+    /// as a case that replays exactly.
+    Swarm(swarm::SwarmArgs),
 }
 
 fn main() {
+    let cli = Cli::parse();
+    // The swarm injects faults on purpose: the warnings they cause are its
+    // daily bread, not news.
+    let quiet = if matches!(cli.command, Command::Swarm(_)) {
+        "error"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(quiet)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::bench(&args).map_err(|e| e.to_string()),
         Command::Inserts(args) => inserts::inserts(&args).map_err(|e| e.to_string()),
         Command::Pipeline(args) => pipeline::pipeline(&args).map_err(|e| e.to_string()),
         Command::Sim(args) => sim::sim(&args).map_err(|e| e.to_string()),
+        Command::Swarm(args) => swarm::swarm(&args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

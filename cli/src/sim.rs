@@ -64,9 +64,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             seconds: args.seconds,
             load_factor: args.load_factor,
             seed: args.seed,
-            record_history: false,
-            faults: Default::default(),
-            entries_per_client: None,
+            ..SimSpec::default()
         };
         points.push((v, simulate(&spec)?));
     }

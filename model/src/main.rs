@@ -94,24 +94,7 @@ enum Command {
 }
 
 fn faults(names: &[String]) -> Result<Faults, String> {
-    let mut f = Faults::default();
-    for n in names {
-        match n.as_str() {
-            "skip-put-verify" => f.skip_put_verify = true,
-            "skip-migrate-rollback" => f.skip_migrate_rollback = true,
-            "cpu-state-flip" => f.cpu_state_flip = true,
-            "reuse-before-expiry" => f.reuse_before_expiry = true,
-            "skip-get-reverse-pass" => f.skip_get_reverse_pass = true,
-            "ignore-deadline" => f.ignore_deadline = true,
-            "unfenced-migrate-install" => f.unfenced_migrate_install = true,
-            "cache-time-from-completion" => f.cache_time_from_completion = true,
-            "errors-after-commit-retryable" => f.errors_after_commit_retryable = true,
-            "conflict-ends-put" => f.conflict_ends_put = true,
-            "rollback-destination-to-previous" => f.rollback_destination_to_previous = true,
-            other => return Err(format!("unknown fault {other:?}")),
-        }
-    }
-    Ok(f)
+    Faults::named(names).map_err(|e| e.to_string())
 }
 
 fn world(name: &str, f: Faults, late_landing: bool) -> Result<World, String> {

@@ -42,3 +42,71 @@ pub struct Faults {
     /// instead of emptying it (two entries then name one entry of the key).
     pub rollback_destination_to_previous: bool,
 }
+
+/// A fault switch name that [`Faults::set`] does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fault switch {0:?} (known: {names})", names = Faults::NAMES.join(", "))]
+pub struct UnknownFault(pub String);
+
+impl Faults {
+    /// Every switch, by its command-line name (kebab case of the field).
+    pub const NAMES: [&'static str; 11] = [
+        "skip-put-verify",
+        "skip-migrate-rollback",
+        "cpu-state-flip",
+        "reuse-before-expiry",
+        "skip-get-reverse-pass",
+        "ignore-deadline",
+        "unfenced-migrate-install",
+        "cache-time-from-completion",
+        "errors-after-commit-retryable",
+        "conflict-ends-put",
+        "rollback-destination-to-previous",
+    ];
+
+    /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
+    pub fn set(&mut self, name: &str) -> Result<(), UnknownFault> {
+        let switch = match name {
+            "skip-put-verify" => &mut self.skip_put_verify,
+            "skip-migrate-rollback" => &mut self.skip_migrate_rollback,
+            "cpu-state-flip" => &mut self.cpu_state_flip,
+            "reuse-before-expiry" => &mut self.reuse_before_expiry,
+            "skip-get-reverse-pass" => &mut self.skip_get_reverse_pass,
+            "ignore-deadline" => &mut self.ignore_deadline,
+            "unfenced-migrate-install" => &mut self.unfenced_migrate_install,
+            "cache-time-from-completion" => &mut self.cache_time_from_completion,
+            "errors-after-commit-retryable" => &mut self.errors_after_commit_retryable,
+            "conflict-ends-put" => &mut self.conflict_ends_put,
+            "rollback-destination-to-previous" => &mut self.rollback_destination_to_previous,
+            other => return Err(UnknownFault(other.to_string())),
+        };
+        *switch = true;
+        Ok(())
+    }
+
+    /// The variant with the named switches on.
+    pub fn named<S: AsRef<str>>(names: &[S]) -> Result<Faults, UnknownFault> {
+        let mut f = Faults::default();
+        for n in names {
+            f.set(n.as_ref())?;
+        }
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_turns_on_exactly_one_distinct_switch() {
+        let mut seen = Vec::new();
+        for name in Faults::NAMES {
+            let f = Faults::named(&[name]).unwrap();
+            assert_ne!(f, Faults::default(), "{name}");
+            assert!(!seen.contains(&f), "{name} repeats a switch");
+            seen.push(f);
+        }
+        assert!(Faults::named(&["no-such-switch"]).is_err());
+    }
+}

@@ -43,7 +43,7 @@ pub mod time;
 pub use client::Client;
 pub use config::{Config, ConfigError, MigrateSearch, RetryPolicy};
 pub use error::{Error, Outcome};
-pub use faults::Faults;
+pub use faults::{Faults, UnknownFault};
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};
 pub use machine::{ClientId, ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};
 pub use stats::OpStats;

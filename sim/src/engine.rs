@@ -1,5 +1,5 @@
 //! The discrete-event engine: Nessie's clients as their real machines, in
-//! virtual time, over a hardware [`Profile`].
+//! virtual time, over a hardware [`Profile`](crate::Profile).
 //!
 //! One event queue ordered by (time, sequence number): nothing depends on
 //! wall-clock time, threads or hash-map order, so a run is a function of
@@ -13,162 +13,94 @@
 //! out. Clients retry like `Client` (back-off doubling from 1 µs, jittered
 //! from a seeded generator).
 //!
+//! With [`Chaos`](crate::Chaos) the same engine injects the environment's
+//! faults (the fault swarm, [`crate::swarm`]): the network side lives in
+//! [`crate::network`], the clients' side (pauses, crashes, restarts,
+//! outages) here.
+//!
 //! Simplifications, stated: a transfer executes whole at one instant (the
 //! torn reads of multi-word transfers are the model checker's business, not
 //! a performance question); each client thread has a core of its own (no
-//! CPU contention between clients); no faults.
+//! CPU contention between clients).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nessie_model::memory::{InFlight, Memory, WordOrder};
 use nessie_model::{Event, KvOp, KvRet};
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
 use nessie_protocol::{
-    ClientId, ClientState, Completion, Config, Error, Faults, Machine, Nanos, NodeId, Op, OpStats,
-    Poll, PutMachine, WorkRequest,
+    ClientId, ClientState, Config, Error, Machine, Nanos, NodeId, OpStats, Outcome, Poll,
+    PutMachine,
 };
-use serde::Serialize;
 
+use crate::chaos::{Chaos, Dice};
+use crate::network::NicRequest;
 use crate::profile::Profile;
-
-/// What to simulate.
-#[derive(Clone, Debug)]
-pub struct SimSpec {
-    /// The hardware.
-    pub profile: Profile,
-    /// Nodes.
-    pub nodes: u16,
-    /// Client threads per node.
-    pub clients_per_node: u16,
-    /// Distinct keys (preloaded).
-    pub keys: u64,
-    /// Key size in bytes.
-    pub key_size: u32,
-    /// Value size in bytes.
-    pub value_size: u32,
-    /// Percentage of GETs (the rest are PUTs of existing keys).
-    pub get_pct: u32,
-    /// Simulated seconds of measured workload.
-    pub seconds: f64,
-    /// Index load factor after the preload.
-    pub load_factor: f64,
-    /// Seed of every generator.
-    pub seed: u64,
-    /// Record every operation's invocation and response (in virtual time)
-    /// for the linearizability checker ([`SimReport::history`]).
-    pub record_history: bool,
-    /// Test-only protocol fault switches for every client.
-    pub faults: Faults,
-    /// Data table entries per client (`None`: the preload share twice over
-    /// plus room for one expiration period of updates).
-    pub entries_per_client: Option<u32>,
-}
-
-/// What a run measured (all figures in simulated time except the last two).
-#[derive(Clone, Debug, Serialize)]
-pub struct SimReport {
-    /// Operations completed.
-    pub ops: u64,
-    /// GETs completed.
-    pub gets: u64,
-    /// PUTs completed.
-    pub puts: u64,
-    /// Operations that ended in an error.
-    pub failures: u64,
-    /// Operations per simulated second.
-    pub ops_per_sec: f64,
-    /// Average GET latency, µs.
-    pub get_avg_us: f64,
-    /// 99th-percentile GET latency, µs.
-    pub get_p99_us: f64,
-    /// Average PUT latency, µs.
-    pub put_avg_us: f64,
-    /// 99th-percentile PUT latency, µs.
-    pub put_p99_us: f64,
-    /// Fabric bytes per operation (requests and responses' payloads).
-    pub bytes_per_op: f64,
-    /// Remote round trips per operation.
-    pub round_trips_per_op: f64,
-    /// Events processed.
-    pub events: u64,
-    /// Wall-clock seconds the simulation took (not deterministic).
-    pub wall_seconds: f64,
-    /// Events per wall-clock second (not deterministic).
-    pub events_per_wall_sec: f64,
-    /// The history, if recorded (each PUT writes a value unique to it).
-    #[serde(skip)]
-    pub history: Vec<Event>,
-}
-
-impl SimReport {
-    /// The deterministic part, for comparing runs.
-    pub fn fingerprint(&self) -> (u64, u64, u64, u64, u64, String) {
-        (
-            self.ops,
-            self.gets,
-            self.puts,
-            self.failures,
-            self.events,
-            format!(
-                "{:.6} {:.6} {:.6} {:.6} {:.6}",
-                self.get_avg_us,
-                self.get_p99_us,
-                self.put_avg_us,
-                self.put_p99_us,
-                self.bytes_per_op
-            ),
-        )
-    }
-}
-
-/// Why a simulation could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    /// The specification is out of range.
-    #[error("invalid simulation: {0}")]
-    Spec(String),
-    /// The protocol refused the configuration or the preload failed.
-    #[error("protocol: {0}")]
-    Protocol(#[from] Error),
-}
+use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
 
 /// Virtual time starts here (ns), so that no deadline is near zero.
-const EPOCH: u64 = 1_000_000_000;
+pub(crate) const EPOCH: u64 = 1_000_000_000;
+
+/// Attempts of one operation before a retryable error is reported.
+const MAX_ATTEMPTS: u32 = 64;
+
+/// The longest back-off between two attempts, ns.
+const MAX_BACKOFF_NS: u64 = 1_000_000;
 
 struct CurrentOp {
-    get: bool,
+    kind: Kind,
     key: u64,
     value: Vec<u8>,
     started: u64,
     attempts: u32,
     backoff_ns: u64,
     stats: OpStats,
-}
-
-struct SimClient {
-    state: ClientState,
-    machine: Option<RequestMachine>,
-    op: Option<CurrentOp>,
-    outstanding: usize,
-    rng: u64,
-}
-
-/// A NIC request on its way through the simulated fabric.
-struct NicRequest {
-    client: usize,
-    wr: WorkRequest,
-    src: usize,
-    dst: usize,
-    resp_bytes: u64,
-    result: Option<Result<nessie_protocol::OpOutput, nessie_protocol::FabricError>>,
+    /// An operation of the final sweep.
+    sweep: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ev {
+enum Kind {
+    Get,
+    Put,
+    Delete,
+}
+
+pub(crate) struct SimClient {
+    pub(crate) state: ClientState,
+    machine: Option<RequestMachine>,
+    op: Option<CurrentOp>,
+    /// Requests of the current round still to complete.
+    pub(crate) outstanding: usize,
+    /// Numbers the client's rounds (and incarnations): completions and
+    /// wake-ups of an older round are not counted against the current one.
+    pub(crate) round: u64,
+    rng: u64,
+    /// How far this client's clock runs ahead of virtual time (A1).
+    pub(crate) clock_offset: u64,
+    /// Crashed (or its node is out), since this time.
+    down_since: Option<u64>,
+}
+
+impl SimClient {
+    /// The client's clock at virtual time `now`.
+    fn clock(&self, now: u64) -> Nanos {
+        Nanos(now + self.clock_offset)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ev {
     Poll(usize),
+    /// Look again at a round whose completions may never come (client,
+    /// round).
+    Wake(usize, u64),
+    Restart(usize),
+    NodeDown(usize),
+    NodeUp(usize),
     Arrive(usize),
     Land(usize),
     Back(usize),
@@ -196,32 +128,48 @@ impl PartialOrd for Scheduled {
 }
 
 #[derive(Clone, Copy, Default)]
-struct Nic {
-    tx_free: u64,
-    rx_free: u64,
+pub(crate) struct Nic {
+    pub(crate) tx_free: u64,
+    pub(crate) rx_free: u64,
 }
 
-struct Engine {
-    p: Profile,
-    spec: SimSpec,
-    mem: Memory,
-    clients: Vec<SimClient>,
-    nics: Vec<Nic>,
-    reqs: Vec<Option<NicRequest>>,
-    free_reqs: Vec<usize>,
+pub(crate) struct Engine {
+    pub(crate) p: Profile,
+    pub(crate) spec: SimSpec,
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) mem: Memory,
+    pub(crate) clients: Vec<SimClient>,
+    pub(crate) nics: Vec<Nic>,
+    pub(crate) node_down: Vec<bool>,
+    pub(crate) reqs: Vec<Option<NicRequest>>,
+    pub(crate) free_reqs: Vec<usize>,
     queue: BinaryHeap<Scheduled>,
     seq: u64,
     events: u64,
     end: u64,
+    horizon: u64,
     get_lat: Vec<u64>,
     put_lat: Vec<u64>,
+    deletes: u64,
     failures: u64,
+    unknown: u64,
+    stuck: u64,
+    /// The final sweep's operations still to run (last first) and whether
+    /// it has started.
+    sweep: Vec<(u64, Kind)>,
+    sweeping: bool,
+    sweep_failures: Vec<String>,
+    /// Virtual time of the last event processed.
+    now: u64,
     stats: OpStats,
     history: Vec<Event>,
     next_value: u64,
+    pub(crate) dice: Dice,
+    pub(crate) counts: ChaosCounts,
+    corrupt: Vec<String>,
 }
 
-fn key_of(k: u64, size: u32) -> Vec<u8> {
+pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
     let mut v = format!("k{k:015}").into_bytes();
     v.resize(size.max(8) as usize, b'.');
     v
@@ -234,55 +182,12 @@ fn xorshift(s: &mut u64) -> u64 {
     *s
 }
 
-/// The configuration a spec implies.
-pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
-    if spec.nodes == 0 || spec.clients_per_node == 0 || spec.keys == 0 || spec.seconds <= 0.0 {
-        return Err(SimError::Spec(
-            "nodes, clients, keys and seconds must be positive".into(),
-        ));
-    }
-    if !(spec.load_factor > 0.0 && spec.load_factor <= 0.9) {
-        return Err(SimError::Spec("the load factor must be in (0, 0.9]".into()));
-    }
-    let clients = u64::from(spec.nodes) * u64::from(spec.clients_per_node);
-    let slots = (spec.keys as f64 / spec.load_factor / f64::from(spec.nodes)).ceil() as u32;
-    // Each client writes locally: its preload share, plus the entries its
-    // updates allocate within one expiration period (recycled after it).
-    // Spare entries for updates within one expiration period: plenty for
-    // small values, fewer for large ones (each update takes far longer).
-    let spare = ((4u32 << 20) / spec.value_size.max(1)).clamp(32, 1024);
-    let per_client = spec
-        .entries_per_client
-        .unwrap_or((spec.keys.div_ceil(clients) as u32) * 2 + spare);
-    let cfg = Config {
-        nodes: spec.nodes,
-        index_slots_per_node: slots.max(16),
-        dtes_per_node: per_client * u32::from(spec.clients_per_node),
-        clients_per_node: spec.clients_per_node,
-        max_key_len: spec.key_size.max(8),
-        max_value_len: spec.value_size.max(1),
-        expiration: Duration::from_millis(20),
-        clock_skew: Duration::from_micros(10),
-        deadline_margin: Duration::from_millis(1),
-        ..Config::default()
-    };
-    cfg.validate().map_err(Error::from)?;
-    let topo = cfg.topology();
-    let bytes = u64::from(topo.nodes)
-        * (u64::from(topo.index_slots_per_node) * 8 + topo.data_bytes_per_node);
-    if bytes > 8 << 30 {
-        return Err(SimError::Spec(format!(
-            "the simulated memory would take {} MiB: fewer keys, clients or a smaller value size",
-            bytes >> 20
-        )));
-    }
-    Ok(cfg)
-}
-
 /// Runs a simulation.
 pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     let wall = Instant::now();
     let cfg = Arc::new(config(spec)?);
+    let mut dice = Dice::new(spec.seed);
+    let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
     let mut clients = Vec::new();
     for n in 0..spec.nodes {
         for i in 0..spec.clients_per_node {
@@ -297,15 +202,31 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
                 machine: None,
                 op: None,
                 outstanding: 0,
+                round: 0,
                 rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+                clock_offset: if spec.chaos.skew {
+                    dice.below(skew + 1)
+                } else {
+                    0
+                },
+                down_since: None,
             });
         }
+    }
+    if spec.chaos.skew && clients.len() > 1 {
+        // Reach the full allowance: the first clock is exact, the last one
+        // the full skew ahead.
+        clients[0].clock_offset = 0;
+        let last = clients.len() - 1;
+        clients[last].clock_offset = skew;
     }
     let mut e = Engine {
         p: spec.profile.clone(),
         spec: spec.clone(),
         mem: Memory::new(&cfg),
+        cfg,
         nics: vec![Nic::default(); usize::from(spec.nodes)],
+        node_down: vec![false; usize::from(spec.nodes)],
         clients,
         reqs: Vec::new(),
         free_reqs: Vec::new(),
@@ -313,21 +234,53 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
         seq: 0,
         events: 0,
         end: EPOCH + (spec.seconds * 1e9) as u64,
+        horizon: 0,
         get_lat: Vec::new(),
         put_lat: Vec::new(),
+        deletes: 0,
         failures: 0,
+        unknown: 0,
+        stuck: 0,
+        sweep: Vec::new(),
+        sweeping: false,
+        sweep_failures: Vec::new(),
+        now: EPOCH,
         stats: OpStats::default(),
         history: Vec::new(),
         next_value: 0,
+        dice,
+        counts: ChaosCounts::default(),
+        corrupt: Vec::new(),
     };
     e.preload()?;
     for c in 0..e.clients.len() {
         e.schedule(EPOCH, Ev::Poll(c));
     }
-    while let Some(s) = e.queue.pop() {
+    e.plan_outages();
+    e.horizon = e.end + e.drain_ns();
+    loop {
+        let s = match e.queue.pop() {
+            Some(s) if s.at <= e.horizon => s,
+            beyond => {
+                if beyond.is_some() {
+                    e.now = e.horizon;
+                }
+                e.give_up_on_stuck();
+                if e.spec.final_sweep && !e.sweeping {
+                    e.start_sweep();
+                    continue;
+                }
+                break;
+            }
+        };
+        e.now = s.at;
         e.events += 1;
         match s.ev {
             Ev::Poll(c) => e.on_poll(c, s.at),
+            Ev::Wake(c, round) => e.on_wake(c, round, s.at),
+            Ev::Restart(c) => e.on_restart(c, s.at),
+            Ev::NodeDown(n) => e.on_node_down(n, s.at),
+            Ev::NodeUp(n) => e.on_node_up(n, s.at),
             Ev::Arrive(r) => e.on_arrive(r, s.at),
             Ev::Land(r) => e.on_land(r, s.at),
             Ev::Back(r) => e.on_back(r, s.at),
@@ -338,7 +291,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
 }
 
 impl Engine {
-    fn schedule(&mut self, at: u64, ev: Ev) {
+    pub(crate) fn schedule(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
         self.queue.push(Scheduled {
             at,
@@ -347,15 +300,82 @@ impl Engine {
         });
     }
 
-    /// Writes every key once, executing each request at once (no time).
+    /// The longest an operation started before the end may legitimately
+    /// run past it: every attempt to its deadline plus a margin, with the
+    /// longest back-off between attempts.
+    fn drain_ns(&self) -> u64 {
+        let expiration = u64::try_from(self.cfg.expiration.as_nanos()).unwrap_or(u64::MAX);
+        let attempt = expiration
+            .saturating_add(2 * self.margin_ns())
+            .saturating_add(MAX_BACKOFF_NS)
+            .saturating_add(self.spec.chaos.max_pause_ns);
+        attempt.saturating_mul(u64::from(MAX_ATTEMPTS) + 1)
+    }
+
+    /// Operations still running at the horizon never finished: recorded as
+    /// of unknown outcome (they may have taken effect) and counted.
+    fn give_up_on_stuck(&mut self) {
+        for c in 0..self.clients.len() {
+            let cl = &mut self.clients[c];
+            cl.machine = None;
+            cl.outstanding = 0;
+            cl.round += 1;
+            if let Some(op) = cl.op.take() {
+                if op.sweep {
+                    self.sweep_failures.push(format!(
+                        "{:?} of key {} by a lone client after the faults stopped never finished",
+                        op.kind, op.key
+                    ));
+                }
+                self.stuck += 1;
+                self.unknown += 1;
+                self.failures += 1;
+                self.stats += op.stats;
+                self.record(c, &op, KvRet::Unknown, self.horizon);
+            }
+        }
+    }
+
+    /// Starts the final sweep: the faults stop (clocks stay skewed), any
+    /// request still in flight at the horizon is dropped (never landing,
+    /// which A2 allows), and client 0 alone writes and then reads every key.
+    fn start_sweep(&mut self) {
+        self.sweeping = true;
+        self.queue.clear();
+        self.spec.chaos = Chaos {
+            skew: self.spec.chaos.skew,
+            ..Chaos::NONE
+        };
+        self.node_down.iter_mut().for_each(|d| *d = false);
+        for k in (0..self.spec.keys).rev() {
+            self.sweep.push((k, Kind::Get));
+            self.sweep.push((k, Kind::Put));
+        }
+        let now = self.now;
+        self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
+        if self.clients[0].down_since.is_some() {
+            self.schedule(now, Ev::Restart(0));
+        } else {
+            self.schedule(now, Ev::Poll(0));
+        }
+    }
+
+    fn margin_ns(&self) -> u64 {
+        u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Writes the preloaded keys once, executing each request at once (no
+    /// time).
     fn preload(&mut self) -> Result<(), SimError> {
         let n = self.clients.len() as u64;
         let value = vec![b'v'; self.spec.value_size as usize];
-        for k in 0..self.spec.keys {
+        let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
+        for k in 0..preloaded {
             let c = &mut self.clients[(k % n) as usize];
             let own = c.state.id.node;
             let mut m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
             let now = Nanos(EPOCH / 2);
+            let mut stored = true;
             loop {
                 match m.poll(&mut c.state, now) {
                     Poll::Post(wrs) => {
@@ -366,7 +386,7 @@ impl Engine {
                                 own,
                                 WordOrder::Ascending,
                             );
-                            m.complete(Completion { id, result });
+                            m.complete(nessie_protocol::Completion { id, result });
                         }
                     }
                     Poll::Pending => {
@@ -374,13 +394,17 @@ impl Engine {
                             "preload: a machine waits with nothing posted".into(),
                         ))
                     }
-                    Poll::Done(r) => {
-                        r?;
+                    Poll::Done(Ok(_)) => break,
+                    // A tight index may not take every key: the key starts
+                    // absent (nothing of the failed PUT took effect).
+                    Poll::Done(Err(Error::TableFull { .. } | Error::DataTableFull { .. })) => {
+                        stored = false;
                         break;
                     }
+                    Poll::Done(Err(e)) => return Err(e.into()),
                 }
             }
-            if self.spec.record_history {
+            if self.spec.record_history && stored {
                 self.history.push(Event {
                     client: (k % n) as usize,
                     key: key_of(k, self.spec.key_size),
@@ -395,13 +419,29 @@ impl Engine {
     }
 
     fn next_op(&mut self, c: usize, now: u64) -> bool {
-        if now >= self.end {
+        let (key, kind, sweep) = if now < self.end {
+            let spec = &self.spec;
+            let cl = &mut self.clients[c];
+            let key = xorshift(&mut cl.rng) % spec.keys;
+            let roll = xorshift(&mut cl.rng) % 100;
+            let kind = if roll < u64::from(spec.get_pct) {
+                Kind::Get
+            } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
+                Kind::Delete
+            } else {
+                Kind::Put
+            };
+            (key, kind, false)
+        } else if self.sweeping && c == 0 {
+            let Some((key, kind)) = self.sweep.pop() else {
+                return false;
+            };
+            (key, kind, true)
+        } else {
             return false;
-        }
+        };
         let spec = &self.spec;
         let cl = &mut self.clients[c];
-        let key = xorshift(&mut cl.rng) % spec.keys;
-        let get = (xorshift(&mut cl.rng) % 100) < u64::from(spec.get_pct);
         // Every PUT writes a value of its own, so that a stale read shows.
         let mut value = vec![b'w'; spec.value_size as usize];
         let tag = format!("{c}:{}", self.next_value);
@@ -409,13 +449,14 @@ impl Engine {
         let n = tag.len().min(value.len());
         value[..n].copy_from_slice(&tag.as_bytes()[..n]);
         cl.op = Some(CurrentOp {
-            get,
+            kind,
             key,
             value,
             started: now,
             attempts: 0,
             backoff_ns: 1_000,
             stats: OpStats::default(),
+            sweep,
         });
         self.start_attempt(c);
         true
@@ -429,30 +470,61 @@ impl Engine {
         };
         op.attempts += 1;
         let key = key_of(op.key, ks);
-        cl.machine = Some(RequestMachine::new(&if op.get {
-            Request::Get(key)
-        } else {
-            Request::Put(key, op.value.clone())
+        cl.round += 1;
+        cl.outstanding = 0;
+        cl.machine = Some(RequestMachine::new(&match op.kind {
+            Kind::Get => Request::Get(key),
+            Kind::Put => Request::Put(key, op.value.clone()),
+            Kind::Delete => Request::Delete(key),
         }));
     }
 
     fn on_poll(&mut self, c: usize, now: u64) {
+        if self.clients[c].down_since.is_some() {
+            return;
+        }
+        let chaos = self.spec.chaos;
+        if self.dice.chance(chaos.pause_permille) {
+            // The client thread is descheduled before this step.
+            self.counts.pauses += 1;
+            let resume = now + 1 + self.dice.below(chaos.max_pause_ns);
+            self.schedule(resume, Ev::Poll(c));
+            return;
+        }
+        if self.clients[c].op.is_some() && self.dice.chance(chaos.crash_permille) {
+            self.crash(c, now);
+            return;
+        }
         if self.clients[c].op.is_none() && !self.next_op(c, now) {
             return;
         }
+        self.step(c, now);
+    }
+
+    /// Polls the client's machine until it waits or finishes.
+    fn step(&mut self, c: usize, now: u64) {
         // One protocol step of CPU before anything goes out.
         let t = now + self.p.cpu_step_ns;
         loop {
             let cl = &mut self.clients[c];
+            let clock = cl.clock(now);
             let Some(m) = cl.machine.as_mut() else {
                 return;
             };
-            match m.poll(&mut cl.state, Nanos(now)) {
+            match m.poll(&mut cl.state, clock) {
                 Poll::Pending => return,
                 Poll::Post(wrs) => {
-                    cl.outstanding += wrs.len();
+                    cl.round += 1;
+                    cl.outstanding = wrs.len();
+                    let round = cl.round;
                     for wr in wrs {
                         self.post(c, wr, t);
+                    }
+                    if self.spec.chaos.any() {
+                        // Completions may never come: look again once the
+                        // machine may give up on them.
+                        let at = t + self.margin_ns() + 1;
+                        self.schedule(at, Ev::Wake(c, round));
                     }
                 }
                 Poll::Done(r) => {
@@ -465,6 +537,20 @@ impl Engine {
         }
     }
 
+    fn on_wake(&mut self, c: usize, round: u64, now: u64) {
+        let cl = &self.clients[c];
+        if cl.down_since.is_some() || cl.round != round || cl.outstanding == 0 {
+            return;
+        }
+        self.step(c, now);
+        let cl = &self.clients[c];
+        if cl.round == round && cl.outstanding > 0 && cl.machine.is_some() {
+            // Still before the attempt's deadline: look again later.
+            let at = now + self.margin_ns();
+            self.schedule(at, Ev::Wake(c, round));
+        }
+    }
+
     fn finish_attempt(&mut self, c: usize, r: Result<Response, Error>, stats: OpStats, now: u64) {
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
@@ -472,208 +558,181 @@ impl Engine {
         };
         op.stats += stats;
         if let Err(e) = &r {
-            if e.is_retryable() && op.attempts < 64 {
+            if e.is_retryable() && op.attempts < MAX_ATTEMPTS {
                 let jitter = xorshift(&mut cl.rng) % (op.backoff_ns / 2 + 1);
                 let at = now + op.backoff_ns / 2 + jitter;
-                op.backoff_ns = (op.backoff_ns * 2).min(1_000_000);
+                op.backoff_ns = (op.backoff_ns * 2).min(MAX_BACKOFF_NS);
                 self.start_attempt(c);
                 self.schedule(at, Ev::Poll(c));
                 return;
             }
         }
-        let op = cl.op.take().expect("current op");
-        self.stats += op.stats;
-        if self.spec.record_history {
-            let ret = match (&r, nessie_protocol::Outcome::of(&r)) {
-                (Ok(Response::Get(v)), _) => KvRet::Get(v.clone()),
-                (Ok(Response::Put(e)), _) => KvRet::Put(*e),
-                (Ok(Response::Delete(e)), _) => KvRet::Delete(*e),
-                (Err(_), nessie_protocol::Outcome::Unknown) => KvRet::Unknown,
-                (Err(_), _) => KvRet::NotCommitted,
-            };
-            self.history.push(Event {
-                client: c,
-                key: key_of(op.key, self.spec.key_size),
-                op: if op.get {
-                    KvOp::Get
-                } else {
-                    KvOp::Put(op.value.clone())
-                },
-                ret,
-                invoke: op.started,
-                response: now,
-            });
+        let Some(op) = cl.op.take() else {
+            return;
+        };
+        if let (true, Err(e)) = (op.sweep, &r) {
+            if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
+                self.sweep_failures.push(format!(
+                    "{:?} of key {} by a lone client after the faults stopped: {e}",
+                    op.kind, op.key
+                ));
+            }
         }
+        self.stats += op.stats;
+        let ret = match (&r, Outcome::of(&r)) {
+            (Ok(Response::Get(v)), _) => KvRet::Get(v.clone()),
+            (Ok(Response::Put(e)), _) => KvRet::Put(*e),
+            (Ok(Response::Delete(e)), _) => KvRet::Delete(*e),
+            (Err(_), Outcome::Unknown) => KvRet::Unknown,
+            (Err(_), _) => KvRet::NotCommitted,
+        };
+        if ret == KvRet::Unknown {
+            self.unknown += 1;
+        }
+        if let Err(Error::Corrupt(m)) = &r {
+            if self.corrupt.len() < 16 {
+                self.corrupt
+                    .push(format!("{}: {m}", self.clients[c].state.id));
+            }
+        }
+        self.record(c, &op, ret, now);
         match r {
-            Ok(_) if op.get => self.get_lat.push(now - op.started),
-            Ok(_) => self.put_lat.push(now - op.started),
+            Ok(_) => match op.kind {
+                Kind::Get => self.get_lat.push(now - op.started),
+                Kind::Put => self.put_lat.push(now - op.started),
+                Kind::Delete => self.deletes += 1,
+            },
             Err(_) => self.failures += 1,
         }
         self.schedule(now, Ev::Poll(c));
     }
 
-    fn post(&mut self, c: usize, wr: WorkRequest, t: u64) {
-        let src = usize::from(self.clients[c].state.id.node.0);
-        let own = NodeId(src as u16);
-        match &wr.op {
-            Op::LocalRead { len, .. } => {
-                let cost = self.p.copy_time(u64::from(*len));
-                let id = wr.id;
-                let result =
-                    InFlight::new(wr, 0).run_to_end(&mut self.mem, own, WordOrder::Ascending);
-                let r = self.new_req(c, id, src, src, 0, Some(result));
-                self.schedule(t + cost, Ev::Complete(r));
-            }
-            Op::LocalWrite { data, .. } => {
-                let cost = self.p.copy_time(data.len() as u64);
-                let id = wr.id;
-                let result =
-                    InFlight::new(wr, 0).run_to_end(&mut self.mem, own, WordOrder::Ascending);
-                let r = self.new_req(c, id, src, src, 0, Some(result));
-                self.schedule(t + cost, Ev::Complete(r));
-            }
-            Op::Read { addr, len } => {
-                let dst = usize::from(addr.node.0);
-                let resp = u64::from(*len);
-                self.send(c, wr, src, dst, 16, resp, t);
-            }
-            Op::Write { addr, data } => {
-                let dst = usize::from(addr.node.0);
-                let req = data.len() as u64;
-                self.send(c, wr, src, dst, req, 0, t);
-            }
-            Op::Cas { addr, .. } => {
-                let dst = usize::from(addr.node.0);
-                self.send(c, wr, src, dst, 24, 8, t);
-            }
+    fn record(&mut self, c: usize, op: &CurrentOp, ret: KvRet, now: u64) {
+        if !self.spec.record_history {
+            return;
         }
-    }
-
-    fn new_req(
-        &mut self,
-        client: usize,
-        id: nessie_protocol::OpId,
-        src: usize,
-        dst: usize,
-        resp_bytes: u64,
-        result: Option<Result<nessie_protocol::OpOutput, nessie_protocol::FabricError>>,
-    ) -> usize {
-        let req = NicRequest {
-            client,
-            wr: WorkRequest {
-                id,
-                op: Op::LocalRead { offset: 0, len: 0 },
+        self.history.push(Event {
+            client: c,
+            key: key_of(op.key, self.spec.key_size),
+            op: match op.kind {
+                Kind::Get => KvOp::Get,
+                Kind::Put => KvOp::Put(op.value.clone()),
+                Kind::Delete => KvOp::Delete,
             },
-            src,
-            dst,
-            resp_bytes,
-            result,
-        };
-        self.store(req)
-    }
-
-    fn store(&mut self, req: NicRequest) -> usize {
-        match self.free_reqs.pop() {
-            Some(i) => {
-                self.reqs[i] = Some(req);
-                i
-            }
-            None => {
-                self.reqs.push(Some(req));
-                self.reqs.len() - 1
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn send(
-        &mut self,
-        client: usize,
-        wr: WorkRequest,
-        src: usize,
-        dst: usize,
-        req_bytes: u64,
-        resp_bytes: u64,
-        t: u64,
-    ) {
-        let arrives = self.transmit(src, dst, t, req_bytes);
-        let r = self.store(NicRequest {
-            client,
-            wr,
-            src,
-            dst,
-            resp_bytes,
-            result: None,
+            ret,
+            invoke: op.started,
+            response: now,
         });
-        self.schedule(arrives, Ev::Arrive(r));
     }
 
-    /// Sends `bytes` out of `from`'s NIC (its transmit queue) at `at` towards
-    /// `to`; returns when they arrive there.
-    fn transmit(&mut self, from: usize, to: usize, at: u64, bytes: u64) -> u64 {
-        let nic = &mut self.nics[from];
-        let start = at.max(nic.tx_free);
-        let done = start + self.p.nic_op_ns + self.p.wire_time(bytes);
-        nic.tx_free = done;
-        done + if from == to {
-            self.p.loopback_ns
-        } else {
-            self.p.wire_ns
+    /// The client crashes: its machine and everything it knew are gone; the
+    /// requests it posted still travel (and may land). Its operation's
+    /// outcome is unknown.
+    pub(crate) fn crash(&mut self, c: usize, now: u64) {
+        let cl = &mut self.clients[c];
+        if cl.down_since.is_some() {
+            return;
+        }
+        cl.down_since = Some(now);
+        cl.machine = None;
+        cl.outstanding = 0;
+        cl.round += 1;
+        self.counts.crashes += 1;
+        if let Some(op) = cl.op.take() {
+            self.stats += op.stats;
+            self.unknown += 1;
+            self.failures += 1;
+            self.record(c, &op, KvRet::Unknown, now);
+        }
+        let after = self.spec.chaos.restart_after_ns.max(self.margin_ns() + 1);
+        self.schedule(now + after, Ev::Restart(c));
+    }
+
+    /// A crashed client comes back as a fresh process (no sooner than one
+    /// deadline margin after its crash, and not while its node is out).
+    fn on_restart(&mut self, c: usize, now: u64) {
+        let Some(since) = self.clients[c].down_since else {
+            return;
+        };
+        let node = usize::from(self.clients[c].state.id.node.0);
+        if self.node_down[node] {
+            return; // the node's return restarts it
+        }
+        let earliest = since + self.margin_ns() + 1;
+        if now < earliest {
+            self.schedule(earliest, Ev::Restart(c));
+            return;
+        }
+        let id = self.clients[c].state.id;
+        let Ok(mut state) = ClientState::new(self.cfg.clone(), id) else {
+            return; // the configuration was validated at the start
+        };
+        state.faults = self.spec.faults;
+        let cl = &mut self.clients[c];
+        cl.state = state;
+        cl.down_since = None;
+        self.schedule(now, Ev::Poll(c));
+    }
+
+    /// Draws the node outages of the whole run in advance.
+    fn plan_outages(&mut self) {
+        let chaos = self.spec.chaos;
+        if chaos.outage_permille == 0 {
+            return;
+        }
+        let mut at = EPOCH;
+        let mut busy_until = vec![0u64; self.node_down.len()];
+        while at < self.end {
+            if self.dice.chance(chaos.outage_permille) {
+                let n = self.dice.below(self.node_down.len() as u64) as usize;
+                if at >= busy_until[n] {
+                    let down = at + self.dice.below(1_000_000);
+                    let up = down + chaos.outage_ns.max(self.margin_ns() + 1);
+                    busy_until[n] = up + 1;
+                    self.schedule(down, Ev::NodeDown(n));
+                    self.schedule(up, Ev::NodeUp(n));
+                }
+            }
+            at += 1_000_000;
         }
     }
 
-    fn on_arrive(&mut self, r: usize, now: u64) {
-        let Some(req) = self.reqs[r].as_ref() else {
-            return;
-        };
-        let atomic = matches!(req.wr.op, Op::Cas { .. });
-        let nic = &mut self.nics[req.dst];
-        let start = now.max(nic.rx_free);
-        let done = start + self.p.nic_op_ns + if atomic { self.p.atomic_ns } else { 0 };
-        nic.rx_free = done;
-        self.schedule(done, Ev::Land(r));
+    fn on_node_down(&mut self, n: usize, now: u64) {
+        self.node_down[n] = true;
+        self.counts.outages += 1;
+        for c in 0..self.clients.len() {
+            if usize::from(self.clients[c].state.id.node.0) == n {
+                self.crash(c, now);
+            }
+        }
     }
 
-    fn on_land(&mut self, r: usize, now: u64) {
-        let Some(req) = self.reqs[r].as_mut() else {
-            return;
-        };
-        let own = NodeId(req.src as u16);
-        let id = req.wr.id;
-        let wr = std::mem::replace(
-            &mut req.wr,
-            WorkRequest {
-                id,
-                op: Op::LocalRead { offset: 0, len: 0 },
-            },
-        );
-        req.result =
-            Some(InFlight::new(wr, 0).run_to_end(&mut self.mem, own, WordOrder::Ascending));
-        let (dst, src, resp) = (req.dst, req.src, req.resp_bytes);
-        let arrives = self.transmit(dst, src, now, resp);
-        self.schedule(arrives, Ev::Back(r));
+    fn on_node_up(&mut self, n: usize, now: u64) {
+        self.node_down[n] = false;
+        for c in 0..self.clients.len() {
+            if usize::from(self.clients[c].state.id.node.0) == n {
+                self.schedule(now, Ev::Restart(c));
+            }
+        }
     }
 
-    fn on_back(&mut self, r: usize, now: u64) {
-        let Some(req) = self.reqs[r].as_ref() else {
-            return;
-        };
-        let nic = &mut self.nics[req.src];
-        let start = now.max(nic.rx_free);
-        let done = start + self.p.nic_op_ns;
-        nic.rx_free = done;
-        self.schedule(done, Ev::Complete(r));
-    }
-
-    fn on_complete(&mut self, r: usize, now: u64) {
-        let Some(req) = self.reqs[r].take() else {
-            return;
-        };
-        self.free_reqs.push(r);
+    /// Delivers a completion to the client that posted it (if it is still
+    /// the same incarnation and round: others are stale).
+    pub(crate) fn deliver(&mut self, req: NicRequest, now: u64) {
         let c = req.client;
+        // A completion of an earlier round (given up on at its deadline, of
+        // an earlier attempt or incarnation) is stale: machines number their
+        // requests afresh per attempt, so it must not reach the current one.
+        if self.clients[c].down_since.is_some() || req.round != self.clients[c].round {
+            return;
+        }
+        if self.dice.chance(self.spec.chaos.crash_permille) && self.clients[c].op.is_some() {
+            self.crash(c, now);
+            return;
+        }
         let cl = &mut self.clients[c];
         if let Some(m) = cl.machine.as_mut() {
-            m.complete(Completion {
+            m.complete(nessie_protocol::Completion {
                 id: req.wr.id,
                 result: req
                     .result
@@ -682,13 +741,15 @@ impl Engine {
                     ))),
             });
         }
-        cl.outstanding = cl.outstanding.saturating_sub(1);
-        if cl.outstanding == 0 {
-            self.schedule(now, Ev::Poll(c));
+        if cl.outstanding > 0 {
+            cl.outstanding -= 1;
+            if cl.outstanding == 0 {
+                self.schedule(now, Ev::Poll(c));
+            }
         }
     }
 
-    fn report(&mut self, wall: Duration) -> SimReport {
+    fn report(&mut self, wall: std::time::Duration) -> SimReport {
         fn avg(v: &[u64]) -> f64 {
             if v.is_empty() {
                 0.0
@@ -703,13 +764,17 @@ impl Engine {
             v.sort_unstable();
             v[((v.len() - 1) as f64 * 0.99).round() as usize] as f64 / 1000.0
         }
-        let ops = (self.get_lat.len() + self.put_lat.len()) as u64;
+        let ops = (self.get_lat.len() + self.put_lat.len()) as u64 + self.deletes;
         let n = ops.max(1) as f64;
         SimReport {
             ops,
             gets: self.get_lat.len() as u64,
             puts: self.put_lat.len() as u64,
+            deletes: self.deletes,
             failures: self.failures,
+            unknown: self.unknown,
+            stuck: self.stuck,
+            sweep_failures: std::mem::take(&mut self.sweep_failures),
             ops_per_sec: ops as f64 / self.spec.seconds,
             get_avg_us: avg(&self.get_lat),
             get_p99_us: p99(&mut self.get_lat),
@@ -717,7 +782,11 @@ impl Engine {
             put_p99_us: p99(&mut self.put_lat),
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
+            migrations: self.stats.migrations,
+            recoveries: self.stats.recoveries,
             events: self.events,
+            chaos: self.counts,
+            corrupt: std::mem::take(&mut self.corrupt),
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),

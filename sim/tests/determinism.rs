@@ -17,9 +17,7 @@ fn spec(seed: u64) -> SimSpec {
         seconds: 0.01,
         load_factor: 0.5,
         seed,
-        record_history: false,
-        faults: Faults::default(),
-        entries_per_client: None,
+        ..SimSpec::default()
     }
 }
 

@@ -1,0 +1,107 @@
+//! `nessie swarm`: the simulator's fault swarm from the command line. Runs
+//! seeded cases (each its own cluster shape, protocol options and mix of
+//! injected faults), checks every history for linearizability, and on a
+//! failure shrinks it and prints the case as JSON that `--replay` runs again
+//! exactly.
+
+use std::time::Instant;
+
+use clap::Args;
+use nessie_protocol::Faults;
+use nessie_sim::swarm::{shrink, swarm as run_swarm, CaseRun, SwarmCase, Verdict};
+
+/// Options of `nessie swarm`.
+#[derive(Args, Debug, Clone)]
+pub struct SwarmArgs {
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub first_seed: u64,
+    /// Number of cases (seeds `first_seed..first_seed + cases`).
+    #[arg(long, default_value_t = 200)]
+    pub cases: u64,
+    /// Broken protocol variants to run instead of the correct protocol
+    /// (comma separated; see `Faults::NAMES`), to watch the swarm catch them.
+    #[arg(long, value_delimiter = ',')]
+    pub faults: Vec<String>,
+    /// Replay one case: a JSON case as printed by a failing run.
+    #[arg(long)]
+    pub replay: Option<String>,
+    /// Runs spent shrinking a failure.
+    #[arg(long, default_value_t = 200)]
+    pub shrink_budget: usize,
+}
+
+fn describe(run: &CaseRun) {
+    let r = &run.report;
+    println!(
+        "case: {}",
+        serde_json::to_string(&run.case).unwrap_or_default()
+    );
+    println!(
+        "  {} operations ({} unknown, {} failed), faults injected: {:?}",
+        r.ops + r.failures,
+        r.unknown,
+        r.failures,
+        r.chaos
+    );
+}
+
+/// Runs the swarm (or one replayed case); an error if a case fails.
+pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
+    let faults = Faults::named(&args.faults).map_err(|e| e.to_string())?;
+    if let Some(json) = &args.replay {
+        let case: SwarmCase =
+            serde_json::from_str(json).map_err(|e| format!("--replay: not a case: {e}"))?;
+        let run = case.run(faults).map_err(|e| e.to_string())?;
+        describe(&run);
+        return match &run.verdict {
+            Verdict::Pass(n) => {
+                println!("  linearizable ({n} operations checked)");
+                Ok(())
+            }
+            Verdict::Inconclusive(m) => Err(format!("no verdict: {m}")),
+            Verdict::Fail(m) => Err(format!("the case fails:\n{m}")),
+        };
+    }
+    let started = Instant::now();
+    let seeds = args.first_seed..args.first_seed + args.cases;
+    let s = run_swarm(seeds, faults, true).map_err(|e| e.to_string())?;
+    println!(
+        "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked), {} inconclusive; \
+         {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline; \
+         {} MIGRATEs, {} entries of crashed or overrunning owners recovered",
+        s.cases,
+        started.elapsed().as_secs_f64(),
+        s.passed,
+        s.checked_ops,
+        s.inconclusive,
+        s.unknown_ops,
+        s.crashes,
+        s.lost_completions,
+        s.landing_deadline_refusals,
+        s.migrations,
+        s.recoveries
+    );
+    let Some(failure) = s.failure else {
+        return Ok(());
+    };
+    println!("FAILED: seed {}", failure.case.seed);
+    describe(&failure);
+    let small = shrink(failure, faults, args.shrink_budget);
+    println!("shrunk to:");
+    describe(&small);
+    let why = match &small.verdict {
+        Verdict::Fail(m) => m.clone(),
+        other => format!("{other:?}"),
+    };
+    println!("{why}");
+    Err(format!(
+        "a swarm case fails; replay it with: nessie swarm{} --replay '{}'",
+        if args.faults.is_empty() {
+            String::new()
+        } else {
+            format!(" --faults {}", args.faults.join(","))
+        },
+        serde_json::to_string(&small.case).unwrap_or_default()
+    ))
+}

@@ -1,0 +1,201 @@
+//! The faults a simulated cluster can suffer, and the seeded decisions that
+//! inflict them.
+//!
+//! [`Chaos`] is the environment's misbehaviour, as opposed to the protocol's
+//! test-only [`Faults`](nessie_protocol::Faults) switches (broken variants of
+//! the protocol itself). Everything here stays within the timing assumptions
+//! `docs/protocol.md` states, exactly as stated, never a stricter version:
+//!
+//! - **A1**: each client's clock runs ahead of virtual time by a fixed offset
+//!   drawn from `0..=clock_skew`, so any two clocks differ by at most
+//!   `clock_skew` (and the full skew is reached).
+//! - **A2**: a CAS or WRITE takes effect within `deadline_margin` of being
+//!   posted, or never. Extra delays are drawn up to `max_delay_ns`, which may
+//!   exceed the margin; the requester enforces A2 the way the verbs backend
+//!   must: a mutation that reaches its responder later than its landing
+//!   deadline (posting time + `deadline_margin`) is not executed and its
+//!   completion reports an error (outcome unknown to the client).
+//! - Everything else is unbounded: reads and completions may be delayed
+//!   (hence reordered) without limit, a request may execute and then report
+//!   a failure, or execute and report nothing (the client's machine gives up
+//!   at its deadline), clients may pause between steps for longer than
+//!   their deadlines, crash at any step and restart, and nodes may become
+//!   unreachable for a while (their clients crash with them).
+//!
+//! A crashed client restarts no sooner than `deadline_margin` after its crash
+//! (so every request its previous incarnation posted has landed or never
+//! will: the restarted allocator's header sweep then sees every write) with a
+//! fresh [`ClientState`](nessie_protocol::ClientState), as a restarted
+//! process would. A node outage models the node's link or its client
+//! processes going away while the memory its NIC serves survives (as when
+//! the process holding the registered regions outlives them); a node whose
+//! memory is lost loses its keys, which Nessie (no replication) does not
+//! hide, so that is not a linearizability question.
+
+use serde::{Deserialize, Serialize};
+
+/// Rates and bounds of the injected faults (all off by default). Rates are
+/// per mille: of remote requests for the request fates, of polls for pauses
+/// and crashes, of simulated milliseconds for node outages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Chaos {
+    /// Requests delayed on the way out or back by up to `max_delay_ns`.
+    pub delay_permille: u32,
+    /// The bound of one extra delay (may exceed the deadline margin: A2 is
+    /// then enforced by the requester, see the module docs).
+    pub max_delay_ns: u64,
+    /// Requests that execute and then complete with an error.
+    pub fail_after_exec_permille: u32,
+    /// Requests that fail before executing (the error does not say which).
+    pub fail_before_exec_permille: u32,
+    /// Requests that execute and whose completion is never delivered.
+    pub lose_completion_permille: u32,
+    /// Polls at which the client is descheduled for up to `max_pause_ns`.
+    pub pause_permille: u32,
+    /// The bound of one pause.
+    pub max_pause_ns: u64,
+    /// Polls (and completions) at which the client crashes.
+    pub crash_permille: u32,
+    /// How long a crashed client stays down (at least the deadline margin).
+    pub restart_after_ns: u64,
+    /// Per simulated millisecond: a random node becomes unreachable (its
+    /// clients crash) for `outage_ns`.
+    pub outage_permille: u32,
+    /// How long an outage lasts (at least the deadline margin).
+    pub outage_ns: u64,
+    /// How long a request to an unreachable node takes to fail (the
+    /// transport's retries).
+    pub unreachable_after_ns: u64,
+    /// Skewed clocks: each client's offset is drawn from `0..=clock_skew`.
+    pub skew: bool,
+}
+
+impl Chaos {
+    /// No faults at all.
+    pub const NONE: Chaos = Chaos {
+        delay_permille: 0,
+        max_delay_ns: 0,
+        fail_after_exec_permille: 0,
+        fail_before_exec_permille: 0,
+        lose_completion_permille: 0,
+        pause_permille: 0,
+        max_pause_ns: 0,
+        crash_permille: 0,
+        restart_after_ns: 0,
+        outage_permille: 0,
+        outage_ns: 0,
+        unreachable_after_ns: 0,
+        skew: false,
+    };
+
+    /// Whether any fault is on (the engine then arms deadline wake-ups).
+    pub fn any(&self) -> bool {
+        *self != Chaos::NONE && *self != Chaos::default()
+    }
+
+    /// The fault kinds that are on, by name (for reports and shrinking).
+    pub fn kinds(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (name, on) in [
+            ("delay", self.delay_permille > 0),
+            ("fail-after-exec", self.fail_after_exec_permille > 0),
+            ("fail-before-exec", self.fail_before_exec_permille > 0),
+            ("lose-completion", self.lose_completion_permille > 0),
+            ("pause", self.pause_permille > 0),
+            ("crash", self.crash_permille > 0),
+            ("outage", self.outage_permille > 0),
+            ("skew", self.skew),
+        ] {
+            if on {
+                v.push(name);
+            }
+        }
+        v
+    }
+
+    /// This chaos with one fault kind (a name from [`Chaos::kinds`]) off.
+    pub fn without(&self, kind: &str) -> Chaos {
+        let mut c = *self;
+        match kind {
+            "delay" => c.delay_permille = 0,
+            "fail-after-exec" => c.fail_after_exec_permille = 0,
+            "fail-before-exec" => c.fail_before_exec_permille = 0,
+            "lose-completion" => c.lose_completion_permille = 0,
+            "pause" => c.pause_permille = 0,
+            "crash" => c.crash_permille = 0,
+            "outage" => c.outage_permille = 0,
+            "skew" => c.skew = false,
+            _ => {}
+        }
+        c
+    }
+}
+
+/// What becomes of one remote request (decided when it is posted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Executes and completes normally.
+    Normal,
+    /// Executes, then completes with an error.
+    FailAfterExec,
+    /// Does not execute; completes with an error.
+    FailBeforeExec,
+    /// Executes; its completion is never delivered.
+    LoseCompletion,
+}
+
+/// The seeded source of every chaos decision (xorshift64; never zero).
+#[derive(Clone, Debug)]
+pub struct Dice(u64);
+
+impl Dice {
+    /// Dice seeded from `seed` (any value).
+    pub fn new(seed: u64) -> Dice {
+        Dice((seed ^ 0x2545_f491_4f6c_dd1d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    /// The next raw value.
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.0;
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    /// A value in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+
+    /// True with probability `permille / 1000`.
+    pub fn chance(&mut self, permille: u32) -> bool {
+        permille > 0 && self.below(1000) < u64::from(permille)
+    }
+
+    /// The fate of a remote request under `chaos`.
+    pub fn fate(&mut self, chaos: &Chaos) -> Fate {
+        if self.chance(chaos.fail_after_exec_permille) {
+            Fate::FailAfterExec
+        } else if self.chance(chaos.fail_before_exec_permille) {
+            Fate::FailBeforeExec
+        } else if self.chance(chaos.lose_completion_permille) {
+            Fate::LoseCompletion
+        } else {
+            Fate::Normal
+        }
+    }
+
+    /// An extra delay under `chaos` (often zero).
+    pub fn delay(&mut self, chaos: &Chaos) -> u64 {
+        if self.chance(chaos.delay_permille) {
+            self.below(chaos.max_delay_ns + 1)
+        } else {
+            0
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! What a simulation is asked to do ([`SimSpec`], [`Tuning`]), what it
+//! reports ([`SimReport`], [`ChaosCounts`]), and the protocol configuration a
+//! specification implies ([`config`]).
+
+use std::time::Duration;
+
+use nessie_model::Event;
+use nessie_protocol::{Config, Error, Faults, MigrateSearch};
+use serde::{Deserialize, Serialize};
+
+use crate::chaos::Chaos;
+use crate::profile::Profile;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct SimSpec {
+    /// The hardware.
+    pub profile: Profile,
+    /// Nodes.
+    pub nodes: u16,
+    /// Client threads per node.
+    pub clients_per_node: u16,
+    /// Distinct keys (preloaded).
+    pub keys: u64,
+    /// Key size in bytes.
+    pub key_size: u32,
+    /// Value size in bytes.
+    pub value_size: u32,
+    /// Percentage of GETs (the rest are PUTs of existing keys).
+    pub get_pct: u32,
+    /// Simulated seconds of measured workload.
+    pub seconds: f64,
+    /// Index load factor after the preload.
+    pub load_factor: f64,
+    /// Seed of every generator.
+    pub seed: u64,
+    /// Record every operation's invocation and response (in virtual time)
+    /// for the linearizability checker ([`SimReport::history`]).
+    pub record_history: bool,
+    /// Test-only protocol fault switches for every client.
+    pub faults: Faults,
+    /// Data table entries per client (`None`: the preload share twice over
+    /// plus room for one expiration period of updates).
+    pub entries_per_client: Option<u32>,
+    /// Percentage of DELETEs (taken from the PUT share: the rest after GETs
+    /// and DELETEs are PUTs).
+    pub delete_pct: u32,
+    /// Percentage of the keys written before the run (the rest are first
+    /// inserted by the workload's PUTs).
+    pub preload_pct: u32,
+    /// Faults of the environment (crashes, lost completions, ...).
+    pub chaos: Chaos,
+    /// Protocol options that differ from the simulator's defaults.
+    pub tuning: Tuning,
+    /// After the workload (and its faults) end, client 0 alone PUTs and
+    /// then GETs every key, with no faults: a crash or a lost completion
+    /// must never leave a key that a lone writer cannot write
+    /// ([`SimReport::sweep_failures`]).
+    pub final_sweep: bool,
+}
+
+/// Protocol options a simulation may set (`None`: the simulator's default,
+/// which is [`Config::default`]'s except for the sizes derived from the
+/// spec and a 20 ms expiration, 1 ms deadline margin and 10 µs clock skew).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// Index table slots per node (instead of the load factor's).
+    pub index_slots_per_node: Option<u32>,
+    /// Candidate buckets per key (hash functions).
+    pub candidates: Option<u8>,
+    /// Filter bits per index table entry.
+    pub filter_bits: Option<u8>,
+    /// Entries in each client's cache (0: off).
+    pub cache_capacity: Option<usize>,
+    /// Whether GETs may fall back to a previous version.
+    pub previous_versions: Option<bool>,
+    /// Whether a GET reads every candidate's entry in one round.
+    pub multiple_reads: Option<bool>,
+    /// Nested MIGRATEs allowed.
+    pub max_migrate_depth: Option<u8>,
+    /// MIGRATE's search: depth first (`true`) or breadth first.
+    pub depth_first_migrate: Option<bool>,
+    /// Expiration period T, µs.
+    pub expiration_us: Option<u64>,
+    /// Deadline margin, µs.
+    pub deadline_margin_us: Option<u64>,
+    /// Clock skew allowance, µs.
+    pub clock_skew_us: Option<u64>,
+}
+
+impl Default for SimSpec {
+    /// 3 nodes x 2 clients, 1,000 keys of 32 B with 256 B values, half
+    /// GETs, 0.01 simulated seconds on the TPDS hardware, no faults.
+    fn default() -> SimSpec {
+        SimSpec {
+            profile: crate::profile::TPDS,
+            nodes: 3,
+            clients_per_node: 2,
+            keys: 1000,
+            key_size: 32,
+            value_size: 256,
+            get_pct: 50,
+            seconds: 0.01,
+            load_factor: 0.4,
+            seed: 1,
+            record_history: false,
+            faults: Faults::default(),
+            entries_per_client: None,
+            delete_pct: 0,
+            preload_pct: 100,
+            chaos: Chaos::NONE,
+            tuning: Tuning::default(),
+            final_sweep: false,
+        }
+    }
+}
+
+/// What a run measured (all figures in simulated time except the last two).
+#[derive(Clone, Debug, Serialize)]
+pub struct SimReport {
+    /// Operations completed.
+    pub ops: u64,
+    /// GETs completed.
+    pub gets: u64,
+    /// PUTs completed.
+    pub puts: u64,
+    /// Operations that ended in an error.
+    pub failures: u64,
+    /// Operations per simulated second.
+    pub ops_per_sec: f64,
+    /// Average GET latency, µs.
+    pub get_avg_us: f64,
+    /// 99th-percentile GET latency, µs.
+    pub get_p99_us: f64,
+    /// Average PUT latency, µs.
+    pub put_avg_us: f64,
+    /// 99th-percentile PUT latency, µs.
+    pub put_p99_us: f64,
+    /// Fabric bytes per operation (requests and responses' payloads).
+    pub bytes_per_op: f64,
+    /// Remote round trips per operation.
+    pub round_trips_per_op: f64,
+    /// Events processed.
+    pub events: u64,
+    /// MIGRATEs run (nested ones included) by every operation.
+    pub migrations: u64,
+    /// Entries of crashed or overrunning owners that operations recovered
+    /// (aborted, settled or reclaimed).
+    pub recoveries: u64,
+    /// DELETEs completed.
+    pub deletes: u64,
+    /// Operations whose outcome is unknown (an error after the work may have
+    /// executed, or the client crashed during it).
+    pub unknown: u64,
+    /// Operations still running at the horizon (the end of the workload plus
+    /// the longest an operation may legitimately take: every attempt to its
+    /// deadline, with back-off): each one is a liveness failure, recorded in
+    /// the history as of unknown outcome.
+    pub stuck: u64,
+    /// PUTs of the final sweep ([`SimSpec::final_sweep`]) that failed for
+    /// another reason than a full table: each one is a liveness failure.
+    pub sweep_failures: Vec<String>,
+    /// The injected faults and what the clients made of them.
+    pub chaos: ChaosCounts,
+    /// Messages of operations that reported a corrupt state (a protocol
+    /// invariant broken; the first 16).
+    pub corrupt: Vec<String>,
+    /// Wall-clock seconds the simulation took (not deterministic).
+    pub wall_seconds: f64,
+    /// Events per wall-clock second (not deterministic).
+    pub events_per_wall_sec: f64,
+    /// The history, if recorded (each PUT writes a value unique to it).
+    #[serde(skip)]
+    pub history: Vec<Event>,
+}
+
+impl SimReport {
+    /// The deterministic part, for comparing runs.
+    pub fn fingerprint(&self) -> (u64, u64, u64, u64, u64, String) {
+        (
+            self.ops,
+            self.gets,
+            self.puts,
+            self.failures,
+            self.events,
+            format!(
+                "{} {} {} {} {} {:?} {:?} {:.6} {:.6} {:.6} {:.6} {:.6}",
+                self.deletes,
+                self.unknown,
+                self.stuck,
+                self.migrations,
+                self.recoveries,
+                self.sweep_failures,
+                self.chaos,
+                self.get_avg_us,
+                self.get_p99_us,
+                self.put_avg_us,
+                self.put_p99_us,
+                self.bytes_per_op
+            ),
+        )
+    }
+}
+
+/// What the injected faults did in one run (all zero without [`Chaos`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ChaosCounts {
+    /// Requests given an extra delay.
+    pub delayed: u64,
+    /// Requests that executed and then reported an error.
+    pub failed_after_exec: u64,
+    /// Requests that reported an error without executing.
+    pub failed_before_exec: u64,
+    /// Completions never delivered.
+    pub lost_completions: u64,
+    /// Mutations refused at their landing deadline (A2 enforced).
+    pub landing_deadline_refusals: u64,
+    /// Requests to an unreachable node.
+    pub unreachable: u64,
+    /// Client pauses.
+    pub pauses: u64,
+    /// Client crashes (including those of node outages).
+    pub crashes: u64,
+    /// Node outages.
+    pub outages: u64,
+}
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The specification is out of range.
+    #[error("invalid simulation: {0}")]
+    Spec(String),
+    /// The protocol refused the configuration or the preload failed.
+    #[error("protocol: {0}")]
+    Protocol(#[from] Error),
+}
+
+/// The configuration a spec implies.
+pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
+    if spec.nodes == 0 || spec.clients_per_node == 0 || spec.keys == 0 || spec.seconds <= 0.0 {
+        return Err(SimError::Spec(
+            "nodes, clients, keys and seconds must be positive".into(),
+        ));
+    }
+    if !(spec.load_factor > 0.0 && spec.load_factor <= 0.9) {
+        return Err(SimError::Spec("the load factor must be in (0, 0.9]".into()));
+    }
+    let clients = u64::from(spec.nodes) * u64::from(spec.clients_per_node);
+    let slots = (spec.keys as f64 / spec.load_factor / f64::from(spec.nodes)).ceil() as u32;
+    // Each client writes locally: its preload share, plus the entries its
+    // updates allocate within one expiration period (recycled after it).
+    // Spare entries for updates within one expiration period: plenty for
+    // small values, fewer for large ones (each update takes far longer).
+    let spare = ((4u32 << 20) / spec.value_size.max(1)).clamp(32, 1024);
+    let per_client = spec
+        .entries_per_client
+        .unwrap_or((spec.keys.div_ceil(clients) as u32) * 2 + spare);
+    let t = &spec.tuning;
+    let us = |v: Option<u64>, default: u64| Duration::from_micros(v.unwrap_or(default));
+    let mut cfg = Config {
+        nodes: spec.nodes,
+        index_slots_per_node: t.index_slots_per_node.unwrap_or(slots.max(16)),
+        dtes_per_node: per_client * u32::from(spec.clients_per_node),
+        clients_per_node: spec.clients_per_node,
+        max_key_len: spec.key_size.max(8),
+        max_value_len: spec.value_size.max(1),
+        expiration: us(t.expiration_us, 20_000),
+        clock_skew: us(t.clock_skew_us, 10),
+        deadline_margin: us(t.deadline_margin_us, 1_000),
+        ..Config::default()
+    };
+    let d = Config::default();
+    cfg.candidates = t.candidates.unwrap_or(d.candidates);
+    cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);
+    cfg.cache_capacity = t.cache_capacity.unwrap_or(d.cache_capacity);
+    cfg.previous_versions = t.previous_versions.unwrap_or(d.previous_versions);
+    cfg.multiple_reads = t.multiple_reads.unwrap_or(d.multiple_reads);
+    cfg.max_migrate_depth = t.max_migrate_depth.unwrap_or(d.max_migrate_depth);
+    if let Some(df) = t.depth_first_migrate {
+        cfg.migrate_search = if df {
+            MigrateSearch::DepthFirst
+        } else {
+            MigrateSearch::BreadthFirst
+        };
+    }
+    if spec.get_pct + spec.delete_pct > 100 || spec.preload_pct > 100 {
+        return Err(SimError::Spec(
+            "get_pct + delete_pct and preload_pct must be at most 100".into(),
+        ));
+    }
+    cfg.validate().map_err(Error::from)?;
+    let topo = cfg.topology();
+    let bytes = u64::from(topo.nodes)
+        * (u64::from(topo.index_slots_per_node) * 8 + topo.data_bytes_per_node);
+    if bytes > 8 << 30 {
+        return Err(SimError::Spec(format!(
+            "the simulated memory would take {} MiB: fewer keys, clients or a smaller value size",
+            bytes >> 20
+        )));
+    }
+    Ok(cfg)
+}

@@ -1,0 +1,354 @@
+//! The fault swarm: many small seeded clusters, each with its own shape,
+//! protocol options and mix of injected faults ([`Chaos`]), each history put
+//! through the linearizability checker. A failing case replays exactly (it
+//! is a function of its [`SwarmCase`], printable as JSON) and shrinks to a
+//! smaller case that still fails.
+//!
+//! Swarm testing (Groce et al., ISSTA 2012): rather than every fault in every
+//! run, each case turns on a random subset, so that faults which mask each
+//! other (an outage that stops the very client whose pause would have
+//! mattered) are also seen apart.
+
+use serde::{Deserialize, Serialize};
+
+use nessie_protocol::Faults;
+
+use crate::chaos::{Chaos, Dice};
+use crate::engine::simulate;
+use crate::spec::{SimError, SimReport, SimSpec, Tuning};
+
+/// Steps the linearizability checker may take per key before it gives up
+/// (an inconclusive case is reported, never counted as a pass or a failure).
+pub const CHECK_STEPS: u64 = 2_000_000;
+
+/// One swarm case: everything a run depends on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwarmCase {
+    /// Seed of the workload and of every fault decision.
+    pub seed: u64,
+    /// Nodes.
+    pub nodes: u16,
+    /// Clients per node.
+    pub clients_per_node: u16,
+    /// Keys (few: contention is the point).
+    pub keys: u64,
+    /// Value size, bytes.
+    pub value_size: u32,
+    /// Simulated seconds.
+    pub seconds: f64,
+    /// GETs, percent.
+    pub get_pct: u32,
+    /// DELETEs, percent.
+    pub delete_pct: u32,
+    /// Keys written before the run, percent.
+    pub preload_pct: u32,
+    /// Data table entries per client (few: reuse is the point).
+    pub entries_per_client: u32,
+    /// Protocol options.
+    pub tuning: Tuning,
+    /// Injected faults.
+    pub chaos: Chaos,
+}
+
+/// What one case showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The history is linearizable (this many operations checked) and no
+    /// operation reported a corrupt state.
+    Pass(usize),
+    /// The history is not linearizable, or an operation reported a corrupt
+    /// state: the protocol is wrong (the description says where).
+    Fail(String),
+    /// The checker ran out of steps: no verdict.
+    Inconclusive(String),
+}
+
+impl Verdict {
+    /// Whether this is a failure.
+    pub fn is_fail(&self) -> bool {
+        matches!(self, Verdict::Fail(_))
+    }
+}
+
+/// A case's run: its report and verdict.
+#[derive(Debug)]
+pub struct CaseRun {
+    /// The case.
+    pub case: SwarmCase,
+    /// What the simulation reported.
+    pub report: SimReport,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+fn pick<T: Copy>(d: &mut Dice, v: &[T]) -> T {
+    v[d.below(v.len() as u64) as usize]
+}
+
+impl SwarmCase {
+    /// The case of `seed`: shape, options and faults all drawn from it.
+    pub fn from_seed(seed: u64) -> SwarmCase {
+        let mut d = Dice::new(seed.wrapping_mul(31).wrapping_add(7));
+        let nodes = 1 + d.below(3) as u16;
+        let clients_per_node = 1 + d.below(3) as u16;
+        let keys = 2 + d.below(7);
+        let margin_us = pick(&mut d, &[100u64, 300, 1000]);
+        let expiration_us = margin_us * pick(&mut d, &[3u64, 5, 20]);
+        let skew_us = pick(&mut d, &[0u64, 1, 10, margin_us / 4]);
+        let margin = margin_us * 1000;
+        let on = |d: &mut Dice| d.chance(500);
+        let mut chaos = Chaos::NONE;
+        if on(&mut d) {
+            chaos.delay_permille = 50 + d.below(300) as u32;
+            chaos.max_delay_ns = d.below(2 * margin);
+        }
+        if on(&mut d) {
+            chaos.fail_after_exec_permille = 2 + d.below(30) as u32;
+        }
+        if on(&mut d) {
+            chaos.fail_before_exec_permille = 2 + d.below(30) as u32;
+        }
+        if on(&mut d) {
+            chaos.lose_completion_permille = 2 + d.below(30) as u32;
+        }
+        if on(&mut d) {
+            chaos.pause_permille = 5 + d.below(50) as u32;
+            chaos.max_pause_ns = d.below(2 * expiration_us * 1000);
+        }
+        if on(&mut d) {
+            chaos.crash_permille = 1 + d.below(10) as u32;
+            chaos.restart_after_ns = margin + d.below(2 * margin);
+        }
+        if on(&mut d) && nodes > 1 {
+            chaos.outage_permille = 100 + d.below(300) as u32;
+            chaos.outage_ns = margin + d.below(2 * margin);
+            chaos.unreachable_after_ns = 10_000 + d.below(100_000);
+        }
+        chaos.skew = skew_us > 0 && on(&mut d);
+        let candidates = pick(&mut d, &[2u8, 2, 3]);
+        // Tight index tables, so that inserts MIGRATE (and the cluster holds
+        // at least one entry per candidate).
+        let slots = ((keys as u32).div_ceil(u32::from(nodes)) + d.below(2) as u32)
+            .max(u32::from(candidates).div_ceil(u32::from(nodes)));
+        let tuning = Tuning {
+            index_slots_per_node: Some(slots),
+            candidates: Some(candidates),
+            filter_bits: Some(pick(&mut d, &[0u8, 4, 8])),
+            cache_capacity: Some(pick(&mut d, &[0usize, 4, 1024])),
+            previous_versions: Some(d.chance(700)),
+            multiple_reads: Some(d.chance(500)),
+            max_migrate_depth: Some(pick(&mut d, &[1u8, 2, 3])),
+            depth_first_migrate: Some(d.chance(300)),
+            expiration_us: Some(expiration_us),
+            deadline_margin_us: Some(margin_us),
+            clock_skew_us: Some(skew_us),
+        };
+        let get_pct = 20 + d.below(50) as u32;
+        SwarmCase {
+            seed,
+            nodes,
+            clients_per_node,
+            keys,
+            value_size: pick(&mut d, &[8u32, 24, 64]),
+            seconds: pick(&mut d, &[0.002, 0.004, 0.008]),
+            get_pct,
+            delete_pct: (100 - get_pct) * (1 + d.below(4) as u32) / 10,
+            preload_pct: pick(&mut d, &[0u32, 50, 100]),
+            entries_per_client: 3 + d.below(12) as u32,
+            tuning,
+            chaos,
+        }
+    }
+
+    /// The simulation this case runs, with the protocol variant `faults`.
+    pub fn spec(&self, faults: Faults) -> SimSpec {
+        SimSpec {
+            nodes: self.nodes,
+            clients_per_node: self.clients_per_node,
+            keys: self.keys,
+            key_size: 16,
+            value_size: self.value_size,
+            get_pct: self.get_pct,
+            seconds: self.seconds,
+            load_factor: 0.5,
+            seed: self.seed,
+            record_history: true,
+            faults,
+            entries_per_client: Some(self.entries_per_client),
+            delete_pct: self.delete_pct,
+            preload_pct: self.preload_pct,
+            chaos: self.chaos,
+            tuning: self.tuning,
+            final_sweep: true,
+            ..SimSpec::default()
+        }
+    }
+
+    /// Runs the case and checks its history.
+    pub fn run(&self, faults: Faults) -> Result<CaseRun, SimError> {
+        let report = simulate(&self.spec(faults))?;
+        let verdict = if report.stuck > 0 {
+            Verdict::Fail(format!(
+                "{} operation(s) never finished: still running at the horizon, \
+                 past every deadline the protocol promises to return by",
+                report.stuck
+            ))
+        } else if let Some(f) = report.sweep_failures.first() {
+            Verdict::Fail(format!(
+                "{f} ({} sweep operation(s) failed)",
+                report.sweep_failures.len()
+            ))
+        } else if let Some(c) = report.corrupt.first() {
+            Verdict::Fail(format!(
+                "an operation reported a corrupt state ({} in all): {c}",
+                report.corrupt.len()
+            ))
+        } else {
+            match nessie_model::check_history(&report.history, CHECK_STEPS) {
+                Ok(n) => Verdict::Pass(n),
+                Err(e) if e.is_violation() => Verdict::Fail(e.to_string()),
+                Err(e) => Verdict::Inconclusive(e.to_string()),
+            }
+        };
+        Ok(CaseRun {
+            case: self.clone(),
+            report,
+            verdict,
+        })
+    }
+
+    /// Smaller variants of this case, most promising first.
+    fn smaller(&self) -> Vec<SwarmCase> {
+        let mut v = Vec::new();
+        if self.seconds > 0.0006 {
+            v.push(SwarmCase {
+                seconds: self.seconds / 2.0,
+                ..self.clone()
+            });
+        }
+        for kind in self.chaos.kinds() {
+            v.push(SwarmCase {
+                chaos: self.chaos.without(kind),
+                ..self.clone()
+            });
+        }
+        if self.clients_per_node > 1 {
+            v.push(SwarmCase {
+                clients_per_node: self.clients_per_node - 1,
+                ..self.clone()
+            });
+        }
+        if self.nodes > 1 {
+            let mut c = SwarmCase {
+                nodes: self.nodes - 1,
+                ..self.clone()
+            };
+            c.chaos.outage_permille = if c.nodes > 1 {
+                c.chaos.outage_permille
+            } else {
+                0
+            };
+            v.push(c);
+        }
+        if self.keys > 1 {
+            v.push(SwarmCase {
+                keys: self.keys - 1,
+                ..self.clone()
+            });
+        }
+        if self.delete_pct > 0 {
+            v.push(SwarmCase {
+                delete_pct: 0,
+                ..self.clone()
+            });
+        }
+        v
+    }
+}
+
+/// Shrinks a failing case greedily: takes any smaller variant that still
+/// fails, until none does or `budget` runs are spent. Returns the smallest
+/// failing run found (the case itself if nothing smaller fails).
+pub fn shrink(failing: CaseRun, faults: Faults, budget: usize) -> CaseRun {
+    let mut best = failing;
+    let mut spent = 0;
+    'outer: while spent < budget {
+        for c in best.case.smaller() {
+            if spent >= budget {
+                break 'outer;
+            }
+            spent += 1;
+            if let Ok(run) = c.run(faults) {
+                if run.verdict.is_fail() {
+                    best = run;
+                    continue 'outer;
+                }
+            }
+        }
+        break;
+    }
+    best
+}
+
+/// What a swarm found.
+#[derive(Debug, Default)]
+pub struct SwarmSummary {
+    /// Cases run.
+    pub cases: usize,
+    /// Cases whose history was linearizable.
+    pub passed: usize,
+    /// Cases the checker could not decide.
+    pub inconclusive: usize,
+    /// Operations checked over all passing cases.
+    pub checked_ops: usize,
+    /// Operations with an unknown outcome over all cases.
+    pub unknown_ops: u64,
+    /// Injected crashes, lost completions and landing-deadline refusals.
+    pub crashes: u64,
+    /// Lost completions.
+    pub lost_completions: u64,
+    /// Mutations refused at their landing deadline.
+    pub landing_deadline_refusals: u64,
+    /// MIGRATEs run.
+    pub migrations: u64,
+    /// Entries of crashed or overrunning owners recovered.
+    pub recoveries: u64,
+    /// The first failing case, if any (not yet shrunk).
+    pub failure: Option<CaseRun>,
+}
+
+/// Runs the cases of `seeds` under protocol variant `faults` until the
+/// first failure (if `stop_at_failure`) or the end.
+pub fn swarm(
+    seeds: impl IntoIterator<Item = u64>,
+    faults: Faults,
+    stop_at_failure: bool,
+) -> Result<SwarmSummary, SimError> {
+    let mut s = SwarmSummary::default();
+    for seed in seeds {
+        let run = SwarmCase::from_seed(seed).run(faults)?;
+        s.cases += 1;
+        s.unknown_ops += run.report.unknown;
+        s.crashes += run.report.chaos.crashes;
+        s.lost_completions += run.report.chaos.lost_completions;
+        s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
+        s.migrations += run.report.migrations;
+        s.recoveries += run.report.recoveries;
+        match &run.verdict {
+            Verdict::Pass(n) => {
+                s.passed += 1;
+                s.checked_ops += n;
+            }
+            Verdict::Inconclusive(_) => s.inconclusive += 1,
+            Verdict::Fail(_) => {
+                if s.failure.is_none() {
+                    s.failure = Some(run);
+                }
+                if stop_at_failure {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(s)
+}
