@@ -163,6 +163,7 @@ pub(crate) struct Engine {
     now: u64,
     stats: OpStats,
     history: Vec<Event>,
+    history_stats: Vec<OpStats>,
     next_value: u64,
     pub(crate) dice: Dice,
     pub(crate) counts: ChaosCounts,
@@ -247,6 +248,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
         now: EPOCH,
         stats: OpStats::default(),
         history: Vec::new(),
+        history_stats: Vec::new(),
         next_value: 0,
         dice,
         counts: ChaosCounts::default(),
@@ -405,6 +407,7 @@ impl Engine {
                 }
             }
             if self.spec.record_history && stored {
+                self.history_stats.push(m.stats());
                 self.history.push(Event {
                     client: (k % n) as usize,
                     key: key_of(k, self.spec.key_size),
@@ -611,6 +614,7 @@ impl Engine {
         if !self.spec.record_history {
             return;
         }
+        self.history_stats.push(op.stats);
         self.history.push(Event {
             client: c,
             key: key_of(op.key, self.spec.key_size),
@@ -790,6 +794,7 @@ impl Engine {
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),
+            history_stats: std::mem::take(&mut self.history_stats),
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use nessie_model::Event;
-use nessie_protocol::{Config, Error, Faults, MigrateSearch};
+use nessie_protocol::{Config, Error, Faults, MigrateSearch, OpStats};
 use serde::{Deserialize, Serialize};
 
 use crate::chaos::Chaos;
@@ -172,6 +172,10 @@ pub struct SimReport {
     /// The history, if recorded (each PUT writes a value unique to it).
     #[serde(skip)]
     pub history: Vec<Event>,
+    /// The fabric work of each operation of [`SimReport::history`] (same
+    /// index; every attempt of the operation summed).
+    #[serde(skip)]
+    pub history_stats: Vec<OpStats>,
 }
 
 impl SimReport {
