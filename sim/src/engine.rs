@@ -183,77 +183,85 @@ fn xorshift(s: &mut u64) -> u64 {
     *s
 }
 
+impl Engine {
+    /// A cluster in its initial state: nothing preloaded, nothing scheduled.
+    pub(crate) fn new(spec: &SimSpec) -> Result<Engine, SimError> {
+        let cfg = Arc::new(config(spec)?);
+        let mut dice = Dice::new(spec.seed);
+        let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
+        let mut clients = Vec::new();
+        for n in 0..spec.nodes {
+            for i in 0..spec.clients_per_node {
+                let id = ClientId {
+                    node: NodeId(n),
+                    index: i,
+                };
+                let mut state = ClientState::new(cfg.clone(), id)?;
+                state.faults = spec.faults;
+                clients.push(SimClient {
+                    state,
+                    machine: None,
+                    op: None,
+                    outstanding: 0,
+                    round: 0,
+                    rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        | 1,
+                    clock_offset: if spec.chaos.skew {
+                        dice.below(skew + 1)
+                    } else {
+                        0
+                    },
+                    down_since: None,
+                });
+            }
+        }
+        if spec.chaos.skew && clients.len() > 1 {
+            // Reach the full allowance: the first clock is exact, the last one
+            // the full skew ahead.
+            clients[0].clock_offset = 0;
+            let last = clients.len() - 1;
+            clients[last].clock_offset = skew;
+        }
+        Ok(Engine {
+            p: spec.profile.clone(),
+            spec: spec.clone(),
+            mem: Memory::new(&cfg),
+            cfg,
+            nics: vec![Nic::default(); usize::from(spec.nodes)],
+            node_down: vec![false; usize::from(spec.nodes)],
+            clients,
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            events: 0,
+            end: EPOCH + (spec.seconds * 1e9) as u64,
+            horizon: u64::MAX,
+            get_lat: Vec::new(),
+            put_lat: Vec::new(),
+            deletes: 0,
+            failures: 0,
+            unknown: 0,
+            stuck: 0,
+            sweep: Vec::new(),
+            sweeping: false,
+            sweep_failures: Vec::new(),
+            now: EPOCH,
+            stats: OpStats::default(),
+            history: Vec::new(),
+            history_stats: Vec::new(),
+            next_value: 0,
+            dice,
+            counts: ChaosCounts::default(),
+            corrupt: Vec::new(),
+        })
+    }
+}
+
 /// Runs a simulation.
 pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     let wall = Instant::now();
-    let cfg = Arc::new(config(spec)?);
-    let mut dice = Dice::new(spec.seed);
-    let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
-    let mut clients = Vec::new();
-    for n in 0..spec.nodes {
-        for i in 0..spec.clients_per_node {
-            let id = ClientId {
-                node: NodeId(n),
-                index: i,
-            };
-            let mut state = ClientState::new(cfg.clone(), id)?;
-            state.faults = spec.faults;
-            clients.push(SimClient {
-                state,
-                machine: None,
-                op: None,
-                outstanding: 0,
-                round: 0,
-                rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
-                clock_offset: if spec.chaos.skew {
-                    dice.below(skew + 1)
-                } else {
-                    0
-                },
-                down_since: None,
-            });
-        }
-    }
-    if spec.chaos.skew && clients.len() > 1 {
-        // Reach the full allowance: the first clock is exact, the last one
-        // the full skew ahead.
-        clients[0].clock_offset = 0;
-        let last = clients.len() - 1;
-        clients[last].clock_offset = skew;
-    }
-    let mut e = Engine {
-        p: spec.profile.clone(),
-        spec: spec.clone(),
-        mem: Memory::new(&cfg),
-        cfg,
-        nics: vec![Nic::default(); usize::from(spec.nodes)],
-        node_down: vec![false; usize::from(spec.nodes)],
-        clients,
-        reqs: Vec::new(),
-        free_reqs: Vec::new(),
-        queue: BinaryHeap::new(),
-        seq: 0,
-        events: 0,
-        end: EPOCH + (spec.seconds * 1e9) as u64,
-        horizon: 0,
-        get_lat: Vec::new(),
-        put_lat: Vec::new(),
-        deletes: 0,
-        failures: 0,
-        unknown: 0,
-        stuck: 0,
-        sweep: Vec::new(),
-        sweeping: false,
-        sweep_failures: Vec::new(),
-        now: EPOCH,
-        stats: OpStats::default(),
-        history: Vec::new(),
-        history_stats: Vec::new(),
-        next_value: 0,
-        dice,
-        counts: ChaosCounts::default(),
-        corrupt: Vec::new(),
-    };
+    let mut e = Engine::new(spec)?;
     e.preload()?;
     for c in 0..e.clients.len() {
         e.schedule(EPOCH, Ev::Poll(c));
@@ -261,12 +269,9 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     e.plan_outages();
     e.horizon = e.end + e.drain_ns();
     loop {
-        let s = match e.queue.pop() {
-            Some(s) if s.at <= e.horizon => s,
-            beyond => {
-                if beyond.is_some() {
-                    e.now = e.horizon;
-                }
+        match e.next_event() {
+            Some((at, ev)) => e.handle(at, ev),
+            None => {
                 e.give_up_on_stuck();
                 if e.spec.final_sweep && !e.sweeping {
                     e.start_sweep();
@@ -274,25 +279,42 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
                 }
                 break;
             }
-        };
-        e.now = s.at;
-        e.events += 1;
-        match s.ev {
-            Ev::Poll(c) => e.on_poll(c, s.at),
-            Ev::Wake(c, round) => e.on_wake(c, round, s.at),
-            Ev::Restart(c) => e.on_restart(c, s.at),
-            Ev::NodeDown(n) => e.on_node_down(n, s.at),
-            Ev::NodeUp(n) => e.on_node_up(n, s.at),
-            Ev::Arrive(r) => e.on_arrive(r, s.at),
-            Ev::Land(r) => e.on_land(r, s.at),
-            Ev::Back(r) => e.on_back(r, s.at),
-            Ev::Complete(r) => e.on_complete(r, s.at),
         }
     }
     Ok(e.report(wall.elapsed()))
 }
 
 impl Engine {
+    /// The next event due by the horizon (`None`: the queue is empty or the
+    /// horizon has come).
+    pub(crate) fn next_event(&mut self) -> Option<(u64, Ev)> {
+        match self.queue.pop() {
+            Some(s) if s.at <= self.horizon => Some((s.at, s.ev)),
+            Some(_) => {
+                self.now = self.horizon;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Processes one event.
+    pub(crate) fn handle(&mut self, at: u64, ev: Ev) {
+        self.now = at;
+        self.events += 1;
+        match ev {
+            Ev::Poll(c) => self.on_poll(c, at),
+            Ev::Wake(c, round) => self.on_wake(c, round, at),
+            Ev::Restart(c) => self.on_restart(c, at),
+            Ev::NodeDown(n) => self.on_node_down(n, at),
+            Ev::NodeUp(n) => self.on_node_up(n, at),
+            Ev::Arrive(r) => self.on_arrive(r, at),
+            Ev::Land(r) => self.on_land(r, at),
+            Ev::Back(r) => self.on_back(r, at),
+            Ev::Complete(r) => self.on_complete(r, at),
+        }
+    }
+
     pub(crate) fn schedule(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
         self.queue.push(Scheduled {

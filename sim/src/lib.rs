@@ -26,6 +26,9 @@ pub mod profile;
 pub mod spec;
 pub mod swarm;
 
+#[cfg(test)]
+mod accounting_tests;
+
 pub use chaos::Chaos;
 pub use engine::simulate;
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
