@@ -1,6 +1,7 @@
 //! `nessie sim`: the deterministic cluster simulator (`nessie-sim`) from the
 //! command line: Nessie's machines in virtual time over a hardware profile,
-//! for each value size asked, with the simulator's own speed.
+//! for each cluster size, depth and value size asked, with the simulator's
+//! own speed.
 
 use clap::Args;
 use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec};
@@ -12,12 +13,16 @@ pub struct SimArgs {
     /// (100 Gb/s).
     #[arg(long, default_value = "tpds")]
     pub profile: String,
-    /// Nodes.
-    #[arg(long, default_value_t = 3)]
-    pub nodes: u16,
-    /// Client threads per node.
+    /// Nodes (comma separated: one point per cluster size).
+    #[arg(long, value_delimiter = ',', default_value = "3")]
+    pub nodes: Vec<u16>,
+    /// Client threads per node (one core each).
     #[arg(long, default_value_t = 2)]
     pub clients: u16,
+    /// Operations each client thread keeps in flight (comma separated: one
+    /// point per depth); the thread's polls share its core.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub depth: Vec<u16>,
     /// Distinct keys (preloaded).
     #[arg(long, default_value_t = 1000)]
     pub keys: u64,
@@ -44,6 +49,13 @@ pub struct SimArgs {
     pub json: bool,
 }
 
+/// One point of a sweep.
+struct Point {
+    nodes: u16,
+    depth: u16,
+    value_size: u32,
+}
+
 /// Runs every point and prints them.
 pub fn sim(args: &SimArgs) -> Result<(), SimError> {
     let profile: Profile = nessie_sim::profile::Profile::by_name(&args.profile)
@@ -51,37 +63,56 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             SimError::Spec(format!("unknown profile {:?} (tpds, modern)", args.profile))
         })?
         .clone();
-    let mut points: Vec<(u32, SimReport)> = Vec::new();
-    for &v in &args.value_sizes {
-        let spec = SimSpec {
-            profile: profile.clone(),
-            nodes: args.nodes,
-            clients_per_node: args.clients,
-            keys: args.keys,
-            key_size: args.key_size,
-            value_size: v,
-            get_pct: args.get_pct,
-            seconds: args.seconds,
-            load_factor: args.load_factor,
-            seed: args.seed,
-            ..SimSpec::default()
-        };
-        points.push((v, simulate(&spec)?));
+    let mut points: Vec<(Point, SimReport)> = Vec::new();
+    for &nodes in &args.nodes {
+        for &depth in &args.depth {
+            for &v in &args.value_sizes {
+                let spec = SimSpec {
+                    profile: profile.clone(),
+                    nodes,
+                    clients_per_node: args.clients,
+                    depth,
+                    keys: args.keys,
+                    key_size: args.key_size,
+                    value_size: v,
+                    get_pct: args.get_pct,
+                    seconds: args.seconds,
+                    load_factor: args.load_factor,
+                    seed: args.seed,
+                    ..SimSpec::default()
+                };
+                let point = Point {
+                    nodes,
+                    depth,
+                    value_size: v,
+                };
+                points.push((point, simulate(&spec)?));
+            }
+        }
     }
     if args.json {
         let out: Vec<_> = points
             .iter()
-            .map(|(v, r)| serde_json::json!({ "value_size": v, "report": r }))
+            .map(|(p, r)| {
+                serde_json::json!({
+                    "nodes": p.nodes,
+                    "depth": p.depth,
+                    "value_size": p.value_size,
+                    "report": r
+                })
+            })
             .collect();
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return Ok(());
     }
     println!(
-        "nessie sim: profile {}, {} nodes x {} client threads, {} keys, {} % GET, {} simulated s per point, seed {}",
-        profile.name, args.nodes, args.clients, args.keys, args.get_pct, args.seconds, args.seed
+        "nessie sim: profile {}, {} client threads per node, {} keys, {} % GET, {} simulated s per point, seed {}",
+        profile.name, args.clients, args.keys, args.get_pct, args.seconds, args.seed
     );
     println!(
-        "{:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11} {:>7} {:>11}",
+        "{:>6} {:>5} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11} {:>7} {:>11}",
+        "nodes",
+        "depth",
         "value B",
         "ops/s",
         "GET us",
@@ -94,10 +125,12 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         "wall s",
         "events/s"
     );
-    for (v, r) in &points {
+    for (p, r) in &points {
         println!(
-            "{:>8} {:>11.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>11} {:>7.2} {:>11.0}",
-            v,
+            "{:>6} {:>5} {:>8} {:>11.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>11} {:>7.2} {:>11.0}",
+            p.nodes,
+            p.depth,
+            p.value_size,
             r.ops_per_sec,
             r.get_avg_us,
             r.get_p99_us,

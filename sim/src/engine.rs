@@ -70,6 +70,8 @@ enum Kind {
 }
 
 pub(crate) struct SimClient {
+    /// The client thread (core) whose CPU its polls take.
+    core: usize,
     pub(crate) state: ClientState,
     machine: Option<RequestMachine>,
     op: Option<CurrentOp>,
@@ -140,6 +142,8 @@ pub(crate) struct Engine {
     pub(crate) mem: Memory,
     pub(crate) clients: Vec<SimClient>,
     pub(crate) nics: Vec<Nic>,
+    /// When each client thread's core is next free.
+    cores: Vec<u64>,
     pub(crate) node_down: Vec<bool>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
@@ -190,8 +194,11 @@ impl Engine {
         let mut dice = Dice::new(spec.seed);
         let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
         let mut clients = Vec::new();
+        let per_node = cfg.clients_per_node;
         for n in 0..spec.nodes {
-            for i in 0..spec.clients_per_node {
+            for i in 0..per_node {
+                let core = usize::from(n) * usize::from(spec.clients_per_node)
+                    + usize::from(i / spec.depth);
                 let id = ClientId {
                     node: NodeId(n),
                     index: i,
@@ -212,6 +219,7 @@ impl Engine {
                         0
                     },
                     down_since: None,
+                    core,
                 });
             }
         }
@@ -228,6 +236,7 @@ impl Engine {
             mem: Memory::new(&cfg),
             cfg,
             nics: vec![Nic::default(); usize::from(spec.nodes)],
+            cores: vec![0; usize::from(spec.nodes) * usize::from(spec.clients_per_node)],
             node_down: vec![false; usize::from(spec.nodes)],
             clients,
             reqs: Vec::new(),
@@ -529,7 +538,9 @@ impl Engine {
     /// Polls the client's machine until it waits or finishes.
     fn step(&mut self, c: usize, now: u64) {
         // One protocol step of CPU before anything goes out.
-        let t = now + self.p.cpu_step_ns;
+        let core = self.clients[c].core;
+        let t = now.max(self.cores[core]) + self.p.cpu_step_ns;
+        self.cores[core] = t;
         loop {
             let cl = &mut self.clients[c];
             let clock = cl.clock(now);

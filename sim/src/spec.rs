@@ -18,8 +18,12 @@ pub struct SimSpec {
     pub profile: Profile,
     /// Nodes.
     pub nodes: u16,
-    /// Client threads per node.
+    /// Client threads per node (one core each).
     pub clients_per_node: u16,
+    /// Operations each client thread keeps in flight (at least 1). Each is
+    /// its own protocol client (as `nessie run --depth` runs them); the
+    /// thread's polls of all of them share its core.
+    pub depth: u16,
     /// Distinct keys (preloaded).
     pub keys: u64,
     /// Key size in bytes.
@@ -96,6 +100,7 @@ impl Default for SimSpec {
             profile: crate::profile::TPDS,
             nodes: 3,
             clients_per_node: 2,
+            depth: 1,
             keys: 1000,
             key_size: 32,
             value_size: 256,
@@ -242,15 +247,24 @@ pub enum SimError {
 
 /// The configuration a spec implies.
 pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
-    if spec.nodes == 0 || spec.clients_per_node == 0 || spec.keys == 0 || spec.seconds <= 0.0 {
+    if spec.nodes == 0
+        || spec.clients_per_node == 0
+        || spec.depth == 0
+        || spec.keys == 0
+        || spec.seconds <= 0.0
+    {
         return Err(SimError::Spec(
-            "nodes, clients, keys and seconds must be positive".into(),
+            "nodes, clients, depth, keys and seconds must be positive".into(),
         ));
     }
+    let protocol_clients_per_node =
+        u16::try_from(u32::from(spec.clients_per_node) * u32::from(spec.depth)).map_err(|_| {
+            SimError::Spec("clients x depth must be at most 65,535 per node".into())
+        })?;
     if !(spec.load_factor > 0.0 && spec.load_factor <= 0.9) {
         return Err(SimError::Spec("the load factor must be in (0, 0.9]".into()));
     }
-    let clients = u64::from(spec.nodes) * u64::from(spec.clients_per_node);
+    let clients = u64::from(spec.nodes) * u64::from(protocol_clients_per_node);
     let slots = (spec.keys as f64 / spec.load_factor / f64::from(spec.nodes)).ceil() as u32;
     // Each client writes locally: its preload share, plus the entries its
     // updates allocate within one expiration period (recycled after it).
@@ -265,8 +279,8 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
     let mut cfg = Config {
         nodes: spec.nodes,
         index_slots_per_node: t.index_slots_per_node.unwrap_or(slots.max(16)),
-        dtes_per_node: per_client * u32::from(spec.clients_per_node),
-        clients_per_node: spec.clients_per_node,
+        dtes_per_node: per_client * u32::from(protocol_clients_per_node),
+        clients_per_node: protocol_clients_per_node,
         max_key_len: spec.key_size.max(8),
         max_value_len: spec.value_size.max(1),
         expiration: us(t.expiration_us, 20_000),

@@ -52,10 +52,54 @@ fn a_faster_fabric_gives_lower_latencies_and_more_operations() {
     );
 }
 
+/// A client thread keeping several operations in flight (`depth`) raises
+/// throughput until the NICs saturate, and each operation waits longer; the
+/// history stays linearizable with the thread's polls sharing one core.
+#[test]
+fn operations_in_flight_raise_throughput_until_the_nics_saturate() {
+    let at = |depth: u16| {
+        simulate(&SimSpec {
+            clients_per_node: 1,
+            depth,
+            seconds: 0.005,
+            ..spec(4)
+        })
+        .unwrap()
+    };
+    let (one, four, sixteen) = (at(1), at(4), at(16));
+    assert!(
+        four.ops_per_sec > 1.3 * one.ops_per_sec,
+        "{four:?} vs {one:?}"
+    );
+    assert!(four.get_avg_us > one.get_avg_us);
+    // Past saturation, more depth buys queueing, not throughput.
+    assert!(
+        sixteen.ops_per_sec < 1.2 * four.ops_per_sec,
+        "{sixteen:?} vs {four:?}"
+    );
+    assert!(sixteen.get_avg_us > 2.0 * four.get_avg_us);
+    let hot = simulate(&SimSpec {
+        keys: 8,
+        clients_per_node: 2,
+        depth: 4,
+        seconds: 0.002,
+        record_history: true,
+        load_factor: 0.1,
+        ..spec(5)
+    })
+    .unwrap();
+    assert!(nessie_model::check_history(&hot.history, 50_000_000).unwrap() > 200);
+}
+
 #[test]
 fn bad_specifications_are_typed_errors() {
     assert!(simulate(&SimSpec {
         nodes: 0,
+        ..spec(1)
+    })
+    .is_err());
+    assert!(simulate(&SimSpec {
+        depth: 0,
         ..spec(1)
     })
     .is_err());
