@@ -12,7 +12,8 @@
 //! - Safe wrappers over the C objects: [`ffi`].
 //! - The running system: [`system`] (which of the compared systems a node
 //!   runs, and its server workers), [`workload`] (what `nessie-node run`
-//!   drives, through any system's `KvClient`), [`node`] (a hosted node: its registered regions, its
+//!   drives, through any system's `KvClient`), [`report`] (the nodes'
+//!   results merged into one report), [`node`] (a hosted node: its registered regions, its
 //!   `rdma_cm` listener and the start-up probe), [`endpoint`] (a client's
 //!   queue pairs to every node, loopback included, and its completion queue),
 //!   [`fabric`] ([`VerbsFabric`]).
@@ -32,6 +33,7 @@ pub mod ffi;
 pub mod node;
 pub mod policy;
 pub mod remote;
+pub mod report;
 pub mod staging;
 pub mod status;
 pub mod system;

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_baselines::cpu::thread_cpu_time;
 use nessie_baselines::server::ServerPool;
@@ -49,6 +49,21 @@ pub struct WorkloadSpec {
     pub think: Duration,
     /// Record every operation of the measured phase ([`WorkloadReport::history`]).
     pub record: bool,
+    /// The wall-clock instant at which to start measuring, the same on every
+    /// node of a run (their clocks agree within the cluster's `clock_skew`,
+    /// checked when they connect): a start barrier across nodes that needs
+    /// no messages. The run fails if the instant passed more than
+    /// [`START_LATE_LIMIT`] before this node was ready (its preload or
+    /// connections took longer: choose a later instant).
+    pub start_at: Option<SystemTime>,
+}
+
+/// How late a node may be ready for [`WorkloadSpec::start_at`] and still run.
+pub const START_LATE_LIMIT: Duration = Duration::from_millis(100);
+
+fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// What a recorded operation did.
@@ -261,6 +276,10 @@ pub struct WorkloadReport {
     pub errors: BTreeMap<String, u64>,
     /// Every operation, when [`WorkloadSpec::record`] asked for it.
     pub history: Vec<HistoryRecord>,
+    /// [`WorkloadSpec::start_at`], ns since the Unix epoch.
+    pub start_at_unix_ns: Option<u64>,
+    /// When measuring started, ns since the Unix epoch.
+    pub started_unix_ns: u64,
 }
 
 /// The key of number `i`, padded to `size` bytes.
@@ -435,15 +454,37 @@ where
         .collect();
     let server_cpu = || servers.iter().map(|p| p.cpu_time()).sum::<Duration>();
     let server_requests = || servers.iter().map(|p| p.requests()).sum::<u64>();
+    if let Some(at) = spec.start_at {
+        let now = SystemTime::now();
+        match at.duration_since(now) {
+            Ok(wait) => std::thread::sleep(wait),
+            Err(late) if late.duration() > START_LATE_LIMIT => {
+                stop.store(true, Ordering::Relaxed);
+                barrier.wait();
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(WorkloadError::Arg(format!(
+                    "the start instant passed {:.3} s before this node was ready \
+                     (connections and preload took longer): choose a later --start-at",
+                    late.duration().as_secs_f64()
+                )));
+            }
+            Err(_) => {}
+        }
+    }
     let (cpu0, req0) = (server_cpu(), server_requests());
     barrier.wait();
     let start = Instant::now();
+    let started = SystemTime::now();
     while start.elapsed() < spec.duration && !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_millis(5).min(spec.duration));
     }
     stop.store(true, Ordering::Relaxed);
     let mut report = WorkloadReport {
         system: sys.kind.to_string(),
+        start_at_unix_ns: spec.start_at.map(unix_ns),
+        started_unix_ns: unix_ns(started),
         ..WorkloadReport::default()
     };
     for h in handles {
@@ -559,6 +600,7 @@ mod tests {
             max_ops: 0,
             think: Duration::ZERO,
             record: false,
+            start_at: None,
         }
     }
 
@@ -693,6 +735,40 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn nodes_given_one_start_instant_start_measuring_together_and_a_late_one_is_refused() {
+        let sys = SystemConfig::new(SystemKind::Nessie, store(2));
+        let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
+        let at = SystemTime::now() + Duration::from_millis(300);
+        let s = WorkloadSpec {
+            start_at: Some(at),
+            duration: Duration::from_millis(50),
+            ..spec()
+        };
+        // Two "nodes" of one cluster, started 100 ms apart, given one instant.
+        let (a, b) = std::thread::scope(|scope| {
+            let a = scope.spawn(|| run(&f, NodeId(0), &sys, &s, &[]).unwrap());
+            std::thread::sleep(Duration::from_millis(100));
+            let b = scope.spawn(|| run(&f, NodeId(1), &sys, &s, &[]).unwrap());
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let at_ns = unix_ns(at);
+        for r in [&a, &b] {
+            assert_eq!(r.start_at_unix_ns, Some(at_ns));
+            assert!(r.started_unix_ns >= at_ns, "started before the instant");
+            assert!(
+                r.started_unix_ns - at_ns < 50_000_000,
+                "started late: {r:?}"
+            );
+        }
+        let late = WorkloadSpec {
+            start_at: Some(SystemTime::now() - Duration::from_secs(1)),
+            ..spec()
+        };
+        let e = run(&f, NodeId(0), &sys, &late, &[]).unwrap_err();
+        assert!(e.to_string().contains("choose a later --start-at"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //!   SIGTERM or end of standard input;
 //! - `run`: runs a client workload from this node against the whole cluster
 //!   and prints throughput, per-operation fabric costs and CPU time (then
-//!   serves on with `--serve-after`).
+//!   serves on with `--serve-after`); `--start-at` makes every node start
+//!   measuring at one wall-clock instant, `--report FILE` writes the
+//!   node's results as JSON;
+//! - `report FILE...`: merges the nodes' JSON results into one cluster
+//!   report (needs no cluster file and no device).
 //!
 //! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf`
 //! (default `nessie`): every node of a deployment must be started with the
@@ -20,11 +24,12 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use nessie_baselines::server::ServerPool;
 use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_fabric_verbs::report::{ClusterReport, ReportError, RunReport};
 use nessie_fabric_verbs::system::{self, SystemError};
 use nessie_fabric_verbs::workload::{self, WorkloadSpec};
 use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
@@ -34,12 +39,12 @@ use nessie_protocol::NodeId;
 #[derive(Parser, Debug)]
 #[command(name = "nessie-node", version)]
 struct Cli {
-    /// The cluster description file (TOML).
+    /// The cluster description file (TOML; not needed by `report`).
     #[arg(long)]
-    cluster: PathBuf,
-    /// This node's id in the cluster file.
+    cluster: Option<PathBuf>,
+    /// This node's id in the cluster file (not needed by `report`).
     #[arg(long)]
-    node: u16,
+    node: Option<u16>,
     /// What to do once started.
     #[command(subcommand)]
     cmd: Cmd,
@@ -55,6 +60,20 @@ enum Cmd {
     /// Run a client workload from this node against the cluster (this node's
     /// server workers run too, for nessie-sd, nessie-hy and pilaf).
     Run(RunArgs),
+    /// Merge the JSON results that `run --report` wrote on each node into
+    /// one cluster report.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// The nodes' `--report` files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Warn when the nodes started measuring further apart than this, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 10)]
+    max_spread_ms: u64,
 }
 
 /// Which system the node runs (the same on every node).
@@ -164,6 +183,35 @@ struct RunArgs {
     /// With --serve-after: do not stop at end of standard input.
     #[arg(long)]
     ignore_stdin: bool,
+    /// Start measuring at this wall-clock instant, in seconds since the Unix
+    /// epoch (e.g. `$(( $(date +%s) + 30 ))`), the same on every node: a
+    /// start barrier across nodes (their clocks agree within `clock_skew`).
+    /// Fails if the node is ready more than 100 ms after it.
+    #[arg(long)]
+    start_at: Option<f64>,
+    /// Write this node's results as JSON to this file (merge the nodes'
+    /// files with `nessie-node report`).
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+/// The furthest ahead `--start-at` may be.
+const START_AT_HORIZON: Duration = Duration::from_secs(3600);
+
+/// The instant `--start-at` names, checked to be a sane future-ish time.
+fn start_instant(secs: f64) -> Result<SystemTime, NodeError> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(NodeError::Arg(format!(
+            "--start-at {secs}: seconds since the Unix epoch"
+        )));
+    }
+    let at = UNIX_EPOCH + Duration::from_secs_f64(secs);
+    if at.duration_since(SystemTime::now()).unwrap_or_default() > START_AT_HORIZON {
+        return Err(NodeError::Arg(format!(
+            "--start-at {secs} is more than an hour ahead of this node's clock"
+        )));
+    }
+    Ok(at)
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -201,6 +249,8 @@ enum NodeError {
     Workload(#[from] workload::WorkloadError),
     #[error(transparent)]
     System(#[from] SystemError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
     #[error("invalid options: {0}")]
     Arg(String),
 }
@@ -258,13 +308,28 @@ fn serve_until_stopped(ignore_stdin: bool) {
 }
 
 fn run(cli: &Cli) -> Result<(), NodeError> {
-    let node = NodeId(cli.node);
     let args = match &cli.cmd {
         Cmd::Info => SystemArgs::default(),
         Cmd::Serve(a) => a.system.clone(),
         Cmd::Run(a) => a.system.clone(),
+        Cmd::Report(r) => {
+            let reports = r
+                .files
+                .iter()
+                .map(|f| RunReport::read(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            let merged = ClusterReport::merge(reports)?.with_max_spread_us(r.max_spread_ms * 1000);
+            print!("{merged}");
+            return Ok(());
+        }
     };
-    let file = ClusterFile::load(&cli.cluster)?;
+    let (Some(cluster_file), Some(node)) = (&cli.cluster, cli.node) else {
+        return Err(NodeError::Arg(
+            "--cluster FILE and --node N are required".into(),
+        ));
+    };
+    let node = NodeId(node);
+    let file = ClusterFile::load(cluster_file)?;
     let sys = args.config(&file)?;
     // Check the workload options before anything dials the other nodes.
     let spec = match &cli.cmd {
@@ -278,10 +343,11 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
                 delete_pct: a.delete_pct,
                 duration: Duration::from_secs_f64(a.seconds.max(0.0)),
                 preload: !a.no_preload,
-                seed: a.seed ^ u64::from(cli.node),
+                seed: a.seed ^ u64::from(node.0),
                 max_ops: a.ops,
                 think: Duration::from_micros(a.think_us),
                 record: a.history.is_some(),
+                start_at: a.start_at.map(start_instant).transpose()?,
             };
             workload::check(&spec, &sys.store)?;
             Some(spec)
@@ -329,6 +395,16 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
                     .map_err(|e| NodeError::Arg(format!("cannot write {}: {e}", path.display())))?;
             }
             println!("\n{report}");
+            if let Some(at) = report.start_at_unix_ns {
+                println!(
+                    "started measuring {} us after --start-at",
+                    report.started_unix_ns.saturating_sub(at) / 1000
+                );
+            }
+            if let Some(path) = &a.report {
+                RunReport::of(node.0, &report).write(path)?;
+                println!("results written to {}", path.display());
+            }
             println!("workload finished on {node}");
             if a.serve_after {
                 serve_until_stopped(a.ignore_stdin);

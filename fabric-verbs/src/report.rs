@@ -1,0 +1,479 @@
+//! One report for a multi-node run: each `nessie-node run --report FILE`
+//! writes its node's results as JSON ([`RunReport`]); `nessie-node report
+//! FILE...` reads them back and merges them ([`ClusterReport`]): operations
+//! and rates summed over nodes, latency quantiles over every operation of
+//! every node (exact: each node's latencies are kept), fabric work per
+//! operation, GET misses apart from GETs that returned a value, failures by
+//! kind, CPU time, and how far apart the nodes started measuring (a rate
+//! summed over windows that do not overlap would be meaningless, so the
+//! report says when they did not).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::workload::{KindReport, WorkloadReport};
+
+/// The default start spread above which the merged report warns that the
+/// nodes' measured windows do not line up.
+pub const START_SPREAD_WARN_US: u64 = 10_000;
+
+/// One operation kind's results on one node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindSummary {
+    /// Operations completed.
+    pub ops: u64,
+    /// Operations that returned an error.
+    pub failures: u64,
+    /// GETs that found no value.
+    pub misses: u64,
+    /// Index table READs.
+    pub index_reads: u64,
+    /// Data table READs.
+    pub data_reads: u64,
+    /// Client WRITEs.
+    pub writes: u64,
+    /// Server response WRITEs.
+    pub server_writes: u64,
+    /// CASes.
+    pub cas: u64,
+    /// CPU reads and writes of the node's own memory.
+    pub local: u64,
+    /// Bytes on the fabric.
+    pub fabric_bytes: u64,
+    /// Remote round trips.
+    pub round_trips: u64,
+    /// Attempts (retries are attempts beyond one per operation).
+    pub attempts: u64,
+    /// Latencies in nanoseconds, sorted.
+    pub latencies_ns: Vec<u64>,
+}
+
+impl KindSummary {
+    fn of(k: &KindReport) -> KindSummary {
+        let s = &k.fabric;
+        KindSummary {
+            ops: k.ops,
+            failures: k.failures,
+            misses: k.misses,
+            index_reads: s.index_reads,
+            data_reads: s.data_reads,
+            writes: s.writes,
+            server_writes: s.server_writes,
+            cas: s.cas(),
+            local: s.local_reads + s.local_writes,
+            fabric_bytes: s.fabric_bytes,
+            round_trips: s.round_trips,
+            attempts: s.attempts,
+            latencies_ns: k.latencies_ns.clone(),
+        }
+    }
+
+    fn merge(&mut self, o: &KindSummary) {
+        self.ops += o.ops;
+        self.failures += o.failures;
+        self.misses += o.misses;
+        self.index_reads += o.index_reads;
+        self.data_reads += o.data_reads;
+        self.writes += o.writes;
+        self.server_writes += o.server_writes;
+        self.cas += o.cas;
+        self.local += o.local;
+        self.fabric_bytes += o.fabric_bytes;
+        self.round_trips += o.round_trips;
+        self.attempts += o.attempts;
+        self.latencies_ns.extend_from_slice(&o.latencies_ns);
+        self.latencies_ns.sort_unstable();
+    }
+
+    /// The `p` quantile of the latencies, µs.
+    pub fn quantile_us(&self, p: f64) -> f64 {
+        if self.latencies_ns.is_empty() {
+            return 0.0;
+        }
+        let i = ((self.latencies_ns.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_ns[i] as f64 / 1000.0
+    }
+}
+
+/// One node's results, as `nessie-node run --report FILE` writes them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The node.
+    pub node: u16,
+    /// The system run.
+    pub system: String,
+    /// The start instant the node was given (`--start-at`), ns since the
+    /// Unix epoch.
+    pub start_at_unix_ns: Option<u64>,
+    /// When the node started measuring, ns since the Unix epoch.
+    pub started_unix_ns: u64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// GET, PUT, DELETE.
+    pub kinds: [KindSummary; 3],
+    /// CPU seconds of the client threads.
+    pub client_cpu_s: f64,
+    /// CPU seconds of the node's server workers.
+    pub server_cpu_s: f64,
+    /// Requests the node's server workers served.
+    pub server_requests: u64,
+    /// Failures by error kind.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl RunReport {
+    /// The report of `node`'s workload run.
+    pub fn of(node: u16, r: &WorkloadReport) -> RunReport {
+        RunReport {
+            node,
+            system: r.system.clone(),
+            start_at_unix_ns: r.start_at_unix_ns,
+            started_unix_ns: r.started_unix_ns,
+            seconds: r.seconds,
+            kinds: [
+                KindSummary::of(&r.kinds[0]),
+                KindSummary::of(&r.kinds[1]),
+                KindSummary::of(&r.kinds[2]),
+            ],
+            client_cpu_s: r.client_cpu.as_secs_f64(),
+            server_cpu_s: r.server_cpu.as_secs_f64(),
+            server_requests: r.server_requests,
+            errors: r.errors.clone(),
+        }
+    }
+
+    /// Operations of every kind.
+    pub fn ops(&self) -> u64 {
+        self.kinds.iter().map(|k| k.ops).sum()
+    }
+
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        self.ops() as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Writes the report as JSON.
+    pub fn write(&self, path: &Path) -> Result<(), ReportError> {
+        let text = serde_json::to_string(self).map_err(|e| ReportError::Format {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        std::fs::write(path, text).map_err(|e| ReportError::Io {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })
+    }
+
+    /// Reads a report written by [`RunReport::write`].
+    pub fn read(path: &Path) -> Result<RunReport, ReportError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ReportError::Io {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        serde_json::from_str(&text).map_err(|e| ReportError::Format {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })
+    }
+}
+
+/// Why reports could not be written, read or merged.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file could not be read or written.
+    #[error("{path}: {why}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The error.
+        why: String,
+    },
+    /// A file is not a node report.
+    #[error("{path} is not a node report: {why}")]
+    Format {
+        /// The file.
+        path: String,
+        /// The parser's complaint.
+        why: String,
+    },
+    /// The reports cannot be merged.
+    #[error("cannot merge the reports: {0}")]
+    Mismatch(String),
+}
+
+/// The merged report of a multi-node run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterReport {
+    /// The nodes' reports, by node.
+    pub nodes: Vec<RunReport>,
+    /// GET, PUT and DELETE over every node.
+    pub total: [KindSummary; 3],
+    /// The start spread tolerated before the report warns, µs.
+    pub max_spread_us: u64,
+}
+
+impl ClusterReport {
+    /// Merges node reports of one run: one system, each node once.
+    pub fn merge(mut nodes: Vec<RunReport>) -> Result<ClusterReport, ReportError> {
+        let Some(first) = nodes.first() else {
+            return Err(ReportError::Mismatch("no reports".into()));
+        };
+        let system = first.system.clone();
+        if let Some(o) = nodes.iter().find(|n| n.system != system) {
+            return Err(ReportError::Mismatch(format!(
+                "node {} ran {} and node {} ran {}",
+                first.node, system, o.node, o.system
+            )));
+        }
+        nodes.sort_by_key(|n| n.node);
+        if let Some(w) = nodes.windows(2).find(|w| w[0].node == w[1].node) {
+            return Err(ReportError::Mismatch(format!(
+                "node {} reported twice",
+                w[0].node
+            )));
+        }
+        let mut total: [KindSummary; 3] = Default::default();
+        for n in &nodes {
+            for (t, k) in total.iter_mut().zip(&n.kinds) {
+                t.merge(k);
+            }
+        }
+        Ok(ClusterReport {
+            nodes,
+            total,
+            max_spread_us: START_SPREAD_WARN_US,
+        })
+    }
+
+    /// Tolerates a start spread of `us` before warning.
+    pub fn with_max_spread_us(mut self, us: u64) -> ClusterReport {
+        self.max_spread_us = us;
+        self
+    }
+
+    /// How far apart the nodes started measuring, µs.
+    pub fn start_spread_us(&self) -> u64 {
+        let starts = self.nodes.iter().map(|n| n.started_unix_ns);
+        let (lo, hi) = (starts.clone().min(), starts.max());
+        lo.zip(hi).map_or(0, |(lo, hi)| (hi - lo) / 1000)
+    }
+
+    /// Whether every node was given the same start instant and started
+    /// measuring within [`ClusterReport::max_spread_us`] of the others.
+    pub fn started_together(&self) -> bool {
+        let at = self.nodes.first().and_then(|n| n.start_at_unix_ns);
+        at.is_some()
+            && self.nodes.iter().all(|n| n.start_at_unix_ns == at)
+            && self.start_spread_us() <= self.max_spread_us
+    }
+
+    /// Operations over every node.
+    pub fn ops(&self) -> u64 {
+        self.nodes.iter().map(RunReport::ops).sum()
+    }
+
+    /// The cluster's rate: the sum of the nodes' rates.
+    pub fn rate(&self) -> f64 {
+        self.nodes.iter().map(RunReport::rate).sum()
+    }
+}
+
+impl fmt::Display for ClusterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let system = self.nodes.first().map_or("", |n| n.system.as_str());
+        writeln!(
+            f,
+            "cluster report: {system} on {} nodes: {} operations, {:.0} ops/s (the nodes' rates summed)",
+            self.nodes.len(),
+            self.ops(),
+            self.rate()
+        )?;
+        let t0 = self
+            .nodes
+            .iter()
+            .map(|n| n.started_unix_ns)
+            .min()
+            .unwrap_or(0);
+        for n in &self.nodes {
+            writeln!(
+                f,
+                "  node {:>3}: {:>9} operations in {:>6.2} s, {:>10.0} ops/s, started at +{} us",
+                n.node,
+                n.ops(),
+                n.seconds,
+                n.rate(),
+                (n.started_unix_ns - t0) / 1000
+            )?;
+        }
+        if self.started_together() {
+            writeln!(
+                f,
+                "the nodes started together (within {} us of one another)",
+                self.start_spread_us()
+            )?;
+        } else {
+            writeln!(
+                f,
+                "WARNING: the nodes did not start together (spread {} us{}): the summed rate is over windows that do not line up; use --start-at",
+                self.start_spread_us(),
+                if self.nodes.iter().any(|n| n.start_at_unix_ns.is_none()) {
+                    ", some without --start-at"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        writeln!(
+            f,
+            "{:<7} {:>9} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6}",
+            "op", "count", "p50 us", "p99 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs"
+        )?;
+        for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&self.total) {
+            if k.ops == 0 {
+                continue;
+            }
+            let n = k.ops as f64;
+            writeln!(
+                f,
+                "{:<7} {:>9} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2}",
+                name,
+                k.ops,
+                k.quantile_us(0.5),
+                k.quantile_us(0.99),
+                k.failures,
+                k.index_reads as f64 / n,
+                k.data_reads as f64 / n,
+                k.writes as f64 / n,
+                k.server_writes as f64 / n,
+                k.cas as f64 / n,
+                k.local as f64 / n,
+                k.fabric_bytes as f64 / n,
+                k.round_trips as f64 / n,
+            )?;
+        }
+        let gets = &self.total[0];
+        writeln!(
+            f,
+            "GETs: {} returned a value, {} found no value, {} failed",
+            gets.ops - gets.misses - gets.failures,
+            gets.misses,
+            gets.failures
+        )?;
+        let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
+        for n in &self.nodes {
+            for (e, c) in &n.errors {
+                *errors.entry(e).or_default() += c;
+            }
+        }
+        for (e, c) in errors {
+            writeln!(f, "errors: {c} x {e}")?;
+        }
+        let sum = |g: fn(&RunReport) -> f64| self.nodes.iter().map(g).sum::<f64>();
+        writeln!(
+            f,
+            "CPU: client threads {:.3} s, server workers {:.3} s ({} requests served)",
+            sum(|n| n.client_cpu_s),
+            sum(|n| n.server_cpu_s),
+            self.nodes.iter().map(|n| n.server_requests).sum::<u64>()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(node: u16, started: u64, gets: u64, misses: u64, lat: Vec<u64>) -> RunReport {
+        RunReport {
+            node,
+            system: "nessie".into(),
+            start_at_unix_ns: Some(1_000_000_000),
+            started_unix_ns: started,
+            seconds: 2.0,
+            kinds: [
+                KindSummary {
+                    ops: gets,
+                    misses,
+                    index_reads: gets,
+                    latencies_ns: lat,
+                    ..KindSummary::default()
+                },
+                KindSummary::default(),
+                KindSummary::default(),
+            ],
+            ..RunReport::default()
+        }
+    }
+
+    #[test]
+    fn reports_merge_into_sums_and_exact_quantiles() {
+        let a = node(0, 1_000_050_000, 100, 10, vec![1_000, 3_000]);
+        let b = node(1, 1_000_020_000, 300, 0, vec![2_000, 4_000]);
+        let r = ClusterReport::merge(vec![a, b]).unwrap();
+        assert_eq!(r.nodes[0].node, 0);
+        assert_eq!(r.ops(), 400);
+        assert_eq!(r.rate(), 200.0);
+        assert_eq!(r.total[0].misses, 10);
+        assert_eq!(r.total[0].latencies_ns, vec![1_000, 2_000, 3_000, 4_000]);
+        assert_eq!(r.total[0].quantile_us(1.0), 4.0);
+        assert_eq!(r.start_spread_us(), 30);
+        assert!(r.started_together());
+        let text = r.to_string();
+        assert!(text.contains("400 operations"), "{text}");
+        assert!(
+            text.contains("90 returned a value, 10 found no value"),
+            "{text}"
+        );
+        assert!(text.contains("started together"), "{text}");
+    }
+
+    #[test]
+    fn nodes_that_did_not_share_a_start_are_flagged() {
+        let a = node(0, 1_000_000_000, 1, 0, vec![]);
+        let mut b = node(1, 1_500_000_000, 1, 0, vec![]);
+        let r = ClusterReport::merge(vec![a.clone(), b.clone()]).unwrap();
+        assert!(!r.started_together());
+        assert!(r.to_string().contains("WARNING"));
+        assert!(r.with_max_spread_us(600_000).started_together());
+        b.started_unix_ns = a.started_unix_ns;
+        b.start_at_unix_ns = None;
+        let r = ClusterReport::merge(vec![a, b]).unwrap();
+        assert!(r.to_string().contains("some without --start-at"));
+    }
+
+    #[test]
+    fn mismatched_reports_are_refused() {
+        let a = node(0, 1, 1, 0, vec![]);
+        let mut b = node(1, 1, 1, 0, vec![]);
+        b.system = "pilaf".into();
+        assert!(matches!(
+            ClusterReport::merge(vec![a.clone(), b]),
+            Err(ReportError::Mismatch(_))
+        ));
+        assert!(ClusterReport::merge(vec![a.clone(), a]).is_err());
+        assert!(ClusterReport::merge(vec![]).is_err());
+    }
+
+    #[test]
+    fn a_report_round_trips_through_its_file() {
+        let dir = std::env::temp_dir().join(format!("nessie-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("node0.json");
+        let a = node(0, 7, 5, 1, vec![10, 20]);
+        a.write(&path).unwrap();
+        assert_eq!(RunReport::read(&path).unwrap(), a);
+        std::fs::write(&path, "not json").unwrap();
+        assert!(matches!(
+            RunReport::read(&path),
+            Err(ReportError::Format { .. })
+        ));
+        assert!(matches!(
+            RunReport::read(&dir.join("missing.json")),
+            Err(ReportError::Io { .. })
+        ));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
