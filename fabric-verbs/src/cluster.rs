@@ -230,6 +230,13 @@ pub struct Tuning {
     /// configured (`vm.nr_hugepages`) the node falls back to ordinary pages
     /// and says so.
     pub huge_pages: bool,
+    /// WRITEs of at most this many bytes are posted inline
+    /// (`IBV_SEND_INLINE`: the CPU copies them into the work request, the NIC
+    /// does not DMA-read them): recycle marks, request and response slots.
+    /// Each queue pair asks for this much and uses what the device grants
+    /// (a device that refuses any inline data gets none, with a warning);
+    /// 0 turns it off.
+    pub max_inline_data: u32,
 }
 
 impl Default for Tuning {
@@ -247,6 +254,7 @@ impl Default for Tuning {
             read_deadline_ms: 1_000,
             clock_skew_action: SkewAction::Refuse,
             huge_pages: false,
+            max_inline_data: 64,
         }
     }
 }

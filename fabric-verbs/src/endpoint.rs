@@ -390,6 +390,16 @@ impl VerbsEndpoint {
         Ok(ep)
     }
 
+    /// The inline data the queue pair to `node` accepts per WRITE (`None`
+    /// while it is not connected): WRITEs up to this size go
+    /// `IBV_SEND_INLINE` (`[tuning] max_inline_data`, as the device granted).
+    pub fn max_inline(&self, node: NodeId) -> Option<u32> {
+        let p = self.peers.get(usize::from(node.0))?;
+        (p.link == Link::Up)
+            .then_some(())
+            .and(p.conn.as_ref().map(CmId::max_inline))
+    }
+
     /// Whether the queue pair to `node` is connected.
     pub fn is_connected(&self, node: NodeId) -> bool {
         self.peers
@@ -679,6 +689,7 @@ impl VerbsEndpoint {
         chain.sges.clear();
         chain.ids.clear();
         let mut out_kinds = self.peers[i].out;
+        let max_inline = self.peers[i].conn.as_ref().map_or(0, CmId::max_inline);
         for k in 0..take {
             let wr_id = self.peers[i].backlog[k];
             let Some(f) = self.slot(wr_id) else { continue };
@@ -686,7 +697,7 @@ impl VerbsEndpoint {
             let fence = needs_fence(f.nic, out_kinds);
             let wr: SendWr = match f.nic {
                 NicOp::Read => read_wr(wr_id, local, f.remote, fence),
-                NicOp::Write => write_wr(wr_id, local, f.remote, fence),
+                NicOp::Write => write_wr(wr_id, local, f.remote, fence).inline(max_inline),
                 NicOp::Cas => cas_wr(
                     wr_id,
                     LocalSlice { len: 8, ..local },

@@ -123,6 +123,7 @@ impl HostedNode {
             cluster.tuning.max_rd_atomic,
         );
         plan.retry_count = cluster.tuning.retry_count;
+        plan.max_inline_data = cluster.tuning.max_inline_data;
         let timing = cluster.timing()?;
         let entry = cluster.protocol_config()?.layout().entry_bytes();
         if info.limits.max_msg_sz > 0 && entry > u64::from(info.limits.max_msg_sz) {

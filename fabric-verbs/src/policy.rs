@@ -79,6 +79,9 @@ pub struct QpPlan {
     pub retry_count: u8,
     /// RNR retries (no receives are used, so never hit; kept finite).
     pub rnr_retry_count: u8,
+    /// Inline data asked of each QP: WRITEs up to what the device grants go
+    /// `IBV_SEND_INLINE` (0: none).
+    pub max_inline_data: u32,
 }
 
 /// Sizes an endpoint's QPs for `nodes` peers (including itself) from the
@@ -105,6 +108,7 @@ pub fn plan_qp(
         cq_entries,
         retry_count: crate::cluster::MAX_RETRY_COUNT,
         rnr_retry_count: crate::cluster::MAX_RETRY_COUNT,
+        max_inline_data: 0,
     }
 }
 

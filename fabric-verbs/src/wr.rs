@@ -4,6 +4,9 @@
 //! Every request is `IBV_SEND_SIGNALED`: each protocol operation needs its own
 //! completion (an unsignaled request would complete silently on success, and
 //! the state machines must see every result). Errors always complete anyway.
+//! A small WRITE may go `IBV_SEND_INLINE` ([`SendWr::inline`]): its bytes are
+//! copied into the work request when it is posted, so the NIC does not
+//! DMA-read the source.
 
 use rdma_sys::{atomic_t, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wr_opcode, rdma_t, wr_t};
 
@@ -57,6 +60,8 @@ pub struct SendWr {
     pub remote: RemoteSlice,
     /// Whether `IBV_SEND_FENCE` is set (see [`crate::policy::needs_fence`]).
     pub fence: bool,
+    /// Whether `IBV_SEND_INLINE` is set (WRITEs only: see [`SendWr::inline`]).
+    pub inline: bool,
 }
 
 /// An RDMA READ of `local.len` bytes at `remote` into `local`.
@@ -67,6 +72,7 @@ pub fn read_wr(wr_id: u64, local: LocalSlice, remote: RemoteSlice, fence: bool) 
         local,
         remote,
         fence,
+        inline: false,
     }
 }
 
@@ -78,6 +84,7 @@ pub fn write_wr(wr_id: u64, local: LocalSlice, remote: RemoteSlice, fence: bool)
         local,
         remote,
         fence,
+        inline: false,
     }
 }
 
@@ -98,10 +105,19 @@ pub fn cas_wr(
         local,
         remote,
         fence,
+        inline: false,
     }
 }
 
 impl SendWr {
+    /// The request with `IBV_SEND_INLINE` when it is a WRITE of at most
+    /// `max_inline` bytes (the queue pair's granted inline size); READs and
+    /// CASes never go inline (their local slice is a target, not a source).
+    pub fn inline(mut self, max_inline: u32) -> SendWr {
+        self.inline = self.kind == WrKind::Write && self.local.len <= max_inline;
+        self
+    }
+
     /// The `ibv_sge` of the request.
     pub fn sge(&self) -> ibv_sge {
         ibv_sge {
@@ -116,6 +132,9 @@ impl SendWr {
         let mut f = ibv_send_flags::IBV_SEND_SIGNALED;
         if self.fence {
             f |= ibv_send_flags::IBV_SEND_FENCE;
+        }
+        if self.inline {
+            f |= ibv_send_flags::IBV_SEND_INLINE;
         }
         f.0
     }
@@ -248,6 +267,30 @@ mod tests {
         assert_eq!(a.compare_add, 0x1111);
         assert_eq!(a.swap, 0x2222);
         assert_eq!(w.send_flags, ibv_send_flags::IBV_SEND_SIGNALED.0);
+    }
+
+    #[test]
+    fn only_writes_within_the_inline_size_go_inline() {
+        let inline = |w: SendWr| w.send_flags() & ibv_send_flags::IBV_SEND_INLINE.0 != 0;
+        // LOCAL is 40 bytes.
+        assert!(inline(write_wr(1, LOCAL, REMOTE, false).inline(64)));
+        assert!(inline(write_wr(1, LOCAL, REMOTE, false).inline(40)));
+        assert!(!inline(write_wr(1, LOCAL, REMOTE, false).inline(39)));
+        assert!(!inline(write_wr(1, LOCAL, REMOTE, false).inline(0)));
+        assert!(!inline(write_wr(1, LOCAL, REMOTE, false)));
+        // A READ's or CAS's local slice is where the answer lands.
+        assert!(!inline(read_wr(1, LOCAL, REMOTE, false).inline(64)));
+        let local = LocalSlice { len: 8, ..LOCAL };
+        assert!(!inline(cas_wr(1, local, REMOTE, 1, 2, false).inline(64)));
+        // Inline keeps the completion and the fence.
+        let w = write_wr(1, LOCAL, REMOTE, true).inline(64);
+        assert_eq!(
+            w.send_flags(),
+            (ibv_send_flags::IBV_SEND_SIGNALED
+                | ibv_send_flags::IBV_SEND_FENCE
+                | ibv_send_flags::IBV_SEND_INLINE)
+                .0
+        );
     }
 
     #[test]

@@ -235,6 +235,8 @@ pub struct CmId {
     id: *mut rdma_cm_id,
     peer: String,
     has_qp: bool,
+    /// Inline data the queue pair accepts per work request.
+    max_inline: u32,
     connected: bool,
     // Held so that the QP is destroyed (in Drop) before its CQ and PD.
     _cq: Option<Arc<Cq>>,
@@ -266,6 +268,7 @@ impl CmId {
             id,
             peer,
             has_qp: false,
+            max_inline: 0,
             connected: false,
             _cq: None,
             _pd: None,
@@ -286,6 +289,7 @@ impl CmId {
             id,
             peer,
             has_qp: false,
+            max_inline: 0,
             connected: false,
             _cq: None,
             _pd: None,
@@ -373,14 +377,31 @@ impl CmId {
         attr.cap.max_recv_wr = plan.max_recv_wr;
         attr.cap.max_send_sge = plan.max_sge;
         attr.cap.max_recv_sge = plan.max_sge;
-        attr.cap.max_inline_data = 0;
+        attr.cap.max_inline_data = plan.max_inline_data;
         // SAFETY: id is resolved/requested on the PD's context; attr is valid.
-        let ret = unsafe { rdma_create_qp(self.id, pd.raw(), &mut attr) };
+        let mut ret = unsafe { rdma_create_qp(self.id, pd.raw(), &mut attr) };
+        if ret != 0 && plan.max_inline_data > 0 {
+            tracing::warn!(
+                asked = plan.max_inline_data,
+                "the device refused inline data on a queue pair: WRITEs are not posted inline"
+            );
+            attr.cap.max_inline_data = 0;
+            // SAFETY: as above.
+            ret = unsafe { rdma_create_qp(self.id, pd.raw(), &mut attr) };
+        }
         self.check("rdma_create_qp", ret)?;
+        // The provider writes back what it granted (at least what was asked).
+        self.max_inline = attr.cap.max_inline_data;
         self.has_qp = true;
         self._cq = Some(cq.clone());
         self._pd = Some(pd.clone());
         Ok(())
+    }
+
+    /// The inline data the queue pair accepts per work request (0 before
+    /// `create_qp` or when the device grants none).
+    pub fn max_inline(&self) -> u32 {
+        self.max_inline
     }
 
     /// The queue pair (null before `create_qp`).
