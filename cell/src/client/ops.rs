@@ -776,6 +776,7 @@ impl Cl {
             };
             match self.choose(host) {
                 Method::Server => {
+                    let t0 = self.io.now();
                     let r = self
                         .io
                         .rpc(
@@ -789,10 +790,30 @@ impl Cl {
                             },
                         )
                         .await;
+                    let t1 = self.io.now();
                     let resp = match r {
                         Ok(x) => x,
                         Err(e) => return self.rpc_failed(e, false),
                     };
+                    // The selector's server-side samples are per meganode
+                    // search; a server-side scan part that also collected
+                    // L leaves counts as the search it contains, its latency
+                    // scaled by m / (m - 1 + L), the nodes a client-side
+                    // search and collection would READ (without any sample
+                    // from scans, a scan-only workload never learns l_s and
+                    // stays on the server).
+                    let latency = t1.since(t0).as_nanos() as f64;
+                    let leaves_read = match &resp {
+                        CellResponse::Scanned { leaves, .. } => Some(leaves.len().max(1)),
+                        CellResponse::Continue { .. } => Some(1),
+                        _ => None,
+                    };
+                    if let Some(l) = leaves_read {
+                        let mut c = self.core();
+                        let m = c.selector.height().max(1.0);
+                        let sample = latency * m / (m - 1.0 + l as f64);
+                        c.selector.record_server(host, sample, t1);
+                    }
                     match resp {
                         CellResponse::Scanned {
                             entries: es,
