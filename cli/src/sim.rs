@@ -19,6 +19,10 @@ pub struct SimArgs {
     /// Client threads per node (one core each).
     #[arg(long, default_value_t = 2)]
     pub clients: u16,
+    /// Busy background threads per node sharing the client threads' cores
+    /// (comma separated: one point per count; Fig. 4's CPU contention).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub background: Vec<u16>,
     /// Operations each client thread keeps in flight (comma separated: one
     /// point per depth); the thread's polls share its core.
     #[arg(long, value_delimiter = ',', default_value = "1")]
@@ -52,6 +56,7 @@ pub struct SimArgs {
 /// One point of a sweep.
 struct Point {
     nodes: u16,
+    background: u16,
     depth: u16,
     value_size: u32,
 }
@@ -65,28 +70,32 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         .clone();
     let mut points: Vec<(Point, SimReport)> = Vec::new();
     for &nodes in &args.nodes {
-        for &depth in &args.depth {
-            for &v in &args.value_sizes {
-                let spec = SimSpec {
-                    profile: profile.clone(),
-                    nodes,
-                    clients_per_node: args.clients,
-                    depth,
-                    keys: args.keys,
-                    key_size: args.key_size,
-                    value_size: v,
-                    get_pct: args.get_pct,
-                    seconds: args.seconds,
-                    load_factor: args.load_factor,
-                    seed: args.seed,
-                    ..SimSpec::default()
-                };
-                let point = Point {
-                    nodes,
-                    depth,
-                    value_size: v,
-                };
-                points.push((point, simulate(&spec)?));
+        for &background in &args.background {
+            for &depth in &args.depth {
+                for &v in &args.value_sizes {
+                    let spec = SimSpec {
+                        profile: profile.clone(),
+                        nodes,
+                        clients_per_node: args.clients,
+                        depth,
+                        background_per_node: background,
+                        keys: args.keys,
+                        key_size: args.key_size,
+                        value_size: v,
+                        get_pct: args.get_pct,
+                        seconds: args.seconds,
+                        load_factor: args.load_factor,
+                        seed: args.seed,
+                        ..SimSpec::default()
+                    };
+                    let point = Point {
+                        nodes,
+                        background,
+                        depth,
+                        value_size: v,
+                    };
+                    points.push((point, simulate(&spec)?));
+                }
             }
         }
     }
@@ -96,6 +105,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             .map(|(p, r)| {
                 serde_json::json!({
                     "nodes": p.nodes,
+                    "background": p.background,
                     "depth": p.depth,
                     "value_size": p.value_size,
                     "report": r
@@ -110,8 +120,9 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         profile.name, args.clients, args.keys, args.get_pct, args.seconds, args.seed
     );
     println!(
-        "{:>6} {:>5} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11} {:>7} {:>11}",
+        "{:>6} {:>5} {:>5} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11} {:>7} {:>11}",
         "nodes",
+        "bg",
         "depth",
         "value B",
         "ops/s",
@@ -127,8 +138,9 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
     );
     for (p, r) in &points {
         println!(
-            "{:>6} {:>5} {:>8} {:>11.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>11} {:>7.2} {:>11.0}",
+            "{:>6} {:>5} {:>5} {:>8} {:>11.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>11} {:>7.2} {:>11.0}",
             p.nodes,
+            p.background,
             p.depth,
             p.value_size,
             r.ops_per_sec,

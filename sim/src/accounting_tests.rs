@@ -1,6 +1,7 @@
 //! The hardware model's accounting, exact on hand-computed cases: single
-//! requests through idle NICs (READ, CAS, loopback, the CPU path) and two
-//! large READs contending for one link, on the TPDS profile (NIC 500 ns per
+//! requests through idle NICs (READ, CAS, loopback, the CPU path), two
+//! large READs contending for one link, and a client thread's time slices
+//! next to busy background threads, on the TPDS profile (NIC 500 ns per
 //! request or response, 10 Gb/s links, 500 ns wire, 400 ns loopback,
 //! 500 ns atomics, 58 header bytes, 5 B/ns copies).
 
@@ -107,4 +108,28 @@ fn two_large_reads_share_the_responders_link() {
         complete_times(vec![read(1, big), read(1, big)]),
         vec![55_536, 108_512]
     );
+}
+
+#[test]
+fn a_client_thread_runs_one_slice_in_b_plus_one() {
+    let e = Engine::new(&SimSpec {
+        profile: TPDS,
+        nodes: 1,
+        clients_per_node: 2,
+        background_per_node: 3,
+        keys: 10,
+        ..SimSpec::default()
+    })
+    .unwrap();
+    let ms = 1_000_000;
+    // Core 0 shares with two spinners (period 9 ms, its slice first),
+    // core 1 with one (period 6 ms, its slice second: offset 3 ms).
+    assert_eq!(e.running_at(0, 0), 0);
+    assert_eq!(e.running_at(0, 2 * ms), 2 * ms);
+    assert_eq!(e.running_at(0, 3 * ms), 9 * ms);
+    assert_eq!(e.running_at(0, 8 * ms), 9 * ms);
+    assert_eq!(e.running_at(0, 9 * ms + 1), 9 * ms + 1);
+    assert_eq!(e.running_at(1, 0), 3 * ms);
+    assert_eq!(e.running_at(1, 4 * ms), 4 * ms);
+    assert_eq!(e.running_at(1, 6 * ms), 9 * ms);
 }

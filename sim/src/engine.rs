@@ -144,6 +144,8 @@ pub(crate) struct Engine {
     pub(crate) nics: Vec<Nic>,
     /// When each client thread's core is next free.
     cores: Vec<u64>,
+    /// Busy background threads sharing each client thread's core.
+    background: Vec<u64>,
     pub(crate) node_down: Vec<bool>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
@@ -237,6 +239,16 @@ impl Engine {
             cfg,
             nics: vec![Nic::default(); usize::from(spec.nodes)],
             cores: vec![0; usize::from(spec.nodes) * usize::from(spec.clients_per_node)],
+            background: (0..usize::from(spec.nodes) * usize::from(spec.clients_per_node))
+                .map(|core| {
+                    let (b, cpn) = (
+                        u64::from(spec.background_per_node),
+                        u64::from(spec.clients_per_node),
+                    );
+                    let i = core as u64 % cpn;
+                    b / cpn + u64::from(i < b % cpn)
+                })
+                .collect(),
             node_down: vec![false; usize::from(spec.nodes)],
             clients,
             reqs: Vec::new(),
@@ -304,6 +316,26 @@ impl Engine {
                 None
             }
             None => None,
+        }
+    }
+
+    /// The earliest time from `t` at which the client thread of `core` has
+    /// its core: with b background threads on the core, round robin gives it
+    /// the first slice of every b + 1 (each core's rounds offset by its
+    /// number, so that cores do not switch in lockstep).
+    pub(crate) fn running_at(&self, core: usize, t: u64) -> u64 {
+        let b = self.background[core];
+        let slice = self.p.time_slice_ns.max(1);
+        if b == 0 {
+            return t;
+        }
+        let period = slice * (b + 1);
+        let offset = (core as u64 % (b + 1)) * slice;
+        let phase = (t + period - offset % period) % period;
+        if phase < slice {
+            t
+        } else {
+            t + (period - phase)
         }
     }
 
@@ -537,13 +569,23 @@ impl Engine {
 
     /// Polls the client's machine until it waits or finishes.
     fn step(&mut self, c: usize, now: u64) {
-        // One protocol step of CPU before anything goes out.
+        // The thread runs once its core is free (of its other operations'
+        // polls and of background threads' time slices), reads its clock
+        // then, and spends one protocol step of CPU before anything goes out.
+        // (Until then the step waits as an event of its own: a step run
+        // early would hand the NICs requests stamped in the future, and a
+        // NIC's queue must see its requests in time order.)
         let core = self.clients[c].core;
-        let t = now.max(self.cores[core]) + self.p.cpu_step_ns;
+        let start = self.running_at(core, now.max(self.cores[core]));
+        if start > now {
+            self.schedule(start, Ev::Poll(c));
+            return;
+        }
+        let t = start + self.p.cpu_step_ns;
         self.cores[core] = t;
         loop {
             let cl = &mut self.clients[c];
-            let clock = cl.clock(now);
+            let clock = cl.clock(start);
             let Some(m) = cl.machine.as_mut() else {
                 return;
             };

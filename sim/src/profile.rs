@@ -31,6 +31,9 @@ pub struct Profile {
     pub cpu_step_ns: u64,
     /// CPU copy bandwidth for the local path, in bytes per ns.
     pub cpu_copy_bytes_per_ns: f64,
+    /// The scheduler's time slice when a client thread shares its core with
+    /// busy background threads (`SimSpec::background_per_node`), in ns.
+    pub time_slice_ns: u64,
 }
 
 /// The TPDS paper's cluster: 15 nodes of 2 x 6-core Xeon E5-2620v2 with
@@ -47,6 +50,11 @@ pub struct Profile {
 /// - `cpu_step_ns` 300: one poll of a machine (decode, decide, build the next
 ///   round) on a 2.1 GHz Ivy Bridge core, measured here as 100-200 ns on a
 ///   modern core and scaled by clock and IPC.
+/// - `time_slice_ns` 3 ms: Linux CFS's default scheduling period (6 ms
+///   `sched_latency_ns`) shared by two runnable threads on a core (a client
+///   thread and one busy background thread, as in the paper's Fig. 4); with
+///   more threads per core CFS stretches the period, which round robin of
+///   fixed slices approximates.
 pub const TPDS: Profile = Profile {
     name: "tpds",
     nic_op_ns: 500,
@@ -57,6 +65,7 @@ pub const TPDS: Profile = Profile {
     header_bytes: 58,
     cpu_step_ns: 300,
     cpu_copy_bytes_per_ns: 5.0,
+    time_slice_ns: 3_000_000,
 };
 
 /// A current cluster for what-if runs: 100 Gb/s NICs (ConnectX-6 class).
@@ -75,6 +84,7 @@ pub const MODERN: Profile = Profile {
     header_bytes: 58,
     cpu_step_ns: 150,
     cpu_copy_bytes_per_ns: 10.0,
+    time_slice_ns: 3_000_000,
 };
 
 /// The profiles by name.

@@ -20,6 +20,11 @@ pub struct SimSpec {
     pub nodes: u16,
     /// Client threads per node (one core each).
     pub clients_per_node: u16,
+    /// Busy background threads per node (Fig. 4's CPU contention), spread
+    /// round robin over the node's client cores: a client thread sharing
+    /// its core with b of them runs one time slice in every b + 1
+    /// (`Profile::time_slice_ns`), the others spinning.
+    pub background_per_node: u16,
     /// Operations each client thread keeps in flight (at least 1). Each is
     /// its own protocol client (as `nessie run --depth` runs them); the
     /// thread's polls of all of them share its core.
@@ -101,6 +106,7 @@ impl Default for SimSpec {
             nodes: 3,
             clients_per_node: 2,
             depth: 1,
+            background_per_node: 0,
             keys: 1000,
             key_size: 32,
             value_size: 256,

@@ -91,6 +91,36 @@ fn operations_in_flight_raise_throughput_until_the_nics_saturate() {
     assert!(nessie_model::check_history(&hot.history, 50_000_000).unwrap() > 200);
 }
 
+/// Busy background threads on the client cores (Fig. 4's setting): each
+/// client thread gets its core one time slice in every b + 1, so throughput
+/// falls as b grows.
+#[test]
+fn background_threads_on_the_client_cores_cut_throughput() {
+    let at = |background_per_node: u16| {
+        simulate(&SimSpec {
+            background_per_node,
+            seconds: 0.05,
+            ..spec(6)
+        })
+        .unwrap()
+    };
+    let (none, one, three) = (at(0), at(3), at(9));
+    assert!(
+        one.ops_per_sec < 0.7 * none.ops_per_sec,
+        "{one:?} vs {none:?}"
+    );
+    assert!(
+        three.ops_per_sec < 0.7 * one.ops_per_sec,
+        "{three:?} vs {one:?}"
+    );
+    // Most operations fit in a slice; those that straddle its end wait out
+    // the spinners' slices, which the average shows.
+    assert!(
+        three.get_avg_us > 2.0 * none.get_avg_us,
+        "{three:?} vs {none:?}"
+    );
+}
+
 #[test]
 fn bad_specifications_are_typed_errors() {
     assert!(simulate(&SimSpec {
