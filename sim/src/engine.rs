@@ -367,13 +367,18 @@ impl Engine {
 
     /// The longest an operation started before the end may legitimately
     /// run past it: every attempt to its deadline plus a margin, with the
-    /// longest back-off between attempts.
+    /// longest back-off and pause between attempts and the longest wait for
+    /// its core.
     fn drain_ns(&self) -> u64 {
         let expiration = u64::try_from(self.cfg.expiration.as_nanos()).unwrap_or(u64::MAX);
+        // A client thread sharing its core with b background threads may wait
+        // b slices before it notices its deadline.
+        let descheduled = self.background.iter().max().copied().unwrap_or(0) * self.p.time_slice_ns;
         let attempt = expiration
             .saturating_add(2 * self.margin_ns())
             .saturating_add(MAX_BACKOFF_NS)
-            .saturating_add(self.spec.chaos.max_pause_ns);
+            .saturating_add(self.spec.chaos.max_pause_ns)
+            .saturating_add(descheduled);
         attempt.saturating_mul(u64::from(MAX_ATTEMPTS) + 1)
     }
 

@@ -14,8 +14,8 @@
 //! - [`swarm`]: the fault swarm: seeded cases, checked, replayed, shrunk.
 //!
 //! What it does not do yet (docs/simulation.md): the baselines (they are
-//! blocking RPC code, not sans-IO machines), server CPU, background load,
-//! and torn multi-word transfers.
+//! blocking RPC code, not sans-IO machines), server CPU, and torn
+//! multi-word transfers.
 
 #![warn(missing_docs)]
 

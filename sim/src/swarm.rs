@@ -4,6 +4,11 @@
 //! is a function of its [`SwarmCase`], printable as JSON) and shrinks to a
 //! smaller case that still fails.
 //!
+//! Each case also draws a depth (operations in flight per client thread,
+//! sharing its core) and, in a quarter of the cases, busy background threads
+//! that take time slices from the client threads' cores, so that every
+//! option of the simulator appears in some checked world.
+//!
 //! Swarm testing (Groce et al., ISSTA 2012): rather than every fault in every
 //! run, each case turns on a random subset, so that faults which mask each
 //! other (an outage that stops the very client whose pause would have
@@ -48,6 +53,17 @@ pub struct SwarmCase {
     pub tuning: Tuning,
     /// Injected faults.
     pub chaos: Chaos,
+    /// Operations each client thread keeps in flight (sharing its core).
+    #[serde(default = "one")]
+    pub depth: u16,
+    /// Busy background threads per node, taking time slices from the
+    /// client threads' cores.
+    #[serde(default)]
+    pub background_per_node: u16,
+}
+
+fn one() -> u16 {
+    1
 }
 
 /// What one case showed.
@@ -144,7 +160,7 @@ impl SwarmCase {
             clock_skew_us: Some(skew_us),
         };
         let get_pct = 20 + d.below(50) as u32;
-        SwarmCase {
+        let mut case = SwarmCase {
             seed,
             nodes,
             clients_per_node,
@@ -157,7 +173,16 @@ impl SwarmCase {
             entries_per_client: 3 + d.below(12) as u32,
             tuning,
             chaos,
+            depth: 1,
+            background_per_node: 0,
+        };
+        // Drawn last, so that the draws above are those of every earlier
+        // version of the generator.
+        case.depth = pick(&mut d, &[1u16, 1, 2, 3]);
+        if d.chance(250) {
+            case.background_per_node = 1 + d.below(2 * u64::from(clients_per_node)) as u16;
         }
+        case
     }
 
     /// The simulation this case runs, with the protocol variant `faults`.
@@ -179,6 +204,8 @@ impl SwarmCase {
             preload_pct: self.preload_pct,
             chaos: self.chaos,
             tuning: self.tuning,
+            depth: self.depth,
+            background_per_node: self.background_per_node,
             final_sweep: true,
             ..SimSpec::default()
         }
@@ -259,6 +286,18 @@ impl SwarmCase {
         if self.delete_pct > 0 {
             v.push(SwarmCase {
                 delete_pct: 0,
+                ..self.clone()
+            });
+        }
+        if self.depth > 1 {
+            v.push(SwarmCase {
+                depth: 1,
+                ..self.clone()
+            });
+        }
+        if self.background_per_node > 0 {
+            v.push(SwarmCase {
+                background_per_node: 0,
                 ..self.clone()
             });
         }

@@ -35,15 +35,16 @@ fn the_correct_protocol_survives_two_thousand_fault_mixes() {
 
 /// Broken variants the swarm finds within a few thousand seeds, and the
 /// first seed that shows each (searching from seed 0).
-const FOUND_FROM_ZERO: [(&str, u64); 8] = [
+const FOUND_FROM_ZERO: [(&str, u64); 9] = [
     ("cpu-state-flip", 0),
     ("reuse-before-expiry", 1),
     ("ignore-deadline", 3),
-    ("errors-after-commit-retryable", 7),
-    ("skip-migrate-rollback", 345),
-    ("rollback-destination-to-previous", 358),
-    ("skip-put-verify", 443),
-    ("skip-get-reverse-pass", 1415),
+    ("errors-after-commit-retryable", 5),
+    ("rollback-destination-to-previous", 43),
+    ("skip-get-reverse-pass", 53),
+    ("skip-migrate-rollback", 70),
+    ("skip-put-verify", 104),
+    ("conflict-ends-put", 3_980),
 ];
 
 #[test]
@@ -57,31 +58,27 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
     }
 }
 
-/// Rarer catches: the case that shows them fails with the switch on and
+/// A rarer catch: the case that shows it fails with the switch on and
 /// passes with it off (so the switch, not the simulator, is at fault).
 #[test]
-fn rarer_variants_are_caught_by_the_seeds_that_show_them() {
-    for (name, seed) in [
-        ("conflict-ends-put", 20_779),
-        ("cache-time-from-completion", 34_399),
-    ] {
-        let case = SwarmCase::from_seed(seed);
-        let broken = case.run(faults(name)).unwrap();
-        assert!(broken.verdict.is_fail(), "{name}: {:?}", broken.verdict);
-        let correct = case.run(Faults::default()).unwrap();
-        assert!(
-            matches!(correct.verdict, Verdict::Pass(_)),
-            "{name}: {:?}",
-            correct.verdict
-        );
-    }
+fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
+    let (name, seed) = ("cache-time-from-completion", 34_399);
+    let case = SwarmCase::from_seed(seed);
+    let broken = case.run(faults(name)).unwrap();
+    assert!(broken.verdict.is_fail(), "{name}: {:?}", broken.verdict);
+    let correct = case.run(Faults::default()).unwrap();
+    assert!(
+        matches!(correct.verdict, Verdict::Pass(_)),
+        "{name}: {:?}",
+        correct.verdict
+    );
 }
 
 #[test]
 fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure() {
     // rollback-destination-to-previous leaves two index entries naming one
     // data table entry: every later write of that key backs off forever.
-    let case = SwarmCase::from_seed(358);
+    let case = SwarmCase::from_seed(43);
     let run = case
         .run(faults("rollback-destination-to-previous"))
         .unwrap();
@@ -99,7 +96,7 @@ fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness
 
 #[test]
 fn a_failing_case_replays_exactly_from_its_json() {
-    let case = SwarmCase::from_seed(443);
+    let case = SwarmCase::from_seed(104);
     let json = serde_json::to_string(&case).unwrap();
     let replayed: SwarmCase = serde_json::from_str(&json).unwrap();
     assert_eq!(replayed, case);
