@@ -188,6 +188,14 @@ pub struct BenchArgs {
     /// Cap on the preloaded value bytes per system, in MiB (fewer keys for large values).
     #[arg(long, default_value_t = 64)]
     pub data_budget_mib: u64,
+    /// Operations each Nessie client thread keeps in flight (comma
+    /// separated: one Nessie variant per depth, `nessie-d<D>` above 1,
+    /// measured side by side). A thread then drives a pipeline of D protocol
+    /// clients. The baselines and Cell run one operation per thread (their
+    /// clients are blocking request-response calls). Closed-loop
+    /// comparisons only (not cpu-load or the cell-* experiments).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub depth: Vec<u16>,
     /// cpu-contention: the largest number of background spinning threads.
     #[arg(long, default_value_t = 4)]
     pub max_background: usize,
@@ -220,6 +228,20 @@ fn range(
 }
 
 impl BenchArgs {
+    /// The depths of `--depth`, without repeats, in the order given.
+    pub fn depths(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = Vec::new();
+        for &d in &self.depth {
+            if !v.contains(&d) {
+                v.push(d);
+            }
+        }
+        if v.is_empty() {
+            v.push(1);
+        }
+        v
+    }
+
     /// Client threads per node: `--clients`, else the experiment's default.
     pub fn clients(&self) -> u16 {
         self.clients.unwrap_or(match self.experiment {
@@ -303,6 +325,27 @@ impl BenchArgs {
             "clients",
             self.clients(),
             "1 to 256 client threads per node",
+        )?;
+        let deep = self.depths().into_iter().max().unwrap_or(1);
+        range(
+            self.depth.iter().all(|d| (1..=64).contains(d)),
+            "depth",
+            format!("{:?}", self.depth),
+            "1 to 64 operations in flight per client thread",
+        )?;
+        range(
+            u32::from(self.clients()) * u32::from(deep) <= 1024,
+            "depth",
+            deep,
+            "clients x depth at most 1,024 protocol clients per node",
+        )?;
+        range(
+            deep == 1
+                || !matches!(self.experiment, Some(Experiment::CpuLoad | Experiment::Breakdown))
+                    && !self.experiment.is_some_and(Experiment::is_cell),
+            "depth",
+            deep,
+            "above 1 only for closed-loop comparisons of Nessie (not cpu-load, breakdown or the cell-* experiments)",
         )?;
         range(
             (1..=64).contains(&self.server_workers),

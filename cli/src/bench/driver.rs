@@ -108,6 +108,12 @@ fn slice(
                     let mut key = Vec::with_capacity(w.key_size as usize);
                     barrier.wait();
                     let cpu0 = thread_cpu_time();
+                    if let AnyClient::Pipe(p) = c {
+                        // Several operations in flight (closed loop only:
+                        // --depth is refused with open-loop rates).
+                        p.closed_loop(&mut gen, w, value, my_ops, stop, &mut kinds);
+                        return (kinds, thread_cpu_time().saturating_sub(cpu0));
+                    }
                     let t0 = Instant::now();
                     let mut next = t0;
                     let mut done = 0u64;

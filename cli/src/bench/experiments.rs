@@ -154,9 +154,16 @@ fn plain(kinds: &[SystemChoice], cfg: &Config, w: &Workload, args: &BenchArgs) -
     };
     kinds
         .iter()
-        .map(|&k| match k {
-            SystemChoice::Kv(k) => Variant::plain(k, cfg, args.server_workers),
-            SystemChoice::Cell(m) => cell_variant(mode_name(m), m, w, &shape, 0),
+        .flat_map(|&k| match k {
+            // Nessie once per --depth (each depth a variant of its own,
+            // measured side by side); the other systems once.
+            SystemChoice::Kv(SystemKind::Nessie) => args
+                .depths()
+                .iter()
+                .map(|&d| Variant::plain(SystemKind::Nessie, cfg, args.server_workers).pipelined(d))
+                .collect::<Vec<_>>(),
+            SystemChoice::Kv(k) => vec![Variant::plain(k, cfg, args.server_workers)],
+            SystemChoice::Cell(m) => vec![cell_variant(mode_name(m), m, w, &shape, 0)],
         })
         .collect()
 }

@@ -18,6 +18,7 @@ pub mod cell;
 pub mod driver;
 pub mod error;
 pub mod experiments;
+pub mod pipe;
 pub mod plot;
 pub mod report;
 pub mod stats;

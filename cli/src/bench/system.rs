@@ -11,10 +11,12 @@ use std::time::Duration;
 use nessie_baselines::{Deployment, HyOptions, KvClient, SystemConfig, SystemKind};
 use nessie_cell::{CellClient, CellDeployment, SearchMode};
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimEndpoint, SimFabric};
-use nessie_protocol::{ClientId, Config, Error, NodeId, OpStats};
+use nessie_protocol::pipeline::{Pipeline, Request, Response};
+use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
 
 use super::cell::CellSpec;
 use super::error::BenchError;
+use super::pipe::PipeClient;
 use super::workload::{key_of, preloader, Workload};
 
 /// Which system a variant runs.
@@ -33,6 +35,9 @@ pub struct Variant {
     pub label: String,
     /// The system and its configuration.
     pub sys: SystemSpec,
+    /// Operations each client thread keeps in flight (Nessie only; above 1
+    /// a thread drives a pipeline of that many protocol clients).
+    pub depth: u16,
 }
 
 impl Variant {
@@ -44,7 +49,27 @@ impl Variant {
         Variant {
             label: kind.name().to_string(),
             sys: SystemSpec::Kv(sys),
+            depth: 1,
         }
+    }
+
+    /// Nessie with `depth` operations in flight per client thread, labelled
+    /// `nessie-d<depth>`: its store has `depth` protocol clients per thread
+    /// (sharing the thread's data table entries, as they share its PUT
+    /// rate). Other systems and depth 1 are returned unchanged.
+    pub fn pipelined(mut self, depth: u16) -> Variant {
+        if depth <= 1 {
+            return self;
+        }
+        if let SystemSpec::Kv(sys) = &mut self.sys {
+            if sys.kind != SystemKind::Nessie {
+                return self;
+            }
+            sys.store.clients_per_node = sys.store.clients_per_node.saturating_mul(depth);
+            self.label = format!("{}-d{depth}", self.label);
+            self.depth = depth;
+        }
+        self
     }
 
     /// A Cell variant labelled `label`.
@@ -52,6 +77,7 @@ impl Variant {
         Variant {
             label: label.to_string(),
             sys: SystemSpec::Cell(Box::new(spec)),
+            depth: 1,
         }
     }
 
@@ -158,6 +184,8 @@ pub enum AnyClient {
     Kv(Box<dyn KvClient>),
     /// A Cell client.
     Cell(Box<CellClient<SimEndpoint>>),
+    /// A Nessie client thread with several operations in flight.
+    Pipe(Box<PipeClient>),
 }
 
 impl AnyClient {
@@ -168,6 +196,10 @@ impl AnyClient {
             AnyClient::Kv(c) => c.get(key).map(|v| v.is_some()),
             AnyClient::Cell(c) if search => c.contains(key),
             AnyClient::Cell(c) => c.get(key).map(|v| v.is_some()),
+            AnyClient::Pipe(p) => match p.one(Request::Get(key.to_vec()))? {
+                Response::Get(v) => Ok(v.is_some()),
+                _ => Ok(true),
+            },
         }
     }
 
@@ -176,6 +208,10 @@ impl AnyClient {
         match self {
             AnyClient::Kv(c) => c.put(key, value),
             AnyClient::Cell(c) => c.put(key, value),
+            AnyClient::Pipe(p) => match p.one(Request::Put(key.to_vec(), value.to_vec()))? {
+                Response::Put(existed) => Ok(existed),
+                _ => Ok(true),
+            },
         }
     }
 
@@ -183,7 +219,7 @@ impl AnyClient {
     /// system without scans.
     pub fn scan(&mut self, key: &[u8], n: usize) -> Option<Result<usize, Error>> {
         match self {
-            AnyClient::Kv(_) => None,
+            AnyClient::Kv(_) | AnyClient::Pipe(_) => None,
             AnyClient::Cell(c) => Some(c.scan(key, None, n).map(|v| v.len())),
         }
     }
@@ -193,6 +229,7 @@ impl AnyClient {
         match self {
             AnyClient::Kv(c) => c.last_stats(),
             AnyClient::Cell(c) => nessie_baselines::KvClient::last_stats(c.as_ref()),
+            AnyClient::Pipe(p) => p.last_stats(),
         }
     }
 
@@ -201,13 +238,15 @@ impl AnyClient {
         match self {
             AnyClient::Kv(c) => c.cache_hits(),
             AnyClient::Cell(c) => c.stats().node_cache_hits,
+            // The pipeline does not count its clients' cache hits.
+            AnyClient::Pipe(_) => 0,
         }
     }
 
     /// Meganode searches done by servers and by the client so far (Cell).
     pub fn searches(&self) -> (u64, u64) {
         match self {
-            AnyClient::Kv(_) => (0, 0),
+            AnyClient::Kv(_) | AnyClient::Pipe(_) => (0, 0),
             AnyClient::Cell(c) => {
                 let s = c.stats();
                 (s.server_searches, s.client_searches)
@@ -250,7 +289,23 @@ impl Started {
                 let sim = SimConfig::from_topology(sys.topology()).with_latency(latency);
                 let fabric = SimFabric::new(sim).map_err(|e| BenchError::Sim(e.to_string()))?;
                 let d = Deployment::start(sys.clone(), fabric).map_err(start_err)?;
+                let depth = variant.depth.max(1);
                 for n in 0..sys.store.nodes {
+                    if depth > 1 {
+                        let node = NodeId(n);
+                        let cfg = std::sync::Arc::new(sys.store.clone());
+                        for t in 0..sys.store.clients_per_node / depth {
+                            let ep = d.fabric().open(node).map_err(|e| start_err(e.into()))?;
+                            let p = Pipeline::new(cfg.clone(), node, t * depth, depth, ep)
+                                .map_err(start_err)?;
+                            let id = ClientId {
+                                node,
+                                index: t * depth,
+                            };
+                            clients.push((id, AnyClient::Pipe(Box::new(PipeClient::new(p)))));
+                        }
+                        continue;
+                    }
                     for i in 0..sys.store.clients_per_node {
                         let id = ClientId {
                             node: NodeId(n),
@@ -298,6 +353,7 @@ impl Started {
             SystemSpec::Cell(c) => c.cfg.clients_per_node,
         };
         let cell = matches!(self.variant.sys, SystemSpec::Cell(_));
+        let depth = self.variant.depth.max(1);
         let total = self.clients.len() as u64;
         self.deployment.resume_servers();
         let abort = AtomicBool::new(false);
@@ -311,13 +367,30 @@ impl Started {
                     let (abort, value) = (&abort, &value);
                     let id = *id;
                     s.spawn(move || -> Option<String> {
-                        for k in 0..w.keys {
-                            let mine = if cell {
+                        let mine = |k: u64| {
+                            if cell {
                                 k % total.max(1) == ci as u64
                             } else {
-                                preloader(w, k, nodes, per_node) == (id.node.0, id.index)
-                            };
-                            if !mine {
+                                // A pipeline preloads the keys of its clients.
+                                let (n, i) = preloader(w, k, nodes, per_node);
+                                n == id.node.0 && i / depth == id.index / depth
+                            }
+                        };
+                        if let AnyClient::Pipe(p) = c {
+                            // All at once, so that they spread over the
+                            // pipeline's clients (and their data tables).
+                            let reqs = (0..w.keys)
+                                .filter(|&k| mine(k))
+                                .map(|k| Request::Put(key_of(k, w.key_size), value.clone()));
+                            return p.run_all(reqs).into_iter().find_map(|r| {
+                                r.err().map(|e| {
+                                    abort.store(true, Ordering::Relaxed);
+                                    format!("preload by {id}: {e}")
+                                })
+                            });
+                        }
+                        for k in 0..w.keys {
+                            if !mine(k) {
                                 continue;
                             }
                             if abort.load(Ordering::Relaxed) {
