@@ -434,12 +434,31 @@ fn kill_and_restart(test: u16, system: &str) {
     serve.extend(&server_workers);
     let mut victim = c.start(2, "victim", &serve);
     let run_for = "24";
+    // The survivors start measuring at one instant, far enough ahead for
+    // them to connect under emulation; node 2 dies 6 s into the run (a
+    // fixed sleep after start-up once let a slow connection set-up reach
+    // past the kill, leaving no operation in the dead window).
+    let start_at = std::time::SystemTime::now() + Duration::from_secs(20);
+    let start_at_arg = start_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64()
+        .to_string();
     let mut survivors: Vec<Node> = (0..2u16)
         .map(|n| {
             let mut args = workload(
                 system,
                 &paths[n as usize],
-                &["--keys", "64", "--think-us", "10000", "--seconds", run_for],
+                &[
+                    "--keys",
+                    "64",
+                    "--think-us",
+                    "10000",
+                    "--seconds",
+                    run_for,
+                    "--start-at",
+                    &start_at_arg,
+                ],
             );
             args.extend(&server_workers);
             c.start(n, "kill", &args)
@@ -450,7 +469,10 @@ fn kill_and_restart(test: u16, system: &str) {
         s.wait_for("connecting to every node first", Duration::from_secs(60));
     }
     // Let the workload run on all three nodes, then kill node 2.
-    std::thread::sleep(Duration::from_secs(6));
+    let kill_at = start_at + Duration::from_secs(6);
+    if let Ok(wait) = kill_at.duration_since(std::time::SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
     let killed_at = monotonic_ns();
     victim.kill();
     std::thread::sleep(Duration::from_secs(6));
