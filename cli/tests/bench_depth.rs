@@ -47,10 +47,14 @@ fn depths_are_variants_measured_side_by_side_with_the_baselines() {
         );
     }
     // A pipelined GET costs what a lone one does: one index READ per
-    // candidate read, the entry by READ or by CPU.
+    // candidate read, the entry by READ or by CPU; and the pipeline's
+    // clients' caches are counted like a lone client's.
     for i in [0, 1] {
         let g = format!("/points/0/systems/{i}/get/mean");
         assert!(f(&v, &format!("{g}/index_reads")) >= 1.0, "{v:#}");
+        let hits = f(&v, &format!("/points/0/systems/{i}/cache_hit_rate"));
+        eprintln!("{}: cache hit rate {hits}", labels[i]);
+        assert!(hits > 0.0 && hits <= 1.0, "{v:#}");
     }
 }
 

@@ -225,6 +225,11 @@ impl<E: Endpoint> Pipeline<E> {
         self.total
     }
 
+    /// Cache hits of the pipeline's clients so far.
+    pub fn cache_hits(&self) -> u64 {
+        self.slots.iter().map(|s| s.state.cache.hit_miss().0).sum()
+    }
+
     /// The endpoint.
     pub fn endpoint(&self) -> &E {
         &self.ep

@@ -68,6 +68,11 @@ impl PipeClient {
         self.p.run(reqs)
     }
 
+    /// Cache hits of the pipeline's clients so far.
+    pub fn cache_hits(&self) -> u64 {
+        self.p.cache_hits()
+    }
+
     /// Fabric work of the last [`PipeClient::one`].
     pub fn last_stats(&self) -> OpStats {
         self.last

@@ -238,8 +238,7 @@ impl AnyClient {
         match self {
             AnyClient::Kv(c) => c.cache_hits(),
             AnyClient::Cell(c) => c.stats().node_cache_hits,
-            // The pipeline does not count its clients' cache hits.
-            AnyClient::Pipe(_) => 0,
+            AnyClient::Pipe(p) => p.cache_hits(),
         }
     }
 
