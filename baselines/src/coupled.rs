@@ -19,16 +19,18 @@
 //! client GET that found nothing checks before it reports the key absent.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use nessie_protocol::{
     hash::{stable_hash, Hasher},
-    Config, DteAddr, Endpoint, Error, IndexEntry, NodeId,
+    Config, DteAddr, Error, IndexEntry, Nanos, NodeId,
 };
 
+use crate::bytes::{round8, word};
 use crate::cuckoo::{self, CuckooTable};
-use crate::io::{round8, word, Io};
+use crate::lock::TableLock;
+use crate::machine::{Io, Plain};
 use crate::mailbox::{MailboxLayout, Request, RpcOp, Status};
 use crate::server::Handler;
 
@@ -172,11 +174,12 @@ impl CoupledLayout {
 }
 
 /// Data table entries (or Pilaf's extents) free for reuse, and the ones
-/// waiting out the expiration period before reuse.
+/// waiting out the expiration period before reuse (on the node's clock, as
+/// the machines see it).
 #[derive(Debug)]
 pub(crate) struct Allocator {
     free: Vec<u32>,
-    quarantine: VecDeque<(u32, Instant)>,
+    quarantine: VecDeque<(u32, Nanos)>,
     expiration: Duration,
 }
 
@@ -190,11 +193,11 @@ impl Allocator {
         }
     }
 
-    /// A free entry, if any (entries whose quarantine ended are freed first).
-    pub(crate) fn take(&mut self) -> Option<u32> {
-        let now = Instant::now();
+    /// A free entry at time `now`, if any (entries whose quarantine ended
+    /// are freed first).
+    pub(crate) fn take(&mut self, now: Nanos) -> Option<u32> {
         while let Some(&(i, at)) = self.quarantine.front() {
-            if now.duration_since(at) < self.expiration {
+            if now.since(at) < self.expiration {
                 break;
             }
             self.quarantine.pop_front();
@@ -203,14 +206,36 @@ impl Allocator {
         self.free.pop()
     }
 
-    /// Unlinks entry `i`: reusable after the expiration period.
-    pub(crate) fn retire(&mut self, i: u32) {
-        self.quarantine.push_back((i, Instant::now()));
+    /// Unlinks entry `i` at time `now`: reusable after the expiration period.
+    pub(crate) fn retire(&mut self, i: u32, now: Nanos) {
+        self.quarantine.push_back((i, now));
     }
 
     /// Returns entry `i`, which was never published, for immediate reuse.
     pub(crate) fn release_unpublished(&mut self, i: u32) {
         self.free.push(i);
+    }
+}
+
+/// A table's lock and allocator: what a node's workers share. The lock is
+/// held across a request's rounds; the allocator's mutex only ever briefly
+/// (under the lock, so it is never contended).
+#[derive(Debug)]
+pub(crate) struct Guarded {
+    pub(crate) lock: Arc<TableLock>,
+    alloc: Mutex<Allocator>,
+}
+
+impl Guarded {
+    pub(crate) fn new(alloc: Allocator) -> Guarded {
+        Guarded {
+            lock: Arc::new(TableLock::new()),
+            alloc: Mutex::new(alloc),
+        }
+    }
+
+    pub(crate) fn alloc(&self) -> MutexGuard<'_, Allocator> {
+        self.alloc.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -220,7 +245,7 @@ pub struct CoupledTable {
     layout: CoupledLayout,
     node: NodeId,
     max_depth: u8,
-    state: Mutex<Allocator>,
+    state: Guarded,
 }
 
 /// A key found in the table.
@@ -237,21 +262,28 @@ impl CoupledTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            state: Mutex::new(Allocator::new(layout.dtes, cfg.expiration + cfg.clock_skew)),
+            state: Guarded::new(Allocator::new(layout.dtes, cfg.expiration + cfg.clock_skew)),
         }
     }
 
-    fn find<E: Endpoint>(&self, io: &mut Io<E>, key: &[u8]) -> Result<Option<Found>, Error> {
+    /// The node's table lock.
+    pub fn lock(&self) -> &Arc<TableLock> {
+        &self.state.lock
+    }
+
+    async fn find(&self, io: &Io, key: &[u8]) -> Result<Option<Found>, Error> {
         let filter = self.layout.filter(key);
         for slot in self.layout.candidates(key) {
-            let ite = IndexEntry(io.local_word(self.layout.index_offset(slot))?);
+            let ite = IndexEntry(io.local_word(self.layout.index_offset(slot)).await?);
             let Some(dte) = ite.dte().filter(|_| ite.filter_matches(filter)) else {
                 continue;
             };
-            let head = io.local_read(
-                self.layout.entry_offset(dte.index),
-                self.layout.header_and_key() as u32,
-            )?;
+            let head = io
+                .local_read(
+                    self.layout.entry_offset(dte.index),
+                    self.layout.header_and_key() as u32,
+                )
+                .await?;
             if self.layout.entry_key(&head) == Some(key) {
                 return Ok(Some(Found {
                     slot,
@@ -263,14 +295,16 @@ impl CoupledTable {
         Ok(None)
     }
 
-    fn get<E: Endpoint>(&self, io: &mut Io<E>, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
-        let Some(f) = self.find(io, key)? else {
+    async fn get(&self, io: &Io, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        let Some(f) = self.find(io, key).await? else {
             return Ok((Status::Absent, Vec::new()));
         };
-        let bytes = io.local_read(
-            self.layout.entry_offset(f.dte),
-            self.layout.entry_bytes as u32,
-        )?;
+        let bytes = io
+            .local_read(
+                self.layout.entry_offset(f.dte),
+                self.layout.entry_bytes as u32,
+            )
+            .await?;
         match self.layout.entry_value(&bytes) {
             Some(v) => Ok((Status::Found, v.to_vec())),
             None => Err(Error::Corrupt(format!(
@@ -280,21 +314,16 @@ impl CoupledTable {
         }
     }
 
-    fn put<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        alloc: &mut Allocator,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<(Status, Vec<u8>), Error> {
-        let found = self.find(io, key)?;
-        let Some(dte) = alloc.take() else {
+    async fn put(&self, io: &Io, key: &[u8], value: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        let found = self.find(io, key).await?;
+        let Some(dte) = self.state.alloc().take(io.now()) else {
             return Ok((Status::DataTableFull, Vec::new()));
         };
         io.local_write(
             self.layout.entry_offset(dte),
             CoupledLayout::encode_entry(key, value),
-        )?;
+        )
+        .await?;
         let ite = IndexEntry::new(
             DteAddr {
                 table: self.node.0,
@@ -306,48 +335,47 @@ impl CoupledTable {
             io.local_write(
                 self.layout.index_offset(f.slot),
                 ite.0.to_le_bytes().to_vec(),
-            )?;
-            alloc.retire(f.dte);
+            )
+            .await?;
+            self.state.alloc().retire(f.dte, io.now());
             return Ok((Status::Found, Vec::new()));
         }
         let cands = self.layout.candidates(key);
         let entry = ite.0.to_le_bytes().to_vec();
-        if cuckoo::insert(self, io, &cands, entry, self.max_depth)? {
+        if cuckoo::insert(self, io, &cands, entry, self.max_depth).await? {
             Ok((Status::Absent, Vec::new()))
         } else {
-            alloc.release_unpublished(dte);
+            self.state.alloc().release_unpublished(dte);
             Ok((Status::TableFull, Vec::new()))
         }
     }
 
-    fn delete<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        alloc: &mut Allocator,
-        key: &[u8],
-    ) -> Result<(Status, Vec<u8>), Error> {
-        let Some(f) = self.find(io, key)? else {
+    async fn delete(&self, io: &Io, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        let Some(f) = self.find(io, key).await? else {
             return Ok((Status::Absent, Vec::new()));
         };
         io.local_write(
             self.layout.index_offset(f.slot),
             f.ite.emptied().0.to_le_bytes().to_vec(),
-        )?;
-        alloc.retire(f.dte);
+        )
+        .await?;
+        self.state.alloc().retire(f.dte, io.now());
         Ok((Status::Found, Vec::new()))
     }
 }
 
-impl<E: Endpoint> CuckooTable<E> for CoupledTable {
-    fn occupant(&self, io: &mut Io<E>, slot: u32) -> Result<Option<Vec<u8>>, Error> {
-        let ite = IndexEntry(io.local_word(self.layout.index_offset(slot))?);
+impl CuckooTable for CoupledTable {
+    async fn occupant(&self, io: &Io, slot: u32) -> Result<Option<Vec<u8>>, Error> {
+        let ite = IndexEntry(io.local_word(self.layout.index_offset(slot)).await?);
         let Some(dte) = ite.dte() else {
             return Ok(None);
         };
-        let head = io.local_read(
-            self.layout.entry_offset(dte.index),
-            self.layout.header_and_key() as u32,
-        )?;
+        let head = io
+            .local_read(
+                self.layout.entry_offset(dte.index),
+                self.layout.header_and_key() as u32,
+            )
+            .await?;
         match self.layout.entry_key(&head) {
             Some(k) => Ok(Some(k.to_vec())),
             None => Err(Error::Corrupt(format!(
@@ -370,19 +398,25 @@ impl<E: Endpoint> CuckooTable<E> for CoupledTable {
     }
 }
 
-impl<E: Endpoint> Handler<E> for CoupledTable {
-    fn handle(&self, io: &mut Io<E>, req: &Request) -> Result<(Status, Vec<u8>), Error> {
+impl Handler for CoupledTable {
+    type Ext = Plain;
+
+    async fn handle(&self, io: &Io, req: Request) -> Result<(Status, Vec<u8>), Error> {
         let too_big = req.key.is_empty()
             || req.key.len() > self.layout.max_key as usize
             || req.value.len() > self.layout.max_value as usize;
         if too_big {
             return Ok((Status::BadRequest, Vec::new()));
         }
-        let mut alloc = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let _held = self.state.lock.lock(io).await;
         match req.op {
-            RpcOp::Get => self.get(io, &req.key),
-            RpcOp::Put => self.put(io, &mut alloc, &req.key, &req.value),
-            RpcOp::Delete => self.delete(io, &mut alloc, &req.key),
+            RpcOp::Get => self.get(io, &req.key).await,
+            RpcOp::Put => self.put(io, &req.key, &req.value).await,
+            RpcOp::Delete => self.delete(io, &req.key).await,
         }
+    }
+
+    fn ext(&self, e: crate::machine::Never) -> crate::machine::Never {
+        match e {}
     }
 }

@@ -4,24 +4,26 @@
 //! touched, then the moves from the end of the path backwards, inside an odd
 //! *move epoch*, so that a key is always in at least one of its candidates
 //! (Pilaf section 3.4) and a client GET that found nothing can tell that a
-//! move overlapped it.
+//! move overlapped it. Every access is a CPU read or write of the node's own
+//! memory through the machine's [`Io`], so a simulator can charge it.
 
 use std::collections::VecDeque;
+use std::future::Future;
 
-use nessie_protocol::{Endpoint, Error};
+use nessie_protocol::Error;
 
-use crate::io::Io;
+use crate::machine::Io;
 
 /// Bound on the entries a search visits.
 const MAX_VISITED: usize = 4096;
 
 /// A table of fixed-size entries in a node's data region, each holding at
 /// most one key, that the node's server workers change by CPU.
-pub trait CuckooTable<E: Endpoint> {
+pub trait CuckooTable {
     /// The key stored in `slot`; `None` if the entry is empty. An entry that
     /// cannot be read back is corruption (only the node's workers write it,
     /// under its lock) and is an error.
-    fn occupant(&self, io: &mut Io<E>, slot: u32) -> Result<Option<Vec<u8>>, Error>;
+    fn occupant(&self, io: &Io, slot: u32) -> impl Future<Output = Result<Option<Vec<u8>>, Error>>;
 
     /// The candidate entries of `key`.
     fn candidates(&self, key: &[u8]) -> Vec<u32>;
@@ -37,9 +39,9 @@ pub trait CuckooTable<E: Endpoint> {
 /// `starts` (the new key's full candidates) where each entry's occupant may
 /// move to the next (one of its other candidates) and `ck` is empty. At most
 /// `max_depth` moves.
-pub fn find_path<E: Endpoint, T: CuckooTable<E> + ?Sized>(
+pub async fn find_path<T: CuckooTable + ?Sized>(
     table: &T,
-    io: &mut Io<E>,
+    io: &Io,
     starts: &[u32],
     max_depth: u8,
 ) -> Result<Option<Vec<u32>>, Error> {
@@ -50,7 +52,7 @@ pub fn find_path<E: Endpoint, T: CuckooTable<E> + ?Sized>(
             break;
         }
         let Some(&last) = path.last() else { continue };
-        let Some(occupant) = table.occupant(io, last)? else {
+        let Some(occupant) = table.occupant(io, last).await? else {
             continue;
         };
         for alt in table.candidates(&occupant) {
@@ -60,7 +62,7 @@ pub fn find_path<E: Endpoint, T: CuckooTable<E> + ?Sized>(
             visited.push(alt);
             let mut next = path.clone();
             next.push(alt);
-            if table.occupant(io, alt)?.is_none() {
+            if table.occupant(io, alt).await?.is_none() {
                 return Ok(Some(next));
             }
             paths.push_back(next);
@@ -73,24 +75,26 @@ pub fn find_path<E: Endpoint, T: CuckooTable<E> + ?Sized>(
 /// copied to its new entry before its old entry is overwritten), then stores
 /// `first` (the new key's entry bytes) in the path's first entry, all between
 /// two increments of the move epoch.
-pub fn shift<E: Endpoint, T: CuckooTable<E> + ?Sized>(
+pub async fn shift<T: CuckooTable + ?Sized>(
     table: &T,
-    io: &mut Io<E>,
+    io: &Io,
     path: &[u32],
     first: Vec<u8>,
 ) -> Result<(), Error> {
     let epoch_at = table.epoch_offset();
-    let epoch = io.local_word(epoch_at)?;
-    io.local_write(epoch_at, (epoch + 1).to_le_bytes().to_vec())?;
+    let epoch = io.local_word(epoch_at).await?;
+    io.local_write(epoch_at, (epoch + 1).to_le_bytes().to_vec())
+        .await?;
     for w in path.windows(2).rev() {
         let (from, len) = table.entry_range(w[0]);
-        let moving = io.local_read(from, len)?;
-        io.local_write(table.entry_range(w[1]).0, moving)?;
+        let moving = io.local_read(from, len).await?;
+        io.local_write(table.entry_range(w[1]).0, moving).await?;
     }
     if let Some(&slot) = path.first() {
-        io.local_write(table.entry_range(slot).0, first)?;
+        io.local_write(table.entry_range(slot).0, first).await?;
     }
-    io.local_write(epoch_at, (epoch + 2).to_le_bytes().to_vec())?;
+    io.local_write(epoch_at, (epoch + 2).to_le_bytes().to_vec())
+        .await?;
     Ok(())
 }
 
@@ -99,22 +103,22 @@ pub fn shift<E: Endpoint, T: CuckooTable<E> + ?Sized>(
 /// found by [`find_path`] and made by [`shift`]. `false` when no path of at
 /// most `max_depth` moves exists (the table is full for this key; nothing was
 /// changed).
-pub fn insert<E: Endpoint, T: CuckooTable<E> + ?Sized>(
+pub async fn insert<T: CuckooTable + ?Sized>(
     table: &T,
-    io: &mut Io<E>,
+    io: &Io,
     cands: &[u32],
     entry: Vec<u8>,
     max_depth: u8,
 ) -> Result<bool, Error> {
     for &slot in cands {
-        if table.occupant(io, slot)?.is_none() {
-            io.local_write(table.entry_range(slot).0, entry)?;
+        if table.occupant(io, slot).await?.is_none() {
+            io.local_write(table.entry_range(slot).0, entry).await?;
             return Ok(true);
         }
     }
-    match find_path(table, io, cands, max_depth)? {
+    match find_path(table, io, cands, max_depth).await? {
         Some(path) => {
-            shift(table, io, &path, entry)?;
+            shift(table, io, &path, entry).await?;
             Ok(true)
         }
         None => Ok(false),

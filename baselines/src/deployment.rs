@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, Topology};
 
+use crate::client::ClientLogic;
 use crate::coupled::{CoupledLayout, CoupledTable};
 use crate::hy::HyClient;
 use crate::kv::KvClient;
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
 use crate::rpc::RpcFaults;
 use crate::sd::SdClient;
-use crate::server::{Handler, ServerPool};
+use crate::server::ServerPool;
 
 /// The systems compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -118,7 +119,8 @@ impl SystemConfig {
         }
     }
 
-    fn coupled(&self) -> CoupledLayout {
+    /// The partially-coupled layout (NessieSD and NessieHY).
+    pub fn coupled(&self) -> CoupledLayout {
         let filter = match self.kind {
             SystemKind::NessieHy if !self.hy.filter_bits => 0,
             _ => self.store.filter_bits,
@@ -157,28 +159,20 @@ impl SystemConfig {
         F::Endpoint: 'static,
     {
         let cfg = &self.store;
-        let (mailbox, table): (_, Arc<dyn Handler<F::Endpoint>>) = match self.kind {
+        let (workers, cpn) = (self.server_workers, cfg.clients_per_node);
+        let pool = match self.kind {
             SystemKind::Nessie => return Ok(None),
             SystemKind::NessieSd | SystemKind::NessieHy => {
                 let layout = self.coupled();
-                (
-                    layout.mailbox,
-                    Arc::new(CoupledTable::new(layout, node, cfg)),
-                )
+                let table = Arc::new(CoupledTable::new(layout, node, cfg));
+                ServerPool::start(fabric, node, workers, layout.mailbox, cpn, table)?
             }
             SystemKind::Pilaf => {
                 let layout = PilafLayout::new(cfg);
-                (layout.mailbox, Arc::new(PilafTable::new(layout, node, cfg)))
+                let table = Arc::new(PilafTable::new(layout, node, cfg));
+                ServerPool::start(fabric, node, workers, layout.mailbox, cpn, table)?
             }
         };
-        let pool = ServerPool::start(
-            fabric,
-            node,
-            self.server_workers,
-            mailbox,
-            cfg.clients_per_node,
-            table,
-        )?;
         Ok(Some(pool))
     }
 
@@ -216,18 +210,18 @@ impl SystemConfig {
             SystemKind::Nessie => Box::new(Client::new(cfg, id, ep)?),
             SystemKind::NessieSd => {
                 let mut c = SdClient::new(cfg, self.coupled(), id, ep);
-                c.rpc.faults = faults.clone();
+                c.core_mut().rpc_mut().faults = faults.clone();
                 Box::new(c)
             }
             SystemKind::NessieHy => {
                 let mut c = HyClient::new(cfg, self.coupled(), self.hy, id, ep);
-                c.rpc.faults = faults.clone();
+                c.core_mut().rpc_mut().faults = faults.clone();
                 Box::new(c)
             }
             SystemKind::Pilaf => {
                 let layout = PilafLayout::new(&cfg);
                 let mut c = PilafClient::new(cfg, layout, id, ep);
-                c.rpc.faults = faults.clone();
+                c.core_mut().rpc_mut().faults = faults.clone();
                 Box::new(c)
             }
         })

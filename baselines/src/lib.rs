@@ -14,16 +14,30 @@
 //! [`KvClient`] is the one interface over these and Nessie's own client, and
 //! [`Deployment`] starts any of the four systems (with its server workers) on
 //! a fabric.
+//!
+//! **Sans-IO.** Clients and server workers are async logic over a machine's
+//! [`machine::Io`] handle, run by one executor ([`machine`], shared with
+//! Cell): one attempt of a client operation ([`client::ClientLogic`]), the
+//! request channel with its honest outcomes ([`rpc::RpcCall`]), a worker's
+//! wait for requests and its handling of each ([`server::Worker`]), the
+//! handlers on the node's tables. The blocking drivers ([`blocking`],
+//! [`client::BlockingClient`], [`server::ServerPool`]) run them in threads
+//! on any fabric; the cluster simulator (`nessie-sim`) runs the same
+//! machines in virtual time.
 
 #![warn(missing_docs)]
 
+pub mod blocking;
+pub mod bytes;
+pub mod client;
 pub mod coupled;
 pub mod cpu;
 pub mod cuckoo;
 pub mod deployment;
 pub mod hy;
-pub mod io;
 pub mod kv;
+pub mod lock;
+pub mod machine;
 pub mod mailbox;
 pub mod pilaf;
 pub mod retry;

@@ -29,7 +29,8 @@
 
 use nessie_protocol::{Error, NodeId, RemoteAddr};
 
-use crate::io::{round8, word};
+use crate::bytes::{round8, word};
+use crate::machine::{Ext, Io};
 
 /// CRC-64/XZ, the checksum of messages and of Pilaf's entries.
 pub const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
@@ -225,6 +226,31 @@ pub fn decode(bytes: &[u8]) -> Option<Message> {
         key: bytes[..k].to_vec(),
         value: bytes[k..k + v].to_vec(),
     })
+}
+
+/// Reads back, by CPU, the message that ends at byte `end` of the machine's
+/// own data region in a slot of `slot_bytes`: trailer first, then payload
+/// and trailer, checked by its CRC64 and by an unchanged control word.
+/// `None` if it is torn or still landing (read it again later). Returns the
+/// message and the bytes read. Neither read is counted: callers count what
+/// the papers count.
+pub async fn read_message<X: Ext>(
+    io: &Io<X>,
+    end: u64,
+    slot_bytes: u64,
+) -> Result<Option<(Message, u64)>, Error> {
+    let trailer = io
+        .local_read(end - TRAILER_BYTES, TRAILER_BYTES as u32)
+        .await?;
+    let Some((_, _, payload)) = payload_len(&trailer, slot_bytes) else {
+        return Ok(None);
+    };
+    let total = payload + TRAILER_BYTES;
+    let bytes = io.local_read(end - total, total as u32).await?;
+    let ctrl_unchanged = word(&bytes, bytes.len() - 8) == word(&trailer, 16);
+    Ok(decode(&bytes)
+        .filter(|_| ctrl_unchanged)
+        .map(|m| (m, total)))
 }
 
 /// A request as the server sees it.

@@ -1,12 +1,14 @@
 //! Retries of the baselines' client-driven GETs (NessieHY, Pilaf), as
 //! Nessie's `Client` retries: exponential back-off with jitter between
 //! attempts, until the operation timeout has passed since the first one.
+//! Sans-IO: the budget says how long to back off at a given time, and each
+//! driver waits its own way (the threaded one sleeps, a machine awaits an
+//! [`Effect::Backoff`](crate::machine::Effect::Backoff), the simulator
+//! schedules the next attempt).
 
 use std::time::Duration;
 
-use nessie_protocol::{ClientId, Endpoint, Error, Nanos, RetryPolicy};
-
-use crate::io::Io;
+use nessie_protocol::{ClientId, Error, Nanos, RetryPolicy};
 
 /// A client's source of back-off jitter (xorshift64).
 #[derive(Clone, Debug)]
@@ -28,19 +30,24 @@ impl Jitter {
     }
 }
 
-/// One operation's retry budget: when it started and its next back-off.
+/// One operation's retry budget: when it started, its next back-off, and
+/// the client's jitter source.
 #[derive(Clone, Debug)]
 pub struct RetryBudget {
     start: Nanos,
     backoff: Duration,
+    policy: RetryPolicy,
+    jitter: Jitter,
 }
 
 impl RetryBudget {
-    /// A budget starting at `start` under `policy`.
-    pub fn new(start: Nanos, policy: &RetryPolicy) -> RetryBudget {
+    /// A budget starting at `start` under `policy`, jittered by `jitter`.
+    pub fn new(start: Nanos, policy: &RetryPolicy, jitter: Jitter) -> RetryBudget {
         RetryBudget {
             start,
             backoff: policy.initial_backoff,
+            policy: *policy,
+            jitter,
         }
     }
 
@@ -49,19 +56,20 @@ impl RetryBudget {
         self.start
     }
 
-    /// Backs off before the next attempt, or fails with [`Error::Timeout`]
-    /// once `policy.op_timeout` has passed since the start.
-    pub fn pause<E: Endpoint>(
-        &mut self,
-        io: &mut Io<E>,
-        policy: &RetryPolicy,
-        jitter: &mut Jitter,
-    ) -> Result<(), Error> {
-        if io.endpoint().now().since(self.start) >= policy.op_timeout {
+    /// The back-off before the next attempt at time `now`, or
+    /// [`Error::Timeout`] once the policy's operation timeout has passed
+    /// since the start.
+    pub fn next_backoff(&mut self, now: Nanos) -> Result<Duration, Error> {
+        if now.since(self.start) >= self.policy.op_timeout {
             return Err(Error::Timeout);
         }
-        io.backoff(jitter.around(self.backoff));
-        self.backoff = (self.backoff * 2).min(policy.max_backoff);
-        Ok(())
+        let d = self.jitter.around(self.backoff);
+        self.backoff = (self.backoff * 2).min(self.policy.max_backoff);
+        Ok(d)
+    }
+
+    /// The jitter source, for the client's next operation.
+    pub fn into_jitter(self) -> Jitter {
+        self.jitter
     }
 }

@@ -1,5 +1,10 @@
 //! The client side of the request slots: send a request to a key's home node
-//! and wait for the response in the client's own response slot.
+//! and await the response in the client's own response slot, as one async
+//! sub-machine ([`RpcCall::send`]) that NessieSD, NessieHY, Pilaf and Cell
+//! all run inside their machines. [`RpcClient`] is what a client keeps
+//! between calls (its sequence numbers and what it knows of its claim
+//! words); [`RpcClient::begin`] hands a call out and [`RpcClient::finish`]
+//! takes back what the call learnt.
 //!
 //! **Outcomes.** A GET request commits nothing, so any failure of one is
 //! simply returned. A PUT or DELETE request may execute whenever a server
@@ -15,19 +20,26 @@
 //! node is down, the CAS completion is lost), the outcome is unknown too. A
 //! request that could not even be posted never executes. Every wait is
 //! bounded: an operation returns within twice the timeout.
+//!
+//! Waiting for the response is an effect
+//! ([`Effect::AwaitResponse`](crate::machine::Effect::AwaitResponse)): the
+//! threaded driver polls the slot, the simulator wakes the machine when the
+//! server's WRITE lands.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nessie_protocol::{ClientId, Config, Endpoint, Error, NodeId, Op, OpStats, RemoteAddr};
+use nessie_protocol::{ClientId, Config, Error, NodeId, Op, OpOutput, RemoteAddr};
 
-use crate::io::{Io, RoundError};
+use crate::machine::{Ext, Io, OpClass};
 use crate::mailbox::{
-    claim_word, encode, split_ctrl, MailboxLayout, Request, Response, RpcOp, CANCELLED, CLAIMED,
+    claim_word, encode, read_message, split_ctrl, MailboxLayout, Response, RpcOp, CANCELLED,
+    CLAIMED,
 };
 
 /// A client's request channel to every node's server workers.
+#[derive(Debug)]
 pub struct RpcClient {
     layout: MailboxLayout,
     /// The client's global slot number.
@@ -63,6 +75,21 @@ impl RpcFaults {
     }
 }
 
+/// One request in flight: what [`RpcCall::send`] needs, owned, so that a
+/// machine may carry it.
+#[derive(Clone, Debug)]
+pub struct RpcCall {
+    layout: MailboxLayout,
+    g: u32,
+    seq: u32,
+    home: NodeId,
+    op: RpcOp,
+    timeout: Duration,
+    /// What the client knows of its claim word on `home`.
+    claim: u64,
+    unknown_as_timeout: bool,
+}
+
 /// How a request that got no response in time was settled.
 enum Settled {
     /// The cancel won: the request never executes.
@@ -89,7 +116,19 @@ impl RpcClient {
         let clock = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        let seq = nessie_protocol::hash::stable_hash(clock, &g.to_le_bytes()) as u32;
+        RpcClient::with_first_seq(layout, g, clock, timeout)
+    }
+
+    /// The channel of the client with global slot number `g`, whose sequence
+    /// numbers are drawn from `entropy` (a deterministic driver passes its
+    /// seed; [`RpcClient::new`] the wall clock).
+    pub fn with_first_seq(
+        layout: MailboxLayout,
+        g: u32,
+        entropy: u64,
+        timeout: Duration,
+    ) -> RpcClient {
+        let seq = nessie_protocol::hash::stable_hash(entropy, &g.to_le_bytes()) as u32;
         RpcClient {
             layout,
             g,
@@ -100,42 +139,76 @@ impl RpcClient {
         }
     }
 
-    /// Sends `req` to `home`'s workers and waits for the response. Counts the
-    /// request WRITE (a CPU write when `home` is the client's own node), the
-    /// server's response WRITE (`server_writes`) and the final CPU read of the
-    /// response; polling reads are not counted (they are the CPU time the
-    /// benchmark reports). A cancel CAS, when one is needed, is counted too.
-    pub fn call<E: Endpoint>(
-        &mut self,
-        io: &mut Io<E>,
-        home: NodeId,
-        req: &Request,
-        stats: &mut OpStats,
-    ) -> Result<Response, Error> {
+    /// The client's global slot number.
+    pub fn slot(&self) -> u32 {
+        self.g
+    }
+
+    /// Starts a request `op` to `home`: the next sequence number, and what
+    /// the client knows of its claim word there.
+    pub fn begin(&mut self, home: NodeId, op: RpcOp) -> RpcCall {
         self.seq = self.seq.wrapping_add(1).max(1);
-        let seq = self.seq;
-        let mutation = req.op != RpcOp::Get;
-        let start = Instant::now();
-        let msg = encode(seq, req.op as u8, &req.key, &req.value);
+        let h = usize::from(home.0);
+        RpcCall {
+            layout: self.layout,
+            g: self.g,
+            seq: self.seq,
+            home,
+            op,
+            timeout: self.timeout,
+            claim: self.claims.get(h).copied().unwrap_or(0),
+            unknown_as_timeout: self.faults.unknown_as_timeout(),
+        }
+    }
+
+    /// Takes back what `call` learnt about its claim word.
+    pub fn finish(&mut self, call: &RpcCall) {
+        let h = usize::from(call.home.0);
+        if self.claims.len() <= h {
+            self.claims.resize(h + 1, 0);
+        }
+        self.claims[h] = call.claim;
+    }
+}
+
+impl RpcCall {
+    /// The node the request goes to.
+    pub fn home(&self) -> NodeId {
+        self.home
+    }
+
+    /// Sends the request (`key` and `value`) and waits for the response.
+    /// Counts the request WRITE (a CPU write when `home` is the machine's
+    /// own node), the server's response WRITE (`server_writes`) and the
+    /// final CPU read of the response; polling is not counted (it is the
+    /// CPU time the benchmark reports). A cancel CAS, when one is needed, is
+    /// counted too.
+    pub async fn send<X: Ext>(
+        &mut self,
+        io: &Io<X>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Response, Error> {
+        let mutation = self.op != RpcOp::Get;
+        let deadline = io.now().plus(self.timeout);
+        let msg = encode(self.seq, self.op as u8, key, value);
         let req_end = self.layout.request_end(self.g);
-        let local = home == io.node();
-        let sent = if local {
-            stats.local_writes += 1;
-            stats.local_bytes += msg.len() as u64;
-            let op = Op::LocalWrite {
+        let local = self.home == io.own();
+        let op = if local {
+            Op::LocalWrite {
                 offset: req_end - msg.len() as u64,
                 data: msg,
-            };
-            io.try_round(vec![op], false, &mut OpStats::default(), self.timeout)
+            }
         } else {
-            let op = Op::Write {
-                addr: MailboxLayout::placed(home, req_end, msg.len()),
+            Op::Write {
+                addr: MailboxLayout::placed(self.home, req_end, msg.len()),
                 data: msg,
-            };
-            io.try_round(vec![op], false, stats, self.timeout)
+            }
         };
-        let cause = match sent {
-            Ok(_) => match self.await_response(io, seq, local, start + self.timeout, stats) {
+        let mut sent = io.round_by(vec![op], OpClass::Data, deadline).await;
+        let posted = io.unposted() == 0;
+        let cause = match sent.pop() {
+            Some(Ok(_)) => match self.await_response(io, local, deadline).await {
                 // A GET commits nothing: its malformed response is just corrupt.
                 Some(Err(Error::OutcomeUnknown(why))) if !mutation => {
                     return Err(Error::Corrupt(why))
@@ -143,114 +216,102 @@ impl RpcClient {
                 Some(r) => return r,
                 None => Error::Timeout,
             },
-            Err(RoundError { error, posted }) if !posted || !mutation => return Err(error),
-            Err(RoundError { error, .. }) => error,
+            Some(Err(e)) if !posted || !mutation => return Err(e.into()),
+            Some(Err(e)) => e.into(),
+            None => Error::Timeout,
         };
         if !mutation {
             return Err(cause);
         }
-        match self.settle(io, home, seq, local, stats) {
+        match self.settle(io, local).await {
             Settled::Cancelled => Err(cause),
             Settled::Answered(r) => Ok(r),
-            Settled::Unknown(_) if self.faults.unknown_as_timeout() => Err(cause),
+            Settled::Unknown(_) if self.unknown_as_timeout => Err(cause),
             Settled::Unknown(why) => Err(Error::OutcomeUnknown(format!(
-                "{:?} request to {home}: {cause}; {why}",
-                req.op
+                "{:?} request to {}: {cause}; {why}",
+                self.op, self.home
             ))),
         }
     }
 
-    /// Polls the response slot for `seq` until `deadline`: the decoded
-    /// response (or the error of a malformed one), `None` on time-out. CPU
-    /// reads that fail are retried until the deadline.
-    fn await_response<E: Endpoint>(
-        &mut self,
-        io: &mut Io<E>,
-        seq: u32,
+    /// Waits for the response slot to receive this request's response until
+    /// `deadline`: the decoded response (or the error of a malformed one),
+    /// `None` on time-out. CPU reads that fail are retried until the
+    /// deadline.
+    async fn await_response<X: Ext>(
+        &self,
+        io: &Io<X>,
         local: bool,
-        deadline: Instant,
-        stats: &mut OpStats,
+        deadline: nessie_protocol::Nanos,
     ) -> Option<Result<Response, Error>> {
         let resp_end = self.layout.response_end(self.g);
         loop {
-            let landed = io
-                .local_word(resp_end - 8)
-                .is_ok_and(|w| split_ctrl(w).0 == seq);
-            if landed {
-                if let Ok(Some((m, total))) = io.read_message(resp_end, self.layout.slot_bytes) {
-                    if m.seq == seq {
-                        stats.local_reads += 1;
-                        stats.local_bytes += total;
-                        if !local {
-                            stats.server_writes += 1;
-                            stats.fabric_bytes += total;
-                        }
-                        // A response only exists once the server ran the
-                        // request: a malformed one leaves its outcome open.
-                        return Some(Response::from_message(&m).ok_or_else(|| {
-                            Error::OutcomeUnknown(format!(
-                                "response with unknown status {}",
-                                m.code
-                            ))
-                        }));
-                    }
-                }
-            }
-            if Instant::now() > deadline {
+            if !io.await_response(resp_end - 8, self.seq, deadline).await {
                 return None;
             }
-            // Yield between polls: a machine with fewer cores than client and
-            // server threads (this one has 2) would otherwise let a spinning
-            // client starve the very worker it waits for.
-            std::thread::yield_now();
+            if let Ok(Some((m, total))) = read_message(io, resp_end, self.layout.slot_bytes).await {
+                if m.seq == self.seq {
+                    io.count(|s| {
+                        s.local_reads += 1;
+                        s.local_bytes += total;
+                        if !local {
+                            s.server_writes += 1;
+                            s.fabric_bytes += total;
+                        }
+                    });
+                    // A response only exists once the server ran the
+                    // request: a malformed one leaves its outcome open.
+                    return Some(Response::from_message(&m).ok_or_else(|| {
+                        Error::OutcomeUnknown(format!("response with unknown status {}", m.code))
+                    }));
+                }
+            }
+            if io.now() > deadline {
+                return None;
+            }
         }
     }
 
-    /// Decides the fate of PUT/DELETE request `seq` on `home` that got no
-    /// response: cancel it, or learn that the server claimed it and wait for
-    /// its answer (see the module documentation). Bounded by the timeout.
-    fn settle<E: Endpoint>(
-        &mut self,
-        io: &mut Io<E>,
-        home: NodeId,
-        seq: u32,
-        local: bool,
-        stats: &mut OpStats,
-    ) -> Settled {
-        let h = usize::from(home.0);
-        if self.claims.len() <= h {
-            self.claims.resize(h + 1, 0);
-        }
-        let addr = RemoteAddr::data(home, self.layout.claim_offset(self.g));
-        let cancel = claim_word(seq, CANCELLED);
-        let deadline = Instant::now() + self.timeout;
+    /// Decides the fate of this PUT/DELETE request that got no response:
+    /// cancel it, or learn that the server claimed it and wait for its
+    /// answer (see the module documentation). Bounded by the timeout.
+    async fn settle<X: Ext>(&mut self, io: &Io<X>, local: bool) -> Settled {
+        let addr = RemoteAddr::data(self.home, self.layout.claim_offset(self.g));
+        let cancel = claim_word(self.seq, CANCELLED);
+        let deadline = io.now().plus(self.timeout);
         let mut backoff = Duration::from_micros(100);
         let mut last_error = None;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.since(io.now());
             if left.is_zero() {
                 return Settled::Unknown(match last_error {
                     Some(e) => format!("its claim word could not be reached to cancel it ({e})"),
                     None => "it could not be cancelled in time".into(),
                 });
             }
-            let expect = self.claims[h];
+            let expect = self.claim;
             // A CAS whose completion is lost must leave time for another.
             let limit = left.min((self.timeout / 8).max(Duration::from_millis(1)));
-            match io.cas(addr, expect, cancel, stats, limit) {
-                Ok(previous) if previous == expect => {
-                    self.claims[h] = cancel;
+            let cas = Op::Cas {
+                addr,
+                expect,
+                new: cancel,
+            };
+            let mut r = io.round_within(vec![cas], OpClass::Data, limit).await;
+            match r.pop() {
+                Some(Ok(OpOutput::Cas { previous })) if previous == expect => {
+                    self.claim = cancel;
                     return Settled::Cancelled;
                 }
-                Ok(previous) => {
-                    self.claims[h] = previous;
+                Some(Ok(OpOutput::Cas { previous })) => {
+                    self.claim = previous;
                     let (s, state) = split_ctrl(previous);
-                    if s == seq && state == CANCELLED {
+                    if s == self.seq && state == CANCELLED {
                         // An earlier cancel of ours landed; its completion did not.
                         return Settled::Cancelled;
                     }
-                    if s == seq && state == CLAIMED {
-                        return match self.await_response(io, seq, local, deadline, stats) {
+                    if s == self.seq && state == CLAIMED {
+                        return match self.await_response(io, local, deadline).await {
                             Some(Ok(r)) => Settled::Answered(r),
                             Some(Err(e)) => Settled::Unknown(e.to_string()),
                             None => Settled::Unknown(
@@ -261,52 +322,39 @@ impl RpcClient {
                     // The word held an older request's decision than we
                     // knew (a restarted client): try again from it.
                 }
-                Err(e) => {
+                other => {
                     // The CAS may or may not have executed: the next one tells.
-                    last_error = Some(e.error);
-                    io.backoff(backoff.min(left));
+                    last_error = Some(match other {
+                        Some(Err(e)) => Error::from(e),
+                        o => crate::machine::unexpected(o),
+                    });
+                    io.backoff(backoff.min(left)).await;
                     backoff = (backoff * 2).min(Duration::from_millis(10));
                 }
             }
         }
     }
+}
 
-    /// One operation of a server-driven path, as NessieSD, NessieHY and
-    /// Pilaf clients issue it: checks the sizes against `cfg`, sends `op` on
-    /// `key` (and `value`) to `home`, sets `last` to the call's fabric work
-    /// (one attempt), and turns a failed status into its error. A `tracing`
-    /// span named after `system` covers the call.
-    #[allow(clippy::too_many_arguments)]
-    pub fn request<E: Endpoint>(
-        &mut self,
-        io: &mut Io<E>,
-        system: &'static str,
-        cfg: &Config,
-        home: NodeId,
-        op: RpcOp,
-        key: &[u8],
-        value: &[u8],
-        last: &mut OpStats,
-    ) -> Result<Response, Error> {
-        cfg.check_key(key)?;
-        cfg.check_value(value)?;
-        let span = tracing::debug_span!("rpc", system, ?op, home = %home, key_len = key.len());
-        let _g = span.enter();
-        let mut stats = OpStats {
-            attempts: 1,
-            ..OpStats::default()
-        };
-        let req = Request {
-            op,
-            key: key.to_vec(),
-            value: value.to_vec(),
-        };
-        let r = self.call(io, home, &req, &mut stats);
-        *last = stats;
-        let resp = r?;
-        match resp.error(home) {
-            Some(e) => Err(e),
-            None => Ok(resp),
-        }
+/// One operation of a server-driven path, as NessieSD, NessieHY and Pilaf
+/// clients issue it: sends `op` on `key` (and `value`) through `call` and
+/// turns a failed status into its error. The caller checks the sizes
+/// (synchronously, before the machine starts: [`check_sizes`]).
+pub async fn request<X: Ext>(
+    io: &Io<X>,
+    call: &mut RpcCall,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Response, Error> {
+    let resp = call.send(io, key, value).await?;
+    match resp.error(call.home) {
+        Some(e) => Err(e),
+        None => Ok(resp),
     }
+}
+
+/// Checks a request's key and value against `cfg`'s limits.
+pub fn check_sizes(cfg: &Config, key: &[u8], value: &[u8]) -> Result<(), Error> {
+    cfg.check_key(key)?;
+    cfg.check_value(value)
 }

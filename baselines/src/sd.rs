@@ -3,70 +3,66 @@
 //! there by a server worker on the partially-coupled tables
 //! ([`crate::coupled`]). A request to the client's own node is written by CPU
 //! and answered by CPU, without the fabric.
+//!
+//! [`SdCore`] is the client as sans-IO logic (one attempt is one request,
+//! [`crate::client::server_driven`]); [`SdClient`] is its blocking driver.
 
 use std::sync::Arc;
 
-use nessie_protocol::{ClientId, Config, Endpoint, Error, OpStats};
+use nessie_protocol::{ClientId, Config, Endpoint};
 
+use crate::client::{server_driven, Attempt, BlockingClient, ClientLogic, KvRequest};
 use crate::coupled::CoupledLayout;
-use crate::io::Io;
-use crate::kv::KvClient;
-use crate::mailbox::{RpcOp, Status};
+use crate::machine::Io;
+use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::RpcClient;
 
-/// A NessieSD client.
-pub struct SdClient<E: Endpoint> {
+/// A NessieSD client's state between operations.
+#[derive(Debug)]
+pub struct SdCore {
     cfg: Arc<Config>,
     layout: CoupledLayout,
-    io: Io<E>,
-    pub(crate) rpc: RpcClient,
-    last: OpStats,
+    rpc: RpcClient,
 }
 
-impl<E: Endpoint> SdClient<E> {
+impl SdCore {
+    /// Client `id`'s core, its request channel `rpc`.
+    pub fn new(cfg: Arc<Config>, layout: CoupledLayout, rpc: RpcClient) -> SdCore {
+        SdCore { cfg, layout, rpc }
+    }
+}
+
+impl ClientLogic for SdCore {
+    fn system(&self) -> &'static str {
+        "nessie-sd"
+    }
+
+    fn config(&self) -> &Arc<Config> {
+        &self.cfg
+    }
+
+    async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, _budget: &mut RetryBudget) -> Attempt {
+        let home = self.layout.home(op.key());
+        Attempt::Done(server_driven(io, &mut self.rpc, home, op).await)
+    }
+
+    fn rpc_mut(&mut self) -> &mut RpcClient {
+        &mut self.rpc
+    }
+}
+
+/// A NessieSD client (blocking).
+pub type SdClient<E> = BlockingClient<SdCore, E>;
+
+impl<E: Endpoint> BlockingClient<SdCore, E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
     pub fn new(cfg: Arc<Config>, layout: CoupledLayout, id: ClientId, ep: E) -> SdClient<E> {
-        let timeout = cfg.retry.op_timeout;
-        SdClient {
-            rpc: RpcClient::new(layout.mailbox, id, cfg.clients_per_node, timeout),
-            io: Io::new(ep, timeout),
-            cfg,
-            layout,
-            last: OpStats::default(),
-        }
-    }
-
-    fn call(&mut self, op: RpcOp, key: &[u8], value: &[u8]) -> Result<(Status, Vec<u8>), Error> {
-        let home = self.layout.home(key);
-        let r = self.rpc.request(
-            &mut self.io,
-            "nessie-sd",
-            &self.cfg,
-            home,
-            op,
-            key,
-            value,
-            &mut self.last,
-        )?;
-        Ok((r.status, r.value))
-    }
-}
-
-impl<E: Endpoint> KvClient for SdClient<E> {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        let (status, value) = self.call(RpcOp::Get, key, &[])?;
-        Ok((status == Status::Found).then_some(value))
-    }
-
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
-        Ok(self.call(RpcOp::Put, key, value)?.0 == Status::Found)
-    }
-
-    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
-        Ok(self.call(RpcOp::Delete, key, &[])?.0 == Status::Found)
-    }
-
-    fn last_stats(&self) -> OpStats {
-        self.last
+        let rpc = RpcClient::new(
+            layout.mailbox,
+            id,
+            cfg.clients_per_node,
+            cfg.retry.op_timeout,
+        );
+        BlockingClient::from_core(SdCore::new(cfg, layout, rpc), ep, Jitter::new(id))
     }
 }

@@ -1,54 +1,317 @@
-//! Server workers of the server-driven designs: threads on a node that poll
-//! the request slots of that node, run each request through a [`Handler`]
-//! (the node's tables) and write the response into the client's response
-//! slot, by RDMA WRITE or, for a client on the same node, by CPU.
+//! Server workers of the server-driven designs: each worker watches the
+//! request slots of its node ([`SlotWatch`]), runs each new request through
+//! a [`Handler`] (the node's tables) and writes the response into the
+//! client's response slot, by RDMA WRITE or, for a client on the same node,
+//! by CPU. A worker is a sans-IO machine ([`Worker::run`]: wait for a
+//! request, serve it, again), so the same logic runs in the threads of a
+//! [`ServerPool`] and in the cluster simulator.
 //!
 //! Worker `w` of `W` serves the slots of clients `g` with `g % W == w`, so a
 //! client's requests are handled in order by one worker. Before it runs a
 //! PUT or DELETE, a worker claims it by a loopback compare-and-swap of the
 //! client's claim word ([`crate::mailbox`]); a request its client cancelled
 //! first is skipped, so a client that gave up waiting can truthfully report
-//! that nothing was committed. GETs are not claimed (they commit nothing). Workers poll without
-//! sleeping (as HERD's do); between empty scans they yield the CPU so that a
-//! machine with fewer cores than threads still makes progress. The CPU time
-//! they burn is measured ([`ServerPool::cpu_time`]): the papers' energy proxy.
+//! that nothing was committed. GETs are not claimed (they commit nothing).
+//!
+//! The threads of a [`ServerPool`] poll without sleeping (as HERD's do);
+//! between empty scans they yield the CPU so that a machine with fewer
+//! cores than threads still makes progress. The CPU time they burn is
+//! measured ([`ServerPool::cpu_time`]): the papers' energy proxy.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nessie_protocol::{Endpoint, Error, Fabric, NodeId, OpStats};
+use nessie_protocol::{Error, Fabric, NodeId, Op, OpStats, RemoteAddr};
 
+use crate::blocking::Driver;
 use crate::cpu::thread_cpu_time;
-use crate::io::Io;
+use crate::machine::{cas_previous, Effect, Exec, Ext, Io, OpClass, Resolution, Step};
 use crate::mailbox::{
-    claim_word, encode, split_ctrl, MailboxLayout, Request, RpcOp, Status, CANCELLED, CLAIMED,
+    claim_word, encode, read_message, split_ctrl, MailboxLayout, Request, RpcOp, Status, CANCELLED,
+    CLAIMED,
 };
 
 /// Executes requests on one node's tables. Shared by that node's workers.
-pub trait Handler<E: Endpoint>: Send + Sync {
-    /// Runs `req` (using `io`, an endpoint on the node, for the tables' memory)
-    /// and returns the status and, for a GET that found its key, the value.
-    fn handle(&self, io: &mut Io<E>, req: &Request) -> Result<(Status, Vec<u8>), Error>;
+pub trait Handler: Send + Sync + 'static {
+    /// The system's own effects the handler's logic asks for.
+    type Ext: Ext;
+
+    /// Runs `req` (using `io`, a machine on the node, for the tables'
+    /// memory) and returns the status and, for a GET that found its key,
+    /// the value.
+    fn handle(
+        &self,
+        io: &Io<Self::Ext>,
+        req: Request,
+    ) -> impl Future<Output = Result<(Status, Vec<u8>), Error>>;
+
+    /// Performs one of the system's own effects (every driver calls this).
+    fn ext(&self, e: <Self::Ext as Ext>::Effect) -> <Self::Ext as Ext>::Resolution;
 }
 
-/// Counters a pool's workers share.
+/// The request slots one worker serves, and the sequence number it last
+/// served in each. Shared by the worker's logic (which marks requests
+/// served) and its driver (which looks for new ones).
+#[derive(Debug)]
+pub struct SlotWatch {
+    layout: MailboxLayout,
+    slots: Vec<u32>,
+    seen: Vec<AtomicU32>,
+}
+
+impl SlotWatch {
+    /// The slots of worker `worker` of `workers` under `layout`.
+    pub fn new(layout: MailboxLayout, worker: u16, workers: u16) -> SlotWatch {
+        let workers = u32::from(workers.max(1));
+        let slots: Vec<u32> = (0..layout.clients_total)
+            .filter(|g| g % workers == u32::from(worker))
+            .collect();
+        SlotWatch {
+            layout,
+            seen: slots.iter().map(|_| AtomicU32::new(0)).collect(),
+            slots,
+        }
+    }
+
+    /// The slots (global client numbers), in scan order.
+    pub fn slots(&self) -> &[u32] {
+        &self.slots
+    }
+
+    /// The slot layout.
+    pub fn layout(&self) -> &MailboxLayout {
+        &self.layout
+    }
+
+    /// Offset of the control word of the slot at position `i`.
+    pub fn ctrl_offset(&self, i: usize) -> u64 {
+        self.layout.request_end(self.slots[i]) - 8
+    }
+
+    /// The position of global slot `g` in this watch, if the worker serves it.
+    pub fn position(&self, g: u32) -> Option<usize> {
+        self.slots.binary_search(&g).ok()
+    }
+
+    /// Whether control word `ctrl` of the slot at position `i` announces a
+    /// request the worker has not served.
+    pub fn is_new(&self, i: usize, ctrl: u64) -> bool {
+        let (seq, _) = split_ctrl(ctrl);
+        seq != 0 && seq != self.seen[i].load(Ordering::Relaxed)
+    }
+
+    /// Records that request `seq` of the slot at position `i` was served
+    /// (or skipped for good).
+    pub fn mark_seen(&self, i: usize, seq: u32) {
+        self.seen[i].store(seq, Ordering::Relaxed);
+    }
+}
+
+/// Counters a node's workers share with whoever runs them.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// Test-only fault switch: run PUT and DELETE requests without claiming them.
+    pub skip_claims: AtomicBool,
+    /// Requests served.
+    pub requests: AtomicU64,
+    /// Errors the handler reported (the first 64).
+    pub errors: Mutex<Vec<Error>>,
+}
+
+impl WorkerCounters {
+    fn record(&self, e: Error) {
+        let mut errs = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if errs.len() < 64 {
+            errs.push(e);
+        }
+    }
+}
+
+/// What a worker's claim of a request decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// The worker won: it runs the request.
+    Won,
+    /// The client cancelled the request, or has moved on past it.
+    Lost,
+}
+
+/// One server worker's logic (module documentation).
+#[derive(Debug)]
+pub struct Worker<H: Handler> {
+    handler: Arc<H>,
+    watch: Arc<SlotWatch>,
+    clients_per_node: u16,
+    /// What the worker last knew of each watched slot's claim word.
+    claims: Vec<u64>,
+    counters: Arc<WorkerCounters>,
+}
+
+impl<H: Handler> Worker<H> {
+    /// Worker `worker` of `workers` serving `layout`'s slots with `handler`.
+    pub fn new(
+        handler: Arc<H>,
+        layout: MailboxLayout,
+        worker: u16,
+        workers: u16,
+        clients_per_node: u16,
+        counters: Arc<WorkerCounters>,
+    ) -> Worker<H> {
+        let watch = Arc::new(SlotWatch::new(layout, worker, workers));
+        Worker {
+            claims: vec![0; watch.slots().len()],
+            handler,
+            watch,
+            clients_per_node,
+            counters,
+        }
+    }
+
+    /// The slots it serves.
+    pub fn watch(&self) -> &Arc<SlotWatch> {
+        &self.watch
+    }
+
+    /// Serves requests forever: wait for one, serve it, again. Handler
+    /// errors are recorded in the counters (the client then sees no
+    /// response and times out).
+    pub async fn run(mut self, io: Io<H::Ext>) -> Result<(), Error> {
+        loop {
+            self.serve_next(&io).await?;
+        }
+    }
+
+    /// Waits for one new request and serves it; whether it was served
+    /// (`false`: torn, still landing, or cancelled by its client).
+    pub async fn serve_next(&mut self, io: &Io<H::Ext>) -> Result<bool, Error> {
+        let (i, ctrl) = io.await_request(&self.watch).await?;
+        match self.serve_slot(io, i, ctrl).await {
+            Ok(true) => {
+                self.counters.requests.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(e) => {
+                let g = self.watch.slots()[i];
+                tracing::warn!(error = %e, slot = g, "server worker: request failed");
+                self.counters.record(e);
+                Ok(false)
+            }
+        }
+    }
+
+    /// Claims request `seq` of the slot at position `i` by loopback CAS of
+    /// its claim word, from whatever older decision the word holds. An
+    /// error leaves the request unserved; the next scan tries again and the
+    /// word tells whether the earlier CAS landed.
+    async fn claim(&mut self, io: &Io<H::Ext>, i: usize, seq: u32) -> Result<Claim, Error> {
+        let g = self.watch.slots()[i];
+        let layout = *self.watch.layout();
+        let addr = RemoteAddr::data(io.own(), layout.claim_offset(g));
+        let mine = claim_word(seq, CLAIMED);
+        let slot_end = layout.request_end(g);
+        for _ in 0..4 {
+            let expect = self.claims[i];
+            // A loopback CAS takes microseconds; a lost completion must not
+            // hold the worker for long.
+            let cas = Op::Cas {
+                addr,
+                expect,
+                new: mine,
+            };
+            let r = io
+                .round_within(vec![cas], OpClass::Data, Duration::from_millis(50))
+                .await;
+            let previous = cas_previous(&r[0])?;
+            self.claims[i] = previous;
+            if previous == expect {
+                self.claims[i] = mine;
+                return Ok(Claim::Won);
+            }
+            let (s, state) = split_ctrl(previous);
+            if s == seq {
+                return Ok(if state == CANCELLED {
+                    Claim::Lost
+                } else {
+                    Claim::Won // our earlier CAS landed, its completion did not
+                });
+            }
+            // The client cancelled requests this worker never saw. If `seq`
+            // is no longer in the slot the client has moved on (so it
+            // settled `seq` already); otherwise the word is older than
+            // `seq`: try again from it.
+            let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
+            if in_slot != seq {
+                return Ok(Claim::Lost);
+            }
+        }
+        Err(Error::Conflict)
+    }
+
+    /// Serves the slot at position `i`, whose control word read `ctrl`, if
+    /// it holds a new request; whether it did.
+    async fn serve_slot(&mut self, io: &Io<H::Ext>, i: usize, ctrl: u64) -> Result<bool, Error> {
+        let g = self.watch.slots()[i];
+        let layout = *self.watch.layout();
+        let (seq, _) = split_ctrl(ctrl);
+        let end = layout.request_end(g);
+        let Some((msg, _)) = read_message(io, end, layout.slot_bytes).await? else {
+            return Ok(false); // torn or still landing: read again on the next scan
+        };
+        if msg.seq != seq {
+            return Ok(false);
+        }
+        let req = Request::from_message(&msg);
+        let mutation = req.as_ref().is_some_and(|r| r.op != RpcOp::Get);
+        let claims = !self.counters.skip_claims.load(Ordering::Relaxed);
+        if mutation && claims && self.claim(io, i, seq).await? == Claim::Lost {
+            self.watch.mark_seen(i, seq);
+            return Ok(false);
+        }
+        self.watch.mark_seen(i, seq);
+        let (status, value) = match req {
+            Some(req) => self.handler.handle(io, req).await?,
+            None => (Status::BadRequest, Vec::new()),
+        };
+        let response = encode(seq, status as u8, &[], &value);
+        let client_node = NodeId((g / u32::from(self.clients_per_node)) as u16);
+        let resp_end = layout.response_end(g);
+        if client_node == io.own() {
+            io.local_write(resp_end - response.len() as u64, response)
+                .await?;
+        } else {
+            let addr = MailboxLayout::placed(client_node, resp_end, response.len());
+            // HERD's unsignaled response: posted, not awaited.
+            io.post(
+                vec![Op::Write {
+                    addr,
+                    data: response,
+                }],
+                OpClass::Data,
+            )
+            .await;
+        }
+        Ok(true)
+    }
+}
+
+/// Counters a pool's threads share.
 #[derive(Debug, Default)]
 struct Shared {
     stop: AtomicBool,
     paused: AtomicBool,
-    /// Test-only fault switch: run PUT and DELETE requests without claiming them.
-    skip_claims: AtomicBool,
     /// Workers that have seen the pause and accounted their CPU time.
     parked: AtomicU64,
     cpu_ns: AtomicU64,
-    requests: AtomicU64,
     stats: Mutex<OpStats>,
-    errors: Mutex<Vec<Error>>,
+    workers: Arc<WorkerCounters>,
 }
 
-/// The server workers of one node.
+/// The server workers of one node, each a thread driving a [`Worker`].
 pub struct ServerPool {
     node: NodeId,
     shared: Arc<Shared>,
@@ -79,7 +342,7 @@ impl ServerPool {
     where
         F: Fabric,
         F::Endpoint: 'static,
-        H: Handler<F::Endpoint> + ?Sized + 'static,
+        H: Handler,
     {
         let shared = Arc::new(Shared::default());
         let workers = workers.max(1);
@@ -87,23 +350,17 @@ impl ServerPool {
         for w in 0..workers {
             let ep = fabric.open(node)?;
             let shared = shared.clone();
-            let handler = handler.clone();
+            let worker = Worker::new(
+                handler.clone(),
+                layout,
+                w,
+                workers,
+                clients_per_node,
+                shared.workers.clone(),
+            );
             let t = std::thread::Builder::new()
                 .name(format!("server-{}-{w}", node.0))
-                .spawn(move || {
-                    let mut worker = Worker {
-                        io: Io::new(ep, Duration::from_secs(5)),
-                        layout,
-                        clients_per_node,
-                        slots: (0..layout.clients_total)
-                            .filter(|g| g % u32::from(workers) == u32::from(w))
-                            .collect(),
-                        seen: vec![0; layout.clients_total as usize],
-                        claims: vec![0; layout.clients_total as usize],
-                        stats: OpStats::default(),
-                    };
-                    worker.run(&*handler, &shared);
-                })
+                .spawn(move || run_thread(Driver::new(ep), worker, &shared))
                 .map_err(|e| Error::Corrupt(format!("cannot spawn a server worker: {e}")))?;
             threads.push(t);
         }
@@ -122,10 +379,10 @@ impl ServerPool {
 
     /// Requests served so far.
     pub fn requests(&self) -> u64 {
-        self.shared.requests.load(Ordering::Relaxed)
+        self.shared.workers.requests.load(Ordering::Relaxed)
     }
 
-    /// Fabric work of the responses written so far.
+    /// Fabric work of the claims and responses so far.
     pub fn stats(&self) -> OpStats {
         *self.shared.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -133,6 +390,7 @@ impl ServerPool {
     /// Errors the handler reported (the client then saw no response and timed out).
     pub fn errors(&self) -> Vec<Error> {
         self.shared
+            .workers
             .errors
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -160,7 +418,7 @@ impl ServerPool {
     /// (the behaviour before claim words). It exists to show that the tests
     /// catch a `Timeout` that committed after all.
     pub fn set_skip_claims(&self, on: bool) {
-        self.shared.skip_claims.store(on, Ordering::SeqCst);
+        self.shared.workers.skip_claims.store(on, Ordering::SeqCst);
     }
 
     /// Resumes polling after [`ServerPool::pause`].
@@ -183,183 +441,85 @@ impl Drop for ServerPool {
     }
 }
 
-struct Worker<E: Endpoint> {
-    io: Io<E>,
-    layout: MailboxLayout,
-    clients_per_node: u16,
-    slots: Vec<u32>,
-    seen: Vec<u32>,
-    /// What the worker last knew of each slot's claim word.
-    claims: Vec<u64>,
-    stats: OpStats,
-}
-
-/// What a worker's claim of a request decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Claim {
-    /// The worker won: it runs the request.
-    Won,
-    /// The client cancelled the request, or has moved on past it.
-    Lost,
-}
-
-impl<E: Endpoint> Worker<E> {
-    fn run<H: Handler<E> + ?Sized>(&mut self, handler: &H, shared: &Shared) {
-        let mut cpu_mark = thread_cpu_time();
-        let mut scans = 0u64;
-        let mut parked = false;
-        while !shared.stop.load(Ordering::Relaxed) {
-            if shared.paused.load(Ordering::Relaxed) {
-                if !parked {
-                    // Account the CPU up to the pause before acknowledging
-                    // it, so that it is charged to the slice that ran.
-                    let now = thread_cpu_time();
-                    shared
-                        .cpu_ns
-                        .fetch_add((now - cpu_mark).as_nanos() as u64, Ordering::Relaxed);
-                    parked = true;
-                    shared.parked.fetch_add(1, Ordering::SeqCst);
+/// One worker thread: drives the worker's machine, and while the machine
+/// waits for requests, scans its slots, pauses, stops and accounts CPU.
+fn run_thread<E, H>(mut driver: Driver<E>, worker: Worker<H>, shared: &Shared)
+where
+    E: nessie_protocol::Endpoint,
+    H: Handler,
+{
+    let handler = worker.handler.clone();
+    let (mut exec, io) = Exec::<H::Ext>::new(driver.endpoint().node(), 1);
+    io.set_limit(Some(Duration::from_secs(5)));
+    let mut fut = pin!(worker.run(io));
+    let mut ext = |e| handler.ext(e);
+    let mut cpu_mark = thread_cpu_time();
+    let mut scans = 0u64;
+    let mut parked = false;
+    let mut cursor = 0;
+    let account = |mark: &mut Duration| {
+        let now = thread_cpu_time();
+        shared
+            .cpu_ns
+            .fetch_add((now - *mark).as_nanos() as u64, Ordering::Relaxed);
+        *mark = now;
+    };
+    'run: while !shared.stop.load(Ordering::Relaxed) {
+        match exec.poll(fut.as_mut(), driver.now()) {
+            Step::Done(r) => {
+                if let Err(e) = r {
+                    shared.workers.record(e);
                 }
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
+                break;
             }
-            if parked {
-                parked = false;
-                shared.parked.fetch_sub(1, Ordering::SeqCst);
-                cpu_mark = thread_cpu_time();
-            }
-            let mut served = 0;
-            for i in 0..self.slots.len() {
-                let g = self.slots[i];
-                let claims = !shared.skip_claims.load(Ordering::Relaxed);
-                match self.serve_slot(g, handler, claims) {
-                    Ok(true) => served += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, slot = g, "server worker: request failed");
-                        let mut errs = shared.errors.lock().unwrap_or_else(|e| e.into_inner());
-                        if errs.len() < 64 {
-                            errs.push(e);
-                        }
+            Step::Post(wrs) => driver.post(&mut exec, wrs),
+            Step::Pending => driver.wait(&mut exec),
+            Step::Effect(Effect::AwaitRequest(watch)) => {
+                let served = exec.take_stats();
+                if served != OpStats::default() {
+                    let mut s = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
+                    *s += served;
+                }
+                loop {
+                    if shared.stop.load(Ordering::Relaxed) {
+                        break 'run;
                     }
+                    if shared.paused.load(Ordering::Relaxed) {
+                        if !parked {
+                            // Account the CPU up to the pause before
+                            // acknowledging it, so that it is charged to
+                            // the slice that ran.
+                            account(&mut cpu_mark);
+                            parked = true;
+                            shared.parked.fetch_add(1, Ordering::SeqCst);
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    if parked {
+                        parked = false;
+                        shared.parked.fetch_sub(1, Ordering::SeqCst);
+                        cpu_mark = thread_cpu_time();
+                    }
+                    let found = driver.scan(&watch, &mut cursor);
+                    scans += 1;
+                    if scans.is_multiple_of(256) {
+                        account(&mut cpu_mark);
+                    }
+                    if let Some((index, ctrl)) = found {
+                        exec.resolve(Resolution::Request { index, ctrl });
+                        break;
+                    }
+                    std::thread::yield_now();
                 }
             }
-            if served > 0 {
-                shared.requests.fetch_add(served, Ordering::Relaxed);
-                let mut s = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
-                *s += std::mem::take(&mut self.stats);
-            } else {
-                std::thread::yield_now();
+            Step::Effect(e) => {
+                let r = driver.perform(e, &mut ext);
+                exec.resolve(r);
             }
-            scans += 1;
-            if scans.is_multiple_of(256) {
-                let now = thread_cpu_time();
-                shared
-                    .cpu_ns
-                    .fetch_add((now - cpu_mark).as_nanos() as u64, Ordering::Relaxed);
-                cpu_mark = now;
-            }
-        }
-        if !parked {
-            let now = thread_cpu_time();
-            shared
-                .cpu_ns
-                .fetch_add((now - cpu_mark).as_nanos() as u64, Ordering::Relaxed);
         }
     }
-
-    /// Claims request `seq` of slot `g` by loopback CAS of its claim word,
-    /// from whatever older decision the word holds. An error leaves the
-    /// request unserved; the next scan tries again and the word tells
-    /// whether the earlier CAS landed.
-    fn claim(&mut self, g: u32, seq: u32) -> Result<Claim, Error> {
-        let addr = nessie_protocol::RemoteAddr::data(self.io.node(), self.layout.claim_offset(g));
-        let mine = claim_word(seq, CLAIMED);
-        let slot_end = self.layout.request_end(g);
-        for _ in 0..4 {
-            let expect = self.claims[g as usize];
-            // A loopback CAS takes microseconds; a lost completion must not
-            // hold the worker for long.
-            let limit = Duration::from_millis(50);
-            let previous = self
-                .io
-                .cas(addr, expect, mine, &mut self.stats, limit)
-                .map_err(|e| e.error)?;
-            self.claims[g as usize] = previous;
-            if previous == expect {
-                self.claims[g as usize] = mine;
-                return Ok(Claim::Won);
-            }
-            let (s, state) = split_ctrl(previous);
-            if s == seq {
-                return Ok(if state == CANCELLED {
-                    Claim::Lost
-                } else {
-                    Claim::Won // our earlier CAS landed, its completion did not
-                });
-            }
-            // The client cancelled requests this worker never saw. If `seq`
-            // is no longer in the slot the client has moved on (so it
-            // settled `seq` already); otherwise the word is older than
-            // `seq`: try again from it.
-            let (in_slot, _) = split_ctrl(self.io.local_word(slot_end - 8)?);
-            if in_slot != seq {
-                return Ok(Claim::Lost);
-            }
-        }
-        Err(Error::Conflict)
-    }
-
-    /// Serves client `g`'s slot if it holds a new request; whether it did.
-    fn serve_slot<H: Handler<E> + ?Sized>(
-        &mut self,
-        g: u32,
-        handler: &H,
-        claims: bool,
-    ) -> Result<bool, Error> {
-        let end = self.layout.request_end(g);
-        let (seq, _) = split_ctrl(self.io.local_word(end - 8)?);
-        if seq == 0 || seq == self.seen[g as usize] {
-            return Ok(false);
-        }
-        let Some((msg, _)) = self.io.read_message(end, self.layout.slot_bytes)? else {
-            return Ok(false); // torn or still landing: read again on the next scan
-        };
-        if msg.seq != seq {
-            return Ok(false);
-        }
-        let req = Request::from_message(&msg);
-        let mutation = req.as_ref().is_some_and(|r| r.op != RpcOp::Get);
-        if mutation && claims && self.claim(g, seq)? == Claim::Lost {
-            self.seen[g as usize] = seq;
-            return Ok(false);
-        }
-        self.seen[g as usize] = seq;
-        let (status, value) = match req {
-            Some(req) => handler.handle(&mut self.io, &req)?,
-            None => (Status::BadRequest, Vec::new()),
-        };
-        let response = encode(seq, status as u8, &[], &value);
-        let client_node = NodeId((g / u32::from(self.clients_per_node)) as u16);
-        let resp_end = self.layout.response_end(g);
-        if client_node == self.io.node() {
-            self.io
-                .local_write(resp_end - response.len() as u64, response)?;
-        } else {
-            let addr = MailboxLayout::placed(client_node, resp_end, response.len());
-            // An earlier response that failed (its client's node went down)
-            // must not cost this client its response.
-            if let Err(e) = self.io.reap() {
-                tracing::warn!(error = %e, "server worker: a response WRITE failed");
-            }
-            self.io.post_detached(
-                nessie_protocol::Op::Write {
-                    addr,
-                    data: response,
-                },
-                &mut self.stats,
-            )?;
-        }
-        Ok(true)
+    if !parked {
+        account(&mut cpu_mark);
     }
 }

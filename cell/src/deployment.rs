@@ -15,12 +15,12 @@ use nessie_protocol::{
 use crate::client::CellClient;
 use crate::config::{CellConfig, ROOT_WORD_OFFSET};
 use crate::log::{LogRecord, LogSink};
-use crate::machine::{written, Machine, OpClass};
+use crate::machine::{machine, written, Machine, OpClass, ID_BASE};
 use crate::node::Node;
 use crate::ptr::{NodePtr, RegionId, ROOT_REGION};
 use crate::region::Directory;
 use crate::server::alloc::GateMode;
-use crate::server::runtime::{CellHandler, Maintenance, MaintenanceIo};
+use crate::server::runtime::{maintenance_channel, CellHandler, Maintenance, MaintenanceIo};
 use crate::server::split::SplitOutcome;
 use crate::server::{Job, ServerNode, Srv};
 
@@ -162,11 +162,7 @@ where
             ));
             if n == 0 {
                 let mut mio = MaintenanceIo::new(&st, d.fabric.open(NodeId(0))?);
-                let s = st.clone();
-                let mut m = Machine::new(NodeId(0), move |io| {
-                    let srv = Srv::new(io, s);
-                    async move { srv.bootstrap().await }
-                });
+                let mut m = mio.machine(&st, |srv| async move { srv.bootstrap().await });
                 mio.run(&st, &mut m)?;
             }
             d.servers.push(Some(d.start_runtime(st)?));
@@ -337,10 +333,12 @@ where
             .ok_or_else(|| Error::Corrupt(format!("unknown {region}")))?;
         let st = self.server(node).ok_or(Error::Unreachable(node))?.clone();
         let s = st.clone();
-        let m = Machine::new(node, move |io| {
-            let srv = Srv::new(io, s);
-            async move { srv.split_meganode(region).await }
-        });
+        let m = machine(
+            node,
+            ID_BASE,
+            Some(maintenance_channel(&st)),
+            move |io| async move { Srv::new(io, s).split_meganode(region).await },
+        );
         Ok((st, m))
     }
 

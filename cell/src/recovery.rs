@@ -20,7 +20,7 @@ use nessie_protocol::{Error, Fabric, NodeId, Op};
 
 use crate::deployment::CellDeployment;
 use crate::log::LogRecord;
-use crate::machine::{written, Machine, OpClass};
+use crate::machine::{written, OpClass};
 use crate::ptr::{NodePtr, RegionId};
 use crate::server::alloc::{GateMode, Heap, NodePool};
 use crate::server::{lock, Job, RegionAlloc, ServerNode, Srv};
@@ -148,20 +148,17 @@ impl Srv {
     }
 }
 
-fn run<F: Fabric, T: Send + 'static>(
+fn run<F: Fabric, T: 'static, Fut>(
     d: &CellDeployment<F>,
     st: &Arc<ServerNode>,
-    make: impl FnOnce(
-        Srv,
-    )
-        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Error>> + Send>>,
+    make: impl FnOnce(Srv) -> Fut,
 ) -> Result<T, Error>
 where
     F::Endpoint: 'static,
+    Fut: std::future::Future<Output = Result<T, Error>> + 'static,
 {
     let (_, mut mio) = d.maintenance_io(st.node)?;
-    let s = st.clone();
-    let mut m = Machine::new(st.node, move |io| make(Srv::new(io, s)));
+    let mut m = mio.machine(st, make);
     mio.run(st, &mut m)
 }
 

@@ -17,15 +17,20 @@
 //! or is retried, and the server quarantines freed extents for T, so an
 //! extent is never reused under an attempt's READ. The operation as a whole
 //! gives up with [`Error::Timeout`] after `retry.op_timeout`.
+//!
+//! [`PilafCore`] is the client as sans-IO logic; [`PilafClient`] is its
+//! blocking driver.
 
 use std::sync::Arc;
 
-use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, OpStats, RemoteAddr};
+use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, Op, RemoteAddr};
 
 use super::layout::{EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
-use crate::io::{word, Io};
-use crate::kv::KvClient;
-use crate::mailbox::{RpcOp, Status};
+use crate::bytes::word;
+use crate::client::{
+    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, KvRequest, Retry,
+};
+use crate::machine::{read_one, Io, OpClass};
 use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::RpcClient;
 
@@ -46,132 +51,105 @@ impl TornReads {
     }
 }
 
-/// A Pilaf client.
-pub struct PilafClient<E: Endpoint> {
+/// A Pilaf client's state between operations.
+#[derive(Debug)]
+pub struct PilafCore {
     cfg: Arc<Config>,
     layout: PilafLayout,
-    io: Io<E>,
-    pub(crate) rpc: RpcClient,
-    last: OpStats,
-    jitter: Jitter,
+    rpc: RpcClient,
     torn: TornReads,
     skip_checksums: bool,
     skip_epoch_check: bool,
 }
 
-/// Why a GET attempt must be retried.
-struct Retry;
-
-impl<E: Endpoint> PilafClient<E> {
-    /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
-    pub fn new(cfg: Arc<Config>, layout: PilafLayout, id: ClientId, ep: E) -> PilafClient<E> {
-        let timeout = cfg.retry.op_timeout;
-        PilafClient {
-            rpc: RpcClient::new(layout.mailbox, id, cfg.clients_per_node, timeout),
-            io: Io::new(ep, timeout),
-            jitter: Jitter::new(id),
+impl PilafCore {
+    /// A client's core, its request channel `rpc`.
+    pub fn new(cfg: Arc<Config>, layout: PilafLayout, rpc: RpcClient) -> PilafCore {
+        PilafCore {
             cfg,
             layout,
-            last: OpStats::default(),
+            rpc,
             torn: TornReads::default(),
             skip_checksums: false,
             skip_epoch_check: false,
         }
     }
 
-    /// Checksum mismatches seen so far by this client's GETs (all retried).
-    /// [`OpStats::attempts`] of a GET also counts each retried attempt, but
-    /// a torn entry is read again within its attempt, so only this counter
-    /// sees every torn read.
+    /// Checksum mismatches seen so far (all retried).
     pub fn torn_reads(&self) -> TornReads {
         self.torn
     }
 
-    /// Test-only fault switch: when on, GETs do not compare entry and extent
-    /// checksums (plausibility checks remain), so torn or corrupt data can
-    /// be returned. It exists to show that the tests detect exactly that.
+    /// Test-only fault switch: see [`PilafClient::set_skip_checksums`].
     pub fn set_skip_checksums(&mut self, on: bool) {
         self.skip_checksums = on;
     }
 
-    /// Test-only fault switch: when on, a GET reports a key absent after one
-    /// scan, without the move-epoch check, so a key moving between probes
-    /// can be missed. It exists to show that the tests detect exactly that.
+    /// Test-only fault switch: see [`PilafClient::set_skip_epoch_check`].
     pub fn set_skip_epoch_check(&mut self, on: bool) {
         self.skip_epoch_check = on;
     }
 
-    fn call(&mut self, op: RpcOp, key: &[u8], value: &[u8]) -> Result<Status, Error> {
-        let home = self.layout.home(key);
-        let r = self.rpc.request(
-            &mut self.io,
-            "pilaf",
-            &self.cfg,
-            home,
-            op,
-            key,
-            value,
-            &mut self.last,
-        )?;
-        Ok(r.status)
-    }
-
-    fn now(&mut self) -> Nanos {
-        self.io.endpoint().now()
-    }
-
-    /// Backs off before a retry; [`Error::Timeout`] once the operation has
-    /// run out of time.
-    fn pause(&mut self, op: &mut RetryBudget) -> Result<(), Error> {
-        op.pause(&mut self.io, &self.cfg.retry, &mut self.jitter)
+    async fn read(
+        &self,
+        io: &Io,
+        addr: RemoteAddr,
+        len: u32,
+        class: OpClass,
+    ) -> Result<Vec<u8>, Error> {
+        read_one(io.round(vec![Op::Read { addr, len }], class).await)
     }
 
     /// Reads hash table entry `slot` of `home` until it is consistent.
-    fn read_entry(
+    async fn read_entry(
         &mut self,
+        io: &Io,
         home: NodeId,
         slot: u32,
         op: &mut RetryBudget,
-        stats: &mut OpStats,
     ) -> Result<Option<HashEntry>, Error> {
         let addr = RemoteAddr::data(home, self.layout.entry_offset(slot));
         loop {
-            let bytes = self.io.read(addr, ENTRY_BYTES as u32, true, stats)?;
+            let bytes = self
+                .read(io, addr, ENTRY_BYTES as u32, OpClass::Index)
+                .await?;
             match self.layout.decode_entry(&bytes, !self.skip_checksums) {
                 EntryRead::Empty => return Ok(None),
                 EntryRead::Used(e) => return Ok(Some(e)),
                 EntryRead::Torn => {
                     self.torn.entries += 1;
                     tracing::debug!(slot, %home, "pilaf: torn hash table entry, reading again");
-                    self.pause(op)?;
+                    let d = op.next_backoff(io.now())?;
+                    io.backoff(d).await;
                 }
             }
         }
     }
 
     /// One pass over the candidates; `Some(value)` if the key was found.
-    fn scan(
+    async fn scan(
         &mut self,
+        io: &Io,
         key: &[u8],
         home: NodeId,
         attempt: Nanos,
         op: &mut RetryBudget,
-        stats: &mut OpStats,
     ) -> Result<Result<Option<Vec<u8>>, Retry>, Error> {
         let verify = !self.skip_checksums;
         for slot in self.layout.candidates(key) {
-            let Some(e) = self.read_entry(home, slot, op, stats)? else {
+            let Some(e) = self.read_entry(io, home, slot, op).await? else {
                 continue;
             };
-            let bytes = self.io.read(
-                RemoteAddr::data(home, e.extent),
-                e.extent_read_len(),
-                false,
-                stats,
-            )?;
+            let bytes = self
+                .read(
+                    io,
+                    RemoteAddr::data(home, e.extent),
+                    e.extent_read_len(),
+                    OpClass::Data,
+                )
+                .await?;
             // The extent is only safe if it cannot have been reused under us.
-            let now = self.now();
-            if now.since(attempt) + self.cfg.deadline_margin >= self.cfg.expiration {
+            if io.now().since(attempt) + self.cfg.deadline_margin >= self.cfg.expiration {
                 return Ok(Err(Retry));
             }
             let Some((k, v)) = e.verify_extent(&bytes, verify) else {
@@ -186,33 +164,33 @@ impl<E: Endpoint> PilafClient<E> {
         Ok(Ok(None))
     }
 
-    fn read_epoch(&mut self, home: NodeId, stats: &mut OpStats) -> Result<u64, Error> {
+    async fn read_epoch(&self, io: &Io, home: NodeId) -> Result<u64, Error> {
         let addr = RemoteAddr::data(home, self.layout.epoch);
-        Ok(word(&self.io.read(addr, 8, true, stats)?, 0))
+        Ok(word(&self.read(io, addr, 8, OpClass::Index).await?, 0))
     }
 
-    fn get_attempt(
+    async fn get_attempt(
         &mut self,
+        io: &Io,
         key: &[u8],
         op: &mut RetryBudget,
-        stats: &mut OpStats,
     ) -> Result<Result<Option<Vec<u8>>, Retry>, Error> {
         let home = self.layout.home(key);
-        let attempt = self.now();
-        match self.scan(key, home, attempt, op, stats)? {
+        let attempt = io.now();
+        match self.scan(io, key, home, attempt, op).await? {
             Ok(None) if self.skip_epoch_check => return Ok(Ok(None)),
             Ok(None) => {}
             other => return Ok(other),
         }
-        let before = self.read_epoch(home, stats)?;
+        let before = self.read_epoch(io, home).await?;
         if before % 2 == 1 {
             return Ok(Err(Retry));
         }
-        match self.scan(key, home, attempt, op, stats)? {
+        match self.scan(io, key, home, attempt, op).await? {
             Ok(None) => {}
             other => return Ok(other),
         }
-        let after = self.read_epoch(home, stats)?;
+        let after = self.read_epoch(io, home).await?;
         if after != before {
             return Ok(Err(Retry));
         }
@@ -220,38 +198,64 @@ impl<E: Endpoint> PilafClient<E> {
     }
 }
 
-impl<E: Endpoint> KvClient for PilafClient<E> {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        self.cfg.check_key(key)?;
-        let span = tracing::debug_span!("pilaf-get", key_len = key.len());
-        let _g = span.enter();
-        let mut stats = OpStats::default();
-        let mut op = RetryBudget::new(self.now(), &self.cfg.retry);
-        let result = loop {
-            stats.attempts += 1;
-            match self.get_attempt(key, &mut op, &mut stats) {
-                Ok(Ok(v)) => break Ok(v),
-                Ok(Err(Retry)) => {
-                    if let Err(e) = self.pause(&mut op) {
-                        break Err(e);
-                    }
-                }
-                Err(e) => break Err(e),
+impl ClientLogic for PilafCore {
+    fn system(&self) -> &'static str {
+        "pilaf"
+    }
+
+    fn config(&self) -> &Arc<Config> {
+        &self.cfg
+    }
+
+    async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, budget: &mut RetryBudget) -> Attempt {
+        match op {
+            KvRequest::Get(key) => get_outcome(self.get_attempt(io, key, budget).await),
+            _ => {
+                let home = self.layout.home(op.key());
+                Attempt::Done(server_driven(io, &mut self.rpc, home, op).await)
             }
-        };
-        self.last = stats;
-        result
+        }
     }
 
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
-        Ok(self.call(RpcOp::Put, key, value)? == Status::Found)
+    fn rpc_mut(&mut self) -> &mut RpcClient {
+        &mut self.rpc
+    }
+}
+
+/// A Pilaf client (blocking).
+pub type PilafClient<E> = BlockingClient<PilafCore, E>;
+
+impl<E: Endpoint> BlockingClient<PilafCore, E> {
+    /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
+    pub fn new(cfg: Arc<Config>, layout: PilafLayout, id: ClientId, ep: E) -> PilafClient<E> {
+        let rpc = RpcClient::new(
+            layout.mailbox,
+            id,
+            cfg.clients_per_node,
+            cfg.retry.op_timeout,
+        );
+        BlockingClient::from_core(PilafCore::new(cfg, layout, rpc), ep, Jitter::new(id))
     }
 
-    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
-        Ok(self.call(RpcOp::Delete, key, &[])? == Status::Found)
+    /// Checksum mismatches seen so far by this client's GETs (all retried).
+    /// [`OpStats::attempts`](nessie_protocol::OpStats::attempts) of a GET
+    /// also counts each retried attempt, but a torn entry is read again
+    /// within its attempt, so only this counter sees every torn read.
+    pub fn torn_reads(&self) -> TornReads {
+        self.core.torn_reads()
     }
 
-    fn last_stats(&self) -> OpStats {
-        self.last
+    /// Test-only fault switch: when on, GETs do not compare entry and extent
+    /// checksums (plausibility checks remain), so torn or corrupt data can
+    /// be returned. It exists to show that the tests detect exactly that.
+    pub fn set_skip_checksums(&mut self, on: bool) {
+        self.core.set_skip_checksums(on);
+    }
+
+    /// Test-only fault switch: when on, a GET reports a key absent after one
+    /// scan, without the move-epoch check, so a key moving between probes
+    /// can be missed. It exists to show that the tests detect exactly that.
+    pub fn set_skip_epoch_check(&mut self, on: bool) {
+        self.core.set_skip_epoch_check(on);
     }
 }

@@ -18,8 +18,8 @@
 
 use nessie_protocol::{hash::Hasher, Config, NodeId};
 
+use crate::bytes::{round8, word};
 use crate::coupled::{home_node, home_slots};
-use crate::io::{round8, word};
 use crate::mailbox::{MailboxLayout, CRC64};
 
 /// Bytes of one hash table entry.

@@ -17,14 +17,15 @@
 //!   (plus the clock skew) before reuse; clients end every GET attempt within
 //!   T of its start, so an extent is never rewritten under a client's READ.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 
-use nessie_protocol::{Config, Endpoint, Error, NodeId};
+use nessie_protocol::{Config, Error, NodeId};
 
 use super::layout::{encode_extent, EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
-use crate::coupled::Allocator;
+use crate::coupled::{Allocator, Guarded};
 use crate::cuckoo::{self, CuckooTable};
-use crate::io::Io;
+use crate::lock::TableLock;
+use crate::machine::{Io, Never, Plain};
 use crate::mailbox::{Request, RpcOp, Status};
 use crate::server::Handler;
 
@@ -34,7 +35,7 @@ pub struct PilafTable {
     layout: PilafLayout,
     node: NodeId,
     max_depth: u8,
-    state: Mutex<Allocator>,
+    state: Guarded,
 }
 
 /// A key found in the table.
@@ -50,17 +51,24 @@ impl PilafTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            state: Mutex::new(Allocator::new(
+            state: Guarded::new(Allocator::new(
                 layout.extents,
                 cfg.expiration + cfg.clock_skew,
             )),
         }
     }
 
+    /// The node's table lock.
+    pub fn lock(&self) -> &Arc<TableLock> {
+        &self.state.lock
+    }
+
     /// The entry in `slot`. Only this node's workers write the table, under
     /// the lock, so a torn entry here is corruption, not a race.
-    fn entry<E: Endpoint>(&self, io: &mut Io<E>, slot: u32) -> Result<Option<HashEntry>, Error> {
-        let bytes = io.local_read(self.layout.entry_offset(slot), ENTRY_BYTES as u32)?;
+    async fn entry(&self, io: &Io, slot: u32) -> Result<Option<HashEntry>, Error> {
+        let bytes = io
+            .local_read(self.layout.entry_offset(slot), ENTRY_BYTES as u32)
+            .await?;
         match self.layout.decode_entry(&bytes, true) {
             EntryRead::Empty => Ok(None),
             EntryRead::Used(e) => Ok(Some(e)),
@@ -72,12 +80,8 @@ impl PilafTable {
     }
 
     /// The key and value of `e`'s extent.
-    fn extent<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        e: &HashEntry,
-    ) -> Result<(Vec<u8>, Vec<u8>), Error> {
-        let bytes = io.local_read(e.extent, e.extent_read_len())?;
+    async fn extent(&self, io: &Io, e: &HashEntry) -> Result<(Vec<u8>, Vec<u8>), Error> {
+        let bytes = io.local_read(e.extent, e.extent_read_len()).await?;
         match e.verify_extent(&bytes, true) {
             Some((k, v)) => Ok((k.to_vec(), v.to_vec())),
             None => Err(Error::Corrupt(format!(
@@ -87,15 +91,15 @@ impl PilafTable {
         }
     }
 
-    fn find<E: Endpoint>(&self, io: &mut Io<E>, key: &[u8]) -> Result<Option<Found>, Error> {
+    async fn find(&self, io: &Io, key: &[u8]) -> Result<Option<Found>, Error> {
         for slot in self.layout.candidates(key) {
-            let Some(entry) = self.entry(io, slot)? else {
+            let Some(entry) = self.entry(io, slot).await? else {
                 continue;
             };
             if entry.key_len as usize != key.len() {
                 continue;
             }
-            let k = io.local_read(entry.extent, key.len() as u32)?;
+            let k = io.local_read(entry.extent, key.len() as u32).await?;
             if k == key {
                 return Ok(Some(Found { slot, entry }));
             }
@@ -103,73 +107,58 @@ impl PilafTable {
         Ok(None)
     }
 
-    fn write_entry<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        slot: u32,
-        bytes: Vec<u8>,
-    ) -> Result<(), Error> {
-        io.local_write(self.layout.entry_offset(slot), bytes)
+    async fn write_entry(&self, io: &Io, slot: u32, bytes: Vec<u8>) -> Result<(), Error> {
+        io.local_write(self.layout.entry_offset(slot), bytes).await
     }
 
-    fn get<E: Endpoint>(&self, io: &mut Io<E>, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
-        match self.find(io, key)? {
-            Some(f) => Ok((Status::Found, self.extent(io, &f.entry)?.1)),
+    async fn get(&self, io: &Io, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        match self.find(io, key).await? {
+            Some(f) => Ok((Status::Found, self.extent(io, &f.entry).await?.1)),
             None => Ok((Status::Absent, Vec::new())),
         }
     }
 
-    fn put<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        extents: &mut Allocator,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<(Status, Vec<u8>), Error> {
-        let found = self.find(io, key)?;
-        let Some(x) = extents.take() else {
+    async fn put(&self, io: &Io, key: &[u8], value: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        let found = self.find(io, key).await?;
+        let Some(x) = self.state.alloc().take(io.now()) else {
             return Ok((Status::DataTableFull, Vec::new()));
         };
         let at = self.layout.extent_offset(x);
-        io.local_write(at, encode_extent(key, value))?;
+        io.local_write(at, encode_extent(key, value)).await?;
         let entry = HashEntry::new(at, key, value).encode();
         if let Some(f) = found {
-            self.write_entry(io, f.slot, entry)?;
+            self.write_entry(io, f.slot, entry).await?;
             if let Some(old) = self.layout.extent_index(f.entry.extent) {
-                extents.retire(old);
+                self.state.alloc().retire(old, io.now());
             }
             return Ok((Status::Found, Vec::new()));
         }
         let cands = self.layout.candidates(key);
-        if cuckoo::insert(self, io, &cands, entry, self.max_depth)? {
+        if cuckoo::insert(self, io, &cands, entry, self.max_depth).await? {
             Ok((Status::Absent, Vec::new()))
         } else {
-            extents.release_unpublished(x);
+            self.state.alloc().release_unpublished(x);
             Ok((Status::TableFull, Vec::new()))
         }
     }
 
-    fn delete<E: Endpoint>(
-        &self,
-        io: &mut Io<E>,
-        extents: &mut Allocator,
-        key: &[u8],
-    ) -> Result<(Status, Vec<u8>), Error> {
-        let Some(f) = self.find(io, key)? else {
+    async fn delete(&self, io: &Io, key: &[u8]) -> Result<(Status, Vec<u8>), Error> {
+        let Some(f) = self.find(io, key).await? else {
             return Ok((Status::Absent, Vec::new()));
         };
-        self.write_entry(io, f.slot, vec![0; ENTRY_BYTES as usize])?;
+        self.write_entry(io, f.slot, vec![0; ENTRY_BYTES as usize])
+            .await?;
         if let Some(old) = self.layout.extent_index(f.entry.extent) {
-            extents.retire(old);
+            self.state.alloc().retire(old, io.now());
         }
         Ok((Status::Found, Vec::new()))
     }
 }
 
-impl<E: Endpoint> CuckooTable<E> for PilafTable {
-    fn occupant(&self, io: &mut Io<E>, slot: u32) -> Result<Option<Vec<u8>>, Error> {
-        match self.entry(io, slot)? {
-            Some(e) => Ok(Some(io.local_read(e.extent, e.key_len)?)),
+impl CuckooTable for PilafTable {
+    async fn occupant(&self, io: &Io, slot: u32) -> Result<Option<Vec<u8>>, Error> {
+        match self.entry(io, slot).await? {
+            Some(e) => Ok(Some(io.local_read(e.extent, e.key_len).await?)),
             None => Ok(None),
         }
     }
@@ -187,21 +176,26 @@ impl<E: Endpoint> CuckooTable<E> for PilafTable {
     }
 }
 
-impl<E: Endpoint> Handler<E> for PilafTable {
-    fn handle(&self, io: &mut Io<E>, req: &Request) -> Result<(Status, Vec<u8>), Error> {
+impl Handler for PilafTable {
+    type Ext = Plain;
+
+    async fn handle(&self, io: &Io, req: Request) -> Result<(Status, Vec<u8>), Error> {
         let too_big = req.key.is_empty()
             || req.key.len() > self.layout.max_key as usize
             || req.value.len() > self.layout.max_value as usize;
         if too_big {
             return Ok((Status::BadRequest, Vec::new()));
         }
-        let mut extents = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let span = tracing::debug_span!("pilaf-server", op = ?req.op, node = %self.node);
-        let _g = span.enter();
+        let _held = self.state.lock.lock(io).await;
+        tracing::debug!(op = ?req.op, node = %self.node, "pilaf-server");
         match req.op {
-            RpcOp::Get => self.get(io, &req.key),
-            RpcOp::Put => self.put(io, &mut extents, &req.key, &req.value),
-            RpcOp::Delete => self.delete(io, &mut extents, &req.key),
+            RpcOp::Get => self.get(io, &req.key).await,
+            RpcOp::Put => self.put(io, &req.key, &req.value).await,
+            RpcOp::Delete => self.delete(io, &req.key).await,
         }
+    }
+
+    fn ext(&self, e: Never) -> Never {
+        match e {}
     }
 }

@@ -1,6 +1,6 @@
 //! Cell's client: [`CellClient`], a blocking driver over the client's
-//! sans-IO operations ([`ops`]), with its caches ([`cache`]) and locality
-//! selector ([`selector`]). It implements the baselines' `KvClient`, so the
+//! sans-IO operations ([`ops`]; their RPCs run inside the machines), with
+//! its caches ([`cache`]) and locality selector ([`selector`]). It implements the baselines' `KvClient`, so the
 //! benchmark drives Cell like the other systems, and adds what an ordered
 //! store offers: range scans and searches.
 
@@ -11,15 +11,14 @@ pub mod selector;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nessie_baselines::io::Io as BlockingIo;
+use nessie_baselines::blocking::Driver;
 use nessie_baselines::rpc::RpcClient;
 use nessie_baselines::KvClient;
 use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
-use crate::machine::{drive, Effect, Io, Machine, Resolution};
+use crate::machine::{machine, Channel, Effect, Io, Resolution};
 use crate::region::Directory;
-use crate::server::runtime::call;
 use ops::Cl;
 pub use ops::{CellStats, ClientCore};
 
@@ -29,8 +28,8 @@ pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 /// A Cell client on one endpoint.
 pub struct CellClient<E: Endpoint> {
     core: Arc<Mutex<ClientCore>>,
-    io: BlockingIo<E>,
-    rpc: RpcClient,
+    driver: Driver<E>,
+    chan: Channel,
     dir: Arc<Directory>,
     own: NodeId,
     last: OpStats,
@@ -66,8 +65,11 @@ impl<E: Endpoint> CellClient<E> {
         let core = ClientCore::new(cfg.clone(), id, dir.snapshot());
         Ok(CellClient {
             core: Arc::new(Mutex::new(core)),
-            io: BlockingIo::new(ep, cfg.rpc_timeout),
-            rpc: RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout),
+            driver: Driver::new(ep),
+            chan: Channel::new(
+                RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout),
+                true,
+            ),
             dir,
             own: id.node,
             last: OpStats::default(),
@@ -111,43 +113,31 @@ impl<E: Endpoint> CellClient<E> {
 
     /// The endpoint.
     pub fn endpoint(&mut self) -> &mut E {
-        self.io.endpoint()
+        self.driver.endpoint()
     }
 
     fn run<T, F>(&mut self, name: &'static str, make: impl FnOnce(Cl) -> F) -> Result<T, Error>
     where
-        T: Send + 'static,
-        F: Future<Output = Result<T, Error>> + Send + 'static,
+        T: 'static,
+        F: Future<Output = Result<T, Error>> + 'static,
     {
         let span = tracing::debug_span!("cell", op = name, node = self.own.0);
         let _g = span.enter();
         let core = self.core.clone();
-        let mut m = Machine::new(self.own, move |io: Io| make(Cl { io, core }));
-        let mut rpc_stats = OpStats::default();
         let claimed = !self.core().faults.unclaimed_writes;
-        let (rpc, dir) = (&mut self.rpc, &self.dir);
-        let r = drive(&mut m, &mut self.io, &mut |bio, e| match e {
-            Effect::Rpc { to, request } => {
-                Resolution::Rpc(call(rpc, bio, to, &request, &mut rpc_stats, claimed))
-            }
-            Effect::Backoff(d) => {
-                bio.backoff(d);
-                Resolution::Waited
-            }
+        let chan = self.chan.with_claimed_writes(claimed);
+        let first = self.driver.next_id();
+        let mut m = machine(self.own, first, Some(chan), move |io: Io| {
+            make(Cl { io, core })
+        });
+        let dir = &self.dir;
+        let r = self.driver.run_machine(&mut m, &mut |e| match e {
             Effect::Regions => Resolution::Regions(dir.snapshot()),
             Effect::Log { .. } => {
                 Resolution::Logged(Err(Error::Corrupt("clients do not log".into())))
             }
         });
-        let mut s = m.stats();
-        s.writes += rpc_stats.writes;
-        s.server_writes += rpc_stats.server_writes;
-        s.fabric_bytes += rpc_stats.fabric_bytes;
-        s.local_reads += rpc_stats.local_reads;
-        s.local_writes += rpc_stats.local_writes;
-        s.local_bytes += rpc_stats.local_bytes;
-        s.round_trips += rpc_stats.writes;
-        self.last = s;
+        self.last = m.stats();
         r
     }
 

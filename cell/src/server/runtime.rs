@@ -1,26 +1,29 @@
 //! Where Cell's server machines run: the server workers (the baselines'
 //! [`ServerPool`](nessie_baselines::server::ServerPool) polling the same
 //! request slots as NessieSD, NessieHY and Pilaf, with [`CellHandler`] as
-//! their handler) and one maintenance thread per server node, which runs
+//! their handler: each request's server logic runs inside the worker's
+//! machine) and one maintenance thread per server node, which runs
 //! meganode splits and their follow-ups and talks to other servers through
 //! its own request slot. Workers never wait for another server, so two
 //! servers splitting into each other cannot deadlock.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nessie_baselines::blocking::Driver;
 use nessie_baselines::cpu::thread_cpu_time;
-use nessie_baselines::io::Io as BlockingIo;
-use nessie_baselines::mailbox::{Request, RpcOp, Status};
+use nessie_baselines::mailbox::{Request, Status};
 use nessie_baselines::rpc::RpcClient;
 use nessie_baselines::server::Handler;
-use nessie_protocol::{ClientId, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientId, Endpoint, Error};
+use tracing::Instrument;
 
 use super::split::SplitOutcome;
 use super::{Job, ServerNode, Srv};
-use crate::machine::{drive, Effect, Machine, Resolution};
+use crate::machine::{machine, BaseIo, CellExt, Channel, Effect, Io, Machine, Resolution};
 use crate::wire::{CellRequest, CellResponse};
 
 impl Srv {
@@ -73,59 +76,20 @@ impl Srv {
     }
 }
 
-/// Performs a server machine's effects other than RPCs.
-pub fn local_effect<E: Endpoint>(st: &ServerNode, io: &mut BlockingIo<E>, e: Effect) -> Resolution {
+/// Performs Cell's own effects of a server machine (log appends,
+/// directory snapshots), for every driver.
+pub fn local_effect(st: &ServerNode, e: Effect) -> Resolution {
     match e {
         Effect::Log { region, records } => Resolution::Logged(match &st.log {
             Some(l) => l.append(region, &records),
             None => Ok(()),
         }),
-        Effect::Backoff(d) => {
-            io.backoff(d);
-            Resolution::Waited
-        }
         Effect::Regions => Resolution::Regions(st.dir.snapshot()),
-        Effect::Rpc { .. } => Resolution::Rpc(Err(Error::Corrupt(
-            "server workers do not call other servers".into(),
-        ))),
     }
 }
 
-/// Sends a Cell request through the baselines' request slots. A write is
-/// sent as a claimed request (`claimed_writes`; the slots' PUT), which the
-/// server must claim before it runs it and the client cancels if it gives
-/// up (`nessie_baselines::rpc`): a write that fails with any error but
-/// `OutcomeUnknown` never runs.
-pub fn call<E: Endpoint>(
-    rpc: &mut RpcClient,
-    io: &mut BlockingIo<E>,
-    to: NodeId,
-    req: &CellRequest,
-    stats: &mut OpStats,
-    claimed_writes: bool,
-) -> Result<CellResponse, Error> {
-    let op = match req {
-        CellRequest::Write { .. } if claimed_writes => RpcOp::Put,
-        _ => RpcOp::Get,
-    };
-    let r = rpc.call(
-        io,
-        to,
-        &Request {
-            op,
-            key: Vec::new(),
-            value: req.encode(),
-        },
-        stats,
-    )?;
-    match r.status {
-        Status::Found => CellResponse::decode(&r.value)
-            .ok_or_else(|| Error::Corrupt(format!("malformed reply from {to}"))),
-        other => Err(Error::Corrupt(format!("{to} answered {other:?}"))),
-    }
-}
-
-/// The handler of a server node's workers.
+/// The handler of a server node's workers: each request runs as Cell's
+/// server logic inside the worker's machine.
 #[derive(Debug)]
 pub struct CellHandler {
     /// The node's state.
@@ -143,25 +107,26 @@ impl CellHandler {
     }
 }
 
-impl<E: Endpoint> Handler<E> for CellHandler {
-    fn handle(&self, io: &mut BlockingIo<E>, req: &Request) -> Result<(Status, Vec<u8>), Error> {
+impl Handler for CellHandler {
+    type Ext = CellExt;
+
+    async fn handle(&self, io: &BaseIo, req: Request) -> Result<(Status, Vec<u8>), Error> {
         let Some(creq) = CellRequest::decode(&req.value) else {
             return Ok((Status::BadRequest, Vec::new()));
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
         let span = tracing::debug_span!("cell-server", op = creq.name(), node = %self.st.node);
-        let _g = span.enter();
-        let st = self.st.clone();
-        let mut m = Machine::new(self.st.node, move |io| {
-            let srv = Srv::new(io, st);
-            async move { srv.handle(creq).await }
-        });
-        let resp = match drive(&mut m, io, &mut |bio, e| local_effect(&self.st, bio, e)) {
+        let srv = Srv::new(Io::new(io.clone(), None), self.st.clone());
+        let resp = match srv.handle(creq).instrument(span).await {
             Ok(r) => r,
             Err(Error::Conflict) => CellResponse::Busy,
             Err(e) => CellResponse::Failed(e.to_string()),
         };
         Ok((Status::Found, resp.encode()))
+    }
+
+    fn ext(&self, e: Effect) -> Resolution {
+        local_effect(&self.st, e)
     }
 }
 
@@ -177,53 +142,74 @@ pub struct Maintenance {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The maintenance context: an endpoint on the node and a request slot.
+/// The maintenance context: a driver on an endpoint of the node and the
+/// node's maintenance request slot.
 pub struct MaintenanceIo<E: Endpoint> {
-    /// Blocking I/O on the node's endpoint.
-    pub io: BlockingIo<E>,
-    /// The node's maintenance request slot.
-    pub rpc: RpcClient,
+    /// The threaded driver on the node's endpoint.
+    pub driver: Driver<E>,
+    /// The node's maintenance request channel.
+    pub chan: Channel,
+    timeout: Duration,
 }
 
 impl<E: Endpoint> MaintenanceIo<E> {
     /// The maintenance context of `st`'s node on `ep`.
     pub fn new(st: &ServerNode, ep: E) -> MaintenanceIo<E> {
-        let id = ClientId {
-            node: st.node,
-            index: st.cfg.clients_per_node,
-        };
         let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
         MaintenanceIo {
-            io: BlockingIo::new(ep, timeout),
-            rpc: RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
+            driver: Driver::new(ep),
+            chan: maintenance_channel(st),
+            timeout,
         }
     }
 
-    /// Runs `m` to completion, performing its RPCs through the node's slot.
-    pub fn run<T: Send + 'static>(
-        &mut self,
-        st: &ServerNode,
-        m: &mut Machine<T>,
-    ) -> Result<T, Error> {
-        let rpc = &mut self.rpc;
-        let mut stats = OpStats::default();
-        drive(m, &mut self.io, &mut |bio, e| match e {
-            Effect::Rpc { to, request } => {
-                Resolution::Rpc(call(rpc, bio, to, &request, &mut stats, true))
-            }
-            other => local_effect(st, bio, other),
-        })
+    /// Runs `m` to completion, performing its effects for `st`.
+    pub fn run<T: 'static>(&mut self, st: &ServerNode, m: &mut Machine<T>) -> Result<T, Error> {
+        self.driver.run_machine(m, &mut |e| local_effect(st, e))
+    }
+
+    /// A machine of `st`'s node running `make`'s logic with this context's
+    /// request channel.
+    pub fn machine<T: 'static, F>(
+        &self,
+        st: &Arc<ServerNode>,
+        make: impl FnOnce(Srv) -> F,
+    ) -> Machine<T>
+    where
+        F: Future<Output = Result<T, Error>> + 'static,
+    {
+        let s = st.clone();
+        let limit = self.timeout;
+        machine(
+            st.node,
+            self.driver.next_id(),
+            Some(self.chan.clone()),
+            move |io| {
+                io.base().set_limit(Some(limit));
+                make(Srv::new(io, s))
+            },
+        )
     }
 
     /// Runs `job` on `st`.
     pub fn run_job(&mut self, st: &Arc<ServerNode>, job: Job) -> Result<(), Error> {
-        let s = st.clone();
-        let mut m = Machine::new(st.node, move |io| {
-            let srv = Srv::new(io, s);
-            async move { srv.run_job(job).await }
-        });
+        let mut m = self.machine(st, move |srv| async move { srv.run_job(job).await });
         self.run(st, &mut m)
     }
+}
+
+/// A request channel on `st`'s node's maintenance slot (the slot after its
+/// clients').
+pub fn maintenance_channel(st: &ServerNode) -> Channel {
+    let id = ClientId {
+        node: st.node,
+        index: st.cfg.clients_per_node,
+    };
+    let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    Channel::new(
+        RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
+        true,
+    )
 }
 
 impl Maintenance {

@@ -264,19 +264,21 @@ impl Endpoint for PredicateEndpoint {
 
 use std::sync::Arc;
 
+use nessie_baselines::machine::{Effect as Shared, Resolution as SharedResolution};
 use nessie_cell::machine::{Effect, Machine, Step};
-use nessie_cell::server::runtime::{call, local_effect, MaintenanceIo};
+use nessie_cell::server::runtime::{local_effect, MaintenanceIo};
 use nessie_cell::server::ServerNode;
 use nessie_cell::SplitOutcome;
-use nessie_protocol::OpStats;
 
 /// What one step of a hand-driven server machine did.
 #[derive(Debug)]
 pub enum Did {
     /// A round of work requests.
     Round(usize),
-    /// An effect.
+    /// One of Cell's own effects.
     Effect(Effect),
+    /// A shared effect (a back-off, a wait for a response).
+    Wait(String),
     /// The machine finished.
     Done(Result<SplitOutcome, nessie_protocol::Error>),
 }
@@ -312,22 +314,13 @@ impl SplitStepper {
             return None;
         }
         loop {
-            let now = self.mio.io.endpoint().now();
+            let now = self.mio.driver.now();
             match self.m.poll(now) {
                 Step::Done(r) => {
                     self.finished = Some(r.clone());
                     return Some(Did::Done(r));
                 }
-                Step::Pending => {
-                    let mut out = Vec::new();
-                    self.mio
-                        .io
-                        .endpoint()
-                        .wait(&mut out, Duration::from_millis(5));
-                    for c in out {
-                        self.m.complete(c);
-                    }
-                }
+                Step::Pending => self.mio.driver.wait(self.m.exec()),
                 Step::Post(wrs) => {
                     let n = wrs.len();
                     let versions: Vec<u64> = wrs
@@ -342,44 +335,32 @@ impl SplitStepper {
                     if versions.len() == 2 && versions[0] == versions[1] {
                         self.mid_write = versions[0] % 2 == 1;
                     }
-                    for wr in wrs {
-                        let id = wr.id;
-                        if let Err(e) = self.mio.io.endpoint().post(wr) {
-                            self.m.complete(Completion { id, result: Err(e) });
-                        }
-                    }
+                    self.mio.driver.post(self.m.exec(), wrs);
                     // Collect the completions so the round is over.
-                    let mut got = 0;
                     let start = std::time::Instant::now();
-                    while got < n && start.elapsed() < Duration::from_secs(10) {
-                        let mut out = Vec::new();
-                        self.mio
-                            .io
-                            .endpoint()
-                            .wait(&mut out, Duration::from_millis(5));
-                        got += out.len();
-                        for c in out {
-                            self.m.complete(c);
-                        }
+                    while self.m.exec().outstanding() > 0
+                        && start.elapsed() < Duration::from_secs(10)
+                    {
+                        self.mio.driver.wait(self.m.exec());
                     }
                     self.steps += 1;
                     return Some(Did::Round(n));
                 }
-                Step::Effect(e) => {
-                    let r = match e.clone() {
-                        Effect::Rpc { to, request } => nessie_cell::machine::Resolution::Rpc(call(
-                            &mut self.mio.rpc,
-                            &mut self.mio.io,
-                            to,
-                            &request,
-                            &mut OpStats::default(),
-                            true,
-                        )),
-                        other => local_effect(&self.st, &mut self.mio.io, other),
-                    };
-                    self.m.resolve(r);
+                Step::Effect(Shared::Ext(e)) => {
+                    let r = local_effect(&self.st, e.clone());
+                    self.m.resolve(SharedResolution::Ext(r));
                     self.steps += 1;
                     return Some(Did::Effect(e));
+                }
+                Step::Effect(e) => {
+                    let what = format!("{e:?}");
+                    let r = self
+                        .mio
+                        .driver
+                        .perform(e, &mut |e| local_effect(&self.st, e));
+                    self.m.resolve(r);
+                    self.steps += 1;
+                    return Some(Did::Wait(what));
                 }
             }
         }

@@ -1,0 +1,265 @@
+//! The clients of NessieSD, NessieHY and Pilaf in Nessie's shape: a sans-IO
+//! core ([`ClientLogic`]: one attempt of a GET, PUT or DELETE as async logic
+//! over a machine's [`Io`]) and drivers outside it that retry. The blocking
+//! driver is [`BlockingClient`], a [`KvClient`] over any core; the cluster
+//! simulator runs the same cores.
+//!
+//! Retries follow one rule set ([`RetryBudget`]): an attempt that asks to be
+//! retried (a GET that raced a cuckoo move, read a torn extent or ran past
+//! its deadline) is tried again after a jittered exponential back-off, until
+//! the operation timeout has passed since the first attempt; errors are
+//! returned as they are (a server-driven request settles its own outcome,
+//! [`crate::rpc`]).
+//!
+//! Operations are borrowed ([`KvRequest`]: the blocking path copies
+//! nothing) and answer in Nessie's pipeline vocabulary
+//! ([`nessie_protocol::pipeline::Response`]), so a driver can run any
+//! system's operations side by side.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use nessie_protocol::pipeline::{Request, Response};
+use nessie_protocol::{Config, Endpoint, Error, NodeId, OpStats};
+
+use crate::blocking::Driver;
+use crate::kv::KvClient;
+use crate::machine::Io;
+use crate::mailbox::{RpcOp, Status};
+use crate::retry::{Jitter, RetryBudget};
+use crate::rpc::{self, RpcClient};
+
+/// One operation, borrowing its key and value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvRequest<'a> {
+    /// GET this key.
+    Get(&'a [u8]),
+    /// PUT this key and value.
+    Put(&'a [u8], &'a [u8]),
+    /// DELETE this key.
+    Delete(&'a [u8]),
+}
+
+impl<'a> KvRequest<'a> {
+    /// The operation `r` describes.
+    pub fn of(r: &'a Request) -> KvRequest<'a> {
+        match r {
+            Request::Get(k) => KvRequest::Get(k),
+            Request::Put(k, v) => KvRequest::Put(k, v),
+            Request::Delete(k) => KvRequest::Delete(k),
+        }
+    }
+
+    /// Its key.
+    pub fn key(&self) -> &'a [u8] {
+        match *self {
+            KvRequest::Get(k) | KvRequest::Put(k, _) | KvRequest::Delete(k) => k,
+        }
+    }
+
+    /// Its name, for spans.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KvRequest::Get(_) => "get",
+            KvRequest::Put(..) => "put",
+            KvRequest::Delete(_) => "delete",
+        }
+    }
+}
+
+/// How one attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// The operation's result (no further attempt).
+    Done(Result<Response, Error>),
+    /// Try again after a back-off (nothing was committed).
+    Retry,
+}
+
+/// Why a client-driven GET attempt must be retried (it raced a cuckoo move,
+/// read a torn extent or ran past its deadline; nothing was returned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry;
+
+/// The attempt a client-driven GET attempt's outcome stands for.
+pub fn get_outcome(r: Result<Result<Option<Vec<u8>>, Retry>, Error>) -> Attempt {
+    match r {
+        Ok(Ok(v)) => Attempt::Done(Ok(Response::Get(v))),
+        Ok(Err(Retry)) => Attempt::Retry,
+        Err(e) => Attempt::Done(Err(e)),
+    }
+}
+
+/// A system's client as sans-IO logic: what a driver needs to run its
+/// operations one attempt at a time.
+pub trait ClientLogic: 'static {
+    /// The system's name (spans, reports).
+    fn system(&self) -> &'static str;
+
+    /// The shape every client of the deployment shares.
+    fn config(&self) -> &Arc<Config>;
+
+    /// Checks `op`'s key and value against the configured limits.
+    fn check(&self, op: KvRequest<'_>) -> Result<(), Error> {
+        let cfg = self.config();
+        match op {
+            KvRequest::Get(k) | KvRequest::Delete(k) => cfg.check_key(k),
+            KvRequest::Put(k, v) => rpc::check_sizes(cfg, k, v),
+        }
+    }
+
+    /// One attempt of `op` on `io`, within the operation's `budget` (a GET
+    /// that re-reads a torn entry within its attempt backs off from it).
+    fn attempt<'a>(
+        &'a mut self,
+        io: &'a Io,
+        op: KvRequest<'a>,
+        budget: &'a mut RetryBudget,
+    ) -> impl Future<Output = Attempt> + 'a;
+
+    /// The request channel (its test-only fault switches).
+    fn rpc_mut(&mut self) -> &mut RpcClient;
+
+    /// Cache hits so far (0 for a system without a client cache).
+    fn cache_hits(&self) -> u64 {
+        0
+    }
+}
+
+/// Sends `op` through the home node's server workers (one attempt: the
+/// request settles its own outcome) and turns the status into the
+/// operation's response.
+pub async fn server_driven(
+    io: &Io,
+    rpc: &mut RpcClient,
+    home: NodeId,
+    op: KvRequest<'_>,
+) -> Result<Response, Error> {
+    let (rop, key, value): (RpcOp, &[u8], &[u8]) = match op {
+        KvRequest::Get(k) => (RpcOp::Get, k, &[]),
+        KvRequest::Put(k, v) => (RpcOp::Put, k, v),
+        KvRequest::Delete(k) => (RpcOp::Delete, k, &[]),
+    };
+    let mut call = rpc.begin(home, rop);
+    let r = rpc::request(io, &mut call, key, value).await;
+    rpc.finish(&call);
+    let resp = r?;
+    let existed = resp.status == Status::Found;
+    Ok(match op {
+        KvRequest::Get(_) => Response::Get(existed.then_some(resp.value)),
+        KvRequest::Put(..) => Response::Put(existed),
+        KvRequest::Delete(_) => Response::Delete(existed),
+    })
+}
+
+/// A blocking [`KvClient`] over a [`ClientLogic`]: each attempt is a machine
+/// run to the end on the client's endpoint, retried by [`RetryBudget`].
+pub struct BlockingClient<C: ClientLogic, E: Endpoint> {
+    pub(crate) core: C,
+    driver: Driver<E>,
+    jitter: Jitter,
+    last: OpStats,
+}
+
+impl<C: ClientLogic, E: Endpoint> std::fmt::Debug for BlockingClient<C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockingClient")
+            .field("system", &self.core.system())
+            .field("node", &self.driver.node())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: ClientLogic, E: Endpoint> BlockingClient<C, E> {
+    /// The client `core` on endpoint `ep`, its back-offs jittered by `jitter`.
+    pub fn from_core(core: C, ep: E, jitter: Jitter) -> BlockingClient<C, E> {
+        BlockingClient {
+            core,
+            driver: Driver::new(ep),
+            jitter,
+            last: OpStats::default(),
+        }
+    }
+
+    /// The sans-IO core.
+    pub fn core(&self) -> &C {
+        &self.core
+    }
+
+    /// The sans-IO core, mutably (test-only switches).
+    pub fn core_mut(&mut self) -> &mut C {
+        &mut self.core
+    }
+
+    /// Runs `op` to its result: attempts, back-offs, the operation timeout.
+    pub fn call(&mut self, op: KvRequest<'_>) -> Result<Response, Error> {
+        self.core.check(op)?;
+        let span = tracing::debug_span!(
+            "op",
+            system = self.core.system(),
+            op = op.name(),
+            key_len = op.key().len()
+        );
+        let _g = span.enter();
+        let policy = self.core.config().retry;
+        let mut budget = RetryBudget::new(self.driver.now(), &policy, self.jitter.clone());
+        let mut stats = OpStats::default();
+        let core = &mut self.core;
+        let result = loop {
+            let (r, s) = self.driver.run_plain(Some(policy.op_timeout), |io| {
+                let (core, budget) = (&mut *core, &mut budget);
+                async move {
+                    io.count(|s| s.attempts = 1);
+                    Ok(core.attempt(&io, op, budget).await)
+                }
+            });
+            stats += s;
+            match r {
+                Ok(Attempt::Done(r)) => break r,
+                Ok(Attempt::Retry) => match budget.next_backoff(self.driver.now()) {
+                    Ok(d) => self.driver.endpoint().backoff(d),
+                    Err(e) => break Err(e),
+                },
+                Err(e) => break Err(e),
+            }
+        };
+        self.jitter = budget.into_jitter();
+        self.last = stats;
+        result
+    }
+}
+
+impl<C: ClientLogic + Send, E: Endpoint> KvClient for BlockingClient<C, E> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        match self.call(KvRequest::Get(key))? {
+            Response::Get(v) => Ok(v),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+        match self.call(KvRequest::Put(key, value))? {
+            Response::Put(e) => Ok(e),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+        match self.call(KvRequest::Delete(key))? {
+            Response::Delete(e) => Ok(e),
+            other => Err(mismatch(other)),
+        }
+    }
+
+    fn last_stats(&self) -> OpStats {
+        self.last
+    }
+
+    fn cache_hits(&self) -> u64 {
+        self.core.cache_hits()
+    }
+}
+
+fn mismatch(r: Response) -> Error {
+    Error::Corrupt(format!("an operation answered {r:?}"))
+}
