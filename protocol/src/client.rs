@@ -127,9 +127,11 @@ impl<E: Endpoint> Client<E> {
 }
 
 /// Whether an attempt that failed with `e` is tried again under `policy`
-/// (the rules of [`Client`] and of [`Pipeline`](crate::pipeline::Pipeline)):
+/// (the rules of [`Client`], of [`Pipeline`](crate::pipeline::Pipeline) and
+/// of the cluster simulator's clients), after `attempts` attempts and
+/// `elapsed` since the operation started:
 /// retryable errors only, within the attempt limit and the operation timeout.
-pub(crate) fn retries(policy: &RetryPolicy, e: &Error, attempts: u32, elapsed: Duration) -> bool {
+pub fn retries(policy: &RetryPolicy, e: &Error, attempts: u32, elapsed: Duration) -> bool {
     e.is_retryable()
         && !(policy.max_attempts != 0 && attempts >= policy.max_attempts)
         && elapsed < policy.op_timeout
@@ -137,7 +139,7 @@ pub(crate) fn retries(policy: &RetryPolicy, e: &Error, attempts: u32, elapsed: D
 
 /// The error reported once the retries stop: interference that outlasted
 /// them is reported as a timeout.
-pub(crate) fn given_up(e: Error) -> Error {
+pub fn given_up(e: Error) -> Error {
     if e == Error::Conflict {
         Error::Timeout
     } else {

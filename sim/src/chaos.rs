@@ -68,6 +68,29 @@ pub struct Chaos {
     pub unreachable_after_ns: u64,
     /// Skewed clocks: each client's offset is drawn from `0..=clock_skew`.
     pub skew: bool,
+    /// Half the pauses of a client in an attempt end within half a deadline
+    /// margin of one of that attempt's timing boundaries (the last instant a
+    /// mutation may be posted, the deadline, the instant others may reclaim
+    /// its entries), instead of at a uniformly drawn time: boundary-value
+    /// testing of the protocol's time checks, where a check that is off by a
+    /// margin shows.
+    #[serde(default)]
+    pub boundary_pauses: bool,
+    /// Half the delayed requests reach their responder near their landing
+    /// deadline (A2: posting time plus `deadline_margin`), anywhere from a
+    /// quarter margin before it to a quarter margin after (a mutation after
+    /// it is refused), instead of after a uniformly drawn delay: a
+    /// retransmission that lands just in time, or just too late.
+    #[serde(default)]
+    pub boundary_delays: bool,
+    /// Stragglers: each client is, with even odds, a slow one, which takes up
+    /// to this much longer (drawn per step) to get to each of its steps, as
+    /// an overloaded or throttled client process would; its attempts run
+    /// into their deadlines' margins while the others act at full speed.
+    /// (It reads its clock when the step runs, so the protocol's time checks
+    /// still use the time its requests are posted.) 0: none.
+    #[serde(default)]
+    pub straggler_step_ns: u64,
 }
 
 impl Chaos {
@@ -86,6 +109,9 @@ impl Chaos {
         outage_ns: 0,
         unreachable_after_ns: 0,
         skew: false,
+        boundary_pauses: false,
+        boundary_delays: false,
+        straggler_step_ns: 0,
     };
 
     /// Whether any fault is on (the engine then arms deadline wake-ups).
@@ -102,6 +128,9 @@ impl Chaos {
             ("fail-before-exec", self.fail_before_exec_permille > 0),
             ("lose-completion", self.lose_completion_permille > 0),
             ("pause", self.pause_permille > 0),
+            ("boundary-pauses", self.boundary_pauses),
+            ("boundary-delays", self.boundary_delays),
+            ("stragglers", self.straggler_step_ns > 0),
             ("crash", self.crash_permille > 0),
             ("outage", self.outage_permille > 0),
             ("skew", self.skew),
@@ -122,6 +151,9 @@ impl Chaos {
             "fail-before-exec" => c.fail_before_exec_permille = 0,
             "lose-completion" => c.lose_completion_permille = 0,
             "pause" => c.pause_permille = 0,
+            "boundary-pauses" => c.boundary_pauses = false,
+            "boundary-delays" => c.boundary_delays = false,
+            "stragglers" => c.straggler_step_ns = 0,
             "crash" => c.crash_permille = 0,
             "outage" => c.outage_permille = 0,
             "skew" => c.skew = false,
@@ -196,6 +228,20 @@ impl Dice {
             self.below(chaos.max_delay_ns + 1)
         } else {
             0
+        }
+    }
+
+    /// An extra delay on a request's way to its responder under `chaos`
+    /// (often zero), for a fabric whose deadline margin is `margin` ns: with
+    /// [`Chaos::boundary_delays`], half the delays bring the request to its
+    /// responder within a quarter margin of its landing deadline.
+    pub fn delay_out(&mut self, chaos: &Chaos, margin: u64) -> u64 {
+        if !self.chance(chaos.delay_permille) {
+            0
+        } else if chaos.boundary_delays && self.chance(500) {
+            margin - margin / 4 + self.below(margin / 2 + 1)
+        } else {
+            self.below(chaos.max_delay_ns + 1)
         }
     }
 }

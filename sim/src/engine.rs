@@ -21,7 +21,8 @@
 //! Simplifications, stated: a transfer executes whole at one instant (the
 //! torn reads of multi-word transfers are the model checker's business, not
 //! a performance question); each client thread has a core of its own (no
-//! CPU contention between clients).
+//! CPU contention between client threads; the operations in flight of one
+//! thread, its CPU copies and background threads do share it).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -30,6 +31,7 @@ use std::time::Instant;
 
 use nessie_model::memory::{InFlight, Memory, WordOrder};
 use nessie_model::{Event, KvOp, KvRet};
+use nessie_protocol::client::retries;
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
 use nessie_protocol::{
     ClientId, ClientState, Config, Error, Machine, Nanos, NodeId, OpStats, Outcome, Poll,
@@ -44,17 +46,14 @@ use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
 /// Virtual time starts here (ns), so that no deadline is near zero.
 pub(crate) const EPOCH: u64 = 1_000_000_000;
 
-/// Attempts of one operation before a retryable error is reported.
-const MAX_ATTEMPTS: u32 = 64;
-
-/// The longest back-off between two attempts, ns.
-const MAX_BACKOFF_NS: u64 = 1_000_000;
-
 struct CurrentOp {
     kind: Kind,
     key: u64,
     value: Vec<u8>,
     started: u64,
+    /// Virtual time of the current attempt's first step (its deadline is
+    /// one expiration period later, on the client's own clock).
+    attempt_started: Option<u64>,
     attempts: u32,
     backoff_ns: u64,
     stats: OpStats,
@@ -71,7 +70,7 @@ enum Kind {
 
 pub(crate) struct SimClient {
     /// The client thread (core) whose CPU its polls take.
-    core: usize,
+    pub(crate) core: usize,
     pub(crate) state: ClientState,
     machine: Option<RequestMachine>,
     op: Option<CurrentOp>,
@@ -85,6 +84,10 @@ pub(crate) struct SimClient {
     pub(crate) clock_offset: u64,
     /// Crashed (or its node is out), since this time.
     down_since: Option<u64>,
+    /// A straggler (see [`Chaos::straggler_step_ns`]).
+    straggler: bool,
+    /// The straggler's slowness before its next step has been spent.
+    slowed: bool,
 }
 
 impl SimClient {
@@ -143,7 +146,7 @@ pub(crate) struct Engine {
     pub(crate) clients: Vec<SimClient>,
     pub(crate) nics: Vec<Nic>,
     /// When each client thread's core is next free.
-    cores: Vec<u64>,
+    pub(crate) cores: Vec<u64>,
     /// Busy background threads sharing each client thread's core.
     background: Vec<u64>,
     pub(crate) node_down: Vec<bool>,
@@ -180,6 +183,11 @@ pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
     let mut v = format!("k{k:015}").into_bytes();
     v.resize(size.max(8) as usize, b'.');
     v
+}
+
+/// A duration in whole nanoseconds (saturating).
+pub(crate) fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -221,6 +229,8 @@ impl Engine {
                         0
                     },
                     down_since: None,
+                    straggler: spec.chaos.straggler_step_ns > 0 && dice.chance(500),
+                    slowed: false,
                     core,
                 });
             }
@@ -366,20 +376,21 @@ impl Engine {
     }
 
     /// The longest an operation started before the end may legitimately
-    /// run past it: every attempt to its deadline plus a margin, with the
-    /// longest back-off and pause between attempts and the longest wait for
-    /// its core.
+    /// run past it: its retries stop at the operation timeout, and its last
+    /// attempt then runs to its deadline plus a margin, after the longest
+    /// back-off, with up to four of the longest pauses and the longest wait
+    /// for its core.
     fn drain_ns(&self) -> u64 {
-        let expiration = u64::try_from(self.cfg.expiration.as_nanos()).unwrap_or(u64::MAX);
+        let expiration = nanos(self.cfg.expiration);
         // A client thread sharing its core with b background threads may wait
         // b slices before it notices its deadline.
         let descheduled = self.background.iter().max().copied().unwrap_or(0) * self.p.time_slice_ns;
         let attempt = expiration
             .saturating_add(2 * self.margin_ns())
-            .saturating_add(MAX_BACKOFF_NS)
+            .saturating_add(self.max_backoff_ns())
             .saturating_add(self.spec.chaos.max_pause_ns)
             .saturating_add(descheduled);
-        attempt.saturating_mul(u64::from(MAX_ATTEMPTS) + 1)
+        nanos(self.cfg.retry.op_timeout).saturating_add(attempt.saturating_mul(4))
     }
 
     /// Operations still running at the horizon never finished: recorded as
@@ -406,12 +417,17 @@ impl Engine {
         }
     }
 
-    /// Starts the final sweep: the faults stop (clocks stay skewed), any
-    /// request still in flight at the horizon is dropped (never landing,
-    /// which A2 allows), and client 0 alone writes and then reads every key.
+    /// Starts the final sweep: the faults and the background threads stop
+    /// (clocks stay skewed), any request still in flight at the horizon is
+    /// dropped (never landing, which A2 allows), and client 0 alone writes
+    /// and then reads every key. (A client thread that background threads
+    /// deschedule for longer than its operation timeout times out whatever
+    /// the protocol's state: the sweep asks only what a lone client on a
+    /// core of its own can do.)
     fn start_sweep(&mut self) {
         self.sweeping = true;
         self.queue.clear();
+        self.background.iter_mut().for_each(|b| *b = 0);
         self.spec.chaos = Chaos {
             skew: self.spec.chaos.skew,
             ..Chaos::NONE
@@ -431,7 +447,13 @@ impl Engine {
     }
 
     fn margin_ns(&self) -> u64 {
-        u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX)
+        nanos(self.cfg.deadline_margin)
+    }
+
+    /// The longest back-off between two attempts (the configuration's
+    /// retry policy), ns.
+    fn max_backoff_ns(&self) -> u64 {
+        nanos(self.cfg.retry.max_backoff)
     }
 
     /// Writes the preloaded keys once, executing each request at once (no
@@ -524,8 +546,9 @@ impl Engine {
             key,
             value,
             started: now,
+            attempt_started: None,
             attempts: 0,
-            backoff_ns: 1_000,
+            backoff_ns: nanos(self.cfg.retry.initial_backoff).max(1),
             stats: OpStats::default(),
             sweep,
         });
@@ -540,6 +563,7 @@ impl Engine {
             return;
         };
         op.attempts += 1;
+        op.attempt_started = None;
         let key = key_of(op.key, ks);
         cl.round += 1;
         cl.outstanding = 0;
@@ -558,7 +582,16 @@ impl Engine {
         if self.dice.chance(chaos.pause_permille) {
             // The client thread is descheduled before this step.
             self.counts.pauses += 1;
-            let resume = now + 1 + self.dice.below(chaos.max_pause_ns);
+            let boundary = match self.deadline_boundaries(c) {
+                Some(b) if chaos.boundary_pauses && self.dice.chance(500) => {
+                    let b = b[self.dice.below(3) as usize];
+                    let half = self.margin_ns() / 2;
+                    Some(b.saturating_sub(half) + self.dice.below(2 * half + 1))
+                        .filter(|&t| t > now)
+                }
+                _ => None,
+            };
+            let resume = boundary.unwrap_or_else(|| now + 1 + self.dice.below(chaos.max_pause_ns));
             self.schedule(resume, Ev::Poll(c));
             return;
         }
@@ -570,6 +603,21 @@ impl Engine {
             return;
         }
         self.step(c, now);
+    }
+
+    /// The timing boundaries of client `c`'s current attempt, in virtual
+    /// time: the deadline less the margin (the last instant the protocol may
+    /// post a mutation), the deadline, and the deadline plus the clock skew
+    /// (when others may reclaim its entries). `None` before the attempt's
+    /// first step.
+    fn deadline_boundaries(&self, c: usize) -> Option<[u64; 3]> {
+        let start = self.clients[c].op.as_ref()?.attempt_started?;
+        let deadline = start.saturating_add(nanos(self.cfg.expiration));
+        Some([
+            deadline.saturating_sub(self.margin_ns()),
+            deadline,
+            deadline.saturating_add(nanos(self.cfg.clock_skew)),
+        ])
     }
 
     /// Polls the client's machine until it waits or finishes.
@@ -586,8 +634,22 @@ impl Engine {
             self.schedule(start, Ev::Poll(c));
             return;
         }
+        if self.clients[c].straggler && !self.clients[c].slowed {
+            // A straggler is slow to get to its step (it reads its clock
+            // only then: the protocol's time checks use the time a request
+            // is posted).
+            let slow = self.dice.below(self.spec.chaos.straggler_step_ns + 1);
+            self.clients[c].slowed = true;
+            self.cores[core] = start + slow;
+            self.schedule(start + slow, Ev::Poll(c));
+            return;
+        }
+        self.clients[c].slowed = false;
         let t = start + self.p.cpu_step_ns;
         self.cores[core] = t;
+        if let Some(op) = self.clients[c].op.as_mut() {
+            op.attempt_started.get_or_insert(start);
+        }
         loop {
             let cl = &mut self.clients[c];
             let clock = cl.clock(start);
@@ -635,16 +697,18 @@ impl Engine {
     }
 
     fn finish_attempt(&mut self, c: usize, r: Result<Response, Error>, stats: OpStats, now: u64) {
+        let max_backoff = self.max_backoff_ns();
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
             return;
         };
         op.stats += stats;
         if let Err(e) = &r {
-            if e.is_retryable() && op.attempts < MAX_ATTEMPTS {
+            let elapsed = std::time::Duration::from_nanos(now - op.started);
+            if retries(&self.cfg.retry, e, op.attempts, elapsed) {
                 let jitter = xorshift(&mut cl.rng) % (op.backoff_ns / 2 + 1);
                 let at = now + op.backoff_ns / 2 + jitter;
-                op.backoff_ns = (op.backoff_ns * 2).min(MAX_BACKOFF_NS);
+                op.backoff_ns = (op.backoff_ns * 2).min(max_backoff);
                 self.start_attempt(c);
                 self.schedule(at, Ev::Poll(c));
                 return;

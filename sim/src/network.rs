@@ -47,7 +47,9 @@ impl Engine {
         };
         if let Some(bytes) = cpu_bytes {
             // The CPU path: the client's own memory, executed now, complete
-            // after the copy.
+            // after the copy, which the client thread makes on its own core
+            // (after the step that issued it and any copy before it in the
+            // round, and only while it has the core).
             let done = placeholder(&wr);
             let result = InFlight::new(wr, 0).run_to_end(
                 &mut self.mem,
@@ -65,12 +67,16 @@ impl Engine {
                 fate: Fate::Normal,
                 result: Some(result),
             });
-            let at = t + self.p.copy_time(bytes);
+            let core = self.clients[c].core;
+            let begin = self.running_at(core, t.max(self.cores[core]));
+            let at = begin + self.p.copy_time(bytes);
+            self.cores[core] = at;
             self.schedule(at, Ev::Complete(r));
             return;
         }
         let fate = self.dice.fate(&self.spec.chaos);
-        let delay = self.dice.delay(&self.spec.chaos);
+        let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
+        let delay = self.dice.delay_out(&self.spec.chaos, margin);
         if delay > 0 {
             self.counts.delayed += 1;
         }

@@ -62,9 +62,9 @@ pub struct SimSpec {
     /// Protocol options that differ from the simulator's defaults.
     pub tuning: Tuning,
     /// After the workload (and its faults) end, client 0 alone PUTs and
-    /// then GETs every key, with no faults: a crash or a lost completion
-    /// must never leave a key that a lone writer cannot write
-    /// ([`SimReport::sweep_failures`]).
+    /// then GETs every key, with no faults and no background threads: a
+    /// crash or a lost completion must never leave a key that a lone writer
+    /// cannot write ([`SimReport::sweep_failures`]).
     pub final_sweep: bool,
 }
 
@@ -95,6 +95,17 @@ pub struct Tuning {
     pub deadline_margin_us: Option<u64>,
     /// Clock skew allowance, µs.
     pub clock_skew_us: Option<u64>,
+    /// The retry policy's first back-off, µs (default 1).
+    #[serde(default)]
+    pub initial_backoff_us: Option<u64>,
+    /// The retry policy's longest back-off, µs (default 1,000).
+    #[serde(default)]
+    pub max_backoff_us: Option<u64>,
+    /// The retry policy's operation timeout, µs (default ten expiration
+    /// periods, the ratio of the protocol's defaults); attempts are not
+    /// counted.
+    #[serde(default)]
+    pub op_timeout_us: Option<u64>,
 }
 
 impl Default for SimSpec {
@@ -294,6 +305,12 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         deadline_margin: us(t.deadline_margin_us, 1_000),
         ..Config::default()
     };
+    cfg.retry.initial_backoff = us(t.initial_backoff_us, 1);
+    cfg.retry.max_backoff = us(t.max_backoff_us, 1_000);
+    cfg.retry.op_timeout = t
+        .op_timeout_us
+        .map_or(cfg.expiration * 4, Duration::from_micros);
+    cfg.retry.max_attempts = 0;
     let d = Config::default();
     cfg.candidates = t.candidates.unwrap_or(d.candidates);
     cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);

@@ -5,9 +5,13 @@
 //! smaller case that still fails.
 //!
 //! Each case also draws a depth (operations in flight per client thread,
-//! sharing its core) and, in a quarter of the cases, busy background threads
-//! that take time slices from the client threads' cores, so that every
-//! option of the simulator appears in some checked world.
+//! sharing its core), the retry policy's longest back-off, and, in a quarter
+//! of the cases each, busy background threads that take time slices from the
+//! client threads' cores and an insert-heavy shape (a full index, most
+//! writes DELETEs and re-inserts: frequent MIGRATEs), so that every option
+//! of the simulator appears in some checked world. Pauses and delays may aim
+//! at the protocol's timing boundaries, and some clients straggle
+//! ([`Chaos`]).
 //!
 //! Swarm testing (Groce et al., ISSTA 2012): rather than every fault in every
 //! run, each case turns on a random subset, so that faults which mask each
@@ -158,6 +162,9 @@ impl SwarmCase {
             expiration_us: Some(expiration_us),
             deadline_margin_us: Some(margin_us),
             clock_skew_us: Some(skew_us),
+            initial_backoff_us: None,
+            max_backoff_us: None,
+            op_timeout_us: None,
         };
         let get_pct = 20 + d.below(50) as u32;
         let mut case = SwarmCase {
@@ -181,6 +188,29 @@ impl SwarmCase {
         case.depth = pick(&mut d, &[1u16, 1, 2, 3]);
         if d.chance(250) {
             case.background_per_node = 1 + d.below(2 * u64::from(clients_per_node)) as u16;
+        }
+        case.chaos.boundary_pauses = case.chaos.pause_permille > 0 && d.chance(500);
+        if case.chaos.boundary_pauses && d.chance(500) {
+            // Jittery: many pauses, the uniformly drawn ones short.
+            case.chaos.pause_permille = 100 + d.below(300) as u32;
+            case.chaos.max_pause_ns = 1 + d.below(margin);
+        }
+        case.chaos.boundary_delays = case.chaos.delay_permille > 0 && d.chance(500);
+        if d.chance(500) {
+            case.chaos.straggler_step_ns = 1 + d.below(margin / 2);
+        }
+        // The retry policy's longest back-off, from a fiftieth of the
+        // deadline margin to the simulator's default.
+        case.tuning.max_backoff_us = Some(pick(&mut d, &[margin_us / 10, margin_us / 2, 1_000]));
+        if d.chance(250) {
+            // Insert-heavy: a full index with two candidates and most writes
+            // DELETEs and re-inserts, so that MIGRATEs are frequent.
+            case.keys = 8 + d.below(5);
+            case.tuning.candidates = Some(2);
+            case.tuning.index_slots_per_node =
+                Some((case.keys as u32).div_ceil(u32::from(nodes)).max(2));
+            case.get_pct = 10 + d.below(20) as u32;
+            case.delete_pct = (100 - case.get_pct) * 4 / 10;
         }
         case
     }

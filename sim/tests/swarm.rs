@@ -38,13 +38,13 @@ fn the_correct_protocol_survives_two_thousand_fault_mixes() {
 const FOUND_FROM_ZERO: [(&str, u64); 9] = [
     ("cpu-state-flip", 0),
     ("reuse-before-expiry", 1),
+    ("errors-after-commit-retryable", 1),
     ("ignore-deadline", 3),
-    ("errors-after-commit-retryable", 5),
-    ("rollback-destination-to-previous", 43),
-    ("skip-get-reverse-pass", 53),
-    ("skip-migrate-rollback", 70),
-    ("skip-put-verify", 104),
-    ("conflict-ends-put", 3_980),
+    ("skip-put-verify", 18),
+    ("rollback-destination-to-previous", 46),
+    ("skip-migrate-rollback", 165),
+    ("skip-get-reverse-pass", 2_802),
+    ("conflict-ends-put", 3_579),
 ];
 
 #[test]
@@ -62,7 +62,7 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// passes with it off (so the switch, not the simulator, is at fault).
 #[test]
 fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
-    let (name, seed) = ("cache-time-from-completion", 34_399);
+    let (name, seed) = ("cache-time-from-completion", 41_614);
     let case = SwarmCase::from_seed(seed);
     let broken = case.run(faults(name)).unwrap();
     assert!(broken.verdict.is_fail(), "{name}: {:?}", broken.verdict);
@@ -78,7 +78,7 @@ fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
 fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure() {
     // rollback-destination-to-previous leaves two index entries naming one
     // data table entry: every later write of that key backs off forever.
-    let case = SwarmCase::from_seed(43);
+    let case = SwarmCase::from_seed(46);
     let run = case
         .run(faults("rollback-destination-to-previous"))
         .unwrap();
@@ -96,7 +96,7 @@ fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness
 
 #[test]
 fn a_failing_case_replays_exactly_from_its_json() {
-    let case = SwarmCase::from_seed(104);
+    let case = SwarmCase::from_seed(18);
     let json = serde_json::to_string(&case).unwrap();
     let replayed: SwarmCase = serde_json::from_str(&json).unwrap();
     assert_eq!(replayed, case);
