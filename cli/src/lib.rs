@@ -6,13 +6,18 @@
 //! costs as the index fills up; `nessie pipeline` ([`mod@pipeline`]) what
 //! many operations in flight per client thread buy; `nessie sim`
 //! ([`mod@sim`]) runs Nessie's machines in the deterministic cluster simulator.
+//! [`node`] is a node process of a deployment (`nessie node`, on RDMA with
+//! the `verbs` feature), and [`workload`] the one workload driver all of
+//! them share.
 
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod inserts;
+pub mod node;
 pub mod pipeline;
 pub mod run;
 pub mod sim;
 pub mod sizing;
 pub mod swarm;
+pub mod workload;

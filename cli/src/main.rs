@@ -8,7 +8,8 @@
 //! `nessie inserts` measures round trips per insert as the index fills up;
 //! `nessie pipeline` measures what many operations in flight per thread buy;
 //! `nessie sim` runs the deterministic cluster simulator; `nessie swarm` its
-//! fault swarm.
+//! fault swarm. Built with the `verbs` feature, `nessie node` runs one node
+//! of a deployment on RDMA (`info`, `serve`, `run`, `report`).
 
 use nessie_cli::{bench, inserts, pipeline, run, sim, swarm};
 
@@ -44,9 +45,14 @@ enum Command {
     /// history checked for linearizability; a failure is shrunk and printed
     /// as a case that replays exactly.
     Swarm(swarm::SwarmArgs),
+    /// One node of a deployment on RDMA: `info`, `serve`, `run` a workload
+    /// of any of the four systems, merge the nodes' `report`s (see
+    /// docs/deploy.md).
+    #[cfg(feature = "verbs")]
+    Node(nessie_cli::node::cmd::NodeArgs),
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // The swarm injects faults on purpose: the warnings they cause are its
     // daily bread, not news.
@@ -68,9 +74,14 @@ fn main() {
         Command::Pipeline(args) => pipeline::pipeline(&args).map_err(|e| e.to_string()),
         Command::Sim(args) => sim::sim(&args).map_err(|e| e.to_string()),
         Command::Swarm(args) => swarm::swarm(&args),
+        #[cfg(feature = "verbs")]
+        Command::Node(args) => return nessie_cli::node::cmd::node(&args),
     };
-    if let Err(e) = result {
-        eprintln!("error: {e}");
-        std::process::exit(1);
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

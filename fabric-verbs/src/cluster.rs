@@ -6,19 +6,20 @@
 //! verbs tuning knobs (`[tuning]`). See `fabric-verbs/examples/cluster.toml`
 //! and `docs/deploy.md`.
 //!
-//! The file describes a Nessie deployment. Running one of the baselines
-//! instead ([`ClusterFile::for_system`], `nessie-node --system`) keeps the
-//! file's `[store]` shape but registers the regions that system needs (its
-//! data region holds request slots and the tables, which may need more than
-//! the file's), and adds the system to the [fingerprint](ClusterFile::fingerprint)
-//! so that nodes started with different `--system`s refuse each other.
+//! The file describes a Nessie deployment. Running another system on the
+//! same file instead ([`ClusterFile::for_system`]; `nessie node --system`
+//! runs the papers' baselines that way) keeps the file's `[store]` shape but
+//! registers the regions that system needs (a baseline's data region holds
+//! request slots and the tables, which may need more than the file's), and
+//! adds the system's tag to the [fingerprint](ClusterFile::fingerprint) so
+//! that nodes started with different systems refuse each other. This crate
+//! knows systems only by that tag and their regions' sizes.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
-use nessie_baselines::{SystemConfig, SystemKind};
 use nessie_protocol::{Config, ConfigError, NodeId, Topology};
 use serde::Deserialize;
 
@@ -89,13 +90,13 @@ pub enum ClusterError {
     /// `--node` names a node the file does not list.
     #[error("node {0} is not listed in the cluster file")]
     UnknownNode(u16),
-    /// A system configuration whose shape is not the one this file gives
-    /// ([`ClusterFile::protocol_config`]); build it with
-    /// [`ClusterFile::system_config`].
+    /// A system whose shape is not the one this file gives
+    /// ([`ClusterFile::protocol_config`]): another number of nodes, or
+    /// another `[store]` shape.
     #[error("the {system} configuration does not match the cluster file's [store] and [regions] (nodes, tables, key and value limits must come from the file)")]
     SystemShape {
-        /// The system.
-        system: SystemKind,
+        /// The system (its tag).
+        system: String,
     },
 }
 
@@ -309,14 +310,14 @@ pub struct ClusterFile {
     /// The nodes.
     #[serde(default)]
     pub nodes: Vec<NodeEntry>,
-    /// The baseline this cluster runs instead of Nessie, if any (set by
+    /// The system this cluster runs instead of Nessie, if any (set by
     /// [`ClusterFile::for_system`], never read from the file).
     #[serde(skip)]
     system: Option<SystemRegions>,
 }
 
-/// A baseline deployment of the file: what all nodes must agree on beyond
-/// the file, and the regions it registers.
+/// Another system's deployment of the file: what all nodes must agree on
+/// beyond the file, and the regions it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SystemRegions {
     /// The system and the options that change its memory layout.
@@ -507,39 +508,18 @@ impl ClusterFile {
         self.system.as_ref().map_or(self.regions, |s| s.regions)
     }
 
-    /// `kind` shaped by this file ([`ClusterFile::protocol_config`]), with
-    /// `server_workers` per node and NessieHY's options `hy`.
-    pub fn system_config(
-        &self,
-        kind: SystemKind,
-        server_workers: u16,
-        hy: nessie_baselines::HyOptions,
-    ) -> Result<SystemConfig, ClusterError> {
-        if server_workers == 0 {
-            return Err(ClusterError::Zero("server workers"));
+    /// This cluster running another system than Nessie, named `tag` (the
+    /// system and the options that change its memory layout, e.g.
+    /// `nessie-hy+filter-bits`), whose regions must hold at least `need`:
+    /// the registered regions grow to the larger of the file's and `need`,
+    /// field by field (data rounded up to a multiple of 8), and `tag` joins
+    /// the fingerprint. The `[store]` shape, and so
+    /// [`ClusterFile::protocol_config`], stays the file's. Refused when `need`
+    /// is for another number of nodes.
+    pub fn for_system(mut self, tag: &str, need: Topology) -> Result<ClusterFile, ClusterError> {
+        if usize::from(need.nodes) != self.nodes.len() {
+            return Err(ClusterError::SystemShape { system: tag.into() });
         }
-        Ok(SystemConfig {
-            server_workers,
-            hy,
-            ..SystemConfig::new(kind, self.protocol_config()?)
-        })
-    }
-
-    /// This cluster running `sys` (built by [`ClusterFile::system_config`]):
-    /// the registered regions grow to what `sys` needs
-    /// ([`SystemConfig::topology`]; each field the larger of the file's and
-    /// the system's) and the system joins the fingerprint. Nessie leaves the
-    /// file as it is. The `[store]` shape, and so
-    /// [`ClusterFile::protocol_config`], stays the file's.
-    pub fn for_system(mut self, sys: &SystemConfig) -> Result<ClusterFile, ClusterError> {
-        if sys.store != self.protocol_config()? {
-            return Err(ClusterError::SystemShape { system: sys.kind });
-        }
-        if sys.kind == SystemKind::Nessie {
-            self.system = None;
-            return Ok(self);
-        }
-        let need = sys.topology();
         let regions = Regions {
             index_slots_per_node: self
                 .regions
@@ -550,19 +530,16 @@ impl ClusterFile {
                 .data_bytes_per_node
                 .max(need.data_bytes_per_node.next_multiple_of(8)),
         };
-        // Only the options that change the shared memory layout: NessieHY's
-        // filter bits (its cache and multiple reads are client-side).
-        let tag = match sys.kind {
-            SystemKind::NessieHy if sys.hy.filter_bits => format!("{}+filter-bits", sys.kind),
-            k => k.to_string(),
-        };
-        self.system = Some(SystemRegions { tag, regions });
+        self.system = Some(SystemRegions {
+            tag: tag.into(),
+            regions,
+        });
         Ok(self)
     }
 
-    /// The baseline this cluster was set up for by
-    /// [`ClusterFile::for_system`] (`None`: Nessie), with its layout options,
-    /// as it enters the fingerprint (e.g. `nessie-hy+filter-bits`).
+    /// The system this cluster was set up for by [`ClusterFile::for_system`]
+    /// (`None`: Nessie), as its tag enters the fingerprint (e.g.
+    /// `nessie-hy+filter-bits`).
     pub fn system_tag(&self) -> Option<&str> {
         self.system.as_ref().map(|s| s.tag.as_str())
     }
@@ -806,45 +783,51 @@ mod tests {
     }
 
     #[test]
-    fn a_baseline_grows_the_regions_keeps_the_store_and_joins_the_fingerprint() {
-        use nessie_baselines::HyOptions;
+    fn another_system_grows_the_regions_keeps_the_store_and_joins_the_fingerprint() {
         let file = ClusterFile::parse(GOOD).unwrap();
         let store = file.protocol_config().unwrap();
-        let nessie = file
-            .system_config(SystemKind::Nessie, 1, HyOptions::default())
-            .unwrap();
-        let same = file.clone().for_system(&nessie).unwrap();
-        assert_eq!(same, file, "Nessie leaves the file as it is");
-        assert_eq!(same.system_tag(), None);
+        let mine = file.topology();
+        assert_eq!(file.system_tag(), None);
         let mut prints = vec![file.fingerprint()];
-        for (kind, filter_bits) in [
-            (SystemKind::NessieSd, false),
-            (SystemKind::NessieHy, false),
-            (SystemKind::NessieHy, true),
-            (SystemKind::Pilaf, false),
+        // Smaller, larger data, larger index, and two tags of one size.
+        for (tag, index, data) in [
+            (
+                "small",
+                mine.index_slots_per_node / 2,
+                mine.data_bytes_per_node / 2,
+            ),
+            (
+                "big-data",
+                mine.index_slots_per_node,
+                mine.data_bytes_per_node * 2 + 3,
+            ),
+            ("big-index", mine.index_slots_per_node * 2, 8),
+            ("big-index+option", mine.index_slots_per_node * 2, 8),
         ] {
-            let hy = HyOptions {
-                filter_bits,
-                ..HyOptions::default()
+            let need = Topology {
+                nodes: 3,
+                index_slots_per_node: index,
+                data_bytes_per_node: data,
             };
-            let sys = file.system_config(kind, 2, hy).unwrap();
-            assert_eq!(sys.store, store);
-            let c = file.clone().for_system(&sys).unwrap();
-            let (need, have) = (sys.topology(), c.topology());
+            let c = file.clone().for_system(tag, need).unwrap();
+            let have = c.topology();
             assert_eq!(
                 have.data_bytes_per_node,
-                need.data_bytes_per_node
-                    .next_multiple_of(8)
-                    .max(file.regions.data_bytes_per_node)
+                data.next_multiple_of(8).max(mine.data_bytes_per_node),
+                "{tag}"
             );
-            assert_eq!(have.index_slots_per_node, file.regions.index_slots_per_node);
+            assert_eq!(
+                have.index_slots_per_node,
+                index.max(mine.index_slots_per_node),
+                "{tag}"
+            );
             assert_eq!(have.nodes, 3);
             assert_eq!(
                 c.protocol_config().unwrap(),
                 store,
                 "the shape stays the file's"
             );
-            assert!(c.system_tag().unwrap().starts_with(kind.name()));
+            assert_eq!(c.system_tag(), Some(tag));
             prints.push(c.fingerprint());
         }
         let mut unique = prints.clone();
@@ -858,20 +841,17 @@ mod tests {
     }
 
     #[test]
-    fn a_system_shaped_by_another_file_or_with_no_workers_is_rejected() {
+    fn a_system_for_another_number_of_nodes_is_rejected() {
         let file = ClusterFile::parse(GOOD).unwrap();
-        let mut other = file.protocol_config().unwrap();
-        other.dtes_per_node /= 2;
-        let sys = SystemConfig::new(SystemKind::Pilaf, other);
+        let need = Topology {
+            nodes: 2,
+            ..file.topology()
+        };
         assert_eq!(
-            file.clone().for_system(&sys),
+            file.for_system("pilaf", need),
             Err(ClusterError::SystemShape {
-                system: SystemKind::Pilaf
+                system: "pilaf".into()
             })
-        );
-        assert_eq!(
-            file.system_config(SystemKind::NessieSd, 0, Default::default()),
-            Err(ClusterError::Zero("server workers"))
         );
     }
 

@@ -1,6 +1,6 @@
 //! [`VerbsFabric`]: the protocol's `Fabric` over real RDMA.
 //!
-//! A process hosts one node in a deployment (`nessie-node`), or several
+//! A process hosts one node in a deployment (`nessie node`), or several
 //! nodes of one cluster file for tests on a single machine (each with its
 //! own PD, regions and listener, on the same device). `open(node)` gives a
 //! client an endpoint on a hosted node; the endpoint dials every node of the
@@ -27,7 +27,7 @@ pub struct VerbsFabric {
     cluster: Arc<ClusterFile>,
 }
 
-/// What start-up found out about a hosted node (printed by `nessie-node`).
+/// What start-up found out about a hosted node (printed by `nessie node`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeReport {
     /// The node.

@@ -10,15 +10,16 @@
 //!   [`remote`] (address and rkey bookkeeping), [`wire`] (connection private
 //!   data), [`staging`] (the local buffer allocator), [`clock`].
 //! - Safe wrappers over the C objects: [`ffi`].
-//! - The running system: [`system`] (which of the compared systems a node
-//!   runs, and its server workers), [`workload`] (what `nessie-node run`
-//!   drives, through any system's `KvClient`), [`report`] (the nodes'
-//!   results merged into one report), [`node`] (a hosted node: its registered regions, its
-//!   `rdma_cm` listener and the start-up probe), [`endpoint`] (a client's
-//!   queue pairs to every node, loopback included, and its completion queue),
-//!   [`fabric`] ([`VerbsFabric`]).
+//! - The running fabric: [`node`] (a hosted node: its registered regions,
+//!   its `rdma_cm` listener and the start-up probe), [`connect`] (dialling,
+//!   with the clock check), [`endpoint`] (a client's queue pairs to every
+//!   node, loopback included, and its completion queue), [`fabric`]
+//!   ([`VerbsFabric`]).
 //!
-//! Deployment, the cluster file and troubleshooting: `docs/deploy.md`.
+//! This crate is the fabric and nothing else: which system a node process
+//! runs, its workload and its reports live in `nessie-cli` (`nessie node`,
+//! built with its `verbs` feature). Deployment, the cluster file and
+//! troubleshooting: `docs/deploy.md`.
 
 #![warn(missing_docs)]
 
@@ -33,12 +34,9 @@ pub mod ffi;
 pub mod node;
 pub mod policy;
 pub mod remote;
-pub mod report;
 pub mod staging;
 pub mod status;
-pub mod system;
 pub mod wire;
-pub mod workload;
 pub mod wr;
 
 pub use cluster::{ClusterError, ClusterFile};

@@ -29,7 +29,7 @@ echo "NESSIE-SOFTROCE-DEVICE $(rdma link show rxe0/1)"
 ulimit -l unlimited
 # Huge pages for the cluster tests' regions (huge_pages = true in their file).
 echo 64 > /proc/sys/vm/nr_hugepages
-export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_NODE_BIN=/bin/nessie-node
+export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_BIN=/bin/nessie
 export RUST_BACKTRACE=1
 filter=$(cat /tests/filter 2>/dev/null)
 status=ok

@@ -2,8 +2,9 @@
 # The real-RDMA test run: boots Debian's stock kernel under QEMU (TCG, no
 # network card), loads soft-RoCE (rdma_rxe) on a dummy interface with an
 # address from 192.0.2.0/24, and runs the verbs backend's device tests inside:
-# the fabric conformance suite and the multi-process cluster tests
-# (fabric-verbs/tests/conformance.rs and cluster.rs). Exits non-zero on any
+# the fabric conformance suite (fabric-verbs/tests/conformance.rs) and the
+# multi-process cluster tests of `nessie node` (cli/tests/cluster.rs, built
+# with nessie-cli's `verbs` feature). Exits non-zero on any
 # failure, on a test count that does not match, or when the guest does not
 # boot or finish in time (the reason is printed).
 #
@@ -79,12 +80,14 @@ VMLINUZ=$KROOT/boot/vmlinuz-$KVER
 [ -f "$VMLINUZ" ] || die "no $VMLINUZ in the kernel package"
 
 # --- the test binaries ---------------------------------------------------------
-say "building the verbs tests and the node binary"
-tests_json=$(cargo test -q -p nessie-fabric-verbs --no-run --message-format=json 2>/dev/null) \
+say "building the verbs tests and the nessie binary (feature verbs)"
+tests_json=$(cargo test -q -p nessie-fabric-verbs --test conformance --no-run --message-format=json 2>/dev/null) \
   || die "cargo test --no-run of nessie-fabric-verbs failed"
-test_bins=$(printf '%s\n' "$tests_json" | grep '"kind":\["test"\]' | grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//')
-NODE_BIN=$(printf '%s\n' "$tests_json" | grep '"kind":\["bin"\]' | grep -o '"executable":"[^"]*nessie-node"' | sed 's/"executable":"//; s/"$//' | head -1)
-[ -n "$NODE_BIN" ] && [ -x "$NODE_BIN" ] || die "the nessie-node binary was not built"
+cli_json=$(cargo test -q -p nessie-cli --features verbs --test cluster --no-run --message-format=json 2>/dev/null) \
+  || die "cargo test --no-run of nessie-cli --features verbs failed"
+test_bins=$(printf '%s\n%s\n' "$tests_json" "$cli_json" | grep '"kind":\["test"\]' | grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//')
+NESSIE_BIN=$(printf '%s\n' "$cli_json" | grep '"kind":\["bin"\]' | grep -o '"executable":"[^"]*/nessie"' | sed 's/"executable":"//; s/"$//' | head -1)
+[ -n "$NESSIE_BIN" ] && [ -x "$NESSIE_BIN" ] || die "the nessie binary (feature verbs) was not built"
 for name in conformance cluster; do
   printf '%s\n' "$test_bins" | grep -q "/$name-" || die "no $name test binary was built"
 done
@@ -143,8 +146,8 @@ fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/tests" "$stage/bin"
-copy_with_libs "$stage" "$NODE_BIN"
-mv "$stage$NODE_BIN" "$stage/bin/nessie-node"
+copy_with_libs "$stage" "$NESSIE_BIN"
+mv "$stage$NESSIE_BIN" "$stage/bin/nessie"
 for t in $test_bins; do
   case "$t" in */conformance-*|*/cluster-*) ;; *) continue ;; esac
   copy_with_libs "$stage" "$t"

@@ -3,6 +3,11 @@
 //! Poisson arrivals), and a point: every system measured in alternating
 //! slices, with the servers of the systems not being measured paused and
 //! optional background threads spinning throughout.
+//!
+//! Each client thread of a slice runs the project's one workload loop
+//! ([`client_loop`]) with the bench's parts: its client of any system
+//! ([`BenchIssuer`]), its key distribution and arrivals ([`BenchSource`])
+//! and its histograms ([`BenchRecorder`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -10,11 +15,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_baselines::cpu::thread_cpu_time;
+use nessie_baselines::KvClient;
+use nessie_protocol::pipeline::Response;
+use nessie_protocol::Error;
 
 use super::stats::{KindAcc, SysAcc};
 use super::system::{AnyClient, Started, SystemSpec};
 use super::workload::{write_key, OpGen, OpKind, Workload};
 use super::zipf::ScrambledZipfian;
+use crate::workload::{client_loop, Done, Issuer, Limits, Next, Op, Recorder, Source};
 
 /// How long a point measures each system.
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +64,126 @@ fn searches(clients: &[(nessie_protocol::ClientId, AnyClient)]) -> (u64, u64) {
         let (a, b) = x.searches();
         (s + a, c + b)
     })
+}
+
+/// A bench client thread's client of any system, as the workload loop
+/// drives it: a pipeline keeps its operations in flight, the others run
+/// each to its end. A GET searches where the workload asks for searches and
+/// the system has them (Cell); an operation's result is whether it found
+/// something (a PUT: that it succeeded).
+struct BenchIssuer<'a> {
+    c: &'a mut AnyClient,
+    searches: bool,
+    done: Option<Done<bool>>,
+    finished: Vec<Done<Response>>,
+}
+
+impl Issuer for BenchIssuer<'_> {
+    type Output = bool;
+
+    fn window(&self) -> usize {
+        match &*self.c {
+            AnyClient::Pipe(p) => p.window(),
+            _ => 1,
+        }
+    }
+
+    fn outstanding(&self) -> usize {
+        match &*self.c {
+            AnyClient::Pipe(p) => p.outstanding(),
+            _ => usize::from(self.done.is_some()),
+        }
+    }
+
+    fn submit(&mut self, tag: usize, op: Op<'_>) {
+        let c = &mut *self.c;
+        let result: Result<bool, Error> = match (&mut *c, op) {
+            (AnyClient::Pipe(p), op) => return p.submit(tag, op),
+            (c, Op::Get(k)) => c.get(k, self.searches),
+            (c, Op::Put(k, v)) => c.put(k, v).map(|_| true),
+            (c, Op::Scan(k, n)) => match c.scan(k, n) {
+                Some(r) => r.map(|n| n > 0),
+                None => c.get(k, false),
+            },
+            (AnyClient::Kv(c), Op::Delete(k)) => c.delete(k),
+            (AnyClient::Cell(c), Op::Delete(k)) => KvClient::delete(c.as_mut(), k),
+        };
+        self.done = Some(Done {
+            tag,
+            result,
+            stats: c.last_stats(),
+        });
+    }
+
+    fn progress(&mut self, done: &mut Vec<Done<bool>>) {
+        if let AnyClient::Pipe(p) = &mut *self.c {
+            p.progress(&mut self.finished);
+            done.extend(self.finished.drain(..).map(|f| Done {
+                tag: f.tag,
+                result: f.result.map(|r| !matches!(r, Response::Get(None))),
+                stats: f.stats,
+            }));
+        } else {
+            done.extend(self.done.take());
+        }
+    }
+}
+
+/// A bench client thread's operations: its key distribution's keys, PUTs
+/// of the workload's value, scans only for a client that has them (a
+/// scan of any other reads its first key, as a GET), and with an
+/// open-loop rate, Poisson arrivals.
+struct BenchSource<'a> {
+    gen: OpGen,
+    w: &'a Workload,
+    value: &'a [u8],
+    key: Vec<u8>,
+    /// Arrivals per second of this thread (0: closed loop).
+    rate: f64,
+    /// The last arrival (set at the first operation).
+    next: Option<Instant>,
+    scans: bool,
+}
+
+impl Source for BenchSource<'_> {
+    fn next(&mut self) -> Option<Next<'_>> {
+        let arrival = (self.rate > 0.0).then(|| {
+            let gap = -(1.0 - self.gen.rng().unit()).ln() / self.rate;
+            let next = self.next.get_or_insert_with(Instant::now);
+            *next += Duration::from_secs_f64(gap);
+            *next
+        });
+        let (kind, k) = self.gen.next_op();
+        write_key(&mut self.key, k, self.w.key_size);
+        let op = match kind {
+            OpKind::Get => Op::Get(&self.key),
+            OpKind::Put => Op::Put(&self.key, self.value),
+            OpKind::Scan if self.scans => Op::Scan(&self.key, self.w.scan_len as usize),
+            OpKind::Scan => Op::Get(&self.key),
+        };
+        Some(Next { op, arrival })
+    }
+}
+
+/// A bench client thread's accumulators: GET, PUT, scan.
+struct BenchRecorder {
+    kinds: [KindAcc; 3],
+}
+
+impl Recorder<bool> for BenchRecorder {
+    type Note = usize;
+
+    fn start(&mut self, op: &Op<'_>) -> usize {
+        match op {
+            Op::Get(_) => 0,
+            Op::Put(..) | Op::Delete(_) => 1,
+            Op::Scan(..) => 2,
+        }
+    }
+
+    fn finish(&mut self, kind: usize, done: Done<bool>, latency: Duration) {
+        self.kinds[kind].record(&done.stats, latency, done.result.as_ref().copied());
+    }
 }
 
 /// Runs one slice of `sys` with its first `active` clients; adds its
@@ -102,58 +231,34 @@ fn slice(
                     Quota::Time(_) => u64::MAX,
                 };
                 s.spawn(move || {
-                    let zipf = zipf.clone();
-                    let mut gen = OpGen::with_zipf(w, zipf, nodes, id.node.0, id.index, stream);
-                    let mut kinds = [KindAcc::default(), KindAcc::default(), KindAcc::default()];
-                    let mut key = Vec::with_capacity(w.key_size as usize);
+                    let scans = c.has_scans();
+                    let mut source = BenchSource {
+                        gen: OpGen::with_zipf(w, zipf.clone(), nodes, id.node.0, id.index, stream),
+                        w,
+                        value,
+                        key: Vec::with_capacity(w.key_size as usize),
+                        rate: per_client_rate,
+                        next: None,
+                        scans,
+                    };
+                    let mut rec = BenchRecorder {
+                        kinds: [KindAcc::default(), KindAcc::default(), KindAcc::default()],
+                    };
+                    let mut issuer = BenchIssuer {
+                        c,
+                        searches: w.searches,
+                        done: None,
+                        finished: Vec::new(),
+                    };
+                    let limits = Limits {
+                        stop,
+                        max_ops: my_ops,
+                        think: Duration::ZERO,
+                    };
                     barrier.wait();
                     let cpu0 = thread_cpu_time();
-                    if let AnyClient::Pipe(p) = c {
-                        // Several operations in flight (closed loop only:
-                        // --depth is refused with open-loop rates).
-                        p.closed_loop(&mut gen, w, value, my_ops, stop, &mut kinds);
-                        return (kinds, thread_cpu_time().saturating_sub(cpu0));
-                    }
-                    let t0 = Instant::now();
-                    let mut next = t0;
-                    let mut done = 0u64;
-                    while done < my_ops && !stop.load(Ordering::Relaxed) {
-                        // Open loop: wait (without burning CPU) for the next arrival.
-                        let issued = if per_client_rate > 0.0 {
-                            let gap = -(1.0 - gen.rng().unit()).ln() / per_client_rate;
-                            next += Duration::from_secs_f64(gap);
-                            let now = Instant::now();
-                            if next > now {
-                                thread::sleep(next - now);
-                            }
-                            if stop.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            // Latency counts the queueing behind earlier
-                            // arrivals, not the sleep's timer slack.
-                            if next > now {
-                                Instant::now()
-                            } else {
-                                next
-                            }
-                        } else {
-                            Instant::now()
-                        };
-                        let (kind, k) = gen.next_op();
-                        write_key(&mut key, k, w.key_size);
-                        let (i, r) = match kind {
-                            OpKind::Get => (0, c.get(&key, w.searches)),
-                            OpKind::Put => (1, c.put(&key, value).map(|_| true)),
-                            OpKind::Scan => match c.scan(&key, w.scan_len as usize) {
-                                Some(r) => (2, r.map(|n| n > 0)),
-                                // A store without scans reads the first key.
-                                None => (0, c.get(&key, false)),
-                            },
-                        };
-                        kinds[i].record(&c.last_stats(), issued.elapsed(), r.as_ref().copied());
-                        done += 1;
-                    }
-                    (kinds, thread_cpu_time().saturating_sub(cpu0))
+                    client_loop(&mut issuer, &mut source, &mut rec, &limits);
+                    (rec.kinds, thread_cpu_time().saturating_sub(cpu0))
                 })
             })
             .collect();

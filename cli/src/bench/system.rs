@@ -215,6 +215,11 @@ impl AnyClient {
         }
     }
 
+    /// Whether the client's system has scans (Cell).
+    pub fn has_scans(&self) -> bool {
+        matches!(self, AnyClient::Cell(_))
+    }
+
     /// A scan of `n` entries from `key`: entries found; `None` for a
     /// system without scans.
     pub fn scan(&mut self, key: &[u8], n: usize) -> Option<Result<usize, Error>> {

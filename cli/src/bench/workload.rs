@@ -100,21 +100,7 @@ impl Workload {
     }
 }
 
-/// The bytes of key `i`.
-pub fn key_of(i: u64, size: u32) -> Vec<u8> {
-    let mut k = Vec::with_capacity(size as usize);
-    write_key(&mut k, i, size);
-    k
-}
-
-/// Writes the bytes of key `i` into `buf` (replacing its contents), so that
-/// a client thread can reuse one buffer instead of allocating per operation.
-pub fn write_key(buf: &mut Vec<u8>, i: u64, size: u32) {
-    use std::io::Write as _;
-    buf.clear();
-    write!(buf, "key-{i:012}").expect("writing to a Vec cannot fail");
-    buf.resize(size as usize, b'.');
-}
+pub use crate::workload::mix::{key_of, write_key};
 
 /// Which client (node, index) preloads key `k`.
 pub fn preloader(w: &Workload, k: u64, nodes: u16, clients: u16) -> (u16, u16) {

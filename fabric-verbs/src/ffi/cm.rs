@@ -118,7 +118,7 @@ impl CmEvent {
 
 /// Whether a failed `rdma_get_cm_event` on the non-blocking channel just
 /// means "try again": no event yet, or a signal interrupted the read (e.g. the
-/// SIGINT/SIGTERM handler `nessie-node` installs) — not a channel error.
+/// SIGINT/SIGTERM handler `nessie node` installs) — not a channel error.
 pub fn retry_errno(errno: Option<i32>) -> bool {
     matches!(errno, Some(e) if e == libc::EAGAIN || e == libc::EWOULDBLOCK || e == libc::EINTR)
 }

@@ -1,6 +1,6 @@
-//! Multi-process clusters on a real RDMA device: three `nessie-node`
+//! Multi-process clusters on a real RDMA device: three `nessie node`
 //! processes on one device (soft-RoCE in the test guest), for each of the
-//! four systems.
+//! four systems. Built only with the `verbs` feature.
 //!
 //! - A mixed workload from every node whose merged history (all processes
 //!   stamp `CLOCK_MONOTONIC`, one clock for the whole machine) goes through
@@ -18,8 +18,9 @@
 //!
 //! The tests are `#[ignore]`d (reported as ignored without a device); run
 //! them with `--ignored` and `NESSIE_VERBS_DEVICE`, `NESSIE_VERBS_ADDR` (the
-//! device's IP address) and `NESSIE_NODE_BIN` (the node binary; default: the
-//! one cargo built) set, as `tools/softroce/run.sh` does in its guest.
+//! device's IP address) and `NESSIE_BIN` (the `nessie` binary, built with
+//! `--features verbs`; default: the one cargo built) set, as
+//! `tools/softroce/run.sh` does in its guest.
 //! Ports `NESSIE_VERBS_PORT_BASE` (default 21000) + 10 x test + node.
 
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nessie_fabric_verbs::workload::{HistoryOp, HistoryRecord, HistoryRet};
+use nessie_cli::workload::{monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
 use nessie_model::{check_history, Event, KvOp, KvRet};
 
 fn env(name: &str) -> Option<String> {
@@ -52,8 +53,7 @@ impl Cluster {
     fn new(test: u16) -> Cluster {
         let device = required("NESSIE_VERBS_DEVICE");
         let addr = required("NESSIE_VERBS_ADDR");
-        let bin =
-            env("NESSIE_NODE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nessie-node").into());
+        let bin = env("NESSIE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nessie").into());
         let base: u16 =
             env("NESSIE_VERBS_PORT_BASE").map_or(21000, |v| v.parse().expect("port base"));
         let dir =
@@ -78,12 +78,13 @@ impl Cluster {
         Cluster { dir, file, bin }
     }
 
-    /// Starts node `n` with `args` after `--cluster F --node n`; output to
-    /// `<dir>/node<n>.<tag>.out`.
+    /// Starts node `n` with `args` after `node --cluster F --node n`; output
+    /// to `<dir>/node<n>.<tag>.out`.
     fn start(&self, n: u16, tag: &str, args: &[&str]) -> Node {
         let out = self.dir.join(format!("node{n}.{tag}.out"));
         let f = std::fs::File::create(&out).expect("output file");
         let child = Command::new(&self.bin)
+            .arg("node")
             .arg("--cluster")
             .arg(&self.file)
             .args(["--node", &n.to_string()])
@@ -391,10 +392,10 @@ fn three_node_processes_give_linearizable_histories_for_every_system() {
         assert_linearizable(&format!("{system} (3 processes)"), &history, 3);
         // The guest is emulated (TCG): its timers are coarse.
         let merged = Command::new(&c.bin)
-            .args(["report", "--max-spread-ms", "500"])
+            .args(["node", "report", "--max-spread-ms", "500"])
             .args(&reports)
             .output()
-            .expect("nessie-node report");
+            .expect("nessie node report");
         let text = String::from_utf8_lossy(&merged.stdout);
         assert!(merged.status.success(), "{system}: report failed: {text}");
         println!("{text}");
@@ -567,10 +568,6 @@ fn kill_and_restart(test: u16, system: &str) {
         &before_restart,
         2,
     );
-}
-
-fn monotonic_ns() -> u64 {
-    nessie_fabric_verbs::clock::monotonic_ns()
 }
 
 #[test]

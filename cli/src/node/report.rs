@@ -1,5 +1,5 @@
-//! One report for a multi-node run: each `nessie-node run --report FILE`
-//! writes its node's results as JSON ([`RunReport`]); `nessie-node report
+//! One report for a multi-node run: each `nessie node run --report FILE`
+//! writes its node's results as JSON ([`RunReport`]); `nessie node report
 //! FILE...` reads them back and merges them ([`ClusterReport`]): operations
 //! and rates summed over nodes, latency quantiles over every operation of
 //! every node (exact: each node's latencies are kept), fabric work per
@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::{KindReport, WorkloadReport};
+use crate::workload::{quantile_us, KindReport, WorkloadReport};
 
 /// The default start spread above which the merged report warns that the
 /// nodes' measured windows do not line up.
@@ -90,15 +90,11 @@ impl KindSummary {
 
     /// The `p` quantile of the latencies, µs.
     pub fn quantile_us(&self, p: f64) -> f64 {
-        if self.latencies_ns.is_empty() {
-            return 0.0;
-        }
-        let i = ((self.latencies_ns.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies_ns[i] as f64 / 1000.0
+        quantile_us(&self.latencies_ns, p)
     }
 }
 
-/// One node's results, as `nessie-node run --report FILE` writes them.
+/// One node's results, as `nessie node run --report FILE` writes them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The node.

@@ -1,6 +1,7 @@
-//! `nessie-node`: one node of a Nessie deployment on RDMA.
+//! `nessie node` (feature `verbs`): one node of a Nessie deployment on RDMA.
 //!
-//! Starts node `--node` of the cluster file (registers its regions, listens
+//! `nessie node --cluster FILE --node N <command>` starts node `N` of the
+//! cluster file (registers its regions, listens
 //! for connections, probes the NIC's atomic byte order) and then:
 //! - `info`: prints what start-up found and exits;
 //! - `serve`: keeps the node's memory registered and reachable (and, for a
@@ -14,6 +15,9 @@
 //! - `report FILE...`: merges the nodes' JSON results into one cluster
 //!   report (needs no cluster file and no device).
 //!
+//! The workload is the one every command drives ([`crate::workload`]),
+//! through the system's clients ([`crate::node::system::run_system`]).
+//!
 //! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf`
 //! (default `nessie`): every node of a deployment must be started with the
 //! same system (nodes with different ones refuse each other's connections).
@@ -26,19 +30,20 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use nessie_baselines::server::ServerPool;
 use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
-use nessie_fabric_verbs::report::{ClusterReport, ReportError, RunReport};
-use nessie_fabric_verbs::system::{self, SystemError};
-use nessie_fabric_verbs::workload::{self, WorkloadSpec};
 use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 
-/// One node of a Nessie deployment on RDMA (see docs/deploy.md).
-#[derive(Parser, Debug)]
-#[command(name = "nessie-node", version)]
-struct Cli {
+use super::cluster::{deployment, system_config};
+use super::report::{ClusterReport, ReportError, RunReport};
+use super::system::{self, SystemError};
+use crate::workload::{self, WorkloadSpec};
+
+/// Options of `nessie node`: which node of which cluster, and what to do.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
     /// The cluster description file (TOML; not needed by `report`).
     #[arg(long)]
     cluster: Option<PathBuf>,
@@ -48,6 +53,21 @@ struct Cli {
     /// What to do once started.
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// Runs `nessie node`; exit codes: 0 success, 1 failure, 2 no usable RDMA
+/// device.
+pub fn node(args: &NodeArgs) -> ExitCode {
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nessie node: error: {e}");
+            match e {
+                NodeError::Verbs(v) if v.is_no_device() => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -122,7 +142,12 @@ impl SystemArgs {
                 self.system
             )));
         }
-        Ok(cluster.system_config(self.system, self.server_workers, hy)?)
+        Ok(system_config(
+            cluster,
+            self.system,
+            self.server_workers,
+            hy,
+        )?)
     }
 }
 
@@ -190,7 +215,7 @@ struct RunArgs {
     #[arg(long)]
     start_at: Option<f64>,
     /// Write this node's results as JSON to this file (merge the nodes'
-    /// files with `nessie-node report`).
+    /// files with `nessie node report`).
     #[arg(long)]
     report: Option<PathBuf>,
 }
@@ -261,27 +286,6 @@ impl From<ClusterError> for NodeError {
     }
 }
 
-fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
-    match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nessie-node: error: {e}");
-            match e {
-                NodeError::Verbs(v) if v.is_no_device() => ExitCode::from(2),
-                _ => ExitCode::FAILURE,
-            }
-        }
-    }
-}
-
 /// Prints what this node's server workers did (CPU time, requests, errors).
 fn print_servers(servers: &Option<ServerPool>) {
     if let Some(p) = servers {
@@ -307,7 +311,7 @@ fn serve_until_stopped(ignore_stdin: bool) {
     wait_for_stop(ignore_stdin);
 }
 
-fn run(cli: &Cli) -> Result<(), NodeError> {
+fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     let args = match &cli.cmd {
         Cmd::Info => SystemArgs::default(),
         Cmd::Serve(a) => a.system.clone(),
@@ -343,7 +347,7 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
                 delete_pct: a.delete_pct,
                 duration: Duration::from_secs_f64(a.seconds.max(0.0)),
                 preload: !a.no_preload,
-                seed: a.seed ^ u64::from(node.0),
+                seed: a.seed,
                 max_ops: a.ops,
                 think: Duration::from_micros(a.think_us),
                 record: a.history.is_some(),
@@ -355,7 +359,7 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
         _ => None,
     };
     // The regions are sized for the system; its tag joins the fingerprint.
-    let fabric = VerbsFabric::start(file.for_system(&sys)?, &[node])?;
+    let fabric = VerbsFabric::start(deployment(file, &sys)?, &[node])?;
     let cluster = fabric.cluster();
     if let Some(r) = fabric.report(node) {
         println!("{r}");
@@ -384,7 +388,7 @@ fn run(cli: &Cli) -> Result<(), NodeError> {
                 a.clients, sys.kind, a.keys, a.key_size, a.value_size, a.get_pct, a.delete_pct, a.seconds
             );
             let mine: Vec<&ServerPool> = servers.iter().collect();
-            let report = workload::run(&fabric, node, &sys, &spec, &mine)?;
+            let report = system::run_system(&fabric, node, &sys, &spec, &mine)?;
             if let Some(path) = &a.history {
                 let mut text = String::new();
                 for h in &report.history {

@@ -1,0 +1,214 @@
+//! Recorded histories: every operation of a run with its result and
+//! `CLOCK_MONOTONIC` invocation and response times ([`HistoryRecord`]),
+//! one line of text each, so that the histories of several node processes
+//! on one machine can be merged and checked for linearizability; and the
+//! names reports and histories give errors ([`error_kind`]).
+
+use nessie_protocol::Error;
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the same clock for every process of
+/// one machine (recorded histories from several processes are ordered by it).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always
+    // exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// What a recorded operation did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistoryOp {
+    /// GET.
+    Get,
+    /// PUT of a value.
+    Put(Vec<u8>),
+    /// DELETE.
+    Delete,
+}
+
+/// What a recorded operation returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistoryRet {
+    /// A GET's value (`None`: not found).
+    Get(Option<Vec<u8>>),
+    /// A PUT's or DELETE's "the key existed".
+    Existed(bool),
+    /// It failed, with the error's kind ([`error_kind`]).
+    Failed(String),
+}
+
+/// One recorded operation: which client (node x 1000 + index), the key,
+/// the operation, its result, and when it was invoked and returned
+/// (`CLOCK_MONOTONIC` ns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryRecord {
+    /// Node x 1000 + client index.
+    pub client: u64,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The operation.
+    pub op: HistoryOp,
+    /// Its result.
+    pub ret: HistoryRet,
+    /// Invocation time.
+    pub invoke: u64,
+    /// Response time.
+    pub response: u64,
+}
+
+fn hex(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "=".into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s == "=" {
+        return Some(Vec::new());
+    }
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
+}
+
+impl HistoryRecord {
+    /// One line of text: `client invoke response key op value result`
+    /// (bytes in hex, `-` where there is none, error kinds with `_` for spaces).
+    pub fn to_line(&self) -> String {
+        let (op, value) = match &self.op {
+            HistoryOp::Get => ("get", "-".to_string()),
+            HistoryOp::Put(v) => ("put", hex(v)),
+            HistoryOp::Delete => ("delete", "-".to_string()),
+        };
+        let ret = match &self.ret {
+            HistoryRet::Get(Some(v)) => format!("value:{}", hex(v)),
+            HistoryRet::Get(None) => "missing".into(),
+            HistoryRet::Existed(e) => format!("existed:{e}"),
+            HistoryRet::Failed(k) => format!("failed:{}", k.replace(' ', "_")),
+        };
+        format!(
+            "{} {} {} {} {op} {value} {ret}",
+            self.client,
+            self.invoke,
+            self.response,
+            hex(&self.key)
+        )
+    }
+
+    /// Parses [`HistoryRecord::to_line`]'s output.
+    pub fn parse_line(line: &str) -> Option<HistoryRecord> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 7 {
+            return None;
+        }
+        let op = match (f[4], f[5]) {
+            ("get", _) => HistoryOp::Get,
+            ("put", v) => HistoryOp::Put(unhex(v)?),
+            ("delete", _) => HistoryOp::Delete,
+            _ => return None,
+        };
+        let ret = if let Some(v) = f[6].strip_prefix("value:") {
+            HistoryRet::Get(Some(unhex(v)?))
+        } else if f[6] == "missing" {
+            HistoryRet::Get(None)
+        } else if let Some(e) = f[6].strip_prefix("existed:") {
+            HistoryRet::Existed(e.parse().ok()?)
+        } else {
+            HistoryRet::Failed(f[6].strip_prefix("failed:")?.replace('_', " "))
+        };
+        Some(HistoryRecord {
+            client: f[0].parse().ok()?,
+            invoke: f[1].parse().ok()?,
+            response: f[2].parse().ok()?,
+            key: unhex(f[3])?,
+            op,
+            ret,
+        })
+    }
+}
+
+/// The kind of an error as reports and histories name it: the variant, and
+/// the node for an unreachable one (`unreachable node2`).
+pub fn error_kind(e: &Error) -> String {
+    match e {
+        Error::Unreachable(n) => format!("unreachable {n}"),
+        Error::OutcomeUnknown(_) => "outcome unknown".into(),
+        Error::Timeout => "timeout".into(),
+        Error::Conflict => "conflict".into(),
+        Error::Fabric(f) => {
+            let s = f.to_string();
+            let s = s.split(':').take(2).collect::<Vec<_>>().join(":");
+            format!("fabric {}", s.chars().take(60).collect::<String>())
+        }
+        other => {
+            let d = format!("{other:?}");
+            d.split(['(', ' ', '{'])
+                .next()
+                .unwrap_or("error")
+                .to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nessie_protocol::NodeId;
+
+    #[test]
+    fn records_round_trip_as_text() {
+        let put = HistoryRecord {
+            client: 1001,
+            key: b"key-1".to_vec(),
+            op: HistoryOp::Put(b"1:1:7".to_vec()),
+            ret: HistoryRet::Existed(true),
+            invoke: 5,
+            response: 9,
+        };
+        let records = [
+            put.clone(),
+            HistoryRecord {
+                op: HistoryOp::Get,
+                ret: HistoryRet::Get(Some(Vec::new())),
+                ..put.clone()
+            },
+            HistoryRecord {
+                op: HistoryOp::Get,
+                ret: HistoryRet::Get(None),
+                ..put.clone()
+            },
+            HistoryRecord {
+                op: HistoryOp::Delete,
+                ret: HistoryRet::Failed("unreachable node2".into()),
+                key: Vec::new(),
+                ..put.clone()
+            },
+        ];
+        for r in records {
+            assert_eq!(HistoryRecord::parse_line(&r.to_line()), Some(r));
+        }
+        assert_eq!(HistoryRecord::parse_line("1 2 3 zz get - missing"), None);
+        assert_eq!(HistoryRecord::parse_line("1 2 3"), None);
+    }
+
+    #[test]
+    fn errors_are_named_with_the_node_they_concern() {
+        assert_eq!(
+            error_kind(&Error::Unreachable(NodeId(2))),
+            "unreachable node2"
+        );
+        assert_eq!(error_kind(&Error::Timeout), "timeout");
+        assert!(monotonic_ns() > 0);
+    }
+}

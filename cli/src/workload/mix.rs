@@ -1,0 +1,225 @@
+//! Keys and the two [`Source`]s of a mixed-workload run: [`Preload`] (every
+//! key PUT once, spread over the client threads) and [`Mix`] (GETs, PUTs and
+//! DELETEs of uniformly drawn keys in the spec's proportions, every PUT's
+//! value unique so that recorded histories can be checked).
+//!
+//! Keys are `key-<12 digits>` padded with `.` to the key size (the same keys
+//! as `nessie bench`'s).
+
+use std::fmt::Write as _;
+
+use super::driver::{Next, Op, Source};
+use super::spec::WorkloadSpec;
+
+/// The bytes of key `i`.
+pub fn key_of(i: u64, size: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(size as usize);
+    write_key(&mut k, i, size);
+    k
+}
+
+/// Writes the bytes of key `i` into `buf` (replacing its contents), so that
+/// a client thread can reuse one buffer instead of allocating per operation.
+pub fn write_key(buf: &mut Vec<u8>, i: u64, size: u32) {
+    use std::io::Write as _;
+    buf.clear();
+    write!(buf, "key-{i:012}").expect("writing to a Vec cannot fail");
+    buf.resize(size as usize, b'.');
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// PUTs of keys `first`, `first + step`, ... below the spec's key count,
+/// with a value of `v`s.
+pub struct Preload {
+    next: u64,
+    step: u64,
+    keys: u64,
+    key_size: u32,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Preload {
+    /// Client thread `first` of `step` threads preloading `spec`'s keys.
+    pub fn new(spec: &WorkloadSpec, first: u64, step: u64) -> Preload {
+        Preload {
+            next: first,
+            step: step.max(1),
+            keys: u64::from(spec.keys),
+            key_size: spec.key_size,
+            key: Vec::new(),
+            value: vec![b'v'; spec.value_size as usize],
+        }
+    }
+}
+
+impl Source for Preload {
+    fn next(&mut self) -> Option<Next<'_>> {
+        if self.next >= self.keys {
+            return None;
+        }
+        write_key(&mut self.key, self.next, self.key_size);
+        self.next += self.step;
+        Some(Next {
+            op: Op::Put(&self.key, &self.value),
+            arrival: None,
+        })
+    }
+}
+
+/// The mixed workload of one client thread: a uniformly drawn key, then a
+/// GET, DELETE or PUT by the spec's percentages. A PUT's value starts with
+/// `<node>:<client>:<n>` (its thread and its operation number), so no two
+/// PUTs of a run write the same value.
+pub struct Mix {
+    rng: u64,
+    keys: u64,
+    key_size: u32,
+    get_pct: u32,
+    delete_pct: u32,
+    value_size: usize,
+    node: u16,
+    client: u16,
+    n: u64,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    tag: String,
+}
+
+impl Mix {
+    /// The generator of client `client` of node `node` (each thread of a run
+    /// draws its own sequence from `spec.seed`).
+    pub fn new(spec: &WorkloadSpec, node: u16, client: u16) -> Mix {
+        let stream = ((u64::from(node) << 16) | u64::from(client)) + 1;
+        Mix {
+            rng: (spec.seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1,
+            keys: u64::from(spec.keys),
+            key_size: spec.key_size,
+            get_pct: spec.get_pct,
+            delete_pct: spec.delete_pct,
+            value_size: spec.value_size as usize,
+            node,
+            client,
+            n: 0,
+            key: Vec::new(),
+            value: Vec::new(),
+            tag: String::new(),
+        }
+    }
+}
+
+impl Source for Mix {
+    fn next(&mut self) -> Option<Next<'_>> {
+        let k = xorshift(&mut self.rng) % self.keys.max(1);
+        write_key(&mut self.key, k, self.key_size);
+        let dice = (xorshift(&mut self.rng) % 100) as u32;
+        let n = self.n;
+        self.n += 1;
+        let op = if dice < self.get_pct {
+            Op::Get(&self.key)
+        } else if dice < self.get_pct + self.delete_pct {
+            Op::Delete(&self.key)
+        } else {
+            self.value.clear();
+            self.value.resize(self.value_size, b'w');
+            self.tag.clear();
+            let _ = write!(self.tag, "{}:{}:{n}", self.node, self.client);
+            let len = self.tag.len().min(self.value.len());
+            self.value[..len].copy_from_slice(&self.tag.as_bytes()[..len]);
+            Op::Put(&self.key, &self.value)
+        };
+        Some(Next { op, arrival: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::spec::tests::spec;
+
+    fn drain(s: &mut dyn Source, n: usize) -> Vec<String> {
+        (0..n)
+            .map_while(|_| {
+                s.next().map(|x| match x.op {
+                    Op::Get(k) => format!("get {}", String::from_utf8_lossy(k)),
+                    Op::Delete(k) => format!("delete {}", String::from_utf8_lossy(k)),
+                    Op::Put(k, v) => format!(
+                        "put {} {}",
+                        String::from_utf8_lossy(k),
+                        String::from_utf8_lossy(v)
+                    ),
+                    Op::Scan(..) => "scan".into(),
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keys_are_padded_names() {
+        assert_eq!(key_of(42, 20), b"key-000000000042....".to_vec());
+        assert_eq!(key_of(42, 8), b"key-0000".to_vec());
+    }
+
+    #[test]
+    fn the_preload_spreads_every_key_over_the_threads_once() {
+        let s = WorkloadSpec { keys: 10, ..spec() };
+        let mut all: Vec<String> = (0..3)
+            .flat_map(|t| drain(&mut Preload::new(&s, t, 3), 100))
+            .collect();
+        all.sort();
+        let want: Vec<String> = (0..10)
+            .map(|k| {
+                format!(
+                    "put {} {}",
+                    String::from_utf8_lossy(&key_of(k, 16)),
+                    "v".repeat(32)
+                )
+            })
+            .collect();
+        let mut want = want;
+        want.sort();
+        assert_eq!(all, want);
+    }
+
+    #[test]
+    fn the_mix_keeps_its_proportions_and_puts_unique_values() {
+        let s = WorkloadSpec {
+            get_pct: 60,
+            delete_pct: 10,
+            ..spec()
+        };
+        let ops: Vec<String> = [(0, 0), (0, 1), (1, 0)]
+            .iter()
+            .flat_map(|&(node, client)| drain(&mut Mix::new(&s, node, client), 4000))
+            .collect();
+        let count = |p: &str| ops.iter().filter(|o| o.starts_with(p)).count() as f64;
+        let n = ops.len() as f64;
+        assert!(
+            (count("get") / n - 0.6).abs() < 0.03,
+            "{}",
+            count("get") / n
+        );
+        assert!((count("delete") / n - 0.1).abs() < 0.02);
+        assert!((count("put") / n - 0.3).abs() < 0.03);
+        let mut values: Vec<&str> = ops
+            .iter()
+            .filter_map(|o| o.strip_prefix("put "))
+            .map(|o| o.split(' ').nth(1).unwrap())
+            .collect();
+        let puts = values.len();
+        values.sort_unstable();
+        values.dedup();
+        assert_eq!(values.len(), puts, "every PUT writes its own value");
+        // Each thread draws its own sequence; one thread its sequence again.
+        let a = drain(&mut Mix::new(&s, 0, 0), 50);
+        assert_eq!(a, drain(&mut Mix::new(&s, 0, 0), 50));
+        assert_ne!(a, drain(&mut Mix::new(&s, 0, 1), 50));
+        assert_ne!(a, drain(&mut Mix::new(&s, 1, 0), 50));
+    }
+}

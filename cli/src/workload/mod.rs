@@ -1,0 +1,33 @@
+//! The one workload driver of every command that drives clients.
+//!
+//! - [`driver`]: the loop of one client thread ([`client_loop`]), generic
+//!   over the client ([`Issuer`]: a blocking client of any system over any
+//!   fabric, or a pipeline of Nessie clients), where its operations come
+//!   from ([`Source`]) and what is kept of them ([`Recorder`]). `nessie
+//!   bench`'s measured slices run it too, with their own key distributions,
+//!   open-loop arrivals and histograms.
+//! - [`mix`]: keys, the preload and the mixed GET/PUT/DELETE source.
+//! - [`spec`]: what a run is asked to do ([`WorkloadSpec`]), checked first.
+//! - [`run`](mod@run): a run over client threads ([`run_workers`]):
+//!   preload, start barrier (optionally one wall-clock instant on every
+//!   node), measured phase, one report. `nessie run` (Nessie on the
+//!   simulated fabric) and `nessie node run` (any system on RDMA) both are
+//!   this.
+//! - [`report`]: what a run measured ([`WorkloadReport`]), as one table.
+//! - [`history`]: recorded operations ([`HistoryRecord`]) for
+//!   linearizability checks across processes.
+
+pub mod driver;
+pub mod history;
+pub mod mix;
+pub mod report;
+pub mod run;
+pub mod spec;
+
+pub use driver::{
+    client_loop, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, Source,
+};
+pub use history::{error_kind, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
+pub use report::{quantile_us, KindReport, WorkloadReport};
+pub use run::{run_workers, Worker};
+pub use spec::{check, WorkloadError, WorkloadSpec, START_LATE_LIMIT};

@@ -1,0 +1,221 @@
+//! What a mixed-workload run measured: per operation kind the count,
+//! failures, GET misses, fabric work and every latency ([`KindReport`]),
+//! and for the run the measured time, CPU time of the client threads and
+//! of this process's server workers, failures by kind and, when asked, the
+//! history ([`WorkloadReport`]); printed as one table.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use nessie_protocol::OpStats;
+
+use super::history::HistoryRecord;
+
+/// The `p` quantile of sorted latencies in nanoseconds, in microseconds
+/// (0 for none).
+pub fn quantile_us(sorted_ns: &[u64], p: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted_ns.len() as f64 - 1.0) * p).round() as usize;
+    sorted_ns[i] as f64 / 1000.0
+}
+
+/// Counts of one operation kind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KindReport {
+    /// Operations completed.
+    pub ops: u64,
+    /// Operations that returned an error.
+    pub failures: u64,
+    /// GETs that found no value (not counted as failures, but not as GETs
+    /// that returned a value either).
+    pub misses: u64,
+    /// Fabric work summed.
+    pub fabric: OpStats,
+    /// Value bytes returned by GETs that found their key.
+    pub value_bytes: u64,
+    /// Latencies in nanoseconds (sorted once the run is over).
+    pub latencies_ns: Vec<u64>,
+}
+
+impl KindReport {
+    /// Adds another thread's counts (the latencies need sorting after).
+    pub fn merge(&mut self, o: KindReport) {
+        self.ops += o.ops;
+        self.failures += o.failures;
+        self.misses += o.misses;
+        self.fabric += o.fabric;
+        self.value_bytes += o.value_bytes;
+        self.latencies_ns.extend(o.latencies_ns);
+    }
+
+    /// The `p` quantile of the latencies in microseconds.
+    pub fn quantile_us(&self, p: f64) -> f64 {
+        quantile_us(&self.latencies_ns, p)
+    }
+}
+
+/// The result: GET, PUT and DELETE reports, the measured time and the CPU
+/// time spent on it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WorkloadReport {
+    /// The system run (its command-line name).
+    pub system: String,
+    /// GET, PUT, DELETE.
+    pub kinds: [KindReport; 3],
+    /// Seconds measured.
+    pub seconds: f64,
+    /// CPU time of the client threads during the measured phase.
+    pub client_cpu: Duration,
+    /// CPU time of the server workers given to
+    /// [`run_workers`](super::run_workers) during the measured phase (zero
+    /// for Nessie, which has none).
+    pub server_cpu: Duration,
+    /// Requests those server workers served during the measured phase.
+    pub server_requests: u64,
+    /// Failures by error kind ([`error_kind`](super::error_kind)).
+    pub errors: BTreeMap<String, u64>,
+    /// Every operation, when [`WorkloadSpec::record`](super::WorkloadSpec::record)
+    /// asked for it.
+    pub history: Vec<HistoryRecord>,
+    /// [`WorkloadSpec::start_at`](super::WorkloadSpec::start_at), ns since
+    /// the Unix epoch.
+    pub start_at_unix_ns: Option<u64>,
+    /// When measuring started, ns since the Unix epoch.
+    pub started_unix_ns: u64,
+}
+
+impl std::fmt::Display for WorkloadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ops: u64 = self.kinds.iter().map(|k| k.ops).sum();
+        let secs = self.seconds.max(1e-9);
+        let system = if self.system.is_empty() {
+            "nessie"
+        } else {
+            &self.system
+        };
+        writeln!(
+            f,
+            "{system}: {ops} operations in {:.2} s: {:.0} ops/s, goodput {:.1} MB/s of values read",
+            self.seconds,
+            ops as f64 / secs,
+            self.kinds[0].value_bytes as f64 / secs / 1e6
+        )?;
+        writeln!(
+            f,
+            "{:<7} {:>9} {:>8} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
+            "op", "count", "p50 us", "p99 us", "p99.9 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs", "retries"
+        )?;
+        for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&self.kinds) {
+            if k.ops == 0 {
+                continue;
+            }
+            let n = k.ops as f64;
+            let s = &k.fabric;
+            writeln!(
+                f,
+                "{:<7} {:>9} {:>8.1} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2} {:>7.3}",
+                name,
+                k.ops,
+                k.quantile_us(0.5),
+                k.quantile_us(0.99),
+                k.quantile_us(0.999),
+                k.failures,
+                s.index_reads as f64 / n,
+                s.data_reads as f64 / n,
+                s.writes as f64 / n,
+                s.server_writes as f64 / n,
+                s.cas() as f64 / n,
+                (s.local_reads + s.local_writes) as f64 / n,
+                s.fabric_bytes as f64 / n,
+                s.round_trips as f64 / n,
+                (s.attempts as f64 - n) / n,
+            )?;
+        }
+        let gets = &self.kinds[0];
+        writeln!(
+            f,
+            "GETs: {} returned a value, {} found no value, {} failed",
+            gets.ops - gets.misses - gets.failures,
+            gets.misses,
+            gets.failures
+        )?;
+        for (e, c) in &self.errors {
+            writeln!(f, "errors: {c} x {e}")?;
+        }
+        let all = self.kinds.iter().fold(OpStats::default(), |mut a, k| {
+            a += k.fabric;
+            a
+        });
+        writeln!(
+            f,
+            "protocol events: {} migrations ({} recursive), {} recoveries, {} helps",
+            all.migrations, all.deep_migrations, all.recoveries, all.helps
+        )?;
+        let per_op = |d: Duration| d.as_secs_f64() * 1e6 / (ops.max(1) as f64);
+        write!(
+            f,
+            "CPU: client threads {:.3} s ({:.2} us/op)",
+            self.client_cpu.as_secs_f64(),
+            per_op(self.client_cpu),
+        )?;
+        if system != "nessie" {
+            write!(
+                f,
+                ", server workers of this node {:.3} s ({:.2} us/op, {} requests served)",
+                self.server_cpu.as_secs_f64(),
+                per_op(self.server_cpu),
+                self.server_requests
+            )?;
+        }
+        writeln!(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_pick_the_nearest_rank() {
+        assert_eq!(quantile_us(&[], 0.5), 0.0);
+        let l: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
+        assert_eq!(quantile_us(&l, 0.0), 1.0);
+        assert_eq!(quantile_us(&l, 0.5), 501.0);
+        assert_eq!(quantile_us(&l, 0.99), 990.0);
+        assert_eq!(quantile_us(&l, 1.0), 1000.0);
+    }
+
+    #[test]
+    fn the_table_counts_misses_apart_and_names_failures() {
+        let mut r = WorkloadReport {
+            system: "pilaf".into(),
+            seconds: 2.0,
+            ..WorkloadReport::default()
+        };
+        r.kinds[0] = KindReport {
+            ops: 10,
+            failures: 1,
+            misses: 3,
+            value_bytes: 4_000_000,
+            latencies_ns: vec![1_000; 10],
+            ..KindReport::default()
+        };
+        r.errors.insert("unreachable node2".into(), 1);
+        let text = r.to_string();
+        assert!(
+            text.starts_with("pilaf: 10 operations in 2.00 s: 5 ops/s, goodput 2.0 MB/s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("GETs: 6 returned a value, 3 found no value, 1 failed"),
+            "{text}"
+        );
+        assert!(text.contains("errors: 1 x unreachable node2"), "{text}");
+        assert!(
+            !text.contains("\nPUT"),
+            "kinds without operations are left out: {text}"
+        );
+    }
+}

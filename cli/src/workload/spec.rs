@@ -1,0 +1,156 @@
+//! What a mixed-workload run is asked to do ([`WorkloadSpec`]), checked
+//! against the store's configuration before anything starts, and why a run
+//! could not be done ([`WorkloadError`]).
+
+use std::time::{Duration, SystemTime};
+
+use nessie_protocol::{Config, Error};
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadSpec {
+    /// Client threads on each node the run drives.
+    pub clients: u16,
+    /// Distinct keys.
+    pub keys: u32,
+    /// Key size in bytes (at least 8).
+    pub key_size: u32,
+    /// Value size in bytes.
+    pub value_size: u32,
+    /// Percent of GETs.
+    pub get_pct: u32,
+    /// Percent of DELETEs.
+    pub delete_pct: u32,
+    /// Duration of the measured phase.
+    pub duration: Duration,
+    /// PUT every key once before measuring.
+    pub preload: bool,
+    /// Seed of the generators.
+    pub seed: u64,
+    /// Most operations per client thread (0: as many as fit the duration).
+    pub max_ops: u64,
+    /// Pause of each client thread after each finished operation (zero: none).
+    pub think: Duration,
+    /// Record every operation of the measured phase
+    /// ([`super::WorkloadReport::history`]).
+    pub record: bool,
+    /// The wall-clock instant at which to start measuring, the same on every
+    /// node of a run (their clocks agree within the cluster's `clock_skew`,
+    /// checked when they connect): a start barrier across nodes that needs
+    /// no messages. The run fails if the instant passed more than
+    /// [`START_LATE_LIMIT`] before this node was ready (its preload or
+    /// connections took longer: choose a later instant).
+    pub start_at: Option<SystemTime>,
+}
+
+/// How late a node may be ready for [`WorkloadSpec::start_at`] and still run.
+pub const START_LATE_LIMIT: Duration = Duration::from_millis(100);
+
+/// Why the workload could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// A bad option.
+    #[error("invalid workload: {0}")]
+    Arg(String),
+    /// The store failed for good (opening a client, preloading).
+    #[error(transparent)]
+    Store(#[from] Error),
+}
+
+/// Checks `spec` against the cluster's protocol configuration.
+pub fn check(spec: &WorkloadSpec, cfg: &Config) -> Result<(), WorkloadError> {
+    let bad = |m: String| Err(WorkloadError::Arg(m));
+    if spec.clients == 0 || spec.clients > cfg.clients_per_node {
+        return bad(format!(
+            "--clients must be 1..={} ([store] clients_per_node)",
+            cfg.clients_per_node
+        ));
+    }
+    if spec.keys == 0 || spec.duration.is_zero() {
+        return bad("--keys and --seconds must be positive".into());
+    }
+    if spec.key_size < 8 || spec.key_size > cfg.max_key_len {
+        return bad(format!(
+            "--key-size must be 8..={} ([store] max_key_len)",
+            cfg.max_key_len
+        ));
+    }
+    if spec.value_size > cfg.max_value_len {
+        return bad(format!(
+            "--value-size must be at most {} ([store] max_value_len)",
+            cfg.max_value_len
+        ));
+    }
+    if spec.get_pct + spec.delete_pct > 100 {
+        return bad("--get-pct plus --delete-pct exceeds 100".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A small spec the tests of this crate vary.
+    pub(crate) fn spec() -> WorkloadSpec {
+        WorkloadSpec {
+            clients: 2,
+            keys: 200,
+            key_size: 16,
+            value_size: 32,
+            get_pct: 80,
+            delete_pct: 5,
+            duration: Duration::from_millis(200),
+            preload: true,
+            seed: 3,
+            max_ops: 0,
+            think: Duration::ZERO,
+            record: false,
+            start_at: None,
+        }
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        let cfg = Config {
+            clients_per_node: 2,
+            max_key_len: 16,
+            max_value_len: 32,
+            ..Config::default()
+        };
+        assert!(check(&spec(), &cfg).is_ok());
+        for s in [
+            WorkloadSpec {
+                clients: 3,
+                ..spec()
+            },
+            WorkloadSpec {
+                clients: 0,
+                ..spec()
+            },
+            WorkloadSpec {
+                key_size: 17,
+                ..spec()
+            },
+            WorkloadSpec {
+                key_size: 4,
+                ..spec()
+            },
+            WorkloadSpec {
+                value_size: 33,
+                ..spec()
+            },
+            WorkloadSpec {
+                get_pct: 99,
+                delete_pct: 2,
+                ..spec()
+            },
+            WorkloadSpec { keys: 0, ..spec() },
+        ] {
+            assert!(
+                matches!(check(&s, &cfg), Err(WorkloadError::Arg(_))),
+                "{s:?}"
+            );
+        }
+    }
+}
