@@ -11,7 +11,7 @@ use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
 
-use crate::workload::{self, Blocking, Pipelined, Worker, WorkloadError, WorkloadSpec};
+use crate::workload::{self, Blocking, MixArgs, Pipelined, Worker, WorkloadError};
 
 /// Options of `nessie run`.
 #[derive(Args, Debug, Clone)]
@@ -19,24 +19,9 @@ pub struct RunArgs {
     /// Nodes in the simulated cluster.
     #[arg(long, default_value_t = 3)]
     nodes: u16,
-    /// Client threads per node.
-    #[arg(long, default_value_t = 2)]
-    clients: u16,
-    /// Distinct keys (preloaded before the run).
-    #[arg(long, default_value_t = 10_000)]
-    keys: u32,
-    /// Key size in bytes.
-    #[arg(long, default_value_t = 32)]
-    key_size: u32,
-    /// Value size in bytes.
-    #[arg(long, default_value_t = 256)]
-    value_size: u32,
-    /// Percent of GETs (the rest are PUTs, minus DELETEs).
-    #[arg(long, default_value_t = 90)]
-    get_pct: u32,
-    /// Percent of DELETEs (deleted keys are re-inserted by later PUTs).
-    #[arg(long, default_value_t = 0)]
-    delete_pct: u32,
+    /// The mix.
+    #[command(flatten)]
+    mix: MixArgs,
     /// Seconds to run after the preload.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -57,9 +42,6 @@ pub struct RunArgs {
     /// depth; each in-flight operation runs as its own protocol client).
     #[arg(long, default_value_t = 1)]
     depth: u16,
-    /// Seed of the workload generators.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
 }
 
 /// What went wrong before the run could start.
@@ -80,7 +62,7 @@ pub enum RunError {
 }
 
 fn check(args: &RunArgs) -> Result<Config, RunError> {
-    if args.get_pct + args.delete_pct > 100 {
+    if args.mix.get_pct + args.mix.delete_pct > 100 {
         return Err(RunError::Arg(
             "--get-pct plus --delete-pct exceeds 100".into(),
         ));
@@ -88,22 +70,23 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
     if !(args.load_factor > 0.0 && args.load_factor <= 0.95) {
         return Err(RunError::Arg("--load-factor must be in (0, 0.95]".into()));
     }
-    if args.depth == 0 || u32::from(args.clients) * u32::from(args.depth) > u32::from(u16::MAX) {
+    if args.depth == 0 || u32::from(args.mix.clients) * u32::from(args.depth) > u32::from(u16::MAX)
+    {
         return Err(RunError::Arg(
             "--depth must be at least 1 (and clients x depth fit in 16 bits)".into(),
         ));
     }
-    if args.keys == 0 || args.clients == 0 || args.seconds <= 0.0 || args.key_size < 8 {
+    if args.mix.keys == 0 || args.mix.clients == 0 || args.seconds <= 0.0 || args.mix.key_size < 8 {
         return Err(RunError::Arg(
             "--keys, --clients and --seconds must be positive, --key-size at least 8".into(),
         ));
     }
     let cfg = crate::sizing::store_config(&crate::sizing::Shape {
         nodes: args.nodes,
-        clients: args.clients * args.depth.max(1),
-        keys: u64::from(args.keys),
-        key_size: args.key_size,
-        value_size: args.value_size,
+        clients: args.mix.clients * args.depth.max(1),
+        keys: u64::from(args.mix.keys),
+        key_size: args.mix.key_size,
+        value_size: args.mix.value_size,
         load_factor: args.load_factor,
         migrate_depth: args.migrate_depth,
         expiration: Duration::from_millis(200),
@@ -121,25 +104,12 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let latency = LatencyModel::per_op(Duration::from_nanos((args.latency_us * 1000.0) as u64));
     let sim = SimConfig::from_topology(cfg.topology()).with_latency(latency);
     let fabric = SimFabric::new(sim).map_err(|e| RunError::Sim(e.to_string()))?;
-    let spec = WorkloadSpec {
-        clients: args.clients,
-        keys: args.keys,
-        key_size: args.key_size,
-        value_size: args.value_size,
-        get_pct: args.get_pct,
-        delete_pct: args.delete_pct,
-        duration: Duration::from_secs_f64(args.seconds),
-        preload: true,
-        seed: args.seed,
-        max_ops: 0,
-        think: Duration::ZERO,
-        record: false,
-        start_at: None,
-    };
+    let m = &args.mix;
+    let spec = m.spec(Duration::from_secs_f64(args.seconds));
     workload::check(&spec, &cfg)?;
     println!(
         "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}% GET / {}% DELETE, index load {:.2}, N = {}",
-        cfg.nodes, args.clients, args.depth, args.keys, args.key_size, args.value_size, args.get_pct, args.delete_pct,
+        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_size, m.get_pct, m.delete_pct,
         args.load_factor, cfg.candidates
     );
     // Each client thread is a Nessie client, or a pipeline of `depth` of
@@ -147,7 +117,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     // and run the mix through the one workload driver.
     let threads = || {
         (0..cfg.nodes).flat_map(|n| {
-            (0..args.clients).map(move |t| ClientId {
+            (0..m.clients).map(move |t| ClientId {
                 node: NodeId(n),
                 index: t * args.depth,
             })

@@ -39,7 +39,7 @@ use nessie_protocol::NodeId;
 use super::cluster::{deployment, system_config};
 use super::report::{ClusterReport, ReportError, RunReport};
 use super::system::{self, SystemError};
-use crate::workload::{self, WorkloadSpec};
+use crate::workload::{self, MixArgs, WorkloadSpec};
 
 /// Options of `nessie node`: which node of which cluster, and what to do.
 #[derive(Args, Debug)]
@@ -164,33 +164,15 @@ struct ServeArgs {
 struct RunArgs {
     #[command(flatten)]
     system: SystemArgs,
-    /// Client threads (at most `[store] clients_per_node`).
-    #[arg(long, default_value_t = 2)]
-    clients: u16,
-    /// Distinct keys.
-    #[arg(long, default_value_t = 10_000)]
-    keys: u32,
-    /// Key size in bytes (8 to `[store] max_key_len`).
-    #[arg(long, default_value_t = 32)]
-    key_size: u32,
-    /// Value size in bytes (at most `[store] max_value_len`).
-    #[arg(long, default_value_t = 256)]
-    value_size: u32,
-    /// Percent of GETs (the rest are PUTs, minus DELETEs).
-    #[arg(long, default_value_t = 90)]
-    get_pct: u32,
-    /// Percent of DELETEs.
-    #[arg(long, default_value_t = 0)]
-    delete_pct: u32,
+    /// The mix.
+    #[command(flatten)]
+    mix: MixArgs,
     /// Seconds to measure after the preload.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
     /// Skip the preload (another node already stored the keys).
     #[arg(long)]
     no_preload: bool,
-    /// Seed of the workload generators.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Stop each client after this many operations (0: run for --seconds).
     #[arg(long, default_value_t = 0)]
     ops: u64,
@@ -339,19 +321,12 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     let spec = match &cli.cmd {
         Cmd::Run(a) => {
             let spec = WorkloadSpec {
-                clients: a.clients,
-                keys: a.keys,
-                key_size: a.key_size,
-                value_size: a.value_size,
-                get_pct: a.get_pct,
-                delete_pct: a.delete_pct,
-                duration: Duration::from_secs_f64(a.seconds.max(0.0)),
                 preload: !a.no_preload,
-                seed: a.seed,
                 max_ops: a.ops,
                 think: Duration::from_micros(a.think_us),
                 record: a.history.is_some(),
                 start_at: a.start_at.map(start_instant).transpose()?,
+                ..a.mix.spec(Duration::from_secs_f64(a.seconds.max(0.0)))
             };
             workload::check(&spec, &sys.store)?;
             Some(spec)
@@ -385,7 +360,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         (Cmd::Run(a), Some(spec)) => {
             println!(
                 "running {} clients of {} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE, {} s (connecting to every node first)",
-                a.clients, sys.kind, a.keys, a.key_size, a.value_size, a.get_pct, a.delete_pct, a.seconds
+                a.mix.clients, sys.kind, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.get_pct, a.mix.delete_pct, a.seconds
             );
             let mine: Vec<&ServerPool> = servers.iter().collect();
             let report = system::run_system(&fabric, node, &sys, &spec, &mine)?;

@@ -14,85 +14,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::{quantile_us, KindReport, WorkloadReport};
+use crate::workload::report::write_kinds;
+use crate::workload::{KindSummary, WorkloadReport};
 
 /// The default start spread above which the merged report warns that the
 /// nodes' measured windows do not line up.
 pub const START_SPREAD_WARN_US: u64 = 10_000;
-
-/// One operation kind's results on one node.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct KindSummary {
-    /// Operations completed.
-    pub ops: u64,
-    /// Operations that returned an error.
-    pub failures: u64,
-    /// GETs that found no value.
-    pub misses: u64,
-    /// Index table READs.
-    pub index_reads: u64,
-    /// Data table READs.
-    pub data_reads: u64,
-    /// Client WRITEs.
-    pub writes: u64,
-    /// Server response WRITEs.
-    pub server_writes: u64,
-    /// CASes.
-    pub cas: u64,
-    /// CPU reads and writes of the node's own memory.
-    pub local: u64,
-    /// Bytes on the fabric.
-    pub fabric_bytes: u64,
-    /// Remote round trips.
-    pub round_trips: u64,
-    /// Attempts (retries are attempts beyond one per operation).
-    pub attempts: u64,
-    /// Latencies in nanoseconds, sorted.
-    pub latencies_ns: Vec<u64>,
-}
-
-impl KindSummary {
-    fn of(k: &KindReport) -> KindSummary {
-        let s = &k.fabric;
-        KindSummary {
-            ops: k.ops,
-            failures: k.failures,
-            misses: k.misses,
-            index_reads: s.index_reads,
-            data_reads: s.data_reads,
-            writes: s.writes,
-            server_writes: s.server_writes,
-            cas: s.cas(),
-            local: s.local_reads + s.local_writes,
-            fabric_bytes: s.fabric_bytes,
-            round_trips: s.round_trips,
-            attempts: s.attempts,
-            latencies_ns: k.latencies_ns.clone(),
-        }
-    }
-
-    fn merge(&mut self, o: &KindSummary) {
-        self.ops += o.ops;
-        self.failures += o.failures;
-        self.misses += o.misses;
-        self.index_reads += o.index_reads;
-        self.data_reads += o.data_reads;
-        self.writes += o.writes;
-        self.server_writes += o.server_writes;
-        self.cas += o.cas;
-        self.local += o.local;
-        self.fabric_bytes += o.fabric_bytes;
-        self.round_trips += o.round_trips;
-        self.attempts += o.attempts;
-        self.latencies_ns.extend_from_slice(&o.latencies_ns);
-        self.latencies_ns.sort_unstable();
-    }
-
-    /// The `p` quantile of the latencies, µs.
-    pub fn quantile_us(&self, p: f64) -> f64 {
-        quantile_us(&self.latencies_ns, p)
-    }
-}
 
 /// One node's results, as `nessie node run --report FILE` writes them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -322,42 +249,7 @@ impl fmt::Display for ClusterReport {
                 }
             )?;
         }
-        writeln!(
-            f,
-            "{:<7} {:>9} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6}",
-            "op", "count", "p50 us", "p99 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs"
-        )?;
-        for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&self.total) {
-            if k.ops == 0 {
-                continue;
-            }
-            let n = k.ops as f64;
-            writeln!(
-                f,
-                "{:<7} {:>9} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2}",
-                name,
-                k.ops,
-                k.quantile_us(0.5),
-                k.quantile_us(0.99),
-                k.failures,
-                k.index_reads as f64 / n,
-                k.data_reads as f64 / n,
-                k.writes as f64 / n,
-                k.server_writes as f64 / n,
-                k.cas as f64 / n,
-                k.local as f64 / n,
-                k.fabric_bytes as f64 / n,
-                k.round_trips as f64 / n,
-            )?;
-        }
-        let gets = &self.total[0];
-        writeln!(
-            f,
-            "GETs: {} returned a value, {} found no value, {} failed",
-            gets.ops - gets.misses - gets.failures,
-            gets.misses,
-            gets.failures
-        )?;
+        write_kinds(f, &self.total)?;
         let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
         for n in &self.nodes {
             for (e, c) in &n.errors {

@@ -28,6 +28,6 @@ pub use driver::{
     client_loop, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, Source,
 };
 pub use history::{error_kind, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
-pub use report::{quantile_us, KindReport, WorkloadReport};
+pub use report::{quantile_us, KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, Worker};
-pub use spec::{check, WorkloadError, WorkloadSpec, START_LATE_LIMIT};
+pub use spec::{check, MixArgs, WorkloadError, WorkloadSpec, START_LATE_LIMIT};

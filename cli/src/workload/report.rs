@@ -2,12 +2,14 @@
 //! failures, GET misses, fabric work and every latency ([`KindReport`]),
 //! and for the run the measured time, CPU time of the client threads and
 //! of this process's server workers, failures by kind and, when asked, the
-//! history ([`WorkloadReport`]); printed as one table.
+//! history ([`WorkloadReport`]); its flat form ([`KindSummary`]) and the
+//! table every report prints ([`write_kinds`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nessie_protocol::OpStats;
+use serde::{Deserialize, Serialize};
 
 use super::history::HistoryRecord;
 
@@ -56,6 +58,127 @@ impl KindReport {
     }
 }
 
+/// One operation kind's results as a flat record (what node reports store
+/// as JSON, and what the tables print).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindSummary {
+    /// Operations completed.
+    pub ops: u64,
+    /// Operations that returned an error.
+    pub failures: u64,
+    /// GETs that found no value.
+    pub misses: u64,
+    /// Index table READs.
+    pub index_reads: u64,
+    /// Data table READs.
+    pub data_reads: u64,
+    /// Client WRITEs.
+    pub writes: u64,
+    /// Server response WRITEs.
+    pub server_writes: u64,
+    /// CASes.
+    pub cas: u64,
+    /// CPU reads and writes of the node's own memory.
+    pub local: u64,
+    /// Bytes on the fabric.
+    pub fabric_bytes: u64,
+    /// Remote round trips.
+    pub round_trips: u64,
+    /// Attempts (retries are attempts beyond one per operation).
+    pub attempts: u64,
+    /// Latencies in nanoseconds, sorted.
+    pub latencies_ns: Vec<u64>,
+}
+
+impl KindSummary {
+    /// The summary of `k`.
+    pub fn of(k: &KindReport) -> KindSummary {
+        let s = &k.fabric;
+        KindSummary {
+            ops: k.ops,
+            failures: k.failures,
+            misses: k.misses,
+            index_reads: s.index_reads,
+            data_reads: s.data_reads,
+            writes: s.writes,
+            server_writes: s.server_writes,
+            cas: s.cas(),
+            local: s.local_reads + s.local_writes,
+            fabric_bytes: s.fabric_bytes,
+            round_trips: s.round_trips,
+            attempts: s.attempts,
+            latencies_ns: k.latencies_ns.clone(),
+        }
+    }
+
+    /// Adds another node's results (latencies kept sorted).
+    pub fn merge(&mut self, o: &KindSummary) {
+        self.ops += o.ops;
+        self.failures += o.failures;
+        self.misses += o.misses;
+        self.index_reads += o.index_reads;
+        self.data_reads += o.data_reads;
+        self.writes += o.writes;
+        self.server_writes += o.server_writes;
+        self.cas += o.cas;
+        self.local += o.local;
+        self.fabric_bytes += o.fabric_bytes;
+        self.round_trips += o.round_trips;
+        self.attempts += o.attempts;
+        self.latencies_ns.extend_from_slice(&o.latencies_ns);
+        self.latencies_ns.sort_unstable();
+    }
+
+    /// The `p` quantile of the latencies, µs.
+    pub fn quantile_us(&self, p: f64) -> f64 {
+        quantile_us(&self.latencies_ns, p)
+    }
+}
+
+/// Writes the per-kind table (GET, PUT, DELETE: count, latency quantiles,
+/// failures and the fabric work per operation) and the GET line (values
+/// returned, misses, failures).
+pub fn write_kinds(f: &mut std::fmt::Formatter<'_>, kinds: &[KindSummary; 3]) -> std::fmt::Result {
+    writeln!(
+        f,
+        "{:<7} {:>9} {:>8} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
+        "op", "count", "p50 us", "p99 us", "p99.9 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs", "retries"
+    )?;
+    for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(kinds) {
+        if k.ops == 0 {
+            continue;
+        }
+        let n = k.ops as f64;
+        writeln!(
+            f,
+            "{:<7} {:>9} {:>8.1} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2} {:>7.3}",
+            name,
+            k.ops,
+            k.quantile_us(0.5),
+            k.quantile_us(0.99),
+            k.quantile_us(0.999),
+            k.failures,
+            k.index_reads as f64 / n,
+            k.data_reads as f64 / n,
+            k.writes as f64 / n,
+            k.server_writes as f64 / n,
+            k.cas as f64 / n,
+            k.local as f64 / n,
+            k.fabric_bytes as f64 / n,
+            k.round_trips as f64 / n,
+            (k.attempts as f64 - n) / n,
+        )?;
+    }
+    let gets = &kinds[0];
+    writeln!(
+        f,
+        "GETs: {} returned a value, {} found no value, {} failed",
+        gets.ops - gets.misses - gets.failures,
+        gets.misses,
+        gets.failures
+    )
+}
+
 /// The result: GET, PUT and DELETE reports, the measured time and the CPU
 /// time spent on it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -102,45 +225,7 @@ impl std::fmt::Display for WorkloadReport {
             ops as f64 / secs,
             self.kinds[0].value_bytes as f64 / secs / 1e6
         )?;
-        writeln!(
-            f,
-            "{:<7} {:>9} {:>8} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
-            "op", "count", "p50 us", "p99 us", "p99.9 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs", "retries"
-        )?;
-        for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&self.kinds) {
-            if k.ops == 0 {
-                continue;
-            }
-            let n = k.ops as f64;
-            let s = &k.fabric;
-            writeln!(
-                f,
-                "{:<7} {:>9} {:>8.1} {:>8.1} {:>8.1} {:>8} |                {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9.0} {:>6.2} {:>7.3}",
-                name,
-                k.ops,
-                k.quantile_us(0.5),
-                k.quantile_us(0.99),
-                k.quantile_us(0.999),
-                k.failures,
-                s.index_reads as f64 / n,
-                s.data_reads as f64 / n,
-                s.writes as f64 / n,
-                s.server_writes as f64 / n,
-                s.cas() as f64 / n,
-                (s.local_reads + s.local_writes) as f64 / n,
-                s.fabric_bytes as f64 / n,
-                s.round_trips as f64 / n,
-                (s.attempts as f64 - n) / n,
-            )?;
-        }
-        let gets = &self.kinds[0];
-        writeln!(
-            f,
-            "GETs: {} returned a value, {} found no value, {} failed",
-            gets.ops - gets.misses - gets.failures,
-            gets.misses,
-            gets.failures
-        )?;
+        write_kinds(f, &self.kinds.each_ref().map(KindSummary::of))?;
         for (e, c) in &self.errors {
             writeln!(f, "errors: {c} x {e}")?;
         }

@@ -1,10 +1,63 @@
-//! What a mixed-workload run is asked to do ([`WorkloadSpec`]), checked
-//! against the store's configuration before anything starts, and why a run
-//! could not be done ([`WorkloadError`]).
+//! What a mixed-workload run is asked to do ([`WorkloadSpec`]; the command
+//! line options of the mix, [`MixArgs`], are shared by `nessie run` and
+//! `nessie node run`), checked against the store's configuration before
+//! anything starts, and why a run could not be done ([`WorkloadError`]).
 
 use std::time::{Duration, SystemTime};
 
+use clap::Args;
 use nessie_protocol::{Config, Error};
+
+/// The options of the mixed workload, as `nessie run` and `nessie node
+/// run` take them.
+#[derive(Args, Clone, Debug, PartialEq)]
+pub struct MixArgs {
+    /// Client threads per node (`nessie node`: at most `[store]
+    /// clients_per_node`).
+    #[arg(long, default_value_t = 2)]
+    pub clients: u16,
+    /// Distinct keys.
+    #[arg(long, default_value_t = 10_000)]
+    pub keys: u32,
+    /// Key size in bytes (at least 8; `nessie node`: at most `[store]
+    /// max_key_len`).
+    #[arg(long, default_value_t = 32)]
+    pub key_size: u32,
+    /// Value size in bytes (`nessie node`: at most `[store] max_value_len`).
+    #[arg(long, default_value_t = 256)]
+    pub value_size: u32,
+    /// Percent of GETs (the rest are PUTs, minus DELETEs).
+    #[arg(long, default_value_t = 90)]
+    pub get_pct: u32,
+    /// Percent of DELETEs (deleted keys are re-inserted by later PUTs).
+    #[arg(long, default_value_t = 0)]
+    pub delete_pct: u32,
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl MixArgs {
+    /// The spec of a run of these options measured for `duration`, keys
+    /// preloaded first, nothing recorded.
+    pub fn spec(&self, duration: Duration) -> WorkloadSpec {
+        WorkloadSpec {
+            clients: self.clients,
+            keys: self.keys,
+            key_size: self.key_size,
+            value_size: self.value_size,
+            get_pct: self.get_pct,
+            delete_pct: self.delete_pct,
+            duration,
+            preload: true,
+            seed: self.seed,
+            max_ops: 0,
+            think: Duration::ZERO,
+            record: false,
+            start_at: None,
+        }
+    }
+}
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq)]
