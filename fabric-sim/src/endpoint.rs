@@ -82,6 +82,44 @@ impl SimEndpoint {
         let at = self.pending.partition_point(|p| p.ready <= ready);
         self.pending.insert(at, Pending { ready, completion });
     }
+
+    /// [`Endpoint::post`] and [`Endpoint::post_unsignaled`]: the operation
+    /// is performed at once; its completion is queued unless it succeeded
+    /// and `signaled` is false.
+    fn post_as(&mut self, wr: WorkRequest, signaled: bool) -> Result<(), FabricError> {
+        self.gate.pass();
+        let fabric = self.fabric.clone();
+        if fabric.node_state(self.node)?.is_down() {
+            return Err(FabricError::NodeDown(self.node));
+        }
+        let posted = Instant::now();
+        let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
+        let done = fabric.execute(self.node, &wr.op);
+        let (result, deliver) = (done.result, done.deliver);
+        let ok = result.is_ok();
+        self.counters.record(kind, bytes, ok);
+        if let Some(target) = done.target {
+            target.counters.record(kind, bytes, ok);
+        }
+        if !ok {
+            tracing::trace!(node = %self.node, id = wr.id.0, ?result, "sim endpoint: operation failed");
+        }
+        if !deliver {
+            tracing::trace!(node = %self.node, id = wr.id.0, "sim endpoint: completion lost (injected)");
+            return Ok(());
+        }
+        if ok && !signaled {
+            return Ok(());
+        }
+        let delay = if nic {
+            fabric.config().latency.delay(bytes)
+        } else {
+            Duration::ZERO
+        };
+        let ready = posted.checked_add(delay).unwrap_or(posted);
+        self.enqueue(ready, Completion { id: wr.id, result });
+        Ok(())
+    }
 }
 
 impl Endpoint for SimEndpoint {
@@ -105,35 +143,14 @@ impl Endpoint for SimEndpoint {
     /// otherwise performs the operation and queues its completion (which
     /// carries any error of the operation itself).
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
-        self.gate.pass();
-        let fabric = self.fabric.clone();
-        if fabric.node_state(self.node)?.is_down() {
-            return Err(FabricError::NodeDown(self.node));
-        }
-        let posted = Instant::now();
-        let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
-        let done = fabric.execute(self.node, &wr.op);
-        let (result, deliver) = (done.result, done.deliver);
-        let ok = result.is_ok();
-        self.counters.record(kind, bytes, ok);
-        if let Some(target) = done.target {
-            target.counters.record(kind, bytes, ok);
-        }
-        if !ok {
-            tracing::trace!(node = %self.node, id = wr.id.0, ?result, "sim endpoint: operation failed");
-        }
-        if !deliver {
-            tracing::trace!(node = %self.node, id = wr.id.0, "sim endpoint: completion lost (injected)");
-            return Ok(());
-        }
-        let delay = if nic {
-            fabric.config().latency.delay(bytes)
-        } else {
-            Duration::ZERO
-        };
-        let ready = posted.checked_add(delay).unwrap_or(posted);
-        self.enqueue(ready, Completion { id: wr.id, result });
-        Ok(())
+        self.post_as(wr, true)
+    }
+
+    /// As [`Endpoint::post`], but a successful operation queues no
+    /// completion (a failed one queues its error, after the latency, as
+    /// usual; an injected lost completion stays lost).
+    fn post_unsignaled(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        self.post_as(wr, false)
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) {

@@ -42,6 +42,22 @@
 //! answered or `connect_timeout_ms` passed: nodes still down are connected
 //! lazily later.
 //!
+//! Unsignaled requests ([`Endpoint::post_unsignaled`], e.g. a server's
+//! response WRITEs) are posted without `IBV_SEND_SIGNALED`, except every
+//! k-th of a queue pair's run of them ([`crate::policy::signal_every`]: a
+//! quarter of the send queue, at most 64), whose completion the endpoint
+//! swallows: a send queue slot is reclaimed only by a signaled completion,
+//! and on an RC queue pair completions come in posting order, so a
+//! completion retires every unsignaled request posted before it as done.
+//! A run left without a later signaled request (the caller stopped
+//! posting) is closed by a probe: half a deadline after the run began, the
+//! endpoint posts its own signaled 8-byte READ of the node's data region,
+//! whose completion retires the run (and is swallowed). Unsignaled requests
+//! keep their deadlines (A2): one not known to be done by then fails its
+//! queue pair like any other. A failed unsignaled request still completes,
+//! with its id and error (the NIC reports errors and flushes of unsignaled
+//! requests too); a successful one never does.
+//!
 //! `LocalRead`/`LocalWrite` are CPU copies of the node's own data region
 //! (word-wise atomics) and complete at once.
 
@@ -64,7 +80,9 @@ use crate::ffi::cm::{CmId, EventChannel};
 use crate::ffi::cq::{Cq, Wc};
 use crate::ffi::memory::Mr;
 use crate::node::NodeShared;
-use crate::policy::{effective_send_depth, needs_fence, NicOp, Outstanding, RegionKind};
+use crate::policy::{
+    effective_send_depth, needs_fence, signal_every, NicOp, Outstanding, RegionKind,
+};
 use crate::remote::{check_range, AddressBook};
 use crate::staging::Arena;
 use crate::status::map_status;
@@ -85,6 +103,14 @@ pub const PERMANENT_HOLD_OFF: Duration = Duration::from_secs(30);
 const FLUSH_GRACE: Duration = Duration::from_secs(1);
 /// How often the `rdma_cm` events of the endpoint's connections are read.
 const EVENT_CHECK_INTERVAL: Duration = Duration::from_millis(1);
+
+/// How long after the first of a run of unsignaled requests the endpoint
+/// probes the queue pair, if no signaled request followed: half the
+/// shortest deadline, so the run is known to be done before any of its
+/// deadlines passes.
+fn probe_after(t: &crate::cluster::Timing) -> Duration {
+    t.landing_deadline.min(t.read_deadline) / 2
+}
 
 /// How long after a failed re-dial the next may start, given how many
 /// re-dials of the node failed in a row.
@@ -124,6 +150,33 @@ struct Peer {
     dialer: Option<Sender<Duration>>,
     /// In the list of peers whose batch waits for a doorbell.
     dirty: bool,
+    /// Unsignaled requests posted since the last signaled one.
+    unsignaled_run: u32,
+    /// When the first of them was posted (a probe is due half a deadline
+    /// later, unless a signaled request follows).
+    run_since: Option<Instant>,
+    /// A probe is accepted or posted and not completed.
+    probing: bool,
+}
+
+impl Peer {
+    /// The queue pair is new or gone: nothing of it is in flight.
+    fn reset_run(&mut self) {
+        self.out = Outstanding::default();
+        self.unsignaled_run = 0;
+        self.run_since = None;
+    }
+}
+
+/// Who wants a request's completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signal {
+    /// [`Endpoint::post`]: the caller, whatever its outcome.
+    Caller,
+    /// [`Endpoint::post_unsignaled`]: the caller, only if it failed.
+    Unsignaled,
+    /// The endpoint's probe closing a run of unsignaled requests: nobody.
+    Probe,
 }
 
 /// Where a request's local bytes live.
@@ -149,6 +202,10 @@ struct InFlight {
     deadline: Option<Instant>,
     /// Its deadline passed and its queue pair was failed for it.
     expired: bool,
+    /// Who wants its completion.
+    signal: Signal,
+    /// Posted with `IBV_SEND_SIGNALED` (a completion will come for it).
+    signaled: bool,
 }
 
 /// One slot of the request slab; `gen` tells a reused slot's requests apart.
@@ -163,6 +220,19 @@ struct Chain {
     wrs: Vec<ibv_send_wr>,
     sges: Vec<ibv_sge>,
     ids: Vec<u64>,
+    /// Whether each request is signaled.
+    signaled: Vec<bool>,
+}
+
+impl Chain {
+    fn new() -> Chain {
+        Chain {
+            wrs: Vec::new(),
+            sges: Vec::new(),
+            ids: Vec::new(),
+            signaled: Vec::new(),
+        }
+    }
 }
 
 // SAFETY: the raw pointers inside are only set up and used within one
@@ -195,6 +265,10 @@ pub struct VerbsEndpoint {
     ready: VecDeque<Completion>,
     wcs: Vec<Wc>,
     send_depth: u32,
+    /// The longest run of unsignaled requests on one queue pair.
+    signal_every: u32,
+    /// Test-only fault: never signal an unsignaled request, never probe.
+    skip_signals: bool,
     clock: NodeClock,
     next_check: Option<Instant>,
     next_events: Instant,
@@ -320,6 +394,9 @@ impl VerbsEndpoint {
                     failed_at: None,
                     dialer: None,
                     dirty: false,
+                    unsignaled_run: 0,
+                    run_since: None,
+                    probing: false,
                 })
                 .collect(),
             slots: Vec::new(),
@@ -328,11 +405,7 @@ impl VerbsEndpoint {
             staging,
             arena,
             dirty: Vec::new(),
-            chain: Chain {
-                wrs: Vec::new(),
-                sges: Vec::new(),
-                ids: Vec::new(),
-            },
+            chain: Chain::new(),
             done_tx,
             done_rx,
             events,
@@ -341,6 +414,8 @@ impl VerbsEndpoint {
             ready: VecDeque::new(),
             wcs: Vec::new(),
             send_depth,
+            signal_every: signal_every(send_depth),
+            skip_signals: false,
             clock: node.clock,
             node,
             next_check: None,
@@ -398,6 +473,15 @@ impl VerbsEndpoint {
         (p.link == Link::Up)
             .then_some(())
             .and(p.conn.as_ref().map(CmId::max_inline))
+    }
+
+    /// Test-only fault switch: when `on`, unsignaled requests are never
+    /// signaled (not every k-th) and runs of them are never probed, so their
+    /// send queue slots are never reclaimed (the queue fills, requests wait,
+    /// deadlines pass). For showing that the conformance suite catches it.
+    #[doc(hidden)]
+    pub fn set_skip_signals(&mut self, on: bool) {
+        self.skip_signals = on;
     }
 
     /// Whether the queue pair to `node` is connected.
@@ -459,7 +543,7 @@ impl VerbsEndpoint {
                 }
                 p.conn = Some(id);
                 p.link = Link::Up;
-                p.out = Outstanding::default();
+                p.reset_run();
                 p.dial_failures = 0;
                 p.failed_at = None;
             }
@@ -591,6 +675,7 @@ impl VerbsEndpoint {
     }
 
     /// Accepts a NIC operation into its queue pair's next batch.
+    #[allow(clippy::too_many_arguments)]
     fn nic(
         &mut self,
         id: OpId,
@@ -599,6 +684,7 @@ impl VerbsEndpoint {
         len: u32,
         data: Option<&[u8]>,
         cas: (u64, u64),
+        signal: Signal,
     ) -> Result<(), FabricError> {
         // Typed range/alignment errors first (no connection needed for them)...
         self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
@@ -627,6 +713,8 @@ impl VerbsEndpoint {
             stores,
             deadline: None,
             expired: false,
+            signal,
+            signaled: true,
         };
         if let Some(data) = data {
             let ok = match &f.buf {
@@ -648,6 +736,66 @@ impl VerbsEndpoint {
         Ok(())
     }
 
+    /// Hands `f`'s outcome to the caller if it is the caller's (see
+    /// [`Signal`]) and releases its buffer.
+    fn finish(
+        &mut self,
+        f: InFlight,
+        result: Result<OpOutput, FabricError>,
+        out: &mut Vec<Completion>,
+    ) {
+        match f.signal {
+            Signal::Caller => out.push(Completion { id: f.id, result }),
+            Signal::Unsignaled if result.is_err() => out.push(Completion { id: f.id, result }),
+            Signal::Unsignaled => {}
+            Signal::Probe => self.peers[usize::from(f.node.0)].probing = false,
+        }
+        self.release(f);
+    }
+
+    /// A request of the queue pair to peer `i` is done: it no longer counts
+    /// against the send queue or the fences.
+    fn account_done(&mut self, i: usize, nic: NicOp) {
+        let p = &mut self.peers[i];
+        p.posted = p.posted.saturating_sub(1);
+        match nic {
+            NicOp::Read => p.out.reads = p.out.reads.saturating_sub(1),
+            NicOp::Write => p.out.writes = p.out.writes.saturating_sub(1),
+            NicOp::Cas => p.out.atomics = p.out.atomics.saturating_sub(1),
+        }
+    }
+
+    /// A completion of `wr_id` arrived on the queue pair to peer `i`: the
+    /// unsignaled requests posted before it are done (an RC queue pair
+    /// completes in posting order; one that had failed would have produced
+    /// its own error completion first), successfully and silently.
+    fn retire_before(&mut self, i: usize, wr_id: u64) {
+        while let Some(&front) = self.peers[i].sent.front() {
+            if front == wr_id || self.slot(front).is_none_or(|f| f.signaled) {
+                return;
+            }
+            self.peers[i].sent.pop_front();
+            if let Some(f) = self.take(front) {
+                self.account_done(i, f.nic);
+                self.release(f);
+            }
+        }
+    }
+
+    /// Accepts the probe that closes the run of unsignaled requests to
+    /// `node`: a signaled 8-byte READ of its data region, nobody's.
+    fn probe(&mut self, node: NodeId) {
+        let i = usize::from(node.0);
+        if self.peers[i].probing || self.peers[i].link != Link::Up {
+            return;
+        }
+        let addr = RemoteAddr::data(node, 0);
+        match self.nic(OpId(0), addr, NicOp::Read, 8, None, (0, 0), Signal::Probe) {
+            Ok(()) => self.peers[i].probing = true,
+            Err(e) => tracing::debug!(%node, error = %e, "cannot probe"),
+        }
+    }
+
     /// Posts every peer's batch (one `ibv_post_send` per queue pair).
     fn ring(&mut self, out: &mut Vec<Completion>) {
         while let Some(n) = self.dirty.pop() {
@@ -663,11 +811,7 @@ impl VerbsEndpoint {
             // Never posted, so never executed.
             while let Some(wr_id) = self.peers[i].backlog.pop_front() {
                 if let Some(f) = self.take(wr_id) {
-                    out.push(Completion {
-                        id: f.id,
-                        result: Err(FabricError::NodeDown(node)),
-                    });
-                    self.release(f);
+                    self.finish(f, Err(FabricError::NodeDown(node)), out);
                 }
             }
             return;
@@ -677,18 +821,13 @@ impl VerbsEndpoint {
         if take == 0 {
             return;
         }
-        let mut chain = std::mem::replace(
-            &mut self.chain,
-            Chain {
-                wrs: Vec::new(),
-                sges: Vec::new(),
-                ids: Vec::new(),
-            },
-        );
+        let mut chain = std::mem::replace(&mut self.chain, Chain::new());
         chain.wrs.clear();
         chain.sges.clear();
         chain.ids.clear();
+        chain.signaled.clear();
         let mut out_kinds = self.peers[i].out;
+        let mut run = self.peers[i].unsignaled_run;
         let max_inline = self.peers[i].conn.as_ref().map_or(0, CmId::max_inline);
         for k in 0..take {
             let wr_id = self.peers[i].backlog[k];
@@ -712,6 +851,12 @@ impl VerbsEndpoint {
                 NicOp::Write => out_kinds.writes += 1,
                 NicOp::Cas => out_kinds.atomics += 1,
             }
+            // Every k-th request of a run of unsignaled ones is signaled.
+            let signaled = f.signal != Signal::Unsignaled
+                || (!self.skip_signals && run + 1 >= self.signal_every);
+            run = if signaled { 0 } else { run + 1 };
+            let wr = wr.with_signal(signaled);
+            chain.signaled.push(signaled);
             let mut sge = wr.sge();
             chain.sges.push(sge);
             chain.wrs.push(wr.raw(&mut sge));
@@ -763,6 +908,7 @@ impl VerbsEndpoint {
         for (k, &wr_id) in chain.ids.iter().enumerate() {
             self.peers[i].backlog.pop_front();
             if k < posted_count {
+                let signaled = chain.signaled[k];
                 let Some(f) = self.slot_mut(wr_id) else {
                     continue;
                 };
@@ -772,6 +918,7 @@ impl VerbsEndpoint {
                 };
                 let deadline = now + within;
                 f.deadline = Some(deadline);
+                f.signaled = signaled;
                 let nic = f.nic;
                 self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
                 let p = &mut self.peers[i];
@@ -782,14 +929,18 @@ impl VerbsEndpoint {
                     NicOp::Write => p.out.writes += 1,
                     NicOp::Cas => p.out.atomics += 1,
                 }
+                if signaled {
+                    p.unsignaled_run = 0;
+                    p.run_since = None;
+                } else {
+                    p.unsignaled_run += 1;
+                    let since = *p.run_since.get_or_insert(now);
+                    let due = since + probe_after(&timing);
+                    self.next_check = Some(self.next_check.map_or(due, |d| d.min(due)));
+                }
             } else if let Some(f) = self.take(wr_id) {
-                out.push(Completion {
-                    id: f.id,
-                    result: Err(FabricError::Transport(
-                        err.clone().unwrap_or_else(|| "not posted".into()),
-                    )),
-                });
-                self.release(f);
+                let e = FabricError::Transport(err.clone().unwrap_or_else(|| "not posted".into()));
+                self.finish(f, Err(e), out);
             }
         }
         self.chain = chain;
@@ -827,7 +978,7 @@ impl VerbsEndpoint {
         if p.link == Link::Failed && p.posted == 0 {
             p.conn = None;
             p.link = Link::Down;
-            p.out = Outstanding::default();
+            p.reset_run();
             p.failed_at = None;
             p.retry_at = Instant::now();
             if !p.backlog.is_empty() && !p.dirty {
@@ -878,6 +1029,14 @@ impl VerbsEndpoint {
             if expire {
                 self.fail(node, "a request passed its deadline");
             }
+            if let Some(since) = self.peers[n].run_since.filter(|_| !self.skip_signals) {
+                let due = since + probe_after(&self.node.timing);
+                if due <= now {
+                    self.probe(node);
+                } else {
+                    next = Some(next.map_or(due, |x| x.min(due)));
+                }
+            }
             let p = &self.peers[n];
             if p.link == Link::Failed && p.posted > 0 {
                 let since = p.failed_at.unwrap_or(now);
@@ -908,11 +1067,7 @@ impl VerbsEndpoint {
                         "the queue pair to {node} failed and gave no completion for this request (it may have executed)"
                     ))
                 };
-                out.push(Completion {
-                    id: f.id,
-                    result: Err(err),
-                });
-                self.release(f);
+                self.finish(f, Err(err), out);
             }
         }
         self.peers[i].posted = 0;
@@ -965,18 +1120,14 @@ impl VerbsEndpoint {
         };
         let node = f.node;
         let i = usize::from(node.0);
+        self.retire_before(i, wc.wr_id);
         let p = &mut self.peers[i];
         if p.sent.front() == Some(&wc.wr_id) {
             p.sent.pop_front();
         } else if let Some(k) = p.sent.iter().position(|&w| w == wc.wr_id) {
             p.sent.remove(k);
         }
-        p.posted = p.posted.saturating_sub(1);
-        match f.nic {
-            NicOp::Read => p.out.reads = p.out.reads.saturating_sub(1),
-            NicOp::Write => p.out.writes = p.out.writes.saturating_sub(1),
-            NicOp::Cas => p.out.atomics = p.out.atomics.saturating_sub(1),
-        }
+        self.account_done(i, f.nic);
         let result = if f.expired {
             Err(self.expired_error(&f))
         } else {
@@ -1005,8 +1156,7 @@ impl VerbsEndpoint {
                 }
             }
         };
-        out.push(Completion { id: f.id, result });
-        self.release(f);
+        self.finish(f, result, out);
         self.settle(node);
         let p = &mut self.peers[i];
         if !p.backlog.is_empty() && !p.dirty {
@@ -1021,6 +1171,7 @@ impl VerbsEndpoint {
         offset: u64,
         len: u64,
         data: Option<Vec<u8>>,
+        signal: Signal,
     ) -> Result<(), FabricError> {
         let region = &self.node.data;
         check_range(self.node.id, Region::Data, offset, len, region.len())?;
@@ -1035,11 +1186,40 @@ impl VerbsEndpoint {
             len,
             size: region.len(),
         })?;
-        self.ready.push_back(Completion {
-            id,
-            result: Ok(result),
-        });
+        if signal == Signal::Caller {
+            self.ready.push_back(Completion {
+                id,
+                result: Ok(result),
+            });
+        }
         Ok(())
+    }
+
+    /// Accepts `wr` for `signal`.
+    fn accept(&mut self, wr: WorkRequest, signal: Signal) -> Result<(), FabricError> {
+        match wr.op {
+            Op::Read { addr, len } => self.nic(wr.id, addr, NicOp::Read, len, None, (0, 0), signal),
+            Op::Write { addr, data } => {
+                let len = u32::try_from(data.len()).map_err(|_| FabricError::OutOfRange {
+                    node: addr.node,
+                    region: addr.region,
+                    offset: addr.offset,
+                    len: data.len() as u64,
+                    size: u64::from(u32::MAX),
+                })?;
+                self.nic(wr.id, addr, NicOp::Write, len, Some(&data), (0, 0), signal)
+            }
+            Op::Cas { addr, expect, new } => {
+                self.nic(wr.id, addr, NicOp::Cas, 8, None, (expect, new), signal)
+            }
+            Op::LocalRead { offset, len } => {
+                self.local(wr.id, offset, u64::from(len), None, signal)
+            }
+            Op::LocalWrite { offset, data } => {
+                let len = data.len() as u64;
+                self.local(wr.id, offset, len, Some(data), signal)
+            }
+        }
     }
 
     /// Requests accepted (posted or waiting for the doorbell) and not yet completed.
@@ -1054,27 +1234,14 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
-        match wr.op {
-            Op::Read { addr, len } => self.nic(wr.id, addr, NicOp::Read, len, None, (0, 0)),
-            Op::Write { addr, data } => {
-                let len = u32::try_from(data.len()).map_err(|_| FabricError::OutOfRange {
-                    node: addr.node,
-                    region: addr.region,
-                    offset: addr.offset,
-                    len: data.len() as u64,
-                    size: u64::from(u32::MAX),
-                })?;
-                self.nic(wr.id, addr, NicOp::Write, len, Some(&data), (0, 0))
-            }
-            Op::Cas { addr, expect, new } => {
-                self.nic(wr.id, addr, NicOp::Cas, 8, None, (expect, new))
-            }
-            Op::LocalRead { offset, len } => self.local(wr.id, offset, u64::from(len), None),
-            Op::LocalWrite { offset, data } => {
-                let len = data.len() as u64;
-                self.local(wr.id, offset, len, Some(data))
-            }
-        }
+        self.accept(wr, Signal::Caller)
+    }
+
+    /// Posted without `IBV_SEND_SIGNALED` (every k-th of a run signaled for
+    /// the send queue's sake, its completion swallowed); see the module
+    /// documentation.
+    fn post_unsignaled(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        self.accept(wr, Signal::Unsignaled)
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) {

@@ -118,6 +118,16 @@ pub fn effective_send_depth(plan: &QpPlan, qps: u16) -> u32 {
     (plan.cq_entries / u32::from(qps.max(1))).clamp(1, plan.max_send_wr)
 }
 
+/// The longest run of unsignaled work requests an endpoint posts on one
+/// queue pair before it signals one (`Endpoint::post_unsignaled`): a send
+/// queue slot is only reclaimed by a signaled completion (of its own request
+/// or a later one), so every k-th request is signaled. A quarter of the
+/// send queue, at least 1 and at most 64: the queue never fills with
+/// unreclaimable requests, and a reclaim frees at most 64 requests at once.
+pub fn signal_every(send_depth: u32) -> u32 {
+    (send_depth / 4).clamp(1, 64)
+}
+
 /// The `rdma_accept` parameters `(responder_resources, initiator_depth)`
 /// answering a connect request: never promise more than the requester can use
 /// or the device allows.
@@ -349,5 +359,18 @@ mod tests {
             "atomics are executed in order"
         );
         assert!(!needs_fence(NicOp::Write, cas));
+    }
+
+    #[test]
+    fn every_run_of_unsignaled_requests_fits_a_quarter_of_the_send_queue() {
+        assert_eq!(signal_every(256), 64);
+        assert_eq!(signal_every(4096), 64);
+        assert_eq!(signal_every(16), 4);
+        assert_eq!(signal_every(3), 1);
+        assert_eq!(signal_every(0), 1);
+        for depth in 1..600 {
+            let k = signal_every(depth);
+            assert!(k >= 1 && (k <= depth / 4 || k == 1), "{depth}: {k}");
+        }
     }
 }

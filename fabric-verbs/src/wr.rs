@@ -1,9 +1,12 @@
 //! Work-request construction: pure functions from the operation's local
 //! buffer slice, remote address and operands to an `ibv_send_wr`.
 //!
-//! Every request is `IBV_SEND_SIGNALED`: each protocol operation needs its own
-//! completion (an unsignaled request would complete silently on success, and
-//! the state machines must see every result). Errors always complete anyway.
+//! A request is `IBV_SEND_SIGNALED` unless posted without it ([`SendWr::with_signal`]):
+//! each protocol operation needs its own completion (an unsignaled request
+//! completes silently on success, and the state machines must see every
+//! result); only fire-and-forget requests (`Endpoint::post_unsignaled`, e.g.
+//! a server's response WRITE) go unsignaled, and the endpoint signals every
+//! k-th of them to reclaim its send queue. Errors always complete anyway.
 //! A small WRITE may go `IBV_SEND_INLINE` ([`SendWr::inline`]): its bytes are
 //! copied into the work request when it is posted, so the NIC does not
 //! DMA-read the source.
@@ -62,6 +65,8 @@ pub struct SendWr {
     pub fence: bool,
     /// Whether `IBV_SEND_INLINE` is set (WRITEs only: see [`SendWr::inline`]).
     pub inline: bool,
+    /// Whether `IBV_SEND_SIGNALED` is set (see [`SendWr::with_signal`]).
+    pub signaled: bool,
 }
 
 /// An RDMA READ of `local.len` bytes at `remote` into `local`.
@@ -73,6 +78,7 @@ pub fn read_wr(wr_id: u64, local: LocalSlice, remote: RemoteSlice, fence: bool) 
         remote,
         fence,
         inline: false,
+        signaled: true,
     }
 }
 
@@ -85,6 +91,7 @@ pub fn write_wr(wr_id: u64, local: LocalSlice, remote: RemoteSlice, fence: bool)
         remote,
         fence,
         inline: false,
+        signaled: true,
     }
 }
 
@@ -106,6 +113,7 @@ pub fn cas_wr(
         remote,
         fence,
         inline: false,
+        signaled: true,
     }
 }
 
@@ -115,6 +123,15 @@ impl SendWr {
     /// CASes never go inline (their local slice is a target, not a source).
     pub fn inline(mut self, max_inline: u32) -> SendWr {
         self.inline = self.kind == WrKind::Write && self.local.len <= max_inline;
+        self
+    }
+
+    /// The request with `IBV_SEND_SIGNALED` only if `signaled`. Without it
+    /// a success produces no completion (an error still does), and the
+    /// request's send queue slot is only reclaimed by a later signaled
+    /// completion of the queue pair.
+    pub fn with_signal(mut self, signaled: bool) -> SendWr {
+        self.signaled = signaled;
         self
     }
 
@@ -129,7 +146,10 @@ impl SendWr {
 
     /// The `ibv_send_flags` of the request.
     pub fn send_flags(&self) -> u32 {
-        let mut f = ibv_send_flags::IBV_SEND_SIGNALED;
+        let mut f = ibv_send_flags(0);
+        if self.signaled {
+            f |= ibv_send_flags::IBV_SEND_SIGNALED;
+        }
         if self.fence {
             f |= ibv_send_flags::IBV_SEND_FENCE;
         }
@@ -303,5 +323,19 @@ mod tests {
             );
             assert_ne!(w.send_flags() & ibv_send_flags::IBV_SEND_SIGNALED.0, 0);
         }
+    }
+
+    #[test]
+    fn only_requests_made_unsignaled_lose_the_signaled_flag() {
+        let w = write_wr(1, LOCAL, REMOTE, true).inline(64);
+        assert_eq!(w.with_signal(true), w);
+        let quiet = w.with_signal(false);
+        assert_eq!(quiet.send_flags() & ibv_send_flags::IBV_SEND_SIGNALED.0, 0);
+        assert_eq!(
+            quiet.send_flags(),
+            (ibv_send_flags::IBV_SEND_FENCE | ibv_send_flags::IBV_SEND_INLINE).0
+        );
+        let mut sge = quiet.sge();
+        assert_eq!(quiet.raw(&mut sge).send_flags, quiet.send_flags());
     }
 }

@@ -4,7 +4,7 @@
 //! Needs an RDMA device: set `NESSIE_VERBS_DEVICE` (e.g. `rxe0`, `mlx5_0`).
 //! Each test starts a 2-node cluster in this process: two nodes (own PD,
 //! regions and `rdma_cm` listener each) on the device's IP address, on ports
-//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number. The address is
+//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number (24 ports). The address is
 //! `NESSIE_VERBS_ADDR` or the IPv4 address of the port's first RoCE v2 GID;
 //! `NESSIE_VERBS_PORT` (default 1) selects the device port.
 //!
@@ -178,4 +178,123 @@ fn small_writes_go_inline_and_land() {
         granted >= 64,
         "the device granted {granted} bytes of inline data"
     );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn unsignaled_writes_land() {
+    let (f, _) = fabric(7);
+    conformance::unsignaled_writes_land(&f, true);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn failing_unsignaled_write_reports_its_error() {
+    let (f, _) = fabric(8);
+    conformance::failing_unsignaled_write_reports_its_error(&f);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn many_unsignaled_posts_in_a_row() {
+    let (f, _) = fabric(9);
+    conformance::many_unsignaled_posts_in_a_row(&f, true);
+}
+
+/// The periodic signal is what keeps a run of unsignaled requests from
+/// filling the send queue for good: with it switched off (a test-only
+/// fault), the same body fails (its WRITEs pass their deadlines unreclaimed
+/// and fail, or the READ after them never completes).
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn a_send_queue_never_reclaimed_is_caught() {
+    use nessie_protocol::Fabric;
+    use std::time::Duration;
+    let (f, _) = fabric(10);
+    let mut ep = f.open(NodeId(0)).expect("open");
+    ep.set_skip_signals(true);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        conformance::many_unsignaled_posts_in_a_row_on(
+            &mut ep,
+            NodeId(1),
+            true,
+            Duration::from_secs(10),
+        )
+    }))
+    .is_err();
+    assert!(caught, "unsignaled requests never signaled went unnoticed");
+}
+
+/// An unsignaled WRITE the remote NIC refuses (to the index region, which
+/// is registered without remote write) completes with its id and the
+/// error; the unsignaled WRITE before it landed silently, the one after it
+/// is flushed with an error; the queue pair is re-established and serves
+/// again.
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn an_unsignaled_write_the_nic_refuses_completes_with_its_error() {
+    use nessie_protocol::{
+        Endpoint, Fabric, FabricError, Op, OpId, OpOutput, RemoteAddr, WorkRequest,
+    };
+    use std::time::{Duration, Instant};
+    let (f, _) = fabric(11);
+    let mut ep = f.open(NodeId(0)).expect("open");
+    let write = |id: u64, addr: RemoteAddr| WorkRequest {
+        id: OpId(id),
+        op: Op::Write {
+            addr,
+            data: vec![id as u8; 16],
+        },
+    };
+    let before = RemoteAddr::data(NodeId(1), 128);
+    ep.post_unsignaled(write(1, before)).expect("post");
+    ep.post_unsignaled(write(2, RemoteAddr::index(NodeId(1), 0)))
+        .expect("post (the NIC refuses it, not the endpoint)");
+    ep.post_unsignaled(write(3, RemoteAddr::data(NodeId(1), 256)))
+        .expect("post");
+    let mut got = Vec::new();
+    let start = Instant::now();
+    while got.len() < 2 && start.elapsed() < Duration::from_secs(10) {
+        ep.wait(&mut got, Duration::from_millis(10));
+    }
+    got.sort_by_key(|c| c.id);
+    eprintln!("completions: {got:?}");
+    assert_eq!(
+        got.len(),
+        2,
+        "the refused WRITE and the one flushed behind it: {got:?}"
+    );
+    assert_eq!(got[0].id, OpId(2));
+    assert!(
+        matches!(got[0].result, Err(FabricError::RemoteAccess(_))),
+        "{:?}",
+        got[0].result
+    );
+    assert_eq!(got[1].id, OpId(3));
+    assert!(got[1].result.is_err(), "flushed: {:?}", got[1].result);
+    // The queue pair is re-dialled in the background; then the WRITE
+    // before the refused one is seen to have landed.
+    let start = Instant::now();
+    let landed = loop {
+        let posted = ep.post(WorkRequest {
+            id: OpId(9),
+            op: Op::Read {
+                addr: before,
+                len: 16,
+            },
+        });
+        let mut out = Vec::new();
+        let t = Instant::now();
+        while posted.is_ok() && out.is_empty() && t.elapsed() < Duration::from_secs(2) {
+            ep.wait(&mut out, Duration::from_millis(10));
+        }
+        match out.pop().map(|c| c.result) {
+            Some(Ok(r)) => break r,
+            other if start.elapsed() > Duration::from_secs(20) => {
+                panic!("the queue pair did not come back: {posted:?}, {other:?}")
+            }
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    assert_eq!(landed, OpOutput::Read(vec![1; 16]));
 }

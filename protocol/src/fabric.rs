@@ -230,6 +230,31 @@ pub trait Endpoint: Send {
     /// completion.
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError>;
 
+    /// Posts one fire-and-forget work request (in RDMA terms: without
+    /// `IBV_SEND_SIGNALED`), such as a server's response WRITE, whose
+    /// success nobody waits for.
+    ///
+    /// The contract, for callers and implementations:
+    /// - An error here means it was not posted (no completion will follow),
+    ///   as with [`Endpoint::post`].
+    /// - Once posted, it executes exactly as if [`Endpoint::post`] had posted
+    ///   it: same effect, same order relative to the endpoint's other
+    ///   requests to the same node, same deadlines.
+    /// - A successful completion *need not* be delivered: an implementation
+    ///   may suppress it. The default implementation just calls
+    ///   [`Endpoint::post`], which delivers it, so callers must ignore (match
+    ///   by id and drop) completions of their unsignaled requests.
+    /// - A failure *is* delivered, as a completion carrying the request's id
+    ///   and the error (an unsignaled RDMA request that fails produces an
+    ///   error completion; so do the requests flushed behind it).
+    /// - The endpoint reclaims what the request holds (buffers, send queue
+    ///   slots) by itself during later [`Endpoint::poll`] and
+    ///   [`Endpoint::wait`] calls, so a caller posting many keeps polling;
+    ///   any number may be posted in a row.
+    fn post_unsignaled(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        self.post(wr)
+    }
+
     /// Appends the completions that have arrived to `out` without blocking.
     fn poll(&mut self, out: &mut Vec<Completion>);
 

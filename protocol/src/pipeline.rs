@@ -12,8 +12,10 @@
 //! data table shares) on the node: configure `clients_per_node` for it.
 //!
 //! Work request ids are renumbered on the way out (each machine numbers its
-//! own requests from zero) and mapped back on the way in; a completion that
-//! arrives after its machine gave the round up is dropped.
+//! own requests from zero) and mapped back on the way in: a renumbered id
+//! carries its slot in its low 16 bits, and the slot keeps its attempt's
+//! posted requests in a reused list, so no map is consulted per request; a
+//! completion that arrives after its machine gave the round up is dropped.
 //!
 //! Three ways to use it:
 //! - [`Pipeline::run`]: a batch of [`Request`]s, results in request order;
@@ -144,22 +146,25 @@ struct InFlight {
     /// Backing off: the next attempt starts at this time.
     ready_at: Option<Nanos>,
     stats: OpStats,
-    /// Renumbered ids of this attempt's posted requests.
-    ids: Vec<u64>,
     span: tracing::Span,
 }
 
 struct Slot {
     state: ClientState,
     op: Option<InFlight>,
+    /// The current attempt's posted requests not yet completed: renumbered
+    /// id and the machine's own id (reused from operation to operation).
+    routes: Vec<(u64, OpId)>,
 }
+
+/// The low bits of a renumbered id that name its slot.
+const SLOT_BITS: u32 = 16;
 
 /// Up to `depth` operations in flight over one endpoint (module docs).
 pub struct Pipeline<E: Endpoint> {
     slots: Vec<Slot>,
     ep: E,
     queue: VecDeque<(u64, Request)>,
-    routes: HashMap<u64, (usize, OpId)>,
     next_id: u64,
     rng: u64,
     completions: Vec<Completion>,
@@ -194,15 +199,17 @@ impl<E: Endpoint> Pipeline<E> {
         }
         let slots = (first_index..first_index + depth)
             .map(|index| {
-                ClientState::new(cfg.clone(), ClientId { node, index })
-                    .map(|state| Slot { state, op: None })
+                ClientState::new(cfg.clone(), ClientId { node, index }).map(|state| Slot {
+                    state,
+                    op: None,
+                    routes: Vec::new(),
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {
             slots,
             ep,
             queue: VecDeque::new(),
-            routes: HashMap::new(),
             next_id: 1,
             rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(node.0) << 32) ^ u64::from(first_index),
             completions: Vec::new(),
@@ -302,7 +309,6 @@ impl<E: Endpoint> Pipeline<E> {
                 backoff: slot.state.cfg.retry.initial_backoff,
                 ready_at: None,
                 stats: OpStats::default(),
-                ids: Vec::new(),
                 span,
             });
         }
@@ -343,7 +349,7 @@ impl<E: Endpoint> Pipeline<E> {
                         posted = true;
                         for mut wr in wrs {
                             let mid = wr.id;
-                            let gid = self.next_id;
+                            let gid = (self.next_id << SLOT_BITS) | i as u64;
                             self.next_id += 1;
                             wr.id = OpId(gid);
                             if let Err(e) = self.ep.post(wr) {
@@ -352,15 +358,12 @@ impl<E: Endpoint> Pipeline<E> {
                                     result: Err(e),
                                 });
                             } else {
-                                self.routes.insert(gid, (i, mid));
-                                op.ids.push(gid);
+                                slot.routes.push((gid, mid));
                             }
                         }
                     }
                     Poll::Done(r) => {
-                        for gid in op.ids.drain(..) {
-                            self.routes.remove(&gid);
-                        }
+                        slot.routes.clear();
                         op.stats += op.machine.stats();
                         if let Some(retry_at) =
                             Self::retry_at(&slot.state, op, &r, now, &mut self.rng)
@@ -407,11 +410,16 @@ impl<E: Endpoint> Pipeline<E> {
 
     fn deliver(&mut self) {
         for c in self.completions.drain(..) {
-            let Some((slot, mid)) = self.routes.remove(&c.id.0) else {
+            let i = (c.id.0 & ((1 << SLOT_BITS) - 1)) as usize;
+            let Some(slot) = self.slots.get_mut(i) else {
+                continue;
+            };
+            let Some(k) = slot.routes.iter().position(|&(gid, _)| gid == c.id.0) else {
                 // Its machine gave the round up at the deadline.
                 continue;
             };
-            if let Some(op) = self.slots[slot].op.as_mut() {
+            let (_, mid) = slot.routes.swap_remove(k);
+            if let Some(op) = slot.op.as_mut() {
                 op.machine.complete(Completion {
                     id: mid,
                     result: c.result,

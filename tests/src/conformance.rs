@@ -1,17 +1,53 @@
 //! Conformance of a `Fabric` implementation to the semantics the protocol
 //! relies on. The bodies are generic over the fabric, so the same checks run
-//! against the simulator (`tests/tests/conformance.rs`) and, later, against the
-//! verbs backend on real hardware.
+//! against the simulator (`tests/tests/conformance.rs`) and against the verbs
+//! backend on a real RDMA device (`fabric-verbs/tests/conformance.rs`, on
+//! soft-RoCE in CI), including the contract of
+//! [`Endpoint::post_unsignaled`].
 //!
 //! Each body needs a fabric of at least two nodes, each with at least 8 index
 //! entries and 4 KiB of data table, zeroed.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nessie_protocol::{
     Client, ClientId, Completion, Config, Endpoint, Fabric, FabricError, NodeId, Op, OpId,
     OpOutput, RemoteAddr, WorkRequest,
 };
+
+/// Waits (at most `within`) until `done` holds for the completions
+/// gathered; returns them all.
+fn gather<E: Endpoint>(
+    ep: &mut E,
+    within: Duration,
+    done: impl Fn(&[Completion]) -> bool,
+) -> Vec<Completion> {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while !done(&out) && start.elapsed() < within {
+        ep.wait(&mut out, Duration::from_millis(10));
+    }
+    out
+}
+
+/// Checks the completions of unsignaled requests among `got` (ids in
+/// `unsignaled`): each must be a success, and with `suppressed` (the
+/// backend suppresses successes) there must be none.
+fn unsignaled_successes(got: &[Completion], unsignaled: std::ops::Range<u64>, suppressed: bool) {
+    for c in got.iter().filter(|c| unsignaled.contains(&c.id.0)) {
+        assert!(
+            c.result.is_ok(),
+            "unsignaled request {} failed: {:?}",
+            c.id.0,
+            c.result
+        );
+        assert!(
+            !suppressed,
+            "the successful unsignaled request {} completed on a backend that suppresses it",
+            c.id.0
+        );
+    }
+}
 
 fn complete_all<E: Endpoint>(ep: &mut E, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
@@ -210,4 +246,168 @@ where
     assert_eq!(a.get(b"conformance"), Ok(Some(b"two".to_vec())));
     assert_eq!(a.delete(b"conformance"), Ok(true));
     assert_eq!(b.get(b"conformance"), Ok(None));
+}
+
+/// Unsignaled WRITEs ([`Endpoint::post_unsignaled`]) land like signaled
+/// ones: READs posted after them see their bytes. None of them completes
+/// with an error, and with `suppressed` (a backend that suppresses the
+/// successes: the simulator, verbs) none completes at all, even late.
+pub fn unsignaled_writes_land<F: Fabric>(f: &F, suppressed: bool) {
+    let mut ep = f.open(NodeId(0)).expect("open");
+    let writes: Vec<(RemoteAddr, Vec<u8>)> = (0..12u64)
+        .map(|i| {
+            let addr = remote((i % 2) as u16, 512 + i * 24);
+            let data = (0..20u8).map(|b| b ^ (i as u8).wrapping_mul(17)).collect();
+            (addr, data)
+        })
+        .collect();
+    for (i, (addr, data)) in writes.iter().enumerate() {
+        let op = Op::Write {
+            addr: *addr,
+            data: data.clone(),
+        };
+        ep.post_unsignaled(WorkRequest {
+            id: OpId(200 + i as u64),
+            op,
+        })
+        .expect("post unsignaled");
+    }
+    for (i, (addr, data)) in writes.iter().enumerate() {
+        let op = Op::Read {
+            addr: *addr,
+            len: data.len() as u32,
+        };
+        ep.post(WorkRequest {
+            id: OpId(300 + i as u64),
+            op,
+        })
+        .expect("post");
+    }
+    let reads = |got: &[Completion]| got.iter().filter(|c| c.id.0 >= 300).count();
+    let mut got = gather(&mut ep, Duration::from_secs(10), |g| {
+        reads(g) == writes.len()
+    });
+    assert_eq!(reads(&got), writes.len(), "every READ completes: {got:?}");
+    for c in got.iter().filter(|c| c.id.0 >= 300) {
+        let (addr, data) = &writes[(c.id.0 - 300) as usize];
+        assert_eq!(
+            c.result,
+            Ok(OpOutput::Read(data.clone())),
+            "an unsignaled WRITE at {addr} landed"
+        );
+    }
+    // Late completions of the unsignaled WRITEs, if any.
+    got.extend(gather(&mut ep, Duration::from_millis(200), |_| false));
+    unsignaled_successes(&got, 200..212, suppressed);
+}
+
+/// An unsignaled WRITE that fails reports its error: refused when posting,
+/// or as a completion carrying its id (here: out of range, which a backend
+/// may check before posting or let the NIC refuse). The endpoint works on.
+pub fn failing_unsignaled_write_reports_its_error<F: Fabric>(f: &F) {
+    let mut ep = f.open(NodeId(0)).expect("open");
+    let size = f.topology().data_bytes_per_node;
+    let bad = Op::Write {
+        addr: remote(1, size - 4),
+        data: vec![7; 8],
+    };
+    match ep.post_unsignaled(WorkRequest {
+        id: OpId(400),
+        op: bad,
+    }) {
+        Err(e) => assert!(matches!(e, FabricError::OutOfRange { .. }), "{e:?}"),
+        Ok(()) => {
+            let got = gather(&mut ep, Duration::from_secs(2), |g| {
+                g.iter().any(|c| c.id == OpId(400))
+            });
+            let c = got
+                .iter()
+                .find(|c| c.id == OpId(400))
+                .expect("a failed unsignaled WRITE completes with its error");
+            assert!(
+                matches!(c.result, Err(FabricError::OutOfRange { .. })),
+                "{:?}",
+                c.result
+            );
+        }
+    }
+    let data = b"still works".to_vec();
+    run(
+        &mut ep,
+        Op::Write {
+            addr: remote(1, 64),
+            data: data.clone(),
+        },
+    )
+    .expect("write");
+    assert_eq!(
+        run(
+            &mut ep,
+            Op::Read {
+                addr: remote(1, 64),
+                len: data.len() as u32
+            }
+        ),
+        Ok(OpOutput::Read(data))
+    );
+}
+
+/// Many unsignaled WRITEs in a row (more than any send queue holds), first
+/// without polling, then each followed by a poll, as a server posts its
+/// responses: all are accepted, none fails (with `suppressed`, none
+/// completes), and a READ posted after them completes within `within` and
+/// sees the last of them. Runs on `ep`, an endpoint on a node of a cluster
+/// whose node `peer` has at least 512 bytes of data table.
+pub fn many_unsignaled_posts_in_a_row_on<E: Endpoint>(
+    ep: &mut E,
+    peer: NodeId,
+    suppressed: bool,
+    within: Duration,
+) {
+    const N: u64 = 3000;
+    let write = |i: u64| WorkRequest {
+        id: OpId(1000 + i),
+        op: Op::Write {
+            addr: RemoteAddr::data(peer, (i % 64) * 8),
+            data: i.to_le_bytes().to_vec(),
+        },
+    };
+    let mut got = Vec::new();
+    for i in 0..N {
+        ep.post_unsignaled(write(i)).expect("post unsignaled");
+    }
+    for i in N..2 * N {
+        ep.post_unsignaled(write(i)).expect("post unsignaled");
+        ep.poll(&mut got);
+    }
+    ep.post(WorkRequest {
+        id: OpId(9),
+        op: Op::Read {
+            addr: RemoteAddr::data(peer, 0),
+            len: 512,
+        },
+    })
+    .expect("post");
+    got.extend(gather(ep, within, |g| g.iter().any(|c| c.id == OpId(9))));
+    let read = got.iter().find(|c| c.id == OpId(9)).unwrap_or_else(|| {
+        panic!(
+            "the READ after {} unsignaled WRITEs did not complete within {within:?}",
+            2 * N
+        )
+    });
+    // Word s last holds the last i below 2N with i mod 64 = s.
+    let last = |s: u64| 2 * N - 1 - (2 * N - 1 - s) % 64;
+    let want: Vec<u8> = (0..64).flat_map(|s| last(s).to_le_bytes()).collect();
+    assert_eq!(
+        read.result,
+        Ok(OpOutput::Read(want)),
+        "the last WRITEs landed"
+    );
+    unsignaled_successes(&got, 1000..1000 + 2 * N, suppressed);
+}
+
+/// [`many_unsignaled_posts_in_a_row_on`] from node 0 to node 1 of `f`.
+pub fn many_unsignaled_posts_in_a_row<F: Fabric>(f: &F, suppressed: bool) {
+    let mut ep = f.open(NodeId(0)).expect("open");
+    many_unsignaled_posts_in_a_row_on(&mut ep, NodeId(1), suppressed, Duration::from_secs(30));
 }

@@ -113,3 +113,151 @@ fn a_fabric_whose_cas_always_swaps_is_rejected() {
         "the conformance suite accepted a CAS that always swaps"
     );
 }
+
+#[test]
+fn unsignaled_writes_land() {
+    conformance::unsignaled_writes_land(&fabric(), true);
+}
+
+#[test]
+fn failing_unsignaled_write_reports_its_error() {
+    conformance::failing_unsignaled_write_reports_its_error(&fabric());
+}
+
+#[test]
+fn many_unsignaled_posts_in_a_row() {
+    conformance::many_unsignaled_posts_in_a_row(&fabric(), true);
+}
+
+/// Deliberately broken unsignaled posting, for the checks above to catch.
+mod unsignaled {
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    use nessie_fabric_sim::{SimEndpoint, SimFabric};
+    use nessie_protocol::{
+        Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Topology, WorkRequest,
+    };
+
+    /// How `post_unsignaled` is broken.
+    #[derive(Clone, Copy)]
+    pub enum Fault {
+        /// It does nothing (and says it posted).
+        Drops,
+        /// It posts signaled: successes complete (the trait's default, which
+        /// the contract allows; a backend claiming suppression must not).
+        DeliversSuccesses,
+        /// Its failures never complete.
+        SwallowsErrors,
+    }
+
+    pub struct Broken(pub SimFabric, pub Fault);
+
+    pub struct BrokenEndpoint {
+        inner: SimEndpoint,
+        fault: Fault,
+        unsignaled: HashSet<u64>,
+    }
+
+    impl Fabric for Broken {
+        type Endpoint = BrokenEndpoint;
+        fn topology(&self) -> Topology {
+            self.0.topology()
+        }
+        fn open(&self, node: NodeId) -> Result<BrokenEndpoint, FabricError> {
+            Ok(BrokenEndpoint {
+                inner: self.0.open(node)?,
+                fault: self.1,
+                unsignaled: HashSet::new(),
+            })
+        }
+    }
+
+    impl BrokenEndpoint {
+        fn filter(&self, out: &mut Vec<Completion>, from: usize) {
+            if matches!(self.fault, Fault::SwallowsErrors) {
+                let mut k = from;
+                while k < out.len() {
+                    if self.unsignaled.contains(&out[k].id.0) {
+                        out.remove(k);
+                    } else {
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    impl Endpoint for BrokenEndpoint {
+        fn node(&self) -> NodeId {
+            self.inner.node()
+        }
+        fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+            self.inner.post(wr)
+        }
+        fn post_unsignaled(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+            match self.fault {
+                Fault::Drops => Ok(()),
+                Fault::DeliversSuccesses => self.inner.post(wr),
+                Fault::SwallowsErrors => {
+                    self.unsignaled.insert(wr.id.0);
+                    self.inner.post_unsignaled(wr)
+                }
+            }
+        }
+        fn poll(&mut self, out: &mut Vec<Completion>) {
+            let from = out.len();
+            self.inner.poll(out);
+            self.filter(out, from);
+        }
+        fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
+            let from = out.len();
+            self.inner.wait(out, timeout);
+            self.filter(out, from);
+        }
+        fn now(&self) -> Nanos {
+            self.inner.now()
+        }
+    }
+}
+
+fn caught(f: impl FnOnce() + std::panic::UnwindSafe) -> bool {
+    std::panic::catch_unwind(f).is_err()
+}
+
+#[test]
+fn unsignaled_writes_that_do_not_land_are_caught() {
+    use unsignaled::{Broken, Fault};
+    assert!(caught(|| conformance::unsignaled_writes_land(
+        &Broken(fabric(), Fault::Drops),
+        false
+    )));
+    assert!(caught(|| conformance::many_unsignaled_posts_in_a_row(
+        &Broken(fabric(), Fault::Drops),
+        false
+    )));
+}
+
+#[test]
+fn delivered_successes_are_caught_only_where_suppression_is_claimed() {
+    use unsignaled::{Broken, Fault};
+    // The trait's default (post signaled) keeps the contract...
+    conformance::unsignaled_writes_land(&Broken(fabric(), Fault::DeliversSuccesses), false);
+    conformance::many_unsignaled_posts_in_a_row(&Broken(fabric(), Fault::DeliversSuccesses), false);
+    // ...but not a backend's claim to suppress the successes.
+    assert!(caught(|| conformance::unsignaled_writes_land(
+        &Broken(fabric(), Fault::DeliversSuccesses),
+        true
+    )));
+}
+
+#[test]
+fn a_failed_unsignaled_write_that_never_completes_is_caught() {
+    use unsignaled::{Broken, Fault};
+    assert!(caught(|| {
+        conformance::failing_unsignaled_write_reports_its_error(&Broken(
+            fabric(),
+            Fault::SwallowsErrors,
+        ))
+    }));
+}
