@@ -83,7 +83,11 @@ impl Cluster {
     fn start(&self, n: u16, tag: &str, args: &[&str]) -> Node {
         let out = self.dir.join(format!("node{n}.{tag}.out"));
         let f = std::fs::File::create(&out).expect("output file");
+        // The fabric's queue-pair failures and re-dials, for the diagnosis
+        // of a failed test.
+        let log = env("RUST_LOG").unwrap_or_else(|| "warn,nessie_fabric_verbs=info".into());
         let child = Command::new(&self.bin)
+            .env("RUST_LOG", log)
             .arg("node")
             .arg("--cluster")
             .arg(&self.file)
@@ -116,6 +120,29 @@ struct Node {
 impl Node {
     fn output(&self) -> String {
         std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// The lines of its output that explain failures: queue pairs failed,
+    /// re-dials, server errors, warnings (at most 40).
+    fn diagnostics(&self) -> String {
+        let out = self.output();
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| {
+                [
+                    "queue pair",
+                    "reconnected",
+                    "server error",
+                    "server workers",
+                    "WARN",
+                    "ERROR",
+                ]
+                .iter()
+                .any(|w| l.contains(w))
+            })
+            .collect();
+        let skip = lines.len().saturating_sub(40);
+        format!("--- {} ---\n{}", self.name, lines[skip..].join("\n"))
     }
 
     /// Waits until the output contains `what`, failing after `within`.
@@ -386,8 +413,13 @@ fn three_node_processes_give_linearizable_histories_for_every_system() {
         );
         assert!(
             failures(&history).is_empty(),
-            "{system}: a healthy cluster fails nothing: {:?}",
-            failures(&history)
+            "{system}: a healthy cluster fails nothing: {:?}\n{}",
+            failures(&history),
+            nodes
+                .iter()
+                .map(Node::diagnostics)
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         assert_linearizable(&format!("{system} (3 processes)"), &history, 3);
         // The guest is emulated (TCG): its timers are coarse.
@@ -489,6 +521,11 @@ fn kill_and_restart(test: u16, system: &str) {
     let restarted_at = monotonic_ns();
     let mut reborn = c.start(2, "restarted", &serve);
     reborn.wait_for("listening on", Duration::from_secs(60));
+    // Node 2 accepts connections from here. A survivor's endpoint re-dials
+    // a node that stayed down at most every 5 s (REDIAL_MAX_INTERVAL) and a
+    // re-dial takes at most 2 s (REDIAL_TIMEOUT): from 8 s on, every
+    // survivor has dialled it again.
+    let listening_at = monotonic_ns();
     // The survivors finish their 50 s within a bound, the node dead for 26 s
     // of it (with the old retry_count = 7 they hung here forever).
     for s in &mut survivors {
@@ -509,7 +546,7 @@ fn kill_and_restart(test: u16, system: &str) {
         .collect();
     let after: Vec<HistoryRecord> = history
         .iter()
-        .filter(|h| h.invoke > restarted_at + 8_000_000_000)
+        .filter(|h| h.invoke > listening_at + 8_000_000_000)
         .cloned()
         .collect();
     let before_restart: Vec<HistoryRecord> = history
@@ -560,8 +597,13 @@ fn kill_and_restart(test: u16, system: &str) {
     assert_eq!(
         unreachable_after,
         0,
-        "{system}: the survivors re-dialled the restarted node 2: {:?}",
-        failures(&after)
+        "{system}: the survivors re-dialled the restarted node 2: {:?}\n{}",
+        failures(&after),
+        survivors
+            .iter()
+            .map(Node::diagnostics)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert_linearizable(
         &format!("{system} (node 2 killed mid-run)"),

@@ -50,11 +50,15 @@
 //! and on an RC queue pair completions come in posting order, so a
 //! completion retires every unsignaled request posted before it as done.
 //! A run left without a later signaled request (the caller stopped
-//! posting) is closed by a probe: half a deadline after the run began, the
-//! endpoint posts its own signaled 8-byte READ of the node's data region,
-//! whose completion retires the run (and is swallowed). Unsignaled requests
-//! keep their deadlines (A2): one not known to be done by then fails its
-//! queue pair like any other. A failed unsignaled request still completes,
+//! posting) is closed by a probe: a quarter of a deadline after the run
+//! began, the endpoint posts its own signaled 8-byte READ of the node's
+//! data region, with the landing deadline, whose completion retires the run
+//! (and is swallowed). Unsignaled requests keep their deadlines (A2): one
+//! not known to be done by then fails its queue pair like any other; but
+//! one whose deadline passed before the endpoint could probe (it was not
+//! polled in time: its thread was off the CPU) is probed at once and given
+//! one more landing deadline for the probe's answer, rather than failed for
+//! a question nobody asked. A failed unsignaled request still completes,
 //! with its id and error (the NIC reports errors and flushes of unsignaled
 //! requests too); a successful one never does.
 //!
@@ -105,11 +109,11 @@ const FLUSH_GRACE: Duration = Duration::from_secs(1);
 const EVENT_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 
 /// How long after the first of a run of unsignaled requests the endpoint
-/// probes the queue pair, if no signaled request followed: half the
-/// shortest deadline, so the run is known to be done before any of its
-/// deadlines passes.
+/// probes the queue pair, if no signaled request followed: a quarter of the
+/// shortest deadline, leaving the probe three quarters of it to complete
+/// before the first of the run's deadlines passes.
 fn probe_after(t: &crate::cluster::Timing) -> Duration {
-    t.landing_deadline.min(t.read_deadline) / 2
+    t.landing_deadline.min(t.read_deadline) / 4
 }
 
 /// How long after a failed re-dial the next may start, given how many
@@ -206,6 +210,9 @@ struct InFlight {
     signal: Signal,
     /// Posted with `IBV_SEND_SIGNALED` (a completion will come for it).
     signaled: bool,
+    /// Unsignaled, its deadline passed before anything asked whether it
+    /// was done, and it was given one more landing deadline for a probe.
+    extended: bool,
 }
 
 /// One slot of the request slab; `gen` tells a reused slot's requests apart.
@@ -715,6 +722,7 @@ impl VerbsEndpoint {
             expired: false,
             signal,
             signaled: true,
+            extended: false,
         };
         if let Some(data) = data {
             let ok = match &f.buf {
@@ -912,9 +920,11 @@ impl VerbsEndpoint {
                 let Some(f) = self.slot_mut(wr_id) else {
                     continue;
                 };
-                let within = match f.nic {
-                    NicOp::Read => timing.read_deadline,
-                    NicOp::Write | NicOp::Cas => timing.landing_deadline,
+                // A probe answers for the mutations before it: it has their
+                // landing deadline.
+                let within = match (f.signal, f.nic) {
+                    (Signal::Probe, _) | (_, NicOp::Write | NicOp::Cas) => timing.landing_deadline,
+                    (_, NicOp::Read) => timing.read_deadline,
                 };
                 let deadline = now + within;
                 f.deadline = Some(deadline);
@@ -1009,8 +1019,18 @@ impl VerbsEndpoint {
             return;
         }
         let mut next: Option<Instant> = None;
+        let landing = self.node.timing.landing_deadline;
+        let lenient = !self.skip_signals;
         for n in 0..self.peers.len() {
             let mut expire = false;
+            let mut late = false;
+            // The trailing run: unsignaled requests with no signaled one
+            // posted after them, whose completion nothing has asked for yet.
+            let tail = self.peers[n]
+                .sent
+                .iter()
+                .rposition(|&w| self.slot(w).is_none_or(|f| f.signaled))
+                .map_or(0, |k| k + 1);
             for k in 0..self.peers[n].sent.len() {
                 let wr_id = self.peers[n].sent[k];
                 let Some(f) = self.slot_mut(wr_id) else {
@@ -1018,8 +1038,18 @@ impl VerbsEndpoint {
                 };
                 match f.deadline {
                     Some(d) if d <= now && !f.expired => {
-                        f.expired = true;
-                        expire = true;
+                        if lenient && k >= tail && !f.extended {
+                            // The endpoint was not polled in time to probe
+                            // (its thread was off the CPU): probe now and
+                            // give the probe one landing deadline.
+                            f.extended = true;
+                            f.deadline = Some(now + landing);
+                            late = true;
+                            next = Some(next.map_or(now + landing, |x| x.min(now + landing)));
+                        } else {
+                            f.expired = true;
+                            expire = true;
+                        }
                     }
                     Some(d) if !f.expired => next = Some(next.map_or(d, |x| x.min(d))),
                     _ => {}
@@ -1028,6 +1058,9 @@ impl VerbsEndpoint {
             let node = NodeId(n as u16);
             if expire {
                 self.fail(node, "a request passed its deadline");
+            } else if late {
+                tracing::debug!(%node, "unsignaled requests past their deadline unasked: probing");
+                self.probe(node);
             }
             if let Some(since) = self.peers[n].run_since.filter(|_| !self.skip_signals) {
                 let due = since + probe_after(&self.node.timing);

@@ -372,12 +372,20 @@ pub fn many_unsignaled_posts_in_a_row_on<E: Endpoint>(
             data: i.to_le_bytes().to_vec(),
         },
     };
-    let mut got = Vec::new();
+    let mut got: Vec<Completion> = Vec::new();
+    let refused = |i: u64, e: FabricError, got: &[Completion]| -> ! {
+        let failed: Vec<&Completion> = got.iter().filter(|c| c.result.is_err()).take(3).collect();
+        panic!("unsignaled WRITE {i} refused: {e:?}; failed before it: {failed:?}")
+    };
     for i in 0..N {
-        ep.post_unsignaled(write(i)).expect("post unsignaled");
+        if let Err(e) = ep.post_unsignaled(write(i)) {
+            refused(i, e, &got);
+        }
     }
     for i in N..2 * N {
-        ep.post_unsignaled(write(i)).expect("post unsignaled");
+        if let Err(e) = ep.post_unsignaled(write(i)) {
+            refused(i, e, &got);
+        }
         ep.poll(&mut got);
     }
     ep.post(WorkRequest {
