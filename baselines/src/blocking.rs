@@ -132,6 +132,7 @@ impl<E: Endpoint> Driver<E> {
                         self.wait(exec);
                     }
                 }
+                Step::PostDetached(wrs) => self.post_detached(exec, wrs),
                 Step::Pending => self.wait(exec),
                 Step::Effect(e) => {
                     let r = self.perform(e, ext);
@@ -177,6 +178,19 @@ impl<E: Endpoint> Driver<E> {
                 if !exec.refuse(id, e.clone()) {
                     tracing::warn!(error = %e, "a detached post was refused");
                 }
+            }
+        }
+        self.next_id = self.next_id.max(exec.next_id());
+    }
+
+    /// Posts a detached post unsignaled (a success need not complete; a
+    /// failure does, and reaches the machine's driver as a stray
+    /// completion, which is logged). One the endpoint refuses never
+    /// executes: logged too.
+    pub fn post_detached<X: Ext>(&mut self, exec: &mut Exec<X>, wrs: Vec<WorkRequest>) {
+        for wr in wrs {
+            if let Err(e) = self.ep.post_unsignaled(wr) {
+                tracing::warn!(error = %e, "a detached post was refused");
             }
         }
         self.next_id = self.next_id.max(exec.next_id());

@@ -14,7 +14,8 @@
 //! Each `.await` on the handle is one round of work requests (posted
 //! together, all awaited, optionally with a deadline in the machine's time
 //! after which missing completions count as [`FabricError::Timeout`]), a
-//! detached post (a server's unsignaled response), or one effect:
+//! detached post ([`Step::PostDetached`]: a server's response, posted
+//! unsignaled), or one effect:
 //!
 //! - [`Effect::Backoff`]: wait before trying again;
 //! - [`Effect::AwaitResponse`]: a client waits for its response slot to
@@ -170,8 +171,13 @@ impl<X: Ext> fmt::Debug for Resolution<X> {
 
 /// What a machine wants next.
 pub enum Step<T, X: Ext> {
-    /// Post these work requests (one round, or a detached post).
+    /// Post these work requests (one round, all awaited).
     Post(Vec<WorkRequest>),
+    /// Post these work requests without awaiting them (a detached post: a
+    /// server's response). Drivers post them unsignaled
+    /// (`Endpoint::post_unsignaled`): a success need not complete, and a
+    /// completion that does come is not the machine's.
+    PostDetached(Vec<WorkRequest>),
     /// Perform this effect and [`Exec::resolve`] it before polling again.
     Effect(Effect<X>),
     /// Waiting for completions already posted.
@@ -184,6 +190,7 @@ impl<T: fmt::Debug, X: Ext> fmt::Debug for Step<T, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Step::Post(w) => f.debug_tuple("Post").field(w).finish(),
+            Step::PostDetached(w) => f.debug_tuple("PostDetached").field(w).finish(),
             Step::Effect(e) => f.debug_tuple("Effect").field(e).finish(),
             Step::Pending => f.write_str("Pending"),
             Step::Done(t) => f.debug_tuple("Done").field(t).finish(),
@@ -585,7 +592,14 @@ impl<X: Ext> Exec<X> {
                         class,
                         deadline,
                         detached,
-                    }) => Step::Post(self.issue(ops, class, deadline, detached, now)),
+                    }) => {
+                        let wrs = self.issue(ops, class, deadline, detached, now);
+                        if detached {
+                            Step::PostDetached(wrs)
+                        } else {
+                            Step::Post(wrs)
+                        }
+                    }
                     Some(Want::Effect(e)) => {
                         self.awaiting_effect = true;
                         Step::Effect(e)
@@ -916,7 +930,7 @@ mod tests {
             .await;
             Ok(())
         });
-        assert!(matches!(m.poll(Nanos(1)), Step::Post(_)));
+        assert!(matches!(m.poll(Nanos(1)), Step::PostDetached(_)));
         assert!(matches!(m.poll(Nanos(2)), Step::Done(Ok(()))));
         let s = m.stats();
         assert_eq!((s.writes, s.fabric_bytes, s.round_trips), (1, 16, 0));

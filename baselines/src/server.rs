@@ -473,6 +473,7 @@ where
                 break;
             }
             Step::Post(wrs) => driver.post(&mut exec, wrs),
+            Step::PostDetached(wrs) => driver.post_detached(&mut exec, wrs),
             Step::Pending => driver.wait(&mut exec),
             Step::Effect(Effect::AwaitRequest(watch)) => {
                 let served = exec.take_stats();

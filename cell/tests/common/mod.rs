@@ -321,6 +321,11 @@ impl SplitStepper {
                     return Some(Did::Done(r));
                 }
                 Step::Pending => self.mio.driver.wait(self.m.exec()),
+                Step::PostDetached(wrs) => {
+                    self.mio.driver.post_detached(self.m.exec(), wrs);
+                    self.steps += 1;
+                    return Some(Did::Round(0));
+                }
                 Step::Post(wrs) => {
                     let n = wrs.len();
                     let versions: Vec<u64> = wrs
