@@ -47,13 +47,7 @@ impl CellMachines {
         rpc: RpcClient,
     ) -> Result<CellMachines, Error> {
         cfg.validate()?;
-        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                field: "client id",
-                value: id.to_string(),
-                reason: "node must be below nodes and index below clients_per_node",
-            }));
-        }
+        id.check_in(cfg.nodes, cfg.clients_per_node)?;
         let core = ClientCore::new(cfg, id, dir.snapshot());
         Ok(CellMachines {
             core: Arc::new(Mutex::new(core)),
