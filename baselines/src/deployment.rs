@@ -198,13 +198,7 @@ impl SystemConfig {
         F::Endpoint: 'static,
     {
         let cfg = Arc::new(self.store.clone());
-        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
-            return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
-                field: "client id",
-                value: id.to_string(),
-                reason: "node must be below nodes and index below clients_per_node",
-            }));
-        }
+        id.check_in(cfg.nodes, cfg.clients_per_node)?;
         let ep = fabric.open(id.node)?;
         Ok(match self.kind {
             SystemKind::Nessie => Box::new(Client::new(cfg, id, ep)?),

@@ -32,8 +32,12 @@ use nessie_protocol::{Error, NodeId, RemoteAddr};
 use crate::bytes::{round8, word};
 use crate::machine::{Ext, Io};
 
-/// CRC-64/XZ, the checksum of messages and of Pilaf's entries.
-pub const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
+/// CRC-64/XZ, the checksum of messages and of Pilaf's entries (and Cell's
+/// extents), computed slicing-by-16 (16 table lookups per 16 bytes): about
+/// 6 times the throughput of the crate's default byte-at-a-time table,
+/// which made the checksum most of a server's CPU per request.
+pub const CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_XZ);
 
 /// Bytes after the payload: crc64, lens, ctrl.
 pub const TRAILER_BYTES: u64 = 24;

@@ -22,6 +22,29 @@ use nessie_protocol::{ConfigError, Error, NodeId};
 use crate::node::{HEADER_BYTES, TRAILER_BYTES};
 use crate::ptr::{RegionId, EXTENT_PTR_BYTES};
 
+/// How a Cell deployment is sized for a workload ([`CellConfig::sized`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizing {
+    /// Nodes in all.
+    pub nodes: u16,
+    /// Nodes holding regions (the first ones).
+    pub server_nodes: u16,
+    /// Client ids per node.
+    pub clients: u16,
+    /// Server worker threads per server node.
+    pub workers: u16,
+    /// Keys the runs may hold (preloaded and inserted).
+    pub keys: u64,
+    /// Largest key.
+    pub key_size: u32,
+    /// Largest value.
+    pub value_size: u32,
+    /// All keys in one meganode that never splits.
+    pub one_meganode: bool,
+    /// Client caches on.
+    pub caches: bool,
+}
+
 /// How a client searches each meganode.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SearchMode {
@@ -249,6 +272,64 @@ impl CellConfig {
         let k = max_key_len as usize;
         let need = HEADER_BYTES + 2 * k + 8 * (2 + k + EXTENT_PTR_BYTES) + TRAILER_BYTES;
         (need.max(1024)).next_power_of_two() as u32
+    }
+
+    /// A deployment sized for a workload (what `nessie bench` and `nessie
+    /// sim` run): meganodes of 256 nodes with a heap that fills about when
+    /// the node pool does, enough region slots for every key at the fill a
+    /// split leaves, twice over; or, with `one_meganode`, all keys in one
+    /// meganode that never splits (the paper's Fig. 4).
+    pub fn sized(s: &Sizing) -> CellConfig {
+        let round8 = |n: u64| n.div_ceil(8) * 8;
+        let (k, v) = (u64::from(s.key_size), u64::from(s.value_size));
+        let node_bytes = CellConfig::node_bytes_for(s.key_size);
+        let extent = round8(8 + k + v);
+        // Entries of a leaf, and of a half-full leaf.
+        let per_leaf = ((u64::from(node_bytes) - 32 - 2 * k) / (2 + k + 20)).max(4);
+        let half = (per_leaf / 2).max(2);
+        let keys = s.keys;
+        let cache = if s.caches {
+            CacheConfig::default()
+        } else {
+            CacheConfig {
+                nodes: 0,
+                min_level: 1,
+                ranges: 0,
+            }
+        };
+        let base = CellConfig {
+            nodes: s.nodes,
+            server_nodes: s.server_nodes,
+            clients_per_node: s.clients,
+            server_workers: s.workers,
+            max_key_len: s.key_size,
+            max_value_len: s.value_size,
+            node_bytes,
+            cache,
+            op_timeout: Duration::from_secs(30),
+            ..CellConfig::default()
+        };
+        if s.one_meganode {
+            let leaves = keys.div_ceil(half);
+            return CellConfig {
+                meganode_nodes: (leaves + leaves / 4 + 64) as u32,
+                heap_bytes: (keys * extent * 2 + 16 * extent).min(u64::from(u32::MAX)),
+                regions_per_node: 2,
+                auto_split: false,
+                ..base
+            };
+        }
+        let meganode_nodes: u32 = 256;
+        // A heap that fills about when the node pool does, at least 16 extents.
+        let heap = (u64::from(meganode_nodes) * half * extent).max(16 * extent);
+        // Regions for every key at the fill a split leaves (half), twice over.
+        let regions = (keys * extent * 4).div_ceil(heap) + 4;
+        CellConfig {
+            meganode_nodes,
+            heap_bytes: heap,
+            regions_per_node: (regions.div_ceil(u64::from(s.server_nodes)) + 6) as u32,
+            ..base
+        }
     }
 
     /// Checks every field.

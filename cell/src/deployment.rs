@@ -77,6 +77,16 @@ impl CellConfig {
     }
 }
 
+/// The machine that creates region 1 (an empty leaf meganode holding the
+/// root word) on server `st` (node 0), its work requests numbered from
+/// `first_id`: what starting a deployment runs first, on any driver.
+pub fn bootstrap_machine(st: &Arc<ServerNode>, first_id: u64) -> Machine<()> {
+    let s = st.clone();
+    machine(st.node, first_id, None, move |io| async move {
+        Srv::new(io, s).bootstrap().await
+    })
+}
+
 impl Srv {
     /// Creates region 1 (an empty leaf meganode holding the root word).
     async fn bootstrap(&self) -> Result<(), Error> {

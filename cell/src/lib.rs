@@ -47,9 +47,9 @@ pub mod region;
 pub mod server;
 pub mod wire;
 
-pub use client::{CellClient, CellStats};
+pub use client::{CellClient, CellMachines, CellStats};
 pub use config::{CacheConfig, CellConfig, CellFaults, SearchMode, SelectorConfig};
-pub use deployment::{CellDeployment, TreeShape};
+pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};
 pub use ptr::{NodePtr, RegionId};
 pub use recovery::RecoveryReport;
 pub use server::split::SplitOutcome;

@@ -1,14 +1,28 @@
 //! `nessie sim`: the deterministic cluster simulator (`nessie-sim`) from the
-//! command line: Nessie's machines in virtual time over a hardware profile,
-//! for each cluster size, depth and value size asked, with the simulator's
-//! own speed.
+//! command line: the systems' real machines (Nessie's, and the sans-IO
+//! clients and server workers of NessieSD, NessieHY, Pilaf and Cell) in
+//! virtual time over a hardware profile, the same workload for each, side by
+//! side, for each cluster size, depth and value size asked, with the
+//! simulator's own speed.
 
 use clap::Args;
-use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec};
+use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, System};
 
 /// Options of `nessie sim`.
 #[derive(Args, Debug, Clone)]
 pub struct SimArgs {
+    /// Systems to simulate side by side, comma separated: nessie, nessie-sd,
+    /// nessie-hy, pilaf, cell (default: the Nessie family, all but cell).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "nessie,nessie-sd,nessie-hy,pilaf"
+    )]
+    pub systems: Vec<String>,
+    /// Server worker threads per node of the server-driven systems (each
+    /// polls on a core of its own).
+    #[arg(long, default_value_t = 1)]
+    pub server_workers: u16,
     /// Hardware profile: `tpds` (the TPDS paper's 10 GbE cluster) or `modern`
     /// (100 Gb/s).
     #[arg(long, default_value = "tpds")]
@@ -55,6 +69,7 @@ pub struct SimArgs {
 
 /// One point of a sweep.
 struct Point {
+    system: System,
     nodes: u16,
     background: u16,
     depth: u16,
@@ -68,33 +83,43 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             SimError::Spec(format!("unknown profile {:?} (tpds, modern)", args.profile))
         })?
         .clone();
+    let systems = args
+        .systems
+        .iter()
+        .map(|s| s.parse::<System>())
+        .collect::<Result<Vec<_>, _>>()?;
     let mut points: Vec<(Point, SimReport)> = Vec::new();
     for &nodes in &args.nodes {
         for &background in &args.background {
             for &depth in &args.depth {
                 for &v in &args.value_sizes {
-                    let spec = SimSpec {
-                        profile: profile.clone(),
-                        nodes,
-                        clients_per_node: args.clients,
-                        depth,
-                        background_per_node: background,
-                        keys: args.keys,
-                        key_size: args.key_size,
-                        value_size: v,
-                        get_pct: args.get_pct,
-                        seconds: args.seconds,
-                        load_factor: args.load_factor,
-                        seed: args.seed,
-                        ..SimSpec::default()
-                    };
-                    let point = Point {
-                        nodes,
-                        background,
-                        depth,
-                        value_size: v,
-                    };
-                    points.push((point, simulate(&spec)?));
+                    for &system in &systems {
+                        let spec = SimSpec {
+                            system,
+                            server_workers: args.server_workers,
+                            profile: profile.clone(),
+                            nodes,
+                            clients_per_node: args.clients,
+                            depth,
+                            background_per_node: background,
+                            keys: args.keys,
+                            key_size: args.key_size,
+                            value_size: v,
+                            get_pct: args.get_pct,
+                            seconds: args.seconds,
+                            load_factor: args.load_factor,
+                            seed: args.seed,
+                            ..SimSpec::default()
+                        };
+                        let point = Point {
+                            system,
+                            nodes,
+                            background,
+                            depth,
+                            value_size: v,
+                        };
+                        points.push((point, simulate(&spec)?));
+                    }
                 }
             }
         }
@@ -104,6 +129,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             .iter()
             .map(|(p, r)| {
                 serde_json::json!({
+                    "system": p.system.name(),
                     "nodes": p.nodes,
                     "background": p.background,
                     "depth": p.depth,
@@ -116,44 +142,65 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         return Ok(());
     }
     println!(
-        "nessie sim: profile {}, {} client threads per node, {} keys, {} % GET, {} simulated s per point, seed {}",
-        profile.name, args.clients, args.keys, args.get_pct, args.seconds, args.seed
+        "nessie sim: profile {}, {} client threads per node, {} server worker(s) per node, {} keys, {} % GET, {} simulated s per point, seed {}",
+        profile.name, args.clients, args.server_workers, args.keys, args.get_pct, args.seconds, args.seed
     );
     println!(
-        "{:>6} {:>5} {:>5} {:>8} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11} {:>7} {:>11}",
+        "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>11} {:>7} {:>11}",
+        "system",
         "nodes",
         "bg",
         "depth",
         "value B",
         "ops/s",
+        "fail",
         "GET us",
         "GET p99",
         "PUT us",
         "PUT p99",
         "B/op",
         "RTs/op",
+        "NIC/op",
+        "srv %",
         "events",
         "wall s",
         "events/s"
     );
     for (p, r) in &points {
         println!(
-            "{:>6} {:>5} {:>5} {:>8} {:>11.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>11} {:>7.2} {:>11.0}",
+            "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11.0} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>7.2} {:>6.1} {:>11} {:>7.2} {:>11.0}",
+            p.system.name(),
             p.nodes,
             p.background,
             p.depth,
             p.value_size,
             r.ops_per_sec,
+            r.failures,
             r.get_avg_us,
             r.get_p99_us,
             r.put_avg_us,
             r.put_p99_us,
             r.bytes_per_op,
             r.round_trips_per_op,
+            r.nic_ops_per_op,
+            r.server_busy_pct,
             r.events,
             r.wall_seconds,
             r.events_per_wall_sec
         );
+    }
+    for (p, r) in &points {
+        for e in r.server_errors.iter().chain(&r.corrupt) {
+            println!("warning: {} at {} nodes: {e}", p.system.name(), p.nodes);
+        }
+        if r.stuck > 0 {
+            println!(
+                "warning: {} at {} nodes: {} operations still ran at the horizon",
+                p.system.name(),
+                p.nodes,
+                r.stuck
+            );
+        }
     }
     Ok(())
 }

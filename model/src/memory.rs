@@ -4,7 +4,9 @@
 //! the same semantics as `fabric-sim` (word-atomic, transfers not atomic).
 
 use nessie_protocol::layout::{DataEntryHeader, IndexEntry};
-use nessie_protocol::{Config, DteAddr, FabricError, IteAddr, NodeId, Op, OpOutput, Region};
+use nessie_protocol::{
+    Config, DteAddr, FabricError, IteAddr, NodeId, Op, OpOutput, Region, Topology,
+};
 
 /// The order in which the words of one modelled transfer land.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,7 +29,12 @@ pub struct Memory {
 impl Memory {
     /// Zeroed memory shaped by `cfg`.
     pub fn new(cfg: &Config) -> Memory {
-        let topo = cfg.topology();
+        Memory::with_topology(cfg.topology())
+    }
+
+    /// Zeroed memory of `topo`'s nodes and regions (the baselines and Cell
+    /// lay out their own regions).
+    pub fn with_topology(topo: Topology) -> Memory {
         let index_words = topo.index_slots_per_node;
         let data_words = topo.data_bytes_per_node.div_ceil(8) as u32;
         Memory {

@@ -32,7 +32,7 @@ fn complete_times(ops: Vec<Op>) -> Vec<u64> {
             id: OpId(i as u64),
             op,
         };
-        e.post(0, wr, 0);
+        e.post(crate::systems::Actor::Client(0), wr, 0);
     }
     let mut done = Vec::new();
     while let Some((at, ev)) = e.next_event() {
@@ -132,4 +132,62 @@ fn a_client_thread_runs_one_slice_in_b_plus_one() {
     assert_eq!(e.running_at(1, 0), 3 * ms);
     assert_eq!(e.running_at(1, 4 * ms), 4 * ms);
     assert_eq!(e.running_at(1, 6 * ms), 9 * ms);
+}
+
+/// One server-driven request, hand-computed on the TPDS profile: a
+/// NessieSD GET of an absent key homed on the other node (1 client and 1
+/// server worker per node, so each worker polls 2 slots).
+#[test]
+fn one_server_driven_request_takes_the_hand_computed_time() {
+    use crate::spec::System;
+    let spec = SimSpec {
+        system: System::NessieSd,
+        nodes: 2,
+        clients_per_node: 1,
+        keys: 1,
+        key_size: 16,
+        value_size: 8,
+        get_pct: 100,
+        preload_pct: 0,
+        ..SimSpec::default()
+    };
+    let mut e = Engine::new(&spec).unwrap();
+    e.start_servers();
+    // The client on the node that is not the key's home.
+    let home = nessie_baselines::coupled::home_node(
+        e.cfg.hash_seed,
+        2,
+        &crate::engine::key_of(0, spec.key_size),
+    );
+    let c = usize::from(1 - home.0);
+    let t0 = crate::engine::EPOCH + 10_000;
+    e.schedule(t0, Ev::Poll(c));
+    while e.get_lat.is_empty() {
+        let (at, ev) = e.next_event().expect("the GET finishes");
+        e.handle(at, ev);
+    }
+    // Client: one protocol step (300), the 40-byte request WRITE (16 B key
+    // + 24 B trailer) out: NIC 500 + (40 + 58) B at 10 Gb/s 79, wire 500,
+    // responder NIC 500: lands at 1,879.
+    // Worker (idle, 2 slots): notices it 100 + 10 x 2 / 2 = 110 later
+    // (1,989), takes it: 300 + the request's CRC64 40 / 1.5 = 27 (2,316);
+    // reads it back by CPU: trailer 24 B (copy 5 + miss 100: 2,421), message
+    // 40 B (8 + 100: 2,529); the key's 3 candidate entries, empty (3 x (2 +
+    // 100): 2,835); seals the 24-byte response (CRC 16: 2,851) and WRITEs it
+    // unsignaled: NIC 500 + (24 + 58) B 66, wire 500, NIC 500: lands at 4,417.
+    // Meanwhile the request WRITE's completion reached the client (node 1's
+    // NIC 500 + 47, wire 500, node 0's NIC 500: 3,426), its step (300)
+    // found no response yet, so the landing wakes it: 4,417 + 100 (its miss
+    // on the control word) = 4,517, one step (300) and the response read
+    // back by CPU (24 B twice: 5 + 5, no step after a CPU access): 4,827.
+    assert_eq!(e.get_lat, vec![4_827]);
+    let busy: u64 = e
+        .servers
+        .as_ref()
+        .unwrap()
+        .workers
+        .iter()
+        .map(|w| w.busy_ns)
+        .sum();
+    assert_eq!(busy, 327 + 105 + 108 + 3 * 102 + 16);
 }

@@ -1,5 +1,7 @@
-//! The discrete-event engine: Nessie's clients as their real machines, in
-//! virtual time, over a hardware [`Profile`](crate::Profile).
+//! The discrete-event engine: the clients as their real machines (Nessie's
+//! here; the other systems' clients in `kv.rs` and their server workers in
+//! `servers.rs`), in virtual time, over a hardware
+//! [`Profile`](crate::Profile).
 //!
 //! One event queue ordered by (time, sequence number): nothing depends on
 //! wall-clock time, threads or hash-map order, so a run is a function of
@@ -29,6 +31,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use nessie_baselines::retry::{Jitter, RetryBudget};
 use nessie_model::memory::{InFlight, Memory, WordOrder};
 use nessie_model::{Event, KvOp, KvRet};
 use nessie_protocol::client::retries;
@@ -41,39 +44,70 @@ use nessie_protocol::{
 use crate::chaos::{Chaos, Dice};
 use crate::network::NicRequest;
 use crate::profile::Profile;
-use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
+use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec, System};
+use crate::systems::{Actor, AnyCore, KvMachine, Servers};
 
 /// Virtual time starts here (ns), so that no deadline is near zero.
 pub(crate) const EPOCH: u64 = 1_000_000_000;
 
-struct CurrentOp {
-    kind: Kind,
-    key: u64,
-    value: Vec<u8>,
-    started: u64,
+pub(crate) struct CurrentOp {
+    pub(crate) kind: Kind,
+    pub(crate) key: u64,
+    pub(crate) value: Vec<u8>,
+    pub(crate) started: u64,
     /// Virtual time of the current attempt's first step (its deadline is
     /// one expiration period later, on the client's own clock).
     attempt_started: Option<u64>,
-    attempts: u32,
+    pub(crate) attempts: u32,
     backoff_ns: u64,
-    stats: OpStats,
+    pub(crate) stats: OpStats,
     /// An operation of the final sweep.
     sweep: bool,
+    /// A baseline's retry budget, between its attempts.
+    pub(crate) budget: Option<RetryBudget>,
+    /// An operation of the preload of a server-driven system (not measured).
+    pub(crate) preload: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Get,
     Put,
     Delete,
+}
+
+/// A client's machine of the operation in flight.
+pub(crate) enum ClientMachine {
+    /// Nessie's.
+    Nessie(Box<RequestMachine>),
+    /// Another system's.
+    Kv(KvMachine),
 }
 
 pub(crate) struct SimClient {
     /// The client thread (core) whose CPU its polls take.
     pub(crate) core: usize,
     pub(crate) state: ClientState,
-    machine: Option<RequestMachine>,
-    op: Option<CurrentOp>,
+    pub(crate) machine: Option<ClientMachine>,
+    pub(crate) op: Option<CurrentOp>,
+    /// A baseline's sans-IO core, between attempts (`None` while an
+    /// attempt's machine holds it, and for Nessie).
+    pub(crate) kv_core: Option<AnyCore>,
+    /// A baseline client's back-off jitter, between operations.
+    pub(crate) jitter: Option<Jitter>,
+    /// A Cell client's machines (caches, selector, request slot).
+    pub(crate) cell: Option<nessie_cell::CellMachines>,
+    /// What its machine waits for: the response slot's control word to
+    /// carry `seq` (a write landing there wakes it), until `deadline`.
+    pub(crate) awaiting: Option<(u64, u32)>,
+    /// The resolution its next wake-up delivers.
+    pub(crate) due: Option<crate::systems::Shared>,
+    /// Keys it still preloads (a server-driven system's preload, in
+    /// virtual time), last first.
+    pub(crate) preload: Vec<u64>,
+    /// Its last round was CPU accesses only (a baseline client's next poll
+    /// costs no protocol step: the copy was charged).
+    pub(crate) local_round: bool,
     /// Requests of the current round still to complete.
     pub(crate) outstanding: usize,
     /// Numbers the client's rounds (and incarnations): completions and
@@ -83,7 +117,7 @@ pub(crate) struct SimClient {
     /// How far this client's clock runs ahead of virtual time (A1).
     pub(crate) clock_offset: u64,
     /// Crashed (or its node is out), since this time.
-    down_since: Option<u64>,
+    pub(crate) down_since: Option<u64>,
     /// A straggler (see [`Chaos::straggler_step_ns`]).
     straggler: bool,
     /// The straggler's slowness before its next step has been spent.
@@ -92,7 +126,7 @@ pub(crate) struct SimClient {
 
 impl SimClient {
     /// The client's clock at virtual time `now`.
-    fn clock(&self, now: u64) -> Nanos {
+    pub(crate) fn clock(&self, now: u64) -> Nanos {
         Nanos(now + self.clock_offset)
     }
 }
@@ -110,6 +144,15 @@ pub(crate) enum Ev {
     Land(usize),
     Back(usize),
     Complete(usize),
+    /// A client's wait (back-off, response) is over (client, round).
+    KvDue(usize, u64),
+    /// A server worker steps.
+    WorkerPoll(usize),
+    /// A server worker's wait is over (worker, round).
+    WorkerDue(usize, u64),
+    /// The preload of a server-driven system is done: the measured
+    /// workload starts.
+    Measure,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -145,19 +188,28 @@ pub(crate) struct Engine {
     pub(crate) mem: Memory,
     pub(crate) clients: Vec<SimClient>,
     pub(crate) nics: Vec<Nic>,
-    /// When each client thread's core is next free.
+    /// When each core (client threads', then server workers') is next free.
     pub(crate) cores: Vec<u64>,
-    /// Busy background threads sharing each client thread's core.
+    /// Busy background threads sharing each core.
     background: Vec<u64>,
+    /// The server side of a server-driven system.
+    pub(crate) servers: Option<Servers>,
+    /// Cell's region directory.
+    pub(crate) dir: Option<Arc<nessie_cell::region::Directory>>,
+    /// When the measured workload started (after a server-driven system's
+    /// preload; [`EPOCH`] otherwise).
+    pub(crate) measure_from: u64,
+    /// Clients still preloading.
+    pub(crate) preloading: usize,
     pub(crate) node_down: Vec<bool>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
     queue: BinaryHeap<Scheduled>,
     seq: u64,
     events: u64,
-    end: u64,
-    horizon: u64,
-    get_lat: Vec<u64>,
+    pub(crate) end: u64,
+    pub(crate) horizon: u64,
+    pub(crate) get_lat: Vec<u64>,
     put_lat: Vec<u64>,
     deletes: u64,
     failures: u64,
@@ -203,6 +255,18 @@ impl Engine {
         let cfg = Arc::new(config(spec)?);
         let mut dice = Dice::new(spec.seed);
         let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
+        let mut setup = match spec.system {
+            System::Nessie => None,
+            System::Cell => Some(crate::systems::cell(spec, &cfg)?),
+            other => Some(crate::systems::baseline(
+                other,
+                &cfg,
+                spec.server_workers,
+                spec.hy,
+                spec.server_faults,
+                spec.seed,
+            )?),
+        };
         let mut clients = Vec::new();
         let per_node = cfg.clients_per_node;
         for n in 0..spec.nodes {
@@ -215,10 +279,23 @@ impl Engine {
                 };
                 let mut state = ClientState::new(cfg.clone(), id)?;
                 state.faults = spec.faults;
+                let kv_core = setup
+                    .as_mut()
+                    .and_then(|s| (!s.cores.is_empty()).then(|| s.cores.remove(0)));
+                let cell = setup
+                    .as_mut()
+                    .and_then(|s| (!s.cell.is_empty()).then(|| s.cell.remove(0)));
                 clients.push(SimClient {
                     state,
                     machine: None,
                     op: None,
+                    jitter: kv_core.as_ref().map(|_| Jitter::new(id)),
+                    kv_core,
+                    cell,
+                    awaiting: None,
+                    due: None,
+                    preload: Vec::new(),
+                    local_round: false,
                     outstanding: 0,
                     round: 0,
                     rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -242,23 +319,51 @@ impl Engine {
             let last = clients.len() - 1;
             clients[last].clock_offset = skew;
         }
+        // Cores: each node's client threads, then every node's server
+        // workers; background threads spread over a node's cores in that
+        // order.
+        let nodes = usize::from(spec.nodes);
+        let cpn = usize::from(spec.clients_per_node);
+        let workers = setup.as_ref().map_or(0, |s| s.servers.workers_per_node);
+        let node_cores = (cpn + workers) as u64;
+        let b = u64::from(spec.background_per_node);
+        let share = |pos: usize| b / node_cores + u64::from((pos as u64) < b % node_cores);
+        let mut background: Vec<u64> = (0..nodes * cpn).map(|core| share(core % cpn)).collect();
+        let mut mem = match &setup {
+            Some(s) => Memory::with_topology(s.topology),
+            None => Memory::new(&cfg),
+        };
+        if let Some(st) = setup.as_ref().and_then(|s| s.cell_servers.first()) {
+            // Cell's first meganode, before time starts.
+            let mut m = nessie_cell::bootstrap_machine(st, 1);
+            crate::systems::run_at_once(&mut mem, st, &mut m, Nanos(EPOCH / 2))?;
+        }
+        let dir = setup.as_ref().and_then(|s| s.dir.clone());
+        let mut servers = setup.map(|s| s.servers);
+        if let Some(sv) = servers.as_mut() {
+            for (w, worker) in sv.workers.iter_mut().enumerate() {
+                worker.core = nodes * cpn + w;
+                // Request workers share their node's cores with background
+                // threads; Cell's maintenance threads run on cores of their own.
+                background.push(if worker.maint.is_some() {
+                    0
+                } else {
+                    share(cpn + w % workers)
+                });
+            }
+        }
         Ok(Engine {
             p: spec.profile.clone(),
             spec: spec.clone(),
-            mem: Memory::new(&cfg),
+            mem,
             cfg,
             nics: vec![Nic::default(); usize::from(spec.nodes)],
-            cores: vec![0; usize::from(spec.nodes) * usize::from(spec.clients_per_node)],
-            background: (0..usize::from(spec.nodes) * usize::from(spec.clients_per_node))
-                .map(|core| {
-                    let (b, cpn) = (
-                        u64::from(spec.background_per_node),
-                        u64::from(spec.clients_per_node),
-                    );
-                    let i = core as u64 % cpn;
-                    b / cpn + u64::from(i < b % cpn)
-                })
-                .collect(),
+            cores: vec![0; background.len()],
+            background,
+            servers,
+            dir,
+            measure_from: EPOCH,
+            preloading: 0,
             node_down: vec![false; usize::from(spec.nodes)],
             clients,
             reqs: Vec::new(),
@@ -293,12 +398,23 @@ impl Engine {
 pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     let wall = Instant::now();
     let mut e = Engine::new(spec)?;
-    e.preload()?;
+    if e.servers.is_some() {
+        e.start_servers();
+    } else {
+        e.preload()?;
+    }
     for c in 0..e.clients.len() {
         e.schedule(EPOCH, Ev::Poll(c));
     }
     e.plan_outages();
-    e.horizon = e.end + e.drain_ns();
+    e.horizon = if e.preloading > 0 {
+        // The measured workload starts once the preload is done; a preload
+        // that takes longer than every operation's longest is a failure.
+        let per_client = spec.keys.div_ceil(e.clients.len() as u64) + 1;
+        EPOCH.saturating_add(e.drain_ns().saturating_mul(per_client))
+    } else {
+        e.end + e.drain_ns()
+    };
     loop {
         match e.next_event() {
             Some((at, ev)) => e.handle(at, ev),
@@ -363,6 +479,10 @@ impl Engine {
             Ev::Land(r) => self.on_land(r, at),
             Ev::Back(r) => self.on_back(r, at),
             Ev::Complete(r) => self.on_complete(r, at),
+            Ev::KvDue(c, round) => self.on_kv_due(c, round, at),
+            Ev::WorkerPoll(w) => self.step_worker(w, at),
+            Ev::WorkerDue(w, round) => self.on_worker_due(w, round, at),
+            Ev::Measure => self.start_measuring(at),
         }
     }
 
@@ -380,7 +500,7 @@ impl Engine {
     /// attempt then runs to its deadline plus a margin, after the longest
     /// back-off, with up to four of the longest pauses and the longest wait
     /// for its core.
-    fn drain_ns(&self) -> u64 {
+    pub(crate) fn drain_ns(&self) -> u64 {
         let expiration = nanos(self.cfg.expiration);
         // A client thread sharing its core with b background threads may wait
         // b slices before it notices its deadline.
@@ -512,7 +632,14 @@ impl Engine {
     }
 
     fn next_op(&mut self, c: usize, now: u64) -> bool {
-        let (key, kind, sweep) = if now < self.end {
+        let (key, kind, sweep) = if self.preloading > 0 {
+            // A server-driven system's preload: each client PUTs its share
+            // of the keys, then waits for the measured workload.
+            match self.clients[c].preload.pop() {
+                Some(k) => (k, Kind::Put, false),
+                None => return false,
+            }
+        } else if now < self.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
             let key = xorshift(&mut cl.rng) % spec.keys;
@@ -541,6 +668,11 @@ impl Engine {
         self.next_value += 1;
         let n = tag.len().min(value.len());
         value[..n].copy_from_slice(&tag.as_bytes()[..n]);
+        let preload = self.preloading > 0;
+        let budget = cl
+            .jitter
+            .clone()
+            .map(|j| RetryBudget::new(cl.clock(now), &self.cfg.retry, j));
         cl.op = Some(CurrentOp {
             kind,
             key,
@@ -551,12 +683,14 @@ impl Engine {
             backoff_ns: nanos(self.cfg.retry.initial_backoff).max(1),
             stats: OpStats::default(),
             sweep,
+            budget,
+            preload,
         });
         self.start_attempt(c);
         true
     }
 
-    fn start_attempt(&mut self, c: usize) {
+    pub(crate) fn start_attempt(&mut self, c: usize) {
         let ks = self.spec.key_size;
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
@@ -567,11 +701,33 @@ impl Engine {
         let key = key_of(op.key, ks);
         cl.round += 1;
         cl.outstanding = 0;
-        cl.machine = Some(RequestMachine::new(&match op.kind {
+        cl.awaiting = None;
+        cl.due = None;
+        let req = match op.kind {
             Kind::Get => Request::Get(key),
             Kind::Put => Request::Put(key, op.value.clone()),
             Kind::Delete => Request::Delete(key),
-        }));
+        };
+        if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.dir.as_ref()) {
+            cl.machine = Some(ClientMachine::Kv(KvMachine::Cell(
+                cm.request(&req, 1),
+                dir.clone(),
+            )));
+            return;
+        }
+        cl.machine = match (cl.kv_core.take(), op.budget.take()) {
+            (Some(core), Some(budget)) => Some(ClientMachine::Kv(KvMachine::attempt(
+                cl.state.id.node,
+                core,
+                budget,
+                req,
+                self.cfg.retry.op_timeout,
+            ))),
+            // A baseline client whose core a failed machine took cannot go
+            // on (its machines never fail: they report errors as results).
+            (None, Some(_)) => None,
+            _ => Some(ClientMachine::Nessie(Box::new(RequestMachine::new(&req)))),
+        };
     }
 
     fn on_poll(&mut self, c: usize, now: u64) {
@@ -621,7 +777,7 @@ impl Engine {
     }
 
     /// Polls the client's machine until it waits or finishes.
-    fn step(&mut self, c: usize, now: u64) {
+    pub(crate) fn step(&mut self, c: usize, now: u64) {
         // The thread runs once its core is free (of its other operations'
         // polls and of background threads' time slices), reads its clock
         // then, and spends one protocol step of CPU before anything goes out.
@@ -645,6 +801,19 @@ impl Engine {
             return;
         }
         self.clients[c].slowed = false;
+        if matches!(self.clients[c].machine, Some(ClientMachine::Kv(_))) {
+            let cl = &mut self.clients[c];
+            let t = start
+                + if cl.local_round {
+                    0
+                } else {
+                    self.p.cpu_step_ns
+                };
+            cl.local_round = false;
+            self.cores[core] = t;
+            self.step_kv(c, start, t);
+            return;
+        }
         let t = start + self.p.cpu_step_ns;
         self.cores[core] = t;
         if let Some(op) = self.clients[c].op.as_mut() {
@@ -653,7 +822,7 @@ impl Engine {
         loop {
             let cl = &mut self.clients[c];
             let clock = cl.clock(start);
-            let Some(m) = cl.machine.as_mut() else {
+            let Some(ClientMachine::Nessie(m)) = cl.machine.as_mut() else {
                 return;
             };
             match m.poll(&mut cl.state, clock) {
@@ -663,7 +832,7 @@ impl Engine {
                     cl.outstanding = wrs.len();
                     let round = cl.round;
                     for wr in wrs {
-                        self.post(c, wr, t);
+                        self.post(Actor::Client(c), wr, t);
                     }
                     if self.spec.chaos.any() {
                         // Completions may never come: look again once the
@@ -714,9 +883,33 @@ impl Engine {
                 return;
             }
         }
+        self.complete_op(c, r, now);
+    }
+
+    /// Ends client `c`'s operation with `r` (all its attempts done): records
+    /// it, and starts the client's next one.
+    pub(crate) fn complete_op(&mut self, c: usize, r: Result<Response, Error>, now: u64) {
+        let cl = &mut self.clients[c];
         let Some(op) = cl.op.take() else {
             return;
         };
+        if op.preload {
+            // Not measured; in the history all the same.
+            let ret = match &r {
+                Ok(Response::Put(e)) => KvRet::Put(*e),
+                Err(e) if e.outcome() == Outcome::Unknown => KvRet::Unknown,
+                _ => KvRet::NotCommitted,
+            };
+            self.record(c, &op, ret, now);
+            if self.clients[c].preload.is_empty() {
+                self.preloading -= 1;
+                if self.preloading == 0 {
+                    self.schedule(now, Ev::Measure);
+                }
+            }
+            self.schedule(now, Ev::Poll(c));
+            return;
+        }
         if let (true, Err(e)) = (op.sweep, &r) {
             if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
                 self.sweep_failures.push(format!(
@@ -867,7 +1060,10 @@ impl Engine {
     /// Delivers a completion to the client that posted it (if it is still
     /// the same incarnation and round: others are stale).
     pub(crate) fn deliver(&mut self, req: NicRequest, now: u64) {
-        let c = req.client;
+        let c = match req.actor {
+            Actor::Client(c) => c,
+            Actor::Worker(w) => return self.deliver_worker(w, req, now),
+        };
         // A completion of an earlier round (given up on at its deadline, of
         // an earlier attempt or incarnation) is stale: machines number their
         // requests afresh per attempt, so it must not reach the current one.
@@ -879,15 +1075,20 @@ impl Engine {
             return;
         }
         let cl = &mut self.clients[c];
-        if let Some(m) = cl.machine.as_mut() {
-            m.complete(nessie_protocol::Completion {
-                id: req.wr.id,
-                result: req
-                    .result
-                    .unwrap_or(Err(nessie_protocol::FabricError::Transport(
-                        "simulator: no result".into(),
-                    ))),
-            });
+        let completion = nessie_protocol::Completion {
+            id: req.wr.id,
+            result: req
+                .result
+                .unwrap_or(Err(nessie_protocol::FabricError::Transport(
+                    "simulator: no result".into(),
+                ))),
+        };
+        match cl.machine.as_mut() {
+            Some(ClientMachine::Nessie(m)) => m.complete(completion),
+            Some(ClientMachine::Kv(m)) => {
+                m.complete(completion);
+            }
+            None => {}
         }
         if cl.outstanding > 0 {
             cl.outstanding -= 1;
@@ -914,7 +1115,33 @@ impl Engine {
         }
         let ops = (self.get_lat.len() + self.put_lat.len()) as u64 + self.deletes;
         let n = ops.max(1) as f64;
+        let lock_waits = self.servers.as_ref().map_or(0, |sv| sv.lock_waits);
+        let (server_ops, busy, workers, server_requests, server_errors) = match &self.servers {
+            Some(sv) => (
+                sv.stats.cas(),
+                sv.workers.iter().map(|w| w.busy_ns).sum::<u64>(),
+                sv.workers.len() as f64,
+                sv.requests,
+                sv.counters
+                    .errors
+                    .lock()
+                    .map(|e| e.iter().take(16).map(|e| e.to_string()).collect())
+                    .unwrap_or_default(),
+            ),
+            None => (0, 0, 0.0, 0, Vec::new()),
+        };
+        let window = (self.spec.seconds * 1e9).max(1.0);
         SimReport {
+            system: self.spec.system,
+            nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
+            server_busy_pct: if workers > 0.0 {
+                100.0 * busy as f64 / (workers * window)
+            } else {
+                0.0
+            },
+            server_requests,
+            server_lock_waits: lock_waits,
+            server_errors,
             ops,
             gets: self.get_lat.len() as u64,
             puts: self.put_lat.len() as u64,

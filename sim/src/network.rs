@@ -10,11 +10,13 @@ use nessie_protocol::{FabricError, NodeId, Op, OpOutput, WorkRequest};
 
 use crate::chaos::Fate;
 use crate::engine::{Engine, Ev};
+use crate::systems::Actor;
 
 /// A NIC request on its way through the simulated fabric.
 pub(crate) struct NicRequest {
-    pub(crate) client: usize,
-    /// The client's round it belongs to.
+    /// Who posted it.
+    pub(crate) actor: Actor,
+    /// The poster's round it belongs to.
     pub(crate) round: u64,
     pub(crate) wr: WorkRequest,
     src: usize,
@@ -34,10 +36,15 @@ fn placeholder(wr: &WorkRequest) -> WorkRequest {
 }
 
 impl Engine {
-    /// Hands one work request of client `c` to its NIC (or CPU) at `t`.
-    pub(crate) fn post(&mut self, c: usize, wr: WorkRequest, t: u64) {
-        let src = usize::from(self.clients[c].state.id.node.0);
-        let round = self.clients[c].round;
+    /// Hands one work request of `actor` to its NIC (or CPU) at `t`.
+    pub(crate) fn post(&mut self, actor: Actor, wr: WorkRequest, t: u64) {
+        let (src, round) = match actor {
+            Actor::Client(c) => (
+                usize::from(self.clients[c].state.id.node.0),
+                self.clients[c].round,
+            ),
+            Actor::Worker(w) => self.worker_src(w),
+        };
         let (dst, req_bytes, resp_bytes, cpu_bytes) = match &wr.op {
             Op::LocalRead { len, .. } => (src, 0, 0, Some(u64::from(*len))),
             Op::LocalWrite { data, .. } => (src, 0, 0, Some(data.len() as u64)),
@@ -46,18 +53,31 @@ impl Engine {
             Op::Cas { addr, .. } => (usize::from(addr.node.0), 24, 8, None),
         };
         if let Some(bytes) = cpu_bytes {
-            // The CPU path: the client's own memory, executed now, complete
-            // after the copy, which the client thread makes on its own core
-            // (after the step that issued it and any copy before it in the
-            // round, and only while it has the core).
+            // The CPU path: the poster's own memory, executed now, complete
+            // after the copy, which the thread makes on its own core (after
+            // the step that issued it and any copy before it in the round,
+            // and only while it has the core); a server worker's access to
+            // its tables also pays a cache miss.
             let done = placeholder(&wr);
+            let written = match &wr.op {
+                Op::LocalWrite { offset, data } => Some((*offset, data.len() as u64)),
+                _ => None,
+            };
             let result = InFlight::new(wr, 0).run_to_end(
                 &mut self.mem,
                 NodeId(src as u16),
                 WordOrder::Ascending,
             );
+            let cost = self.p.copy_time(bytes)
+                + match actor {
+                    Actor::Worker(_) => self.p.local_access_ns,
+                    Actor::Client(_) => 0,
+                };
+            if let Some((offset, len)) = written {
+                self.landed(src, offset, len, t);
+            }
             let r = self.store(NicRequest {
-                client: c,
+                actor,
                 round,
                 wr: done,
                 src,
@@ -67,10 +87,16 @@ impl Engine {
                 fate: Fate::Normal,
                 result: Some(result),
             });
-            let core = self.clients[c].core;
+            let core = match actor {
+                Actor::Client(c) => self.clients[c].core,
+                Actor::Worker(w) => self.servers.as_ref().expect("servers").workers[w].core,
+            };
             let begin = self.running_at(core, t.max(self.cores[core]));
-            let at = begin + self.p.copy_time(bytes);
+            let at = begin + cost;
             self.cores[core] = at;
+            if let Actor::Worker(w) = actor {
+                self.worker_cpu(w, cost, begin);
+            }
             self.schedule(at, Ev::Complete(r));
             return;
         }
@@ -82,7 +108,7 @@ impl Engine {
         }
         let arrives = self.transmit(src, dst, t, req_bytes) + delay;
         let r = self.store(NicRequest {
-            client: c,
+            actor,
             round,
             wr,
             src,
@@ -183,11 +209,21 @@ impl Engine {
         }
         let wr = placeholder(&req.wr);
         let wr = std::mem::replace(&mut req.wr, wr);
+        let written = match &wr.op {
+            Op::Write { addr, data } => Some((addr.offset, data.len() as u64)),
+            _ => None,
+        };
         let result = InFlight::new(wr, 0).run_to_end(
             &mut self.mem,
             NodeId(src as u16),
             WordOrder::Ascending,
         );
+        if let (Some((offset, len)), Ok(_)) = (written, &result) {
+            self.landed(dst, offset, len, now);
+        }
+        let Some(req) = self.reqs[r].as_mut() else {
+            return;
+        };
         req.result = Some(if req.fate == Fate::FailAfterExec {
             self.counts.failed_after_exec += 1;
             Err(FabricError::Transport(

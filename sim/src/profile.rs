@@ -6,7 +6,11 @@
 //! speed), the wire and switch between two NICs, the loopback path a NIC
 //! takes for a request to its own node, the extra cost of an atomic at the
 //! responder (a PCIe round trip to host memory), and the CPU cost of one
-//! protocol step (one poll of a state machine) and of copying bytes.
+//! protocol step (one poll of a state machine) and of copying bytes; and,
+//! for the server-driven systems, what a polling server worker costs: the
+//! CPU of one request, of each access to the node's tables and of the
+//! message checksums, and how long after a WRITE lands a polling thread
+//! notices it.
 
 use serde::Serialize;
 
@@ -34,6 +38,23 @@ pub struct Profile {
     /// The scheduler's time slice when a client thread shares its core with
     /// busy background threads (`SimSpec::background_per_node`), in ns.
     pub time_slice_ns: u64,
+    /// Server worker CPU per request besides its table accesses and
+    /// checksums (decode, dispatch, claim decision, response header), in ns.
+    pub server_request_ns: u64,
+    /// Server worker CPU per access to the node's tables, on top of the
+    /// copy (a cache miss on the hash table or an entry), in ns.
+    pub local_access_ns: u64,
+    /// CRC64 throughput of a server checking a request and sealing its
+    /// response (the messages' checksum, `docs/baselines.md`), in bytes per ns.
+    pub crc_bytes_per_ns: f64,
+    /// A polling thread's read of a control word the NIC just wrote (a
+    /// cache miss): the delay after which a spinning client sees its
+    /// response, and part of a worker's, in ns.
+    pub detect_ns: u64,
+    /// A server worker's poll of one request slot whose control word did
+    /// not change (a cache hit): a worker notices a request half a scan of
+    /// its slots (plus `detect_ns`) after the WRITE lands, in ns.
+    pub slot_check_ns: u64,
 }
 
 /// The TPDS paper's cluster: 15 nodes of 2 x 6-core Xeon E5-2620v2 with
@@ -55,6 +76,18 @@ pub struct Profile {
 ///   thread and one busy background thread, as in the paper's Fig. 4); with
 ///   more threads per core CFS stretches the period, which round robin of
 ///   fixed slices approximates.
+/// - Server workers (the papers give no per-request CPU figures; the
+///   technical report's Figs 1-2 measure server-driven throughput but their
+///   numbers did not survive in the seeds' text, so these are estimates):
+///   `server_request_ns` 300, one protocol step's worth (decode, dispatch,
+///   response header); `local_access_ns` 100 and `detect_ns` 100, a
+///   last-level-cache miss to local DRAM on an Ivy Bridge-EP socket (about
+///   80-100 ns by Intel's Memory Latency Checker figures for that
+///   generation); `slot_check_ns` 10, a poll of an unchanged control word
+///   that hits in cache; `crc_bytes_per_ns` 1.5, the slicing-by-16 CRC64
+///   this project's messages use (`crc` crate, `Table<16>`), about 1.4
+///   cycles per byte at 2.1 GHz (measured here: 1.5 B/ns on this machine's
+///   shared cores, against 0.25 B/ns byte at a time).
 pub const TPDS: Profile = Profile {
     name: "tpds",
     nic_op_ns: 500,
@@ -66,6 +99,11 @@ pub const TPDS: Profile = Profile {
     cpu_step_ns: 300,
     cpu_copy_bytes_per_ns: 5.0,
     time_slice_ns: 3_000_000,
+    server_request_ns: 300,
+    local_access_ns: 100,
+    crc_bytes_per_ns: 1.5,
+    detect_ns: 100,
+    slot_check_ns: 10,
 };
 
 /// A current cluster for what-if runs: 100 Gb/s NICs (ConnectX-6 class).
@@ -73,7 +111,10 @@ pub const TPDS: Profile = Profile {
 ///   to end through one switch (vendor figures for CX-6, eRPC's measurements).
 /// - `atomic_ns` 200: atomics still cost a PCIe round trip at the responder.
 /// - `cpu_step_ns` 150: one poll on a current 3 GHz core (this machine's
-///   order of magnitude).
+///   order of magnitude); the server costs scale the same way (estimates:
+///   `server_request_ns` 150, `local_access_ns` and `detect_ns` 90, a DRAM
+///   miss on a current server; `crc_bytes_per_ns` 2.2, the same 1.4 cycles
+///   per byte at 3 GHz).
 pub const MODERN: Profile = Profile {
     name: "modern",
     nic_op_ns: 100,
@@ -85,6 +126,11 @@ pub const MODERN: Profile = Profile {
     cpu_step_ns: 150,
     cpu_copy_bytes_per_ns: 10.0,
     time_slice_ns: 3_000_000,
+    server_request_ns: 150,
+    local_access_ns: 90,
+    crc_bytes_per_ns: 2.2,
+    detect_ns: 90,
+    slot_check_ns: 5,
 };
 
 /// The profiles by name.
@@ -104,5 +150,16 @@ impl Profile {
     /// CPU time to copy `bytes` on the local path, in ns.
     pub fn copy_time(&self, bytes: u64) -> u64 {
         (bytes as f64 / self.cpu_copy_bytes_per_ns).ceil() as u64
+    }
+
+    /// CPU time of a server to checksum `bytes` of messages, in ns.
+    pub fn crc_time(&self, bytes: u64) -> u64 {
+        (bytes as f64 / self.crc_bytes_per_ns).ceil() as u64
+    }
+
+    /// How long after a request's WRITE lands a worker polling `slots`
+    /// request slots notices it: half a scan, plus the miss on the word.
+    pub fn request_detect_ns(&self, slots: u64) -> u64 {
+        self.detect_ns + self.slot_check_ns * slots / 2
     }
 }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use nessie_baselines::HyOptions;
 use nessie_model::Event;
 use nessie_protocol::{Config, Error, Faults, MigrateSearch, OpStats};
 use serde::{Deserialize, Serialize};
@@ -11,9 +12,106 @@ use serde::{Deserialize, Serialize};
 use crate::chaos::Chaos;
 use crate::profile::Profile;
 
+/// The systems the simulator runs: Nessie and its papers' baselines, and
+/// Cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum System {
+    /// Nessie: fully client-driven.
+    Nessie,
+    /// NessieSD: server-driven (HERD-like).
+    NessieSd,
+    /// NessieHY: client GETs, server PUT/DELETE (FaRM-like).
+    NessieHy,
+    /// Pilaf: client GETs of a self-verifying cuckoo table, server PUT/DELETE.
+    Pilaf,
+    /// Cell: a B-link tree of meganodes, searched by clients or servers.
+    Cell,
+}
+
+impl System {
+    /// Every system, in the order reports list them.
+    pub const ALL: [System; 5] = [
+        System::Nessie,
+        System::NessieSd,
+        System::NessieHy,
+        System::Pilaf,
+        System::Cell,
+    ];
+
+    /// The Nessie family (`nessie sim`'s default): Nessie and the baselines
+    /// the papers compare it with.
+    pub const FAMILY: [System; 4] = [
+        System::Nessie,
+        System::NessieSd,
+        System::NessieHy,
+        System::Pilaf,
+    ];
+
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Nessie => "nessie",
+            System::NessieSd => "nessie-sd",
+            System::NessieHy => "nessie-hy",
+            System::Pilaf => "pilaf",
+            System::Cell => "cell",
+        }
+    }
+
+    /// Whether it runs server workers.
+    pub fn has_servers(self) -> bool {
+        self != System::Nessie
+    }
+}
+
+impl std::fmt::Display for System {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for System {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<System, SimError> {
+        System::ALL
+            .into_iter()
+            .find(|k| {
+                k.name().eq_ignore_ascii_case(s)
+                    || (s.eq_ignore_ascii_case("sd") && *k == System::NessieSd)
+                    || (s.eq_ignore_ascii_case("hy") && *k == System::NessieHy)
+            })
+            .ok_or_else(|| {
+                SimError::Spec(format!(
+                    "unknown system {s:?} (expected nessie, nessie-sd, nessie-hy, pilaf or cell)"
+                ))
+            })
+    }
+}
+
+/// Test-only fault switches of the server-driven systems, so that the
+/// simulator's checks can be shown to catch a broken variant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ServerFaults {
+    /// Server workers run PUTs and DELETEs without claiming them: a request
+    /// its client cancelled after timing out still runs.
+    pub skip_claims: bool,
+    /// NessieHY's and Pilaf's GETs report a key absent after one scan,
+    /// without the move-epoch check.
+    pub skip_epoch_check: bool,
+}
+
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct SimSpec {
+    /// The system.
+    pub system: System,
+    /// Server worker threads per node (server-driven systems), each
+    /// polling on a core of its own.
+    pub server_workers: u16,
+    /// NessieHY's GET optimisations.
+    pub hy: HyOptions,
+    /// Test-only fault switches of the server-driven systems.
+    pub server_faults: ServerFaults,
     /// The hardware.
     pub profile: Profile,
     /// Nodes.
@@ -21,9 +119,10 @@ pub struct SimSpec {
     /// Client threads per node (one core each).
     pub clients_per_node: u16,
     /// Busy background threads per node (Fig. 4's CPU contention), spread
-    /// round robin over the node's client cores: a client thread sharing
-    /// its core with b of them runs one time slice in every b + 1
-    /// (`Profile::time_slice_ns`), the others spinning.
+    /// round robin over the node's cores (its client threads' and then its
+    /// server workers'): a thread sharing its core with b of them runs one
+    /// time slice in every b + 1 (`Profile::time_slice_ns`), the others
+    /// spinning.
     pub background_per_node: u16,
     /// Operations each client thread keeps in flight (at least 1). Each is
     /// its own protocol client (as `nessie run --depth` runs them); the
@@ -113,6 +212,10 @@ impl Default for SimSpec {
     /// GETs, 0.01 simulated seconds on the TPDS hardware, no faults.
     fn default() -> SimSpec {
         SimSpec {
+            system: System::Nessie,
+            server_workers: 1,
+            hy: HyOptions::default(),
+            server_faults: ServerFaults::default(),
             profile: crate::profile::TPDS,
             nodes: 3,
             clients_per_node: 2,
@@ -140,6 +243,8 @@ impl Default for SimSpec {
 /// What a run measured (all figures in simulated time except the last two).
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
+    /// The system.
+    pub system: System,
     /// Operations completed.
     pub ops: u64,
     /// GETs completed.
@@ -162,6 +267,19 @@ pub struct SimReport {
     pub bytes_per_op: f64,
     /// Remote round trips per operation.
     pub round_trips_per_op: f64,
+    /// NIC operations per operation: the clients' READs, WRITEs and CASes,
+    /// the servers' response WRITEs and their claim CASes (loopback).
+    pub nic_ops_per_op: f64,
+    /// Share of the server workers' time spent on requests (the rest they
+    /// poll idle, burning their core all the same), percent.
+    pub server_busy_pct: f64,
+    /// Requests the server workers served.
+    pub server_requests: u64,
+    /// Times a server worker found its node's table lock held by another
+    /// worker and waited for it (the whole run).
+    pub server_lock_waits: u64,
+    /// Errors the server workers met (the first 16).
+    pub server_errors: Vec<String>,
     /// Events processed.
     pub events: u64,
     /// MIGRATEs run (nested ones included) by every operation.
@@ -210,7 +328,8 @@ impl SimReport {
             self.failures,
             self.events,
             format!(
-                "{} {} {} {} {} {:?} {:?} {:.6} {:.6} {:.6} {:.6} {:.6}",
+                "{} {} {} {} {} {} {:?} {:?} {:.6} {:.6} {:.6} {:.6} {:.6} {:.6}",
+                self.server_requests,
                 self.deletes,
                 self.unknown,
                 self.stuck,
@@ -222,7 +341,8 @@ impl SimReport {
                 self.get_p99_us,
                 self.put_avg_us,
                 self.put_p99_us,
-                self.bytes_per_op
+                self.bytes_per_op,
+                self.server_busy_pct
             ),
         )
     }

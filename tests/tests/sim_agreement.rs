@@ -5,6 +5,13 @@
 //! index and data READs, WRITEs, CASes, bytes and round trips, and returns
 //! the same results.
 //!
+//! The same holds for NessieSD, NessieHY and Pilaf: the same sans-IO client
+//! and server machines, the simulator's in virtual time, the replay's on a
+//! threaded deployment (server worker threads) over `fabric-sim` with a
+//! manual clock, agree on every uncontended GET's and PUT's fabric work (the
+//! request WRITE and the response the server WRITEs back, a NessieHY or
+//! Pilaf GET's READs, bytes, round trips, attempts) and result.
+//!
 //! Operations whose cost depended on the interleaving are left out of the
 //! per-operation comparison (a sequential replay does not reproduce it):
 //! those that overlapped in time another operation on a key sharing a
@@ -18,9 +25,11 @@
 
 use std::time::Duration;
 
-use nessie_model::{KvOp, KvRet};
-use nessie_protocol::OpStats;
-use nessie_sim::{config, simulate, SimSpec, Tuning};
+use nessie_baselines::{Deployment, HyOptions, KvClient, SystemConfig, SystemKind};
+use nessie_fabric_sim::{ClockMode, SimConfig, SimFabric};
+use nessie_model::{Event, KvOp, KvRet};
+use nessie_protocol::{ClientId, NodeId, OpStats};
+use nessie_sim::{config, simulate, SimReport, SimSpec, System, Tuning};
 use nessie_tests::SimCluster;
 
 /// The counters the papers compare designs by.
@@ -39,8 +48,6 @@ fn fabric(s: &OpStats) -> [u64; 8] {
 
 fn agree(spec: SimSpec) {
     let report = simulate(&spec).unwrap();
-    let history = &report.history;
-    assert_eq!(history.len(), report.history_stats.len());
     let cfg = config(&spec).unwrap();
     let cluster = SimCluster::manual_clock(cfg.clone());
     let mut clients = Vec::new();
@@ -51,12 +58,22 @@ fn agree(spec: SimSpec) {
     }
     let start = cluster.fabric.base_now().0;
     let hasher = cfg.hasher();
-    let slots: Vec<_> = history.iter().map(|e| hasher.candidates(&e.key)).collect();
-    let contend = |i: usize, j: usize| slots[i].iter().any(|a| slots[j].contains(a));
-    let mut tainted = std::collections::HashSet::new();
-    let (mut compared, mut overlapping, mut workload) = (0usize, 0usize, 0usize);
-    let (mut sim_get, mut real_get, mut sim_put, mut real_put) = Default::default();
-    for (i, e) in history.iter().enumerate() {
+    let slots: Vec<Vec<(u16, u32)>> = report
+        .history
+        .iter()
+        .map(|e| {
+            hasher
+                .candidates(&e.key)
+                .into_iter()
+                .map(|a| (a.node.0, a.slot))
+                .collect()
+        })
+        .collect();
+    let rules = Rules {
+        min_compared: 500,
+        max_left_out: 20,
+    };
+    let [sim_get, real_get, sim_put, real_put] = compare(&report, start, &slots, rules, |_, e| {
         // Preloaded keys (recorded at times 2k, 2k + 1) are written first,
         // at the manual clock's start; the workload at its simulated times.
         if e.invoke > start {
@@ -65,69 +82,8 @@ fn agree(spec: SimSpec) {
                 .fabric
                 .advance(Duration::from_nanos(e.invoke.saturating_sub(now)));
         }
-        let c = &mut clients[e.client];
-        let ret = match &e.op {
-            KvOp::Get => KvRet::Get(c.get(&e.key).unwrap()),
-            KvOp::Put(v) => KvRet::Put(c.put(&e.key, v).unwrap()),
-            KvOp::Delete => KvRet::Delete(c.delete(&e.key).unwrap()),
-        };
-        let real = c.last_stats();
-        let sim = report.history_stats[i];
-        let rivals: Vec<usize> = (0..history.len())
-            .filter(|&j| {
-                let o = &history[j];
-                j != i && o.invoke < e.response && e.invoke < o.response && contend(i, j)
-            })
-            .collect();
-        let left_out =
-            sim.attempts > 1 || !rivals.is_empty() || slots[i].iter().any(|a| tainted.contains(a));
-        for j in rivals
-            .into_iter()
-            .chain([i])
-            .filter(|_| sim.attempts > 1 || left_out)
-        {
-            tainted.extend(slots[j].iter().copied());
-        }
-        if left_out {
-            overlapping += 1;
-            continue;
-        }
-        compared += 1;
-        workload += usize::from(e.invoke > start);
-        assert_eq!(ret, e.ret, "operation {i} ({e:?}) returned differently");
-        assert_eq!(
-            fabric(&real),
-            fabric(&sim),
-            "operation {i} ({} by client {} on {:?}): real {real:?} vs simulated {sim:?}",
-            match e.op {
-                KvOp::Get => "GET",
-                KvOp::Put(_) => "PUT",
-                KvOp::Delete => "DELETE",
-            },
-            e.client,
-            String::from_utf8_lossy(&e.key)
-        );
-        match e.op {
-            KvOp::Get => {
-                sim_get += sim;
-                real_get += real;
-            }
-            _ => {
-                sim_put += sim;
-                real_put += real;
-            }
-        }
-    }
-    eprintln!(
-        "{compared} operations compared ({workload} of the workload), {overlapping} left out"
-    );
-    assert!(workload > 500, "{workload} compared");
-    assert!(
-        overlapping * 20 < compared,
-        "{overlapping} overlapping of {compared}"
-    );
-    let (sim_get, real_get, sim_put, real_put): (OpStats, OpStats, OpStats, OpStats) =
-        (sim_get, real_get, sim_put, real_put);
+        run(&mut clients[e.client], e)
+    });
     assert_eq!(fabric(&sim_get), fabric(&real_get));
     assert_eq!(fabric(&sim_put), fabric(&real_put));
     // The workload really exercised remote reads, CASes and writes.
@@ -176,4 +132,227 @@ fn they_agree_on_deletes_and_inserts() {
         preload_pct: 50,
         ..spec(3)
     });
+}
+
+/// What a replayed operation's comparison needs: its result and the
+/// client's fabric work of the call.
+type Replayed = (KvRet, OpStats);
+
+/// Runs history event `e`'s operation on client `c`.
+fn run(c: &mut dyn KvClient, e: &Event) -> Replayed {
+    let ret = match &e.op {
+        KvOp::Get => KvRet::Get(c.get(&e.key).unwrap()),
+        KvOp::Put(v) => KvRet::Put(c.put(&e.key, v).unwrap()),
+        KvOp::Delete => KvRet::Delete(c.delete(&e.key).unwrap()),
+    };
+    (ret, c.last_stats())
+}
+
+/// How much a comparison must cover: at least `min_compared` operations
+/// after time zero, and at most one in `max_left_out` left out.
+#[derive(Clone, Copy)]
+struct Rules {
+    min_compared: usize,
+    max_left_out: usize,
+}
+
+/// Compares a simulated history with its replay, operation by operation,
+/// leaving out those whose cost depended on the interleaving (operations
+/// overlapping another on a key that shares a candidate with it, retried
+/// ones, and later ones on such a candidate). `slots` names each
+/// operation's candidates; `replay` runs operation `i` at its simulated
+/// start. Returns the GET and PUT totals (simulated, real).
+fn compare(
+    report: &SimReport,
+    start: u64,
+    slots: &[Vec<(u16, u32)>],
+    rules: Rules,
+    mut replay: impl FnMut(usize, &Event) -> Replayed,
+) -> [OpStats; 4] {
+    let history = &report.history;
+    assert_eq!(history.len(), report.history_stats.len());
+    let contend = |i: usize, j: usize| slots[i].iter().any(|a| slots[j].contains(a));
+    let mut tainted = std::collections::HashSet::new();
+    let (mut compared, mut overlapping, mut workload) = (0usize, 0usize, 0usize);
+    let mut totals = [OpStats::default(); 4];
+    for (i, e) in history.iter().enumerate() {
+        let (ret, real) = replay(i, e);
+        let sim = report.history_stats[i];
+        let rivals: Vec<usize> = (0..history.len())
+            .filter(|&j| {
+                let o = &history[j];
+                j != i && o.invoke < e.response && e.invoke < o.response && contend(i, j)
+            })
+            .collect();
+        let left_out =
+            sim.attempts > 1 || !rivals.is_empty() || slots[i].iter().any(|a| tainted.contains(a));
+        for j in rivals
+            .into_iter()
+            .chain([i])
+            .filter(|_| sim.attempts > 1 || left_out)
+        {
+            tainted.extend(slots[j].iter().copied());
+        }
+        if left_out {
+            overlapping += 1;
+            continue;
+        }
+        compared += 1;
+        workload += usize::from(e.invoke > start);
+        assert_eq!(ret, e.ret, "operation {i} ({e:?}) returned differently");
+        let all = |s: &OpStats| {
+            let mut f = fabric(s).to_vec();
+            f.extend([
+                s.server_writes,
+                s.local_reads,
+                s.local_writes,
+                s.local_bytes,
+            ]);
+            f
+        };
+        assert_eq!(
+            all(&real),
+            all(&sim),
+            "operation {i} ({:?} by client {} on {:?}): real {real:?} vs simulated {sim:?}",
+            e.op,
+            e.client,
+            String::from_utf8_lossy(&e.key)
+        );
+        let k = usize::from(!matches!(e.op, KvOp::Get)) * 2;
+        totals[k] += sim;
+        totals[k + 1] += real;
+    }
+    eprintln!(
+        "{compared} operations compared ({workload} after time zero), {overlapping} left out"
+    );
+    assert!(workload > rules.min_compared, "{workload} compared");
+    assert!(
+        overlapping * rules.max_left_out < compared,
+        "{overlapping} overlapping of {compared}"
+    );
+    totals
+}
+
+/// Simulates a baseline's workload and replays it on a threaded deployment
+/// over fabric-sim with a manual clock set to each operation's simulated
+/// start.
+fn agree_baseline(spec: SimSpec) {
+    let report = simulate(&spec).unwrap();
+    assert!(
+        report.server_errors.is_empty(),
+        "{:?}",
+        report.server_errors
+    );
+    let cfg = config(&spec).unwrap();
+    let kind = match spec.system {
+        System::NessieSd => SystemKind::NessieSd,
+        System::NessieHy => SystemKind::NessieHy,
+        _ => SystemKind::Pilaf,
+    };
+    let sys = SystemConfig {
+        hy: spec.hy,
+        server_workers: spec.server_workers,
+        ..SystemConfig::new(kind, cfg.clone())
+    };
+    let sim = SimConfig::from_topology(sys.topology()).with_clock(ClockMode::Manual);
+    let d = Deployment::start(sys.clone(), SimFabric::new(sim).unwrap()).unwrap();
+    let mut clients: Vec<Box<dyn KvClient>> = Vec::new();
+    for n in 0..spec.nodes {
+        for i in 0..cfg.clients_per_node {
+            clients.push(
+                d.client(ClientId {
+                    node: NodeId(n),
+                    index: i,
+                })
+                .unwrap(),
+            );
+        }
+    }
+    let start = d.fabric().base_now().0;
+    // A key's candidates: its home node's entries.
+    let slots: Vec<Vec<(u16, u32)>> = report
+        .history
+        .iter()
+        .map(|e| {
+            let (home, cands) = match kind {
+                SystemKind::Pilaf => {
+                    let l = nessie_baselines::pilaf::PilafLayout::new(&cfg);
+                    (l.home(&e.key), l.candidates(&e.key))
+                }
+                _ => {
+                    let l = sys.coupled();
+                    (l.home(&e.key), l.candidates(&e.key))
+                }
+            };
+            cands.into_iter().map(|s| (home.0, s)).collect()
+        })
+        .collect();
+    let rules = Rules {
+        min_compared: 2_000,
+        max_left_out: 20,
+    };
+    let totals = compare(&report, start, &slots, rules, |_, e| {
+        let now = d.fabric().base_now().0;
+        d.fabric()
+            .advance(Duration::from_nanos(e.invoke.saturating_sub(now)));
+        run(clients[e.client].as_mut(), e)
+    });
+    let [sim_get, real_get, sim_put, real_put] = totals;
+    assert_eq!(fabric(&sim_get), fabric(&real_get));
+    assert_eq!(fabric(&sim_put), fabric(&real_put));
+    // Remote requests and responses, and for the client-driven GETs, READs.
+    assert!(
+        sim_put.writes > 0 && sim_put.server_writes > 0,
+        "{sim_put:?}"
+    );
+    if spec.system != System::NessieSd {
+        assert!(
+            sim_get.index_reads > 0 && sim_get.data_reads > 0,
+            "{sim_get:?}"
+        );
+    }
+}
+
+fn baseline_spec(system: System, seed: u64) -> SimSpec {
+    SimSpec {
+        system,
+        nodes: 3,
+        clients_per_node: 2,
+        keys: 1_500,
+        key_size: 16,
+        value_size: 256,
+        get_pct: 50,
+        seconds: 0.004,
+        delete_pct: 10,
+        preload_pct: 80,
+        // Sparse tables: a candidate entry that two overlapping operations
+        // shared taints few keys.
+        load_factor: 0.1,
+        seed,
+        record_history: true,
+        ..SimSpec::default()
+    }
+}
+
+#[test]
+fn nessie_sd_the_simulator_and_the_threaded_fabric_agree_on_every_operations_cost() {
+    agree_baseline(baseline_spec(System::NessieSd, 4));
+}
+
+#[test]
+fn nessie_hy_the_simulator_and_the_threaded_fabric_agree_with_and_without_its_optimisations() {
+    agree_baseline(baseline_spec(System::NessieHy, 5));
+    agree_baseline(SimSpec {
+        hy: HyOptions {
+            filter_bits: true,
+            cache: false,
+            multiple_reads: true,
+        },
+        ..baseline_spec(System::NessieHy, 6)
+    });
+}
+
+#[test]
+fn pilaf_the_simulator_and_the_threaded_fabric_agree_on_every_operations_cost() {
+    agree_baseline(baseline_spec(System::Pilaf, 7));
 }

@@ -17,28 +17,120 @@ use nessie_baselines::KvClient;
 use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
-use crate::machine::{machine, Channel, Effect, Io, Resolution};
+use crate::machine::{machine, Channel, Effect, Io, Machine, Resolution};
 use crate::region::Directory;
+use nessie_protocol::pipeline::{Request, Response};
 use ops::Cl;
 pub use ops::{CellStats, ClientCore};
 
 /// Key-value pairs, in key order (what a scan returns).
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// A Cell client as sans-IO machines: one machine per operation (Cell's
+/// operations retry inside), sharing the client's caches, selector and
+/// request channel. [`CellClient`] drives them on an endpoint; the cluster
+/// simulator (`nessie-sim`) drives the same machines in virtual time.
+#[derive(Clone, Debug)]
+pub struct CellMachines {
+    core: Arc<Mutex<ClientCore>>,
+    chan: Channel,
+    own: NodeId,
+}
+
+impl CellMachines {
+    /// Client `id` of the deployment configured by `cfg` whose regions `dir`
+    /// lists, sending its requests through `rpc` (its request slot).
+    pub fn new(
+        cfg: Arc<CellConfig>,
+        dir: &Directory,
+        id: ClientId,
+        rpc: RpcClient,
+    ) -> Result<CellMachines, Error> {
+        cfg.validate()?;
+        id.check_in(cfg.nodes, cfg.clients_per_node)?;
+        let core = ClientCore::new(cfg, id, dir.snapshot());
+        Ok(CellMachines {
+            core: Arc::new(Mutex::new(core)),
+            chan: Channel::new(rpc, true),
+            own: id.node,
+        })
+    }
+
+    /// The client's state (caches, selector, counters, switches).
+    pub fn core(&self) -> MutexGuard<'_, ClientCore> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The node it runs on.
+    pub fn node(&self) -> NodeId {
+        self.own
+    }
+
+    /// The machine running `make`'s logic, its work requests numbered from
+    /// `first_id`.
+    fn machine<T, F>(&self, first_id: u64, make: impl FnOnce(Cl) -> F) -> Machine<T>
+    where
+        T: 'static,
+        F: Future<Output = Result<T, Error>> + 'static,
+    {
+        let core = self.core.clone();
+        let claimed = !self.core().faults.unclaimed_writes;
+        let chan = self.chan.with_claimed_writes(claimed);
+        machine(self.own, first_id, Some(chan), move |io: Io| {
+            make(Cl { io, core })
+        })
+    }
+
+    /// A get (`want` the value) or search (presence only) of `key`.
+    pub fn get(&self, key: Vec<u8>, want: bool, first_id: u64) -> Machine<Option<Vec<u8>>> {
+        self.machine(first_id, move |cl| cl.get(key, want))
+    }
+
+    /// A put (`Some(value)`) or delete (`None`) of `key`: whether it existed.
+    pub fn write(&self, key: Vec<u8>, value: Option<Vec<u8>>, first_id: u64) -> Machine<bool> {
+        self.machine(first_id, move |cl| cl.write(key, value))
+    }
+
+    /// A scan of `from <= key < to`, at most `limit` entries.
+    pub fn scan(
+        &self,
+        from: Vec<u8>,
+        to: Option<Vec<u8>>,
+        limit: usize,
+        first_id: u64,
+    ) -> Machine<Entries> {
+        self.machine(first_id, move |cl| cl.scan(from, to, limit))
+    }
+
+    /// The machine of `req`, answering in the pipeline's vocabulary (what a
+    /// driver running any system's operations side by side needs).
+    pub fn request(&self, req: &Request, first_id: u64) -> Machine<Response> {
+        match req.clone() {
+            Request::Get(k) => self.machine(first_id, move |cl| async move {
+                cl.get(k, true).await.map(Response::Get)
+            }),
+            Request::Put(k, v) => self.machine(first_id, move |cl| async move {
+                cl.write(k, Some(v)).await.map(Response::Put)
+            }),
+            Request::Delete(k) => self.machine(first_id, move |cl| async move {
+                cl.write(k, None).await.map(Response::Delete)
+            }),
+        }
+    }
+}
+
 /// A Cell client on one endpoint.
 pub struct CellClient<E: Endpoint> {
-    core: Arc<Mutex<ClientCore>>,
+    machines: CellMachines,
     driver: Driver<E>,
-    chan: Channel,
     dir: Arc<Directory>,
-    own: NodeId,
     last: OpStats,
 }
 
 impl<E: Endpoint> std::fmt::Debug for CellClient<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CellClient")
-            .field("node", &self.own)
+            .field("node", &self.machines.own)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -53,31 +145,18 @@ impl<E: Endpoint> CellClient<E> {
         id: ClientId,
         ep: E,
     ) -> Result<CellClient<E>, Error> {
-        cfg.validate()?;
-        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                field: "client id",
-                value: id.to_string(),
-                reason: "node must be below nodes and index below clients_per_node",
-            }));
-        }
         let layout = cfg.layout();
-        let core = ClientCore::new(cfg.clone(), id, dir.snapshot());
+        let rpc = RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout);
         Ok(CellClient {
-            core: Arc::new(Mutex::new(core)),
+            machines: CellMachines::new(cfg, &dir, id, rpc)?,
             driver: Driver::new(ep),
-            chan: Channel::new(
-                RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout),
-                true,
-            ),
             dir,
-            own: id.node,
             last: OpStats::default(),
         })
     }
 
     fn core(&self) -> MutexGuard<'_, ClientCore> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+        self.machines.core()
     }
 
     /// Sets how this client searches.
@@ -116,20 +195,14 @@ impl<E: Endpoint> CellClient<E> {
         self.driver.endpoint()
     }
 
-    fn run<T, F>(&mut self, name: &'static str, make: impl FnOnce(Cl) -> F) -> Result<T, Error>
-    where
-        T: 'static,
-        F: Future<Output = Result<T, Error>> + 'static,
-    {
-        let span = tracing::debug_span!("cell", op = name, node = self.own.0);
+    fn run<T: 'static>(
+        &mut self,
+        name: &'static str,
+        make: impl FnOnce(&CellMachines, u64) -> Machine<T>,
+    ) -> Result<T, Error> {
+        let span = tracing::debug_span!("cell", op = name, node = self.machines.own.0);
         let _g = span.enter();
-        let core = self.core.clone();
-        let claimed = !self.core().faults.unclaimed_writes;
-        let chan = self.chan.with_claimed_writes(claimed);
-        let first = self.driver.next_id();
-        let mut m = machine(self.own, first, Some(chan), move |io: Io| {
-            make(Cl { io, core })
-        });
+        let mut m = make(&self.machines, self.driver.next_id());
         let dir = &self.dir;
         let r = self.driver.run_machine(&mut m, &mut |e| match e {
             Effect::Regions => Resolution::Regions(dir.snapshot()),
@@ -145,14 +218,16 @@ impl<E: Endpoint> CellClient<E> {
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         self.core().cfg.check_key(key)?;
         let key = key.to_vec();
-        self.run("get", move |cl| cl.get(key, true))
+        self.run("get", move |m, id| m.get(key, true, id))
     }
 
     /// Whether `key` is present (a search: no extent is read).
     pub fn contains(&mut self, key: &[u8]) -> Result<bool, Error> {
         self.core().cfg.check_key(key)?;
         let key = key.to_vec();
-        Ok(self.run("search", move |cl| cl.get(key, false))?.is_some())
+        Ok(self
+            .run("search", move |m, id| m.get(key, false, id))?
+            .is_some())
     }
 
     /// Stores `value` under `key`; whether the key existed.
@@ -163,14 +238,14 @@ impl<E: Endpoint> CellClient<E> {
             c.cfg.check_value(value)?;
         }
         let (key, value) = (key.to_vec(), value.to_vec());
-        self.run("put", move |cl| cl.write(key, Some(value)))
+        self.run("put", move |m, id| m.write(key, Some(value), id))
     }
 
     /// Deletes `key`; whether it existed.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
         self.core().cfg.check_key(key)?;
         let key = key.to_vec();
-        self.run("delete", move |cl| cl.write(key, None))
+        self.run("delete", move |m, id| m.write(key, None, id))
     }
 
     /// The entries with `from <= key < to` (`to = None`: to the end), in key
@@ -185,7 +260,7 @@ impl<E: Endpoint> CellClient<E> {
             }));
         }
         let (from, to) = (from.to_vec(), to.map(<[u8]>::to_vec));
-        self.run("scan", move |cl| cl.scan(from, to, limit))
+        self.run("scan", move |m, id| m.scan(from, to, limit, id))
     }
 }
 

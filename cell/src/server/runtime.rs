@@ -198,6 +198,24 @@ impl<E: Endpoint> MaintenanceIo<E> {
     }
 }
 
+/// The machine of maintenance job `job` on `st`'s node, its RPCs going
+/// through `chan` (the node's maintenance slot), its work requests
+/// numbered from `first_id`, its rounds giving up on missing completions
+/// after `limit`.
+pub fn job_machine(
+    st: &Arc<ServerNode>,
+    chan: Channel,
+    first_id: u64,
+    limit: Duration,
+    job: Job,
+) -> Machine<()> {
+    let s = st.clone();
+    machine(st.node, first_id, Some(chan), move |io| async move {
+        io.base().set_limit(Some(limit));
+        Srv::new(io, s).run_job(job).await
+    })
+}
+
 /// A request channel on `st`'s node's maintenance slot (the slot after its
 /// clients').
 pub fn maintenance_channel(st: &ServerNode) -> Channel {
@@ -208,6 +226,18 @@ pub fn maintenance_channel(st: &ServerNode) -> Channel {
     let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
     Channel::new(
         RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
+        true,
+    )
+}
+
+/// [`maintenance_channel`] whose sequence numbers are drawn from `entropy`
+/// (a deterministic driver passes its seed) instead of the clock.
+pub fn maintenance_channel_seeded(st: &ServerNode, entropy: u64) -> Channel {
+    let g = u32::from(st.node.0) * u32::from(st.cfg.slots_per_node())
+        + u32::from(st.cfg.clients_per_node);
+    let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    Channel::new(
+        RpcClient::with_first_seq(st.layout.mailbox, g, entropy, timeout),
         true,
     )
 }

@@ -5,9 +5,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use nessie_cell::{CacheConfig, CellConfig, SearchMode};
+use nessie_cell::config::Sizing;
+use nessie_cell::{CellConfig, SearchMode};
 
 use super::workload::Workload;
 
@@ -90,59 +90,17 @@ pub struct CellShape {
     pub caches: bool,
 }
 
-fn round8(n: u64) -> u64 {
-    n.div_ceil(8) * 8
-}
-
 /// The Cell configuration for workload `w` in `shape`.
 pub fn cell_config(w: &Workload, shape: &CellShape) -> CellConfig {
-    let (k, v) = (u64::from(w.key_size), u64::from(w.value_size));
-    let node_bytes = CellConfig::node_bytes_for(w.key_size);
-    let extent = round8(8 + k + v);
-    // Entries of a leaf, and of a half-full leaf.
-    let per_leaf = ((u64::from(node_bytes) - 32 - 2 * k) / (2 + k + 20)).max(4);
-    let half = (per_leaf / 2).max(2);
-    let keys = w.keys + shape.inserts;
-    let cache = if shape.caches {
-        CacheConfig::default()
-    } else {
-        CacheConfig {
-            nodes: 0,
-            min_level: 1,
-            ranges: 0,
-        }
-    };
-    let base = CellConfig {
+    CellConfig::sized(&Sizing {
         nodes: shape.nodes,
         server_nodes: shape.server_nodes,
-        clients_per_node: shape.clients,
-        server_workers: shape.workers,
-        max_key_len: w.key_size,
-        max_value_len: w.value_size,
-        node_bytes,
-        cache,
-        op_timeout: Duration::from_secs(30),
-        ..CellConfig::default()
-    };
-    if shape.one_meganode {
-        let leaves = keys.div_ceil(half);
-        return CellConfig {
-            meganode_nodes: (leaves + leaves / 4 + 64) as u32,
-            heap_bytes: (keys * extent * 2 + 16 * extent).min(u64::from(u32::MAX)),
-            regions_per_node: 2,
-            auto_split: false,
-            ..base
-        };
-    }
-    let meganode_nodes: u32 = 256;
-    // A heap that fills about when the node pool does, at least 16 extents.
-    let heap = (u64::from(meganode_nodes) * half * extent).max(16 * extent);
-    // Regions for every key at the fill a split leaves (half), twice over.
-    let regions = (keys * extent * 4).div_ceil(heap) + 4;
-    CellConfig {
-        meganode_nodes,
-        heap_bytes: heap,
-        regions_per_node: (regions.div_ceil(u64::from(shape.server_nodes)) + 6) as u32,
-        ..base
-    }
+        clients: shape.clients,
+        workers: shape.workers,
+        keys: w.keys + shape.inserts,
+        key_size: w.key_size,
+        value_size: w.value_size,
+        one_meganode: shape.one_meganode,
+        caches: shape.caches,
+    })
 }

@@ -29,6 +29,21 @@ pub struct ClientId {
     pub index: u16,
 }
 
+impl ClientId {
+    /// Checks that this client exists in a deployment of `nodes` nodes with
+    /// `clients_per_node` clients each (a typed error if not).
+    pub fn check_in(self, nodes: u16, clients_per_node: u16) -> Result<(), ConfigError> {
+        if self.node.0 >= nodes || self.index >= clients_per_node {
+            return Err(ConfigError::OutOfRange {
+                field: "client id",
+                value: self.to_string(),
+                reason: "node must be below nodes and index below clients_per_node",
+            });
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Display for ClientId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "client {}.{}", self.node.0, self.index)
@@ -56,13 +71,7 @@ impl ClientState {
     /// The state of client `id` under `cfg` (validated here).
     pub fn new(cfg: Arc<Config>, id: ClientId) -> Result<ClientState, Error> {
         cfg.validate()?;
-        if id.node.0 >= cfg.nodes || id.index >= cfg.clients_per_node {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                field: "client id",
-                value: id.to_string(),
-                reason: "node must be below nodes and index below clients_per_node",
-            }));
-        }
+        id.check_in(cfg.nodes, cfg.clients_per_node)?;
         let per = cfg.dtes_per_client();
         Ok(ClientState {
             id,

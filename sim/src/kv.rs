@@ -1,0 +1,167 @@
+//! The clients of the systems other than Nessie in the engine: each
+//! attempt (or Cell operation) is the system's real machine
+//! ([`crate::systems::KvMachine`]); its waits take virtual time. A back-off
+//! wakes it after the back-off; a wait for its response slot is resolved
+//! when the server's response WRITE lands there (plus
+//! [`Profile::detect_ns`](crate::Profile::detect_ns), the spinning client's
+//! cache miss on the control word), or at its deadline. A baseline's
+//! attempt that asks to be retried is tried again after the back-off its
+//! [`RetryBudget`](nessie_baselines::retry::RetryBudget) gives, as the
+//! threaded `BlockingClient` does.
+
+use nessie_baselines::client::Attempt;
+use nessie_protocol::{Error, OpStats, Region};
+
+use crate::engine::{ClientMachine, Engine, Ev};
+use crate::systems::{poll_kv, Actor, KvDone, Shared, Stepped, Wait};
+
+impl Engine {
+    /// Polls client `c`'s machine (its thread runs from `start`; its
+    /// requests go out at `t`) until it waits or finishes.
+    pub(crate) fn step_kv(&mut self, c: usize, start: u64, t: u64) {
+        let cl = &mut self.clients[c];
+        let clock = cl.clock(start);
+        let Some(ClientMachine::Kv(m)) = cl.machine.as_mut() else {
+            return;
+        };
+        match poll_kv(m, clock) {
+            Stepped::Pending => {}
+            Stepped::PostDetached(wrs) => {
+                // Not awaited (no client machine detaches; a driver posts
+                // them and polls on).
+                for wr in wrs {
+                    self.post(Actor::Client(c), wr, t);
+                }
+                self.step_kv(c, start, t);
+            }
+            Stepped::Post(wrs) => {
+                cl.round += 1;
+                cl.outstanding = wrs.len();
+                cl.local_round = wrs.iter().all(|w| w.op.remote_addr().is_none());
+                for wr in wrs {
+                    self.post(Actor::Client(c), wr, t);
+                }
+            }
+            Stepped::Wait(w) => self.kv_wait(c, w, t),
+            Stepped::Done(r) => {
+                let stats = m.stats();
+                cl.machine = None;
+                self.finish_kv(c, r, stats, t);
+            }
+        }
+    }
+
+    fn kv_wait(&mut self, c: usize, w: Wait, t: u64) {
+        let detect = self.p.detect_ns;
+        let cl = &mut self.clients[c];
+        cl.round += 1;
+        cl.local_round = false;
+        let round = cl.round;
+        match w {
+            Wait::Backoff(d) => {
+                cl.due = Some(Shared::Waited);
+                // A spinning thread's re-check costs at least a miss.
+                let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
+                self.schedule(t + d.max(detect), Ev::KvDue(c, round));
+            }
+            Wait::Response {
+                ctrl,
+                seq,
+                deadline,
+            } => {
+                let node = cl.state.id.node;
+                let word = self.mem.word(node, Region::Data, ctrl).unwrap_or(0);
+                let cl = &mut self.clients[c];
+                if word as u32 == seq {
+                    cl.due = Some(Shared::Landed(true));
+                    self.schedule(t + detect, Ev::KvDue(c, round));
+                } else {
+                    // The response WRITE landing wakes it (Engine::landed);
+                    // else its deadline (the client's clock) does.
+                    cl.awaiting = Some((ctrl, seq));
+                    cl.due = Some(Shared::Landed(false));
+                    let at = deadline.0.saturating_sub(cl.clock_offset).max(t) + 1;
+                    self.schedule(at, Ev::KvDue(c, round));
+                }
+            }
+            Wait::Request(_) | Wait::Lock(_) => {
+                let err = Error::Corrupt("a client machine waited for a server's request".into());
+                cl.machine = None;
+                self.finish_kv(c, Err(err), OpStats::default(), t);
+            }
+        }
+    }
+
+    /// Client `c`'s wait of round `round` is over.
+    pub(crate) fn on_kv_due(&mut self, c: usize, round: u64, now: u64) {
+        let cl = &mut self.clients[c];
+        if cl.down_since.is_some() || cl.round != round {
+            return;
+        }
+        let (Some(due), Some(ClientMachine::Kv(m))) = (cl.due.take(), cl.machine.as_mut()) else {
+            return;
+        };
+        cl.awaiting = None;
+        m.resolve(due);
+        self.step(c, now);
+    }
+
+    /// A response WRITE (or CPU write) landed in the slot whose control
+    /// word is at `ctrl` of `node`, for client `c`: wakes it if it waits
+    /// for that sequence number.
+    pub(crate) fn response_landed(&mut self, c: usize, ctrl: u64, now: u64) {
+        let cl = &self.clients[c];
+        let Some((at, seq)) = cl.awaiting else {
+            return;
+        };
+        if at != ctrl {
+            return;
+        }
+        let node = cl.state.id.node;
+        if self.mem.word(node, Region::Data, ctrl).unwrap_or(0) as u32 != seq {
+            return;
+        }
+        let cl = &mut self.clients[c];
+        cl.awaiting = None;
+        cl.round += 1;
+        cl.due = Some(Shared::Landed(true));
+        let round = cl.round;
+        self.schedule(now + self.p.detect_ns, Ev::KvDue(c, round));
+    }
+
+    /// Client `c`'s machine finished with `r` (it issued `stats`).
+    fn finish_kv(&mut self, c: usize, r: Result<KvDone, Error>, stats: OpStats, now: u64) {
+        let cl = &mut self.clients[c];
+        let clock = cl.clock(now);
+        let Some(op) = cl.op.as_mut() else {
+            return;
+        };
+        op.stats += stats;
+        match r {
+            Ok(KvDone::Attempt(done)) => {
+                let (core, mut budget, attempt) = *done;
+                cl.kv_core = Some(core);
+                match attempt {
+                    Attempt::Done(res) => {
+                        cl.jitter = Some(budget.into_jitter());
+                        self.complete_op(c, res, now);
+                    }
+                    Attempt::Retry => match budget.next_backoff(clock) {
+                        Ok(d) => {
+                            op.budget = Some(budget);
+                            self.start_attempt(c);
+                            let at = now + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
+                            self.schedule(at, Ev::Poll(c));
+                        }
+                        Err(e) => {
+                            cl.jitter = Some(budget.into_jitter());
+                            self.complete_op(c, Err(e), now);
+                        }
+                    },
+                }
+            }
+            Ok(KvDone::Cell(resp)) => self.complete_op(c, Ok(resp), now),
+            Err(e) => self.complete_op(c, Err(e), now),
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! Server workers of the server-driven systems in the engine: each worker
+//! is the baselines' real [`Worker`](nessie_baselines::server::Worker)
+//! machine, a polling thread that occupies a core of its own.
+//!
+//! - **Noticing a request.** A worker waiting for requests is woken when a
+//!   request WRITE (or a same-node client's CPU write) lands in one of its
+//!   slots, [`Profile::request_detect_ns`](crate::Profile::request_detect_ns)
+//!   later: half a scan of its slots plus the miss on the control word. A
+//!   worker that finishes a request and finds another waiting takes it
+//!   after the same delay.
+//! - **CPU.** Taking a request costs
+//!   [`Profile::server_request_ns`](crate::Profile::server_request_ns) plus
+//!   the CRC64 of the request; every access to the node's tables a copy at
+//!   the copy bandwidth plus a cache miss
+//!   ([`Profile::local_access_ns`](crate::Profile::local_access_ns)); the
+//!   response the CRC64 of its bytes before it goes out. The worker's core
+//!   is busy meanwhile; its loopback claim CAS and its (unsignaled)
+//!   response WRITE go through the NIC model like any request.
+//! - **The table lock.** A worker that finds its node's lock held waits
+//!   until the holder's machine releases it (a second worker of the same
+//!   node waits for it, as threads do).
+//! - **Background threads** take the worker's core for their time slices,
+//!   as they take the client threads' (Fig. 4's setting): a descheduled
+//!   worker notices nothing and serves nothing until its slice comes.
+//! - **Busy time**: the CPU the model charges a worker for its requests
+//!   (above) in the measured window ([`crate::SimReport::server_busy_pct`]).
+//!   The worker burns its core polling the rest of the time all the same
+//!   (waiting for its claim CAS, for the lock, for requests).
+
+use nessie_baselines::mailbox::{payload_len, TRAILER_BYTES};
+use nessie_baselines::server::SlotWatch;
+use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
+
+use crate::engine::{Engine, Ev, EPOCH};
+use crate::network::NicRequest;
+use crate::systems::{poll_worker, Actor, Shared, Stepped, Wait, WorkerState};
+
+impl Engine {
+    /// Starts the server workers and hands each client its share of the
+    /// keys to preload (by its own PUTs, in virtual time, before the
+    /// measured workload).
+    pub(crate) fn start_servers(&mut self) {
+        let Some(sv) = self.servers.as_ref() else {
+            return;
+        };
+        for w in 0..sv.workers.len() {
+            self.schedule(EPOCH, Ev::WorkerPoll(w));
+        }
+        let n = self.clients.len() as u64;
+        let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
+        for k in (0..preloaded).rev() {
+            self.clients[(k % n) as usize].preload.push(k);
+        }
+        self.preloading = self
+            .clients
+            .iter()
+            .filter(|c| !c.preload.is_empty())
+            .count();
+    }
+
+    /// The preload is done: the measured workload starts now.
+    pub(crate) fn start_measuring(&mut self, now: u64) {
+        self.measure_from = now;
+        self.end = now + (self.spec.seconds * 1e9) as u64;
+        self.horizon = self.end + self.drain_ns();
+        for c in 0..self.clients.len() {
+            self.schedule(now, Ev::Poll(c));
+        }
+    }
+
+    /// The node a worker posts from, and its current round.
+    pub(crate) fn worker_src(&self, w: usize) -> (usize, u64) {
+        let wk = &self.servers.as_ref().expect("servers").workers[w];
+        (usize::from(wk.node.0), wk.round)
+    }
+
+    /// Worker `w` works from `at` for `ns` (its core is busy until then).
+    pub(crate) fn worker_cpu(&mut self, w: usize, ns: u64, at: u64) {
+        let measuring = self.preloading == 0 && at >= self.measure_from && at < self.end;
+        let wk = &mut self.servers.as_mut().expect("servers").workers[w];
+        if measuring {
+            wk.busy_ns += ns;
+        }
+        let core = wk.core;
+        self.cores[core] = self.cores[core].max(at + ns);
+    }
+
+    /// A write of `len` bytes at `offset` of `node`'s data region executed
+    /// at `now`: a request or a response may have landed.
+    pub(crate) fn landed(&mut self, node: usize, offset: u64, len: u64, now: u64) {
+        let Some(sv) = self.servers.as_ref() else {
+            return;
+        };
+        let mb = sv.mailbox;
+        let end = offset + len;
+        let Some(rel) = end.checked_sub(mb.base) else {
+            return;
+        };
+        if rel == 0 || rel % mb.slot_bytes != 0 {
+            return;
+        }
+        let k = rel / mb.slot_bytes - 1;
+        let total = u64::from(mb.clients_total);
+        if k < total {
+            // A request slot: wake its worker if it polls idle.
+            let g = k as usize;
+            let w = node * sv.workers_per_node + sv.slot_worker[g];
+            let position = g / sv.workers_per_node;
+            self.request_landed(w, position, now);
+        } else if k < 2 * total {
+            let g = (k - total) as usize;
+            match sv.slot_owner[g] {
+                Some(Actor::Client(c)) if usize::from(self.clients[c].state.id.node.0) == node => {
+                    self.response_landed(c, end - 8, now);
+                }
+                Some(Actor::Worker(w)) if usize::from(sv.workers[w].node.0) == node => {
+                    self.worker_response_landed(w, end - 8, now);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A write landed in the request slot at `position` of worker `w`'s
+    /// watch: if the worker polls idle, it takes a request after its
+    /// detection delay.
+    fn request_landed(&mut self, w: usize, position: usize, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        wk.landed.insert(position);
+        let WorkerState::Idle(watch) = &wk.state else {
+            return;
+        };
+        let watch = watch.clone();
+        if let Some((i, ctrl)) = scan(&self.mem, wk, &watch) {
+            wk.watch = Some(watch);
+            let at = now + self.p.request_detect_ns(wk.slots);
+            wk.round += 1;
+            wk.due = Some(Shared::Request(i, ctrl));
+            wk.state = WorkerState::Due;
+            let round = wk.round;
+            self.schedule(at, Ev::WorkerDue(w, round));
+        }
+    }
+
+    /// Worker `w`'s wait of round `round` is over.
+    pub(crate) fn on_worker_due(&mut self, w: usize, round: u64, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if wk.round != round {
+            return;
+        }
+        let Some(due) = wk.due.take() else {
+            return;
+        };
+        wk.awaiting = None;
+        if let Shared::Request(i, ctrl) = due {
+            // Taking a request: its CPU, and its checksum.
+            let _ = ctrl;
+            let end = wk.watch.as_ref().map(|watch| watch.ctrl_offset(i) + 8);
+            let bytes = end
+                .and_then(|end| {
+                    let t = self
+                        .mem
+                        .read(wk.node, Region::Data, end - TRAILER_BYTES, TRAILER_BYTES)
+                        .ok()?;
+                    payload_len(&t, sv.mailbox.slot_bytes).map(|(_, _, p)| p + TRAILER_BYTES)
+                })
+                .unwrap_or(0);
+            wk.charge = self.p.server_request_ns + self.p.crc_time(bytes);
+            if self.preloading == 0 && now >= self.measure_from && now < self.end {
+                sv.requests += 1;
+                wk.busy_ns += wk.charge;
+            }
+        }
+        wk.state = WorkerState::Running;
+        if let Some(m) = wk.machine.as_mut() {
+            m.resolve(due);
+        }
+        self.step_worker(w, now);
+    }
+
+    /// Steps worker `w` until it waits.
+    pub(crate) fn step_worker(&mut self, w: usize, now: u64) {
+        let (core, node) = {
+            let wk = &self.servers.as_ref().expect("servers").workers[w];
+            (wk.core, wk.node)
+        };
+        let start = self.running_at(core, now.max(self.cores[core]));
+        if start > now {
+            self.schedule(start, Ev::WorkerPoll(w));
+            return;
+        }
+        let sv = self.servers.as_mut().expect("servers");
+        let wk = &mut sv.workers[w];
+        let mut t = start + std::mem::take(&mut wk.charge);
+        self.cores[core] = t;
+        let Some(mut m) = wk.machine.take() else {
+            return;
+        };
+        loop {
+            match poll_worker(&mut m, Nanos(t)) {
+                Stepped::Post(wrs) | Stepped::PostDetached(wrs) => {
+                    let wk = &mut self.servers.as_mut().expect("servers").workers[w];
+                    wk.round += 1;
+                    for wr in wrs {
+                        if let Some(len) = self.response_bytes(&wr) {
+                            // The response is sealed with its checksum first.
+                            let crc = self.p.crc_time(len);
+                            self.worker_cpu(w, crc, t);
+                            t += crc;
+                            self.cores[core] = self.cores[core].max(t);
+                        }
+                        self.post(Actor::Worker(w), wr, t);
+                    }
+                    t = t.max(self.cores[core]);
+                    if m.outstanding() > 0 {
+                        self.set_worker_state(w, WorkerState::Completions);
+                        break;
+                    }
+                    // A detached post (the unsignaled response): go on. Its
+                    // completion, if one comes, is of an earlier round.
+                }
+                Stepped::Pending => {
+                    self.set_worker_state(w, WorkerState::Completions);
+                    break;
+                }
+                Stepped::Wait(Wait::Lock(l)) => {
+                    if !l.is_held() {
+                        m.resolve(Shared::Waited);
+                        continue;
+                    }
+                    let sv = self.servers.as_mut().expect("servers");
+                    sv.lock_waits += 1;
+                    sv.workers[w].round += 1;
+                    sv.workers[w].state = WorkerState::Lock(l);
+                    sv.lock_waiters[usize::from(node.0)].push(w);
+                    break;
+                }
+                Stepped::Wait(Wait::Backoff(d)) => {
+                    let sv = self.servers.as_mut().expect("servers");
+                    let wk = &mut sv.workers[w];
+                    wk.round += 1;
+                    wk.due = Some(Shared::Waited);
+                    wk.state = WorkerState::Due;
+                    let round = wk.round;
+                    // A spinning thread's re-check costs at least a miss.
+                    let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
+                    self.schedule(t + d.max(self.p.detect_ns), Ev::WorkerDue(w, round));
+                    break;
+                }
+                Stepped::Wait(Wait::Request(watch)) => {
+                    self.request_done(w, &mut m, t);
+                    let sv = self.servers.as_mut().expect("servers");
+                    let wk = &mut sv.workers[w];
+                    wk.round += 1;
+                    wk.watch = Some(watch.clone());
+                    match scan(&self.mem, wk, &watch) {
+                        Some((i, ctrl)) => {
+                            wk.due = Some(Shared::Request(i, ctrl));
+                            wk.state = WorkerState::Due;
+                            let round = wk.round;
+                            let at = t + self.p.request_detect_ns(wk.slots);
+                            self.schedule(at, Ev::WorkerDue(w, round));
+                        }
+                        None => wk.state = WorkerState::Idle(watch),
+                    }
+                    break;
+                }
+                Stepped::Wait(Wait::Response {
+                    ctrl,
+                    seq,
+                    deadline,
+                }) => {
+                    // Only Cell's maintenance thread sends requests.
+                    let word = self.mem.word(node, Region::Data, ctrl).unwrap_or(0);
+                    let detect = self.p.detect_ns;
+                    let sv = self.servers.as_mut().expect("servers");
+                    let wk = &mut sv.workers[w];
+                    if wk.maint.is_none() {
+                        self.worker_failed(w, "a server worker waited for a response".into());
+                        return;
+                    }
+                    wk.round += 1;
+                    wk.state = WorkerState::Due;
+                    let round = wk.round;
+                    let at = if word as u32 == seq {
+                        wk.due = Some(Shared::Landed(true));
+                        t + detect
+                    } else {
+                        wk.awaiting = Some((ctrl, seq));
+                        wk.due = Some(Shared::Landed(false));
+                        deadline.0.max(t) + 1
+                    };
+                    self.schedule(at, Ev::WorkerDue(w, round));
+                    break;
+                }
+                Stepped::Done(r) => {
+                    let sv = self.servers.as_mut().expect("servers");
+                    if sv.workers[w].maint.is_some() {
+                        // A maintenance job ended: the next one, if any.
+                        if let Err(e) = r {
+                            let mut errs =
+                                sv.counters.errors.lock().unwrap_or_else(|e| e.into_inner());
+                            if errs.len() < 64 {
+                                errs.push(e);
+                            }
+                        }
+                        sv.workers[w].state = WorkerState::Jobs;
+                        self.cores[core] = self.cores[core].max(t);
+                        self.check_jobs(usize::from(node.0), t);
+                        return;
+                    }
+                    let why = match r {
+                        Ok(()) => "a server worker's machine ended".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    self.worker_failed(w, why);
+                    return;
+                }
+            }
+        }
+        let sv = self.servers.as_mut().expect("servers");
+        sv.workers[w].machine = Some(m);
+        self.cores[core] = self.cores[core].max(t);
+        self.wake_lock_waiters(usize::from(node.0), t);
+        self.check_jobs(usize::from(node.0), t);
+    }
+
+    /// Starts Cell's maintenance thread of `node` on its next job, if it is
+    /// idle and the node's workers queued one.
+    fn check_jobs(&mut self, node: usize, t: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let Some(Some(m)) = sv.maint.get(node).copied() else {
+            return;
+        };
+        let wk = &mut sv.workers[m];
+        if !matches!(wk.state, WorkerState::Jobs) {
+            return;
+        }
+        let Some(maint) = wk.maint.as_ref() else {
+            return;
+        };
+        // (Looking first: taking from an empty queue waits on its condition
+        // variable, a system call, even for no time.)
+        if maint.st.pending_jobs() == 0 {
+            return;
+        }
+        let Some(job) = maint.st.next_job(std::time::Duration::ZERO) else {
+            return;
+        };
+        wk.machine = Some(crate::systems::maintenance_job(maint, job));
+        wk.state = WorkerState::Running;
+        self.schedule(t, Ev::WorkerPoll(m));
+    }
+
+    /// A response landed in the slot of worker `w` (Cell's maintenance
+    /// thread): wakes it if it waits for that sequence number.
+    fn worker_response_landed(&mut self, w: usize, ctrl: u64, now: u64) {
+        let detect = self.p.detect_ns;
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        let Some((at, seq)) = wk.awaiting else {
+            return;
+        };
+        if at != ctrl || self.mem.word(wk.node, Region::Data, ctrl).unwrap_or(0) as u32 != seq {
+            return;
+        }
+        wk.awaiting = None;
+        wk.round += 1;
+        wk.due = Some(Shared::Landed(true));
+        let round = wk.round;
+        self.schedule(now + detect, Ev::WorkerDue(w, round));
+    }
+
+    fn set_worker_state(&mut self, w: usize, s: WorkerState) {
+        self.servers.as_mut().expect("servers").workers[w].state = s;
+    }
+
+    /// Worker `w` finished its request at `t`: the fabric work of its claim
+    /// and response.
+    fn request_done(&mut self, w: usize, m: &mut crate::systems::WorkerMachine, t: u64) {
+        let measuring = self.preloading == 0 && t >= self.measure_from && t < self.end;
+        let sv = self.servers.as_mut().expect("servers");
+        let s = m.take_stats();
+        let _ = w;
+        if measuring {
+            sv.stats += s;
+        }
+    }
+
+    fn worker_failed(&mut self, w: usize, why: String) {
+        let sv = self.servers.as_mut().expect("servers");
+        let mut errs = sv.counters.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if errs.len() < 64 {
+            errs.push(nessie_protocol::Error::Corrupt(why));
+        }
+        drop(errs);
+        sv.workers[w].machine = None;
+    }
+
+    /// Workers of `node` waiting for its table lock try again if it is free.
+    fn wake_lock_waiters(&mut self, node: usize, t: u64) {
+        let sv = self.servers.as_mut().expect("servers");
+        if sv.lock_waiters[node].is_empty() {
+            return;
+        }
+        let free = sv.lock_waiters[node]
+            .iter()
+            .any(|&w| match &sv.workers[w].state {
+                WorkerState::Lock(l) => !l.is_held(),
+                _ => true,
+            });
+        if !free {
+            return;
+        }
+        let waiters = std::mem::take(&mut sv.lock_waiters[node]);
+        let mut due = Vec::new();
+        for w in waiters {
+            let wk = &mut sv.workers[w];
+            wk.round += 1;
+            wk.due = Some(Shared::Waited);
+            wk.state = WorkerState::Due;
+            due.push((w, wk.round));
+        }
+        for (w, round) in due {
+            self.schedule(t, Ev::WorkerDue(w, round));
+        }
+    }
+
+    /// The bytes of `wr` if it writes a response (it ends at a response
+    /// slot's end).
+    fn response_bytes(&self, wr: &WorkRequest) -> Option<u64> {
+        let mb = self.servers.as_ref()?.mailbox;
+        let (offset, len) = match &wr.op {
+            Op::Write { addr, data } => (addr.offset, data.len() as u64),
+            Op::LocalWrite { offset, data } => (*offset, data.len() as u64),
+            _ => return None,
+        };
+        let rel = (offset + len).checked_sub(mb.base)?;
+        let k = rel / mb.slot_bytes;
+        let total = u64::from(mb.clients_total);
+        (rel % mb.slot_bytes == 0 && k > total && k <= 2 * total).then_some(len)
+    }
+
+    /// Delivers a completion to worker `w` (a stale one, of a detached post
+    /// or an earlier round, is dropped).
+    pub(crate) fn deliver_worker(&mut self, w: usize, req: NicRequest, now: u64) {
+        let sv = self.servers.as_mut().expect("servers");
+        let wk = &mut sv.workers[w];
+        if req.round != wk.round {
+            return;
+        }
+        let Some(m) = wk.machine.as_mut() else {
+            return;
+        };
+        m.complete(Completion {
+            id: req.wr.id,
+            result: req
+                .result
+                .unwrap_or(Err(FabricError::Transport("simulator: no result".into()))),
+        });
+        if m.outstanding() == 0 && matches!(wk.state, WorkerState::Completions) {
+            wk.state = WorkerState::Running;
+            self.schedule(now, Ev::WorkerPoll(w));
+        }
+    }
+}
+
+/// The next request worker `wk` takes from `watch`'s slots: round robin
+/// from its cursor, as the threaded driver's scan finds it. Only slots a
+/// write landed in since they last held nothing new can hold one (the
+/// worker's `landed` set), so only those are read.
+fn scan(
+    mem: &nessie_model::memory::Memory,
+    wk: &mut crate::systems::SimWorker,
+    watch: &SlotWatch,
+) -> Option<(usize, u64)> {
+    let after: Vec<usize> = wk
+        .landed
+        .range(wk.cursor..)
+        .chain(wk.landed.range(..wk.cursor))
+        .copied()
+        .collect();
+    for i in after {
+        let ctrl = mem.word(wk.node, Region::Data, watch.ctrl_offset(i)).ok();
+        match ctrl {
+            Some(ctrl) if watch.is_new(i, ctrl) => {
+                wk.cursor = (i + 1) % watch.slots().len();
+                return Some((i, ctrl));
+            }
+            _ => {
+                wk.landed.remove(&i);
+            }
+        }
+    }
+    None
+}

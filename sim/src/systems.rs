@@ -1,0 +1,742 @@
+//! The systems other than Nessie as the simulator runs them: their real
+//! sans-IO machines (`nessie_baselines::machine`) behind a few enums, so
+//! that one engine drives any of them.
+//!
+//! - A **client** of NessieSD, NessieHY or Pilaf keeps its sans-IO core
+//!   ([`AnyCore`]) between operations; each attempt is a machine that owns
+//!   the core and hands it back with its outcome, retried outside the
+//!   machine by the baselines' [`RetryBudget`]. A Cell client runs one
+//!   machine per operation (Cell's operations retry inside).
+//! - A **server worker** is the baselines' [`Worker`] machine over the node's
+//!   handler (the coupled tables, Pilaf's table, Cell's server logic).
+//! - [`Servers`] holds what the server side shares: the slot layout, who
+//!   owns each slot, the workers, the node's table lock.
+//!
+//! [`poll_kv`] and [`poll_worker`] take one step of such a machine and
+//! resolve the effects that need no time (Cell's directory snapshots and
+//! log appends), so the engine sees only posts, waits and results.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nessie_baselines::client::{Attempt, ClientLogic, KvRequest};
+use nessie_baselines::coupled::CoupledTable;
+use nessie_baselines::hy::HyCore;
+use nessie_baselines::lock::TableLock;
+use nessie_baselines::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
+use nessie_baselines::mailbox::MailboxLayout;
+use nessie_baselines::pilaf::{PilafCore, PilafLayout, PilafTable};
+use nessie_baselines::retry::RetryBudget;
+use nessie_baselines::rpc::RpcClient;
+use nessie_baselines::sd::SdCore;
+use nessie_baselines::server::{Handler, SlotWatch, Worker, WorkerCounters};
+use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_protocol::pipeline::Request;
+use nessie_protocol::{Config, Error, Nanos, NodeId, Topology, WorkRequest};
+
+use nessie_cell::config::Sizing;
+use nessie_cell::machine::{CellExt, Channel};
+use nessie_cell::region::Directory;
+use nessie_cell::server::runtime::{
+    job_machine, local_effect, maintenance_channel_seeded, CellHandler,
+};
+use nessie_cell::server::ServerNode;
+use nessie_cell::{CellConfig, CellMachines};
+use nessie_model::memory::{InFlight, Memory, WordOrder};
+use nessie_protocol::pipeline::Response;
+use nessie_protocol::Completion;
+
+use crate::spec::{ServerFaults, SimSpec, System};
+
+/// Who posted a work request: a client thread's operation, or a server
+/// worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Actor {
+    /// Client `c` (index into the engine's clients).
+    Client(usize),
+    /// Worker `w` (index into [`Servers::workers`]).
+    Worker(usize),
+}
+
+/// The sans-IO core of a NessieSD, NessieHY or Pilaf client.
+#[derive(Debug)]
+pub(crate) enum AnyCore {
+    Sd(SdCore),
+    Hy(HyCore),
+    Pilaf(PilafCore),
+}
+
+impl AnyCore {
+    async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, budget: &mut RetryBudget) -> Attempt {
+        match self {
+            AnyCore::Sd(c) => c.attempt(io, op, budget).await,
+            AnyCore::Hy(c) => c.attempt(io, op, budget).await,
+            AnyCore::Pilaf(c) => c.attempt(io, op, budget).await,
+        }
+    }
+}
+
+/// What a finished client machine hands back.
+pub(crate) enum KvDone {
+    /// An attempt of a baseline: the core, the operation's budget, the outcome.
+    Attempt(Box<(AnyCore, RetryBudget, Attempt)>),
+    /// A Cell operation's response (all its attempts done).
+    Cell(Response),
+}
+
+/// A client machine of a system other than Nessie.
+pub(crate) enum KvMachine {
+    Attempt(Machine<KvDone, Plain>),
+    /// A Cell operation, and the directory its snapshots come from.
+    Cell(Machine<Response, CellExt>, Arc<Directory>),
+}
+
+impl KvMachine {
+    /// One attempt of `req` by `core` on node `own`, its rounds giving up
+    /// on missing completions after `limit`.
+    pub(crate) fn attempt(
+        own: NodeId,
+        core: AnyCore,
+        budget: RetryBudget,
+        req: Request,
+        limit: Duration,
+    ) -> KvMachine {
+        KvMachine::Attempt(Machine::new(own, 1, move |io: Io| async move {
+            io.set_limit(Some(limit));
+            io.count(|s| s.attempts = 1);
+            let (mut core, mut budget) = (core, budget);
+            let a = core.attempt(&io, KvRequest::of(&req), &mut budget).await;
+            Ok(KvDone::Attempt(Box::new((core, budget, a))))
+        }))
+    }
+
+    pub(crate) fn complete(&mut self, c: nessie_protocol::Completion) -> bool {
+        match self {
+            KvMachine::Attempt(m) => m.complete(c),
+            KvMachine::Cell(m, _) => m.complete(c),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> nessie_protocol::OpStats {
+        match self {
+            KvMachine::Attempt(m) => m.stats(),
+            KvMachine::Cell(m, _) => m.stats(),
+        }
+    }
+
+    /// Resolves the shared wait the machine asked for.
+    pub(crate) fn resolve(&mut self, r: Shared) {
+        match self {
+            KvMachine::Attempt(m) => m.resolve(r.resolution()),
+            KvMachine::Cell(m, _) => m.resolve(r.resolution()),
+        }
+    }
+}
+
+/// What a machine waits for, that takes time.
+#[derive(Debug)]
+pub(crate) enum Wait {
+    /// A back-off.
+    Backoff(Duration),
+    /// The control word at `ctrl` of the own node to carry `seq`.
+    Response {
+        ctrl: u64,
+        seq: u32,
+        deadline: Nanos,
+    },
+    /// A request in the watched slots (workers).
+    Request(Arc<SlotWatch>),
+    /// The table lock (workers).
+    Lock(Arc<TableLock>),
+}
+
+/// A resolution of a [`Wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shared {
+    /// A back-off passed, a lock was released.
+    Waited,
+    /// The response landed (`false`: the deadline passed).
+    Landed(bool),
+    /// A request in the slot at this position of the watch, with this
+    /// control word.
+    Request(usize, u64),
+}
+
+impl Shared {
+    fn resolution<X: Ext>(self) -> Resolution<X> {
+        match self {
+            Shared::Waited => Resolution::Waited,
+            Shared::Landed(b) => Resolution::Landed(b),
+            Shared::Request(index, ctrl) => Resolution::Request { index, ctrl },
+        }
+    }
+}
+
+/// One step of a machine, as the engine needs it.
+pub(crate) enum Stepped<T> {
+    /// Post these (one round).
+    Post(Vec<WorkRequest>),
+    /// Post these without awaiting them (a server's unsignaled response).
+    PostDetached(Vec<WorkRequest>),
+    /// Completions outstanding.
+    Pending,
+    /// Waiting for something that takes time.
+    Wait(Wait),
+    /// Finished.
+    Done(Result<T, Error>),
+}
+
+/// Takes one step of `m` at `now`, resolving the system's own effects at
+/// once with `ext`.
+fn step<T: 'static, X: Ext>(
+    m: &mut Machine<T, X>,
+    now: Nanos,
+    ext: &mut dyn FnMut(X::Effect) -> X::Resolution,
+) -> Stepped<T> {
+    loop {
+        return match m.poll(now) {
+            Step::Post(wrs) => Stepped::Post(wrs),
+            Step::PostDetached(wrs) => Stepped::PostDetached(wrs),
+            Step::Pending => Stepped::Pending,
+            Step::Done(r) => Stepped::Done(r),
+            Step::Effect(Effect::Ext(e)) => {
+                let r = ext(e);
+                m.resolve(Resolution::Ext(r));
+                continue;
+            }
+            Step::Effect(Effect::Backoff(d)) => Stepped::Wait(Wait::Backoff(d)),
+            Step::Effect(Effect::AwaitResponse {
+                ctrl,
+                seq,
+                deadline,
+            }) => Stepped::Wait(Wait::Response {
+                ctrl,
+                seq,
+                deadline,
+            }),
+            Step::Effect(Effect::AwaitRequest(w)) => Stepped::Wait(Wait::Request(w)),
+            Step::Effect(Effect::AwaitLock(l)) => Stepped::Wait(Wait::Lock(l)),
+        };
+    }
+}
+
+/// One step of a client machine.
+pub(crate) fn poll_kv(m: &mut KvMachine, now: Nanos) -> Stepped<KvDone> {
+    match m {
+        KvMachine::Attempt(m) => step(m, now, &mut |e| match e {}),
+        KvMachine::Cell(m, dir) => {
+            let mut ext = |e| match e {
+                nessie_cell::machine::Effect::Regions => {
+                    nessie_cell::machine::Resolution::Regions(dir.snapshot())
+                }
+                nessie_cell::machine::Effect::Log { .. } => {
+                    nessie_cell::machine::Resolution::Logged(Err(Error::Corrupt(
+                        "clients do not log".into(),
+                    )))
+                }
+            };
+            match step(m, now, &mut ext) {
+                Stepped::Post(w) => Stepped::Post(w),
+                Stepped::PostDetached(w) => Stepped::PostDetached(w),
+                Stepped::Pending => Stepped::Pending,
+                Stepped::Wait(w) => Stepped::Wait(w),
+                Stepped::Done(r) => Stepped::Done(r.map(KvDone::Cell)),
+            }
+        }
+    }
+}
+
+/// A server worker's machine (or a Cell maintenance job's).
+pub(crate) enum WorkerMachine {
+    Plain(Machine<(), Plain>),
+    /// Cell's, and the server node whose own effects it resolves.
+    Cell(Machine<(), CellExt>, Arc<ServerNode>),
+}
+
+impl WorkerMachine {
+    pub(crate) fn complete(&mut self, c: nessie_protocol::Completion) -> bool {
+        match self {
+            WorkerMachine::Plain(m) => m.complete(c),
+            WorkerMachine::Cell(m, _) => m.complete(c),
+        }
+    }
+
+    pub(crate) fn outstanding(&mut self) -> usize {
+        match self {
+            WorkerMachine::Plain(m) => m.exec().outstanding(),
+            WorkerMachine::Cell(m, _) => m.exec().outstanding(),
+        }
+    }
+
+    pub(crate) fn take_stats(&mut self) -> nessie_protocol::OpStats {
+        match self {
+            WorkerMachine::Plain(m) => m.exec().take_stats(),
+            WorkerMachine::Cell(m, _) => m.exec().take_stats(),
+        }
+    }
+
+    pub(crate) fn resolve(&mut self, r: Shared) {
+        match self {
+            WorkerMachine::Plain(m) => m.resolve(r.resolution()),
+            WorkerMachine::Cell(m, _) => m.resolve(r.resolution()),
+        }
+    }
+}
+
+/// One step of a worker machine.
+pub(crate) fn poll_worker(m: &mut WorkerMachine, now: Nanos) -> Stepped<()> {
+    match m {
+        WorkerMachine::Plain(m) => step(m, now, &mut |e| match e {}),
+        WorkerMachine::Cell(m, st) => step(m, now, &mut |e| local_effect(st, e)),
+    }
+}
+
+/// What a worker is doing.
+#[derive(Debug)]
+pub(crate) enum WorkerState {
+    /// Stepping (or about to).
+    Running,
+    /// Its round's completions are outstanding.
+    Completions,
+    /// Polling its slots for a request.
+    Idle(Arc<SlotWatch>),
+    /// Waiting for its node's table lock.
+    Lock(Arc<TableLock>),
+    /// Backing off, or its wait is resolved and due (the event carries it).
+    Due,
+    /// Cell's maintenance thread with no job.
+    Jobs,
+}
+
+/// What makes a [`SimWorker`] Cell's maintenance thread: the node's state
+/// (its job queue) and the node's maintenance request slot.
+pub(crate) struct Maint {
+    pub(crate) st: Arc<ServerNode>,
+    pub(crate) chan: Channel,
+}
+
+/// A server worker: a polling thread on a core of its own.
+pub(crate) struct SimWorker {
+    pub(crate) node: NodeId,
+    /// Its core in the engine's core table.
+    pub(crate) core: usize,
+    pub(crate) machine: Option<WorkerMachine>,
+    pub(crate) state: WorkerState,
+    /// Numbers its waits and rounds (stale events are ignored).
+    pub(crate) round: u64,
+    /// Slots it polls (for its detection delay).
+    pub(crate) slots: u64,
+    /// Where its scan of the slots continues.
+    pub(crate) cursor: usize,
+    /// Positions (in its watch) of the slots a request write landed in
+    /// that may still hold one it has not served.
+    pub(crate) landed: std::collections::BTreeSet<usize>,
+    /// The slots it serves (known once it first waits for a request).
+    pub(crate) watch: Option<Arc<SlotWatch>>,
+    /// The resolution its next wake-up delivers.
+    pub(crate) due: Option<Shared>,
+    /// CPU charged for requests in the measured window.
+    pub(crate) busy_ns: u64,
+    /// The next step starts with the CPU of a request taken.
+    pub(crate) charge: u64,
+    /// Cell's maintenance thread (not a request worker).
+    pub(crate) maint: Option<Maint>,
+    /// A maintenance job's wait for its response: control word and sequence.
+    pub(crate) awaiting: Option<(u64, u32)>,
+}
+
+impl SimWorker {
+    fn new(node: NodeId, slots: usize, machine: Option<WorkerMachine>) -> SimWorker {
+        SimWorker {
+            node,
+            core: 0,
+            machine,
+            state: WorkerState::Running,
+            round: 0,
+            slots: slots as u64,
+            cursor: 0,
+            landed: std::collections::BTreeSet::new(),
+            watch: None,
+            due: None,
+            busy_ns: 0,
+            charge: 0,
+            maint: None,
+            awaiting: None,
+        }
+    }
+}
+
+/// The server side of a server-driven system.
+pub(crate) struct Servers {
+    /// The request and response slots.
+    pub(crate) mailbox: MailboxLayout,
+    /// The actor owning each global slot `g` (its response slot).
+    pub(crate) slot_owner: Vec<Option<Actor>>,
+    /// The worker serving each global request slot `g`, per node.
+    pub(crate) slot_worker: Vec<usize>,
+    /// Request workers per node.
+    pub(crate) workers_per_node: usize,
+    /// Cell's maintenance thread of each node (an index into `workers`).
+    pub(crate) maint: Vec<Option<usize>>,
+    pub(crate) workers: Vec<SimWorker>,
+    /// Workers waiting for their node's table lock, per node.
+    pub(crate) lock_waiters: Vec<Vec<usize>>,
+    /// Counters the workers of all nodes share.
+    pub(crate) counters: Arc<WorkerCounters>,
+    /// The claim CASes and responses of the workers in the measured window.
+    pub(crate) stats: nessie_protocol::OpStats,
+    /// Requests the workers took in the measured window.
+    pub(crate) requests: u64,
+    /// Times a worker found its node's table lock held and waited.
+    pub(crate) lock_waits: u64,
+}
+
+fn system_config(
+    system: System,
+    cfg: &Config,
+    workers: u16,
+    hy: HyOptions,
+) -> Result<SystemConfig, Error> {
+    let kind = match system {
+        System::NessieSd => SystemKind::NessieSd,
+        System::NessieHy => SystemKind::NessieHy,
+        System::Pilaf => SystemKind::Pilaf,
+        other => {
+            return Err(Error::Corrupt(format!(
+                "{other} is not one of the baselines"
+            )))
+        }
+    };
+    Ok(SystemConfig {
+        kind,
+        store: cfg.clone(),
+        server_workers: workers.max(1),
+        hy,
+    })
+}
+
+impl Servers {
+    /// The server side over `mailbox`'s slots, whose response slots
+    /// `slot_owner` maps to their actors, with `workers_per_node` request
+    /// workers per node (then Cell's maintenance threads, `maint`, in
+    /// `workers`).
+    fn new(
+        mailbox: MailboxLayout,
+        slot_owner: Vec<Option<Actor>>,
+        workers_per_node: usize,
+        maint: Vec<Option<usize>>,
+        workers: Vec<SimWorker>,
+        counters: Arc<WorkerCounters>,
+    ) -> Servers {
+        let nodes = workers
+            .iter()
+            .map(|w| usize::from(w.node.0) + 1)
+            .max()
+            .unwrap_or(0);
+        Servers {
+            mailbox,
+            slot_worker: (0..slot_owner.len())
+                .map(|g| g % workers_per_node)
+                .collect(),
+            slot_owner,
+            workers_per_node,
+            maint,
+            workers,
+            lock_waiters: vec![Vec::new(); nodes],
+            counters,
+            stats: nessie_protocol::OpStats::default(),
+            requests: 0,
+            lock_waits: 0,
+        }
+    }
+}
+
+/// A system other than Nessie, set up for a run.
+pub(crate) struct Setup {
+    /// The server side.
+    pub(crate) servers: Servers,
+    /// Each client's core (client `c` is id `(c / cpn, c % cpn)`), for the
+    /// baselines.
+    pub(crate) cores: Vec<AnyCore>,
+    /// Each client's machines, for Cell.
+    pub(crate) cell: Vec<CellMachines>,
+    /// Cell's directory (its clients' snapshots come from it).
+    pub(crate) dir: Option<Arc<Directory>>,
+    /// The regions the fabric must provide.
+    pub(crate) topology: Topology,
+    /// Cell's server nodes, to bootstrap (the first) once memory exists.
+    pub(crate) cell_servers: Vec<Arc<ServerNode>>,
+}
+
+fn worker_machine<H: Handler<Ext = Plain>>(node: NodeId, worker: Worker<H>) -> WorkerMachine {
+    WorkerMachine::Plain(Machine::new(node, 1, move |io: Io| {
+        io.set_limit(Some(Duration::from_secs(5)));
+        worker.run(io)
+    }))
+}
+
+/// Sets up NessieSD, NessieHY or Pilaf shaped by `cfg` (Nessie's
+/// configuration for the spec) with `workers` server workers per node.
+pub(crate) fn baseline(
+    system: System,
+    cfg: &Config,
+    workers: u16,
+    hy: HyOptions,
+    faults: ServerFaults,
+    seed: u64,
+) -> Result<Setup, Error> {
+    let sys = system_config(system, cfg, workers, hy)?;
+    let kind = sys.kind;
+    let shared = Arc::new(cfg.clone());
+    let cpn = cfg.clients_per_node;
+    let w = usize::from(sys.server_workers);
+    let counters = Arc::new(WorkerCounters::default());
+    counters
+        .skip_claims
+        .store(faults.skip_claims, std::sync::atomic::Ordering::Relaxed);
+    let mailbox = match kind {
+        SystemKind::Pilaf => PilafLayout::new(cfg).mailbox,
+        _ => sys.coupled().mailbox,
+    };
+    let workers_list = shared_tables(kind, &sys, cfg, &counters, mailbox);
+    let mut cores = Vec::new();
+    for n in 0..cfg.nodes {
+        for i in 0..cpn {
+            let g = u32::from(n) * u32::from(cpn) + u32::from(i);
+            let rpc = RpcClient::with_first_seq(mailbox, g, seed, cfg.retry.op_timeout);
+            cores.push(match kind {
+                SystemKind::NessieSd => {
+                    AnyCore::Sd(SdCore::new(shared.clone(), sys.coupled(), rpc))
+                }
+                SystemKind::NessieHy => {
+                    let mut c = HyCore::new(shared.clone(), sys.coupled(), hy, rpc);
+                    c.set_skip_epoch_check(faults.skip_epoch_check);
+                    AnyCore::Hy(c)
+                }
+                _ => {
+                    let mut c = PilafCore::new(shared.clone(), PilafLayout::new(cfg), rpc);
+                    c.set_skip_epoch_check(faults.skip_epoch_check);
+                    AnyCore::Pilaf(c)
+                }
+            });
+        }
+    }
+    let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
+    let servers = Servers::new(
+        mailbox,
+        (0..clients_total).map(|c| Some(Actor::Client(c))).collect(),
+        w,
+        Vec::new(),
+        workers_list,
+        counters,
+    );
+    Ok(Setup {
+        servers,
+        cores,
+        cell: Vec::new(),
+        dir: None,
+        topology: sys.topology(),
+        cell_servers: Vec::new(),
+    })
+}
+
+/// The workers of every node over one table per node.
+fn shared_tables(
+    kind: SystemKind,
+    sys: &SystemConfig,
+    cfg: &Config,
+    counters: &Arc<WorkerCounters>,
+    mailbox: MailboxLayout,
+) -> Vec<SimWorker> {
+    let mut out = Vec::new();
+    let cpn = cfg.clients_per_node;
+    for n in 0..cfg.nodes {
+        let node = NodeId(n);
+        let coupled = (kind != SystemKind::Pilaf)
+            .then(|| Arc::new(CoupledTable::new(sys.coupled(), node, cfg)));
+        let pilaf = (kind == SystemKind::Pilaf)
+            .then(|| Arc::new(PilafTable::new(PilafLayout::new(cfg), node, cfg)));
+        for i in 0..sys.server_workers {
+            let (slots, m) = match (&pilaf, &coupled) {
+                (Some(pilaf), _) => {
+                    let w = Worker::new(
+                        pilaf.clone(),
+                        mailbox,
+                        i,
+                        sys.server_workers,
+                        cpn,
+                        counters.clone(),
+                    );
+                    (w.watch().slots().len(), worker_machine(node, w))
+                }
+                (None, Some(coupled)) => {
+                    let w = Worker::new(
+                        coupled.clone(),
+                        mailbox,
+                        i,
+                        sys.server_workers,
+                        cpn,
+                        counters.clone(),
+                    );
+                    (w.watch().slots().len(), worker_machine(node, w))
+                }
+                (None, None) => continue,
+            };
+            out.push(SimWorker::new(node, slots, Some(m)));
+        }
+    }
+    out
+}
+
+/// Cell's configuration for `spec`: every node a server, sized for the
+/// spec's keys and sizes, its client seeds from the spec's.
+pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
+    let mut c = CellConfig::sized(&Sizing {
+        nodes: spec.nodes,
+        server_nodes: spec.nodes,
+        clients: cfg.clients_per_node,
+        workers: spec.server_workers.max(1),
+        keys: spec.keys,
+        key_size: spec.key_size.max(8),
+        value_size: spec.value_size.max(1),
+        one_meganode: false,
+        caches: true,
+    });
+    c.seed = spec.seed;
+    if let Some(us) = spec.tuning.op_timeout_us {
+        c.rpc_timeout = Duration::from_micros(us);
+    }
+    c
+}
+
+/// Sets up Cell for `spec` (`cfg`: Nessie's configuration for it, whose
+/// clients per node count the spec's depth).
+pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
+    let ccfg = Arc::new(cell_config(spec, cfg));
+    ccfg.validate()?;
+    let layout = ccfg.layout();
+    let dir = Arc::new(Directory::new(ccfg.regions_per_node));
+    let spn = ccfg.slots_per_node();
+    let cpn = ccfg.clients_per_node;
+    let w = usize::from(ccfg.server_workers.max(1));
+    let counters = Arc::new(WorkerCounters::default());
+    let mut workers = Vec::new();
+    let mut states = Vec::new();
+    for n in 0..ccfg.server_nodes {
+        let st = Arc::new(ServerNode::new(NodeId(n), ccfg.clone(), dir.clone(), None));
+        let handler = Arc::new(CellHandler::new(st.clone()));
+        for i in 0..ccfg.server_workers.max(1) {
+            let worker = Worker::new(
+                handler.clone(),
+                layout.mailbox,
+                i,
+                ccfg.server_workers.max(1),
+                spn,
+                counters.clone(),
+            );
+            let slots = worker.watch().slots().len();
+            let s = st.clone();
+            let m = Machine::new(NodeId(n), 1, move |io: Io<CellExt>| {
+                io.set_limit(Some(Duration::from_secs(5)));
+                worker.run(io)
+            });
+            workers.push(SimWorker::new(
+                NodeId(n),
+                slots,
+                Some(WorkerMachine::Cell(m, s)),
+            ));
+        }
+        states.push(st);
+    }
+    // One maintenance thread per server node, after the request workers.
+    let first_maint = workers.len();
+    for st in &states {
+        let mut m = SimWorker::new(st.node, 0, None);
+        m.state = WorkerState::Jobs;
+        m.maint = Some(Maint {
+            st: st.clone(),
+            chan: maintenance_channel_seeded(st, spec.seed),
+        });
+        workers.push(m);
+    }
+    let mut cell = Vec::new();
+    for n in 0..ccfg.nodes {
+        for i in 0..cpn {
+            let id = nessie_protocol::ClientId {
+                node: NodeId(n),
+                index: i,
+            };
+            let g = u32::from(n) * u32::from(spn) + u32::from(i);
+            let rpc = RpcClient::with_first_seq(layout.mailbox, g, spec.seed, ccfg.rpc_timeout);
+            cell.push(CellMachines::new(ccfg.clone(), &dir, id, rpc)?);
+        }
+    }
+    let total = usize::from(ccfg.nodes) * usize::from(spn);
+    let slot_owner = (0..total)
+        .map(|g| {
+            let (n, i) = (g / usize::from(spn), g % usize::from(spn));
+            if i < usize::from(cpn) {
+                Some(Actor::Client(n * usize::from(cpn) + i))
+            } else if n < usize::from(ccfg.server_nodes) {
+                Some(Actor::Worker(first_maint + n))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let maint = (0..usize::from(ccfg.nodes))
+        .map(|n| (n < usize::from(ccfg.server_nodes)).then_some(first_maint + n))
+        .collect();
+    let servers = Servers::new(layout.mailbox, slot_owner, w, maint, workers, counters);
+    Ok(Setup {
+        servers,
+        cores: Vec::new(),
+        cell,
+        dir: Some(dir),
+        topology: ccfg.topology(),
+        cell_servers: states,
+    })
+}
+
+/// Runs `m` (a server machine of `st`) to its end at once, executing its
+/// work on `mem` immediately: Cell's bootstrap, before time starts.
+pub(crate) fn run_at_once(
+    mem: &mut Memory,
+    st: &ServerNode,
+    m: &mut Machine<(), CellExt>,
+    now: Nanos,
+) -> Result<(), Error> {
+    loop {
+        match step(m, now, &mut |e| local_effect(st, e)) {
+            Stepped::Post(wrs) => {
+                for wr in wrs {
+                    let id = wr.id;
+                    let result =
+                        InFlight::new(wr, 0).run_to_end(mem, st.node, WordOrder::Ascending);
+                    m.complete(Completion { id, result });
+                }
+            }
+            Stepped::PostDetached(wrs) => {
+                for wr in wrs {
+                    InFlight::new(wr, 0)
+                        .run_to_end(mem, st.node, WordOrder::Ascending)
+                        .map_err(Error::from)?;
+                }
+            }
+            Stepped::Wait(Wait::Backoff(_)) => m.resolve(Resolution::Waited),
+            Stepped::Done(r) => return r,
+            Stepped::Pending | Stepped::Wait(_) => {
+                return Err(Error::Corrupt(
+                    "a machine run at once waited for another".into(),
+                ))
+            }
+        }
+    }
+}
+
+/// A maintenance job machine of `m`'s node for `job`.
+pub(crate) fn maintenance_job(m: &Maint, job: nessie_cell::server::Job) -> WorkerMachine {
+    let limit = m.st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    let machine = job_machine(&m.st, m.chan.clone(), 1, limit, job);
+    WorkerMachine::Cell(machine, m.st.clone())
+}
