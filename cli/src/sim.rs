@@ -53,6 +53,10 @@ pub struct SimArgs {
     /// Percentage of GETs (the rest are PUTs of existing keys).
     #[arg(long, default_value_t = 50)]
     pub get_pct: u32,
+    /// Zipf exponent of key popularity (YCSB's scrambled Zipfian; 0.99 in
+    /// the papers' Figs 12-13); uniform keys if absent.
+    #[arg(long)]
+    pub zipf: Option<f64>,
     /// Simulated seconds per point.
     #[arg(long, default_value_t = 0.1)]
     pub seconds: f64,
@@ -106,6 +110,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                             key_size: args.key_size,
                             value_size: v,
                             get_pct: args.get_pct,
+                            zipf_theta: args.zipf,
                             seconds: args.seconds,
                             load_factor: args.load_factor,
                             seed: args.seed,

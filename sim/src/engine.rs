@@ -46,6 +46,7 @@ use crate::network::NicRequest;
 use crate::profile::Profile;
 use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec, System};
 use crate::systems::{Actor, AnyCore, KvMachine, Servers};
+use crate::zipf::ScrambledZipfian;
 
 /// Virtual time starts here (ns), so that no deadline is near zero.
 pub(crate) const EPOCH: u64 = 1_000_000_000;
@@ -179,6 +180,12 @@ impl PartialOrd for Scheduled {
 pub(crate) struct Nic {
     pub(crate) tx_free: u64,
     pub(crate) rx_free: u64,
+    /// Transmit-queue time in the measured window spent on per-request
+    /// processing, and on serialising bytes at link speed.
+    pub(crate) tx_op_ns: u64,
+    pub(crate) tx_wire_ns: u64,
+    /// Receive-queue time in the measured window.
+    pub(crate) rx_ns: u64,
 }
 
 pub(crate) struct Engine {
@@ -229,6 +236,8 @@ pub(crate) struct Engine {
     pub(crate) dice: Dice,
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
+    /// The key generator of a Zipf workload (`None`: uniform keys).
+    zipf: Option<ScrambledZipfian>,
 }
 
 pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
@@ -390,6 +399,7 @@ impl Engine {
             dice,
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
+            zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
         })
     }
 }
@@ -642,7 +652,11 @@ impl Engine {
         } else if now < self.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
-            let key = xorshift(&mut cl.rng) % spec.keys;
+            let draw = xorshift(&mut cl.rng);
+            let key = match &self.zipf {
+                Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
+                None => draw % spec.keys,
+            };
             let roll = xorshift(&mut cl.rng) % 100;
             let kind = if roll < u64::from(spec.get_pct) {
                 Kind::Get
@@ -1131,8 +1145,14 @@ impl Engine {
             None => (0, 0, 0.0, 0, Vec::new()),
         };
         let window = (self.spec.seconds * 1e9).max(1.0);
+        // The busiest node's share of the window, per NIC resource.
+        let busiest =
+            |f: fn(&Nic) -> u64| 100.0 * self.nics.iter().map(f).max().unwrap_or(0) as f64 / window;
         SimReport {
             system: self.spec.system,
+            nic_tx_op_busy_pct: busiest(|n| n.tx_op_ns),
+            link_busy_pct: busiest(|n| n.tx_wire_ns),
+            nic_rx_busy_pct: busiest(|n| n.rx_ns),
             nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
             server_busy_pct: if workers > 0.0 {
                 100.0 * busy as f64 / (workers * window)
