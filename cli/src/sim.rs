@@ -57,6 +57,10 @@ pub struct SimArgs {
     /// the papers' Figs 12-13); uniform keys if absent.
     #[arg(long)]
     pub zipf: Option<f64>,
+    /// Open loop: operations per simulated second arriving at each client
+    /// (Poisson); closed loop (the next as soon as the last ends) if absent.
+    #[arg(long)]
+    pub arrival_rate: Option<f64>,
     /// Simulated seconds per point.
     #[arg(long, default_value_t = 0.1)]
     pub seconds: f64,
@@ -111,6 +115,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                             value_size: v,
                             get_pct: args.get_pct,
                             zipf_theta: args.zipf,
+                            arrival_rate_per_client: args.arrival_rate,
                             seconds: args.seconds,
                             load_factor: args.load_factor,
                             seed: args.seed,

@@ -88,6 +88,8 @@ pub(crate) enum ClientMachine {
 pub(crate) struct SimClient {
     /// The client thread (core) whose CPU its polls take.
     pub(crate) core: usize,
+    /// Open loop: when its next operation arrives (0: not drawn yet).
+    next_arrival: u64,
     pub(crate) state: ClientState,
     pub(crate) machine: Option<ClientMachine>,
     pub(crate) op: Option<CurrentOp>,
@@ -238,6 +240,9 @@ pub(crate) struct Engine {
     corrupt: Vec<String>,
     /// The key generator of a Zipf workload (`None`: uniform keys).
     zipf: Option<ScrambledZipfian>,
+    /// The client threads' time in the measured window with an operation
+    /// under way.
+    client_busy_ns: u64,
 }
 
 pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
@@ -295,6 +300,7 @@ impl Engine {
                     .as_mut()
                     .and_then(|s| (!s.cell.is_empty()).then(|| s.cell.remove(0)));
                 clients.push(SimClient {
+                    next_arrival: 0,
                     state,
                     machine: None,
                     op: None,
@@ -400,6 +406,7 @@ impl Engine {
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
             zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
+            client_busy_ns: 0,
         })
     }
 }
@@ -652,6 +659,23 @@ impl Engine {
         } else if now < self.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
+            if let Some(rate) = spec.arrival_rate_per_client {
+                // Open loop: Poisson arrivals; an idle thread waits for the
+                // next one, a busy one takes it as soon as it is free.
+                let gap = |rng: &mut u64| {
+                    let u = (xorshift(rng) >> 11) as f64 / (1u64 << 53) as f64;
+                    (-(1.0 - u).ln() / rate * 1e9) as u64
+                };
+                if cl.next_arrival == 0 {
+                    cl.next_arrival = now + gap(&mut cl.rng);
+                }
+                if cl.next_arrival > now {
+                    let at = cl.next_arrival;
+                    self.schedule(at, Ev::Poll(c));
+                    return false;
+                }
+                cl.next_arrival += gap(&mut cl.rng).max(1);
+            }
             let draw = xorshift(&mut cl.rng);
             let key = match &self.zipf {
                 Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
@@ -950,6 +974,10 @@ impl Engine {
             }
         }
         self.record(c, &op, ret, now);
+        if !op.sweep {
+            let from = op.started.max(self.measure_from);
+            self.client_busy_ns += now.min(self.end).saturating_sub(from);
+        }
         match r {
             Ok(_) => match op.kind {
                 Kind::Get => self.get_lat.push(now - op.started),
@@ -1151,6 +1179,8 @@ impl Engine {
         SimReport {
             system: self.spec.system,
             nic_tx_op_busy_pct: busiest(|n| n.tx_op_ns),
+            client_busy_pct: 100.0 * self.client_busy_ns as f64
+                / (self.clients.len().max(1) as f64 * window),
             link_busy_pct: busiest(|n| n.tx_wire_ns),
             nic_rx_busy_pct: busiest(|n| n.rx_ns),
             nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,

@@ -19,8 +19,8 @@
 //! - [`zipf`]: YCSB's Zipfian key generators (`SimSpec::zipf_theta`).
 //!
 //! What it does not do (docs/simulation.md): torn multi-word transfers,
-//! CPU time under load, and the swarm's faults for the server-driven
-//! systems.
+//! power (CPU under load is busy cores), and the swarm's faults for the
+//! server-driven systems.
 
 #![warn(missing_docs)]
 

@@ -139,6 +139,11 @@ pub struct SimSpec {
     /// Key popularity: `None` uniform, `Some(theta)` YCSB's scrambled
     /// Zipfian with exponent `theta` (0.99 in the papers' Figs 12-13).
     pub zipf_theta: Option<f64>,
+    /// Open loop: each client's operations arrive as a Poisson process of
+    /// this many per simulated second (latencies count from the start of
+    /// service, not the arrival); `None`: closed loop, the next operation
+    /// as soon as the last one ends.
+    pub arrival_rate_per_client: Option<f64>,
     /// Simulated seconds of measured workload.
     pub seconds: f64,
     /// Index load factor after the preload.
@@ -229,6 +234,7 @@ impl Default for SimSpec {
             value_size: 256,
             get_pct: 50,
             zipf_theta: None,
+            arrival_rate_per_client: None,
             seconds: 0.01,
             load_factor: 0.4,
             seed: 1,
@@ -277,6 +283,11 @@ pub struct SimReport {
     /// Share of the server workers' time spent on requests (the rest they
     /// poll idle, burning their core all the same), percent.
     pub server_busy_pct: f64,
+    /// Share of the client threads' time (each protocol client's, at
+    /// depth above 1) in the measured window with an operation under way,
+    /// polling for it, percent: 100 in a closed loop; under an open loop
+    /// ([`SimSpec::arrival_rate_per_client`]) the rest the thread idles.
+    pub client_busy_pct: f64,
     /// The busiest node's NIC transmit queue: its share of the measured
     /// window spent on per-request processing (`nic_op_ns` each), percent.
     pub nic_tx_op_busy_pct: f64,
@@ -413,6 +424,12 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         })?;
     if spec.zipf_theta.is_some_and(|t| !(t > 0.0 && t < 1.0)) {
         return Err(SimError::Spec("the Zipf exponent must be in (0, 1)".into()));
+    }
+    if spec
+        .arrival_rate_per_client
+        .is_some_and(|r| !(r > 0.0 && r.is_finite()))
+    {
+        return Err(SimError::Spec("the arrival rate must be positive".into()));
     }
     if !(spec.load_factor > 0.0 && spec.load_factor <= 0.9) {
         return Err(SimError::Spec("the load factor must be in (0, 0.9]".into()));

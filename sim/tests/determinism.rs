@@ -231,3 +231,39 @@ fn zipf_keys_concentrate_on_the_hottest_key() {
     assert!(z > 0.025 && z < 0.06, "zipf: hottest key {z}");
     assert!(u < 0.01, "uniform: hottest key {u}");
 }
+
+/// Open loop: Poisson arrivals at a fifth of what a client does closed
+/// loop give about that many operations, and client threads busy only while
+/// an operation runs (their busy share is operations x latency / time);
+/// closed loop they are always busy.
+#[test]
+fn open_loop_arrivals_leave_client_threads_idle_between_operations() {
+    let closed = simulate(&spec(4)).unwrap();
+    let clients = 9.0;
+    let rate = closed.ops_per_sec / clients / 5.0;
+    let open = simulate(&SimSpec {
+        arrival_rate_per_client: Some(rate),
+        ..spec(4)
+    })
+    .unwrap();
+    assert!(closed.client_busy_pct > 99.0, "{closed:?}");
+    let expected = rate * clients * 0.01;
+    assert!(
+        (open.ops as f64 - expected).abs() < 0.1 * expected,
+        "{} ops, expected {expected}",
+        open.ops
+    );
+    let lat_us = (open.get_avg_us * open.gets as f64 + open.put_avg_us * open.puts as f64)
+        / (open.gets + open.puts) as f64;
+    let busy = 100.0 * open.ops_per_sec * lat_us * 1e-6 / clients;
+    assert!(
+        (open.client_busy_pct - busy).abs() < 0.1 * busy && open.client_busy_pct < 40.0,
+        "{} % busy, expected {busy}",
+        open.client_busy_pct
+    );
+    assert!(simulate(&SimSpec {
+        arrival_rate_per_client: Some(0.0),
+        ..spec(4)
+    })
+    .is_err());
+}
