@@ -15,6 +15,7 @@
 pub mod bench;
 pub mod inserts;
 pub mod node;
+pub mod papers;
 pub mod pipeline;
 pub mod run;
 pub mod sim;
