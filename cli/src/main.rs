@@ -41,7 +41,7 @@ enum Command {
     /// simulator, in virtual time over a hardware profile.
     Sim(sim::SimArgs),
     /// The simulator's predictions next to the papers' published numbers
-    /// (TPDS Table 1, Figs 4-7, 12 and 13, the workshop paper's Table 1,
+    /// (TPDS Table 1, Figs 4-7 and 12-14, the workshop paper's Table 1,
     /// Pilaf's Fig. 6) and the runs beyond them (3 to 1,000 nodes), as the
     /// markdown tables of docs/simulation.md.
     Papers(papers::PapersArgs),

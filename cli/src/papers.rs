@@ -195,7 +195,8 @@ pub fn papers(args: &PapersArgs) -> Result<(), SimError> {
     println!("Each cell: prediction / paper (prediction / paper); a bare number has no published counterpart.\n");
     let table1 = table_1(args)?;
     goodput(args, &table1)?;
-    fig_4(args)?;
+    let peaks = fig_4(args)?;
+    fig_14(args, peaks)?;
     fig_13(args)?;
     workshop_table_1()?;
     pilaf_fig_6(args)?;
@@ -369,7 +370,7 @@ fn goodput(args: &PapersArgs, t1: &Table1Runs) -> Result<(), SimError> {
 }
 
 /// Fig. 4: throughput as busy background threads take the nodes' cores.
-fn fig_4(args: &PapersArgs) -> Result<(), SimError> {
+fn fig_4(args: &PapersArgs) -> Result<[f64; 3], SimError> {
     eprintln!("Fig. 4");
     println!("## Fig. 4: throughput under background threads, 15 nodes, 16 KiB, 90 % GETs\n");
     println!("CD 12 client threads; SD 10 + 2 workers; HY 11 + 1 (the paper's split at 90 % GETs). Ops/s and the ratio to none. The paper gives the trend (SD falls dramatically, HY less, CD little) and \"more than doubling\" CD over SD under contention.\n");
@@ -381,7 +382,11 @@ fn fig_4(args: &PapersArgs) -> Result<(), SimError> {
     println!();
     println!("|---|{}", "---|".repeat(bgs.len()));
     let mut at_max = Vec::new();
-    for system in [System::Nessie, System::NessieSd, System::NessieHy] {
+    let mut peaks = [0.0; 3];
+    for (k, system) in [System::Nessie, System::NessieSd, System::NessieHy]
+        .into_iter()
+        .enumerate()
+    {
         let (c, w) = split_get_heavy(system);
         print!("| {system} |");
         let mut base = 0.0;
@@ -395,6 +400,7 @@ fn fig_4(args: &PapersArgs) -> Result<(), SimError> {
             let r = run(&spec, &format!("{system} background {b}"))?;
             if i == 0 {
                 base = r.ops_per_sec;
+                peaks[k] = base;
             }
             print!(" {} ({:.2}) |", ops(r.ops_per_sec), r.ops_per_sec / base);
             if i + 1 == bgs.len() {
@@ -407,6 +413,56 @@ fn fig_4(args: &PapersArgs) -> Result<(), SimError> {
         "\nCD / SD at 24 background threads: {} (the paper: \"more than doubling\", at least 2).\n",
         cell(at_max[0] / at_max[1], Some(2.0))
     );
+    Ok(peaks)
+}
+
+/// Fig. 14's ratios: (SD - CD) / SD of the power over idle at 80 % and 20 %
+/// of the maximum throughput (seed 000, section 6.5: 130 W against 121 W,
+/// and 113 W against 100 W, over an idle 81 W).
+pub const FIG_14: [(f64, f64); 2] = [
+    (0.8, (130.0 - 121.0) / (130.0 - 81.0)),
+    (0.2, (113.0 - 100.0) / (113.0 - 81.0)),
+];
+
+/// Fig. 14: busy cores under open-loop load at a share of each system's peak.
+fn fig_14(args: &PapersArgs, peaks: [f64; 3]) -> Result<(), SimError> {
+    eprintln!("Fig. 14");
+    println!("## Fig. 14: CPU under load, 15 nodes, 16 KiB, 90 % GETs\n");
+    println!("Poisson arrivals at 80 % and 20 % of each system's closed-loop peak (Fig. 4's runs with no background threads), spread over its client threads. Busy cores per node: the client threads' share of the window with an operation under way, plus the server workers, which poll and so burn their cores whole. The paper measures power (IPMI); its ratio is (SD - CD) / SD of the power over the idle 81 W, compared here with (SD - CD) / SD of the busy cores.\n");
+    println!("| load | CD busy cores / node | SD | HY | (SD - CD) / SD: sim / paper (ratio) |");
+    println!("|---|---|---|---|---|");
+    for (load, paper) in FIG_14 {
+        let mut cores = Vec::new();
+        for (k, system) in [System::Nessie, System::NessieSd, System::NessieHy]
+            .into_iter()
+            .enumerate()
+        {
+            let (c, w) = split_get_heavy(system);
+            let rate = load * peaks[k] / (15.0 * f64::from(c));
+            let spec = SimSpec {
+                value_size: 16 << 10,
+                get_pct: 90,
+                arrival_rate_per_client: Some(rate),
+                ..tpds_spec(args, system, c, w)
+            };
+            let r = run(&spec, &format!("{system} at {:.0} % load", load * 100.0))?;
+            let workers = if system.has_servers() {
+                f64::from(w)
+            } else {
+                0.0
+            };
+            cores.push(f64::from(c) * r.client_busy_pct / 100.0 + workers);
+        }
+        println!(
+            "| {:.0} % | {:.2} | {:.2} | {:.2} | {} |",
+            load * 100.0,
+            cores[0],
+            cores[1],
+            cores[2],
+            cell((cores[1] - cores[0]) / cores[1], Some(paper))
+        );
+    }
+    println!();
     Ok(())
 }
 
