@@ -192,7 +192,7 @@ pub fn papers(args: &PapersArgs) -> Result<(), SimError> {
         "# The papers' figures side by side (`nessie papers`, {} simulated s per 15-node point, seed {})\n",
         args.seconds, args.seed
     );
-    println!("Each cell: prediction / paper (prediction / paper); a bare number has no published counterpart.\n");
+    println!("Each cell: prediction / paper (their ratio, prediction / paper); a bare number has no published counterpart.\n");
     let table1 = table_1(args)?;
     goodput(args, &table1)?;
     let peaks = fig_4(args)?;
