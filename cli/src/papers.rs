@@ -709,6 +709,25 @@ mod tests {
         assert_eq!(num(1_234_567.0), "1,234,567");
     }
 
+    /// Table 1's "All" rows are the average of its GET and PUT rows at 50 %
+    /// GETs (to rounding): a typo in a transcribed constant breaks it.
+    #[test]
+    fn table_1_constants_are_consistent_with_its_50_50_mix() {
+        for t in [&TABLE_1_CD, &TABLE_1_SD, &TABLE_1_HY] {
+            for (i, kib) in TABLE_1_KIB.iter().enumerate() {
+                let mix = (t.get[i] + t.put[i]) / 2.0;
+                assert!(
+                    (t.all[i] - mix).abs() <= 1.0,
+                    "{kib} KiB: all {} against (get + put) / 2 = {mix}",
+                    t.all[i]
+                );
+            }
+        }
+        // Fig. 14: the paper's own 18 % and 41 %.
+        assert_eq!((FIG_14[0].1 * 100.0).round(), 18.0);
+        assert_eq!((FIG_14[1].1 * 100.0).round(), 41.0);
+    }
+
     #[test]
     fn the_all_latency_weights_gets_and_puts_by_their_counts() {
         let mut r = simulate(&SimSpec {
