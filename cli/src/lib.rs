@@ -5,7 +5,9 @@
 //! the stores of both. `nessie inserts` ([`inserts`]) measures what an insert
 //! costs as the index fills up; `nessie pipeline` ([`mod@pipeline`]) what
 //! many operations in flight per client thread buy; `nessie sim`
-//! ([`mod@sim`]) runs Nessie's machines in the deterministic cluster simulator.
+//! ([`mod@sim`]) runs the systems' machines in the deterministic cluster
+//! simulator, and `nessie papers` ([`papers`]) its predictions next to the
+//! papers' published numbers.
 //! [`node`] is a node process of a deployment (`nessie node`, on RDMA with
 //! the `verbs` feature), and [`workload`] the one workload driver all of
 //! them share.
@@ -15,6 +17,7 @@
 pub mod bench;
 pub mod inserts;
 pub mod node;
+pub mod papers;
 pub mod pipeline;
 pub mod run;
 pub mod sim;

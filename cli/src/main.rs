@@ -7,11 +7,11 @@
 //! side on the same simulated fabric and reproduces the papers' experiments.
 //! `nessie inserts` measures round trips per insert as the index fills up;
 //! `nessie pipeline` measures what many operations in flight per thread buy;
-//! `nessie sim` runs the deterministic cluster simulator; `nessie swarm` its
-//! fault swarm. Built with the `verbs` feature, `nessie node` runs one node
+//! `nessie sim` runs the deterministic cluster simulator, `nessie papers` its
+//! predictions next to the papers' numbers; `nessie swarm` its fault swarm. Built with the `verbs` feature, `nessie node` runs one node
 //! of a deployment on RDMA (`info`, `serve`, `run`, `report`).
 
-use nessie_cli::{bench, inserts, pipeline, run, sim, swarm};
+use nessie_cli::{bench, inserts, papers, pipeline, run, sim, swarm};
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -40,6 +40,11 @@ enum Command {
     /// Nessie's machines in the deterministic discrete-event cluster
     /// simulator, in virtual time over a hardware profile.
     Sim(sim::SimArgs),
+    /// The simulator's predictions next to the papers' published numbers
+    /// (TPDS Table 1, Figs 4-7 and 12-14, the workshop paper's Table 1,
+    /// Pilaf's Fig. 6) and the runs beyond them (3 to 1,000 nodes), as the
+    /// markdown tables of docs/simulation.md.
+    Papers(papers::PapersArgs),
     /// The fault swarm: seeded simulated clusters with injected crashes,
     /// outages, pauses, skew, delayed, failed and lost completions, each
     /// history checked for linearizability; a failure is shrunk and printed
@@ -73,6 +78,7 @@ fn main() -> std::process::ExitCode {
         Command::Inserts(args) => inserts::inserts(&args).map_err(|e| e.to_string()),
         Command::Pipeline(args) => pipeline::pipeline(&args).map_err(|e| e.to_string()),
         Command::Sim(args) => sim::sim(&args).map_err(|e| e.to_string()),
+        Command::Papers(args) => papers::papers(&args).map_err(|e| e.to_string()),
         Command::Swarm(args) => swarm::swarm(&args),
         #[cfg(feature = "verbs")]
         Command::Node(args) => return nessie_cli::node::cmd::node(&args),

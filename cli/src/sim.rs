@@ -53,6 +53,14 @@ pub struct SimArgs {
     /// Percentage of GETs (the rest are PUTs of existing keys).
     #[arg(long, default_value_t = 50)]
     pub get_pct: u32,
+    /// Zipf exponent of key popularity (YCSB's scrambled Zipfian; 0.99 in
+    /// the papers' Figs 12-13); uniform keys if absent.
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// Open loop: operations per simulated second arriving at each client
+    /// (Poisson); closed loop (the next as soon as the last ends) if absent.
+    #[arg(long)]
+    pub arrival_rate: Option<f64>,
     /// Simulated seconds per point.
     #[arg(long, default_value_t = 0.1)]
     pub seconds: f64,
@@ -106,6 +114,8 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                             key_size: args.key_size,
                             value_size: v,
                             get_pct: args.get_pct,
+                            zipf_theta: args.zipf,
+                            arrival_rate_per_client: args.arrival_rate,
                             seconds: args.seconds,
                             load_factor: args.load_factor,
                             seed: args.seed,
@@ -146,7 +156,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         profile.name, args.clients, args.server_workers, args.keys, args.get_pct, args.seconds, args.seed
     );
     println!(
-        "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>11} {:>7} {:>11}",
+        "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>13} {:>11} {:>7} {:>11}",
         "system",
         "nodes",
         "bg",
@@ -162,13 +172,14 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         "RTs/op",
         "NIC/op",
         "srv %",
+        "busiest",
         "events",
         "wall s",
         "events/s"
     );
     for (p, r) in &points {
         println!(
-            "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11.0} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>7.2} {:>6.1} {:>11} {:>7.2} {:>11.0}",
+            "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11.0} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>7.2} {:>6.1} {:>13} {:>11} {:>7.2} {:>11.0}",
             p.system.name(),
             p.nodes,
             p.background,
@@ -184,6 +195,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             r.round_trips_per_op,
             r.nic_ops_per_op,
             r.server_busy_pct,
+            busiest(r),
             r.events,
             r.wall_seconds,
             r.events_per_wall_sec
@@ -203,4 +215,18 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         }
     }
     Ok(())
+}
+
+/// The resource a run used most (the busiest node's NIC processing, link
+/// bytes or receive queue, or the server workers), as "name pct".
+pub fn busiest(r: &SimReport) -> String {
+    let (name, pct) = [
+        ("nic-tx", r.nic_tx_op_busy_pct),
+        ("link", r.link_busy_pct),
+        ("nic-rx", r.nic_rx_busy_pct),
+        ("workers", r.server_busy_pct),
+    ]
+    .into_iter()
+    .fold(("-", 0.0), |best, x| if x.1 > best.1 { x } else { best });
+    format!("{name} {pct:.0}%")
 }

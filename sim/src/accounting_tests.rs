@@ -191,3 +191,34 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
         .sum();
     assert_eq!(busy, 327 + 105 + 108 + 3 * 102 + 16);
 }
+
+/// Two 64 KiB READs posted in the measured window: each NIC's busy time is
+/// split into per-request processing (500 ns per request or response) and
+/// bytes at link speed (the 16-byte requests 60 ns each, the responses
+/// 52,476 ns each), and the receive queues' 500 ns per arrival; posted
+/// before the window (time 0), nothing is counted.
+#[test]
+fn nic_busy_time_splits_processing_from_bytes_in_the_measured_window() {
+    let busy = |at: u64| {
+        let mut e = idle();
+        for i in 0..2 {
+            let wr = WorkRequest {
+                id: OpId(i),
+                op: read(1, 65_536),
+            };
+            e.post(crate::systems::Actor::Client(0), wr, at);
+        }
+        while let Some((t, ev)) = e.next_event() {
+            e.handle(t, ev);
+        }
+        e.nics
+            .iter()
+            .map(|n| (n.tx_op_ns, n.tx_wire_ns, n.rx_ns))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        busy(crate::engine::EPOCH),
+        vec![(1_000, 120, 1_000), (1_000, 104_952, 1_000)]
+    );
+    assert_eq!(busy(0), vec![(0, 0, 0), (0, 0, 0)]);
+}

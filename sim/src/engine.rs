@@ -46,6 +46,7 @@ use crate::network::NicRequest;
 use crate::profile::Profile;
 use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec, System};
 use crate::systems::{Actor, AnyCore, KvMachine, Servers};
+use crate::zipf::ScrambledZipfian;
 
 /// Virtual time starts here (ns), so that no deadline is near zero.
 pub(crate) const EPOCH: u64 = 1_000_000_000;
@@ -87,6 +88,8 @@ pub(crate) enum ClientMachine {
 pub(crate) struct SimClient {
     /// The client thread (core) whose CPU its polls take.
     pub(crate) core: usize,
+    /// Open loop: when its next operation arrives (0: not drawn yet).
+    next_arrival: u64,
     pub(crate) state: ClientState,
     pub(crate) machine: Option<ClientMachine>,
     pub(crate) op: Option<CurrentOp>,
@@ -179,6 +182,12 @@ impl PartialOrd for Scheduled {
 pub(crate) struct Nic {
     pub(crate) tx_free: u64,
     pub(crate) rx_free: u64,
+    /// Transmit-queue time in the measured window spent on per-request
+    /// processing, and on serialising bytes at link speed.
+    pub(crate) tx_op_ns: u64,
+    pub(crate) tx_wire_ns: u64,
+    /// Receive-queue time in the measured window.
+    pub(crate) rx_ns: u64,
 }
 
 pub(crate) struct Engine {
@@ -229,6 +238,11 @@ pub(crate) struct Engine {
     pub(crate) dice: Dice,
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
+    /// The key generator of a Zipf workload (`None`: uniform keys).
+    zipf: Option<ScrambledZipfian>,
+    /// The client threads' time in the measured window with an operation
+    /// under way.
+    client_busy_ns: u64,
 }
 
 pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
@@ -286,6 +300,7 @@ impl Engine {
                     .as_mut()
                     .and_then(|s| (!s.cell.is_empty()).then(|| s.cell.remove(0)));
                 clients.push(SimClient {
+                    next_arrival: 0,
                     state,
                     machine: None,
                     op: None,
@@ -390,6 +405,8 @@ impl Engine {
             dice,
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
+            zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
+            client_busy_ns: 0,
         })
     }
 }
@@ -642,7 +659,28 @@ impl Engine {
         } else if now < self.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
-            let key = xorshift(&mut cl.rng) % spec.keys;
+            if let Some(rate) = spec.arrival_rate_per_client {
+                // Open loop: Poisson arrivals; an idle thread waits for the
+                // next one, a busy one takes it as soon as it is free.
+                let gap = |rng: &mut u64| {
+                    let u = (xorshift(rng) >> 11) as f64 / (1u64 << 53) as f64;
+                    (-(1.0 - u).ln() / rate * 1e9) as u64
+                };
+                if cl.next_arrival == 0 {
+                    cl.next_arrival = now + gap(&mut cl.rng);
+                }
+                if cl.next_arrival > now {
+                    let at = cl.next_arrival;
+                    self.schedule(at, Ev::Poll(c));
+                    return false;
+                }
+                cl.next_arrival += gap(&mut cl.rng).max(1);
+            }
+            let draw = xorshift(&mut cl.rng);
+            let key = match &self.zipf {
+                Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
+                None => draw % spec.keys,
+            };
             let roll = xorshift(&mut cl.rng) % 100;
             let kind = if roll < u64::from(spec.get_pct) {
                 Kind::Get
@@ -936,6 +974,10 @@ impl Engine {
             }
         }
         self.record(c, &op, ret, now);
+        if !op.sweep {
+            let from = op.started.max(self.measure_from);
+            self.client_busy_ns += now.min(self.end).saturating_sub(from);
+        }
         match r {
             Ok(_) => match op.kind {
                 Kind::Get => self.get_lat.push(now - op.started),
@@ -1131,8 +1173,16 @@ impl Engine {
             None => (0, 0, 0.0, 0, Vec::new()),
         };
         let window = (self.spec.seconds * 1e9).max(1.0);
+        // The busiest node's share of the window, per NIC resource.
+        let busiest =
+            |f: fn(&Nic) -> u64| 100.0 * self.nics.iter().map(f).max().unwrap_or(0) as f64 / window;
         SimReport {
             system: self.spec.system,
+            nic_tx_op_busy_pct: busiest(|n| n.tx_op_ns),
+            client_busy_pct: 100.0 * self.client_busy_ns as f64
+                / (self.clients.len().max(1) as f64 * window),
+            link_busy_pct: busiest(|n| n.tx_wire_ns),
+            nic_rx_busy_pct: busiest(|n| n.rx_ns),
             nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
             server_busy_pct: if workers > 0.0 {
                 100.0 * busy as f64 / (workers * window)

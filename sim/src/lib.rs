@@ -16,10 +16,11 @@
 //! - [`network`]: the NIC and wire model, and the network's faults.
 //! - [`chaos`]: the injected faults, within the protocol's timing assumptions.
 //! - [`swarm`]: the fault swarm: seeded cases, checked, replayed, shrunk.
+//! - [`zipf`]: YCSB's Zipfian key generators (`SimSpec::zipf_theta`).
 //!
 //! What it does not do (docs/simulation.md): torn multi-word transfers,
-//! CPU time under load, and the swarm's faults for the server-driven
-//! systems.
+//! power (CPU under load is busy cores), and the swarm's faults for the
+//! server-driven systems.
 
 #![warn(missing_docs)]
 
@@ -32,6 +33,7 @@ mod servers;
 pub mod spec;
 pub mod swarm;
 mod systems;
+pub mod zipf;
 
 #[cfg(test)]
 mod accounting_tests;

@@ -134,13 +134,24 @@ impl Engine {
         }
     }
 
+    /// Whether an instant lies in the measured window (after any preload).
+    fn measuring(&self, at: u64) -> bool {
+        self.preloading == 0 && at >= self.measure_from && at < self.end
+    }
+
     /// Sends `bytes` out of `from`'s NIC (its transmit queue) at `at` towards
     /// `to`; returns when they arrive there.
     pub(crate) fn transmit(&mut self, from: usize, to: usize, at: u64, bytes: u64) -> u64 {
+        let measuring = self.measuring(at);
         let nic = &mut self.nics[from];
         let start = at.max(nic.tx_free);
-        let done = start + self.p.nic_op_ns + self.p.wire_time(bytes);
+        let wire = self.p.wire_time(bytes);
+        let done = start + self.p.nic_op_ns + wire;
         nic.tx_free = done;
+        if measuring {
+            nic.tx_op_ns += self.p.nic_op_ns;
+            nic.tx_wire_ns += wire;
+        }
         done + if from == to {
             self.p.loopback_ns
         } else {
@@ -170,10 +181,15 @@ impl Engine {
             return;
         }
         let atomic = matches!(req.wr.op, Op::Cas { .. });
+        let measuring = self.measuring(now);
         let nic = &mut self.nics[req.dst];
         let start = now.max(nic.rx_free);
-        let done = start + self.p.nic_op_ns + if atomic { self.p.atomic_ns } else { 0 };
+        let cost = self.p.nic_op_ns + if atomic { self.p.atomic_ns } else { 0 };
+        let done = start + cost;
         nic.rx_free = done;
+        if measuring {
+            nic.rx_ns += cost;
+        }
         self.schedule(done, Ev::Land(r));
     }
 
@@ -244,10 +260,14 @@ impl Engine {
         let Some(req) = self.reqs[r].as_ref() else {
             return;
         };
+        let measuring = self.measuring(now);
         let nic = &mut self.nics[req.src];
         let start = now.max(nic.rx_free);
         let done = start + self.p.nic_op_ns;
         nic.rx_free = done;
+        if measuring {
+            nic.rx_ns += self.p.nic_op_ns;
+        }
         self.schedule(done, Ev::Complete(r));
     }
 

@@ -136,6 +136,14 @@ pub struct SimSpec {
     pub value_size: u32,
     /// Percentage of GETs (the rest are PUTs of existing keys).
     pub get_pct: u32,
+    /// Key popularity: `None` uniform, `Some(theta)` YCSB's scrambled
+    /// Zipfian with exponent `theta` (0.99 in the papers' Figs 12-13).
+    pub zipf_theta: Option<f64>,
+    /// Open loop: each client's operations arrive as a Poisson process of
+    /// this many per simulated second (latencies count from the start of
+    /// service, not the arrival); `None`: closed loop, the next operation
+    /// as soon as the last one ends.
+    pub arrival_rate_per_client: Option<f64>,
     /// Simulated seconds of measured workload.
     pub seconds: f64,
     /// Index load factor after the preload.
@@ -225,6 +233,8 @@ impl Default for SimSpec {
             key_size: 32,
             value_size: 256,
             get_pct: 50,
+            zipf_theta: None,
+            arrival_rate_per_client: None,
             seconds: 0.01,
             load_factor: 0.4,
             seed: 1,
@@ -273,6 +283,20 @@ pub struct SimReport {
     /// Share of the server workers' time spent on requests (the rest they
     /// poll idle, burning their core all the same), percent.
     pub server_busy_pct: f64,
+    /// Share of the client threads' time (each protocol client's, at
+    /// depth above 1) in the measured window with an operation under way,
+    /// polling for it, percent: 100 in a closed loop; under an open loop
+    /// ([`SimSpec::arrival_rate_per_client`]) the rest the thread idles.
+    pub client_busy_pct: f64,
+    /// The busiest node's NIC transmit queue: its share of the measured
+    /// window spent on per-request processing (`nic_op_ns` each), percent.
+    pub nic_tx_op_busy_pct: f64,
+    /// The busiest node's outgoing link: its share of the window spent
+    /// serialising bytes at link speed, percent.
+    pub link_busy_pct: f64,
+    /// The busiest node's NIC receive queue (requests arriving and
+    /// completions coming back), percent.
+    pub nic_rx_busy_pct: f64,
     /// Requests the server workers served.
     pub server_requests: u64,
     /// Times a server worker found its node's table lock held by another
@@ -398,6 +422,15 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         u16::try_from(u32::from(spec.clients_per_node) * u32::from(spec.depth)).map_err(|_| {
             SimError::Spec("clients x depth must be at most 65,535 per node".into())
         })?;
+    if spec.zipf_theta.is_some_and(|t| !(t > 0.0 && t < 1.0)) {
+        return Err(SimError::Spec("the Zipf exponent must be in (0, 1)".into()));
+    }
+    if spec
+        .arrival_rate_per_client
+        .is_some_and(|r| !(r > 0.0 && r.is_finite()))
+    {
+        return Err(SimError::Spec("the arrival rate must be positive".into()));
+    }
     if !(spec.load_factor > 0.0 && spec.load_factor <= 0.9) {
         return Err(SimError::Spec("the load factor must be in (0, 0.9]".into()));
     }

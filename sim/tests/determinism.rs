@@ -139,6 +139,11 @@ fn bad_specifications_are_typed_errors() {
     })
     .is_err());
     assert!(simulate(&SimSpec {
+        zipf_theta: Some(1.0),
+        ..spec(1)
+    })
+    .is_err());
+    assert!(simulate(&SimSpec {
         keys: 10_000_000,
         value_size: 1 << 20,
         ..spec(1)
@@ -195,4 +200,70 @@ fn reusing_entries_before_they_expire_is_caught_in_the_simulated_history() {
     assert!(nessie_model::check_history(&r.history, 50_000_000).is_err());
     let r = simulate(&small_table(1, Faults::default())).unwrap();
     nessie_model::check_history(&r.history, 50_000_000).unwrap();
+}
+
+/// Share of the history's operations on its most frequent key.
+fn hottest_share(r: &nessie_sim::SimReport) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for e in &r.history {
+        *counts.entry(e.key.clone()).or_insert(0u64) += 1;
+    }
+    let max = counts.values().copied().max().unwrap_or(0);
+    max as f64 / r.history.len().max(1) as f64
+}
+
+/// Zipf keys (YCSB's scrambled Zipfian, theta 0.99) put about 1 / zeta =
+/// 3.8 % of the operations on the hottest key; uniform keys about one in
+/// the 500 keys (plus chance).
+#[test]
+fn zipf_keys_concentrate_on_the_hottest_key() {
+    let run = |zipf_theta| {
+        simulate(&SimSpec {
+            zipf_theta,
+            record_history: true,
+            ..spec(5)
+        })
+        .unwrap()
+    };
+    let (zipf, uniform) = (run(Some(0.99)), run(None));
+    assert!(zipf.ops > 1_000 && uniform.ops > 1_000);
+    let (z, u) = (hottest_share(&zipf), hottest_share(&uniform));
+    assert!(z > 0.025 && z < 0.06, "zipf: hottest key {z}");
+    assert!(u < 0.01, "uniform: hottest key {u}");
+}
+
+/// Open loop: Poisson arrivals at a fifth of what a client does closed
+/// loop give about that many operations, and client threads busy only while
+/// an operation runs (their busy share is operations x latency / time);
+/// closed loop they are always busy.
+#[test]
+fn open_loop_arrivals_leave_client_threads_idle_between_operations() {
+    let closed = simulate(&spec(4)).unwrap();
+    let clients = 9.0;
+    let rate = closed.ops_per_sec / clients / 5.0;
+    let open = simulate(&SimSpec {
+        arrival_rate_per_client: Some(rate),
+        ..spec(4)
+    })
+    .unwrap();
+    assert!(closed.client_busy_pct > 99.0, "{closed:?}");
+    let expected = rate * clients * 0.01;
+    assert!(
+        (open.ops as f64 - expected).abs() < 0.1 * expected,
+        "{} ops, expected {expected}",
+        open.ops
+    );
+    let lat_us = (open.get_avg_us * open.gets as f64 + open.put_avg_us * open.puts as f64)
+        / (open.gets + open.puts) as f64;
+    let busy = 100.0 * open.ops_per_sec * lat_us * 1e-6 / clients;
+    assert!(
+        (open.client_busy_pct - busy).abs() < 0.1 * busy && open.client_busy_pct < 40.0,
+        "{} % busy, expected {busy}",
+        open.client_busy_pct
+    );
+    assert!(simulate(&SimSpec {
+        arrival_rate_per_client: Some(0.0),
+        ..spec(4)
+    })
+    .is_err());
 }

@@ -24,7 +24,7 @@ pub mod report;
 pub mod stats;
 pub mod system;
 pub mod workload;
-pub mod zipf;
+pub use nessie_sim::zipf;
 
 use std::io::IsTerminal;
 use std::time::Instant;

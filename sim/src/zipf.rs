@@ -135,7 +135,24 @@ impl ScrambledZipfian {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::workload::Rng;
+
+    /// SplitMix64, uniform in [0, 1).
+    struct Rng(u64);
+
+    impl Rng {
+        fn new(seed: u64) -> Rng {
+            Rng(seed ^ 0x5851_f42d_4c95_7f2d)
+        }
+
+        fn unit(&mut self) -> f64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
 
     #[test]
     fn zeta_matches_ycsb_constant() {
