@@ -618,7 +618,7 @@ fn scale(args: &PapersArgs) -> Result<(), SimError> {
     eprintln!("Scale");
     println!("## Beyond the papers: 3 to 1,000 nodes, depth 1 and 8, both profiles\n");
     println!(
-        "2 client threads per node (NessieSD: 2 clients + 1 worker), 256 B values, 50 % GETs, 20 keys per client thread, uniform; {} simulated s per point up to 100 nodes, half that at 1,000 (NessieSD at depth 8 and 1,000 nodes is left out: its operations take longer than a bounded window). Mops/s, p99 µs, and each resource's busy share in the measured window: the busiest node's NIC transmit queue (per-request processing), its link (bytes), its NIC receive queue, and the server workers' cores (their requests' CPU, and with the scan of their request slots before each request: `detect_ns + slot_check_ns x slots / 2`, a worker watching every client thread's slot).\n",
+        "2 client threads per node (NessieSD: 2 clients + 1 worker), 256 B values, 50 % GETs, 20 keys per client thread, uniform; {} simulated s per point up to 100 nodes, half that at 1,000 (NessieSD at depth 8 and 1,000 nodes is left out: its operations take longer than a bounded window). Mops/s, p99 µs, and each resource's busy share in the measured window: the busiest node's NIC transmit queue (per-request processing), its link (bytes), its NIC receive queue, and the server workers' cores (their requests' CPU, and with the scan of their request slots for the next waiting request: from a worker's return, one `slot_check_ns` per slot passed; for an idle worker, half a scan of all the slots it watches, one per client thread in the cluster).\n",
         args.scale_seconds
     );
     println!("| profile | system | nodes | depth | Mops/s | k ops/s per node | GET p99 µs | PUT p99 µs | NIC tx % | link % | NIC rx % | workers %: CPU / with scan | busiest |");
@@ -654,17 +654,7 @@ fn scale(args: &PapersArgs) -> Result<(), SimError> {
                         &spec,
                         &format!("{} {system} {nodes} nodes depth {depth}", profile.name),
                     )?;
-                    // One worker per node watches every protocol client's
-                    // request slot; a NessieSD operation is one request.
-                    let slots = u64::from(nodes) * u64::from(clients) * u64::from(depth);
-                    let scan_pct = if system.has_servers() {
-                        100.0 * r.ops_per_sec / f64::from(nodes)
-                            * profile.request_detect_ns(slots) as f64
-                            / 1e9
-                    } else {
-                        0.0
-                    };
-                    let with_scan = r.server_busy_pct + scan_pct;
+                    let with_scan = r.server_busy_pct + r.server_scan_pct;
                     let mut res = [
                         ("NIC tx", r.nic_tx_op_busy_pct),
                         ("link", r.link_busy_pct),

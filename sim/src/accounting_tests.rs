@@ -190,6 +190,16 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
         .map(|w| w.busy_ns)
         .sum();
     assert_eq!(busy, 327 + 105 + 108 + 3 * 102 + 16);
+    // The idle worker's scan before it took the request: 110.
+    let scan: u64 = e
+        .servers
+        .as_ref()
+        .unwrap()
+        .workers
+        .iter()
+        .map(|w| w.scan_ns)
+        .sum();
+    assert_eq!(scan, 110);
 }
 
 /// Two 64 KiB READs posted in the measured window: each NIC's busy time is

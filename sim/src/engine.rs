@@ -1158,10 +1158,12 @@ impl Engine {
         let ops = (self.get_lat.len() + self.put_lat.len()) as u64 + self.deletes;
         let n = ops.max(1) as f64;
         let lock_waits = self.servers.as_ref().map_or(0, |sv| sv.lock_waits);
-        let (server_ops, busy, workers, server_requests, server_errors) = match &self.servers {
+        let (server_ops, busy, scan, workers, server_requests, server_errors) = match &self.servers
+        {
             Some(sv) => (
                 sv.stats.cas(),
                 sv.workers.iter().map(|w| w.busy_ns).sum::<u64>(),
+                sv.workers.iter().map(|w| w.scan_ns).sum::<u64>(),
                 sv.workers.len() as f64,
                 sv.requests,
                 sv.counters
@@ -1170,7 +1172,7 @@ impl Engine {
                     .map(|e| e.iter().take(16).map(|e| e.to_string()).collect())
                     .unwrap_or_default(),
             ),
-            None => (0, 0, 0.0, 0, Vec::new()),
+            None => (0, 0, 0, 0.0, 0, Vec::new()),
         };
         let window = (self.spec.seconds * 1e9).max(1.0);
         // The busiest node's share of the window, per NIC resource.
@@ -1186,6 +1188,11 @@ impl Engine {
             nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
             server_busy_pct: if workers > 0.0 {
                 100.0 * busy as f64 / (workers * window)
+            } else {
+                0.0
+            },
+            server_scan_pct: if workers > 0.0 {
+                100.0 * scan as f64 / (workers * window)
             } else {
                 0.0
             },

@@ -162,4 +162,11 @@ impl Profile {
     pub fn request_detect_ns(&self, slots: u64) -> u64 {
         self.detect_ns + self.slot_check_ns * slots / 2
     }
+
+    /// How long a worker's scan takes to reach a request `examined` slots
+    /// on from its cursor (the request's slot included): one check per
+    /// slot passed, plus the miss on the request's word.
+    pub fn scan_ns(&self, examined: u64) -> u64 {
+        self.detect_ns + self.slot_check_ns * examined.saturating_sub(1)
+    }
 }

@@ -5,9 +5,14 @@
 //! - **Noticing a request.** A worker waiting for requests is woken when a
 //!   request WRITE (or a same-node client's CPU write) lands in one of its
 //!   slots, [`Profile::request_detect_ns`](crate::Profile::request_detect_ns)
-//!   later: half a scan of its slots plus the miss on the control word. A
-//!   worker that finishes a request and finds another waiting takes it
-//!   after the same delay.
+//!   later: half a scan of its slots plus the miss on the control word
+//!   (where an idle worker's endless scan stands when the WRITE lands is
+//!   uniform). A worker that finishes a request resumes its scan at its
+//!   cursor and takes the next waiting request after one
+//!   [`Profile::slot_check_ns`](crate::Profile::slot_check_ns) per slot it
+//!   passes plus the miss ([`Profile::scan_ns`](crate::Profile::scan_ns)).
+//!   Both delays in the measured window are the workers' scan time
+//!   ([`crate::SimReport::server_scan_pct`]).
 //! - **CPU.** Taking a request costs
 //!   [`Profile::server_request_ns`](crate::Profile::server_request_ns) plus
 //!   the CRC64 of the request; every access to the node's tables a copy at
@@ -134,9 +139,16 @@ impl Engine {
             return;
         };
         let watch = watch.clone();
-        if let Some((i, ctrl)) = scan(&self.mem, wk, &watch) {
+        if let Some((i, ctrl, _)) = scan(&self.mem, wk, &watch) {
+            // An idle worker scans round and round: where its scan stands
+            // when the WRITE lands is uniform, so it notices after half a
+            // scan on average.
             wk.watch = Some(watch);
-            let at = now + self.p.request_detect_ns(wk.slots);
+            let detect = self.p.request_detect_ns(wk.slots);
+            if self.preloading == 0 && now >= self.measure_from && now < self.end {
+                wk.scan_ns += detect;
+            }
+            let at = now + detect;
             wk.round += 1;
             wk.due = Some(Shared::Request(i, ctrl));
             wk.state = WorkerState::Due;
@@ -260,11 +272,18 @@ impl Engine {
                     wk.round += 1;
                     wk.watch = Some(watch.clone());
                     match scan(&self.mem, wk, &watch) {
-                        Some((i, ctrl)) => {
+                        Some((i, ctrl, examined)) => {
+                            // A worker back from a request resumes its scan
+                            // at its cursor: it pays for the slots it passes
+                            // up to the next request, not half a scan.
                             wk.due = Some(Shared::Request(i, ctrl));
                             wk.state = WorkerState::Due;
                             let round = wk.round;
-                            let at = t + self.p.request_detect_ns(wk.slots);
+                            let find = self.p.scan_ns(examined);
+                            if self.preloading == 0 && t >= self.measure_from && t < self.end {
+                                wk.scan_ns += find;
+                            }
+                            let at = t + find;
                             self.schedule(at, Ev::WorkerDue(w, round));
                         }
                         None => wk.state = WorkerState::Idle(watch),
@@ -478,12 +497,13 @@ impl Engine {
 /// The next request worker `wk` takes from `watch`'s slots: round robin
 /// from its cursor, as the threaded driver's scan finds it. Only slots a
 /// write landed in since they last held nothing new can hold one (the
-/// worker's `landed` set), so only those are read.
+/// worker's `landed` set), so only those are read. Returns the slot, its
+/// control word and how many slots the scan examined to reach it.
 fn scan(
     mem: &nessie_model::memory::Memory,
     wk: &mut crate::systems::SimWorker,
     watch: &SlotWatch,
-) -> Option<(usize, u64)> {
+) -> Option<(usize, u64, u64)> {
     let after: Vec<usize> = wk
         .landed
         .range(wk.cursor..)
@@ -494,8 +514,10 @@ fn scan(
         let ctrl = mem.word(wk.node, Region::Data, watch.ctrl_offset(i)).ok();
         match ctrl {
             Some(ctrl) if watch.is_new(i, ctrl) => {
-                wk.cursor = (i + 1) % watch.slots().len();
-                return Some((i, ctrl));
+                let n = watch.slots().len();
+                let examined = examined(wk.cursor, i, n);
+                wk.cursor = (i + 1) % n;
+                return Some((i, ctrl, examined));
             }
             _ => {
                 wk.landed.remove(&i);
@@ -503,4 +525,30 @@ fn scan(
         }
     }
     None
+}
+
+/// How many of `n` slots a round-robin scan standing at `cursor` examines
+/// to reach slot `i`, slot `i` included.
+fn examined(cursor: usize, i: usize, n: usize) -> u64 {
+    ((i + n - cursor % n) % n + 1) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::examined;
+
+    #[test]
+    fn a_worker_back_from_a_request_pays_for_the_slots_up_to_the_next() {
+        // 8 slots, the scan stands at 5: slot 5 is the first it checks,
+        // slot 7 the third, and slot 2 (after wrapping) the sixth.
+        assert_eq!(examined(5, 5, 8), 1);
+        assert_eq!(examined(5, 7, 8), 3);
+        assert_eq!(examined(5, 2, 8), 6);
+        let p = crate::profile::TPDS;
+        // The request's own slot is the miss (detect_ns); each slot passed
+        // before it one check: not the idle worker's half a scan of all.
+        assert_eq!(p.scan_ns(1), p.detect_ns);
+        assert_eq!(p.scan_ns(6), p.detect_ns + 5 * p.slot_check_ns);
+        assert!(p.scan_ns(1) < p.request_detect_ns(1_600));
+    }
 }

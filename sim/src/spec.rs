@@ -283,6 +283,10 @@ pub struct SimReport {
     /// Share of the server workers' time spent on requests (the rest they
     /// poll idle, burning their core all the same), percent.
     pub server_busy_pct: f64,
+    /// Share of the server workers' time spent finding waiting requests:
+    /// the scan of their request slots between a request's landing (or the
+    /// worker's return from its previous request) and taking it, percent.
+    pub server_scan_pct: f64,
     /// Share of the client threads' time (each protocol client's, at
     /// depth above 1) in the measured window with an operation under way,
     /// polling for it, percent: 100 in a closed loop; under an open loop

@@ -337,6 +337,10 @@ pub(crate) struct SimWorker {
     pub(crate) due: Option<Shared>,
     /// CPU charged for requests in the measured window.
     pub(crate) busy_ns: u64,
+    /// Time spent in the measured window finding a waiting request (the
+    /// scan of its slots between a request's landing, or its own return
+    /// from the previous request, and taking it).
+    pub(crate) scan_ns: u64,
     /// The next step starts with the CPU of a request taken.
     pub(crate) charge: u64,
     /// Cell's maintenance thread (not a request worker).
@@ -359,6 +363,7 @@ impl SimWorker {
             watch: None,
             due: None,
             busy_ns: 0,
+            scan_ns: 0,
             charge: 0,
             maint: None,
             awaiting: None,
