@@ -118,6 +118,9 @@ impl<T: 'static, E: Endpoint> Stepper<T, E> {
                     return None;
                 }
                 Step::Post(wrs) => self.post(wrs),
+                // The directory awaits every round; nothing it posts is
+                // detached, but a detached post is posted, not held.
+                Step::PostDetached(wrs) => self.driver.post_detached(self.m.exec(), wrs),
                 Step::Effect(e) => {
                     let r = self.driver.perform(e, &mut |e| -> Resolution {
                         panic!("the directory asks for no effect of Cell's: {e:?}")
