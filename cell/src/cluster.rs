@@ -135,9 +135,7 @@ impl CellNode {
             if d.node() == node {
                 let mut mio = MaintenanceIo::new(&st, fabric.open(node)?);
                 let d = d.clone();
-                let mut m = mio.machine(&st, move |srv| async move {
-                    d.initialise(&srv.io).await
-                });
+                let mut m = mio.machine(&st, move |srv| async move { d.initialise(&srv.io).await });
                 mio.run(&st, &mut m)?;
             }
         }

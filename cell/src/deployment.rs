@@ -186,7 +186,10 @@ where
 
     /// The state of server `node` (while it runs).
     pub fn server(&self, node: NodeId) -> Option<&Arc<ServerNode>> {
-        self.servers.get(node.0 as usize)?.as_ref().map(CellNode::state)
+        self.servers
+            .get(node.0 as usize)?
+            .as_ref()
+            .map(CellNode::state)
     }
 
     /// Client `id` on an endpoint opened on its node.

@@ -54,9 +54,7 @@ pub mod wire;
 
 pub use client::{CellClient, CellMachines, CellStats};
 pub use cluster::CellNode;
-pub use config::{
-    CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig,
-};
+pub use config::{CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig};
 pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};
 pub use ptr::{NodePtr, RegionId};
 pub use recovery::RecoveryReport;

@@ -224,7 +224,11 @@ fn servers_updating_at_once_all_commit_and_snapshots_only_grow() {
     let (reads, rc) = reader.join().unwrap();
     let m = snapshot(&f, &handle(&c, None), 2).unwrap();
     let ids: Vec<u32> = m.regions.keys().map(|r| r.0).collect();
-    assert_eq!(ids, (1..=3 * per_server).collect::<Vec<u32>>(), "every id once");
+    assert_eq!(
+        ids,
+        (1..=3 * per_server).collect::<Vec<u32>>(),
+        "every id once"
+    );
     for n in 0..3 {
         let mut slots: Vec<u32> = m
             .held_by(NodeId(n))
@@ -258,7 +262,10 @@ fn stale_reader_meets_a_rewritten_copy(faults: CellFaults) -> (Arc<RegionMap>, A
     let mut reader = Stepper::new(f.open(NodeId(2)).unwrap(), move |io| async move {
         r2.snapshot(&io).await
     });
-    assert!(reader.run_to(1).is_none(), "the reader holds the current word");
+    assert!(
+        reader.run_to(1).is_none(),
+        "the reader holds the current word"
+    );
     update(&f, &w, 1, allocate(0)).unwrap();
     let committed = snapshot(&f, &handle(&c, None), 0).unwrap();
     let w2 = w.clone();
@@ -296,7 +303,9 @@ fn teeth_without_the_version_check_a_reader_takes_an_uncommitted_table() {
 /// Server 1 dies in the middle of an update (after marking the copy it
 /// writes odd); then server 2 updates and a client reads, each bounded by
 /// the directory's patience (`op_timeout`, 1 s here).
-fn after_a_writer_died(faults: CellFaults) -> (Result<Applied, Error>, Result<Arc<RegionMap>, Error>) {
+fn after_a_writer_died(
+    faults: CellFaults,
+) -> (Result<Applied, Error>, Result<Arc<RegionMap>, Error>) {
     let c = CellConfig {
         op_timeout: Duration::from_secs(1),
         ..cfg(faults)
@@ -325,9 +334,16 @@ fn after_a_writer_died(faults: CellFaults) -> (Result<Applied, Error>, Result<Ar
 #[test]
 fn a_writer_that_dies_mid_update_wedges_no_one() {
     let (other, read) = after_a_writer_died(CellFaults::default());
-    assert!(matches!(other, Ok(Applied::Allocated(Some(_)))), "{other:?}");
+    assert!(
+        matches!(other, Ok(Applied::Allocated(Some(_)))),
+        "{other:?}"
+    );
     let m = read.expect("a consistent table");
-    assert_eq!(m.regions.len(), 2, "the dead writer's update never took effect");
+    assert_eq!(
+        m.regions.len(),
+        2,
+        "the dead writer's update never took effect"
+    );
     assert_eq!(m.held_by(NodeId(1)).len(), 1);
     assert_eq!(m.held_by(NodeId(2)).len(), 1);
 }
@@ -418,11 +434,17 @@ fn late_body_then_commit(faults: CellFaults) -> Arc<RegionMap> {
     };
     let w2 = w.clone();
     let t = Instant::now();
-    let mut s = Stepper::new(ep, move |io| async move {
-        w2.update(&io, allocate(1)).await
-    });
+    let mut s = Stepper::new(
+        ep,
+        move |io| async move { w2.update(&io, allocate(1)).await },
+    );
     let r = s.finish();
-    let landed = s.driver.endpoint().landed.take().expect("the body was held");
+    let landed = s
+        .driver
+        .endpoint()
+        .landed
+        .take()
+        .expect("the body was held");
     assert!(r.is_err(), "the update whose body WRITE failed: {r:?}");
     let waited = t.elapsed();
     let second = update(
@@ -478,7 +500,10 @@ fn a_commit_whose_completion_is_lost_or_failed_takes_effect_exactly_once() {
         f.inject(NodeId(0), Injection::next(fault, 1).only(OpKind::Cas))
             .unwrap();
         let r = update(&f, &w, 1, allocate(1));
-        assert!(matches!(r, Ok(Applied::Allocated(Some(_)))), "{fault:?}: {r:?}");
+        assert!(
+            matches!(r, Ok(Applied::Allocated(Some(_)))),
+            "{fault:?}: {r:?}"
+        );
         let m = snapshot(&f, &look, 1).unwrap();
         assert_eq!(m.regions.len(), before + 1, "{fault:?}: exactly once");
         let c1 = w.counters();

@@ -54,9 +54,19 @@ fn start_nodes(cfg: &CellConfig, f: &SimFabric) -> Vec<CellNode> {
         .collect()
 }
 
-fn client(cfg: &CellConfig, f: &SimFabric, node: u16, index: u16, mode: SearchMode) -> CellClient<SimEndpoint> {
-    let mut c = CellClient::over_fabric(Arc::new(cfg.clone()), id(node, index), f.open(NodeId(node)).unwrap())
-        .expect("client");
+fn client(
+    cfg: &CellConfig,
+    f: &SimFabric,
+    node: u16,
+    index: u16,
+    mode: SearchMode,
+) -> CellClient<SimEndpoint> {
+    let mut c = CellClient::over_fabric(
+        Arc::new(cfg.clone()),
+        id(node, index),
+        f.open(NodeId(node)).unwrap(),
+    )
+    .expect("client");
     c.set_mode(mode);
     c
 }
@@ -100,7 +110,10 @@ fn node_processes_sharing_only_the_fabric_give_linearizable_histories_across_spl
     assert!(checked >= 6 * 200, "{checked}");
     let map = directory(&cfg, &f);
     let shape = TreeShape::of(&map, cfg.server_nodes, nodes.iter().map(CellNode::state));
-    let dirs: Vec<_> = nodes.iter().filter_map(CellNode::directory_counters).collect();
+    let dirs: Vec<_> = nodes
+        .iter()
+        .filter_map(CellNode::directory_counters)
+        .collect();
     println!("{shape:?}\ndirectory handles of the nodes: {dirs:?}");
     assert!(
         shape.meganode_splits >= 2 && shape.node_splits >= 10,
@@ -111,7 +124,10 @@ fn node_processes_sharing_only_the_fabric_give_linearizable_histories_across_spl
         "meganodes placed on other servers through the directory: {shape:?}"
     );
     let commits: u64 = dirs.iter().map(|d| d.commits).sum();
-    assert!(commits as usize >= 2 * shape.meganodes - 1, "allocate and publish: {dirs:?}");
+    assert!(
+        commits as usize >= 2 * shape.meganodes - 1,
+        "allocate and publish: {dirs:?}"
+    );
 }
 
 #[test]
@@ -134,5 +150,8 @@ fn with_the_directory_node_down_a_new_client_fails_typed_and_bounded() {
         matches!(r, Err(Error::Timeout | Error::Unreachable(NodeId(0)))),
         "{r:?}"
     );
-    assert!(took < Duration::from_secs(4), "bounded by op_timeout: {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "bounded by op_timeout: {took:?}"
+    );
 }

@@ -17,8 +17,8 @@ use nessie_baselines::KvClient;
 use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
-use crate::machine::{machine, Channel, Effect, Io, Machine, Resolution};
 use crate::directory::FabricDirectory;
+use crate::machine::{machine, Channel, Effect, Io, Machine, Resolution};
 use crate::region::{Directory, RegionMap};
 use nessie_protocol::pipeline::{Request, Response};
 use ops::Cl;

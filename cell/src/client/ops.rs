@@ -25,11 +25,11 @@ use nessie_protocol::{ClientId, Error, Nanos, NodeId, Op, OpOutput, RemoteAddr};
 use super::cache::{NodeCache, RangeCache};
 use super::selector::{Method, Selector};
 use crate::config::{CellConfig, CellFaults, Layout, SearchMode, ROOT_WORD_OFFSET};
+use crate::directory::FabricDirectory;
 use crate::extent::{self, ExtentRead};
 use crate::machine::{Io, OpClass};
 use crate::node::{Cover, Entry, Node};
 use crate::ptr::{ExtentPtr, NodePtr, RegionId, ROOT_REGION};
-use crate::directory::FabricDirectory;
 use crate::region::RegionMap;
 use crate::wire::{CellRequest, CellResponse, RestartCause};
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use nessie_cell::check::{check, Call, Event, History, Ret};
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
-use nessie_model::{check_history, Event as KvEvent, KvOp, KvRet};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
+use nessie_model::{check_history, Event as KvEvent, KvOp, KvRet};
 use nessie_protocol::{ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
 
 pub type Cell = CellDeployment<SimFabric>;
