@@ -4,6 +4,7 @@
 //! ```text
 //! data region of a node:
 //!   | request/response slots (baselines' mailbox) | region slot 0 | region slot 1 | ...
+//!   | the region directory (only with DirectoryPlace::Node; used on that node) |
 //! region (one meganode):
 //!   | header (64 B: region id, root word) | node 0 (the meganode's root) | node 1 | ... | extent heap |
 //! ```
@@ -125,8 +126,24 @@ impl Default for CacheConfig {
     }
 }
 
+/// Where the region table (the paper's external service, §2.1, §2.6)
+/// lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DirectoryPlace {
+    /// In the memory of the process, shared by its servers and clients
+    /// ([`crate::region::Directory`]): an in-process deployment, the
+    /// cluster simulator.
+    #[default]
+    Process,
+    /// In a registered area of this server node's data region, read and
+    /// written over the fabric ([`crate::directory::FabricDirectory`]):
+    /// node processes that share nothing but the fabric.
+    Node(NodeId),
+}
+
 /// Test-only broken variants (all off by default). Each removes one check
-/// of §2.3-2.4 so that the tests can show they catch its absence.
+/// of §2.3-2.4 (or of the fabric directory) so that the tests can show
+/// they catch its absence.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CellFaults {
     /// Client-side searches accept a node whose versions differ or are odd.
@@ -146,6 +163,15 @@ pub struct CellFaults {
     /// GETs are), so a server may still run one its client gave up on and
     /// reported as not committed.
     pub unclaimed_writes: bool,
+    /// Readers of the fabric directory accept a copy of the table without
+    /// checking its versions (a copy being rewritten included).
+    pub directory_skip_version_check: bool,
+    /// Servers update the fabric directory's current copy in place instead
+    /// of writing a copy of their own and committing it by CAS.
+    pub directory_in_place: bool,
+    /// A server whose WRITE to its directory copy failed writes that copy
+    /// again at once, without waiting out `landing_margin`.
+    pub directory_skip_landing_wait: bool,
 }
 
 /// Everything that shapes a Cell deployment.
@@ -204,6 +230,13 @@ pub struct CellConfig {
     pub log_dir: Option<PathBuf>,
     /// fsync every log append (durable against machine failure, slow).
     pub log_sync: bool,
+    /// Where the region table lives.
+    pub directory: DirectoryPlace,
+    /// The fabric's bound on a posted WRITE or CAS landing (A2: it takes
+    /// effect within this long or never; the protocol's `deadline_margin`,
+    /// which the verbs backend enforces): how long a fabric directory
+    /// writer waits before trusting that a failed WRITE or CAS will not land.
+    pub landing_margin: Duration,
     /// Seed of the clients' random choices.
     pub seed: u64,
     /// Test-only broken variants.
@@ -237,6 +270,8 @@ impl Default for CellConfig {
             mode: SearchMode::Selector,
             log_dir: None,
             log_sync: false,
+            directory: DirectoryPlace::Process,
+            landing_margin: Duration::from_millis(10),
             seed: 1,
             faults: CellFaults::default(),
         }
@@ -404,6 +439,20 @@ impl CellConfig {
             format!("{:?}", self.attempt_deadline),
             "at most node_reuse_grace (no search attempt may outlive the grace)",
         )?;
+        if let DirectoryPlace::Node(n) = self.directory {
+            check(
+                n.0 < self.server_nodes,
+                "directory",
+                n,
+                "the directory node must be a server node",
+            )?;
+        }
+        check(
+            self.landing_margin <= self.op_timeout,
+            "landing_margin",
+            format!("{:?}", self.landing_margin),
+            "at most op_timeout",
+        )?;
         if let SearchMode::Fixed(p) = self.mode {
             check(
                 (0.0..=100.0).contains(&p),
@@ -472,15 +521,30 @@ impl CellConfig {
         let regions_base = mailbox.bytes().div_ceil(64) * 64;
         let node_bytes = u64::from(self.node_bytes);
         let heap_base = REGION_HEADER_BYTES + u64::from(self.meganode_nodes) * node_bytes;
+        let region_bytes = (heap_base + self.heap_bytes).div_ceil(64) * 64;
+        let directory_base = regions_base + u64::from(self.regions_per_node) * region_bytes;
+        let directory_bytes = match self.directory {
+            DirectoryPlace::Process => 0,
+            DirectoryPlace::Node(n) => crate::directory::DirLayout::new(
+                n,
+                directory_base,
+                self.nodes,
+                self.server_nodes,
+                self.regions_per_node,
+            )
+            .bytes(),
+        };
         Layout {
             mailbox,
             regions_base,
-            region_bytes: (heap_base + self.heap_bytes).div_ceil(64) * 64,
+            region_bytes,
             node_bytes,
             meganode_nodes: self.meganode_nodes,
             heap_base,
             heap_bytes: self.heap_bytes,
             regions_per_node: self.regions_per_node,
+            directory_base,
+            directory_bytes,
         }
     }
 
@@ -509,12 +573,16 @@ pub struct Layout {
     pub heap_bytes: u64,
     /// Region slots per node.
     pub regions_per_node: u32,
+    /// Offset of the fabric directory's area (after the region slots).
+    pub directory_base: u64,
+    /// Bytes of that area (0 unless the directory is on a node).
+    pub directory_bytes: u64,
 }
 
 impl Layout {
     /// Bytes of data region each node needs.
     pub fn data_bytes(&self) -> u64 {
-        self.regions_base + u64::from(self.regions_per_node) * self.region_bytes
+        self.directory_base + self.directory_bytes
     }
 
     /// Offset of region slot `slot` in the node's data region.

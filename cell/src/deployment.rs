@@ -1,35 +1,27 @@
-//! [`CellDeployment`]: a Cell store started on a fabric. Every server node
-//! runs the baselines' polling server workers (with [`CellHandler`]) and a
-//! maintenance thread; node 0 bootstraps region 1, an empty leaf meganode
-//! holding the root word. Clients are handed out on any node.
+//! [`CellDeployment`]: a Cell store started on a fabric in one process,
+//! every server node a [`CellNode`] (its polling server workers with
+//! [`crate::server::runtime::CellHandler`] and its maintenance thread;
+//! node 0 bootstraps region 1, an empty leaf meganode holding the root
+//! word) sharing one in-process region [`Directory`]. Clients are handed
+//! out on any node. Node processes that share nothing but the fabric start
+//! the same [`CellNode`]s one by one ([`CellNode::start_alone`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nessie_baselines::server::ServerPool;
-use nessie_protocol::{
-    ClientId, ConfigError, Endpoint, Error, Fabric, NodeId, Op, OpStats, Topology,
-};
+use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, Fabric, NodeId, OpStats, Topology};
 
 use crate::client::CellClient;
-use crate::config::{CellConfig, ROOT_WORD_OFFSET};
-use crate::log::{LogRecord, LogSink};
-use crate::machine::{machine, written, Machine, OpClass, ID_BASE};
-use crate::node::Node;
-use crate::ptr::{NodePtr, RegionId, ROOT_REGION};
-use crate::region::Directory;
-use crate::server::alloc::GateMode;
-use crate::server::runtime::{maintenance_channel, CellHandler, Maintenance, MaintenanceIo};
+use crate::cluster::CellNode;
+use crate::config::{CellConfig, DirectoryPlace};
+use crate::log::LogSink;
+use crate::machine::{machine, Machine, ID_BASE};
+use crate::ptr::RegionId;
+use crate::region::{Directory, RegionTable};
+use crate::server::runtime::{maintenance_channel, MaintenanceIo};
 use crate::server::split::SplitOutcome;
 use crate::server::{Job, ServerNode, Srv};
-
-/// One server node's running parts.
-struct ServerRuntime {
-    st: Arc<ServerNode>,
-    pool: ServerPool,
-    maint: Maintenance,
-}
 
 /// Shape of the tree, for reports and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,13 +40,39 @@ pub struct TreeShape {
     pub busy: u64,
 }
 
+impl TreeShape {
+    /// The shape of `map`'s regions over `server_nodes` servers, with the
+    /// counters of the servers `states` added up.
+    pub fn of<'a>(
+        map: &crate::region::RegionMap,
+        server_nodes: u16,
+        states: impl IntoIterator<Item = &'a Arc<ServerNode>>,
+    ) -> TreeShape {
+        let mut t = TreeShape {
+            meganodes: map.regions.len(),
+            per_node: (0..server_nodes)
+                .map(|n| map.held_by(NodeId(n)).len())
+                .collect(),
+            ..TreeShape::default()
+        };
+        for st in states {
+            let c = &st.counters;
+            t.node_splits += c.node_splits.load(Ordering::Relaxed);
+            t.meganode_splits += c.meganode_splits.load(Ordering::Relaxed);
+            t.split_aborts += c.split_aborts.load(Ordering::Relaxed);
+            t.busy += c.busy.load(Ordering::Relaxed);
+        }
+        t
+    }
+}
+
 /// A Cell store on a fabric.
 pub struct CellDeployment<F: Fabric> {
     cfg: Arc<CellConfig>,
     fabric: F,
     dir: Arc<Directory>,
     log: Option<Arc<LogSink>>,
-    servers: Vec<Option<ServerRuntime>>,
+    servers: Vec<Option<CellNode>>,
 }
 
 impl<F: Fabric> std::fmt::Debug for CellDeployment<F> {
@@ -75,6 +93,20 @@ impl CellConfig {
             data_bytes_per_node: self.layout().data_bytes(),
         }
     }
+
+    /// Checks that a fabric of topology `have` holds what this
+    /// configuration needs.
+    pub fn check_topology(&self, have: Topology) -> Result<(), Error> {
+        let need = self.topology();
+        if have.nodes < need.nodes || have.data_bytes_per_node < need.data_bytes_per_node {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "fabric topology",
+                value: format!("{have:?} (needed: {need:?})"),
+                reason: "the fabric's regions are smaller than Cell needs",
+            }));
+        }
+        Ok(())
+    }
 }
 
 /// The machine that creates region 1 (an empty leaf meganode holding the
@@ -87,69 +119,25 @@ pub fn bootstrap_machine(st: &Arc<ServerNode>, first_id: u64) -> Machine<()> {
     })
 }
 
-impl Srv {
-    /// Creates region 1 (an empty leaf meganode holding the root word).
-    async fn bootstrap(&self) -> Result<(), Error> {
-        let Some((id, slot)) = self.st.dir.allocate(self.st.node) else {
-            return Err(Error::Corrupt(
-                "no region slot for the first meganode".into(),
-            ));
-        };
-        if id != ROOT_REGION {
-            return Err(Error::Corrupt(format!(
-                "the first region is {id}, not {ROOT_REGION}"
-            )));
-        }
-        let h = self
-            .st
-            .host(id, slot, self.st.fresh_alloc(), GateMode::Open, 1);
-        self.log(id, vec![LogRecord::Created { source: None }])
-            .await?;
-        self.write_header(&h).await?;
-        let root = NodePtr::root_of(id).encode().to_le_bytes().to_vec();
-        let r = self
-            .io
-            .round(
-                vec![Op::LocalWrite {
-                    offset: h.base + ROOT_WORD_OFFSET,
-                    data: root.clone(),
-                }],
-                OpClass::Other,
-            )
-            .await;
-        written(&r[0])?;
-        self.log(
-            id,
-            vec![LogRecord::Write {
-                offset: ROOT_WORD_OFFSET,
-                bytes: root,
-            }],
-        )
-        .await?;
-        let leaf = Node::empty(true, true, 0, Vec::new(), None);
-        self.write_fresh(NodePtr::root_of(id), &leaf).await?;
-        self.st.dir.publish(id);
-        Ok(())
-    }
-}
-
 impl<F: Fabric> CellDeployment<F>
 where
     F::Endpoint: 'static,
 {
     /// Starts Cell as `cfg` describes on `fabric` (zeroed regions at least
-    /// as large as [`CellConfig::topology`]).
+    /// as large as [`CellConfig::topology`]), every server node in this
+    /// process, sharing one directory ([`DirectoryPlace::Process`]; node
+    /// processes with a directory over the fabric start [`CellNode`]s).
     pub fn start(cfg: CellConfig, fabric: F) -> Result<CellDeployment<F>, Error> {
         cfg.validate()?;
-        let need = cfg.topology();
-        let have = fabric.topology();
-        if have.nodes < need.nodes || have.data_bytes_per_node < need.data_bytes_per_node {
+        if cfg.directory != DirectoryPlace::Process {
             return Err(Error::Config(ConfigError::OutOfRange {
-                field: "fabric topology",
-                value: format!("{have:?} (needed: {need:?})"),
-                reason: "the fabric's regions are smaller than Cell needs",
+                field: "directory",
+                value: format!("{:?}", cfg.directory),
+                reason: "an in-process deployment shares one directory (DirectoryPlace::Process); \
+                         node processes start CellNode::start_alone",
             }));
         }
+        cfg.check_topology(fabric.topology())?;
         let log = match &cfg.log_dir {
             Some(d) => Some(Arc::new(LogSink::new(d, cfg.log_sync)?)),
             None => None,
@@ -164,34 +152,16 @@ where
             servers: Vec::new(),
         };
         for n in 0..cfg.server_nodes {
-            let st = Arc::new(ServerNode::new(
-                NodeId(n),
+            let node = CellNode::start(
                 cfg.clone(),
-                d.dir.clone(),
+                &d.fabric,
+                NodeId(n),
+                RegionTable::Shared(d.dir.clone()),
                 d.log.clone(),
-            ));
-            if n == 0 {
-                let mut mio = MaintenanceIo::new(&st, d.fabric.open(NodeId(0))?);
-                let mut m = mio.machine(&st, |srv| async move { srv.bootstrap().await });
-                mio.run(&st, &mut m)?;
-            }
-            d.servers.push(Some(d.start_runtime(st)?));
+            )?;
+            d.servers.push(Some(node));
         }
         Ok(d)
-    }
-
-    fn start_runtime(&self, st: Arc<ServerNode>) -> Result<ServerRuntime, Error> {
-        let handler = Arc::new(CellHandler::new(st.clone()));
-        let pool = ServerPool::start(
-            &self.fabric,
-            st.node,
-            self.cfg.server_workers,
-            self.cfg.layout().mailbox,
-            self.cfg.slots_per_node(),
-            handler,
-        )?;
-        let maint = Maintenance::start(st.clone(), self.fabric.open(st.node)?)?;
-        Ok(ServerRuntime { st, pool, maint })
     }
 
     /// The configuration.
@@ -216,7 +186,10 @@ where
 
     /// The state of server `node` (while it runs).
     pub fn server(&self, node: NodeId) -> Option<&Arc<ServerNode>> {
-        self.servers.get(node.0 as usize)?.as_ref().map(|r| &r.st)
+        self.servers
+            .get(node.0 as usize)?
+            .as_ref()
+            .map(CellNode::state)
     }
 
     /// Client `id` on an endpoint opened on its node.
@@ -231,72 +204,51 @@ where
         CellClient::new(self.cfg.clone(), self.dir.clone(), id, ep)
     }
 
-    fn running(&self) -> impl Iterator<Item = &ServerRuntime> {
+    fn running(&self) -> impl Iterator<Item = &CellNode> {
         self.servers.iter().flatten()
     }
 
     /// Pauses server workers and maintenance threads (requests wait).
     pub fn pause_servers(&self) {
-        for s in self.running() {
-            s.pool.pause();
-            s.maint.pause();
-        }
+        self.running().for_each(CellNode::pause);
     }
 
     /// Resumes them.
     pub fn resume_servers(&self) {
-        for s in self.running() {
-            s.pool.resume();
-            s.maint.resume();
-        }
+        self.running().for_each(CellNode::resume);
     }
 
     /// CPU time of all server workers and maintenance threads.
     pub fn server_cpu_time(&self) -> Duration {
-        self.running()
-            .map(|s| s.pool.cpu_time() + s.maint.cpu_time())
-            .sum()
+        self.running().map(CellNode::cpu_time).sum()
     }
 
     /// Requests served.
     pub fn server_requests(&self) -> u64 {
-        self.running().map(|s| s.pool.requests()).sum()
+        self.running().map(CellNode::requests).sum()
     }
 
     /// Fabric work of the workers' responses.
     pub fn server_stats(&self) -> OpStats {
         let mut t = OpStats::default();
         for s in self.running() {
-            t += s.pool.stats();
+            t += s.stats();
         }
         t
     }
 
     /// Errors of workers and maintenance jobs.
     pub fn server_errors(&self) -> Vec<Error> {
-        self.running()
-            .flat_map(|s| s.pool.errors().into_iter().chain(s.maint.errors()))
-            .collect()
+        self.running().flat_map(CellNode::errors).collect()
     }
 
     /// The tree's shape and the servers' counters.
     pub fn shape(&self) -> TreeShape {
-        let m = self.dir.snapshot();
-        let mut t = TreeShape {
-            meganodes: m.regions.len(),
-            per_node: (0..self.cfg.server_nodes)
-                .map(|n| m.held_by(NodeId(n)).len())
-                .collect(),
-            ..TreeShape::default()
-        };
-        for s in self.running() {
-            let c = &s.st.counters;
-            t.node_splits += c.node_splits.load(Ordering::Relaxed);
-            t.meganode_splits += c.meganode_splits.load(Ordering::Relaxed);
-            t.split_aborts += c.split_aborts.load(Ordering::Relaxed);
-            t.busy += c.busy.load(Ordering::Relaxed);
-        }
-        t
+        TreeShape::of(
+            &self.dir.snapshot(),
+            self.cfg.server_nodes,
+            self.running().map(CellNode::state),
+        )
     }
 
     /// Waits (up to `timeout`) until no maintenance job is queued or running.
@@ -304,9 +256,7 @@ where
         let t = Instant::now();
         let mut quiet = 0;
         while t.elapsed() < timeout {
-            let busy = self
-                .running()
-                .any(|s| s.st.pending_jobs() > 0 || s.maint.busy());
+            let busy = self.running().any(CellNode::busy);
             quiet = if busy { 0 } else { quiet + 1 };
             if quiet >= 3 {
                 return true;
@@ -377,8 +327,7 @@ where
     pub fn fail_node(&mut self, node: NodeId) {
         if let Some(slot) = self.servers.get_mut(node.0 as usize) {
             if let Some(mut rt) = slot.take() {
-                rt.pool.stop();
-                rt.maint.stop();
+                rt.stop();
             }
         }
         self.dir.set_failed(node, true);
@@ -386,22 +335,10 @@ where
 
     /// Stops every server (also done on drop).
     pub fn stop(&mut self) {
-        for s in self.servers.iter_mut().flatten() {
-            s.pool.stop();
-            s.maint.stop();
-        }
+        self.servers.iter_mut().flatten().for_each(CellNode::stop);
     }
 
     pub(crate) fn live_servers(&self) -> Vec<Arc<ServerNode>> {
-        self.running().map(|s| s.st.clone()).collect()
-    }
-}
-
-impl<F: Fabric> Drop for CellDeployment<F> {
-    fn drop(&mut self) {
-        for s in self.servers.iter_mut().flatten() {
-            s.pool.stop();
-            s.maint.stop();
-        }
+        self.running().map(|s| s.state().clone()).collect()
     }
 }

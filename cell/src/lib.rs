@@ -18,14 +18,17 @@
 //! Layers:
 //! - [`ptr`], [`node`], [`extent`], [`config`], [`region`]: pointers,
 //!   the node and extent formats, configuration and layout, the region
-//!   directory.
+//!   directory; [`directory`]: the region directory over the fabric, for
+//!   node processes that share nothing else.
 //! - [`machine`]: the sans-IO executor every operation runs in; [`wire`]:
 //!   the messages.
 //! - [`server`]: server-side B-link tree operations, meganode splits, the
 //!   server workers and maintenance threads; [`log`], [`recovery`].
 //! - [`client`]: client-side search, the caches, the locality selector and
 //!   [`CellClient`].
-//! - [`deployment`]: [`CellDeployment`], a store started on a fabric;
+//! - [`cluster`]: [`CellNode`], one server node running (what a node
+//!   process starts); [`deployment`]: [`CellDeployment`], a store started
+//!   on a fabric in one process;
 //!   [`check`]: a linearizability checker for histories with range scans.
 //!
 //! `docs/cell.md` in the repository describes the design as built and every
@@ -35,8 +38,10 @@
 
 pub mod check;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod deployment;
+pub mod directory;
 pub mod extent;
 pub mod log;
 pub mod machine;
@@ -48,7 +53,8 @@ pub mod server;
 pub mod wire;
 
 pub use client::{CellClient, CellMachines, CellStats};
-pub use config::{CacheConfig, CellConfig, CellFaults, SearchMode, SelectorConfig};
+pub use cluster::CellNode;
+pub use config::{CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig};
 pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};
 pub use ptr::{NodePtr, RegionId};
 pub use recovery::RecoveryReport;

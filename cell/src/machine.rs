@@ -160,6 +160,12 @@ impl Io {
         self.base.round(ops, class.counted()).await
     }
 
+    /// [`Io::round`] whose missing completions count as timed out once
+    /// `within` has passed.
+    pub async fn round_within(&self, ops: Vec<Op>, class: OpClass, within: Duration) -> Results {
+        self.base.round_within(ops, class.counted(), within).await
+    }
+
     /// Sends `request` to node `to`'s server workers through the request
     /// slots and awaits the reply. A write is sent as a claimed request
     /// (the slots' PUT), which the server must claim before it runs it and

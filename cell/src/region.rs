@@ -4,17 +4,27 @@
 //! an external service such as ZooKeeper, so that recovery moves a region by
 //! updating the map alone).
 //!
-//! [`Directory`] stands in for that external service: one shared,
-//! linearizable table per deployment. Clients and servers work from
-//! [`RegionMap`] snapshots and refresh them when a region is unknown or its
-//! server does not answer.
+//! The table itself is [`RegionMap`], changed only by [`RegionMap::apply`]
+//! of an [`Update`], whichever service keeps it:
+//!
+//! - [`Directory`]: one shared, linearizable table in the memory of the
+//!   process (an in-process deployment, [`crate::CellDeployment`], and the
+//!   cluster simulator), standing in for the paper's external service;
+//! - [`crate::directory::FabricDirectory`]: the table in a registered area
+//!   of one node's memory, read and written over the fabric itself by RDMA
+//!   (node processes on RDMA, which share nothing but the fabric).
+//!
+//! [`RegionTable`] is the one handle server logic goes through, for either.
+//! Clients and servers work from [`RegionMap`] snapshots and refresh them
+//! when a region is unknown or its server does not answer.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use nessie_protocol::NodeId;
+use nessie_protocol::{Error, NodeId};
 
+use crate::directory::FabricDirectory;
+use crate::machine::Io;
 use crate::ptr::RegionId;
 
 /// Whether a region serves the tree yet.
@@ -40,15 +50,72 @@ pub struct RegionInfo {
 /// A snapshot of the directory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RegionMap {
-    /// The directory's epoch when the snapshot was taken.
+    /// The directory's epoch when the snapshot was taken (changes with every
+    /// update).
     pub epoch: u64,
     /// Every region.
     pub regions: BTreeMap<RegionId, RegionInfo>,
     /// Servers known to have failed.
     pub failed: BTreeSet<NodeId>,
+    /// The id the next allocated region gets (ids are never reused).
+    pub next_id: u32,
+}
+
+/// A change to the directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Update {
+    /// Reserve a new region id and a free slot on this server (the region
+    /// starts as [`RegionState::Creating`]).
+    Allocate(NodeId),
+    /// Mark a region live.
+    Publish(RegionId),
+    /// Move a region to another server's slot (recovery, §2.6).
+    Relocate {
+        /// The region.
+        region: RegionId,
+        /// Its new server.
+        node: NodeId,
+        /// Its slot there.
+        slot: u32,
+    },
+    /// Drop a region (an orphan, or a failed creation).
+    Remove(RegionId),
+    /// Record that a server failed (or came back).
+    SetFailed {
+        /// The server.
+        node: NodeId,
+        /// Failed (or back).
+        failed: bool,
+    },
+}
+
+/// What applying an [`Update`] gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Applied {
+    /// An allocation: the new region and its slot, or `None` when the
+    /// server had no free slot (nothing changed).
+    Allocated(Option<(RegionId, u32)>),
+    /// Any other update.
+    Done,
+}
+
+impl Applied {
+    /// Whether the update changed the table (everything but a refused
+    /// allocation does).
+    pub fn changed(self) -> bool {
+        self != Applied::Allocated(None)
+    }
 }
 
 impl RegionMap {
+    /// An empty directory (epoch 0; the first region allocated is region 1).
+    pub fn empty() -> RegionMap {
+        RegionMap {
+            next_id: 1,
+            ..RegionMap::default()
+        }
+    }
+
     /// Where `region` lives.
     pub fn get(&self, region: RegionId) -> Option<RegionInfo> {
         self.regions.get(&region).copied()
@@ -62,13 +129,83 @@ impl RegionMap {
             .map(|(r, _)| *r)
             .collect()
     }
+
+    /// A slot of `node` that no region uses, among `slots_per_node`.
+    pub fn free_slot(&self, node: NodeId, slots_per_node: u32) -> Option<u32> {
+        let used: BTreeSet<u32> = self
+            .regions
+            .values()
+            .filter(|i| i.node == node)
+            .map(|i| i.slot)
+            .collect();
+        (0..slots_per_node).find(|s| !used.contains(s))
+    }
+
+    /// Regions per server node among `0..servers` that has not failed (for
+    /// placing new meganodes).
+    pub fn load(&self, servers: u16) -> Vec<(NodeId, usize)> {
+        (0..servers)
+            .map(NodeId)
+            .filter(|n| !self.failed.contains(n))
+            .map(|n| (n, self.regions.values().filter(|i| i.node == n).count()))
+            .collect()
+    }
+
+    /// Applies `u` to the table of servers with `slots_per_node` region
+    /// slots. Every update but a refused allocation advances the epoch.
+    pub fn apply(&mut self, u: Update, slots_per_node: u32) -> Applied {
+        let applied = match u {
+            Update::Allocate(node) => {
+                let Some(slot) = self.free_slot(node, slots_per_node) else {
+                    return Applied::Allocated(None);
+                };
+                let id = RegionId(self.next_id.max(1));
+                self.next_id = id.0 + 1;
+                self.regions.insert(
+                    id,
+                    RegionInfo {
+                        node,
+                        slot,
+                        state: RegionState::Creating,
+                    },
+                );
+                Applied::Allocated(Some((id, slot)))
+            }
+            Update::Publish(region) => {
+                if let Some(i) = self.regions.get_mut(&region) {
+                    i.state = RegionState::Live;
+                }
+                Applied::Done
+            }
+            Update::Relocate { region, node, slot } => {
+                if let Some(i) = self.regions.get_mut(&region) {
+                    i.node = node;
+                    i.slot = slot;
+                }
+                Applied::Done
+            }
+            Update::Remove(region) => {
+                self.regions.remove(&region);
+                Applied::Done
+            }
+            Update::SetFailed { node, failed } => {
+                if failed {
+                    self.failed.insert(node);
+                } else {
+                    self.failed.remove(&node);
+                }
+                Applied::Done
+            }
+        };
+        self.epoch += 1;
+        applied
+    }
 }
 
-/// The shared region table of a deployment.
+/// The shared region table of an in-process deployment.
 #[derive(Debug)]
 pub struct Directory {
     inner: RwLock<RegionMap>,
-    next_id: AtomicU64,
     slots_per_node: u32,
 }
 
@@ -76,108 +213,150 @@ impl Directory {
     /// An empty directory for servers with `slots_per_node` region slots.
     pub fn new(slots_per_node: u32) -> Directory {
         Directory {
-            inner: RwLock::new(RegionMap::default()),
-            next_id: AtomicU64::new(1),
+            inner: RwLock::new(RegionMap::empty()),
             slots_per_node,
         }
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, RegionMap> {
-        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, RegionMap> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies `u` (one linearizable step).
+    pub fn update(&self, u: Update) -> Applied {
+        self.inner
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply(u, self.slots_per_node)
     }
 
     /// A snapshot.
     pub fn snapshot(&self) -> Arc<RegionMap> {
-        Arc::new(self.inner.read().unwrap_or_else(|e| e.into_inner()).clone())
+        Arc::new(self.read().clone())
     }
 
     /// The current epoch (changes with every update).
     pub fn epoch(&self) -> u64 {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).epoch
+        self.read().epoch
     }
 
     /// Reserves a new region id and a free slot on `node` (the region starts
     /// as [`RegionState::Creating`]); `None` if the node has no free slot.
     pub fn allocate(&self, node: NodeId) -> Option<(RegionId, u32)> {
-        let mut m = self.write();
-        let used: BTreeSet<u32> = m
-            .regions
-            .values()
-            .filter(|i| i.node == node)
-            .map(|i| i.slot)
-            .collect();
-        let slot = (0..self.slots_per_node).find(|s| !used.contains(s))?;
-        let id = RegionId(self.next_id.fetch_add(1, Ordering::SeqCst) as u32);
-        m.regions.insert(
-            id,
-            RegionInfo {
-                node,
-                slot,
-                state: RegionState::Creating,
-            },
-        );
-        m.epoch += 1;
-        Some((id, slot))
+        match self.update(Update::Allocate(node)) {
+            Applied::Allocated(a) => a,
+            Applied::Done => None,
+        }
     }
 
     /// Marks `region` live.
     pub fn publish(&self, region: RegionId) {
-        let mut m = self.write();
-        if let Some(i) = m.regions.get_mut(&region) {
-            i.state = RegionState::Live;
-        }
-        m.epoch += 1;
+        self.update(Update::Publish(region));
     }
 
     /// Moves `region` to `slot` of `node` (recovery, §2.6).
     pub fn relocate(&self, region: RegionId, node: NodeId, slot: u32) {
-        let mut m = self.write();
-        if let Some(i) = m.regions.get_mut(&region) {
-            i.node = node;
-            i.slot = slot;
-        }
-        m.epoch += 1;
+        self.update(Update::Relocate { region, node, slot });
     }
 
-    /// Reserves a free slot on `node` for a region being moved there.
+    /// A free slot on `node`, for a region being moved there.
     pub fn free_slot(&self, node: NodeId) -> Option<u32> {
-        let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        let used: BTreeSet<u32> = m
-            .regions
-            .values()
-            .filter(|i| i.node == node)
-            .map(|i| i.slot)
-            .collect();
-        (0..self.slots_per_node).find(|s| !used.contains(s))
+        self.read().free_slot(node, self.slots_per_node)
     }
 
     /// Drops `region` (an orphan, or a failed creation).
     pub fn remove(&self, region: RegionId) {
-        let mut m = self.write();
-        m.regions.remove(&region);
-        m.epoch += 1;
+        self.update(Update::Remove(region));
     }
 
     /// Records that `node` failed (or came back, with `failed = false`).
     pub fn set_failed(&self, node: NodeId, failed: bool) {
-        let mut m = self.write();
-        if failed {
-            m.failed.insert(node);
-        } else {
-            m.failed.remove(&node);
-        }
-        m.epoch += 1;
+        self.update(Update::SetFailed { node, failed });
     }
 
     /// Live regions per server node among `0..servers` (for placing new
     /// meganodes).
     pub fn load(&self, servers: u16) -> Vec<(NodeId, usize)> {
-        let m = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        (0..servers)
-            .map(NodeId)
-            .filter(|n| !m.failed.contains(n))
-            .map(|n| (n, m.regions.values().filter(|i| i.node == n).count()))
-            .collect()
+        self.read().load(servers)
+    }
+}
+
+/// The region table as server logic sees it: the process's shared
+/// [`Directory`], or the table on the directory node read and written over
+/// the fabric ([`FabricDirectory`]). Reads and updates are async logic
+/// over the machine's [`Io`], so they run under every driver; a shared
+/// table answers at once, a fabric one in rounds of RDMA work requests.
+#[derive(Clone, Debug)]
+pub enum RegionTable {
+    /// One table in this process's memory.
+    Shared(Arc<Directory>),
+    /// The table on the directory node, over the fabric.
+    Fabric(Arc<FabricDirectory>),
+}
+
+impl From<Arc<Directory>> for RegionTable {
+    fn from(d: Arc<Directory>) -> RegionTable {
+        RegionTable::Shared(d)
+    }
+}
+
+impl From<Arc<FabricDirectory>> for RegionTable {
+    fn from(d: Arc<FabricDirectory>) -> RegionTable {
+        RegionTable::Fabric(d)
+    }
+}
+
+impl RegionTable {
+    /// A fresh snapshot (a consistent read of the fabric table).
+    pub async fn snapshot(&self, io: &Io) -> Result<Arc<RegionMap>, Error> {
+        match self {
+            RegionTable::Shared(d) => Ok(d.snapshot()),
+            RegionTable::Fabric(d) => d.snapshot(io).await,
+        }
+    }
+
+    /// Where `region` lives: from the last snapshot of a fabric table if it
+    /// names the region (regions move only by recovery, which node
+    /// processes do not run), else from a fresh one.
+    pub async fn lookup(&self, io: &Io, region: RegionId) -> Result<Option<RegionInfo>, Error> {
+        match self {
+            RegionTable::Shared(d) => Ok(d.snapshot().get(region)),
+            RegionTable::Fabric(d) => match d.last().get(region) {
+                Some(i) => Ok(Some(i)),
+                None => Ok(d.snapshot(io).await?.get(region)),
+            },
+        }
+    }
+
+    /// The last snapshot known without I/O (a shared table's current one).
+    pub fn last(&self) -> Arc<RegionMap> {
+        match self {
+            RegionTable::Shared(d) => d.snapshot(),
+            RegionTable::Fabric(d) => d.last(),
+        }
+    }
+
+    /// Applies `u`. On a fabric table an error means the update did not
+    /// take effect, except [`Error::OutcomeUnknown`].
+    pub async fn update(&self, io: &Io, u: Update) -> Result<Applied, Error> {
+        match self {
+            RegionTable::Shared(d) => Ok(d.update(u)),
+            RegionTable::Fabric(d) => d.update(io, u).await,
+        }
+    }
+
+    /// [`Update::Allocate`]: a new region and its slot on `node`, or `None`
+    /// when `node` has no free slot.
+    pub async fn allocate(&self, io: &Io, node: NodeId) -> Result<Option<(RegionId, u32)>, Error> {
+        match self.update(io, Update::Allocate(node)).await? {
+            Applied::Allocated(a) => Ok(a),
+            Applied::Done => Ok(None),
+        }
+    }
+
+    /// [`Update::Publish`].
+    pub async fn publish(&self, io: &Io, region: RegionId) -> Result<(), Error> {
+        self.update(io, Update::Publish(region)).await.map(|_| ())
     }
 }
 
@@ -189,16 +368,42 @@ mod tests {
     fn slots_are_allocated_per_node_and_freed_by_removal() {
         let d = Directory::new(2);
         let (a, sa) = d.allocate(NodeId(0)).unwrap();
+        assert_eq!(a, RegionId(1), "ids start at 1");
         let (b, sb) = d.allocate(NodeId(0)).unwrap();
         assert_ne!(a, b);
         assert_ne!(sa, sb);
+        let e = d.epoch();
         assert!(d.allocate(NodeId(0)).is_none());
+        assert_eq!(d.epoch(), e, "a refused allocation changes nothing");
         let e0 = d.epoch();
         d.remove(a);
         assert!(d.epoch() > e0);
-        assert_eq!(d.allocate(NodeId(0)).unwrap().1, sa);
+        let (c, sc) = d.allocate(NodeId(0)).unwrap();
+        assert_eq!(sc, sa);
+        assert!(c.0 > b.0, "ids are never reused");
         assert_eq!(d.snapshot().get(b).unwrap().state, RegionState::Creating);
         d.publish(b);
         assert_eq!(d.snapshot().get(b).unwrap().state, RegionState::Live);
+    }
+
+    #[test]
+    fn load_leaves_out_failed_servers() {
+        let mut m = RegionMap::empty();
+        m.apply(Update::Allocate(NodeId(1)), 4);
+        m.apply(Update::Allocate(NodeId(1)), 4);
+        m.apply(Update::Allocate(NodeId(0)), 4);
+        assert_eq!(
+            m.load(3),
+            vec![(NodeId(0), 1), (NodeId(1), 2), (NodeId(2), 0)]
+        );
+        m.apply(
+            Update::SetFailed {
+                node: NodeId(2),
+                failed: true,
+            },
+            4,
+        );
+        assert_eq!(m.load(3).len(), 2);
+        assert_eq!(m.free_slot(NodeId(1), 4), Some(2));
     }
 }

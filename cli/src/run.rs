@@ -106,7 +106,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let fabric = SimFabric::new(sim).map_err(|e| RunError::Sim(e.to_string()))?;
     let m = &args.mix;
     let spec = m.spec(Duration::from_secs_f64(args.seconds));
-    workload::check(&spec, &cfg)?;
+    workload::check(&spec, &*cfg)?;
     println!(
         "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}% GET / {}% DELETE, index load {:.2}, N = {}",
         cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_size, m.get_pct, m.delete_pct,

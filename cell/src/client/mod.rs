@@ -17,8 +17,9 @@ use nessie_baselines::KvClient;
 use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
+use crate::directory::FabricDirectory;
 use crate::machine::{machine, Channel, Effect, Io, Machine, Resolution};
-use crate::region::Directory;
+use crate::region::{Directory, RegionMap};
 use nessie_protocol::pipeline::{Request, Response};
 use ops::Cl;
 pub use ops::{CellStats, ClientCore};
@@ -46,9 +47,24 @@ impl CellMachines {
         id: ClientId,
         rpc: RpcClient,
     ) -> Result<CellMachines, Error> {
+        CellMachines::with_snapshot(cfg, dir.snapshot(), None, id, rpc)
+    }
+
+    /// Client `id` starting from `snapshot` of the region directory; with
+    /// `reader`, it reads the directory over the fabric itself when it meets
+    /// a region it does not know (a node process sharing no memory with the
+    /// servers: [`CellClient::over_fabric`]).
+    pub fn with_snapshot(
+        cfg: Arc<CellConfig>,
+        snapshot: Arc<RegionMap>,
+        reader: Option<Arc<FabricDirectory>>,
+        id: ClientId,
+        rpc: RpcClient,
+    ) -> Result<CellMachines, Error> {
         cfg.validate()?;
         id.check_in(cfg.nodes, cfg.clients_per_node)?;
-        let core = ClientCore::new(cfg, id, dir.snapshot());
+        let mut core = ClientCore::new(cfg, id, snapshot);
+        core.directory = reader;
         Ok(CellMachines {
             core: Arc::new(Mutex::new(core)),
             chan: Channel::new(rpc, true),
@@ -123,7 +139,7 @@ impl CellMachines {
 pub struct CellClient<E: Endpoint> {
     machines: CellMachines,
     driver: Driver<E>,
-    dir: Arc<Directory>,
+    dir: Option<Arc<Directory>>,
     last: OpStats,
 }
 
@@ -145,10 +161,32 @@ impl<E: Endpoint> CellClient<E> {
         id: ClientId,
         ep: E,
     ) -> Result<CellClient<E>, Error> {
+        let snapshot = dir.snapshot();
+        CellClient::with_source(cfg, Some(dir), snapshot, None, id, ep)
+    }
+
+    /// Client `id` of a deployment whose directory is on a node
+    /// ([`CellConfig::directory`]), on endpoint `ep`: it shares no memory
+    /// with the servers and reads the directory over the fabric when it
+    /// meets a region it does not know (at first, every region).
+    pub fn over_fabric(cfg: Arc<CellConfig>, id: ClientId, ep: E) -> Result<CellClient<E>, Error> {
+        let reader = Arc::new(FabricDirectory::new(&cfg, None)?);
+        let empty = Arc::new(RegionMap::default());
+        CellClient::with_source(cfg, None, empty, Some(reader), id, ep)
+    }
+
+    fn with_source(
+        cfg: Arc<CellConfig>,
+        dir: Option<Arc<Directory>>,
+        snapshot: Arc<RegionMap>,
+        reader: Option<Arc<FabricDirectory>>,
+        id: ClientId,
+        ep: E,
+    ) -> Result<CellClient<E>, Error> {
         let layout = cfg.layout();
         let rpc = RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout);
         Ok(CellClient {
-            machines: CellMachines::new(cfg, &dir, id, rpc)?,
+            machines: CellMachines::with_snapshot(cfg, snapshot, reader, id, rpc)?,
             driver: Driver::new(ep),
             dir,
             last: OpStats::default(),
@@ -205,7 +243,12 @@ impl<E: Endpoint> CellClient<E> {
         let mut m = make(&self.machines, self.driver.next_id());
         let dir = &self.dir;
         let r = self.driver.run_machine(&mut m, &mut |e| match e {
-            Effect::Regions => Resolution::Regions(dir.snapshot()),
+            // A client over the fabric never asks (it reads the directory
+            // itself); an empty snapshot would only make it ask again.
+            Effect::Regions => Resolution::Regions(
+                dir.as_ref()
+                    .map_or_else(|| Arc::new(RegionMap::default()), |d| d.snapshot()),
+            ),
             Effect::Log { .. } => {
                 Resolution::Logged(Err(Error::Corrupt("clients do not log".into())))
             }

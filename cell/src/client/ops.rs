@@ -25,6 +25,7 @@ use nessie_protocol::{ClientId, Error, Nanos, NodeId, Op, OpOutput, RemoteAddr};
 use super::cache::{NodeCache, RangeCache};
 use super::selector::{Method, Selector};
 use crate::config::{CellConfig, CellFaults, Layout, SearchMode, ROOT_WORD_OFFSET};
+use crate::directory::FabricDirectory;
 use crate::extent::{self, ExtentRead};
 use crate::machine::{Io, OpClass};
 use crate::node::{Cover, Entry, Node};
@@ -83,6 +84,10 @@ pub struct ClientCore {
     pub layout: Layout,
     /// Its directory snapshot.
     pub regions: Arc<RegionMap>,
+    /// Where fresh snapshots come from: the directory over the fabric, or
+    /// (`None`) the driver (the [`crate::machine::Effect::Regions`] effect,
+    /// answered from a directory shared in the process).
+    pub directory: Option<Arc<FabricDirectory>>,
     /// The root, once read.
     pub root: Option<NodePtr>,
     /// Nodes near the root.
@@ -107,6 +112,7 @@ impl ClientCore {
             id,
             layout: cfg.layout(),
             regions,
+            directory: None,
             root: None,
             nodes: NodeCache::new(cfg.cache.nodes, cfg.cache.min_level),
             ranges: RangeCache::new(cfg.cache.ranges),
@@ -220,6 +226,29 @@ impl Cl {
         self.core().regions.get(region).map(|i| i.node)
     }
 
+    /// Replaces the client's directory snapshot by a fresh one; keeps the
+    /// old one if the directory cannot be read (its node down), so that
+    /// regions the client knows stay reachable.
+    async fn refresh_regions(&self) {
+        let dir = self.core().directory.clone();
+        let fresh = match dir {
+            Some(d) => match d.snapshot(&self.io).await {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no fresh directory snapshot");
+                    None
+                }
+            },
+            None => self.io.regions().await,
+        };
+        if let Some(m) = fresh {
+            let mut c = self.core();
+            if m.epoch >= c.regions.epoch {
+                c.regions = m;
+            }
+        }
+    }
+
     fn choose(&self, host: NodeId) -> Method {
         let now = self.io.now();
         let mut c = self.core();
@@ -309,9 +338,7 @@ impl Cl {
         }
         self.io.count(|s| s.attempts += 1);
         if matches!(why, Why::Region | Why::Unreachable) {
-            if let Some(m) = self.io.regions().await {
-                self.core().regions = m;
-            }
+            self.refresh_regions().await;
         }
         if self.io.now().since(start) > cfg.op_timeout {
             return Err(Error::Timeout);
@@ -942,9 +969,7 @@ impl Cl {
     /// words, or (server-side only clients) `Validate` RPCs per server.
     async fn validate(&self, leaves: &[(NodePtr, u64)]) -> Result<bool, Error> {
         if leaves.iter().any(|(p, _)| self.host(p.region).is_none()) {
-            if let Some(m) = self.io.regions().await {
-                self.core().regions = m;
-            }
+            self.refresh_regions().await;
         }
         let server_only = self.core().mode == SearchMode::ServerOnly;
         if server_only {

@@ -28,7 +28,7 @@ use crate::log::{LogRecord, LogSink};
 use crate::machine::{read_bytes, written, Io, OpClass};
 use crate::node::Node;
 use crate::ptr::{ExtentPtr, NodePtr, RegionId, ROOT_REGION};
-use crate::region::Directory;
+use crate::region::{RegionInfo, RegionTable};
 use alloc::{Gate, GateMode, Heap, NodePool};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -104,7 +104,7 @@ pub struct ServerNode {
     /// Where things live.
     pub layout: Layout,
     /// The region directory.
-    pub dir: Arc<Directory>,
+    pub dir: RegionTable,
     /// Region logs, if logging.
     pub log: Option<Arc<LogSink>>,
     /// Counters.
@@ -120,14 +120,14 @@ impl ServerNode {
     pub fn new(
         node: NodeId,
         cfg: Arc<CellConfig>,
-        dir: Arc<Directory>,
+        dir: impl Into<RegionTable>,
         log: Option<Arc<LogSink>>,
     ) -> ServerNode {
         ServerNode {
             node,
             layout: cfg.layout(),
             cfg,
-            dir,
+            dir: dir.into(),
             log,
             counters: ServerCounters::default(),
             hosted: RwLock::new(HashMap::new()),
@@ -348,15 +348,19 @@ impl Srv {
         self.st.hosted(region).is_some()
     }
 
-    fn place(&self, region: RegionId, offset: u64) -> Result<Place, Error> {
+    /// Where `region` lives (from the directory: a fabric directory's last
+    /// snapshot if it names the region, else a fresh one).
+    pub(crate) async fn region(&self, region: RegionId) -> Result<Option<RegionInfo>, Error> {
+        self.st.dir.lookup(&self.io, region).await
+    }
+
+    async fn place(&self, region: RegionId, offset: u64) -> Result<Place, Error> {
         if let Some(h) = self.st.hosted(region) {
             return Ok(Place::Local(h.base + offset));
         }
         let info = self
-            .st
-            .dir
-            .snapshot()
-            .get(region)
+            .region(region)
+            .await?
             .ok_or_else(|| Error::Corrupt(format!("unknown region {region}")))?;
         Ok(Place::Remote(RemoteAddr::data(
             info.node,
@@ -371,7 +375,7 @@ impl Srv {
         len: u32,
         class: OpClass,
     ) -> Result<Vec<u8>, Error> {
-        let op = match self.place(region, offset)? {
+        let op = match self.place(region, offset).await? {
             Place::Local(off) => Op::LocalRead { offset: off, len },
             Place::Remote(addr) => Op::Read { addr, len },
         };
@@ -551,7 +555,10 @@ impl Srv {
         let mut ops = Vec::with_capacity(es.len());
         for e in es {
             ops.push(
-                match self.place(e.region, self.st.layout.heap_offset(e.offset))? {
+                match self
+                    .place(e.region, self.st.layout.heap_offset(e.offset))
+                    .await?
+                {
                     Place::Local(off) => Op::LocalRead {
                         offset: off,
                         len: e.len,

@@ -84,7 +84,7 @@ pub fn local_effect(st: &ServerNode, e: Effect) -> Resolution {
             Some(l) => l.append(region, &records),
             None => Ok(()),
         }),
-        Effect::Regions => Resolution::Regions(st.dir.snapshot()),
+        Effect::Regions => Resolution::Regions(st.dir.last()),
     }
 }
 

@@ -71,14 +71,25 @@ impl Srv {
 
     /// The server a new meganode goes to: the one holding the fewest
     /// regions (this one on ties) that has a free slot.
-    pub(crate) fn choose_target(&self) -> NodeId {
-        let load = self.st.dir.load(self.st.cfg.server_nodes);
+    ///
+    /// This server itself when the directory cannot be read (the copy's
+    /// allocation then fails the same way, and the split aborts).
+    pub(crate) async fn choose_target(&self) -> NodeId {
+        let m = match self.st.dir.snapshot(&self.io).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!(error = %e, "no directory snapshot to place a meganode");
+                return self.st.node;
+            }
+        };
+        let load = m.load(self.st.cfg.server_nodes);
         let own = load
             .iter()
             .find(|(n, _)| *n == self.st.node)
             .map_or(usize::MAX, |(_, c)| *c);
+        let slots = self.st.cfg.regions_per_node;
         load.into_iter()
-            .filter(|(n, _)| self.st.dir.free_slot(*n).is_some())
+            .filter(|(n, _)| m.free_slot(*n, slots).is_some())
             .min_by_key(|(n, c)| (*c, *n != self.st.node))
             .filter(|(_, c)| *c < own)
             .map_or(self.st.node, |(n, _)| n)
@@ -99,7 +110,7 @@ impl Srv {
         // 1. Lock X (see the module documentation: X_left's writes wait too).
         self.set_gate(x, GateMode::Closed);
         self.drain(&h).await;
-        let target = self.choose_target();
+        let target = self.choose_target().await;
         // 2. Copy it. Until the relink starts, any failure just reopens X.
         let y = match self.copy_phase(x, &split, target).await {
             Ok(Ok(y)) => y,
@@ -157,8 +168,13 @@ impl Srv {
     /// Opens meganode `y` for writes on whichever server holds it.
     pub(crate) async fn open_remote(&self, y: RegionId) -> Result<(), Error> {
         for _ in 0..1000 {
-            let Some(info) = self.st.dir.snapshot().get(y) else {
-                return Ok(());
+            let info = match self.region(y).await {
+                Ok(Some(info)) => info,
+                Ok(None) => return Ok(()),
+                Err(_) => {
+                    self.io.backoff(Duration::from_millis(1)).await;
+                    continue;
+                }
             };
             match self
                 .io
@@ -314,7 +330,7 @@ impl Srv {
                 "the copy does not fit a meganode".into(),
             ));
         }
-        let Some((y, slot)) = self.st.dir.allocate(self.st.node) else {
+        let Some((y, slot)) = self.st.dir.allocate(&self.io, self.st.node).await? else {
             return Ok(CellResponse::Failed(format!(
                 "no free region slot on {}",
                 self.st.node
@@ -381,7 +397,7 @@ impl Srv {
         for (p, n) in &nodes {
             self.write_fresh(*p, n).await?;
         }
-        self.st.dir.publish(y);
+        self.st.dir.publish(&self.io, y).await?;
         Ok(CellResponse::Region(y))
     }
 
@@ -438,7 +454,7 @@ impl Srv {
         split: &[u8],
         right: NodePtr,
     ) -> Result<CellResponse, Error> {
-        let Some((p, slot)) = self.st.dir.allocate(self.st.node) else {
+        let Some((p, slot)) = self.st.dir.allocate(&self.io, self.st.node).await? else {
             return Ok(CellResponse::Failed(format!(
                 "no free region slot on {}",
                 self.st.node
@@ -462,7 +478,7 @@ impl Srv {
             },
         ];
         self.write_fresh(NodePtr::root_of(p), &root).await?;
-        self.st.dir.publish(p);
+        self.st.dir.publish(&self.io, p).await?;
         Ok(CellResponse::Region(p))
     }
 
@@ -588,7 +604,7 @@ impl Srv {
         for _ in 0..10_000 {
             let root = self.read_root_anywhere().await?;
             if root.region == below {
-                let target = self.choose_target();
+                let target = self.choose_target().await;
                 let left = NodePtr::root_of(below);
                 let p = match self
                     .io
@@ -605,7 +621,7 @@ impl Srv {
                     CellResponse::Region(p) => p,
                     other => return Err(Error::Corrupt(format!("new root: {other:?}"))),
                 };
-                let holder = self.holder(ROOT_REGION)?;
+                let holder = self.holder(ROOT_REGION).await?;
                 match self
                     .io
                     .rpc(
@@ -623,7 +639,7 @@ impl Srv {
             }
             let mut start = root;
             loop {
-                let node = self.holder(start.region)?;
+                let node = self.holder(start.region).await?;
                 let r = self
                     .io
                     .rpc(
@@ -649,11 +665,9 @@ impl Srv {
         Err(Error::Timeout)
     }
 
-    fn holder(&self, region: RegionId) -> Result<NodeId, Error> {
-        self.st
-            .dir
-            .snapshot()
-            .get(region)
+    async fn holder(&self, region: RegionId) -> Result<NodeId, Error> {
+        self.region(region)
+            .await?
             .map(|i| i.node)
             .ok_or_else(|| Error::Corrupt(format!("unknown region {region}")))
     }

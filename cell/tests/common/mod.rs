@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use nessie_cell::check::{check, Call, Event, History, Ret};
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
+use nessie_model::{check_history, Event as KvEvent, KvOp, KvRet};
 use nessie_protocol::{ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
 
 pub type Cell = CellDeployment<SimFabric>;
@@ -59,6 +61,123 @@ pub fn xorshift(s: &mut u64) -> u64 {
 
 pub fn key(i: u64) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
+}
+
+/// Islands of hot keys: key `island * 40 + j`, j < 6; scans stay inside one.
+pub const ISLANDS: u64 = 10;
+pub const PER_ISLAND: u64 = 6;
+
+pub fn hot(island: u64, j: u64) -> Vec<u8> {
+    key(island * 40 + j)
+}
+
+/// The concurrent workload of the linearizability tests: each of `players`
+/// (history id, client) runs `ops` gets, puts, deletes and scans of hot
+/// keys, one thread each; each of `fillers` (node, client) inserts `ops /
+/// 2` keys between the islands, splitting nodes and meganodes underneath.
+/// Every operation must succeed; the recorded history is returned.
+pub fn islands(
+    players: Vec<(usize, CellClient<SimEndpoint>)>,
+    fillers: Vec<(u16, CellClient<SimEndpoint>)>,
+    ops: usize,
+    seed: u64,
+) -> Vec<Event> {
+    let h = std::sync::Arc::new(History::new());
+    let mut threads = Vec::new();
+    for (me, mut c) in players {
+        let h = h.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut s = seed ^ (me as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            for op in 0..ops {
+                let isl = xorshift(&mut s) % ISLANDS;
+                let k = hot(isl, xorshift(&mut s) % PER_ISLAND);
+                match xorshift(&mut s) % 20 {
+                    0..=6 => h.record(me, Call::Get(k.clone()), || {
+                        let r = c.get(&k);
+                        (r.as_ref().ok().map(|v| Ret::Get(v.clone())), r.map(|_| ()))
+                    }),
+                    7..=11 => {
+                        let v = format!("v{me}-{op}").into_bytes();
+                        h.record(me, Call::Put(k.clone(), v.clone()), || {
+                            let r = c.put(&k, &v);
+                            (r.as_ref().ok().map(|e| Ret::Put(*e)), r.map(|_| ()))
+                        })
+                    }
+                    12..=14 => h.record(me, Call::Delete(k.clone()), || {
+                        let r = c.delete(&k);
+                        (r.as_ref().ok().map(|e| Ret::Delete(*e)), r.map(|_| ()))
+                    }),
+                    _ => {
+                        let to = hot(isl, PER_ISLAND);
+                        let limit = 1 + (xorshift(&mut s) % 6) as usize;
+                        let call = Call::Scan {
+                            from: k.clone(),
+                            to: Some(to.clone()),
+                            limit,
+                        };
+                        h.record(me, call, || {
+                            let r = c.scan(&k, Some(&to), limit);
+                            (r.as_ref().ok().map(|v| Ret::Scan(v.clone())), r.map(|_| ()))
+                        })
+                    }
+                }
+                .unwrap_or_else(|e| panic!("client {me} op {op}: {e}"));
+            }
+        }));
+    }
+    for (n, mut c) in fillers {
+        let h = h.clone();
+        threads.push(std::thread::spawn(move || {
+            for f in 0..(ops as u64 / 2) {
+                let isl = (f * 7 + u64::from(n)) % ISLANDS;
+                let k = key(isl * 40 + PER_ISLAND + 1 + (f / ISLANDS) * 3 + u64::from(n));
+                let me = 100 + n as usize;
+                h.record(me, Call::Put(k.clone(), b"fill".to_vec()), || {
+                    let r = c.put(&k, b"fill");
+                    (r.as_ref().ok().map(|e| Ret::Put(*e)), r.map(|_| ()))
+                })
+                .unwrap_or_else(|e| panic!("filler {n}: {e}"));
+            }
+        }));
+    }
+    for t in threads {
+        t.join().expect("client thread");
+    }
+    h.events()
+}
+
+/// Checks `events` with the project's per-key checker (point operations)
+/// and with Cell's range-aware checker (everything); panics on a
+/// violation, returns how many operations the range-aware check took.
+pub fn check_both(events: &[Event]) -> usize {
+    let kv: Vec<KvEvent> = events
+        .iter()
+        .filter_map(|e| {
+            let (key, op, ret) = match (&e.call, &e.ret) {
+                (Call::Get(k), Ret::Get(v)) => (k, KvOp::Get, KvRet::Get(v.clone())),
+                (Call::Put(k, v), Ret::Put(x)) => (k, KvOp::Put(v.clone()), KvRet::Put(*x)),
+                (Call::Delete(k), Ret::Delete(x)) => (k, KvOp::Delete, KvRet::Delete(*x)),
+                (Call::Put(k, v), Ret::Unknown) => (k, KvOp::Put(v.clone()), KvRet::Unknown),
+                (Call::Delete(k), Ret::Unknown) => (k, KvOp::Delete, KvRet::Unknown),
+                _ => return None,
+            };
+            Some(KvEvent {
+                client: e.client,
+                key: key.clone(),
+                op,
+                ret,
+                invoke: e.invoke,
+                response: e.response,
+            })
+        })
+        .collect();
+    if let Err(v) = check_history(&kv, 50_000_000) {
+        panic!("per-key checker: {v}");
+    }
+    match check(events, 50_000_000) {
+        Ok(n) => n,
+        Err(v) => panic!("range-aware checker: {v}"),
+    }
 }
 
 /// Runs `ops` random operations (get, put, delete, scan) of one client

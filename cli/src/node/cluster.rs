@@ -1,11 +1,15 @@
-//! The verbs fabric's cluster file shaped for one of the four systems: the
-//! system built with the file's `[store]` shape ([`system_config`]) and the
-//! file set up to register what it needs and to carry it in the
-//! fingerprint ([`deployment`]), so that nodes started with different
-//! `--system`s (or NessieHY layouts) refuse each other at connect.
+//! The verbs fabric's cluster file shaped for one of the five systems: the
+//! system built with the file's `[store]` shape ([`system_config`]; Cell's
+//! by [`super::cell::cell_config`]) and the file set up to register what it
+//! needs and to carry it in the fingerprint ([`deployment`],
+//! [`cell_deployment`]), so that nodes started with different `--system`s
+//! (or NessieHY layouts, or Cell shapes) refuse each other at connect.
 
 use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_cell::CellConfig;
 use nessie_fabric_verbs::{ClusterError, ClusterFile};
+
+use super::cell::CellShape;
 
 /// `kind` shaped by `file` ([`ClusterFile::protocol_config`]), with
 /// `server_workers` per node and NessieHY's options `hy`.
@@ -50,6 +54,26 @@ pub fn deployment(file: ClusterFile, sys: &SystemConfig) -> Result<ClusterFile, 
         return Ok(file);
     }
     file.for_system(&system_tag(sys), sys.topology())
+}
+
+/// `file` running Cell as `cfg` (built by
+/// [`super::cell::cell_config`] from this file's store) and `shape`
+/// describe: the regions grown to what Cell needs, the shape's tag in the
+/// fingerprint. Refused when `cfg` was shaped by another file.
+pub fn cell_deployment(
+    file: ClusterFile,
+    cfg: &CellConfig,
+    shape: &CellShape,
+) -> Result<ClusterFile, ClusterError> {
+    let store = file.protocol_config()?;
+    if (store.nodes, store.max_key_len, store.max_value_len)
+        != (cfg.nodes, cfg.max_key_len, cfg.max_value_len)
+    {
+        return Err(ClusterError::SystemShape {
+            system: shape.tag(),
+        });
+    }
+    file.for_system(&shape.tag(), cfg.topology())
 }
 
 #[cfg(test)]
@@ -106,6 +130,32 @@ mod tests {
             prints.len(),
             "every system has its own fingerprint"
         );
+    }
+
+    #[test]
+    fn cell_grows_the_regions_and_its_shape_joins_the_fingerprint() {
+        let file = ClusterFile::parse(GOOD).unwrap();
+        let store = file.protocol_config().unwrap();
+        let shape = CellShape::default();
+        let cfg = super::super::cell::cell_config(&store, &shape);
+        let c = cell_deployment(file.clone(), &cfg, &shape).unwrap();
+        assert_eq!(c.system_tag(), Some("cell+m64+r16"));
+        assert!(c.topology().data_bytes_per_node >= cfg.topology().data_bytes_per_node);
+        let bigger = CellShape {
+            regions_per_node: 32,
+            ..shape
+        };
+        let cfg2 = super::super::cell::cell_config(&store, &bigger);
+        let c2 = cell_deployment(file.clone(), &cfg2, &bigger).unwrap();
+        assert_ne!(
+            c.fingerprint(),
+            c2.fingerprint(),
+            "shapes refuse each other"
+        );
+        let mut other = store.clone();
+        other.max_key_len /= 2;
+        let cfg3 = super::super::cell::cell_config(&other, &shape);
+        assert!(cell_deployment(file, &cfg3, &shape).is_err());
     }
 
     #[test]

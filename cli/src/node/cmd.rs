@@ -18,28 +18,35 @@
 //! The workload is the one every command drives ([`crate::workload`]),
 //! through the system's clients ([`crate::node::system::run_system`]).
 //!
-//! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf`
+//! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf|cell`
 //! (default `nessie`): every node of a deployment must be started with the
 //! same system (nodes with different ones refuse each other's connections).
+//! With `cell`, every node is a Cell server, node 0 holds the region
+//! directory and bootstraps the tree, and `run` may add range scans
+//! (`--scan-pct`, `--scan-len`).
 //!
 //! Exit codes: 0 success, 1 failure, 2 no usable RDMA device.
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use nessie_baselines::server::ServerPool;
 use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_cell::{CellConfig, CellNode};
 use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 
-use super::cluster::{deployment, system_config};
+use super::cell::{self as cell_node, CellShape};
+use super::cluster::{cell_deployment, deployment, system_config};
 use super::report::{ClusterReport, ReportError, RunReport};
 use super::system::{self, SystemError};
-use crate::workload::{self, MixArgs, WorkloadSpec};
+use crate::workload::{self, Announcer, MixArgs, ServerLoad, StartAt, WorkloadSpec};
 
 /// Options of `nessie node`: which node of which cluster, and what to do.
 #[derive(Args, Debug)]
@@ -96,13 +103,42 @@ struct ReportArgs {
     max_spread_ms: u64,
 }
 
+/// The system a node runs: one of the key-value systems of
+/// `nessie-baselines`, or Cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeSystem {
+    Kv(SystemKind),
+    Cell,
+}
+
+impl FromStr for NodeSystem {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("cell") {
+            return Ok(NodeSystem::Cell);
+        }
+        SystemKind::from_str(s)
+            .map(NodeSystem::Kv)
+            .map_err(|e| format!("{e} (or cell)"))
+    }
+}
+
+impl std::fmt::Display for NodeSystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeSystem::Kv(k) => write!(f, "{k}"),
+            NodeSystem::Cell => f.write_str("cell"),
+        }
+    }
+}
+
 /// Which system the node runs (the same on every node).
 #[derive(Args, Debug, Clone)]
 struct SystemArgs {
-    /// The system: nessie, nessie-sd, nessie-hy or pilaf (the same on every node).
+    /// The system: nessie, nessie-sd, nessie-hy, pilaf or cell (the same on every node).
     #[arg(long, default_value = "nessie")]
-    system: SystemKind,
-    /// Server worker threads on this node (server-driven systems).
+    system: NodeSystem,
+    /// Server worker threads on this node (server-driven systems and cell).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     server_workers: u16,
     /// NessieHY: filter bits in index entries (changes the layout: all nodes alike).
@@ -114,40 +150,77 @@ struct SystemArgs {
     /// NessieHY: read header and key first, the value only on a match.
     #[arg(long)]
     hy_multiple_reads: bool,
+    /// Cell: nodes of a meganode (sizes the regions: all nodes alike).
+    #[arg(long, default_value_t = CellShape::default().meganode_nodes)]
+    cell_meganode_nodes: u32,
+    /// Cell: meganodes (region slots) each node can hold (all nodes alike).
+    #[arg(long, default_value_t = CellShape::default().regions_per_node)]
+    cell_regions: u32,
 }
 
 impl Default for SystemArgs {
     fn default() -> Self {
         SystemArgs {
-            system: SystemKind::Nessie,
+            system: NodeSystem::Kv(SystemKind::Nessie),
             server_workers: 1,
             hy_filter_bits: false,
             hy_cache: false,
             hy_multiple_reads: false,
+            cell_meganode_nodes: CellShape::default().meganode_nodes,
+            cell_regions: CellShape::default().regions_per_node,
         }
     }
 }
 
+/// A system shaped by the cluster file.
+enum NodeConfig {
+    Kv(SystemConfig),
+    Cell(Arc<CellConfig>, CellShape),
+}
+
 impl SystemArgs {
-    /// The system shaped by `cluster`; NessieHY's switches only with nessie-hy.
-    fn config(&self, cluster: &ClusterFile) -> Result<SystemConfig, NodeError> {
+    /// The system shaped by `cluster`; NessieHY's switches only with
+    /// nessie-hy, Cell's only with cell.
+    fn config(&self, cluster: &ClusterFile) -> Result<NodeConfig, NodeError> {
         let hy = HyOptions {
             filter_bits: self.hy_filter_bits,
             cache: self.hy_cache,
             multiple_reads: self.hy_multiple_reads,
         };
-        if hy != HyOptions::default() && self.system != SystemKind::NessieHy {
+        if hy != HyOptions::default() && self.system != NodeSystem::Kv(SystemKind::NessieHy) {
             return Err(NodeError::Arg(format!(
                 "--hy-filter-bits, --hy-cache and --hy-multiple-reads apply to --system nessie-hy, not {}",
                 self.system
             )));
         }
-        Ok(system_config(
+        let shape = CellShape {
+            meganode_nodes: self.cell_meganode_nodes,
+            regions_per_node: self.cell_regions,
+            server_workers: self.server_workers,
+        };
+        let kind = match self.system {
+            NodeSystem::Cell => {
+                let cfg = cell_node::cell_config(&cluster.protocol_config()?, &shape);
+                cfg.validate().map_err(SystemError::from)?;
+                return Ok(NodeConfig::Cell(Arc::new(cfg), shape));
+            }
+            NodeSystem::Kv(kind) => kind,
+        };
+        let default = CellShape::default();
+        if (shape.meganode_nodes, shape.regions_per_node)
+            != (default.meganode_nodes, default.regions_per_node)
+        {
+            return Err(NodeError::Arg(format!(
+                "--cell-meganode-nodes and --cell-regions apply to --system cell, not {}",
+                self.system
+            )));
+        }
+        Ok(NodeConfig::Kv(system_config(
             cluster,
-            self.system,
+            kind,
             self.server_workers,
             hy,
-        )?)
+        )?))
     }
 }
 
@@ -179,8 +252,14 @@ struct RunArgs {
     /// Pause of each client between operations, in microseconds.
     #[arg(long, default_value_t = 0)]
     think_us: u64,
-    /// Write every operation of the measured phase to this file, one line
-    /// each (client, CLOCK_MONOTONIC invoke and response, key, operation,
+    /// Percent of range scans (cell only; taken from the PUTs' share).
+    #[arg(long, default_value_t = 0)]
+    scan_pct: u32,
+    /// Entries each range scan asks for, from a uniformly drawn key on.
+    #[arg(long, default_value_t = 10)]
+    scan_len: u32,
+    /// Write every operation of the preload and the measured phase to this
+    /// file, one line each (client, CLOCK_MONOTONIC invoke and response, key, operation,
     /// value, result), for a linearizability check across nodes.
     #[arg(long)]
     history: Option<PathBuf>,
@@ -193,13 +272,62 @@ struct RunArgs {
     /// Start measuring at this wall-clock instant, in seconds since the Unix
     /// epoch (e.g. `$(( $(date +%s) + 30 ))`), the same on every node: a
     /// start barrier across nodes (their clocks agree within `clock_skew`).
-    /// Fails if the node is ready more than 100 ms after it.
+    /// Fails if the node is ready more than 100 ms after it. `-`: once
+    /// ready, print `ready: waiting for the start instant` and read the
+    /// instant from the first line of standard input (give every node the
+    /// same one once all are ready).
     #[arg(long)]
-    start_at: Option<f64>,
+    start_at: Option<StartArg>,
     /// Write this node's results as JSON to this file (merge the nodes'
     /// files with `nessie node report`).
     #[arg(long)]
     report: Option<PathBuf>,
+}
+
+/// `--start-at`: an instant, or `-` (announced on standard input).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum StartArg {
+    /// Seconds since the Unix epoch.
+    At(f64),
+    /// The first line of standard input, read once the node is ready.
+    Stdin,
+}
+
+impl FromStr for StartArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "-" {
+            return Ok(StartArg::Stdin);
+        }
+        s.trim().parse().map(StartArg::At).map_err(|_| {
+            format!(
+                "`{s}`: seconds since the Unix epoch, or - (read from standard input when ready)"
+            )
+        })
+    }
+}
+
+impl StartArg {
+    /// The start of the measured phase this argument asks for.
+    fn start(self) -> Result<StartAt, NodeError> {
+        match self {
+            StartArg::At(secs) => Ok(StartAt::Instant(start_instant(secs)?)),
+            StartArg::Stdin => Ok(StartAt::Announced(Announcer::new(|| {
+                println!("ready: waiting for the start instant (seconds since the Unix epoch) on standard input");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                let mut line = String::new();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(0) => return Err("standard input closed".into()),
+                    Ok(_) => {}
+                    Err(e) => return Err(format!("standard input: {e}")),
+                }
+                let secs: f64 = line.trim().parse().map_err(|_| {
+                    format!("`{}` is not seconds since the Unix epoch", line.trim())
+                })?;
+                start_instant(secs).map_err(|e| e.to_string())
+            }))),
+        }
+    }
 }
 
 /// The furthest ahead `--start-at` may be.
@@ -268,14 +396,35 @@ impl From<ClusterError> for NodeError {
     }
 }
 
-/// Prints what this node's server workers did (CPU time, requests, errors).
-fn print_servers(servers: &Option<ServerPool>) {
-    if let Some(p) = servers {
-        let errors = p.errors();
+/// The server threads this process runs for its system.
+enum Servers {
+    /// A server-driven system's workers (none for Nessie).
+    Kv(Option<ServerPool>),
+    /// Cell's server node: workers and maintenance thread.
+    Cell(CellNode),
+}
+
+impl Servers {
+    fn load(&self) -> Vec<&dyn ServerLoad> {
+        match self {
+            Servers::Kv(p) => p.iter().map(|p| p as &dyn ServerLoad).collect(),
+            Servers::Cell(c) => vec![c as &dyn ServerLoad],
+        }
+    }
+
+    /// Prints what this node's server threads did (CPU time, requests, errors).
+    fn print(&self) {
+        let (cpu, requests, errors) = match self {
+            Servers::Kv(None) => return,
+            Servers::Kv(Some(p)) => (p.cpu_time(), p.requests(), p.errors()),
+            Servers::Cell(c) => {
+                println!("{}", cell_node::tree_line(c));
+                (c.cpu_time(), c.requests(), c.errors())
+            }
+        };
         println!(
-            "server workers of this node: {:.3} s CPU, {} requests served, {} errors",
-            p.cpu_time().as_secs_f64(),
-            p.requests(),
+            "server workers of this node: {:.3} s CPU, {requests} requests served, {} errors",
+            cpu.as_secs_f64(),
             errors.len()
         );
         for e in errors.iter().take(5) {
@@ -325,16 +474,25 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                 max_ops: a.ops,
                 think: Duration::from_micros(a.think_us),
                 record: a.history.is_some(),
-                start_at: a.start_at.map(start_instant).transpose()?,
+                start_at: a.start_at.map(StartArg::start).transpose()?,
+                scan_pct: a.scan_pct,
+                scan_len: a.scan_len,
                 ..a.mix.spec(Duration::from_secs_f64(a.seconds.max(0.0)))
             };
-            workload::check(&spec, &sys.store)?;
+            match &sys {
+                NodeConfig::Kv(s) => workload::check(&spec, &s.store)?,
+                NodeConfig::Cell(c, _) => workload::check(&spec, &**c)?,
+            }
             Some(spec)
         }
         _ => None,
     };
     // The regions are sized for the system; its tag joins the fingerprint.
-    let fabric = VerbsFabric::start(deployment(file, &sys)?, &[node])?;
+    let file = match &sys {
+        NodeConfig::Kv(s) => deployment(file, s)?,
+        NodeConfig::Cell(c, shape) => cell_deployment(file, c, shape)?,
+    };
+    let fabric = VerbsFabric::start(file, &[node])?;
     let cluster = fabric.cluster();
     if let Some(r) = fabric.report(node) {
         println!("{r}");
@@ -349,21 +507,35 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     if matches!(cli.cmd, Cmd::Info) {
         return Ok(());
     }
-    let servers = system::start_node_servers(&sys, &fabric, node)?;
-    if servers.is_some() {
-        println!(
-            "{} server worker(s) of {} running on {node}",
-            sys.server_workers, sys.kind
-        );
+    let (servers, name, workers) = match &sys {
+        NodeConfig::Kv(s) => (
+            Servers::Kv(system::start_node_servers(s, &fabric, node)?),
+            s.kind.to_string(),
+            s.server_workers,
+        ),
+        NodeConfig::Cell(c, _) => (
+            Servers::Cell(cell_node::start_cell_node(c, &fabric, node)?),
+            "cell".to_string(),
+            c.server_workers,
+        ),
+    };
+    if !matches!(servers, Servers::Kv(None)) {
+        println!("{workers} server worker(s) of {name} running on {node}");
+    }
+    if let Servers::Cell(c) = &servers {
+        cell_node::report_meganodes(c, Duration::from_millis(200));
     }
     match (&cli.cmd, spec) {
         (Cmd::Run(a), Some(spec)) => {
             println!(
-                "running {} clients of {} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE, {} s (connecting to every node first)",
-                a.mix.clients, sys.kind, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.get_pct, a.mix.delete_pct, a.seconds
+                "running {} clients of {name} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE / {}% SCAN, {} s (connecting to every node first)",
+                a.mix.clients, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.get_pct, a.mix.delete_pct, a.scan_pct, a.seconds
             );
-            let mine: Vec<&ServerPool> = servers.iter().collect();
-            let report = system::run_system(&fabric, node, &sys, &spec, &mine)?;
+            let mine = servers.load();
+            let report = match &sys {
+                NodeConfig::Kv(s) => system::run_system(&fabric, node, s, &spec, &mine)?,
+                NodeConfig::Cell(c, _) => cell_node::run_cell(&fabric, node, c, &spec, &mine)?,
+            };
             if let Some(path) = &a.history {
                 let mut text = String::new();
                 for h in &report.history {
@@ -395,6 +567,54 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         }
         _ => {}
     }
-    print_servers(&servers);
+    servers.print();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_and_the_start_parse_and_bad_ones_are_named() {
+        assert_eq!("cell".parse::<NodeSystem>(), Ok(NodeSystem::Cell));
+        assert_eq!(
+            "pilaf".parse::<NodeSystem>(),
+            Ok(NodeSystem::Kv(SystemKind::Pilaf))
+        );
+        let e = "btree".parse::<NodeSystem>().unwrap_err();
+        assert!(e.contains("or cell"), "{e}");
+        assert_eq!(NodeSystem::Cell.to_string(), "cell");
+        assert_eq!("-".parse::<StartArg>(), Ok(StartArg::Stdin));
+        assert_eq!("12.5".parse::<StartArg>(), Ok(StartArg::At(12.5)));
+        assert!("soon".parse::<StartArg>().is_err());
+        assert!(StartArg::At(-1.0).start().is_err());
+    }
+
+    #[test]
+    fn cell_options_apply_to_cell_only() {
+        let file = ClusterFile::parse(include_str!("../../../fabric-verbs/examples/cluster.toml"))
+            .unwrap();
+        let cell = SystemArgs {
+            system: NodeSystem::Cell,
+            cell_meganode_nodes: 16,
+            ..SystemArgs::default()
+        };
+        assert!(matches!(cell.config(&file), Ok(NodeConfig::Cell(c, _)) if c.meganode_nodes == 16));
+        let tiny = SystemArgs {
+            cell_meganode_nodes: 4,
+            ..cell.clone()
+        };
+        assert!(
+            tiny.config(&file).is_err(),
+            "meganodes of 4 nodes are refused"
+        );
+        let pilaf = SystemArgs {
+            system: NodeSystem::Kv(SystemKind::Pilaf),
+            ..cell
+        };
+        assert!(
+            matches!(pilaf.config(&file), Err(NodeError::Arg(m)) if m.contains("--system cell"))
+        );
+    }
 }

@@ -35,8 +35,8 @@ pub struct RunReport {
     pub started_unix_ns: u64,
     /// Seconds measured.
     pub seconds: f64,
-    /// GET, PUT, DELETE.
-    pub kinds: [KindSummary; 3],
+    /// GET, PUT, DELETE, SCAN.
+    pub kinds: [KindSummary; 4],
     /// CPU seconds of the client threads.
     pub client_cpu_s: f64,
     /// CPU seconds of the node's server workers.
@@ -56,11 +56,7 @@ impl RunReport {
             start_at_unix_ns: r.start_at_unix_ns,
             started_unix_ns: r.started_unix_ns,
             seconds: r.seconds,
-            kinds: [
-                KindSummary::of(&r.kinds[0]),
-                KindSummary::of(&r.kinds[1]),
-                KindSummary::of(&r.kinds[2]),
-            ],
+            kinds: r.kinds.each_ref().map(KindSummary::of),
             client_cpu_s: r.client_cpu.as_secs_f64(),
             server_cpu_s: r.server_cpu.as_secs_f64(),
             server_requests: r.server_requests,
@@ -132,8 +128,8 @@ pub enum ReportError {
 pub struct ClusterReport {
     /// The nodes' reports, by node.
     pub nodes: Vec<RunReport>,
-    /// GET, PUT and DELETE over every node.
-    pub total: [KindSummary; 3],
+    /// GET, PUT, DELETE and SCAN over every node.
+    pub total: [KindSummary; 4],
     /// The start spread tolerated before the report warns, µs.
     pub max_spread_us: u64,
 }
@@ -158,7 +154,7 @@ impl ClusterReport {
                 w[0].node
             )));
         }
-        let mut total: [KindSummary; 3] = Default::default();
+        let mut total: [KindSummary; 4] = Default::default();
         for n in &nodes {
             for (t, k) in total.iter_mut().zip(&n.kinds) {
                 t.merge(k);
@@ -289,6 +285,7 @@ mod tests {
                     latencies_ns: lat,
                     ..KindSummary::default()
                 },
+                KindSummary::default(),
                 KindSummary::default(),
                 KindSummary::default(),
             ],

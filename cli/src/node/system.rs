@@ -14,7 +14,9 @@ use nessie_baselines::server::ServerPool;
 use nessie_baselines::SystemConfig;
 use nessie_protocol::{ClientId, Error, Fabric, NodeId, Topology};
 
-use crate::workload::{self, Blocking, Worker, WorkloadError, WorkloadReport, WorkloadSpec};
+use crate::workload::{
+    self, Blocking, ServerLoad, Worker, WorkloadError, WorkloadReport, WorkloadSpec,
+};
 
 /// Why a system cannot run on a fabric.
 #[derive(Debug, thiserror::Error)]
@@ -54,13 +56,18 @@ pub enum SystemError {
 /// Checks that a fabric of topology `have` can host `sys`: the same number
 /// of nodes, and regions at least as large as [`SystemConfig::topology`].
 pub fn check_regions(sys: &SystemConfig, have: Topology) -> Result<(), SystemError> {
-    let need = sys.topology();
+    region_check(&sys.kind.to_string(), sys.topology(), have)
+}
+
+/// Checks that a fabric of topology `have` holds what `system` needs
+/// (`need`): the same number of nodes, regions at least as large.
+pub fn region_check(system: &str, need: Topology, have: Topology) -> Result<(), SystemError> {
     if have.nodes != need.nodes
         || have.index_slots_per_node < need.index_slots_per_node
         || have.data_bytes_per_node < need.data_bytes_per_node
     {
         return Err(SystemError::RegionsTooSmall {
-            system: sys.kind.to_string(),
+            system: system.to_string(),
             needed_nodes: need.nodes,
             needed_index: need.index_slots_per_node,
             needed_data: need.data_bytes_per_node,
@@ -102,7 +109,7 @@ pub fn run_system<F: Fabric>(
     node: NodeId,
     sys: &SystemConfig,
     spec: &WorkloadSpec,
-    servers: &[&ServerPool],
+    servers: &[&dyn ServerLoad],
 ) -> Result<WorkloadReport, SystemError>
 where
     F::Endpoint: 'static,
@@ -211,7 +218,7 @@ mod workload_tests {
 
     use super::*;
     use crate::workload::spec::tests::spec;
-    use crate::workload::{HistoryOp, HistoryRecord, HistoryRet};
+    use crate::workload::{Announcer, HistoryOp, HistoryRecord, HistoryRet, StartAt};
     use nessie_baselines::SystemKind;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::Config;
@@ -246,7 +253,12 @@ mod workload_tests {
             pools.extend(start_node_servers(&sys, &f, NodeId(n)).unwrap());
         }
         assert_eq!(pools.len(), if kind.has_servers() { 3 } else { 0 });
-        let mine: Vec<&ServerPool> = pools.iter().skip(1).take(1).collect();
+        let mine: Vec<&dyn ServerLoad> = pools
+            .iter()
+            .skip(1)
+            .take(1)
+            .map(|p| p as &dyn ServerLoad)
+            .collect();
         let r = run_system(&f, NodeId(1), &sys, &spec(), &mine).unwrap();
         (r, pools)
     }
@@ -356,7 +368,7 @@ mod workload_tests {
         let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
         let at = SystemTime::now() + Duration::from_millis(300);
         let s = WorkloadSpec {
-            start_at: Some(at),
+            start_at: Some(StartAt::Instant(at)),
             duration: Duration::from_millis(50),
             ..spec()
         };
@@ -381,12 +393,63 @@ mod workload_tests {
         // runs above used node 0's data table).
         let fresh = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
         let late = WorkloadSpec {
-            start_at: Some(SystemTime::now() - Duration::from_secs(1)),
+            start_at: Some(StartAt::Instant(SystemTime::now() - Duration::from_secs(1))),
             preload: false,
             ..spec()
         };
         let e = run_system(&fresh, NodeId(0), &sys, &late, &[]).unwrap_err();
         assert!(e.to_string().contains("choose a later --start-at"), "{e}");
+    }
+
+    #[test]
+    fn nodes_start_together_at_an_instant_announced_once_all_are_ready() {
+        let sys = SystemConfig::new(SystemKind::Nessie, store(2));
+        let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
+        // The starter: counts the nodes that asked (they are ready), and
+        // once both have, announces one instant 200 ms ahead to both.
+        let asked = std::sync::Arc::new((std::sync::Mutex::new(0), std::sync::Condvar::new()));
+        let at = std::sync::Arc::new(std::sync::OnceLock::new());
+        let announcer = {
+            let (asked, at) = (asked.clone(), at.clone());
+            Announcer::new(move || {
+                let (n, cv) = &*asked;
+                let mut n = n.lock().unwrap();
+                *n += 1;
+                cv.notify_all();
+                while *n < 2 {
+                    n = cv.wait(n).unwrap();
+                }
+                Ok(*at.get_or_init(|| SystemTime::now() + Duration::from_millis(200)))
+            })
+        };
+        let s = WorkloadSpec {
+            start_at: Some(StartAt::Announced(announcer)),
+            duration: Duration::from_millis(50),
+            ..spec()
+        };
+        // Node 1 becomes ready 300 ms after node 0: node 0 waits for it.
+        let (a, b) = std::thread::scope(|scope| {
+            let a = scope.spawn(|| run_system(&f, NodeId(0), &sys, &s, &[]).unwrap());
+            std::thread::sleep(Duration::from_millis(300));
+            let b = scope.spawn(|| run_system(&f, NodeId(1), &sys, &s, &[]).unwrap());
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let at_ns = unix_ns(*at.get().expect("announced"));
+        for r in [&a, &b] {
+            assert_eq!(r.start_at_unix_ns, Some(at_ns));
+            assert!(r.started_unix_ns >= at_ns, "started before the instant");
+        }
+        // No instant announced: the run is refused, naming why.
+        let silent = WorkloadSpec {
+            start_at: Some(StartAt::Announced(Announcer::new(|| {
+                Err("standard input closed".into())
+            }))),
+            preload: false,
+            ..spec()
+        };
+        let fresh = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
+        let e = run_system(&fresh, NodeId(0), &sys, &silent, &[]).unwrap_err();
+        assert!(e.to_string().contains("standard input closed"), "{e}");
     }
 
     #[test]
@@ -427,12 +490,14 @@ mod workload_tests {
                     HistoryOp::Get => KvOp::Get,
                     HistoryOp::Put(v) => KvOp::Put(v.clone()),
                     HistoryOp::Delete => KvOp::Delete,
+                    HistoryOp::Scan(_) => panic!("no scans in this workload"),
                 },
                 ret: match (&h.op, &h.ret) {
                     (_, HistoryRet::Get(v)) => KvRet::Get(v.clone()),
                     (HistoryOp::Put(_), HistoryRet::Existed(e)) => KvRet::Put(*e),
                     (_, HistoryRet::Existed(e)) => KvRet::Delete(*e),
                     (_, HistoryRet::Failed(k)) => panic!("a healthy cluster failed: {k}"),
+                    (_, HistoryRet::Entries(_)) => panic!("no scans in this workload"),
                 },
                 invoke: h.invoke,
                 response: h.response,

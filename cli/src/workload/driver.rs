@@ -7,8 +7,9 @@
 //!
 //! The three parts are what differs between the commands that drive
 //! clients, so that the loop itself is shared:
-//! - the issuer is a blocking client of any system ([`Blocking`], a
-//!   `KvClient` over any fabric: one operation at a time) or a pipeline of
+//! - the issuer is a blocking client of any system ([`Blocking`] of a
+//!   [`RunsOne`]: a `KvClient` or a Cell client over any fabric, one
+//!   operation at a time) or a pipeline of
 //!   Nessie clients with several operations in flight ([`Pipelined`], over
 //!   any endpoint), or `nessie bench`'s clients;
 //! - the source is the mixed GET/PUT/DELETE generator of `nessie run` and
@@ -56,6 +57,22 @@ impl<'a> Op<'a> {
             Op::Put(k, v) => Request::Put(k.to_vec(), v.to_vec()),
             Op::Delete(k) => Request::Delete(k.to_vec()),
         }
+    }
+}
+
+/// What a finished operation of a run returned: a key-value answer (GET,
+/// PUT, DELETE), or the entries of a range scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// A GET's value, a PUT's or DELETE's "existed".
+    Kv(Response),
+    /// A scan's entries, in key order.
+    Entries(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+impl From<Response> for Answer {
+    fn from(r: Response) -> Answer {
+        Answer::Kv(r)
     }
 }
 
@@ -216,22 +233,46 @@ where
     }
 }
 
-/// A blocking client of any system (any fabric): one operation at a time,
-/// run to its end by [`Issuer::submit`]. Scans GET their first key.
-pub struct Blocking {
-    client: Box<dyn KvClient>,
-    done: Option<Done<Response>>,
+/// A client that runs one operation to its end per call: what [`Blocking`]
+/// drives.
+pub trait RunsOne {
+    /// What a finished operation returns.
+    type Output;
+    /// Runs `op` to its end: its result and the fabric work of all its
+    /// attempts.
+    fn run(&mut self, op: Op<'_>) -> (Result<Self::Output, Error>, OpStats);
 }
 
-impl Blocking {
+/// Any key-value system's client (any fabric): scans GET their first key.
+impl<C: KvClient + ?Sized> RunsOne for Box<C> {
+    type Output = Response;
+
+    fn run(&mut self, op: Op<'_>) -> (Result<Response, Error>, OpStats) {
+        let result = match op {
+            Op::Get(k) | Op::Scan(k, _) => self.get(k).map(Response::Get),
+            Op::Put(k, v) => self.put(k, v).map(Response::Put),
+            Op::Delete(k) => self.delete(k).map(Response::Delete),
+        };
+        (result, self.last_stats())
+    }
+}
+
+/// A blocking client of any system (any fabric; by default a `KvClient`):
+/// one operation at a time, run to its end by [`Issuer::submit`].
+pub struct Blocking<C: RunsOne = Box<dyn KvClient>> {
+    client: C,
+    done: Option<Done<C::Output>>,
+}
+
+impl<C: RunsOne> Blocking<C> {
     /// Drives `client`.
-    pub fn new(client: Box<dyn KvClient>) -> Blocking {
+    pub fn new(client: C) -> Blocking<C> {
         Blocking { client, done: None }
     }
 }
 
-impl Issuer for Blocking {
-    type Output = Response;
+impl<C: RunsOne> Issuer for Blocking<C> {
+    type Output = C::Output;
 
     fn window(&self) -> usize {
         1
@@ -242,20 +283,11 @@ impl Issuer for Blocking {
     }
 
     fn submit(&mut self, tag: usize, op: Op<'_>) {
-        let c = &mut self.client;
-        let result = match op {
-            Op::Get(k) | Op::Scan(k, _) => c.get(k).map(Response::Get),
-            Op::Put(k, v) => c.put(k, v).map(Response::Put),
-            Op::Delete(k) => c.delete(k).map(Response::Delete),
-        };
-        self.done = Some(Done {
-            tag,
-            result,
-            stats: c.last_stats(),
-        });
+        let (result, stats) = self.client.run(op);
+        self.done = Some(Done { tag, result, stats });
     }
 
-    fn progress(&mut self, done: &mut Vec<Done<Response>>) {
+    fn progress(&mut self, done: &mut Vec<Done<C::Output>>) {
         done.extend(self.done.take());
     }
 }

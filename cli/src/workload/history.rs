@@ -30,6 +30,9 @@ pub enum HistoryOp {
     Put(Vec<u8>),
     /// DELETE.
     Delete,
+    /// A range scan of at most this many entries from the key on (to the
+    /// end of the key space).
+    Scan(u32),
 }
 
 /// What a recorded operation returned.
@@ -39,6 +42,8 @@ pub enum HistoryRet {
     Get(Option<Vec<u8>>),
     /// A PUT's or DELETE's "the key existed".
     Existed(bool),
+    /// A scan's entries, in key order.
+    Entries(Vec<(Vec<u8>, Vec<u8>)>),
     /// It failed, with the error's kind ([`error_kind`]).
     Failed(String),
 }
@@ -84,17 +89,27 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl HistoryRecord {
     /// One line of text: `client invoke response key op value result`
-    /// (bytes in hex, `-` where there is none, error kinds with `_` for spaces).
+    /// (bytes in hex, `-` where there is none, error kinds with `_` for
+    /// spaces; a scan's value is its limit, its result
+    /// `entries:key=value,...`).
     pub fn to_line(&self) -> String {
         let (op, value) = match &self.op {
             HistoryOp::Get => ("get", "-".to_string()),
             HistoryOp::Put(v) => ("put", hex(v)),
             HistoryOp::Delete => ("delete", "-".to_string()),
+            HistoryOp::Scan(n) => ("scan", n.to_string()),
         };
         let ret = match &self.ret {
             HistoryRet::Get(Some(v)) => format!("value:{}", hex(v)),
             HistoryRet::Get(None) => "missing".into(),
             HistoryRet::Existed(e) => format!("existed:{e}"),
+            HistoryRet::Entries(es) => format!(
+                "entries:{}",
+                es.iter()
+                    .map(|(k, v)| format!("{}={}", hex(k), hex(v)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
             HistoryRet::Failed(k) => format!("failed:{}", k.replace(' ', "_")),
         };
         format!(
@@ -116,6 +131,7 @@ impl HistoryRecord {
             ("get", _) => HistoryOp::Get,
             ("put", v) => HistoryOp::Put(unhex(v)?),
             ("delete", _) => HistoryOp::Delete,
+            ("scan", n) => HistoryOp::Scan(n.parse().ok()?),
             _ => return None,
         };
         let ret = if let Some(v) = f[6].strip_prefix("value:") {
@@ -124,6 +140,13 @@ impl HistoryRecord {
             HistoryRet::Get(None)
         } else if let Some(e) = f[6].strip_prefix("existed:") {
             HistoryRet::Existed(e.parse().ok()?)
+        } else if let Some(es) = f[6].strip_prefix("entries:") {
+            let mut entries = Vec::new();
+            for e in es.split(',').filter(|e| !e.is_empty()) {
+                let (k, v) = e.split_once('=')?;
+                entries.push((unhex(k)?, unhex(v)?));
+            }
+            HistoryRet::Entries(entries)
         } else {
             HistoryRet::Failed(f[6].strip_prefix("failed:")?.replace('_', " "))
         };
@@ -186,6 +209,19 @@ mod tests {
             HistoryRecord {
                 op: HistoryOp::Get,
                 ret: HistoryRet::Get(None),
+                ..put.clone()
+            },
+            HistoryRecord {
+                op: HistoryOp::Scan(3),
+                ret: HistoryRet::Entries(vec![
+                    (b"key-1".to_vec(), b"v".to_vec()),
+                    (b"key-2".to_vec(), Vec::new()),
+                ]),
+                ..put.clone()
+            },
+            HistoryRecord {
+                op: HistoryOp::Scan(3),
+                ret: HistoryRet::Entries(Vec::new()),
                 ..put.clone()
             },
             HistoryRecord {

@@ -1,7 +1,8 @@
 //! Keys and the two [`Source`]s of a mixed-workload run: [`Preload`] (every
-//! key PUT once, spread over the client threads) and [`Mix`] (GETs, PUTs and
-//! DELETEs of uniformly drawn keys in the spec's proportions, every PUT's
-//! value unique so that recorded histories can be checked).
+//! key PUT once, spread over the client threads) and [`Mix`] (GETs, PUTs,
+//! DELETEs and, for an ordered store, range scans of uniformly drawn keys
+//! in the spec's proportions, every PUT's value unique so that recorded
+//! histories can be checked).
 //!
 //! Keys are `key-<12 digits>` padded with `.` to the key size (the same keys
 //! as `nessie bench`'s).
@@ -74,7 +75,8 @@ impl Source for Preload {
 }
 
 /// The mixed workload of one client thread: a uniformly drawn key, then a
-/// GET, DELETE or PUT by the spec's percentages. A PUT's value starts with
+/// GET, DELETE, scan (of `scan_len` entries from the key on) or PUT by the
+/// spec's percentages. A PUT's value starts with
 /// `<node>:<client>:<n>` (its thread and its operation number), so no two
 /// PUTs of a run write the same value.
 pub struct Mix {
@@ -83,6 +85,8 @@ pub struct Mix {
     key_size: u32,
     get_pct: u32,
     delete_pct: u32,
+    scan_pct: u32,
+    scan_len: usize,
     value_size: usize,
     node: u16,
     client: u16,
@@ -103,6 +107,8 @@ impl Mix {
             key_size: spec.key_size,
             get_pct: spec.get_pct,
             delete_pct: spec.delete_pct,
+            scan_pct: spec.scan_pct,
+            scan_len: spec.scan_len as usize,
             value_size: spec.value_size as usize,
             node,
             client,
@@ -125,6 +131,8 @@ impl Source for Mix {
             Op::Get(&self.key)
         } else if dice < self.get_pct + self.delete_pct {
             Op::Delete(&self.key)
+        } else if dice < self.get_pct + self.delete_pct + self.scan_pct {
+            Op::Scan(&self.key, self.scan_len)
         } else {
             self.value.clear();
             self.value.resize(self.value_size, b'w');
@@ -154,7 +162,7 @@ mod tests {
                         String::from_utf8_lossy(k),
                         String::from_utf8_lossy(v)
                     ),
-                    Op::Scan(..) => "scan".into(),
+                    Op::Scan(_, n) => format!("scan {n}"),
                 })
             })
             .collect()
@@ -194,6 +202,16 @@ mod tests {
             delete_pct: 10,
             ..spec()
         };
+        let scans = WorkloadSpec {
+            get_pct: 50,
+            delete_pct: 10,
+            scan_pct: 20,
+            scan_len: 7,
+            ..spec()
+        };
+        let with_scans = drain(&mut Mix::new(&scans, 0, 0), 4000);
+        let share = with_scans.iter().filter(|o| *o == "scan 7").count() as f64 / 4000.0;
+        assert!((share - 0.2).abs() < 0.03, "{share}");
         let ops: Vec<String> = [(0, 0), (0, 1), (1, 0)]
             .iter()
             .flat_map(|&(node, client)| drain(&mut Mix::new(&s, node, client), 4000))

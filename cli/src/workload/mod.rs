@@ -25,9 +25,12 @@ pub mod run;
 pub mod spec;
 
 pub use driver::{
-    client_loop, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, Source,
+    client_loop, Answer, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, RunsOne,
+    Source,
 };
 pub use history::{error_kind, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
 pub use report::{quantile_us, KindReport, KindSummary, WorkloadReport};
-pub use run::{run_workers, Worker};
-pub use spec::{check, MixArgs, WorkloadError, WorkloadSpec, START_LATE_LIMIT};
+pub use run::{run_workers, ServerLoad, Worker};
+pub use spec::{
+    check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,
+};

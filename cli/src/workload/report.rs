@@ -30,12 +30,12 @@ pub struct KindReport {
     pub ops: u64,
     /// Operations that returned an error.
     pub failures: u64,
-    /// GETs that found no value (not counted as failures, but not as GETs
-    /// that returned a value either).
+    /// GETs that found no value, scans that found no entry (not counted as
+    /// failures, but not as operations that returned something either).
     pub misses: u64,
     /// Fabric work summed.
     pub fabric: OpStats,
-    /// Value bytes returned by GETs that found their key.
+    /// Value bytes returned by GETs that found their key (and by scans).
     pub value_bytes: u64,
     /// Latencies in nanoseconds (sorted once the run is over).
     pub latencies_ns: Vec<u64>,
@@ -135,16 +135,17 @@ impl KindSummary {
     }
 }
 
-/// Writes the per-kind table (GET, PUT, DELETE: count, latency quantiles,
-/// failures and the fabric work per operation) and the GET line (values
-/// returned, misses, failures).
-pub fn write_kinds(f: &mut std::fmt::Formatter<'_>, kinds: &[KindSummary; 3]) -> std::fmt::Result {
+/// Writes the per-kind table (GET, PUT, DELETE, SCAN: count, latency
+/// quantiles, failures and the fabric work per operation; kinds without
+/// operations left out) and the GET line (values returned, misses,
+/// failures).
+pub fn write_kinds(f: &mut std::fmt::Formatter<'_>, kinds: &[KindSummary; 4]) -> std::fmt::Result {
     writeln!(
         f,
         "{:<7} {:>9} {:>8} {:>8} {:>8} {:>8} | per operation: {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>6} {:>7}",
         "op", "count", "p50 us", "p99 us", "p99.9 us", "failed", "idxRD", "dtaRD", "WRITE", "srvWR", "CAS", "local", "bytes", "RTs", "retries"
     )?;
-    for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(kinds) {
+    for (name, k) in ["GET", "PUT", "DELETE", "SCAN"].iter().zip(kinds) {
         if k.ops == 0 {
             continue;
         }
@@ -179,14 +180,14 @@ pub fn write_kinds(f: &mut std::fmt::Formatter<'_>, kinds: &[KindSummary; 3]) ->
     )
 }
 
-/// The result: GET, PUT and DELETE reports, the measured time and the CPU
+/// The result: GET, PUT, DELETE and SCAN reports, the measured time and the CPU
 /// time spent on it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WorkloadReport {
     /// The system run (its command-line name).
     pub system: String,
-    /// GET, PUT, DELETE.
-    pub kinds: [KindReport; 3],
+    /// GET, PUT, DELETE, SCAN.
+    pub kinds: [KindReport; 4],
     /// Seconds measured.
     pub seconds: f64,
     /// CPU time of the client threads during the measured phase.

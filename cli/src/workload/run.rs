@@ -5,7 +5,8 @@
 //! thread runs [`client_loop`] with its [`Mix`]), and one
 //! [`WorkloadReport`] with per-operation fabric accounting, latencies, GET
 //! misses, failures by kind, the CPU time of the client threads and of this
-//! process's server workers and, when asked, the history.
+//! process's server workers and, when asked, the history (the preload's
+//! PUTs included, so that a checker can explain the values they wrote).
 //!
 //! `nessie run` runs it over Nessie's clients (blocking or pipelined) on the
 //! simulated fabric; `nessie node run` over any system's clients on the
@@ -22,11 +23,30 @@ use nessie_baselines::server::ServerPool;
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::{ClientId, Error};
 
-use super::driver::{client_loop, Done, Issuer, Limits, Op, Recorder};
+use super::driver::{client_loop, Answer, Done, Issuer, Limits, Op, Recorder};
 use super::history::{error_kind, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
 use super::mix::{Mix, Preload};
 use super::report::{KindReport, WorkloadReport};
-use super::spec::{WorkloadError, WorkloadSpec, START_LATE_LIMIT};
+use super::spec::{StartAt, WorkloadError, WorkloadSpec, START_LATE_LIMIT};
+
+/// Server threads of this process whose CPU time and requests a run
+/// reports (a server-driven system's workers, a Cell node's workers and
+/// maintenance thread).
+pub trait ServerLoad: Sync {
+    /// CPU time consumed so far.
+    fn cpu_time(&self) -> Duration;
+    /// Requests served so far.
+    fn requests(&self) -> u64;
+}
+
+impl ServerLoad for ServerPool {
+    fn cpu_time(&self) -> Duration {
+        ServerPool::cpu_time(self)
+    }
+    fn requests(&self) -> u64 {
+        ServerPool::requests(self)
+    }
+}
 
 /// One client thread of a run: its issuer and who it is (histories name
 /// it `node x 1000 + index`; its [`Mix`] is drawn for it).
@@ -42,22 +62,29 @@ fn unix_ns(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Stops every preloading thread at the first failure, and keeps it.
+/// Stops every preloading thread at the first failure, and keeps it; with
+/// `record`, the preload's PUTs enter the history too (a GET of the
+/// measured phase may return a preloaded value, which a checker can only
+/// explain by the PUT that wrote it).
 struct PreloadRecorder<'a> {
     stop: &'a AtomicBool,
     error: Option<Error>,
+    history: KindRecorder,
 }
 
-impl<O> Recorder<O> for PreloadRecorder<'_> {
-    type Note = ();
+impl<O: Into<Answer>> Recorder<O> for PreloadRecorder<'_> {
+    type Note = KindNote;
 
-    fn start(&mut self, _: &Op<'_>) {}
+    fn start(&mut self, op: &Op<'_>) -> KindNote {
+        Recorder::<O>::start(&mut self.history, op)
+    }
 
-    fn finish(&mut self, _: (), done: Done<O>, _: Duration) {
-        if let Err(e) = done.result {
+    fn finish(&mut self, note: KindNote, done: Done<O>, latency: Duration) {
+        if let Err(e) = &done.result {
             self.stop.store(true, Ordering::Relaxed);
-            self.error.get_or_insert(e);
+            self.error.get_or_insert(e.clone());
         }
+        self.history.finish(note, done, latency);
     }
 }
 
@@ -66,13 +93,27 @@ impl<O> Recorder<O> for PreloadRecorder<'_> {
 struct KindRecorder {
     client: u64,
     record: bool,
-    kinds: [KindReport; 3],
+    kinds: [KindReport; 4],
     errors: BTreeMap<String, u64>,
     history: Vec<HistoryRecord>,
 }
 
+impl KindRecorder {
+    /// The recorder of client `id` (histories name it `node x 1000 +
+    /// index`), recording its history when `record`.
+    fn new(id: ClientId, record: bool) -> KindRecorder {
+        KindRecorder {
+            client: u64::from(id.node.0) * 1000 + u64::from(id.index),
+            record,
+            kinds: Default::default(),
+            errors: BTreeMap::new(),
+            history: Vec::new(),
+        }
+    }
+}
+
 /// What [`KindRecorder`] notes at the start of an operation: its kind
-/// (GET, PUT, DELETE) and, when recording, what it is and its invocation
+/// (GET, PUT, DELETE, SCAN) and, when recording, what it is and its invocation
 /// time (the clock is read only then: a clock read costs as much as a
 /// small operation on some machines).
 struct KindNote {
@@ -80,27 +121,29 @@ struct KindNote {
     what: Option<(Vec<u8>, HistoryOp, u64)>,
 }
 
-impl Recorder<Response> for KindRecorder {
+impl<O: Into<Answer>> Recorder<O> for KindRecorder {
     type Note = KindNote;
 
     fn start(&mut self, op: &Op<'_>) -> KindNote {
         let kind = match op {
-            Op::Get(_) | Op::Scan(..) => 0,
+            Op::Get(_) => 0,
             Op::Put(..) => 1,
             Op::Delete(_) => 2,
+            Op::Scan(..) => 3,
         };
         let what = self.record.then(|| {
             let what = match *op {
-                Op::Get(_) | Op::Scan(..) => HistoryOp::Get,
+                Op::Get(_) => HistoryOp::Get,
                 Op::Put(_, v) => HistoryOp::Put(v.to_vec()),
                 Op::Delete(_) => HistoryOp::Delete,
+                Op::Scan(_, n) => HistoryOp::Scan(u32::try_from(n).unwrap_or(u32::MAX)),
             };
             (op.key().to_vec(), what, monotonic_ns())
         });
         KindNote { kind, what }
     }
 
-    fn finish(&mut self, note: KindNote, done: Done<Response>, latency: Duration) {
+    fn finish(&mut self, note: KindNote, done: Done<O>, latency: Duration) {
         let response = if note.what.is_some() {
             monotonic_ns()
         } else {
@@ -111,15 +154,22 @@ impl Recorder<Response> for KindRecorder {
         k.fabric += done.stats;
         k.latencies_ns
             .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
-        let ret = match done.result {
-            Ok(Response::Get(v)) => {
+        let ret = match done.result.map(Into::into) {
+            Ok(Answer::Kv(Response::Get(v))) => {
                 match &v {
                     None => k.misses += 1,
                     Some(v) => k.value_bytes += v.len() as u64,
                 }
                 HistoryRet::Get(v)
             }
-            Ok(Response::Put(e) | Response::Delete(e)) => HistoryRet::Existed(e),
+            Ok(Answer::Kv(Response::Put(e) | Response::Delete(e))) => HistoryRet::Existed(e),
+            Ok(Answer::Entries(es)) => {
+                if es.is_empty() {
+                    k.misses += 1;
+                }
+                k.value_bytes += es.iter().map(|(_, v)| v.len() as u64).sum::<u64>();
+                HistoryRet::Entries(es)
+            }
             Err(e) => {
                 k.failures += 1;
                 let kind = error_kind(&e);
@@ -142,7 +192,7 @@ impl Recorder<Response> for KindRecorder {
 
 /// What one thread's measured phase returns.
 type ThreadResult = (
-    [KindReport; 3],
+    [KindReport; 4],
     Duration,
     BTreeMap<String, u64>,
     Vec<HistoryRecord>,
@@ -156,15 +206,18 @@ pub fn run_workers<I>(
     system: &str,
     workers: Vec<Worker<I>>,
     spec: &WorkloadSpec,
-    servers: &[&ServerPool],
+    servers: &[&dyn ServerLoad],
 ) -> Result<WorkloadReport, WorkloadError>
 where
-    I: Issuer<Output = Response> + Send,
+    I: Issuer + Send,
+    I::Output: Into<Answer>,
 {
     let mut workers = workers;
-    if spec.preload {
-        preload(&mut workers, spec)?;
-    }
+    let preloaded = if spec.preload {
+        preload(&mut workers, spec)?
+    } else {
+        Vec::new()
+    };
     let stop = AtomicBool::new(false);
     let barrier = Barrier::new(workers.len() + 1);
     let server_cpu = || servers.iter().map(|p| p.cpu_time()).sum::<Duration>();
@@ -176,13 +229,7 @@ where
                 let (stop, barrier) = (&stop, &barrier);
                 s.spawn(move || -> ThreadResult {
                     let mut mix = Mix::new(spec, w.id.node.0, w.id.index);
-                    let mut rec = KindRecorder {
-                        client: u64::from(w.id.node.0) * 1000 + u64::from(w.id.index),
-                        record: spec.record,
-                        kinds: Default::default(),
-                        errors: BTreeMap::new(),
-                        history: Vec::new(),
-                    };
+                    let mut rec = KindRecorder::new(w.id, spec.record);
                     let limits = Limits {
                         stop,
                         max_ops: if spec.max_ops == 0 {
@@ -204,24 +251,18 @@ where
                 })
             })
             .collect();
-        if let Some(at) = spec.start_at {
-            match at.duration_since(SystemTime::now()) {
-                Ok(wait) => std::thread::sleep(wait),
-                Err(late) if late.duration() > START_LATE_LIMIT => {
-                    stop.store(true, Ordering::Relaxed);
-                    barrier.wait();
-                    for h in handles {
-                        let _ = h.join();
-                    }
-                    return Err(WorkloadError::Arg(format!(
-                        "the start instant passed {:.3} s before this node was ready \
-                         (connections and preload took longer): choose a later --start-at",
-                        late.duration().as_secs_f64()
-                    )));
+        // Ready: connected, preloaded, every thread waiting at the barrier.
+        let start_at = match wait_for_start(spec) {
+            Ok(at) => at,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                barrier.wait();
+                for h in handles {
+                    let _ = h.join();
                 }
-                Err(_) => {}
+                return Err(WorkloadError::Arg(e));
             }
-        }
+        };
         let (cpu0, req0) = (server_cpu(), server_requests());
         barrier.wait();
         let start = Instant::now();
@@ -232,8 +273,9 @@ where
         stop.store(true, Ordering::Relaxed);
         let mut report = WorkloadReport {
             system: system.to_string(),
-            start_at_unix_ns: spec.start_at.map(unix_ns),
+            start_at_unix_ns: start_at.map(unix_ns),
             started_unix_ns: unix_ns(started),
+            history: preloaded,
             ..WorkloadReport::default()
         };
         for h in handles {
@@ -259,15 +301,45 @@ where
     })
 }
 
+/// Waits for the start instant `spec` gives or announces; `None`: start
+/// now. An instant that passed more than [`START_LATE_LIMIT`] ago, or no
+/// announced instant, is refused.
+fn wait_for_start(spec: &WorkloadSpec) -> Result<Option<SystemTime>, String> {
+    let at = match &spec.start_at {
+        None => return Ok(None),
+        Some(StartAt::Instant(at)) => *at,
+        Some(StartAt::Announced(a)) => a
+            .ask()
+            .map_err(|e| format!("no start instant was announced: {e}"))?,
+    };
+    match at.duration_since(SystemTime::now()) {
+        Ok(wait) => std::thread::sleep(wait),
+        Err(late) if late.duration() > START_LATE_LIMIT => {
+            return Err(format!(
+                "the start instant passed {:.3} s before this node was ready \
+                 (connections and preload took longer): choose a later --start-at",
+                late.duration().as_secs_f64()
+            ))
+        }
+        Err(_) => {}
+    }
+    Ok(Some(at))
+}
+
 /// PUTs every key once, spread over the workers; the first failure stops
-/// them all and is returned.
-fn preload<I>(workers: &mut [Worker<I>], spec: &WorkloadSpec) -> Result<(), WorkloadError>
+/// them all and is returned. Returns the preload's history (empty unless
+/// `spec.record`).
+fn preload<I>(
+    workers: &mut [Worker<I>],
+    spec: &WorkloadSpec,
+) -> Result<Vec<HistoryRecord>, WorkloadError>
 where
-    I: Issuer<Output = Response> + Send,
+    I: Issuer + Send,
+    I::Output: Into<Answer>,
 {
     let stop = AtomicBool::new(false);
     let n = workers.len() as u64;
-    let errors: Vec<Option<Error>> = std::thread::scope(|s| {
+    let results: Vec<(Option<Error>, Vec<HistoryRecord>)> = std::thread::scope(|s| {
         let handles: Vec<_> = workers
             .iter_mut()
             .enumerate()
@@ -275,19 +347,27 @@ where
                 let stop = &stop;
                 s.spawn(move || {
                     let mut source = Preload::new(spec, i as u64, n);
-                    let mut rec = PreloadRecorder { stop, error: None };
+                    let mut rec = PreloadRecorder {
+                        stop,
+                        error: None,
+                        history: KindRecorder::new(w.id, spec.record),
+                    };
                     client_loop(&mut w.issuer, &mut source, &mut rec, &Limits::until(stop));
-                    rec.error
+                    (rec.error, rec.history.history)
                 })
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or(Some(Error::Timeout)))
+            .map(|h| h.join().unwrap_or((Some(Error::Timeout), Vec::new())))
             .collect()
     });
-    match errors.into_iter().flatten().next() {
-        Some(e) => Err(WorkloadError::Store(e)),
-        None => Ok(()),
+    let mut history = Vec::new();
+    for (error, h) in results {
+        if let Some(e) = error {
+            return Err(WorkloadError::Store(e));
+        }
+        history.extend(h);
     }
+    Ok(history)
 }

@@ -3,6 +3,7 @@
 //! `nessie node run`), checked against the store's configuration before
 //! anything starts, and why a run could not be done ([`WorkloadError`]).
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::Args;
@@ -55,6 +56,8 @@ impl MixArgs {
             think: Duration::ZERO,
             record: false,
             start_at: None,
+            scan_pct: 0,
+            scan_len: 0,
         }
     }
 }
@@ -90,10 +93,61 @@ pub struct WorkloadSpec {
     /// The wall-clock instant at which to start measuring, the same on every
     /// node of a run (their clocks agree within the cluster's `clock_skew`,
     /// checked when they connect): a start barrier across nodes that needs
-    /// no messages. The run fails if the instant passed more than
+    /// no messages, given up front or announced once this node is ready
+    /// ([`StartAt`]). The run fails if the instant passed more than
     /// [`START_LATE_LIMIT`] before this node was ready (its preload or
-    /// connections took longer: choose a later instant).
-    pub start_at: Option<SystemTime>,
+    /// connections took longer: choose a later instant). `None`: start as
+    /// soon as this node is ready.
+    pub start_at: Option<StartAt>,
+    /// Percent of range scans (ordered stores only: Cell).
+    pub scan_pct: u32,
+    /// Entries a scan asks for (from a uniformly drawn key to the end).
+    pub scan_len: u32,
+}
+
+/// When the measured phase starts ([`WorkloadSpec::start_at`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StartAt {
+    /// At this wall-clock instant, known before the run (`--start-at
+    /// SECONDS`): the nodes' preloads and connections must be done by then.
+    Instant(SystemTime),
+    /// At the instant the [`Announcer`] returns, asked once this node is
+    /// ready (connected and preloaded; `--start-at -` reads it from
+    /// standard input): whoever starts the nodes waits for all of them to
+    /// be ready, then announces one instant a little ahead to all, so no
+    /// node waits longer than the slowest one needs.
+    Announced(Announcer),
+}
+
+/// Asked once, when a node is ready, for the wall-clock instant its
+/// measured phase starts at; an error (no instant, or not a valid one)
+/// fails the run.
+#[derive(Clone)]
+pub struct Announcer(Arc<dyn Fn() -> Result<SystemTime, String> + Send + Sync>);
+
+impl Announcer {
+    /// The announcer that asks `f`.
+    pub fn new(f: impl Fn() -> Result<SystemTime, String> + Send + Sync + 'static) -> Announcer {
+        Announcer(Arc::new(f))
+    }
+
+    /// The announced instant.
+    pub fn ask(&self) -> Result<SystemTime, String> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Announcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Announcer")
+    }
+}
+
+impl PartialEq for Announcer {
+    /// The same announcer (not merely one announcing the same instant).
+    fn eq(&self, other: &Announcer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// How late a node may be ready for [`WorkloadSpec::start_at`] and still run.
@@ -110,8 +164,45 @@ pub enum WorkloadError {
     Store(#[from] Error),
 }
 
-/// Checks `spec` against the cluster's protocol configuration.
-pub fn check(spec: &WorkloadSpec, cfg: &Config) -> Result<(), WorkloadError> {
+/// What a store accepts, for [`check`]: from the protocol's configuration
+/// (Nessie and the baselines) or Cell's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Client ids per node.
+    pub clients_per_node: u16,
+    /// Largest key.
+    pub max_key_len: u32,
+    /// Largest value.
+    pub max_value_len: u32,
+    /// Most entries one range scan returns; `None`: no range scans.
+    pub scan_page: Option<u32>,
+}
+
+impl From<&Config> for StoreLimits {
+    fn from(cfg: &Config) -> StoreLimits {
+        StoreLimits {
+            clients_per_node: cfg.clients_per_node,
+            max_key_len: cfg.max_key_len,
+            max_value_len: cfg.max_value_len,
+            scan_page: None,
+        }
+    }
+}
+
+impl From<&nessie_cell::CellConfig> for StoreLimits {
+    fn from(cfg: &nessie_cell::CellConfig) -> StoreLimits {
+        StoreLimits {
+            clients_per_node: cfg.clients_per_node,
+            max_key_len: cfg.max_key_len,
+            max_value_len: cfg.max_value_len,
+            scan_page: Some(cfg.scan_page),
+        }
+    }
+}
+
+/// Checks `spec` against what the store accepts.
+pub fn check(spec: &WorkloadSpec, store: impl Into<StoreLimits>) -> Result<(), WorkloadError> {
+    let cfg: StoreLimits = store.into();
     let bad = |m: String| Err(WorkloadError::Arg(m));
     if spec.clients == 0 || spec.clients > cfg.clients_per_node {
         return bad(format!(
@@ -134,8 +225,16 @@ pub fn check(spec: &WorkloadSpec, cfg: &Config) -> Result<(), WorkloadError> {
             cfg.max_value_len
         ));
     }
-    if spec.get_pct + spec.delete_pct > 100 {
-        return bad("--get-pct plus --delete-pct exceeds 100".into());
+    if spec.get_pct + spec.delete_pct + spec.scan_pct > 100 {
+        return bad("--get-pct plus --delete-pct plus --scan-pct exceeds 100".into());
+    }
+    if spec.scan_pct > 0 {
+        let Some(page) = cfg.scan_page else {
+            return bad("--scan-pct needs a store with range scans (--system cell)".into());
+        };
+        if spec.scan_len == 0 || spec.scan_len > page {
+            return bad(format!("--scan-len must be 1..={page} (Cell's scan page)"));
+        }
     }
     Ok(())
 }
@@ -160,6 +259,8 @@ pub(crate) mod tests {
             think: Duration::ZERO,
             record: false,
             start_at: None,
+            scan_pct: 0,
+            scan_len: 0,
         }
     }
 
@@ -199,9 +300,35 @@ pub(crate) mod tests {
                 ..spec()
             },
             WorkloadSpec { keys: 0, ..spec() },
+            WorkloadSpec {
+                scan_pct: 5,
+                scan_len: 10,
+                ..spec()
+            },
         ] {
             assert!(
                 matches!(check(&s, &cfg), Err(WorkloadError::Arg(_))),
+                "{s:?}"
+            );
+        }
+        // Scans: only a store that has them, at most a page each.
+        let cell = nessie_cell::CellConfig {
+            clients_per_node: 2,
+            max_key_len: 16,
+            max_value_len: 32,
+            scan_page: 20,
+            ..nessie_cell::CellConfig::default()
+        };
+        let scans = |scan_pct, scan_len| WorkloadSpec {
+            get_pct: 50,
+            scan_pct,
+            scan_len,
+            ..spec()
+        };
+        assert!(check(&scans(10, 20), &cell).is_ok());
+        for s in [scans(10, 21), scans(10, 0), scans(46, 5)] {
+            assert!(
+                matches!(check(&s, &cell), Err(WorkloadError::Arg(_))),
                 "{s:?}"
             );
         }
