@@ -191,7 +191,7 @@ fn big_worlds_hold_on_random_walks() {
             &w,
             Mode::Simulation {
                 seed: 7,
-                budget: Duration::from_secs(15),
+                budget: Duration::from_secs(8),
             },
             Bounds::default(),
         );
