@@ -135,7 +135,7 @@ impl Engine {
     }
 
     /// Whether an instant lies in the measured window (after any preload).
-    fn measuring(&self, at: u64) -> bool {
+    pub(crate) fn measuring(&self, at: u64) -> bool {
         self.preloading == 0 && at >= self.measure_from && at < self.end
     }
 

@@ -81,7 +81,7 @@ impl Engine {
 
     /// Worker `w` works from `at` for `ns` (its core is busy until then).
     pub(crate) fn worker_cpu(&mut self, w: usize, ns: u64, at: u64) {
-        let measuring = self.preloading == 0 && at >= self.measure_from && at < self.end;
+        let measuring = self.measuring(at);
         let wk = &mut self.servers.as_mut().expect("servers").workers[w];
         if measuring {
             wk.busy_ns += ns;
@@ -130,6 +130,7 @@ impl Engine {
     /// watch: if the worker polls idle, it takes a request after its
     /// detection delay.
     fn request_landed(&mut self, w: usize, position: usize, now: u64) {
+        let measuring = self.measuring(now);
         let Some(sv) = self.servers.as_mut() else {
             return;
         };
@@ -145,7 +146,7 @@ impl Engine {
             // scan on average.
             wk.watch = Some(watch);
             let detect = self.p.request_detect_ns(wk.slots);
-            if self.preloading == 0 && now >= self.measure_from && now < self.end {
+            if measuring {
                 wk.scan_ns += detect;
             }
             let at = now + detect;
@@ -159,6 +160,7 @@ impl Engine {
 
     /// Worker `w`'s wait of round `round` is over.
     pub(crate) fn on_worker_due(&mut self, w: usize, round: u64, now: u64) {
+        let measuring = self.measuring(now);
         let Some(sv) = self.servers.as_mut() else {
             return;
         };
@@ -184,7 +186,7 @@ impl Engine {
                 })
                 .unwrap_or(0);
             wk.charge = self.p.server_request_ns + self.p.crc_time(bytes);
-            if self.preloading == 0 && now >= self.measure_from && now < self.end {
+            if measuring {
                 sv.requests += 1;
                 wk.busy_ns += wk.charge;
             }
@@ -267,6 +269,7 @@ impl Engine {
                 }
                 Stepped::Wait(Wait::Request(watch)) => {
                     self.request_done(w, &mut m, t);
+                    let measuring = self.measuring(t);
                     let sv = self.servers.as_mut().expect("servers");
                     let wk = &mut sv.workers[w];
                     wk.round += 1;
@@ -280,7 +283,7 @@ impl Engine {
                             wk.state = WorkerState::Due;
                             let round = wk.round;
                             let find = self.p.scan_ns(examined);
-                            if self.preloading == 0 && t >= self.measure_from && t < self.end {
+                            if measuring {
                                 wk.scan_ns += find;
                             }
                             let at = t + find;
@@ -407,7 +410,7 @@ impl Engine {
     /// Worker `w` finished its request at `t`: the fabric work of its claim
     /// and response.
     fn request_done(&mut self, w: usize, m: &mut crate::systems::WorkerMachine, t: u64) {
-        let measuring = self.preloading == 0 && t >= self.measure_from && t < self.end;
+        let measuring = self.measuring(t);
         let sv = self.servers.as_mut().expect("servers");
         let s = m.take_stats();
         let _ = w;
