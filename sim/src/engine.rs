@@ -37,8 +37,8 @@ use nessie_model::{Event, KvOp, KvRet};
 use nessie_protocol::client::retries;
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
 use nessie_protocol::{
-    ClientId, ClientState, Config, Error, Machine, Nanos, NodeId, OpStats, Outcome, Poll,
-    PutMachine,
+    ClientId, ClientState, Config, Error, Machine, Nanos, NodeId, Op, OpStats, Outcome, Poll,
+    PutMachine, Region, WorkRequest,
 };
 
 use crate::chaos::{Chaos, Dice};
@@ -238,6 +238,7 @@ pub(crate) struct Engine {
     pub(crate) dice: Dice,
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
+    margin_breaches: Vec<String>,
     /// The key generator of a Zipf workload (`None`: uniform keys).
     zipf: Option<ScrambledZipfian>,
     /// The client threads' time in the measured window with an operation
@@ -405,6 +406,7 @@ impl Engine {
             dice,
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
+            margin_breaches: Vec::new(),
             zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
             client_busy_ns: 0,
         })
@@ -804,7 +806,7 @@ impl Engine {
     /// post a mutation), the deadline, and the deadline plus the clock skew
     /// (when others may reclaim its entries). `None` before the attempt's
     /// first step.
-    fn deadline_boundaries(&self, c: usize) -> Option<[u64; 3]> {
+    pub(crate) fn deadline_boundaries(&self, c: usize) -> Option<[u64; 3]> {
         let start = self.clients[c].op.as_ref()?.attempt_started?;
         let deadline = start.saturating_add(nanos(self.cfg.expiration));
         Some([
@@ -812,6 +814,32 @@ impl Engine {
             deadline,
             deadline.saturating_add(nanos(self.cfg.clock_skew)),
         ])
+    }
+
+    /// The margin rule (docs/protocol.md §4), watched from outside the
+    /// protocol: an attempt posts an index table CAS only while its clock,
+    /// read at `start` for this step, shows more than one deadline margin
+    /// left (so that, by A2, the CAS lands before the deadline, before anyone
+    /// may reclaim). Breaches are reported ([`SimReport::margin_breaches`]).
+    fn watch_margin(&mut self, c: usize, start: u64, wrs: &[WorkRequest]) {
+        let Some([last, deadline, _]) = self.deadline_boundaries(c) else {
+            return;
+        };
+        if start < last {
+            return;
+        }
+        for wr in wrs {
+            if let Op::Cas { addr, .. } = &wr.op {
+                if addr.region == Region::Index && self.margin_breaches.len() < 16 {
+                    self.margin_breaches.push(format!(
+                        "client {c} posted an index CAS to {addr:?} {} ns before its \
+                         attempt's deadline (margin {} ns)",
+                        deadline as i64 - start as i64,
+                        self.margin_ns()
+                    ));
+                }
+            }
+        }
     }
 
     /// Polls the client's machine until it waits or finishes.
@@ -869,6 +897,7 @@ impl Engine {
                     cl.round += 1;
                     cl.outstanding = wrs.len();
                     let round = cl.round;
+                    self.watch_margin(c, start, &wrs);
                     for wr in wrs {
                         self.post(Actor::Client(c), wr, t);
                     }
@@ -1219,6 +1248,7 @@ impl Engine {
             events: self.events,
             chaos: self.counts,
             corrupt: std::mem::take(&mut self.corrupt),
+            margin_breaches: std::mem::take(&mut self.margin_breaches),
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),

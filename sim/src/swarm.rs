@@ -1,6 +1,9 @@
 //! The fault swarm: many small seeded clusters, each with its own shape,
 //! protocol options and mix of injected faults ([`Chaos`]), each history put
-//! through the linearizability checker. A failing case replays exactly (it
+//! through the linearizability checker, each run watched for operations that
+//! never end, for keys a lone writer cannot write afterwards and for breaches
+//! of the margin rule (an index table CAS posted inside the last deadline
+//! margin, [`SimReport::margin_breaches`]). A failing case replays exactly (it
 //! is a function of its [`SwarmCase`], printable as JSON) and shrinks to a
 //! smaller case that still fails.
 //!
@@ -254,6 +257,11 @@ impl SwarmCase {
             Verdict::Fail(format!(
                 "{f} ({} sweep operation(s) failed)",
                 report.sweep_failures.len()
+            ))
+        } else if let Some(b) = report.margin_breaches.first() {
+            Verdict::Fail(format!(
+                "the margin rule is broken: {b} ({} breach(es))",
+                report.margin_breaches.len()
             ))
         } else if let Some(c) = report.corrupt.first() {
             Verdict::Fail(format!(

@@ -35,13 +35,14 @@ fn the_correct_protocol_survives_two_thousand_fault_mixes() {
 
 /// Broken variants the swarm finds within a few thousand seeds, and the
 /// first seed that shows each (searching from seed 0).
-const FOUND_FROM_ZERO: [(&str, u64); 9] = [
+const FOUND_FROM_ZERO: [(&str, u64); 10] = [
     ("cpu-state-flip", 0),
     ("reuse-before-expiry", 1),
     ("errors-after-commit-retryable", 1),
     ("ignore-deadline", 3),
     ("skip-put-verify", 18),
     ("rollback-destination-to-previous", 46),
+    ("unfenced-migrate-install", 143),
     ("skip-migrate-rollback", 165),
     ("skip-get-reverse-pass", 2_802),
     ("conflict-ends-put", 3_579),
@@ -70,6 +71,31 @@ fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
     assert!(
         matches!(correct.verdict, Verdict::Pass(_)),
         "{name}: {:?}",
+        correct.verdict
+    );
+}
+
+#[test]
+fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports() {
+    // The broken variant posts its MIGRATE install checking only the
+    // deadline: in case 143 a client posts an index CAS with 90 us of its
+    // 100 us margin left. The correct protocol runs the same case cleanly.
+    let case = SwarmCase::from_seed(143);
+    let broken = case.run(faults("unfenced-migrate-install")).unwrap();
+    assert!(
+        !broken.report.margin_breaches.is_empty(),
+        "{:?}",
+        broken.verdict
+    );
+    let Verdict::Fail(m) = &broken.verdict else {
+        panic!("{:?}", broken.verdict)
+    };
+    assert!(m.contains("margin rule"), "{m}");
+    let correct = case.run(Faults::default()).unwrap();
+    assert!(correct.report.margin_breaches.is_empty());
+    assert!(
+        matches!(correct.verdict, Verdict::Pass(_)),
+        "{:?}",
         correct.verdict
     );
 }
