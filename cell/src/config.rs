@@ -215,6 +215,12 @@ pub struct CellConfig {
     pub op_timeout: Duration,
     /// How long a client waits for one server reply.
     pub rpc_timeout: Duration,
+    /// How long an operation keeps retrying while the node its directory
+    /// names for a meganode stays unreachable (its regions may be recovered
+    /// onto another node meanwhile, which a directory refresh shows); after
+    /// that it fails with `Unreachable(node)` instead of waiting out
+    /// `op_timeout`.
+    pub unreachable_grace: Duration,
     /// First back-off after a failed attempt (doubles up to `max_backoff`).
     pub backoff: Duration,
     /// Largest back-off.
@@ -263,6 +269,7 @@ impl Default for CellConfig {
             attempt_deadline: Duration::from_millis(100),
             op_timeout: Duration::from_secs(10),
             rpc_timeout: Duration::from_secs(5),
+            unreachable_grace: Duration::from_millis(500),
             backoff: Duration::from_micros(5),
             max_backoff: Duration::from_millis(2),
             selector: SelectorConfig::default(),
@@ -447,6 +454,12 @@ impl CellConfig {
                 "the directory node must be a server node",
             )?;
         }
+        check(
+            self.unreachable_grace <= self.op_timeout,
+            "unreachable_grace",
+            format!("{:?}", self.unreachable_grace),
+            "at most op_timeout",
+        )?;
         check(
             self.landing_margin <= self.op_timeout,
             "landing_margin",

@@ -2,15 +2,17 @@
 //! survivors from the per-region logs; every acknowledged write survives.
 //! Splits cut short by the failure are finished (the new meganode was
 //! linked) or undone (the new meganode is an orphan and is dropped).
+//! Without recovery, operations that need the dead node's meganodes fail
+//! with `Unreachable` after a grace period.
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use nessie_cell::{CellConfig, NodePtr, RegionId, SearchMode};
 use nessie_fabric_sim::SimFabric;
-use nessie_protocol::NodeId;
+use nessie_protocol::{Error, NodeId};
 
 fn logged(dir: &std::path::Path, base: CellConfig) -> CellConfig {
     CellConfig {
@@ -138,4 +140,49 @@ fn a_split_cut_short_after_the_relink_is_finished() {
         assert_eq!(c.get(&key(i)).unwrap(), Some(b"again".to_vec()));
     }
     let _: Option<SimFabric> = None;
+}
+
+#[test]
+fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
+    // No logs, no recovery: the directory still names the dead node for its
+    // meganodes. Operations that need them fail with `Unreachable(node)`
+    // once it has stayed unreachable for `unreachable_grace` (500 ms), not
+    // after the 10 s operation timeout; the other keys are served as before.
+    let mut d = start(tiny());
+    load(&d, 300);
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let shape = d.shape();
+    assert!(shape.per_node[1] >= 1, "{shape:?}");
+    let cfg = d.config().as_ref().clone();
+    assert!(cfg.unreachable_grace * 4 < cfg.op_timeout);
+    fail(&mut d, 1);
+    let mut c = client(&d, 2, 0, SearchMode::ClientOnly);
+    let (mut served, mut unreachable) = (0, 0);
+    for i in 0..300 {
+        let t = Instant::now();
+        match c.get(&key(i)) {
+            Ok(v) => {
+                assert_eq!(v, Some(value_of(i)), "key {i}");
+                served += 1;
+            }
+            Err(Error::Unreachable(n)) => {
+                assert_eq!(n, NodeId(1), "key {i}");
+                let took = t.elapsed();
+                assert!(
+                    took >= cfg.unreachable_grace
+                        && took < 2 * cfg.unreachable_grace + Duration::from_millis(500),
+                    "key {i}: {took:?}"
+                );
+                unreachable += 1;
+                if unreachable == 3 {
+                    break;
+                }
+            }
+            Err(e) => panic!("key {i}: {e:?}"),
+        }
+    }
+    assert!(
+        unreachable >= 1 && served >= 1,
+        "{served} served, {unreachable} unreachable"
+    );
 }

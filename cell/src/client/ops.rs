@@ -20,7 +20,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nessie_protocol::{ClientId, Error, Nanos, NodeId, Op, OpOutput, RemoteAddr};
+use nessie_protocol::{ClientId, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr};
 
 use super::cache::{NodeCache, RangeCache};
 use super::selector::{Method, Selector};
@@ -137,6 +137,15 @@ impl ClientCore {
     }
 }
 
+/// What a failed READ means for the attempt: a restart if its node is
+/// unreachable, else the operation's error.
+fn read_failed<T>(e: &FabricError) -> Result<Result<T, Why>, Error> {
+    match e.unreachable_node() {
+        Some(n) => Ok(Err(Why::Unreachable(n))),
+        None => Err(e.clone().into()),
+    }
+}
+
 /// Why an attempt restarts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Why {
@@ -148,7 +157,7 @@ pub(crate) enum Why {
     Deadline,
     Changed,
     Region,
-    Unreachable,
+    Unreachable(NodeId),
     Timeout,
     Structure,
 }
@@ -313,12 +322,15 @@ impl Cl {
     }
 
     /// Counts a restart, refreshes the directory if needed, backs off, and
-    /// fails with `Timeout` once the operation has run out of time.
+    /// fails with `Timeout` once the operation has run out of time, or with
+    /// `Unreachable(node)` once one node has stayed unreachable for
+    /// `unreachable_grace` (`unreachable`: since when, across attempts).
     async fn retry(
         &self,
         why: Why,
         start: Nanos,
         backoff: &mut std::time::Duration,
+        unreachable: &mut Option<(NodeId, Nanos)>,
     ) -> Result<(), Error> {
         let cfg = self.cfg();
         {
@@ -331,16 +343,30 @@ impl Cl {
                 Why::Busy => s.busy_retries += 1,
                 Why::Deadline => s.deadline_restarts += 1,
                 Why::Changed => s.scan_retries += 1,
-                Why::Torn | Why::Region | Why::Unreachable | Why::Timeout | Why::Structure => {
+                Why::Torn | Why::Region | Why::Unreachable(_) | Why::Timeout | Why::Structure => {
                     s.other_restarts += 1
                 }
             }
         }
         self.io.count(|s| s.attempts += 1);
-        if matches!(why, Why::Region | Why::Unreachable) {
+        if matches!(why, Why::Region | Why::Unreachable(_)) {
             self.refresh_regions().await;
         }
-        if self.io.now().since(start) > cfg.op_timeout {
+        let now = self.io.now();
+        match (why, *unreachable) {
+            // The same node, still named by the refreshed directory, for
+            // longer than the grace: it is down, and no recovery moved its
+            // meganodes. Nothing was executed (no request reached it).
+            (Why::Unreachable(n), Some((m, since)))
+                if n == m && now.since(since) > cfg.unreachable_grace =>
+            {
+                return Err(Error::Unreachable(n));
+            }
+            (Why::Unreachable(n), Some((m, _))) if n == m => {}
+            (Why::Unreachable(n), _) => *unreachable = Some((n, now)),
+            _ => *unreachable = None,
+        }
+        if now.since(start) > cfg.op_timeout {
             return Err(Error::Timeout);
         }
         let jitter = self.core().coin();
@@ -373,8 +399,7 @@ impl Cl {
                 self.core().root = Some(p);
                 Ok(Ok(p))
             }
-            Err(e) if e.unreachable_node().is_some() => Ok(Err(Why::Unreachable)),
-            Err(e) => Err(e.clone().into()),
+            Err(e) => read_failed(e),
             Ok(o) => Err(Error::Corrupt(format!("root word read returned {o:?}"))),
         }
     }
@@ -408,8 +433,7 @@ impl Cl {
             let t1 = self.io.now();
             let bytes = match &r[0] {
                 Ok(OpOutput::Read(b)) => b,
-                Err(e) if e.unreachable_node().is_some() => return Ok(Err(Why::Unreachable)),
-                Err(e) => return Err(e.clone().into()),
+                Err(e) => return read_failed(e),
                 Ok(o) => return Err(Error::Corrupt(format!("node read returned {o:?}"))),
             };
             let mut c = self.core();
@@ -541,8 +565,7 @@ impl Cl {
         for ((key, e), r) in es.iter().zip(&rs) {
             let b = match r {
                 Ok(OpOutput::Read(b)) => b,
-                Err(err) if err.unreachable_node().is_some() => return Ok(Err(Why::Unreachable)),
-                Err(err) => return Err(err.clone().into()),
+                Err(err) => return read_failed(err),
                 Ok(o) => return Err(Error::Corrupt(format!("extent read returned {o:?}"))),
             };
             match extent::verify(b, e, key, skip) {
@@ -555,7 +578,7 @@ impl Cl {
 
     fn rpc_failed<T>(&self, e: Error, write: bool) -> Result<Try<T>, Error> {
         match e {
-            Error::Unreachable(_) => Ok(Try::Retry(Why::Unreachable)),
+            Error::Unreachable(n) => Ok(Try::Retry(Why::Unreachable(n))),
             Error::Timeout if write => Err(Error::OutcomeUnknown(
                 "the server did not answer a write in time".into(),
             )),
@@ -1017,11 +1040,12 @@ impl Cl {
         let cfg = self.cfg();
         let start = self.io.now();
         let mut backoff = cfg.backoff;
+        let mut down = None;
         loop {
             let deadline = self.io.now().plus(cfg.attempt_deadline);
             match self.get_attempt(&key, want, deadline).await? {
                 Try::Done(v) => return Ok(v),
-                Try::Retry(w) => self.retry(w, start, &mut backoff).await?,
+                Try::Retry(w) => self.retry(w, start, &mut backoff, &mut down).await?,
             }
         }
     }
@@ -1031,11 +1055,12 @@ impl Cl {
         let cfg = self.cfg();
         let start = self.io.now();
         let mut backoff = cfg.backoff;
+        let mut down = None;
         loop {
             let deadline = self.io.now().plus(cfg.attempt_deadline);
             match self.write_attempt(&key, &value, deadline).await? {
                 Try::Done(v) => return Ok(v),
-                Try::Retry(w) => self.retry(w, start, &mut backoff).await?,
+                Try::Retry(w) => self.retry(w, start, &mut backoff, &mut down).await?,
             }
         }
     }
@@ -1050,6 +1075,7 @@ impl Cl {
         let cfg = self.cfg();
         let start = self.io.now();
         let mut backoff = cfg.backoff;
+        let mut down = None;
         loop {
             let deadline = self.io.now().plus(cfg.attempt_deadline);
             match self
@@ -1057,7 +1083,7 @@ impl Cl {
                 .await?
             {
                 Try::Done(v) => return Ok(v),
-                Try::Retry(w) => self.retry(w, start, &mut backoff).await?,
+                Try::Retry(w) => self.retry(w, start, &mut backoff, &mut down).await?,
             }
         }
     }
