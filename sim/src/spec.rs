@@ -333,11 +333,13 @@ pub struct SimReport {
     /// Messages of operations that reported a corrupt state (a protocol
     /// invariant broken; the first 16).
     pub corrupt: Vec<String>,
-    /// Index table CASes that an operation attempt posted although its clock,
-    /// read for that step, showed less than one deadline margin left before
-    /// the attempt's deadline: breaches of the margin rule (docs/protocol.md
-    /// §4), which lets such a CAS land after the deadline, when others may
-    /// already be reclaiming (the first 16).
+    /// Mutations (CASes and WRITEs through the NIC) that an operation attempt
+    /// posted although its clock, read for that step, showed less than one
+    /// deadline margin left before the attempt's deadline: breaches of the
+    /// margin rule (docs/protocol.md §4; the CAS settling a lost commit by
+    /// aborting is exempt, as the rule says), which let such a mutation land
+    /// after the deadline, when others may already be reclaiming (the first
+    /// 16).
     #[serde(default)]
     pub margin_breaches: Vec<String>,
     /// Wall-clock seconds the simulation took (not deterministic).

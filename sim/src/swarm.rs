@@ -2,8 +2,8 @@
 //! protocol options and mix of injected faults ([`Chaos`]), each history put
 //! through the linearizability checker, each run watched for operations that
 //! never end, for keys a lone writer cannot write afterwards and for breaches
-//! of the margin rule (an index table CAS posted inside the last deadline
-//! margin, [`SimReport::margin_breaches`]). A failing case replays exactly (it
+//! of the margin rule (a mutation posted inside the last deadline margin,
+//! [`SimReport::margin_breaches`]). A failing case replays exactly (it
 //! is a function of its [`SwarmCase`], printable as JSON) and shrinks to a
 //! smaller case that still fails.
 //!

@@ -98,6 +98,15 @@ fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports
         "{:?}",
         correct.verdict
     );
+    // An owner that ignores its deadline breaks the rule with every kind of
+    // mutation, its commits (data table state CASes) too; the swarm reports
+    // it first as operations that never end (case 3, below).
+    let run = SwarmCase::from_seed(3)
+        .run(faults("ignore-deadline"))
+        .unwrap();
+    let b = &run.report.margin_breaches;
+    assert!(b.iter().any(|b| b.contains("region: Data")), "{b:?}");
+    assert!(b.iter().any(|b| b.contains("region: Index")), "{b:?}");
 }
 
 #[test]
