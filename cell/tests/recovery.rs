@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use nessie_cell::{CellConfig, NodePtr, RegionId, SearchMode};
 use nessie_fabric_sim::SimFabric;
-use nessie_protocol::{Error, NodeId};
+use nessie_protocol::{Error, NodeId, Outcome};
 
 fn logged(dir: &std::path::Path, base: CellConfig) -> CellConfig {
     CellConfig {
@@ -185,4 +185,14 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
         unreachable >= 1 && served >= 1,
         "{served} served, {unreachable} unreachable"
     );
+    // A write of such a key fails the same way (its request never reached
+    // the dead node: nothing executed, `NotCommitted`).
+    let i = (0..300)
+        .find(|&i| matches!(c.get(&key(i)), Err(Error::Unreachable(_))))
+        .expect("a key on the dead node");
+    let t = Instant::now();
+    let r = c.put(&key(i), b"new");
+    assert!(matches!(r, Err(Error::Unreachable(NodeId(1)))), "{r:?}");
+    assert_eq!(r.unwrap_err().outcome(), Outcome::NotCommitted);
+    assert!(t.elapsed() < 2 * cfg.unreachable_grace + Duration::from_millis(500));
 }

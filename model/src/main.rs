@@ -4,7 +4,9 @@
 //! Explorer web UI on localhost.
 
 /// The checker clones and drops a world state per transition: mimalloc
-/// makes those allocations markedly cheaper than the system allocator.
+/// makes those allocations markedly cheaper than the system allocator
+/// (`--features mimalloc`).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -39,7 +39,7 @@ use nessie_protocol::layout::StateWord;
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
 use nessie_protocol::{
     ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Outcome,
-    Poll, PutMachine, Region, WorkRequest,
+    Poll, PutMachine, Region, RemoteAddr, WorkRequest,
 };
 
 use crate::chaos::{Chaos, Dice};
@@ -126,6 +126,9 @@ pub(crate) struct SimClient {
     straggler: bool,
     /// The straggler's slowness before its next step has been spent.
     slowed: bool,
+    /// State words the current attempt has posted a commit CAS to: the
+    /// margin rule lets it settle those by aborting at any time.
+    commits: Vec<RemoteAddr>,
 }
 
 impl SimClient {
@@ -325,6 +328,7 @@ impl Engine {
                     down_since: None,
                     straggler: spec.chaos.straggler_step_ns > 0 && dice.chance(500),
                     slowed: false,
+                    commits: Vec::new(),
                     core,
                 });
             }
@@ -739,6 +743,7 @@ impl Engine {
         };
         op.attempts += 1;
         op.attempt_started = None;
+        cl.commits.clear();
         let key = key_of(op.key, ks);
         cl.round += 1;
         cl.outstanding = 0;
@@ -821,33 +826,37 @@ impl Engine {
     /// protocol: an attempt posts a mutation (a CAS or WRITE through the NIC:
     /// lock, install, commit, finish, unlink, rollback, recycle mark) only
     /// while its clock, read at `start` for this step, shows more than one
-    /// deadline margin left, so that, by A2, it lands before the deadline,
-    /// before anyone may reclaim. The one exception the rule names: the CAS
-    /// that settles a lost commit may abort the entry (`Writing -> Aborted`)
-    /// at any time. Breaches are reported ([`SimReport::margin_breaches`]).
+    /// deadline margin left, so that, by A2, it lands within a margin of its
+    /// posting, by the deadline (up to the step's CPU time). The one
+    /// exception the rule names: the CAS that settles a lost commit may
+    /// abort the entry (`Writing -> Aborted`) at any time, i.e. an abort of a
+    /// state word this attempt has posted a commit to. Breaches are reported
+    /// ([`SimReport::margin_breaches`]).
     fn watch_margin(&mut self, c: usize, start: u64, wrs: &[WorkRequest]) {
-        let Some([last, deadline, _]) = self.deadline_boundaries(c) else {
-            return;
-        };
-        if start < last {
-            return;
-        }
+        let bounds = self.deadline_boundaries(c);
         for wr in wrs {
-            let what = match &wr.op {
-                Op::Cas { addr, new, .. }
-                    if addr.region == Region::Data
-                        && StateWord::decode(*new).state == DteState::Aborted =>
-                {
-                    continue
+            let (what, addr) = match &wr.op {
+                Op::Cas { addr, new, .. } if addr.region == Region::Data => {
+                    match StateWord::decode(*new).state {
+                        DteState::Valid | DteState::Deleted => {
+                            self.clients[c].commits.push(*addr);
+                            ("a commit CAS", addr)
+                        }
+                        DteState::Aborted if self.clients[c].commits.contains(addr) => continue,
+                        _ => ("a state CAS", addr),
+                    }
                 }
-                Op::Cas { addr, .. } => format!("a CAS to {addr:?}"),
-                Op::Write { addr, .. } => format!("a WRITE to {addr:?}"),
+                Op::Cas { addr, .. } => ("an index CAS", addr),
+                Op::Write { addr, .. } => ("a WRITE", addr),
                 _ => continue,
             };
-            if self.margin_breaches.len() < 16 {
+            let Some([last, deadline, _]) = bounds else {
+                continue;
+            };
+            if start >= last && self.margin_breaches.len() < 16 {
                 self.margin_breaches.push(format!(
-                    "client {c} posted {what} {} ns before its attempt's deadline \
-                     (margin {} ns)",
+                    "client {c} posted {what} to {addr:?} {} ns before its attempt's \
+                     deadline (margin {} ns)",
                     deadline as i64 - start as i64,
                     self.margin_ns()
                 ));
