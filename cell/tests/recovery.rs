@@ -158,6 +158,7 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
     fail(&mut d, 1);
     let mut c = client(&d, 2, 0, SearchMode::ClientOnly);
     let (mut served, mut unreachable) = (0, 0);
+    let mut on_dead_node = None;
     for i in 0..300 {
         let t = Instant::now();
         match c.get(&key(i)) {
@@ -174,6 +175,7 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
                     "key {i}: {took:?}"
                 );
                 unreachable += 1;
+                on_dead_node.get_or_insert(i);
                 if unreachable == 3 {
                     break;
                 }
@@ -187,9 +189,7 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
     );
     // A write of such a key fails the same way (its request never reached
     // the dead node: nothing executed, `NotCommitted`).
-    let i = (0..300)
-        .find(|&i| matches!(c.get(&key(i)), Err(Error::Unreachable(_))))
-        .expect("a key on the dead node");
+    let i = on_dead_node.expect("a key on the dead node");
     let t = Instant::now();
     let r = c.put(&key(i), b"new");
     assert!(matches!(r, Err(Error::Unreachable(NodeId(1)))), "{r:?}");

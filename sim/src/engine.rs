@@ -812,7 +812,7 @@ impl Engine {
     /// post a mutation), the deadline, and the deadline plus the clock skew
     /// (when others may reclaim its entries). `None` before the attempt's
     /// first step.
-    pub(crate) fn deadline_boundaries(&self, c: usize) -> Option<[u64; 3]> {
+    fn deadline_boundaries(&self, c: usize) -> Option<[u64; 3]> {
         let start = self.clients[c].op.as_ref()?.attempt_started?;
         let deadline = start.saturating_add(nanos(self.cfg.expiration));
         Some([
