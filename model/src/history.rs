@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use nessie_protocol::pipeline::Response;
 use nessie_protocol::{Error, Outcome};
 
 /// An operation on one key.
@@ -33,9 +34,41 @@ pub enum KvRet {
     /// time after its invocation); a failed read is ignored.
     Unknown,
     /// The operation failed with an error that guarantees it took no effect
-    /// (any error but `Error::OutcomeUnknown`): the checker leaves it out, so
-    /// a write that did take effect after all is caught.
+    /// (any error but `Error::OutcomeUnknown` and `Error::TableFull`): the
+    /// checker leaves it out, so a write that did take effect after all is
+    /// caught.
     NotCommitted,
+    /// A PUT refused because the index has no room for a new key
+    /// (`Error::TableFull`): nothing was written, and the key was absent when
+    /// the refusal was decided. The checker holds it to both (a PUT of a
+    /// present key that answers "full" is a violation), where
+    /// [`KvRet::NotCommitted`] would excuse it.
+    Full,
+}
+
+impl KvRet {
+    /// What a failed operation promises, by its error: `OutcomeUnknown` may
+    /// have taken effect ([`KvRet::Unknown`]), `TableFull` refused an absent
+    /// key ([`KvRet::Full`]), every other error committed nothing
+    /// ([`KvRet::NotCommitted`]).
+    pub fn of_error(e: &Error) -> KvRet {
+        match (e, e.outcome()) {
+            (_, Outcome::Unknown) => KvRet::Unknown,
+            (Error::TableFull { .. }, _) => KvRet::Full,
+            _ => KvRet::NotCommitted,
+        }
+    }
+
+    /// The result of one GET, PUT or DELETE as recorded: a response as what
+    /// it answered, an error by [`KvRet::of_error`].
+    pub fn of(result: &Result<Response, Error>) -> KvRet {
+        match result {
+            Ok(Response::Get(v)) => KvRet::Get(v.clone()),
+            Ok(Response::Put(e)) => KvRet::Put(*e),
+            Ok(Response::Delete(e)) => KvRet::Delete(*e),
+            Err(e) => KvRet::of_error(e),
+        }
+    }
 }
 
 /// One completed operation.
@@ -95,10 +128,9 @@ impl Recorder {
         out
     }
 
-    /// Runs `f` as operation `op` of `client` on `key` and records it by the
-    /// outcome class of its result ([`Outcome::of`]): a success as
-    /// `ret(&value)`, [`Error::OutcomeUnknown`] as [`KvRet::Unknown`], any
-    /// other error as [`KvRet::NotCommitted`]. Returns `f`'s result.
+    /// Runs `f` as operation `op` of `client` on `key` and records it: a
+    /// success as `ret(&value)`, an error by what it promises
+    /// ([`KvRet::of_error`]). Returns `f`'s result.
     pub fn record_result<T>(
         &self,
         client: usize,
@@ -109,10 +141,9 @@ impl Recorder {
     ) -> Result<T, Error> {
         self.record(client, key, op, || {
             let res = f();
-            let r = match (&res, Outcome::of(&res)) {
-                (Ok(v), _) => ret(v),
-                (Err(_), Outcome::Unknown) => KvRet::Unknown,
-                (Err(_), _) => KvRet::NotCommitted,
+            let r = match &res {
+                Ok(v) => ret(v),
+                Err(e) => KvRet::of_error(e),
             };
             (Some(r), res)
         })

@@ -16,6 +16,14 @@
 //! - **Compact configurations** ([`search`]): the linearized set is a prefix
 //!   plus a few holes, so memo keys stay small on histories of any length;
 //!   GETs that agree with the state are linearized without branching.
+//! - **Real time and program order.** An operation must take effect after
+//!   every operation that responded before it was invoked (`response <
+//!   invoke`; equal stamps are concurrent), and, within one client, after
+//!   that client's earlier completed operations even where the stamps tie.
+//!   Each [`Event::client`] is a *sequential process* (as in Jepsen): its
+//!   operations never overlap. A history in which they do is
+//!   [`Verdict::Malformed`] (a recorder bug), never checked as if it were
+//!   right. Operations of unknown outcome are placed by real time only.
 //! - **Honest verdicts.** A search that runs out of its step budget is
 //!   [`Verdict::Inconclusive`], never a violation and never a pass.
 //!
@@ -62,6 +70,9 @@ pub enum Verdict {
     NotLinearizable(Violation),
     /// No violation found, but some key's search ran out of steps.
     Inconclusive(Inconclusive),
+    /// The history breaks the recorder's contract (two operations of one
+    /// client overlap): it was not checked.
+    Malformed(String),
 }
 
 /// How a check is run.
@@ -127,6 +138,7 @@ impl std::fmt::Display for CheckReport {
             Verdict::Linearizable => "linearizable",
             Verdict::NotLinearizable(_) => "NOT linearizable",
             Verdict::Inconclusive(_) => "INCONCLUSIVE (search budget exhausted)",
+            Verdict::Malformed(_) => "MALFORMED history (not checked)",
         };
         write!(
             f,
@@ -155,6 +167,8 @@ pub enum CheckError {
     NotLinearizable(Violation),
     /// The search ran out of steps: no verdict.
     Inconclusive(Inconclusive),
+    /// The history breaks the recorder's contract: no verdict.
+    Malformed(String),
 }
 
 impl CheckError {
@@ -162,7 +176,7 @@ impl CheckError {
     pub fn violation(&self) -> Option<&Violation> {
         match self {
             CheckError::NotLinearizable(v) => Some(v),
-            CheckError::Inconclusive(_) => None,
+            CheckError::Inconclusive(_) | CheckError::Malformed(_) => None,
         }
     }
 
@@ -190,6 +204,7 @@ impl std::fmt::Display for CheckError {
         match self {
             CheckError::NotLinearizable(v) => write!(f, "not linearizable: {v}"),
             CheckError::Inconclusive(i) => write!(f, "{i}"),
+            CheckError::Malformed(m) => write!(f, "malformed history (not checked): {m}"),
         }
     }
 }
@@ -245,6 +260,7 @@ fn short_ret(r: &KvRet) -> String {
         KvRet::Put(e) | KvRet::Delete(e) => format!("existed={e}"),
         KvRet::Unknown => "unknown".into(),
         KvRet::NotCommitted => "not committed".into(),
+        KvRet::Full => "refused: index full".into(),
     }
 }
 
@@ -257,6 +273,7 @@ pub fn check_history(events: &[Event], max_steps: u64) -> Result<usize, CheckErr
         Verdict::Linearizable => Ok(report.checked),
         Verdict::NotLinearizable(v) => Err(CheckError::NotLinearizable(v)),
         Verdict::Inconclusive(i) => Err(CheckError::Inconclusive(i)),
+        Verdict::Malformed(m) => Err(CheckError::Malformed(m)),
     }
 }
 
@@ -279,24 +296,40 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> CheckReport {
         elapsed: Duration::ZERO,
         verdict: Verdict::Linearizable,
     };
-    let mut per_key: BTreeMap<&[u8], Vec<&Event>> = BTreeMap::new();
-    for e in events {
+    let pred = match program_order(events) {
+        Ok(p) => p,
+        Err(m) => {
+            report.verdict = Verdict::Malformed(m);
+            report.elapsed = started.elapsed();
+            return report;
+        }
+    };
+    let mut per_key: BTreeMap<&[u8], Vec<usize>> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
         match (&e.op, &e.ret) {
             (KvOp::Get, KvRet::Unknown) => report.failed_reads += 1,
             (_, KvRet::NotCommitted) => report.not_committed += 1,
             (_, ret) => {
                 report.checked += 1;
                 report.unknown += usize::from(*ret == KvRet::Unknown);
-                per_key.entry(&e.key).or_default().push(e);
+                per_key.entry(&e.key).or_default().push(i);
             }
         }
     }
     report.keys = per_key.len();
     let mut inconclusive = None;
-    for (key, mut evs) in per_key {
-        evs.sort_by_key(|e| e.invoke);
+    for (key, mut idx) in per_key {
+        idx.sort_by_key(|&i| (events[i].invoke, i));
+        let evs: Vec<&Event> = idx.iter().map(|&i| &events[i]).collect();
+        // Each event's program predecessor, as an index into `evs`.
+        let local: std::collections::HashMap<usize, usize> =
+            idx.iter().enumerate().map(|(l, &i)| (i, l)).collect();
+        let evs_pred: Vec<Option<usize>> = idx
+            .iter()
+            .map(|&i| pred[i].and_then(|p| local.get(&p).copied()))
+            .collect();
         report.keys_searched += 1;
-        let outcome = check_key(&evs, cfg.max_steps, &mut report);
+        let outcome = check_key(&evs, &evs_pred, cfg.max_steps, &mut report);
         match outcome {
             KeyOutcome::Linearizable => {}
             KeyOutcome::Violation { context, reason } => {
@@ -355,8 +388,62 @@ fn context(evs: &[&Event], around: &[usize]) -> Vec<Event> {
     out
 }
 
-fn check_key(evs: &[&Event], max_steps: u64, report: &mut CheckReport) -> KeyOutcome {
-    let prepared = match prepare::prepare(evs) {
+/// Each event's *program predecessor*: the latest earlier operation of the
+/// same client on the same key that completed with a known result (a GET
+/// that answered, a PUT or DELETE that answered or was refused). An
+/// operation must take effect after its program predecessor even where the
+/// recorder's stamps tie. Operations of unknown outcome have none and are
+/// none (their effect may land at any time after their invocation).
+///
+/// Fails if two operations of one client overlap (`b.invoke < a.response`
+/// for `a` before `b`): the client is not a sequential process, so its
+/// order is not known.
+fn program_order(events: &[Event]) -> Result<Vec<Option<usize>>, String> {
+    let mut by_client: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        by_client.entry(e.client).or_default().push(i);
+    }
+    let mut pred = vec![None; events.len()];
+    for (client, mut idx) in by_client {
+        // Program order: by invocation, then response (a zero-length
+        // operation at a tie comes first), then recording order.
+        idx.sort_by_key(|&i| (events[i].invoke, events[i].response, i));
+        let mut last: BTreeMap<&[u8], usize> = BTreeMap::new();
+        for w in idx.windows(2) {
+            let (a, b) = (&events[w[0]], &events[w[1]]);
+            if b.invoke < a.response {
+                return Err(format!(
+                    "client {client}'s operations overlap: {} on {:?} over [{}, {}] and {} on \
+                     {:?} invoked at {} (each client must be a sequential process; give \
+                     concurrent operations, such as a pipeline's, clients of their own)",
+                    short_op(&a.op),
+                    String::from_utf8_lossy(&a.key),
+                    a.invoke,
+                    a.response,
+                    short_op(&b.op),
+                    String::from_utf8_lossy(&b.key),
+                    b.invoke
+                ));
+            }
+        }
+        for i in idx {
+            let e = &events[i];
+            let known = !matches!(e.ret, KvRet::Unknown | KvRet::NotCommitted);
+            if known {
+                pred[i] = last.insert(&e.key, i);
+            }
+        }
+    }
+    Ok(pred)
+}
+
+fn check_key(
+    evs: &[&Event],
+    pred: &[Option<usize>],
+    max_steps: u64,
+    report: &mut CheckReport,
+) -> KeyOutcome {
+    let prepared = match prepare::prepare(evs, pred) {
         Ok(p) => p,
         Err(o) => {
             let e = evs[o.event];

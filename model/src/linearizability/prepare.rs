@@ -141,6 +141,9 @@ impl Kind {
     }
 }
 
+/// No program predecessor.
+pub(super) const NO_PRED: u32 = u32::MAX;
+
 /// One operation the search places.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Op {
@@ -149,6 +152,13 @@ pub(super) struct Op {
     pub kind: Kind,
     /// Index into the key's events.
     pub event: usize,
+    /// The operation (index into [`Prepared::ops`]) that must be linearized
+    /// before this one by program order, or [`NO_PRED`].
+    pub pred: u32,
+    /// Whether a program successor of this operation was invoked at or
+    /// before its response (a tie that real time alone would call
+    /// concurrent): such an operation is never exchanged for a twin.
+    pub tie_successor: bool,
 }
 
 /// What the members of a class of unknown writes do.
@@ -218,8 +228,12 @@ pub(super) struct Obvious {
 }
 
 /// Prepares `events` (one key's, failed reads and not-committed operations
-/// already left out).
-pub(super) fn prepare<'a>(events: &[&'a Event]) -> Result<Prepared, Obvious> {
+/// already left out; `pred[i]` is event `i`'s program predecessor, an index
+/// into `events`).
+pub(super) fn prepare<'a>(
+    events: &[&'a Event],
+    pred: &[Option<usize>],
+) -> Result<Prepared, Obvious> {
     let mut values: HashMap<&'a [u8], u32> = HashMap::new();
     let intern = |v: &'a [u8], values: &mut HashMap<&'a [u8], u32>| -> u32 {
         let next = values.len() as u32 + 2;
@@ -237,6 +251,8 @@ pub(super) fn prepare<'a>(events: &[&'a Event]) -> Result<Prepared, Obvious> {
                 let first = read.entry(id).or_insert(e.response);
                 *first = (*first).min(e.response);
             }
+            // A refused PUT wrote nothing.
+            (KvOp::Put(_), KvRet::Full) => {}
             (KvOp::Put(v), _) => {
                 let id = intern(v, &mut values);
                 value_of[i] = id;
@@ -247,7 +263,10 @@ pub(super) fn prepare<'a>(events: &[&'a Event]) -> Result<Prepared, Obvious> {
     }
     // Values no GET returned all become JUNK.
     for (i, &e) in events.iter().enumerate() {
-        if matches!(e.op, KvOp::Put(_)) && !read.contains_key(&value_of[i]) {
+        if matches!(e.op, KvOp::Put(_))
+            && e.ret != KvRet::Full
+            && !read.contains_key(&value_of[i])
+        {
             value_of[i] = JUNK;
         }
     }
@@ -263,7 +282,9 @@ pub(super) fn prepare<'a>(events: &[&'a Event]) -> Result<Prepared, Obvious> {
     };
     for (i, e) in events.iter().enumerate() {
         let kind = match (&e.op, &e.ret) {
-            (KvOp::Get, KvRet::Get(None)) => Kind::Get(ABSENT),
+            // A PUT refused for want of room saw the key absent and wrote
+            // nothing: a read of absence.
+            (KvOp::Get, KvRet::Get(None)) | (KvOp::Put(_), KvRet::Full) => Kind::Get(ABSENT),
             (KvOp::Get, KvRet::Get(Some(_))) => {
                 if !writers.contains_key(&value_of[i]) {
                     return Err(Obvious {
@@ -295,6 +316,8 @@ pub(super) fn prepare<'a>(events: &[&'a Event]) -> Result<Prepared, Obvious> {
                             response: by,
                             kind: Kind::Forced(v),
                             event: i,
+                            pred: NO_PRED,
+                            tie_successor: false,
                         });
                     }
                     _ => unknown_puts.push((i, v)),
@@ -317,9 +340,26 @@ pub(super) fn prepare<'a>(events: &[&'a Event]) -> Result<Prepared, Obvious> {
             response: e.response,
             kind,
             event: i,
+            pred: NO_PRED,
+            tie_successor: false,
         });
     }
     ops.sort_by_key(|o| (o.invoke, o.event));
+    // Program order, between the operations the search places.
+    let mut op_of_event = vec![NO_PRED; events.len()];
+    for (x, o) in ops.iter().enumerate() {
+        op_of_event[o.event] = x as u32;
+    }
+    for x in 0..ops.len() {
+        let p = match pred[ops[x].event] {
+            Some(p) if !matches!(ops[x].kind, Kind::Forced(_)) => op_of_event[p],
+            _ => NO_PRED,
+        };
+        ops[x].pred = p;
+        if p != NO_PRED && ops[x].invoke <= ops[p as usize].response {
+            ops[p as usize].tie_successor = true;
+        }
+    }
     // The last response of a known operation each effect could repair.
     let mut last_need: HashMap<Effect, u64> = HashMap::new();
     let mut classes: Vec<Effect> = vec![Effect::Junk, Effect::Absent];

@@ -41,7 +41,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::prepare::{Kind, Prepared, ABSENT};
+use super::prepare::{Kind, Prepared, ABSENT, NO_PRED};
 
 /// How a search ended without a linearization.
 #[derive(Debug)]
@@ -153,8 +153,9 @@ pub(super) struct Search<'p> {
     move_stack: Vec<Move>,
 }
 
-/// A candidate move: (priority, kind, class, response, move).
-type Cand = (u8, Kind, Option<u32>, u64, Move);
+/// A candidate move: (priority, kind, class, response, move, whether the
+/// operation has a program successor at a tie).
+type Cand = (u8, Kind, Option<u32>, u64, Move, bool);
 
 impl<'p> Search<'p> {
     /// A search of `p` from the initial configuration (key absent).
@@ -265,14 +266,20 @@ impl<'p> Search<'p> {
             self.holes
                 .iter()
                 .copied()
-                .filter(|&h| ops[h as usize].invoke <= bound),
+                .filter(|&h| ops[h as usize].invoke <= bound && self.pred_done(h)),
         );
         out.extend(
             (self.g..end)
-                .filter(|&i| ops[i].invoke <= bound)
+                .filter(|&i| ops[i].invoke <= bound && self.pred_done(i as u32))
                 .map(|i| i as u32),
         );
         bound
+    }
+
+    /// Whether operation `x`'s program predecessor (if any) is linearized.
+    fn pred_done(&self, x: u32) -> bool {
+        let p = self.p.ops[x as usize].pred;
+        p == NO_PRED || ((p as usize) < self.g && !self.holes.contains(&p))
     }
 
     /// Marks operation `x` (minimal) linearized.
@@ -370,7 +377,13 @@ impl<'p> Search<'p> {
         // kept (see the module documentation).
         let mut kept = std::mem::take(&mut self.cands);
         kept.clear();
-        let mut keep = |m: Cand| match kept.iter_mut().find(|k| k.1 == m.1 && k.2 == m.2) {
+        // An operation with a program successor at a tie is never exchanged
+        // (moving it later could put it after that successor): it is kept
+        // as a move of its own, and keeps no twin from being dropped.
+        let mut keep = |m: Cand| match kept
+            .iter_mut()
+            .find(|k| !m.5 && !k.5 && k.1 == m.1 && k.2 == m.2)
+        {
             Some(twin) if twin.3 <= m.3 => {}
             Some(twin) => *twin = m,
             None => kept.push(m),
@@ -395,7 +408,7 @@ impl<'p> Search<'p> {
                 2
             };
             if k.holds(self.state) {
-                keep((priority, k, None, o.response, Move::Direct(x)));
+                keep((priority, k, None, o.response, Move::Direct(x), o.tie_successor));
                 continue;
             }
             for (c, class) in self.p.classes.iter().enumerate() {
@@ -405,7 +418,7 @@ impl<'p> Search<'p> {
                     .is_some_and(|&t| t <= bound);
                 if available && class.effect.repairs(k, self.state) {
                     let m = Move::Repair(x, c as u32);
-                    keep((priority, k, Some(c as u32), o.response, m));
+                    keep((priority, k, Some(c as u32), o.response, m, o.tie_successor));
                 }
             }
         }
