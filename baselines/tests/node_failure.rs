@@ -128,6 +128,7 @@ fn node_failure_histories_get_a_verdict_both_ways() {
             Verdict::Linearizable => {}
             Verdict::NotLinearizable(v) => panic!("{kind}: not linearizable:\n{v}"),
             Verdict::Inconclusive(i) => panic!("{kind}: no verdict: {i}"),
+            Verdict::Malformed(m) => panic!("{kind}: malformed history: {m}"),
         }
         let mut bad = h.clone();
         let at = plant_violation(&mut bad, Plant::StaleRead, 5).expect("a place to plant");

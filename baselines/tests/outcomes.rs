@@ -516,6 +516,7 @@ fn histories_stay_linearizable_while_servers_pause() {
             Verdict::Linearizable => {}
             Verdict::NotLinearizable(v) => panic!("{kind}: not linearizable:\n{v}"),
             Verdict::Inconclusive(i) => panic!("{kind}: {i}"),
+            Verdict::Malformed(m) => panic!("{kind}: malformed history: {m}"),
         }
     }
 }

@@ -67,13 +67,14 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     let seeds = args.first_seed..args.first_seed + args.cases;
     let s = run_swarm(seeds, faults, true).map_err(|e| e.to_string())?;
     println!(
-        "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked), {} inconclusive; \
+        "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
          {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline; \
          {} MIGRATEs, {} entries of crashed or overrunning owners recovered",
         s.cases,
         started.elapsed().as_secs_f64(),
         s.passed,
         s.checked_ops,
+        s.min_checked.unwrap_or(0),
         s.inconclusive,
         s.unknown_ops,
         s.crashes,
@@ -83,6 +84,15 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.recoveries
     );
     let Some(failure) = s.failure else {
+        // No verdict is not a pass: a case the checker could not decide
+        // fails the run (raise CHECK_STEPS or shrink the case).
+        if s.inconclusive > 0 {
+            return Err(format!(
+                "{} case(s) inconclusive: the checker ran out of steps, so the run proves \
+                 nothing about them",
+                s.inconclusive
+            ));
+        }
         return Ok(());
     };
     println!("FAILED: seed {}", failure.case.seed);

@@ -309,6 +309,9 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> CheckReport {
         match (&e.op, &e.ret) {
             (KvOp::Get, KvRet::Unknown) => report.failed_reads += 1,
             (_, KvRet::NotCommitted) => report.not_committed += 1,
+            (_, KvRet::Full) if prepare::broken() == prepare::Broken::FullExcused => {
+                report.not_committed += 1
+            }
             (_, ret) => {
                 report.checked += 1;
                 report.unknown += usize::from(*ret == KvRet::Unknown);

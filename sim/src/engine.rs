@@ -38,8 +38,8 @@ use nessie_protocol::client::retries;
 use nessie_protocol::layout::StateWord;
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
 use nessie_protocol::{
-    ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Outcome,
-    Poll, PutMachine, Region, RemoteAddr, WorkRequest,
+    ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Poll,
+    PutMachine, Region, RemoteAddr, WorkRequest,
 };
 
 use crate::chaos::{Chaos, Dice};
@@ -57,6 +57,8 @@ pub(crate) struct CurrentOp {
     pub(crate) key: u64,
     pub(crate) value: Vec<u8>,
     pub(crate) started: u64,
+    /// The history's stamp of the invocation ([`Engine::stamp`]).
+    invoked: u64,
     /// Virtual time of the current attempt's first step (its deadline is
     /// one expiration period later, on the client's own clock).
     attempt_started: Option<u64>,
@@ -239,6 +241,11 @@ pub(crate) struct Engine {
     history: Vec<Event>,
     history_stats: Vec<OpStats>,
     next_value: u64,
+    /// The last stamp given to a history event ([`Engine::stamp`]).
+    last_stamp: u64,
+    /// Operations that ended (however), counted apart from the history, so
+    /// that a history that lost operations is seen.
+    completed_ops: u64,
     pub(crate) dice: Dice,
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
@@ -408,6 +415,8 @@ impl Engine {
             history: Vec::new(),
             history_stats: Vec::new(),
             next_value: 0,
+            last_stamp: 0,
+            completed_ops: 0,
             dice,
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
@@ -640,15 +649,20 @@ impl Engine {
                     Poll::Done(Err(e)) => return Err(e.into()),
                 }
             }
+            if stored {
+                self.completed_ops += 1;
+            }
             if self.spec.record_history && stored {
                 self.history_stats.push(m.stats());
+                let invoke = self.stamp(0);
+                let response = self.stamp(0);
                 self.history.push(Event {
                     client: (k % n) as usize,
                     key: key_of(k, self.spec.key_size),
                     op: KvOp::Put(value.clone()),
                     ret: KvRet::Put(false),
-                    invoke: 2 * k,
-                    response: 2 * k + 1,
+                    invoke,
+                    response,
                 });
             }
         }
@@ -706,7 +720,6 @@ impl Engine {
             return false;
         };
         let spec = &self.spec;
-        let cl = &mut self.clients[c];
         // Every PUT writes a value of its own, so that a stale read shows.
         let mut value = vec![b'w'; spec.value_size as usize];
         let tag = format!("{c}:{}", self.next_value);
@@ -714,6 +727,8 @@ impl Engine {
         let n = tag.len().min(value.len());
         value[..n].copy_from_slice(&tag.as_bytes()[..n]);
         let preload = self.preloading > 0;
+        let invoked = self.stamp(now);
+        let cl = &mut self.clients[c];
         let budget = cl
             .jitter
             .clone()
@@ -723,6 +738,7 @@ impl Engine {
             key,
             value,
             started: now,
+            invoked,
             attempt_started: None,
             attempts: 0,
             backoff_ns: nanos(self.cfg.retry.initial_backoff).max(1),
@@ -984,12 +1000,7 @@ impl Engine {
         };
         if op.preload {
             // Not measured; in the history all the same.
-            let ret = match &r {
-                Ok(Response::Put(e)) => KvRet::Put(*e),
-                Err(e) if e.outcome() == Outcome::Unknown => KvRet::Unknown,
-                _ => KvRet::NotCommitted,
-            };
-            self.record(c, &op, ret, now);
+            self.record(c, &op, KvRet::of(&r), now);
             if self.clients[c].preload.is_empty() {
                 self.preloading -= 1;
                 if self.preloading == 0 {
@@ -1008,13 +1019,7 @@ impl Engine {
             }
         }
         self.stats += op.stats;
-        let ret = match (&r, Outcome::of(&r)) {
-            (Ok(Response::Get(v)), _) => KvRet::Get(v.clone()),
-            (Ok(Response::Put(e)), _) => KvRet::Put(*e),
-            (Ok(Response::Delete(e)), _) => KvRet::Delete(*e),
-            (Err(_), Outcome::Unknown) => KvRet::Unknown,
-            (Err(_), _) => KvRet::NotCommitted,
-        };
+        let ret = KvRet::of(&r);
         if ret == KvRet::Unknown {
             self.unknown += 1;
         }
@@ -1040,10 +1045,24 @@ impl Engine {
         self.schedule(now, Ev::Poll(c));
     }
 
+    /// A stamp for the history at virtual time `now`: picoseconds
+    /// (`now` x 1000), raised where needed to one more than the last stamp
+    /// given, so that stamps follow the order in which the simulator
+    /// processed the events. A response therefore precedes every invocation
+    /// that follows it, even at one virtual instant (the checker would take
+    /// equal stamps for concurrent operations and miss a client's stale read
+    /// of its own write).
+    fn stamp(&mut self, now: u64) -> u64 {
+        self.last_stamp = (now.saturating_mul(1000)).max(self.last_stamp + 1);
+        self.last_stamp
+    }
+
     fn record(&mut self, c: usize, op: &CurrentOp, ret: KvRet, now: u64) {
+        self.completed_ops += 1;
         if !self.spec.record_history {
             return;
         }
+        let response = self.stamp(now);
         self.history_stats.push(op.stats);
         self.history.push(Event {
             client: c,
@@ -1054,8 +1073,8 @@ impl Engine {
                 Kind::Delete => KvOp::Delete,
             },
             ret,
-            invoke: op.started,
-            response: now,
+            invoke: op.invoked,
+            response,
         });
     }
 
@@ -1274,6 +1293,7 @@ impl Engine {
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),
+            completed_ops: self.completed_ops,
             history_stats: std::mem::take(&mut self.history_stats),
         }
     }

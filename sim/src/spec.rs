@@ -347,8 +347,17 @@ pub struct SimReport {
     /// Events per wall-clock second (not deterministic).
     pub events_per_wall_sec: f64,
     /// The history, if recorded (each PUT writes a value unique to it).
+    /// Its stamps are virtual picoseconds made strictly increasing in the
+    /// order the simulator processed the events (a response precedes every
+    /// invocation after it, even at one virtual instant); each client slot
+    /// is a sequential process.
     #[serde(skip)]
     pub history: Vec<Event>,
+    /// Operations that ended, preload and final sweep included (counted
+    /// apart from the history: with [`SimSpec::record_history`] the history
+    /// must hold exactly this many).
+    #[serde(default)]
+    pub completed_ops: u64,
     /// The fabric work of each operation of [`SimReport::history`] (same
     /// index; every attempt of the operation summed).
     #[serde(skip)]

@@ -5,7 +5,7 @@
 //! exactly from its JSON and shrinks to a smaller case that still fails.
 
 use nessie_protocol::Faults;
-use nessie_sim::{shrink, swarm, SwarmCase, Verdict};
+use nessie_sim::{shrink, simulate, swarm, verdict_of, SwarmCase, Verdict};
 
 fn faults(name: &str) -> Faults {
     Faults::named(&[name]).unwrap()
@@ -22,8 +22,13 @@ fn the_correct_protocol_survives_two_thousand_fault_mixes() {
             serde_json::to_string(&f.case).unwrap()
         );
     }
-    assert_eq!(s.passed + s.inconclusive, 2_000);
-    assert!(s.inconclusive <= 20, "{s:?}");
+    // No verdict is no pass, and every case checked something: its sweep
+    // alone writes and reads back every key (at least 4 operations).
+    assert_eq!(s.inconclusive, 0, "{s:?}");
+    assert_eq!(s.passed, 2_000);
+    assert!(s.ok());
+    assert!(s.min_checked.is_some_and(|m| m >= 4), "{s:?}");
+    assert!(s.checked_ops > 100_000, "{s:?}");
     // The faults were really injected, and the protocol really recovered.
     assert!(s.crashes > 1_000, "{s:?}");
     assert!(s.lost_completions > 1_000, "{s:?}");
@@ -158,4 +163,56 @@ fn shrinking_keeps_the_failure_and_makes_the_case_smaller() {
     // The shrunk case replays to the same failure.
     let again = small.case.run(f).unwrap();
     assert_eq!(again.verdict, small.verdict);
+}
+
+/// A history that lost operations, or was never recorded, proves nothing:
+/// the case fails instead of passing on what little is left.
+#[test]
+fn a_truncated_or_unrecorded_history_fails_the_case() {
+    let case = SwarmCase::from_seed(7);
+    let run = case.run(Faults::default()).unwrap();
+    assert!(
+        matches!(run.verdict, Verdict::Pass(n) if n > 0),
+        "{:?}",
+        run.verdict
+    );
+    let mut truncated = run.report;
+    truncated.history.pop();
+    assert!(
+        matches!(verdict_of(&truncated), Verdict::Fail(ref m) if m.contains("truncated")),
+        "{:?}",
+        verdict_of(&truncated)
+    );
+    let mut spec = case.spec(Faults::default());
+    spec.record_history = false;
+    let unrecorded = simulate(&spec).unwrap();
+    assert!(unrecorded.completed_ops > 0);
+    assert!(verdict_of(&unrecorded).is_fail());
+}
+
+/// A client's stale read of its own write at one virtual instant: the
+/// simulator's stamps put the GET after the PUT, and the checker rejects
+/// the planted read (with equal stamps it was taken for concurrent).
+#[test]
+fn a_stale_read_planted_at_a_tie_in_a_recorded_history_is_rejected() {
+    use nessie_model::{KvOp, KvRet};
+    let run = SwarmCase::from_seed(7).run(Faults::default()).unwrap();
+    let mut h = run.report.history;
+    // The sweep's last PUT: a lone client, nothing concurrent.
+    let at = (0..h.len())
+        .rfind(|&i| matches!(h[i].ret, KvRet::Put(_)) && h[i].client == h[h.len() - 1].client)
+        .expect("the sweep's client wrote");
+    let put = h[at].clone();
+    // A GET of the PUT's key by the same client, invoked at the very stamp
+    // the PUT returned, that still finds the key absent.
+    let stale = nessie_model::Event {
+        op: KvOp::Get,
+        ret: KvRet::Get(None),
+        invoke: put.response,
+        response: put.response,
+        ..put.clone()
+    };
+    h.push(stale);
+    let err = nessie_model::check_history(&h, 10_000_000).expect_err("a stale read");
+    assert!(err.is_violation(), "{err}");
 }

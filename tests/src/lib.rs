@@ -276,14 +276,19 @@ pub fn find_key(
 }
 
 /// Asserts the history is linearizable, printing the checker's report (and
-/// the counterexample if not). An inconclusive search fails too, as such.
-/// Returns the number of operations checked.
+/// the counterexample if not). An inconclusive search, a malformed history
+/// and a history with nothing to check fail too, each as such (none of them
+/// could have failed the check). Returns the number of operations checked.
 pub fn assert_linearizable(history: &[Event]) -> usize {
     let report = check(history, &CheckConfig::default());
     eprintln!("history check: {report}");
     match report.verdict {
+        Verdict::Linearizable if report.checked == 0 => {
+            panic!("an empty history is no pass: nothing was checked")
+        }
         Verdict::Linearizable => report.checked,
         Verdict::NotLinearizable(v) => panic!("history is not linearizable:\n{v}"),
         Verdict::Inconclusive(i) => panic!("history check gave no verdict: {i}"),
+        Verdict::Malformed(m) => panic!("history is malformed: {m}"),
     }
 }

@@ -80,6 +80,16 @@ pub(super) enum Broken {
     /// Let a member of a class repair any number of operations.
     #[allow(dead_code)]
     ReuseMembers,
+    /// Ignore program order (order by real time only, ties concurrent).
+    #[allow(dead_code)]
+    NoProgramOrder,
+    /// Exchange twins even when one has a program successor at a tie.
+    #[allow(dead_code)]
+    SwapTiedTwins,
+    /// Leave a PUT refused as full out of the check, as if it were
+    /// "not committed".
+    #[allow(dead_code)]
+    FullExcused,
 }
 
 #[cfg(test)]
@@ -263,9 +273,7 @@ pub(super) fn prepare<'a>(
     }
     // Values no GET returned all become JUNK.
     for (i, &e) in events.iter().enumerate() {
-        if matches!(e.op, KvOp::Put(_))
-            && e.ret != KvRet::Full
-            && !read.contains_key(&value_of[i])
+        if matches!(e.op, KvOp::Put(_)) && e.ret != KvRet::Full && !read.contains_key(&value_of[i])
         {
             value_of[i] = JUNK;
         }
@@ -352,11 +360,13 @@ pub(super) fn prepare<'a>(
     }
     for x in 0..ops.len() {
         let p = match pred[ops[x].event] {
+            _ if broken() == Broken::NoProgramOrder => NO_PRED,
             Some(p) if !matches!(ops[x].kind, Kind::Forced(_)) => op_of_event[p],
             _ => NO_PRED,
         };
         ops[x].pred = p;
-        if p != NO_PRED && ops[x].invoke <= ops[p as usize].response {
+        let tie = ops[x].invoke <= ops.get(p as usize).map_or(0, |o| o.response);
+        if p != NO_PRED && tie && broken() != Broken::SwapTiedTwins {
             ops[p as usize].tie_successor = true;
         }
     }

@@ -233,10 +233,118 @@ fn thousands_of_unknown_writes_on_one_key_are_cheap() {
     assert!(report.steps < 100, "{report}");
 }
 
+// ----- program order at timestamp ties ---------------------------------------
+
+/// The tie the cluster simulator used to record: client 0's GET starts at
+/// the instant its PUT returned. Real time alone calls the two concurrent and
+/// accepts the stale read; the client's program order rejects it.
+#[test]
+fn a_clients_stale_read_of_its_own_write_at_a_tie_is_caught() {
+    let own = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 10),
+        ev(0, KvOp::Get, KvRet::Get(None), 10, 20),
+    ];
+    let err = check_history(&own, 1000).expect_err("read-your-writes at a tie");
+    assert!(err.is_violation(), "{err}");
+    // The same stamps from two clients are concurrent: no false alarm.
+    let other = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 10),
+        ev(1, KvOp::Get, KvRet::Get(None), 10, 20),
+    ];
+    assert_eq!(check_history(&other, 1000), Ok(2));
+    // Ignoring program order (the broken variant) accepts the stale read.
+    let blind = with_broken(Broken::NoProgramOrder, || check_history(&own, 1000));
+    assert_eq!(blind, Ok(2));
+}
+
+/// A DELETE followed at a tie by the same client's GET that still sees the
+/// value.
+#[test]
+fn a_read_after_ones_own_delete_at_a_tie_is_caught() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 5),
+        ev(0, KvOp::Delete, KvRet::Delete(true), 5, 10),
+        ev(0, KvOp::Get, got("a"), 10, 10),
+    ];
+    assert!(check_history(&h, 1000).expect_err("stale").is_violation());
+}
+
+/// Two DELETEs that found the key present are twins (only the one that
+/// responds first is tried), unless one has a program successor at a tie:
+/// here only L (client 2), not X (client 1), can go first, because L's
+/// successor, a PUT that found the key absent, must sit between them.
+/// Exchanging the tied twin anyway is a false alarm.
+#[test]
+fn a_twin_with_a_successor_at_a_tie_is_never_exchanged() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        ev(1, KvOp::Delete, KvRet::Delete(true), 2, 10),
+        ev(2, KvOp::Delete, KvRet::Delete(true), 3, 10),
+        ev(2, put("b"), KvRet::Put(false), 10, 12),
+    ];
+    assert!(brute_force(&h));
+    assert_eq!(check_history(&h, 1000), Ok(4));
+    let swapped = with_broken(Broken::SwapTiedTwins, || check_history(&h, 1000));
+    assert!(swapped.is_err(), "the broken exchange rejects it");
+}
+
+/// Operations of one client that overlap are a recorder bug: the history is
+/// malformed, neither a pass nor a violation.
+#[test]
+fn overlapping_operations_of_one_client_are_malformed() {
+    let h = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 10),
+        ev(0, KvOp::Get, got("a"), 5, 20),
+    ];
+    let report = check(&h, &CheckConfig::default());
+    assert!(
+        matches!(report.verdict, Verdict::Malformed(ref m) if m.contains("overlap")),
+        "{report}"
+    );
+    assert!(matches!(
+        check_history(&h, 1000),
+        Err(CheckError::Malformed(_))
+    ));
+}
+
+// ----- refused for want of room ------------------------------------------------
+
+/// `TableFull` promises the key was absent and nothing was written: a PUT
+/// of a present key that answers "full" is a violation, a refused PUT's
+/// value never appears, and a refusal of an absent key passes.
+#[test]
+fn a_put_refused_as_full_must_have_met_the_key_absent() {
+    let refused_present = vec![
+        ev(0, put("a"), KvRet::Put(false), 0, 1),
+        ev(1, put("b"), KvRet::Full, 2, 3),
+    ];
+    let err = check_history(&refused_present, 1000).expect_err("key present");
+    assert!(err.is_violation(), "{err}");
+    let excused = with_broken(Broken::FullExcused, || {
+        check_history(&refused_present, 1000)
+    });
+    assert_eq!(excused, Ok(1), "as 'not committed' it was a free pass");
+    let wrote_anyway = vec![
+        ev(0, put("b"), KvRet::Full, 0, 1),
+        ev(1, KvOp::Get, got("b"), 2, 3),
+    ];
+    assert!(check_history(&wrote_anyway, 1000).is_err());
+    let honest = vec![
+        ev(0, put("b"), KvRet::Full, 0, 1),
+        ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+        ev(1, put("c"), KvRet::Put(false), 4, 5),
+    ];
+    assert_eq!(check_history(&honest, 1000), Ok(3));
+}
+
 // ----- differential test against a brute-force checker -----------------------
 
 /// Whether one key's history is linearizable, by trying every subset of its
 /// unknown writes and every order that respects real time.
+///
+/// Program order: an operation of a client that completed with a known
+/// result must follow the client's earlier operations that did (each
+/// client's operations, by invocation, are its program).
 fn brute_force(events: &[Event]) -> bool {
     let evs: Vec<&Event> = events
         .iter()
@@ -275,12 +383,24 @@ fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> boo
         if placed[x] {
             continue;
         }
-        let blocked = (0..ops.len()).any(|y| y != x && !placed[y] && end(ops[y]) < ops[x].invoke);
+        let known = |e: &Event| e.ret != KvRet::Unknown;
+        // (The events are in recording order, which is program order where
+        // a client's stamps tie exactly.)
+        let program_before = |y: usize, x: usize| {
+            let (ey, ex) = (ops[y], ops[x]);
+            ey.client == ex.client
+                && known(ey)
+                && known(ex)
+                && (ey.invoke, ey.response, y) < (ex.invoke, ex.response, x)
+        };
+        let blocked = (0..ops.len())
+            .any(|y| y != x && !placed[y] && (end(ops[y]) < ops[x].invoke || program_before(y, x)));
         if blocked {
             continue;
         }
         let next = match (&ops[x].op, &ops[x].ret) {
             (KvOp::Get, KvRet::Get(v)) => (*v == state).then(|| state.clone()),
+            (KvOp::Put(_), KvRet::Full) => state.is_none().then_some(None),
             (KvOp::Put(v), KvRet::Put(e)) => (*e == state.is_some()).then(|| Some(v.clone())),
             (KvOp::Delete, KvRet::Delete(e)) => (*e == state.is_some()).then_some(None),
             (KvOp::Put(v), KvRet::Unknown) => Some(Some(v.clone())),
@@ -302,16 +422,42 @@ fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> boo
 /// A random history of up to 7 operations on one key, over three values
 /// (so values repeat): half the time the results of a random execution,
 /// perturbed with probability 0.3; otherwise random results.
+///
+/// Half the histories have one client per operation and distinct stamps;
+/// the other half have one to three sequential clients whose stamps tie
+/// often (an operation invoked at the instant its client's previous one
+/// returned, zero-length operations, other clients' stamps equal), so that
+/// program order decides what real time cannot.
 fn small_history(rng: &mut Rng) -> Vec<Event> {
     let n = 1 + rng.below(7) as usize;
-    let mut times: Vec<u64> = (0..2 * n as u64).collect();
-    for i in (1..times.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        times.swap(i, j);
-    }
     let values = ["a", "b", "c"];
-    let mut ops: Vec<(KvOp, u64, u64, bool)> = (0..n)
-        .map(|i| {
+    let mut ops: Vec<(KvOp, u64, u64, bool)> = Vec::new();
+    let mut clients: Vec<usize> = Vec::new();
+    let sequential = rng.below(2) == 0;
+    if sequential {
+        let k = 1 + rng.below(3) as usize;
+        let mut clock = vec![0u64; k];
+        for _ in 0..n {
+            let c = rng.below(k as u64) as usize;
+            let a = clock[c] + rng.below(2);
+            let b = a + rng.below(3);
+            clock[c] = b;
+            let op = match rng.below(3) {
+                0 => KvOp::Get,
+                1 => put(values[rng.below(3) as usize]),
+                _ => KvOp::Delete,
+            };
+            let unknown = op != KvOp::Get && rng.below(100) < 40;
+            ops.push((op, a, b, unknown));
+            clients.push(c);
+        }
+    } else {
+        let mut times: Vec<u64> = (0..2 * n as u64).collect();
+        for i in (1..times.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            times.swap(i, j);
+        }
+        for i in 0..n {
             let (a, b) = (times[2 * i], times[2 * i + 1]);
             let op = match rng.below(3) {
                 0 => KvOp::Get,
@@ -319,17 +465,23 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
                 _ => KvOp::Delete,
             };
             let unknown = op != KvOp::Get && rng.below(100) < 40;
-            (op, a.min(b), a.max(b), unknown)
-        })
-        .collect();
-    ops.sort_by_key(|o| o.1);
+            ops.push((op, a.min(b), a.max(b), unknown));
+            clients.push(i);
+        }
+    }
+    // Sort by invocation, keeping each client's program order (stable).
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| ops[i].1);
+    let ops: Vec<(KvOp, u64, u64, bool)> = order.iter().map(|&i| ops[i].clone()).collect();
+    let clients: Vec<usize> = order.iter().map(|&i| clients[i]).collect();
     let random_results = rng.below(2) == 0;
     let mut rets = vec![KvRet::Unknown; n];
-    // An execution: effect points inside the intervals.
+    // An execution: effect points inside the intervals (a zero-length
+    // operation at its instant), in program order at ties.
     let mut points: Vec<(u64, usize)> = ops
         .iter()
         .enumerate()
-        .map(|(i, o)| (2 * o.1 + 1 + rng.below(2 * (o.2 - o.1)), i))
+        .map(|(i, o)| (2 * o.1 + rng.below(2 * (o.2 - o.1) + 1), i))
         .collect();
     points.sort_unstable();
     let mut state: Option<Vec<u8>> = None;
@@ -340,6 +492,8 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
         }
         let r = match op {
             KvOp::Get => KvRet::Get(state.clone()),
+            // Now and then a PUT of an absent key is refused: index full.
+            KvOp::Put(_) if state.is_none() && rng.below(8) == 0 => KvRet::Full,
             KvOp::Put(v) => KvRet::Put(state.replace(v.clone()).is_some()),
             KvOp::Delete => KvRet::Delete(state.take().is_some()),
         };
@@ -356,6 +510,7 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
             rets[i] = match &o.0 {
                 KvOp::Get if rng.below(4) == 0 => KvRet::Get(None),
                 KvOp::Get => KvRet::Get(Some(values[rng.below(3) as usize].into())),
+                KvOp::Put(_) if rng.below(6) == 0 => KvRet::Full,
                 KvOp::Put(_) => KvRet::Put(rng.below(2) == 0),
                 KvOp::Delete => KvRet::Delete(rng.below(2) == 0),
             };
@@ -363,8 +518,8 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
     }
     ops.into_iter()
         .zip(rets)
-        .enumerate()
-        .map(|(i, ((op, a, b, _), ret))| ev(i, op, ret, a, b))
+        .zip(clients)
+        .map(|(((op, a, b, _), ret), c)| ev(c, op, ret, a, b))
         .collect()
 }
 
@@ -400,7 +555,12 @@ fn agrees_with_brute_force_on_random_small_histories() {
 
 #[test]
 fn teeth_the_differential_test_catches_each_broken_reduction() {
-    for b in [Broken::DropUnread, Broken::ReuseMembers] {
+    for b in [
+        Broken::DropUnread,
+        Broken::ReuseMembers,
+        Broken::NoProgramOrder,
+        Broken::FullExcused,
+    ] {
         let (wrong, _) = with_broken(b, || disagreements(20_000, 1));
         assert!(wrong > 0, "{b:?} must disagree with brute force somewhere");
     }
