@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use nessie_protocol::Faults;
-use nessie_sim::swarm::{shrink, swarm as run_swarm, CaseRun, SwarmCase, Verdict};
+use nessie_sim::swarm::{shrink, swarm_with as run_swarm, CaseRun, SwarmCase, Verdict};
 
 /// Options of `nessie swarm`.
 #[derive(Args, Debug, Clone)]
@@ -29,6 +29,11 @@ pub struct SwarmArgs {
     /// Runs spent shrinking a failure.
     #[arg(long, default_value_t = 200)]
     pub shrink_budget: usize,
+    /// The A2 negative control: mutations that reach their responder after
+    /// their landing deadline execute anyway (packets held past the margin).
+    /// A correct protocol whose safety rests on A2 must fail somewhere.
+    #[arg(long)]
+    pub late_landing: bool,
 }
 
 fn describe(run: &CaseRun) {
@@ -50,8 +55,9 @@ fn describe(run: &CaseRun) {
 pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     let faults = Faults::named(&args.faults).map_err(|e| e.to_string())?;
     if let Some(json) = &args.replay {
-        let case: SwarmCase =
+        let mut case: SwarmCase =
             serde_json::from_str(json).map_err(|e| format!("--replay: not a case: {e}"))?;
+        case.chaos.late_landing |= args.late_landing;
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -65,10 +71,12 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let s = run_swarm(seeds, faults, true).map_err(|e| e.to_string())?;
+    let late = args.late_landing;
+    let s = run_swarm(seeds, faults, true, |c| c.chaos.late_landing |= late)
+        .map_err(|e| e.to_string())?;
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
-         {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline; \
+         {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
          {} MIGRATEs, {} entries of crashed or overrunning owners recovered",
         s.cases,
         started.elapsed().as_secs_f64(),
@@ -80,6 +88,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.crashes,
         s.lost_completions,
         s.landing_deadline_refusals,
+        s.late_landings,
         s.migrations,
         s.recoveries
     );

@@ -15,6 +15,7 @@
 //!   must: a mutation that reaches its responder later than its landing
 //!   deadline (posting time + `deadline_margin`) is not executed and its
 //!   completion reports an error (outcome unknown to the client).
+//!   [`Chaos::late_landing`] drops A2 on purpose, as a negative control.
 //! - Everything else is unbounded: reads and completions may be delayed
 //!   (hence reordered) without limit, a request may execute and then report
 //!   a failure, or execute and report nothing (the client's machine gives up
@@ -91,6 +92,13 @@ pub struct Chaos {
     /// still use the time its requests are posted.) 0: none.
     #[serde(default)]
     pub straggler_step_ns: u64,
+    /// A2 dropped (a negative control, never part of a correct run): a
+    /// mutation that reaches its responder after its landing deadline still
+    /// executes, as a packet held by a paused priority past the margin would
+    /// on a PFC fabric. Some checker must then fail wherever
+    /// `docs/protocol.md` says safety rests on A2.
+    #[serde(default)]
+    pub late_landing: bool,
 }
 
 impl Chaos {
@@ -112,6 +120,7 @@ impl Chaos {
         boundary_pauses: false,
         boundary_delays: false,
         straggler_step_ns: 0,
+        late_landing: false,
     };
 
     /// Whether any fault is on (the engine then arms deadline wake-ups).
@@ -134,6 +143,7 @@ impl Chaos {
             ("crash", self.crash_permille > 0),
             ("outage", self.outage_permille > 0),
             ("skew", self.skew),
+            ("late-landing", self.late_landing),
         ] {
             if on {
                 v.push(name);
@@ -157,6 +167,7 @@ impl Chaos {
             "crash" => c.crash_permille = 0,
             "outage" => c.outage_permille = 0,
             "skew" => c.skew = false,
+            "late-landing" => c.late_landing = false,
             _ => {}
         }
         c

@@ -42,4 +42,4 @@ pub use chaos::Chaos;
 pub use engine::simulate;
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
 pub use spec::{config, ChaosCounts, ServerFaults, SimError, SimReport, SimSpec, System, Tuning};
-pub use swarm::{shrink, swarm, verdict_of, SwarmCase, SwarmSummary, Verdict};
+pub use swarm::{shrink, swarm, swarm_with, verdict_of, SwarmCase, SwarmSummary, Verdict};

@@ -206,7 +206,11 @@ impl Engine {
             self.fail(r, at, FabricError::Timeout);
             return;
         }
-        if mutation && now > req.posted + margin {
+        let late = mutation && now > req.posted + margin;
+        if late && self.spec.chaos.late_landing {
+            // A2 dropped (negative control): it executes all the same.
+            self.counts.late_landings += 1;
+        } else if late {
             // A2, enforced by the requester: past its landing deadline the
             // queue pair was moved to the error state, so the request never
             // executes; the requester learns only that it failed.

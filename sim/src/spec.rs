@@ -407,6 +407,9 @@ pub struct ChaosCounts {
     pub lost_completions: u64,
     /// Mutations refused at their landing deadline (A2 enforced).
     pub landing_deadline_refusals: u64,
+    /// Mutations that executed after their landing deadline
+    /// ([`Chaos::late_landing`](crate::Chaos::late_landing): A2 dropped).
+    pub late_landings: u64,
     /// Requests to an unreachable node.
     pub unreachable: u64,
     /// Client pauses.

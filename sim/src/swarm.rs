@@ -426,6 +426,9 @@ pub struct SwarmSummary {
     pub lost_completions: u64,
     /// Mutations refused at their landing deadline.
     pub landing_deadline_refusals: u64,
+    /// Mutations that executed after their landing deadline (only with
+    /// [`Chaos::late_landing`](crate::Chaos::late_landing)).
+    pub late_landings: u64,
     /// MIGRATEs run.
     pub migrations: u64,
     /// Entries of crashed or overrunning owners recovered.
@@ -449,14 +452,28 @@ pub fn swarm(
     faults: Faults,
     stop_at_failure: bool,
 ) -> Result<SwarmSummary, SimError> {
+    swarm_with(seeds, faults, stop_at_failure, |_| {})
+}
+
+/// [`swarm`], each case changed by `tweak` after it is drawn (for example
+/// the A2 negative control: `|c| c.chaos.late_landing = true`).
+pub fn swarm_with(
+    seeds: impl IntoIterator<Item = u64>,
+    faults: Faults,
+    stop_at_failure: bool,
+    tweak: impl Fn(&mut SwarmCase),
+) -> Result<SwarmSummary, SimError> {
     let mut s = SwarmSummary::default();
     for seed in seeds {
-        let run = SwarmCase::from_seed(seed).run(faults)?;
+        let mut case = SwarmCase::from_seed(seed);
+        tweak(&mut case);
+        let run = case.run(faults)?;
         s.cases += 1;
         s.unknown_ops += run.report.unknown;
         s.crashes += run.report.chaos.crashes;
         s.lost_completions += run.report.chaos.lost_completions;
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
+        s.late_landings += run.report.chaos.late_landings;
         s.migrations += run.report.migrations;
         s.recoveries += run.report.recoveries;
         match &run.verdict {
