@@ -29,9 +29,15 @@ pub struct SwarmArgs {
     /// Runs spent shrinking a failure.
     #[arg(long, default_value_t = 200)]
     pub shrink_budget: usize,
-    /// The A2 negative control: mutations that reach their responder after
-    /// their landing deadline execute anyway (packets held past the margin).
-    /// A correct protocol whose safety rests on A2 must fail somewhere.
+    /// The system under test (nessie, nessie-sd, nessie-hy, pilaf): the
+    /// baselines take the same network faults and client crashes.
+    #[arg(long, default_value = "nessie")]
+    pub system: String,
+    /// The A2 negative control (`SwarmCase::without_a2`): mutations that
+    /// reach their responder after their landing deadline execute anyway
+    /// (packets held past the margin), and a quarter of the requests are
+    /// delayed by up to three expiration periods. Where safety rests on A2,
+    /// some case must fail.
     #[arg(long)]
     pub late_landing: bool,
 }
@@ -43,10 +49,12 @@ fn describe(run: &CaseRun) {
         serde_json::to_string(&run.case).unwrap_or_default()
     );
     println!(
-        "  {} operations ({} unknown, {} failed), faults injected: {:?}",
+        "  {} operations ({} unknown, {} failed), {} entries recycled while clients raced, \
+         faults injected: {:?}",
         r.ops + r.failures,
         r.unknown,
         r.failures,
+        r.recycled_in_race,
         r.chaos
     );
 }
@@ -57,7 +65,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     if let Some(json) = &args.replay {
         let mut case: SwarmCase =
             serde_json::from_str(json).map_err(|e| format!("--replay: not a case: {e}"))?;
-        case.chaos.late_landing |= args.late_landing;
+        if args.late_landing {
+            case = case.without_a2();
+        }
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -72,12 +82,19 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
     let late = args.late_landing;
-    let s = run_swarm(seeds, faults, true, |c| c.chaos.late_landing |= late)
-        .map_err(|e| e.to_string())?;
+    let system: nessie_sim::System = args.system.parse().map_err(|e| format!("{e}"))?;
+    let s = run_swarm(seeds, faults, true, |c| {
+        c.system = system;
+        if late {
+            *c = c.clone().without_a2();
+        }
+    })
+    .map_err(|e| e.to_string())?;
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
          {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
-         {} MIGRATEs, {} entries of crashed or overrunning owners recovered",
+         {} MIGRATEs, {} entries of crashed or overrunning owners recovered; \
+         {} entries recycled while clients raced (in {} cases)",
         s.cases,
         started.elapsed().as_secs_f64(),
         s.passed,
@@ -90,7 +107,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.landing_deadline_refusals,
         s.late_landings,
         s.migrations,
-        s.recoveries
+        s.recoveries,
+        s.recycled_in_race,
+        s.cases_with_reuse
     );
     let Some(failure) = s.failure else {
         // No verdict is not a pass: a case the checker could not decide

@@ -54,6 +54,10 @@ pub struct OpStats {
     /// Unlinked entries whose recycle mark failed after the operation
     /// committed: they are never reused (a leak of memory, never of safety).
     pub leaked: u64,
+    /// Data table entries this client's allocator found marked for
+    /// recycling and expired, and took back for reuse (a written entry used
+    /// again: what the expiration period protects).
+    pub recycled: u64,
 }
 
 impl OpStats {
@@ -112,6 +116,7 @@ impl AddAssign for OpStats {
         self.lost_completions += o.lost_completions;
         self.settled_commits += o.settled_commits;
         self.leaked += o.leaked;
+        self.recycled += o.recycled;
     }
 }
 

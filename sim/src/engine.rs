@@ -49,6 +49,16 @@ use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec, System};
 use crate::systems::{Actor, AnyCore, KvMachine, Servers};
 use crate::zipf::ScrambledZipfian;
 
+/// The virtual time (ns) of a history stamp ([`SimReport::history`]'s
+/// stamps are picoseconds, raised where needed to keep them strictly
+/// increasing; this is their nanosecond, which may lie a little after the
+/// event's own when over a thousand events share one instant).
+///
+/// [`SimReport::history`]: crate::SimReport::history
+pub fn stamp_ns(stamp: u64) -> u64 {
+    stamp / 1000
+}
+
 /// Virtual time starts here (ns), so that no deadline is near zero.
 pub(crate) const EPOCH: u64 = 1_000_000_000;
 
@@ -243,6 +253,9 @@ pub(crate) struct Engine {
     next_value: u64,
     /// The last stamp given to a history event ([`Engine::stamp`]).
     last_stamp: u64,
+    /// Data table entries recycled for reuse by operations of the workload
+    /// (not the final sweep): reuse while clients race.
+    recycled_in_race: u64,
     /// Operations that ended (however), counted apart from the history, so
     /// that a history that lost operations is seen.
     completed_ops: u64,
@@ -416,6 +429,7 @@ impl Engine {
             history_stats: Vec::new(),
             next_value: 0,
             last_stamp: 0,
+            recycled_in_race: 0,
             completed_ops: 0,
             dice,
             counts: ChaosCounts::default(),
@@ -1019,6 +1033,9 @@ impl Engine {
             }
         }
         self.stats += op.stats;
+        if !op.sweep {
+            self.recycled_in_race += op.stats.recycled;
+        }
         let ret = KvRet::of(&r);
         if ret == KvRet::Unknown {
             self.unknown += 1;
@@ -1294,6 +1311,7 @@ impl Engine {
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),
             completed_ops: self.completed_ops,
+            recycled_in_race: self.recycled_in_race,
             history_stats: std::mem::take(&mut self.history_stats),
         }
     }

@@ -39,7 +39,7 @@ pub mod zipf;
 mod accounting_tests;
 
 pub use chaos::Chaos;
-pub use engine::simulate;
+pub use engine::{simulate, stamp_ns};
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
 pub use spec::{config, ChaosCounts, ServerFaults, SimError, SimReport, SimSpec, System, Tuning};
 pub use swarm::{shrink, swarm, swarm_with, verdict_of, SwarmCase, SwarmSummary, Verdict};

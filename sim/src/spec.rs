@@ -14,9 +14,12 @@ use crate::profile::Profile;
 
 /// The systems the simulator runs: Nessie and its papers' baselines, and
 /// Cell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub enum System {
     /// Nessie: fully client-driven.
+    #[default]
     Nessie,
     /// NessieSD: server-driven (HERD-like).
     NessieSd,
@@ -358,6 +361,11 @@ pub struct SimReport {
     /// must hold exactly this many).
     #[serde(default)]
     pub completed_ops: u64,
+    /// Data table entries that Nessie's allocators recycled (written before,
+    /// marked, expired, taken back) during the workload, while clients
+    /// raced: what the expiration period and the recycle marks protect.
+    #[serde(default)]
+    pub recycled_in_race: u64,
     /// The fabric work of each operation of [`SimReport::history`] (same
     /// index; every attempt of the operation summed).
     #[serde(skip)]

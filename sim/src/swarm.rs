@@ -27,7 +27,7 @@ use nessie_protocol::Faults;
 
 use crate::chaos::{Chaos, Dice};
 use crate::engine::simulate;
-use crate::spec::{SimError, SimReport, SimSpec, Tuning};
+use crate::spec::{SimError, SimReport, SimSpec, System, Tuning};
 
 /// Steps the linearizability checker may take per key before it gives up.
 /// An inconclusive case is never a pass: it is counted apart, and a swarm
@@ -69,6 +69,10 @@ pub struct SwarmCase {
     /// client threads' cores.
     #[serde(default)]
     pub background_per_node: u16,
+    /// The system under test (Nessie unless said; the baselines take the
+    /// same network faults and client crashes, and ignore Nessie's options).
+    #[serde(default)]
+    pub system: System,
 }
 
 fn one() -> u16 {
@@ -187,6 +191,7 @@ impl SwarmCase {
             chaos,
             depth: 1,
             background_per_node: 0,
+            system: System::Nessie,
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -207,6 +212,10 @@ impl SwarmCase {
         // The retry policy's longest back-off, from a fiftieth of the
         // deadline margin to the simulator's default.
         case.tuning.max_backoff_us = Some(pick(&mut d, &[margin_us / 10, margin_us / 2, 1_000]));
+        // Every run lasts at least three expiration periods, so that data
+        // table entries are recycled while clients still race (a run shorter
+        // than one period never reuses an entry).
+        case.seconds = case.seconds.max(3.0 * expiration_us as f64 / 1e6);
         if d.chance(250) {
             // Insert-heavy: a full index with two candidates and most writes
             // DELETEs and re-inserts, so that MIGRATEs are frequent.
@@ -218,6 +227,19 @@ impl SwarmCase {
             case.delete_pct = (100 - case.get_pct) * 4 / 10;
         }
         case
+    }
+
+    /// This case with A2 dropped, the negative control of the timing
+    /// assumption: mutations that reach their responder after their landing
+    /// deadline execute anyway ([`Chaos::late_landing`]), and a quarter of
+    /// the requests are delayed by up to three expiration periods, so that a
+    /// late mark or install can land after the entry it names was recycled.
+    pub fn without_a2(mut self) -> SwarmCase {
+        let expiration_ns = self.tuning.expiration_us.unwrap_or(1_000) * 1_000;
+        self.chaos.late_landing = true;
+        self.chaos.delay_permille = self.chaos.delay_permille.max(250);
+        self.chaos.max_delay_ns = self.chaos.max_delay_ns.max(3 * expiration_ns);
+        self
     }
 
     /// The simulation this case runs, with the protocol variant `faults`.
@@ -242,6 +264,7 @@ impl SwarmCase {
             depth: self.depth,
             background_per_node: self.background_per_node,
             final_sweep: true,
+            system: self.system,
             ..SimSpec::default()
         }
     }
@@ -429,6 +452,11 @@ pub struct SwarmSummary {
     /// Mutations that executed after their landing deadline (only with
     /// [`Chaos::late_landing`](crate::Chaos::late_landing)).
     pub late_landings: u64,
+    /// Data table entries recycled for reuse while clients raced (the
+    /// workload, not the final sweep), over all cases.
+    pub recycled_in_race: u64,
+    /// Cases in which some entry was recycled while clients raced.
+    pub cases_with_reuse: usize,
     /// MIGRATEs run.
     pub migrations: u64,
     /// Entries of crashed or overrunning owners recovered.
@@ -475,6 +503,8 @@ pub fn swarm_with(
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
         s.late_landings += run.report.chaos.late_landings;
         s.migrations += run.report.migrations;
+        s.recycled_in_race += run.report.recycled_in_race;
+        s.cases_with_reuse += usize::from(run.report.recycled_in_race > 0);
         s.recoveries += run.report.recoveries;
         match &run.verdict {
             Verdict::Pass(n) => {

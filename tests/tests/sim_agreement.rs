@@ -29,7 +29,7 @@ use nessie_baselines::{Deployment, HyOptions, KvClient, SystemConfig, SystemKind
 use nessie_fabric_sim::{ClockMode, SimConfig, SimFabric};
 use nessie_model::{Event, KvOp, KvRet};
 use nessie_protocol::{ClientId, NodeId, OpStats};
-use nessie_sim::{config, simulate, SimReport, SimSpec, System, Tuning};
+use nessie_sim::{config, simulate, stamp_ns, SimReport, SimSpec, System, Tuning};
 use nessie_tests::SimCluster;
 
 /// The counters the papers compare designs by.
@@ -74,13 +74,14 @@ fn agree(spec: SimSpec) {
         max_left_out: 20,
     };
     let [sim_get, real_get, sim_put, real_put] = compare(&report, start, &slots, rules, |_, e| {
-        // Preloaded keys (recorded at times 2k, 2k + 1) are written first,
-        // at the manual clock's start; the workload at its simulated times.
-        if e.invoke > start {
+        // Preloaded keys (recorded before the workload's first stamp) are
+        // written first, at the manual clock's start; the workload at its
+        // simulated times.
+        if stamp_ns(e.invoke) > start {
             let now = cluster.fabric.base_now().0;
             cluster
                 .fabric
-                .advance(Duration::from_nanos(e.invoke.saturating_sub(now)));
+                .advance(Duration::from_nanos(stamp_ns(e.invoke).saturating_sub(now)));
         }
         run(&mut clients[e.client], e)
     });
@@ -198,7 +199,7 @@ fn compare(
             continue;
         }
         compared += 1;
-        workload += usize::from(e.invoke > start);
+        workload += usize::from(stamp_ns(e.invoke) > start);
         assert_eq!(ret, e.ret, "operation {i} ({e:?}) returned differently");
         let all = |s: &OpStats| {
             let mut f = fabric(s).to_vec();
@@ -294,7 +295,7 @@ fn agree_baseline(spec: SimSpec) {
     let totals = compare(&report, start, &slots, rules, |_, e| {
         let now = d.fabric().base_now().0;
         d.fabric()
-            .advance(Duration::from_nanos(e.invoke.saturating_sub(now)));
+            .advance(Duration::from_nanos(stamp_ns(e.invoke).saturating_sub(now)));
         run(clients[e.client].as_mut(), e)
     });
     let [sim_get, real_get, sim_put, real_put] = totals;

@@ -43,10 +43,12 @@ impl AllocStep {
             let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
                 continue;
             };
+            let written = h.encode() != [0u8; 32];
             if hasty && h.recycle.recycle {
                 cx.client.alloc.collect_hastily(d);
-            } else {
-                cx.client.alloc.collect(d, &h, cx.now, skew);
+                cx.io.stats.recycled += 1;
+            } else if cx.client.alloc.collect(d, &h, cx.now, skew) && written {
+                cx.io.stats.recycled += 1;
             }
         }
         match cx.client.alloc.allocate() {
