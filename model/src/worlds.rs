@@ -536,6 +536,18 @@ pub fn failed_completions(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// [`failed_completions`] with two NIC faults in one world (any two of:
+/// failed after executing, failed without executing, completion lost), so
+/// that a fault can hit the step that recovers from another (the CAS
+/// settling a commit whose completion failed, the rollback after a failed
+/// install). Too big to exhaust in CI: bounded there.
+pub fn two_faults(faults: Faults) -> World {
+    let mut w = failed_completions(faults);
+    w.name = "two-faults".into();
+    w.max_faults = 2;
+    w
+}
+
 /// Hole 4's world: a MIGRATE owner may crash anywhere (in particular right
 /// after its copy commits, leaving both entries naming it); then a PUT of q,
 /// whose candidates are the copy's destination and g's entry, must get
@@ -612,6 +624,7 @@ pub fn by_name(name: &str) -> Option<World> {
         "cached-writer" => cached_writer(f),
         "cached-reader" => cached_reader(f),
         "failed-completions" => failed_completions(f),
+        "two-faults" => two_faults(f),
         "crashed-mover" => crashed_mover(f),
         _ => return None,
     };
@@ -619,7 +632,7 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 21] = [
+pub const NAMES: [&str; 22] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -640,5 +653,6 @@ pub const NAMES: [&str; 21] = [
     "cached-writer",
     "cached-reader",
     "failed-completions",
+    "two-faults",
     "crashed-mover",
 ];
