@@ -41,6 +41,11 @@ pub struct Faults {
     /// restores a MIGRATE copy's destination to the copy's previous version
     /// instead of emptying it (two entries then name one entry of the key).
     pub rollback_destination_to_previous: bool,
+    /// Issue 24's hole 1, reinstated: a fence CAS that finds any present
+    /// word ends the fence, even the copy itself (a late install that landed
+    /// between two fence tries), so the copy stays linked at its destination
+    /// while the reclaimer marks it for recycling.
+    pub fence_stops_at_present_word: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -50,7 +55,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -62,6 +67,7 @@ impl Faults {
         "errors-after-commit-retryable",
         "conflict-ends-put",
         "rollback-destination-to-previous",
+        "fence-stops-at-present-word",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -78,6 +84,7 @@ impl Faults {
             "errors-after-commit-retryable" => &mut self.errors_after_commit_retryable,
             "conflict-ends-put" => &mut self.conflict_ends_put,
             "rollback-destination-to-previous" => &mut self.rollback_destination_to_previous,
+            "fence-stops-at-present-word" => &mut self.fence_stops_at_present_word,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

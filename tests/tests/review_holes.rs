@@ -11,7 +11,7 @@ use std::time::Duration;
 use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
 use nessie_model::{check_history, KvOp, KvRet, Recorder};
 use nessie_protocol::{
-    ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IteAddr, Machine,
+    ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IndexEntry, IteAddr, Machine,
     MigrateSearch, NodeId, OpKind, Outcome, PutMachine,
 };
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
@@ -107,6 +107,109 @@ fn hole1_reinstated_the_late_install_resurrects_an_overwritten_value() {
     let (posted, got) = late_install(unfenced, Duration::from_millis(20));
     assert!(posted);
     assert_eq!(got, Some(b"mv".to_vec()), "stale: mv2 was acknowledged");
+}
+
+// ----- issue 24, hole 1: an install landing between two fence tries ---------
+
+/// The word at index slot `s` of node 0.
+fn index_word(cluster: &SimCluster, s: u32) -> IndexEntry {
+    let a = slot(s).remote();
+    IndexEntry(
+        cluster
+            .fabric
+            .read_word(a.node, a.region, a.offset)
+            .unwrap(),
+    )
+}
+
+/// A locks m's source (slot 0) with its copy Y' and decides to install it
+/// at m's destination (slot 1, holding the empty word E0) outside the
+/// margin; the install is held back. After A's deadline, R's PUT of m
+/// reclaims Y': it aborts it and fences the destination. R's first fence CAS
+/// (`[Y'] -> sealed`) finds E0; A's install lands (`E0 -> [Y']`); R's
+/// second fence CAS (`E0 -> sealed`) finds `[Y']`. Returns, once R's
+/// recovery has restored the source and marked the copy, the source's and
+/// the destination's words, whether Y' is marked for recycling, and Y'.
+fn install_between_fence_tries(faults: Faults) -> (IndexEntry, IndexEntry, bool, IndexEntry) {
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (m, p, _b) = late_install_story(&cluster);
+    let e0 = index_word(&cluster, 1);
+    assert!(!e0.is_present(), "m's destination holds an empty word");
+    let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
+    assert!(a.run_until(is_index_cas), "A reaches its lock");
+    assert!(a.deliver(), "the lock lands");
+    let y = index_word(&cluster, 0);
+    let t = cluster.cfg.expiration;
+    cluster.fabric.advance(t - Duration::from_millis(20));
+    let install = a.peek().iter().any(|wr| is_index_cas(&wr.op));
+    assert!(install, "A posts its install outside the margin");
+    // The install is held; A's deadline and the skew pass.
+    cluster
+        .fabric
+        .advance(Duration::from_millis(20) + cluster.cfg.clock_skew + Duration::from_millis(1));
+    let mut r = cluster.stepper(0, 1, PutMachine::put(&m, b"mv2"));
+    r.state.faults = faults;
+    let fences_dst = |op: &nessie_protocol::Op| {
+        is_index_cas(op)
+            && matches!(op, nessie_protocol::Op::Cas { addr, .. } if *addr == slot(1).remote())
+    };
+    assert!(r.run_until(fences_dst), "R fences m's destination");
+    assert!(
+        r.step(),
+        "R's first fence CAS finds E0 (the install has not landed)"
+    );
+    assert!(r.run_until(fences_dst), "R fences the empty word it found");
+    assert!(a.deliver(), "A's install lands between R's fence tries");
+    assert_eq!(
+        index_word(&cluster, 1),
+        y,
+        "the copy is linked at the destination"
+    );
+    // R's recovery goes on to restore the source and mark the copy; the
+    // story stops there (R's PUT itself would go on and meet the copy).
+    let restores_src = |op: &nessie_protocol::Op| matches!(op, nessie_protocol::Op::Cas { addr, .. } if *addr == slot(0).remote());
+    assert!(r.run_until(restores_src), "R restores m's source");
+    assert!(r.step(), "the source is restored");
+    assert!(r.step(), "the copy is marked for recycling");
+    let dte = y.dte().expect("the copy names an entry");
+    let header = cluster
+        .fabric
+        .read_bytes(
+            dte.node(),
+            nessie_protocol::Region::Data,
+            cluster.cfg.layout().entry_offset(dte.index),
+            32,
+        )
+        .unwrap();
+    let header = nessie_protocol::layout::DataEntryHeader::decode(&header).unwrap();
+    (
+        index_word(&cluster, 0),
+        index_word(&cluster, 1),
+        header.recycle.recycle,
+        y,
+    )
+}
+
+#[test]
+fn issue24_hole1_a_copy_installed_between_fence_tries_is_fenced_before_it_is_marked() {
+    let (src, dst, marked, y) = install_between_fence_tries(Faults::default());
+    assert_eq!(dst, y.emptied(), "the destination holds the sealed copy");
+    assert_ne!(src, y, "the source was restored too");
+    assert!(marked, "the copy, linked nowhere, is marked for recycling");
+}
+
+#[test]
+fn issue24_hole1_reinstated_the_copy_stays_linked_while_marked_for_recycling() {
+    let stops = Faults {
+        fence_stops_at_present_word: true,
+        ..Faults::default()
+    };
+    let (_, dst, marked, y) = install_between_fence_tries(stops);
+    assert_eq!(dst, y, "the copy is still linked at its destination");
+    assert!(
+        marked,
+        "and marked for recycling: its slot will be reused (I4)"
+    );
 }
 
 // ----- hole 2: cache extended from the completion time ---------------------

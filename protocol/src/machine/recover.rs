@@ -13,11 +13,13 @@
 //!    If the entry is already `Aborted`, go on; if it committed, stop.
 //! 2. A MIGRATE copy whose install may have been posted: **fence the
 //!    destination** first. CAS it from the copy to the copy's emptied word; if
-//!    the CAS finds an empty word instead (the install has not landed, or
-//!    never will), CAS that word to the copy's emptied word. Either way the
-//!    destination ends up holding a word the owner's install CAS does not
-//!    expect (empty words never recur), so a late install fails whenever it
-//!    lands. Each CAS's result says exactly what the destination holds.
+//!    the CAS finds an empty word instead (the install has not landed yet),
+//!    CAS that word to the copy's emptied word, and if that one finds the
+//!    copy (the install landed in between), CAS the copy again. The fence
+//!    ends once the destination holds a word the owner's install CAS does
+//!    not expect and that is not the copy: the sealed copy, or another
+//!    present word. Each CAS's result says exactly what the destination
+//!    holds; only then may the copy be unlinked at its source and marked.
 //! 3. Restore the index: a PUT/DELETE entry's index table entry goes back to
 //!    its previous version if that is present, else to the entry's own
 //!    emptied word; a MIGRATE copy's source goes back to its previous version
@@ -155,9 +157,23 @@ impl Recover {
                     Err(e) => return Some(Err(e)),
                 };
                 let sealed = self.word.emptied();
+                let stops_early = cx.client.faults.fence_stops_at_present_word;
+                if found == self.word && found != expect && !stops_early {
+                    // The install landed between two fence tries (it was
+                    // posted before the abort and held, or it completed with
+                    // an error first and executed later): the copy is linked
+                    // at the destination. Fence it too: the copy may be
+                    // restored away from the source and marked only once the
+                    // destination does not hold it.
+                    if tries >= FENCE_TRIES {
+                        return Some(Err(Error::Conflict));
+                    }
+                    return self.fence(cx, found, tries + 1);
+                }
                 if found == expect || found == sealed || found.is_present() {
                     // The destination holds (now) a word the install CAS does
-                    // not expect, and never will again: restore the source.
+                    // not expect, and another key's or version's word, or the
+                    // sealed copy: restore the source.
                     return self.restore_source(cx);
                 }
                 // An empty word we did not expect: fence that one.
