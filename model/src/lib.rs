@@ -30,8 +30,8 @@ pub mod world_history;
 pub mod worlds;
 
 pub use history::{Event, KvOp, KvRet, Recorder};
-pub use values::{unique_value, write_unique_value};
-pub use watchdog::{time_limit, TimeLimit};
 pub use linearizability::{
     check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
 };
+pub use values::{unique_value, write_unique_value};
+pub use watchdog::{time_limit, TimeLimit};

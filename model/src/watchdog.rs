@@ -12,7 +12,9 @@
 //! Limits are several times a test's duration on a 2-core machine, so they
 //! never fire in a normal run. `NESSIE_TIME_LIMIT_SCALE` multiplies every
 //! limit (e.g. `4` for a debug build on a slow machine; `0` turns the
-//! watchdog off).
+//! watchdog off); with `NESSIE_TIME_LIMIT_REPORT` set, each guard prints
+//! how long its test took against its limit when it is dropped (how the
+//! limits were chosen).
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -22,6 +24,10 @@ use std::time::{Duration, Instant};
 /// limits).
 pub const SCALE_VAR: &str = "NESSIE_TIME_LIMIT_SCALE";
 
+/// The environment variable that makes every guard report its test's
+/// duration against its limit when dropped.
+pub const REPORT_VAR: &str = "NESSIE_TIME_LIMIT_REPORT";
+
 /// A running time limit: dropping it stops the watchdog. See
 /// [`time_limit`].
 #[derive(Debug)]
@@ -29,6 +35,10 @@ pub const SCALE_VAR: &str = "NESSIE_TIME_LIMIT_SCALE";
 pub struct TimeLimit {
     done: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+    /// When the limit started, the test's name and its (scaled) limit.
+    start: Instant,
+    name: String,
+    limit: Option<Duration>,
 }
 
 /// `limit` scaled by `NESSIE_TIME_LIMIT_SCALE` (`None`: no limit).
@@ -49,8 +59,15 @@ fn scaled(limit: Duration) -> Option<Duration> {
 /// the guard for the test's whole body: `let _limit = time_limit(...)`.
 pub fn time_limit(name: &str, seed: impl std::fmt::Display, limit: Duration) -> TimeLimit {
     let done = Arc::new((Mutex::new(false), Condvar::new()));
+    let start = Instant::now();
     let Some(limit) = scaled(limit) else {
-        return TimeLimit { done, thread: None };
+        return TimeLimit {
+            done,
+            thread: None,
+            start,
+            name: name.to_string(),
+            limit: None,
+        };
     };
     let message = format!(
         "test {name} (seed {seed}) exceeded its time limit of {} s",
@@ -60,7 +77,7 @@ pub fn time_limit(name: &str, seed: impl std::fmt::Display, limit: Duration) -> 
     let thread = std::thread::Builder::new()
         .name(format!("time limit of {name}"))
         .spawn(move || {
-            let end = Instant::now() + limit;
+            let end = start + limit;
             let (lock, cv) = &*flag;
             let mut finished = lock.lock().unwrap_or_else(|e| e.into_inner());
             while !*finished {
@@ -79,6 +96,9 @@ pub fn time_limit(name: &str, seed: impl std::fmt::Display, limit: Duration) -> 
     TimeLimit {
         done,
         thread: Some(thread),
+        start,
+        name: name.to_string(),
+        limit: Some(limit),
     }
 }
 
@@ -89,6 +109,17 @@ impl Drop for TimeLimit {
         cv.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if std::env::var_os(REPORT_VAR).is_some() {
+            eprintln!(
+                "time limit: test {} took {:.2} s of its {}",
+                self.name,
+                self.start.elapsed().as_secs_f64(),
+                self.limit.map_or("(no limit)".to_string(), |l| format!(
+                    "{} s",
+                    l.as_secs_f64()
+                ))
+            );
         }
     }
 }

@@ -165,7 +165,13 @@ pub fn rec_delete<C: KvOps + ?Sized>(
     c: &mut C,
     key: &[u8],
 ) -> Result<bool, Error> {
-    r.record_result(id, key, KvOp::Delete, || c.delete(key), |&e| KvRet::Delete(e))
+    r.record_result(
+        id,
+        key,
+        KvOp::Delete,
+        || c.delete(key),
+        |&e| KvRet::Delete(e),
+    )
 }
 
 /// The value size of [`Workload::new`]: room for a unique tag

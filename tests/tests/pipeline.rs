@@ -4,9 +4,9 @@
 //! completion ends at the deadline, and a pipeline deeper than the node's
 //! client ids is a typed error.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::thread;

@@ -263,9 +263,7 @@ pub(super) fn prepare<'a>(
     }
     // Values no GET returned all become JUNK.
     for (i, &e) in events.iter().enumerate() {
-        if matches!(e.op, KvOp::Put(_))
-            && e.ret != KvRet::Full
-            && !read.contains_key(&value_of[i])
+        if matches!(e.op, KvOp::Put(_)) && e.ret != KvRet::Full && !read.contains_key(&value_of[i])
         {
             value_of[i] = JUNK;
         }

@@ -408,7 +408,14 @@ impl<'p> Search<'p> {
                 2
             };
             if k.holds(self.state) {
-                keep((priority, k, None, o.response, Move::Direct(x), o.tie_successor));
+                keep((
+                    priority,
+                    k,
+                    None,
+                    o.response,
+                    Move::Direct(x),
+                    o.tie_successor,
+                ));
                 continue;
             }
             for (c, class) in self.p.classes.iter().enumerate() {
