@@ -42,6 +42,11 @@ fn value(i: usize) -> Vec<u8> {
 
 #[test]
 fn a_batch_returns_every_result_in_request_order() {
+    let _limit = time_limit(
+        "a_batch_returns_every_result_in_request_order",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(cfg());
     let mut p = pipeline(&cluster, 0, 0, 8);
     let puts: Vec<_> = (0..100)
@@ -70,6 +75,11 @@ fn a_batch_returns_every_result_in_request_order() {
 
 #[test]
 fn a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error() {
+    let _limit = time_limit(
+        "a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(cfg());
     let ep = cluster.fabric.open(NodeId(0)).unwrap();
     let r = Pipeline::new(cluster.cfg.clone(), NodeId(0), 4, 5, ep);
@@ -184,6 +194,11 @@ fn join_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
 
 #[test]
 fn futures_complete_in_any_order_without_a_runtime() {
+    let _limit = time_limit(
+        "futures_complete_in_any_order_without_a_runtime",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(cfg());
     let p = AsyncPipeline::new(pipeline(&cluster, 0, 0, 8));
     let puts: Vec<_> = (0..40).map(|i| p.put(&key(i), &value(i))).collect();
@@ -201,6 +216,11 @@ fn futures_complete_in_any_order_without_a_runtime() {
 /// are not held up, and the batch finishes.
 #[test]
 fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
+    let _limit = time_limit(
+        "lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(Config {
         expiration: Duration::from_millis(50),
         deadline_margin: Duration::from_millis(5),
