@@ -33,5 +33,5 @@ pub use history::{Event, KvOp, KvRet, Recorder};
 pub use linearizability::{
     check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
 };
-pub use values::{unique_value, write_unique_value};
+pub use values::{unique_value, write_unique_value, MIN_RECORDED_VALUE_SIZE};
 pub use watchdog::{time_limit, TimeLimit};

@@ -85,6 +85,13 @@ pub fn unique_value(key: &[u8], writer: u64, seq: u64, size: usize) -> Vec<u8> {
     v
 }
 
+/// The smallest value size a recorded workload should be configured with:
+/// at 8 bytes every write of writers numbered below 2^14 with sequence
+/// numbers below 2^42 gets a value of its own (the binary form), and larger
+/// numbers are out of any run's reach. Configurations that record a
+/// history refuse smaller values, naming this reason.
+pub const MIN_RECORDED_VALUE_SIZE: usize = 8;
+
 /// The smallest value size at which [`write_unique_value`] keeps every
 /// write of `writers` writers of up to `writes` writes each unique: what a
 /// workload's configuration can be checked against before it runs.
@@ -134,6 +141,11 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_recorded_minimum_holds_what_it_promises() {
+        assert_eq!(min_unique_size(1 << 14, 1 << 42), MIN_RECORDED_VALUE_SIZE);
     }
 
     #[test]
