@@ -51,6 +51,7 @@ fn line(what: &str, spec: &Spec, plant: &str, r: &CheckReport) {
         Verdict::Linearizable => "linearizable",
         Verdict::NotLinearizable(_) => "NOT linearizable",
         Verdict::Inconclusive(_) => "INCONCLUSIVE",
+        Verdict::Malformed(_) => "MALFORMED",
     };
     println!(
         "{:>7} ops | {:<44} | {:<11} | {:>5.1} % unknown | {:<16} | {:>9} steps | {:>7.3} s",

@@ -11,6 +11,8 @@ use std::time::Duration;
 use nessie_cell::check::{check, Call, Event, History, Ret};
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
+/// Every story's time limit (`nessie_model::watchdog`).
+#[allow(unused_imports)]
 pub use nessie_model::time_limit;
 use nessie_model::{check_history, Event as KvEvent, KvOp, KvRet};
 use nessie_protocol::{ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
