@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use common::{client, start_kind, Sim};
 use nessie_baselines::SystemKind;
 use nessie_model::synthetic::{plant_violation, Plant};
-use nessie_model::{check, CheckConfig, CheckReport, Event, KvOp, KvRet, Recorder, Verdict};
+use nessie_model::{
+    check, time_limit, unique_value, CheckConfig, CheckReport, Event, KvOp, KvRet, Recorder,
+    Verdict,
+};
 use nessie_protocol::{Config, NodeId};
 
 fn cfg() -> Config {
@@ -76,7 +79,7 @@ fn node_down_history(d: &Sim, run: Duration) -> Vec<Event> {
                                 )
                                 .map(|_| ()),
                             _ => {
-                                let v = format!("v-{who}-{k}").into_bytes();
+                                let v = unique_value(&key, who as u64, k, 16);
                                 r.record_result(
                                     who,
                                     &key,
@@ -110,6 +113,11 @@ fn report_of(kind: SystemKind, what: &str, h: &[Event]) -> CheckReport {
 
 #[test]
 fn node_failure_histories_get_a_verdict_both_ways() {
+    let _limit = time_limit(
+        "node_failure_histories_get_a_verdict_both_ways",
+        7,
+        Duration::from_secs(120),
+    );
     // Nessie itself is left to the protocol's own tests (its outcome-unknown
     // handling is being reworked there).
     for kind in [

@@ -32,7 +32,7 @@ use nessie_baselines::mailbox::MailboxLayout;
 use nessie_baselines::pilaf::PilafLayout;
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
 use nessie_fabric_sim::{SimConfig, SimFabric};
-use nessie_model::{check, CheckConfig, KvOp, KvRet, Recorder, Verdict};
+use nessie_model::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
 use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome};
 
 const SYSTEMS: [SystemKind; 3] = [
@@ -177,6 +177,11 @@ fn put_at_paused_server(
 
 #[test]
 fn a_put_that_times_out_at_a_paused_server_never_commits_later() {
+    let _limit = time_limit(
+        "a_put_that_times_out_at_a_paused_server_never_commits_later",
+        "-",
+        Duration::from_secs(120),
+    );
     for kind in SYSTEMS {
         for client_node in [0, 1] {
             put_at_paused_server(kind, client_node, false)
@@ -187,6 +192,11 @@ fn a_put_that_times_out_at_a_paused_server_never_commits_later() {
 
 #[test]
 fn teeth_without_claims_a_timed_out_put_commits_later() {
+    let _limit = time_limit(
+        "teeth_without_claims_a_timed_out_put_commits_later",
+        "-",
+        Duration::from_secs(120),
+    );
     for kind in SYSTEMS {
         let verdict = put_at_paused_server(kind, 0, true);
         assert!(
@@ -383,21 +393,41 @@ fn honest_matrix(kind: SystemKind) {
 
 #[test]
 fn nessie_sd_faults_after_the_commit_point_give_honest_outcomes() {
+    let _limit = time_limit(
+        "nessie_sd_faults_after_the_commit_point_give_honest_outcomes",
+        "-",
+        Duration::from_secs(120),
+    );
     honest_matrix(SystemKind::NessieSd);
 }
 
 #[test]
 fn nessie_hy_faults_after_the_commit_point_give_honest_outcomes() {
+    let _limit = time_limit(
+        "nessie_hy_faults_after_the_commit_point_give_honest_outcomes",
+        "-",
+        Duration::from_secs(120),
+    );
     honest_matrix(SystemKind::NessieHy);
 }
 
 #[test]
 fn pilaf_faults_after_the_commit_point_give_honest_outcomes() {
+    let _limit = time_limit(
+        "pilaf_faults_after_the_commit_point_give_honest_outcomes",
+        "-",
+        Duration::from_secs(120),
+    );
     honest_matrix(SystemKind::Pilaf);
 }
 
 #[test]
 fn teeth_a_client_that_reports_unknown_outcomes_as_timeouts_is_caught() {
+    let _limit = time_limit(
+        "teeth_a_client_that_reports_unknown_outcomes_as_timeouts_is_caught",
+        "-",
+        Duration::from_secs(120),
+    );
     // One system suffices: the switch sits in the request channel all three share.
     let (_, lies) = fault_matrix(SystemKind::NessieSd, true);
     assert!(
@@ -450,7 +480,7 @@ fn pausing_workload(kind: SystemKind, skip_claims: bool) -> nessie_model::CheckR
                             );
                         }
                         _ => {
-                            let v = format!("v-{who}-{k}").into_bytes();
+                            let v = unique_value(&key, who as u64, k, 16);
                             let _ = r.record_result(
                                 who,
                                 &key,
@@ -506,6 +536,11 @@ fn pausing_workload(kind: SystemKind, skip_claims: bool) -> nessie_model::CheckR
 
 #[test]
 fn histories_stay_linearizable_while_servers_pause() {
+    let _limit = time_limit(
+        "histories_stay_linearizable_while_servers_pause",
+        "-",
+        Duration::from_secs(120),
+    );
     for kind in SYSTEMS {
         let report = pausing_workload(kind, false);
         assert!(
@@ -523,6 +558,11 @@ fn histories_stay_linearizable_while_servers_pause() {
 
 #[test]
 fn teeth_without_claims_the_history_checker_catches_timeouts_that_committed() {
+    let _limit = time_limit(
+        "teeth_without_claims_the_history_checker_catches_timeouts_that_committed",
+        "-",
+        Duration::from_secs(120),
+    );
     for kind in SYSTEMS {
         let report = pausing_workload(kind, true);
         assert!(

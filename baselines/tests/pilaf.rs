@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nessie_baselines::pilaf::{EntryRead, PilafClient, PilafLayout};
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{KvOp, KvRet, Recorder};
+use nessie_model::{time_limit, unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats, Region};
 
 type Pilaf = Deployment<SimFabric>;
@@ -304,11 +304,12 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                         .map(|_| ())
                     } else if dice < mix.get_pct + mix.delete_pct + mix.churn_pct {
                         let fresh = format!("churn-{who}-{k}").into_bytes();
+                        let value = unique_value(&fresh, who as u64, k as u64, 16);
                         r.record_result(
                             who,
                             &fresh,
-                            KvOp::Put(b"c".to_vec()),
-                            || c.put(&fresh, b"c"),
+                            KvOp::Put(value.clone()),
+                            || c.put(&fresh, &value),
                             |&e| KvRet::Put(e),
                         )
                         .and_then(|_| {
@@ -322,7 +323,7 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                         })
                         .map(|_| ())
                     } else {
-                        let value = format!("v-{who}-{k}").into_bytes();
+                        let value = unique_value(&key, who as u64, k as u64, 16);
                         r.record_result(
                             who,
                             &key,
@@ -358,6 +359,11 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
 
 #[test]
 fn concurrent_clients_on_hot_keys_are_linearizable() {
+    let _limit = time_limit(
+        "concurrent_clients_on_hot_keys_are_linearizable",
+        "-",
+        Duration::from_secs(120),
+    );
     let cfg = Config {
         nodes: 3,
         clients_per_node: 2,
@@ -389,6 +395,11 @@ fn concurrent_clients_on_hot_keys_are_linearizable() {
 
 #[test]
 fn gets_racing_cuckoo_moves_in_tiny_tables_are_linearizable() {
+    let _limit = time_limit(
+        "gets_racing_cuckoo_moves_in_tiny_tables_are_linearizable",
+        "-",
+        Duration::from_secs(120),
+    );
     // One node, 8 entries, 4 hot keys mostly present and 4 clients inserting
     // fresh keys: many inserts find all three candidates taken and move the
     // hot keys while other clients GET them.
@@ -517,6 +528,11 @@ fn moving_keys(
 
 #[test]
 fn keys_moved_by_cuckoo_inserts_are_never_missed() {
+    let _limit = time_limit(
+        "keys_moved_by_cuckoo_inserts_are_never_missed",
+        "-",
+        Duration::from_secs(120),
+    );
     let (gets, bad, moved, _) = moving_keys(false, |gets, _| gets >= 1500);
     assert_eq!(bad, 0, "a stored key was reported absent in {gets} GETs");
     assert!(moved >= 20, "only {moved} cuckoo moves");
@@ -524,6 +540,11 @@ fn keys_moved_by_cuckoo_inserts_are_never_missed() {
 
 #[test]
 fn teeth_without_the_move_epoch_a_moving_key_is_missed() {
+    let _limit = time_limit(
+        "teeth_without_the_move_epoch_a_moving_key_is_missed",
+        "-",
+        Duration::from_secs(120),
+    );
     let (gets, bad, _, _) = moving_keys(true, |_, bad| bad >= 1);
     assert!(
         bad >= 1,
@@ -603,6 +624,11 @@ fn race(skip_checksums: bool, enough: impl Fn(u64, u64, u64) -> bool) -> (u64, u
 
 #[test]
 fn gets_racing_puts_detect_torn_entries_and_return_only_written_values() {
+    let _limit = time_limit(
+        "gets_racing_puts_detect_torn_entries_and_return_only_written_values",
+        "-",
+        Duration::from_secs(120),
+    );
     let (gets, bad, torn) = race(false, |gets, _, torn| gets >= 2000 && torn >= 5);
     assert_eq!(bad, 0, "a GET returned a torn value");
     assert!(
@@ -613,6 +639,11 @@ fn gets_racing_puts_detect_torn_entries_and_return_only_written_values() {
 
 #[test]
 fn teeth_without_checksums_the_same_race_returns_torn_values() {
+    let _limit = time_limit(
+        "teeth_without_checksums_the_same_race_returns_torn_values",
+        "-",
+        Duration::from_secs(120),
+    );
     let (gets, bad, _) = race(true, |_, bad, _| bad >= 1);
     assert!(
         bad >= 1,
@@ -660,6 +691,11 @@ fn corruption_config() -> Config {
 
 #[test]
 fn a_corrupt_entry_is_retried_until_repaired_never_returned() {
+    let _limit = time_limit(
+        "a_corrupt_entry_is_retried_until_repaired_never_returned",
+        "-",
+        Duration::from_secs(120),
+    );
     let cfg = corruption_config();
     let dep = start(&cfg);
     let (mut c, home, at) = stored(&dep, &cfg, b"victim", b"the good value");
@@ -706,6 +742,11 @@ fn a_corrupt_entry_is_retried_until_repaired_never_returned() {
 
 #[test]
 fn a_corrupt_extent_times_out_and_is_returned_only_without_checksums() {
+    let _limit = time_limit(
+        "a_corrupt_extent_times_out_and_is_returned_only_without_checksums",
+        "-",
+        Duration::from_secs(120),
+    );
     let cfg = corruption_config();
     let dep = start(&cfg);
     let (mut c, home, at) = stored(&dep, &cfg, b"victim", b"the good value");
@@ -791,6 +832,11 @@ fn get_across_a_move(pause_before: usize, skip_epoch_check: bool) -> Option<Vec<
 
 #[test]
 fn a_key_moved_at_any_point_of_a_get_is_found() {
+    let _limit = time_limit(
+        "a_key_moved_at_any_point_of_a_get_is_found",
+        "-",
+        Duration::from_secs(120),
+    );
     for pause_before in 1..=9 {
         assert_eq!(
             get_across_a_move(pause_before, false).as_deref(),
@@ -802,6 +848,11 @@ fn a_key_moved_at_any_point_of_a_get_is_found() {
 
 #[test]
 fn teeth_deterministic_without_the_move_epoch_a_relocated_key_is_missed() {
+    let _limit = time_limit(
+        "teeth_deterministic_without_the_move_epoch_a_relocated_key_is_missed",
+        "-",
+        Duration::from_secs(120),
+    );
     // Candidate 0 read empty, then the move fills it and empties candidate 1.
     assert_eq!(get_across_a_move(2, true), None);
 }

@@ -16,6 +16,7 @@ use common::*;
 use nessie_baselines::coupled::CoupledLayout;
 use nessie_baselines::hy::HyClient;
 use nessie_baselines::{HyOptions, KvClient, SystemConfig, SystemKind};
+use nessie_model::time_limit;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, Region};
 
 fn small(nodes: u16, slots: u32) -> Config {
@@ -61,12 +62,22 @@ fn hy_behaves_like_a_map_with_and_without_its_optimisations() {
 
 #[test]
 fn sd_is_linearizable_on_hot_keys() {
+    let _limit = time_limit(
+        "sd_is_linearizable_on_hot_keys",
+        "-",
+        Duration::from_secs(120),
+    );
     let d = start_kind(SystemKind::NessieSd, small(3, 64));
     assert!(linearizable_workload(&d, 300, 4, 50, 21) >= 1800);
 }
 
 #[test]
 fn hy_is_linearizable_on_hot_keys() {
+    let _limit = time_limit(
+        "hy_is_linearizable_on_hot_keys",
+        "-",
+        Duration::from_secs(120),
+    );
     let d = start(hy(small(3, 64), hy_all_on()));
     assert!(linearizable_workload(&d, 300, 4, 60, 22) >= 1800);
     let d = start(hy(small(3, 64), HyOptions::default()));
@@ -75,6 +86,11 @@ fn hy_is_linearizable_on_hot_keys() {
 
 #[test]
 fn hy_gets_stay_linearizable_while_cuckoo_moves_run() {
+    let _limit = time_limit(
+        "hy_gets_stay_linearizable_while_cuckoo_moves_run",
+        "-",
+        Duration::from_secs(120),
+    );
     // 12 keys in 16 index table entries on one node: inserts after deletes
     // keep moving keys under concurrent client GETs.
     let d = start(hy(
@@ -222,6 +238,11 @@ fn a_client_that_reuses_a_slot_is_served() {
 
 #[test]
 fn a_stopped_server_means_a_timeout_not_a_hang() {
+    let _limit = time_limit(
+        "a_stopped_server_means_a_timeout_not_a_hang",
+        "-",
+        Duration::from_secs(120),
+    );
     let mut cfg = small(2, 64);
     cfg.retry.op_timeout = Duration::from_millis(200);
     let mut d = start_kind(SystemKind::NessieSd, cfg);
@@ -277,6 +298,11 @@ fn get_across_a_move(pause_before: usize, skip_epoch_check: bool) -> Option<Vec<
 
 #[test]
 fn hy_gets_never_miss_a_key_that_a_cuckoo_move_relocates() {
+    let _limit = time_limit(
+        "hy_gets_never_miss_a_key_that_a_cuckoo_move_relocates",
+        "-",
+        Duration::from_secs(120),
+    );
     // The move lands before each of the GET's fabric operations in turn:
     // before its first READ, between the two candidates of the first scan,
     // around the epoch READs and inside the second scan.
@@ -291,6 +317,11 @@ fn hy_gets_never_miss_a_key_that_a_cuckoo_move_relocates() {
 
 #[test]
 fn teeth_without_the_epoch_check_a_relocated_key_goes_missing() {
+    let _limit = time_limit(
+        "teeth_without_the_epoch_check_a_relocated_key_goes_missing",
+        "-",
+        Duration::from_secs(120),
+    );
     // The first scan reads candidate 0 (empty), the move puts the key there
     // and clears candidate 1, the scan reads candidates 1 and 2: a miss.
     assert_eq!(
@@ -303,6 +334,11 @@ fn teeth_without_the_epoch_check_a_relocated_key_goes_missing() {
 
 #[test]
 fn hy_gets_of_always_present_keys_never_miss_under_churn() {
+    let _limit = time_limit(
+        "hy_gets_of_always_present_keys_never_miss_under_churn",
+        "-",
+        Duration::from_secs(120),
+    );
     let cfg = Config {
         candidates: 3,
         ..small(1, 12)

@@ -18,6 +18,7 @@
 mod common;
 
 use std::thread;
+use std::time::Duration;
 
 use common::*;
 use nessie_cell::check::{check, Call, History, Ret};
@@ -90,6 +91,11 @@ fn torn_leaf_reads(skip_version_check: bool) -> (usize, usize) {
 
 #[test]
 fn version_check_rejects_every_torn_leaf_read() {
+    let _limit = time_limit(
+        "version_check_rejects_every_torn_leaf_read",
+        "-",
+        Duration::from_secs(120),
+    );
     let (wrong, torn) = torn_leaf_reads(false);
     assert_eq!(wrong, 0);
     assert!(torn >= 20, "{torn} torn reads detected");
@@ -97,6 +103,11 @@ fn version_check_rejects_every_torn_leaf_read() {
 
 #[test]
 fn teeth_without_the_version_check_a_torn_leaf_read_gives_a_wrong_answer() {
+    let _limit = time_limit(
+        "teeth_without_the_version_check_a_torn_leaf_read_gives_a_wrong_answer",
+        "-",
+        Duration::from_secs(120),
+    );
     let (wrong, _) = torn_leaf_reads(true);
     assert!(wrong > 0, "no torn image fooled the client");
 }
@@ -180,6 +191,11 @@ fn expected_scan() -> nessie_cell::client::Entries {
 
 #[test]
 fn min_max_check_detects_a_reused_node_behind_a_stale_pointer() {
+    let _limit = time_limit(
+        "min_max_check_detects_a_reused_node_behind_a_stale_pointer",
+        "-",
+        Duration::from_secs(120),
+    );
     let (got, reused) = scan_across_reused_node(true, false);
     assert!(reused, "the node was not reused");
     assert_eq!(got, expected_scan());
@@ -187,6 +203,11 @@ fn min_max_check_detects_a_reused_node_behind_a_stale_pointer() {
 
 #[test]
 fn teeth_without_the_min_max_check_a_reused_node_corrupts_a_scan() {
+    let _limit = time_limit(
+        "teeth_without_the_min_max_check_a_reused_node_corrupts_a_scan",
+        "-",
+        Duration::from_secs(120),
+    );
     let (got, reused) = scan_across_reused_node(true, true);
     assert!(reused, "the node was not reused");
     assert_ne!(got, expected_scan());
@@ -194,6 +215,11 @@ fn teeth_without_the_min_max_check_a_reused_node_corrupts_a_scan() {
 
 #[test]
 fn the_reuse_grace_alone_keeps_the_stale_pointer_on_an_invalid_node() {
+    let _limit = time_limit(
+        "the_reuse_grace_alone_keeps_the_stale_pointer_on_an_invalid_node",
+        "-",
+        Duration::from_secs(120),
+    );
     // With the grace (the default), the node behind the stale pointer is
     // still invalid when the scan reads it: even without the min/max check
     // the valid flag restarts the scan. `reuse_at_once` is what exposes the
@@ -237,11 +263,21 @@ fn torn_extent_read(skip_crc_check: bool) -> Option<Vec<u8>> {
 
 #[test]
 fn crc_check_rejects_a_torn_extent() {
+    let _limit = time_limit(
+        "crc_check_rejects_a_torn_extent",
+        "-",
+        Duration::from_secs(120),
+    );
     assert_eq!(torn_extent_read(false), Some(b"first-value-0001".to_vec()));
 }
 
 #[test]
 fn teeth_without_the_crc_check_a_torn_extent_is_returned() {
+    let _limit = time_limit(
+        "teeth_without_the_crc_check_a_torn_extent_is_returned",
+        "-",
+        Duration::from_secs(120),
+    );
     let got = torn_extent_read(true).unwrap();
     assert_ne!(got, b"first-value-0001".to_vec());
     assert_ne!(got, b"other-value-0002".to_vec());
@@ -337,10 +373,20 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
 
 #[test]
 fn scan_validation_keeps_a_racing_scan_linearizable() {
+    let _limit = time_limit(
+        "scan_validation_keeps_a_racing_scan_linearizable",
+        "-",
+        Duration::from_secs(120),
+    );
     assert!(scan_racing_a_delete_then_insert(false));
 }
 
 #[test]
 fn teeth_without_scan_validation_the_checker_catches_a_torn_scan() {
+    let _limit = time_limit(
+        "teeth_without_scan_validation_the_checker_catches_a_torn_scan",
+        "-",
+        Duration::from_secs(120),
+    );
     assert!(!scan_racing_a_delete_then_insert(true));
 }

@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use nessie_cell::{NodePtr, RegionId, SearchMode, SplitOutcome};
 use nessie_fabric_sim::SimEndpoint;
@@ -50,6 +52,11 @@ fn loaded() -> (Cell, Vec<u8>) {
 
 #[test]
 fn reads_between_every_step_of_a_meganode_split_see_every_key() {
+    let _limit = time_limit(
+        "reads_between_every_step_of_a_meganode_split_see_every_key",
+        "-",
+        Duration::from_secs(120),
+    );
     let (d, split) = loaded();
     let modes = [
         SearchMode::ClientOnly,
@@ -114,6 +121,11 @@ fn split_steps() -> usize {
 
 #[test]
 fn a_client_search_paused_before_any_read_survives_the_split() {
+    let _limit = time_limit(
+        "a_client_search_paused_before_any_read_survives_the_split",
+        "-",
+        Duration::from_secs(120),
+    );
     let total = split_steps();
     // Points of the split at which the paused search resumes.
     let points = [0, total / 4, total / 2, 3 * total / 4, total];

@@ -6,6 +6,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use nessie_cell::SearchMode;
@@ -43,6 +44,11 @@ fn seed() -> u64 {
 
 #[test]
 fn concurrent_gets_puts_deletes_and_scans_across_splits_are_linearizable() {
+    let _limit = time_limit(
+        "concurrent_gets_puts_deletes_and_scans_across_splits_are_linearizable",
+        seed(),
+        Duration::from_secs(120),
+    );
     let (n, shape) = run(250, seed(), 1);
     assert!(n >= 6 * 250, "{n}");
     // The history ran across node and meganode splits.
@@ -54,6 +60,11 @@ fn concurrent_gets_puts_deletes_and_scans_across_splits_are_linearizable() {
 
 #[test]
 fn with_several_workers_per_server_too() {
+    let _limit = time_limit(
+        "with_several_workers_per_server_too",
+        seed() ^ 0x77,
+        Duration::from_secs(120),
+    );
     // Two workers per node write into one meganode at once: the server's
     // node locks, not one thread, keep them apart (and node 0 changes level
     // under a writer that read it as a leaf).

@@ -16,7 +16,7 @@ mod faulty;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{client, id, start, tiny, Cell};
+use common::{client, id, start, time_limit, tiny, Cell};
 use faulty::{Arm, Control, Fault, FaultyFabric};
 use nessie_cell::{CellClient, CellConfig, CellFaults, SearchMode};
 use nessie_fabric_sim::SimEndpoint;
@@ -133,6 +133,11 @@ fn fault_matrix(unclaimed_writes: bool) -> (Vec<&'static str>, Vec<String>) {
 
 #[test]
 fn faults_after_a_write_request_is_sent_give_honest_outcomes() {
+    let _limit = time_limit(
+        "faults_after_a_write_request_is_sent_give_honest_outcomes",
+        "-",
+        Duration::from_secs(120),
+    );
     let (classes, lies) = fault_matrix(false);
     assert!(lies.is_empty(), "dishonest outcomes:\n{}", lies.join("\n"));
     for class in ["committed", "not committed", "unknown"] {
@@ -142,6 +147,11 @@ fn faults_after_a_write_request_is_sent_give_honest_outcomes() {
 
 #[test]
 fn teeth_unclaimed_writes_are_caught_reporting_a_committed_put_as_failed() {
+    let _limit = time_limit(
+        "teeth_unclaimed_writes_are_caught_reporting_a_committed_put_as_failed",
+        "-",
+        Duration::from_secs(120),
+    );
     let (_, lies) = fault_matrix(true);
     assert!(!lies.is_empty(), "the broken variant must be caught");
     eprintln!("caught: {}", lies[0]);

@@ -85,6 +85,11 @@ fn directory(cfg: &CellConfig, f: &SimFabric) -> Arc<RegionMap> {
 
 #[test]
 fn node_processes_sharing_only_the_fabric_give_linearizable_histories_across_splits() {
+    let _limit = time_limit(
+        "node_processes_sharing_only_the_fabric_give_linearizable_histories_across_splits",
+        "-",
+        Duration::from_secs(120),
+    );
     let cfg = config();
     let f = SimFabric::new(SimConfig::from_topology(cfg.topology())).unwrap();
     let nodes = start_nodes(&cfg, &f);
@@ -132,6 +137,11 @@ fn node_processes_sharing_only_the_fabric_give_linearizable_histories_across_spl
 
 #[test]
 fn with_the_directory_node_down_a_new_client_fails_typed_and_bounded() {
+    let _limit = time_limit(
+        "with_the_directory_node_down_a_new_client_fails_typed_and_bounded",
+        "-",
+        Duration::from_secs(120),
+    );
     let cfg = CellConfig {
         op_timeout: Duration::from_secs(1),
         rpc_timeout: Duration::from_millis(300),

@@ -44,6 +44,11 @@ fn all_present(d: &Cell, n: u64, node: u16, mode: SearchMode) {
 
 #[test]
 fn a_failed_servers_regions_are_rebuilt_from_their_logs() {
+    let _limit = time_limit(
+        "a_failed_servers_regions_are_rebuilt_from_their_logs",
+        "-",
+        Duration::from_secs(120),
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut d = start(logged(dir.path(), tiny()));
     load(&d, 300);
@@ -98,6 +103,11 @@ fn logs(did: &Did, what: &str) -> bool {
 
 #[test]
 fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
+    let _limit = time_limit(
+        "a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped",
+        "-",
+        Duration::from_secs(120),
+    );
     let (d, report, _dir) = split_cut_short(|_, did| logs(did, "SplitCopied"));
     assert_eq!(report.orphans.len(), 1, "{report:?}");
     let orphan = report.orphans[0];
@@ -113,6 +123,11 @@ fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
 
 #[test]
 fn a_split_cut_short_after_the_relink_is_finished() {
+    let _limit = time_limit(
+        "a_split_cut_short_after_the_relink_is_finished",
+        "-",
+        Duration::from_secs(120),
+    );
     // Stop once X's root has been rewritten to end at the split key (the
     // relink's last write) and logged, before X_right is invalidated.
     let (d, report, _dir) = split_cut_short(|d, did| {
@@ -144,6 +159,11 @@ fn a_split_cut_short_after_the_relink_is_finished() {
 
 #[test]
 fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
+    let _limit = time_limit(
+        "without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace",
+        "-",
+        Duration::from_secs(120),
+    );
     // No logs, no recovery: the directory still names the dead node for its
     // meganodes. Operations that need them fail with `Unreachable(node)`
     // once it has stayed unreachable for `unreachable_grace` (500 ms), not

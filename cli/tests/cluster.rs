@@ -38,8 +38,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_cell::check as cell_check;
 use nessie_cli::node::cell::cell_event;
-use nessie_cli::workload::{monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
-use nessie_model::{check_history, Event, KvOp, KvRet};
+use nessie_cli::workload::{monotonic_ns, HistoryRecord, HistoryRet};
+use nessie_model::{check_history, Event, KvRet};
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -305,56 +305,27 @@ fn for_every_system(base: u16, story: fn(u16, &str)) {
     );
 }
 
-/// Whether a failed operation may have taken effect. The project's error
-/// vocabulary: only an unknown outcome leaves it open, every other error
-/// means nothing was committed; transport errors of the fabric are counted
-/// as unknown too (a flushed or timed-out WRITE or CAS may have executed).
-fn may_have_executed(kind: &str) -> bool {
-    kind == "outcome unknown" || kind.starts_with("fabric")
-}
-
-/// The checker's view: operations that failed with an unknown outcome may
-/// have taken effect (`KvRet::Unknown`); those that failed with any other
-/// error committed nothing and are left out, as are failed reads.
+/// The checker's view: every record as what it promises
+/// (`HistoryRecord::event`: a failure by what its error promises, recorded
+/// with it; an unknown outcome may have taken effect, a not-committed one
+/// is left out by the checker and must not have). A transport error of the
+/// fabric is held to that promise like every other error (it used to be
+/// excused as an unknown outcome): a client that returns one after its
+/// write may have committed is caught here.
 fn events(history: &[HistoryRecord]) -> Vec<Event> {
     history
         .iter()
-        .filter(|h| match &h.ret {
-            HistoryRet::Failed(kind) => may_have_executed(kind),
-            _ => true,
-        })
-        .map(|h| Event {
-            client: h.client as usize,
-            key: h.key.clone(),
-            op: match &h.op {
-                HistoryOp::Get => KvOp::Get,
-                HistoryOp::Put(v) => KvOp::Put(v.clone()),
-                HistoryOp::Delete => KvOp::Delete,
-                HistoryOp::Scan(_) => panic!("a key-value system ran a scan"),
-            },
-            ret: match (&h.op, &h.ret) {
-                (_, HistoryRet::Failed(_)) => KvRet::Unknown,
-                (_, HistoryRet::Get(v)) => KvRet::Get(v.clone()),
-                (HistoryOp::Put(_), HistoryRet::Existed(e)) => KvRet::Put(*e),
-                (_, HistoryRet::Existed(e)) => KvRet::Delete(*e),
-                (_, HistoryRet::Entries(_)) => panic!("a key-value system returned entries"),
-            },
-            invoke: h.invoke,
-            response: h.response,
-        })
+        .map(|h| h.event().expect("a key-value system ran no scan"))
         .collect()
 }
 
-/// Cell's checker's view of a history (scans included): as [`events`],
-/// failed writes that may have executed kept (as `Unknown`), other failures
-/// left out.
+/// Cell's checker's view of a history (scans included): failures that
+/// committed nothing left out (Cell's checker has no not-committed
+/// outcome), failed writes that may have executed kept (as `Unknown`).
 fn cell_events(history: &[HistoryRecord]) -> Vec<cell_check::Event> {
     history
         .iter()
-        .filter(|h| match &h.ret {
-            HistoryRet::Failed(kind) => may_have_executed(kind),
-            _ => true,
-        })
+        .filter(|h| !h.committed_nothing())
         .map(cell_event)
         .collect()
 }
@@ -388,9 +359,9 @@ fn assert_linearizable(what: &str, system: &str, history: &[HistoryRecord], proc
     }
     match check_history(&evs, MAX_STEPS) {
         Ok(_) => println!(
-            "\nLINEARIZABILITY {what}: linearizable ({} operations checked, from {processes} processes on {keys} keys; {} more failed with nothing committed and were left out)",
+            "\nLINEARIZABILITY {what}: linearizable ({} operations checked, from {processes} processes on {keys} keys; {} of them failed with nothing committed, which the checker held to that)",
             evs.len(),
-            history.len() - evs.len()
+            history.iter().filter(|h| h.committed_nothing()).count()
         ),
         Err(v) => {
             println!("\nLINEARIZABILITY {what}: NOT linearizable");
@@ -450,7 +421,7 @@ fn assert_cell_linearizable(what: &str, history: &[HistoryRecord], processes: us
 fn failures(history: &[HistoryRecord]) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for h in history {
-        if let HistoryRet::Failed(k) = &h.ret {
+        if let HistoryRet::Failed(k, _) = &h.ret {
             *m.entry(k.clone()).or_default() += 1;
         }
     }
@@ -791,10 +762,10 @@ fn kill_and_restart(test: u16, system: &str) {
         "\n{system}: {} operations, {} while node {v} was dead ({} failed: {:?}), {} after its restart ({} failed: {:?}; it listened {:.1} s after it was started)",
         history.len(),
         during.len(),
-        during.iter().filter(|h| matches!(h.ret, HistoryRet::Failed(_))).count(),
+        during.iter().filter(|h| matches!(h.ret, HistoryRet::Failed(..))).count(),
         failures(&during),
         after.len(),
-        after.iter().filter(|h| matches!(h.ret, HistoryRet::Failed(_))).count(),
+        after.iter().filter(|h| matches!(h.ret, HistoryRet::Failed(..))).count(),
         failures(&after),
         (listening_at - restarted_at) as f64 / 1e9
     );
@@ -819,7 +790,7 @@ fn kill_and_restart(test: u16, system: &str) {
         .filter(|h| {
             h.invoke > served_from
                 && h.response < restarted_at
-                && !matches!(h.ret, HistoryRet::Failed(_))
+                && !matches!(h.ret, HistoryRet::Failed(..))
         })
         .count();
     assert!(
@@ -834,7 +805,7 @@ fn kill_and_restart(test: u16, system: &str) {
         .filter(|h| {
             h.response > killed_at
                 && h.invoke < restarted_at
-                && matches!(h.ret, HistoryRet::Failed(_))
+                && matches!(h.ret, HistoryRet::Failed(..))
         })
         .count();
     assert!(
@@ -924,7 +895,7 @@ fn down_at_start(t: u16, system: &str) {
         .collect();
     let ok = history
         .iter()
-        .filter(|h| !matches!(h.ret, HistoryRet::Failed(_)))
+        .filter(|h| !matches!(h.ret, HistoryRet::Failed(..)))
         .count();
     println!(
         "\n{system} with node 2 down: {} operations, {ok} served, failures {:?}",

@@ -10,6 +10,10 @@
 //! - [`history`] and [`linearizability`]: recorded concurrent histories and a
 //!   Wing-Gong-Lowe checker (the algorithm of Porcupine and Knossos) that
 //!   decides whether one is linearizable against a map, one key at a time.
+//! - [`values`]: values unique to each write, so that a read of a history
+//!   names the write it read.
+//! - [`watchdog`]: a time limit for a test, so that a hang fails with the
+//!   test's name and seed.
 
 #![warn(missing_docs)]
 
@@ -19,6 +23,8 @@ pub mod linearizability;
 pub mod memory;
 pub mod report;
 pub mod synthetic;
+pub mod values;
+pub mod watchdog;
 pub mod world;
 pub mod world_history;
 pub mod worlds;
@@ -27,3 +33,5 @@ pub use history::{Event, KvOp, KvRet, Recorder};
 pub use linearizability::{
     check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
 };
+pub use values::{unique_value, write_unique_value, MIN_RECORDED_VALUE_SIZE};
+pub use watchdog::{time_limit, TimeLimit};

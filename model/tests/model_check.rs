@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nessie_model::explore::{explore, Bounds, Exploration, Mode};
 use nessie_model::world::World;
-use nessie_model::{report, worlds};
+use nessie_model::{report, time_limit, worlds};
 use nessie_protocol::Faults;
 
 /// Every transition clones and drops a world state: mimalloc makes those
@@ -25,8 +25,27 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Explorations run one at a time: each uses both cores and its own memory.
 static EXCLUSIVE: Mutex<()> = Mutex::new(());
 
+/// The time limit of one CI exploration (after it gets its turn): the
+/// longest, `three-clients-migrate`, takes about 130 s on this project's
+/// 2-core machine (docs/verification.md), the others under 30 s.
+const EXPLORATION_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// The time limit of one `#[ignore]`d exhaustive run (minutes to hours).
+const EXHAUSTIVE_LIMIT: Duration = Duration::from_secs(4 * 60 * 60);
+
 fn run(w: &World, mode: Mode, bounds: Bounds) -> Exploration {
+    run_within(w, mode, bounds, EXPLORATION_LIMIT)
+}
+
+/// Explores `w`, one exploration at a time, failing the test binary (with
+/// the world's name and the walks' seed) if it runs past `limit`.
+fn run_within(w: &World, mode: Mode, bounds: Bounds, limit: Duration) -> Exploration {
     let _one_at_a_time = EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let seed = match &mode {
+        Mode::Simulation { seed, .. } => seed.to_string(),
+        _ => "-".to_string(),
+    };
+    let _limit = time_limit(&format!("exploring {}", w.name), seed, limit);
     let e = explore(w, mode, &bounds);
     for v in &e.verdicts {
         let outcome = match (&v.path, v.sometimes) {
@@ -73,7 +92,12 @@ fn verdict(w: &World, e: &Exploration, need_examples: bool) -> Result<(), String
 /// Explores `w` exhaustively; every property must hold and every expected
 /// situation must be reached.
 fn holds(w: &World) -> Result<Exploration, String> {
-    let e = run(w, Mode::Exhaustive, Bounds::default());
+    holds_within(w, EXPLORATION_LIMIT)
+}
+
+/// [`holds`] with a time limit of `limit`.
+fn holds_within(w: &World, limit: Duration) -> Result<Exploration, String> {
+    let e = run_within(w, Mode::Exhaustive, Bounds::default(), limit);
     verdict(w, &e, true)?;
     if !e.complete {
         return Err(format!("{}: exploration did not finish", w.name));
@@ -338,17 +362,17 @@ fn late_landings_no_longer_break_the_migrate_and_commit_stories() {
 #[test]
 #[ignore = "minutes: run with `cargo test --release -p nessie-model -- --ignored`"]
 fn three_clients_two_keys_exhaustively() {
-    holds(&worlds::three_clients_two_keys()).unwrap();
+    holds_within(&worlds::three_clients_two_keys(), EXHAUSTIVE_LIMIT).unwrap();
 }
 
 #[test]
 #[ignore = "minutes: run with `cargo test --release -p nessie-model -- --ignored`"]
 fn crashed_mover_exhaustively() {
-    holds(&worlds::crashed_mover(Faults::default())).unwrap();
+    holds_within(&worlds::crashed_mover(Faults::default()), EXHAUSTIVE_LIMIT).unwrap();
 }
 
 #[test]
 #[ignore = "minutes: run with `cargo test --release -p nessie-model -- --ignored`"]
 fn three_clients_big_exhaustively() {
-    holds(&worlds::three_clients_big()).unwrap();
+    holds_within(&worlds::three_clients_big(), EXHAUSTIVE_LIMIT).unwrap();
 }

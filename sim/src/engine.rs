@@ -627,9 +627,17 @@ impl Engine {
     /// time).
     fn preload(&mut self) -> Result<(), SimError> {
         let n = self.clients.len() as u64;
-        let value = vec![b'v'; self.spec.value_size as usize];
         let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
         for k in 0..preloaded {
+            // Every key a value of its own (a GET of another key's entry
+            // shows), numbered with the workload's writes.
+            let value = nessie_model::unique_value(
+                &key_of(k, self.spec.key_size),
+                k % n,
+                self.next_value,
+                self.spec.value_size as usize,
+            );
+            self.next_value += 1;
             let c = &mut self.clients[(k % n) as usize];
             let own = c.state.id.node;
             let mut m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
@@ -735,11 +743,13 @@ impl Engine {
         };
         let spec = &self.spec;
         // Every PUT writes a value of its own, so that a stale read shows.
-        let mut value = vec![b'w'; spec.value_size as usize];
-        let tag = format!("{c}:{}", self.next_value);
+        let value = nessie_model::unique_value(
+            &key_of(key, spec.key_size),
+            c as u64,
+            self.next_value,
+            spec.value_size as usize,
+        );
         self.next_value += 1;
-        let n = tag.len().min(value.len());
-        value[..n].copy_from_slice(&tag.as_bytes()[..n]);
         let preload = self.preloading > 0;
         let invoked = self.stamp(now);
         let cl = &mut self.clients[c];

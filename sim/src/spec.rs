@@ -516,6 +516,12 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
             "get_pct + delete_pct and preload_pct must be at most 100".into(),
         ));
     }
+    if spec.record_history && (spec.value_size as usize) < nessie_model::MIN_RECORDED_VALUE_SIZE {
+        return Err(SimError::Spec(format!(
+            "a recorded history needs values of at least {} B: each PUT writes a value of its own",
+            nessie_model::MIN_RECORDED_VALUE_SIZE
+        )));
+    }
     cfg.validate().map_err(Error::from)?;
     let topo = cfg.topology();
     let bytes = u64::from(topo.nodes)

@@ -2,6 +2,9 @@
 //! the same run event for event, another seed another run; and its figures
 //! follow the hardware (a faster profile, lower latencies).
 
+use std::time::Duration;
+
+use nessie_model::time_limit;
 use nessie_protocol::Faults;
 use nessie_sim::{simulate, SimSpec, MODERN, TPDS};
 
@@ -23,6 +26,7 @@ fn spec(seed: u64) -> SimSpec {
 
 #[test]
 fn the_same_seed_replays_exactly() {
+    let _limit = time_limit("the_same_seed_replays_exactly", 7, Duration::from_secs(60));
     let a = simulate(&spec(7)).unwrap();
     let b = simulate(&spec(7)).unwrap();
     assert!(a.ops > 1_000, "{a:?}");
@@ -34,6 +38,11 @@ fn the_same_seed_replays_exactly() {
 
 #[test]
 fn a_faster_fabric_gives_lower_latencies_and_more_operations() {
+    let _limit = time_limit(
+        "a_faster_fabric_gives_lower_latencies_and_more_operations",
+        1,
+        Duration::from_secs(60),
+    );
     let tpds = simulate(&spec(1)).unwrap();
     let modern = simulate(&SimSpec {
         profile: MODERN,
@@ -57,6 +66,11 @@ fn a_faster_fabric_gives_lower_latencies_and_more_operations() {
 /// history stays linearizable with the thread's polls sharing one core.
 #[test]
 fn operations_in_flight_raise_throughput_until_the_nics_saturate() {
+    let _limit = time_limit(
+        "operations_in_flight_raise_throughput_until_the_nics_saturate",
+        4,
+        Duration::from_secs(60),
+    );
     let at = |depth: u16| {
         simulate(&SimSpec {
             clients_per_node: 1,
@@ -96,6 +110,11 @@ fn operations_in_flight_raise_throughput_until_the_nics_saturate() {
 /// falls as b grows.
 #[test]
 fn background_threads_on_the_client_cores_cut_throughput() {
+    let _limit = time_limit(
+        "background_threads_on_the_client_cores_cut_throughput",
+        6,
+        Duration::from_secs(60),
+    );
     let at = |background_per_node: u16| {
         simulate(&SimSpec {
             background_per_node,
@@ -155,6 +174,11 @@ fn bad_specifications_are_typed_errors() {
 /// history, in virtual time, is linearizable.
 #[test]
 fn a_contended_simulated_history_is_linearizable() {
+    let _limit = time_limit(
+        "a_contended_simulated_history_is_linearizable",
+        3,
+        Duration::from_secs(60),
+    );
     let r = simulate(&SimSpec {
         keys: 8,
         clients_per_node: 4,
@@ -192,6 +216,11 @@ fn small_table(seed: u64, faults: Faults) -> SimSpec {
 /// linearizable.
 #[test]
 fn reusing_entries_before_they_expire_is_caught_in_the_simulated_history() {
+    let _limit = time_limit(
+        "reusing_entries_before_they_expire_is_caught_in_the_simulated_history",
+        1,
+        Duration::from_secs(60),
+    );
     let broken = Faults {
         reuse_before_expiry: true,
         ..Faults::default()
@@ -218,6 +247,11 @@ fn hottest_share(r: &nessie_sim::SimReport) -> f64 {
 /// the 500 keys (plus chance).
 #[test]
 fn zipf_keys_concentrate_on_the_hottest_key() {
+    let _limit = time_limit(
+        "zipf_keys_concentrate_on_the_hottest_key",
+        5,
+        Duration::from_secs(60),
+    );
     let run = |zipf_theta| {
         simulate(&SimSpec {
             zipf_theta,
@@ -239,6 +273,11 @@ fn zipf_keys_concentrate_on_the_hottest_key() {
 /// closed loop they are always busy.
 #[test]
 fn open_loop_arrivals_leave_client_threads_idle_between_operations() {
+    let _limit = time_limit(
+        "open_loop_arrivals_leave_client_threads_idle_between_operations",
+        4,
+        Duration::from_secs(60),
+    );
     let closed = simulate(&spec(4)).unwrap();
     let clients = 9.0;
     let rate = closed.ops_per_sec / clients / 5.0;
@@ -267,4 +306,87 @@ fn open_loop_arrivals_leave_client_threads_idle_between_operations() {
         ..spec(4)
     })
     .is_err());
+}
+
+/// Every write of a simulated history, the preload's included, stores a
+/// value of its own (`nessie_model::unique_value`, at the configured size),
+/// so a GET that returns another key's entry is caught. The preload once
+/// gave every key one value: the same wrong read passed.
+#[test]
+fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
+    use nessie_model::{check_history, KvOp, KvRet};
+    use std::collections::{HashMap, HashSet};
+    let _limit = time_limit(
+        "every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows",
+        9,
+        Duration::from_secs(60),
+    );
+    let keys = 16;
+    let r = simulate(&SimSpec {
+        keys,
+        preload_pct: 100,
+        get_pct: 80,
+        seconds: 0.002,
+        record_history: true,
+        load_factor: 0.1,
+        ..spec(9)
+    })
+    .unwrap();
+    let puts: Vec<&Vec<u8>> = r
+        .history
+        .iter()
+        .filter_map(|e| match &e.op {
+            KvOp::Put(v) => Some(v),
+            _ => None,
+        })
+        .collect();
+    assert!(puts.len() > keys as usize, "{r:?}");
+    assert!(puts.iter().all(|v| v.len() == 1024), "the configured size");
+    let distinct: HashSet<_> = puts.iter().collect();
+    assert_eq!(distinct.len(), puts.len(), "every write its own value");
+    check_history(&r.history, 50_000_000).unwrap();
+    // The preload's writes come first (logical times 0 .. 2 x keys).
+    let preload: HashMap<Vec<u8>, Vec<u8>> = r
+        .history
+        .iter()
+        .filter(|e| e.invoke < 2 * keys)
+        .filter_map(|e| match &e.op {
+            KvOp::Put(v) => Some((e.key.clone(), v.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(preload.len(), keys as usize);
+    // A GET that read its key's preloaded value, made to return another
+    // key's preloaded value (what a read of the wrong entry returns).
+    let i = r
+        .history
+        .iter()
+        .position(|e| matches!(&e.ret, KvRet::Get(Some(v)) if preload.get(&e.key) == Some(v)))
+        .expect("a GET of a preloaded value");
+    let other = preload
+        .iter()
+        .find(|(k, _)| **k != r.history[i].key)
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let mut wrong = r.history.clone();
+    wrong[i].ret = KvRet::Get(Some(other));
+    let e = check_history(&wrong, 50_000_000).expect_err("the wrong entry is caught");
+    assert!(e.is_violation(), "{e}");
+    // The old preload, one value for every key: the same wrong read passes.
+    let shared = vec![b'v'; 1024];
+    let old = |v: &mut Vec<u8>| {
+        if preload.values().any(|p| p == v) {
+            *v = shared.clone();
+        }
+    };
+    let mut old_wrong = wrong.clone();
+    for e in &mut old_wrong {
+        if let KvOp::Put(v) = &mut e.op {
+            old(v);
+        }
+        if let KvRet::Get(Some(v)) = &mut e.ret {
+            old(v);
+        }
+    }
+    check_history(&old_wrong, 50_000_000).expect("one shared value hides the wrong read");
 }

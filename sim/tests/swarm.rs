@@ -4,6 +4,9 @@
 //! are those `nessie swarm --faults NAME` stops at); a failing case replays
 //! exactly from its JSON and shrinks to a smaller case that still fails.
 
+use std::time::Duration;
+
+use nessie_model::time_limit;
 use nessie_protocol::Faults;
 use nessie_sim::{shrink, simulate, swarm, verdict_of, SwarmCase, Verdict};
 
@@ -13,6 +16,11 @@ fn faults(name: &str) -> Faults {
 
 #[test]
 fn the_correct_protocol_survives_two_thousand_fault_mixes() {
+    let _limit = time_limit(
+        "the_correct_protocol_survives_two_thousand_fault_mixes",
+        "0..2000",
+        Duration::from_secs(120),
+    );
     let s = swarm(0..2_000, Faults::default(), false).unwrap();
     if let Some(f) = &s.failure {
         panic!(
@@ -88,6 +96,11 @@ const FOUND_FROM_ZERO: [(&str, u64); 10] = [
 
 #[test]
 fn the_swarm_catches_each_broken_variant_from_seed_zero() {
+    let _limit = time_limit(
+        "the_swarm_catches_each_broken_variant_from_seed_zero",
+        "0..=3579",
+        Duration::from_secs(180),
+    );
     for (name, first) in FOUND_FROM_ZERO {
         let s = swarm(0..first + 1, faults(name), true).unwrap();
         let failure = s
@@ -101,6 +114,11 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// passes with it off (so the switch, not the simulator, is at fault).
 #[test]
 fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
+    let _limit = time_limit(
+        "a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it",
+        23_772,
+        Duration::from_secs(60),
+    );
     let (name, seed) = ("cache-time-from-completion", 23_772);
     let case = SwarmCase::from_seed(seed);
     let broken = case.run(faults(name)).unwrap();
@@ -115,6 +133,11 @@ fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
 
 #[test]
 fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports() {
+    let _limit = time_limit(
+        "an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports",
+        143,
+        Duration::from_secs(60),
+    );
     // The broken variant posts its MIGRATE install checking only the
     // deadline: in case 143 a client posts an index CAS with 90 us of its
     // 100 us margin left. The correct protocol runs the same case cleanly.
@@ -149,6 +172,11 @@ fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports
 
 #[test]
 fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure() {
+    let _limit = time_limit(
+        "a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure",
+        46,
+        Duration::from_secs(60),
+    );
     // rollback-destination-to-previous leaves two index entries naming one
     // data table entry: every later write of that key backs off forever.
     let case = SwarmCase::from_seed(46);
@@ -169,6 +197,11 @@ fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness
 
 #[test]
 fn a_failing_case_replays_exactly_from_its_json() {
+    let _limit = time_limit(
+        "a_failing_case_replays_exactly_from_its_json",
+        18,
+        Duration::from_secs(60),
+    );
     let case = SwarmCase::from_seed(18);
     let json = serde_json::to_string(&case).unwrap();
     let replayed: SwarmCase = serde_json::from_str(&json).unwrap();
@@ -183,6 +216,11 @@ fn a_failing_case_replays_exactly_from_its_json() {
 
 #[test]
 fn shrinking_keeps_the_failure_and_makes_the_case_smaller() {
+    let _limit = time_limit(
+        "shrinking_keeps_the_failure_and_makes_the_case_smaller",
+        1,
+        Duration::from_secs(60),
+    );
     let f = faults("reuse-before-expiry");
     let run = SwarmCase::from_seed(1).run(f).unwrap();
     let before = run.report.history.len();

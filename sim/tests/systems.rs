@@ -7,6 +7,9 @@
 //! busy background threads that take the workers' cores cut the
 //! server-driven designs' throughput far more than Nessie's (Fig. 4).
 
+use std::time::Duration;
+
+use nessie_model::time_limit;
 use nessie_sim::{simulate, ServerFaults, SimReport, SimSpec, System, Tuning};
 
 const OTHERS: [System; 4] = [
@@ -52,6 +55,11 @@ fn linearizable(r: &SimReport) -> Result<usize, String> {
 
 #[test]
 fn each_system_replays_exactly_for_a_seed() {
+    let _limit = time_limit(
+        "each_system_replays_exactly_for_a_seed",
+        7,
+        Duration::from_secs(60),
+    );
     for system in OTHERS {
         let a = simulate(&spec(system, 7)).unwrap();
         let b = simulate(&spec(system, 7)).unwrap();
@@ -69,6 +77,11 @@ fn each_system_replays_exactly_for_a_seed() {
 
 #[test]
 fn each_systems_contended_simulated_history_is_linearizable() {
+    let _limit = time_limit(
+        "each_systems_contended_simulated_history_is_linearizable",
+        1,
+        Duration::from_secs(60),
+    );
     for system in OTHERS {
         let r = simulate(&hot(system, 1)).unwrap();
         assert!(r.puts > 100 && r.gets > 100, "{system}: {r:?}");
@@ -88,6 +101,11 @@ fn each_systems_contended_simulated_history_is_linearizable() {
 /// PUTs when its slice comes, so a "timed out" PUT is read back: caught.
 #[test]
 fn teeth_a_server_that_runs_cancelled_requests_is_caught_by_the_history_check() {
+    let _limit = time_limit(
+        "teeth_a_server_that_runs_cancelled_requests_is_caught_by_the_history_check",
+        2,
+        Duration::from_secs(60),
+    );
     for system in [System::NessieSd, System::NessieHy, System::Pilaf] {
         let preempted = |skip_claims| SimSpec {
             background_per_node: 4,
@@ -121,6 +139,11 @@ fn teeth_a_server_that_runs_cancelled_requests_is_caught_by_the_history_check() 
 /// threads' share; NessieSD waits for its workers' slices.
 #[test]
 fn preempted_server_workers_cut_server_driven_throughput_far_more_than_nessies() {
+    let _limit = time_limit(
+        "preempted_server_workers_cut_server_driven_throughput_far_more_than_nessies",
+        3,
+        Duration::from_secs(60),
+    );
     let ratio = |system| {
         let at = |background_per_node| {
             simulate(&SimSpec {

@@ -6,13 +6,15 @@ pub mod conformance;
 pub mod schedules;
 pub mod step;
 
+pub use nessie_model::{time_limit, TimeLimit};
+
 use std::sync::Arc;
 use std::thread;
 
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{check, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
+use nessie_model::{check, unique_value, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
 use nessie_protocol::{
-    Client, ClientId, ClientState, Config, Error, Fabric, Faults, NodeId, OpStats,
+    Client, ClientId, ClientState, Config, Endpoint, Error, Fabric, Faults, NodeId, OpStats,
 };
 
 /// A simulated cluster: the fabric and the configuration its clients share.
@@ -102,45 +104,80 @@ impl SimCluster {
     }
 }
 
-/// A recorded GET.
-pub fn rec_get(
-    r: &Recorder,
-    id: usize,
-    c: &mut Client<SimEndpoint>,
-    key: &[u8],
-) -> Result<Option<Vec<u8>>, Error> {
-    r.record(id, key, KvOp::Get, || {
-        let res = c.get(key);
-        (res.as_ref().ok().map(|v| KvRet::Get(v.clone())), res)
-    })
+/// The three operations the recorded helpers ([`rec_get`], [`rec_put`],
+/// [`rec_delete`]) run: a protocol client's, or a wrapper's around one (the
+/// broken clients of the recorders' teeth tests).
+pub trait KvOps {
+    /// GET `key`.
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
+    /// PUT `key` = `value`: whether the key existed.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error>;
+    /// DELETE `key`: whether the key existed.
+    fn delete(&mut self, key: &[u8]) -> Result<bool, Error>;
 }
 
-/// A recorded PUT.
-pub fn rec_put(
+impl<E: Endpoint> KvOps for Client<E> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        Client::get(self, key)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+        Client::put(self, key, value)
+    }
+    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+        Client::delete(self, key)
+    }
+}
+
+/// A recorded GET: an error recorded by what it promises
+/// ([`KvRet::of_error`]; a failed read is ignored by the checker).
+pub fn rec_get<C: KvOps + ?Sized>(
     r: &Recorder,
     id: usize,
-    c: &mut Client<SimEndpoint>,
+    c: &mut C,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, Error> {
+    r.record_result(id, key, KvOp::Get, || c.get(key), |v| KvRet::Get(v.clone()))
+}
+
+/// A recorded PUT: an error recorded by what it promises
+/// ([`KvRet::of_error`]: only an unknown outcome may have taken effect).
+pub fn rec_put<C: KvOps + ?Sized>(
+    r: &Recorder,
+    id: usize,
+    c: &mut C,
     key: &[u8],
     value: &[u8],
 ) -> Result<bool, Error> {
-    r.record(id, key, KvOp::Put(value.to_vec()), || {
-        let res = c.put(key, value);
-        (res.as_ref().ok().map(|&e| KvRet::Put(e)), res)
-    })
+    r.record_result(
+        id,
+        key,
+        KvOp::Put(value.to_vec()),
+        || c.put(key, value),
+        |&e| KvRet::Put(e),
+    )
 }
 
-/// A recorded DELETE.
-pub fn rec_delete(
+/// A recorded DELETE: an error recorded by what it promises
+/// ([`KvRet::of_error`]).
+pub fn rec_delete<C: KvOps + ?Sized>(
     r: &Recorder,
     id: usize,
-    c: &mut Client<SimEndpoint>,
+    c: &mut C,
     key: &[u8],
 ) -> Result<bool, Error> {
-    r.record(id, key, KvOp::Delete, || {
-        let res = c.delete(key);
-        (res.as_ref().ok().map(|&e| KvRet::Delete(e)), res)
-    })
+    r.record_result(
+        id,
+        key,
+        KvOp::Delete,
+        || c.delete(key),
+        |&e| KvRet::Delete(e),
+    )
 }
+
+/// The value size of [`Workload::new`]: room for a unique tag
+/// ([`nessie_model::unique_value`]: writer, sequence number, key
+/// fingerprint).
+pub const WORKLOAD_VALUE_SIZE: usize = 16;
 
 /// A concurrent mixed workload.
 #[derive(Clone, Debug)]
@@ -157,10 +194,14 @@ pub struct Workload {
     pub seed: u64,
     /// Protocol fault switches for every client (tests of the checkers' teeth).
     pub faults: Faults,
+    /// Bytes per PUT value (each value unique to its write:
+    /// [`nessie_model::unique_value`]).
+    pub value_size: usize,
 }
 
 impl Workload {
-    /// A workload with all fault switches off.
+    /// A workload with all fault switches off and values of
+    /// [`WORKLOAD_VALUE_SIZE`] bytes.
     pub fn new(
         ops_per_client: usize,
         keys: usize,
@@ -175,6 +216,7 @@ impl Workload {
             delete_pct,
             seed,
             faults: Faults::default(),
+            value_size: WORKLOAD_VALUE_SIZE,
         }
     }
 }
@@ -198,7 +240,9 @@ fn xorshift(s: &mut u64) -> u64 {
 }
 
 /// Runs `w` on every client of `cluster`, each in its own thread, recording
-/// the history. Values are unique per write, so a read identifies its write.
+/// the history. Every value is unique to its write (client `id`, operation
+/// number, key: [`nessie_model::unique_value`]), so a read identifies its
+/// write, and a read of another key's entry shows.
 pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
     let recorder = Arc::new(Recorder::new());
     let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -219,7 +263,7 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
                     } else if dice < w.get_pct + w.delete_pct {
                         rec_delete(&r, id, &mut c, &key).map(|_| ())
                     } else {
-                        let value = format!("v-{id}-{n}").into_bytes();
+                        let value = unique_value(&key, id as u64, n as u64, w.value_size);
                         rec_put(&r, id, &mut c, &key, &value).map(|_| ())
                     };
                     if let Err(e) = res {

@@ -25,7 +25,9 @@ pub enum Step {
     Delete(Vec<u8>),
 }
 
-/// A cluster, its clients' programs and its preloaded keys.
+/// A cluster, its clients' programs and its preloaded keys. Every PUT (the
+/// preload's included) must write a value of its own, so that a read names
+/// the write it read ([`Scenario::check_values`]).
 #[derive(Clone, Debug)]
 pub struct Scenario {
     /// The deployment configuration.
@@ -34,6 +36,26 @@ pub struct Scenario {
     pub clients: Vec<(u16, u16, Vec<Step>, Faults)>,
     /// Keys stored before the clients start.
     pub preload: Vec<(Vec<u8>, &'static str)>,
+}
+
+impl Scenario {
+    /// Panics unless every PUT of the scenario, the preload's included,
+    /// writes a value no other PUT writes (with a value shared by two
+    /// writes, or by two keys, a GET that returns the wrong one looks
+    /// right).
+    pub fn check_values(&self) {
+        let preload = self.preload.iter().map(|(_, v)| *v);
+        let programs = self.clients.iter().flat_map(|(_, _, program, _)| {
+            program.iter().filter_map(|s| match s {
+                Step::Put(_, v) => Some(*v),
+                _ => None,
+            })
+        });
+        let mut seen = std::collections::HashSet::new();
+        for v in preload.chain(programs) {
+            assert!(seen.insert(v), "two PUTs of the scenario write {v:?}");
+        }
+    }
 }
 
 /// `NESSIE_SHUTTLE_ITERATIONS` or `default`.
@@ -115,6 +137,7 @@ pub fn run(s: &Scenario) {
 
 /// Explores `n` schedules of the random scheduler seeded with `seed`.
 pub fn random(s: Scenario, seed: u64, n: usize) {
+    s.check_values();
     let runner = Runner::new(
         RandomScheduler::new_from_seed(seed, n),
         ShuttleConfig::default(),
@@ -124,6 +147,7 @@ pub fn random(s: Scenario, seed: u64, n: usize) {
 
 /// Explores `n` schedules of the PCT scheduler seeded with `seed`.
 pub fn pct(s: Scenario, seed: u64, n: usize, depth: usize) {
+    s.check_values();
     let runner = Runner::new(
         PctScheduler::new_from_seed(seed, depth, n),
         ShuttleConfig::default(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nessie_fabric_sim::{LatencyModel, TransferOrder};
 use nessie_protocol::Config;
-use nessie_tests::{assert_linearizable, run_workload, SimCluster, Workload};
+use nessie_tests::{assert_linearizable, run_workload, time_limit, SimCluster, Workload};
 
 fn cfg() -> Config {
     Config {
@@ -40,12 +40,14 @@ fn check(cluster: &SimCluster, w: Workload) -> nessie_protocol::OpStats {
 
 #[test]
 fn hot_keys_under_contention() {
+    let _limit = time_limit("hot_keys_under_contention", 1, Duration::from_secs(60));
     let cluster = SimCluster::new(cfg());
     check(&cluster, Workload::new(300, 3, 50, 10, 1));
 }
 
 #[test]
 fn hot_keys_with_fabric_latency() {
+    let _limit = time_limit("hot_keys_with_fabric_latency", 2, Duration::from_secs(60));
     let cluster = SimCluster::with_sim(cfg(), |s| {
         s.with_latency(LatencyModel::per_op(Duration::from_micros(20)))
     });
@@ -54,18 +56,25 @@ fn hot_keys_with_fabric_latency() {
 
 #[test]
 fn hot_keys_with_wide_cas_windows() {
+    let _limit = time_limit("hot_keys_with_wide_cas_windows", 3, Duration::from_secs(60));
     let cluster = SimCluster::with_sim(cfg(), |s| s.with_yield_inside_cas(true));
     check(&cluster, Workload::new(300, 4, 40, 20, 3));
 }
 
 #[test]
 fn large_key_set() {
+    let _limit = time_limit("large_key_set", 4, Duration::from_secs(60));
     let cluster = SimCluster::new(cfg());
     check(&cluster, Workload::new(500, 2000, 50, 5, 4));
 }
 
 #[test]
 fn tiny_index_tables_force_recursive_migrates() {
+    let _limit = time_limit(
+        "tiny_index_tables_force_recursive_migrates",
+        5,
+        Duration::from_secs(60),
+    );
     // 3 nodes x 6 entries = 18 index table entries for up to 12 keys (load up
     // to 0.67 with N = 3): most PUTs of a new key must MIGRATE, often recursively.
     let small = Config {
@@ -80,6 +89,11 @@ fn tiny_index_tables_force_recursive_migrates() {
 
 #[test]
 fn tiny_index_tables_with_two_candidates() {
+    let _limit = time_limit(
+        "tiny_index_tables_with_two_candidates",
+        6,
+        Duration::from_secs(60),
+    );
     let small = Config {
         index_slots_per_node: 5,
         candidates: 2,
@@ -96,6 +110,11 @@ fn tiny_index_tables_with_two_candidates() {
 /// ascending order shows.
 #[test]
 fn hot_keys_with_transfers_landing_in_any_word_order() {
+    let _limit = time_limit(
+        "hot_keys_with_transfers_landing_in_any_word_order",
+        "7, 8",
+        Duration::from_secs(60),
+    );
     for (order, seed) in [(TransferOrder::Descending, 7), (TransferOrder::Random, 8)] {
         let cluster = SimCluster::with_sim(cfg(), |s| {
             s.with_transfer_order(order).with_yield_inside_cas(true)
@@ -106,6 +125,11 @@ fn hot_keys_with_transfers_landing_in_any_word_order() {
 
 #[test]
 fn recursive_migrates_with_transfers_landing_in_random_word_order() {
+    let _limit = time_limit(
+        "recursive_migrates_with_transfers_landing_in_random_word_order",
+        9,
+        Duration::from_secs(60),
+    );
     let small = Config {
         index_slots_per_node: 6,
         max_migrate_depth: 6,

@@ -3,8 +3,11 @@
 //! and a shuttle seed; shuttle runs the schedules deterministically, so a
 //! failure shrinks to a minimal program and seed.
 
+use std::time::Duration;
+
 use nessie_protocol::Faults;
 use nessie_tests::schedules::{base, random, Scenario, Step};
+use nessie_tests::time_limit;
 use proptest::prelude::*;
 use proptest::test_runner::{
     Config as PropConfig, RngAlgorithm, TestCaseError, TestRng, TestRunner,
@@ -99,17 +102,24 @@ proptest! {
 
     #[test]
     fn random_concurrent_workloads_are_linearizable(progs in programs(), seed in any::<u64>()) {
+        let _limit = time_limit("random_concurrent_workloads_are_linearizable", seed, Duration::from_secs(60));
         check(&progs, seed, false, Faults::default(), 8)?;
     }
 
     #[test]
     fn random_concurrent_workloads_with_caches_are_linearizable(progs in programs(), seed in any::<u64>()) {
+        let _limit = time_limit("random_concurrent_workloads_with_caches_are_linearizable", seed, Duration::from_secs(60));
         check(&progs, seed, true, Faults::default(), 8)?;
     }
 }
 
 #[test]
 fn a_broken_variant_fails_and_shrinks_to_a_small_counterexample() {
+    let _limit = time_limit(
+        "a_broken_variant_fails_and_shrinks_to_a_small_counterexample",
+        "ChaCha deterministic",
+        Duration::from_secs(300),
+    );
     let faults = Faults {
         reuse_before_expiry: true,
         ..Faults::default()

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use nessie_fabric_sim::{InjectedFault, Injection};
 use nessie_protocol::{Config, Error, Faults, IteAddr, NodeId, Outcome};
-use nessie_tests::{find_key, SimCluster};
+use nessie_tests::{find_key, time_limit, SimCluster};
 
 const FAULTS: [InjectedFault; 4] = [
     InjectedFault::FailUnexecuted,
@@ -139,6 +139,11 @@ fn matrix(faults: Faults, write: Write) -> Tally {
 
 #[test]
 fn a_put_tells_the_truth_whatever_nic_operation_fails() {
+    let _limit = time_limit(
+        "a_put_tells_the_truth_whatever_nic_operation_fails",
+        "-",
+        Duration::from_secs(120),
+    );
     let t = matrix(Faults::default(), Write::Put);
     assert!(t.lies.is_empty(), "{:#?}", t.lies);
     // Scan, install, verification, commit and the remote recycle mark were
@@ -152,6 +157,11 @@ fn a_put_tells_the_truth_whatever_nic_operation_fails() {
 
 #[test]
 fn a_delete_tells_the_truth_whatever_nic_operation_fails() {
+    let _limit = time_limit(
+        "a_delete_tells_the_truth_whatever_nic_operation_fails",
+        "-",
+        Duration::from_secs(120),
+    );
     let t = matrix(Faults::default(), Write::Delete);
     assert!(t.lies.is_empty(), "{:#?}", t.lies);
     assert!(t.hits >= 6 * FAULTS.len(), "{t:?}");
@@ -163,6 +173,11 @@ fn a_delete_tells_the_truth_whatever_nic_operation_fails() {
 /// about writes that took effect.
 #[test]
 fn the_matrix_catches_committed_writes_reported_as_not_committed() {
+    let _limit = time_limit(
+        "the_matrix_catches_committed_writes_reported_as_not_committed",
+        "-",
+        Duration::from_secs(120),
+    );
     let hole3 = Faults {
         errors_after_commit_retryable: true,
         ..Faults::default()

@@ -4,6 +4,7 @@
 //! completion ends at the deadline, and a pipeline deeper than the node's
 //! client ids is a typed error.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,10 +13,10 @@ use std::thread;
 use std::time::Duration;
 
 use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
-use nessie_model::{KvOp, KvRet, Recorder};
+use nessie_model::{unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline, Request, Response};
 use nessie_protocol::{Config, Error, Fabric, NodeId};
-use nessie_tests::{assert_linearizable, SimCluster};
+use nessie_tests::{assert_linearizable, time_limit, SimCluster};
 
 fn cfg() -> Config {
     Config {
@@ -34,8 +35,18 @@ fn key(i: usize) -> Vec<u8> {
     format!("key-{i}").into_bytes()
 }
 
+/// The value of key `i` in the tests that write each key once: its own.
+fn value(i: usize) -> Vec<u8> {
+    unique_value(&key(i), 0, i as u64, 16)
+}
+
 #[test]
 fn a_batch_returns_every_result_in_request_order() {
+    let _limit = time_limit(
+        "a_batch_returns_every_result_in_request_order",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(cfg());
     let mut p = pipeline(&cluster, 0, 0, 8);
     let puts: Vec<_> = (0..100)
@@ -64,6 +75,11 @@ fn a_batch_returns_every_result_in_request_order() {
 
 #[test]
 fn a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error() {
+    let _limit = time_limit(
+        "a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(cfg());
     let ep = cluster.fabric.open(NodeId(0)).unwrap();
     let r = Pipeline::new(cluster.cfg.clone(), NodeId(0), 4, 5, ep);
@@ -72,9 +88,18 @@ fn a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error() {
 
 /// Three threads, each a pipeline of depth 4 with random operations on six
 /// hot keys, so that one pipeline's own operations race each other too;
-/// every operation is recorded from its submission to its result.
+/// every operation is recorded from its submission to its result. Each of a
+/// pipeline's 8 slots of operations in flight is a client of its own in the
+/// history (an operation takes a free slot when submitted and frees it when
+/// it finishes), so that every client is a sequential process; every PUT
+/// writes a value of its own.
 #[test]
 fn pipelined_histories_on_hot_keys_are_linearizable() {
+    let _limit = time_limit(
+        "pipelined_histories_on_hot_keys_are_linearizable",
+        0x1234_5678,
+        Duration::from_secs(120),
+    );
     let cluster = Arc::new(SimCluster::new(cfg()));
     let rec = Arc::new(Recorder::new());
     let handles: Vec<_> = (0..3u16)
@@ -83,7 +108,10 @@ fn pipelined_histories_on_hot_keys_are_linearizable() {
             thread::spawn(move || {
                 let mut p = pipeline(&cluster, t, 0, 4);
                 let mut rng = 0x1234_5678_u64 + u64::from(t);
-                let mut pending = std::collections::HashMap::new();
+                let mut slots = Slots {
+                    pending: HashMap::new(),
+                    free: (0..WINDOW).rev().collect(),
+                };
                 let mut done = Vec::new();
                 for tag in 0..300u64 {
                     rng ^= rng << 13;
@@ -93,21 +121,22 @@ fn pipelined_histories_on_hot_keys_are_linearizable() {
                     let (req, op) = match rng % 10 {
                         0..=3 => (Request::Get(k.clone()), KvOp::Get),
                         4..=8 => {
-                            let v = format!("{t}-{tag}").into_bytes();
+                            let v = unique_value(&k, u64::from(t), tag, 16);
                             (Request::Put(k.clone(), v.clone()), KvOp::Put(v))
                         }
                         _ => (Request::Delete(k.clone()), KvOp::Delete),
                     };
-                    pending.insert(tag, (k, op, rec.tick()));
+                    let slot = slots.free.pop().expect("a free slot below the window");
+                    slots.pending.insert(tag, (slot, k, op, rec.tick()));
                     p.submit(tag, req);
-                    while p.outstanding() >= 8 {
+                    while p.outstanding() >= WINDOW {
                         p.progress(&mut done, Duration::from_millis(1));
-                        record(&rec, t, &mut pending, &mut done);
+                        record(&rec, t, &mut slots, &mut done);
                     }
                 }
                 while p.outstanding() > 0 {
                     p.progress(&mut done, Duration::from_millis(1));
-                    record(&rec, t, &mut pending, &mut done);
+                    record(&rec, t, &mut slots, &mut done);
                 }
             })
         })
@@ -119,26 +148,30 @@ fn pipelined_histories_on_hot_keys_are_linearizable() {
     assert!(n > 500, "{n}");
 }
 
-type Pending = std::collections::HashMap<u64, (Vec<u8>, KvOp, u64)>;
+/// Operations a pipeline thread keeps in flight.
+const WINDOW: usize = 8;
 
-fn record(rec: &Recorder, t: u16, pending: &mut Pending, done: &mut Vec<Finished>) {
-    for Finished { tag, result: r, .. } in done.drain(..) {
-        let (key, op, invoke) = pending.remove(&tag).expect("submitted");
-        let ret = match r {
-            Ok(Response::Get(v)) => KvRet::Get(v),
-            Ok(Response::Put(e)) => KvRet::Put(e),
-            Ok(Response::Delete(e)) => KvRet::Delete(e),
-            Err(Error::OutcomeUnknown(_)) => KvRet::Unknown,
-            Err(_) => KvRet::NotCommitted,
-        };
+/// A pipeline thread's operations in flight, by tag: (slot, key, operation,
+/// invocation time); and its free slots.
+struct Slots {
+    pending: HashMap<u64, (usize, Vec<u8>, KvOp, u64)>,
+    free: Vec<usize>,
+}
+
+/// Records the finished operations of thread `t`, each as client `t x 100 +
+/// slot`, its result by [`KvRet::of`] (an error by what it promises).
+fn record(rec: &Recorder, t: u16, slots: &mut Slots, done: &mut Vec<Finished>) {
+    for Finished { tag, result, .. } in done.drain(..) {
+        let (slot, key, op, invoke) = slots.pending.remove(&tag).expect("submitted");
         rec.push(nessie_model::Event {
-            client: usize::from(t) * 100 + (tag % 100) as usize,
+            client: usize::from(t) * 100 + slot,
             key,
             op,
-            ret,
+            ret: KvRet::of(&result),
             invoke,
             response: rec.tick(),
         });
+        slots.free.push(slot);
     }
 }
 
@@ -161,16 +194,21 @@ fn join_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
 
 #[test]
 fn futures_complete_in_any_order_without_a_runtime() {
+    let _limit = time_limit(
+        "futures_complete_in_any_order_without_a_runtime",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(cfg());
     let p = AsyncPipeline::new(pipeline(&cluster, 0, 0, 8));
-    let puts: Vec<_> = (0..40).map(|i| p.put(&key(i), b"v")).collect();
+    let puts: Vec<_> = (0..40).map(|i| p.put(&key(i), &value(i))).collect();
     assert!(join_all(puts)
         .iter()
         .all(|r| r == &Ok(Response::Put(false))));
     let gets: Vec<_> = (0..40).rev().map(|i| p.get(&key(i))).collect();
-    assert!(join_all(gets)
-        .iter()
-        .all(|r| r == &Ok(Response::Get(Some(b"v".to_vec())))));
+    for (r, i) in join_all(gets).into_iter().zip((0..40).rev()) {
+        assert_eq!(r, Ok(Response::Get(Some(value(i)))), "key {i}");
+    }
 }
 
 /// Node 1 loses every completion for a while: the operations whose requests
@@ -178,6 +216,11 @@ fn futures_complete_in_any_order_without_a_runtime() {
 /// are not held up, and the batch finishes.
 #[test]
 fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
+    let _limit = time_limit(
+        "lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(Config {
         expiration: Duration::from_millis(50),
         deadline_margin: Duration::from_millis(5),
@@ -188,9 +231,7 @@ fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
         .fabric
         .inject(NodeId(1), Injection::next(InjectedFault::Vanish, 20))
         .unwrap();
-    let puts: Vec<_> = (0..60)
-        .map(|i| Request::Put(key(i), b"v".to_vec()))
-        .collect();
+    let puts: Vec<_> = (0..60).map(|i| Request::Put(key(i), value(i))).collect();
     let results = p.run(puts);
     let ok = results.iter().filter(|r| r.is_ok()).count();
     assert!(ok >= 50, "{ok} of 60: {results:?}");
@@ -198,7 +239,7 @@ fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
     for (i, r) in results.iter().enumerate() {
         let now = c.get(&key(i)).unwrap();
         match r {
-            Ok(_) => assert_eq!(now, Some(b"v".to_vec())),
+            Ok(_) => assert_eq!(now, Some(value(i))),
             Err(Error::OutcomeUnknown(_)) => {}
             Err(_) => assert_eq!(now, None, "{r:?}"),
         }

@@ -9,7 +9,7 @@ use nessie_fabric_sim::SimEndpoint;
 use nessie_protocol::Client;
 use nessie_protocol::{Config, DteState, Error, Machine, NodeId, PutMachine, Region};
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
-use nessie_tests::{find_key, slot, tiny_config, SimCluster};
+use nessie_tests::{find_key, slot, time_limit, tiny_config, SimCluster};
 
 fn cfg() -> Config {
     Config {
@@ -39,6 +39,11 @@ fn owner_entry_state<M: Machine>(cluster: &SimCluster, s: &Stepper<M>) -> DteSta
 
 #[test]
 fn stalled_put_is_reclaimed_after_its_deadline() {
+    let _limit = time_limit(
+        "stalled_put_is_reclaimed_after_its_deadline",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(cfg());
     let mut b = cluster.client(1, 0);
     b.put(b"k", b"v1").unwrap();
@@ -68,6 +73,11 @@ fn stalled_put_is_reclaimed_after_its_deadline() {
 
 #[test]
 fn an_owner_that_overruns_its_deadline_still_cannot_commit_a_reclaimed_entry() {
+    let _limit = time_limit(
+        "an_owner_that_overruns_its_deadline_still_cannot_commit_a_reclaimed_entry",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(cfg());
     let mut b = cluster.client(1, 0);
     b.put(b"k", b"v1").unwrap();
@@ -89,6 +99,11 @@ fn an_owner_that_overruns_its_deadline_still_cannot_commit_a_reclaimed_entry() {
 
 #[test]
 fn stalled_delete_is_reclaimed_and_the_value_survives() {
+    let _limit = time_limit(
+        "stalled_delete_is_reclaimed_and_the_value_survives",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(cfg());
     let mut b = cluster.client(2, 1);
     b.put(b"k", b"v1").unwrap();
@@ -108,6 +123,11 @@ fn stalled_delete_is_reclaimed_and_the_value_survives() {
 
 #[test]
 fn a_client_that_stalls_right_after_its_cas_blocks_nobody_forever() {
+    let _limit = time_limit(
+        "a_client_that_stalls_right_after_its_cas_blocks_nobody_forever",
+        "-",
+        Duration::from_secs(60),
+    );
     // Stall between the install CAS and the verification reads.
     let cluster = SimCluster::manual_clock(cfg());
     let mut b = cluster.client(1, 1);
@@ -144,6 +164,11 @@ fn migrate_story(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, Vec<u8>, Client<Sim
 
 #[test]
 fn migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer() {
+    let _limit = time_limit(
+        "migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(tiny_config());
     let (m, g, p, mut b) = migrate_story(&cluster);
 
@@ -187,6 +212,11 @@ fn migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer() {
 
 #[test]
 fn migrate_stalled_after_its_commit_is_finished_by_the_next_writer() {
+    let _limit = time_limit(
+        "migrate_stalled_after_its_commit_is_finished_by_the_next_writer",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(tiny_config());
     let (m, g, p, mut b) = migrate_story(&cluster);
 
@@ -212,6 +242,11 @@ fn migrate_stalled_after_its_commit_is_finished_by_the_next_writer() {
 
 #[test]
 fn crashed_client_leaves_keys_writable_after_the_deadline() {
+    let _limit = time_limit(
+        "crashed_client_leaves_keys_writable_after_the_deadline",
+        "-",
+        Duration::from_secs(60),
+    );
     // A crash is a stall that never resumes: drop the stepper mid-operation.
     let cluster = SimCluster::manual_clock(cfg());
     let mut b = cluster.client(1, 0);
@@ -233,6 +268,11 @@ fn crashed_client_leaves_keys_writable_after_the_deadline() {
 
 #[test]
 fn reclaimers_allow_for_clock_skew() {
+    let _limit = time_limit(
+        "reclaimers_allow_for_clock_skew",
+        "-",
+        Duration::from_secs(60),
+    );
     // The reclaimer's clock runs ahead of the owner's by the full skew
     // allowance: it must still wait until the owner's deadline has passed on
     // its own clock plus the skew.

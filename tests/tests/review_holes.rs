@@ -15,7 +15,7 @@ use nessie_protocol::{
     MigrateSearch, NodeId, OpKind, Outcome, PutMachine,
 };
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
-use nessie_tests::{find_key, slot, tiny_config, SimCluster};
+use nessie_tests::{find_key, slot, time_limit, tiny_config, SimCluster};
 
 // ----- hole 1: a MIGRATE install that lands after a reclaim ---------------
 
@@ -76,6 +76,11 @@ fn late_install(faults: Faults, left: Duration) -> (bool, Option<Vec<u8>>) {
 
 #[test]
 fn hole1_an_install_posted_in_time_but_landing_after_the_reclaim_is_fenced_off() {
+    let _limit = time_limit(
+        "hole1_an_install_posted_in_time_but_landing_after_the_reclaim_is_fenced_off",
+        "-",
+        Duration::from_secs(60),
+    );
     // Posted outside the margin (as A2 intends) but held back past the
     // reclaim, i.e. A2 violated on purpose: the fence still makes it fail.
     let (posted, got) = late_install(Faults::default(), Duration::from_millis(20));
@@ -85,6 +90,11 @@ fn hole1_an_install_posted_in_time_but_landing_after_the_reclaim_is_fenced_off()
 
 #[test]
 fn hole1_inside_the_margin_no_install_is_posted() {
+    let _limit = time_limit(
+        "hole1_inside_the_margin_no_install_is_posted",
+        "-",
+        Duration::from_secs(60),
+    );
     let (posted, got) = late_install(Faults::default(), Duration::from_millis(5));
     assert!(
         !posted,
@@ -95,6 +105,11 @@ fn hole1_inside_the_margin_no_install_is_posted() {
 
 #[test]
 fn hole1_reinstated_the_late_install_resurrects_an_overwritten_value() {
+    let _limit = time_limit(
+        "hole1_reinstated_the_late_install_resurrects_an_overwritten_value",
+        "-",
+        Duration::from_secs(60),
+    );
     let unfenced = Faults {
         unfenced_migrate_install: true,
         ..Faults::default()
@@ -268,11 +283,21 @@ fn cached_reader_story(faults: Faults) -> Option<Vec<u8>> {
 
 #[test]
 fn hole2_a_scan_extends_the_cache_from_when_its_reads_were_posted() {
+    let _limit = time_limit(
+        "hole2_a_scan_extends_the_cache_from_when_its_reads_were_posted",
+        "-",
+        Duration::from_secs(60),
+    );
     assert_eq!(cached_reader_story(Faults::default()), Some(b"v3".to_vec()));
 }
 
 #[test]
 fn hole2_reinstated_the_cache_returns_a_value_two_writes_old() {
+    let _limit = time_limit(
+        "hole2_reinstated_the_cache_returns_a_value_two_writes_old",
+        "-",
+        Duration::from_secs(60),
+    );
     let late = Faults {
         cache_time_from_completion: true,
         ..Faults::default()
@@ -334,6 +359,11 @@ fn delete_with_failed_commit(faults: Faults) -> (Result<bool, Error>, Result<(),
 
 #[test]
 fn hole3_a_commit_whose_completion_failed_is_settled_not_retried() {
+    let _limit = time_limit(
+        "hole3_a_commit_whose_completion_failed_is_settled_not_retried",
+        "-",
+        Duration::from_secs(60),
+    );
     let (deleted, verdict) = delete_with_failed_commit(Faults::default());
     assert_eq!(
         deleted,
@@ -345,6 +375,11 @@ fn hole3_a_commit_whose_completion_failed_is_settled_not_retried() {
 
 #[test]
 fn hole3_reinstated_a_committed_delete_is_applied_twice_and_the_checker_says_so() {
+    let _limit = time_limit(
+        "hole3_reinstated_a_committed_delete_is_applied_twice_and_the_checker_says_so",
+        "-",
+        Duration::from_secs(60),
+    );
     let retry = Faults {
         errors_after_commit_retryable: true,
         ..Faults::default()
@@ -384,6 +419,11 @@ fn update_with_failed_mark(faults: Faults) -> (Result<bool, Error>, u64, Option<
 
 #[test]
 fn hole3_a_failed_mark_after_the_commit_is_a_counted_leak_not_an_error() {
+    let _limit = time_limit(
+        "hole3_a_failed_mark_after_the_commit_is_a_counted_leak_not_an_error",
+        "-",
+        Duration::from_secs(60),
+    );
     let (r, leaked, now) = update_with_failed_mark(Faults::default());
     assert_eq!(r, Ok(true));
     assert_eq!(leaked, 1);
@@ -392,6 +432,11 @@ fn hole3_a_failed_mark_after_the_commit_is_a_counted_leak_not_an_error() {
 
 #[test]
 fn hole3_reinstated_a_committed_put_reports_a_failure() {
+    let _limit = time_limit(
+        "hole3_reinstated_a_committed_put_reports_a_failure",
+        "-",
+        Duration::from_secs(60),
+    );
     let retry = Faults {
         errors_after_commit_retryable: true,
         ..Faults::default()
@@ -436,6 +481,11 @@ fn put_with_lost_commit(fault: InjectedFault) -> (Result<bool, Error>, u64, Opti
 
 #[test]
 fn hole3_a_lost_commit_completion_ends_at_the_deadline_with_the_true_outcome() {
+    let _limit = time_limit(
+        "hole3_a_lost_commit_completion_ends_at_the_deadline_with_the_true_outcome",
+        "-",
+        Duration::from_secs(60),
+    );
     let (r, settled, now) = put_with_lost_commit(InjectedFault::LoseCompletion);
     assert_eq!(r, Ok(false), "the commit executed: the PUT succeeded");
     assert_eq!(settled, 1);
@@ -449,6 +499,11 @@ fn hole3_a_lost_commit_completion_ends_at_the_deadline_with_the_true_outcome() {
 
 #[test]
 fn hole3_when_even_the_settling_cas_fails_the_outcome_is_unknown_and_not_retried() {
+    let _limit = time_limit(
+        "hole3_when_even_the_settling_cas_fails_the_outcome_is_unknown_and_not_retried",
+        "-",
+        Duration::from_secs(60),
+    );
     let (r, attempts, now) = bounded(|| {
         let cluster = SimCluster::manual_clock(three_nodes());
         let k = remote_key(&cluster.cfg, "n");
@@ -473,6 +528,11 @@ fn hole3_when_even_the_settling_cas_fails_the_outcome_is_unknown_and_not_retried
 
 #[test]
 fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
+    let _limit = time_limit(
+        "hole3_an_install_whose_completion_failed_does_not_block_the_key",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(three_nodes());
     let k = remote_key(&cluster.cfg, "i");
     let mut c = cluster.client(0, 0);
@@ -543,6 +603,11 @@ fn insert_from_the_destination_side(faults: Faults) -> Result<bool, Error> {
 
 #[test]
 fn hole4_a_committed_copy_is_finished_from_its_destination_side() {
+    let _limit = time_limit(
+        "hole4_a_committed_copy_is_finished_from_its_destination_side",
+        "-",
+        Duration::from_secs(60),
+    );
     assert_eq!(
         insert_from_the_destination_side(Faults::default()),
         Ok(false)
@@ -551,6 +616,11 @@ fn hole4_a_committed_copy_is_finished_from_its_destination_side() {
 
 #[test]
 fn hole4_reinstated_inserts_are_blocked_forever() {
+    let _limit = time_limit(
+        "hole4_reinstated_inserts_are_blocked_forever",
+        "-",
+        Duration::from_secs(60),
+    );
     let landed = Faults {
         conflict_ends_put: true,
         ..Faults::default()
@@ -589,6 +659,11 @@ fn insert_past_a_busy_source(search: MigrateSearch, faults: Faults) -> Result<bo
 
 #[test]
 fn hole4_a_conflict_at_one_source_lets_the_put_try_the_next() {
+    let _limit = time_limit(
+        "hole4_a_conflict_at_one_source_lets_the_put_try_the_next",
+        "-",
+        Duration::from_secs(60),
+    );
     assert_eq!(
         insert_past_a_busy_source(MigrateSearch::DepthFirst, Faults::default()),
         Ok(false)
@@ -601,6 +676,11 @@ fn hole4_a_conflict_at_one_source_lets_the_put_try_the_next() {
 
 #[test]
 fn hole4_reinstated_one_busy_source_fails_the_put() {
+    let _limit = time_limit(
+        "hole4_reinstated_one_busy_source_fails_the_put",
+        "-",
+        Duration::from_secs(60),
+    );
     let landed = Faults {
         conflict_ends_put: true,
         ..Faults::default()
@@ -621,6 +701,11 @@ fn hole4_reinstated_one_busy_source_fails_the_put() {
 
 #[test]
 fn hole5_multiple_reads_keeps_the_cache() {
+    let _limit = time_limit(
+        "hole5_multiple_reads_keeps_the_cache",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::new(Config {
         multiple_reads: true,
         ..three_nodes()
@@ -641,6 +726,11 @@ fn hole5_multiple_reads_keeps_the_cache() {
 
 #[test]
 fn hole5_a_certified_absence_read_after_the_deadline_is_discarded() {
+    let _limit = time_limit(
+        "hole5_a_certified_absence_read_after_the_deadline_is_discarded",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(three_nodes());
     let mut d = cluster.stepper(0, 0, PutMachine::delete(b"absent"));
     assert!(d.step(), "scan");
@@ -654,6 +744,11 @@ fn hole5_a_certified_absence_read_after_the_deadline_is_discarded() {
 
 #[test]
 fn hole5_no_mutation_after_the_commit_is_posted_inside_the_margin() {
+    let _limit = time_limit(
+        "hole5_no_mutation_after_the_commit_is_posted_inside_the_margin",
+        "-",
+        Duration::from_secs(60),
+    );
     let cluster = SimCluster::manual_clock(three_nodes());
     let k = remote_key(&cluster.cfg, "d");
     let mut c = cluster.client(1, 0);
@@ -681,6 +776,11 @@ fn hole5_no_mutation_after_the_commit_is_posted_inside_the_margin() {
 
 #[test]
 fn the_outcome_of_every_error_class() {
+    let _limit = time_limit(
+        "the_outcome_of_every_error_class",
+        "-",
+        Duration::from_secs(60),
+    );
     let id = ClientId {
         node: NodeId(0),
         index: 0,

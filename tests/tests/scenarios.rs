@@ -104,7 +104,8 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
     );
 
     let (r, _, _) = a.finish();
-    let ret = r.ok().map(KvRet::Put).unwrap_or(KvRet::Unknown);
+    // A failure recorded by what its error promises.
+    let ret = r.map_or_else(|e| KvRet::of_error(&e), KvRet::Put);
     rec.push(Event {
         client: 0,
         key: b"k".to_vec(),
@@ -128,10 +129,12 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
 #[test]
 fn nic_cas_commit_keeps_a_late_owner_from_resurrecting_its_entry() {
     let h = overrunning_owner(false);
+    // Recorded by what its error promises (it was recorded as an unknown
+    // outcome before, which excused more).
     assert_eq!(
         h[3].ret,
-        KvRet::Unknown,
-        "A's commit CAS fails: not acknowledged"
+        KvRet::NotCommitted,
+        "A's commit CAS fails: A is told nothing was committed"
     );
     assert!(check_history(&h, 1_000_000).is_ok());
 }

@@ -2,9 +2,10 @@
 //! from any clients, on index tables small enough to force MIGRATEs.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use nessie_protocol::{Config, Error};
-use nessie_tests::SimCluster;
+use nessie_tests::{time_limit, SimCluster};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -30,6 +31,7 @@ proptest! {
     #[test]
     fn behaves_like_a_map(ops in proptest::collection::vec((0usize..4, op()), 1..120),
                           slots in 4u32..8, candidates in 2u8..4) {
+        let _limit = time_limit("behaves_like_a_map", "-", Duration::from_secs(60));
         let cfg = Config {
             nodes: 2, index_slots_per_node: slots, candidates, clients_per_node: 2,
             max_value_len: 40, max_migrate_depth: 6, ..Config::default()

@@ -7,9 +7,11 @@
 //! Deeper runs on demand: `NESSIE_SHUTTLE_ITERATIONS=100000 cargo test --release
 //! -p nessie-tests --test shuttle`.
 
+use std::time::Duration;
+
 use nessie_protocol::{Faults, IteAddr, NodeId};
-use nessie_tests::find_key;
 use nessie_tests::schedules::{base, iterations, pct, random, Scenario, Step};
+use nessie_tests::{find_key, time_limit};
 
 fn slot(s: u32) -> IteAddr {
     IteAddr {
@@ -113,22 +115,38 @@ fn puts_race_a_delete(faults: Faults) -> Scenario {
 
 #[test]
 fn three_clients_on_hot_keys_random_schedules() {
+    let _limit = time_limit(
+        "three_clients_on_hot_keys_random_schedules",
+        1,
+        Duration::from_secs(120),
+    );
     random(three_clients_hot_keys(), 1, iterations(3000));
 }
 
 #[test]
 fn three_clients_on_hot_keys_pct_schedules() {
+    let _limit = time_limit(
+        "three_clients_on_hot_keys_pct_schedules",
+        2,
+        Duration::from_secs(120),
+    );
     pct(three_clients_hot_keys(), 2, iterations(3000), 3);
 }
 
 #[test]
 fn six_clients_random_and_pct_schedules() {
+    let _limit = time_limit(
+        "six_clients_random_and_pct_schedules",
+        "3, 4",
+        Duration::from_secs(120),
+    );
     random(six_clients(), 3, iterations(1000));
     pct(six_clients(), 4, iterations(1000), 3);
 }
 
 #[test]
 fn racing_puts_stay_linearizable() {
+    let _limit = time_limit("racing_puts_stay_linearizable", 5, Duration::from_secs(120));
     random(puts_race_a_delete(Faults::default()), 5, iterations(3000));
 }
 
@@ -163,11 +181,21 @@ fn cached_readers(faults: Faults) -> Scenario {
 
 #[test]
 fn cached_readers_stay_linearizable() {
+    let _limit = time_limit(
+        "cached_readers_stay_linearizable",
+        6,
+        Duration::from_secs(120),
+    );
     random(cached_readers(Faults::default()), 6, iterations(2000));
 }
 
 #[test]
 fn shuttle_and_the_history_checker_catch_reuse_before_expiry() {
+    let _limit = time_limit(
+        "shuttle_and_the_history_checker_catch_reuse_before_expiry",
+        6,
+        Duration::from_secs(120),
+    );
     let broken = cached_readers(Faults {
         reuse_before_expiry: true,
         ..Faults::default()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{KvOp, KvRet, Recorder};
+use nessie_model::{unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::{
     ClientId, Completion, Config, Endpoint, FabricError, Nanos, NodeId, WorkRequest,
 };
@@ -115,7 +115,7 @@ pub fn linearizable_workload(d: &Sim, ops: usize, keys: u64, get_pct: u64, seed:
                         )
                         .map(|_| ())
                     } else {
-                        let value = format!("v-{me}-{k}").into_bytes();
+                        let value = unique_value(&key, me as u64, k as u64, 16);
                         r.record_result(
                             me,
                             &key,

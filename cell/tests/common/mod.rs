@@ -11,6 +11,9 @@ use std::time::Duration;
 use nessie_cell::check::{check, Call, Event, History, Ret};
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
+/// Every story's time limit (`nessie_model::watchdog`).
+#[allow(unused_imports)]
+pub use nessie_model::time_limit;
 use nessie_model::{check_history, Event as KvEvent, KvOp, KvRet};
 use nessie_protocol::{ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
 
@@ -132,8 +135,10 @@ pub fn islands(
                 let isl = (f * 7 + u64::from(n)) % ISLANDS;
                 let k = key(isl * 40 + PER_ISLAND + 1 + (f / ISLANDS) * 3 + u64::from(n));
                 let me = 100 + n as usize;
-                h.record(me, Call::Put(k.clone(), b"fill".to_vec()), || {
-                    let r = c.put(&k, b"fill");
+                // A value of its own per write, as every recorded write.
+                let v = nessie_model::unique_value(&k, me as u64, f, 16);
+                h.record(me, Call::Put(k.clone(), v.clone()), || {
+                    let r = c.put(&k, &v);
                     (r.as_ref().ok().map(|e| Ret::Put(*e)), r.map(|_| ()))
                 })
                 .unwrap_or_else(|e| panic!("filler {n}: {e}"));

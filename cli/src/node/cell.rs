@@ -158,7 +158,9 @@ impl<E: Endpoint> RunsOne for CellClient<E> {
 /// A recorded operation as Cell's range-aware checker
 /// (`nessie_cell::check`) takes it: a failed one as `Ret::Unknown` (the
 /// checker drops failed reads and lets a failed write take effect or not;
-/// leave out failures that committed nothing before calling this).
+/// leave out failures that committed nothing, `HistoryRecord::
+/// committed_nothing`, before calling this: Cell's checker has no
+/// not-committed outcome).
 pub fn cell_event(h: &HistoryRecord) -> Event {
     Event {
         client: h.client as usize,
@@ -173,7 +175,7 @@ pub fn cell_event(h: &HistoryRecord) -> Event {
             },
         },
         ret: match (&h.op, &h.ret) {
-            (_, HistoryRet::Failed(_)) => Ret::Unknown,
+            (_, HistoryRet::Failed(..)) => Ret::Unknown,
             (_, HistoryRet::Get(v)) => Ret::Get(v.clone()),
             (HistoryOp::Put(_), HistoryRet::Existed(e)) => Ret::Put(*e),
             (_, HistoryRet::Existed(e)) => Ret::Delete(*e),
@@ -304,7 +306,7 @@ mod tests {
         let failed: Vec<&HistoryRecord> = r
             .history
             .iter()
-            .filter(|h| matches!(h.ret, HistoryRet::Failed(_)))
+            .filter(|h| matches!(h.ret, HistoryRet::Failed(..)))
             .collect();
         assert!(failed.is_empty(), "a healthy cluster failed: {failed:?}");
         let events: Vec<Event> = r.history.iter().map(cell_event).collect();

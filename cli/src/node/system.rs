@@ -218,7 +218,7 @@ mod workload_tests {
 
     use super::*;
     use crate::workload::spec::tests::spec;
-    use crate::workload::{Announcer, HistoryOp, HistoryRecord, HistoryRet, StartAt};
+    use crate::workload::{Announcer, HistoryRecord, HistoryRet, StartAt};
     use nessie_baselines::SystemKind;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::Config;
@@ -473,35 +473,21 @@ mod workload_tests {
             assert!(h.client == 1000 || h.client == 1001);
         }
         let failed = HistoryRecord {
-            ret: HistoryRet::Failed("unreachable node2".into()),
+            ret: HistoryRet::failed(&nessie_protocol::Error::Unreachable(NodeId(2))),
             key: Vec::new(),
             ..r.history[0].clone()
         };
         assert_eq!(HistoryRecord::parse_line(&failed.to_line()), Some(failed));
         // A healthy simulated cluster fails nothing: every record is an answer.
-        use nessie_model::{check_history, Event, KvOp, KvRet};
+        use nessie_model::{check_history, Event, KvRet};
+        assert!(r
+            .history
+            .iter()
+            .all(|h| !matches!(h.ret, HistoryRet::Failed(..))));
         let events: Vec<Event> = r
             .history
             .iter()
-            .map(|h| Event {
-                client: h.client as usize,
-                key: h.key.clone(),
-                op: match &h.op {
-                    HistoryOp::Get => KvOp::Get,
-                    HistoryOp::Put(v) => KvOp::Put(v.clone()),
-                    HistoryOp::Delete => KvOp::Delete,
-                    HistoryOp::Scan(_) => panic!("no scans in this workload"),
-                },
-                ret: match (&h.op, &h.ret) {
-                    (_, HistoryRet::Get(v)) => KvRet::Get(v.clone()),
-                    (HistoryOp::Put(_), HistoryRet::Existed(e)) => KvRet::Put(*e),
-                    (_, HistoryRet::Existed(e)) => KvRet::Delete(*e),
-                    (_, HistoryRet::Failed(k)) => panic!("a healthy cluster failed: {k}"),
-                    (_, HistoryRet::Entries(_)) => panic!("no scans in this workload"),
-                },
-                invoke: h.invoke,
-                response: h.response,
-            })
+            .map(|h| h.event().expect("no scans in this workload"))
             .collect();
         assert!(check_history(&events, 5_000_000).is_ok());
         // Teeth: a GET answering a value no one wrote is caught.

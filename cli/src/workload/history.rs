@@ -2,9 +2,28 @@
 //! `CLOCK_MONOTONIC` invocation and response times ([`HistoryRecord`]),
 //! one line of text each, so that the histories of several node processes
 //! on one machine can be merged and checked for linearizability; and the
-//! names reports and histories give errors ([`error_kind`]).
+//! names reports and histories give errors ([`error_kind`]); a failure is
+//! recorded with what its error promises ([`KvRet::of_error`]), and a record
+//! becomes a checker's event by [`HistoryRecord::event`].
+//!
+//! Each client thread is a sequential process in a history: a thread that
+//! keeps several operations in flight (a pipeline) records each of its
+//! slots as a client of its own ([`history_client`]).
 
-use nessie_protocol::Error;
+use nessie_model::{Event, KvOp, KvRet};
+use nessie_protocol::{ClientId, Error};
+
+/// How far apart the history ids of one thread's slots are: slot `s` of the
+/// thread of client `node.index` is `node x 1000 + index + s x
+/// SLOT_STRIDE`.
+pub const SLOT_STRIDE: u64 = 1_000_000;
+
+/// The history id of slot `slot` of the client thread whose (first) client
+/// is `id`: `node x 1000 + index`, plus `slot x` [`SLOT_STRIDE`] (a blocking
+/// client has one slot, 0).
+pub fn history_client(id: ClientId, slot: usize) -> u64 {
+    u64::from(id.node.0) * 1000 + u64::from(id.index) + slot as u64 * SLOT_STRIDE
+}
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the same clock for every process of
 /// one machine (recorded histories from several processes are ordered by it).
@@ -44,16 +63,44 @@ pub enum HistoryRet {
     Existed(bool),
     /// A scan's entries, in key order.
     Entries(Vec<(Vec<u8>, Vec<u8>)>),
-    /// It failed, with the error's kind ([`error_kind`]).
-    Failed(String),
+    /// It failed, with the error's kind ([`error_kind`]) and what the error
+    /// promises about its effect ([`KvRet::of_error`]: `Unknown`,
+    /// `NotCommitted` or `Full`).
+    Failed(String, KvRet),
 }
 
-/// One recorded operation: which client (node x 1000 + index), the key,
-/// the operation, its result, and when it was invoked and returned
+impl HistoryRet {
+    /// The record of a failure: its kind and its promise.
+    pub fn failed(e: &Error) -> HistoryRet {
+        HistoryRet::Failed(error_kind(e), KvRet::of_error(e))
+    }
+}
+
+/// A failure's promise in a history line.
+fn promise_word(p: &KvRet) -> &'static str {
+    match p {
+        KvRet::Unknown => "unknown",
+        KvRet::Full => "full",
+        _ => "nothing",
+    }
+}
+
+fn promise_of_word(w: &str) -> Option<KvRet> {
+    match w {
+        "unknown" => Some(KvRet::Unknown),
+        "full" => Some(KvRet::Full),
+        "nothing" => Some(KvRet::NotCommitted),
+        _ => None,
+    }
+}
+
+/// One recorded operation: which client ([`history_client`]), the key, the
+/// operation, its result, and when it was invoked and returned
 /// (`CLOCK_MONOTONIC` ns).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryRecord {
-    /// Node x 1000 + client index.
+    /// Node x 1000 + client index (+ slot x [`SLOT_STRIDE`]:
+    /// [`history_client`]).
     pub client: u64,
     /// The key.
     pub key: Vec<u8>,
@@ -89,9 +136,10 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl HistoryRecord {
     /// One line of text: `client invoke response key op value result`
-    /// (bytes in hex, `-` where there is none, error kinds with `_` for
-    /// spaces; a scan's value is its limit, its result
-    /// `entries:key=value,...`).
+    /// (bytes in hex, `-` where there is none; a failure's result
+    /// `failed:PROMISE:KIND`, its promise `unknown`, `nothing` or `full`,
+    /// its kind with `_` for spaces; a scan's value is its limit, its
+    /// result `entries:key=value,...`).
     pub fn to_line(&self) -> String {
         let (op, value) = match &self.op {
             HistoryOp::Get => ("get", "-".to_string()),
@@ -110,7 +158,9 @@ impl HistoryRecord {
                     .collect::<Vec<_>>()
                     .join(",")
             ),
-            HistoryRet::Failed(k) => format!("failed:{}", k.replace(' ', "_")),
+            HistoryRet::Failed(k, p) => {
+                format!("failed:{}:{}", promise_word(p), k.replace(' ', "_"))
+            }
         };
         format!(
             "{} {} {} {} {op} {value} {ret}",
@@ -148,7 +198,8 @@ impl HistoryRecord {
             }
             HistoryRet::Entries(entries)
         } else {
-            HistoryRet::Failed(f[6].strip_prefix("failed:")?.replace('_', " "))
+            let (p, k) = f[6].strip_prefix("failed:")?.split_once(':')?;
+            HistoryRet::Failed(k.replace('_', " "), promise_of_word(p)?)
         };
         Some(HistoryRecord {
             client: f[0].parse().ok()?,
@@ -158,6 +209,47 @@ impl HistoryRecord {
             op,
             ret,
         })
+    }
+}
+
+impl HistoryRecord {
+    /// The record as the per-key checker's event: its answer, or a
+    /// failure's promise (an unknown outcome may have taken effect, a
+    /// not-committed one is left out by the checker, a refusal for want of
+    /// room is a read of absence). `None` for a scan, which the per-key
+    /// checker cannot take (Cell's range-aware checker can:
+    /// `crate::node::cell::cell_event`).
+    pub fn event(&self) -> Option<Event> {
+        let op = match &self.op {
+            HistoryOp::Get => KvOp::Get,
+            HistoryOp::Put(v) => KvOp::Put(v.clone()),
+            HistoryOp::Delete => KvOp::Delete,
+            HistoryOp::Scan(_) => return None,
+        };
+        let ret = match (&self.op, &self.ret) {
+            (_, HistoryRet::Failed(_, promise)) => promise.clone(),
+            (_, HistoryRet::Get(v)) => KvRet::Get(v.clone()),
+            (HistoryOp::Put(_), HistoryRet::Existed(e)) => KvRet::Put(*e),
+            (_, HistoryRet::Existed(e)) => KvRet::Delete(*e),
+            (_, HistoryRet::Entries(_)) => return None,
+        };
+        Some(Event {
+            client: usize::try_from(self.client).unwrap_or(usize::MAX),
+            key: self.key.clone(),
+            op,
+            ret,
+            invoke: self.invoke,
+            response: self.response,
+        })
+    }
+
+    /// Whether it failed with an error that promises it took no effect
+    /// (not committed, or refused for want of room).
+    pub fn committed_nothing(&self) -> bool {
+        matches!(
+            self.ret,
+            HistoryRet::Failed(_, KvRet::NotCommitted | KvRet::Full)
+        )
     }
 }
 
@@ -226,8 +318,16 @@ mod tests {
             },
             HistoryRecord {
                 op: HistoryOp::Delete,
-                ret: HistoryRet::Failed("unreachable node2".into()),
+                ret: HistoryRet::failed(&Error::Unreachable(NodeId(2))),
                 key: Vec::new(),
+                ..put.clone()
+            },
+            HistoryRecord {
+                ret: HistoryRet::failed(&Error::OutcomeUnknown("a lost completion".into())),
+                ..put.clone()
+            },
+            HistoryRecord {
+                ret: HistoryRet::failed(&Error::TableFull { depth: 3 }),
                 ..put.clone()
             },
         ];
@@ -235,7 +335,38 @@ mod tests {
             assert_eq!(HistoryRecord::parse_line(&r.to_line()), Some(r));
         }
         assert_eq!(HistoryRecord::parse_line("1 2 3 zz get - missing"), None);
+        // A failure without its promise is refused, not guessed.
+        assert_eq!(
+            HistoryRecord::parse_line("1 2 3 6b put 76 failed:timeout"),
+            None
+        );
         assert_eq!(HistoryRecord::parse_line("1 2 3"), None);
+    }
+
+    #[test]
+    fn failures_become_what_their_errors_promise() {
+        let put = |e: Error| HistoryRecord {
+            client: 1001 + 2 * SLOT_STRIDE,
+            key: b"k".to_vec(),
+            op: HistoryOp::Put(b"v".to_vec()),
+            ret: HistoryRet::failed(&e),
+            invoke: 1,
+            response: 2,
+        };
+        let ev = |e: Error| put(e).event().unwrap().ret;
+        assert_eq!(ev(Error::Conflict), KvRet::NotCommitted);
+        assert_eq!(ev(Error::Timeout), KvRet::NotCommitted);
+        assert_eq!(ev(Error::OutcomeUnknown("lost".into())), KvRet::Unknown);
+        assert_eq!(ev(Error::TableFull { depth: 3 }), KvRet::Full);
+        assert!(put(Error::Conflict).committed_nothing());
+        assert!(!put(Error::OutcomeUnknown("lost".into())).committed_nothing());
+        assert_eq!(put(Error::Conflict).event().unwrap().client, 2_001_001);
+        let id = ClientId {
+            node: NodeId(2),
+            index: 3,
+        };
+        assert_eq!(history_client(id, 0), 2003);
+        assert_eq!(history_client(id, 5), 5_002_003);
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! Keys and the two [`Source`]s of a mixed-workload run: [`Preload`] (every
 //! key PUT once, spread over the client threads) and [`Mix`] (GETs, PUTs,
 //! DELETEs and, for an ordered store, range scans of uniformly drawn keys
-//! in the spec's proportions, every PUT's value unique so that recorded
-//! histories can be checked).
+//! in the spec's proportions). Every PUT, the preload's included, writes a
+//! value of its own ([`nessie_model::unique_value`]: the writing thread's
+//! history id, a sequence number and the key, at the spec's value size), so
+//! that a recorded history names the write each read returned, and a read
+//! of another key's entry shows.
 //!
 //! Keys are `key-<12 digits>` padded with `.` to the key size (the same keys
 //! as `nessie bench`'s).
 
-use std::fmt::Write as _;
+use nessie_model::write_unique_value;
 
 use super::driver::{Next, Op, Source};
 use super::spec::WorkloadSpec;
@@ -36,26 +39,33 @@ fn xorshift(s: &mut u64) -> u64 {
 }
 
 /// PUTs of keys `first`, `first + step`, ... below the spec's key count,
-/// with a value of `v`s.
+/// key `i` with write number `i` of the thread (`writer`, its history id):
+/// a value of its own.
 pub struct Preload {
     next: u64,
     step: u64,
     keys: u64,
     key_size: u32,
+    value_size: usize,
+    writer: u64,
     key: Vec<u8>,
     value: Vec<u8>,
 }
 
 impl Preload {
-    /// Client thread `first` of `step` threads preloading `spec`'s keys.
-    pub fn new(spec: &WorkloadSpec, first: u64, step: u64) -> Preload {
+    /// Client thread `first` of `step` threads preloading `spec`'s keys;
+    /// `writer` names the thread in its values (its history id,
+    /// `super::history_client`).
+    pub fn new(spec: &WorkloadSpec, first: u64, step: u64, writer: u64) -> Preload {
         Preload {
             next: first,
             step: step.max(1),
             keys: u64::from(spec.keys),
             key_size: spec.key_size,
+            value_size: spec.value_size as usize,
+            writer,
             key: Vec::new(),
-            value: vec![b'v'; spec.value_size as usize],
+            value: Vec::new(),
         }
     }
 }
@@ -66,6 +76,13 @@ impl Source for Preload {
             return None;
         }
         write_key(&mut self.key, self.next, self.key_size);
+        write_unique_value(
+            &mut self.value,
+            &self.key,
+            self.writer,
+            self.next,
+            self.value_size,
+        );
         self.next += self.step;
         Some(Next {
             op: Op::Put(&self.key, &self.value),
@@ -76,9 +93,10 @@ impl Source for Preload {
 
 /// The mixed workload of one client thread: a uniformly drawn key, then a
 /// GET, DELETE, scan (of `scan_len` entries from the key on) or PUT by the
-/// spec's percentages. A PUT's value starts with
-/// `<node>:<client>:<n>` (its thread and its operation number), so no two
-/// PUTs of a run write the same value.
+/// spec's percentages. A PUT's value is write number `keys + n` of the
+/// thread (its operation number `n` past the preload's numbers, which are
+/// key indexes) under the thread's history id: no two PUTs of a run, the
+/// preload's included, write the same value.
 pub struct Mix {
     rng: u64,
     keys: u64,
@@ -88,12 +106,10 @@ pub struct Mix {
     scan_pct: u32,
     scan_len: usize,
     value_size: usize,
-    node: u16,
-    client: u16,
+    writer: u64,
     n: u64,
     key: Vec<u8>,
     value: Vec<u8>,
-    tag: String,
 }
 
 impl Mix {
@@ -110,12 +126,16 @@ impl Mix {
             scan_pct: spec.scan_pct,
             scan_len: spec.scan_len as usize,
             value_size: spec.value_size as usize,
-            node,
-            client,
+            writer: super::history::history_client(
+                nessie_protocol::ClientId {
+                    node: nessie_protocol::NodeId(node),
+                    index: client,
+                },
+                0,
+            ),
             n: 0,
             key: Vec::new(),
             value: Vec::new(),
-            tag: String::new(),
         }
     }
 }
@@ -134,12 +154,13 @@ impl Source for Mix {
         } else if dice < self.get_pct + self.delete_pct + self.scan_pct {
             Op::Scan(&self.key, self.scan_len)
         } else {
-            self.value.clear();
-            self.value.resize(self.value_size, b'w');
-            self.tag.clear();
-            let _ = write!(self.tag, "{}:{}:{n}", self.node, self.client);
-            let len = self.tag.len().min(self.value.len());
-            self.value[..len].copy_from_slice(&self.tag.as_bytes()[..len]);
+            write_unique_value(
+                &mut self.value,
+                &self.key,
+                self.writer,
+                self.keys + n,
+                self.value_size,
+            );
             Op::Put(&self.key, &self.value)
         };
         Some(Next { op, arrival: None })
@@ -178,21 +199,27 @@ mod tests {
     fn the_preload_spreads_every_key_over_the_threads_once() {
         let s = WorkloadSpec { keys: 10, ..spec() };
         let mut all: Vec<String> = (0..3)
-            .flat_map(|t| drain(&mut Preload::new(&s, t, 3), 100))
+            .flat_map(|t| drain(&mut Preload::new(&s, t, 3, t), 100))
             .collect();
         all.sort();
-        let want: Vec<String> = (0..10)
+        let mut want: Vec<String> = (0..10)
             .map(|k| {
+                let key = key_of(k, 16);
                 format!(
                     "put {} {}",
-                    String::from_utf8_lossy(&key_of(k, 16)),
-                    "v".repeat(32)
+                    String::from_utf8_lossy(&key),
+                    String::from_utf8_lossy(&nessie_model::unique_value(&key, k % 3, k, 32))
                 )
             })
             .collect();
-        let mut want = want;
         want.sort();
         assert_eq!(all, want);
+        // Every key a value of its own, at the spec's size.
+        let mut values: Vec<&str> = all.iter().map(|p| p.split(' ').nth(2).unwrap()).collect();
+        assert!(values.iter().all(|v| v.len() == 32));
+        values.sort_unstable();
+        values.dedup();
+        assert_eq!(values.len(), 10);
     }
 
     #[test]
@@ -225,8 +252,24 @@ mod tests {
         );
         assert!((count("delete") / n - 0.1).abs() < 0.02);
         assert!((count("put") / n - 0.3).abs() < 0.03);
+        // Every PUT its own value, the preload's of the same threads too.
+        let preload: Vec<String> = [(0, 0), (0, 1), (1, 0)]
+            .iter()
+            .enumerate()
+            .flat_map(|(t, &(node, client))| {
+                let writer = crate::workload::history_client(
+                    nessie_protocol::ClientId {
+                        node: nessie_protocol::NodeId(node),
+                        index: client,
+                    },
+                    0,
+                );
+                drain(&mut Preload::new(&s, t as u64, 3, writer), 1000)
+            })
+            .collect();
         let mut values: Vec<&str> = ops
             .iter()
+            .chain(&preload)
             .filter_map(|o| o.strip_prefix("put "))
             .map(|o| o.split(' ').nth(1).unwrap())
             .collect();

@@ -28,7 +28,9 @@ pub use driver::{
     client_loop, Answer, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, RunsOne,
     Source,
 };
-pub use history::{error_kind, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet};
+pub use history::{
+    error_kind, history_client, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet, SLOT_STRIDE,
+};
 pub use report::{quantile_us, KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, ServerLoad, Worker};
 pub use spec::{

@@ -225,6 +225,12 @@ pub fn check(spec: &WorkloadSpec, store: impl Into<StoreLimits>) -> Result<(), W
             cfg.max_value_len
         ));
     }
+    if spec.record && (spec.value_size as usize) < nessie_model::MIN_RECORDED_VALUE_SIZE {
+        return bad(format!(
+            "--value-size must be at least {} B when recording a history (each PUT writes a value of its own)",
+            nessie_model::MIN_RECORDED_VALUE_SIZE
+        ));
+    }
     if spec.get_pct + spec.delete_pct + spec.scan_pct > 100 {
         return bad("--get-pct plus --delete-pct plus --scan-pct exceeds 100".into());
     }
@@ -273,6 +279,14 @@ pub(crate) mod tests {
             ..Config::default()
         };
         assert!(check(&spec(), &cfg).is_ok());
+        assert!(check(
+            &WorkloadSpec {
+                value_size: 7,
+                ..spec()
+            },
+            &cfg
+        )
+        .is_ok());
         for s in [
             WorkloadSpec {
                 clients: 3,
@@ -300,6 +314,12 @@ pub(crate) mod tests {
                 ..spec()
             },
             WorkloadSpec { keys: 0, ..spec() },
+            // Too small for a value of its own per write, when recording.
+            WorkloadSpec {
+                value_size: 7,
+                record: true,
+                ..spec()
+            },
             WorkloadSpec {
                 scan_pct: 5,
                 scan_len: 10,
