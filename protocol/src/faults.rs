@@ -41,6 +41,18 @@ pub struct Faults {
     /// restores a MIGRATE copy's destination to the copy's previous version
     /// instead of emptying it (two entries then name one entry of the key).
     pub rollback_destination_to_previous: bool,
+    /// Issue 24 hole 2, reinstated: the `Client`'s driver posts each
+    /// machine's own request ids (every attempt and operation numbers its
+    /// requests from 0) and hands every completion to the running machine,
+    /// so a completion that arrives after its attempt gave the round up
+    /// answers the next machine's request of the same number (a stale READ
+    /// returned as fresh, and cached under the new index word).
+    pub machine_local_request_ids: bool,
+    /// Issue 24 hole 3, reinstated: a breadth-first MIGRATE search that the
+    /// attempt cannot afford before its deadline (priced from the rounds it
+    /// measured) ends the PUT in `TableFull`, which is never retried,
+    /// instead of the retryable `Timeout`.
+    pub unaffordable_search_table_full: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -50,7 +62,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 13] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -62,6 +74,8 @@ impl Faults {
         "errors-after-commit-retryable",
         "conflict-ends-put",
         "rollback-destination-to-previous",
+        "machine-local-request-ids",
+        "unaffordable-search-table-full",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -78,6 +92,8 @@ impl Faults {
             "errors-after-commit-retryable" => &mut self.errors_after_commit_retryable,
             "conflict-ends-put" => &mut self.conflict_ends_put,
             "rollback-destination-to-previous" => &mut self.rollback_destination_to_previous,
+            "machine-local-request-ids" => &mut self.machine_local_request_ids,
+            "unaffordable-search-table-full" => &mut self.unaffordable_search_table_full,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -285,5 +285,6 @@ pub fn assert_linearizable(history: &[Event]) -> usize {
         Verdict::Linearizable => report.checked,
         Verdict::NotLinearizable(v) => panic!("history is not linearizable:\n{v}"),
         Verdict::Inconclusive(i) => panic!("history check gave no verdict: {i}"),
+        Verdict::Malformed(m) => panic!("history is malformed: {m}"),
     }
 }

@@ -38,10 +38,9 @@ fn oversized_or_empty_keys_and_oversized_values_are_refused_untouched() {
         c.delete(&long_key),
         Err(Error::KeyTooLarge { len: 17, max: 16 })
     );
-    assert_eq!(
-        c.put(b"", b"v"),
-        Err(Error::KeyTooLarge { len: 0, max: 16 })
-    );
+    assert_eq!(c.put(b"", b"v"), Err(Error::EmptyKey { max: 16 }));
+    assert_eq!(c.get(b""), Err(Error::EmptyKey { max: 16 }));
+    assert_eq!(c.delete(b""), Err(Error::EmptyKey { max: 16 }));
     assert_eq!(
         c.put(b"k", &[0u8; 33]),
         Err(Error::ValueTooLarge { len: 33, max: 32 })
