@@ -227,7 +227,10 @@ impl<E: Endpoint> Pipeline<E> {
             .collect::<Result<Vec<_>, _>>()?;
         let claims = slots
             .iter()
-            .map(|s| ep.claim_client(s.state.id).ok_or(Error::ClientIdInUse(s.state.id)))
+            .map(|s| {
+                ep.claim_client(s.state.id)
+                    .ok_or(Error::ClientIdInUse(s.state.id))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {
             router: Router::new(slots.len()),

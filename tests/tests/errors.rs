@@ -230,12 +230,18 @@ fn an_endpoint_on_another_node_is_refused_by_client_and_pipeline() {
     let ep = cluster.fabric.open(NodeId(1)).unwrap();
     assert!(matches!(
         Client::new(cluster.cfg.clone(), id(0, 0), ep),
-        Err(Error::EndpointNode { endpoint: NodeId(1), node: NodeId(0) })
+        Err(Error::EndpointNode {
+            endpoint: NodeId(1),
+            node: NodeId(0)
+        })
     ));
     let ep = cluster.fabric.open(NodeId(2)).unwrap();
     assert!(matches!(
         Pipeline::new(cluster.cfg.clone(), NodeId(0), 0, 2, ep),
-        Err(Error::EndpointNode { endpoint: NodeId(2), node: NodeId(0) })
+        Err(Error::EndpointNode {
+            endpoint: NodeId(2),
+            node: NodeId(0)
+        })
     ));
     assert!(!cluster.fabric.client_in_use(id(0, 0)), "nothing claimed");
 }

@@ -637,7 +637,10 @@ fn issue24_hole2_reinstated_the_late_read_is_returned_and_poisons_the_cache() {
         Some(b"v1".to_vec()),
         "stale: v2 was acknowledged before this GET began"
     );
-    assert_eq!(reads, 0, "served from the cache: X1's bytes under X2's word");
+    assert_eq!(
+        reads, 0,
+        "served from the cache: X1's bytes under X2's word"
+    );
 }
 
 // ----- issue 24, hole 3: one slow round is not a full table -----------------
@@ -683,7 +686,11 @@ fn slow_search_story(
 #[test]
 fn issue24_hole3_a_search_one_attempt_cannot_afford_is_retryable() {
     let quick = slow_search_story(Faults::default(), Duration::ZERO);
-    assert_eq!(quick.0, Ok(false), "without the slow round, A moves g and m");
+    assert_eq!(
+        quick.0,
+        Ok(false),
+        "without the slow round, A moves g and m"
+    );
     assert_eq!(quick.1, Ok(true), "(the fresh PUT updates p)");
     let (r, again, attempts) = slow_search_story(Faults::default(), Duration::from_millis(300));
     assert_eq!(r, Err(Error::Timeout), "nothing committed; worth retrying");
