@@ -230,7 +230,7 @@ impl Topology {
 /// A client id held on a fabric for as long as the claim lives
 /// ([`Endpoint::claim_client`]); dropping it releases the id.
 pub struct ClientClaim {
-    release: Option<Box<dyn FnOnce() + Send>>,
+    release: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl ClientClaim {
@@ -242,7 +242,7 @@ impl ClientClaim {
 
     /// A claim that calls `release` when dropped (which gives the id back to
     /// the fabric's registry).
-    pub fn new(release: impl FnOnce() + Send + 'static) -> ClientClaim {
+    pub fn new(release: impl FnOnce() + Send + Sync + 'static) -> ClientClaim {
         ClientClaim {
             release: Some(Box::new(release)),
         }

@@ -250,9 +250,11 @@ impl<E: Endpoint> Pipeline<E> {
         self.slots.len()
     }
 
-    /// Operations submitted and not yet finished (queued or in flight).
+    /// Operations submitted and not yet handed out by
+    /// [`Pipeline::progress`]: queued, in flight, or finished while
+    /// [`Pipeline::run`] ran a batch.
     pub fn outstanding(&self) -> usize {
-        self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count()
+        self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count() + self.stash.len()
     }
 
     /// Fabric work of every operation finished so far.
@@ -294,7 +296,9 @@ impl<E: Endpoint> Pipeline<E> {
         }
         let mut left = results.len();
         let mut done = Vec::new();
-        while left > 0 && self.outstanding() > 0 {
+        while left > 0
+            && self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count() > 0
+        {
             self.step(&mut done, WAIT_SLICE);
             for (origin, f) in done.drain(..) {
                 match origin {
