@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
 use nessie_model::{check_history, KvOp, KvRet, Recorder};
+use nessie_protocol::pipeline::{Pipeline, Request, Response};
 use nessie_protocol::{
     Client, ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IteAddr, Machine,
     MigrateSearch, NodeId, Op, OpKind, Outcome, PutMachine, Region,
@@ -641,6 +642,35 @@ fn issue24_hole2_reinstated_the_late_read_is_returned_and_poisons_the_cache() {
         reads, 0,
         "served from the cache: X1's bytes under X2's word"
     );
+}
+
+/// The same late READ in a [`Pipeline`] (which shares the `Client`'s
+/// router): R's GET, a pipeline of depth 1, holds the READ of X1; W's PUT
+/// of v2 is acknowledged meanwhile; R's retry posts the READ of X2 and the
+/// READ of X1 comes in. The GET may answer either value (it overlapped the
+/// PUT), but a GET after it must see v2.
+#[test]
+fn issue24_hole2_a_pipeline_drops_the_late_completion_too() {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let mut w = cluster.client(0, 0);
+    assert_eq!(w.put(b"k", b"v1"), Ok(false));
+    let mut ep = LateEndpoint::new(cluster.fabric.open(NodeId(1)).unwrap());
+    ep.hold(is_data_read, is_data_read);
+    let mut p = Pipeline::new(cluster.cfg.clone(), NodeId(1), 0, 1, ep).unwrap();
+    p.submit(0, Request::Get(b"k".to_vec()));
+    let mut done = Vec::new();
+    while !p.endpoint().holding() {
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(w.put(b"k", b"v2"), Ok(true), "W's update is acknowledged");
+    while p.outstanding() > 0 {
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(p.endpoint().released, 1, "the READ of X1 came in late");
+    assert_eq!(done[0].stats.attempts, 2);
+    assert_eq!(done[0].result, Ok(Response::Get(Some(b"v2".to_vec()))));
+    let again = p.run([Request::Get(b"k".to_vec())]);
+    assert_eq!(again, vec![Ok(Response::Get(Some(b"v2".to_vec())))]);
 }
 
 // ----- issue 24, hole 3: one slow round is not a full table -----------------
