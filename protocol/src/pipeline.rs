@@ -254,7 +254,12 @@ impl<E: Endpoint> Pipeline<E> {
     /// [`Pipeline::progress`]: queued, in flight, or finished while
     /// [`Pipeline::run`] ran a batch.
     pub fn outstanding(&self) -> usize {
-        self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count() + self.stash.len()
+        self.unfinished() + self.stash.len()
+    }
+
+    /// Operations queued or in flight.
+    fn unfinished(&self) -> usize {
+        self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count()
     }
 
     /// Fabric work of every operation finished so far.
@@ -296,9 +301,7 @@ impl<E: Endpoint> Pipeline<E> {
         }
         let mut left = results.len();
         let mut done = Vec::new();
-        while left > 0
-            && self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count() > 0
-        {
+        while left > 0 && self.unfinished() > 0 {
             self.step(&mut done, WAIT_SLICE);
             for (origin, f) in done.drain(..) {
                 match origin {
