@@ -175,7 +175,7 @@ fn values_of_every_size_round_trip_and_limits_are_typed_errors() {
         c.get(&[b'k'; 17]),
         Err(Error::KeyTooLarge { len: 17, max: 16 })
     );
-    assert_eq!(c.delete(b""), Err(Error::KeyTooLarge { len: 0, max: 16 }));
+    assert_eq!(c.delete(b""), Err(Error::EmptyKey { max: 16 }));
     assert_eq!(
         c.put(b"k", &[0; 65]),
         Err(Error::ValueTooLarge { len: 65, max: 64 })

@@ -196,7 +196,7 @@ fn bad_input_gets_typed_errors_and_a_full_table_says_so() {
             c.put(&[7; 33], b"v"),
             Err(Error::KeyTooLarge { len: 33, max: 32 })
         ));
-        assert!(matches!(c.get(b""), Err(Error::KeyTooLarge { len: 0, .. })));
+        assert!(matches!(c.get(b""), Err(Error::EmptyKey { .. })));
         assert!(matches!(
             c.put(b"k", &[0; 65]),
             Err(Error::ValueTooLarge { len: 65, max: 64 })

@@ -491,7 +491,12 @@ impl CellConfig {
 
     /// Checks a key against the limits.
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
-        if key.is_empty() || key.len() > self.max_key_len as usize {
+        if key.is_empty() {
+            return Err(Error::EmptyKey {
+                max: self.max_key_len,
+            });
+        }
+        if key.len() > self.max_key_len as usize {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
                 max: self.max_key_len,

@@ -6,7 +6,10 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use nessie_protocol::{Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
+use nessie_protocol::{
+    ClientClaim, ClientId, Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Topology,
+    WorkRequest,
+};
 
 use crate::counters::OpCounters;
 use crate::fabric::SimFabric;
@@ -200,6 +203,16 @@ impl Endpoint for SimEndpoint {
         self.fabric
             .now(self.node)
             .unwrap_or_else(|_| self.fabric.base_now())
+    }
+
+    /// The simulated cluster's shape.
+    fn topology(&self) -> Option<Topology> {
+        Some(self.fabric.topology())
+    }
+
+    /// Claims `id` in the fabric's registry ([`SimFabric::claim_client`]).
+    fn claim_client(&self, id: ClientId) -> Option<ClientClaim> {
+        self.fabric.claim_client(id)
     }
 }
 

@@ -1,13 +1,17 @@
 //! [`SimFabric`]: the shared state of a simulated cluster (every node's memory,
-//! clock skew, up/down state, injected faults and counters), its
-//! [`Fabric`] implementation, fault and clock controls, and inspection helpers
-//! for tests.
+//! clock skew, up/down state, injected faults, counters and the client ids
+//! in use), its [`Fabric`] implementation, fault and clock controls, and
+//! inspection helpers for tests.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::time::duration_nanos;
-use nessie_protocol::{Fabric, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region, Topology};
+use nessie_protocol::{
+    ClientClaim, ClientId, Fabric, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
+    Topology,
+};
 
 use crate::config::{ClockMode, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START};
 use crate::counters::{AtomicCounters, OpCounters};
@@ -161,6 +165,8 @@ struct Inner {
     advanced: AtomicU64,
     /// Transfers so far (seeds [`TransferOrder::Random`]).
     transfers: AtomicU64,
+    /// Client ids held by live clients ([`SimFabric::claim_client`]).
+    clients: Mutex<HashSet<ClientId>>,
 }
 
 /// A simulated RDMA fabric connecting `config.nodes` nodes in one process.
@@ -206,6 +212,7 @@ impl SimFabric {
             created: Instant::now(),
             advanced: AtomicU64::new(0),
             transfers: AtomicU64::new(0),
+            clients: Mutex::new(HashSet::new()),
         };
         Ok(SimFabric {
             inner: Arc::new(inner),
@@ -222,6 +229,27 @@ impl SimFabric {
             .nodes
             .get(usize::from(node.0))
             .ok_or(FabricError::UnknownNode(node))
+    }
+
+    // ----- client ids ---------------------------------------------------------
+
+    /// Claims the client id `id` for as long as the returned claim lives, or
+    /// `None` if a live claim holds it already (the registry behind
+    /// `Endpoint::claim_client`: two clients with one id would share one
+    /// data table share and lose writes). Dropping the claim releases it.
+    pub fn claim_client(&self, id: ClientId) -> Option<ClientClaim> {
+        if !sync::lock(&self.inner.clients).insert(id) {
+            return None;
+        }
+        let fabric = self.clone();
+        Some(ClientClaim::new(move || {
+            sync::lock(&fabric.inner.clients).remove(&id);
+        }))
+    }
+
+    /// Whether a live claim holds the client id `id`.
+    pub fn client_in_use(&self, id: ClientId) -> bool {
+        sync::lock(&self.inner.clients).contains(&id)
     }
 
     // ----- clocks -------------------------------------------------------------

@@ -21,6 +21,9 @@
 //!   completion is lost.
 //! - **Clocks**: real or manual time, with per-node skew.
 //! - **Counters**: per node and per endpoint ([`OpCounters`]).
+//! - **Client ids**: a registry of the ids live clients hold
+//!   ([`SimFabric::claim_client`], behind `Endpoint::claim_client`), so that a
+//!   second client with an id in use is refused at construction.
 //!
 //! All concurrency primitives come from [`sync`], the single shim that a
 //! model checker (loom, later shuttle) can swap out.

@@ -670,3 +670,28 @@ mod transfer_order {
         assert!(orders.iter().any(|o| o != &vec![0, 1, 2, 3, 4, 5]));
     }
 }
+
+#[test]
+fn a_client_id_is_held_by_one_claim_at_a_time_across_clones_and_endpoints() {
+    use nessie_protocol::ClientId;
+    let f = small();
+    let id = ClientId { node: N0, index: 3 };
+    let ep = f.open(N0).expect("open");
+    assert_eq!(ep.topology(), Some(f.topology()));
+    let claim = ep.claim_client(id).expect("free");
+    assert!(f.client_in_use(id));
+    assert!(
+        f.clone().claim_client(id).is_none(),
+        "a clone is the same fabric"
+    );
+    assert!(f.open(N1).expect("open").claim_client(id).is_none());
+    let other = ClientId { node: N1, index: 3 };
+    let held = f.claim_client(other).expect("another id");
+    // Another fabric keeps its own registry.
+    assert!(small().claim_client(id).is_some());
+    drop(claim);
+    assert!(!f.client_in_use(id));
+    assert!(ep.claim_client(id).is_some(), "released on drop");
+    assert!(f.client_in_use(other));
+    drop(held);
+}

@@ -5,37 +5,58 @@
 //! client's operation timeout passes. Between attempts that met interference
 //! the client backs off exponentially with jitter. Every call is a `tracing`
 //! span, and the fabric work of the last call is kept in [`Client::last_stats`].
+//!
+//! Every request is posted under an id unique on the endpoint (a
+//! [`Router`] kept for the client's lifetime), so that a completion arriving
+//! after its attempt gave the round up is dropped, never taken for a later
+//! attempt's request (docs/protocol.md §4, "Waiting").
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::addr::NodeId;
 use crate::config::{Config, RetryPolicy};
 use crate::driver;
 use crate::error::Error;
-use crate::fabric::Endpoint;
+use crate::fabric::{ClientClaim, Endpoint};
 use crate::machine::{ClientId, ClientState, GetMachine, Logic, Machine, OpMachine, PutMachine};
+use crate::route::Router;
 use crate::stats::OpStats;
 
 /// A Nessie client bound to one endpoint.
 pub struct Client<E: Endpoint> {
     state: ClientState,
     ep: E,
+    router: Router,
     rng: u64,
     last: OpStats,
     total: OpStats,
+    /// Holds the client id on the endpoint's fabric until the client drops.
+    _claim: ClientClaim,
 }
 
 impl<E: Endpoint> Client<E> {
-    /// A client `id` using `ep` (which must be an endpoint on `id.node`).
+    /// A client `id` using `ep`. Refused at once, with a typed error: an
+    /// invalid configuration or id ([`Error::Config`]), an endpoint on
+    /// another node than `id.node` ([`Error::EndpointNode`]), a fabric
+    /// smaller than the configuration addresses
+    /// ([`Error::TopologyMismatch`]), or an id that a live client already
+    /// holds on the fabric ([`Error::ClientIdInUse`]; dropping the client
+    /// releases it). The last two are checked where the endpoint can tell
+    /// ([`Endpoint::topology`], [`Endpoint::claim_client`]).
     pub fn new(cfg: Arc<Config>, id: ClientId, ep: E) -> Result<Client<E>, Error> {
         let state = ClientState::new(cfg, id)?;
+        check_endpoint(&ep, id.node, &state.cfg)?;
+        let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (u64::from(id.node.0) << 32) ^ u64::from(id.index);
         Ok(Client {
             state,
             ep,
+            router: Router::new(1),
             rng,
             last: OpStats::default(),
             total: OpStats::default(),
+            _claim: claim,
         })
     }
 
@@ -62,7 +83,7 @@ impl<E: Endpoint> Client<E> {
 
     /// Runs one attempt of a machine, without retries (for tests and tools).
     pub fn run_once<L: Logic>(&mut self, mut m: OpMachine<L>) -> Result<L::Output, Error> {
-        let r = driver::run(&mut m, &mut self.state, &mut self.ep);
+        let r = driver::run(&mut m, &mut self.state, &mut self.ep, &mut self.router);
         self.last = m.stats();
         self.total += self.last;
         r
@@ -77,7 +98,7 @@ impl<E: Endpoint> Client<E> {
         let result = loop {
             attempts += 1;
             let mut m = make();
-            let r = driver::run(&mut m, &mut self.state, &mut self.ep);
+            let r = driver::run(&mut m, &mut self.state, &mut self.ep, &mut self.router);
             stats += m.stats();
             match r {
                 Ok(v) => break Ok(v),
@@ -123,6 +144,26 @@ impl<E: Endpoint> Client<E> {
     /// Mutable access to the endpoint.
     pub fn endpoint_mut(&mut self) -> &mut E {
         &mut self.ep
+    }
+}
+
+/// Checks that `ep` can serve clients of `node` under `cfg`: it is on `node`
+/// ([`Error::EndpointNode`]) and, if it knows its fabric's shape, that shape
+/// covers what `cfg` addresses ([`Error::TopologyMismatch`]). Shared by
+/// [`Client::new`] and [`Pipeline::new`](crate::pipeline::Pipeline::new).
+pub(crate) fn check_endpoint<E: Endpoint>(ep: &E, node: NodeId, cfg: &Config) -> Result<(), Error> {
+    if ep.node() != node {
+        return Err(Error::EndpointNode {
+            endpoint: ep.node(),
+            node,
+        });
+    }
+    let needed = cfg.topology();
+    match ep.topology() {
+        Some(offered) if !offered.covers(&needed) => {
+            Err(Error::TopologyMismatch { needed, offered })
+        }
+        _ => Ok(()),
     }
 }
 

@@ -246,9 +246,15 @@ impl Config {
         Ok(())
     }
 
-    /// Checks a key: 1 to `max_key_len` bytes, else [`Error::KeyTooLarge`].
+    /// Checks a key: 1 to `max_key_len` bytes, else [`Error::EmptyKey`] or
+    /// [`Error::KeyTooLarge`].
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
-        if key.is_empty() || key.len() > self.max_key_len as usize {
+        if key.is_empty() {
+            return Err(Error::EmptyKey {
+                max: self.max_key_len,
+            });
+        }
+        if key.len() > self.max_key_len as usize {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
                 max: self.max_key_len,

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::fabric::{Completion, Endpoint};
 use crate::machine::{ClientState, Machine, Poll};
+use crate::route::Router;
 
 /// How long one wait for completions may block before the machine is polled
 /// again (so that it sees time pass).
@@ -13,29 +14,50 @@ const WAIT_SLICE: Duration = Duration::from_millis(5);
 /// Runs `machine` on `ep` until it finishes, passing the node's time at
 /// every step. Work requests the endpoint refuses to post complete with the
 /// refusal, so the machine handles them like any failed operation.
+///
+/// Requests are posted under ids unique on the endpoint (lane 0 of
+/// `router`, which the caller keeps for the endpoint's lifetime, across
+/// attempts and operations), and completions are routed back: a late
+/// completion of an earlier machine on the endpoint, whose round was given
+/// up at its deadline, is dropped instead of answering this machine's
+/// request of the same number (`crate::route`). The test-only switch
+/// [`Faults::machine_local_request_ids`](crate::Faults) reinstates the old
+/// behaviour.
 pub fn run<M: Machine, E: Endpoint>(
     machine: &mut M,
     client: &mut ClientState,
     ep: &mut E,
+    router: &mut Router,
 ) -> Result<M::Output, Error> {
+    let legacy = client.faults.machine_local_request_ids;
     let mut completions: Vec<Completion> = Vec::new();
-    loop {
+    let deliver = |machine: &mut M, router: &mut Router, c: Completion| {
+        if legacy {
+            machine.complete(c);
+        } else if let Some((_, c)) = router.inbound(c) {
+            machine.complete(c);
+        }
+    };
+    let result = loop {
         match machine.poll(client, ep.now()) {
-            Poll::Done(result) => return result,
+            Poll::Done(result) => break result,
             Poll::Post(wrs) => {
                 for wr in wrs {
+                    let wr = if legacy { wr } else { router.outbound(0, wr) };
                     let id = wr.id;
                     if let Err(e) = ep.post(wr) {
-                        machine.complete(Completion { id, result: Err(e) });
+                        deliver(machine, router, Completion { id, result: Err(e) });
                     }
                 }
             }
             Poll::Pending => {
                 ep.wait(&mut completions, WAIT_SLICE);
                 for c in completions.drain(..) {
-                    machine.complete(c);
+                    deliver(machine, router, c);
                 }
             }
         }
-    }
+    };
+    router.retire(0);
+    result
 }

@@ -4,7 +4,8 @@
 
 use crate::addr::NodeId;
 use crate::config::ConfigError;
-use crate::fabric::FabricError;
+use crate::fabric::{FabricError, Topology};
+use crate::machine::ClientId;
 
 /// Why an operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
@@ -13,11 +14,14 @@ pub enum Error {
     /// a back-off may succeed (the `Client` does so itself).
     #[error("concurrent operation interfered; retry")]
     Conflict,
-    /// Every candidate index table entry is taken and MIGRATE could not free
-    /// one within the configured depth (or, searching breadth first, within
-    /// what one attempt can afford before its deadline): enlarge the index
-    /// tables or delete keys.
-    #[error("index table full: no free entry within migrate depth {depth}")]
+    /// Every candidate index table entry is taken and no chain of MIGRATE
+    /// moves within the configured depth frees one: the search found none
+    /// (breadth first: among at most 256 entries a level). Retrying the same
+    /// insert would search the same table again; enlarge the index tables,
+    /// raise `max_migrate_depth` or delete keys. Nothing was written. (A
+    /// search the attempt could not *afford* before its deadline is not this
+    /// error but a retryable [`Error::Timeout`].)
+    #[error("index table full: no chain of moves within migrate depth {depth} frees a candidate")]
     TableFull {
         /// The depth limit that was reached.
         depth: u8,
@@ -34,8 +38,14 @@ pub enum Error {
     /// unless it says otherwise.
     #[error("operation timed out")]
     Timeout,
-    /// The key is longer than the configured maximum (or empty).
-    #[error("key of {len} bytes is not allowed (1 to {max} bytes)")]
+    /// The key is empty (keys are 1 to `max_key_len` bytes).
+    #[error("empty key (keys are 1 to {max} bytes)")]
+    EmptyKey {
+        /// The configured maximum.
+        max: u32,
+    },
+    /// The key is longer than the configured maximum.
+    #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
     KeyTooLarge {
         /// Its length.
         len: usize,
@@ -59,6 +69,32 @@ pub enum Error {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A client or pipeline was given an endpoint on another node than the
+    /// one its client ids belong to (its data table entries would be written
+    /// into the wrong node's share).
+    #[error("the endpoint is on {endpoint}, but the client runs on {node}")]
+    EndpointNode {
+        /// The endpoint's node.
+        endpoint: NodeId,
+        /// The node of the client id.
+        node: NodeId,
+    },
+    /// The endpoint's fabric does not have every node and byte the
+    /// configuration addresses (e.g. a simulator built from another
+    /// configuration's shape): every operation would fail out of range.
+    #[error("the configuration needs {needed}; the fabric offers {offered}")]
+    TopologyMismatch {
+        /// What the configuration addresses.
+        needed: Topology,
+        /// What the endpoint's fabric has.
+        offered: Topology,
+    },
+    /// Another live client (or pipeline slot) on this fabric already has this
+    /// client id: the two would share one data table share and lose writes.
+    /// Dropping the other client releases the id. (Checked per fabric within
+    /// one process; identity across processes is the deployment's duty.)
+    #[error("{0} is already in use on this fabric")]
+    ClientIdInUse(ClientId),
     /// A data table entry did not decode (memory not laid out by this
     /// configuration).
     #[error("corrupt data table entry: {0}")]

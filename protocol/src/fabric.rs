@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use crate::addr::{NodeId, Region, RemoteAddr};
+use crate::machine::ClientId;
 use crate::time::Nanos;
 
 /// Identifies a posted work request so that its completion can be matched.
@@ -206,6 +207,64 @@ pub struct Topology {
     pub data_bytes_per_node: u64,
 }
 
+impl std::fmt::Display for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} nodes of {} index table entries and {} data table bytes",
+            self.nodes, self.index_slots_per_node, self.data_bytes_per_node
+        )
+    }
+}
+
+impl Topology {
+    /// Whether a fabric of this shape has every node and every byte that a
+    /// deployment of shape `needed` addresses.
+    pub fn covers(&self, needed: &Topology) -> bool {
+        self.nodes >= needed.nodes
+            && self.index_slots_per_node >= needed.index_slots_per_node
+            && self.data_bytes_per_node >= needed.data_bytes_per_node
+    }
+}
+
+/// A client id held on a fabric for as long as the claim lives
+/// ([`Endpoint::claim_client`]); dropping it releases the id.
+pub struct ClientClaim {
+    release: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl ClientClaim {
+    /// A claim that nothing records (an endpoint whose fabric keeps no
+    /// registry of ids in use).
+    pub fn unrecorded() -> ClientClaim {
+        ClientClaim { release: None }
+    }
+
+    /// A claim that calls `release` when dropped (which gives the id back to
+    /// the fabric's registry).
+    pub fn new(release: impl FnOnce() + Send + Sync + 'static) -> ClientClaim {
+        ClientClaim {
+            release: Some(Box::new(release)),
+        }
+    }
+}
+
+impl Drop for ClientClaim {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release();
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientClaim")
+            .field("recorded", &self.release.is_some())
+            .finish()
+    }
+}
+
 /// A fabric: a set of nodes whose registered memory clients reach through
 /// endpoints.
 pub trait Fabric: Send + Sync {
@@ -264,6 +323,30 @@ pub trait Endpoint: Send {
 
     /// The current time on this node's clock.
     fn now(&self) -> Nanos;
+
+    /// The shape of this endpoint's fabric, if the endpoint knows it (the
+    /// simulator's does). [`Client::new`](crate::Client::new) and
+    /// [`Pipeline::new`](crate::pipeline::Pipeline::new) refuse a
+    /// configuration that addresses more than it offers. The default, `None`,
+    /// skips that check.
+    fn topology(&self) -> Option<Topology> {
+        None
+    }
+
+    /// Claims the client id `id` on this endpoint's fabric for as long as the
+    /// returned claim lives, or `None` if a live claim already holds it: two
+    /// clients with one id would allocate from one data table share and lose
+    /// each other's writes, so [`Client::new`](crate::Client::new) and
+    /// [`Pipeline::new`](crate::pipeline::Pipeline::new) refuse the second.
+    ///
+    /// The registry is the fabric's, within one process: identity across
+    /// processes (two hosts, or two processes on one host, configured with
+    /// one id) is out of its scope and remains the deployment's duty. The
+    /// default records nothing and always succeeds.
+    fn claim_client(&self, id: ClientId) -> Option<ClientClaim> {
+        let _ = id;
+        Some(ClientClaim::unrecorded())
+    }
 
     /// Waits `d` between attempts (back-off). The default sleeps the thread;
     /// a simulated endpoint under a model checker yields to its scheduler.

@@ -46,6 +46,18 @@ pub struct Faults {
     /// between two fence tries), so the copy stays linked at its destination
     /// while the reclaimer marks it for recycling.
     pub fence_stops_at_present_word: bool,
+    /// Issue 24 hole 2, reinstated: the `Client`'s driver posts each
+    /// machine's own request ids (every attempt and operation numbers its
+    /// requests from 0) and hands every completion to the running machine,
+    /// so a completion that arrives after its attempt gave the round up
+    /// answers the next machine's request of the same number (a stale READ
+    /// returned as fresh, and cached under the new index word).
+    pub machine_local_request_ids: bool,
+    /// Issue 24 hole 3, reinstated: a breadth-first MIGRATE search that the
+    /// attempt cannot afford before its deadline (priced from the rounds it
+    /// measured) ends the PUT in `TableFull`, which is never retried,
+    /// instead of the retryable `Timeout`.
+    pub unaffordable_search_table_full: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -55,7 +67,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 14] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -68,6 +80,8 @@ impl Faults {
         "conflict-ends-put",
         "rollback-destination-to-previous",
         "fence-stops-at-present-word",
+        "machine-local-request-ids",
+        "unaffordable-search-table-full",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -85,6 +99,8 @@ impl Faults {
             "conflict-ends-put" => &mut self.conflict_ends_put,
             "rollback-destination-to-previous" => &mut self.rollback_destination_to_previous,
             "fence-stops-at-present-word" => &mut self.fence_stops_at_present_word,
+            "machine-local-request-ids" => &mut self.machine_local_request_ids,
+            "unaffordable-search-table-full" => &mut self.unaffordable_search_table_full,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

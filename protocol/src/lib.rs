@@ -16,6 +16,8 @@
 //! - [`alloc`], [`cache`]: the data table entry allocator/recycler and the local cache.
 //! - [`machine`]: the GET, PUT/DELETE, MIGRATE and recovery state machines.
 //! - [`driver`], [`client`]: a blocking driver and the `Client` API with retries.
+//! - [`route`]: work request ids unique per endpoint (a late completion of one
+//!   machine never answers the next), shared by the driver and the pipeline.
 //! - [`pipeline`]: many operations in flight per thread over one endpoint
 //!   (batches, a non-blocking API and runtime-agnostic futures).
 //!
@@ -37,6 +39,7 @@ pub mod hash;
 pub mod layout;
 pub mod machine;
 pub mod pipeline;
+pub mod route;
 pub mod stats;
 pub mod time;
 
@@ -50,6 +53,7 @@ pub use stats::OpStats;
 
 pub use addr::{DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
-    Completion, Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology, WorkRequest,
+    ClientClaim, Completion, Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology,
+    WorkRequest,
 };
 pub use time::Nanos;

@@ -12,10 +12,15 @@
 //! data table shares) on the node: configure `clients_per_node` for it.
 //!
 //! Work request ids are renumbered on the way out (each machine numbers its
-//! own requests from zero) and mapped back on the way in: a renumbered id
-//! carries its slot in its low 16 bits, and the slot keeps its attempt's
-//! posted requests in a reused list, so no map is consulted per request; a
-//! completion that arrives after its machine gave the round up is dropped.
+//! own requests from zero) and mapped back on the way in by the same
+//! [`Router`] the `Client`'s driver uses: an endpoint id carries its slot in
+//! its low 16 bits, and the slot's lane keeps its attempt's posted requests
+//! in a reused list, so no map is consulted per request; a completion that
+//! arrives after its machine gave the round up (or finished) is dropped.
+//!
+//! The pipeline holds its client ids on the endpoint's fabric while it lives
+//! ([`Endpoint::claim_client`]), as a `Client` does, and refuses an endpoint
+//! on another node or a fabric smaller than the configuration addresses.
 //!
 //! Three ways to use it:
 //! - [`Pipeline::run`]: a batch of [`Request`]s, results in request order;
@@ -35,11 +40,12 @@ use std::task::{Context, Poll as TaskPoll};
 use std::time::Duration;
 
 use crate::addr::NodeId;
-use crate::client::{given_up, jittered, retries};
+use crate::client::{check_endpoint, given_up, jittered, retries};
 use crate::config::{Config, ConfigError};
 use crate::error::Error;
-use crate::fabric::{Completion, Endpoint, OpId};
+use crate::fabric::{ClientClaim, Completion, Endpoint};
 use crate::machine::{ClientId, ClientState, GetMachine, Machine, Poll, PutMachine};
+use crate::route::Router;
 use crate::stats::OpStats;
 use crate::time::Nanos;
 
@@ -136,8 +142,25 @@ impl Machine for RequestMachine {
     }
 }
 
+/// Who submitted an operation: the caller, under its tag, or
+/// [`Pipeline::run`], at this position of its batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Caller(u64),
+    Batch(usize),
+}
+
+impl Origin {
+    fn tag(self) -> u64 {
+        match self {
+            Origin::Caller(tag) => tag,
+            Origin::Batch(i) => i as u64,
+        }
+    }
+}
+
 struct InFlight {
-    tag: u64,
+    origin: Origin,
     req: Request,
     machine: RequestMachine,
     attempts: u32,
@@ -152,29 +175,33 @@ struct InFlight {
 struct Slot {
     state: ClientState,
     op: Option<InFlight>,
-    /// The current attempt's posted requests not yet completed: renumbered
-    /// id and the machine's own id (reused from operation to operation).
-    routes: Vec<(u64, OpId)>,
 }
-
-/// The low bits of a renumbered id that name its slot.
-const SLOT_BITS: u32 = 16;
 
 /// Up to `depth` operations in flight over one endpoint (module docs).
 pub struct Pipeline<E: Endpoint> {
     slots: Vec<Slot>,
     ep: E,
-    queue: VecDeque<(u64, Request)>,
-    next_id: u64,
+    queue: VecDeque<(Origin, Request)>,
+    /// Slot `i` is lane `i`.
+    router: Router,
+    /// Operations of the caller that finished while [`Pipeline::run`] ran
+    /// its batch: the next [`Pipeline::progress`] hands them out.
+    stash: Vec<Finished>,
     rng: u64,
     completions: Vec<Completion>,
     total: OpStats,
+    /// The slots' client ids, held on the fabric while the pipeline lives.
+    _claims: Vec<ClientClaim>,
 }
 
 impl<E: Endpoint> Pipeline<E> {
     /// A pipeline of `depth` operations in flight on `ep` (an endpoint on
     /// `node`), running as the clients `first_index .. first_index + depth`
-    /// of `node`.
+    /// of `node`. Refused at once, as [`Client::new`](crate::Client::new)
+    /// refuses: an invalid configuration or depth ([`Error::Config`]), an
+    /// endpoint on another node ([`Error::EndpointNode`]), a fabric smaller
+    /// than the configuration ([`Error::TopologyMismatch`]), or a client id
+    /// a live client or pipeline already holds ([`Error::ClientIdInUse`]).
     pub fn new(
         cfg: Arc<Config>,
         node: NodeId,
@@ -182,13 +209,8 @@ impl<E: Endpoint> Pipeline<E> {
         depth: u16,
         ep: E,
     ) -> Result<Pipeline<E>, Error> {
-        if ep.node() != node {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                field: "pipeline endpoint",
-                value: format!("{} for {node}", ep.node()),
-                reason: "the endpoint must be on the pipeline's node",
-            }));
-        }
+        cfg.validate()?;
+        check_endpoint(&ep, node, &cfg)?;
         let end = u32::from(first_index) + u32::from(depth);
         if depth == 0 || end > u32::from(cfg.clients_per_node) {
             return Err(Error::Config(ConfigError::OutOfRange {
@@ -199,18 +221,24 @@ impl<E: Endpoint> Pipeline<E> {
         }
         let slots = (first_index..first_index + depth)
             .map(|index| {
-                ClientState::new(cfg.clone(), ClientId { node, index }).map(|state| Slot {
-                    state,
-                    op: None,
-                    routes: Vec::new(),
-                })
+                ClientState::new(cfg.clone(), ClientId { node, index })
+                    .map(|state| Slot { state, op: None })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let claims = slots
+            .iter()
+            .map(|s| {
+                ep.claim_client(s.state.id)
+                    .ok_or(Error::ClientIdInUse(s.state.id))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {
+            router: Router::new(slots.len()),
             slots,
             ep,
             queue: VecDeque::new(),
-            next_id: 1,
+            stash: Vec::new(),
+            _claims: claims,
             rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(node.0) << 32) ^ u64::from(first_index),
             completions: Vec::new(),
             total: OpStats::default(),
@@ -222,8 +250,15 @@ impl<E: Endpoint> Pipeline<E> {
         self.slots.len()
     }
 
-    /// Operations submitted and not yet finished (queued or in flight).
+    /// Operations submitted and not yet handed out by
+    /// [`Pipeline::progress`]: queued, in flight, or finished while
+    /// [`Pipeline::run`] ran a batch.
     pub fn outstanding(&self) -> usize {
+        self.unfinished() + self.stash.len()
+    }
+
+    /// Operations queued or in flight.
+    fn unfinished(&self) -> usize {
         self.queue.len() + self.slots.iter().filter(|s| s.op.is_some()).count()
     }
 
@@ -245,33 +280,42 @@ impl<E: Endpoint> Pipeline<E> {
     /// Queues `req` under the caller's `tag` (returned with its result by
     /// [`Pipeline::progress`]); it starts as soon as a slot is free.
     pub fn submit(&mut self, tag: u64, req: Request) {
-        self.queue.push_back((tag, req));
+        self.queue.push_back((Origin::Caller(tag), req));
     }
 
     /// Runs `requests` with up to `depth` in flight and returns their
-    /// results in request order.
+    /// results in request order, once all of them have finished.
+    ///
+    /// Operations the caller [submitted](Pipeline::submit) before keep their
+    /// place in the queue and their tags (which need not differ from batch
+    /// positions): those that finish meanwhile are kept for the next
+    /// [`Pipeline::progress`], never mixed into the batch's results.
     pub fn run(
         &mut self,
         requests: impl IntoIterator<Item = Request>,
     ) -> Vec<Result<Response, Error>> {
         let mut results: Vec<Option<Result<Response, Error>>> = Vec::new();
         for (i, r) in requests.into_iter().enumerate() {
-            self.submit(i as u64, r);
+            self.queue.push_back((Origin::Batch(i), r));
             results.push(None);
         }
+        let mut left = results.len();
         let mut done = Vec::new();
-        while self.outstanding() > 0 {
-            self.progress(&mut done, WAIT_SLICE);
-            for f in done.drain(..) {
-                if let Some(slot) = results.get_mut(f.tag as usize) {
-                    *slot = Some(f.result);
+        while left > 0 && self.unfinished() > 0 {
+            self.step(&mut done, WAIT_SLICE);
+            for (origin, f) in done.drain(..) {
+                match origin {
+                    Origin::Batch(i) => {
+                        if let Some(slot) = results.get_mut(i) {
+                            left -= usize::from(slot.is_none());
+                            *slot = Some(f.result);
+                        }
+                    }
+                    Origin::Caller(_) => self.stash.push(f),
                 }
             }
         }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or(Err(Error::Conflict)))
-            .collect()
+        batch_results(results)
     }
 
     /// Makes all the progress it can: starts queued operations in free
@@ -279,6 +323,23 @@ impl<E: Endpoint> Pipeline<E> {
     /// completions that arrived and, if nothing moved, waits for one at most
     /// `wait` (0: never blocks). Finished operations are appended to `done`.
     pub fn progress(&mut self, done: &mut Vec<Finished>, wait: Duration) {
+        let stashed = !self.stash.is_empty();
+        done.append(&mut self.stash);
+        let mut finished = Vec::new();
+        self.step(&mut finished, if stashed { Duration::ZERO } else { wait });
+        // Batch operations finish inside `run`, which returns only once all
+        // of them have.
+        done.extend(
+            finished
+                .into_iter()
+                .filter(|(o, _)| matches!(o, Origin::Caller(_)))
+                .map(|(_, f)| f),
+        );
+    }
+
+    /// [`Pipeline::progress`], reporting each finished operation with its
+    /// origin.
+    fn step(&mut self, done: &mut Vec<(Origin, Finished)>, wait: Duration) {
         let before = done.len();
         self.start_queued();
         let posted = self.poll_all(done);
@@ -296,12 +357,12 @@ impl<E: Endpoint> Pipeline<E> {
             if slot.op.is_some() {
                 continue;
             }
-            let Some((tag, req)) = self.queue.pop_front() else {
+            let Some((origin, req)) = self.queue.pop_front() else {
                 break;
             };
-            let span = tracing::debug_span!("pipelined", client = %slot.state.id, tag);
+            let span = tracing::debug_span!("pipelined", client = %slot.state.id, ?origin);
             slot.op = Some(InFlight {
-                tag,
+                origin,
                 machine: RequestMachine::new(&req),
                 req,
                 attempts: 1,
@@ -325,7 +386,7 @@ impl<E: Endpoint> Pipeline<E> {
 
     /// Polls every machine until it waits; returns whether anything was
     /// posted.
-    fn poll_all(&mut self, done: &mut Vec<Finished>) -> bool {
+    fn poll_all(&mut self, done: &mut Vec<(Origin, Finished)>) -> bool {
         let mut posted = false;
         for i in 0..self.slots.len() {
             loop {
@@ -347,23 +408,19 @@ impl<E: Endpoint> Pipeline<E> {
                     Poll::Pending => break,
                     Poll::Post(wrs) => {
                         posted = true;
-                        for mut wr in wrs {
-                            let mid = wr.id;
-                            let gid = (self.next_id << SLOT_BITS) | i as u64;
-                            self.next_id += 1;
-                            wr.id = OpId(gid);
+                        for wr in wrs {
+                            let wr = self.router.outbound(i, wr);
+                            let id = wr.id;
                             if let Err(e) = self.ep.post(wr) {
-                                op.machine.complete(Completion {
-                                    id: mid,
-                                    result: Err(e),
-                                });
-                            } else {
-                                slot.routes.push((gid, mid));
+                                let refused = Completion { id, result: Err(e) };
+                                if let Some((_, c)) = self.router.inbound(refused) {
+                                    op.machine.complete(c);
+                                }
                             }
                         }
                     }
                     Poll::Done(r) => {
-                        slot.routes.clear();
+                        self.router.retire(i);
                         op.stats += op.machine.stats();
                         if let Some(retry_at) =
                             Self::retry_at(&slot.state, op, &r, now, &mut self.rng)
@@ -375,11 +432,14 @@ impl<E: Endpoint> Pipeline<E> {
                         let op = slot.op.take().expect("in flight");
                         self.total += op.stats;
                         let r = r.map_err(given_up);
-                        done.push(Finished {
-                            tag: op.tag,
-                            result: r,
-                            stats: op.stats,
-                        });
+                        done.push((
+                            op.origin,
+                            Finished {
+                                tag: op.origin.tag(),
+                                result: r,
+                                stats: op.stats,
+                            },
+                        ));
                         break;
                     }
                 }
@@ -410,23 +470,33 @@ impl<E: Endpoint> Pipeline<E> {
 
     fn deliver(&mut self) {
         for c in self.completions.drain(..) {
-            let i = (c.id.0 & ((1 << SLOT_BITS) - 1)) as usize;
-            let Some(slot) = self.slots.get_mut(i) else {
+            // `None`: its machine gave the round up at the deadline, or
+            // finished.
+            let Some((i, c)) = self.router.inbound(c) else {
                 continue;
             };
-            let Some(k) = slot.routes.iter().position(|&(gid, _)| gid == c.id.0) else {
-                // Its machine gave the round up at the deadline.
-                continue;
-            };
-            let (_, mid) = slot.routes.swap_remove(k);
-            if let Some(op) = slot.op.as_mut() {
-                op.machine.complete(Completion {
-                    id: mid,
-                    result: c.result,
-                });
+            if let Some(op) = self.slots.get_mut(i).and_then(|s| s.op.as_mut()) {
+                op.machine.complete(c);
             }
         }
     }
+}
+
+/// The results of a batch in request order: an operation that never
+/// finished (which `run` does not let happen) may have committed, so it is
+/// reported as [`Error::OutcomeUnknown`], never as an error that promises
+/// nothing happened.
+fn batch_results(results: Vec<Option<Result<Response, Error>>>) -> Vec<Result<Response, Error>> {
+    results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(Error::OutcomeUnknown(
+                    "the pipeline stopped before the operation finished".into(),
+                ))
+            })
+        })
+        .collect()
 }
 
 /// A [`Pipeline`] whose operations are futures, for one thread (not
@@ -506,5 +576,19 @@ impl<E: Endpoint> Future for OpFuture<E> {
         }
         cx.waker().wake_by_ref();
         TaskPoll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Outcome;
+
+    #[test]
+    fn an_unfinished_batch_operation_is_reported_as_of_unknown_outcome() {
+        let r = batch_results(vec![Some(Ok(Response::Put(false))), None]);
+        assert_eq!(r[0], Ok(Response::Put(false)));
+        assert!(matches!(r[1], Err(Error::OutcomeUnknown(_))), "{:?}", r[1]);
+        assert_eq!(Outcome::of(&r[1]), Outcome::Unknown);
     }
 }

@@ -3,6 +3,7 @@
 //! for linearizability.
 
 pub mod conformance;
+pub mod late;
 pub mod schedules;
 pub mod step;
 

@@ -1,10 +1,17 @@
 //! Bad input and hostile conditions give typed errors and leave the store as
-//! it was: oversized keys and values, a full index table, a full data table,
-//! an unreachable node, an invalid configuration.
+//! it was: empty or oversized keys and oversized values, a full index table,
+//! a full data table, an unreachable node, an invalid configuration, and (at
+//! construction, before anything is posted) a client id already in use, an
+//! endpoint on another node, a fabric of another shape.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Client, ClientId, Config, ConfigError, Error, Fabric, NodeId, Region};
+use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_protocol::pipeline::Pipeline;
+use nessie_protocol::{
+    Client, ClientId, Config, ConfigError, Error, Fabric, NodeId, Region, Topology,
+};
 use nessie_tests::{find_key, SimCluster};
 
 fn snapshot(cluster: &SimCluster) -> Vec<Vec<u64>> {
@@ -38,10 +45,9 @@ fn oversized_or_empty_keys_and_oversized_values_are_refused_untouched() {
         c.delete(&long_key),
         Err(Error::KeyTooLarge { len: 17, max: 16 })
     );
-    assert_eq!(
-        c.put(b"", b"v"),
-        Err(Error::KeyTooLarge { len: 0, max: 16 })
-    );
+    assert_eq!(c.put(b"", b"v"), Err(Error::EmptyKey { max: 16 }));
+    assert_eq!(c.get(b""), Err(Error::EmptyKey { max: 16 }));
+    assert_eq!(c.delete(b""), Err(Error::EmptyKey { max: 16 }));
     assert_eq!(
         c.put(b"k", &[0u8; 33]),
         Err(Error::ValueTooLarge { len: 33, max: 32 })
@@ -175,4 +181,90 @@ fn invalid_configuration_is_refused_with_the_field_named() {
         Client::new(cluster.cfg.clone(), id, ep),
         Err(Error::Config(_))
     ));
+}
+
+fn id(node: u16, index: u16) -> ClientId {
+    ClientId {
+        node: NodeId(node),
+        index,
+    }
+}
+
+#[test]
+fn a_client_id_in_use_on_the_fabric_is_refused_until_its_client_drops() {
+    let cluster = SimCluster::new(Config::default());
+    let cfg = cluster.cfg.clone();
+    let open = |n: u16| cluster.fabric.open(NodeId(n)).unwrap();
+    let mut first = cluster.client(0, 1);
+    first.put(b"k", b"first").unwrap();
+    assert!(cluster.fabric.client_in_use(id(0, 1)));
+    assert!(matches!(
+        Client::new(cfg.clone(), id(0, 1), open(0)),
+        Err(Error::ClientIdInUse(i)) if i == id(0, 1)
+    ));
+    // A pipeline whose slots include the id is refused too, and holds none
+    // of the others it would have taken.
+    assert!(matches!(
+        Pipeline::new(cfg.clone(), NodeId(0), 0, 3, open(0)),
+        Err(Error::ClientIdInUse(i)) if i == id(0, 1)
+    ));
+    assert!(!cluster.fabric.client_in_use(id(0, 0)));
+    let p = Pipeline::new(cfg.clone(), NodeId(0), 2, 2, open(0)).unwrap();
+    assert!(matches!(
+        Client::new(cfg.clone(), id(0, 3), open(0)),
+        Err(Error::ClientIdInUse(_))
+    ));
+    // The same index on another node is another client.
+    let mut other = Client::new(cfg.clone(), id(1, 1), open(1)).unwrap();
+    assert_eq!(other.get(b"k").unwrap(), Some(b"first".to_vec()));
+    drop((first, p));
+    assert!(!cluster.fabric.client_in_use(id(0, 1)));
+    let mut again = Client::new(cfg.clone(), id(0, 1), open(0)).unwrap();
+    assert_eq!(again.put(b"k", b"again"), Ok(true));
+    Client::new(cfg, id(0, 3), open(0)).unwrap();
+}
+
+#[test]
+fn an_endpoint_on_another_node_is_refused_by_client_and_pipeline() {
+    let cluster = SimCluster::new(Config::default());
+    let ep = cluster.fabric.open(NodeId(1)).unwrap();
+    assert!(matches!(
+        Client::new(cluster.cfg.clone(), id(0, 0), ep),
+        Err(Error::EndpointNode {
+            endpoint: NodeId(1),
+            node: NodeId(0)
+        })
+    ));
+    let ep = cluster.fabric.open(NodeId(2)).unwrap();
+    assert!(matches!(
+        Pipeline::new(cluster.cfg.clone(), NodeId(0), 0, 2, ep),
+        Err(Error::EndpointNode {
+            endpoint: NodeId(2),
+            node: NodeId(0)
+        })
+    ));
+    assert!(!cluster.fabric.client_in_use(id(0, 0)), "nothing claimed");
+}
+
+#[test]
+fn a_fabric_smaller_than_the_configuration_is_refused_at_construction() {
+    // The two defaults do not match: 1,024 index entries a node against 4,096.
+    let fabric = SimFabric::new(SimConfig::default()).unwrap();
+    let cfg = Arc::new(Config::default());
+    let open = || fabric.open(NodeId(0)).unwrap();
+    let needed = cfg.topology();
+    let offered = fabric.topology();
+    let e = Client::new(cfg.clone(), id(0, 0), open()).err();
+    assert_eq!(e, Some(Error::TopologyMismatch { needed, offered }));
+    let e = Pipeline::new(cfg.clone(), NodeId(0), 0, 2, open()).err();
+    assert_eq!(e, Some(Error::TopologyMismatch { needed, offered }));
+    // A fabric at least as large in every dimension is fine.
+    let roomy = Topology {
+        nodes: needed.nodes + 1,
+        data_bytes_per_node: needed.data_bytes_per_node * 2,
+        ..needed
+    };
+    let fabric = SimFabric::new(SimConfig::from_topology(roomy)).unwrap();
+    let mut c = Client::new(cfg, id(0, 0), fabric.open(NodeId(0)).unwrap()).unwrap();
+    assert_eq!(c.put(b"k", b"v"), Ok(false));
 }

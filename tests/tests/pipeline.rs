@@ -86,6 +86,42 @@ fn a_pipeline_deeper_than_the_nodes_client_ids_is_a_typed_error() {
     assert!(matches!(r, Err(Error::Config(_))));
 }
 
+/// Operations the caller submitted before a batch keep their tags and are
+/// handed out by `progress`, never mixed into the batch's results (their
+/// tags may equal batch positions).
+#[test]
+fn a_batch_leaves_the_callers_own_submissions_to_progress() {
+    let cluster = SimCluster::new(cfg());
+    let mut p = pipeline(&cluster, 0, 0, 2);
+    p.submit(0, Request::Put(key(0), b"caller".to_vec()));
+    p.submit(1, Request::Get(key(1)));
+    let batch = vec![
+        Request::Get(key(2)),
+        Request::Put(key(3), b"batch".to_vec()),
+    ];
+    assert_eq!(
+        p.run(batch),
+        vec![Ok(Response::Get(None)), Ok(Response::Put(false))]
+    );
+    let mut done = Vec::new();
+    for _ in 0..10_000 {
+        if p.outstanding() == 0 {
+            break;
+        }
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(p.outstanding(), 0);
+    done.sort_by_key(|f| f.tag);
+    let got: Vec<_> = done.into_iter().map(|f| (f.tag, f.result)).collect();
+    assert_eq!(
+        got,
+        vec![(0, Ok(Response::Put(false))), (1, Ok(Response::Get(None)))]
+    );
+    let mut c = cluster.client(1, 0);
+    assert_eq!(c.get(&key(0)).unwrap(), Some(b"caller".to_vec()));
+    assert_eq!(c.get(&key(3)).unwrap(), Some(b"batch".to_vec()));
+}
+
 /// Three threads, each a pipeline of depth 4 with random operations on six
 /// hot keys, so that one pipeline's own operations race each other too;
 /// every operation is recorded from its submission to its result. Each of a

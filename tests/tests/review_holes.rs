@@ -1,8 +1,9 @@
-//! The five holes a hostile review found in the landed protocol, each as an
-//! exact interleaving told twice: with the protocol as it is now (correct),
-//! and with the test-only switch that reinstates the landed behaviour
+//! The five holes a hostile review found in the landed protocol, and holes 2
+//! and 3 of issue 24 ("Checked core, checked edges"), each as an exact
+//! interleaving told twice: with the protocol as it is now (correct), and
+//! with the test-only switch that reinstates the landed behaviour
 //! (`Faults`), where the story ends in the stale read, the twice-applied
-//! write or the blocked insert the review described.
+//! write, the blocked insert or the false `TableFull` that was described.
 
 use std::sync::mpsc;
 use std::thread;
@@ -10,11 +11,13 @@ use std::time::Duration;
 
 use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
 use nessie_model::{check_history, KvOp, KvRet, Recorder};
+use nessie_protocol::pipeline::{Pipeline, Request, Response};
 use nessie_protocol::{
-    ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IndexEntry, IteAddr, Machine,
-    MigrateSearch, NodeId, OpKind, Outcome, PutMachine,
+    Client, ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IndexEntry, IteAddr,
+    Machine, MigrateSearch, NodeId, Op, OpKind, Outcome, PutMachine, Region,
 };
-use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
+use nessie_tests::late::LateEndpoint;
+use nessie_tests::step::{is_index_cas, is_index_read, is_state_flip, Stepper};
 use nessie_tests::{find_key, slot, time_limit, tiny_config, SimCluster};
 
 // ----- hole 1: a MIGRATE install that lands after a reclaim ---------------
@@ -772,6 +775,168 @@ fn hole5_no_mutation_after_the_commit_is_posted_inside_the_margin() {
         "a linked tombstone answers not found"
     );
     assert_eq!(c.put(&k, b"again"), Ok(false));
+}
+
+// ----- issue 24, hole 2: a late completion answers the next attempt ---------
+
+fn is_data_read(op: &Op) -> bool {
+    matches!(op, Op::Read { addr, .. } if addr.region == Region::Data)
+}
+
+/// W (node 0) stores k = v1 in its entry X1. R (node 1) GETs k: the READ of
+/// X1 is held back past the attempt's deadline, so the attempt gives up
+/// (`Timeout`, retried). While R backs off, W's PUT of v2 (entry X2) is
+/// acknowledged. R's next attempt reads k's index entry (X2's word) and
+/// posts the READ of X2, with the number the READ of X1 had: the READ of X1
+/// completes now, ahead of it. Then R GETs k again. Returns both GETs'
+/// answers, the first GET's attempts and the second's data reads.
+fn late_read_story(faults: Faults) -> (Option<Vec<u8>>, u64, Option<Vec<u8>>, u64) {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let mut w = cluster.client(0, 0);
+    assert_eq!(w.put(b"k", b"v1"), Ok(false));
+    let id = ClientId {
+        node: NodeId(1),
+        index: 0,
+    };
+    let ep = LateEndpoint::new(cluster.fabric.open(id.node).unwrap());
+    let mut r = Client::new(cluster.cfg.clone(), id, ep).unwrap();
+    r.state_mut().faults = faults;
+    r.endpoint_mut().hold(is_data_read, is_data_read);
+    r.endpoint_mut().on_backoff(move || {
+        assert_eq!(w.put(b"k", b"v2"), Ok(true), "W's update is acknowledged");
+    });
+    let first = r.get(b"k").unwrap();
+    let attempts = r.last_stats().attempts;
+    assert_eq!(r.endpoint().released, 1, "the READ of X1 came in late");
+    // W's PUT of v2 was acknowledged before this GET began.
+    let second = r.get(b"k").unwrap();
+    (first, attempts, second, r.last_stats().data_reads)
+}
+
+#[test]
+fn issue24_hole2_a_late_completion_of_an_attempt_is_dropped_not_taken_by_the_next() {
+    let (first, attempts, second, reads) = late_read_story(Faults::default());
+    assert_eq!(attempts, 2, "the first attempt timed out and was retried");
+    assert_eq!(first, Some(b"v2".to_vec()));
+    assert_eq!(second, Some(b"v2".to_vec()));
+    assert_eq!(reads, 0, "a cache hit, on X2's own bytes");
+}
+
+#[test]
+fn issue24_hole2_reinstated_the_late_read_is_returned_and_poisons_the_cache() {
+    let landed = Faults {
+        machine_local_request_ids: true,
+        ..Faults::default()
+    };
+    let (first, attempts, second, reads) = late_read_story(landed);
+    assert_eq!(attempts, 2);
+    assert_eq!(first, Some(b"v1".to_vec()), "X1's bytes read as X2's");
+    assert_eq!(
+        second,
+        Some(b"v1".to_vec()),
+        "stale: v2 was acknowledged before this GET began"
+    );
+    assert_eq!(
+        reads, 0,
+        "served from the cache: X1's bytes under X2's word"
+    );
+}
+
+/// The same late READ in a [`Pipeline`] (which shares the `Client`'s
+/// router): R's GET, a pipeline of depth 1, holds the READ of X1; W's PUT
+/// of v2 is acknowledged meanwhile; R's retry posts the READ of X2 and the
+/// READ of X1 comes in. The GET may answer either value (it overlapped the
+/// PUT), but a GET after it must see v2.
+#[test]
+fn issue24_hole2_a_pipeline_drops_the_late_completion_too() {
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let mut w = cluster.client(0, 0);
+    assert_eq!(w.put(b"k", b"v1"), Ok(false));
+    let mut ep = LateEndpoint::new(cluster.fabric.open(NodeId(1)).unwrap());
+    ep.hold(is_data_read, is_data_read);
+    let mut p = Pipeline::new(cluster.cfg.clone(), NodeId(1), 0, 1, ep).unwrap();
+    p.submit(0, Request::Get(b"k".to_vec()));
+    let mut done = Vec::new();
+    while !p.endpoint().holding() {
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(w.put(b"k", b"v2"), Ok(true), "W's update is acknowledged");
+    while p.outstanding() > 0 {
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(p.endpoint().released, 1, "the READ of X1 came in late");
+    assert_eq!(done[0].stats.attempts, 2);
+    assert_eq!(done[0].result, Ok(Response::Get(Some(b"v2".to_vec()))));
+    let again = p.run([Request::Get(b"k".to_vec())]);
+    assert_eq!(again, vec![Ok(Response::Get(Some(b"v2".to_vec())))]);
+}
+
+// ----- issue 24, hole 3: one slow round is not a full table -----------------
+
+/// p's candidates (slots 0 and 1) hold m and n; m's other candidate (slot
+/// 2) holds g, whose other candidate (slot 3) is empty: moving g to slot 3,
+/// then m to slot 2, frees slot 0 for p (a chain of two moves). A's PUT of p
+/// searches for it, and the second round of the search's first level is
+/// processed `slow` after it was posted (300 ms: a descheduled client).
+/// Returns A's answer, then a fresh PUT's of p and its attempts.
+fn slow_search_story(
+    faults: Faults,
+    slow: Duration,
+) -> (Result<bool, Error>, Result<bool, Error>, u64) {
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let c = &cluster.cfg;
+    let m = find_key(c, "m", |k| k == [slot(0), slot(2)]);
+    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
+    let n = find_key(c, "n", |k| k == [slot(1), slot(2)]);
+    let p = find_key(c, "p", |k| k == [slot(0), slot(1)]);
+    let mut b = cluster.client(0, 1);
+    for k in [&m, &g, &n] {
+        assert_eq!(b.put(k, b"v"), Ok(false));
+    }
+    let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
+    a.state.faults = faults;
+    assert!(a.run_until(is_index_read));
+    assert!(a.step(), "the scan: slots 0 and 1 are taken");
+    // The search's first level: the keys of m and n, then their other
+    // candidates (slot 2).
+    assert!(a.run_until(is_index_read));
+    assert!(a.deliver());
+    cluster.fabric.advance(slow);
+    let (r, _, _) = a.finish();
+    let again = b.put(&p, b"pv");
+    let attempts = b.last_stats().attempts;
+    for k in [&m, &g, &n] {
+        assert_eq!(b.get(k).unwrap(), Some(b"v".to_vec()));
+    }
+    (r, again, attempts)
+}
+
+#[test]
+fn issue24_hole3_a_search_one_attempt_cannot_afford_is_retryable() {
+    let quick = slow_search_story(Faults::default(), Duration::ZERO);
+    assert_eq!(
+        quick.0,
+        Ok(false),
+        "without the slow round, A moves g and m"
+    );
+    assert_eq!(quick.1, Ok(true), "(the fresh PUT updates p)");
+    let (r, again, attempts) = slow_search_story(Faults::default(), Duration::from_millis(300));
+    assert_eq!(r, Err(Error::Timeout), "nothing committed; worth retrying");
+    assert!(r.unwrap_err().is_retryable());
+    assert_eq!(again, Ok(false), "a fresh attempt inserts p");
+    assert_eq!(attempts, 1, "at once");
+}
+
+#[test]
+fn issue24_hole3_reinstated_one_slow_round_reports_a_roomy_table_full() {
+    let landed = Faults {
+        unaffordable_search_table_full: true,
+        ..Faults::default()
+    };
+    let (r, again, attempts) = slow_search_story(landed, Duration::from_millis(300));
+    assert_eq!(r, Err(Error::TableFull { depth: 4 }), "never retried");
+    assert_eq!(again, Ok(false), "yet a fresh attempt inserts p at once");
+    assert_eq!(attempts, 1);
 }
 
 #[test]

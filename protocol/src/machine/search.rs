@@ -21,10 +21,16 @@
 //! request): the level's requests plus executing a path of that length
 //! (about [`ROUNDS_PER_MOVE`] rounds a move) plus the PUT's own install,
 //! verify and commit must fit before the deadline minus the margin; the
-//! frontier is cut to the width that fits. When no entry fits, or
-//! `max_migrate_depth` is reached, or no entry is left to expand, the search
-//! ends without a path and the PUT reports `TableFull` at once (retrying
-//! would repeat the same search).
+//! frontier is cut to the width that fits. When `max_migrate_depth` is
+//! reached or no entry is left to expand, the search ends without a path and
+//! the PUT reports `TableFull` at once: no chain within the depth limit
+//! exists (among at most [`MAX_FRONTIER`] entries a level), and retrying
+//! would repeat the same search. When the budget cut entries the search
+//! would otherwise have expanded, that says nothing about the table, only
+//! about this attempt (its remaining time, and its prices, measured from as
+//! few as two rounds: one descheduled round prices a short chain at
+//! seconds): the search ends [`Found::Unaffordable`], which the PUT reports
+//! as the retryable `Timeout` (issue 24, hole 3; nothing was written).
 
 use std::collections::HashSet;
 
@@ -75,6 +81,8 @@ pub(crate) struct CuckooSearch {
     rounds: u64,
     requests: u64,
     blocked: bool,
+    /// The budget cut entries the search would have expanded.
+    cut: bool,
     phase: Phase,
 }
 
@@ -84,11 +92,14 @@ pub(crate) enum Found {
     /// Free these entries, deepest last in the list (each one's key moves
     /// into the next one's freed entry; the last is freed by its own move).
     Path(Vec<IteAddr>),
-    /// No path within the depth limit or the attempt's budget. `blocked`:
-    /// an entry in progress (or torn under the read) was left unexplored, so
-    /// another attempt may find a path; otherwise the table is full as far as
-    /// one attempt can see.
+    /// No path within the depth limit. `blocked`: an entry in progress (or
+    /// torn under the read) was left unexplored, so another attempt may find
+    /// a path; otherwise the table is full as far as the search reaches.
     NoPath { blocked: bool },
+    /// No path found among the entries the attempt could afford to expand
+    /// before its deadline; a fresh attempt (with its own deadline and
+    /// prices) may find one.
+    Unaffordable,
 }
 
 type Out = Option<Result<Found, Error>>;
@@ -115,6 +126,7 @@ impl CuckooSearch {
             rounds: 0,
             requests: 0,
             blocked: false,
+            cut: false,
             phase: Phase::AwaitKeys,
         };
         let out = s.read_keys(cx);
@@ -160,16 +172,26 @@ impl CuckooSearch {
         usize::try_from(left / per_entry).map_or(MAX_FRONTIER, |w| w.min(MAX_FRONTIER))
     }
 
-    fn no_path(&self) -> Out {
+    fn no_path(&self, cx: &Cx<'_>) -> Out {
+        if self.cut && !cx.client.faults.unaffordable_search_table_full {
+            return Some(Ok(Found::Unaffordable));
+        }
         Some(Ok(Found::NoPath {
             blocked: self.blocked,
         }))
     }
 
     fn read_keys(&mut self, cx: &mut Cx<'_>) -> Out {
-        self.frontier.truncate(self.affordable_width(cx));
-        if self.frontier.is_empty() || self.depth > cx.cfg().max_migrate_depth {
-            return self.no_path();
+        if self.depth > cx.cfg().max_migrate_depth {
+            return self.no_path(cx);
+        }
+        let width = self.affordable_width(cx);
+        if width < self.frontier.len() {
+            self.cut = true;
+            self.frontier.truncate(width);
+        }
+        if self.frontier.is_empty() {
+            return self.no_path(cx);
         }
         for &i in &self.frontier {
             let d = self.nodes[i].word.dte()?;
@@ -231,7 +253,7 @@ impl CuckooSearch {
         }
         children.truncate(MAX_FRONTIER);
         if children.is_empty() {
-            return self.no_path();
+            return self.no_path(cx);
         }
         for &c in &children {
             cx.read_ite(self.nodes[c].slot);

@@ -301,6 +301,9 @@ impl WriteLogic {
             Ok(Found::NoPath { .. }) => Some(Err(Error::TableFull {
                 depth: cx.cfg().max_migrate_depth,
             })),
+            // The table may have room; this attempt could not afford to look
+            // (issue 24, hole 3): nothing was written, a fresh attempt may.
+            Ok(Found::Unaffordable) => Some(Err(Error::Timeout)),
             Err(e) => Some(Err(e)),
         }
     }
