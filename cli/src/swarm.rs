@@ -49,6 +49,12 @@ fn describe(run: &CaseRun) {
         r.failures,
         r.chaos
     );
+    if let Some(a) = &r.dtes {
+        println!(
+            "  data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted)",
+            a.live, a.reusable, a.leaked, a.admitted
+        );
+    }
 }
 
 /// Runs the swarm (or one replayed case); an error if a case fails.
@@ -77,7 +83,8 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
          {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
-         {} MIGRATEs, {} entries of crashed or overrunning owners recovered",
+         {} MIGRATEs, {} entries of crashed or overrunning owners recovered; \
+         data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
         s.cases,
         started.elapsed().as_secs_f64(),
         s.passed,
@@ -90,7 +97,13 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.landing_deadline_refusals,
         s.late_landings,
         s.migrations,
-        s.recoveries
+        s.recoveries,
+        s.dtes.live,
+        s.dtes.reusable,
+        s.dtes.leaked,
+        s.dtes.admitted,
+        s.dtes.counted,
+        s.dtes.crashes
     );
     let Some(failure) = s.failure else {
         // No verdict is not a pass: a case the checker could not decide

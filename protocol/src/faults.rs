@@ -41,6 +41,10 @@ pub struct Faults {
     /// restores a MIGRATE copy's destination to the copy's previous version
     /// instead of emptying it (two entries then name one entry of the key).
     pub rollback_destination_to_previous: bool,
+    /// A PUT or DELETE never marks the previous version it replaced for
+    /// recycling after its commit, and does not count it as leaked: the entry
+    /// is lost silently (only the simulator's data-table audit can tell).
+    pub skip_recycle_mark: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -50,7 +54,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -62,6 +66,7 @@ impl Faults {
         "errors-after-commit-retryable",
         "conflict-ends-put",
         "rollback-destination-to-previous",
+        "skip-recycle-mark",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -78,6 +83,7 @@ impl Faults {
             "errors-after-commit-retryable" => &mut self.errors_after_commit_retryable,
             "conflict-ends-put" => &mut self.conflict_ends_put,
             "rollback-destination-to-previous" => &mut self.rollback_destination_to_previous,
+            "skip-recycle-mark" => &mut self.skip_recycle_mark,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;
