@@ -57,6 +57,12 @@ fn describe(run: &CaseRun) {
         r.recycled_in_race,
         r.chaos
     );
+    if let Some(a) = &r.dtes {
+        println!(
+            "  data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted)",
+            a.live, a.reusable, a.leaked, a.admitted
+        );
+    }
 }
 
 /// Runs the swarm (or one replayed case); an error if a case fails.
@@ -94,7 +100,8 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
          {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
          {} MIGRATEs, {} entries of crashed or overrunning owners recovered; \
-         {} entries recycled while clients raced (in {} cases)",
+         {} entries recycled while clients raced (in {} cases); \
+         data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
         s.cases,
         started.elapsed().as_secs_f64(),
         s.passed,
@@ -109,7 +116,13 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.migrations,
         s.recoveries,
         s.recycled_in_race,
-        s.cases_with_reuse
+        s.cases_with_reuse,
+        s.dtes.live,
+        s.dtes.reusable,
+        s.dtes.leaked,
+        s.dtes.admitted,
+        s.dtes.counted,
+        s.dtes.crashes
     );
     let Some(failure) = s.failure else {
         // No verdict is not a pass: a case the checker could not decide

@@ -176,8 +176,8 @@ fn timed_worlds_hold_every_property() {
     let f = Faults::default();
     all_hold(vec![
         (worlds::crash_and_reclaim(), 3942305),
-        (worlds::late_owner_commit(f, f), 586960),
-        (worlds::late_migrate_install(f), 5726249),
+        (worlds::late_owner_commit(f, f), 586416),
+        (worlds::late_migrate_install(f), 5928311),
         (worlds::cached_writer(f), 4047414),
         (worlds::cached_reader(f), 198151),
         (worlds::failed_completions(f), 3574626),
@@ -286,7 +286,7 @@ fn an_overrunning_owner_is_harmless_when_it_commits_by_nic_cas_but_not_by_cpu_st
     let overrun = broken(|f| f.ignore_deadline = true);
     all_hold(vec![(
         worlds::late_owner_commit(overrun, Faults::default()),
-        993_643,
+        992_393,
     )]);
     // The reclaimed entry flipped valid by the owner's CPU store: an
     // acknowledged write is lost (found at quiescence, or by a later read).

@@ -171,6 +171,15 @@ impl DteAllocator {
     pub fn available(&self) -> u32 {
         self.free.len() as u32
     }
+
+    /// Whether `dte` is one of this allocator's entries known to be free
+    /// (swept and found reusable, or returned unpublished), i.e. the next
+    /// allocations will hand it out. Such an entry's header need not say so:
+    /// an unpublished entry keeps the header of the write that never got
+    /// linked. (The simulator's data-table audit asks this.)
+    pub fn is_known_free(&self, dte: DteAddr) -> bool {
+        self.rel(dte).is_some_and(|rel| self.in_free[rel as usize])
+    }
 }
 
 #[cfg(test)]

@@ -58,6 +58,10 @@ pub struct Faults {
     /// measured) ends the PUT in `TableFull`, which is never retried,
     /// instead of the retryable `Timeout`.
     pub unaffordable_search_table_full: bool,
+    /// A PUT or DELETE never marks the previous version it replaced for
+    /// recycling after its commit, and does not count it as leaked: the entry
+    /// is lost silently (only the simulator's data-table audit can tell).
+    pub skip_recycle_mark: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -67,7 +71,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -82,6 +86,7 @@ impl Faults {
         "fence-stops-at-present-word",
         "machine-local-request-ids",
         "unaffordable-search-table-full",
+        "skip-recycle-mark",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -101,6 +106,7 @@ impl Faults {
             "fence-stops-at-present-word" => &mut self.fence_stops_at_present_word,
             "machine-local-request-ids" => &mut self.machine_local_request_ids,
             "unaffordable-search-table-full" => &mut self.unaffordable_search_table_full,
+            "skip-recycle-mark" => &mut self.skip_recycle_mark,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -475,7 +475,12 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
             }
         }
     }
-    Ok(e.report(wall.elapsed()))
+    // At quiescence, no data table entry leaked beyond what the protocol
+    // admits (crate::audit).
+    let dtes = e.audit_dtes(e.now, e.stats.leaked, e.counts.crashes + e.stuck);
+    let mut report = e.report(wall.elapsed());
+    report.dtes = dtes;
+    Ok(report)
 }
 
 impl Engine {
@@ -565,7 +570,9 @@ impl Engine {
     fn give_up_on_stuck(&mut self) {
         for c in 0..self.clients.len() {
             let cl = &mut self.clients[c];
-            cl.machine = None;
+            if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
+                self.stats.leaked += m.stats().leaked;
+            }
             cl.outstanding = 0;
             cl.round += 1;
             if let Some(op) = cl.op.take() {
@@ -1114,7 +1121,10 @@ impl Engine {
             return;
         }
         cl.down_since = Some(now);
-        cl.machine = None;
+        if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
+            // Leaks its attempt counted are leaks all the same (crate::audit).
+            self.stats.leaked += m.stats().leaked;
+        }
         cl.outstanding = 0;
         cl.round += 1;
         self.counts.crashes += 1;
@@ -1323,6 +1333,7 @@ impl Engine {
             completed_ops: self.completed_ops,
             recycled_in_race: self.recycled_in_race,
             history_stats: std::mem::take(&mut self.history_stats),
+            dtes: None,
         }
     }
 }

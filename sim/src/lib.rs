@@ -14,6 +14,8 @@
 //! - `kv`, `servers`, `systems`: the other systems' clients, server
 //!   workers and set-up.
 //! - [`network`]: the NIC and wire model, and the network's faults.
+//! - [`audit`]: the data-table audit at quiescence (no entry leaks beyond
+//!   what the protocol admits).
 //! - [`chaos`]: the injected faults, within the protocol's timing assumptions.
 //! - [`swarm`]: the fault swarm: seeded cases, checked, replayed, shrunk.
 //! - [`zipf`]: YCSB's Zipfian key generators (`SimSpec::zipf_theta`).
@@ -24,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod chaos;
 pub mod engine;
 mod kv;
@@ -38,6 +41,7 @@ pub mod zipf;
 #[cfg(test)]
 mod accounting_tests;
 
+pub use audit::DteAudit;
 pub use chaos::Chaos;
 pub use engine::{simulate, stamp_ns};
 pub use profile::{Profile, MODERN, PROFILES, TPDS};

@@ -9,6 +9,7 @@ use nessie_model::Event;
 use nessie_protocol::{Config, Error, Faults, MigrateSearch, OpStats};
 use serde::{Deserialize, Serialize};
 
+use crate::audit::DteAudit;
 use crate::chaos::Chaos;
 use crate::profile::Profile;
 
@@ -370,6 +371,12 @@ pub struct SimReport {
     /// index; every attempt of the operation summed).
     #[serde(skip)]
     pub history_stats: Vec<OpStats>,
+    /// Nessie's data-table audit at quiescence ([`crate::audit`]): entries
+    /// live, reusable and leaked after the final sweep, and the leaks the
+    /// protocol admits. `None` where it does not apply: another system, or
+    /// no [`SimSpec::final_sweep`].
+    #[serde(default)]
+    pub dtes: Option<DteAudit>,
 }
 
 impl SimReport {

@@ -1,9 +1,10 @@
 //! The fault swarm: many small seeded clusters, each with its own shape,
 //! protocol options and mix of injected faults ([`Chaos`]), each history put
 //! through the linearizability checker, each run watched for operations that
-//! never end, for keys a lone writer cannot write afterwards and for breaches
+//! never end, for keys a lone writer cannot write afterwards, for breaches
 //! of the margin rule (a mutation posted inside the last deadline margin,
-//! [`SimReport::margin_breaches`]). A failing case replays exactly (it
+//! [`SimReport::margin_breaches`]) and, at quiescence, for data table
+//! entries leaked beyond what the protocol admits ([`crate::audit`]). A failing case replays exactly (it
 //! is a function of its [`SwarmCase`], printable as JSON) and shrinks to a
 //! smaller case that still fails.
 //!
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use nessie_protocol::Faults;
 
+use crate::audit::DteAudit;
 use crate::chaos::{Chaos, Dice};
 use crate::engine::simulate;
 use crate::spec::{SimError, SimReport, SimSpec, System, Tuning};
@@ -284,7 +286,9 @@ impl SwarmCase {
 /// The verdict on one simulation's report: operations that never ended,
 /// failures of the final sweep, margin breaches and corrupt states fail it
 /// first; then the history must hold every operation that ended, something
-/// must be checked, and the check must say linearizable.
+/// must be checked, and the check must say linearizable; last, the
+/// data-table audit at quiescence ([`crate::audit`]) must find no more
+/// leaked entries than the protocol admits.
 pub fn verdict_of(report: &SimReport) -> Verdict {
     if report.stuck > 0 {
         Verdict::Fail(format!(
@@ -329,7 +333,19 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
             nessie_model::Verdict::Linearizable if r.checked == 0 => {
                 Verdict::Fail("no operation was checked: an empty history is no pass".into())
             }
-            nessie_model::Verdict::Linearizable => Verdict::Pass(r.checked),
+            nessie_model::Verdict::Linearizable => match report.dtes.as_ref() {
+                Some(a) if a.unexplained() > 0 => Verdict::Fail(format!(
+                    "data table entries leaked: {} neither named nor reusable at quiescence, \
+                     {} admitted ({} counted by the operations, {} per crash x {}): {}",
+                    a.leaked,
+                    a.admitted,
+                    a.counted,
+                    crate::audit::LEAKS_PER_CRASH,
+                    a.crashes,
+                    a.leaks.join("; ")
+                )),
+                _ => Verdict::Pass(r.checked),
+            },
             nessie_model::Verdict::NotLinearizable(v) => {
                 Verdict::Fail(format!("not linearizable: {v}"))
             }
@@ -461,6 +477,10 @@ pub struct SwarmSummary {
     pub migrations: u64,
     /// Entries of crashed or overrunning owners recovered.
     pub recoveries: u64,
+    /// The data-table audits summed over every case ([`crate::audit`]):
+    /// entries live, reusable and leaked at quiescence, and leaks admitted
+    /// (the per-case leak descriptions are not kept).
+    pub dtes: DteAudit,
     /// The first failing case, if any (not yet shrunk).
     pub failure: Option<CaseRun>,
 }
@@ -506,6 +526,9 @@ pub fn swarm_with(
         s.recycled_in_race += run.report.recycled_in_race;
         s.cases_with_reuse += usize::from(run.report.recycled_in_race > 0);
         s.recoveries += run.report.recoveries;
+        if let Some(a) = &run.report.dtes {
+            s.dtes.add(a);
+        }
         match &run.verdict {
             Verdict::Pass(n) => {
                 s.passed += 1;

@@ -2,12 +2,15 @@
 //! crashes, outages, pauses, skew and delayed, failed and lost completions
 //! the swarm draws; each broken variant it can catch is caught (the seeds
 //! are those `nessie swarm --faults NAME` stops at); a failing case replays
-//! exactly from its JSON and shrinks to a smaller case that still fails.
+//! exactly from its JSON and shrinks to a smaller case that still fails; at
+//! quiescence no data table entry leaks beyond what the protocol admits,
+//! and a silent leak is caught.
 
 use std::time::Duration;
 
 use nessie_model::time_limit;
 use nessie_protocol::Faults;
+use nessie_sim::audit::LEAKS_PER_CRASH;
 use nessie_sim::{shrink, simulate, swarm, verdict_of, SwarmCase, Verdict};
 
 fn faults(name: &str) -> Faults {
@@ -48,6 +51,14 @@ fn the_correct_protocol_survives_two_thousand_fault_mixes() {
     // three expiration periods at least).
     assert!(s.cases_with_reuse > 1_200, "{s:?}");
     assert!(s.recycled_in_race > 20_000, "{s:?}");
+    // Every case was audited at quiescence: the faults leaked entries (a
+    // crash's unmarked entries, marks that failed or came too late), never
+    // more in a case than the protocol admits (else the case failed above).
+    let d = &s.dtes;
+    assert!(d.live > 5_000 && d.reusable > 50_000, "{d:?}");
+    assert!(d.leaked > 1_000 && d.leaked <= d.admitted, "{d:?}");
+    assert!(d.counted > 1_000, "the operations count their leaks: {d:?}");
+    assert_eq!(d.admitted, d.counted + LEAKS_PER_CRASH * d.crashes, "{d:?}");
 }
 
 /// The negative control of A2 (`docs/protocol.md`): with late mutations
@@ -81,10 +92,11 @@ const A2_NEGATIVE_CONTROL_SEED: u64 = 13_285;
 
 /// Broken variants the swarm finds within a few thousand seeds, and the
 /// first seed that shows each (searching from seed 0).
-const FOUND_FROM_ZERO: [(&str, u64); 10] = [
+const FOUND_FROM_ZERO: [(&str, u64); 11] = [
     ("cpu-state-flip", 0),
     ("reuse-before-expiry", 1),
     ("errors-after-commit-retryable", 1),
+    ("skip-recycle-mark", 1),
     ("ignore-deadline", 3),
     ("skip-put-verify", 18),
     ("rollback-destination-to-previous", 34),
@@ -129,6 +141,35 @@ fn a_stale_cache_from_completion_time_is_caught_by_the_seed_that_shows_it() {
         "{name}: {:?}",
         correct.verdict
     );
+}
+
+/// A writer that never marks the previous versions it replaces loses them
+/// silently: every history stays linearizable, and only the data-table
+/// audit at quiescence tells, naming the entries.
+#[test]
+fn a_silent_leak_is_caught_by_the_data_table_audit() {
+    let case = SwarmCase::from_seed(1);
+    let broken = case.run(faults("skip-recycle-mark")).unwrap();
+    let Verdict::Fail(m) = &broken.verdict else {
+        panic!("{:?}", broken.verdict)
+    };
+    assert!(m.starts_with("data table entries leaked"), "{m}");
+    assert!(m.contains("Valid Some(Put), recycle flag false"), "{m}");
+    let a = broken.report.dtes.as_ref().unwrap();
+    assert!(a.leaked > a.admitted, "{a:?}");
+    assert_eq!(a.counted, 0, "the broken writer does not count them");
+    let correct = case.run(Faults::default()).unwrap();
+    assert!(
+        matches!(correct.verdict, Verdict::Pass(_)),
+        "{:?}",
+        correct.verdict
+    );
+    let a = correct.report.dtes.as_ref().unwrap();
+    assert!(a.leaked <= a.admitted && a.reusable > 0, "{a:?}");
+    // The audit needs quiescence: without the final sweep it does not apply.
+    let mut spec = case.spec(Faults::default());
+    spec.final_sweep = false;
+    assert!(simulate(&spec).unwrap().dtes.is_none());
 }
 
 #[test]

@@ -21,6 +21,14 @@
 //! Locking the source before installing the copy is a departure from the
 //! paper (which installs at the destination first): it keeps a GET that falls
 //! back to Y from returning a value a concurrent PUT has already replaced.
+//!
+//! Past the attempt's deadline only reads are discarded (they may have read
+//! a reused entry); the result of a CAS is still the truth, so a CAS phase
+//! goes on to its own handler, which posts nothing more and ends the
+//! attempt, counting what it leaves unmarked. Every entry a frame unlinked
+//! (or may have: a CAS of unknown outcome) and does not mark, and its own
+//! copy when it gives up not knowing whether the lock linked it, is counted
+//! in `OpStats::leaked`.
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
@@ -137,6 +145,10 @@ impl Migrate {
     }
 
     fn begin_frame(&mut self, cx: &mut Cx<'_>) -> Out {
+        if cx.overran() {
+            // Its reads would be discarded: the attempt is over.
+            return Some(Err(Error::Timeout));
+        }
         let f = self.top()?;
         self.mv = Move::default();
         cx.read_ite(f.slot);
@@ -339,7 +351,7 @@ impl Migrate {
                 return Some(Err(Error::Conflict));
             }
             // The lock may or may not have landed: roll it back ourselves.
-            Err(e) => return self.abort(cx, Destination::NotInstalled, e),
+            Err(e) => return self.abort(cx, Destination::NotInstalled, e, true),
         }
         // The install is a mutation like any other: only inside the margin,
         // so that it lands before our deadline (A2). The broken variant
@@ -350,7 +362,7 @@ impl Migrate {
             cx.may_mutate()
         };
         if !in_time {
-            return self.abort(cx, Destination::NotInstalled, Error::Timeout);
+            return self.abort(cx, Destination::NotInstalled, Error::Timeout, false);
         }
         let cw = self.copy_word(cx)?;
         let k = self.mv.alt.iter().position(|&j| j == self.mv.dst)?;
@@ -381,20 +393,28 @@ impl Migrate {
                 cx.client.alloc.release_unpublished(d);
                 Some(Err(Error::Conflict))
             }
-            Ok(_) => self.abort(cx, Destination::NotInstalled, Error::Conflict),
+            Ok(_) => self.abort(cx, Destination::NotInstalled, Error::Conflict, false),
             // The install may or may not have landed: roll back, fencing the
             // destination so that it cannot land later.
-            Err(e) => self.abort(cx, Destination::MayHoldCopy, e),
+            Err(e) => self.abort(cx, Destination::MayHoldCopy, e, false),
         }
     }
 
-    /// Rolls our uncommitted copy back (we own it), then reports `reason`.
-    fn abort(&mut self, cx: &mut Cx<'_>, dst: Destination, reason: Error) -> Out {
+    /// Rolls our uncommitted copy back (we own it), then reports `reason`
+    /// (`link_unknown`: the lock's outcome is unknown).
+    fn abort(
+        &mut self,
+        cx: &mut Cx<'_>,
+        dst: Destination,
+        reason: Error,
+        link_unknown: bool,
+    ) -> Out {
         let (d, h, cw) = (self.mv.copy?, self.mv.header?, self.copy_word(cx)?);
         let key = self.mv.y.as_ref()?.key.clone();
         let f = self.top()?;
         self.abort_reason = Some(reason);
-        self.phase = Phase::Aborting(Recover::owner_abort(f.slot, cw, d, h, key, dst));
+        let rec = Recover::owner_abort(f.slot, cw, d, h, key, dst, link_unknown);
+        self.phase = Phase::Aborting(rec);
         self.step_abort(cx, Vec::new())
     }
 
@@ -405,7 +425,12 @@ impl Migrate {
         // uncommitted one) and the PUT itself has committed nothing.
         let committed = match commit_won(&results[0], h.state.encode()) {
             Ok(c) => c,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                // If the copy committed, Y is unlinked for good and we will
+                // not mark it: counted as leaked.
+                cx.io.stats.leaked += 1;
+                return Some(Err(e));
+            }
         };
         if !committed {
             return Some(Err(Error::Timeout));
@@ -448,7 +473,14 @@ impl Migrate {
     /// Advances the MIGRATE; `Some(Ok(()))` once the PUT's slot was freed (or
     /// found free).
     pub fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
-        if !matches!(self.phase, Phase::Start) && cx.overran() {
+        // Reads whose results come after the deadline may have seen reused
+        // entries: discarded. CAS results stay true (their phases end the
+        // attempt themselves, counting what they cannot mark).
+        let reading = matches!(
+            self.phase,
+            Phase::AwaitSrcIte | Phase::AwaitSrcDte | Phase::AwaitAlt | Phase::AwaitAllocScan
+        );
+        if reading && cx.overran() {
             return Some(Err(Error::Timeout));
         }
         match std::mem::replace(&mut self.phase, Phase::Start) {
@@ -490,10 +522,19 @@ impl Migrate {
                         self.phase = Phase::AwaitMark;
                         None
                     }
-                    _ => self.frame_done(cx),
+                    Some(_) => {
+                        // A tombstone unlinked too late to mark it: leaked.
+                        cx.io.stats.leaked += 1;
+                        self.frame_done(cx)
+                    }
+                    None => self.frame_done(cx),
                 },
                 Ok(_) => self.begin_frame(cx),
-                Err(e) => Some(Err(e)),
+                Err(e) => {
+                    // The tombstone may have been unlinked: leaked if so.
+                    cx.io.stats.leaked += u64::from(mark.is_some());
+                    Some(Err(e))
+                }
             },
             Phase::AwaitAlt => self.on_alt(cx, &results),
             Phase::AwaitHelp => match cas_previous(&results[0]) {

@@ -27,6 +27,13 @@
 //!    proceed). A CAS that fails means someone else already restored it.
 //! 4. If our restore CAS unlinked the entry's last reference, mark it for
 //!    recycling.
+//!
+//! Where it cannot mark an entry it unlinked (the margin has passed, or the
+//! restore CAS's outcome is unknown), it counts the entry as leaked
+//! (`OpStats::leaked`), and so does an owner that stops short of unlinking
+//! its own entry when it does not know whether the CAS that would have
+//! linked it (a PUT's install, a MIGRATE's lock) ever executed: if it did
+//! not, nobody else will ever meet the entry.
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
@@ -66,6 +73,8 @@ pub(crate) struct Recover {
     key: Vec<u8>,
     owner: bool,
     dst: Destination,
+    /// The owner does not know whether its entry was ever linked.
+    link_unknown: bool,
     phase: Phase,
 }
 
@@ -80,13 +89,15 @@ impl Recover {
             key: view.key.clone(),
             owner: false,
             dst: Destination::MayHoldCopy,
+            link_unknown: false,
             phase: Phase::Start,
         }
     }
 
     /// The owner aborting its own entry `addr`, linked as `word` at `found_at`
     /// (for a MIGRATE copy: its source); `dst` says whether its install may
-    /// have executed.
+    /// have executed, `link_unknown` whether the CAS that linked it at
+    /// `found_at` may not have executed (its completion failed).
     pub fn owner_abort(
         found_at: IteAddr,
         word: IndexEntry,
@@ -94,6 +105,7 @@ impl Recover {
         header: DataEntryHeader,
         key: Vec<u8>,
         dst: Destination,
+        link_unknown: bool,
     ) -> Recover {
         Recover {
             found_at,
@@ -103,8 +115,18 @@ impl Recover {
             key,
             owner: true,
             dst,
+            link_unknown,
             phase: Phase::Start,
         }
+    }
+
+    /// Stops with `e` before unlinking the entry: if it may never have been
+    /// linked, nobody else will ever meet it, so it is counted as leaked.
+    fn give_up(&self, cx: &mut Cx<'_>, e: Error) -> Option<Result<(), Error>> {
+        if self.link_unknown {
+            cx.io.stats.leaked += 1;
+        }
+        Some(Err(e))
     }
 
     /// Advances; `Some(Ok(()))` when the entry is no longer uncommitted-and-linked
@@ -117,7 +139,7 @@ impl Recover {
                         return Some(Err(Error::Conflict));
                     }
                     if !cx.may_mutate() {
-                        return Some(Err(Error::Timeout));
+                        return self.give_up(cx, Error::Timeout);
                     }
                     let cur = self.header.state;
                     cx.cas_state(
@@ -137,7 +159,7 @@ impl Recover {
             Phase::AwaitAbort => {
                 let prev = match cas_previous(&results[0]) {
                     Ok(p) => p,
-                    Err(e) => return Some(Err(e)),
+                    Err(e) => return self.give_up(cx, e),
                 };
                 let found = StateWord::decode(prev);
                 if prev == self.header.state.encode() || found.state == DteState::Aborted {
@@ -154,7 +176,7 @@ impl Recover {
             Phase::AwaitFence { expect, tries } => {
                 let found = match cas_previous(&results[0]) {
                     Ok(p) => IndexEntry(p),
-                    Err(e) => return Some(Err(e)),
+                    Err(e) => return self.give_up(cx, e),
                 };
                 let sealed = self.word.emptied();
                 let stops_early = cx.client.faults.fence_stops_at_present_word;
@@ -178,7 +200,7 @@ impl Recover {
                 }
                 // An empty word we did not expect: fence that one.
                 if tries >= FENCE_TRIES {
-                    return Some(Err(Error::Conflict));
+                    return self.give_up(cx, Error::Conflict);
                 }
                 self.fence(cx, found, tries + 1)
             }
@@ -188,7 +210,12 @@ impl Recover {
                     match cas_previous(r) {
                         Ok(prev) if prev == self.word.0 => unlinked = true,
                         Ok(_) => {}
-                        Err(e) => return Some(Err(e)),
+                        Err(e) => {
+                            // Our restore may have unlinked the entry, and
+                            // then nobody marks it: counted as leaked.
+                            cx.io.stats.leaked += 1;
+                            return Some(Err(e));
+                        }
                     }
                 }
                 if unlinked && cx.may_mutate() {
@@ -196,6 +223,12 @@ impl Recover {
                     self.phase = Phase::AwaitMark;
                     None
                 } else {
+                    if unlinked || self.link_unknown {
+                        // Unlinked by us, too late to mark it; or our own
+                        // entry that was maybe never linked (if it was,
+                        // whoever unlinked it marks it): counted as leaked.
+                        cx.io.stats.leaked += 1;
+                    }
                     Some(Ok(()))
                 }
             }
@@ -226,7 +259,7 @@ impl Recover {
     /// The entry is aborted: take it out of the index.
     fn unlink(&mut self, cx: &mut Cx<'_>) -> Option<Result<(), Error>> {
         if !cx.may_mutate() {
-            return Some(Err(Error::Timeout));
+            return self.give_up(cx, Error::Timeout);
         }
         let prev = IndexEntry(self.header.prev);
         if self.header.state.kind != Some(DteKind::Migrate) {
@@ -244,7 +277,7 @@ impl Recover {
         }
         let (src, dst) = match self.copy_positions(cx) {
             Ok(p) => p,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return self.give_up(cx, e),
         };
         let faults = cx.client.faults;
         if faults.unfenced_migrate_install || faults.rollback_destination_to_previous {
@@ -274,11 +307,11 @@ impl Recover {
         tries: u8,
     ) -> Option<Result<(), Error>> {
         if !cx.may_mutate() {
-            return Some(Err(Error::Timeout));
+            return self.give_up(cx, Error::Timeout);
         }
         let dst = match self.copy_positions(cx) {
             Ok((_, dst)) => dst,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return self.give_up(cx, e),
         };
         cx.cas_ite(dst, expect, self.word.emptied());
         self.phase = Phase::AwaitFence { expect, tries };
@@ -288,11 +321,11 @@ impl Recover {
     /// Puts the copy's source back to its previous version.
     fn restore_source(&mut self, cx: &mut Cx<'_>) -> Option<Result<(), Error>> {
         if !cx.may_mutate() {
-            return Some(Err(Error::Timeout));
+            return self.give_up(cx, Error::Timeout);
         }
         let src = match self.copy_positions(cx) {
             Ok((src, _)) => src,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return self.give_up(cx, e),
         };
         cx.cas_ite(src, self.word, IndexEntry(self.header.prev));
         self.phase = Phase::AwaitRestore;

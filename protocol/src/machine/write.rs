@@ -27,6 +27,11 @@
 //!    operation: a failed mark leaks the entry (counted), a failed unlink
 //!    leaves a harmless tombstone.
 //!
+//! Every entry the attempt unlinked (or may have: a CAS of unknown outcome)
+//! and does not mark, and its own entry when it gives up not knowing whether
+//! the install linked it, is counted in `OpStats::leaked`: the simulator's
+//! data-table audit holds the protocol to that count.
+//!
 //! Errors before the commit mean nothing was committed; where the last CAS's
 //! outcome is unknown (its completion failed), the owner aborts its entry
 //! before reporting the error, so that the key is not blocked until the
@@ -406,7 +411,7 @@ impl WriteLogic {
                 // but the entry may be linked. Abort it ourselves (the owner
                 // may, at any time) rather than block the key until our
                 // deadline; then report the error.
-                return self.abort(cx, e);
+                return self.abort(cx, e, true);
             }
         };
         if prev != self.words[self.target].0 {
@@ -434,15 +439,16 @@ impl WriteLogic {
         for (&j, r) in others.iter().zip(results) {
             match word(r) {
                 Ok(w) if w == self.words[j].0 => {}
-                Ok(_) => return self.abort(cx, Error::Conflict),
-                Err(e) => return self.abort(cx, e),
+                Ok(_) => return self.abort(cx, Error::Conflict, false),
+                Err(e) => return self.abort(cx, e, false),
             }
         }
         self.commit(cx)
     }
 
-    /// Aborts our installed, uncommitted entry, then reports `reason`.
-    fn abort(&mut self, cx: &mut Cx<'_>, reason: Error) -> Out {
+    /// Aborts our installed, uncommitted entry, then reports `reason`
+    /// (`link_unknown`: the install's outcome is unknown).
+    fn abort(&mut self, cx: &mut Cx<'_>, reason: Error, link_unknown: bool) -> Out {
         let (Some(d), Some(h), Some(new)) = (self.new_dte, self.new_header, self.new_word()) else {
             return conflict();
         };
@@ -454,6 +460,7 @@ impl WriteLogic {
             h,
             self.key.clone(),
             Destination::NotInstalled,
+            link_unknown,
         );
         self.abort_reason = Some(reason);
         self.phase = Phase::Aborting(rec);
@@ -522,6 +529,7 @@ impl WriteLogic {
             return conflict();
         };
         if self.settling {
+            self.unknown_commit(cx);
             return Some(Err(Error::OutcomeUnknown(format!(
                 "the commit of {d} and the CAS settling it both failed: {e}"
             ))));
@@ -555,9 +563,20 @@ impl WriteLogic {
             }
             Ok(p) if StateWord::decode(p).state.is_committed() => self.committed(cx),
             Ok(_) => Some(Err(Error::Timeout)),
-            Err(e) => Some(Err(Error::OutcomeUnknown(format!(
-                "the commit's completion failed and so did the CAS settling it: {e}"
-            )))),
+            Err(e) => {
+                self.unknown_commit(cx);
+                Some(Err(Error::OutcomeUnknown(format!(
+                    "the commit's completion failed and so did the CAS settling it: {e}"
+                ))))
+            }
+        }
+    }
+
+    /// The commit's outcome stays unknown: if it executed, the previous
+    /// version is unlinked for good and nobody marks it (counted as leaked).
+    fn unknown_commit(&mut self, cx: &mut Cx<'_>) {
+        if self.words[self.target].dte().is_some() {
+            cx.io.stats.leaked += 1;
         }
     }
 
@@ -577,8 +596,15 @@ impl WriteLogic {
 
     fn mark_old(&mut self, cx: &mut Cx<'_>) {
         if let Some(old) = self.words[self.target].dte() {
+            if cx.client.faults.skip_recycle_mark {
+                // Broken variant: the previous version leaks, uncounted.
+                return;
+            }
             if cx.may_mutate() {
                 cx.mark_recycle(old);
+            } else {
+                // Too late to mark it: leaked (counted).
+                cx.io.stats.leaked += 1;
             }
         }
     }
@@ -596,10 +622,17 @@ impl WriteLogic {
         // A failed unlink leaves the tombstone linked, which is harmless
         // (docs/protocol.md §5.3): the DELETE has succeeded either way.
         let new = self.new_word()?;
-        if matches!(cas_previous(&results[0]), Ok(p) if p == new.0) && cx.may_mutate() {
-            if let Some(d) = self.new_dte {
-                cx.mark_recycle(d);
+        match cas_previous(&results[0]) {
+            Ok(p) if p == new.0 && cx.may_mutate() => {
+                if let Some(d) = self.new_dte {
+                    cx.mark_recycle(d);
+                }
             }
+            // The tombstone unlinked too late to mark it, or maybe unlinked
+            // (the CAS's outcome is unknown): leaked (counted).
+            Ok(p) if p == new.0 => cx.io.stats.leaked += 1,
+            Err(_) => cx.io.stats.leaked += 1,
+            Ok(_) => {}
         }
         self.mark_old(cx);
         self.finish(cx)

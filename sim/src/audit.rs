@@ -1,0 +1,380 @@
+//! The data-table audit at quiescence: no data table entry (DTE) leaks
+//! beyond what the protocol admits.
+//!
+//! Nessie never frees an entry by knowing it is free: an entry becomes
+//! reusable only when the client whose CAS unlinked it marks it for
+//! recycling and the expiration period (plus the clock-skew allowance) has
+//! passed since (docs/protocol.md §5.7). An entry that nothing names and
+//! nobody marked is lost for good, and a run shows it at most as a
+//! `DataTableFull` much later, which every randomized checker excuses. So
+//! at the end of a run with [`SimSpec::final_sweep`](crate::SimSpec::final_sweep)
+//! (every fault stopped, a lone client has written every key, nothing in
+//! flight), the simulator classifies every entry of every client's share:
+//!
+//! - **live**: an index table entry names it, or it is the previous version
+//!   of a named uncommitted entry (readers may still fall back to it);
+//! - **reusable**: [`DteAllocator::reusable`] at a clock reading one
+//!   expiration period plus the skew allowance past the last event (as if
+//!   the cluster had idled that long; every recycle mark posted by then has
+//!   expired), or its owner's allocator holds it as known free (an entry
+//!   returned unpublished: its header is that of the write never linked);
+//! - **leaked**: neither.
+//!
+//! The leaks the protocol admits (docs/protocol.md, "Known limitations"):
+//! the entries its operations counted as leaked ([`OpStats::leaked`]
+//! summed over the run, crashed attempts included), and at most
+//! [`LEAKS_PER_CRASH`] per client crash (or operation given up at the
+//! horizon). More leaked entries than admitted fail the case
+//! ([`crate::swarm::verdict_of`]), naming them.
+//!
+//! Only Nessie has data table entries this way: for the other systems (and
+//! runs without a final sweep) the audit does not apply
+//! ([`SimReport::dtes`](crate::SimReport::dtes) is `None`).
+//!
+//! [`OpStats::leaked`]: nessie_protocol::OpStats::leaked
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use nessie_model::memory::Memory;
+use nessie_protocol::alloc::DteAllocator;
+use nessie_protocol::layout::{DataEntryHeader, HEADER_BYTES};
+use nessie_protocol::{ClientId, Config, DteAddr, Nanos, Region};
+use serde::Serialize;
+
+use crate::engine::{nanos, Engine};
+use crate::spec::System;
+
+/// Entries one client crash may leak, at most (docs/verification.md).
+///
+/// A crash loses what the client would have done next; the requests it had
+/// posted still land. What it would have done and nobody else will:
+/// - release or publish its own entry written and not yet linked (an
+///   entry returned unpublished and not yet handed out again is the same
+///   entry: the allocator hands it out first), or mark its own entry that
+///   its rollback has just unlinked: one entry, its *own*;
+/// - mark the entries its CASes unlinked since its last recycle-mark round:
+///   a PUT's previous version after the commit, a DELETE's previous version
+///   and its own tombstone (the own entry above), a MIGRATE's old entry
+///   after the copy committed, a cleared tombstone, a reclaimed entry: at
+///   most one besides the own entry, since every machine posts the marks of
+///   a step's unlinks before it unlinks anything else.
+///
+/// Hence two.
+pub const LEAKS_PER_CRASH: u64 = 2;
+
+/// Leaked entries a report names, at most.
+const NAMED_LEAKS: usize = 16;
+
+/// One client's share of a data table, as the audit sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Share<'a> {
+    /// The client.
+    pub id: ClientId,
+    /// Its allocator: the entries it owns and, if the client is up, those it
+    /// knows to be free.
+    pub alloc: &'a DteAllocator,
+    /// Whether the client is up (a crashed client's free list died with it).
+    pub up: bool,
+}
+
+/// What the audit found (see the module documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DteAudit {
+    /// Entries named by an index table entry (or the previous version of a
+    /// named uncommitted entry).
+    pub live: u64,
+    /// Entries not named and reusable (by the protocol's own rule, or known
+    /// free to their owner's allocator).
+    pub reusable: u64,
+    /// Entries not named and not reusable: leaked.
+    pub leaked: u64,
+    /// Leaks the protocol admits: `counted` plus [`LEAKS_PER_CRASH`] per
+    /// crash.
+    pub admitted: u64,
+    /// Leaks the protocol's operations counted ([`OpStats::leaked`] summed).
+    ///
+    /// [`OpStats::leaked`]: nessie_protocol::OpStats::leaked
+    pub counted: u64,
+    /// Client crashes (and operations given up at the horizon), each
+    /// allowed [`LEAKS_PER_CRASH`].
+    pub crashes: u64,
+    /// The leaked entries (the first 16), described.
+    pub leaks: Vec<String>,
+}
+
+impl DteAudit {
+    /// Leaked entries beyond those admitted (0 when the audit passes).
+    pub fn unexplained(&self) -> u64 {
+        self.leaked.saturating_sub(self.admitted)
+    }
+
+    /// Adds another run's figures (for totals over a swarm; `leaks` is not
+    /// kept).
+    pub fn add(&mut self, o: &DteAudit) {
+        self.live += o.live;
+        self.reusable += o.reusable;
+        self.leaked += o.leaked;
+        self.admitted += o.admitted;
+        self.counted += o.counted;
+        self.crashes += o.crashes;
+    }
+}
+
+/// The header of `d` as stored (`None` if out of range).
+fn header(mem: &Memory, cfg: &Config, d: DteAddr) -> Option<DataEntryHeader> {
+    let offset = cfg.layout().entry_offset(d.index);
+    let raw = mem
+        .read(d.node(), Region::Data, offset, HEADER_BYTES)
+        .ok()?;
+    DataEntryHeader::decode(&raw)
+}
+
+/// Audits every entry of `shares` in `mem` at clock reading `now` (by the
+/// protocol's reuse rule with `cfg`'s clock skew). `counted` is the leaks the
+/// operations counted, `crashes` the client crashes and operations given up.
+pub fn audit(
+    mem: &Memory,
+    cfg: &Config,
+    shares: &[Share<'_>],
+    now: Nanos,
+    counted: u64,
+    crashes: u64,
+) -> DteAudit {
+    let mut named: HashSet<DteAddr> = HashSet::new();
+    for d in mem.index_words().filter_map(|w| w.dte()) {
+        named.insert(d);
+        if let Some(h) = header(mem, cfg, d) {
+            if h.state.state.is_uncommitted() {
+                if let Some(p) = nessie_protocol::IndexEntry(h.prev).dte() {
+                    named.insert(p);
+                }
+            }
+        }
+    }
+    let skew: Duration = cfg.clock_skew;
+    let mut a = DteAudit {
+        counted,
+        crashes,
+        admitted: counted.saturating_add(crashes.saturating_mul(LEAKS_PER_CRASH)),
+        ..DteAudit::default()
+    };
+    for s in shares {
+        for d in s.alloc.owned() {
+            if named.contains(&d) {
+                a.live += 1;
+                continue;
+            }
+            let h = header(mem, cfg, d);
+            let known_free = s.up && s.alloc.is_known_free(d);
+            if known_free || h.is_some_and(|h| DteAllocator::reusable(&h, now, skew)) {
+                a.reusable += 1;
+                continue;
+            }
+            a.leaked += 1;
+            if a.leaks.len() < NAMED_LEAKS {
+                a.leaks.push(match h {
+                    Some(h) => format!(
+                        "{d} ({} share): {:?} {:?}, recycle flag {} (expires {} ns, audit at {} ns)",
+                        s.id,
+                        h.state.state,
+                        h.state.kind,
+                        h.recycle.recycle,
+                        h.recycle.expires_at,
+                        now.0
+                    ),
+                    None => format!("{d} ({} share): header out of range", s.id),
+                });
+            }
+        }
+    }
+    a
+}
+
+impl Engine {
+    /// The audit of a finished run whose last event was at virtual time
+    /// `last` (`None` where it does not apply: another system than Nessie,
+    /// or no final sweep). `counted` is the leaks the operations counted,
+    /// `crashes` the client crashes and operations given up.
+    ///
+    /// Rather than simulate idle time, the audit reads the reuse rule at a
+    /// clock reading past every recycle mark's expiration: a mark posted by
+    /// `last` on a clock at most `lead` ahead expires by `last + lead + T`,
+    /// and the rule adds the skew allowance.
+    pub(crate) fn audit_dtes(&self, last: u64, counted: u64, crashes: u64) -> Option<DteAudit> {
+        if self.spec.system != System::Nessie || !self.spec.final_sweep {
+            return None;
+        }
+        let lead = self
+            .clients
+            .iter()
+            .map(|c| c.clock_offset)
+            .max()
+            .unwrap_or(0);
+        let now = last
+            .saturating_add(lead)
+            .saturating_add(nanos(self.cfg.expiration))
+            .saturating_add(nanos(self.cfg.clock_skew));
+        let shares: Vec<Share<'_>> = self
+            .clients
+            .iter()
+            .map(|c| Share {
+                id: c.state.id,
+                alloc: &c.state.alloc,
+                up: c.down_since.is_none(),
+            })
+            .collect();
+        Some(audit(
+            &self.mem,
+            &self.cfg,
+            &shares,
+            Nanos(now),
+            counted,
+            crashes,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nessie_model::memory::{InFlight, WordOrder};
+    use nessie_protocol::layout::{DteKind, DteState, IndexEntry, RecycleWord, StateWord};
+    use nessie_protocol::{IteAddr, NodeId, Op, OpId, RemoteAddr, WorkRequest};
+
+    fn cfg() -> Config {
+        Config {
+            nodes: 1,
+            clients_per_node: 1,
+            dtes_per_node: 4,
+            index_slots_per_node: 4,
+            ..Config::default()
+        }
+    }
+
+    fn write(mem: &mut Memory, addr: RemoteAddr, data: Vec<u8>) {
+        let wr = WorkRequest {
+            id: OpId(0),
+            op: Op::Write { addr, data },
+        };
+        InFlight::new(wr, 0)
+            .run_to_end(mem, NodeId(0), WordOrder::Ascending)
+            .unwrap();
+    }
+
+    fn put_header(mem: &mut Memory, cfg: &Config, index: u32, state: DteState, mark: Option<u64>) {
+        let h = DataEntryHeader {
+            state: StateWord {
+                state,
+                kind: Some(DteKind::Put),
+                src: 0,
+                dst: 0,
+                key_len: 8,
+                value_len: 1,
+            },
+            deadline: 5,
+            recycle: RecycleWord {
+                recycle: mark.is_some(),
+                expires_at: mark.unwrap_or(0),
+            },
+            prev: 0,
+        };
+        let at = RemoteAddr::data(NodeId(0), cfg.layout().entry_offset(index));
+        write(mem, at, h.encode().to_vec());
+    }
+
+    #[test]
+    fn entries_are_live_reusable_or_leaked() {
+        let cfg = cfg();
+        let mut mem = Memory::new(&cfg);
+        let d = |index| DteAddr { table: 0, index };
+        // 0: named by an index entry; 1: never written; 2: marked, expired;
+        // 3: committed, unnamed, unmarked (leaked).
+        put_header(&mut mem, &cfg, 0, DteState::Valid, None);
+        put_header(&mut mem, &cfg, 2, DteState::Valid, Some(100));
+        put_header(&mut mem, &cfg, 3, DteState::Valid, None);
+        let ite = IteAddr {
+            node: NodeId(0),
+            slot: 1,
+        };
+        write(
+            &mut mem,
+            ite.remote(),
+            IndexEntry::new(d(0), 0).0.to_le_bytes().to_vec(),
+        );
+        let mut alloc = DteAllocator::new(0, 0, 4);
+        let id = ClientId {
+            node: NodeId(0),
+            index: 0,
+        };
+        let share = [Share {
+            id,
+            alloc: &alloc,
+            up: true,
+        }];
+        let a = audit(&mem, &cfg, &share, Nanos(10_000_000), 0, 0);
+        assert_eq!((a.live, a.reusable, a.leaked, a.admitted), (1, 2, 1, 0));
+        assert_eq!(a.unexplained(), 1);
+        assert!(a.leaks[0].starts_with("DTE 0/3"), "{:?}", a.leaks);
+        // Before its expiration plus skew, the marked entry is not reusable.
+        let early = audit(&mem, &cfg, &share, Nanos(100), 0, 0);
+        assert_eq!(early.leaked, 2);
+        // An entry its owner's allocator holds as free is reusable, unless
+        // the owner is down; a crash admits two leaks.
+        alloc.release_unpublished(d(3));
+        let up = [Share {
+            id,
+            alloc: &alloc,
+            up: true,
+        }];
+        assert_eq!(audit(&mem, &cfg, &up, Nanos(10_000_000), 0, 0).leaked, 0);
+        let down = [Share {
+            id,
+            alloc: &alloc,
+            up: false,
+        }];
+        let a = audit(&mem, &cfg, &down, Nanos(10_000_000), 0, 1);
+        assert_eq!((a.leaked, a.admitted, a.unexplained()), (1, 2, 0));
+    }
+
+    #[test]
+    fn the_previous_version_of_a_named_uncommitted_entry_is_live() {
+        let cfg = cfg();
+        let mut mem = Memory::new(&cfg);
+        let d = |index| DteAddr { table: 0, index };
+        put_header(&mut mem, &cfg, 0, DteState::Valid, None);
+        // Entry 1 is uncommitted, its previous version entry 0.
+        let mut h = DataEntryHeader::decode(&[0u8; 32]).unwrap();
+        h.state = StateWord {
+            state: DteState::Writing,
+            kind: Some(DteKind::Put),
+            src: 0,
+            dst: 0,
+            key_len: 8,
+            value_len: 1,
+        };
+        h.prev = IndexEntry::new(d(0), 0).0;
+        let at = RemoteAddr::data(NodeId(0), cfg.layout().entry_offset(1));
+        write(&mut mem, at, h.encode().to_vec());
+        let ite = IteAddr {
+            node: NodeId(0),
+            slot: 0,
+        };
+        write(
+            &mut mem,
+            ite.remote(),
+            IndexEntry::new(d(1), 0).0.to_le_bytes().to_vec(),
+        );
+        let alloc = DteAllocator::new(0, 0, 4);
+        let share = [Share {
+            id: ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+            alloc: &alloc,
+            up: false,
+        }];
+        let a = audit(&mem, &cfg, &share, Nanos(0), 0, 0);
+        assert_eq!((a.live, a.reusable, a.leaked), (2, 2, 0));
+    }
+}
