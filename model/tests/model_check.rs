@@ -189,7 +189,12 @@ fn timed_worlds_hold_every_property() {
 /// states must find no violation and reach every expected situation.
 #[test]
 fn crashed_mover_holds_on_a_bounded_search() {
-    let w = worlds::crashed_mover(Faults::default());
+    holds_on_a_bounded_search(worlds::crashed_mover(Faults::default()));
+}
+
+/// A depth-first search of `w`'s first four million states finds no
+/// violation and reaches every expected situation.
+fn holds_on_a_bounded_search(w: World) {
     let e = run(
         &w,
         Mode::Exhaustive,
@@ -207,16 +212,7 @@ fn crashed_mover_holds_on_a_bounded_search() {
 /// expected situation (exhausted by the CLI: `nessie-model check two-faults`).
 #[test]
 fn two_faults_hold_on_a_bounded_search() {
-    let w = worlds::two_faults(Faults::default());
-    let e = run(
-        &w,
-        Mode::Exhaustive,
-        Bounds {
-            max_states: 4_000_000,
-            ..Bounds::default()
-        },
-    );
-    verdict(&w, &e, true).unwrap();
+    holds_on_a_bounded_search(worlds::two_faults(Faults::default()));
 }
 
 /// The target world: three clients with two operations each over
