@@ -51,6 +51,28 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Performs one of the system's own effects (every driver calls this).
     fn ext(&self, e: <Self::Ext as Ext>::Effect) -> <Self::Ext as Ext>::Resolution;
+
+    /// How long a worker waits for the completion of its claim CAS before
+    /// it tries again (the claim word then tells whether the first one
+    /// landed). A lost completion holds the worker, and every client whose
+    /// slots it serves, this long: [`claim_wait`] of the clients' timeout
+    /// for the tables of a configured system, [`CLAIM_WAIT`] by default.
+    fn claim_wait(&self) -> Duration {
+        CLAIM_WAIT
+    }
+}
+
+/// The longest a worker waits for its claim CAS's completion (a loopback
+/// CAS takes microseconds).
+pub const CLAIM_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a worker serving clients whose operation timeout is
+/// `op_timeout` waits for its claim CAS's completion: an eighth of that
+/// timeout (as a client's cancel CAS), at most [`CLAIM_WAIT`], so that a
+/// lost completion costs the waiting clients a fraction of their timeout
+/// rather than many timeouts.
+pub fn claim_wait(op_timeout: Duration) -> Duration {
+    (op_timeout / 8).min(CLAIM_WAIT)
 }
 
 /// The request slots one worker serves, and the sequence number it last
@@ -217,14 +239,14 @@ impl<H: Handler> Worker<H> {
         for _ in 0..4 {
             let expect = self.claims[i];
             // A loopback CAS takes microseconds; a lost completion must not
-            // hold the worker for long.
+            // hold the worker (and the clients it serves) for long.
             let cas = Op::Cas {
                 addr,
                 expect,
                 new: mine,
             };
             let r = io
-                .round_within(vec![cas], OpClass::Data, Duration::from_millis(50))
+                .round_within(vec![cas], OpClass::Data, self.handler.claim_wait())
                 .await;
             let previous = cas_previous(&r[0])?;
             self.claims[i] = previous;
@@ -522,5 +544,130 @@ where
     }
     if !parked {
         account(&mut cpu_mark);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coupled::{CoupledLayout, CoupledTable};
+    use crate::machine::{Machine, Plain};
+    use nessie_protocol::{Completion, Config, Nanos, OpOutput};
+
+    /// One node's data region as a byte array, serving a machine's CPU
+    /// reads and writes.
+    fn local(mem: &mut [u8], op: &Op) -> Option<Result<OpOutput, nessie_protocol::FabricError>> {
+        match op {
+            Op::LocalRead { offset, len } => {
+                let o = *offset as usize;
+                Some(Ok(OpOutput::Read(mem[o..o + *len as usize].to_vec())))
+            }
+            Op::LocalWrite { offset, data } => {
+                let o = *offset as usize;
+                mem[o..o + data.len()].copy_from_slice(data);
+                Some(Ok(OpOutput::Written))
+            }
+            _ => None,
+        }
+    }
+
+    /// Regression (a liveness bug the fault swarm found): a worker whose
+    /// claim CAS completion was lost waited a fixed 50 ms before trying
+    /// again, whatever the clients' timeout. With the swarm's operation
+    /// timeouts of 1-80 ms, one lost completion made the worker, and every
+    /// client it serves, unavailable for up to 40 timeouts, and the lone
+    /// writer after the faults found keys it could not write. The wait is
+    /// now an eighth of the clients' timeout (at most 50 ms): the worker
+    /// claims again then, and the word tells it the first CAS landed.
+    #[test]
+    fn a_lost_claim_completion_holds_the_worker_an_eighth_of_the_timeout() {
+        let mut cfg = Config {
+            nodes: 1,
+            index_slots_per_node: 8,
+            dtes_per_node: 8,
+            clients_per_node: 1,
+            max_key_len: 8,
+            max_value_len: 8,
+            ..Config::default()
+        };
+        cfg.retry.op_timeout = Duration::from_millis(4);
+        assert_eq!(claim_wait(cfg.retry.op_timeout), Duration::from_micros(500));
+        assert_eq!(claim_wait(Duration::from_secs(10)), CLAIM_WAIT);
+        let layout = CoupledLayout::new(&cfg, cfg.filter_bits);
+        let table = Arc::new(CoupledTable::new(layout, NodeId(0), &cfg));
+        assert_eq!(table.claim_wait(), Duration::from_micros(500));
+        let worker = Worker::new(
+            table,
+            layout.mailbox,
+            0,
+            1,
+            1,
+            Arc::new(WorkerCounters::default()),
+        );
+        let mut mem = vec![0u8; layout.region_bytes() as usize];
+        // Client 0's PUT, sequence number 5, in its request slot.
+        let msg = encode(5, RpcOp::Put as u8, b"key", b"value");
+        let end = layout.mailbox.request_end(0) as usize;
+        mem[end - msg.len()..end].copy_from_slice(&msg);
+        let ctrl = crate::bytes::word(&mem, end - 8);
+        let mut m: Machine<(), Plain> = Machine::new(NodeId(0), 1, move |io| worker.run(io));
+        let mut now = Nanos(1_000_000);
+        let mut claims = Vec::new();
+        let mut responded = false;
+        for _ in 0..200 {
+            match m.poll(now) {
+                Step::Effect(Effect::AwaitRequest(w)) => {
+                    if responded {
+                        break;
+                    }
+                    let index = w.position(0).expect("the worker serves slot 0");
+                    m.resolve(Resolution::Request { index, ctrl });
+                }
+                Step::Effect(Effect::AwaitLock(_)) => m.resolve(Resolution::Waited),
+                Step::Effect(e) => panic!("unexpected effect {e:?}"),
+                Step::Post(wrs) | Step::PostDetached(wrs) => {
+                    for wr in wrs {
+                        let response_end = layout.mailbox.response_end(0);
+                        responded |= matches!(&wr.op, Op::LocalWrite { offset, data }
+                            if offset + data.len() as u64 == response_end);
+                        if let Some(r) = local(&mut mem, &wr.op) {
+                            m.complete(Completion {
+                                id: wr.id,
+                                result: r,
+                            });
+                            continue;
+                        }
+                        let Op::Cas { addr, expect, new } = wr.op else {
+                            panic!("unexpected {:?}", wr.op)
+                        };
+                        let deadline = m.exec().deadline().expect("the claim has a deadline");
+                        claims.push((now, deadline));
+                        let at = addr.offset as usize;
+                        let old = crate::bytes::word(&mem, at);
+                        if old == expect {
+                            mem[at..at + 8].copy_from_slice(&new.to_le_bytes());
+                        }
+                        if claims.len() == 1 {
+                            // The first claim executes; its completion is lost.
+                            now = deadline.plus(Duration::from_nanos(1));
+                        } else {
+                            m.complete(Completion {
+                                id: wr.id,
+                                result: Ok(OpOutput::Cas { previous: old }),
+                            });
+                        }
+                    }
+                }
+                Step::Pending => now = now.plus(Duration::from_nanos(100)),
+                Step::Done(r) => panic!("the worker ended: {r:?}"),
+            }
+        }
+        assert_eq!(claims.len(), 2, "{claims:?}");
+        let (posted, deadline) = claims[0];
+        assert_eq!(deadline.since(posted), Duration::from_micros(500));
+        // The second claim finds the first one's mark and serves the PUT.
+        assert!(responded, "the PUT was answered");
+        let word = crate::bytes::word(&mem, layout.mailbox.claim_offset(0) as usize);
+        assert_eq!(word, claim_word(5, CLAIMED));
     }
 }

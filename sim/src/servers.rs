@@ -67,6 +67,10 @@ impl Engine {
     pub(crate) fn start_measuring(&mut self, now: u64) {
         self.measure_from = now;
         self.end = now + (self.spec.seconds * 1e9) as u64;
+        if let Some(chaos) = self.held_chaos.take() {
+            self.spec.chaos = chaos;
+            self.plan_outages();
+        }
         self.horizon = self.end + self.drain_ns();
         for c in 0..self.clients.len() {
             self.schedule(now, Ev::Poll(c));
@@ -198,6 +202,53 @@ impl Engine {
         self.step_worker(w, now);
     }
 
+    /// The event queue was cleared (the final sweep starts; requests in
+    /// flight never land): each worker carries on from where it stands. A
+    /// worker that was due to step, or to take its wait's resolution, does
+    /// so now; one awaiting completions gives up on them at its round's
+    /// deadline, as it would on a lost completion. Idle workers wait for
+    /// requests to land, and lock waiters for the holder's release, as
+    /// before.
+    pub(crate) fn resume_workers(&mut self, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let mut due = Vec::new();
+        for (w, wk) in sv.workers.iter_mut().enumerate() {
+            match wk.state {
+                WorkerState::Running => due.push((now, Ev::WorkerPoll(w))),
+                WorkerState::Due => due.push((now, Ev::WorkerDue(w, wk.round))),
+                WorkerState::Completions => {
+                    let at = wk
+                        .machine
+                        .as_mut()
+                        .and_then(|m| m.deadline())
+                        .map_or(now, |d| d.0.max(now) + 1);
+                    due.push((at, Ev::WorkerWake(w, wk.round)));
+                }
+                WorkerState::Idle(_) | WorkerState::Lock(_) | WorkerState::Jobs => {}
+            }
+        }
+        for (at, ev) in due {
+            self.schedule(at, ev);
+        }
+    }
+
+    /// Worker `w`'s round `round` may have reached its deadline with
+    /// completions missing: if it still waits for them, it steps (and its
+    /// machine gives up on them).
+    pub(crate) fn on_worker_wake(&mut self, w: usize, round: u64, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if wk.round != round || !matches!(wk.state, WorkerState::Completions) {
+            return;
+        }
+        wk.state = WorkerState::Running;
+        self.step_worker(w, now);
+    }
+
     /// Steps worker `w` until it waits.
     pub(crate) fn step_worker(&mut self, w: usize, now: u64) {
         let (core, node) = {
@@ -234,6 +285,12 @@ impl Engine {
                     t = t.max(self.cores[core]);
                     if m.outstanding() > 0 {
                         self.set_worker_state(w, WorkerState::Completions);
+                        if let (Some(d), true) = (m.deadline(), self.spec.chaos.any()) {
+                            // Completions may never come: look again once
+                            // the machine gives up on them.
+                            let round = self.worker_src(w).1;
+                            self.schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
+                        }
                         break;
                     }
                     // A detached post (the unsignaled response): go on. Its

@@ -124,6 +124,15 @@ impl KvMachine {
         }
     }
 
+    /// When its round in flight gives up on missing completions (its own
+    /// clock), if it has a round in flight with a deadline.
+    pub(crate) fn deadline(&mut self) -> Option<Nanos> {
+        match self {
+            KvMachine::Attempt(m) => m.exec().deadline(),
+            KvMachine::Cell(m, _) => m.exec().deadline(),
+        }
+    }
+
     /// Resolves the shared wait the machine asked for.
     pub(crate) fn resolve(&mut self, r: Shared) {
         match self {
@@ -265,6 +274,15 @@ impl WorkerMachine {
         match self {
             WorkerMachine::Plain(m) => m.exec().outstanding(),
             WorkerMachine::Cell(m, _) => m.exec().outstanding(),
+        }
+    }
+
+    /// When its round in flight gives up on missing completions, if it
+    /// has a round in flight with a deadline.
+    pub(crate) fn deadline(&mut self) -> Option<Nanos> {
+        match self {
+            WorkerMachine::Plain(m) => m.exec().deadline(),
+            WorkerMachine::Cell(m, _) => m.exec().deadline(),
         }
     }
 
@@ -463,6 +481,8 @@ pub(crate) struct Setup {
     /// Each client's core (client `c` is id `(c / cpn, c % cpn)`), for the
     /// baselines.
     pub(crate) cores: Vec<AnyCore>,
+    /// Makes a baseline client's core afresh (a restarted client's).
+    pub(crate) maker: Option<CoreMaker>,
     /// Each client's machines, for Cell.
     pub(crate) cell: Vec<CellMachines>,
     /// Cell's directory (its clients' snapshots come from it).
@@ -471,6 +491,40 @@ pub(crate) struct Setup {
     pub(crate) topology: Topology,
     /// Cell's server nodes, to bootstrap (the first) once memory exists.
     pub(crate) cell_servers: Vec<Arc<ServerNode>>,
+}
+
+/// What a NessieSD, NessieHY or Pilaf client's core is made of, to make one
+/// at the start and again for a restarted client (a fresh process: nothing
+/// of its predecessor's state survives but its slots on the nodes).
+pub(crate) struct CoreMaker {
+    kind: SystemKind,
+    shared: Arc<Config>,
+    sys: SystemConfig,
+    mailbox: MailboxLayout,
+    faults: ServerFaults,
+}
+
+impl CoreMaker {
+    /// The core of the client with global slot `g`, its sequence numbers
+    /// drawn from `entropy` (the threaded client draws them from its clock,
+    /// so that a restarted client is not taken for its predecessor).
+    pub(crate) fn core(&self, g: u32, entropy: u64) -> AnyCore {
+        let cfg = &self.shared;
+        let rpc = RpcClient::with_first_seq(self.mailbox, g, entropy, cfg.retry.op_timeout);
+        match self.kind {
+            SystemKind::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
+            SystemKind::NessieHy => {
+                let mut c = HyCore::new(cfg.clone(), self.sys.coupled(), self.sys.hy, rpc);
+                c.set_skip_epoch_check(self.faults.skip_epoch_check);
+                AnyCore::Hy(c)
+            }
+            _ => {
+                let mut c = PilafCore::new(cfg.clone(), PilafLayout::new(cfg), rpc);
+                c.set_skip_epoch_check(self.faults.skip_epoch_check);
+                AnyCore::Pilaf(c)
+            }
+        }
+    }
 }
 
 fn worker_machine<H: Handler<Ext = Plain>>(node: NodeId, worker: Worker<H>) -> WorkerMachine {
@@ -504,26 +558,19 @@ pub(crate) fn baseline(
         _ => sys.coupled().mailbox,
     };
     let workers_list = shared_tables(kind, &sys, cfg, &counters, mailbox);
+    let topology = sys.topology();
+    let maker = CoreMaker {
+        kind,
+        shared,
+        sys,
+        mailbox,
+        faults,
+    };
     let mut cores = Vec::new();
     for n in 0..cfg.nodes {
         for i in 0..cpn {
             let g = u32::from(n) * u32::from(cpn) + u32::from(i);
-            let rpc = RpcClient::with_first_seq(mailbox, g, seed, cfg.retry.op_timeout);
-            cores.push(match kind {
-                SystemKind::NessieSd => {
-                    AnyCore::Sd(SdCore::new(shared.clone(), sys.coupled(), rpc))
-                }
-                SystemKind::NessieHy => {
-                    let mut c = HyCore::new(shared.clone(), sys.coupled(), hy, rpc);
-                    c.set_skip_epoch_check(faults.skip_epoch_check);
-                    AnyCore::Hy(c)
-                }
-                _ => {
-                    let mut c = PilafCore::new(shared.clone(), PilafLayout::new(cfg), rpc);
-                    c.set_skip_epoch_check(faults.skip_epoch_check);
-                    AnyCore::Pilaf(c)
-                }
-            });
+            cores.push(maker.core(g, seed));
         }
     }
     let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
@@ -538,9 +585,10 @@ pub(crate) fn baseline(
     Ok(Setup {
         servers,
         cores,
+        maker: Some(maker),
         cell: Vec::new(),
         dir: None,
-        topology: sys.topology(),
+        topology,
         cell_servers: Vec::new(),
     })
 }
@@ -696,6 +744,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
     Ok(Setup {
         servers,
         cores: Vec::new(),
+        maker: None,
         cell,
         dir: Some(dir),
         topology: ccfg.topology(),

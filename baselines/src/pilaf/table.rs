@@ -18,6 +18,7 @@
 //!   T of its start, so an extent is never rewritten under a client's READ.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use nessie_protocol::{Config, Error, NodeId};
 
@@ -35,6 +36,8 @@ pub struct PilafTable {
     layout: PilafLayout,
     node: NodeId,
     max_depth: u8,
+    /// See [`Handler::claim_wait`].
+    claim_wait: Duration,
     state: Guarded,
 }
 
@@ -51,6 +54,7 @@ impl PilafTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
+            claim_wait: crate::server::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(
                 layout.extents,
                 cfg.expiration + cfg.clock_skew,
@@ -197,5 +201,9 @@ impl Handler for PilafTable {
 
     fn ext(&self, e: Never) -> Never {
         match e {}
+    }
+
+    fn claim_wait(&self) -> Duration {
+        self.claim_wait
     }
 }
