@@ -230,6 +230,12 @@ impl<H: Handler> Worker<H> {
     /// its claim word, from whatever older decision the word holds. An
     /// error leaves the request unserved; the next scan tries again and the
     /// word tells whether the earlier CAS landed.
+    ///
+    /// A word that holds the decision of a request *newer* than `seq` means
+    /// the client has moved past `seq`, settling it first: `seq` is lost,
+    /// even if it is still in the slot (the client cancelled `seq`, then
+    /// cancelled its next request, whose request WRITE never landed: the
+    /// word no longer says `seq` was cancelled, but the slot still holds it).
     async fn claim(&mut self, io: &Io<H::Ext>, i: usize, seq: u32) -> Result<Claim, Error> {
         let g = self.watch.slots()[i];
         let layout = *self.watch.layout();
@@ -238,6 +244,9 @@ impl<H: Handler> Worker<H> {
         let slot_end = layout.request_end(g);
         for _ in 0..4 {
             let expect = self.claims[i];
+            if newer(split_ctrl(expect).0, seq) {
+                return Ok(Claim::Lost);
+            }
             // A loopback CAS takes microseconds; a lost completion must not
             // hold the worker (and the clients it serves) for long.
             let cas = Op::Cas {
@@ -262,10 +271,13 @@ impl<H: Handler> Worker<H> {
                     Claim::Won // our earlier CAS landed, its completion did not
                 });
             }
-            // The client cancelled requests this worker never saw. If `seq`
-            // is no longer in the slot the client has moved on (so it
-            // settled `seq` already); otherwise the word is older than
-            // `seq`: try again from it.
+            if newer(s, seq) {
+                return Ok(Claim::Lost);
+            }
+            // The word is older than `seq` (the client cancelled requests this
+            // worker never saw, or it is a restarted client). If `seq` is no
+            // longer in the slot the client has moved on (so it settled `seq`
+            // already); otherwise try again from the word.
             let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
             if in_slot != seq {
                 return Ok(Claim::Lost);
@@ -319,6 +331,17 @@ impl<H: Handler> Worker<H> {
         }
         Ok(true)
     }
+}
+
+/// Whether the claim word's sequence number `s` is of a request the client
+/// sent after `seq` (a client numbers its requests one after another,
+/// wrapping and skipping 0; 0 is no decision at all). Across a client's
+/// restart the order means nothing (a new process draws a fresh first
+/// number), and either answer is safe: a request of the crashed
+/// predecessor has an unknown outcome, and a new request wrongly taken for
+/// older than the word is only skipped (its client cancels it).
+fn newer(s: u32, seq: u32) -> bool {
+    s != 0 && s != seq && (s.wrapping_sub(seq) as i32) > 0
 }
 
 /// Counters a pool's threads share.
@@ -554,21 +577,120 @@ mod tests {
     use crate::machine::{Machine, Plain};
     use nessie_protocol::{Completion, Config, Nanos, OpOutput};
 
-    /// One node's data region as a byte array, serving a machine's CPU
-    /// reads and writes.
-    fn local(mem: &mut [u8], op: &Op) -> Option<Result<OpOutput, nessie_protocol::FabricError>> {
-        match op {
-            Op::LocalRead { offset, len } => {
-                let o = *offset as usize;
-                Some(Ok(OpOutput::Read(mem[o..o + *len as usize].to_vec())))
+    /// One node, one client (slot 0), one worker, an operation timeout of
+    /// 4 ms.
+    fn setup() -> (Config, CoupledLayout, Vec<u8>) {
+        let mut cfg = Config {
+            nodes: 1,
+            index_slots_per_node: 8,
+            dtes_per_node: 8,
+            clients_per_node: 1,
+            max_key_len: 8,
+            max_value_len: 8,
+            ..Config::default()
+        };
+        cfg.retry.op_timeout = Duration::from_millis(4);
+        let layout = CoupledLayout::new(&cfg, cfg.filter_bits);
+        let mem = vec![0u8; layout.region_bytes() as usize];
+        (cfg, layout, mem)
+    }
+
+    /// Puts client 0's PUT number `seq` in its request slot; its control word.
+    fn put_request(layout: &CoupledLayout, mem: &mut [u8], seq: u32) -> u64 {
+        let msg = encode(seq, RpcOp::Put as u8, b"key", b"value");
+        let end = layout.mailbox.request_end(0) as usize;
+        mem[end - msg.len()..end].copy_from_slice(&msg);
+        crate::bytes::word(mem, end - 8)
+    }
+
+    /// What a worker did with the request announced by `ctrl`.
+    #[derive(Debug, Default)]
+    struct Served {
+        /// Each claim CAS: when it was posted, its deadline, what it
+        /// expected.
+        claims: Vec<(Nanos, Nanos, u64)>,
+        /// Whether it wrote a response.
+        responded: bool,
+    }
+
+    /// Runs a worker on the coupled tables of `cfg` over `mem` (its node's
+    /// data region), handing it the request `ctrl` announces once, until it
+    /// waits for the next request. CPU accesses execute at once; claim
+    /// CASes execute on `mem`, the first one's completion lost if
+    /// `lose_first_claim`.
+    fn serve(
+        cfg: &Config,
+        layout: CoupledLayout,
+        mem: &mut [u8],
+        ctrl: u64,
+        lose_first_claim: bool,
+    ) -> Served {
+        let table = Arc::new(CoupledTable::new(layout, NodeId(0), cfg));
+        let counters = Arc::new(WorkerCounters::default());
+        let worker = Worker::new(table, layout.mailbox, 0, 1, 1, counters);
+        let mut m: Machine<(), Plain> = Machine::new(NodeId(0), 1, move |io| worker.run(io));
+        let response_end = layout.mailbox.response_end(0);
+        let mut now = Nanos(1_000_000);
+        let mut out = Served::default();
+        let mut handed = 0;
+        for _ in 0..200 {
+            match m.poll(now) {
+                Step::Effect(Effect::AwaitRequest(w)) => {
+                    // Handed again only if the first try ended in an error
+                    // (a lost claim completion): the request is not served.
+                    if out.responded || handed == 2 || (handed == 1 && out.claims.len() != 1) {
+                        return out;
+                    }
+                    handed += 1;
+                    let index = w.position(0).expect("the worker serves slot 0");
+                    m.resolve(Resolution::Request { index, ctrl });
+                }
+                Step::Effect(Effect::AwaitLock(_)) => m.resolve(Resolution::Waited),
+                Step::Effect(e) => panic!("unexpected effect {e:?}"),
+                Step::Post(wrs) | Step::PostDetached(wrs) => {
+                    for wr in wrs {
+                        let result = match &wr.op {
+                            Op::LocalRead { offset, len } => {
+                                let o = *offset as usize;
+                                OpOutput::Read(mem[o..o + *len as usize].to_vec())
+                            }
+                            Op::LocalWrite { offset, data } => {
+                                out.responded |= offset + data.len() as u64 == response_end;
+                                let o = *offset as usize;
+                                mem[o..o + data.len()].copy_from_slice(data);
+                                OpOutput::Written
+                            }
+                            Op::Cas { addr, expect, new } => {
+                                let deadline = m.exec().deadline().expect("a claim's deadline");
+                                out.claims.push((now, deadline, *expect));
+                                let at = addr.offset as usize;
+                                let previous = crate::bytes::word(mem, at);
+                                if previous == *expect {
+                                    mem[at..at + 8].copy_from_slice(&new.to_le_bytes());
+                                }
+                                if lose_first_claim && out.claims.len() == 1 {
+                                    now = deadline.plus(Duration::from_nanos(1));
+                                    continue;
+                                }
+                                OpOutput::Cas { previous }
+                            }
+                            other => panic!("unexpected {other:?}"),
+                        };
+                        m.complete(Completion {
+                            id: wr.id,
+                            result: Ok(result),
+                        });
+                    }
+                }
+                Step::Pending => now = now.plus(Duration::from_nanos(100)),
+                Step::Done(r) => panic!("the worker ended: {r:?}"),
             }
-            Op::LocalWrite { offset, data } => {
-                let o = *offset as usize;
-                mem[o..o + data.len()].copy_from_slice(data);
-                Some(Ok(OpOutput::Written))
-            }
-            _ => None,
         }
+        panic!("the worker never waited for another request: {out:?}")
+    }
+
+    fn claim_word_of(layout: &CoupledLayout, mem: &[u8]) -> u64 {
+        crate::bytes::word(mem, layout.mailbox.claim_offset(0) as usize)
     }
 
     /// Regression (a liveness bug the fault swarm found): a worker whose
@@ -581,93 +703,50 @@ mod tests {
     /// claims again then, and the word tells it the first CAS landed.
     #[test]
     fn a_lost_claim_completion_holds_the_worker_an_eighth_of_the_timeout() {
-        let mut cfg = Config {
-            nodes: 1,
-            index_slots_per_node: 8,
-            dtes_per_node: 8,
-            clients_per_node: 1,
-            max_key_len: 8,
-            max_value_len: 8,
-            ..Config::default()
-        };
-        cfg.retry.op_timeout = Duration::from_millis(4);
+        let (cfg, layout, mut mem) = setup();
         assert_eq!(claim_wait(cfg.retry.op_timeout), Duration::from_micros(500));
         assert_eq!(claim_wait(Duration::from_secs(10)), CLAIM_WAIT);
-        let layout = CoupledLayout::new(&cfg, cfg.filter_bits);
-        let table = Arc::new(CoupledTable::new(layout, NodeId(0), &cfg));
-        assert_eq!(table.claim_wait(), Duration::from_micros(500));
-        let worker = Worker::new(
-            table,
-            layout.mailbox,
-            0,
-            1,
-            1,
-            Arc::new(WorkerCounters::default()),
-        );
-        let mut mem = vec![0u8; layout.region_bytes() as usize];
-        // Client 0's PUT, sequence number 5, in its request slot.
-        let msg = encode(5, RpcOp::Put as u8, b"key", b"value");
-        let end = layout.mailbox.request_end(0) as usize;
-        mem[end - msg.len()..end].copy_from_slice(&msg);
-        let ctrl = crate::bytes::word(&mem, end - 8);
-        let mut m: Machine<(), Plain> = Machine::new(NodeId(0), 1, move |io| worker.run(io));
-        let mut now = Nanos(1_000_000);
-        let mut claims = Vec::new();
-        let mut responded = false;
-        for _ in 0..200 {
-            match m.poll(now) {
-                Step::Effect(Effect::AwaitRequest(w)) => {
-                    if responded {
-                        break;
-                    }
-                    let index = w.position(0).expect("the worker serves slot 0");
-                    m.resolve(Resolution::Request { index, ctrl });
-                }
-                Step::Effect(Effect::AwaitLock(_)) => m.resolve(Resolution::Waited),
-                Step::Effect(e) => panic!("unexpected effect {e:?}"),
-                Step::Post(wrs) | Step::PostDetached(wrs) => {
-                    for wr in wrs {
-                        let response_end = layout.mailbox.response_end(0);
-                        responded |= matches!(&wr.op, Op::LocalWrite { offset, data }
-                            if offset + data.len() as u64 == response_end);
-                        if let Some(r) = local(&mut mem, &wr.op) {
-                            m.complete(Completion {
-                                id: wr.id,
-                                result: r,
-                            });
-                            continue;
-                        }
-                        let Op::Cas { addr, expect, new } = wr.op else {
-                            panic!("unexpected {:?}", wr.op)
-                        };
-                        let deadline = m.exec().deadline().expect("the claim has a deadline");
-                        claims.push((now, deadline));
-                        let at = addr.offset as usize;
-                        let old = crate::bytes::word(&mem, at);
-                        if old == expect {
-                            mem[at..at + 8].copy_from_slice(&new.to_le_bytes());
-                        }
-                        if claims.len() == 1 {
-                            // The first claim executes; its completion is lost.
-                            now = deadline.plus(Duration::from_nanos(1));
-                        } else {
-                            m.complete(Completion {
-                                id: wr.id,
-                                result: Ok(OpOutput::Cas { previous: old }),
-                            });
-                        }
-                    }
-                }
-                Step::Pending => now = now.plus(Duration::from_nanos(100)),
-                Step::Done(r) => panic!("the worker ended: {r:?}"),
-            }
-        }
-        assert_eq!(claims.len(), 2, "{claims:?}");
-        let (posted, deadline) = claims[0];
+        let ctrl = put_request(&layout, &mut mem, 5);
+        let served = serve(&cfg, layout, &mut mem, ctrl, true);
+        assert_eq!(served.claims.len(), 2, "{served:?}");
+        let (posted, deadline, _) = served.claims[0];
         assert_eq!(deadline.since(posted), Duration::from_micros(500));
         // The second claim finds the first one's mark and serves the PUT.
-        assert!(responded, "the PUT was answered");
-        let word = crate::bytes::word(&mem, layout.mailbox.claim_offset(0) as usize);
-        assert_eq!(word, claim_word(5, CLAIMED));
+        assert!(served.responded, "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+    }
+
+    /// Regression (a safety bug the fault swarm found, Pilaf seed 1,128):
+    /// the client cancelled its PUT 5 (claim word `5 | CANCELLED`), then
+    /// sent PUT 6, whose request WRITE was refused at its landing deadline
+    /// (it never landed: the slot still holds PUT 5), and cancelled it too
+    /// (`6 | CANCELLED`). A late worker then found PUT 5 in the slot and a
+    /// word that is not PUT 5's, took the word for an older decision and
+    /// claimed PUT 5 from it: a PUT its client reported as not committed
+    /// committed. A word newer than the request means the client settled
+    /// the request already: the worker skips it.
+    #[test]
+    fn a_request_the_client_cancelled_before_a_newer_cancel_never_runs() {
+        let (cfg, layout, mut mem) = setup();
+        let ctrl = put_request(&layout, &mut mem, 5);
+        let at = layout.mailbox.claim_offset(0) as usize;
+        mem[at..at + 8].copy_from_slice(&claim_word(6, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, ctrl, false);
+        assert!(!served.responded, "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(6, CANCELLED));
+        // Nothing was written: the key's candidates are all empty.
+        for slot in layout.candidates(b"key") {
+            let ite = crate::bytes::word(&mem, layout.index_offset(slot) as usize);
+            assert_eq!(ite, 0, "the cancelled PUT was stored");
+        }
+        // An older decision in the word (the client's PUT 4, settled before
+        // it sent PUT 5) is claimed from, and the PUT runs.
+        mem[at..at + 8].copy_from_slice(&claim_word(4, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, ctrl, false);
+        assert!(served.responded, "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // Sequence numbers wrap (and skip 0): 1 comes after u32::MAX.
+        assert!(newer(1, u32::MAX) && !newer(u32::MAX, 1));
+        assert!(!newer(0, 5) && !newer(5, 5) && newer(6, 5) && !newer(4, 5));
     }
 }
