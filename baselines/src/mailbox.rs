@@ -7,7 +7,9 @@
 //!
 //! ```text
 //! | ... unused ... | key | value | pad | crc64 | lens | ctrl |   <- slot end
-//! ctrl = seq (bits 0-31) | code (bits 32-39)      code: request op or response status
+//! ctrl = seq (bits 0-31) | code (bits 32-39) | tag (bits 40-63)
+//!        code: request op or response status; tag: the client process's
+//!        incarnation (requests; 0 in responses)
 //! lens = key_len (bits 0-31) | value_len (bits 32-63)
 //! crc64 over key | value | pad | lens | ctrl  (CRC-64/XZ)
 //! ```
@@ -26,6 +28,14 @@
 //! `seq`, so exactly one of the two wins and the word records which. A
 //! cancelled request never executes, which keeps the client's `Timeout`
 //! true ("nothing was committed") and safe to retry.
+//!
+//! A claim word carries the request's incarnation tag too (bits 40-63, as
+//! its ctrl word does): each client process draws one when it starts, so
+//! that a worker can tell whether the word's request and the one in the
+//! slot were numbered by the same process. Only then does their order mean
+//! anything, and a word *newer* than the slot's request says the client
+//! settled that request already (it cancelled it, then a later request
+//! whose WRITE never landed): the worker skips it.
 
 use nessie_protocol::{Error, NodeId, RemoteAddr};
 
@@ -97,10 +107,23 @@ pub const CLAIMED: u8 = 1;
 /// Claim-word state: the client gave up; the request never runs.
 pub const CANCELLED: u8 = 2;
 
-/// A claim word: `seq` in bits 0-31, the state in bits 32-39.
+/// A claim word: `seq` in bits 0-31, the state in bits 32-39 (tag 0).
 pub fn claim_word(seq: u32, state: u8) -> u64 {
     ctrl_word(seq, state)
 }
+
+/// A claim word of request `seq` of the client incarnation `tag` (24 bits).
+pub fn tagged_claim_word(seq: u32, state: u8, tag: u32) -> u64 {
+    tagged_ctrl(seq, state, tag)
+}
+
+/// The incarnation tag of a ctrl or claim word (bits 40-63).
+pub fn tag_of(word: u64) -> u32 {
+    (word >> 40) as u32
+}
+
+/// The tags are 24 bits.
+pub const TAG_MASK: u32 = (1 << 24) - 1;
 
 /// Where the slots live in each node's data region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -158,6 +181,8 @@ pub struct Message {
     pub seq: u32,
     /// Request op or response status code.
     pub code: u8,
+    /// The sending client's incarnation tag (requests; 0 in responses).
+    pub tag: u32,
     /// The key (requests).
     pub key: Vec<u8>,
     /// The value (PUT requests, GET responses).
@@ -168,20 +193,29 @@ fn ctrl_word(seq: u32, code: u8) -> u64 {
     u64::from(seq) | (u64::from(code) << 32)
 }
 
+fn tagged_ctrl(seq: u32, code: u8, tag: u32) -> u64 {
+    ctrl_word(seq, code) | (u64::from(tag & TAG_MASK) << 40)
+}
+
 /// Splits a ctrl word into (seq, code).
 pub fn split_ctrl(ctrl: u64) -> (u32, u8) {
     (ctrl as u32, (ctrl >> 32) as u8)
 }
 
-/// Encodes a message: payload, pad, crc64, lens, ctrl.
+/// Encodes a message: payload, pad, crc64, lens, ctrl (tag 0).
 pub fn encode(seq: u32, code: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    encode_tagged(seq, code, 0, key, value)
+}
+
+/// Encodes a message of the client incarnation `tag` (24 bits).
+pub fn encode_tagged(seq: u32, code: u8, tag: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
     let payload = round8((key.len() + value.len()) as u64) as usize;
     let mut out = Vec::with_capacity(payload + TRAILER_BYTES as usize);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
     out.resize(payload, 0);
     let lens = (key.len() as u64) | ((value.len() as u64) << 32);
-    let ctrl = ctrl_word(seq, code);
+    let ctrl = tagged_ctrl(seq, code, tag);
     let mut digest = CRC64.digest();
     digest.update(&out);
     digest.update(&lens.to_le_bytes());
@@ -227,6 +261,7 @@ pub fn decode(bytes: &[u8]) -> Option<Message> {
     Some(Message {
         seq,
         code,
+        tag: tag_of(ctrl),
         key: bytes[..k].to_vec(),
         value: bytes[k..k + v].to_vec(),
     })

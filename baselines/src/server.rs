@@ -31,8 +31,8 @@ use crate::blocking::Driver;
 use crate::cpu::thread_cpu_time;
 use crate::machine::{cas_previous, Effect, Exec, Ext, Io, OpClass, Resolution, Step};
 use crate::mailbox::{
-    claim_word, encode, read_message, split_ctrl, MailboxLayout, Request, RpcOp, Status, CANCELLED,
-    CLAIMED,
+    encode, read_message, split_ctrl, tag_of, tagged_claim_word, MailboxLayout, Request, RpcOp,
+    Status, CANCELLED, CLAIMED,
 };
 
 /// Executes requests on one node's tables. Shared by that node's workers.
@@ -226,27 +226,35 @@ impl<H: Handler> Worker<H> {
         }
     }
 
-    /// Claims request `seq` of the slot at position `i` by loopback CAS of
+    /// Claims request `seq` of the client incarnation `tag` in the slot at
+    /// position `i` by loopback CAS of
     /// its claim word, from whatever older decision the word holds. An
     /// error leaves the request unserved; the next scan tries again and the
     /// word tells whether the earlier CAS landed.
     ///
-    /// A word that holds the decision of a request *newer* than `seq` means
-    /// the client has moved past `seq`, settling it first: `seq` is lost,
-    /// even if it is still in the slot (the client cancelled `seq`, then
-    /// cancelled its next request, whose request WRITE never landed: the
-    /// word no longer says `seq` was cancelled, but the slot still holds it).
-    async fn claim(&mut self, io: &Io<H::Ext>, i: usize, seq: u32) -> Result<Claim, Error> {
+    /// A word that holds the decision of a request of the same incarnation
+    /// *newer* than `seq` means the client has moved past `seq`, settling it
+    /// first: `seq` is lost, even if it is still in the slot (the client
+    /// cancelled `seq`, then cancelled its next request, whose request WRITE
+    /// never landed: the word no longer says `seq` was cancelled, but the
+    /// slot still holds it).
+    async fn claim(
+        &mut self,
+        io: &Io<H::Ext>,
+        i: usize,
+        seq: u32,
+        tag: u32,
+    ) -> Result<Claim, Error> {
         let g = self.watch.slots()[i];
         let layout = *self.watch.layout();
         let addr = RemoteAddr::data(io.own(), layout.claim_offset(g));
-        let mine = claim_word(seq, CLAIMED);
+        let mine = tagged_claim_word(seq, CLAIMED, tag);
         let slot_end = layout.request_end(g);
         for _ in 0..4 {
+            // What the worker last saw of the word: if it still holds that,
+            // nothing newer happened (a restarted client's first request is
+            // claimed from its predecessor's last decision).
             let expect = self.claims[i];
-            if newer(split_ctrl(expect).0, seq) {
-                return Ok(Claim::Lost);
-            }
             // A loopback CAS takes microseconds; a lost completion must not
             // hold the worker (and the clients it serves) for long.
             let cas = Op::Cas {
@@ -264,18 +272,21 @@ impl<H: Handler> Worker<H> {
                 return Ok(Claim::Won);
             }
             let (s, state) = split_ctrl(previous);
-            if s == seq {
+            let same_process = tag_of(previous) == tag;
+            if same_process && s == seq {
                 return Ok(if state == CANCELLED {
                     Claim::Lost
                 } else {
                     Claim::Won // our earlier CAS landed, its completion did not
                 });
             }
-            if newer(s, seq) {
+            if same_process && newer(s, seq) {
                 return Ok(Claim::Lost);
             }
             // The word is older than `seq` (the client cancelled requests this
-            // worker never saw, or it is a restarted client). If `seq` is no
+            // worker never saw), or of another process of the client (a
+            // restarted client, or its crashed predecessor's request is still
+            // in the slot: its outcome is unknown, and it may run). If `seq` is no
             // longer in the slot the client has moved on (so it settled `seq`
             // already); otherwise try again from the word.
             let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
@@ -302,7 +313,7 @@ impl<H: Handler> Worker<H> {
         let req = Request::from_message(&msg);
         let mutation = req.as_ref().is_some_and(|r| r.op != RpcOp::Get);
         let claims = !self.counters.skip_claims.load(Ordering::Relaxed);
-        if mutation && claims && self.claim(io, i, seq).await? == Claim::Lost {
+        if mutation && claims && self.claim(io, i, seq, msg.tag).await? == Claim::Lost {
             self.watch.mark_seen(i, seq);
             return Ok(false);
         }
@@ -334,12 +345,10 @@ impl<H: Handler> Worker<H> {
 }
 
 /// Whether the claim word's sequence number `s` is of a request the client
-/// sent after `seq` (a client numbers its requests one after another,
-/// wrapping and skipping 0; 0 is no decision at all). Across a client's
-/// restart the order means nothing (a new process draws a fresh first
-/// number), and either answer is safe: a request of the crashed
-/// predecessor has an unknown outcome, and a new request wrongly taken for
-/// older than the word is only skipped (its client cancels it).
+/// process sent after `seq` (a process numbers its requests one after
+/// another, wrapping and skipping 0; 0 is no decision at all). Only
+/// numbers of one process (one incarnation tag) are compared: a restarted
+/// client draws a fresh first number.
 fn newer(s: u32, seq: u32) -> bool {
     s != 0 && s != seq && (s.wrapping_sub(seq) as i32) > 0
 }
@@ -575,6 +584,7 @@ mod tests {
     use super::*;
     use crate::coupled::{CoupledLayout, CoupledTable};
     use crate::machine::{Machine, Plain};
+    use crate::mailbox::claim_word;
     use nessie_protocol::{Completion, Config, Nanos, OpOutput};
 
     /// One node, one client (slot 0), one worker, an operation timeout of
@@ -638,7 +648,7 @@ mod tests {
                 Step::Effect(Effect::AwaitRequest(w)) => {
                     // Handed again only if the first try ended in an error
                     // (a lost claim completion): the request is not served.
-                    if out.responded || handed == 2 || (handed == 1 && out.claims.len() != 1) {
+                    if out.responded || handed == 2 || (handed == 1 && !lose_first_claim) {
                         return out;
                     }
                     handed += 1;
@@ -742,6 +752,14 @@ mod tests {
         // An older decision in the word (the client's PUT 4, settled before
         // it sent PUT 5) is claimed from, and the PUT runs.
         mem[at..at + 8].copy_from_slice(&claim_word(4, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, ctrl, false);
+        assert!(served.responded, "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // A word of another process of the client (a restarted client: its
+        // own tag) says nothing about the order: the request is claimed,
+        // however its number compares.
+        let ctrl = put_request(&layout, &mut mem, 5);
+        mem[at..at + 8].copy_from_slice(&tagged_claim_word(6, CANCELLED, 7).to_le_bytes());
         let served = serve(&cfg, layout, &mut mem, ctrl, false);
         assert!(served.responded, "{served:?}");
         assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
