@@ -255,6 +255,14 @@ impl<H: Handler> Worker<H> {
             // nothing newer happened (a restarted client's first request is
             // claimed from its predecessor's last decision).
             let expect = self.claims[i];
+            let (known, state) = split_ctrl(expect);
+            if tag_of(expect) == tag
+                && ((known == seq && state == CANCELLED) || newer(known, seq))
+            {
+                // The word was seen to decide this request (or a newer one)
+                // already: never claim from it.
+                return Ok(Claim::Lost);
+            }
             // A loopback CAS takes microseconds; a lost completion must not
             // hold the worker (and the clients it serves) for long.
             let cas = Op::Cas {
@@ -613,26 +621,26 @@ mod tests {
         crate::bytes::word(mem, end - 8)
     }
 
-    /// What a worker did with the request announced by `ctrl`.
+    /// What a worker did with the requests it was handed.
     #[derive(Debug, Default)]
     struct Served {
         /// Each claim CAS: when it was posted, its deadline, what it
         /// expected.
         claims: Vec<(Nanos, Nanos, u64)>,
-        /// Whether it wrote a response.
-        responded: bool,
+        /// The requests it answered.
+        answered: Vec<u32>,
     }
 
-    /// Runs a worker on the coupled tables of `cfg` over `mem` (its node's
-    /// data region), handing it the request `ctrl` announces once, until it
-    /// waits for the next request. CPU accesses execute at once; claim
-    /// CASes execute on `mem`, the first one's completion lost if
-    /// `lose_first_claim`.
+    /// Runs one worker on the coupled tables of `cfg` over `mem` (its
+    /// node's data region), handing it client 0's PUTs `hand` in order (each
+    /// written into the slot first), until it waits for a request with none
+    /// left. CPU accesses execute at once; claim CASes execute on `mem`, the
+    /// first one's completion lost if `lose_first_claim`.
     fn serve(
         cfg: &Config,
         layout: CoupledLayout,
         mem: &mut [u8],
-        ctrl: u64,
+        hand: &[u32],
         lose_first_claim: bool,
     ) -> Served {
         let table = Arc::new(CoupledTable::new(layout, NodeId(0), cfg));
@@ -642,16 +650,14 @@ mod tests {
         let response_end = layout.mailbox.response_end(0);
         let mut now = Nanos(1_000_000);
         let mut out = Served::default();
-        let mut handed = 0;
-        for _ in 0..200 {
+        let mut hand = hand.iter();
+        for _ in 0..1000 {
             match m.poll(now) {
                 Step::Effect(Effect::AwaitRequest(w)) => {
-                    // Handed again only if the first try ended in an error
-                    // (a lost claim completion): the request is not served.
-                    if out.responded || handed == 2 || (handed == 1 && !lose_first_claim) {
+                    let Some(&seq) = hand.next() else {
                         return out;
-                    }
-                    handed += 1;
+                    };
+                    let ctrl = put_request(&layout, mem, seq);
                     let index = w.position(0).expect("the worker serves slot 0");
                     m.resolve(Resolution::Request { index, ctrl });
                 }
@@ -665,9 +671,12 @@ mod tests {
                                 OpOutput::Read(mem[o..o + *len as usize].to_vec())
                             }
                             Op::LocalWrite { offset, data } => {
-                                out.responded |= offset + data.len() as u64 == response_end;
                                 let o = *offset as usize;
                                 mem[o..o + data.len()].copy_from_slice(data);
+                                if offset + data.len() as u64 == response_end {
+                                    let ctrl = crate::bytes::word(data, data.len() - 8);
+                                    out.answered.push(split_ctrl(ctrl).0);
+                                }
                                 OpOutput::Written
                             }
                             Op::Cas { addr, expect, new } => {
@@ -716,13 +725,14 @@ mod tests {
         let (cfg, layout, mut mem) = setup();
         assert_eq!(claim_wait(cfg.retry.op_timeout), Duration::from_micros(500));
         assert_eq!(claim_wait(Duration::from_secs(10)), CLAIM_WAIT);
-        let ctrl = put_request(&layout, &mut mem, 5);
-        let served = serve(&cfg, layout, &mut mem, ctrl, true);
+        // The first claim fails (its completion is lost): the worker is
+        // handed the request again.
+        let served = serve(&cfg, layout, &mut mem, &[5, 5], true);
         assert_eq!(served.claims.len(), 2, "{served:?}");
         let (posted, deadline, _) = served.claims[0];
         assert_eq!(deadline.since(posted), Duration::from_micros(500));
         // The second claim finds the first one's mark and serves the PUT.
-        assert!(served.responded, "{served:?}");
+        assert_eq!(served.answered, [5], "{served:?}");
         assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
     }
 
@@ -738,11 +748,10 @@ mod tests {
     #[test]
     fn a_request_the_client_cancelled_before_a_newer_cancel_never_runs() {
         let (cfg, layout, mut mem) = setup();
-        let ctrl = put_request(&layout, &mut mem, 5);
         let at = layout.mailbox.claim_offset(0) as usize;
         mem[at..at + 8].copy_from_slice(&claim_word(6, CANCELLED).to_le_bytes());
-        let served = serve(&cfg, layout, &mut mem, ctrl, false);
-        assert!(!served.responded, "{served:?}");
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert!(served.answered.is_empty(), "{served:?}");
         assert_eq!(claim_word_of(&layout, &mem), claim_word(6, CANCELLED));
         // Nothing was written: the key's candidates are all empty.
         for slot in layout.candidates(b"key") {
@@ -752,19 +761,40 @@ mod tests {
         // An older decision in the word (the client's PUT 4, settled before
         // it sent PUT 5) is claimed from, and the PUT runs.
         mem[at..at + 8].copy_from_slice(&claim_word(4, CANCELLED).to_le_bytes());
-        let served = serve(&cfg, layout, &mut mem, ctrl, false);
-        assert!(served.responded, "{served:?}");
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
         assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
         // A word of another process of the client (a restarted client: its
         // own tag) says nothing about the order: the request is claimed,
         // however its number compares.
-        let ctrl = put_request(&layout, &mut mem, 5);
         mem[at..at + 8].copy_from_slice(&tagged_claim_word(6, CANCELLED, 7).to_le_bytes());
-        let served = serve(&cfg, layout, &mut mem, ctrl, false);
-        assert!(served.responded, "{served:?}");
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
         assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
         // Sequence numbers wrap (and skip 0): 1 comes after u32::MAX.
         assert!(newer(1, u32::MAX) && !newer(u32::MAX, 1));
         assert!(!newer(0, 5) && !newer(5, 5) && newer(6, 5) && !newer(4, 5));
+    }
+
+    /// Regression (a safety bug the fault swarm found, Pilaf seed 5,032;
+    /// older than the claim words' tags): the client cancelled its PUT 5 and
+    /// then its DELETE 6 (both request WRITEs failed after landing). A late
+    /// worker, handed PUT 5, learnt the word `6 | CANCELLED` from its failed
+    /// claim and skipped PUT 5; handed DELETE 6 next, it claimed "from what
+    /// it last saw", `6 | CANCELLED` itself, and won: a DELETE its client
+    /// reported as not committed ran. A word the worker knows to decide the
+    /// request (or a newer one) is not claimed from.
+    #[test]
+    fn a_worker_never_claims_from_the_cancel_of_the_request_itself() {
+        let (cfg, layout, mut mem) = setup();
+        let at = layout.mailbox.claim_offset(0) as usize;
+        mem[at..at + 8].copy_from_slice(&claim_word(6, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5, 6], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(6, CANCELLED));
+        // Its next request, 7, is claimed from the cancel of 6.
+        let served = serve(&cfg, layout, &mut mem, &[5, 6, 7], false);
+        assert_eq!(served.answered, [7], "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(7, CLAIMED));
     }
 }
