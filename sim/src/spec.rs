@@ -93,7 +93,7 @@ impl std::str::FromStr for System {
 
 /// Test-only fault switches of the server-driven systems, so that the
 /// simulator's checks can be shown to catch a broken variant.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ServerFaults {
     /// Server workers run PUTs and DELETEs without claiming them: a request
     /// its client cancelled after timing out still runs.
@@ -101,6 +101,29 @@ pub struct ServerFaults {
     /// NessieHY's and Pilaf's GETs report a key absent after one scan,
     /// without the move-epoch check.
     pub skip_epoch_check: bool,
+}
+
+impl ServerFaults {
+    /// The switches' names, as `nessie swarm --server-faults` takes them.
+    pub const NAMES: [&'static str; 2] = ["skip-claims", "skip-epoch-check"];
+
+    /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
+    pub fn named(names: &[impl AsRef<str>]) -> Result<ServerFaults, SimError> {
+        let mut f = ServerFaults::default();
+        for n in names {
+            match n.as_ref() {
+                "skip-claims" => f.skip_claims = true,
+                "skip-epoch-check" => f.skip_epoch_check = true,
+                other => {
+                    return Err(SimError::Spec(format!(
+                        "unknown server fault {other:?} (expected one of {:?})",
+                        ServerFaults::NAMES
+                    )))
+                }
+            }
+        }
+        Ok(f)
+    }
 }
 
 /// What to simulate.
