@@ -170,6 +170,10 @@ pub struct Worker<H: Handler> {
     clients_per_node: u16,
     /// What the worker last knew of each watched slot's claim word.
     claims: Vec<u64>,
+    /// The claim word this worker last posted claim CASes with, per slot:
+    /// only a claim it made itself is its own (a replacement worker never
+    /// runs a request its crashed predecessor claimed, which may have run).
+    posted: Vec<u64>,
     counters: Arc<WorkerCounters>,
 }
 
@@ -186,6 +190,7 @@ impl<H: Handler> Worker<H> {
         let watch = Arc::new(SlotWatch::new(layout, worker, workers));
         Worker {
             claims: vec![0; watch.slots().len()],
+            posted: vec![0; watch.slots().len()],
             handler,
             watch,
             clients_per_node,
@@ -250,6 +255,10 @@ impl<H: Handler> Worker<H> {
         let addr = RemoteAddr::data(io.own(), layout.claim_offset(g));
         let mine = tagged_claim_word(seq, CLAIMED, tag);
         let slot_end = layout.request_end(g);
+        // Whether this worker already posted this claim (a CAS that may have
+        // landed although it reported an error, or none).
+        let posted_before = self.posted[i] == mine;
+        self.posted[i] = mine;
         for _ in 0..4 {
             // What the worker last saw of the word: if it still holds that,
             // nothing newer happened (a restarted client's first request is
@@ -282,10 +291,13 @@ impl<H: Handler> Worker<H> {
             let (s, state) = split_ctrl(previous);
             let same_process = tag_of(previous) == tag;
             if same_process && s == seq {
-                return Ok(if state == CANCELLED {
-                    Claim::Lost
-                } else {
+                return Ok(if state == CLAIMED && posted_before {
                     Claim::Won // our earlier CAS landed, its completion did not
+                } else {
+                    // Cancelled, or claimed by a worker before this one (it
+                    // crashed, and may have run it: its client learns an
+                    // unknown outcome).
+                    Claim::Lost
                 });
             }
             if same_process && newer(s, seq) {
@@ -774,6 +786,27 @@ mod tests {
         // Sequence numbers wrap (and skip 0): 1 comes after u32::MAX.
         assert!(newer(1, u32::MAX) && !newer(u32::MAX, 1));
         assert!(!newer(0, 5) && !newer(5, 5) && newer(6, 5) && !newer(4, 5));
+    }
+
+    /// Regression (a safety bug the fault swarm found once it crashed server
+    /// workers, all three systems at seed 2): a worker claimed a PUT, ran
+    /// it, answered and crashed; its replacement, which knows nothing of
+    /// what its predecessor served, found the PUT still in the slot, read
+    /// the claim word `seq | CLAIMED`, took it for its own earlier claim
+    /// whose completion was lost, and ran the PUT a second time, after
+    /// later writes of the key. A claim word names the request, not the
+    /// worker: only a claim CAS this worker posted is its own.
+    #[test]
+    fn a_replacement_worker_never_reruns_a_request_its_predecessor_claimed() {
+        let (cfg, layout, mut mem) = setup();
+        let at = layout.mailbox.claim_offset(0) as usize;
+        mem[at..at + 8].copy_from_slice(&claim_word(5, CLAIMED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // The client's next PUT is claimed and runs.
+        let served = serve(&cfg, layout, &mut mem, &[5, 6], false);
+        assert_eq!(served.answered, [6], "{served:?}");
     }
 
     /// Regression (a safety bug the fault swarm found, Pilaf seed 5,032;
