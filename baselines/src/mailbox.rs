@@ -36,6 +36,15 @@
 //! anything, and a word *newer* than the slot's request says the client
 //! settled that request already (it cancelled it, then a later request
 //! whose WRITE never landed): the worker skips it.
+//!
+//! **Served words.** After the claim words, each request slot of a node has
+//! a served word, which only the node's workers write: the ctrl word of the
+//! last request a worker took from the slot, stored (by CPU) before the
+//! request runs. A worker that replaces one that crashed reads them when it
+//! starts, and never takes a request its predecessor took (a request stays
+//! in its slot after it was served, and its claim word may since have been
+//! overwritten by a restarted client's cancels); it also never runs a
+//! request whose claim word already named it as claimed when it started.
 
 use nessie_protocol::{Error, NodeId, RemoteAddr};
 
@@ -147,14 +156,22 @@ impl MailboxLayout {
         }
     }
 
-    /// Bytes the slots and claim words occupy.
+    /// Bytes the slots, claim words and served words occupy.
     pub fn bytes(&self) -> u64 {
-        2 * u64::from(self.clients_total) * self.slot_bytes + 8 * u64::from(self.clients_total)
+        2 * u64::from(self.clients_total) * self.slot_bytes + 16 * u64::from(self.clients_total)
     }
 
     /// Offset of client `g`'s claim word (see the module documentation).
     pub fn claim_offset(&self, g: u32) -> u64 {
         self.base + 2 * u64::from(self.clients_total) * self.slot_bytes + 8 * u64::from(g)
+    }
+
+    /// Offset of the served word of client `g`'s request slot on a node: the
+    /// ctrl word of the last request a worker took from it, written by the
+    /// worker before it runs the request, so that a worker replacing one
+    /// that crashed never takes it again (see the module documentation).
+    pub fn served_offset(&self, g: u32) -> u64 {
+        self.claim_offset(self.clients_total) + 8 * u64::from(g)
     }
 
     /// End offset (exclusive) of client `g`'s request slot.
@@ -387,7 +404,8 @@ mod tests {
         assert_eq!(l.request_end(0), 64 + 144);
         assert_eq!(l.response_end(0), 64 + 7 * 144);
         assert_eq!(l.response_end(5), l.claim_offset(0));
-        assert_eq!(l.claim_offset(5) + 8, 64 + l.bytes());
+        assert_eq!(l.claim_offset(5) + 8, l.served_offset(0));
+        assert_eq!(l.served_offset(5) + 8, 64 + l.bytes());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 100])[120..], l.slot_bytes).is_some());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 105])[128..], l.slot_bytes).is_none());
     }

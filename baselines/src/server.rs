@@ -170,10 +170,11 @@ pub struct Worker<H: Handler> {
     clients_per_node: u16,
     /// What the worker last knew of each watched slot's claim word.
     claims: Vec<u64>,
-    /// The claim word this worker last posted claim CASes with, per slot:
-    /// only a claim it made itself is its own (a replacement worker never
-    /// runs a request its crashed predecessor claimed, which may have run).
-    posted: Vec<u64>,
+    /// Each slot's claim word as this worker found it when it started: a
+    /// claim in it is a predecessor's (a worker that crashed, whose claim
+    /// CASes have all landed by then, by A2), and the request it names may
+    /// have run: this worker never runs it.
+    inherited: Vec<u64>,
     counters: Arc<WorkerCounters>,
 }
 
@@ -190,7 +191,7 @@ impl<H: Handler> Worker<H> {
         let watch = Arc::new(SlotWatch::new(layout, worker, workers));
         Worker {
             claims: vec![0; watch.slots().len()],
-            posted: vec![0; watch.slots().len()],
+            inherited: vec![0; watch.slots().len()],
             handler,
             watch,
             clients_per_node,
@@ -207,9 +208,39 @@ impl<H: Handler> Worker<H> {
     /// errors are recorded in the counters (the client then sees no
     /// response and times out).
     pub async fn run(mut self, io: Io<H::Ext>) -> Result<(), Error> {
+        self.inherit(&io).await?;
         loop {
             self.serve_next(&io).await?;
         }
+    }
+
+    /// Reads the served and claim words of its slots as it starts (it may
+    /// replace a worker that crashed): the requests its predecessors took
+    /// (never taken again), what it knows of the claim words, and the
+    /// claims it inherits (never run).
+    pub async fn inherit(&mut self, io: &Io<H::Ext>) -> Result<(), Error> {
+        let layout = *self.watch.layout();
+        for (i, &g) in self.watch.slots().iter().enumerate() {
+            let (served, _) = split_ctrl(io.local_word(layout.served_offset(g)).await?);
+            if served != 0 {
+                self.watch.mark_seen(i, served);
+            }
+            let word = io.local_word(layout.claim_offset(g)).await?;
+            self.claims[i] = word;
+            self.inherited[i] = word;
+        }
+        Ok(())
+    }
+
+    /// Records that the request `ctrl` announced in the slot at position
+    /// `i` is taken (served or skipped for good): in the slot's served word
+    /// first, so that no later worker takes it again, then in the watch.
+    async fn taken(&mut self, io: &Io<H::Ext>, i: usize, ctrl: u64) -> Result<(), Error> {
+        let g = self.watch.slots()[i];
+        let at = self.watch.layout().served_offset(g);
+        io.local_write(at, ctrl.to_le_bytes().to_vec()).await?;
+        self.watch.mark_seen(i, split_ctrl(ctrl).0);
+        Ok(())
     }
 
     /// Waits for one new request and serves it; whether it was served
@@ -255,10 +286,11 @@ impl<H: Handler> Worker<H> {
         let addr = RemoteAddr::data(io.own(), layout.claim_offset(g));
         let mine = tagged_claim_word(seq, CLAIMED, tag);
         let slot_end = layout.request_end(g);
-        // Whether this worker already posted this claim (a CAS that may have
-        // landed although it reported an error, or none).
-        let posted_before = self.posted[i] == mine;
-        self.posted[i] = mine;
+        if self.inherited[i] == mine {
+            // Claimed by a worker before this one, which may have run it
+            // (its client learns an unknown outcome): never again.
+            return Ok(Claim::Lost);
+        }
         for _ in 0..4 {
             // What the worker last saw of the word: if it still holds that,
             // nothing newer happened (a restarted client's first request is
@@ -291,13 +323,10 @@ impl<H: Handler> Worker<H> {
             let (s, state) = split_ctrl(previous);
             let same_process = tag_of(previous) == tag;
             if same_process && s == seq {
-                return Ok(if state == CLAIMED && posted_before {
-                    Claim::Won // our earlier CAS landed, its completion did not
-                } else {
-                    // Cancelled, or claimed by a worker before this one (it
-                    // crashed, and may have run it: its client learns an
-                    // unknown outcome).
+                return Ok(if state == CANCELLED {
                     Claim::Lost
+                } else {
+                    Claim::Won // our earlier CAS landed, its completion did not
                 });
             }
             if same_process && newer(s, seq) {
@@ -334,10 +363,10 @@ impl<H: Handler> Worker<H> {
         let mutation = req.as_ref().is_some_and(|r| r.op != RpcOp::Get);
         let claims = !self.counters.skip_claims.load(Ordering::Relaxed);
         if mutation && claims && self.claim(io, i, seq, msg.tag).await? == Claim::Lost {
-            self.watch.mark_seen(i, seq);
+            self.taken(io, i, ctrl).await?;
             return Ok(false);
         }
-        self.watch.mark_seen(i, seq);
+        self.taken(io, i, ctrl).await?;
         let (status, value) = match req {
             Some(req) => self.handler.handle(io, req).await?,
             None => (Status::BadRequest, Vec::new()),
@@ -666,11 +695,16 @@ mod tests {
         for _ in 0..1000 {
             match m.poll(now) {
                 Step::Effect(Effect::AwaitRequest(w)) => {
-                    let Some(&seq) = hand.next() else {
+                    // A driver hands a worker only requests its watch says
+                    // it has not taken.
+                    let index = w.position(0).expect("the worker serves slot 0");
+                    let next = hand.find_map(|&seq| {
+                        let ctrl = put_request(&layout, mem, seq);
+                        w.is_new(index, ctrl).then_some(ctrl)
+                    });
+                    let Some(ctrl) = next else {
                         return out;
                     };
-                    let ctrl = put_request(&layout, mem, seq);
-                    let index = w.position(0).expect("the worker serves slot 0");
                     m.resolve(Resolution::Request { index, ctrl });
                 }
                 Step::Effect(Effect::AwaitLock(_)) => m.resolve(Resolution::Waited),
@@ -771,7 +805,10 @@ mod tests {
             assert_eq!(ite, 0, "the cancelled PUT was stored");
         }
         // An older decision in the word (the client's PUT 4, settled before
-        // it sent PUT 5) is claimed from, and the PUT runs.
+        // it sent PUT 5) is claimed from, and the PUT runs. (Each scenario
+        // starts with no request taken from the slot.)
+        let served_at = layout.mailbox.served_offset(0) as usize;
+        mem[served_at..served_at + 8].copy_from_slice(&0u64.to_le_bytes());
         mem[at..at + 8].copy_from_slice(&claim_word(4, CANCELLED).to_le_bytes());
         let served = serve(&cfg, layout, &mut mem, &[5], false);
         assert_eq!(served.answered, [5], "{served:?}");
@@ -779,6 +816,7 @@ mod tests {
         // A word of another process of the client (a restarted client: its
         // own tag) says nothing about the order: the request is claimed,
         // however its number compares.
+        mem[served_at..served_at + 8].copy_from_slice(&0u64.to_le_bytes());
         mem[at..at + 8].copy_from_slice(&tagged_claim_word(6, CANCELLED, 7).to_le_bytes());
         let served = serve(&cfg, layout, &mut mem, &[5], false);
         assert_eq!(served.answered, [5], "{served:?}");
@@ -795,18 +833,52 @@ mod tests {
     /// the claim word `seq | CLAIMED`, took it for its own earlier claim
     /// whose completion was lost, and ran the PUT a second time, after
     /// later writes of the key. A claim word names the request, not the
-    /// worker: only a claim CAS this worker posted is its own.
+    /// worker: a worker reads its slots' claim words when it starts, and
+    /// never runs a request claimed before (by A2 its predecessor's claim
+    /// CASes have all landed by then), even when a claim CAS of its own
+    /// for that request failed first (NessieSD seed 18: it could not tell
+    /// whose claim it then found).
     #[test]
     fn a_replacement_worker_never_reruns_a_request_its_predecessor_claimed() {
         let (cfg, layout, mut mem) = setup();
         let at = layout.mailbox.claim_offset(0) as usize;
         mem[at..at + 8].copy_from_slice(&claim_word(5, CLAIMED).to_le_bytes());
-        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        let served = serve(&cfg, layout, &mut mem, &[5, 5], false);
         assert!(served.answered.is_empty(), "{served:?}");
+        assert!(served.claims.is_empty(), "{served:?}");
         assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
         // The client's next PUT is claimed and runs.
         let served = serve(&cfg, layout, &mut mem, &[5, 6], false);
         assert_eq!(served.answered, [6], "{served:?}");
+    }
+
+    /// Regression (a safety bug the fault swarm found once it crashed server
+    /// workers, NessieSD seed 104): a worker served client 0's PUT 5 (which
+    /// stays in the slot), the client crashed, and its new process cancelled
+    /// a request whose WRITE never reached this node, overwriting the claim
+    /// word with its own decision. A worker that then replaced a crashed
+    /// one knew neither that PUT 5 was served nor that it was claimed, and
+    /// ran it again. Workers record each request they take in the slot's
+    /// served word, which a replacement reads when it starts.
+    #[test]
+    fn a_replacement_worker_never_takes_a_request_its_predecessor_took() {
+        let (cfg, layout, mut mem) = setup();
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
+        let ctrl = put_request(&layout, &mut mem, 5);
+        let at = layout.mailbox.served_offset(0) as usize;
+        assert_eq!(crate::bytes::word(&mem, at), ctrl);
+        // The client's next process (its own tag) cancels a request of its
+        // own over the word.
+        let claim = layout.mailbox.claim_offset(0) as usize;
+        mem[claim..claim + 8].copy_from_slice(&tagged_claim_word(9, CANCELLED, 7).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert!(served.claims.is_empty(), "{served:?}");
+        // Without the served word, the replacement runs PUT 5 again.
+        mem[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
     }
 
     /// Regression (a safety bug the fault swarm found, Pilaf seed 5,032;

@@ -102,7 +102,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
-         {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
+         {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
          {} MIGRATEs, {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases)",
         s.cases,
@@ -113,6 +113,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.inconclusive,
         s.unknown_ops,
         s.crashes,
+        s.server_crashes,
         s.lost_completions,
         s.landing_deadline_refusals,
         s.late_landings,

@@ -172,6 +172,8 @@ pub(crate) enum Ev {
     /// A server worker's round may be past its deadline with completions
     /// missing (worker, round).
     WorkerWake(usize, u64),
+    /// A crashed server worker's replacement starts.
+    WorkerRestart(usize),
     /// The preload of a server-driven system is done: the measured
     /// workload starts.
     Measure,
@@ -551,6 +553,7 @@ impl Engine {
             Ev::WorkerPoll(w) => self.step_worker(w, at),
             Ev::WorkerDue(w, round) => self.on_worker_due(w, round, at),
             Ev::WorkerWake(w, round) => self.on_worker_wake(w, round, at),
+            Ev::WorkerRestart(w) => self.restart_worker(w, at),
             Ev::Measure => self.start_measuring(at),
         }
     }

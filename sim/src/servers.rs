@@ -172,6 +172,15 @@ impl Engine {
         if wk.round != round {
             return;
         }
+        if matches!(wk.due, Some(Shared::Request(..)))
+            && self.dice.chance(self.spec.chaos.server_crash_permille)
+        {
+            // A crash point: about to take a request from its slot.
+            self.crash_worker(w, now);
+            return;
+        }
+        let sv = self.servers.as_mut().expect("servers");
+        let wk = &mut sv.workers[w];
         let Some(due) = wk.due.take() else {
             return;
         };
@@ -202,6 +211,58 @@ impl Engine {
         self.step_worker(w, now);
     }
 
+    /// Server worker `w` crashes at `now` (at one of its crash points,
+    /// outside its node's table lock: [`Chaos::server_crash_permille`]): its
+    /// machine and everything it knew are gone; what it posted still
+    /// travels. A fresh worker replaces it later.
+    ///
+    /// [`Chaos::server_crash_permille`]: crate::Chaos::server_crash_permille
+    pub(crate) fn crash_worker(&mut self, w: usize, now: u64) {
+        let margin = crate::engine::nanos(self.cfg.deadline_margin);
+        let after = self.spec.chaos.server_restart_after_ns.max(margin + 1);
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if wk.remake.is_none() || matches!(wk.state, WorkerState::Down) {
+            return;
+        }
+        wk.machine = None;
+        wk.state = WorkerState::Down;
+        wk.round += 1;
+        wk.due = None;
+        wk.awaiting = None;
+        wk.charge = 0;
+        wk.claim_round = None;
+        let node = usize::from(wk.node.0);
+        sv.lock_waiters[node].retain(|&x| x != w);
+        self.counts.server_crashes += 1;
+        self.schedule(now + after, Ev::WorkerRestart(w));
+    }
+
+    /// A fresh worker replaces crashed worker `w`: it knows nothing of the
+    /// requests its predecessor served or the claim words it saw, and scans
+    /// all its slots.
+    pub(crate) fn restart_worker(&mut self, w: usize, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if !matches!(wk.state, WorkerState::Down) {
+            return;
+        }
+        let Some(remake) = wk.remake.as_ref() else {
+            return;
+        };
+        wk.machine = Some(remake());
+        wk.state = WorkerState::Running;
+        wk.round += 1;
+        wk.cursor = 0;
+        wk.watch = None;
+        wk.landed = (0..wk.slots as usize).collect();
+        self.schedule(now, Ev::WorkerPoll(w));
+    }
+
     /// The event queue was cleared (the final sweep starts; requests in
     /// flight never land): each worker carries on from where it stands. A
     /// worker that was due to step, or to take its wait's resolution, does
@@ -226,6 +287,7 @@ impl Engine {
                         .map_or(now, |d| d.0.max(now) + 1);
                     due.push((at, Ev::WorkerWake(w, wk.round)));
                 }
+                WorkerState::Down => due.push((now, Ev::WorkerRestart(w))),
                 WorkerState::Idle(_) | WorkerState::Lock(_) | WorkerState::Jobs => {}
             }
         }
@@ -272,8 +334,12 @@ impl Engine {
                 Stepped::Post(wrs) | Stepped::PostDetached(wrs) => {
                     let wk = &mut self.servers.as_mut().expect("servers").workers[w];
                     wk.round += 1;
+                    let claim = wrs.iter().any(|wr| matches!(wr.op, Op::Cas { .. }));
+                    wk.claim_round = claim.then_some(wk.round);
+                    let mut responded = false;
                     for wr in wrs {
                         if let Some(len) = self.response_bytes(&wr) {
+                            responded = true;
                             // The response is sealed with its checksum first.
                             let crc = self.p.crc_time(len);
                             self.worker_cpu(w, crc, t);
@@ -283,6 +349,13 @@ impl Engine {
                         self.post(Actor::Worker(w), wr, t);
                     }
                     t = t.max(self.cores[core]);
+                    if responded && self.dice.chance(self.spec.chaos.server_crash_permille) {
+                        // A crash point: right after posting a response.
+                        self.cores[core] = self.cores[core].max(t);
+                        self.crash_worker(w, t);
+                        self.wake_lock_waiters(usize::from(node.0), t);
+                        return;
+                    }
                     if m.outstanding() > 0 {
                         self.set_worker_state(w, WorkerState::Completions);
                         if let (Some(d), true) = (m.deadline(), self.spec.chaos.any()) {
@@ -538,6 +611,16 @@ impl Engine {
         if req.round != wk.round {
             return;
         }
+        if wk.claim_round == Some(req.round)
+            && self.dice.chance(self.spec.chaos.server_crash_permille)
+        {
+            // A crash point: its claim CAS completes (it may have landed),
+            // and the worker dies before it learns how.
+            self.crash_worker(w, now);
+            return;
+        }
+        let sv = self.servers.as_mut().expect("servers");
+        let wk = &mut sv.workers[w];
         let Some(m) = wk.machine.as_mut() else {
             return;
         };

@@ -447,6 +447,9 @@ pub struct ChaosCounts {
     pub pauses: u64,
     /// Client crashes (including those of node outages).
     pub crashes: u64,
+    /// Server worker crashes
+    /// ([`Chaos::server_crash_permille`](crate::Chaos::server_crash_permille)).
+    pub server_crashes: u64,
     /// Node outages.
     pub outages: u64,
 }

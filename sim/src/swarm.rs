@@ -273,6 +273,9 @@ impl SwarmCase {
     /// - one to three server workers per node (splitting the request slots
     ///   and sharing the node's table lock);
     /// - NessieHY's GET optimisations, each on in half the cases;
+    /// - in half the cases, server worker crashes
+    ///   ([`Chaos::server_crash_permille`]), each worker replaced by a fresh
+    ///   one after one to three deadline margins;
     /// - index tables sized per node, since a key's candidates all lie on
     ///   its home node: from tight (the keys spread evenly, plus one: cuckoo
     ///   moves and `TableFull` answers) to room for every key on one node,
@@ -298,6 +301,11 @@ impl SwarmCase {
             cache: d.chance(500),
             multiple_reads: d.chance(500),
         };
+        if d.chance(500) {
+            let margin = case.tuning.deadline_margin_us.unwrap_or(1_000) * 1_000;
+            case.chaos.server_crash_permille = 5 + d.below(60) as u32;
+            case.chaos.server_restart_after_ns = margin + d.below(2 * margin);
+        }
         let t = &mut case.tuning;
         let candidates = u32::from(t.candidates.unwrap_or(2));
         let tight = (case.keys as u32).div_ceil(u32::from(case.nodes)) + 1;
@@ -542,8 +550,10 @@ pub struct SwarmSummary {
     pub min_checked: Option<usize>,
     /// Operations with an unknown outcome over all cases.
     pub unknown_ops: u64,
-    /// Injected crashes, lost completions and landing-deadline refusals.
+    /// Injected client crashes.
     pub crashes: u64,
+    /// Injected server worker crashes.
+    pub server_crashes: u64,
     /// Lost completions.
     pub lost_completions: u64,
     /// Mutations refused at their landing deadline.
@@ -613,6 +623,7 @@ pub fn swarm_with(
         s.cases += 1;
         s.unknown_ops += run.report.unknown;
         s.crashes += run.report.chaos.crashes;
+        s.server_crashes += run.report.chaos.server_crashes;
         s.lost_completions += run.report.chaos.lost_completions;
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
         s.late_landings += run.report.chaos.late_landings;

@@ -324,6 +324,8 @@ pub(crate) enum WorkerState {
     Due,
     /// Cell's maintenance thread with no job.
     Jobs,
+    /// Crashed, until its replacement starts.
+    Down,
 }
 
 /// What makes a [`SimWorker`] Cell's maintenance thread: the node's state
@@ -365,6 +367,11 @@ pub(crate) struct SimWorker {
     pub(crate) maint: Option<Maint>,
     /// A maintenance job's wait for its response: control word and sequence.
     pub(crate) awaiting: Option<(u64, u32)>,
+    /// Makes a fresh machine of this worker (a replacement after a crash:
+    /// nothing of its predecessor's memory), for the baselines' workers.
+    pub(crate) remake: Option<Box<dyn Fn() -> WorkerMachine>>,
+    /// The round of its claim CAS in flight, if one is (a crash point).
+    pub(crate) claim_round: Option<u64>,
 }
 
 impl SimWorker {
@@ -385,6 +392,8 @@ impl SimWorker {
             charge: 0,
             maint: None,
             awaiting: None,
+            remake: None,
+            claim_round: None,
         }
     }
 }
@@ -610,32 +619,44 @@ fn shared_tables(
         let pilaf = (kind == SystemKind::Pilaf)
             .then(|| Arc::new(PilafTable::new(PilafLayout::new(cfg), node, cfg)));
         for i in 0..sys.server_workers {
-            let (slots, m) = match (&pilaf, &coupled) {
+            let workers = sys.server_workers;
+            let counters = counters.clone();
+            let remake: Box<dyn Fn() -> WorkerMachine> = match (&pilaf, &coupled) {
                 (Some(pilaf), _) => {
-                    let w = Worker::new(
-                        pilaf.clone(),
-                        mailbox,
-                        i,
-                        sys.server_workers,
-                        cpn,
-                        counters.clone(),
-                    );
-                    (w.watch().slots().len(), worker_machine(node, w))
+                    let pilaf = pilaf.clone();
+                    Box::new(move || {
+                        let w = Worker::new(
+                            pilaf.clone(),
+                            mailbox,
+                            i,
+                            workers,
+                            cpn,
+                            counters.clone(),
+                        );
+                        worker_machine(node, w)
+                    })
                 }
                 (None, Some(coupled)) => {
-                    let w = Worker::new(
-                        coupled.clone(),
-                        mailbox,
-                        i,
-                        sys.server_workers,
-                        cpn,
-                        counters.clone(),
-                    );
-                    (w.watch().slots().len(), worker_machine(node, w))
+                    let coupled = coupled.clone();
+                    Box::new(move || {
+                        let w = Worker::new(
+                            coupled.clone(),
+                            mailbox,
+                            i,
+                            workers,
+                            cpn,
+                            counters.clone(),
+                        );
+                        worker_machine(node, w)
+                    })
                 }
                 (None, None) => continue,
             };
-            out.push(SimWorker::new(node, slots, Some(m)));
+            let slots = SlotWatch::new(mailbox, i, workers).slots().len();
+            let m = remake();
+            let mut sw = SimWorker::new(node, slots, Some(m));
+            sw.remake = Some(remake);
+            out.push(sw);
         }
     }
     out
