@@ -187,6 +187,10 @@ pub(crate) struct Allocator {
     free: Vec<u32>,
     quarantine: VecDeque<(u32, Nanos)>,
     expiration: Duration,
+    /// Entries retired at least once (a take of one is a reuse).
+    retired: Vec<bool>,
+    /// Entries handed out again after their quarantine.
+    reused: u64,
 }
 
 impl Allocator {
@@ -196,6 +200,8 @@ impl Allocator {
             free: (0..count).rev().collect(),
             quarantine: VecDeque::new(),
             expiration,
+            retired: vec![false; count as usize],
+            reused: 0,
         }
     }
 
@@ -209,11 +215,23 @@ impl Allocator {
             self.quarantine.pop_front();
             self.free.push(i);
         }
-        self.free.pop()
+        let i = self.free.pop()?;
+        if self.retired.get(i as usize).copied().unwrap_or(false) {
+            self.reused += 1;
+        }
+        Some(i)
+    }
+
+    /// Entries handed out again after their quarantine, so far.
+    pub(crate) fn reused(&self) -> u64 {
+        self.reused
     }
 
     /// Unlinks entry `i` at time `now`: reusable after the expiration period.
     pub(crate) fn retire(&mut self, i: u32, now: Nanos) {
+        if let Some(r) = self.retired.get_mut(i as usize) {
+            *r = true;
+        }
         self.quarantine.push_back((i, now));
     }
 
@@ -278,6 +296,12 @@ impl CoupledTable {
     /// The node's table lock.
     pub fn lock(&self) -> &Arc<TableLock> {
         &self.state.lock
+    }
+
+    /// Data table entries handed out again after their quarantine (written,
+    /// unlinked, expired, reused), so far.
+    pub fn reused(&self) -> u64 {
+        self.state.alloc().reused()
     }
 
     async fn find(&self, io: &Io, key: &[u8]) -> Result<Option<Found>, Error> {

@@ -103,7 +103,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
          {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
-         {} MIGRATEs, {} entries of crashed or overrunning owners recovered; \
+         {} MIGRATEs (the baselines: cuckoo moves), {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases)",
         s.cases,
         started.elapsed().as_secs_f64(),

@@ -618,6 +618,10 @@ impl Engine {
     /// core of its own can do.)
     fn start_sweep(&mut self) {
         self.sweeping = true;
+        if let Some(sv) = self.servers.as_ref() {
+            // The baselines' tables count their reuse themselves.
+            self.recycled_in_race += sv.reused();
+        }
         self.queue.clear();
         self.background.iter_mut().for_each(|b| *b = 0);
         self.spec.chaos = Chaos {
@@ -637,6 +641,17 @@ impl Engine {
         } else {
             self.schedule(now, Ev::Poll(0));
         }
+    }
+
+    /// Cuckoo paths the baselines' servers moved over the run (their
+    /// nodes' move epochs advance by two per path).
+    fn cuckoo_moves(&self) -> u64 {
+        let Some(epoch) = self.servers.as_ref().and_then(|sv| sv.epoch) else {
+            return 0;
+        };
+        (0..self.spec.nodes)
+            .map(|n| self.mem.word(NodeId(n), Region::Data, epoch).unwrap_or(0) / 2)
+            .sum()
     }
 
     fn margin_ns(&self) -> u64 {
@@ -1336,7 +1351,7 @@ impl Engine {
             put_p99_us: p99(&mut self.put_lat),
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
-            migrations: self.stats.migrations,
+            migrations: self.stats.migrations + self.cuckoo_moves(),
             recoveries: self.stats.recoveries,
             events: self.events,
             chaos: self.counts,

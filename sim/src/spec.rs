@@ -336,7 +336,8 @@ pub struct SimReport {
     pub server_errors: Vec<String>,
     /// Events processed.
     pub events: u64,
-    /// MIGRATEs run (nested ones included) by every operation.
+    /// MIGRATEs run (nested ones included) by every operation; for
+    /// NessieSD, NessieHY and Pilaf, the cuckoo paths their servers moved.
     pub migrations: u64,
     /// Entries of crashed or overrunning owners that operations recovered
     /// (aborted, settled or reclaimed).
@@ -386,7 +387,10 @@ pub struct SimReport {
     pub completed_ops: u64,
     /// Data table entries that Nessie's allocators recycled (written before,
     /// marked, expired, taken back) during the workload, while clients
-    /// raced: what the expiration period and the recycle marks protect.
+    /// raced: what the expiration period and the recycle marks protect. For
+    /// NessieSD, NessieHY and Pilaf, the data table entries (extents) their
+    /// servers handed out again after the quarantine (up to the final
+    /// sweep), which their client GETs' deadlines protect.
     #[serde(default)]
     pub recycled_in_race: u64,
     /// The fabric work of each operation of [`SimReport::history`] (same

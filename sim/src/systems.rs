@@ -421,6 +421,12 @@ pub(crate) struct Servers {
     pub(crate) requests: u64,
     /// Times a worker found its node's table lock held and waited.
     pub(crate) lock_waits: u64,
+    /// Each node's count of table entries reused after their quarantine
+    /// (the baselines).
+    pub(crate) reuse: Vec<ReuseCounter>,
+    /// Offset of each node's move-epoch word (the baselines: two increments
+    /// per cuckoo path moved).
+    pub(crate) epoch: Option<u64>,
 }
 
 fn system_config(
@@ -448,6 +454,11 @@ fn system_config(
 }
 
 impl Servers {
+    /// Entries the baselines' tables reused after their quarantine so far.
+    pub(crate) fn reused(&self) -> u64 {
+        self.reuse.iter().map(|r| r()).sum()
+    }
+
     /// The server side over `mailbox`'s slots, whose response slots
     /// `slot_owner` maps to their actors, with `workers_per_node` request
     /// workers per node (then Cell's maintenance threads, `maint`, in
@@ -479,6 +490,8 @@ impl Servers {
             stats: nessie_protocol::OpStats::default(),
             requests: 0,
             lock_waits: 0,
+            reuse: Vec::new(),
+            epoch: None,
         }
     }
 }
@@ -566,7 +579,11 @@ pub(crate) fn baseline(
         SystemKind::Pilaf => PilafLayout::new(cfg).mailbox,
         _ => sys.coupled().mailbox,
     };
-    let workers_list = shared_tables(kind, &sys, cfg, &counters, mailbox);
+    let (workers_list, reuse) = shared_tables(kind, &sys, cfg, &counters, mailbox);
+    let epoch = match kind {
+        SystemKind::Pilaf => PilafLayout::new(cfg).epoch,
+        _ => sys.coupled().epoch,
+    };
     let topology = sys.topology();
     let maker = CoreMaker {
         kind,
@@ -583,7 +600,7 @@ pub(crate) fn baseline(
         }
     }
     let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
-    let servers = Servers::new(
+    let mut servers = Servers::new(
         mailbox,
         (0..clients_total).map(|c| Some(Actor::Client(c))).collect(),
         w,
@@ -591,6 +608,8 @@ pub(crate) fn baseline(
         workers_list,
         counters,
     );
+    servers.reuse = reuse;
+    servers.epoch = Some(epoch);
     Ok(Setup {
         servers,
         cores,
@@ -609,8 +628,9 @@ fn shared_tables(
     cfg: &Config,
     counters: &Arc<WorkerCounters>,
     mailbox: MailboxLayout,
-) -> Vec<SimWorker> {
+) -> (Vec<SimWorker>, Vec<ReuseCounter>) {
     let mut out = Vec::new();
+    let mut reuse: Vec<ReuseCounter> = Vec::new();
     let cpn = cfg.clients_per_node;
     for n in 0..cfg.nodes {
         let node = NodeId(n);
@@ -618,6 +638,14 @@ fn shared_tables(
             .then(|| Arc::new(CoupledTable::new(sys.coupled(), node, cfg)));
         let pilaf = (kind == SystemKind::Pilaf)
             .then(|| Arc::new(PilafTable::new(PilafLayout::new(cfg), node, cfg)));
+        if let Some(t) = &coupled {
+            let t = t.clone();
+            reuse.push(Box::new(move || t.reused()));
+        }
+        if let Some(t) = &pilaf {
+            let t = t.clone();
+            reuse.push(Box::new(move || t.reused()));
+        }
         for i in 0..sys.server_workers {
             let workers = sys.server_workers;
             let counters = counters.clone();
@@ -659,8 +687,12 @@ fn shared_tables(
             out.push(sw);
         }
     }
-    out
+    (out, reuse)
 }
+
+/// Reads how many entries a node's table handed out again after their
+/// quarantine.
+pub(crate) type ReuseCounter = Box<dyn Fn() -> u64>;
 
 /// Cell's configuration for `spec`: every node a server, sized for the
 /// spec's keys and sizes, its client seeds from the spec's.

@@ -67,6 +67,12 @@ impl PilafTable {
         &self.state.lock
     }
 
+    /// Extents handed out again after their quarantine (written, unlinked,
+    /// expired, reused), so far.
+    pub fn reused(&self) -> u64 {
+        self.state.alloc().reused()
+    }
+
     /// The entry in `slot`. Only this node's workers write the table, under
     /// the lock, so a torn entry here is corruption, not a race.
     async fn entry(&self, io: &Io, slot: u32) -> Result<Option<HashEntry>, Error> {
