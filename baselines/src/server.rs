@@ -297,8 +297,7 @@ impl<H: Handler> Worker<H> {
             // claimed from its predecessor's last decision).
             let expect = self.claims[i];
             let (known, state) = split_ctrl(expect);
-            if tag_of(expect) == tag
-                && ((known == seq && state == CANCELLED) || newer(known, seq))
+            if tag_of(expect) == tag && ((known == seq && state == CANCELLED) || newer(known, seq))
             {
                 // The word was seen to decide this request (or a newer one)
                 // already: never claim from it.
@@ -333,11 +332,15 @@ impl<H: Handler> Worker<H> {
                 return Ok(Claim::Lost);
             }
             // The word is older than `seq` (the client cancelled requests this
-            // worker never saw), or of another process of the client (a
-            // restarted client, or its crashed predecessor's request is still
-            // in the slot: its outcome is unknown, and it may run). If `seq` is no
-            // longer in the slot the client has moved on (so it settled `seq`
-            // already); otherwise try again from the word.
+            // worker never saw), or of another process of the client: a
+            // restarted client's request over its predecessor's word, or a
+            // predecessor's request still in the slot under its successor's
+            // word. (Open: if the predecessor had cancelled that request and
+            // the successor's cancel of a request that never landed here
+            // overwrote the word, the cancelled request runs; see
+            // docs/baselines.md.) If `seq` is no longer in the slot the
+            // client has moved on (so it settled `seq` already); otherwise
+            // try again from the word.
             let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
             if in_slot != seq {
                 return Ok(Claim::Lost);

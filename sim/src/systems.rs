@@ -653,14 +653,8 @@ fn shared_tables(
                 (Some(pilaf), _) => {
                     let pilaf = pilaf.clone();
                     Box::new(move || {
-                        let w = Worker::new(
-                            pilaf.clone(),
-                            mailbox,
-                            i,
-                            workers,
-                            cpn,
-                            counters.clone(),
-                        );
+                        let w =
+                            Worker::new(pilaf.clone(), mailbox, i, workers, cpn, counters.clone());
                         worker_machine(node, w)
                     })
                 }
