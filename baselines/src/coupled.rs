@@ -76,7 +76,9 @@ pub struct CoupledLayout {
 
 impl CoupledLayout {
     /// The layout for `cfg` (nodes, clients, index slots, data table entries,
-    /// sizes, candidates; `filter_bits` as given).
+    /// sizes, candidates; `filter_bits` as given). The candidates are at
+    /// most the index table entries of one node (all of a key's are on its
+    /// home node).
     pub fn new(cfg: &Config, filter_bits: u8) -> CoupledLayout {
         let clients_total = u32::from(cfg.nodes) * u32::from(cfg.clients_per_node);
         let mailbox = MailboxLayout::new(0, clients_total, cfg.max_key_len, cfg.max_value_len);
@@ -96,7 +98,11 @@ impl CoupledLayout {
             nodes: cfg.nodes,
             hasher: Hasher {
                 seed: cfg.hash_seed,
-                candidates: cfg.candidates,
+                // A key's candidates are distinct entries of its home node:
+                // no more of them than the node has (as Pilaf's ways). A
+                // Nessie configuration counts the slots of every node, so
+                // it may ask for more.
+                candidates: u32::from(cfg.candidates).min(cfg.index_slots_per_node.max(1)) as u8,
                 nodes: 1,
                 slots_per_node: cfg.index_slots_per_node,
                 filter_bits,
@@ -181,6 +187,10 @@ pub(crate) struct Allocator {
     free: Vec<u32>,
     quarantine: VecDeque<(u32, Nanos)>,
     expiration: Duration,
+    /// Entries retired at least once (a take of one is a reuse).
+    retired: Vec<bool>,
+    /// Entries handed out again after their quarantine.
+    reused: u64,
 }
 
 impl Allocator {
@@ -190,6 +200,8 @@ impl Allocator {
             free: (0..count).rev().collect(),
             quarantine: VecDeque::new(),
             expiration,
+            retired: vec![false; count as usize],
+            reused: 0,
         }
     }
 
@@ -203,11 +215,23 @@ impl Allocator {
             self.quarantine.pop_front();
             self.free.push(i);
         }
-        self.free.pop()
+        let i = self.free.pop()?;
+        if self.retired.get(i as usize).copied().unwrap_or(false) {
+            self.reused += 1;
+        }
+        Some(i)
+    }
+
+    /// Entries handed out again after their quarantine, so far.
+    pub(crate) fn reused(&self) -> u64 {
+        self.reused
     }
 
     /// Unlinks entry `i` at time `now`: reusable after the expiration period.
     pub(crate) fn retire(&mut self, i: u32, now: Nanos) {
+        if let Some(r) = self.retired.get_mut(i as usize) {
+            *r = true;
+        }
         self.quarantine.push_back((i, now));
     }
 
@@ -245,6 +269,8 @@ pub struct CoupledTable {
     layout: CoupledLayout,
     node: NodeId,
     max_depth: u8,
+    /// See [`Handler::claim_wait`].
+    claim_wait: Duration,
     state: Guarded,
 }
 
@@ -262,6 +288,7 @@ impl CoupledTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
+            claim_wait: crate::server::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(layout.dtes, cfg.expiration + cfg.clock_skew)),
         }
     }
@@ -269,6 +296,12 @@ impl CoupledTable {
     /// The node's table lock.
     pub fn lock(&self) -> &Arc<TableLock> {
         &self.state.lock
+    }
+
+    /// Data table entries handed out again after their quarantine (written,
+    /// unlinked, expired, reused), so far.
+    pub fn reused(&self) -> u64 {
+        self.state.alloc().reused()
     }
 
     async fn find(&self, io: &Io, key: &[u8]) -> Result<Option<Found>, Error> {
@@ -418,5 +451,41 @@ impl Handler for CoupledTable {
 
     fn ext(&self, e: crate::machine::Never) -> crate::machine::Never {
         match e {}
+    }
+
+    fn claim_wait(&self) -> Duration {
+        self.claim_wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (a liveness bug the fault swarm found): a configuration
+    /// with fewer index table entries per node than cuckoo candidates is
+    /// valid for Nessie (its candidates span every node), but the coupled
+    /// tables place all of a key's candidates on its home node, and the
+    /// search for distinct candidates never ended: a NessieSD worker (or a
+    /// NessieHY GET) hung on the first key. The candidates are now capped at
+    /// the node's entries, as Pilaf's ways are.
+    #[test]
+    fn a_node_with_fewer_entries_than_candidates_still_hashes_every_key() {
+        let cfg = Config {
+            nodes: 3,
+            index_slots_per_node: 1,
+            candidates: 2,
+            ..Config::default()
+        };
+        cfg.validate().expect("a valid Nessie configuration");
+        let layout = CoupledLayout::new(&cfg, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(layout.candidates(b"some key"));
+        });
+        let candidates = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the candidates of a key are found");
+        assert_eq!(candidates, vec![0]);
     }
 }

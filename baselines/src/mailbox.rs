@@ -7,7 +7,9 @@
 //!
 //! ```text
 //! | ... unused ... | key | value | pad | crc64 | lens | ctrl |   <- slot end
-//! ctrl = seq (bits 0-31) | code (bits 32-39)      code: request op or response status
+//! ctrl = seq (bits 0-31) | code (bits 32-39) | tag (bits 40-63)
+//!        code: request op or response status; tag: the client process's
+//!        incarnation (requests; 0 in responses)
 //! lens = key_len (bits 0-31) | value_len (bits 32-63)
 //! crc64 over key | value | pad | lens | ctrl  (CRC-64/XZ)
 //! ```
@@ -26,6 +28,23 @@
 //! `seq`, so exactly one of the two wins and the word records which. A
 //! cancelled request never executes, which keeps the client's `Timeout`
 //! true ("nothing was committed") and safe to retry.
+//!
+//! A claim word carries the request's incarnation tag too (bits 40-63, as
+//! its ctrl word does): each client process draws one when it starts, so
+//! that a worker can tell whether the word's request and the one in the
+//! slot were numbered by the same process. Only then does their order mean
+//! anything, and a word *newer* than the slot's request says the client
+//! settled that request already (it cancelled it, then a later request
+//! whose WRITE never landed): the worker skips it.
+//!
+//! **Served words.** After the claim words, each request slot of a node has
+//! a served word, which only the node's workers write: the ctrl word of the
+//! last request a worker took from the slot, stored (by CPU) before the
+//! request runs. A worker that replaces one that crashed reads them when it
+//! starts, and never takes a request its predecessor took (a request stays
+//! in its slot after it was served, and its claim word may since have been
+//! overwritten by a restarted client's cancels); it also never runs a
+//! request whose claim word already named it as claimed when it started.
 
 use nessie_protocol::{Error, NodeId, RemoteAddr};
 
@@ -97,10 +116,23 @@ pub const CLAIMED: u8 = 1;
 /// Claim-word state: the client gave up; the request never runs.
 pub const CANCELLED: u8 = 2;
 
-/// A claim word: `seq` in bits 0-31, the state in bits 32-39.
+/// A claim word: `seq` in bits 0-31, the state in bits 32-39 (tag 0).
 pub fn claim_word(seq: u32, state: u8) -> u64 {
     ctrl_word(seq, state)
 }
+
+/// A claim word of request `seq` of the client incarnation `tag` (24 bits).
+pub fn tagged_claim_word(seq: u32, state: u8, tag: u32) -> u64 {
+    tagged_ctrl(seq, state, tag)
+}
+
+/// The incarnation tag of a ctrl or claim word (bits 40-63).
+pub fn tag_of(word: u64) -> u32 {
+    (word >> 40) as u32
+}
+
+/// The tags are 24 bits.
+pub const TAG_MASK: u32 = (1 << 24) - 1;
 
 /// Where the slots live in each node's data region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,14 +156,22 @@ impl MailboxLayout {
         }
     }
 
-    /// Bytes the slots and claim words occupy.
+    /// Bytes the slots, claim words and served words occupy.
     pub fn bytes(&self) -> u64 {
-        2 * u64::from(self.clients_total) * self.slot_bytes + 8 * u64::from(self.clients_total)
+        2 * u64::from(self.clients_total) * self.slot_bytes + 16 * u64::from(self.clients_total)
     }
 
     /// Offset of client `g`'s claim word (see the module documentation).
     pub fn claim_offset(&self, g: u32) -> u64 {
         self.base + 2 * u64::from(self.clients_total) * self.slot_bytes + 8 * u64::from(g)
+    }
+
+    /// Offset of the served word of client `g`'s request slot on a node: the
+    /// ctrl word of the last request a worker took from it, written by the
+    /// worker before it runs the request, so that a worker replacing one
+    /// that crashed never takes it again (see the module documentation).
+    pub fn served_offset(&self, g: u32) -> u64 {
+        self.claim_offset(self.clients_total) + 8 * u64::from(g)
     }
 
     /// End offset (exclusive) of client `g`'s request slot.
@@ -158,6 +198,8 @@ pub struct Message {
     pub seq: u32,
     /// Request op or response status code.
     pub code: u8,
+    /// The sending client's incarnation tag (requests; 0 in responses).
+    pub tag: u32,
     /// The key (requests).
     pub key: Vec<u8>,
     /// The value (PUT requests, GET responses).
@@ -168,20 +210,29 @@ fn ctrl_word(seq: u32, code: u8) -> u64 {
     u64::from(seq) | (u64::from(code) << 32)
 }
 
+fn tagged_ctrl(seq: u32, code: u8, tag: u32) -> u64 {
+    ctrl_word(seq, code) | (u64::from(tag & TAG_MASK) << 40)
+}
+
 /// Splits a ctrl word into (seq, code).
 pub fn split_ctrl(ctrl: u64) -> (u32, u8) {
     (ctrl as u32, (ctrl >> 32) as u8)
 }
 
-/// Encodes a message: payload, pad, crc64, lens, ctrl.
+/// Encodes a message: payload, pad, crc64, lens, ctrl (tag 0).
 pub fn encode(seq: u32, code: u8, key: &[u8], value: &[u8]) -> Vec<u8> {
+    encode_tagged(seq, code, 0, key, value)
+}
+
+/// Encodes a message of the client incarnation `tag` (24 bits).
+pub fn encode_tagged(seq: u32, code: u8, tag: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
     let payload = round8((key.len() + value.len()) as u64) as usize;
     let mut out = Vec::with_capacity(payload + TRAILER_BYTES as usize);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
     out.resize(payload, 0);
     let lens = (key.len() as u64) | ((value.len() as u64) << 32);
-    let ctrl = ctrl_word(seq, code);
+    let ctrl = tagged_ctrl(seq, code, tag);
     let mut digest = CRC64.digest();
     digest.update(&out);
     digest.update(&lens.to_le_bytes());
@@ -227,6 +278,7 @@ pub fn decode(bytes: &[u8]) -> Option<Message> {
     Some(Message {
         seq,
         code,
+        tag: tag_of(ctrl),
         key: bytes[..k].to_vec(),
         value: bytes[k..k + v].to_vec(),
     })
@@ -352,7 +404,8 @@ mod tests {
         assert_eq!(l.request_end(0), 64 + 144);
         assert_eq!(l.response_end(0), 64 + 7 * 144);
         assert_eq!(l.response_end(5), l.claim_offset(0));
-        assert_eq!(l.claim_offset(5) + 8, 64 + l.bytes());
+        assert_eq!(l.claim_offset(5) + 8, l.served_offset(0));
+        assert_eq!(l.served_offset(5) + 8, 64 + l.bytes());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 100])[120..], l.slot_bytes).is_some());
         assert!(payload_len(&encode(1, 1, &[0; 16], &[0; 105])[128..], l.slot_bytes).is_none());
     }

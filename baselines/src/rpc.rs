@@ -34,8 +34,8 @@ use nessie_protocol::{ClientId, Config, Error, NodeId, Op, OpOutput, RemoteAddr}
 
 use crate::machine::{Ext, Io, OpClass};
 use crate::mailbox::{
-    claim_word, encode, read_message, split_ctrl, MailboxLayout, Response, RpcOp, CANCELLED,
-    CLAIMED,
+    encode_tagged, read_message, split_ctrl, tag_of, tagged_claim_word, MailboxLayout, Response,
+    RpcOp, CANCELLED, CLAIMED, TAG_MASK,
 };
 
 /// A client's request channel to every node's server workers.
@@ -45,6 +45,9 @@ pub struct RpcClient {
     /// The client's global slot number.
     g: u32,
     seq: u32,
+    /// This client process's incarnation tag (24 bits), in its requests'
+    /// ctrl words and its cancels.
+    tag: u32,
     /// What the client last knew of its claim word on each node.
     claims: Vec<u64>,
     /// How long to wait for a response before settling the request.
@@ -82,6 +85,7 @@ pub struct RpcCall {
     layout: MailboxLayout,
     g: u32,
     seq: u32,
+    tag: u32,
     home: NodeId,
     op: RpcOp,
     timeout: Duration,
@@ -112,7 +116,8 @@ impl RpcClient {
         // A server skips a slot whose sequence number it has already served,
         // so a client that reuses a slot (a restarted client with the same id)
         // must not start where its predecessor stopped: it starts at a number
-        // drawn from the clock (a collision has probability 2^-32).
+        // drawn from the clock (a collision has probability 2^-32), and
+        // draws its incarnation tag from it too.
         let clock = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -120,19 +125,22 @@ impl RpcClient {
     }
 
     /// The channel of the client with global slot number `g`, whose sequence
-    /// numbers are drawn from `entropy` (a deterministic driver passes its
-    /// seed; [`RpcClient::new`] the wall clock).
+    /// numbers and incarnation tag are drawn from `entropy` (a deterministic
+    /// driver passes its seed; [`RpcClient::new`] the wall clock).
     pub fn with_first_seq(
         layout: MailboxLayout,
         g: u32,
         entropy: u64,
         timeout: Duration,
     ) -> RpcClient {
-        let seq = nessie_protocol::hash::stable_hash(entropy, &g.to_le_bytes()) as u32;
+        let h = nessie_protocol::hash::stable_hash(entropy, &g.to_le_bytes());
+        let seq = h as u32;
+        let tag = ((h >> 32) as u32 & TAG_MASK).max(1);
         RpcClient {
             layout,
             g,
             seq,
+            tag,
             claims: Vec::new(),
             timeout,
             faults: RpcFaults::default(),
@@ -153,6 +161,7 @@ impl RpcClient {
             layout: self.layout,
             g: self.g,
             seq: self.seq,
+            tag: self.tag,
             home,
             op,
             timeout: self.timeout,
@@ -191,7 +200,7 @@ impl RpcCall {
     ) -> Result<Response, Error> {
         let mutation = self.op != RpcOp::Get;
         let deadline = io.now().plus(self.timeout);
-        let msg = encode(self.seq, self.op as u8, key, value);
+        let msg = encode_tagged(self.seq, self.op as u8, self.tag, key, value);
         let req_end = self.layout.request_end(self.g);
         let local = self.home == io.own();
         let op = if local {
@@ -277,7 +286,7 @@ impl RpcCall {
     /// answer (see the module documentation). Bounded by the timeout.
     async fn settle<X: Ext>(&mut self, io: &Io<X>, local: bool) -> Settled {
         let addr = RemoteAddr::data(self.home, self.layout.claim_offset(self.g));
-        let cancel = claim_word(self.seq, CANCELLED);
+        let cancel = tagged_claim_word(self.seq, CANCELLED, self.tag);
         let deadline = io.now().plus(self.timeout);
         let mut backoff = Duration::from_micros(100);
         let mut last_error = None;
@@ -306,6 +315,7 @@ impl RpcCall {
                 Some(Ok(OpOutput::Cas { previous })) => {
                     self.claim = previous;
                     let (s, state) = split_ctrl(previous);
+                    let s = if tag_of(previous) == self.tag { s } else { 0 };
                     if s == self.seq && state == CANCELLED {
                         // An earlier cancel of ours landed; its completion did not.
                         return Settled::Cancelled;
@@ -320,7 +330,8 @@ impl RpcCall {
                         };
                     }
                     // The word held an older request's decision than we
-                    // knew (a restarted client): try again from it.
+                    // knew (or one of an earlier process of this client):
+                    // try again from it.
                 }
                 other => {
                     // The CAS may or may not have executed: the next one tells.

@@ -31,8 +31,8 @@ use crate::blocking::Driver;
 use crate::cpu::thread_cpu_time;
 use crate::machine::{cas_previous, Effect, Exec, Ext, Io, OpClass, Resolution, Step};
 use crate::mailbox::{
-    claim_word, encode, read_message, split_ctrl, MailboxLayout, Request, RpcOp, Status, CANCELLED,
-    CLAIMED,
+    encode, read_message, split_ctrl, tag_of, tagged_claim_word, MailboxLayout, Request, RpcOp,
+    Status, CANCELLED, CLAIMED,
 };
 
 /// Executes requests on one node's tables. Shared by that node's workers.
@@ -51,6 +51,28 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Performs one of the system's own effects (every driver calls this).
     fn ext(&self, e: <Self::Ext as Ext>::Effect) -> <Self::Ext as Ext>::Resolution;
+
+    /// How long a worker waits for the completion of its claim CAS before
+    /// it tries again (the claim word then tells whether the first one
+    /// landed). A lost completion holds the worker, and every client whose
+    /// slots it serves, this long: [`claim_wait`] of the clients' timeout
+    /// for the tables of a configured system, [`CLAIM_WAIT`] by default.
+    fn claim_wait(&self) -> Duration {
+        CLAIM_WAIT
+    }
+}
+
+/// The longest a worker waits for its claim CAS's completion (a loopback
+/// CAS takes microseconds).
+pub const CLAIM_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a worker serving clients whose operation timeout is
+/// `op_timeout` waits for its claim CAS's completion: an eighth of that
+/// timeout (as a client's cancel CAS), at most [`CLAIM_WAIT`], so that a
+/// lost completion costs the waiting clients a fraction of their timeout
+/// rather than many timeouts.
+pub fn claim_wait(op_timeout: Duration) -> Duration {
+    (op_timeout / 8).min(CLAIM_WAIT)
 }
 
 /// The request slots one worker serves, and the sequence number it last
@@ -148,6 +170,11 @@ pub struct Worker<H: Handler> {
     clients_per_node: u16,
     /// What the worker last knew of each watched slot's claim word.
     claims: Vec<u64>,
+    /// Each slot's claim word as this worker found it when it started: a
+    /// claim in it is a predecessor's (a worker that crashed, whose claim
+    /// CASes have all landed by then, by A2), and the request it names may
+    /// have run: this worker never runs it.
+    inherited: Vec<u64>,
     counters: Arc<WorkerCounters>,
 }
 
@@ -164,6 +191,7 @@ impl<H: Handler> Worker<H> {
         let watch = Arc::new(SlotWatch::new(layout, worker, workers));
         Worker {
             claims: vec![0; watch.slots().len()],
+            inherited: vec![0; watch.slots().len()],
             handler,
             watch,
             clients_per_node,
@@ -180,9 +208,39 @@ impl<H: Handler> Worker<H> {
     /// errors are recorded in the counters (the client then sees no
     /// response and times out).
     pub async fn run(mut self, io: Io<H::Ext>) -> Result<(), Error> {
+        self.inherit(&io).await?;
         loop {
             self.serve_next(&io).await?;
         }
+    }
+
+    /// Reads the served and claim words of its slots as it starts (it may
+    /// replace a worker that crashed): the requests its predecessors took
+    /// (never taken again), what it knows of the claim words, and the
+    /// claims it inherits (never run).
+    pub async fn inherit(&mut self, io: &Io<H::Ext>) -> Result<(), Error> {
+        let layout = *self.watch.layout();
+        for (i, &g) in self.watch.slots().iter().enumerate() {
+            let (served, _) = split_ctrl(io.local_word(layout.served_offset(g)).await?);
+            if served != 0 {
+                self.watch.mark_seen(i, served);
+            }
+            let word = io.local_word(layout.claim_offset(g)).await?;
+            self.claims[i] = word;
+            self.inherited[i] = word;
+        }
+        Ok(())
+    }
+
+    /// Records that the request `ctrl` announced in the slot at position
+    /// `i` is taken (served or skipped for good): in the slot's served word
+    /// first, so that no later worker takes it again, then in the watch.
+    async fn taken(&mut self, io: &Io<H::Ext>, i: usize, ctrl: u64) -> Result<(), Error> {
+        let g = self.watch.slots()[i];
+        let at = self.watch.layout().served_offset(g);
+        io.local_write(at, ctrl.to_le_bytes().to_vec()).await?;
+        self.watch.mark_seen(i, split_ctrl(ctrl).0);
+        Ok(())
     }
 
     /// Waits for one new request and serves it; whether it was served
@@ -204,27 +262,56 @@ impl<H: Handler> Worker<H> {
         }
     }
 
-    /// Claims request `seq` of the slot at position `i` by loopback CAS of
+    /// Claims request `seq` of the client incarnation `tag` in the slot at
+    /// position `i` by loopback CAS of
     /// its claim word, from whatever older decision the word holds. An
     /// error leaves the request unserved; the next scan tries again and the
     /// word tells whether the earlier CAS landed.
-    async fn claim(&mut self, io: &Io<H::Ext>, i: usize, seq: u32) -> Result<Claim, Error> {
+    ///
+    /// A word that holds the decision of a request of the same incarnation
+    /// *newer* than `seq` means the client has moved past `seq`, settling it
+    /// first: `seq` is lost, even if it is still in the slot (the client
+    /// cancelled `seq`, then cancelled its next request, whose request WRITE
+    /// never landed: the word no longer says `seq` was cancelled, but the
+    /// slot still holds it).
+    async fn claim(
+        &mut self,
+        io: &Io<H::Ext>,
+        i: usize,
+        seq: u32,
+        tag: u32,
+    ) -> Result<Claim, Error> {
         let g = self.watch.slots()[i];
         let layout = *self.watch.layout();
         let addr = RemoteAddr::data(io.own(), layout.claim_offset(g));
-        let mine = claim_word(seq, CLAIMED);
+        let mine = tagged_claim_word(seq, CLAIMED, tag);
         let slot_end = layout.request_end(g);
+        if self.inherited[i] == mine {
+            // Claimed by a worker before this one, which may have run it
+            // (its client learns an unknown outcome): never again.
+            return Ok(Claim::Lost);
+        }
         for _ in 0..4 {
+            // What the worker last saw of the word: if it still holds that,
+            // nothing newer happened (a restarted client's first request is
+            // claimed from its predecessor's last decision).
             let expect = self.claims[i];
+            let (known, state) = split_ctrl(expect);
+            if tag_of(expect) == tag && ((known == seq && state == CANCELLED) || newer(known, seq))
+            {
+                // The word was seen to decide this request (or a newer one)
+                // already: never claim from it.
+                return Ok(Claim::Lost);
+            }
             // A loopback CAS takes microseconds; a lost completion must not
-            // hold the worker for long.
+            // hold the worker (and the clients it serves) for long.
             let cas = Op::Cas {
                 addr,
                 expect,
                 new: mine,
             };
             let r = io
-                .round_within(vec![cas], OpClass::Data, Duration::from_millis(50))
+                .round_within(vec![cas], OpClass::Data, self.handler.claim_wait())
                 .await;
             let previous = cas_previous(&r[0])?;
             self.claims[i] = previous;
@@ -233,17 +320,27 @@ impl<H: Handler> Worker<H> {
                 return Ok(Claim::Won);
             }
             let (s, state) = split_ctrl(previous);
-            if s == seq {
+            let same_process = tag_of(previous) == tag;
+            if same_process && s == seq {
                 return Ok(if state == CANCELLED {
                     Claim::Lost
                 } else {
                     Claim::Won // our earlier CAS landed, its completion did not
                 });
             }
-            // The client cancelled requests this worker never saw. If `seq`
-            // is no longer in the slot the client has moved on (so it
-            // settled `seq` already); otherwise the word is older than
-            // `seq`: try again from it.
+            if same_process && newer(s, seq) {
+                return Ok(Claim::Lost);
+            }
+            // The word is older than `seq` (the client cancelled requests this
+            // worker never saw), or of another process of the client: a
+            // restarted client's request over its predecessor's word, or a
+            // predecessor's request still in the slot under its successor's
+            // word. (Open: if the predecessor had cancelled that request and
+            // the successor's cancel of a request that never landed here
+            // overwrote the word, the cancelled request runs; see
+            // docs/baselines.md.) If `seq` is no longer in the slot the
+            // client has moved on (so it settled `seq` already); otherwise
+            // try again from the word.
             let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
             if in_slot != seq {
                 return Ok(Claim::Lost);
@@ -268,11 +365,11 @@ impl<H: Handler> Worker<H> {
         let req = Request::from_message(&msg);
         let mutation = req.as_ref().is_some_and(|r| r.op != RpcOp::Get);
         let claims = !self.counters.skip_claims.load(Ordering::Relaxed);
-        if mutation && claims && self.claim(io, i, seq).await? == Claim::Lost {
-            self.watch.mark_seen(i, seq);
+        if mutation && claims && self.claim(io, i, seq, msg.tag).await? == Claim::Lost {
+            self.taken(io, i, ctrl).await?;
             return Ok(false);
         }
-        self.watch.mark_seen(i, seq);
+        self.taken(io, i, ctrl).await?;
         let (status, value) = match req {
             Some(req) => self.handler.handle(io, req).await?,
             None => (Status::BadRequest, Vec::new()),
@@ -297,6 +394,15 @@ impl<H: Handler> Worker<H> {
         }
         Ok(true)
     }
+}
+
+/// Whether the claim word's sequence number `s` is of a request the client
+/// process sent after `seq` (a process numbers its requests one after
+/// another, wrapping and skipping 0; 0 is no decision at all). Only
+/// numbers of one process (one incarnation tag) are compared: a restarted
+/// client draws a fresh first number.
+fn newer(s: u32, seq: u32) -> bool {
+    s != 0 && s != seq && (s.wrapping_sub(seq) as i32) > 0
 }
 
 /// Counters a pool's threads share.
@@ -522,5 +628,281 @@ where
     }
     if !parked {
         account(&mut cpu_mark);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coupled::{CoupledLayout, CoupledTable};
+    use crate::machine::{Machine, Plain};
+    use crate::mailbox::claim_word;
+    use nessie_protocol::{Completion, Config, Nanos, OpOutput};
+
+    /// One node, one client (slot 0), one worker, an operation timeout of
+    /// 4 ms.
+    fn setup() -> (Config, CoupledLayout, Vec<u8>) {
+        let mut cfg = Config {
+            nodes: 1,
+            index_slots_per_node: 8,
+            dtes_per_node: 8,
+            clients_per_node: 1,
+            max_key_len: 8,
+            max_value_len: 8,
+            ..Config::default()
+        };
+        cfg.retry.op_timeout = Duration::from_millis(4);
+        let layout = CoupledLayout::new(&cfg, cfg.filter_bits);
+        let mem = vec![0u8; layout.region_bytes() as usize];
+        (cfg, layout, mem)
+    }
+
+    /// Puts client 0's PUT number `seq` in its request slot; its control word.
+    fn put_request(layout: &CoupledLayout, mem: &mut [u8], seq: u32) -> u64 {
+        let msg = encode(seq, RpcOp::Put as u8, b"key", b"value");
+        let end = layout.mailbox.request_end(0) as usize;
+        mem[end - msg.len()..end].copy_from_slice(&msg);
+        crate::bytes::word(mem, end - 8)
+    }
+
+    /// What a worker did with the requests it was handed.
+    #[derive(Debug, Default)]
+    struct Served {
+        /// Each claim CAS: when it was posted, its deadline, what it
+        /// expected.
+        claims: Vec<(Nanos, Nanos, u64)>,
+        /// The requests it answered.
+        answered: Vec<u32>,
+    }
+
+    /// Runs one worker on the coupled tables of `cfg` over `mem` (its
+    /// node's data region), handing it client 0's PUTs `hand` in order (each
+    /// written into the slot first), until it waits for a request with none
+    /// left. CPU accesses execute at once; claim CASes execute on `mem`, the
+    /// first one's completion lost if `lose_first_claim`.
+    fn serve(
+        cfg: &Config,
+        layout: CoupledLayout,
+        mem: &mut [u8],
+        hand: &[u32],
+        lose_first_claim: bool,
+    ) -> Served {
+        let table = Arc::new(CoupledTable::new(layout, NodeId(0), cfg));
+        let counters = Arc::new(WorkerCounters::default());
+        let worker = Worker::new(table, layout.mailbox, 0, 1, 1, counters);
+        let mut m: Machine<(), Plain> = Machine::new(NodeId(0), 1, move |io| worker.run(io));
+        let response_end = layout.mailbox.response_end(0);
+        let mut now = Nanos(1_000_000);
+        let mut out = Served::default();
+        let mut hand = hand.iter();
+        for _ in 0..1000 {
+            match m.poll(now) {
+                Step::Effect(Effect::AwaitRequest(w)) => {
+                    // A driver hands a worker only requests its watch says
+                    // it has not taken.
+                    let index = w.position(0).expect("the worker serves slot 0");
+                    let next = hand.find_map(|&seq| {
+                        let ctrl = put_request(&layout, mem, seq);
+                        w.is_new(index, ctrl).then_some(ctrl)
+                    });
+                    let Some(ctrl) = next else {
+                        return out;
+                    };
+                    m.resolve(Resolution::Request { index, ctrl });
+                }
+                Step::Effect(Effect::AwaitLock(_)) => m.resolve(Resolution::Waited),
+                Step::Effect(e) => panic!("unexpected effect {e:?}"),
+                Step::Post(wrs) | Step::PostDetached(wrs) => {
+                    for wr in wrs {
+                        let result = match &wr.op {
+                            Op::LocalRead { offset, len } => {
+                                let o = *offset as usize;
+                                OpOutput::Read(mem[o..o + *len as usize].to_vec())
+                            }
+                            Op::LocalWrite { offset, data } => {
+                                let o = *offset as usize;
+                                mem[o..o + data.len()].copy_from_slice(data);
+                                if offset + data.len() as u64 == response_end {
+                                    let ctrl = crate::bytes::word(data, data.len() - 8);
+                                    out.answered.push(split_ctrl(ctrl).0);
+                                }
+                                OpOutput::Written
+                            }
+                            Op::Cas { addr, expect, new } => {
+                                let deadline = m.exec().deadline().expect("a claim's deadline");
+                                out.claims.push((now, deadline, *expect));
+                                let at = addr.offset as usize;
+                                let previous = crate::bytes::word(mem, at);
+                                if previous == *expect {
+                                    mem[at..at + 8].copy_from_slice(&new.to_le_bytes());
+                                }
+                                if lose_first_claim && out.claims.len() == 1 {
+                                    now = deadline.plus(Duration::from_nanos(1));
+                                    continue;
+                                }
+                                OpOutput::Cas { previous }
+                            }
+                            other => panic!("unexpected {other:?}"),
+                        };
+                        m.complete(Completion {
+                            id: wr.id,
+                            result: Ok(result),
+                        });
+                    }
+                }
+                Step::Pending => now = now.plus(Duration::from_nanos(100)),
+                Step::Done(r) => panic!("the worker ended: {r:?}"),
+            }
+        }
+        panic!("the worker never waited for another request: {out:?}")
+    }
+
+    fn claim_word_of(layout: &CoupledLayout, mem: &[u8]) -> u64 {
+        crate::bytes::word(mem, layout.mailbox.claim_offset(0) as usize)
+    }
+
+    /// Regression (a liveness bug the fault swarm found): a worker whose
+    /// claim CAS completion was lost waited a fixed 50 ms before trying
+    /// again, whatever the clients' timeout. With the swarm's operation
+    /// timeouts of 1-80 ms, one lost completion made the worker, and every
+    /// client it serves, unavailable for up to 40 timeouts, and the lone
+    /// writer after the faults found keys it could not write. The wait is
+    /// now an eighth of the clients' timeout (at most 50 ms): the worker
+    /// claims again then, and the word tells it the first CAS landed.
+    #[test]
+    fn a_lost_claim_completion_holds_the_worker_an_eighth_of_the_timeout() {
+        let (cfg, layout, mut mem) = setup();
+        assert_eq!(claim_wait(cfg.retry.op_timeout), Duration::from_micros(500));
+        assert_eq!(claim_wait(Duration::from_secs(10)), CLAIM_WAIT);
+        // The first claim fails (its completion is lost): the worker is
+        // handed the request again.
+        let served = serve(&cfg, layout, &mut mem, &[5, 5], true);
+        assert_eq!(served.claims.len(), 2, "{served:?}");
+        let (posted, deadline, _) = served.claims[0];
+        assert_eq!(deadline.since(posted), Duration::from_micros(500));
+        // The second claim finds the first one's mark and serves the PUT.
+        assert_eq!(served.answered, [5], "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+    }
+
+    /// Regression (a safety bug the fault swarm found, Pilaf seed 1,128):
+    /// the client cancelled its PUT 5 (claim word `5 | CANCELLED`), then
+    /// sent PUT 6, whose request WRITE was refused at its landing deadline
+    /// (it never landed: the slot still holds PUT 5), and cancelled it too
+    /// (`6 | CANCELLED`). A late worker then found PUT 5 in the slot and a
+    /// word that is not PUT 5's, took the word for an older decision and
+    /// claimed PUT 5 from it: a PUT its client reported as not committed
+    /// committed. A word newer than the request means the client settled
+    /// the request already: the worker skips it.
+    #[test]
+    fn a_request_the_client_cancelled_before_a_newer_cancel_never_runs() {
+        let (cfg, layout, mut mem) = setup();
+        let at = layout.mailbox.claim_offset(0) as usize;
+        mem[at..at + 8].copy_from_slice(&claim_word(6, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(6, CANCELLED));
+        // Nothing was written: the key's candidates are all empty.
+        for slot in layout.candidates(b"key") {
+            let ite = crate::bytes::word(&mem, layout.index_offset(slot) as usize);
+            assert_eq!(ite, 0, "the cancelled PUT was stored");
+        }
+        // An older decision in the word (the client's PUT 4, settled before
+        // it sent PUT 5) is claimed from, and the PUT runs. (Each scenario
+        // starts with no request taken from the slot.)
+        let served_at = layout.mailbox.served_offset(0) as usize;
+        mem[served_at..served_at + 8].copy_from_slice(&0u64.to_le_bytes());
+        mem[at..at + 8].copy_from_slice(&claim_word(4, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // A word of another process of the client (a restarted client: its
+        // own tag) says nothing about the order: the request is claimed,
+        // however its number compares.
+        mem[served_at..served_at + 8].copy_from_slice(&0u64.to_le_bytes());
+        mem[at..at + 8].copy_from_slice(&tagged_claim_word(6, CANCELLED, 7).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // Sequence numbers wrap (and skip 0): 1 comes after u32::MAX.
+        assert!(newer(1, u32::MAX) && !newer(u32::MAX, 1));
+        assert!(!newer(0, 5) && !newer(5, 5) && newer(6, 5) && !newer(4, 5));
+    }
+
+    /// Regression (a safety bug the fault swarm found once it crashed server
+    /// workers, all three systems at seed 2): a worker claimed a PUT, ran
+    /// it, answered and crashed; its replacement, which knows nothing of
+    /// what its predecessor served, found the PUT still in the slot, read
+    /// the claim word `seq | CLAIMED`, took it for its own earlier claim
+    /// whose completion was lost, and ran the PUT a second time, after
+    /// later writes of the key. A claim word names the request, not the
+    /// worker: a worker reads its slots' claim words when it starts, and
+    /// never runs a request claimed before (by A2 its predecessor's claim
+    /// CASes have all landed by then), even when a claim CAS of its own
+    /// for that request failed first (NessieSD seed 18: it could not tell
+    /// whose claim it then found).
+    #[test]
+    fn a_replacement_worker_never_reruns_a_request_its_predecessor_claimed() {
+        let (cfg, layout, mut mem) = setup();
+        let at = layout.mailbox.claim_offset(0) as usize;
+        mem[at..at + 8].copy_from_slice(&claim_word(5, CLAIMED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5, 5], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert!(served.claims.is_empty(), "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // The client's next PUT is claimed and runs.
+        let served = serve(&cfg, layout, &mut mem, &[5, 6], false);
+        assert_eq!(served.answered, [6], "{served:?}");
+    }
+
+    /// Regression (a safety bug the fault swarm found once it crashed server
+    /// workers, NessieSD seed 104): a worker served client 0's PUT 5 (which
+    /// stays in the slot), the client crashed, and its new process cancelled
+    /// a request whose WRITE never reached this node, overwriting the claim
+    /// word with its own decision. A worker that then replaced a crashed
+    /// one knew neither that PUT 5 was served nor that it was claimed, and
+    /// ran it again. Workers record each request they take in the slot's
+    /// served word, which a replacement reads when it starts.
+    #[test]
+    fn a_replacement_worker_never_takes_a_request_its_predecessor_took() {
+        let (cfg, layout, mut mem) = setup();
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
+        let ctrl = put_request(&layout, &mut mem, 5);
+        let at = layout.mailbox.served_offset(0) as usize;
+        assert_eq!(crate::bytes::word(&mem, at), ctrl);
+        // The client's next process (its own tag) cancels a request of its
+        // own over the word.
+        let claim = layout.mailbox.claim_offset(0) as usize;
+        mem[claim..claim + 8].copy_from_slice(&tagged_claim_word(9, CANCELLED, 7).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert!(served.claims.is_empty(), "{served:?}");
+        // Without the served word, the replacement runs PUT 5 again.
+        mem[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5], false);
+        assert_eq!(served.answered, [5], "{served:?}");
+    }
+
+    /// Regression (a safety bug the fault swarm found, Pilaf seed 5,032;
+    /// older than the claim words' tags): the client cancelled its PUT 5 and
+    /// then its DELETE 6 (both request WRITEs failed after landing). A late
+    /// worker, handed PUT 5, learnt the word `6 | CANCELLED` from its failed
+    /// claim and skipped PUT 5; handed DELETE 6 next, it claimed "from what
+    /// it last saw", `6 | CANCELLED` itself, and won: a DELETE its client
+    /// reported as not committed ran. A word the worker knows to decide the
+    /// request (or a newer one) is not claimed from.
+    #[test]
+    fn a_worker_never_claims_from_the_cancel_of_the_request_itself() {
+        let (cfg, layout, mut mem) = setup();
+        let at = layout.mailbox.claim_offset(0) as usize;
+        mem[at..at + 8].copy_from_slice(&claim_word(6, CANCELLED).to_le_bytes());
+        let served = serve(&cfg, layout, &mut mem, &[5, 6], false);
+        assert!(served.answered.is_empty(), "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(6, CANCELLED));
+        // Its next request, 7, is claimed from the cancel of 6.
+        let served = serve(&cfg, layout, &mut mem, &[5, 6, 7], false);
+        assert_eq!(served.answered, [7], "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(7, CLAIMED));
     }
 }

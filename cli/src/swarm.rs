@@ -30,9 +30,16 @@ pub struct SwarmArgs {
     #[arg(long, default_value_t = 200)]
     pub shrink_budget: usize,
     /// The system under test (nessie, nessie-sd, nessie-hy, pilaf): the
-    /// baselines take the same network faults and client crashes.
+    /// baselines take the same shapes, workloads, network faults and client
+    /// crashes, and draw server workers, NessieHY's GET optimisations and
+    /// per-node table sizes of their own (`SwarmCase::for_system`).
     #[arg(long, default_value = "nessie")]
     pub system: String,
+    /// The baselines' test-only fault switches to run instead of the correct
+    /// baseline (comma separated: skip-claims, skip-epoch-check), to watch
+    /// the swarm catch them.
+    #[arg(long, value_delimiter = ',')]
+    pub server_faults: Vec<String>,
     /// The A2 negative control (`SwarmCase::without_a2`): mutations that
     /// reach their responder after their landing deadline execute anyway
     /// (packets held past the margin), and a quarter of the requests are
@@ -89,8 +96,11 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     let seeds = args.first_seed..args.first_seed + args.cases;
     let late = args.late_landing;
     let system: nessie_sim::System = args.system.parse().map_err(|e| format!("{e}"))?;
+    let server_faults =
+        nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
     let s = run_swarm(seeds, faults, true, |c| {
-        c.system = system;
+        *c = SwarmCase::for_system(c.seed, system);
+        c.server_faults = server_faults;
         if late {
             *c = c.clone().without_a2();
         }
@@ -98,8 +108,8 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
-         {} operations with unknown outcome, {} crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
-         {} MIGRATEs, {} entries of crashed or overrunning owners recovered; \
+         {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
+         {} MIGRATEs (the baselines: cuckoo moves), {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases); \
          data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
         s.cases,
@@ -110,6 +120,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.inconclusive,
         s.unknown_ops,
         s.crashes,
+        s.server_crashes,
         s.lost_completions,
         s.landing_deadline_refusals,
         s.late_landings,

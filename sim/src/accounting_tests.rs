@@ -172,15 +172,16 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
     // Worker (idle, 2 slots): notices it 100 + 10 x 2 / 2 = 110 later
     // (1,989), takes it: 300 + the request's CRC64 40 / 1.5 = 27 (2,316);
     // reads it back by CPU: trailer 24 B (copy 5 + miss 100: 2,421), message
-    // 40 B (8 + 100: 2,529); the key's 3 candidate entries, empty (3 x (2 +
-    // 100): 2,835); seals the 24-byte response (CRC 16: 2,851) and WRITEs it
-    // unsignaled: NIC 500 + (24 + 58) B 66, wire 500, NIC 500: lands at 4,417.
+    // 40 B (8 + 100: 2,529); records it taken in the slot's served word, 8 B
+    // (2 + 100: 2,631); the key's 3 candidate entries, empty (3 x (2 +
+    // 100): 2,937); seals the 24-byte response (CRC 16: 2,953) and WRITEs it
+    // unsignaled: NIC 500 + (24 + 58) B 66, wire 500, NIC 500: lands at 4,519.
     // Meanwhile the request WRITE's completion reached the client (node 1's
     // NIC 500 + 47, wire 500, node 0's NIC 500: 3,426), its step (300)
-    // found no response yet, so the landing wakes it: 4,417 + 100 (its miss
-    // on the control word) = 4,517, one step (300) and the response read
-    // back by CPU (24 B twice: 5 + 5, no step after a CPU access): 4,827.
-    assert_eq!(e.get_lat, vec![4_827]);
+    // found no response yet, so the landing wakes it: 4,519 + 100 (its miss
+    // on the control word) = 4,619, one step (300) and the response read
+    // back by CPU (24 B twice: 5 + 5, no step after a CPU access): 4,929.
+    assert_eq!(e.get_lat, vec![4_929]);
     let busy: u64 = e
         .servers
         .as_ref()
@@ -189,7 +190,9 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
         .iter()
         .map(|w| w.busy_ns)
         .sum();
-    assert_eq!(busy, 327 + 105 + 108 + 3 * 102 + 16);
+    // The request's CPU, plus each worker's reads, as it starts, of its 2
+    // slots' served and claim words (4 x 102 each).
+    assert_eq!(busy, 327 + 105 + 108 + 102 + 3 * 102 + 16 + 2 * 4 * 102);
     // The idle worker's scan before it took the request: 110.
     let scan: u64 = e
         .servers

@@ -99,6 +99,22 @@ pub struct Chaos {
     /// `docs/protocol.md` says safety rests on A2.
     #[serde(default)]
     pub late_landing: bool,
+    /// Server workers of the server-driven systems (NessieSD, NessieHY,
+    /// Pilaf) crash, per mille of their crash points: taking a request from
+    /// its slot, the completion of its claim CAS (which may have landed),
+    /// and right after posting a response. All three lie outside the node's
+    /// table lock: the baselines' tables are not crash-consistent (a worker
+    /// dying inside its critical section would leave a half-done cuckoo
+    /// move, which nothing in them repairs), and a worker holds nothing
+    /// else. A crashed worker is replaced by a fresh one (nothing of its
+    /// predecessor's memory: neither the requests it served nor the claim
+    /// words it saw) after `server_restart_after_ns`.
+    #[serde(default)]
+    pub server_crash_permille: u32,
+    /// How long a crashed server worker stays down (at least the deadline
+    /// margin).
+    #[serde(default)]
+    pub server_restart_after_ns: u64,
 }
 
 impl Chaos {
@@ -121,6 +137,8 @@ impl Chaos {
         boundary_delays: false,
         straggler_step_ns: 0,
         late_landing: false,
+        server_crash_permille: 0,
+        server_restart_after_ns: 0,
     };
 
     /// Whether any fault is on (the engine then arms deadline wake-ups).
@@ -144,6 +162,7 @@ impl Chaos {
             ("outage", self.outage_permille > 0),
             ("skew", self.skew),
             ("late-landing", self.late_landing),
+            ("server-crash", self.server_crash_permille > 0),
         ] {
             if on {
                 v.push(name);
@@ -168,6 +187,7 @@ impl Chaos {
             "outage" => c.outage_permille = 0,
             "skew" => c.skew = false,
             "late-landing" => c.late_landing = false,
+            "server-crash" => c.server_crash_permille = 0,
             _ => {}
         }
         c

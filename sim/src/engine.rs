@@ -169,6 +169,11 @@ pub(crate) enum Ev {
     WorkerPoll(usize),
     /// A server worker's wait is over (worker, round).
     WorkerDue(usize, u64),
+    /// A server worker's round may be past its deadline with completions
+    /// missing (worker, round).
+    WorkerWake(usize, u64),
+    /// A crashed server worker's replacement starts.
+    WorkerRestart(usize),
     /// The preload of a server-driven system is done: the measured
     /// workload starts.
     Measure,
@@ -219,6 +224,8 @@ pub(crate) struct Engine {
     background: Vec<u64>,
     /// The server side of a server-driven system.
     pub(crate) servers: Option<Servers>,
+    /// Makes a baseline client's core afresh, for a restarted client.
+    pub(crate) core_maker: Option<crate::systems::CoreMaker>,
     /// Cell's region directory.
     pub(crate) dir: Option<Arc<nessie_cell::region::Directory>>,
     /// When the measured workload started (after a server-driven system's
@@ -226,6 +233,8 @@ pub(crate) struct Engine {
     pub(crate) measure_from: u64,
     /// Clients still preloading.
     pub(crate) preloading: usize,
+    /// The faults of the measured workload, held back during a preload.
+    pub(crate) held_chaos: Option<Chaos>,
     pub(crate) node_down: Vec<bool>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
@@ -380,6 +389,7 @@ impl Engine {
             crate::systems::run_at_once(&mut mem, st, &mut m, Nanos(EPOCH / 2))?;
         }
         let dir = setup.as_ref().and_then(|s| s.dir.clone());
+        let core_maker = setup.as_mut().and_then(|s| s.maker.take());
         let mut servers = setup.map(|s| s.servers);
         if let Some(sv) = servers.as_mut() {
             for (w, worker) in sv.workers.iter_mut().enumerate() {
@@ -402,9 +412,11 @@ impl Engine {
             cores: vec![0; background.len()],
             background,
             servers,
+            core_maker,
             dir,
             measure_from: EPOCH,
             preloading: 0,
+            held_chaos: None,
             node_down: vec![false; usize::from(spec.nodes)],
             clients,
             reqs: Vec::new(),
@@ -453,7 +465,18 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     for c in 0..e.clients.len() {
         e.schedule(EPOCH, Ev::Poll(c));
     }
-    e.plan_outages();
+    if e.preloading > 0 {
+        // A server-driven system preloads by its clients' own PUTs, in
+        // virtual time: without faults, as Nessie's preload (at once, before
+        // time starts) is. The faults start with the measured workload.
+        e.held_chaos = Some(e.spec.chaos);
+        e.spec.chaos = Chaos {
+            skew: e.spec.chaos.skew,
+            ..Chaos::NONE
+        };
+    } else {
+        e.plan_outages();
+    }
     e.horizon = if e.preloading > 0 {
         // The measured workload starts once the preload is done; a preload
         // that takes longer than every operation's longest is a failure.
@@ -534,6 +557,8 @@ impl Engine {
             Ev::KvDue(c, round) => self.on_kv_due(c, round, at),
             Ev::WorkerPoll(w) => self.step_worker(w, at),
             Ev::WorkerDue(w, round) => self.on_worker_due(w, round, at),
+            Ev::WorkerWake(w, round) => self.on_worker_wake(w, round, at),
+            Ev::WorkerRestart(w) => self.restart_worker(w, at),
             Ev::Measure => self.start_measuring(at),
         }
     }
@@ -600,6 +625,10 @@ impl Engine {
     /// core of its own can do.)
     fn start_sweep(&mut self) {
         self.sweeping = true;
+        if let Some(sv) = self.servers.as_ref() {
+            // The baselines' tables count their reuse themselves.
+            self.recycled_in_race += sv.reused();
+        }
         self.queue.clear();
         self.background.iter_mut().for_each(|b| *b = 0);
         self.spec.chaos = Chaos {
@@ -612,12 +641,24 @@ impl Engine {
             self.sweep.push((k, Kind::Put));
         }
         let now = self.now;
+        self.resume_workers(now);
         self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
         if self.clients[0].down_since.is_some() {
             self.schedule(now, Ev::Restart(0));
         } else {
             self.schedule(now, Ev::Poll(0));
         }
+    }
+
+    /// Cuckoo paths the baselines' servers moved over the run (their
+    /// nodes' move epochs advance by two per path).
+    fn cuckoo_moves(&self) -> u64 {
+        let Some(epoch) = self.servers.as_ref().and_then(|sv| sv.epoch) else {
+            return 0;
+        };
+        (0..self.spec.nodes)
+            .map(|n| self.mem.word(NodeId(n), Region::Data, epoch).unwrap_or(0) / 2)
+            .sum()
     }
 
     fn margin_ns(&self) -> u64 {
@@ -1158,6 +1199,15 @@ impl Engine {
             return; // the configuration was validated at the start
         };
         state.faults = self.spec.faults;
+        if let Some(maker) = &self.core_maker {
+            // A baseline client's core died with its process (it was inside
+            // the machine of the operation it crashed in): the new process
+            // makes its own, its sequence numbers drawn afresh as the
+            // threaded client draws them from its clock.
+            let g = u32::try_from(c).unwrap_or(u32::MAX);
+            let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.clients[c].kv_core = Some(maker.core(g, entropy));
+        }
         let cl = &mut self.clients[c];
         cl.state = state;
         cl.down_since = None;
@@ -1165,12 +1215,12 @@ impl Engine {
     }
 
     /// Draws the node outages of the whole run in advance.
-    fn plan_outages(&mut self) {
+    pub(crate) fn plan_outages(&mut self) {
         let chaos = self.spec.chaos;
         if chaos.outage_permille == 0 {
             return;
         }
-        let mut at = EPOCH;
+        let mut at = self.measure_from;
         let mut busy_until = vec![0u64; self.node_down.len()];
         while at < self.end {
             if self.dice.chance(chaos.outage_permille) {
@@ -1321,7 +1371,7 @@ impl Engine {
             put_p99_us: p99(&mut self.put_lat),
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
-            migrations: self.stats.migrations,
+            migrations: self.stats.migrations + self.cuckoo_moves(),
             recoveries: self.stats.recoveries,
             events: self.events,
             chaos: self.counts,

@@ -38,8 +38,17 @@ impl Engine {
                 cl.round += 1;
                 cl.outstanding = wrs.len();
                 cl.local_round = wrs.iter().all(|w| w.op.remote_addr().is_none());
+                let round = cl.round;
+                // Completions may never come: look again once the machine
+                // gives up on them (its round's deadline, on its clock).
+                let wake = m
+                    .deadline()
+                    .map(|d| d.0.saturating_sub(cl.clock_offset).max(t) + 1);
                 for wr in wrs {
                     self.post(Actor::Client(c), wr, t);
+                }
+                if let (Some(at), true) = (wake, self.spec.chaos.any()) {
+                    self.schedule(at, Ev::Wake(c, round));
                 }
             }
             Stepped::Wait(w) => self.kv_wait(c, w, t),
@@ -55,6 +64,7 @@ impl Engine {
         let detect = self.p.detect_ns;
         let cl = &mut self.clients[c];
         cl.round += 1;
+        cl.outstanding = 0;
         cl.local_round = false;
         let round = cl.round;
         match w {

@@ -67,6 +67,10 @@ impl Engine {
     pub(crate) fn start_measuring(&mut self, now: u64) {
         self.measure_from = now;
         self.end = now + (self.spec.seconds * 1e9) as u64;
+        if let Some(chaos) = self.held_chaos.take() {
+            self.spec.chaos = chaos;
+            self.plan_outages();
+        }
         self.horizon = self.end + self.drain_ns();
         for c in 0..self.clients.len() {
             self.schedule(now, Ev::Poll(c));
@@ -168,6 +172,15 @@ impl Engine {
         if wk.round != round {
             return;
         }
+        if matches!(wk.due, Some(Shared::Request(..)))
+            && self.dice.chance(self.spec.chaos.server_crash_permille)
+        {
+            // A crash point: about to take a request from its slot.
+            self.crash_worker(w, now);
+            return;
+        }
+        let sv = self.servers.as_mut().expect("servers");
+        let wk = &mut sv.workers[w];
         let Some(due) = wk.due.take() else {
             return;
         };
@@ -198,6 +211,106 @@ impl Engine {
         self.step_worker(w, now);
     }
 
+    /// Server worker `w` crashes at `now` (at one of its crash points,
+    /// outside its node's table lock: [`Chaos::server_crash_permille`]): its
+    /// machine and everything it knew are gone; what it posted still
+    /// travels. A fresh worker replaces it later.
+    ///
+    /// [`Chaos::server_crash_permille`]: crate::Chaos::server_crash_permille
+    pub(crate) fn crash_worker(&mut self, w: usize, now: u64) {
+        let margin = crate::engine::nanos(self.cfg.deadline_margin);
+        let after = self.spec.chaos.server_restart_after_ns.max(margin + 1);
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if wk.remake.is_none() || matches!(wk.state, WorkerState::Down) {
+            return;
+        }
+        wk.machine = None;
+        wk.state = WorkerState::Down;
+        wk.round += 1;
+        wk.due = None;
+        wk.awaiting = None;
+        wk.charge = 0;
+        wk.claim_round = None;
+        let node = usize::from(wk.node.0);
+        sv.lock_waiters[node].retain(|&x| x != w);
+        self.counts.server_crashes += 1;
+        self.schedule(now + after, Ev::WorkerRestart(w));
+    }
+
+    /// A fresh worker replaces crashed worker `w`: it knows nothing of the
+    /// requests its predecessor served or the claim words it saw, and scans
+    /// all its slots.
+    pub(crate) fn restart_worker(&mut self, w: usize, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if !matches!(wk.state, WorkerState::Down) {
+            return;
+        }
+        let Some(remake) = wk.remake.as_ref() else {
+            return;
+        };
+        wk.machine = Some(remake());
+        wk.state = WorkerState::Running;
+        wk.round += 1;
+        wk.cursor = 0;
+        wk.watch = None;
+        wk.landed = (0..wk.slots as usize).collect();
+        self.schedule(now, Ev::WorkerPoll(w));
+    }
+
+    /// The event queue was cleared (the final sweep starts; requests in
+    /// flight never land): each worker carries on from where it stands. A
+    /// worker that was due to step, or to take its wait's resolution, does
+    /// so now; one awaiting completions gives up on them at its round's
+    /// deadline, as it would on a lost completion. Idle workers wait for
+    /// requests to land, and lock waiters for the holder's release, as
+    /// before.
+    pub(crate) fn resume_workers(&mut self, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let mut due = Vec::new();
+        for (w, wk) in sv.workers.iter_mut().enumerate() {
+            match wk.state {
+                WorkerState::Running => due.push((now, Ev::WorkerPoll(w))),
+                WorkerState::Due => due.push((now, Ev::WorkerDue(w, wk.round))),
+                WorkerState::Completions => {
+                    let at = wk
+                        .machine
+                        .as_mut()
+                        .and_then(|m| m.deadline())
+                        .map_or(now, |d| d.0.max(now) + 1);
+                    due.push((at, Ev::WorkerWake(w, wk.round)));
+                }
+                WorkerState::Down => due.push((now, Ev::WorkerRestart(w))),
+                WorkerState::Idle(_) | WorkerState::Lock(_) | WorkerState::Jobs => {}
+            }
+        }
+        for (at, ev) in due {
+            self.schedule(at, ev);
+        }
+    }
+
+    /// Worker `w`'s round `round` may have reached its deadline with
+    /// completions missing: if it still waits for them, it steps (and its
+    /// machine gives up on them).
+    pub(crate) fn on_worker_wake(&mut self, w: usize, round: u64, now: u64) {
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if wk.round != round || !matches!(wk.state, WorkerState::Completions) {
+            return;
+        }
+        wk.state = WorkerState::Running;
+        self.step_worker(w, now);
+    }
+
     /// Steps worker `w` until it waits.
     pub(crate) fn step_worker(&mut self, w: usize, now: u64) {
         let (core, node) = {
@@ -221,8 +334,12 @@ impl Engine {
                 Stepped::Post(wrs) | Stepped::PostDetached(wrs) => {
                     let wk = &mut self.servers.as_mut().expect("servers").workers[w];
                     wk.round += 1;
+                    let claim = wrs.iter().any(|wr| matches!(wr.op, Op::Cas { .. }));
+                    wk.claim_round = claim.then_some(wk.round);
+                    let mut responded = false;
                     for wr in wrs {
                         if let Some(len) = self.response_bytes(&wr) {
+                            responded = true;
                             // The response is sealed with its checksum first.
                             let crc = self.p.crc_time(len);
                             self.worker_cpu(w, crc, t);
@@ -232,8 +349,21 @@ impl Engine {
                         self.post(Actor::Worker(w), wr, t);
                     }
                     t = t.max(self.cores[core]);
+                    if responded && self.dice.chance(self.spec.chaos.server_crash_permille) {
+                        // A crash point: right after posting a response.
+                        self.cores[core] = self.cores[core].max(t);
+                        self.crash_worker(w, t);
+                        self.wake_lock_waiters(usize::from(node.0), t);
+                        return;
+                    }
                     if m.outstanding() > 0 {
                         self.set_worker_state(w, WorkerState::Completions);
+                        if let (Some(d), true) = (m.deadline(), self.spec.chaos.any()) {
+                            // Completions may never come: look again once
+                            // the machine gives up on them.
+                            let round = self.worker_src(w).1;
+                            self.schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
+                        }
                         break;
                     }
                     // A detached post (the unsignaled response): go on. Its
@@ -481,6 +611,16 @@ impl Engine {
         if req.round != wk.round {
             return;
         }
+        if wk.claim_round == Some(req.round)
+            && self.dice.chance(self.spec.chaos.server_crash_permille)
+        {
+            // A crash point: its claim CAS completes (it may have landed),
+            // and the worker dies before it learns how.
+            self.crash_worker(w, now);
+            return;
+        }
+        let sv = self.servers.as_mut().expect("servers");
+        let wk = &mut sv.workers[w];
         let Some(m) = wk.machine.as_mut() else {
             return;
         };

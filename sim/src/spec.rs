@@ -94,7 +94,7 @@ impl std::str::FromStr for System {
 
 /// Test-only fault switches of the server-driven systems, so that the
 /// simulator's checks can be shown to catch a broken variant.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ServerFaults {
     /// Server workers run PUTs and DELETEs without claiming them: a request
     /// its client cancelled after timing out still runs.
@@ -102,6 +102,29 @@ pub struct ServerFaults {
     /// NessieHY's and Pilaf's GETs report a key absent after one scan,
     /// without the move-epoch check.
     pub skip_epoch_check: bool,
+}
+
+impl ServerFaults {
+    /// The switches' names, as `nessie swarm --server-faults` takes them.
+    pub const NAMES: [&'static str; 2] = ["skip-claims", "skip-epoch-check"];
+
+    /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
+    pub fn named(names: &[impl AsRef<str>]) -> Result<ServerFaults, SimError> {
+        let mut f = ServerFaults::default();
+        for n in names {
+            match n.as_ref() {
+                "skip-claims" => f.skip_claims = true,
+                "skip-epoch-check" => f.skip_epoch_check = true,
+                other => {
+                    return Err(SimError::Spec(format!(
+                        "unknown server fault {other:?} (expected one of {:?})",
+                        ServerFaults::NAMES
+                    )))
+                }
+            }
+        }
+        Ok(f)
+    }
 }
 
 /// What to simulate.
@@ -314,7 +337,8 @@ pub struct SimReport {
     pub server_errors: Vec<String>,
     /// Events processed.
     pub events: u64,
-    /// MIGRATEs run (nested ones included) by every operation.
+    /// MIGRATEs run (nested ones included) by every operation; for
+    /// NessieSD, NessieHY and Pilaf, the cuckoo paths their servers moved.
     pub migrations: u64,
     /// Entries of crashed or overrunning owners that operations recovered
     /// (aborted, settled or reclaimed).
@@ -364,7 +388,10 @@ pub struct SimReport {
     pub completed_ops: u64,
     /// Data table entries that Nessie's allocators recycled (written before,
     /// marked, expired, taken back) during the workload, while clients
-    /// raced: what the expiration period and the recycle marks protect.
+    /// raced: what the expiration period and the recycle marks protect. For
+    /// NessieSD, NessieHY and Pilaf, the data table entries (extents) their
+    /// servers handed out again after the quarantine (up to the final
+    /// sweep), which their client GETs' deadlines protect.
     #[serde(default)]
     pub recycled_in_race: u64,
     /// The fabric work of each operation of [`SimReport::history`] (same
@@ -431,6 +458,9 @@ pub struct ChaosCounts {
     pub pauses: u64,
     /// Client crashes (including those of node outages).
     pub crashes: u64,
+    /// Server worker crashes
+    /// ([`Chaos::server_crash_permille`](crate::Chaos::server_crash_permille)).
+    pub server_crashes: u64,
     /// Node outages.
     pub outages: u64,
 }

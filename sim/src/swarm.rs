@@ -24,12 +24,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use nessie_baselines::HyOptions;
 use nessie_protocol::Faults;
 
 use crate::audit::DteAudit;
 use crate::chaos::{Chaos, Dice};
 use crate::engine::simulate;
-use crate::spec::{SimError, SimReport, SimSpec, System, Tuning};
+use crate::spec::{ServerFaults, SimError, SimReport, SimSpec, System, Tuning};
 
 /// Steps the linearizability checker may take per key before it gives up.
 /// An inconclusive case is never a pass: it is counted apart, and a swarm
@@ -75,6 +76,38 @@ pub struct SwarmCase {
     /// same network faults and client crashes, and ignore Nessie's options).
     #[serde(default)]
     pub system: System,
+    /// Server worker threads per node (NessieSD, NessieHY, Pilaf).
+    #[serde(default = "one")]
+    pub server_workers: u16,
+    /// NessieHY's GET optimisations.
+    #[serde(default)]
+    pub hy: HySwitches,
+    /// The baselines' test-only fault switches (all off in a correct run).
+    #[serde(default)]
+    pub server_faults: ServerFaults,
+}
+
+/// NessieHY's optional GET optimisations in a case (the baselines'
+/// [`HyOptions`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HySwitches {
+    /// Filter bits in index table entries.
+    pub filter_bits: bool,
+    /// The cache of remote data table entries.
+    pub cache: bool,
+    /// Header and key first, the value only on a match.
+    pub multiple_reads: bool,
+}
+
+impl HySwitches {
+    /// The baselines' options these switches stand for.
+    pub fn options(self) -> HyOptions {
+        HyOptions {
+            filter_bits: self.filter_bits,
+            cache: self.cache,
+            multiple_reads: self.multiple_reads,
+        }
+    }
 }
 
 fn one() -> u16 {
@@ -194,6 +227,9 @@ impl SwarmCase {
             depth: 1,
             background_per_node: 0,
             system: System::Nessie,
+            server_workers: 1,
+            hy: HySwitches::default(),
+            server_faults: ServerFaults::default(),
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -227,6 +263,62 @@ impl SwarmCase {
                 Some((case.keys as u32).div_ceil(u32::from(nodes)).max(2));
             case.get_pct = 10 + d.below(20) as u32;
             case.delete_pct = (100 - case.get_pct) * 4 / 10;
+        }
+        case
+    }
+
+    /// The case of `seed` for `system`: Nessie's is [`SwarmCase::from_seed`]'s;
+    /// a baseline's draws the same shape, workload and faults, and then what
+    /// only the baselines have (from a dice stream of its own, so that
+    /// Nessie's cases stay as they were):
+    ///
+    /// - one to three server workers per node (splitting the request slots
+    ///   and sharing the node's table lock);
+    /// - NessieHY's GET optimisations, each on in half the cases;
+    /// - in half the cases, server worker crashes
+    ///   ([`Chaos::server_crash_permille`]), each worker replaced by a fresh
+    ///   one after one to three deadline margins;
+    /// - index tables sized per node, since a key's candidates all lie on
+    ///   its home node: from tight (the keys spread evenly, plus one: cuckoo
+    ///   moves and `TableFull` answers) to room for every key on one node,
+    ///   and never fewer entries than candidates;
+    /// - Nessie's own options that no baseline reads (previous versions,
+    ///   the MIGRATE search order) cleared, so that a printed case says
+    ///   what ran.
+    ///
+    /// The baselines read the candidates, filter bits (NessieSD always,
+    /// NessieHY when switched on), cache capacity and multiple reads
+    /// (NessieHY, when switched on), the cuckoo search depth, expiration
+    /// period, deadline margin, clock skew and retry policy.
+    pub fn for_system(seed: u64, system: System) -> SwarmCase {
+        let mut case = SwarmCase::from_seed(seed);
+        case.system = system;
+        if matches!(system, System::Nessie | System::Cell) {
+            return case;
+        }
+        let mut d = Dice::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xba5e_11e5);
+        case.server_workers = pick(&mut d, &[1u16, 1, 2, 3]);
+        case.hy = HySwitches {
+            filter_bits: d.chance(500),
+            cache: d.chance(500),
+            multiple_reads: d.chance(500),
+        };
+        if d.chance(500) {
+            let margin = case.tuning.deadline_margin_us.unwrap_or(1_000) * 1_000;
+            case.chaos.server_crash_permille = 5 + d.below(60) as u32;
+            case.chaos.server_restart_after_ns = margin + d.below(2 * margin);
+        }
+        let t = &mut case.tuning;
+        let candidates = u32::from(t.candidates.unwrap_or(2));
+        let tight = (case.keys as u32).div_ceil(u32::from(case.nodes)) + 1;
+        let roomy = case.keys as u32 + 1;
+        let slots = if d.chance(500) { tight } else { roomy };
+        t.index_slots_per_node = Some(slots.max(candidates));
+        t.previous_versions = None;
+        t.depth_first_migrate = None;
+        if system != System::NessieHy {
+            t.multiple_reads = None;
+            t.cache_capacity = None;
         }
         case
     }
@@ -267,6 +359,9 @@ impl SwarmCase {
             background_per_node: self.background_per_node,
             final_sweep: true,
             system: self.system,
+            server_workers: self.server_workers.max(1),
+            hy: self.hy.options(),
+            server_faults: self.server_faults,
             ..SimSpec::default()
         }
     }
@@ -415,6 +510,18 @@ impl SwarmCase {
                 ..self.clone()
             });
         }
+        if self.server_workers > 1 {
+            v.push(SwarmCase {
+                server_workers: 1,
+                ..self.clone()
+            });
+        }
+        if self.hy != HySwitches::default() {
+            v.push(SwarmCase {
+                hy: HySwitches::default(),
+                ..self.clone()
+            });
+        }
         v
     }
 }
@@ -459,8 +566,10 @@ pub struct SwarmSummary {
     pub min_checked: Option<usize>,
     /// Operations with an unknown outcome over all cases.
     pub unknown_ops: u64,
-    /// Injected crashes, lost completions and landing-deadline refusals.
+    /// Injected client crashes.
     pub crashes: u64,
+    /// Injected server worker crashes.
+    pub server_crashes: u64,
     /// Lost completions.
     pub lost_completions: u64,
     /// Mutations refused at their landing deadline.
@@ -503,6 +612,21 @@ pub fn swarm(
     swarm_with(seeds, faults, stop_at_failure, |_| {})
 }
 
+/// [`swarm`] of `system`'s cases ([`SwarmCase::for_system`]), with the
+/// baselines' fault switches `server_faults`.
+pub fn swarm_system(
+    system: System,
+    seeds: impl IntoIterator<Item = u64>,
+    faults: Faults,
+    server_faults: ServerFaults,
+    stop_at_failure: bool,
+) -> Result<SwarmSummary, SimError> {
+    swarm_with(seeds, faults, stop_at_failure, |c| {
+        *c = SwarmCase::for_system(c.seed, system);
+        c.server_faults = server_faults;
+    })
+}
+
 /// [`swarm`], each case changed by `tweak` after it is drawn (for example
 /// the A2 negative control: `|c| c.chaos.late_landing = true`).
 pub fn swarm_with(
@@ -519,6 +643,7 @@ pub fn swarm_with(
         s.cases += 1;
         s.unknown_ops += run.report.unknown;
         s.crashes += run.report.chaos.crashes;
+        s.server_crashes += run.report.chaos.server_crashes;
         s.lost_completions += run.report.chaos.lost_completions;
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
         s.late_landings += run.report.chaos.late_landings;

@@ -124,6 +124,15 @@ impl KvMachine {
         }
     }
 
+    /// When its round in flight gives up on missing completions (its own
+    /// clock), if it has a round in flight with a deadline.
+    pub(crate) fn deadline(&mut self) -> Option<Nanos> {
+        match self {
+            KvMachine::Attempt(m) => m.exec().deadline(),
+            KvMachine::Cell(m, _) => m.exec().deadline(),
+        }
+    }
+
     /// Resolves the shared wait the machine asked for.
     pub(crate) fn resolve(&mut self, r: Shared) {
         match self {
@@ -268,6 +277,15 @@ impl WorkerMachine {
         }
     }
 
+    /// When its round in flight gives up on missing completions, if it
+    /// has a round in flight with a deadline.
+    pub(crate) fn deadline(&mut self) -> Option<Nanos> {
+        match self {
+            WorkerMachine::Plain(m) => m.exec().deadline(),
+            WorkerMachine::Cell(m, _) => m.exec().deadline(),
+        }
+    }
+
     pub(crate) fn take_stats(&mut self) -> nessie_protocol::OpStats {
         match self {
             WorkerMachine::Plain(m) => m.exec().take_stats(),
@@ -306,6 +324,8 @@ pub(crate) enum WorkerState {
     Due,
     /// Cell's maintenance thread with no job.
     Jobs,
+    /// Crashed, until its replacement starts.
+    Down,
 }
 
 /// What makes a [`SimWorker`] Cell's maintenance thread: the node's state
@@ -347,6 +367,11 @@ pub(crate) struct SimWorker {
     pub(crate) maint: Option<Maint>,
     /// A maintenance job's wait for its response: control word and sequence.
     pub(crate) awaiting: Option<(u64, u32)>,
+    /// Makes a fresh machine of this worker (a replacement after a crash:
+    /// nothing of its predecessor's memory), for the baselines' workers.
+    pub(crate) remake: Option<Box<dyn Fn() -> WorkerMachine>>,
+    /// The round of its claim CAS in flight, if one is (a crash point).
+    pub(crate) claim_round: Option<u64>,
 }
 
 impl SimWorker {
@@ -367,6 +392,8 @@ impl SimWorker {
             charge: 0,
             maint: None,
             awaiting: None,
+            remake: None,
+            claim_round: None,
         }
     }
 }
@@ -394,6 +421,12 @@ pub(crate) struct Servers {
     pub(crate) requests: u64,
     /// Times a worker found its node's table lock held and waited.
     pub(crate) lock_waits: u64,
+    /// Each node's count of table entries reused after their quarantine
+    /// (the baselines).
+    pub(crate) reuse: Vec<ReuseCounter>,
+    /// Offset of each node's move-epoch word (the baselines: two increments
+    /// per cuckoo path moved).
+    pub(crate) epoch: Option<u64>,
 }
 
 fn system_config(
@@ -421,6 +454,11 @@ fn system_config(
 }
 
 impl Servers {
+    /// Entries the baselines' tables reused after their quarantine so far.
+    pub(crate) fn reused(&self) -> u64 {
+        self.reuse.iter().map(|r| r()).sum()
+    }
+
     /// The server side over `mailbox`'s slots, whose response slots
     /// `slot_owner` maps to their actors, with `workers_per_node` request
     /// workers per node (then Cell's maintenance threads, `maint`, in
@@ -452,6 +490,8 @@ impl Servers {
             stats: nessie_protocol::OpStats::default(),
             requests: 0,
             lock_waits: 0,
+            reuse: Vec::new(),
+            epoch: None,
         }
     }
 }
@@ -463,6 +503,8 @@ pub(crate) struct Setup {
     /// Each client's core (client `c` is id `(c / cpn, c % cpn)`), for the
     /// baselines.
     pub(crate) cores: Vec<AnyCore>,
+    /// Makes a baseline client's core afresh (a restarted client's).
+    pub(crate) maker: Option<CoreMaker>,
     /// Each client's machines, for Cell.
     pub(crate) cell: Vec<CellMachines>,
     /// Cell's directory (its clients' snapshots come from it).
@@ -471,6 +513,40 @@ pub(crate) struct Setup {
     pub(crate) topology: Topology,
     /// Cell's server nodes, to bootstrap (the first) once memory exists.
     pub(crate) cell_servers: Vec<Arc<ServerNode>>,
+}
+
+/// What a NessieSD, NessieHY or Pilaf client's core is made of, to make one
+/// at the start and again for a restarted client (a fresh process: nothing
+/// of its predecessor's state survives but its slots on the nodes).
+pub(crate) struct CoreMaker {
+    kind: SystemKind,
+    shared: Arc<Config>,
+    sys: SystemConfig,
+    mailbox: MailboxLayout,
+    faults: ServerFaults,
+}
+
+impl CoreMaker {
+    /// The core of the client with global slot `g`, its sequence numbers
+    /// drawn from `entropy` (the threaded client draws them from its clock,
+    /// so that a restarted client is not taken for its predecessor).
+    pub(crate) fn core(&self, g: u32, entropy: u64) -> AnyCore {
+        let cfg = &self.shared;
+        let rpc = RpcClient::with_first_seq(self.mailbox, g, entropy, cfg.retry.op_timeout);
+        match self.kind {
+            SystemKind::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
+            SystemKind::NessieHy => {
+                let mut c = HyCore::new(cfg.clone(), self.sys.coupled(), self.sys.hy, rpc);
+                c.set_skip_epoch_check(self.faults.skip_epoch_check);
+                AnyCore::Hy(c)
+            }
+            _ => {
+                let mut c = PilafCore::new(cfg.clone(), PilafLayout::new(cfg), rpc);
+                c.set_skip_epoch_check(self.faults.skip_epoch_check);
+                AnyCore::Pilaf(c)
+            }
+        }
+    }
 }
 
 fn worker_machine<H: Handler<Ext = Plain>>(node: NodeId, worker: Worker<H>) -> WorkerMachine {
@@ -503,31 +579,28 @@ pub(crate) fn baseline(
         SystemKind::Pilaf => PilafLayout::new(cfg).mailbox,
         _ => sys.coupled().mailbox,
     };
-    let workers_list = shared_tables(kind, &sys, cfg, &counters, mailbox);
+    let (workers_list, reuse) = shared_tables(kind, &sys, cfg, &counters, mailbox);
+    let epoch = match kind {
+        SystemKind::Pilaf => PilafLayout::new(cfg).epoch,
+        _ => sys.coupled().epoch,
+    };
+    let topology = sys.topology();
+    let maker = CoreMaker {
+        kind,
+        shared,
+        sys,
+        mailbox,
+        faults,
+    };
     let mut cores = Vec::new();
     for n in 0..cfg.nodes {
         for i in 0..cpn {
             let g = u32::from(n) * u32::from(cpn) + u32::from(i);
-            let rpc = RpcClient::with_first_seq(mailbox, g, seed, cfg.retry.op_timeout);
-            cores.push(match kind {
-                SystemKind::NessieSd => {
-                    AnyCore::Sd(SdCore::new(shared.clone(), sys.coupled(), rpc))
-                }
-                SystemKind::NessieHy => {
-                    let mut c = HyCore::new(shared.clone(), sys.coupled(), hy, rpc);
-                    c.set_skip_epoch_check(faults.skip_epoch_check);
-                    AnyCore::Hy(c)
-                }
-                _ => {
-                    let mut c = PilafCore::new(shared.clone(), PilafLayout::new(cfg), rpc);
-                    c.set_skip_epoch_check(faults.skip_epoch_check);
-                    AnyCore::Pilaf(c)
-                }
-            });
+            cores.push(maker.core(g, seed));
         }
     }
     let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
-    let servers = Servers::new(
+    let mut servers = Servers::new(
         mailbox,
         (0..clients_total).map(|c| Some(Actor::Client(c))).collect(),
         w,
@@ -535,12 +608,15 @@ pub(crate) fn baseline(
         workers_list,
         counters,
     );
+    servers.reuse = reuse;
+    servers.epoch = Some(epoch);
     Ok(Setup {
         servers,
         cores,
+        maker: Some(maker),
         cell: Vec::new(),
         dir: None,
-        topology: sys.topology(),
+        topology,
         cell_servers: Vec::new(),
     })
 }
@@ -552,8 +628,9 @@ fn shared_tables(
     cfg: &Config,
     counters: &Arc<WorkerCounters>,
     mailbox: MailboxLayout,
-) -> Vec<SimWorker> {
+) -> (Vec<SimWorker>, Vec<ReuseCounter>) {
     let mut out = Vec::new();
+    let mut reuse: Vec<ReuseCounter> = Vec::new();
     let cpn = cfg.clients_per_node;
     for n in 0..cfg.nodes {
         let node = NodeId(n);
@@ -561,37 +638,55 @@ fn shared_tables(
             .then(|| Arc::new(CoupledTable::new(sys.coupled(), node, cfg)));
         let pilaf = (kind == SystemKind::Pilaf)
             .then(|| Arc::new(PilafTable::new(PilafLayout::new(cfg), node, cfg)));
+        if let Some(t) = &coupled {
+            let t = t.clone();
+            reuse.push(Box::new(move || t.reused()));
+        }
+        if let Some(t) = &pilaf {
+            let t = t.clone();
+            reuse.push(Box::new(move || t.reused()));
+        }
         for i in 0..sys.server_workers {
-            let (slots, m) = match (&pilaf, &coupled) {
+            let workers = sys.server_workers;
+            let counters = counters.clone();
+            let remake: Box<dyn Fn() -> WorkerMachine> = match (&pilaf, &coupled) {
                 (Some(pilaf), _) => {
-                    let w = Worker::new(
-                        pilaf.clone(),
-                        mailbox,
-                        i,
-                        sys.server_workers,
-                        cpn,
-                        counters.clone(),
-                    );
-                    (w.watch().slots().len(), worker_machine(node, w))
+                    let pilaf = pilaf.clone();
+                    Box::new(move || {
+                        let w =
+                            Worker::new(pilaf.clone(), mailbox, i, workers, cpn, counters.clone());
+                        worker_machine(node, w)
+                    })
                 }
                 (None, Some(coupled)) => {
-                    let w = Worker::new(
-                        coupled.clone(),
-                        mailbox,
-                        i,
-                        sys.server_workers,
-                        cpn,
-                        counters.clone(),
-                    );
-                    (w.watch().slots().len(), worker_machine(node, w))
+                    let coupled = coupled.clone();
+                    Box::new(move || {
+                        let w = Worker::new(
+                            coupled.clone(),
+                            mailbox,
+                            i,
+                            workers,
+                            cpn,
+                            counters.clone(),
+                        );
+                        worker_machine(node, w)
+                    })
                 }
                 (None, None) => continue,
             };
-            out.push(SimWorker::new(node, slots, Some(m)));
+            let slots = SlotWatch::new(mailbox, i, workers).slots().len();
+            let m = remake();
+            let mut sw = SimWorker::new(node, slots, Some(m));
+            sw.remake = Some(remake);
+            out.push(sw);
         }
     }
-    out
+    (out, reuse)
 }
+
+/// Reads how many entries a node's table handed out again after their
+/// quarantine.
+pub(crate) type ReuseCounter = Box<dyn Fn() -> u64>;
 
 /// Cell's configuration for `spec`: every node a server, sized for the
 /// spec's keys and sizes, its client seeds from the spec's.
@@ -696,6 +791,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
     Ok(Setup {
         servers,
         cores: Vec::new(),
+        maker: None,
         cell,
         dir: Some(dir),
         topology: ccfg.topology(),

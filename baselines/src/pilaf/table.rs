@@ -18,6 +18,7 @@
 //!   T of its start, so an extent is never rewritten under a client's READ.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use nessie_protocol::{Config, Error, NodeId};
 
@@ -35,6 +36,8 @@ pub struct PilafTable {
     layout: PilafLayout,
     node: NodeId,
     max_depth: u8,
+    /// See [`Handler::claim_wait`].
+    claim_wait: Duration,
     state: Guarded,
 }
 
@@ -51,6 +54,7 @@ impl PilafTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
+            claim_wait: crate::server::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(
                 layout.extents,
                 cfg.expiration + cfg.clock_skew,
@@ -61,6 +65,12 @@ impl PilafTable {
     /// The node's table lock.
     pub fn lock(&self) -> &Arc<TableLock> {
         &self.state.lock
+    }
+
+    /// Extents handed out again after their quarantine (written, unlinked,
+    /// expired, reused), so far.
+    pub fn reused(&self) -> u64 {
+        self.state.alloc().reused()
     }
 
     /// The entry in `slot`. Only this node's workers write the table, under
@@ -197,5 +207,9 @@ impl Handler for PilafTable {
 
     fn ext(&self, e: Never) -> Never {
         match e {}
+    }
+
+    fn claim_wait(&self) -> Duration {
+        self.claim_wait
     }
 }
