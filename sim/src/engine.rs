@@ -594,13 +594,8 @@ impl Engine {
     /// of unknown outcome (they may have taken effect) and counted.
     fn give_up_on_stuck(&mut self) {
         for c in 0..self.clients.len() {
-            let cl = &mut self.clients[c];
-            if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
-                self.stats.leaked += m.stats().leaked;
-            }
-            cl.outstanding = 0;
-            cl.round += 1;
-            if let Some(op) = cl.op.take() {
+            self.drop_attempt(c);
+            if let Some(op) = self.clients[c].op.take() {
                 if op.sweep {
                     self.sweep_failures.push(format!(
                         "{:?} of key {} by a lone client after the faults stopped never finished",
@@ -1153,6 +1148,19 @@ impl Engine {
         });
     }
 
+    /// Client `c`'s running attempt is gone (a crash, or given up at the
+    /// horizon): its machine is dropped, its outstanding requests and round
+    /// forgotten (their completions are stale). Leaks the attempt counted
+    /// are leaks all the same (crate::audit).
+    fn drop_attempt(&mut self, c: usize) {
+        let cl = &mut self.clients[c];
+        if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
+            self.stats.leaked += m.stats().leaked;
+        }
+        cl.outstanding = 0;
+        cl.round += 1;
+    }
+
     /// The client crashes: its machine and everything it knew are gone; the
     /// requests it posted still travel (and may land). Its operation's
     /// outcome is unknown.
@@ -1162,14 +1170,9 @@ impl Engine {
             return;
         }
         cl.down_since = Some(now);
-        if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
-            // Leaks its attempt counted are leaks all the same (crate::audit).
-            self.stats.leaked += m.stats().leaked;
-        }
-        cl.outstanding = 0;
-        cl.round += 1;
+        self.drop_attempt(c);
         self.counts.crashes += 1;
-        if let Some(op) = cl.op.take() {
+        if let Some(op) = self.clients[c].op.take() {
             self.stats += op.stats;
             self.unknown += 1;
             self.failures += 1;

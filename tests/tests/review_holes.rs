@@ -167,10 +167,7 @@ fn install_between_fence_tries(faults: Faults) -> (IndexEntry, IndexEntry, bool,
         .advance(Duration::from_millis(20) + cluster.cfg.clock_skew + Duration::from_millis(1));
     let mut r = cluster.stepper(0, 1, PutMachine::put(&m, b"mv2"));
     r.state.faults = faults;
-    let fences_dst = |op: &nessie_protocol::Op| {
-        is_index_cas(op)
-            && matches!(op, nessie_protocol::Op::Cas { addr, .. } if *addr == slot(1).remote())
-    };
+    let fences_dst = |op: &nessie_protocol::Op| matches!(op, nessie_protocol::Op::Cas { addr, .. } if *addr == slot(1).remote());
     assert!(r.run_until(fences_dst), "R fences m's destination");
     assert!(
         r.step(),

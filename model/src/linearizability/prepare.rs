@@ -365,8 +365,10 @@ pub(super) fn prepare<'a>(
             _ => NO_PRED,
         };
         ops[x].pred = p;
-        let tie = ops[x].invoke <= ops.get(p as usize).map_or(0, |o| o.response);
-        if p != NO_PRED && tie && broken() != Broken::SwapTiedTwins {
+        if p != NO_PRED
+            && ops[x].invoke <= ops[p as usize].response
+            && broken() != Broken::SwapTiedTwins
+        {
             ops[p as usize].tie_successor = true;
         }
     }
