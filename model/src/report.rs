@@ -41,8 +41,16 @@ pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
             op(&client(*c).pending[*i].wr.op)
         ),
         Action::Fault(c, i, f) => format!(
-            "client {c}: {} hit by {f:?}",
+            "client {c}: {} hit by {f}",
             op(&client(*c).pending[*i].wr.op)
+        ),
+        Action::Land(c, i) => format!(
+            "client {c}: {} lands late",
+            op(&client(*c).orphans[*i].wr.op)
+        ),
+        Action::Deliver(c, i) => format!(
+            "client {c}: the held completion of request {} arrives",
+            client(*c).late[*i].id.0
         ),
         Action::Step(c, i) => {
             let f = &client(*c).pending[*i];

@@ -22,18 +22,32 @@
 //!   posting time plus the margin only once it has landed.
 //! - `Crash(c)`: client `c` stops for good; requests it had posted may still
 //!   land (within A2) or be dropped (`Drop`).
-//! - `Fault(c, i, f)`: a NIC request fails or loses its completion, having
-//!   executed or not (at most `max_faults` per world).
+//! - `Fault(c, i, f)`: a [`TransportFault`] of the project's one fault
+//!   vocabulary hits NIC request `i` of client `c` (at most `max_faults` per
+//!   world, of the kinds in [`World::faults`]). Besides failing or losing
+//!   its completion, having executed or not, a request may report an error
+//!   and execute later (`ErrorThenLand`: it becomes an *orphan* of its
+//!   client, which lands by `Land` within A2, or at any time with
+//!   `late_landing`), be duplicated (`DuplicateWrite`: the copy is an
+//!   orphan) or execute with its completion held back (`LateCompletion`:
+//!   the round is given up at its deadline, and `Deliver` hands the
+//!   completion to whatever the client runs by then, through the client's
+//!   real [`Router`], which drops it unless the switch
+//!   `machine_local_request_ids` reinstates issue 24's hole 2).
+//! - `Land(c, i)`: client `c`'s orphan `i` lands, whole.
+//! - `Deliver(c, i)`: client `c`'s held completion `i` arrives.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
+use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, Completion, Config, DteAddr, Error, FabricError, Faults, GetMachine, Machine, Nanos,
-    NodeId, Op, OpStats, Poll, PutMachine,
+    NodeId, Op, OpStats, Poll, PutMachine, TransportFault,
 };
 use stateright::{Model, Property};
 
@@ -77,6 +91,11 @@ pub enum Expect {
     /// An attempt started alone, with every abandoned entry reclaimable (the
     /// progress property applied to it).
     SoloAttempt,
+    /// A request landed after its completion had reported an error (or a
+    /// duplicated WRITE's copy landed).
+    OrphanLanded,
+    /// A completion arrived after its round had been given up.
+    LateDelivered,
 }
 
 /// A small cluster and workload to explore.
@@ -115,8 +134,11 @@ pub struct World {
     /// Attempts per operation before a client gives up (the operation then
     /// counts as not committed: it must not have taken effect).
     pub max_attempts: u8,
-    /// Injected NIC faults (failed or lost completions) per exploration.
+    /// Injected NIC faults per path.
     pub max_faults: u8,
+    /// Which faults of the vocabulary the model injects
+    /// ([`CLASSIC_FAULTS`] unless the world says otherwise).
+    pub faults: Vec<TransportFault>,
     /// Situations the world must reach.
     pub expect: Vec<Expect>,
     /// Let the clock pass a posted CAS or WRITE that has not landed, i.e.
@@ -168,7 +190,15 @@ pub enum Run {
 }
 
 /// A client's progress.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// Its `Hash` (which names the state for stateright) renames request ids by
+/// rank among the ids still in play (posted, held, orphaned or routed) and
+/// leaves out the router's next sequence number: ids are only ever compared
+/// for equality, and a new id is always above every id in play, so two runs
+/// that differ only in sequence numbers behave alike. Without it, a client
+/// that posted a different number of requests on the way would make
+/// otherwise equal states distinct (the worlds grew by up to 3.6 times).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientRun {
     /// Its protocol state.
     pub state: ClientState,
@@ -180,12 +210,77 @@ pub struct ClientRun {
     pub machine: Option<AnyMachine>,
     /// Posted requests not yet completed (any may land next).
     pub pending: Vec<InFlight>,
+    /// Requests whose completion has been delivered (an error) or given up,
+    /// and which will still land ([`TransportFault::ErrorThenLand`],
+    /// [`TransportFault::DuplicateWrite`]).
+    pub orphans: Vec<InFlight>,
+    /// Completions held back ([`TransportFault::LateCompletion`]), under
+    /// their endpoint ids.
+    pub late: Vec<Completion>,
+    /// The client core's routing of request ids on its endpoint (lane 0).
+    pub router: Router,
     /// Requests of the current round whose completion will never come.
     pub lost: u8,
     /// Running, crashed or given up.
     pub run: Run,
     /// The running attempt started alone (see [`World::solo`]).
     pub solo: bool,
+}
+
+/// The faults every world injected before the vocabulary grew: failed before
+/// or after executing, completion lost after executing, or neither.
+pub const CLASSIC_FAULTS: [TransportFault; 4] = [
+    TransportFault::FailBeforeExecuting,
+    TransportFault::FailAfterExecuting,
+    TransportFault::LoseCompletion,
+    TransportFault::Vanish,
+];
+
+impl std::hash::Hash for ClientRun {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let mut ids: Vec<u64> = self
+            .router
+            .routes()
+            .map(|(_, id, _)| id)
+            .chain(self.pending.iter().map(|f| f.wr.id.0))
+            .chain(self.orphans.iter().map(|f| f.wr.id.0))
+            .chain(self.late.iter().map(|c| c.id.0))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rank = |id: u64| ids.binary_search(&id).unwrap_or(usize::MAX);
+        let flight = |f: &InFlight, h: &mut H| {
+            rank(f.wr.id.0).hash(h);
+            f.wr.op.hash(h);
+            f.words.hash(h);
+            f.buf.hash(h);
+            f.posted_at.hash(h);
+        };
+        self.state.hash(h);
+        self.next.hash(h);
+        self.attempts.hash(h);
+        self.machine.hash(h);
+        self.pending.len().hash(h);
+        for f in &self.pending {
+            flight(f, h);
+        }
+        self.orphans.len().hash(h);
+        for f in &self.orphans {
+            flight(f, h);
+        }
+        self.late.len().hash(h);
+        for c in &self.late {
+            rank(c.id.0).hash(h);
+            c.result.hash(h);
+        }
+        for (lane, id, mine) in self.router.routes() {
+            (lane, rank(id), mine).hash(h);
+        }
+        self.router.is_machine_local().hash(h);
+        self.lost.hash(h);
+        self.run.hash(h);
+        self.solo.hash(h);
+    }
 }
 
 /// Violations and events recorded while stepping (properties read them).
@@ -200,6 +295,9 @@ pub struct Flags {
     /// An entry was rewritten while an index entry (or a linked entry's
     /// previous version) still named it.
     pub reused_linked: bool,
+    /// An index entry named a data table entry marked for recycling (I4's
+    /// first step: a linked entry must never be marked).
+    pub marked_linked: bool,
     /// At quiescence, memory did not hold what the history says.
     pub lost_at_quiescence: bool,
     /// An attempt that ran alone, with every abandoned entry reclaimable,
@@ -230,19 +328,6 @@ pub struct WorldState {
     pub flags: Flags,
 }
 
-/// An injected NIC fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fault {
-    /// Not executed; the completion reports an error.
-    FailUnexecuted,
-    /// Executed; the completion reports an error (the NIC's retry timeout).
-    FailAfterExecuting,
-    /// Executed; no completion ever comes.
-    LoseCompletion,
-    /// Not executed; no completion ever comes.
-    Vanish,
-}
-
 /// What the model may do next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -257,7 +342,11 @@ pub enum Action {
     /// A crashed client's in-flight request is dropped (never lands).
     Drop(usize, usize),
     /// A NIC fault hits in-flight request `i` of client `c`.
-    Fault(usize, usize, Fault),
+    Fault(usize, usize, TransportFault),
+    /// Orphan `i` of client `c` lands.
+    Land(usize, usize),
+    /// Held completion `i` of client `c` arrives.
+    Deliver(usize, usize),
 }
 
 /// Clock value at the start of every world.
@@ -348,12 +437,17 @@ impl World {
         }
         let mut clients = Vec::new();
         for state in states {
+            let mut router = Router::new(1);
+            router.reinstate_machine_local_ids(state.faults.machine_local_request_ids);
             clients.push(ClientRun {
                 state,
                 next: 0,
                 attempts: 0,
                 machine: None,
                 pending: Vec::new(),
+                orphans: Vec::new(),
+                late: Vec::new(),
+                router,
                 lost: 0,
                 run: Run::Running,
                 solo: false,
@@ -417,9 +511,12 @@ impl World {
     }
 
     /// Whether every client has finished, crashed or given up, and nothing
-    /// is in flight.
+    /// is in flight (held completions change no memory and do not count).
     pub fn quiescent(&self, s: &WorldState) -> bool {
-        (0..s.clients.len()).all(|c| !self.has_work(s, c) && s.clients[c].pending.is_empty())
+        (0..s.clients.len()).all(|c| {
+            let r = &s.clients[c];
+            !self.has_work(s, c) && r.pending.is_empty() && r.orphans.is_empty()
+        })
     }
 
     /// Whether client `c` may poll when the clock reads `clock`.
@@ -444,10 +541,14 @@ impl World {
     /// done, crashed or given up with nothing in flight, and every
     /// uncommitted entry linked in memory may be reclaimed by client `c`.
     fn solo(&self, s: &WorldState, c: usize) -> bool {
-        let others_quiet = (0..s.clients.len())
-            .filter(|&o| o != c)
-            .all(|o| !self.has_work(s, o) && s.clients[o].pending.is_empty());
-        if !others_quiet {
+        let others_quiet = (0..s.clients.len()).filter(|&o| o != c).all(|o| {
+            !self.has_work(s, o)
+                && s.clients[o].pending.is_empty()
+                && s.clients[o].orphans.is_empty()
+        });
+        // Its own requests still to land (an error-then-land) are not alone
+        // either: one may take the entry the attempt is about to use.
+        if !others_quiet || !s.clients[c].orphans.is_empty() {
             return false;
         }
         let now = self.now(s, c).0;
@@ -481,15 +582,17 @@ impl World {
         };
         match poll(m, &mut r.state, now) {
             Poll::Post(wrs) => {
+                let router = &mut r.router;
                 r.pending = wrs
                     .into_iter()
-                    .map(|wr| InFlight::new(wr, s.clock))
+                    .map(|wr| InFlight::new(router.outbound(0, wr), s.clock))
                     .collect();
             }
             Poll::Pending => {}
             Poll::Done(result) => {
                 let stats = m.stats();
                 r.machine = None;
+                r.router.retire(0);
                 self.finish_attempt(s, c, result, stats);
             }
         }
@@ -675,6 +778,15 @@ impl World {
         {
             s.flags.two_committed = true;
         }
+        if !s.flags.marked_linked
+            && s.mem.index_words().filter_map(IndexEntry::dte).any(|d| {
+                s.mem
+                    .entry(&self.cfg, d)
+                    .is_some_and(|(h, _, _)| h.recycle.recycle)
+            })
+        {
+            s.flags.marked_linked = true;
+        }
     }
 
     fn check_quiescence(&self, s: &mut WorldState) {
@@ -715,9 +827,7 @@ impl World {
         if let Some(result) = f.step(&mut s.mem, own, self.torn, self.word_order) {
             let id = f.wr.id;
             r.pending.swap_remove(i);
-            if let Some(m) = r.machine.as_mut() {
-                m.complete(Completion { id, result });
-            }
+            deliver(r, Completion { id, result });
         }
         if mutation {
             self.check_memory(s);
@@ -729,29 +839,82 @@ impl World {
         }
     }
 
-    fn fault(&self, s: &mut WorldState, c: usize, i: usize, fault: Fault) {
+    fn fault(&self, s: &mut WorldState, c: usize, i: usize, fault: TransportFault) {
         s.faults += 1;
         let own = self.clients[c].id.node;
         let r = &mut s.clients[c];
         let mut f = r.pending.swap_remove(i);
-        let executed = matches!(fault, Fault::FailAfterExecuting | Fault::LoseCompletion);
-        if executed {
-            let _ = f.run_to_end(&mut s.mem, own, self.word_order);
-        }
+        let copy = f.clone();
+        let result = fault
+            .executes_now()
+            .then(|| f.run_to_end(&mut s.mem, own, self.word_order));
+        let error = || Completion {
+            id: f.wr.id,
+            result: Err(FabricError::Timeout),
+        };
         match fault {
-            Fault::FailUnexecuted | Fault::FailAfterExecuting => {
-                if let Some(m) = r.machine.as_mut() {
-                    m.complete(Completion {
+            TransportFault::FailBeforeExecuting | TransportFault::FailAfterExecuting => {
+                deliver(r, error());
+            }
+            TransportFault::ErrorThenLand => {
+                deliver(r, error());
+                r.orphans.push(copy);
+            }
+            TransportFault::LoseCompletion | TransportFault::Vanish => r.lost += 1,
+            TransportFault::LateCompletion => {
+                r.lost += 1;
+                if let Some(result) = result.clone() {
+                    r.late.push(Completion {
                         id: f.wr.id,
-                        result: Err(FabricError::Timeout),
+                        result,
                     });
                 }
             }
-            Fault::LoseCompletion | Fault::Vanish => r.lost += 1,
+            TransportFault::DuplicateWrite => {
+                if let Some(result) = result.clone() {
+                    deliver(
+                        r,
+                        Completion {
+                            id: f.wr.id,
+                            result,
+                        },
+                    );
+                }
+                r.orphans.push(copy);
+            }
         }
-        if executed {
+        if result.is_some() {
             self.check_memory(s);
         }
+    }
+
+    /// Orphan `i` of client `c` lands, whole.
+    fn land(&self, s: &mut WorldState, c: usize, i: usize) {
+        let own = self.clients[c].id.node;
+        let mut f = s.clients[c].orphans.swap_remove(i);
+        let _ = f.run_to_end(&mut s.mem, own, self.word_order);
+        s.flags.reached.insert(Expect::OrphanLanded);
+        self.check_memory(s);
+    }
+
+    /// Held completion `i` of client `c` arrives: the client core routes it
+    /// (or drops it).
+    fn deliver_late(&self, s: &mut WorldState, c: usize, i: usize) {
+        let r = &mut s.clients[c];
+        let completion = r.late.swap_remove(i);
+        deliver(r, completion);
+        s.flags.reached.insert(Expect::LateDelivered);
+    }
+
+    /// Whether `fault` may hit `f` now: a NIC request none of whose words
+    /// has landed; an error-then-land only a mutation (for a READ it is a
+    /// failure before executing).
+    fn may_fault(&self, s: &WorldState, f: &InFlight, fault: TransportFault) -> bool {
+        s.faults < self.max_faults
+            && f.is_nic()
+            && f.words == 0
+            && fault.applies_to(f.wr.op.kind())
+            && (fault != TransportFault::ErrorThenLand || f.is_mutation())
     }
 
     /// How many ticks the clock may advance now: within `max_ticks`, and
@@ -768,7 +931,7 @@ impl World {
         let margin = self.cfg.deadline_margin.as_nanos() as u64;
         s.clients
             .iter()
-            .flat_map(|r| r.pending.iter())
+            .flat_map(|r| r.pending.iter().chain(&r.orphans))
             .filter(|f| f.is_mutation())
             .map(|f| ((f.posted_at + margin).saturating_sub(s.clock) / tick).min(255) as u8)
             .fold(left, u8::min)
@@ -793,16 +956,17 @@ impl Model for World {
                 actions.push(Action::Step(c, i));
                 if crashed {
                     actions.push(Action::Drop(c, i));
-                } else if s.faults < self.max_faults && f.is_nic() && f.words == 0 {
-                    for fault in [
-                        Fault::FailUnexecuted,
-                        Fault::FailAfterExecuting,
-                        Fault::LoseCompletion,
-                        Fault::Vanish,
-                    ] {
-                        actions.push(Action::Fault(c, i, fault));
+                } else {
+                    for &fault in &self.faults {
+                        if self.may_fault(s, f, fault) {
+                            actions.push(Action::Fault(c, i, fault));
+                        }
                     }
                 }
+            }
+            actions.extend((0..r.orphans.len()).map(|i| Action::Land(c, i)));
+            if !crashed {
+                actions.extend((0..r.late.len()).map(|i| Action::Deliver(c, i)));
             }
             if self.may_poll(s, c) {
                 actions.push(Action::Poll(c));
@@ -835,13 +999,17 @@ impl Model for World {
                 r.run = Run::Crashed;
                 r.machine = None;
                 // Requests already posted may still land (within A2); reads
-                // no longer matter.
+                // and held completions no longer matter.
                 r.pending.retain(InFlight::is_mutation);
+                r.late.clear();
+                r.router.retire(0);
             }
             Action::Drop(c, i) => {
                 s.clients[c].pending.swap_remove(i);
             }
             Action::Fault(c, i, f) => self.fault(&mut s, c, i, f),
+            Action::Land(c, i) => self.land(&mut s, c, i),
+            Action::Deliver(c, i) => self.deliver_late(&mut s, c, i),
         }
         for r in &s.clients {
             let (hits, _) = r.state.cache.hit_miss();
@@ -867,6 +1035,10 @@ impl Model for World {
                 !s.flags.reused_linked
             }),
             Property::always(
+                "no linked entry is marked for recycling",
+                |_, s: &WorldState| !s.flags.marked_linked,
+            ),
+            Property::always(
                 "acknowledged writes survive at quiescence",
                 |_, s: &WorldState| !s.flags.lost_at_quiescence,
             ),
@@ -876,6 +1048,16 @@ impl Model for World {
         ];
         p.extend(self.expect.iter().map(|&e| expect_property(e)));
         p
+    }
+}
+
+/// Hands `c` to `r`'s running machine through its router (which drops a
+/// completion whose request belongs to no running machine).
+fn deliver(r: &mut ClientRun, c: Completion) {
+    if let Some((_, c)) = r.router.inbound(c) {
+        if let Some(m) = r.machine.as_mut() {
+            m.complete(c);
+        }
     }
 }
 
@@ -898,6 +1080,8 @@ fn expect_property(e: Expect) -> Property<World> {
         Expect::LostCompletion => reached!(Expect::LostCompletion),
         Expect::CacheHit => reached!(Expect::CacheHit),
         Expect::SoloAttempt => reached!(Expect::SoloAttempt),
+        Expect::OrphanLanded => reached!(Expect::OrphanLanded),
+        Expect::LateDelivered => reached!(Expect::LateDelivered),
     }
 }
 
@@ -913,5 +1097,7 @@ pub fn expect_name(e: Expect) -> &'static str {
         Expect::LostCompletion => "a round was given up at the deadline",
         Expect::CacheHit => "a cached entry was used",
         Expect::SoloAttempt => "an attempt ran alone",
+        Expect::OrphanLanded => "a request landed after its error completion",
+        Expect::LateDelivered => "a completion arrived after its round was given up",
     }
 }

@@ -12,11 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{ClientId, Config, Faults, IteAddr, MigrateSearch, NodeId};
+use nessie_protocol::{ClientId, Config, Faults, IteAddr, MigrateSearch, NodeId, TransportFault};
 
 use crate::history::KvOp;
 use crate::memory::WordOrder;
-use crate::world::{ClientSpec, Expect, World};
+use crate::world::{ClientSpec, Expect, World, CLASSIC_FAULTS};
 
 /// Ticks to pass an attempt's deadline plus the skew (T + skew + 1 ns).
 pub const PAST_DEADLINE: u8 = 6;
@@ -97,6 +97,7 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         clock_offsets: vec![0, 1],
         max_attempts: 2,
         max_faults: 0,
+        faults: CLASSIC_FAULTS.to_vec(),
         expect: Vec::new(),
         late_landing: false,
     }
@@ -573,6 +574,57 @@ pub fn crashed_mover(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// Issue 24, hole 1, reached by a MIGRATE owner alone: any one of its NIC
+/// mutations may report an error and land later (error-then-land), within
+/// A2. In particular its install at the destination can fail, the owner
+/// abort its copy and fence the destination, and the install land between
+/// its two fence tries. Another client reads m meanwhile.
+pub fn install_error_then_land(faults: Faults) -> World {
+    let c = cfg(1, 4, 2, 3);
+    let (m, g, p) = migrate_keys(&c);
+    let mut w = world(
+        "install-error-then-land",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p")]),
+            client(0, 1, vec![get(&m)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 2;
+    w.max_faults = 1;
+    w.faults = vec![TransportFault::ErrorThenLand];
+    w.expect = vec![Expect::Migration, Expect::OrphanLanded];
+    w.preload = vec![(m, Some(b"v-m".to_vec())), (g, Some(b"v-g".to_vec()))];
+    with_faults(w, faults)
+}
+
+/// Issue 24, hole 2: a reader on node 1 reads k (on node 0) twice while a
+/// writer updates it; one of the reader's NIC requests may execute and have
+/// its completion held back until after the round was given up
+/// (late-completion), when the reader's next GET may be running on the same
+/// endpoint. The client core must drop it.
+pub fn late_completion(faults: Faults) -> World {
+    let c = cfg(2, 2, 2, 2);
+    let mut w = world(
+        "late-completion",
+        c,
+        vec![
+            client(0, 0, vec![put(b"k", "v2")]),
+            client(1, 0, vec![get(b"k"), get(b"k")]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.max_faults = 1;
+    w.faults = vec![TransportFault::LateCompletion];
+    w.max_ticks = PAST_DEADLINE;
+    w.max_delays = 1;
+    w.expect = vec![Expect::LostCompletion, Expect::LateDelivered];
+    w.preload = vec![(b"k".to_vec(), Some(b"v1".to_vec()))];
+    with_faults(w, faults)
+}
+
 /// The worlds `cargo test` explores exhaustively (all must hold); the big
 /// ones (`crashed-mover`, `three-clients-two-keys`, `three-clients-big`) it
 /// only samples.
@@ -596,6 +648,8 @@ pub fn ci_worlds() -> Vec<World> {
         cached_writer(f),
         cached_reader(f),
         failed_completions(f),
+        install_error_then_land(f),
+        late_completion(f),
     ]
 }
 
@@ -626,13 +680,15 @@ pub fn by_name(name: &str) -> Option<World> {
         "failed-completions" => failed_completions(f),
         "two-faults" => two_faults(f),
         "crashed-mover" => crashed_mover(f),
+        "install-error-then-land" => install_error_then_land(f),
+        "late-completion" => late_completion(f),
         _ => return None,
     };
     Some(w)
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 22] = [
+pub const NAMES: [&str; 24] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -655,4 +711,6 @@ pub const NAMES: [&str; 22] = [
     "failed-completions",
     "two-faults",
     "crashed-mover",
+    "install-error-then-land",
+    "late-completion",
 ];

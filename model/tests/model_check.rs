@@ -175,7 +175,7 @@ fn untimed_worlds_hold_every_property() {
 fn timed_worlds_hold_every_property() {
     let f = Faults::default();
     all_hold(vec![
-        (worlds::crash_and_reclaim(), 3942305),
+        (worlds::crash_and_reclaim(), 3873484),
         (worlds::late_owner_commit(f, f), 586416),
         (worlds::late_migrate_install(f), 5928311),
         (worlds::cached_writer(f), 4047414),
@@ -333,6 +333,42 @@ fn a_rolled_back_destination_restored_to_the_previous_version_blocks_the_key() {
     let mut w = worlds::late_migrate_install(broken(|f| f.rollback_destination_to_previous = true));
     w.max_attempts = 2;
     caught(w, &["an attempt running alone succeeds", LINEARIZABLE]);
+}
+
+// ----- the edges: faults of real transports, the client core ------------------
+
+/// The worlds of issue 24's edges: an error completion whose request lands
+/// later, and a completion held past its round, routed by the client core.
+#[test]
+fn edge_worlds_hold_every_property() {
+    let f = Faults::default();
+    all_hold(vec![
+        (worlds::install_error_then_land(f), 6865),
+        (worlds::late_completion(f), 62752),
+    ]);
+}
+
+/// Issue 24, hole 1, through the owner's own path: its install reports an
+/// error, it fences the destination, the install lands between the fence
+/// tries; a fence that stops at the present word restores the source and
+/// marks the copy while the destination still names it.
+#[test]
+fn hole1_a_fence_stopping_at_a_present_word_marks_a_linked_copy() {
+    caught(
+        worlds::install_error_then_land(broken(|f| f.fence_stops_at_present_word = true)),
+        &["no linked entry is marked for recycling"],
+    );
+}
+
+/// Issue 24, hole 2: with machine-local request ids, the late completion of
+/// the first GET's READ answers the second GET's READ of the same number:
+/// the old value, after the newer write was acknowledged.
+#[test]
+fn hole2_machine_local_request_ids_let_a_late_read_answer_the_next_get() {
+    caught(
+        worlds::late_completion(broken(|f| f.machine_local_request_ids = true)),
+        &[LINEARIZABLE],
+    );
 }
 
 // ----- what the timing assumptions buy ------------------------------------------

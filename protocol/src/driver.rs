@@ -29,12 +29,10 @@ pub fn run<M: Machine, E: Endpoint>(
     ep: &mut E,
     router: &mut Router,
 ) -> Result<M::Output, Error> {
-    let legacy = client.faults.machine_local_request_ids;
+    router.reinstate_machine_local_ids(client.faults.machine_local_request_ids);
     let mut completions: Vec<Completion> = Vec::new();
     let deliver = |machine: &mut M, router: &mut Router, c: Completion| {
-        if legacy {
-            machine.complete(c);
-        } else if let Some((_, c)) = router.inbound(c) {
+        if let Some((_, c)) = router.inbound(c) {
             machine.complete(c);
         }
     };
@@ -43,7 +41,7 @@ pub fn run<M: Machine, E: Endpoint>(
             Poll::Done(result) => break result,
             Poll::Post(wrs) => {
                 for wr in wrs {
-                    let wr = if legacy { wr } else { router.outbound(0, wr) };
+                    let wr = router.outbound(0, wr);
                     let id = wr.id;
                     if let Err(e) = ep.post(wr) {
                         deliver(machine, router, Completion { id, result: Err(e) });

@@ -195,6 +195,123 @@ impl FabricError {
     }
 }
 
+/// What a transport can do to one posted request besides executing it and
+/// completing normally: the project's one vocabulary of NIC faults, used by
+/// `fabric-sim`'s injections, the stateright model's fault actions, the
+/// cluster simulator's chaos and the verbs conformance suite. Each variant is
+/// something a real RDMA transport produces (RC queue pairs on RoCE or
+/// InfiniBand); each checker says which of them it injects
+/// (docs/verification.md, "the fault vocabulary").
+///
+/// A request held by a paused fabric (PFC) is not a fate of its own: it is a
+/// landing delay, which every world bounds by the landing bound (timing
+/// assumption A2, docs/protocol.md §4) or, where it drops A2, leaves
+/// unbounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TransportFault {
+    /// Never executes; the completion reports an error. (A request flushed
+    /// from a queue pair in the error state before it was sent.)
+    FailBeforeExecuting,
+    /// Executes; the completion nevertheless reports an error. (The responder
+    /// executed it but the acknowledgement was lost until the requester's
+    /// retry count ran out.)
+    FailAfterExecuting,
+    /// The completion reports an error first; the request executes later,
+    /// within the landing bound or, where a world drops A2, at any time.
+    /// (The requester moved the queue pair to the error state, or its retry
+    /// count ran out, while the packet was still queued in a switch or held
+    /// by a paused priority: the error transition does not recall it, and an
+    /// RC responder executes whatever arrives.)
+    ErrorThenLand,
+    /// Executes; no completion ever arrives (the requester gives the round up
+    /// at its deadline).
+    LoseCompletion,
+    /// Never executes and no completion ever arrives.
+    Vanish,
+    /// Executes; its completion arrives after the requester gave the round
+    /// up, when a later round, attempt or operation may be running on the
+    /// same endpoint (a descheduled poller, a slow completion queue).
+    LateCompletion,
+    /// A WRITE executes twice, the second time later (a retransmitted copy
+    /// held in the fabric). READs are harmless to repeat and RC responders
+    /// answer a duplicate atomic from their replay cache, so only WRITEs are
+    /// duplicated.
+    DuplicateWrite,
+}
+
+impl TransportFault {
+    /// Every fault, in declaration order.
+    pub const ALL: [TransportFault; 7] = [
+        TransportFault::FailBeforeExecuting,
+        TransportFault::FailAfterExecuting,
+        TransportFault::ErrorThenLand,
+        TransportFault::LoseCompletion,
+        TransportFault::Vanish,
+        TransportFault::LateCompletion,
+        TransportFault::DuplicateWrite,
+    ];
+
+    /// Whether the request executes at the moment the fault hits it (before
+    /// any completion is delivered).
+    pub fn executes_now(self) -> bool {
+        matches!(
+            self,
+            TransportFault::FailAfterExecuting
+                | TransportFault::LoseCompletion
+                | TransportFault::LateCompletion
+                | TransportFault::DuplicateWrite
+        )
+    }
+
+    /// Whether the request executes later, after its completion (or the
+    /// requester's giving up) no longer says anything about it.
+    pub fn executes_later(self) -> bool {
+        matches!(
+            self,
+            TransportFault::ErrorThenLand | TransportFault::DuplicateWrite
+        )
+    }
+
+    /// Whether an error completion is delivered when the fault hits.
+    pub fn delivers_error(self) -> bool {
+        matches!(
+            self,
+            TransportFault::FailBeforeExecuting
+                | TransportFault::FailAfterExecuting
+                | TransportFault::ErrorThenLand
+        )
+    }
+
+    /// Whether the fault applies to a request of this kind (duplicates hit
+    /// only WRITEs; CPU accesses never fault).
+    pub fn applies_to(self, kind: OpKind) -> bool {
+        match kind {
+            OpKind::LocalRead | OpKind::LocalWrite => false,
+            OpKind::Write => true,
+            OpKind::Read | OpKind::Cas => self != TransportFault::DuplicateWrite,
+        }
+    }
+
+    /// Its name on command lines and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportFault::FailBeforeExecuting => "fail-before-executing",
+            TransportFault::FailAfterExecuting => "fail-after-executing",
+            TransportFault::ErrorThenLand => "error-then-land",
+            TransportFault::LoseCompletion => "lose-completion",
+            TransportFault::Vanish => "vanish",
+            TransportFault::LateCompletion => "late-completion",
+            TransportFault::DuplicateWrite => "duplicate-write",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The shape of the cluster a fabric connects: how many nodes, and the size of
 /// each node's registered regions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

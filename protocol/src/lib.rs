@@ -54,6 +54,6 @@ pub use stats::OpStats;
 pub use addr::{DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
     ClientClaim, Completion, Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology,
-    WorkRequest,
+    TransportFault, WorkRequest,
 };
 pub use time::Nanos;

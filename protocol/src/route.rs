@@ -34,12 +34,15 @@ const LANE_MASK: u64 = (1 << LANE_BITS) - 1;
 /// The routes of one endpoint: for each lane (one running machine at a
 /// time), the posted requests whose completions it still takes (module
 /// docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Router {
     /// The next sequence number (never 0, so no endpoint id is 0).
     next: u64,
     /// Per lane: endpoint id and machine id of each request still routed.
     lanes: Vec<Vec<(u64, OpId)>>,
+    /// Broken variant: post the machines' own ids and hand every completion
+    /// to lane 0 ([`Router::reinstate_machine_local_ids`]).
+    machine_local: bool,
 }
 
 impl Router {
@@ -49,12 +52,25 @@ impl Router {
         Router {
             next: 1,
             lanes: vec![Vec::new(); lanes.min(MAX_LANES)],
+            machine_local: false,
         }
+    }
+
+    /// Test-only broken variant (the switch
+    /// [`Faults::machine_local_request_ids`](crate::Faults), issue 24 hole
+    /// 2): when `on`, requests are posted under their machine's own ids and
+    /// every completion goes to lane 0, as before the router existed, so a
+    /// late completion answers a later machine's request of the same number.
+    pub fn reinstate_machine_local_ids(&mut self, on: bool) {
+        self.machine_local = on;
     }
 
     /// Renumbers `wr`, posted by the machine of `lane`, with an id unique on
     /// the endpoint, and routes its completion back to that machine.
     pub fn outbound(&mut self, lane: usize, mut wr: WorkRequest) -> WorkRequest {
+        if self.machine_local {
+            return wr;
+        }
         let id = (self.next << LANE_BITS) | (lane as u64 & LANE_MASK);
         self.next = (self.next + 1) & (u64::MAX >> LANE_BITS);
         if self.next == 0 {
@@ -72,10 +88,15 @@ impl Router {
     /// running machine (its machine finished, e.g. after giving the round up
     /// at its deadline): drop it. A request is answered once.
     pub fn inbound(&mut self, c: Completion) -> Option<(usize, Completion)> {
+        if self.machine_local {
+            return Some((0, c));
+        }
         let lane = (c.id.0 & LANE_MASK) as usize;
         let routes = self.lanes.get_mut(lane)?;
         let k = routes.iter().position(|&(id, _)| id == c.id.0)?;
-        let (_, mine) = routes.swap_remove(k);
+        // `remove`, not `swap_remove`: routes stay in posting order, so a
+        // router's state does not depend on the order completions came in.
+        let (_, mine) = routes.remove(k);
         Some((
             lane,
             Completion {
@@ -91,6 +112,23 @@ impl Router {
         if let Some(routes) = self.lanes.get_mut(lane) {
             routes.clear();
         }
+    }
+
+    /// Every route still open: lane, endpoint id and the machine's own id,
+    /// lane by lane in posting order. (The stateright model names states by
+    /// them, with the endpoint ids renamed by rank: two routers that differ
+    /// only in sequence numbers no request still carries behave alike.)
+    pub fn routes(&self) -> impl Iterator<Item = (usize, u64, OpId)> + '_ {
+        self.lanes
+            .iter()
+            .enumerate()
+            .flat_map(|(lane, r)| r.iter().map(move |&(id, mine)| (lane, id, mine)))
+    }
+
+    /// Whether the broken variant of [`Router::reinstate_machine_local_ids`]
+    /// is on.
+    pub fn is_machine_local(&self) -> bool {
+        self.machine_local
     }
 
     /// Requests of `lane` whose completions are still routed.
