@@ -514,6 +514,22 @@ pub fn cached_reader(faults: Faults) -> World {
     cached_world("cached-reader", vec![get(b"k")], faults)
 }
 
+/// Safety without landing bounds, recycle marks: [`cached_writer`] where one
+/// remote WRITE may be duplicated (duplicate-write), its copy landing later.
+/// The reader's PUT marks the writer's entry it replaced, remotely; a mark
+/// that lands late (a duplicate of a blind WRITE, or with `late_landing`
+/// any mark) may land after the writer reused the entry for its next
+/// update. Within A2 every mark lands long before any reuse. Marks are CAS
+/// (which RC responders never execute twice) unless the switch
+/// `blind_recycle_mark` makes them WRITEs again: only then is there a WRITE
+/// to duplicate (entries themselves are written by CPU).
+pub fn duplicate_mark(faults: Faults) -> World {
+    let mut w = cached_world("duplicate-mark", vec![put(b"k", "r"), get(b"k")], faults);
+    w.max_faults = 1;
+    w.faults = vec![TransportFault::DuplicateWrite];
+    w
+}
+
 /// Hole 3's world: a DELETE and a PUT of a present key while a reader reads
 /// it; one NIC request may fail after executing, fail without executing, or
 /// lose its completion (executed or not); the clock may pass the deadline.
@@ -682,13 +698,14 @@ pub fn by_name(name: &str) -> Option<World> {
         "crashed-mover" => crashed_mover(f),
         "install-error-then-land" => install_error_then_land(f),
         "late-completion" => late_completion(f),
+        "duplicate-mark" => duplicate_mark(f),
         _ => return None,
     };
     Some(w)
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 24] = [
+pub const NAMES: [&str; 25] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -713,4 +730,5 @@ pub const NAMES: [&str; 24] = [
     "crashed-mover",
     "install-error-then-land",
     "late-completion",
+    "duplicate-mark",
 ];

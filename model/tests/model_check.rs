@@ -162,7 +162,7 @@ fn untimed_worlds_hold_every_property() {
         (worlds::migrate(), 20942),
         (worlds::migrate_without_previous_versions(), 29276),
         (worlds::migrate_put_get(), 93965),
-        (worlds::delete_during_migrate(), 11819),
+        (worlds::delete_during_migrate(), 11883),
         (worlds::recursive_migrate(), 490),
         (worlds::recursive_migrate_depth_first(), 466),
         (worlds::get_races_migrate(Faults::default()), 500),
@@ -387,6 +387,24 @@ fn late_landings_no_longer_break_the_migrate_and_commit_stories() {
         late(worlds::late_migrate_install(f), 6_523_921),
         late(worlds::late_owner_commit(f, f), 617_063),
     ]);
+}
+
+/// A2 dropped for recycle marks: a duplicated mark may land after its
+/// entry was reused and linked again. A mark that names the incarnation it
+/// read (a CAS expecting the entry's unmarked word) finds another word and
+/// changes nothing; a blind WRITE marks the linked entry.
+#[test]
+fn a_late_duplicate_mark_is_harmless_unless_it_is_a_blind_write() {
+    let late = |faults| {
+        let mut w = worlds::duplicate_mark(faults);
+        w.late_landing = true;
+        w
+    };
+    all_hold(vec![(late(Faults::default()), 4_252_106)]);
+    caught(
+        late(broken(|f| f.blind_recycle_mark = true)),
+        &["no linked entry is marked for recycling"],
+    );
 }
 
 // ----- exhaustive runs too long for CI (`-- --ignored`) ---------------------------

@@ -62,6 +62,12 @@ pub struct Faults {
     /// recycling after its commit, and does not count it as leaked: the entry
     /// is lost silently (only the simulator's data-table audit can tell).
     pub skip_recycle_mark: bool,
+    /// A remote recycle mark is a plain WRITE of the marked word, as before
+    /// issue 24, instead of a CAS that expects the entry's unmarked word of
+    /// the incarnation the marker read: a duplicated or late mark then lands
+    /// on whatever the entry holds by then, a reused and linked entry
+    /// included (safe only while every WRITE lands within A2's bound).
+    pub blind_recycle_mark: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -71,7 +77,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -87,6 +93,7 @@ impl Faults {
         "machine-local-request-ids",
         "unaffordable-search-table-full",
         "skip-recycle-mark",
+        "blind-recycle-mark",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -107,6 +114,7 @@ impl Faults {
             "machine-local-request-ids" => &mut self.machine_local_request_ids,
             "unaffordable-search-table-full" => &mut self.unaffordable_search_table_full,
             "skip-recycle-mark" => &mut self.skip_recycle_mark,
+            "blind-recycle-mark" => &mut self.blind_recycle_mark,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -393,10 +393,13 @@ fn hole3_reinstated_a_committed_delete_is_applied_twice_and_the_checker_says_so(
 }
 
 /// An update whose previous version is remote: its recycle mark (an RDMA
-/// WRITE to node 1, after the commit) fails.
+/// CAS to node 1, after the commit; the key's index entries are all on
+/// node 2, so it is the only CAS to node 1) fails.
 fn update_with_failed_mark(faults: Faults) -> (Result<bool, Error>, u64, Option<Vec<u8>>) {
     let cluster = SimCluster::manual_clock(three_nodes());
-    let k = remote_key(&cluster.cfg, "u");
+    let k = find_key(&cluster.cfg, "u", |c: &[IteAddr]| {
+        c.iter().all(|a| a.node == NodeId(2))
+    });
     let mut other = cluster.client(1, 0);
     other.put(&k, b"v1").unwrap();
     let mut c = cluster.client(0, 0);
@@ -405,7 +408,7 @@ fn update_with_failed_mark(faults: Faults) -> (Result<bool, Error>, u64, Option<
         .fabric
         .inject(
             NodeId(1),
-            Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Write),
+            Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Cas),
         )
         .unwrap();
     let r = c.put(&k, b"v2");

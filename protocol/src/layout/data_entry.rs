@@ -150,16 +150,42 @@ impl StateWord {
     }
 }
 
-/// The recycle word: flag plus expiration time.
+/// The recycle word: flag plus a time.
+///
+/// Unmarked, the time is the entry's **incarnation stamp**: the deadline of
+/// the attempt that wrote it, which differs between any two incarnations of
+/// one entry (an entry is reused only T after its mark, so the next writer's
+/// deadline is later). A remote recycle mark is a CAS that expects the
+/// unmarked word the marker read with the entry's header: a mark that lands
+/// late, or twice, finds another incarnation's word and changes nothing
+/// (docs/protocol.md §5.7). Marked, the time is the expiration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecycleWord {
     /// Set once the entry has been unlinked from every index table entry.
     pub recycle: bool,
-    /// When set: the entry may be reused once this time (plus clock skew) has passed.
+    /// When set: the entry may be reused once this time (plus clock skew)
+    /// has passed. When clear: the incarnation stamp.
     pub expires_at: u64,
 }
 
 impl RecycleWord {
+    /// The word of a freshly written entry: unmarked, stamped with its
+    /// incarnation (the writing attempt's deadline, ns).
+    pub fn unmarked(stamp: u64) -> RecycleWord {
+        RecycleWord {
+            recycle: false,
+            expires_at: stamp,
+        }
+    }
+
+    /// The word of a marked entry, reusable from `expires_at` (plus skew).
+    pub fn marked(expires_at: u64) -> RecycleWord {
+        RecycleWord {
+            recycle: true,
+            expires_at,
+        }
+    }
+
     /// Encodes the word.
     pub fn encode(self) -> u64 {
         (u64::from(self.recycle) << 63) | (self.expires_at & !(1 << 63))

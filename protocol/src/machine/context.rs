@@ -243,22 +243,31 @@ impl Cx<'_> {
     }
 
     /// Marks an entry for recycling: reusable T after now. Only called by the
-    /// client that unlinked the entry's last reference.
-    pub(crate) fn mark_recycle(&mut self, dte: DteAddr) -> usize {
+    /// client that unlinked the entry's last reference; `seen` is the recycle
+    /// word it read with the entry's header. A remote mark is a NIC CAS that
+    /// expects `seen`, so that a mark landing late or twice, after the entry
+    /// was reused, finds the new incarnation's word and changes nothing (no
+    /// landing bound needed); a local mark is a CPU store, which cannot be
+    /// late.
+    pub(crate) fn mark_recycle(&mut self, dte: DteAddr, seen: RecycleWord) -> usize {
         let expires = self.now.plus(self.cfg().expiration).0;
-        let word = RecycleWord {
-            recycle: true,
-            expires_at: expires,
-        }
-        .encode();
-        let data = word.to_le_bytes().to_vec();
+        let word = RecycleWord::marked(expires).encode();
         let offset = self.client.layout.entry_offset(dte.index) + 16;
         if self.is_local(dte) {
+            let data = word.to_le_bytes().to_vec();
             self.io.issue(Op::LocalWrite { offset, data })
-        } else {
+        } else if self.client.faults.blind_recycle_mark {
+            // Broken variant: whatever the entry holds when this lands.
+            let data = word.to_le_bytes().to_vec();
             self.io.issue(Op::Write {
                 addr: RemoteAddr::data(dte.node(), offset),
                 data,
+            })
+        } else {
+            self.io.issue(Op::Cas {
+                addr: RemoteAddr::data(dte.node(), offset),
+                expect: seen.encode(),
+                new: word,
             })
         }
     }

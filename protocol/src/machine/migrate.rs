@@ -53,7 +53,9 @@ enum Phase {
     AwaitSrcIte,
     AwaitSrcDte,
     Recovering(Recover),
-    AwaitClear(Option<DteAddr>),
+    /// Clearing the source; the tombstone to mark then, with the recycle
+    /// word read with its header.
+    AwaitClear(Option<(DteAddr, RecycleWord)>),
     AwaitAlt,
     AwaitHelp,
     AwaitAllocScan,
@@ -184,7 +186,7 @@ impl Migrate {
         }
     }
 
-    fn clear_src(&mut self, cx: &mut Cx<'_>, mark: Option<DteAddr>) -> Out {
+    fn clear_src(&mut self, cx: &mut Cx<'_>, mark: Option<(DteAddr, RecycleWord)>) -> Out {
         if !cx.may_mutate() {
             return Some(Err(Error::Timeout));
         }
@@ -205,7 +207,7 @@ impl Migrate {
             }
             DteState::Free => Some(Err(Error::Conflict)),
             // A committed tombstone left linked: unlink it instead of moving it.
-            DteState::Deleted => self.clear_src(cx, Some(y.addr)),
+            DteState::Deleted => self.clear_src(cx, Some((y.addr, y.header.recycle))),
             DteState::Valid => {
                 let cands = cx.candidates(&y.key);
                 let Some(src) = cands.iter().position(|&c| c == f.slot) else {
@@ -312,10 +314,7 @@ impl Migrate {
                 value_len: value.len() as u32,
             },
             deadline: cx.deadline.0,
-            recycle: RecycleWord {
-                recycle: false,
-                expires_at: 0,
-            },
+            recycle: RecycleWord::unmarked(cx.deadline.0),
             prev: self.mv.w.0,
         };
         let bytes = cx.encode_entry(&header, &y.key, &value);
@@ -517,8 +516,8 @@ impl Migrate {
             }
             Phase::AwaitClear(mark) => match cas_previous(&results[0]) {
                 Ok(p) if p == self.mv.w.0 => match mark {
-                    Some(d) if cx.may_mutate() => {
-                        cx.mark_recycle(d);
+                    Some((d, seen)) if cx.may_mutate() => {
+                        cx.mark_recycle(d, seen);
                         self.phase = Phase::AwaitMark;
                         None
                     }
@@ -563,7 +562,7 @@ impl Migrate {
                 // copy committed; the owner marks it.
                 match self.mv.y.as_ref() {
                     Some(y) if cx.may_mutate() => {
-                        cx.mark_recycle(y.addr);
+                        cx.mark_recycle(y.addr, y.header.recycle);
                         self.phase = Phase::AwaitMark;
                         None
                     }

@@ -219,7 +219,7 @@ impl Recover {
                     }
                 }
                 if unlinked && cx.may_mutate() {
-                    cx.mark_recycle(self.addr);
+                    cx.mark_recycle(self.addr, self.header.recycle);
                     self.phase = Phase::AwaitMark;
                     None
                 } else {

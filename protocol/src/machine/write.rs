@@ -371,10 +371,7 @@ impl WriteLogic {
                 value_len: value.len() as u32,
             },
             deadline: cx.deadline.0,
-            recycle: RecycleWord {
-                recycle: false,
-                expires_at: 0,
-            },
+            recycle: RecycleWord::unmarked(cx.deadline.0),
             prev: self.words[self.target].0,
         };
         let bytes = cx.encode_entry(&header, &self.key, value);
@@ -600,11 +597,20 @@ impl WriteLogic {
                 // Broken variant: the previous version leaks, uncounted.
                 return;
             }
-            if cx.may_mutate() {
-                cx.mark_recycle(old);
-            } else {
-                // Too late to mark it: leaked (counted).
-                cx.io.stats.leaked += 1;
+            // The header we read of the previous version (we verified its
+            // key before replacing it): its incarnation's recycle word.
+            let seen = self.views[self.target]
+                .as_ref()
+                .filter(|v| v.addr == old)
+                .map(|v| v.header.recycle);
+            match seen {
+                Some(seen) if cx.may_mutate() => {
+                    cx.mark_recycle(old, seen);
+                }
+                _ => {
+                    // Too late to mark it (or never read): leaked (counted).
+                    cx.io.stats.leaked += 1;
+                }
             }
         }
     }
@@ -624,8 +630,8 @@ impl WriteLogic {
         let new = self.new_word()?;
         match cas_previous(&results[0]) {
             Ok(p) if p == new.0 && cx.may_mutate() => {
-                if let Some(d) = self.new_dte {
-                    cx.mark_recycle(d);
+                if let (Some(d), Some(h)) = (self.new_dte, self.new_header) {
+                    cx.mark_recycle(d, h.recycle);
                 }
             }
             // The tombstone unlinked too late to mark it, or maybe unlinked
