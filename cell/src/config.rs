@@ -172,6 +172,11 @@ pub struct CellFaults {
     /// A server whose WRITE to its directory copy failed writes that copy
     /// again at once, without waiting out `landing_margin`.
     pub directory_skip_landing_wait: bool,
+    /// Recovery rebuilds a region whose log shows an open meganode split
+    /// with its writes open, before the split is settled (issue 25 hole 1:
+    /// a client holding a stale path into X_right gets a write acknowledged
+    /// that the split's invalidation then throws away).
+    pub recovery_opens_early: bool,
 }
 
 /// Everything that shapes a Cell deployment.

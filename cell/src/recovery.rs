@@ -41,6 +41,15 @@ pub struct RecoveryReport {
     pub opened: Vec<RegionId>,
 }
 
+/// How far a recovery has got, for [`CellDeployment::recover_nodes`]'s
+/// observer (a test interleaves client operations there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryStage {
+    /// Every lost region is rebuilt on a survivor and the directory names
+    /// its new holder; no interrupted split is settled yet.
+    Rebuilt,
+}
+
 /// The split a log leaves open: its key and the new meganode, if copied.
 fn open_split(records: &[LogRecord]) -> Option<(Vec<u8>, Option<RegionId>)> {
     let mut open: Option<(Vec<u8>, Option<RegionId>)> = None;
@@ -170,20 +179,39 @@ where
     /// from their logs and settles the splits the failure interrupted.
     /// Needs logging (`log_dir`).
     pub fn recover(&mut self, failed: NodeId) -> Result<RecoveryReport, Error> {
+        self.recover_nodes(&[failed], |_, _| {})
+    }
+
+    /// Rebuilds the regions of every server in `failed` on the survivors
+    /// and settles the splits the failures interrupted (several servers
+    /// lost at once, e.g. the holders of both halves of a split), calling
+    /// `observe` at each [`RecoveryStage`] with the deployment as it is
+    /// then. Needs logging (`log_dir`).
+    pub fn recover_nodes(
+        &mut self,
+        failed: &[NodeId],
+        mut observe: impl FnMut(RecoveryStage, &Self),
+    ) -> Result<RecoveryReport, Error> {
         let logs = self
             .logs()
             .cloned()
             .ok_or_else(|| Error::Corrupt("recovery needs region logs (log_dir)".into()))?;
-        self.directory().set_failed(failed, true);
+        for &f in failed {
+            self.directory().set_failed(f, true);
+        }
         let survivors: Vec<Arc<ServerNode>> = self
             .live_servers()
             .into_iter()
-            .filter(|s| s.node != failed)
+            .filter(|s| !failed.contains(&s.node))
             .collect();
+        let Some(&first) = failed.first() else {
+            return Ok(RecoveryReport::default());
+        };
         if survivors.is_empty() {
-            return Err(Error::Unreachable(failed));
+            return Err(Error::Unreachable(first));
         }
-        let lost = self.directory().snapshot().held_by(failed);
+        let snapshot = self.directory().snapshot();
+        let lost: Vec<RegionId> = failed.iter().flat_map(|&f| snapshot.held_by(f)).collect();
         let mut report = RecoveryReport::default();
         let mut recovered = Vec::new();
         for (i, &r) in lost.iter().enumerate() {
@@ -197,8 +225,15 @@ where
                 _ => None,
             });
             let opened = records.contains(&LogRecord::Opened);
+            // A region whose log shows an unsettled step takes no write
+            // until recovery has settled it: a new meganode not yet opened
+            // stays frozen, a meganode whose split is open stays closed (a
+            // client holding a stale path into X_right would otherwise
+            // write into a node the split then invalidates).
             let gate = if created_by.is_some() && !opened {
                 GateMode::Frozen
+            } else if open_split(&records).is_some() && !self.config().faults.recovery_opens_early {
+                GateMode::Closed
             } else {
                 GateMode::Open
             };
@@ -210,6 +245,7 @@ where
             report.moved.push((r, st.node));
             recovered.push((r, st, records, created_by, opened));
         }
+        observe(RecoveryStage::Rebuilt, self);
         // Splits of recovered meganodes left open.
         for (x, st, records, _, _) in &recovered {
             let Some((split, new)) = open_split(records) else {

@@ -7,12 +7,14 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::*;
-use nessie_cell::{CellConfig, NodePtr, RegionId, SearchMode};
+use nessie_cell::{CellConfig, NodePtr, RecoveryStage, RegionId, SearchMode};
 use nessie_fabric_sim::SimFabric;
-use nessie_protocol::{Error, NodeId, Outcome};
+use nessie_protocol::{Error, Fabric, NodeId, Op, Outcome};
 
 fn logged(dir: &std::path::Path, base: CellConfig) -> CellConfig {
     CellConfig {
@@ -119,6 +121,159 @@ fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
     let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
     c.put(&key(1000), b"after").unwrap();
     assert_eq!(c.get(&key(1000)).unwrap(), Some(b"after".to_vec()));
+}
+
+/// Whether X's (region 1's) root, as it is in memory now, ends at a split
+/// key: the relink's last write has been made.
+fn x_relinked(d: &Cell) -> bool {
+    let (n, at) = node_addr(d, NodePtr::root_of(RegionId(1)));
+    let l = d.config().layout();
+    let b = d
+        .fabric()
+        .read_bytes(n, nessie_protocol::Region::Data, at, l.node_bytes)
+        .unwrap();
+    nessie_cell::node::Node::decode(&b, true).is_ok_and(|r| r.max.is_some())
+}
+
+/// What became of a write sent through a stale path while a recovery was
+/// rebuilding the meganode it went to.
+#[derive(Debug)]
+struct StaleWrite {
+    /// The write was acknowledged while the recovery was paused after its
+    /// rebuild (before it settled the split).
+    acked_before_settling: bool,
+    /// The value a fresh client reads afterwards.
+    read_after: Option<Vec<u8>>,
+}
+
+/// Issue 25 hole 1 as an exact interleaving. Meganode X (region 1, on node
+/// 0) splits at s into Y (on node 1 or 2); the split is cut after the
+/// relink (X's root ends at s, its right link to Y's root), before X_right
+/// is invalidated, and node 0 fails. A client-side client has X's root in
+/// its node cache from before the split. Recovery rebuilds X on a survivor
+/// and stops ([`RecoveryStage::Rebuilt`]); there the client, told where X
+/// now lives, walks its cached root into an X_right leaf (still valid) and
+/// sends a write of key 59 (above s) to X's new holder; the test holds the
+/// client before each write request it posts and waits until the first is
+/// either acknowledged or refused (the client posts it again). Recovery
+/// then settles the split, and the write is read back.
+fn write_through_a_stale_path_during_recovery(recovery_opens_early: bool) -> StaleWrite {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = logged(dir.path(), manual());
+    cfg.nodes = 3;
+    cfg.server_nodes = 3;
+    cfg.faults.recovery_opens_early = recovery_opens_early;
+    let mut d = start(cfg);
+    load(&d, 60);
+    let split = split_key_of(&d, RegionId(1));
+    let k = key(59);
+    assert!(k > split, "key 59 must be in X_right ({split:?})");
+    let armed = Arc::new(AtomicBool::new(false));
+    let a2 = armed.clone();
+    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(2)).unwrap(), move |_, wr| {
+        a2.load(Ordering::SeqCst) && matches!(wr.op, Op::Write { .. })
+    });
+    let mut c = d.client_on(id(2, 1), ep).unwrap();
+    c.set_mode(SearchMode::ClientOnly);
+    assert_eq!(c.get(&k).unwrap(), Some(value_of(59)));
+    let x_root = NodePtr::root_of(RegionId(1));
+    assert!(
+        c.with_core(|core| core.nodes.contains(x_root)),
+        "the client caches X's root"
+    );
+    {
+        let mut s = SplitStepper::new(&d, RegionId(1));
+        let mut relinked = false;
+        while let Some(did) = s.step() {
+            if matches!(did, Did::Effect(nessie_cell::machine::Effect::Log { .. }))
+                && x_relinked(&d)
+            {
+                relinked = true;
+                break;
+            }
+        }
+        assert!(relinked, "the split never relinked X");
+    }
+    fail(&mut d, 0);
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut writer = Some(c);
+    let mut acked = None;
+    let report = d
+        .recover_nodes(&[NodeId(0)], |stage, _| {
+            assert_eq!(stage, RecoveryStage::Rebuilt);
+            let mut c = writer.take().expect("one stage");
+            // The client learns where X lives now; its node cache still
+            // holds X's root from before the split.
+            c.refresh_directory();
+            armed.store(true, Ordering::SeqCst);
+            let (tx, k) = (done_tx.clone(), k.clone());
+            std::thread::spawn(move || {
+                let r = c.put(&k, b"new");
+                let _ = tx.send(r);
+            });
+            assert!(gate.paused().is_some(), "the client never sent its write");
+            gate.resume();
+            let t = Instant::now();
+            acked = Some(loop {
+                if let Ok(r) = done_rx.try_recv() {
+                    r.expect("the write");
+                    break true;
+                }
+                if gate.try_paused(Duration::from_millis(1)).is_some() {
+                    // Answered `Busy`: the client sends it again (held).
+                    break false;
+                }
+                assert!(t.elapsed() < Duration::from_secs(10), "no answer");
+            });
+        })
+        .unwrap();
+    assert_eq!(report.finished_splits, vec![RegionId(1)], "{report:?}");
+    armed.store(false, Ordering::SeqCst);
+    let acked_before_settling = acked.expect("the recovery stopped at Rebuilt");
+    if !acked_before_settling {
+        gate.resume();
+        done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the write ends")
+            .expect("the write succeeds once the split is settled");
+    }
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let read_after = client(&d, 1, 0, SearchMode::ServerOnly).get(&k).unwrap();
+    StaleWrite {
+        acked_before_settling,
+        read_after,
+    }
+}
+
+#[test]
+fn a_region_with_an_open_split_takes_no_write_until_recovery_settles_it() {
+    let _limit = time_limit(
+        "a_region_with_an_open_split_takes_no_write_until_recovery_settles_it",
+        "-",
+        Duration::from_secs(120),
+    );
+    let w = write_through_a_stale_path_during_recovery(false);
+    assert!(
+        !w.acked_before_settling,
+        "X took a write before its split was settled: {w:?}"
+    );
+    assert_eq!(w.read_after, Some(b"new".to_vec()), "{w:?}");
+}
+
+#[test]
+fn teeth_recovery_opening_early_loses_an_acknowledged_write() {
+    let _limit = time_limit(
+        "teeth_recovery_opening_early_loses_an_acknowledged_write",
+        "-",
+        Duration::from_secs(120),
+    );
+    let w = write_through_a_stale_path_during_recovery(true);
+    assert!(w.acked_before_settling, "{w:?}");
+    assert_eq!(
+        w.read_after,
+        Some(value_of(59)),
+        "the acknowledged write should be lost with the switch on: {w:?}"
+    );
 }
 
 #[test]

@@ -228,6 +228,16 @@ impl<E: Endpoint> CellClient<E> {
         f(&self.core())
     }
 
+    /// Takes a fresh snapshot of the directory now (what the client does by
+    /// itself when it meets a region it does not know or a server that does
+    /// not answer), keeping its caches. A client over the fabric keeps its
+    /// snapshot (it reads the table itself when it needs to).
+    pub fn refresh_directory(&mut self) {
+        if let Some(d) = &self.dir {
+            self.core().regions = d.snapshot();
+        }
+    }
+
     /// The endpoint.
     pub fn endpoint(&mut self) -> &mut E {
         self.driver.endpoint()

@@ -363,6 +363,26 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// Waits (up to 10 s) for the next pause and leaves the client paused
+    /// there (until [`Gate::resume`]); the post number, or `None` if no
+    /// pause came.
+    pub fn paused(&self) -> Option<usize> {
+        self.paused.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    /// The post number if the client is paused (or pauses within `wait`),
+    /// leaving it paused.
+    pub fn try_paused(&self, wait: Duration) -> Option<usize> {
+        self.paused.recv_timeout(wait).ok()
+    }
+
+    /// Lets a client paused by [`Gate::paused`] go on.
+    pub fn resume(&self) {
+        let _ = self.resume.send(());
+    }
+}
+
 impl Endpoint for PredicateEndpoint {
     fn node(&self) -> NodeId {
         self.inner.node()
