@@ -177,6 +177,12 @@ pub struct CellFaults {
     /// a client holding a stale path into X_right gets a write acknowledged
     /// that the split's invalidation then throws away).
     pub recovery_opens_early: bool,
+    /// Recovery looks only at the splits a recovered meganode's log leaves
+    /// open, not at those it shows finished but whose new meganode was
+    /// never opened or linked into its parent (issue 25 hole 2: X's server
+    /// dies between `SplitFinish` and opening Y, and Y, on a survivor,
+    /// stays frozen for good).
+    pub recovery_forgets_finished_splits: bool,
 }
 
 /// Everything that shapes a Cell deployment.

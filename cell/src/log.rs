@@ -58,6 +58,12 @@ pub enum LogRecord {
     SplitAbort,
     /// The region's writes were opened (a split's new meganode).
     Opened,
+    /// The parent entry of the split into `new` is in place (step 5: the
+    /// entry in the parent meganode, or a new root meganode over both).
+    SplitLinked {
+        /// The new meganode.
+        new: RegionId,
+    },
 }
 
 impl LogRecord {
@@ -88,6 +94,10 @@ impl LogRecord {
             }
             LogRecord::SplitAbort => b.push(6),
             LogRecord::Opened => b.push(7),
+            LogRecord::SplitLinked { new } => {
+                b.push(8);
+                b.extend_from_slice(&new.0.to_le_bytes());
+            }
         }
         b
     }
@@ -119,6 +129,9 @@ impl LogRecord {
             },
             6 => LogRecord::SplitAbort,
             7 => LogRecord::Opened,
+            8 => LogRecord::SplitLinked {
+                new: RegionId(u32_at(rest)?),
+            },
             _ => return None,
         })
     }
@@ -244,6 +257,7 @@ mod tests {
             LogRecord::SplitFinish { new: RegionId(5) },
             LogRecord::SplitAbort,
             LogRecord::Opened,
+            LogRecord::SplitLinked { new: RegionId(5) },
         ];
         sink.append(RegionId(1), &recs).unwrap();
         assert_eq!(sink.read(RegionId(1)).unwrap(), recs);

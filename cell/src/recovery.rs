@@ -39,6 +39,9 @@ pub struct RecoveryReport {
     pub orphans: Vec<RegionId>,
     /// Split-created meganodes opened.
     pub opened: Vec<RegionId>,
+    /// New meganodes of finished splits whose parent link recovery queued
+    /// (the split's log had no `SplitLinked`).
+    pub linked: Vec<RegionId>,
 }
 
 /// How far a recovery has got, for [`CellDeployment::recover_nodes`]'s
@@ -66,6 +69,27 @@ fn open_split(records: &[LogRecord]) -> Option<(Vec<u8>, Option<RegionId>)> {
         }
     }
     open
+}
+
+/// The splits a log shows finished but not linked into the parent: each
+/// split key and new meganode.
+fn unlinked_splits(records: &[LogRecord]) -> Vec<(Vec<u8>, RegionId)> {
+    let mut key = None;
+    let mut out: Vec<(Vec<u8>, RegionId)> = Vec::new();
+    for r in records {
+        match r {
+            LogRecord::SplitStart { split, .. } => key = Some(split.clone()),
+            LogRecord::SplitAbort => key = None,
+            LogRecord::SplitFinish { new } => {
+                if let Some(k) = key.take() {
+                    out.push((k, *new));
+                }
+            }
+            LogRecord::SplitLinked { new } => out.retain(|(_, y)| y != new),
+            _ => {}
+        }
+    }
+    out
 }
 
 impl Srv {
@@ -280,6 +304,31 @@ where
             }
             if let Some(h) = st.hosted(*x) {
                 lock(&h.gate).mode = GateMode::Open;
+            }
+        }
+        // Splits of recovered meganodes that their logs show finished but
+        // not linked: X's server died after `SplitFinish`, before it opened
+        // Y (wherever Y is) or linked Y's parent. Open Y (unless its holder
+        // is down too: Y's own recovery opens it) and link the parent.
+        if !self.config().faults.recovery_forgets_finished_splits {
+            let snapshot = self.directory().snapshot();
+            for (x, st, records, _, _) in &recovered {
+                for (key, y) in unlinked_splits(records) {
+                    let opened = logs.read(y)?.contains(&LogRecord::Opened);
+                    let holder_up = snapshot
+                        .get(y)
+                        .is_some_and(|i| !snapshot.failed.contains(&i.node));
+                    if !opened && holder_up {
+                        st.push_job(Job::Open(y));
+                        report.opened.push(y);
+                    }
+                    st.push_job(Job::LinkParent {
+                        below: *x,
+                        key,
+                        child: y,
+                    });
+                    report.linked.push(y);
+                }
             }
         }
         // Recovered meganodes a split created but never opened.

@@ -276,6 +276,93 @@ fn teeth_recovery_opening_early_loses_an_acknowledged_write() {
     );
 }
 
+/// What became of the new meganode Y of a split whose server died between
+/// `SplitFinish` and opening Y.
+#[derive(Debug)]
+struct LateDeath {
+    /// Y.
+    y: RegionId,
+    /// A put of key 59 (in Y) after the recovery.
+    put: Result<bool, Error>,
+    /// Y has a parent entry in some other meganode.
+    y_parented: bool,
+    report: nessie_cell::RecoveryReport,
+}
+
+/// Issue 25 hole 2 as an exact interleaving: X (region 1, on node 0) splits
+/// into Y on a survivor; the split stops right after X logged
+/// `SplitFinish`, before it opened Y or linked Y's parent, and node 0
+/// fails. After recovery, a put of a key at or above the split key must
+/// go through (within a 3 s operation timeout) and Y must get its parent
+/// entry.
+fn server_dies_between_split_finish_and_open(forget: bool) -> LateDeath {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = logged(dir.path(), manual());
+    cfg.nodes = 3;
+    cfg.server_nodes = 3;
+    cfg.op_timeout = Duration::from_secs(3);
+    cfg.faults.recovery_forgets_finished_splits = forget;
+    let mut d = start(cfg);
+    load(&d, 60);
+    let split = split_key_of(&d, RegionId(1));
+    assert!(key(59) > split);
+    let mut y = None;
+    {
+        let mut s = SplitStepper::new(&d, RegionId(1));
+        while let Some(did) = s.step() {
+            if let Did::Effect(nessie_cell::machine::Effect::Log { records, .. }) = &did {
+                if let Some(nessie_cell::log::LogRecord::SplitFinish { new }) = records.first() {
+                    y = Some(*new);
+                    break;
+                }
+            }
+        }
+        assert!(s.finished.is_none());
+    }
+    let y = y.expect("the split logged its finish");
+    assert_ne!(d.holder(y), Some(NodeId(0)), "Y is on a survivor");
+    fail(&mut d, 0);
+    let report = d.recover(NodeId(0)).unwrap();
+    let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
+    let put = c.put(&key(59), b"new");
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    // X_left takes writes either way.
+    c.put(&key(1), b"left").unwrap();
+    let y_parented = audit(&d).parented.contains(&y);
+    LateDeath {
+        y,
+        put,
+        y_parented,
+        report,
+    }
+}
+
+#[test]
+fn recovery_opens_and_links_the_new_meganode_of_a_split_finished_before_the_failure() {
+    let _limit = time_limit(
+        "recovery_opens_and_links_the_new_meganode_of_a_split_finished_before_the_failure",
+        "-",
+        Duration::from_secs(120),
+    );
+    let r = server_dies_between_split_finish_and_open(false);
+    assert_eq!(r.put, Ok(true), "{r:?}");
+    assert!(r.y_parented, "{r:?}");
+    assert_eq!(r.report.opened, vec![r.y], "{r:?}");
+    assert_eq!(r.report.linked, vec![r.y], "{r:?}");
+}
+
+#[test]
+fn teeth_recovery_forgetting_finished_splits_leaves_the_new_meganode_frozen() {
+    let _limit = time_limit(
+        "teeth_recovery_forgetting_finished_splits_leaves_the_new_meganode_frozen",
+        "-",
+        Duration::from_secs(120),
+    );
+    let r = server_dies_between_split_finish_and_open(true);
+    assert_eq!(r.put, Err(Error::Timeout), "{r:?}");
+    assert!(!r.y_parented, "{r:?}");
+}
+
 #[test]
 fn a_split_cut_short_after_the_relink_is_finished() {
     let _limit = time_limit(

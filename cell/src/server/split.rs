@@ -593,8 +593,22 @@ impl Srv {
     }
 
     /// Step 5: inserts `key` -> `child` into the parent of `below`, or makes
-    /// a new root meganode if `below` is the root.
+    /// a new root meganode if `below` is the root; then logs
+    /// [`LogRecord::SplitLinked`] in `below`'s log (a recovery that finds a
+    /// finished split without it links the parent again: every step here
+    /// is idempotent).
     pub(crate) async fn link_parent(
+        &self,
+        below: RegionId,
+        key: &[u8],
+        child: RegionId,
+    ) -> Result<(), Error> {
+        self.link_parent_once(below, key, child).await?;
+        self.log(below, vec![LogRecord::SplitLinked { new: child }])
+            .await
+    }
+
+    async fn link_parent_once(
         &self,
         below: RegionId,
         key: &[u8],

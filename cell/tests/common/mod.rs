@@ -580,3 +580,62 @@ pub fn manual() -> CellConfig {
         ..tiny()
     }
 }
+
+/// The root word (held in region 1), as it is in memory now.
+pub fn root_word(d: &Cell) -> nessie_cell::NodePtr {
+    let m = d.directory().snapshot();
+    let info = m.get(nessie_cell::RegionId(1)).expect("region 1");
+    let l = d.config().layout();
+    let b = d
+        .fabric()
+        .read_bytes(
+            info.node,
+            nessie_protocol::Region::Data,
+            l.slot_base(info.slot) + nessie_cell::config::ROOT_WORD_OFFSET,
+            8,
+        )
+        .expect("read the root word");
+    nessie_cell::NodePtr::decode(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// What a walk of the whole tree (every valid node reachable from the root
+/// word by child and right links, read from memory as it is now) found.
+#[derive(Debug, Default)]
+pub struct TreeAudit {
+    /// Meganodes reached.
+    pub reached: std::collections::BTreeSet<nessie_cell::RegionId>,
+    /// Meganodes some other meganode's node has a child entry for (a parent
+    /// link, not only a right link).
+    pub parented: std::collections::BTreeSet<nessie_cell::RegionId>,
+    /// The meganode of the root.
+    pub root: Option<nessie_cell::RegionId>,
+}
+
+/// Walks the tree (see [`TreeAudit`]).
+pub fn audit(d: &Cell) -> TreeAudit {
+    let mut a = TreeAudit::default();
+    let root = root_word(d);
+    a.root = Some(root.region);
+    let mut todo = vec![root];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(p) = todo.pop() {
+        if p.is_null() || !seen.insert(p) || d.directory().snapshot().get(p.region).is_none() {
+            continue;
+        }
+        let n = node_at(d, p);
+        if !n.valid {
+            continue;
+        }
+        a.reached.insert(p.region);
+        todo.push(n.right);
+        for e in &n.entries {
+            if let Some(c) = e.child() {
+                if c.region != p.region {
+                    a.parented.insert(c.region);
+                }
+                todo.push(c);
+            }
+        }
+    }
+    a
+}
