@@ -183,6 +183,21 @@ pub struct CellFaults {
     /// dies between `SplitFinish` and opening Y, and Y, on a survivor,
     /// stays frozen for good).
     pub recovery_forgets_finished_splits: bool,
+    /// Recovery undoes a split whose log shows the copy done unless X's
+    /// root was already relinked, dropping Y even when the relink had begun
+    /// (the old rule: X_left nodes relinked before the failure keep right
+    /// links to the dropped Y, and scans across the split key time out).
+    pub recovery_undoes_copied_splits: bool,
+    /// Recovery of Y's server drops a recovered Y whose split's log shows
+    /// no `SplitCopied` even though X's server is alive and its split still
+    /// open (the old rule: the live splitter goes on, relinks X to the
+    /// dropped Y and loses X_right's keys).
+    pub recovery_ignores_live_splitter: bool,
+    /// Recovery drops orphans only among the regions it rebuilt (the old
+    /// rule): the new meganode of an undone split, or a new root meganode
+    /// never linked, that lives on a survivor stays listed and held though
+    /// nothing in the tree names it.
+    pub recovery_keeps_orphans: bool,
 }
 
 /// Everything that shapes a Cell deployment.

@@ -288,6 +288,17 @@ where
         &self,
         region: RegionId,
     ) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
+        self.split_machine_onto(region, None)
+    }
+
+    /// [`CellDeployment::split_machine`] copying the new meganode to
+    /// server `onto` (`None`: the least loaded server, as servers choose),
+    /// so that a test can place both halves of a split.
+    pub fn split_machine_onto(
+        &self,
+        region: RegionId,
+        onto: Option<NodeId>,
+    ) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
         let node = self
             .holder(region)
             .ok_or_else(|| Error::Corrupt(format!("unknown {region}")))?;
@@ -297,7 +308,7 @@ where
             node,
             ID_BASE,
             Some(maintenance_channel(&st)),
-            move |io| async move { Srv::new(io, s).split_meganode(region).await },
+            move |io| async move { Srv::new(io, s).split_meganode(region, onto).await },
         );
         Ok((st, m))
     }
@@ -305,7 +316,17 @@ where
     /// Splits meganode `region` now (and links its parent), on the calling
     /// thread.
     pub fn split(&self, region: RegionId) -> Result<SplitOutcome, Error> {
-        let (st, mut m) = self.split_machine(region)?;
+        self.split_onto(region, None)
+    }
+
+    /// [`CellDeployment::split`] copying the new meganode to server `onto`
+    /// (`None`: the least loaded server).
+    pub fn split_onto(
+        &self,
+        region: RegionId,
+        onto: Option<NodeId>,
+    ) -> Result<SplitOutcome, Error> {
+        let (st, mut m) = self.split_machine_onto(region, onto)?;
         let (_, mut mio) = self.maintenance_io(st.node)?;
         let out = mio.run(&st, &mut m)?;
         if let SplitOutcome::Split { split, new } = &out {

@@ -104,16 +104,25 @@ fn logs(did: &Did, what: &str) -> bool {
 }
 
 #[test]
-fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
+fn a_split_cut_short_before_its_copy_is_logged_is_undone_and_its_orphan_dropped() {
     let _limit = time_limit(
-        "a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped",
+        "a_split_cut_short_before_its_copy_is_logged_is_undone_and_its_orphan_dropped",
         "-",
         Duration::from_secs(120),
     );
-    let (d, report, _dir) = split_cut_short(|_, did| logs(did, "SplitCopied"));
+    // Stop once the copy has answered (Y complete and listed on a
+    // survivor), before X logs `SplitCopied`.
+    let (d, report, _dir) = split_cut_short(|_, did| matches!(did, Did::Wait(_)));
+    assert_eq!(report.undone_splits, vec![RegionId(1)], "{report:?}");
     assert_eq!(report.orphans.len(), 1, "{report:?}");
     let orphan = report.orphans[0];
     assert!(d.directory().snapshot().get(orphan).is_none());
+    assert!(
+        (0..3).all(|n| d
+            .server(NodeId(n))
+            .is_none_or(|st| st.hosted(orphan).is_none())),
+        "the orphan is no longer held anywhere"
+    );
     // X (region 1) still holds everything and takes writes.
     let root = node_at(&d, NodePtr::root_of(RegionId(1)));
     assert_eq!(root.max, None);
@@ -121,6 +130,28 @@ fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
     let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
     c.put(&key(1000), b"after").unwrap();
     assert_eq!(c.get(&key(1000)).unwrap(), Some(b"after".to_vec()));
+}
+
+#[test]
+fn a_split_cut_short_after_its_copy_is_logged_is_rolled_forward() {
+    let _limit = time_limit(
+        "a_split_cut_short_after_its_copy_is_logged_is_rolled_forward",
+        "-",
+        Duration::from_secs(120),
+    );
+    let (d, report, _dir) = split_cut_short(|_, did| logs(did, "SplitCopied"));
+    assert_eq!(report.finished_splits, vec![RegionId(1)], "{report:?}");
+    assert!(report.orphans.is_empty(), "{report:?}");
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let root = node_at(&d, NodePtr::root_of(RegionId(1)));
+    assert!(root.max.is_some(), "X ends at the split key");
+    all_present(&d, 60, 1, SearchMode::ClientOnly);
+    all_present(&d, 60, 2, SearchMode::ServerOnly);
+    let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
+    for i in [1u64, 59] {
+        c.put(&key(i), b"again").unwrap();
+        assert_eq!(c.get(&key(i)).unwrap(), Some(b"again".to_vec()));
+    }
 }
 
 /// Whether X's (region 1's) root, as it is in memory now, ends at a split

@@ -48,8 +48,19 @@ impl Srv {
             CellRequest::Validate { leaves } => {
                 Ok(CellResponse::Valid(self.validate(&leaves).await?))
             }
-            CellRequest::CopyMeganode { source, split } => self.copy_meganode(source, &split).await,
-            CellRequest::NewRoot { left, split, right } => self.new_root(left, &split, right).await,
+            CellRequest::CopyMeganode {
+                source,
+                split,
+                new,
+                slot,
+            } => self.copy_meganode(source, &split, new, slot).await,
+            CellRequest::NewRoot {
+                left,
+                split,
+                right,
+                new,
+                slot,
+            } => self.new_root(left, &split, right, new, slot).await,
             CellRequest::SetRoot { expect, new } => self.set_root(expect, new).await,
             CellRequest::InsertChild {
                 start,
@@ -58,6 +69,7 @@ impl Srv {
                 below,
             } => self.insert_child(start, &key, child, below).await,
             CellRequest::OpenRegion { region } => self.open_region(region).await,
+            CellRequest::DropRegion { region } => self.drop_region(region).await,
         }
     }
 
@@ -65,13 +77,17 @@ impl Srv {
     pub async fn run_job(&self, job: Job) -> Result<(), Error> {
         match job {
             Job::Split(x) => {
-                if let SplitOutcome::Split { split, new } = self.split_meganode(x).await? {
+                if let SplitOutcome::Split { split, new } = self.split_meganode(x, None).await? {
                     self.link_parent(x, &split, new).await?;
                 }
                 Ok(())
             }
             Job::LinkParent { below, key, child } => self.link_parent(below, &key, child).await,
             Job::Open(r) => self.open_remote(r).await,
+            Job::SetRoot { below, root } => self
+                .set_root_to(crate::ptr::NodePtr::root_of(below), root)
+                .await
+                .map(|_| ()),
         }
     }
 }

@@ -423,26 +423,35 @@ pub enum Did {
     Effect(Effect),
     /// A shared effect (a back-off, a wait for a response).
     Wait(String),
-    /// The machine finished.
-    Done(Result<SplitOutcome, nessie_protocol::Error>),
+    /// The machine finished (its result is in [`Stepper::finished`]).
+    Done,
 }
 
-/// Drives a meganode split one round or effect at a time.
-pub struct SplitStepper {
+/// Drives a server machine (a meganode split, a maintenance job) one round
+/// or effect at a time, on its node's maintenance request slot.
+pub struct Stepper<T> {
     pub st: Arc<ServerNode>,
-    pub m: Machine<SplitOutcome>,
+    pub m: Machine<T>,
     pub mio: MaintenanceIo<SimEndpoint>,
-    pub finished: Option<Result<SplitOutcome, nessie_protocol::Error>>,
+    pub finished: Option<Result<T, nessie_protocol::Error>>,
     pub steps: usize,
     /// A node write is half done (its versions are odd).
     pub mid_write: bool,
 }
 
+/// A meganode split, stepped.
+pub type SplitStepper = Stepper<SplitOutcome>;
+
 impl SplitStepper {
     pub fn new(d: &Cell, region: nessie_cell::RegionId) -> SplitStepper {
-        let (st, m) = d.split_machine(region).expect("split machine");
+        SplitStepper::onto(d, region, None)
+    }
+
+    /// A split of `region` copying to server `onto` (`None`: as servers choose).
+    pub fn onto(d: &Cell, region: nessie_cell::RegionId, onto: Option<NodeId>) -> SplitStepper {
+        let (st, m) = d.split_machine_onto(region, onto).expect("split machine");
         let (_, mio) = d.maintenance_io(st.node).expect("maintenance io");
-        SplitStepper {
+        Stepper {
             st,
             m,
             mio,
@@ -452,6 +461,40 @@ impl SplitStepper {
         }
     }
 
+    /// Runs to the end; the outcome.
+    pub fn finish(&mut self) -> SplitOutcome {
+        while self.step().is_some() {}
+        self.finished
+            .clone()
+            .expect("finished")
+            .expect("split succeeds")
+    }
+}
+
+impl Stepper<()> {
+    /// Maintenance job `job` on server `node`'s maintenance slot (its
+    /// maintenance thread must be idle meanwhile).
+    pub fn job(d: &Cell, node: NodeId, job: nessie_cell::server::Job) -> Stepper<()> {
+        let (st, mio) = d.maintenance_io(node).expect("maintenance io");
+        let m = nessie_cell::server::runtime::job_machine(
+            &st,
+            nessie_cell::server::runtime::maintenance_channel(&st),
+            nessie_cell::machine::ID_BASE,
+            Duration::from_secs(10),
+            job,
+        );
+        Stepper {
+            st,
+            m,
+            mio,
+            finished: None,
+            steps: 0,
+            mid_write: false,
+        }
+    }
+}
+
+impl<T: Clone + 'static> Stepper<T> {
     /// Performs the next round or effect; `None` once finished.
     pub fn step(&mut self) -> Option<Did> {
         if self.finished.is_some() {
@@ -461,8 +504,8 @@ impl SplitStepper {
             let now = self.mio.driver.now();
             match self.m.poll(now) {
                 Step::Done(r) => {
-                    self.finished = Some(r.clone());
-                    return Some(Did::Done(r));
+                    self.finished = Some(r);
+                    return Some(Did::Done);
                 }
                 Step::Pending => self.mio.driver.wait(self.m.exec()),
                 Step::PostDetached(wrs) => {
@@ -513,15 +556,6 @@ impl SplitStepper {
                 }
             }
         }
-    }
-
-    /// Runs to the end; the outcome.
-    pub fn finish(&mut self) -> SplitOutcome {
-        while self.step().is_some() {}
-        self.finished
-            .clone()
-            .expect("finished")
-            .expect("split succeeds")
     }
 }
 
