@@ -198,6 +198,11 @@ pub struct CellFaults {
     /// never linked, that lives on a survivor stays listed and held though
     /// nothing in the tree names it.
     pub recovery_keeps_orphans: bool,
+    /// The locality selector compares rejected with kept samples on
+    /// counters zeroed every `history` kept samples instead of over the
+    /// moving period (issue 25 hole 3: the first outlier after a reset
+    /// discards a full window of good samples).
+    pub selector_resets_per_history: bool,
 }
 
 /// Everything that shapes a Cell deployment.

@@ -204,7 +204,9 @@ impl<E: Endpoint> CellClient<E> {
 
     /// Sets the test-only fault switches of this client.
     pub fn set_faults(&mut self, faults: CellFaults) {
-        self.core().faults = faults;
+        let mut c = self.core();
+        c.selector.old_window_rule = faults.selector_resets_per_history;
+        c.faults = faults;
     }
 
     /// The client's cumulative counters.
