@@ -203,6 +203,12 @@ pub struct CellFaults {
     /// moving period (issue 25 hole 3: the first outlier after a reset
     /// discards a full window of good samples).
     pub selector_resets_per_history: bool,
+    /// Servers send their requests to other servers (`CopyMeganode`,
+    /// `NewRoot`, `SetRoot`, `InsertChild`, `OpenRegion`, `DropRegion`)
+    /// unclaimed, as before issue 25 (hole 4): one that timed out may still
+    /// run, so a meganode the splitter gave up on is created after it
+    /// settled it (held, and named by no one).
+    pub unclaimed_server_requests: bool,
 }
 
 /// Everything that shapes a Cell deployment.
@@ -246,6 +252,10 @@ pub struct CellConfig {
     pub op_timeout: Duration,
     /// How long a client waits for one server reply.
     pub rpc_timeout: Duration,
+    /// How long a server (its maintenance thread, a meganode split) waits
+    /// for another server's reply before it settles the request (at least
+    /// `rpc_timeout`: a copy of a meganode takes longer than a search).
+    pub server_rpc_timeout: Duration,
     /// How long an operation keeps retrying while the node its directory
     /// names for a meganode stays unreachable (its regions may be recovered
     /// onto another node meanwhile, which a directory refresh shows); after
@@ -300,6 +310,7 @@ impl Default for CellConfig {
             attempt_deadline: Duration::from_millis(100),
             op_timeout: Duration::from_secs(10),
             rpc_timeout: Duration::from_secs(5),
+            server_rpc_timeout: Duration::from_secs(10),
             unreachable_grace: Duration::from_millis(500),
             backoff: Duration::from_micros(5),
             max_backoff: Duration::from_millis(2),
@@ -339,6 +350,12 @@ pub const REGION_HEADER_BYTES: u64 = 64;
 pub const ROOT_WORD_OFFSET: u64 = 8;
 
 impl CellConfig {
+    /// How long a server waits for another server's reply
+    /// (`server_rpc_timeout`, at least `rpc_timeout`).
+    pub fn server_rpc_wait(&self) -> Duration {
+        self.server_rpc_timeout.max(self.rpc_timeout)
+    }
+
     /// The smallest node that holds four entries of the largest key and
     /// its min and max keys: at least 1 KiB, a power of two.
     pub fn node_bytes_for(max_key_len: u32) -> u32 {

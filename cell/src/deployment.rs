@@ -218,6 +218,21 @@ where
         self.running().for_each(CellNode::resume);
     }
 
+    /// Pauses server `node`'s workers and maintenance thread (requests to
+    /// it wait; its memory stays reachable by RDMA).
+    pub fn pause_server(&self, node: NodeId) {
+        if let Some(Some(s)) = self.servers.get(node.0 as usize) {
+            s.pause();
+        }
+    }
+
+    /// Resumes server `node`.
+    pub fn resume_server(&self, node: NodeId) {
+        if let Some(Some(s)) = self.servers.get(node.0 as usize) {
+            s.resume();
+        }
+    }
+
     /// CPU time of all server workers and maintenance threads.
     pub fn server_cpu_time(&self) -> Duration {
         self.running().map(CellNode::cpu_time).sum()

@@ -82,8 +82,11 @@ fn config(dir: &std::path::Path, faults: CellFaults) -> CellConfig {
         nodes: 3,
         server_nodes: 3,
         log_dir: Some(dir.to_path_buf()),
-        // A range left frozen shows as a timeout, not as a 20 s wait.
+        // A range left frozen shows as a timeout, not as a 20 s wait; a
+        // request to a dead server is settled within 2 s.
         op_timeout: Duration::from_secs(5),
+        rpc_timeout: Duration::from_secs(2),
+        server_rpc_timeout: Duration::from_secs(2),
         faults,
         ..manual()
     }
@@ -384,6 +387,7 @@ fn tell_all(story: Story, faults: CellFaults) -> Vec<String> {
     }
     let mut failed = Vec::new();
     for cut in &cuts {
+        let t = std::time::Instant::now();
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tell(story, cut, faults)));
         if let Err(e) = r {
             let why = e
@@ -393,6 +397,12 @@ fn tell_all(story: Story, faults: CellFaults) -> Vec<String> {
                 .unwrap_or_default();
             failed.push(why);
         }
+        eprintln!(
+            "{story:?} cut {}#{} took {:?}",
+            cut.phase,
+            cut.n,
+            t.elapsed()
+        );
     }
     eprintln!("{story:?}: {} cuts, {} failed", cuts.len(), failed.len());
     failed

@@ -652,3 +652,35 @@ impl Srv {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::region::Directory;
+
+    #[test]
+    fn a_retired_region_is_never_held_again_and_its_creator_is_seen() {
+        let cfg = Arc::new(CellConfig::default());
+        let st = ServerNode::new(NodeId(0), cfg, Arc::new(Directory::new(4)), None);
+        let r = RegionId(5);
+        let h = st
+            .host_new(r, 0, st.fresh_alloc(), GateMode::Frozen, 1)
+            .expect("not retired");
+        assert!(h.creating.load(Ordering::SeqCst));
+        let held = st.retire_mark(r).expect("held");
+        assert!(Arc::ptr_eq(&held, &h), "the retirer sees the creation");
+        assert!(st.is_retired(r));
+        st.unhost(r);
+        assert!(
+            st.host_new(r, 1, st.fresh_alloc(), GateMode::Frozen, 1)
+                .is_none(),
+            "a late request cannot create it again"
+        );
+        assert!(st.hosted(r).is_none());
+        // Retiring a region never held here still refuses it later.
+        assert!(st.retire_mark(RegionId(6)).is_none());
+        assert!(st
+            .host_new(RegionId(6), 2, st.fresh_alloc(), GateMode::Open, 1)
+            .is_none());
+    }
+}

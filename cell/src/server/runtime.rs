@@ -171,7 +171,7 @@ pub struct MaintenanceIo<E: Endpoint> {
 impl<E: Endpoint> MaintenanceIo<E> {
     /// The maintenance context of `st`'s node on `ep`.
     pub fn new(st: &ServerNode, ep: E) -> MaintenanceIo<E> {
-        let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+        let timeout = st.cfg.server_rpc_wait();
         MaintenanceIo {
             driver: Driver::new(ep),
             chan: maintenance_channel(st),
@@ -239,11 +239,12 @@ pub fn maintenance_channel(st: &ServerNode) -> Channel {
         node: st.node,
         index: st.cfg.clients_per_node,
     };
-    let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    let timeout = st.cfg.server_rpc_wait();
     Channel::new(
         RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
         true,
     )
+    .with_claimed_server_requests(!st.cfg.faults.unclaimed_server_requests)
 }
 
 /// [`maintenance_channel`] whose sequence numbers are drawn from `entropy`
@@ -251,11 +252,12 @@ pub fn maintenance_channel(st: &ServerNode) -> Channel {
 pub fn maintenance_channel_seeded(st: &ServerNode, entropy: u64) -> Channel {
     let g = u32::from(st.node.0) * u32::from(st.cfg.slots_per_node())
         + u32::from(st.cfg.clients_per_node);
-    let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    let timeout = st.cfg.server_rpc_wait();
     Channel::new(
         RpcClient::with_first_seq(st.layout.mailbox, g, entropy, timeout),
         true,
     )
+    .with_claimed_server_requests(!st.cfg.faults.unclaimed_server_requests)
 }
 
 impl Maintenance {
