@@ -8,9 +8,12 @@
 //!    split X's root, which moves `s` out of the root the copy and the
 //!    relink work from.
 //! 2. Copy X_right to a new meganode Y on the least loaded server (local
-//!    or remote): that server reads X_right's nodes and extents (by RDMA
-//!    READ, or by CPU when local) and writes them into a new region, whose
-//!    writes stay frozen.
+//!    or remote): the splitter allocates Y there and logs `SplitStart`
+//!    naming it; that server reads X_right's nodes and extents (by RDMA
+//!    READ, or by CPU when local) and writes them into Y, whose writes stay
+//!    frozen; the splitter logs `SplitCopied`. A copy the splitter gives up
+//!    on is settled (`Srv::abandon`): removed from the directory if it
+//!    never ran, retired where it is held if its outcome is unknown.
 //! 3. Relink: at every level the X_left node that ends at `s` gets a right
 //!    link to Y's root;
 //!    X's root drops its entries from `s` up and ends at `s`, its right link
@@ -19,7 +22,13 @@
 //!    write), free them (reusable after the grace period) and their
 //!    extents, log the split's end and reopen X's gate; then open Y's.
 //! 5. Insert `s` -> Y into the parent meganode (a separate operation, as in
-//!    Sagiv's algorithm), or make a new root meganode over X and Y.
+//!    Sagiv's algorithm), or make a new root meganode over X and Y (also
+//!    allocated first and named in X's log, `SplitNewRoot`), then log
+//!    `SplitLinked`.
+//!
+//! Requests to other servers are claimed (a request its sender gave up on
+//! either never runs or is reported `OutcomeUnknown`); recovery settles a
+//! split whose splitter died from these records (`crate::recovery`).
 //!
 //! Searches never wait: before the relink they reach X_right (frozen, still
 //! valid), after it Y; a search holding a stale pointer into X_right meets
