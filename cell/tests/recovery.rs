@@ -1,9 +1,13 @@
 //! Failure recovery (§2.6): a failed server's regions are rebuilt by the
 //! survivors from the per-region logs; every acknowledged write survives.
-//! Splits cut short by the failure are finished (the new meganode was
-//! linked) or undone (the new meganode is an orphan and is dropped).
-//! Without recovery, operations that need the dead node's meganodes fail
-//! with `Unreachable` after a grace period.
+//! Splits cut short by the failure are rolled forward once their copy is
+//! logged (`SplitCopied`) and undone before (the new meganode is an orphan
+//! and is dropped). Issue 25's holes 1 and 2 as exact interleavings: a
+//! write through a stale path while recovery is stopped after its rebuild
+//! (`recovery_opens_early`), and X's server dying between `SplitFinish`
+//! and opening Y (`recovery_forgets_finished_splits`); every cut point is
+//! in `recovery_stories.rs`. Without recovery, operations that need the
+//! dead node's meganodes fail with `Unreachable` after a grace period.
 
 mod common;
 
