@@ -172,6 +172,43 @@ pub struct CellFaults {
     /// A server whose WRITE to its directory copy failed writes that copy
     /// again at once, without waiting out `landing_margin`.
     pub directory_skip_landing_wait: bool,
+    /// Recovery rebuilds a region whose log shows an open meganode split
+    /// with its writes open, before the split is settled (issue 25 hole 1:
+    /// a client holding a stale path into X_right gets a write acknowledged
+    /// that the split's invalidation then throws away).
+    pub recovery_opens_early: bool,
+    /// Recovery looks only at the splits a recovered meganode's log leaves
+    /// open, not at those it shows finished but whose new meganode was
+    /// never opened or linked into its parent (issue 25 hole 2: X's server
+    /// dies between `SplitFinish` and opening Y, and Y, on a survivor,
+    /// stays frozen for good).
+    pub recovery_forgets_finished_splits: bool,
+    /// Recovery undoes a split whose log shows the copy done unless X's
+    /// root was already relinked, dropping Y even when the relink had begun
+    /// (the old rule: X_left nodes relinked before the failure keep right
+    /// links to the dropped Y, and scans across the split key time out).
+    pub recovery_undoes_copied_splits: bool,
+    /// Recovery of Y's server drops a recovered Y whose split's log shows
+    /// no `SplitCopied` even though X's server is alive and its split still
+    /// open (the old rule: the live splitter goes on, relinks X to the
+    /// dropped Y and loses X_right's keys).
+    pub recovery_ignores_live_splitter: bool,
+    /// Recovery drops orphans only among the regions it rebuilt (the old
+    /// rule): the new meganode of an undone split, or a new root meganode
+    /// never linked, that lives on a survivor stays listed and held though
+    /// nothing in the tree names it.
+    pub recovery_keeps_orphans: bool,
+    /// The locality selector compares rejected with kept samples on
+    /// counters zeroed every `history` kept samples instead of over the
+    /// moving period (issue 25 hole 3: the first outlier after a reset
+    /// discards a full window of good samples).
+    pub selector_resets_per_history: bool,
+    /// Servers send their requests to other servers (`CopyMeganode`,
+    /// `NewRoot`, `SetRoot`, `InsertChild`, `OpenRegion`, `DropRegion`)
+    /// unclaimed, as before issue 25 (hole 4): one that timed out may still
+    /// run, so a meganode the splitter gave up on is created after it
+    /// settled it (held, and named by no one).
+    pub unclaimed_server_requests: bool,
 }
 
 /// Everything that shapes a Cell deployment.
@@ -215,6 +252,10 @@ pub struct CellConfig {
     pub op_timeout: Duration,
     /// How long a client waits for one server reply.
     pub rpc_timeout: Duration,
+    /// How long a server (its maintenance thread, a meganode split) waits
+    /// for another server's reply before it settles the request (at least
+    /// `rpc_timeout`: a copy of a meganode takes longer than a search).
+    pub server_rpc_timeout: Duration,
     /// How long an operation keeps retrying while the node its directory
     /// names for a meganode stays unreachable (its regions may be recovered
     /// onto another node meanwhile, which a directory refresh shows); after
@@ -269,6 +310,7 @@ impl Default for CellConfig {
             attempt_deadline: Duration::from_millis(100),
             op_timeout: Duration::from_secs(10),
             rpc_timeout: Duration::from_secs(5),
+            server_rpc_timeout: Duration::from_secs(10),
             unreachable_grace: Duration::from_millis(500),
             backoff: Duration::from_micros(5),
             max_backoff: Duration::from_millis(2),
@@ -308,6 +350,12 @@ pub const REGION_HEADER_BYTES: u64 = 64;
 pub const ROOT_WORD_OFFSET: u64 = 8;
 
 impl CellConfig {
+    /// How long a server waits for another server's reply
+    /// (`server_rpc_timeout`, at least `rpc_timeout`).
+    pub fn server_rpc_wait(&self) -> Duration {
+        self.server_rpc_timeout.max(self.rpc_timeout)
+    }
+
     /// The smallest node that holds four entries of the largest key and
     /// its min and max keys: at least 1 KiB, a power of two.
     pub fn node_bytes_for(max_key_len: u32) -> u32 {

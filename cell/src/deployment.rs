@@ -218,6 +218,21 @@ where
         self.running().for_each(CellNode::resume);
     }
 
+    /// Pauses server `node`'s workers and maintenance thread (requests to
+    /// it wait; its memory stays reachable by RDMA).
+    pub fn pause_server(&self, node: NodeId) {
+        if let Some(Some(s)) = self.servers.get(node.0 as usize) {
+            s.pause();
+        }
+    }
+
+    /// Resumes server `node`.
+    pub fn resume_server(&self, node: NodeId) {
+        if let Some(Some(s)) = self.servers.get(node.0 as usize) {
+            s.resume();
+        }
+    }
+
     /// CPU time of all server workers and maintenance threads.
     pub fn server_cpu_time(&self) -> Duration {
         self.running().map(CellNode::cpu_time).sum()
@@ -288,6 +303,17 @@ where
         &self,
         region: RegionId,
     ) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
+        self.split_machine_onto(region, None)
+    }
+
+    /// [`CellDeployment::split_machine`] copying the new meganode to
+    /// server `onto` (`None`: the least loaded server, as servers choose),
+    /// so that a test can place both halves of a split.
+    pub fn split_machine_onto(
+        &self,
+        region: RegionId,
+        onto: Option<NodeId>,
+    ) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
         let node = self
             .holder(region)
             .ok_or_else(|| Error::Corrupt(format!("unknown {region}")))?;
@@ -297,7 +323,7 @@ where
             node,
             ID_BASE,
             Some(maintenance_channel(&st)),
-            move |io| async move { Srv::new(io, s).split_meganode(region).await },
+            move |io| async move { Srv::new(io, s).split_meganode(region, onto).await },
         );
         Ok((st, m))
     }
@@ -305,7 +331,17 @@ where
     /// Splits meganode `region` now (and links its parent), on the calling
     /// thread.
     pub fn split(&self, region: RegionId) -> Result<SplitOutcome, Error> {
-        let (st, mut m) = self.split_machine(region)?;
+        self.split_onto(region, None)
+    }
+
+    /// [`CellDeployment::split`] copying the new meganode to server `onto`
+    /// (`None`: the least loaded server).
+    pub fn split_onto(
+        &self,
+        region: RegionId,
+        onto: Option<NodeId>,
+    ) -> Result<SplitOutcome, Error> {
+        let (st, mut m) = self.split_machine_onto(region, onto)?;
         let (_, mut mio) = self.maintenance_io(st.node)?;
         let out = mio.run(&st, &mut m)?;
         if let SplitOutcome::Split { split, new } = &out {

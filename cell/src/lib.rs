@@ -57,5 +57,5 @@ pub use cluster::CellNode;
 pub use config::{CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig};
 pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};
 pub use ptr::{NodePtr, RegionId};
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, RecoveryStage};
 pub use server::split::SplitOutcome;

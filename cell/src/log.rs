@@ -37,12 +37,17 @@ pub enum LogRecord {
         /// The meganode split to create it, if any.
         source: Option<RegionId>,
     },
-    /// A meganode split of this region started at `split`, copying to `target`.
+    /// A meganode split of this region started at `split`, copying to the
+    /// new meganode `new`, allocated on `target`: from here on, until the
+    /// split's `SplitFinish` or `SplitAbort`, the region takes no write, and
+    /// `new` is this split's to keep or to drop.
     SplitStart {
         /// The split key.
         split: Vec<u8>,
         /// The server the new meganode is created on.
         target: NodeId,
+        /// The new meganode (allocated before this record).
+        new: RegionId,
     },
     /// The upper part was copied into `new`.
     SplitCopied {
@@ -58,6 +63,22 @@ pub enum LogRecord {
     SplitAbort,
     /// The region's writes were opened (a split's new meganode).
     Opened,
+    /// The parent entry of the split into `new` is in place (step 5: the
+    /// entry in the parent meganode, or a new root meganode over both).
+    SplitLinked {
+        /// The new meganode.
+        new: RegionId,
+    },
+    /// This region was the root meganode when its split finished, and the
+    /// new root meganode `root` (allocated before this record) is being
+    /// made over it and the split's new meganode; the root word moves to
+    /// it only once it is complete.
+    SplitNewRoot {
+        /// The new root meganode.
+        root: RegionId,
+        /// The split's new meganode (the root's right child).
+        new: RegionId,
+    },
 }
 
 impl LogRecord {
@@ -73,9 +94,10 @@ impl LogRecord {
                 b.push(2);
                 b.extend_from_slice(&source.map_or(0, |r| r.0).to_le_bytes());
             }
-            LogRecord::SplitStart { split, target } => {
+            LogRecord::SplitStart { split, target, new } => {
                 b.push(3);
                 b.extend_from_slice(&target.0.to_le_bytes());
+                b.extend_from_slice(&new.0.to_le_bytes());
                 b.extend_from_slice(split);
             }
             LogRecord::SplitCopied { new } => {
@@ -88,6 +110,15 @@ impl LogRecord {
             }
             LogRecord::SplitAbort => b.push(6),
             LogRecord::Opened => b.push(7),
+            LogRecord::SplitLinked { new } => {
+                b.push(8);
+                b.extend_from_slice(&new.0.to_le_bytes());
+            }
+            LogRecord::SplitNewRoot { root, new } => {
+                b.push(9);
+                b.extend_from_slice(&root.0.to_le_bytes());
+                b.extend_from_slice(&new.0.to_le_bytes());
+            }
         }
         b
     }
@@ -109,7 +140,8 @@ impl LogRecord {
             },
             3 => LogRecord::SplitStart {
                 target: NodeId(u16::from_le_bytes(rest.get(..2)?.try_into().ok()?)),
-                split: rest.get(2..)?.to_vec(),
+                new: RegionId(u32_at(rest.get(2..)?)?),
+                split: rest.get(6..)?.to_vec(),
             },
             4 => LogRecord::SplitCopied {
                 new: RegionId(u32_at(rest)?),
@@ -119,6 +151,13 @@ impl LogRecord {
             },
             6 => LogRecord::SplitAbort,
             7 => LogRecord::Opened,
+            8 => LogRecord::SplitLinked {
+                new: RegionId(u32_at(rest)?),
+            },
+            9 => LogRecord::SplitNewRoot {
+                root: RegionId(u32_at(rest)?),
+                new: RegionId(u32_at(rest.get(4..)?)?),
+            },
             _ => return None,
         })
     }
@@ -239,11 +278,17 @@ mod tests {
             LogRecord::SplitStart {
                 split: b"m".to_vec(),
                 target: NodeId(2),
+                new: RegionId(5),
             },
             LogRecord::SplitCopied { new: RegionId(5) },
             LogRecord::SplitFinish { new: RegionId(5) },
             LogRecord::SplitAbort,
             LogRecord::Opened,
+            LogRecord::SplitLinked { new: RegionId(5) },
+            LogRecord::SplitNewRoot {
+                root: RegionId(6),
+                new: RegionId(5),
+            },
         ];
         sink.append(RegionId(1), &recs).unwrap();
         assert_eq!(sink.read(RegionId(1)).unwrap(), recs);

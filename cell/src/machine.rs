@@ -102,6 +102,9 @@ pub struct Channel {
     /// Whether writes go as claimed requests (cancelled by their client if
     /// it gives up). Off only as a test-only fault switch.
     claimed_writes: bool,
+    /// Whether a server's requests that change another server's state go
+    /// as claimed requests. Off only as a test-only fault switch.
+    claimed_server_requests: bool,
 }
 
 impl Channel {
@@ -110,6 +113,7 @@ impl Channel {
         Channel {
             rpc: Arc::new(Mutex::new(rpc)),
             claimed_writes,
+            claimed_server_requests: true,
         }
     }
 
@@ -118,6 +122,16 @@ impl Channel {
         Channel {
             rpc: self.rpc.clone(),
             claimed_writes: on,
+            claimed_server_requests: self.claimed_server_requests,
+        }
+    }
+
+    /// The same request slot, with server-to-server requests claimed or not.
+    pub fn with_claimed_server_requests(&self, on: bool) -> Channel {
+        Channel {
+            rpc: self.rpc.clone(),
+            claimed_writes: self.claimed_writes,
+            claimed_server_requests: on,
         }
     }
 
@@ -167,11 +181,14 @@ impl Io {
     }
 
     /// Sends `request` to node `to`'s server workers through the request
-    /// slots and awaits the reply. A write is sent as a claimed request
-    /// (the slots' PUT), which the server must claim before it runs it and
-    /// the client cancels if it gives up
-    /// ([`nessie_baselines::rpc`]): a write that fails with any error but
-    /// `OutcomeUnknown` never runs.
+    /// slots and awaits the reply. A write, and every request of a server
+    /// that changes another server's state (`CopyMeganode`, `NewRoot`,
+    /// `SetRoot`, `InsertChild`, `OpenRegion`, `DropRegion`), is sent as a
+    /// claimed request (the slots' PUT), which the server must claim before
+    /// it runs it and the sender cancels if it gives up
+    /// ([`nessie_baselines::rpc`]): such a request that fails with any
+    /// error but `OutcomeUnknown` never runs. Searches, scans and
+    /// validations change nothing and go unclaimed (the slots' GET).
     pub async fn rpc(&self, to: NodeId, request: CellRequest) -> Result<CellResponse, Error> {
         let Some(chan) = &self.chan else {
             return Err(Error::Corrupt(
@@ -180,6 +197,16 @@ impl Io {
         };
         let op = match request {
             CellRequest::Write { .. } if chan.claimed_writes => RpcOp::Put,
+            CellRequest::CopyMeganode { .. }
+            | CellRequest::NewRoot { .. }
+            | CellRequest::SetRoot { .. }
+            | CellRequest::InsertChild { .. }
+            | CellRequest::OpenRegion { .. }
+            | CellRequest::DropRegion { .. }
+                if chan.claimed_server_requests =>
+            {
+                RpcOp::Put
+            }
             _ => RpcOp::Get,
         };
         let mut call = chan.rpc().begin(to, op);

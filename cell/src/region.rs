@@ -65,7 +65,7 @@ pub struct RegionMap {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Update {
     /// Reserve a new region id and a free slot on this server (the region
-    /// starts as [`RegionState::Creating`]).
+    /// starts as [`RegionState::Creating`]); refused on a failed server.
     Allocate(NodeId),
     /// Mark a region live.
     Publish(RegionId),
@@ -156,6 +156,12 @@ impl RegionMap {
     pub fn apply(&mut self, u: Update, slots_per_node: u32) -> Applied {
         let applied = match u {
             Update::Allocate(node) => {
+                // Never on a server known to have failed: its recovery has
+                // taken (or is taking) the regions it held, and would miss
+                // one allocated after it began.
+                if self.failed.contains(&node) {
+                    return Applied::Allocated(None);
+                }
                 let Some(slot) = self.free_slot(node, slots_per_node) else {
                     return Applied::Allocated(None);
                 };
@@ -405,5 +411,12 @@ mod tests {
         );
         assert_eq!(m.load(3).len(), 2);
         assert_eq!(m.free_slot(NodeId(1), 4), Some(2));
+        let e = m.epoch;
+        assert_eq!(
+            m.apply(Update::Allocate(NodeId(2)), 4),
+            Applied::Allocated(None),
+            "no allocation on a failed server"
+        );
+        assert_eq!(m.epoch, e);
     }
 }

@@ -61,14 +61,20 @@ pub enum CellRequest {
         leaves: Vec<(NodePtr, u64)>,
     },
     /// Copy the upper part (keys `split` and above) of meganode `source` into
-    /// a new meganode on this server (a meganode split, §2.2).
+    /// the new meganode `new`, which the splitter allocated in region slot
+    /// `slot` of this server (a meganode split, §2.2).
     CopyMeganode {
         /// The meganode being split.
         source: RegionId,
         /// The split key.
         split: Vec<u8>,
+        /// The new meganode (allocated by the splitter, named in its log).
+        new: RegionId,
+        /// Its slot on this server.
+        slot: u32,
     },
-    /// Create a new root meganode over `left` and `right` split at `split`.
+    /// Create the new root meganode `new` (allocated by the caller in slot
+    /// `slot` of this server) over `left` and `right` split at `split`.
     NewRoot {
         /// The old root meganode's root.
         left: NodePtr,
@@ -76,6 +82,10 @@ pub enum CellRequest {
         split: Vec<u8>,
         /// The new meganode's root.
         right: NodePtr,
+        /// The new root meganode.
+        new: RegionId,
+        /// Its slot on this server.
+        slot: u32,
     },
     /// Replace the root word (held in region 1) if it still is `expect`.
     SetRoot {
@@ -100,6 +110,14 @@ pub enum CellRequest {
     /// invalidated its copy of those nodes).
     OpenRegion {
         /// The new meganode.
+        region: RegionId,
+    },
+    /// Retire a meganode that nothing in the tree names (an orphan: the
+    /// copy or new root of an abandoned split): stop any creation of it
+    /// still running here, stop holding it, and remove it from the
+    /// directory.
+    DropRegion {
+        /// The orphan.
         region: RegionId,
     },
 }
@@ -258,11 +276,27 @@ impl CellRequest {
                 w.u8(4);
                 put_leaves(&mut w, leaves);
             }
-            CellRequest::CopyMeganode { source, split } => {
-                w.u8(5).u32(source.0).bytes(split);
+            CellRequest::CopyMeganode {
+                source,
+                split,
+                new,
+                slot,
+            } => {
+                w.u8(5).u32(source.0).bytes(split).u32(new.0).u32(*slot);
             }
-            CellRequest::NewRoot { left, split, right } => {
-                w.u8(6).ptr(*left).bytes(split).ptr(*right);
+            CellRequest::NewRoot {
+                left,
+                split,
+                right,
+                new,
+                slot,
+            } => {
+                w.u8(6)
+                    .ptr(*left)
+                    .bytes(split)
+                    .ptr(*right)
+                    .u32(new.0)
+                    .u32(*slot);
             }
             CellRequest::SetRoot { expect, new } => {
                 w.u8(7).ptr(*expect).ptr(*new);
@@ -277,6 +311,9 @@ impl CellRequest {
             }
             CellRequest::OpenRegion { region } => {
                 w.u8(9).u32(region.0);
+            }
+            CellRequest::DropRegion { region } => {
+                w.u8(10).u32(region.0);
             }
         }
         w.0
@@ -309,11 +346,15 @@ impl CellRequest {
             5 => CellRequest::CopyMeganode {
                 source: RegionId(r.u32()?),
                 split: r.bytes()?,
+                new: RegionId(r.u32()?),
+                slot: r.u32()?,
             },
             6 => CellRequest::NewRoot {
                 left: r.ptr()?,
                 split: r.bytes()?,
                 right: r.ptr()?,
+                new: RegionId(r.u32()?),
+                slot: r.u32()?,
             },
             7 => CellRequest::SetRoot {
                 expect: r.ptr()?,
@@ -326,6 +367,9 @@ impl CellRequest {
                 below: RegionId(r.u32()?),
             },
             9 => CellRequest::OpenRegion {
+                region: RegionId(r.u32()?),
+            },
+            10 => CellRequest::DropRegion {
                 region: RegionId(r.u32()?),
             },
             _ => return None,
@@ -345,6 +389,7 @@ impl CellRequest {
             CellRequest::SetRoot { .. } => "set-root",
             CellRequest::InsertChild { .. } => "insert-child",
             CellRequest::OpenRegion { .. } => "open-region",
+            CellRequest::DropRegion { .. } => "drop-region",
         }
     }
 }
@@ -499,6 +544,22 @@ mod tests {
                 key: b"m".to_vec(),
                 child: p,
                 below: RegionId(2),
+            },
+            CellRequest::CopyMeganode {
+                source: RegionId(2),
+                split: b"m".to_vec(),
+                new: RegionId(7),
+                slot: 3,
+            },
+            CellRequest::NewRoot {
+                left: p,
+                split: b"m".to_vec(),
+                right: NodePtr::root_of(RegionId(7)),
+                new: RegionId(8),
+                slot: 1,
+            },
+            CellRequest::DropRegion {
+                region: RegionId(7),
             },
         ];
         for q in reqs {

@@ -1,18 +1,24 @@
 //! Failure recovery (§2.6): a failed server's regions are rebuilt by the
 //! survivors from the per-region logs; every acknowledged write survives.
-//! Splits cut short by the failure are finished (the new meganode was
-//! linked) or undone (the new meganode is an orphan and is dropped).
-//! Without recovery, operations that need the dead node's meganodes fail
-//! with `Unreachable` after a grace period.
+//! Splits cut short by the failure are rolled forward once their copy is
+//! logged (`SplitCopied`) and undone before (the new meganode is an orphan
+//! and is dropped). Issue 25's holes 1 and 2 as exact interleavings: a
+//! write through a stale path while recovery is stopped after its rebuild
+//! (`recovery_opens_early`), and X's server dying between `SplitFinish`
+//! and opening Y (`recovery_forgets_finished_splits`); every cut point is
+//! in `recovery_stories.rs`. Without recovery, operations that need the
+//! dead node's meganodes fail with `Unreachable` after a grace period.
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::*;
-use nessie_cell::{CellConfig, NodePtr, RegionId, SearchMode};
+use nessie_cell::{CellConfig, NodePtr, RecoveryStage, RegionId, SearchMode};
 use nessie_fabric_sim::SimFabric;
-use nessie_protocol::{Error, NodeId, Outcome};
+use nessie_protocol::{Error, Fabric, NodeId, Op, Outcome};
 
 fn logged(dir: &std::path::Path, base: CellConfig) -> CellConfig {
     CellConfig {
@@ -102,16 +108,25 @@ fn logs(did: &Did, what: &str) -> bool {
 }
 
 #[test]
-fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
+fn a_split_cut_short_before_its_copy_is_logged_is_undone_and_its_orphan_dropped() {
     let _limit = time_limit(
-        "a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped",
+        "a_split_cut_short_before_its_copy_is_logged_is_undone_and_its_orphan_dropped",
         "-",
         Duration::from_secs(120),
     );
-    let (d, report, _dir) = split_cut_short(|_, did| logs(did, "SplitCopied"));
+    // Stop once the copy has answered (Y complete and listed on a
+    // survivor), before X logs `SplitCopied`.
+    let (d, report, _dir) = split_cut_short(|_, did| matches!(did, Did::Wait(_)));
+    assert_eq!(report.undone_splits, vec![RegionId(1)], "{report:?}");
     assert_eq!(report.orphans.len(), 1, "{report:?}");
     let orphan = report.orphans[0];
     assert!(d.directory().snapshot().get(orphan).is_none());
+    assert!(
+        (0..3).all(|n| d
+            .server(NodeId(n))
+            .is_none_or(|st| st.hosted(orphan).is_none())),
+        "the orphan is no longer held anywhere"
+    );
     // X (region 1) still holds everything and takes writes.
     let root = node_at(&d, NodePtr::root_of(RegionId(1)));
     assert_eq!(root.max, None);
@@ -119,6 +134,268 @@ fn a_split_cut_short_after_the_copy_is_undone_and_its_orphan_dropped() {
     let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
     c.put(&key(1000), b"after").unwrap();
     assert_eq!(c.get(&key(1000)).unwrap(), Some(b"after".to_vec()));
+}
+
+#[test]
+fn a_split_cut_short_after_its_copy_is_logged_is_rolled_forward() {
+    let _limit = time_limit(
+        "a_split_cut_short_after_its_copy_is_logged_is_rolled_forward",
+        "-",
+        Duration::from_secs(120),
+    );
+    let (d, report, _dir) = split_cut_short(|_, did| logs(did, "SplitCopied"));
+    assert_eq!(report.finished_splits, vec![RegionId(1)], "{report:?}");
+    assert!(report.orphans.is_empty(), "{report:?}");
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let root = node_at(&d, NodePtr::root_of(RegionId(1)));
+    assert!(root.max.is_some(), "X ends at the split key");
+    all_present(&d, 60, 1, SearchMode::ClientOnly);
+    all_present(&d, 60, 2, SearchMode::ServerOnly);
+    let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
+    for i in [1u64, 59] {
+        c.put(&key(i), b"again").unwrap();
+        assert_eq!(c.get(&key(i)).unwrap(), Some(b"again".to_vec()));
+    }
+}
+
+/// Whether X's (region 1's) root, as it is in memory now, ends at a split
+/// key: the relink's last write has been made.
+fn x_relinked(d: &Cell) -> bool {
+    let (n, at) = node_addr(d, NodePtr::root_of(RegionId(1)));
+    let l = d.config().layout();
+    let b = d
+        .fabric()
+        .read_bytes(n, nessie_protocol::Region::Data, at, l.node_bytes)
+        .unwrap();
+    nessie_cell::node::Node::decode(&b, true).is_ok_and(|r| r.max.is_some())
+}
+
+/// What became of a write sent through a stale path while a recovery was
+/// rebuilding the meganode it went to.
+#[derive(Debug)]
+struct StaleWrite {
+    /// The write was acknowledged while the recovery was paused after its
+    /// rebuild (before it settled the split).
+    acked_before_settling: bool,
+    /// The value a fresh client reads afterwards.
+    read_after: Option<Vec<u8>>,
+}
+
+/// Issue 25 hole 1 as an exact interleaving. Meganode X (region 1, on node
+/// 0) splits at s into Y (on node 1 or 2); the split is cut after the
+/// relink (X's root ends at s, its right link to Y's root), before X_right
+/// is invalidated, and node 0 fails. A client-side client has X's root in
+/// its node cache from before the split. Recovery rebuilds X on a survivor
+/// and stops ([`RecoveryStage::Rebuilt`]); there the client, told where X
+/// now lives, walks its cached root into an X_right leaf (still valid) and
+/// sends a write of key 59 (above s) to X's new holder; the test holds the
+/// client before each write request it posts and waits until the first is
+/// either acknowledged or refused (the client posts it again). Recovery
+/// then settles the split, and the write is read back.
+fn write_through_a_stale_path_during_recovery(recovery_opens_early: bool) -> StaleWrite {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = logged(dir.path(), manual());
+    cfg.nodes = 3;
+    cfg.server_nodes = 3;
+    cfg.faults.recovery_opens_early = recovery_opens_early;
+    let mut d = start(cfg);
+    load(&d, 60);
+    let split = split_key_of(&d, RegionId(1));
+    let k = key(59);
+    assert!(k > split, "key 59 must be in X_right ({split:?})");
+    let armed = Arc::new(AtomicBool::new(false));
+    let a2 = armed.clone();
+    let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(2)).unwrap(), move |_, wr| {
+        a2.load(Ordering::SeqCst) && matches!(wr.op, Op::Write { .. })
+    });
+    let mut c = d.client_on(id(2, 1), ep).unwrap();
+    c.set_mode(SearchMode::ClientOnly);
+    assert_eq!(c.get(&k).unwrap(), Some(value_of(59)));
+    let x_root = NodePtr::root_of(RegionId(1));
+    assert!(
+        c.with_core(|core| core.nodes.contains(x_root)),
+        "the client caches X's root"
+    );
+    {
+        let mut s = SplitStepper::new(&d, RegionId(1));
+        let mut relinked = false;
+        while let Some(did) = s.step() {
+            if matches!(did, Did::Effect(nessie_cell::machine::Effect::Log { .. }))
+                && x_relinked(&d)
+            {
+                relinked = true;
+                break;
+            }
+        }
+        assert!(relinked, "the split never relinked X");
+    }
+    fail(&mut d, 0);
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut writer = Some(c);
+    let mut acked = None;
+    let report = d
+        .recover_nodes(&[NodeId(0)], |stage, _| {
+            assert_eq!(stage, RecoveryStage::Rebuilt);
+            let mut c = writer.take().expect("one stage");
+            // The client learns where X lives now; its node cache still
+            // holds X's root from before the split.
+            c.refresh_directory();
+            armed.store(true, Ordering::SeqCst);
+            let (tx, k) = (done_tx.clone(), k.clone());
+            std::thread::spawn(move || {
+                let r = c.put(&k, b"new");
+                let _ = tx.send(r);
+            });
+            assert!(gate.paused().is_some(), "the client never sent its write");
+            gate.resume();
+            let t = Instant::now();
+            acked = Some(loop {
+                if let Ok(r) = done_rx.try_recv() {
+                    r.expect("the write");
+                    break true;
+                }
+                if gate.try_paused(Duration::from_millis(1)).is_some() {
+                    // Answered `Busy`: the client sends it again (held).
+                    break false;
+                }
+                assert!(t.elapsed() < Duration::from_secs(10), "no answer");
+            });
+        })
+        .unwrap();
+    assert_eq!(report.finished_splits, vec![RegionId(1)], "{report:?}");
+    armed.store(false, Ordering::SeqCst);
+    let acked_before_settling = acked.expect("the recovery stopped at Rebuilt");
+    if !acked_before_settling {
+        gate.resume();
+        done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the write ends")
+            .expect("the write succeeds once the split is settled");
+    }
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let read_after = client(&d, 1, 0, SearchMode::ServerOnly).get(&k).unwrap();
+    StaleWrite {
+        acked_before_settling,
+        read_after,
+    }
+}
+
+#[test]
+fn a_region_with_an_open_split_takes_no_write_until_recovery_settles_it() {
+    let _limit = time_limit(
+        "a_region_with_an_open_split_takes_no_write_until_recovery_settles_it",
+        "-",
+        Duration::from_secs(120),
+    );
+    let w = write_through_a_stale_path_during_recovery(false);
+    assert!(
+        !w.acked_before_settling,
+        "X took a write before its split was settled: {w:?}"
+    );
+    assert_eq!(w.read_after, Some(b"new".to_vec()), "{w:?}");
+}
+
+#[test]
+fn teeth_recovery_opening_early_loses_an_acknowledged_write() {
+    let _limit = time_limit(
+        "teeth_recovery_opening_early_loses_an_acknowledged_write",
+        "-",
+        Duration::from_secs(120),
+    );
+    let w = write_through_a_stale_path_during_recovery(true);
+    assert!(w.acked_before_settling, "{w:?}");
+    assert_eq!(
+        w.read_after,
+        Some(value_of(59)),
+        "the acknowledged write should be lost with the switch on: {w:?}"
+    );
+}
+
+/// What became of the new meganode Y of a split whose server died between
+/// `SplitFinish` and opening Y.
+#[derive(Debug)]
+struct LateDeath {
+    /// Y.
+    y: RegionId,
+    /// A put of key 59 (in Y) after the recovery.
+    put: Result<bool, Error>,
+    /// Y has a parent entry in some other meganode.
+    y_parented: bool,
+    report: nessie_cell::RecoveryReport,
+}
+
+/// Issue 25 hole 2 as an exact interleaving: X (region 1, on node 0) splits
+/// into Y on a survivor; the split stops right after X logged
+/// `SplitFinish`, before it opened Y or linked Y's parent, and node 0
+/// fails. After recovery, a put of a key at or above the split key must
+/// go through (within a 3 s operation timeout) and Y must get its parent
+/// entry.
+fn server_dies_between_split_finish_and_open(forget: bool) -> LateDeath {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = logged(dir.path(), manual());
+    cfg.nodes = 3;
+    cfg.server_nodes = 3;
+    cfg.op_timeout = Duration::from_secs(3);
+    cfg.faults.recovery_forgets_finished_splits = forget;
+    let mut d = start(cfg);
+    load(&d, 60);
+    let split = split_key_of(&d, RegionId(1));
+    assert!(key(59) > split);
+    let mut y = None;
+    {
+        let mut s = SplitStepper::new(&d, RegionId(1));
+        while let Some(did) = s.step() {
+            if let Did::Effect(nessie_cell::machine::Effect::Log { records, .. }) = &did {
+                if let Some(nessie_cell::log::LogRecord::SplitFinish { new }) = records.first() {
+                    y = Some(*new);
+                    break;
+                }
+            }
+        }
+        assert!(s.finished.is_none());
+    }
+    let y = y.expect("the split logged its finish");
+    assert_ne!(d.holder(y), Some(NodeId(0)), "Y is on a survivor");
+    fail(&mut d, 0);
+    let report = d.recover(NodeId(0)).unwrap();
+    let mut c = client(&d, 2, 0, SearchMode::ServerOnly);
+    let put = c.put(&key(59), b"new");
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    // X_left takes writes either way.
+    c.put(&key(1), b"left").unwrap();
+    let y_parented = audit(&d).parented.contains(&y);
+    LateDeath {
+        y,
+        put,
+        y_parented,
+        report,
+    }
+}
+
+#[test]
+fn recovery_opens_and_links_the_new_meganode_of_a_split_finished_before_the_failure() {
+    let _limit = time_limit(
+        "recovery_opens_and_links_the_new_meganode_of_a_split_finished_before_the_failure",
+        "-",
+        Duration::from_secs(120),
+    );
+    let r = server_dies_between_split_finish_and_open(false);
+    assert_eq!(r.put, Ok(true), "{r:?}");
+    assert!(r.y_parented, "{r:?}");
+    assert_eq!(r.report.opened, vec![r.y], "{r:?}");
+    assert_eq!(r.report.linked, vec![r.y], "{r:?}");
+}
+
+#[test]
+fn teeth_recovery_forgetting_finished_splits_leaves_the_new_meganode_frozen() {
+    let _limit = time_limit(
+        "teeth_recovery_forgetting_finished_splits_leaves_the_new_meganode_frozen",
+        "-",
+        Duration::from_secs(120),
+    );
+    let r = server_dies_between_split_finish_and_open(true);
+    assert_eq!(r.put, Err(Error::Timeout), "{r:?}");
+    assert!(!r.y_parented, "{r:?}");
 }
 
 #[test]

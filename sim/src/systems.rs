@@ -837,7 +837,7 @@ pub(crate) fn run_at_once(
 
 /// A maintenance job machine of `m`'s node for `job`.
 pub(crate) fn maintenance_job(m: &Maint, job: nessie_cell::server::Job) -> WorkerMachine {
-    let limit = m.st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    let limit = m.st.cfg.server_rpc_wait();
     let machine = job_machine(&m.st, m.chan.clone(), 1, limit, job);
     WorkerMachine::Cell(machine, m.st.clone())
 }

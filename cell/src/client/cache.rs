@@ -50,6 +50,11 @@ impl NodeCache {
         n
     }
 
+    /// Whether `p` is cached (not counted as a hit).
+    pub fn contains(&self, p: NodePtr) -> bool {
+        self.map.contains_key(&p)
+    }
+
     /// Caches `node` read at `p` (if it is near the root).
     pub fn insert(&mut self, p: NodePtr, node: &Arc<Node>) {
         if !self.wants(node) {

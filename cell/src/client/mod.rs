@@ -204,7 +204,9 @@ impl<E: Endpoint> CellClient<E> {
 
     /// Sets the test-only fault switches of this client.
     pub fn set_faults(&mut self, faults: CellFaults) {
-        self.core().faults = faults;
+        let mut c = self.core();
+        c.selector.old_window_rule = faults.selector_resets_per_history;
+        c.faults = faults;
     }
 
     /// The client's cumulative counters.
@@ -226,6 +228,16 @@ impl<E: Endpoint> CellClient<E> {
     /// The client's state (caches, selector), for inspection.
     pub fn with_core<T>(&self, f: impl FnOnce(&ClientCore) -> T) -> T {
         f(&self.core())
+    }
+
+    /// Takes a fresh snapshot of the directory now (what the client does by
+    /// itself when it meets a region it does not know or a server that does
+    /// not answer), keeping its caches. A client over the fabric keeps its
+    /// snapshot (it reads the table itself when it needs to).
+    pub fn refresh_directory(&mut self) {
+        if let Some(d) = &self.dir {
+            self.core().regions = d.snapshot();
+        }
     }
 
     /// The endpoint.

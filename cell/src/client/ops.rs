@@ -116,7 +116,11 @@ impl ClientCore {
             root: None,
             nodes: NodeCache::new(cfg.cache.nodes, cfg.cache.min_level),
             ranges: RangeCache::new(cfg.cache.ranges),
-            selector: Selector::new(cfg.selector),
+            selector: {
+                let mut s = Selector::new(cfg.selector);
+                s.old_window_rule = cfg.faults.selector_resets_per_history;
+                s
+            },
             mode: cfg.mode,
             faults: cfg.faults,
             stats: CellStats::default(),

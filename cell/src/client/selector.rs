@@ -11,7 +11,8 @@
 //! latency measured to that server, and m the average meganode height seen.
 //! Refinements, as in the paper: samples further than K standard
 //! deviations from the mean are discarded (and a server whose samples are
-//! discarded more often than kept in one window loses its history), with
+//! discarded more often than kept within one moving period, the last n
+//! samples offered, loses its history), with
 //! probability p the method estimated worse is chosen (exploration), and a
 //! server's history expires after a quiet period. With no sample of one
 //! kind yet, that kind is tried. The selector is plain state: time and
@@ -33,11 +34,22 @@ pub enum Method {
 }
 
 /// A moving window of latency samples (nanoseconds) with outlier rejection.
+///
+/// Besides the kept samples (the last `history` kept, for the moving
+/// average), it remembers whether each of the last `history` samples
+/// offered was kept or rejected: the *moving period* of §2.5. When more of
+/// those were rejected than kept, conditions have changed and the history
+/// is discarded (the window slides with every sample; it is not a counter
+/// reset every `history` samples).
 #[derive(Clone, Debug, Default)]
 pub struct Samples {
     buf: VecDeque<f64>,
     sum: f64,
     sq: f64,
+    /// Kept (true) or rejected (false), for the last `history` samples offered.
+    period: VecDeque<bool>,
+    rejected_in_period: usize,
+    /// The old rule's counters (`selector_resets_per_history`).
     kept: usize,
     rejected: usize,
 }
@@ -45,17 +57,41 @@ pub struct Samples {
 impl Samples {
     /// Offers a sample; returns whether it was kept.
     pub fn push(&mut self, s: f64, cfg: &SelectorConfig) -> bool {
-        if self.buf.len() >= cfg.min_samples {
+        self.push_by(s, cfg, false)
+    }
+
+    /// [`Samples::push`]; `old_rule` (a test-only fault switch) compares
+    /// counters zeroed every `history` kept samples instead of the moving
+    /// period, so that the first outlier after a reset discards a full
+    /// window.
+    pub fn push_by(&mut self, s: f64, cfg: &SelectorConfig, old_rule: bool) -> bool {
+        let outlier = self.buf.len() >= cfg.min_samples && {
             let (mean, sd) = (self.mean().unwrap_or(s), self.sd());
-            if sd > 0.0 && (s - mean).abs() >= cfg.k_sigma * sd {
-                self.rejected += 1;
-                if self.rejected > self.kept {
-                    // Conditions changed: more rejected than kept in this period.
-                    *self = Samples::default();
-                }
-                return false;
-            }
+            sd > 0.0 && (s - mean).abs() >= cfg.k_sigma * sd
+        };
+        if old_rule {
+            return self.push_old(s, cfg, outlier);
         }
+        self.period.push_back(!outlier);
+        if outlier {
+            self.rejected_in_period += 1;
+        }
+        if self.period.len() > cfg.history.max(1) && self.period.pop_front() == Some(false) {
+            self.rejected_in_period -= 1;
+        }
+        if outlier {
+            let kept_in_period = self.period.len() - self.rejected_in_period;
+            if self.rejected_in_period > kept_in_period {
+                // Conditions changed: more rejected than kept in one period.
+                *self = Samples::default();
+            }
+            return false;
+        }
+        self.keep(s, cfg);
+        true
+    }
+
+    fn keep(&mut self, s: f64, cfg: &SelectorConfig) {
         self.buf.push_back(s);
         self.sum += s;
         self.sq += s * s;
@@ -65,6 +101,18 @@ impl Samples {
                 self.sq -= old * old;
             }
         }
+    }
+
+    /// The rule before issue 25 (hole 3), kept as a fault switch.
+    fn push_old(&mut self, s: f64, cfg: &SelectorConfig, outlier: bool) -> bool {
+        if outlier {
+            self.rejected += 1;
+            if self.rejected > self.kept {
+                *self = Samples::default();
+            }
+            return false;
+        }
+        self.keep(s, cfg);
         self.kept += 1;
         if self.kept >= cfg.history {
             self.kept = 0;
@@ -120,6 +168,9 @@ pub struct ServerView {
 #[derive(Clone, Debug)]
 pub struct Selector {
     cfg: SelectorConfig,
+    /// Test-only fault switch `selector_resets_per_history` (see
+    /// [`Samples::push_by`]).
+    pub old_window_rule: bool,
     servers: HashMap<NodeId, ServerView>,
     height_sum: f64,
     height_n: f64,
@@ -130,6 +181,7 @@ impl Selector {
     pub fn new(cfg: SelectorConfig) -> Selector {
         Selector {
             cfg,
+            old_window_rule: false,
             servers: HashMap::new(),
             height_sum: 0.0,
             height_n: 0.0,
@@ -194,16 +246,16 @@ impl Selector {
 
     /// Records a server-side search latency.
     pub fn record_server(&mut self, server: NodeId, latency_ns: f64, now: Nanos) {
-        let cfg = self.cfg;
-        self.view(server, now).ls.push(latency_ns, &cfg);
+        let (cfg, old) = (self.cfg, self.old_window_rule);
+        self.view(server, now).ls.push_by(latency_ns, &cfg, old);
     }
 
     /// Records an RDMA READ latency.
     pub fn record_rdma(&mut self, server: NodeId, latency_ns: f64, now: Nanos) {
-        let cfg = self.cfg;
+        let (cfg, old) = (self.cfg, self.old_window_rule);
         let v = self.view(server, now);
         v.rtt = Some(v.rtt.map_or(latency_ns, |r| r.min(latency_ns)));
-        v.lr.push(latency_ns, &cfg);
+        v.lr.push_by(latency_ns, &cfg, old);
     }
 
     /// What the selector knows about `server`.
@@ -290,6 +342,93 @@ mod tests {
         let later = Nanos(0).plus(Duration::from_secs(4));
         assert_eq!(s.choose(n, later, 0.5), Method::Server);
         assert!(s.server(n).unwrap().ls.mean().is_none());
+    }
+
+    /// Issue 25 hole 3: one outlier right after `history` kept samples must
+    /// not discard them (the old rule zeroed its counters there, so the
+    /// first rejection counted as "more rejected than kept").
+    fn one_outlier_after_a_full_window(old_rule: bool) -> (bool, usize, Option<f64>) {
+        let c = cfg();
+        let mut w = Samples::default();
+        for i in 0..c.history {
+            assert!(w.push_by(1000.0 + (i % 3) as f64, &c, old_rule));
+        }
+        let before = w.mean();
+        let kept = w.push_by(1_000_000.0, &c, old_rule);
+        assert!(!kept, "the outlier is rejected");
+        (before == w.mean(), w.len(), w.mean())
+    }
+
+    #[test]
+    fn one_outlier_after_a_full_window_keeps_the_window() {
+        let (same, len, _) = one_outlier_after_a_full_window(false);
+        assert!(same);
+        assert_eq!(len, cfg().history);
+    }
+
+    #[test]
+    fn teeth_the_old_counters_discard_a_full_window_for_one_outlier() {
+        let (same, len, mean) = one_outlier_after_a_full_window(true);
+        assert!(!same && len == 0 && mean.is_none(), "{len} {mean:?}");
+    }
+
+    /// The choice after 100 server-side and 100 RDMA samples that favour
+    /// client-side search, and then one server-side outlier.
+    fn choice_after_one_outlier(old_rule: bool) -> Method {
+        let mut s = Selector::new(cfg());
+        s.old_window_rule = old_rule;
+        let (n, t) = (NodeId(0), Nanos(1));
+        for i in 0..100 {
+            s.record_server(n, 10_000.0 + f64::from(i % 3), t);
+            s.record_rdma(n, 1_000.0 + f64::from(i % 3), t);
+        }
+        assert_eq!(s.choose(n, t, 0.5), Method::Client);
+        s.record_server(n, 1_000_000.0, t);
+        s.choose(n, t, 0.5)
+    }
+
+    #[test]
+    fn one_outlier_does_not_send_the_next_search_to_the_server() {
+        assert_eq!(choice_after_one_outlier(false), Method::Client);
+    }
+
+    #[test]
+    fn teeth_the_old_counters_send_the_next_search_to_the_server() {
+        assert_eq!(choice_after_one_outlier(true), Method::Server);
+    }
+
+    #[test]
+    fn the_history_goes_only_when_rejections_outnumber_kept_samples_in_the_period() {
+        let c = cfg();
+        let mut w = Samples::default();
+        for i in 0..c.history {
+            w.push(1000.0 + (i % 3) as f64, &c);
+        }
+        // Sparse outliers (one in ten) never outnumber the kept samples of
+        // the last `history` offered: the history stays.
+        for round in 0..50 {
+            for i in 0..9 {
+                assert!(w.push(1000.0 + (i % 3) as f64, &c), "round {round}");
+            }
+            assert!(!w.push(1_000_000.0, &c));
+            assert_eq!(w.len(), c.history, "round {round}");
+        }
+        // A new regime: every sample an outlier. The period holds `history`
+        // samples; the history goes at the first rejection that makes the
+        // rejected outnumber the kept there, and not before.
+        let mut n = 0;
+        while w.len() == c.history {
+            assert!(!w.push(50_000.0, &c));
+            n += 1;
+            assert!(n <= c.history, "never discarded");
+        }
+        assert!(w.is_empty());
+        // The period ends with the pattern's last 100 - n samples (one
+        // rejection in ten, the last one a rejection): with n = 44 it holds
+        // 44 + 6 = 50 rejected, 50 kept; with n = 45, 45 + 6 = 51 > 49.
+        assert_eq!(n, 45);
+        assert!(w.push(50_000.0, &c));
+        assert_eq!(w.mean(), Some(50_000.0));
     }
 
     #[test]

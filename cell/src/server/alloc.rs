@@ -76,6 +76,13 @@ impl NodePool {
         }
     }
 
+    /// Puts node `i` (free now, e.g. counted free by a rebuild) under the
+    /// reuse grace: reusable only after `grace` from `now`.
+    pub fn quarantine(&mut self, i: u32, now: Nanos, grace: Duration) {
+        self.free.retain(|&f| f != i);
+        self.free(i, now, grace);
+    }
+
     /// Nodes in use (neither free nor waiting out the grace).
     pub fn used(&self) -> u32 {
         self.total - self.free.len() as u32 - self.quarantine.len() as u32

@@ -17,7 +17,7 @@ pub mod split;
 pub mod tree;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
@@ -59,6 +59,8 @@ pub struct Hosted {
     pub gate: Mutex<Gate>,
     /// Levels of the meganode's local tree (root level + 1).
     pub height: AtomicU32,
+    /// Its creator (a split's copy, a new root) is still writing it.
+    pub creating: AtomicBool,
 }
 
 /// Background work of a server node's maintenance thread.
@@ -77,6 +79,15 @@ pub enum Job {
     },
     /// Open a new meganode for writes (a split finished by recovery).
     Open(RegionId),
+    /// Move the root word from meganode `below`'s root to the complete new
+    /// root meganode `root` made over it (a parent link recovery rolls
+    /// forward), or retire `root` if the root word is neither.
+    SetRoot {
+        /// The meganode that was the root.
+        below: RegionId,
+        /// The new root meganode.
+        root: RegionId,
+    },
 }
 
 /// Counters of a server node.
@@ -110,6 +121,8 @@ pub struct ServerNode {
     /// Counters.
     pub counters: ServerCounters,
     hosted: RwLock<HashMap<RegionId, Arc<Hosted>>>,
+    /// Regions retired here (orphans dropped): never held again.
+    retired: Mutex<HashSet<RegionId>>,
     locks: Mutex<HashSet<NodePtr>>,
     jobs: Mutex<VecDeque<Job>>,
     jobs_cv: Condvar,
@@ -131,6 +144,7 @@ impl ServerNode {
             log,
             counters: ServerCounters::default(),
             hosted: RwLock::new(HashMap::new()),
+            retired: Mutex::new(HashSet::new()),
             locks: Mutex::new(HashSet::new()),
             jobs: Mutex::new(VecDeque::new()),
             jobs_cv: Condvar::new(),
@@ -156,6 +170,26 @@ impl ServerNode {
             .collect()
     }
 
+    fn hosted_entry(
+        &self,
+        region: RegionId,
+        slot: u32,
+        alloc: RegionAlloc,
+        gate: GateMode,
+        height: u32,
+        creating: bool,
+    ) -> Arc<Hosted> {
+        Arc::new(Hosted {
+            id: region,
+            slot,
+            base: self.layout.slot_base(slot),
+            alloc: Mutex::new(alloc),
+            gate: Mutex::new(Gate::new(gate)),
+            height: AtomicU32::new(height),
+            creating: AtomicBool::new(creating),
+        })
+    }
+
     /// Starts holding `region` in `slot` with the given allocators and gate.
     pub fn host(
         &self,
@@ -165,19 +199,47 @@ impl ServerNode {
         gate: GateMode,
         height: u32,
     ) -> Arc<Hosted> {
-        let h = Arc::new(Hosted {
-            id: region,
-            slot,
-            base: self.layout.slot_base(slot),
-            alloc: Mutex::new(alloc),
-            gate: Mutex::new(Gate::new(gate)),
-            height: AtomicU32::new(height),
-        });
+        let h = self.hosted_entry(region, slot, alloc, gate, height, false);
         self.hosted
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(region, h.clone());
         h
+    }
+
+    /// Starts holding the new meganode `region` for its creator (marked
+    /// [`Hosted::creating`] until the creator clears it), unless it was
+    /// retired here: an orphan dropped before a late request to create it
+    /// ran. The check and the insertion are one step against
+    /// [`ServerNode::retire_mark`].
+    pub fn host_new(
+        &self,
+        region: RegionId,
+        slot: u32,
+        alloc: RegionAlloc,
+        gate: GateMode,
+        height: u32,
+    ) -> Option<Arc<Hosted>> {
+        let mut hosted = self.hosted.write().unwrap_or_else(|e| e.into_inner());
+        if lock(&self.retired).contains(&region) {
+            return None;
+        }
+        let h = self.hosted_entry(region, slot, alloc, gate, height, true);
+        hosted.insert(region, h.clone());
+        Some(h)
+    }
+
+    /// Marks `region` retired (never held here again) and returns it if it
+    /// is held now; its creator, if still running, stops at its next step.
+    pub fn retire_mark(&self, region: RegionId) -> Option<Arc<Hosted>> {
+        let hosted = self.hosted.write().unwrap_or_else(|e| e.into_inner());
+        lock(&self.retired).insert(region);
+        hosted.get(&region).cloned()
+    }
+
+    /// Whether `region` was retired here.
+    pub fn is_retired(&self, region: RegionId) -> bool {
+        lock(&self.retired).contains(&region)
     }
 
     /// Stops holding `region`.
@@ -588,5 +650,37 @@ impl Srv {
         while lock(&h.gate).writers > 0 {
             self.io.backoff(Duration::from_micros(20)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::region::Directory;
+
+    #[test]
+    fn a_retired_region_is_never_held_again_and_its_creator_is_seen() {
+        let cfg = Arc::new(CellConfig::default());
+        let st = ServerNode::new(NodeId(0), cfg, Arc::new(Directory::new(4)), None);
+        let r = RegionId(5);
+        let h = st
+            .host_new(r, 0, st.fresh_alloc(), GateMode::Frozen, 1)
+            .expect("not retired");
+        assert!(h.creating.load(Ordering::SeqCst));
+        let held = st.retire_mark(r).expect("held");
+        assert!(Arc::ptr_eq(&held, &h), "the retirer sees the creation");
+        assert!(st.is_retired(r));
+        st.unhost(r);
+        assert!(
+            st.host_new(r, 1, st.fresh_alloc(), GateMode::Frozen, 1)
+                .is_none(),
+            "a late request cannot create it again"
+        );
+        assert!(st.hosted(r).is_none());
+        // Retiring a region never held here still refuses it later.
+        assert!(st.retire_mark(RegionId(6)).is_none());
+        assert!(st
+            .host_new(RegionId(6), 2, st.fresh_alloc(), GateMode::Open, 1)
+            .is_none());
     }
 }

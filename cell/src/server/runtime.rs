@@ -48,8 +48,19 @@ impl Srv {
             CellRequest::Validate { leaves } => {
                 Ok(CellResponse::Valid(self.validate(&leaves).await?))
             }
-            CellRequest::CopyMeganode { source, split } => self.copy_meganode(source, &split).await,
-            CellRequest::NewRoot { left, split, right } => self.new_root(left, &split, right).await,
+            CellRequest::CopyMeganode {
+                source,
+                split,
+                new,
+                slot,
+            } => self.copy_meganode(source, &split, new, slot).await,
+            CellRequest::NewRoot {
+                left,
+                split,
+                right,
+                new,
+                slot,
+            } => self.new_root(left, &split, right, new, slot).await,
             CellRequest::SetRoot { expect, new } => self.set_root(expect, new).await,
             CellRequest::InsertChild {
                 start,
@@ -58,6 +69,7 @@ impl Srv {
                 below,
             } => self.insert_child(start, &key, child, below).await,
             CellRequest::OpenRegion { region } => self.open_region(region).await,
+            CellRequest::DropRegion { region } => self.drop_region(region).await,
         }
     }
 
@@ -65,13 +77,17 @@ impl Srv {
     pub async fn run_job(&self, job: Job) -> Result<(), Error> {
         match job {
             Job::Split(x) => {
-                if let SplitOutcome::Split { split, new } = self.split_meganode(x).await? {
+                if let SplitOutcome::Split { split, new } = self.split_meganode(x, None).await? {
                     self.link_parent(x, &split, new).await?;
                 }
                 Ok(())
             }
             Job::LinkParent { below, key, child } => self.link_parent(below, &key, child).await,
             Job::Open(r) => self.open_remote(r).await,
+            Job::SetRoot { below, root } => self
+                .set_root_to(crate::ptr::NodePtr::root_of(below), root)
+                .await
+                .map(|_| ()),
         }
     }
 }
@@ -155,7 +171,7 @@ pub struct MaintenanceIo<E: Endpoint> {
 impl<E: Endpoint> MaintenanceIo<E> {
     /// The maintenance context of `st`'s node on `ep`.
     pub fn new(st: &ServerNode, ep: E) -> MaintenanceIo<E> {
-        let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+        let timeout = st.cfg.server_rpc_wait();
         MaintenanceIo {
             driver: Driver::new(ep),
             chan: maintenance_channel(st),
@@ -223,11 +239,12 @@ pub fn maintenance_channel(st: &ServerNode) -> Channel {
         node: st.node,
         index: st.cfg.clients_per_node,
     };
-    let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    let timeout = st.cfg.server_rpc_wait();
     Channel::new(
         RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
         true,
     )
+    .with_claimed_server_requests(!st.cfg.faults.unclaimed_server_requests)
 }
 
 /// [`maintenance_channel`] whose sequence numbers are drawn from `entropy`
@@ -235,11 +252,12 @@ pub fn maintenance_channel(st: &ServerNode) -> Channel {
 pub fn maintenance_channel_seeded(st: &ServerNode, entropy: u64) -> Channel {
     let g = u32::from(st.node.0) * u32::from(st.cfg.slots_per_node())
         + u32::from(st.cfg.clients_per_node);
-    let timeout = st.cfg.rpc_timeout.max(Duration::from_secs(10));
+    let timeout = st.cfg.server_rpc_wait();
     Channel::new(
         RpcClient::with_first_seq(st.layout.mailbox, g, entropy, timeout),
         true,
     )
+    .with_claimed_server_requests(!st.cfg.faults.unclaimed_server_requests)
 }
 
 impl Maintenance {

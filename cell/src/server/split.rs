@@ -8,9 +8,12 @@
 //!    split X's root, which moves `s` out of the root the copy and the
 //!    relink work from.
 //! 2. Copy X_right to a new meganode Y on the least loaded server (local
-//!    or remote): that server reads X_right's nodes and extents (by RDMA
-//!    READ, or by CPU when local) and writes them into a new region, whose
-//!    writes stay frozen.
+//!    or remote): the splitter allocates Y there and logs `SplitStart`
+//!    naming it; that server reads X_right's nodes and extents (by RDMA
+//!    READ, or by CPU when local) and writes them into Y, whose writes stay
+//!    frozen; the splitter logs `SplitCopied`. A copy the splitter gives up
+//!    on is settled (`Srv::abandon`): removed from the directory if it
+//!    never ran, retired where it is held if its outcome is unknown.
 //! 3. Relink: at every level the X_left node that ends at `s` gets a right
 //!    link to Y's root;
 //!    X's root drops its entries from `s` up and ends at `s`, its right link
@@ -19,7 +22,13 @@
 //!    write), free them (reusable after the grace period) and their
 //!    extents, log the split's end and reopen X's gate; then open Y's.
 //! 5. Insert `s` -> Y into the parent meganode (a separate operation, as in
-//!    Sagiv's algorithm), or make a new root meganode over X and Y.
+//!    Sagiv's algorithm), or make a new root meganode over X and Y (also
+//!    allocated first and named in X's log, `SplitNewRoot`), then log
+//!    `SplitLinked`.
+//!
+//! Requests to other servers are claimed (a request its sender gave up on
+//! either never runs or is reported `OutcomeUnknown`); recovery settles a
+//! split whose splitter died from these records (`crate::recovery`).
 //!
 //! Searches never wait: before the relink they reach X_right (frozen, still
 //! valid), after it Y; a search holding a stale pointer into X_right meets
@@ -28,6 +37,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_protocol::{Error, NodeId, Op};
@@ -41,6 +51,7 @@ use crate::log::LogRecord;
 use crate::machine::{written, OpClass};
 use crate::node::{Entry, Node, Payload};
 use crate::ptr::{NodePtr, RegionId, ROOT_REGION};
+use crate::region::Update;
 use crate::wire::{CellRequest, CellResponse, RestartCause};
 
 /// How a split attempt ended.
@@ -61,6 +72,16 @@ pub enum SplitOutcome {
 
 /// Extents copied per round.
 const EXTENT_BATCH: usize = 32;
+
+/// Marks a meganode under creation here; clears [`super::Hosted::creating`]
+/// when the creation ends, however it ends.
+struct Creating(Arc<super::Hosted>);
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        self.0.creating.store(false, Ordering::SeqCst);
+    }
+}
 
 impl Srv {
     fn set_gate(&self, region: RegionId, mode: GateMode) {
@@ -96,8 +117,14 @@ impl Srv {
     }
 
     /// Splits meganode `x`, held here (steps 1-4 of the module
-    /// documentation); the parent link (step 5) is queued.
-    pub(crate) async fn split_meganode(&self, x: RegionId) -> Result<SplitOutcome, Error> {
+    /// documentation), copying X_right to `onto` (`None`: the least loaded
+    /// server, [`Srv::choose_target`]); the parent link (step 5) is the
+    /// caller's.
+    pub(crate) async fn split_meganode(
+        &self,
+        x: RegionId,
+        onto: Option<NodeId>,
+    ) -> Result<SplitOutcome, Error> {
         let h = self
             .st
             .hosted(x)
@@ -110,11 +137,15 @@ impl Srv {
         // 1. Lock X (see the module documentation: X_left's writes wait too).
         self.set_gate(x, GateMode::Closed);
         self.drain(&h).await;
-        let target = self.choose_target().await;
-        // 2. Copy it. Until the relink starts, any failure just reopens X.
+        let target = match onto {
+            Some(t) => t,
+            None => self.choose_target().await,
+        };
+        // 2. Copy it. Until the relink starts, any failure just reopens X
+        //    (after settling Y: removed, or retired where it is held).
         let y = match self.copy_phase(x, &split, target).await {
-            Ok(Ok(y)) => y,
-            other => {
+            Ok(y) => y,
+            Err(why) => {
                 let logged = self.log(x, vec![LogRecord::SplitAbort]).await;
                 self.set_gate(x, GateMode::Open);
                 self.st
@@ -122,9 +153,7 @@ impl Srv {
                     .split_aborts
                     .fetch_add(1, Ordering::Relaxed);
                 logged?;
-                return Ok(SplitOutcome::Aborted(format!(
-                    "copy to {target}: {other:?}"
-                )));
+                return Ok(SplitOutcome::Aborted(format!("copy to {target}: {why}")));
             }
         };
         // 3. Relink X_left.
@@ -141,28 +170,113 @@ impl Srv {
         Ok(SplitOutcome::Split { split, new: y })
     }
 
-    /// Logs the split's start, has `target` copy X_right, logs the copy.
+    /// Allocates Y on `target`, logs the split's start (naming Y), has
+    /// `target` copy X_right into Y, logs the copy. On failure Y is settled
+    /// (see [`Srv::abandon`]) and the reason returned; the caller logs the
+    /// abort.
     async fn copy_phase(
         &self,
         x: RegionId,
         split: &[u8],
         target: NodeId,
-    ) -> Result<Result<RegionId, String>, Error> {
+    ) -> Result<RegionId, String> {
+        let (y, slot) = match self.st.dir.allocate(&self.io, target).await {
+            Ok(Some(a)) => a,
+            Ok(None) => return Err(format!("no free region slot on {target}")),
+            Err(e) => return Err(format!("allocating the copy: {e}")),
+        };
         let start = LogRecord::SplitStart {
             split: split.to_vec(),
             target,
+            new: y,
         };
-        self.log(x, vec![start]).await?;
+        if let Err(e) = self.log(x, vec![start]).await {
+            self.abandon(y, Ok(CellResponse::Failed("not sent".into())))
+                .await;
+            return Err(format!("logging the split's start: {e}"));
+        }
         let req = CellRequest::CopyMeganode {
             source: x,
             split: split.to_vec(),
+            new: y,
+            slot,
         };
-        let copied = self.io.rpc(target, req).await?;
-        let CellResponse::Region(y) = copied else {
-            return Ok(Err(format!("{copied:?}")));
+        let copied = self.io.rpc(target, req).await;
+        if copied != Ok(CellResponse::Region(y)) {
+            let why = format!("{copied:?}");
+            self.abandon(y, copied).await;
+            return Err(why);
+        }
+        if let Err(e) = self.log(x, vec![LogRecord::SplitCopied { new: y }]).await {
+            self.abandon(y, Err(Error::OutcomeUnknown("copied".into())))
+                .await;
+            return Err(format!("logging the copy: {e}"));
+        }
+        Ok(y)
+    }
+
+    /// Settles a meganode this server allocated for a creation (a split's
+    /// copy, a new root) that it gives up, given how the creating request
+    /// ended: if it certainly never ran, or its server answered (a server
+    /// that fails a creation stops holding what it made), the directory
+    /// entry is removed; otherwise (the outcome is unknown: it may still be
+    /// running) the region is retired where it is held (`DropRegion`). If
+    /// that cannot be done either, the region stays listed: the log of the
+    /// split names it, and the recovery of its holder drops it.
+    pub(crate) async fn abandon(&self, region: RegionId, how: Result<CellResponse, Error>) {
+        let never_ran = match &how {
+            Ok(CellResponse::Region(_)) => false,
+            Ok(_) => true,
+            Err(e) => e.outcome() == nessie_protocol::Outcome::NotCommitted,
         };
-        self.log(x, vec![LogRecord::SplitCopied { new: y }]).await?;
-        Ok(Ok(y))
+        if never_ran {
+            if let Err(e) = self.st.dir.update(&self.io, Update::Remove(region)).await {
+                tracing::warn!(error = %e, %region, "could not remove an abandoned meganode");
+            }
+            return;
+        }
+        for _ in 0..10 {
+            let holder = match self.region(region).await {
+                Ok(Some(i)) => i.node,
+                Ok(None) => return,
+                Err(_) => {
+                    self.io.backoff(Duration::from_millis(1)).await;
+                    continue;
+                }
+            };
+            match self
+                .io
+                .rpc(holder, CellRequest::DropRegion { region })
+                .await
+            {
+                Ok(CellResponse::Done) => return,
+                Err(Error::Unreachable(_)) => {
+                    // Its holder is down: its recovery drops it.
+                    return;
+                }
+                _ => self.io.backoff(Duration::from_millis(1)).await,
+            }
+        }
+        tracing::warn!(%region, "an abandoned meganode could not be retired");
+    }
+
+    /// Retires `region` here: marks it so that no late request creates it
+    /// again, waits for a creation of it still running here to stop, and
+    /// stops holding it. The caller removes it from the directory.
+    pub(crate) async fn retire(&self, region: RegionId) {
+        if let Some(h) = self.st.retire_mark(region) {
+            while h.creating.load(Ordering::SeqCst) {
+                self.io.backoff(Duration::from_micros(20)).await;
+            }
+            self.st.unhost(region);
+        }
+    }
+
+    /// `DropRegion`: retires an orphan and removes it from the directory.
+    pub(crate) async fn drop_region(&self, region: RegionId) -> Result<CellResponse, Error> {
+        self.retire(region).await;
+        self.st.dir.update(&self.io, Update::Remove(region)).await?;
+        Ok(CellResponse::Done)
     }
 
     /// Opens meganode `y` for writes on whichever server holds it.
@@ -285,12 +399,21 @@ impl Srv {
     }
 
     /// `CopyMeganode` (step 2, on the new meganode's server): copies the
-    /// part of `source` from `split` up into a new region held here.
+    /// part of `source` from `split` up into the new meganode `y`, which the
+    /// splitter allocated in slot `slot` here. A failure leaves nothing held
+    /// (the splitter then removes `y` from the directory); a `y` retired
+    /// here (the split was abandoned: [`Srv::retire`]) is not created, or
+    /// its creation stops at its next write.
     pub(crate) async fn copy_meganode(
         &self,
         source: RegionId,
         split: &[u8],
+        y: RegionId,
+        slot: u32,
     ) -> Result<CellResponse, Error> {
+        if self.st.is_retired(y) {
+            return Ok(CellResponse::Failed(format!("{y} was retired")));
+        }
         let src_root = self.read_node(NodePtr::root_of(source)).await?;
         let Some(i) = src_root
             .entries
@@ -330,15 +453,9 @@ impl Srv {
                 "the copy does not fit a meganode".into(),
             ));
         }
-        let Some((y, slot)) = self.st.dir.allocate(&self.io, self.st.node).await? else {
-            return Ok(CellResponse::Failed(format!(
-                "no free region slot on {}",
-                self.st.node
-            )));
-        };
         let mut used = vec![false; self.st.cfg.meganode_nodes as usize];
         used[..=count].iter_mut().for_each(|u| *u = true);
-        let h = self.st.host(
+        let Some(h) = self.st.host_new(
             y,
             slot,
             RegionAlloc {
@@ -347,7 +464,54 @@ impl Srv {
             },
             GateMode::Frozen,
             u32::from(src_root.level) + 1,
-        );
+        ) else {
+            return Ok(CellResponse::Failed(format!("{y} was retired")));
+        };
+        let _creating = Creating(h.clone());
+        let r = self
+            .fill_copy(&h, source, split, &src_root, i, levels)
+            .await;
+        self.created(&h, r).await
+    }
+
+    /// Ends the creation of `h`: publishes it if `r` says it is complete
+    /// and it was not retired meanwhile; otherwise stops holding it.
+    async fn created(
+        &self,
+        h: &Arc<super::Hosted>,
+        r: Result<bool, Error>,
+    ) -> Result<CellResponse, Error> {
+        match r {
+            Ok(true) if !self.st.is_retired(h.id) => {
+                if let Err(e) = self.st.dir.publish(&self.io, h.id).await {
+                    self.st.unhost(h.id);
+                    return Err(e);
+                }
+                Ok(CellResponse::Region(h.id))
+            }
+            Ok(_) => {
+                self.st.unhost(h.id);
+                Ok(CellResponse::Failed(format!("{} was retired", h.id)))
+            }
+            Err(e) => {
+                self.st.unhost(h.id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the copy of X_right into `h` (node 0 last); false if `h` was
+    /// retired meanwhile.
+    async fn fill_copy(
+        &self,
+        h: &Arc<super::Hosted>,
+        source: RegionId,
+        split: &[u8],
+        src_root: &Node,
+        i: usize,
+        levels: Vec<Vec<(u32, Node)>>,
+    ) -> Result<bool, Error> {
+        let y = h.id;
         self.log(
             y,
             vec![LogRecord::Created {
@@ -355,7 +519,7 @@ impl Srv {
             }],
         )
         .await?;
-        self.write_header(&h).await?;
+        self.write_header(h).await?;
         let mut map = HashMap::new();
         let mut next = 1u32;
         for list in &levels {
@@ -382,6 +546,9 @@ impl Srv {
             }
         }
         for (_, n) in &mut nodes {
+            if self.st.is_retired(y) {
+                return Ok(false);
+            }
             n.right = remap(n.right);
             for e in &mut n.entries {
                 if let Payload::Child(c) = &mut e.payload {
@@ -389,16 +556,18 @@ impl Srv {
                 }
             }
             if n.leaf {
-                self.copy_extents(&h, n).await?;
+                self.copy_extents(h, n).await?;
             }
         }
         // Node 0 last: the meganode is complete once its root is written.
         nodes.rotate_left(1);
         for (p, n) in &nodes {
+            if self.st.is_retired(y) {
+                return Ok(false);
+            }
             self.write_fresh(*p, n).await?;
         }
-        self.st.dir.publish(&self.io, y).await?;
-        Ok(CellResponse::Region(y))
+        Ok(true)
     }
 
     /// Copies a leaf's extents into `h`'s heap and repoints its entries.
@@ -447,25 +616,39 @@ impl Srv {
         .await
     }
 
-    /// `NewRoot`: a new root meganode over `left` and `right`.
+    /// `NewRoot`: the new root meganode `p` (allocated by the caller in
+    /// slot `slot` here) over `left` and `right`; as for a copy, a failure
+    /// leaves nothing held and a retired `p` is not created.
     pub(crate) async fn new_root(
         &self,
         left: NodePtr,
         split: &[u8],
         right: NodePtr,
+        p: RegionId,
+        slot: u32,
     ) -> Result<CellResponse, Error> {
-        let Some((p, slot)) = self.st.dir.allocate(&self.io, self.st.node).await? else {
-            return Ok(CellResponse::Failed(format!(
-                "no free region slot on {}",
-                self.st.node
-            )));
-        };
-        let h = self
+        let Some(h) = self
             .st
-            .host(p, slot, self.st.fresh_alloc(), GateMode::Open, 1);
-        self.log(p, vec![LogRecord::Created { source: None }])
+            .host_new(p, slot, self.st.fresh_alloc(), GateMode::Open, 1)
+        else {
+            return Ok(CellResponse::Failed(format!("{p} was retired")));
+        };
+        let _creating = Creating(h.clone());
+        let r = self.fill_new_root(&h, left, split, right).await;
+        self.created(&h, r).await
+    }
+
+    /// Writes the new root meganode `h` over `left` and `right`.
+    async fn fill_new_root(
+        &self,
+        h: &Arc<super::Hosted>,
+        left: NodePtr,
+        split: &[u8],
+        right: NodePtr,
+    ) -> Result<bool, Error> {
+        self.log(h.id, vec![LogRecord::Created { source: None }])
             .await?;
-        self.write_header(&h).await?;
+        self.write_header(h).await?;
         let mut root = Node::empty(false, false, 0, Vec::new(), None);
         root.entries = vec![
             Entry {
@@ -477,12 +660,16 @@ impl Srv {
                 payload: Payload::Child(right),
             },
         ];
-        self.write_fresh(NodePtr::root_of(p), &root).await?;
-        self.st.dir.publish(&self.io, p).await?;
-        Ok(CellResponse::Region(p))
+        if self.st.is_retired(h.id) {
+            return Ok(false);
+        }
+        self.write_fresh(NodePtr::root_of(h.id), &root).await?;
+        Ok(true)
     }
 
-    /// `SetRoot`: replaces the root word if it is still `expect`.
+    /// `SetRoot`: replaces the root word if it is still `expect`: `Done` if
+    /// the root word is `new` (now, or already), `Restart(Structure)` if it
+    /// is neither.
     pub(crate) async fn set_root(
         &self,
         expect: NodePtr,
@@ -495,10 +682,12 @@ impl Srv {
         };
         let _g = self.lock(NodePtr::NULL).await;
         let cur = self.root_word().await?;
+        if cur == new {
+            // Already done (a retried request, or a recovery's roll-forward).
+            return Ok(CellResponse::Done);
+        }
         if cur != expect {
-            return Ok(CellResponse::Failed(format!(
-                "the root is {cur}, not {expect}"
-            )));
+            return Ok(CellResponse::Restart(RestartCause::Structure));
         }
         let data = new.encode().to_le_bytes().to_vec();
         let r = self
@@ -593,8 +782,22 @@ impl Srv {
     }
 
     /// Step 5: inserts `key` -> `child` into the parent of `below`, or makes
-    /// a new root meganode if `below` is the root.
+    /// a new root meganode if `below` is the root; then logs
+    /// [`LogRecord::SplitLinked`] in `below`'s log (a recovery that finds a
+    /// finished split without it links the parent again: every step here
+    /// is idempotent).
     pub(crate) async fn link_parent(
+        &self,
+        below: RegionId,
+        key: &[u8],
+        child: RegionId,
+    ) -> Result<(), Error> {
+        self.link_parent_once(below, key, child).await?;
+        self.log(below, vec![LogRecord::SplitLinked { new: child }])
+            .await
+    }
+
+    async fn link_parent_once(
         &self,
         below: RegionId,
         key: &[u8],
@@ -604,38 +807,11 @@ impl Srv {
         for _ in 0..10_000 {
             let root = self.read_root_anywhere().await?;
             if root.region == below {
-                let target = self.choose_target().await;
-                let left = NodePtr::root_of(below);
-                let p = match self
-                    .io
-                    .rpc(
-                        target,
-                        CellRequest::NewRoot {
-                            left,
-                            split: key.to_vec(),
-                            right: child_root,
-                        },
-                    )
-                    .await?
-                {
-                    CellResponse::Region(p) => p,
-                    other => return Err(Error::Corrupt(format!("new root: {other:?}"))),
-                };
-                let holder = self.holder(ROOT_REGION).await?;
-                match self
-                    .io
-                    .rpc(
-                        holder,
-                        CellRequest::SetRoot {
-                            expect: left,
-                            new: NodePtr::root_of(p),
-                        },
-                    )
-                    .await?
-                {
-                    CellResponse::Done => return Ok(()),
-                    other => return Err(Error::Corrupt(format!("set root: {other:?}"))),
+                if self.new_root_over(below, key, child_root).await? {
+                    return Ok(());
                 }
+                self.io.backoff(Duration::from_millis(1)).await;
+                continue;
             }
             let mut start = root;
             loop {
@@ -660,6 +836,87 @@ impl Srv {
                         break;
                     }
                 }
+            }
+        }
+        Err(Error::Timeout)
+    }
+
+    /// Makes a new root meganode P over `below` (the root meganode) and
+    /// `right`, split at `key`, and moves the root word to it: P is
+    /// allocated on the least loaded server and named in `below`'s log
+    /// (`SplitNewRoot`) before it is made, so that it is never lost track
+    /// of. True once the root word names P; false if this attempt was
+    /// given up (P settled: removed or retired) and the caller should look
+    /// at the root again.
+    async fn new_root_over(
+        &self,
+        below: RegionId,
+        key: &[u8],
+        right: NodePtr,
+    ) -> Result<bool, Error> {
+        let target = self.choose_target().await;
+        let Some((p, slot)) = self.st.dir.allocate(&self.io, target).await? else {
+            return Ok(false);
+        };
+        if let Err(e) = self
+            .log(
+                below,
+                vec![LogRecord::SplitNewRoot {
+                    root: p,
+                    new: right.region,
+                }],
+            )
+            .await
+        {
+            self.abandon(p, Ok(CellResponse::Failed("not sent".into())))
+                .await;
+            return Err(e);
+        }
+        let left = NodePtr::root_of(below);
+        let made = self
+            .io
+            .rpc(
+                target,
+                CellRequest::NewRoot {
+                    left,
+                    split: key.to_vec(),
+                    right,
+                    new: p,
+                    slot,
+                },
+            )
+            .await;
+        if made != Ok(CellResponse::Region(p)) {
+            self.abandon(p, made).await;
+            return Ok(false);
+        }
+        self.set_root_to(left, p).await
+    }
+
+    /// Moves the root word from `left` to the root of the complete new root
+    /// meganode `p`, asking again while the answer is unknown (the request
+    /// is idempotent). True once the root word names `p`; false if it names
+    /// neither (`p` can then never become the root: it is retired).
+    pub(crate) async fn set_root_to(&self, left: NodePtr, p: RegionId) -> Result<bool, Error> {
+        for _ in 0..1000 {
+            let holder = match self.holder(ROOT_REGION).await {
+                Ok(h) => h,
+                Err(_) => {
+                    self.io.backoff(Duration::from_millis(1)).await;
+                    continue;
+                }
+            };
+            let req = CellRequest::SetRoot {
+                expect: left,
+                new: NodePtr::root_of(p),
+            };
+            match self.io.rpc(holder, req).await {
+                Ok(CellResponse::Done) => return Ok(true),
+                Ok(CellResponse::Restart(_)) => {
+                    self.abandon(p, Ok(CellResponse::Region(p))).await;
+                    return Ok(false);
+                }
+                _ => self.io.backoff(Duration::from_millis(1)).await,
             }
         }
         Err(Error::Timeout)

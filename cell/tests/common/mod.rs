@@ -363,6 +363,26 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// Waits (up to 10 s) for the next pause and leaves the client paused
+    /// there (until [`Gate::resume`]); the post number, or `None` if no
+    /// pause came.
+    pub fn paused(&self) -> Option<usize> {
+        self.paused.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    /// The post number if the client is paused (or pauses within `wait`),
+    /// leaving it paused.
+    pub fn try_paused(&self, wait: Duration) -> Option<usize> {
+        self.paused.recv_timeout(wait).ok()
+    }
+
+    /// Lets a client paused by [`Gate::paused`] go on.
+    pub fn resume(&self) {
+        let _ = self.resume.send(());
+    }
+}
+
 impl Endpoint for PredicateEndpoint {
     fn node(&self) -> NodeId {
         self.inner.node()
@@ -403,26 +423,35 @@ pub enum Did {
     Effect(Effect),
     /// A shared effect (a back-off, a wait for a response).
     Wait(String),
-    /// The machine finished.
-    Done(Result<SplitOutcome, nessie_protocol::Error>),
+    /// The machine finished (its result is in [`Stepper::finished`]).
+    Done,
 }
 
-/// Drives a meganode split one round or effect at a time.
-pub struct SplitStepper {
+/// Drives a server machine (a meganode split, a maintenance job) one round
+/// or effect at a time, on its node's maintenance request slot.
+pub struct Stepper<T> {
     pub st: Arc<ServerNode>,
-    pub m: Machine<SplitOutcome>,
+    pub m: Machine<T>,
     pub mio: MaintenanceIo<SimEndpoint>,
-    pub finished: Option<Result<SplitOutcome, nessie_protocol::Error>>,
+    pub finished: Option<Result<T, nessie_protocol::Error>>,
     pub steps: usize,
     /// A node write is half done (its versions are odd).
     pub mid_write: bool,
 }
 
+/// A meganode split, stepped.
+pub type SplitStepper = Stepper<SplitOutcome>;
+
 impl SplitStepper {
     pub fn new(d: &Cell, region: nessie_cell::RegionId) -> SplitStepper {
-        let (st, m) = d.split_machine(region).expect("split machine");
+        SplitStepper::onto(d, region, None)
+    }
+
+    /// A split of `region` copying to server `onto` (`None`: as servers choose).
+    pub fn onto(d: &Cell, region: nessie_cell::RegionId, onto: Option<NodeId>) -> SplitStepper {
+        let (st, m) = d.split_machine_onto(region, onto).expect("split machine");
         let (_, mio) = d.maintenance_io(st.node).expect("maintenance io");
-        SplitStepper {
+        Stepper {
             st,
             m,
             mio,
@@ -432,6 +461,40 @@ impl SplitStepper {
         }
     }
 
+    /// Runs to the end; the outcome.
+    pub fn finish(&mut self) -> SplitOutcome {
+        while self.step().is_some() {}
+        self.finished
+            .clone()
+            .expect("finished")
+            .expect("split succeeds")
+    }
+}
+
+impl Stepper<()> {
+    /// Maintenance job `job` on server `node`'s maintenance slot (its
+    /// maintenance thread must be idle meanwhile).
+    pub fn job(d: &Cell, node: NodeId, job: nessie_cell::server::Job) -> Stepper<()> {
+        let (st, mio) = d.maintenance_io(node).expect("maintenance io");
+        let m = nessie_cell::server::runtime::job_machine(
+            &st,
+            nessie_cell::server::runtime::maintenance_channel(&st),
+            nessie_cell::machine::ID_BASE,
+            Duration::from_secs(10),
+            job,
+        );
+        Stepper {
+            st,
+            m,
+            mio,
+            finished: None,
+            steps: 0,
+            mid_write: false,
+        }
+    }
+}
+
+impl<T: Clone + 'static> Stepper<T> {
     /// Performs the next round or effect; `None` once finished.
     pub fn step(&mut self) -> Option<Did> {
         if self.finished.is_some() {
@@ -441,8 +504,8 @@ impl SplitStepper {
             let now = self.mio.driver.now();
             match self.m.poll(now) {
                 Step::Done(r) => {
-                    self.finished = Some(r.clone());
-                    return Some(Did::Done(r));
+                    self.finished = Some(r);
+                    return Some(Did::Done);
                 }
                 Step::Pending => self.mio.driver.wait(self.m.exec()),
                 Step::PostDetached(wrs) => {
@@ -493,15 +556,6 @@ impl SplitStepper {
                 }
             }
         }
-    }
-
-    /// Runs to the end; the outcome.
-    pub fn finish(&mut self) -> SplitOutcome {
-        while self.step().is_some() {}
-        self.finished
-            .clone()
-            .expect("finished")
-            .expect("split succeeds")
     }
 }
 
@@ -559,4 +613,63 @@ pub fn manual() -> CellConfig {
         heap_bytes: 16 << 10,
         ..tiny()
     }
+}
+
+/// The root word (held in region 1), as it is in memory now.
+pub fn root_word(d: &Cell) -> nessie_cell::NodePtr {
+    let m = d.directory().snapshot();
+    let info = m.get(nessie_cell::RegionId(1)).expect("region 1");
+    let l = d.config().layout();
+    let b = d
+        .fabric()
+        .read_bytes(
+            info.node,
+            nessie_protocol::Region::Data,
+            l.slot_base(info.slot) + nessie_cell::config::ROOT_WORD_OFFSET,
+            8,
+        )
+        .expect("read the root word");
+    nessie_cell::NodePtr::decode(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// What a walk of the whole tree (every valid node reachable from the root
+/// word by child and right links, read from memory as it is now) found.
+#[derive(Debug, Default)]
+pub struct TreeAudit {
+    /// Meganodes reached.
+    pub reached: std::collections::BTreeSet<nessie_cell::RegionId>,
+    /// Meganodes some other meganode's node has a child entry for (a parent
+    /// link, not only a right link).
+    pub parented: std::collections::BTreeSet<nessie_cell::RegionId>,
+    /// The meganode of the root.
+    pub root: Option<nessie_cell::RegionId>,
+}
+
+/// Walks the tree (see [`TreeAudit`]).
+pub fn audit(d: &Cell) -> TreeAudit {
+    let mut a = TreeAudit::default();
+    let root = root_word(d);
+    a.root = Some(root.region);
+    let mut todo = vec![root];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(p) = todo.pop() {
+        if p.is_null() || !seen.insert(p) || d.directory().snapshot().get(p.region).is_none() {
+            continue;
+        }
+        let n = node_at(d, p);
+        if !n.valid {
+            continue;
+        }
+        a.reached.insert(p.region);
+        todo.push(n.right);
+        for e in &n.entries {
+            if let Some(c) = e.child() {
+                if c.region != p.region {
+                    a.parented.insert(c.region);
+                }
+                todo.push(c);
+            }
+        }
+    }
+    a
 }
