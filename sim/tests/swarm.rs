@@ -3,10 +3,12 @@
 //! errors whose requests land later and completions handed in after their
 //! round was given up, that the swarm draws; each broken variant it can
 //! catch is caught (the seeds are those `nessie swarm --faults NAME` stops
-//! at), among them issue 24's hole 2 (a completion that outlives its
-//! round); a failing case replays exactly from its JSON and shrinks to a
-//! smaller case that still fails; at quiescence no data table entry leaks
-//! beyond what the protocol admits, and a silent leak is caught.
+//! at), among them issue 24's hole 1 (through an owner's own install that
+//! reports an error and lands between its fence tries) and hole 2 (a
+//! completion that outlives its round); a failing case replays exactly
+//! from its JSON and shrinks to a smaller case that still fails; at
+//! quiescence no data table entry leaks beyond what the protocol admits,
+//! and a silent leak is caught.
 //! NessieSD, NessieHY and Pilaf survive the same faults and server worker
 //! crashes, and each of their fault switches is caught (`nessie swarm
 //! --system SYSTEM --server-faults NAME`).
@@ -143,8 +145,9 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// Rarer catches, and the first seed that shows each (searching from seed
 /// 0; too far for CI to search): the case fails with the switch on and
 /// passes with it off (so the switch, not the simulator, is at fault).
-const FOUND_LATER: [(&str, u64); 2] = [
+const FOUND_LATER: [(&str, u64); 3] = [
     ("cache-time-from-completion", 6_206),
+    ("fence-stops-at-present-word", 7_694),
     ("conflict-ends-put", 9_780),
 ];
 
@@ -152,7 +155,7 @@ const FOUND_LATER: [(&str, u64); 2] = [
 fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
     let _limit = time_limit(
         "rarer_catches_are_caught_by_the_seed_that_shows_each",
-        "6206, 9780",
+        "6206, 7694, 9780",
         Duration::from_secs(60),
     );
     for (name, seed) in FOUND_LATER {
@@ -166,6 +169,46 @@ fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
             correct.verdict
         );
     }
+}
+
+/// Issue 24's hole 1, found through the owner's own error-completion path:
+/// in case 7,694 a MIGRATE owner's install reports an error and lands
+/// after the owner's first fence CAS found the destination empty; its
+/// second fence CAS finds the copy, and the broken fence stops there, so
+/// the owner restores the source and marks the copy still linked at the
+/// destination. The simulator's watch on I4's first step reports the mark.
+/// Without error-then-land faults the same case passes with the switch on
+/// (within A2 nothing else lands an install between two fence tries).
+#[test]
+fn an_install_that_errs_then_lands_between_fence_tries_is_caught_with_the_broken_fence() {
+    let _limit = time_limit(
+        "an_install_that_errs_then_lands_between_fence_tries_is_caught_with_the_broken_fence",
+        7_694,
+        Duration::from_secs(60),
+    );
+    let name = "fence-stops-at-present-word";
+    let case = SwarmCase::from_seed(7_694);
+    assert!(case.chaos.error_then_land_permille > 0);
+    let broken = case.run(faults(name)).unwrap();
+    let Verdict::Fail(m) = &broken.verdict else {
+        panic!("{:?}", broken.verdict)
+    };
+    assert!(
+        m.starts_with("a linked entry was marked for recycling (I4)"),
+        "{m}"
+    );
+    assert!(!broken.report.marked_linked.is_empty());
+    assert!(broken.report.chaos.orphans_landed > 0);
+    let mut no_late_installs = case.clone();
+    no_late_installs.chaos = case.chaos.without("error-then-land");
+    let without = no_late_installs.run(faults(name)).unwrap();
+    assert!(
+        matches!(without.verdict, Verdict::Pass(_)),
+        "{:?}",
+        without.verdict
+    );
+    let correct = case.run(Faults::default()).unwrap();
+    assert!(correct.report.marked_linked.is_empty());
 }
 
 /// A writer that never marks the previous versions it replaces loses them
