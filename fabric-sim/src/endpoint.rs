@@ -54,7 +54,7 @@ enum Until {
 /// overlap their latency. Completions are returned in order of readiness
 /// (ties in posting order). A completion an injected
 /// [`TransportFault::LateCompletion`](nessie_protocol::TransportFault::LateCompletion) hit is held apart until its
-/// [`Later`](crate::Later) comes.
+/// [`Later`] comes.
 pub struct SimEndpoint {
     fabric: SimFabric,
     node: NodeId,

@@ -14,9 +14,9 @@
 //! poll of a machine costs one protocol step of CPU before its requests go
 //! out. Clients retry like `Client` (back-off doubling from 1 µs, jittered
 //! from a seeded generator), and a Nessie client routes its completions by
-//! request id like `Client` (the client core's
-//! [`Router`](nessie_protocol::route::Router)), so a completion that comes
-//! after its round was given up reaches the client core, which drops it.
+//! request id like `Client` (the client core's [`Router`]), so a completion
+//! that comes after its round was given up reaches the client core, which
+//! drops it.
 //!
 //! With [`Chaos`](crate::Chaos) the same engine injects the environment's
 //! faults (the fault swarm, [`crate::swarm`]): the network side lives in
