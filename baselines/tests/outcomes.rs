@@ -26,14 +26,14 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::faulty::{Arm, Control, Fault, FaultyFabric, Traced};
+use common::faulty::{Arm, Control, FaultyFabric, Traced, SUPPORTED};
 use nessie_baselines::coupled::home_node;
 use nessie_baselines::mailbox::MailboxLayout;
 use nessie_baselines::pilaf::PilafLayout;
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_model::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
-use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome};
+use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome, TransportFault};
 
 const SYSTEMS: [SystemKind; 3] = [
     SystemKind::NessieSd,
@@ -263,7 +263,7 @@ fn trial(
     rig: &Rig,
     client_node: u16,
     (step, label): (Step, &str),
-    fault: Fault,
+    fault: TransportFault,
     n: &mut u64,
     table: &mut Table,
 ) -> Result<(), String> {
@@ -273,7 +273,7 @@ fn trial(
     let server = rig.server(NodeId(1));
     let key = rig.key_on(NodeId(1), n);
     let value = format!("v{n}").into_bytes();
-    match step {
+    let armed = match step {
         Step::Request => ctl.arm(Arm {
             trigger: None,
             nth: 1,
@@ -285,14 +285,15 @@ fn trial(
                 trigger: Some(OpKind::Cas),
                 nth: 1,
                 fault,
-            });
+            })
         }
         Step::Server(k) => server.arm(Arm {
             trigger: Some(OpKind::Cas),
             nth: k,
             fault,
         }),
-    }
+    };
+    armed.map_err(|e| e.to_string())?;
     let started = Instant::now();
     let r = c.put(&key, &value);
     let took = started.elapsed();
@@ -340,7 +341,7 @@ fn fault_matrix(kind: SystemKind, unknown_as_timeout: bool) -> (Table, Vec<Strin
     let mut table = Table::new();
     let mut lies = Vec::new();
     for client_node in [0u16, 1] {
-        for fault in Fault::ALL {
+        for fault in SUPPORTED {
             let request = (Step::Request, "request WRITE");
             lies.extend(trial(&rig, client_node, request, fault, &mut n, &mut table).err());
             let cancel = (Step::Cancel, "cancel CAS (server paused)");
@@ -350,11 +351,15 @@ fn fault_matrix(kind: SystemKind, unknown_as_timeout: bool) -> (Table, Vec<Strin
         for (i, t) in steps.iter().enumerate() {
             // CPU accesses do not lose completions on any real machine:
             // they fail (or not) synchronously.
-            let faults: &[Fault] = if matches!(t.kind, OpKind::LocalRead | OpKind::LocalWrite) {
-                &[Fault::FailUnexecuted, Fault::FailAfterExecuting]
-            } else {
-                &Fault::ALL
-            };
+            let faults: &[TransportFault] =
+                if matches!(t.kind, OpKind::LocalRead | OpKind::LocalWrite) {
+                    &[
+                        TransportFault::FailBeforeExecuting,
+                        TransportFault::FailAfterExecuting,
+                    ]
+                } else {
+                    &SUPPORTED
+                };
             let label = format!("server step {:>2}: {:?}", i + 1, t.kind);
             for &fault in faults {
                 let step = (Step::Server(i as u64 + 1), label.as_str());
@@ -569,5 +574,26 @@ fn teeth_without_claims_the_history_checker_catches_timeouts_that_committed() {
             matches!(report.verdict, Verdict::NotLinearizable(_)),
             "{kind}: the broken variant must be caught: {report}"
         );
+    }
+}
+
+/// The wrapper implements four faults of the vocabulary; arming another is
+/// refused (and arms nothing), never ignored.
+#[test]
+fn the_faulty_wrapper_refuses_the_faults_it_does_not_implement() {
+    let ctl = Control::default();
+    for fault in TransportFault::ALL {
+        let arm = Arm {
+            trigger: None,
+            nth: 1,
+            fault,
+        };
+        let r = ctl.arm(arm);
+        assert_eq!(r.is_ok(), SUPPORTED.contains(&fault), "{fault}: {r:?}");
+        if let Err(e) = r {
+            assert_eq!(e, common::faulty::Unsupported(fault));
+            assert!(e.to_string().contains(fault.name()));
+        }
+        assert!(ctl.disarm().is_none(), "{fault}: nothing hit");
     }
 }

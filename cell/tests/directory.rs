@@ -32,12 +32,10 @@ use nessie_cell::directory::FabricDirectory;
 use nessie_cell::machine::{machine, Io, Machine, Resolution};
 use nessie_cell::region::{Applied, RegionMap, Update};
 use nessie_cell::{CellConfig, CellFaults, RegionId};
-use nessie_fabric_sim::{
-    InjectedFault, Injection, LatencyModel, SimConfig, SimEndpoint, SimFabric,
-};
+use nessie_fabric_sim::{Injection, LatencyModel, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::{
     Completion, Endpoint, Error, Fabric, FabricError, Nanos, NodeId, Op, OpKind, Region,
-    WorkRequest,
+    TransportFault, WorkRequest,
 };
 
 fn cfg(faults: CellFaults) -> CellConfig {
@@ -491,9 +489,9 @@ fn a_commit_whose_completion_is_lost_or_failed_takes_effect_exactly_once() {
     let w = handle(&c, Some(1));
     let look = handle(&c, None);
     for (fault, executes) in [
-        (InjectedFault::LoseCompletion, true),
-        (InjectedFault::FailAfterExecuting, true),
-        (InjectedFault::FailUnexecuted, false),
+        (TransportFault::LoseCompletion, true),
+        (TransportFault::FailAfterExecuting, true),
+        (TransportFault::FailBeforeExecuting, false),
     ] {
         let before = snapshot(&f, &look, 1).unwrap().regions.len();
         let c0 = w.counters();

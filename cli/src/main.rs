@@ -46,9 +46,10 @@ enum Command {
     /// markdown tables of docs/simulation.md.
     Papers(papers::PapersArgs),
     /// The fault swarm: seeded simulated clusters with injected crashes,
-    /// outages, pauses, skew, delayed, failed and lost completions, each
-    /// history checked for linearizability; a failure is shrunk and printed
-    /// as a case that replays exactly.
+    /// outages, pauses, skew, delayed, failed and lost completions, errors
+    /// whose requests land later and completions handed in after their
+    /// round was given up, each history checked for linearizability; a
+    /// failure is shrunk and printed as a case that replays exactly.
     Swarm(swarm::SwarmArgs),
     /// One node of a deployment on RDMA: `info`, `serve`, `run` a workload
     /// of any of the four systems, merge the nodes' `report`s (see

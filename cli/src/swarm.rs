@@ -108,7 +108,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
-         {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, {} mutations refused at their landing deadline, {} landed after it; \
+         {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, \
+         {} errors then landings ({} landed), {} late completions held back, {} completions after their round (routed or dropped), \
+         {} mutations refused at their landing deadline, {} landed after it; \
          {} MIGRATEs (the baselines: cuckoo moves), {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases); \
          data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
@@ -122,6 +124,10 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.crashes,
         s.server_crashes,
         s.lost_completions,
+        s.error_then_land,
+        s.orphans_landed,
+        s.late_completions,
+        s.stale_completions,
         s.landing_deadline_refusals,
         s.late_landings,
         s.migrations,

@@ -1,6 +1,7 @@
 //! [`SimEndpoint`], a client's connection to the simulated fabric (post work
-//! requests, poll delayed completions, read the node's clock), and [`Gate`],
-//! the handle that freezes a client's posts from another thread.
+//! requests, poll delayed completions, read the node's clock, hand in the
+//! completions a [`TransportFault::LateCompletion`](nessie_protocol::TransportFault::LateCompletion) held back), and
+//! [`Gate`], the handle that freezes a client's posts from another thread.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -12,14 +13,36 @@ use nessie_protocol::{
 };
 
 use crate::counters::OpCounters;
-use crate::fabric::SimFabric;
+use crate::fabric::{Delivery, Later, SimFabric};
 use crate::sync::{self, Arc, Condvar, Mutex};
+
+/// The longest a wait sleeps before it looks at completions held until a
+/// time again.
+const TIMED_NAP: Duration = Duration::from_millis(1);
 
 /// A completion waiting for its ready time.
 #[derive(Debug)]
 struct Pending {
     ready: Instant,
     completion: Completion,
+}
+
+/// A completion held back by a [`TransportFault::LateCompletion`](nessie_protocol::TransportFault::LateCompletion).
+#[derive(Debug)]
+struct Held {
+    completion: Completion,
+    until: Until,
+}
+
+/// When a held completion is handed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Until {
+    /// On [`SimEndpoint::release_late`] only.
+    Request,
+    /// Right after this many more posts, plus one.
+    Posts(u64),
+    /// Once the fabric's unskewed clock reads this.
+    Time(Nanos),
 }
 
 /// A client's endpoint on a [`SimFabric`].
@@ -29,12 +52,16 @@ struct Pending {
 /// latency for NIC operations (wall clock, whatever the clock mode) or
 /// immediately for LocalRead/LocalWrite. Several posted operations therefore
 /// overlap their latency. Completions are returned in order of readiness
-/// (ties in posting order).
+/// (ties in posting order). A completion an injected
+/// [`TransportFault::LateCompletion`](nessie_protocol::TransportFault::LateCompletion) hit is held apart until its
+/// [`Later`] comes.
 pub struct SimEndpoint {
     fabric: SimFabric,
     node: NodeId,
     /// Sorted by ready time, ties in posting order.
     pending: VecDeque<Pending>,
+    /// Completions held back, in posting order.
+    held: Vec<Held>,
     counters: OpCounters,
     gate: Gate,
 }
@@ -44,6 +71,7 @@ impl fmt::Debug for SimEndpoint {
         f.debug_struct("SimEndpoint")
             .field("node", &self.node)
             .field("outstanding", &self.pending.len())
+            .field("held", &self.held.len())
             .field("counters", &self.counters)
             .finish_non_exhaustive()
     }
@@ -55,6 +83,7 @@ impl SimEndpoint {
             fabric,
             node,
             pending: VecDeque::new(),
+            held: Vec::new(),
             counters: OpCounters::default(),
             gate: Gate::new(),
         }
@@ -71,9 +100,71 @@ impl SimEndpoint {
         self.counters
     }
 
-    /// Number of posted operations whose completion has not been returned yet.
+    /// Number of posted operations whose completion has not been returned
+    /// yet (held completions included; lost ones are not: they will never be
+    /// returned).
     pub fn outstanding(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.held.len()
+    }
+
+    /// Number of completions held back by a
+    /// [`TransportFault::LateCompletion`](nessie_protocol::TransportFault::LateCompletion) and not handed in yet.
+    pub fn held_late(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Hands every held completion in now, whatever its schedule, in posting
+    /// order (the next poll returns them); returns how many.
+    pub fn release_late(&mut self) -> usize {
+        let n = self.held.len();
+        let now = Instant::now();
+        for h in std::mem::take(&mut self.held) {
+            self.enqueue(now, h.completion);
+        }
+        n
+    }
+
+    /// A post is about to happen: held completions whose count of posts is
+    /// over are handed in (ahead of the new request's completion), the
+    /// others count it.
+    fn count_post(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut k = 0;
+        while k < self.held.len() {
+            match self.held[k].until {
+                Until::Posts(0) => {
+                    let h = self.held.remove(k);
+                    self.enqueue(now, h.completion);
+                }
+                Until::Posts(n) => {
+                    self.held[k].until = Until::Posts(n - 1);
+                    k += 1;
+                }
+                Until::Request | Until::Time(_) => k += 1,
+            }
+        }
+    }
+
+    /// Held completions whose time has come are handed in.
+    fn release_timed(&mut self) {
+        if !self.held.iter().any(|h| matches!(h.until, Until::Time(_))) {
+            return;
+        }
+        let clock = self.fabric.base_now();
+        let now = Instant::now();
+        let mut k = 0;
+        while k < self.held.len() {
+            match self.held[k].until {
+                Until::Time(t) if t <= clock => {
+                    let h = self.held.remove(k);
+                    self.enqueue(now, h.completion);
+                }
+                _ => k += 1,
+            }
+        }
     }
 
     /// A handle to this endpoint's gate: while it is closed, `post` blocks.
@@ -95,10 +186,12 @@ impl SimEndpoint {
         if fabric.node_state(self.node)?.is_down() {
             return Err(FabricError::NodeDown(self.node));
         }
+        self.count_post();
         let posted = Instant::now();
+        let posted_at = fabric.base_now();
         let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
         let done = fabric.execute(self.node, &wr.op);
-        let (result, deliver) = (done.result, done.deliver);
+        let (result, delivery) = (done.result, done.delivery);
         let ok = result.is_ok();
         self.counters.record(kind, bytes, ok);
         if let Some(target) = done.target {
@@ -107,11 +200,25 @@ impl SimEndpoint {
         if !ok {
             tracing::trace!(node = %self.node, id = wr.id.0, ?result, "sim endpoint: operation failed");
         }
-        if !deliver {
-            tracing::trace!(node = %self.node, id = wr.id.0, "sim endpoint: completion lost (injected)");
+        if ok && !signaled {
             return Ok(());
         }
-        if ok && !signaled {
+        let until = match delivery {
+            Delivery::Now => None,
+            Delivery::Never => {
+                tracing::trace!(node = %self.node, id = wr.id.0, "sim endpoint: completion lost (injected)");
+                return Ok(());
+            }
+            Delivery::Late(Later::OnRequest) => Some(Until::Request),
+            Delivery::Late(Later::AfterOps(n)) => Some(Until::Posts(n)),
+            Delivery::Late(Later::AfterTime(d)) => Some(Until::Time(posted_at.plus(d))),
+        };
+        if let Some(until) = until {
+            tracing::trace!(node = %self.node, id = wr.id.0, ?until, "sim endpoint: completion held (injected)");
+            self.held.push(Held {
+                completion: Completion { id: wr.id, result },
+                until,
+            });
             return Ok(());
         }
         let delay = if nic {
@@ -156,7 +263,10 @@ impl Endpoint for SimEndpoint {
         self.post_as(wr, false)
     }
 
+    /// Returns the completions whose latency has passed, and the held ones
+    /// whose time has come ([`Later::AfterTime`]).
     fn poll(&mut self, out: &mut Vec<Completion>) {
+        self.release_timed();
         if self.pending.is_empty() {
             return;
         }
@@ -169,8 +279,11 @@ impl Endpoint for SimEndpoint {
     }
 
     /// Returns as soon as at least one completion was appended, when
-    /// `timeout` has passed, or immediately if nothing is outstanding (no
-    /// completion could ever arrive).
+    /// `timeout` has passed, or immediately if no completion could arrive
+    /// meanwhile (nothing outstanding, or only completions held until a
+    /// later post or [`SimEndpoint::release_late`]). A completion held until
+    /// a time is looked at every millisecond at most (the fabric's clock may
+    /// be advanced by another thread).
     fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {
         let start = out.len();
         let deadline = Instant::now().checked_add(timeout);
@@ -179,10 +292,18 @@ impl Endpoint for SimEndpoint {
             if out.len() > start {
                 return;
             }
-            let Some(next) = self.pending.front().map(|p| p.ready) else {
+            let timed = self.held.iter().any(|h| matches!(h.until, Until::Time(_)));
+            let now = Instant::now();
+            let nap = now.checked_add(TIMED_NAP).unwrap_or(now);
+            let next = match self.pending.front().map(|p| p.ready) {
+                Some(next) if timed => Some(next.min(nap)),
+                Some(next) => Some(next),
+                None if timed => Some(nap),
+                None => None,
+            };
+            let Some(next) = next else {
                 return;
             };
-            let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return;
             }

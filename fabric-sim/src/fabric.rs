@@ -1,7 +1,12 @@
 //! [`SimFabric`]: the shared state of a simulated cluster (every node's memory,
-//! clock skew, up/down state, injected faults, counters and the client ids
-//! in use), its [`Fabric`] implementation, fault and clock controls, and
-//! inspection helpers for tests.
+//! clock skew, up/down state, injected faults and the requests they parked,
+//! counters and the client ids in use), its [`Fabric`] implementation, fault
+//! and clock controls, and inspection helpers for tests.
+//!
+//! Faults are the project's one vocabulary, [`TransportFault`], armed per
+//! target node by an [`Injection`]; their deferred parts (a landing after
+//! the error completion, a duplicate, a late completion) happen at a
+//! [`Later`].
 
 use std::collections::HashSet;
 use std::fmt;
@@ -10,7 +15,7 @@ use std::time::{Duration, Instant};
 use nessie_protocol::time::duration_nanos;
 use nessie_protocol::{
     ClientClaim, ClientId, Fabric, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
-    Topology,
+    Topology, TransportFault,
 };
 
 use crate::config::{ClockMode, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START};
@@ -20,47 +25,68 @@ use crate::memory::{NodeMemory, WordOrder};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{self, Arc, Mutex};
 
-/// A fault the simulator can inject into NIC operations (READ, WRITE, CAS)
-/// targeting a node: every combination of "did the operation execute" and
-/// "what did its completion say".
+/// When the deferred part of an injected fault happens: the landing of an
+/// [`TransportFault::ErrorThenLand`] request or of a
+/// [`TransportFault::DuplicateWrite`]'s second copy (both *parked* at their
+/// target node until then), or the delivery of a
+/// [`TransportFault::LateCompletion`]'s completion (held by the endpoint
+/// until then).
+///
+/// Everything happens inside calls on the fabric (it has no thread of its
+/// own), so a test that drives one client from one thread sees the same
+/// order every run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum InjectedFault {
-    /// Not executed; completes with a transport error.
-    FailUnexecuted,
-    /// Executed (memory changed as usual); the completion nevertheless
-    /// carries a transport error, as a real NIC's can after the responder
-    /// executed the request.
-    FailAfterExecuting,
-    /// Executed; the completion is never delivered.
-    LoseCompletion,
-    /// Not executed and no completion is ever delivered.
-    Vanish,
+pub enum Later {
+    /// Only when the test asks: [`SimFabric::land_parked`] lands parked
+    /// requests, [`SimEndpoint::release_late`] hands held completions in.
+    OnRequest,
+    /// After `n` more operations. A parked request lands right before the
+    /// (`n`+1)-th NIC operation that reaches its target node (up) after the
+    /// faulted one, whatever that operation's own fate: `AfterOps(0)` lands
+    /// it just before the next one, which then sees it. A held completion
+    /// is handed in right after the (`n`+1)-th request its endpoint posts
+    /// after the faulted one, ahead of that request's own completion (the
+    /// schedule of a completion that outlives its round and arrives while a
+    /// later round waits, issue 24 hole 2).
+    AfterOps(u64),
+    /// A held completion becomes ready once the fabric's unskewed clock
+    /// ([`SimFabric::base_now`]) reads at least this much past the time the
+    /// request was posted: with [`ClockMode::Manual`] the test decides, by
+    /// [`SimFabric::advance`], whether that is before or after the
+    /// requester's deadline. Not available for landings: memory has no
+    /// clock to watch (a landing happens at an operation), so injecting
+    /// `ErrorThenLand` or `DuplicateWrite` with it is refused
+    /// ([`InjectError::Unsupported`]).
+    AfterTime(Duration),
 }
 
-impl InjectedFault {
-    /// Whether the operation takes effect.
-    pub fn executes(self) -> bool {
-        matches!(
-            self,
-            InjectedFault::FailAfterExecuting | InjectedFault::LoseCompletion
-        )
-    }
-
-    /// Whether a completion is delivered.
-    pub fn delivers(self) -> bool {
-        matches!(
-            self,
-            InjectedFault::FailUnexecuted | InjectedFault::FailAfterExecuting
-        )
-    }
+impl Later {
+    /// The default for faults that defer something: right after the next
+    /// operation.
+    pub const DEFAULT: Later = Later::AfterOps(0);
 }
 
 /// Which operations an injected fault hits: the `count` operations after the
-/// first `skip` that target the node and match `only` (any kind if `None`).
+/// first `skip` that target the node, match `only` (any kind if `None`) and
+/// are of a kind the fault applies to ([`TransportFault::applies_to`]: a
+/// `DuplicateWrite` injection lets READs and CASes through uncounted).
+///
+/// What a hit does, per fault (the project's one vocabulary,
+/// [`TransportFault`]):
+///
+/// | fault | memory | completion |
+/// |---|---|---|
+/// | `FailBeforeExecuting` | untouched | `error`, after the latency |
+/// | `FailAfterExecuting` | changed as usual | `error`, after the latency |
+/// | `ErrorThenLand` | untouched now; the request is parked and lands whole at `later` | `error`, after the latency |
+/// | `LoseCompletion` | changed as usual | never |
+/// | `Vanish` | untouched | never |
+/// | `LateCompletion` | changed as usual | the true result, held until `later` |
+/// | `DuplicateWrite` | written now, and the same WRITE again at `later` | the true result, after the latency |
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Injection {
     /// What happens to a hit operation.
-    pub fault: InjectedFault,
+    pub fault: TransportFault,
     /// The error a failing completion carries.
     pub error: FabricError,
     /// Restrict to one kind of operation.
@@ -69,17 +95,23 @@ pub struct Injection {
     pub skip: u64,
     /// Matching operations to hit after those.
     pub count: u64,
+    /// When the deferred part happens, for the faults that defer one
+    /// (`ErrorThenLand`, `DuplicateWrite`, `LateCompletion`); `None`:
+    /// [`Later::DEFAULT`]. Setting it for a fault that defers nothing is
+    /// refused ([`InjectError::NothingDeferred`]), not ignored.
+    pub later: Option<Later>,
 }
 
 impl Injection {
-    /// Hits the next `count` NIC operations of any kind.
-    pub fn next(fault: InjectedFault, count: u64) -> Injection {
+    /// Hits the next `count` NIC operations of any kind the fault applies to.
+    pub fn next(fault: TransportFault, count: u64) -> Injection {
         Injection {
             fault,
             error: FabricError::Transport("injected fault".into()),
             only: None,
             skip: 0,
             count,
+            later: None,
         }
     }
 
@@ -101,6 +133,85 @@ impl Injection {
         self.error = error;
         self
     }
+
+    /// The deferred part happens at `later` ([`Injection::later`]).
+    pub fn later(mut self, later: Later) -> Injection {
+        self.later = Some(later);
+        self
+    }
+
+    /// When the deferred part happens.
+    fn when(&self) -> Later {
+        self.later.unwrap_or(Later::DEFAULT)
+    }
+
+    /// Checks that the injection can do what it says.
+    fn validate(&self) -> Result<(), InjectError> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let fault = self.fault;
+        if let Some(kind) = self.only {
+            if !fault.applies_to(kind) {
+                return Err(InjectError::NeverApplies { fault, kind });
+            }
+        }
+        let defers = matches!(
+            fault,
+            TransportFault::ErrorThenLand
+                | TransportFault::DuplicateWrite
+                | TransportFault::LateCompletion
+        );
+        match self.later {
+            Some(_) if !defers => Err(InjectError::NothingDeferred { fault }),
+            Some(later @ Later::AfterTime(_)) if fault.executes_later() => {
+                Err(InjectError::Unsupported { fault, later })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why [`SimFabric::inject`] refused an injection.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    /// The node does not exist.
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// The injection is restricted to a kind of operation the fault never
+    /// hits (a duplicate of a READ or a CAS; a fault of a CPU access).
+    #[error("{fault} never applies to {kind:?} operations")]
+    NeverApplies {
+        /// The fault.
+        fault: TransportFault,
+        /// The kind it was restricted to.
+        kind: OpKind,
+    },
+    /// A time was set for a fault that defers nothing.
+    #[error("{fault} defers nothing: it takes no `later`")]
+    NothingDeferred {
+        /// The fault.
+        fault: TransportFault,
+    },
+    /// The fabric cannot defer this fault's part that way.
+    #[error("the simulated fabric cannot defer {fault} by {later:?}: a landing happens at an operation, not at a time")]
+    Unsupported {
+        /// The fault.
+        fault: TransportFault,
+        /// The refused schedule.
+        later: Later,
+    },
+}
+
+/// How an operation's completion is delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// After the latency, as usual.
+    Now,
+    /// Never.
+    Never,
+    /// Held by the endpoint until `later`.
+    Late(Later),
 }
 
 /// What the simulator decided for one operation.
@@ -109,19 +220,54 @@ pub(crate) struct Executed<'a> {
     pub target: Option<&'a NodeState>,
     /// Its outcome, as its completion reports it.
     pub result: Result<OpOutput, FabricError>,
-    /// Whether the completion is delivered.
-    pub deliver: bool,
+    /// How its completion is delivered.
+    pub delivery: Delivery,
 }
+
+/// A request parked at its target node, to land later.
+#[derive(Debug)]
+struct Parked {
+    /// The fault that parked it (`ErrorThenLand` or `DuplicateWrite`).
+    fault: TransportFault,
+    op: Op,
+    /// Operations at the node still to come before it lands (`None`: only
+    /// on request).
+    left: Option<u64>,
+}
+
+/// A parked request that landed ([`SimFabric::land_parked`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Landed {
+    /// The node it landed at.
+    pub node: NodeId,
+    /// The fault that parked it.
+    pub fault: TransportFault,
+    /// The operation.
+    pub op: Op,
+    /// What it did (nobody receives this: its completion was delivered
+    /// when the fault hit).
+    pub result: Result<OpOutput, FabricError>,
+}
+
+/// [`NodeState::faults`]: an injection is pending.
+const ARMED: u64 = 1;
+/// [`NodeState::faults`]: one parked request.
+const PARKED: u64 = 2;
 
 /// Everything the simulator keeps about one node.
 #[derive(Debug)]
 pub(crate) struct NodeState {
     pub(crate) memory: NodeMemory,
     down: AtomicBool,
-    /// Whether an injection is pending (the fast path checks only this).
-    armed: AtomicBool,
+    /// Bit 0: an injection is pending; the bits above: how many requests
+    /// are parked. Changed only under the lock of what it counts; the fast
+    /// path of every NIC operation loads only this (one atomic access, as
+    /// loom counts them).
+    faults: AtomicU64,
     /// The pending injection.
     injection: Mutex<Option<Injection>>,
+    /// Requests parked here, to land later, in the order they were parked.
+    parked: Mutex<Vec<Parked>>,
     /// Clock skew in nanoseconds, an `i64` stored as its bit pattern.
     skew: AtomicU64,
     pub(crate) counters: AtomicCounters,
@@ -132,27 +278,82 @@ impl NodeState {
         self.down.load(Ordering::SeqCst)
     }
 
-    /// The injected fault that hits an operation of `kind`, if any (consumes it).
-    fn take_fault(&self, kind: OpKind) -> Option<(InjectedFault, FabricError)> {
-        if !self.armed.load(Ordering::SeqCst) {
-            return None;
-        }
+    /// Whether no injection is pending and nothing is parked.
+    fn quiet(&self) -> bool {
+        self.faults.load(Ordering::SeqCst) == 0
+    }
+
+    /// Whether an injection is pending.
+    fn armed(&self) -> bool {
+        self.faults.load(Ordering::SeqCst) & ARMED != 0
+    }
+
+    /// How many requests are parked.
+    fn parked_len(&self) -> usize {
+        (self.faults.load(Ordering::SeqCst) / PARKED) as usize
+    }
+
+    /// The injected fault that hits an operation of `kind`, if any (consumes
+    /// it): the fault, the error a failing completion carries, and when its
+    /// deferred part happens.
+    fn take_fault(&self, kind: OpKind) -> Option<(TransportFault, FabricError, Later)> {
         let mut slot = sync::lock(&self.injection);
         let inj = slot.as_mut()?;
-        if inj.only.is_some_and(|k| k != kind) {
+        if inj.only.is_some_and(|k| k != kind) || !inj.fault.applies_to(kind) {
             return None;
         }
         if inj.skip > 0 {
             inj.skip -= 1;
             return None;
         }
-        let fault = (inj.fault, inj.error.clone());
+        let fault = (inj.fault, inj.error.clone(), inj.when());
         inj.count = inj.count.saturating_sub(1);
         if inj.count == 0 {
             *slot = None;
-            self.armed.store(false, Ordering::SeqCst);
+            self.faults.fetch_and(!ARMED, Ordering::SeqCst);
         }
         Some(fault)
+    }
+
+    /// Parks `op`, to land at `later`.
+    fn park(&self, fault: TransportFault, op: Op, later: Later) {
+        let left = match later {
+            Later::AfterOps(n) => Some(n),
+            Later::OnRequest | Later::AfterTime(_) => None,
+        };
+        let mut parked = sync::lock(&self.parked);
+        parked.push(Parked { fault, op, left });
+        self.faults.fetch_add(PARKED, Ordering::SeqCst);
+    }
+
+    /// A NIC operation reaches this node: takes out the parked requests
+    /// that land before it (their countdown is over), in parking order,
+    /// and counts the operation against the others.
+    fn due(&self) -> Vec<Parked> {
+        let mut parked = sync::lock(&self.parked);
+        let mut due = Vec::new();
+        let mut k = 0;
+        while k < parked.len() {
+            match parked[k].left {
+                Some(0) => due.push(parked.remove(k)),
+                Some(ref mut n) => {
+                    *n -= 1;
+                    k += 1;
+                }
+                None => k += 1,
+            }
+        }
+        self.faults
+            .fetch_sub(PARKED * due.len() as u64, Ordering::SeqCst);
+        due
+    }
+
+    /// Takes out every parked request.
+    fn take_parked(&self) -> Vec<Parked> {
+        let mut parked = sync::lock(&self.parked);
+        self.faults
+            .fetch_sub(PARKED * parked.len() as u64, Ordering::SeqCst);
+        std::mem::take(&mut *parked)
     }
 }
 
@@ -198,8 +399,9 @@ impl SimFabric {
                 Ok(NodeState {
                     memory: NodeMemory::new(NodeId(n), &topology)?,
                     down: AtomicBool::new(false),
-                    armed: AtomicBool::new(false),
+                    faults: AtomicU64::new(0),
                     injection: Mutex::new(None),
+                    parked: Mutex::new(Vec::new()),
                     skew: AtomicU64::new(0),
                     counters: AtomicCounters::new(),
                 })
@@ -314,25 +516,73 @@ impl SimFabric {
     /// complete with `FabricError::Transport("injected fault")` without
     /// touching memory. Replaces any injection still pending; `0` cancels.
     pub fn fail_next_ops(&self, node: NodeId, n: u64) -> Result<(), FabricError> {
-        self.inject(node, Injection::next(InjectedFault::FailUnexecuted, n))
+        let n = Injection::next(TransportFault::FailBeforeExecuting, n);
+        self.inject(node, n).map_err(|e| match e {
+            InjectError::Fabric(e) => e,
+            // A failure of every kind of NIC operation with the default
+            // schedule is always valid.
+            other => FabricError::Transport(other.to_string()),
+        })
     }
 
     /// Arms `injection` for NIC operations targeting `node`, replacing any
-    /// injection still pending (a count of 0 cancels).
-    pub fn inject(&self, node: NodeId, injection: Injection) -> Result<(), FabricError> {
+    /// injection still pending (a count of 0 cancels). Refused, with the
+    /// injection not armed, if `node` does not exist or the injection cannot
+    /// do what it says ([`InjectError`]).
+    pub fn inject(&self, node: NodeId, injection: Injection) -> Result<(), InjectError> {
         let n = self.node_state(node)?;
+        injection.validate()?;
         let mut slot = sync::lock(&n.injection);
         tracing::debug!(%node, ?injection, "sim fabric: injecting faults");
         *slot = (injection.count > 0).then_some(injection);
-        n.armed.store(slot.is_some(), Ordering::SeqCst);
+        match slot.is_some() {
+            true => n.faults.fetch_or(ARMED, Ordering::SeqCst),
+            false => n.faults.fetch_and(!ARMED, Ordering::SeqCst),
+        };
         Ok(())
     }
 
     /// Whether an injection armed on `node` has not been used up yet.
     pub fn injection_pending(&self, node: NodeId) -> bool {
-        self.node_state(node)
-            .map(|n| n.armed.load(Ordering::SeqCst))
-            .unwrap_or(false)
+        self.node_state(node).map(NodeState::armed).unwrap_or(false)
+    }
+
+    /// How many requests are parked, to land later, on every node
+    /// ([`TransportFault::ErrorThenLand`] requests and
+    /// [`TransportFault::DuplicateWrite`] copies).
+    pub fn parked(&self) -> usize {
+        self.inner.nodes.iter().map(NodeState::parked_len).sum()
+    }
+
+    /// Lands every parked request now, node by node and in parking order on
+    /// each, whatever its schedule, and reports what each did. Requests
+    /// parked at a node that is down stay parked (a packet cannot reach a
+    /// node that is down); they land once it is back up.
+    pub fn land_parked(&self) -> Vec<Landed> {
+        let mut landed = Vec::new();
+        for (i, n) in self.inner.nodes.iter().enumerate() {
+            if n.is_down() {
+                continue;
+            }
+            let node = NodeId(i as u16);
+            for p in n.take_parked() {
+                landed.push(self.land(node, n, p));
+            }
+        }
+        landed
+    }
+
+    /// Executes a parked request at its node (no fault, no counters: it was
+    /// counted when it was posted).
+    fn land(&self, node: NodeId, n: &NodeState, p: Parked) -> Landed {
+        tracing::debug!(%node, fault = %p.fault, op = ?p.op.kind(), "sim fabric: a parked request lands");
+        let result = self.perform(n, &p.op);
+        Landed {
+            node,
+            fault: p.fault,
+            op: p.op,
+            result,
+        }
     }
 
     /// The word order of the next transfer.
@@ -443,8 +693,10 @@ impl SimFabric {
     // ----- execution ----------------------------------------------------------
 
     /// Performs `op` posted by a client on `from`: the node it targeted (for
-    /// counters), its outcome and whether its completion is delivered. The
-    /// caller has checked that `from` is up.
+    /// counters), its outcome and how its completion is delivered. The
+    /// caller has checked that `from` is up. A NIC operation that reaches
+    /// its target first lands the parked requests due before it
+    /// ([`Later::AfterOps`]).
     pub(crate) fn execute(&self, from: NodeId, op: &Op) -> Executed<'_> {
         let target_id = op.remote_addr().map_or(from, |a| a.node);
         let target = match self.node_state(target_id) {
@@ -453,21 +705,73 @@ impl SimFabric {
                 return Executed {
                     target: None,
                     result: Err(e),
-                    deliver: true,
+                    delivery: Delivery::Now,
                 }
             }
         };
-        let hook = self.inner.config.schedule_point;
         let nic = op.remote_addr().is_some();
-        let (fault, injected_error) = match nic && !target.is_down() {
-            true => match target.take_fault(op.kind()) {
-                Some((f, e)) => (Some(f), Some(e)),
-                None => (None, None),
-            },
-            false => (None, None),
+        if !nic {
+            return Executed {
+                target: Some(target),
+                result: self.perform(target, op),
+                delivery: Delivery::Now,
+            };
+        }
+        if target.is_down() {
+            return Executed {
+                target: Some(target),
+                result: Err(FabricError::NodeDown(target_id)),
+                delivery: Delivery::Now,
+            };
+        }
+        let fault = match target.quiet() {
+            true => None,
+            false => {
+                for p in target.due() {
+                    self.land(target_id, target, p);
+                }
+                target.take_fault(op.kind())
+            }
         };
-        let executes = fault.is_none_or(InjectedFault::executes);
-        let result = match op {
+        let Some((fault, error, later)) = fault else {
+            return Executed {
+                target: Some(target),
+                result: self.perform(target, op),
+                delivery: Delivery::Now,
+            };
+        };
+        tracing::trace!(node = %target_id, %fault, op = ?op.kind(), "sim fabric: injected fault hits");
+        let (result, delivery) = match fault {
+            TransportFault::FailBeforeExecuting => (Err(error), Delivery::Now),
+            TransportFault::FailAfterExecuting => {
+                let _ = self.perform(target, op);
+                (Err(error), Delivery::Now)
+            }
+            TransportFault::ErrorThenLand => {
+                target.park(fault, op.clone(), later);
+                (Err(error), Delivery::Now)
+            }
+            TransportFault::LoseCompletion => (self.perform(target, op), Delivery::Never),
+            TransportFault::Vanish => (Err(error), Delivery::Never),
+            TransportFault::LateCompletion => (self.perform(target, op), Delivery::Late(later)),
+            TransportFault::DuplicateWrite => {
+                let result = self.perform(target, op);
+                target.park(fault, op.clone(), later);
+                (result, Delivery::Now)
+            }
+        };
+        Executed {
+            target: Some(target),
+            result,
+            delivery,
+        }
+    }
+
+    /// Executes `op` on `target`'s memory (a NIC operation on the region it
+    /// names, a CPU access on the data table).
+    fn perform(&self, target: &NodeState, op: &Op) -> Result<OpOutput, FabricError> {
+        let hook = self.inner.config.schedule_point;
+        match op {
             Op::LocalRead { offset, len } => target
                 .memory
                 .region(Region::Data)
@@ -478,10 +782,6 @@ impl SimFabric {
                 .region(Region::Data)
                 .write(*offset, data, hook, self.word_order())
                 .map(|()| OpOutput::Written),
-            _ if target.is_down() => Err(FabricError::NodeDown(target_id)),
-            _ if !executes => Err(injected_error
-                .clone()
-                .unwrap_or_else(|| FabricError::Transport("injected fault".into()))),
             Op::Read { addr, len } => target
                 .memory
                 .region(addr.region)
@@ -507,15 +807,6 @@ impl SimFabric {
                     )
                     .map(|previous| OpOutput::Cas { previous })
             }
-        };
-        let result = match (fault, injected_error) {
-            (Some(InjectedFault::FailAfterExecuting), Some(e)) => Err(e),
-            _ => result,
-        };
-        Executed {
-            target: Some(target),
-            result,
-            deliver: fault.is_none_or(InjectedFault::delivers),
         }
     }
 }

@@ -15,10 +15,14 @@
 //!   inside a CAS window ([`SimConfig::yield_inside_cas`] widens it).
 //! - **Latency**: completions become ready after
 //!   [`LatencyModel`] delays, so posted operations overlap.
-//! - **Faults**: nodes down, frozen clients ([`Gate`]), and injected faults
-//!   of every kind a real NIC shows ([`InjectedFault`]): operations that fail
-//!   without executing, that execute but complete with an error, and whose
-//!   completion is lost.
+//! - **Faults**: nodes down, frozen clients ([`Gate`]), and every fault of
+//!   the project's one vocabulary of transport faults
+//!   ([`TransportFault`](nessie_protocol::TransportFault)), armed per node by
+//!   an [`Injection`]: operations that fail without executing, that execute
+//!   but complete with an error, that complete with an error and land later
+//!   (parked until a [`Later`]), whose completion is lost or held back past
+//!   the requester's deadline, that never execute nor complete, and WRITEs
+//!   that execute twice.
 //! - **Clocks**: real or manual time, with per-node skew.
 //! - **Counters**: per node and per endpoint ([`OpCounters`]).
 //! - **Client ids**: a registry of the ids live clients hold
@@ -45,4 +49,4 @@ pub use config::{
 };
 pub use counters::OpCounters;
 pub use endpoint::{Gate, SimEndpoint};
-pub use fabric::{InjectedFault, Injection, SimFabric};
+pub use fabric::{InjectError, Injection, Landed, Later, SimFabric};

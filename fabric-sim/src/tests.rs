@@ -6,8 +6,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    Completion, Endpoint, Fabric, FabricError, NodeId, Op, OpId, OpOutput, Region, RemoteAddr,
-    WorkRequest,
+    Completion, Endpoint, Fabric, FabricError, NodeId, Op, OpId, OpKind, OpOutput, Region,
+    RemoteAddr, TransportFault, WorkRequest,
 };
 
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -511,44 +511,38 @@ fn gate_freezes_posts_until_opened() {
 }
 
 #[test]
-fn every_injected_fault_does_what_it_says() {
-    use crate::{InjectedFault, Injection};
+fn the_faults_that_defer_nothing_do_what_they_say() {
+    use crate::Injection;
     for fault in [
-        InjectedFault::FailUnexecuted,
-        InjectedFault::FailAfterExecuting,
-        InjectedFault::LoseCompletion,
-        InjectedFault::Vanish,
+        TransportFault::FailBeforeExecuting,
+        TransportFault::FailAfterExecuting,
+        TransportFault::LoseCompletion,
+        TransportFault::Vanish,
     ] {
         let f = small();
         let mut ep = f.open(N0).expect("open");
         let addr = RemoteAddr::index(N1, 16);
         f.inject(N1, Injection::next(fault, 1)).expect("inject");
         assert!(f.injection_pending(N1));
-        ep.post(WorkRequest {
-            id: OpId(3),
-            op: Op::Cas {
-                addr,
-                expect: 0,
-                new: 9,
-            },
-        })
-        .expect("post");
+        post(&mut ep, 3, cas_op(addr, 0, 9));
         let mut out = Vec::new();
         ep.wait(&mut out, Duration::from_millis(50));
         let executed = f.read_word(N1, Region::Index, 16).expect("word") == 9;
-        assert_eq!(executed, fault.executes(), "{fault:?}: executed");
+        assert_eq!(executed, fault.executes_now(), "{fault}: executed");
         assert_eq!(
             out.len(),
-            usize::from(fault.delivers()),
-            "{fault:?}: delivered"
+            usize::from(fault.delivers_error()),
+            "{fault}: delivered"
         );
         if let Some(c) = out.first() {
             assert!(
                 c.result.is_err(),
-                "{fault:?}: the completion reports an error"
+                "{fault}: the completion reports an error"
             );
         }
-        assert!(!f.injection_pending(N1), "{fault:?}: used up");
+        assert!(!f.injection_pending(N1), "{fault}: used up");
+        assert_eq!(f.parked(), 0, "{fault}: nothing parked");
+        assert_eq!(ep.held_late(), 0, "{fault}: nothing held");
         // The next operation is untouched.
         assert!(cas(&mut ep, addr, 9, 10).is_ok());
     }
@@ -556,13 +550,13 @@ fn every_injected_fault_does_what_it_says() {
 
 #[test]
 fn an_injection_can_target_one_kind_after_skipping_some() {
-    use crate::{InjectedFault, Injection};
+    use crate::Injection;
     let f = small();
     let mut ep = f.open(N0).expect("open");
     f.inject(
         N1,
-        Injection::next(InjectedFault::FailAfterExecuting, 1)
-            .only(nessie_protocol::OpKind::Cas)
+        Injection::next(TransportFault::FailAfterExecuting, 1)
+            .only(OpKind::Cas)
             .after(1)
             .with_error(FabricError::Timeout),
     )
@@ -577,6 +571,323 @@ fn an_injection_can_target_one_kind_after_skipping_some() {
     );
     assert_eq!(f.read_word(N1, Region::Index, 0), Ok(2), "and executed");
     assert_eq!(cas(&mut ep, addr, 2, 3), Ok(2));
+}
+
+fn post(ep: &mut SimEndpoint, id: u64, op: Op) {
+    ep.post(WorkRequest { id: OpId(id), op }).expect("post");
+}
+
+fn cas_op(addr: RemoteAddr, expect: u64, new: u64) -> Op {
+    Op::Cas { addr, expect, new }
+}
+
+/// Every completion ready now, and none that could still come without a
+/// post (the wait returns at once when nothing else can arrive).
+fn drain(ep: &mut SimEndpoint) -> Vec<Completion> {
+    let mut out = Vec::new();
+    ep.wait(&mut out, Duration::from_millis(20));
+    ep.poll(&mut out);
+    out
+}
+
+#[test]
+fn error_then_land_reports_an_error_and_lands_right_before_the_next_operation() {
+    use crate::Injection;
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::index(N1, 16);
+    f.inject(N1, Injection::next(TransportFault::ErrorThenLand, 1))
+        .expect("inject");
+    assert_eq!(
+        cas(&mut ep, addr, 0, 9),
+        Err(FabricError::Transport("injected fault".into())),
+        "the error completion comes first"
+    );
+    assert_eq!(f.read_word(N1, Region::Index, 16), Ok(0), "not landed yet");
+    assert_eq!(f.parked(), 1);
+    // An operation on another node does not land it.
+    assert!(read(&mut ep, RemoteAddr::data(N0, 0), 8).is_ok());
+    assert_eq!(f.parked(), 1);
+    // The next NIC operation reaching node 1 sees it landed.
+    assert_eq!(
+        read(&mut ep, addr, 8),
+        Ok(9u64.to_le_bytes().to_vec()),
+        "landed before the READ"
+    );
+    assert_eq!(f.parked(), 0);
+    // Counted once, when it was posted (as the failure it reported).
+    assert_eq!(ep.counters().cas, 1);
+    assert_eq!(ep.counters().errors, 1);
+}
+
+/// Issue 24's hole 1 at the fabric level: an install that reports an error,
+/// then lands between the owner's two fence CASes.
+#[test]
+fn error_then_land_after_one_operation_lands_between_two_fence_tries() {
+    use crate::{Injection, Later};
+    const COPY: u64 = 0xC0;
+    const SEALED: u64 = 0xC1;
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let dst = RemoteAddr::index(N1, 8);
+    f.inject(
+        N1,
+        Injection::next(TransportFault::ErrorThenLand, 1)
+            .later(Later::AfterOps(1))
+            .with_error(FabricError::Timeout),
+    )
+    .expect("inject");
+    assert_eq!(
+        cas(&mut ep, dst, 0, COPY),
+        Err(FabricError::Timeout),
+        "install"
+    );
+    assert_eq!(cas(&mut ep, dst, COPY, SEALED), Ok(0), "fence 1 finds E0");
+    assert_eq!(f.parked(), 1, "one operation let through first");
+    assert_eq!(
+        cas(&mut ep, dst, 0, SEALED),
+        Ok(COPY),
+        "fence 2 finds the copy: the install landed between the fence tries"
+    );
+    assert_eq!(f.parked(), 0);
+    assert_eq!(f.read_word(N1, Region::Index, 8), Ok(COPY));
+}
+
+#[test]
+fn requests_parked_until_asked_land_on_request_and_not_on_a_node_that_is_down() {
+    use crate::{Injection, Landed, Later};
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::index(N1, 24);
+    f.inject(
+        N1,
+        Injection::next(TransportFault::ErrorThenLand, 2)
+            .only(OpKind::Cas)
+            .later(Later::OnRequest),
+    )
+    .expect("inject");
+    assert!(cas(&mut ep, addr, 0, 1).is_err());
+    assert!(cas(&mut ep, addr, 1, 2).is_err());
+    for _ in 0..3 {
+        assert_eq!(read(&mut ep, addr, 8), Ok(vec![0; 8]), "still parked");
+    }
+    assert_eq!(f.parked(), 2);
+    f.set_node_down(N1, true).expect("down");
+    assert!(
+        f.land_parked().is_empty(),
+        "a node that is down takes nothing"
+    );
+    assert_eq!(f.parked(), 2);
+    f.set_node_down(N1, false).expect("up");
+    let landed = f.land_parked();
+    let expect = |op, previous| Landed {
+        node: N1,
+        fault: TransportFault::ErrorThenLand,
+        op,
+        result: Ok(OpOutput::Cas { previous }),
+    };
+    assert_eq!(
+        landed,
+        vec![expect(cas_op(addr, 0, 1), 0), expect(cas_op(addr, 1, 2), 1)],
+        "in parking order"
+    );
+    assert_eq!(f.read_word(N1, Region::Index, 24), Ok(2));
+    assert_eq!(f.parked(), 0);
+}
+
+#[test]
+fn a_duplicate_write_executes_completes_and_executes_again_later() {
+    use crate::{Injection, Later};
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::data(N1, 64);
+    f.inject(
+        N1,
+        Injection::next(TransportFault::DuplicateWrite, 1).later(Later::OnRequest),
+    )
+    .expect("inject");
+    // READs and CASes pass uncounted: only WRITEs are duplicated.
+    assert!(read(&mut ep, addr, 8).is_ok());
+    assert_eq!(cas(&mut ep, RemoteAddr::index(N1, 0), 0, 1), Ok(0));
+    assert!(f.injection_pending(N1));
+    let write = |data: u8| Op::Write {
+        addr,
+        data: vec![data; 16],
+    };
+    assert_eq!(run(&mut ep, write(1)), Ok(OpOutput::Written), "completes");
+    assert_eq!(f.read_bytes(N1, Region::Data, 64, 16), Ok(vec![1; 16]));
+    assert!(!f.injection_pending(N1));
+    assert_eq!(f.parked(), 1, "the copy");
+    assert_eq!(run(&mut ep, write(2)), Ok(OpOutput::Written));
+    assert_eq!(f.read_bytes(N1, Region::Data, 64, 16), Ok(vec![2; 16]));
+    let landed = f.land_parked();
+    assert_eq!(landed.len(), 1);
+    assert_eq!(landed[0].fault, TransportFault::DuplicateWrite);
+    assert_eq!(landed[0].result, Ok(OpOutput::Written));
+    assert_eq!(
+        f.read_bytes(N1, Region::Data, 64, 16),
+        Ok(vec![1; 16]),
+        "the copy overwrote the later WRITE"
+    );
+    assert_eq!(ep.counters().writes, 2, "counted once per post");
+}
+
+#[test]
+fn a_duplicate_write_lands_by_default_right_before_the_next_operation() {
+    use crate::Injection;
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::data(N1, 0);
+    f.inject(N1, Injection::next(TransportFault::DuplicateWrite, 1))
+        .expect("inject");
+    run(
+        &mut ep,
+        Op::Write {
+            addr,
+            data: vec![7; 8],
+        },
+    )
+    .expect("write");
+    f.write_bytes(N1, Region::Data, 0, &[0; 8]).expect("clear");
+    assert_eq!(read(&mut ep, addr, 8), Ok(vec![7; 8]), "the copy landed");
+    assert_eq!(f.parked(), 0);
+}
+
+#[test]
+fn a_late_completion_is_handed_in_right_after_the_next_post_ahead_of_its_own() {
+    use crate::Injection;
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::index(N1, 16);
+    f.inject(N1, Injection::next(TransportFault::LateCompletion, 1))
+        .expect("inject");
+    post(&mut ep, 3, cas_op(addr, 0, 9));
+    assert_eq!(f.read_word(N1, Region::Index, 16), Ok(9), "executed");
+    assert!(drain(&mut ep).is_empty(), "held: nothing to wait for");
+    assert_eq!((ep.held_late(), ep.outstanding()), (1, 1));
+    post(&mut ep, 4, Op::Read { addr, len: 8 });
+    let out = drain(&mut ep);
+    let ids: Vec<OpId> = out.iter().map(|c| c.id).collect();
+    assert_eq!(ids, vec![OpId(3), OpId(4)], "the late one first");
+    assert_eq!(
+        out[0].result,
+        Ok(OpOutput::Cas { previous: 0 }),
+        "true result"
+    );
+    assert_eq!(ep.held_late(), 0);
+}
+
+#[test]
+fn a_late_completion_waits_for_the_manual_clock() {
+    use crate::{Injection, Later};
+    let f = fabric(SimConfig::new(2, 8, 64).with_clock(ClockMode::Manual));
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::index(N1, 0);
+    f.inject(
+        N1,
+        Injection::next(TransportFault::LateCompletion, 1)
+            .later(Later::AfterTime(Duration::from_millis(10))),
+    )
+    .expect("inject");
+    post(&mut ep, 1, cas_op(addr, 0, 5));
+    let mut out = Vec::new();
+    ep.wait(&mut out, Duration::from_millis(5));
+    assert!(out.is_empty(), "a bounded wait returns without it");
+    // Posts do not release a completion held until a time.
+    post(&mut ep, 2, Op::Read { addr, len: 8 });
+    ep.wait(&mut out, LONG);
+    assert_eq!(out.iter().map(|c| c.id).collect::<Vec<_>>(), vec![OpId(2)]);
+    f.advance(Duration::from_millis(9));
+    out.clear();
+    ep.poll(&mut out);
+    assert!(out.is_empty(), "9 ms is not 10");
+    f.advance(Duration::from_millis(1));
+    ep.poll(&mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].id, OpId(1));
+    assert_eq!(out[0].result, Ok(OpOutput::Cas { previous: 0 }));
+}
+
+#[test]
+fn a_late_completion_held_until_asked_is_released_on_request() {
+    use crate::{Injection, Later};
+    let f = small();
+    let mut ep = f.open(N0).expect("open");
+    let addr = RemoteAddr::index(N1, 0);
+    f.inject(
+        N1,
+        Injection::next(TransportFault::LateCompletion, 2).later(Later::OnRequest),
+    )
+    .expect("inject");
+    post(&mut ep, 1, cas_op(addr, 0, 1));
+    post(&mut ep, 2, cas_op(addr, 1, 2));
+    assert_eq!(read(&mut ep, addr, 8), Ok(2u64.to_le_bytes().to_vec()));
+    assert_eq!(ep.held_late(), 2, "posts do not release them");
+    assert_eq!(ep.release_late(), 2);
+    let out = drain(&mut ep);
+    let ids: Vec<OpId> = out.iter().map(|c| c.id).collect();
+    assert_eq!(ids, vec![OpId(1), OpId(2)]);
+    assert_eq!(ep.release_late(), 0);
+}
+
+#[test]
+fn injections_that_cannot_do_what_they_say_are_refused_and_not_armed() {
+    use crate::{InjectError, Injection, Later};
+    let f = small();
+    let refused = [
+        (
+            Injection::next(TransportFault::DuplicateWrite, 1).only(OpKind::Cas),
+            InjectError::NeverApplies {
+                fault: TransportFault::DuplicateWrite,
+                kind: OpKind::Cas,
+            },
+        ),
+        (
+            Injection::next(TransportFault::FailBeforeExecuting, 1).only(OpKind::LocalRead),
+            InjectError::NeverApplies {
+                fault: TransportFault::FailBeforeExecuting,
+                kind: OpKind::LocalRead,
+            },
+        ),
+        (
+            Injection::next(TransportFault::LoseCompletion, 1).later(Later::OnRequest),
+            InjectError::NothingDeferred {
+                fault: TransportFault::LoseCompletion,
+            },
+        ),
+        (
+            Injection::next(TransportFault::ErrorThenLand, 1)
+                .later(Later::AfterTime(Duration::from_millis(1))),
+            InjectError::Unsupported {
+                fault: TransportFault::ErrorThenLand,
+                later: Later::AfterTime(Duration::from_millis(1)),
+            },
+        ),
+        (
+            Injection::next(TransportFault::DuplicateWrite, 1)
+                .later(Later::AfterTime(Duration::ZERO)),
+            InjectError::Unsupported {
+                fault: TransportFault::DuplicateWrite,
+                later: Later::AfterTime(Duration::ZERO),
+            },
+        ),
+    ];
+    for (injection, error) in refused {
+        assert!(!error.to_string().is_empty());
+        assert_eq!(f.inject(N1, injection.clone()), Err(error), "{injection:?}");
+        assert!(!f.injection_pending(N1), "{injection:?}");
+    }
+    assert_eq!(
+        f.inject(NodeId(7), Injection::next(TransportFault::Vanish, 1)),
+        Err(InjectError::Fabric(FabricError::UnknownNode(NodeId(7))))
+    );
+    // A late completion may wait for a time; a count of 0 cancels anything.
+    let timed = Injection::next(TransportFault::LateCompletion, 1)
+        .later(Later::AfterTime(Duration::from_millis(1)));
+    assert_eq!(f.inject(N1, timed), Ok(()));
+    let cancel = Injection::next(TransportFault::DuplicateWrite, 0).only(OpKind::Cas);
+    assert_eq!(f.inject(N1, cancel), Ok(()));
+    assert!(!f.injection_pending(N1));
 }
 
 /// The order in which the words of one WRITE land, seen through the

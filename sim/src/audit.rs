@@ -31,6 +31,16 @@
 //! runs without a final sweep) the audit does not apply
 //! ([`SimReport::dtes`](crate::SimReport::dtes) is `None`).
 //!
+//! While a Nessie run goes on, the simulator also watches I4's first step
+//! from outside the protocol (the stateright model's property "no linked
+//! entry is marked for recycling"): a recycle mark must not land on an
+//! entry an index table entry names, and an index CAS must not link an
+//! entry that is marked. Either is the start of a reuse of a linked entry
+//! (issue 24's hole 1: a copy that stays linked at its destination while
+//! its reclaimer marks it), whose visible consequence (the entry reused
+//! for another write while still linked) a short run rarely reaches; a
+//! breach fails the case ([`SimReport::marked_linked`](crate::SimReport::marked_linked)).
+//!
 //! [`OpStats::leaked`]: nessie_protocol::OpStats::leaked
 
 use std::collections::HashSet;
@@ -38,8 +48,8 @@ use std::time::Duration;
 
 use nessie_model::memory::Memory;
 use nessie_protocol::alloc::DteAllocator;
-use nessie_protocol::layout::{DataEntryHeader, HEADER_BYTES};
-use nessie_protocol::{ClientId, Config, DteAddr, Nanos, Region};
+use nessie_protocol::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
+use nessie_protocol::{ClientId, Config, DteAddr, FabricError, Nanos, Op, OpOutput, Region};
 use serde::Serialize;
 
 use crate::engine::{nanos, Engine};
@@ -191,7 +201,82 @@ pub fn audit(
     a
 }
 
+/// A mutation the I4 watch looks at (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Watched {
+    /// A recycle mark of this entry.
+    Mark(DteAddr),
+    /// An index CAS at this node and offset, from `expect` to `new`.
+    Link { expect: u64, new: u64 },
+}
+
+/// Offset of the recycle word within an entry's header.
+const RECYCLE_WORD: u64 = 16;
+
+/// What the I4 watch looks at in `op`, executed at `node` (the poster's
+/// own node for a CPU store), if anything: a recycle mark (an 8-byte WRITE
+/// or CPU store of a recycle word with the flag set) or an index CAS.
+pub(crate) fn watched(cfg: &Config, node: usize, op: &Op) -> Option<Watched> {
+    let (offset, data) = match op {
+        Op::Cas { addr, expect, new } if addr.region == Region::Index => {
+            return Some(Watched::Link {
+                expect: *expect,
+                new: *new,
+            })
+        }
+        Op::Write { addr, data } if addr.region == Region::Data => (addr.offset, data),
+        Op::LocalWrite { offset, data } => (*offset, data),
+        _ => return None,
+    };
+    let word: [u8; 8] = data.as_slice().try_into().ok()?;
+    if !RecycleWord::decode(u64::from_le_bytes(word)).recycle {
+        return None;
+    }
+    let entry_bytes = cfg.layout().entry_bytes();
+    let rel = offset.checked_sub(RECYCLE_WORD)?;
+    if entry_bytes == 0 || rel % entry_bytes != 0 {
+        return None;
+    }
+    Some(Watched::Mark(DteAddr {
+        table: u16::try_from(node).ok()?,
+        index: u32::try_from(rel / entry_bytes).ok()?,
+    }))
+}
+
 impl Engine {
+    /// The I4 watch (module documentation): `w` executed with `result`;
+    /// records a breach in [`SimReport::marked_linked`](crate::SimReport::marked_linked).
+    pub(crate) fn watch_marked_linked(
+        &mut self,
+        w: Option<Watched>,
+        result: &Result<OpOutput, FabricError>,
+        now: u64,
+    ) {
+        if self.spec.system != System::Nessie || self.marked_linked.len() >= 16 || result.is_err() {
+            return;
+        }
+        let breach = match w {
+            None => return,
+            Some(Watched::Mark(d)) => self
+                .mem
+                .index_words()
+                .any(|w| w.dte() == Some(d))
+                .then(|| format!("entry {d} was marked for recycling at {now} ns while an index table entry names it")),
+            Some(Watched::Link { expect, new }) => {
+                let linked = matches!(result, Ok(OpOutput::Cas { previous }) if *previous == expect);
+                IndexEntry(new)
+                    .dte()
+                    .filter(|&d| {
+                        linked && header(&self.mem, &self.cfg, d).is_some_and(|h| h.recycle.recycle)
+                    })
+                    .map(|d| format!("an index CAS linked entry {d} at {now} ns, which is marked for recycling"))
+            }
+        };
+        if let Some(b) = breach {
+            self.marked_linked.push(b);
+        }
+    }
+
     /// The audit of a finished run whose last event was at virtual time
     /// `last` (`None` where it does not apply: another system than Nessie,
     /// or no final sweep). `counted` is the leaks the operations counted,

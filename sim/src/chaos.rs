@@ -19,9 +19,17 @@
 //! - Everything else is unbounded: reads and completions may be delayed
 //!   (hence reordered) without limit, a request may execute and then report
 //!   a failure, or execute and report nothing (the client's machine gives up
-//!   at its deadline), clients may pause between steps for longer than
-//!   their deadlines, crash at any step and restart, and nodes may become
-//!   unreachable for a while (their clients crash with them).
+//!   at its deadline), report a failure first and execute later (within the
+//!   landing bound), or execute and have its completion handed in only
+//!   after the round waiting for it was given up; clients may pause between
+//!   steps for longer than their deadlines, crash at any step and restart,
+//!   and nodes may become unreachable for a while (their clients crash with
+//!   them).
+//!
+//! What becomes of one remote request is a fault of the project's one
+//! vocabulary, [`TransportFault`], or none ([`Dice::fate`]); the swarm injects
+//! five of the seven (not `Vanish` nor `DuplicateWrite`; docs/simulation.md
+//! says why).
 //!
 //! A crashed client restarts no sooner than `deadline_margin` after its crash
 //! (so every request its previous incarnation posted has landed or never
@@ -33,6 +41,7 @@
 //! memory is lost loses its keys, which Nessie (no replication) does not
 //! hide, so that is not a linearizability question.
 
+use nessie_protocol::TransportFault;
 use serde::{Deserialize, Serialize};
 
 /// Rates and bounds of the injected faults (all off by default). Rates are
@@ -51,6 +60,26 @@ pub struct Chaos {
     pub fail_before_exec_permille: u32,
     /// Requests that execute and whose completion is never delivered.
     pub lose_completion_permille: u32,
+    /// Mutations that complete with an error first and execute later
+    /// ([`TransportFault::ErrorThenLand`]): the error reaches the requester
+    /// at a time drawn up to the landing deadline (posting time plus the
+    /// deadline margin), and the request reaches its responder after it,
+    /// by that deadline (A2; in half the cases soon after the error, while
+    /// the requester reacts to it), or at any time up to `max_delay_ns`
+    /// (at least a margin) after it with [`Chaos::late_landing`]. A READ so
+    /// hit fails without executing (its late execution would change
+    /// nothing).
+    #[serde(default)]
+    pub error_then_land_permille: u32,
+    /// Requests that execute and whose completion is handed in only after
+    /// the round waiting for it was given up
+    /// ([`TransportFault::LateCompletion`]): held until the requester posts
+    /// a later round (of the same attempt or a later one), then delivered
+    /// soon after it, to whatever machine runs then, through the client
+    /// core's request-id routing. Only Nessie's clients run that routing;
+    /// a baseline's client or server worker so hit loses the completion.
+    #[serde(default)]
+    pub late_completion_permille: u32,
     /// Polls at which the client is descheduled for up to `max_pause_ns`.
     pub pause_permille: u32,
     /// The bound of one pause.
@@ -125,6 +154,8 @@ impl Chaos {
         fail_after_exec_permille: 0,
         fail_before_exec_permille: 0,
         lose_completion_permille: 0,
+        error_then_land_permille: 0,
+        late_completion_permille: 0,
         pause_permille: 0,
         max_pause_ns: 0,
         crash_permille: 0,
@@ -154,6 +185,8 @@ impl Chaos {
             ("fail-after-exec", self.fail_after_exec_permille > 0),
             ("fail-before-exec", self.fail_before_exec_permille > 0),
             ("lose-completion", self.lose_completion_permille > 0),
+            ("error-then-land", self.error_then_land_permille > 0),
+            ("late-completion", self.late_completion_permille > 0),
             ("pause", self.pause_permille > 0),
             ("boundary-pauses", self.boundary_pauses),
             ("boundary-delays", self.boundary_delays),
@@ -179,6 +212,8 @@ impl Chaos {
             "fail-after-exec" => c.fail_after_exec_permille = 0,
             "fail-before-exec" => c.fail_before_exec_permille = 0,
             "lose-completion" => c.lose_completion_permille = 0,
+            "error-then-land" => c.error_then_land_permille = 0,
+            "late-completion" => c.late_completion_permille = 0,
             "pause" => c.pause_permille = 0,
             "boundary-pauses" => c.boundary_pauses = false,
             "boundary-delays" => c.boundary_delays = false,
@@ -192,19 +227,6 @@ impl Chaos {
         }
         c
     }
-}
-
-/// What becomes of one remote request (decided when it is posted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fate {
-    /// Executes and completes normally.
-    Normal,
-    /// Executes, then completes with an error.
-    FailAfterExec,
-    /// Does not execute; completes with an error.
-    FailBeforeExec,
-    /// Executes; its completion is never delivered.
-    LoseCompletion,
 }
 
 /// The seeded source of every chaos decision (xorshift64; never zero).
@@ -240,17 +262,56 @@ impl Dice {
         permille > 0 && self.below(1000) < u64::from(permille)
     }
 
-    /// The fate of a remote request under `chaos`.
-    pub fn fate(&mut self, chaos: &Chaos) -> Fate {
+    /// The fault that hits a remote request under `chaos`, if any (`None`:
+    /// it executes and completes normally). Decided when it is posted; a
+    /// rate of zero draws nothing, so cases without a fault kind keep the
+    /// dice stream of every earlier version.
+    pub fn fate(&mut self, chaos: &Chaos) -> Option<TransportFault> {
         if self.chance(chaos.fail_after_exec_permille) {
-            Fate::FailAfterExec
+            Some(TransportFault::FailAfterExecuting)
         } else if self.chance(chaos.fail_before_exec_permille) {
-            Fate::FailBeforeExec
+            Some(TransportFault::FailBeforeExecuting)
         } else if self.chance(chaos.lose_completion_permille) {
-            Fate::LoseCompletion
+            Some(TransportFault::LoseCompletion)
+        } else if self.chance(chaos.error_then_land_permille) {
+            Some(TransportFault::ErrorThenLand)
+        } else if self.chance(chaos.late_completion_permille) {
+            Some(TransportFault::LateCompletion)
         } else {
-            Fate::Normal
+            None
         }
+    }
+
+    /// When an error-then-land request's error completion reaches its
+    /// requester and when the request reaches its responder, for a request
+    /// posted at `posted` that would reach its responder at `arrives`, with
+    /// landing deadline `deadline` (A2: posting time plus the margin):
+    /// the error at a time drawn from just after the posting to the
+    /// deadline; the request after both the error and `arrives`, drawn up
+    /// to the deadline (in half the cases within `soon` of its earliest
+    /// instant: while the requester is still reacting to the error), or,
+    /// with `late` (A2 dropped), up to `late` past its earliest instant.
+    pub fn error_then_land(
+        &mut self,
+        posted: u64,
+        arrives: u64,
+        deadline: u64,
+        soon: u64,
+        late: Option<u64>,
+    ) -> (u64, u64) {
+        let error = posted + 1 + self.below(deadline.saturating_sub(posted));
+        let earliest = error.max(arrives);
+        let latest = match late {
+            Some(bound) => earliest.saturating_add(bound),
+            None => deadline.max(earliest),
+        };
+        let span = latest - earliest;
+        let land = if self.chance(500) {
+            earliest + self.below(span.min(soon) + 1)
+        } else {
+            earliest + self.below(span + 1)
+        };
+        (error, land)
     }
 
     /// An extra delay under `chaos` (often zero).

@@ -13,7 +13,10 @@
 //! the sender. The CPU path (a client's own data table) costs a copy. Each
 //! poll of a machine costs one protocol step of CPU before its requests go
 //! out. Clients retry like `Client` (back-off doubling from 1 µs, jittered
-//! from a seeded generator).
+//! from a seeded generator), and a Nessie client routes its completions by
+//! request id like `Client` (the client core's [`Router`]), so a completion
+//! that comes after its round was given up reaches the client core, which
+//! drops it.
 //!
 //! With [`Chaos`](crate::Chaos) the same engine injects the environment's
 //! faults (the fault swarm, [`crate::swarm`]): the network side lives in
@@ -37,6 +40,7 @@ use nessie_model::{Event, KvOp, KvRet};
 use nessie_protocol::client::retries;
 use nessie_protocol::layout::StateWord;
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
+use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Poll,
     PutMachine, Region, RemoteAddr, WorkRequest,
@@ -141,6 +145,19 @@ pub(crate) struct SimClient {
     /// State words the current attempt has posted a commit CAS to: the
     /// margin rule lets it settle those by aborting at any time.
     commits: Vec<RemoteAddr>,
+    /// Numbers the client's processes: a restart is a new process, whose
+    /// new queue pairs never see a completion of its predecessor's.
+    pub(crate) incarnation: u64,
+    /// A Nessie client's request-id routing (the client core's, as `Client`
+    /// runs it on its endpoint): posted requests carry ids unique to the
+    /// process, and a completion that comes after its round was given up
+    /// is routed to the machine that posted it, or dropped if that machine
+    /// is done (the test-only switch `machine_local_request_ids` reinstates
+    /// issue 24's hole 2).
+    pub(crate) router: Router,
+    /// Completions held back by a late-completion fault until the client
+    /// posts a later round (requests' slots).
+    pub(crate) late: Vec<usize>,
 }
 
 impl SimClient {
@@ -255,7 +272,7 @@ pub(crate) struct Engine {
     sweeping: bool,
     sweep_failures: Vec<String>,
     /// Virtual time of the last event processed.
-    now: u64,
+    pub(crate) now: u64,
     stats: OpStats,
     history: Vec<Event>,
     history_stats: Vec<OpStats>,
@@ -272,6 +289,8 @@ pub(crate) struct Engine {
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
     margin_breaches: Vec<String>,
+    /// Breaches of I4's first step ([`crate::audit`]).
+    pub(crate) marked_linked: Vec<String>,
     /// The key generator of a Zipf workload (`None`: uniform keys).
     zipf: Option<ScrambledZipfian>,
     /// The client threads' time in the measured window with an operation
@@ -288,6 +307,13 @@ pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
 /// A duration in whole nanoseconds (saturating).
 pub(crate) fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A fresh request-id routing for a client process of `spec`.
+fn router(spec: &SimSpec) -> Router {
+    let mut r = Router::new(1);
+    r.reinstate_machine_local_ids(spec.faults.machine_local_request_ids);
+    r
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -358,6 +384,9 @@ impl Engine {
                     straggler: spec.chaos.straggler_step_ns > 0 && dice.chance(500),
                     slowed: false,
                     commits: Vec::new(),
+                    incarnation: 0,
+                    router: router(spec),
+                    late: Vec::new(),
                     core,
                 });
             }
@@ -447,6 +476,7 @@ impl Engine {
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
             margin_breaches: Vec::new(),
+            marked_linked: Vec::new(),
             zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
             client_busy_ns: 0,
         })
@@ -625,6 +655,10 @@ impl Engine {
             self.recycled_in_race += sv.reused();
         }
         self.queue.clear();
+        for c in 0..self.clients.len() {
+            // Held completions are dropped with everything in flight.
+            self.drop_late(c);
+        }
         self.background.iter_mut().for_each(|b| *b = 0);
         self.spec.chaos = Chaos {
             skew: self.spec.chaos.skew,
@@ -1004,8 +1038,10 @@ impl Engine {
                     let round = cl.round;
                     self.watch_margin(c, start, &wrs);
                     for wr in wrs {
+                        let wr = self.clients[c].router.outbound(0, wr);
                         self.post(Actor::Client(c), wr, t);
                     }
+                    self.release_late(c, t);
                     if self.spec.chaos.any() {
                         // Completions may never come: look again once the
                         // machine may give up on them.
@@ -1016,6 +1052,7 @@ impl Engine {
                 Poll::Done(r) => {
                     let stats = m.stats();
                     cl.machine = None;
+                    cl.router.retire(0);
                     self.finish_attempt(c, r, stats, t);
                     return;
                 }
@@ -1157,6 +1194,7 @@ impl Engine {
         if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
             self.stats.leaked += m.stats().leaked;
         }
+        cl.router.retire(0);
         cl.outstanding = 0;
         cl.round += 1;
     }
@@ -1170,7 +1208,9 @@ impl Engine {
             return;
         }
         cl.down_since = Some(now);
+        cl.incarnation += 1;
         self.drop_attempt(c);
+        self.drop_late(c);
         self.counts.crashes += 1;
         if let Some(op) = self.clients[c].op.take() {
             self.stats += op.stats;
@@ -1211,8 +1251,10 @@ impl Engine {
             let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             self.clients[c].kv_core = Some(maker.core(g, entropy));
         }
+        let router = router(&self.spec);
         let cl = &mut self.clients[c];
         cl.state = state;
+        cl.router = router;
         cl.down_since = None;
         self.schedule(now, Ev::Poll(c));
     }
@@ -1259,17 +1301,45 @@ impl Engine {
         }
     }
 
-    /// Delivers a completion to the client that posted it (if it is still
-    /// the same incarnation and round: others are stale).
+    /// Delivers a completion to the client that posted it: nothing if the
+    /// client crashed since (another incarnation); to the current round,
+    /// counted against it; or, if its round was given up, as a stale
+    /// completion, which a Nessie client's request-id routing takes to the
+    /// machine that posted it or drops (a baseline's client drops it).
     pub(crate) fn deliver(&mut self, req: NicRequest, now: u64) {
         let c = match req.actor {
             Actor::Client(c) => c,
             Actor::Worker(w) => return self.deliver_worker(w, req, now),
         };
-        // A completion of an earlier round (given up on at its deadline, of
-        // an earlier attempt or incarnation) is stale: machines number their
-        // requests afresh per attempt, so it must not reach the current one.
-        if self.clients[c].down_since.is_some() || req.round != self.clients[c].round {
+        // A completion of an earlier incarnation never reaches the new
+        // process (its queue pairs are new).
+        let cl = &mut self.clients[c];
+        if cl.down_since.is_some() || req.incarnation != cl.incarnation {
+            return;
+        }
+        if req.round != cl.round {
+            // A completion of a round given up (at its deadline; late by a
+            // delay, or held back by a late-completion fault): not counted
+            // against the current round. A Nessie client's core routes it
+            // by request id to the machine that posted it (which ignores a
+            // request of a round it has left) or drops it if that machine
+            // is done; a baseline's client drops it.
+            let stale = nessie_protocol::Completion {
+                id: req.wr.id,
+                result: req
+                    .result
+                    .unwrap_or(Err(nessie_protocol::FabricError::Transport(
+                        "simulator: no result".into(),
+                    ))),
+            };
+            if self.spec.system == System::Nessie {
+                self.counts.stale_completions += 1;
+                if let Some((_, stale)) = cl.router.inbound(stale) {
+                    if let Some(ClientMachine::Nessie(m)) = cl.machine.as_mut() {
+                        m.complete(stale);
+                    }
+                }
+            }
             return;
         }
         if self.dice.chance(self.spec.chaos.crash_permille) && self.clients[c].op.is_some() {
@@ -1286,7 +1356,11 @@ impl Engine {
                 ))),
         };
         match cl.machine.as_mut() {
-            Some(ClientMachine::Nessie(m)) => m.complete(completion),
+            Some(ClientMachine::Nessie(m)) => {
+                if let Some((_, completion)) = cl.router.inbound(completion) {
+                    m.complete(completion);
+                }
+            }
             Some(ClientMachine::Kv(m)) => {
                 m.complete(completion);
             }
@@ -1380,6 +1454,7 @@ impl Engine {
             chaos: self.counts,
             corrupt: std::mem::take(&mut self.corrupt),
             margin_breaches: std::mem::take(&mut self.margin_breaches),
+            marked_linked: std::mem::take(&mut self.marked_linked),
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),

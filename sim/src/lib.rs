@@ -40,6 +40,8 @@ pub mod zipf;
 
 #[cfg(test)]
 mod accounting_tests;
+#[cfg(test)]
+mod fault_tests;
 
 pub use audit::DteAudit;
 pub use chaos::Chaos;

@@ -1,15 +1,19 @@
 //! The simulated fabric: how a client's work requests travel, execute and
 //! complete (NIC queues per direction, link speed, wire, atomics, loopback,
-//! the CPU path), and the network faults of [`Chaos`](crate::Chaos): extra
+//! the CPU path), and the network faults of [`Chaos`](crate::Chaos), each a
+//! [`TransportFault`] of the project's one vocabulary or a delay: extra
 //! delays (hence reordering), requests that fail before or after executing,
-//! lost completions, unreachable nodes, and the requester's landing deadline
-//! that enforces A2.
+//! lost completions, requests that report an error first and land later
+//! (the request travels on as an *orphan*: it executes at its responder
+//! and nobody hears of it), completions held until the round waiting for
+//! them was given up, unreachable nodes, and the requester's landing
+//! deadline that enforces A2.
 
 use nessie_model::memory::{InFlight, WordOrder};
-use nessie_protocol::{FabricError, NodeId, Op, OpOutput, WorkRequest};
+use nessie_protocol::{FabricError, NodeId, Op, OpOutput, TransportFault, WorkRequest};
 
-use crate::chaos::Fate;
 use crate::engine::{Engine, Ev};
+use crate::spec::System;
 use crate::systems::Actor;
 
 /// A NIC request on its way through the simulated fabric.
@@ -18,13 +22,20 @@ pub(crate) struct NicRequest {
     pub(crate) actor: Actor,
     /// The poster's round it belongs to.
     pub(crate) round: u64,
+    /// The posting client's incarnation (its process: a restarted client's
+    /// new queue pairs never see its predecessor's completions).
+    pub(crate) incarnation: u64,
     pub(crate) wr: WorkRequest,
     src: usize,
     dst: usize,
     resp_bytes: u64,
     /// When it was handed to the NIC (virtual time).
     posted: u64,
-    fate: Fate,
+    /// The fault that hits it, if any.
+    fate: Option<TransportFault>,
+    /// The request of an error-then-land fault travelling on after its
+    /// error completion: it executes, and completes nowhere.
+    orphan: bool,
     pub(crate) result: Option<Result<OpOutput, FabricError>>,
 }
 
@@ -38,12 +49,16 @@ fn placeholder(wr: &WorkRequest) -> WorkRequest {
 impl Engine {
     /// Hands one work request of `actor` to its NIC (or CPU) at `t`.
     pub(crate) fn post(&mut self, actor: Actor, wr: WorkRequest, t: u64) {
-        let (src, round) = match actor {
+        let (src, round, incarnation) = match actor {
             Actor::Client(c) => (
                 usize::from(self.clients[c].state.id.node.0),
                 self.clients[c].round,
+                self.clients[c].incarnation,
             ),
-            Actor::Worker(w) => self.worker_src(w),
+            Actor::Worker(w) => {
+                let (src, round) = self.worker_src(w);
+                (src, round, 0)
+            }
         };
         let (dst, req_bytes, resp_bytes, cpu_bytes) = match &wr.op {
             Op::LocalRead { len, .. } => (src, 0, 0, Some(u64::from(*len))),
@@ -63,11 +78,13 @@ impl Engine {
                 Op::LocalWrite { offset, data } => Some((*offset, data.len() as u64)),
                 _ => None,
             };
+            let watched = crate::audit::watched(&self.cfg, src, &wr.op);
             let result = InFlight::new(wr, 0).run_to_end(
                 &mut self.mem,
                 NodeId(src as u16),
                 WordOrder::Ascending,
             );
+            self.watch_marked_linked(watched, &result, t);
             let cost = self.p.copy_time(bytes)
                 + match actor {
                     Actor::Worker(_) => self.p.local_access_ns,
@@ -79,12 +96,14 @@ impl Engine {
             let r = self.store(NicRequest {
                 actor,
                 round,
+                incarnation,
                 wr: done,
                 src,
                 dst,
                 resp_bytes: 0,
                 posted: t,
-                fate: Fate::Normal,
+                fate: None,
+                orphan: false,
                 result: Some(result),
             });
             let core = match actor {
@@ -100,25 +119,67 @@ impl Engine {
             self.schedule(at, Ev::Complete(r));
             return;
         }
-        let fate = self.dice.fate(&self.spec.chaos);
+        let mut fate = self.dice.fate(&self.spec.chaos);
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
         let delay = self.dice.delay_out(&self.spec.chaos, margin);
         if delay > 0 {
             self.counts.delayed += 1;
         }
         let arrives = self.transmit(src, dst, t, req_bytes) + delay;
-        let r = self.store(NicRequest {
+        let mutation = matches!(wr.op, Op::Write { .. } | Op::Cas { .. });
+        if fate == Some(TransportFault::ErrorThenLand) && !mutation {
+            // A READ executed after its error completion changes nothing.
+            fate = Some(TransportFault::FailBeforeExecuting);
+        }
+        let mut req = NicRequest {
             actor,
             round,
+            incarnation,
             wr,
             src,
             dst,
             resp_bytes,
             posted: t,
             fate,
+            orphan: false,
             result: None,
-        });
+        };
+        if fate == Some(TransportFault::ErrorThenLand) {
+            // The requester hears of an error; the request travels on, to
+            // land by its landing deadline (or, A2 dropped, whenever).
+            let chaos = self.spec.chaos;
+            let late = chaos.late_landing.then_some(chaos.max_delay_ns.max(margin));
+            let (error_at, land_at) =
+                self.dice
+                    .error_then_land(t, arrives, t + margin, self.reaction_ns(), late);
+            self.counts.error_then_land += 1;
+            let orphan = self.store(NicRequest {
+                wr: req.wr.clone(),
+                fate: None,
+                orphan: true,
+                ..req
+            });
+            self.schedule(land_at, Ev::Arrive(orphan));
+            req.wr = placeholder(&req.wr);
+            req.result = Some(Err(FabricError::Transport(
+                "injected: failed (the request may still land)".into(),
+            )));
+            let r = self.store(req);
+            self.schedule(error_at, Ev::Complete(r));
+            return;
+        }
+        let r = self.store(req);
         self.schedule(arrives, Ev::Arrive(r));
+    }
+
+    /// About how long a client takes to react to an error completion with
+    /// a request of its own landing at the same responder: a few steps and
+    /// round trips (the window in which an error-then-land request may
+    /// land between the requester's fence tries, issue 24 hole 1).
+    fn reaction_ns(&self) -> u64 {
+        let p = &self.p;
+        let round_trip = 2 * (2 * p.nic_op_ns + p.wire_ns) + p.atomic_ns + p.cpu_step_ns;
+        4 * round_trip
     }
 
     fn store(&mut self, req: NicRequest) -> usize {
@@ -160,8 +221,13 @@ impl Engine {
     }
 
     /// Fails request `r` without executing it; its error completion reaches
-    /// the requester at `at`.
+    /// the requester at `at` (an orphan's goes nowhere: it is dropped).
     fn fail(&mut self, r: usize, at: u64, err: FabricError) {
+        if self.reqs[r].as_ref().is_some_and(|q| q.orphan) {
+            self.reqs[r] = None;
+            self.free_reqs.push(r);
+            return;
+        }
         if let Some(req) = self.reqs[r].as_mut() {
             req.result = Some(Err(err));
             req.wr = placeholder(&req.wr);
@@ -222,7 +288,7 @@ impl Engine {
             );
             return;
         }
-        if req.fate == Fate::FailBeforeExec {
+        if req.fate == Some(TransportFault::FailBeforeExecuting) {
             self.counts.failed_before_exec += 1;
             self.fail(r, now, FabricError::Transport("injected: failed".into()));
             return;
@@ -233,18 +299,27 @@ impl Engine {
             Op::Write { addr, data } => Some((addr.offset, data.len() as u64)),
             _ => None,
         };
+        let watched = crate::audit::watched(&self.cfg, dst, &wr.op);
         let result = InFlight::new(wr, 0).run_to_end(
             &mut self.mem,
             NodeId(src as u16),
             WordOrder::Ascending,
         );
+        self.watch_marked_linked(watched, &result, now);
         if let (Some((offset, len)), Ok(_)) = (written, &result) {
             self.landed(dst, offset, len, now);
+        }
+        if self.reqs[r].as_ref().is_some_and(|q| q.orphan) {
+            // An error-then-land request landed: nobody hears of it.
+            self.counts.orphans_landed += 1;
+            self.reqs[r] = None;
+            self.free_reqs.push(r);
+            return;
         }
         let Some(req) = self.reqs[r].as_mut() else {
             return;
         };
-        req.result = Some(if req.fate == Fate::FailAfterExec {
+        req.result = Some(if req.fate == Some(TransportFault::FailAfterExecuting) {
             self.counts.failed_after_exec += 1;
             Err(FabricError::Transport(
                 "injected: failed after executing".into(),
@@ -276,14 +351,82 @@ impl Engine {
     }
 
     pub(crate) fn on_complete(&mut self, r: usize, now: u64) {
+        if self.hold_late(r) {
+            return;
+        }
         let Some(req) = self.reqs[r].take() else {
             return;
         };
         self.free_reqs.push(r);
-        if req.fate == Fate::LoseCompletion {
+        if req.fate == Some(TransportFault::LoseCompletion) {
             self.counts.lost_completions += 1;
             return;
         }
         self.deliver(req, now);
+    }
+
+    /// A completion a [`TransportFault::LateCompletion`] hits reaches its
+    /// Nessie client: held (true) while the round waiting for it still
+    /// runs, until the client posts a later round
+    /// ([`Engine::release_late`]); delivered as it is if that round is
+    /// already over. From then on it is an ordinary completion, which the
+    /// client core routes (or drops). A baseline's client or server worker
+    /// runs no such routing (its engine drops completions by round): for it
+    /// the completion is lost.
+    fn hold_late(&mut self, r: usize) -> bool {
+        let nessie = self.spec.system == System::Nessie;
+        let Some(req) = self.reqs[r].as_mut() else {
+            return false;
+        };
+        if req.fate != Some(TransportFault::LateCompletion) {
+            return false;
+        }
+        let c = match req.actor {
+            Actor::Client(c) if nessie => c,
+            _ => {
+                req.fate = Some(TransportFault::LoseCompletion);
+                return false;
+            }
+        };
+        req.fate = None;
+        let cl = &mut self.clients[c];
+        if cl.down_since.is_some() || req.incarnation != cl.incarnation {
+            return false;
+        }
+        self.counts.late_completions += 1;
+        if req.round != cl.round {
+            return false;
+        }
+        cl.late.push(r);
+        true
+    }
+
+    /// Client `c` posted a new round at `t`: the completions held back
+    /// since an earlier round are handed in, each soon after (in half the
+    /// cases before this round's own completions can come back, otherwise
+    /// within a deadline margin).
+    pub(crate) fn release_late(&mut self, c: usize, t: u64) {
+        if self.clients[c].late.is_empty() {
+            return;
+        }
+        let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
+        let soon = 2 * self.p.nic_op_ns + self.p.wire_ns;
+        for r in std::mem::take(&mut self.clients[c].late) {
+            let d = if self.dice.chance(500) {
+                self.dice.below(soon)
+            } else {
+                self.dice.below(margin)
+            };
+            self.schedule(t + d, Ev::Complete(r));
+        }
+    }
+
+    /// Client `c`'s process is gone: the completions it held back will
+    /// never reach anyone.
+    pub(crate) fn drop_late(&mut self, c: usize) {
+        for r in std::mem::take(&mut self.clients[c].late) {
+            self.reqs[r] = None;
+            self.free_reqs.push(r);
+        }
     }
 }

@@ -370,6 +370,12 @@ pub struct SimReport {
     /// 16).
     #[serde(default)]
     pub margin_breaches: Vec<String>,
+    /// Breaches of I4's first step seen while the run went on (Nessie
+    /// only): a recycle mark landed on an entry an index table entry
+    /// names, or an index CAS linked an entry marked for recycling (the
+    /// first 16; [`crate::audit`]).
+    #[serde(default)]
+    pub marked_linked: Vec<String>,
     /// Wall-clock seconds the simulation took (not deterministic).
     pub wall_seconds: f64,
     /// Events per wall-clock second (not deterministic).
@@ -447,6 +453,20 @@ pub struct ChaosCounts {
     pub failed_before_exec: u64,
     /// Completions never delivered.
     pub lost_completions: u64,
+    /// Mutations that completed with an error and were left to land later
+    /// ([`Chaos::error_then_land_permille`](crate::Chaos::error_then_land_permille)).
+    pub error_then_land: u64,
+    /// Of those, how many executed after their error completion (the others
+    /// were refused at their landing deadline or met a node that was down).
+    pub orphans_landed: u64,
+    /// Completions a late-completion fault handed in after the round waiting
+    /// for them was given up
+    /// ([`Chaos::late_completion_permille`](crate::Chaos::late_completion_permille)).
+    pub late_completions: u64,
+    /// Completions that reached a Nessie client after their round was given
+    /// up, however they came to be late (held back, or delayed on the way),
+    /// and went to its request-id routing.
+    pub stale_completions: u64,
     /// Mutations refused at their landing deadline (A2 enforced).
     pub landing_deadline_refusals: u64,
     /// Mutations that executed after their landing deadline

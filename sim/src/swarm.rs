@@ -264,6 +264,17 @@ impl SwarmCase {
             case.get_pct = 10 + d.below(20) as u32;
             case.delete_pct = (100 - case.get_pct) * 4 / 10;
         }
+        // Issue 24's transport faults, drawn after everything else (so that
+        // every case keeps the shape, options and other faults it had), each
+        // on in half the cases: errors first with the request landing later
+        // (within A2), and completions handed in after their round was
+        // given up.
+        if on(&mut d) {
+            case.chaos.error_then_land_permille = 2 + d.below(30) as u32;
+        }
+        if on(&mut d) {
+            case.chaos.late_completion_permille = 1 + d.below(4) as u32;
+        }
         case
     }
 
@@ -284,7 +295,9 @@ impl SwarmCase {
     ///   and never fewer entries than candidates;
     /// - Nessie's own options that no baseline reads (previous versions,
     ///   the MIGRATE search order) cleared, so that a printed case says
-    ///   what ran.
+    ///   what ran, and late completions off (only Nessie's clients route
+    ///   a completion that outlived its round; for a baseline it would be a
+    ///   lost one).
     ///
     /// The baselines read the candidates, filter bits (NessieSD always,
     /// NessieHY when switched on), cache capacity and multiple reads
@@ -316,6 +329,10 @@ impl SwarmCase {
         t.index_slots_per_node = Some(slots.max(candidates));
         t.previous_versions = None;
         t.depth_first_migrate = None;
+        // A late completion needs the client core's request-id routing,
+        // which only Nessie's clients run: for a baseline it would be one
+        // more lost completion (lose_completion_permille has those).
+        case.chaos.late_completion_permille = 0;
         if system != System::NessieHy {
             t.multiple_reads = None;
             t.cache_capacity = None;
@@ -400,6 +417,11 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
         Verdict::Fail(format!(
             "the margin rule is broken: {b} ({} breach(es))",
             report.margin_breaches.len()
+        ))
+    } else if let Some(m) = report.marked_linked.first() {
+        Verdict::Fail(format!(
+            "a linked entry was marked for recycling (I4): {m} ({} in all)",
+            report.marked_linked.len()
         ))
     } else if let Some(c) = report.corrupt.first() {
         Verdict::Fail(format!(
@@ -572,6 +594,16 @@ pub struct SwarmSummary {
     pub server_crashes: u64,
     /// Lost completions.
     pub lost_completions: u64,
+    /// Mutations that completed with an error and were left to land later.
+    pub error_then_land: u64,
+    /// Of those, how many executed after their error completion.
+    pub orphans_landed: u64,
+    /// Completions handed in after their round was given up by a
+    /// late-completion fault.
+    pub late_completions: u64,
+    /// Completions that reached a Nessie client after their round was given
+    /// up, however late (routed by request id, or dropped).
+    pub stale_completions: u64,
     /// Mutations refused at their landing deadline.
     pub landing_deadline_refusals: u64,
     /// Mutations that executed after their landing deadline (only with
@@ -645,6 +677,10 @@ pub fn swarm_with(
         s.crashes += run.report.chaos.crashes;
         s.server_crashes += run.report.chaos.server_crashes;
         s.lost_completions += run.report.chaos.lost_completions;
+        s.error_then_land += run.report.chaos.error_then_land;
+        s.orphans_landed += run.report.chaos.orphans_landed;
+        s.late_completions += run.report.chaos.late_completions;
+        s.stale_completions += run.report.chaos.stale_completions;
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
         s.late_landings += run.report.chaos.late_landings;
         s.migrations += run.report.migrations;

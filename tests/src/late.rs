@@ -8,9 +8,13 @@
 //! later attempt or operation waits for a request of the same number
 //! (issue 24, hole 2).
 //!
-//! The simulator's own injections either deliver a completion (after the
-//! configured wall-clock latency) or lose it; none delivers it at a chosen
-//! later step, hence this wrapper around [`SimEndpoint`].
+//! The simulator's own `TransportFault::LateCompletion` injection holds a
+//! completion until a count of later posts or a time
+//! (`nessie_fabric_sim::Later`), but picks its request by target node and
+//! kind only, and a blocking `Client` on a manual clock never reaches its
+//! deadline by itself; this wrapper around [`SimEndpoint`] picks requests
+//! by a rule, moves the clock on every empty wait, and runs code at the
+//! back-off (what other clients do meanwhile).
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -139,9 +139,13 @@ mod unsignaled {
         Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Topology, WorkRequest,
     };
 
-    /// How `post_unsignaled` is broken.
+    /// How `post_unsignaled` breaks the `Endpoint` contract. Not a
+    /// transport fault (`nessie_protocol::TransportFault` names what a
+    /// correct backend's transport may do to a request, which the protocol
+    /// must survive): these are backends that are wrong, which the
+    /// conformance suite must reject.
     #[derive(Clone, Copy)]
-    pub enum Fault {
+    pub enum Breach {
         /// It does nothing (and says it posted).
         Drops,
         /// It posts signaled: successes complete (the trait's default, which
@@ -151,11 +155,11 @@ mod unsignaled {
         SwallowsErrors,
     }
 
-    pub struct Broken(pub SimFabric, pub Fault);
+    pub struct Broken(pub SimFabric, pub Breach);
 
     pub struct BrokenEndpoint {
         inner: SimEndpoint,
-        fault: Fault,
+        fault: Breach,
         unsignaled: HashSet<u64>,
     }
 
@@ -175,7 +179,7 @@ mod unsignaled {
 
     impl BrokenEndpoint {
         fn filter(&self, out: &mut Vec<Completion>, from: usize) {
-            if matches!(self.fault, Fault::SwallowsErrors) {
+            if matches!(self.fault, Breach::SwallowsErrors) {
                 let mut k = from;
                 while k < out.len() {
                     if self.unsignaled.contains(&out[k].id.0) {
@@ -197,9 +201,9 @@ mod unsignaled {
         }
         fn post_unsignaled(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
             match self.fault {
-                Fault::Drops => Ok(()),
-                Fault::DeliversSuccesses => self.inner.post(wr),
-                Fault::SwallowsErrors => {
+                Breach::Drops => Ok(()),
+                Breach::DeliversSuccesses => self.inner.post(wr),
+                Breach::SwallowsErrors => {
                     self.unsignaled.insert(wr.id.0);
                     self.inner.post_unsignaled(wr)
                 }
@@ -227,37 +231,40 @@ fn caught(f: impl FnOnce() + std::panic::UnwindSafe) -> bool {
 
 #[test]
 fn unsignaled_writes_that_do_not_land_are_caught() {
-    use unsignaled::{Broken, Fault};
+    use unsignaled::{Breach, Broken};
     assert!(caught(|| conformance::unsignaled_writes_land(
-        &Broken(fabric(), Fault::Drops),
+        &Broken(fabric(), Breach::Drops),
         false
     )));
     assert!(caught(|| conformance::many_unsignaled_posts_in_a_row(
-        &Broken(fabric(), Fault::Drops),
+        &Broken(fabric(), Breach::Drops),
         false
     )));
 }
 
 #[test]
 fn delivered_successes_are_caught_only_where_suppression_is_claimed() {
-    use unsignaled::{Broken, Fault};
+    use unsignaled::{Breach, Broken};
     // The trait's default (post signaled) keeps the contract...
-    conformance::unsignaled_writes_land(&Broken(fabric(), Fault::DeliversSuccesses), false);
-    conformance::many_unsignaled_posts_in_a_row(&Broken(fabric(), Fault::DeliversSuccesses), false);
+    conformance::unsignaled_writes_land(&Broken(fabric(), Breach::DeliversSuccesses), false);
+    conformance::many_unsignaled_posts_in_a_row(
+        &Broken(fabric(), Breach::DeliversSuccesses),
+        false,
+    );
     // ...but not a backend's claim to suppress the successes.
     assert!(caught(|| conformance::unsignaled_writes_land(
-        &Broken(fabric(), Fault::DeliversSuccesses),
+        &Broken(fabric(), Breach::DeliversSuccesses),
         true
     )));
 }
 
 #[test]
 fn a_failed_unsignaled_write_that_never_completes_is_caught() {
-    use unsignaled::{Broken, Fault};
+    use unsignaled::{Breach, Broken};
     assert!(caught(|| {
         conformance::failing_unsignaled_write_reports_its_error(&Broken(
             fabric(),
-            Fault::SwallowsErrors,
+            Breach::SwallowsErrors,
         ))
     }));
 }

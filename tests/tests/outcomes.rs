@@ -1,9 +1,11 @@
 //! Honest outcomes of Nessie's public `Client`: a fault is injected at every
 //! NIC operation of a PUT (an update whose previous version is remote, so
-//! the recycle mark is an RDMA WRITE) and of a DELETE, in each of the four
-//! ways a NIC can misbehave (failed before or after executing, completion
-//! lost with or without execution). Whatever the caller is told must match
-//! what memory says afterwards:
+//! the recycle mark is an RDMA WRITE) and of a DELETE, in each of the ways
+//! of the project's fault vocabulary (`TransportFault::ALL`: failed before
+//! or after executing, failed and landed later, completion lost with or
+//! without execution, completion handed in after the round was given up,
+//! a WRITE executed twice). Requests a fault parked land before the check.
+//! Whatever the caller is told must match what memory says afterwards:
 //! - success: the write took effect;
 //! - an error of the "not committed" class (`Conflict`, `Timeout`, a fabric
 //!   error before the commit...): it did not;
@@ -15,16 +17,11 @@
 
 use std::time::Duration;
 
-use nessie_fabric_sim::{InjectedFault, Injection};
-use nessie_protocol::{Config, Error, Faults, IteAddr, NodeId, Outcome};
+use nessie_fabric_sim::Injection;
+use nessie_protocol::{Config, Error, Faults, IteAddr, NodeId, Outcome, TransportFault};
 use nessie_tests::{find_key, time_limit, SimCluster};
 
-const FAULTS: [InjectedFault; 4] = [
-    InjectedFault::FailUnexecuted,
-    InjectedFault::FailAfterExecuting,
-    InjectedFault::LoseCompletion,
-    InjectedFault::Vanish,
-];
+const FAULTS: [TransportFault; 7] = TransportFault::ALL;
 
 /// A real clock with a short expiration, so that a lost completion ends its
 /// round at the deadline quickly.
@@ -47,6 +44,8 @@ enum Write {
 #[derive(Debug, Default)]
 struct Tally {
     hits: usize,
+    /// The faults that hit at least once.
+    faults_hit: Vec<TransportFault>,
     committed: usize,
     not_committed: usize,
     unknown: usize,
@@ -62,7 +61,7 @@ fn one(
     write: Write,
     node: u16,
     skip: u64,
-    fault: InjectedFault,
+    fault: TransportFault,
     count: u64,
 ) -> Option<(Outcome, String, bool)> {
     let cluster = SimCluster::new(cfg());
@@ -91,6 +90,8 @@ fn one(
     if matches!(r, Err(Error::OutcomeUnknown(_))) {
         assert_eq!(attempts, 1, "an unknown outcome was retried");
     }
+    // What an error completion left in flight lands now (within A2).
+    cluster.fabric.land_parked();
     let now = cluster.client(2, 0).get(&k).unwrap();
     let took_effect = match write {
         Write::Put => now.as_deref() == Some(&b"new"[..]),
@@ -111,6 +112,9 @@ fn matrix(faults: Faults, write: Write) -> Tally {
                     continue;
                 };
                 t.hits += 1;
+                if !t.faults_hit.contains(&fault) {
+                    t.faults_hit.push(fault);
+                }
                 let honest = match class {
                     Outcome::Committed => {
                         t.committed += 1;
@@ -147,8 +151,9 @@ fn a_put_tells_the_truth_whatever_nic_operation_fails() {
     let t = matrix(Faults::default(), Write::Put);
     assert!(t.lies.is_empty(), "{:#?}", t.lies);
     // Scan, install, verification, commit and the remote recycle mark were
-    // all hit, in all four ways.
+    // all hit, by every fault (a duplicate only hits the mark, a WRITE).
     assert!(t.hits >= 6 * FAULTS.len(), "{t:?}");
+    assert_eq!(t.faults_hit.len(), FAULTS.len(), "{t:?}");
     assert!(t.committed > 0 && t.not_committed > 0, "{t:?}");
     // The commit and the CAS settling it both failed: only then is the
     // outcome unknown.
@@ -165,6 +170,7 @@ fn a_delete_tells_the_truth_whatever_nic_operation_fails() {
     let t = matrix(Faults::default(), Write::Delete);
     assert!(t.lies.is_empty(), "{:#?}", t.lies);
     assert!(t.hits >= 6 * FAULTS.len(), "{t:?}");
+    assert_eq!(t.faults_hit.len(), FAULTS.len(), "{t:?}");
     assert!(t.committed > 0, "{t:?}");
 }
 

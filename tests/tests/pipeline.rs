@@ -12,10 +12,10 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Duration;
 
-use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
+use nessie_fabric_sim::{Injection, SimEndpoint};
 use nessie_model::{unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline, Request, Response};
-use nessie_protocol::{Config, Error, Fabric, NodeId};
+use nessie_protocol::{Config, Error, Fabric, NodeId, TransportFault};
 use nessie_tests::{assert_linearizable, time_limit, SimCluster};
 
 fn cfg() -> Config {
@@ -265,7 +265,7 @@ fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
     let mut p = pipeline(&cluster, 0, 0, 8);
     cluster
         .fabric
-        .inject(NodeId(1), Injection::next(InjectedFault::Vanish, 20))
+        .inject(NodeId(1), Injection::next(TransportFault::Vanish, 20))
         .unwrap();
     let puts: Vec<_> = (0..60).map(|i| Request::Put(key(i), value(i))).collect();
     let results = p.run(puts);

@@ -9,12 +9,12 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use nessie_fabric_sim::{InjectedFault, Injection, SimEndpoint};
+use nessie_fabric_sim::{Injection, Later, SimEndpoint};
 use nessie_model::{check_history, KvOp, KvRet, Recorder};
 use nessie_protocol::pipeline::{Pipeline, Request, Response};
 use nessie_protocol::{
     Client, ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IndexEntry, IteAddr,
-    Machine, MigrateSearch, NodeId, Op, OpKind, Outcome, PutMachine, Region,
+    Machine, MigrateSearch, NodeId, Op, OpKind, Outcome, PutMachine, Region, TransportFault,
 };
 use nessie_tests::late::LateEndpoint;
 use nessie_tests::step::{is_index_cas, is_index_read, is_state_flip, Stepper};
@@ -227,6 +227,87 @@ fn issue24_hole1_reinstated_the_copy_stays_linked_while_marked_for_recycling() {
     );
 }
 
+/// Hole 1 through the owner's own error-completion path, with no other
+/// client: A locks m's source with its copy Y' and posts the install at m's
+/// destination (E0 -> [Y']), well inside its deadline; the fabric reports an
+/// error for the install (`TransportFault::ErrorThenLand`) and parks it.
+/// Not knowing whether it executed, A aborts Y' and fences the destination
+/// itself: its first fence CAS ([Y'] -> sealed) finds E0, the install lands,
+/// and its second (E0 -> sealed) finds [Y']. Returns, once A's PUT is done,
+/// the destination's word, whether Y' is marked for recycling, and Y'.
+fn owner_install_error_then_land(faults: Faults) -> (IndexEntry, bool, IndexEntry) {
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (_m, p, _b) = late_install_story(&cluster);
+    let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
+    a.state.faults = faults;
+    assert!(a.run_until(is_index_cas), "A reaches its lock");
+    assert!(a.deliver(), "the lock lands");
+    let y = index_word(&cluster, 0);
+    let installs = |op: &Op| matches!(op, Op::Cas { addr, .. } if *addr == slot(1).remote());
+    assert!(a.run_until(installs), "A posts its install");
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::ErrorThenLand, 1)
+                .only(OpKind::Cas)
+                .later(Later::OnRequest)
+                .with_error(FabricError::Timeout),
+        )
+        .unwrap();
+    assert!(a.step(), "the install reports an error");
+    assert_eq!(cluster.fabric.parked(), 1, "and is parked");
+    assert!(a.run_until(installs), "A fences its destination");
+    assert!(a.step(), "A's first fence CAS finds E0");
+    assert!(!index_word(&cluster, 1).is_present());
+    assert!(a.run_until(installs), "A fences the empty word it found");
+    let landed = cluster.fabric.land_parked();
+    let Some(Op::Cas { expect, .. }) = landed.first().map(|l| &l.op) else {
+        panic!("the install is what was parked: {landed:?}");
+    };
+    assert_eq!(
+        landed[0].result,
+        Ok(nessie_protocol::OpOutput::Cas { previous: *expect }),
+        "the install lands between A's fence tries"
+    );
+    assert_eq!(
+        index_word(&cluster, 1),
+        y,
+        "Y' is linked at the destination"
+    );
+    let (_r, _, _) = a.finish();
+    let dte = y.dte().expect("the copy names an entry");
+    let header = cluster
+        .fabric
+        .read_bytes(
+            dte.node(),
+            Region::Data,
+            cluster.cfg.layout().entry_offset(dte.index),
+            32,
+        )
+        .unwrap();
+    let header = nessie_protocol::layout::DataEntryHeader::decode(&header).unwrap();
+    (index_word(&cluster, 1), header.recycle.recycle, y)
+}
+
+#[test]
+fn issue24_hole1_an_owners_install_that_errs_then_lands_between_its_fence_tries_is_fenced() {
+    let (dst, marked, y) = owner_install_error_then_land(Faults::default());
+    assert_eq!(dst, y.emptied(), "the destination holds the sealed copy");
+    assert!(marked, "the copy, linked nowhere, is marked for recycling");
+}
+
+#[test]
+fn issue24_hole1_reinstated_an_owners_own_late_install_stays_linked_and_marked() {
+    let stops = Faults {
+        fence_stops_at_present_word: true,
+        ..Faults::default()
+    };
+    let (dst, marked, y) = owner_install_error_then_land(stops);
+    assert_eq!(dst, y, "the copy is still linked at its destination");
+    assert!(marked, "and marked for recycling (I4)");
+}
+
 // ----- hole 2: cache extended from the completion time ---------------------
 
 /// Two nodes, two clients each, two data table entries per client: a
@@ -340,7 +421,7 @@ fn delete_with_failed_commit(faults: Faults) -> (Result<bool, Error>, Result<(),
         .fabric
         .inject(
             NodeId(0),
-            Injection::next(InjectedFault::FailAfterExecuting, 1)
+            Injection::next(TransportFault::FailAfterExecuting, 1)
                 .only(OpKind::Cas)
                 .with_error(FabricError::Timeout),
         )
@@ -408,7 +489,7 @@ fn update_with_failed_mark(faults: Faults) -> (Result<bool, Error>, u64, Option<
         .fabric
         .inject(
             NodeId(1),
-            Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Cas),
+            Injection::next(TransportFault::FailBeforeExecuting, 1).only(OpKind::Cas),
         )
         .unwrap();
     let r = c.put(&k, b"v2");
@@ -461,7 +542,7 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 
 /// A PUT on a real clock (T = 50 ms) whose commit's completion is lost,
 /// the commit having executed (`LoseCompletion`) or not (`Vanish`).
-fn put_with_lost_commit(fault: InjectedFault) -> (Result<bool, Error>, u64, Option<Vec<u8>>) {
+fn put_with_lost_commit(fault: TransportFault) -> (Result<bool, Error>, u64, Option<Vec<u8>>) {
     bounded(move || {
         let cfg = Config {
             expiration: Duration::from_millis(50),
@@ -489,12 +570,12 @@ fn hole3_a_lost_commit_completion_ends_at_the_deadline_with_the_true_outcome() {
         "-",
         Duration::from_secs(60),
     );
-    let (r, settled, now) = put_with_lost_commit(InjectedFault::LoseCompletion);
+    let (r, settled, now) = put_with_lost_commit(TransportFault::LoseCompletion);
     assert_eq!(r, Ok(false), "the commit executed: the PUT succeeded");
     assert_eq!(settled, 1);
     assert_eq!(now, Some(b"v".to_vec()));
 
-    let (r, settled, now) = put_with_lost_commit(InjectedFault::Vanish);
+    let (r, settled, now) = put_with_lost_commit(TransportFault::Vanish);
     assert_eq!(r, Ok(false), "aborted, settled as not committed, retried");
     assert_eq!(settled, 1);
     assert_eq!(now, Some(b"v".to_vec()));
@@ -516,7 +597,7 @@ fn hole3_when_even_the_settling_cas_fails_the_outcome_is_unknown_and_not_retried
             .fabric
             .inject(
                 NodeId(0),
-                Injection::next(InjectedFault::FailAfterExecuting, 2).only(OpKind::Cas),
+                Injection::next(TransportFault::FailAfterExecuting, 2).only(OpKind::Cas),
             )
             .unwrap();
         let r = c.put(&k, b"v");
@@ -545,7 +626,7 @@ fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
         .fabric
         .inject(
             first,
-            Injection::next(InjectedFault::FailAfterExecuting, 1).only(OpKind::Cas),
+            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
         )
         .unwrap();
     let r = c.run_once(PutMachine::put(&k, b"v"));

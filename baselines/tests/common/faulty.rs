@@ -1,9 +1,14 @@
 //! A fabric wrapper that injects faults into one endpoint's operations: the
-//! `n`-th operation (counted from a trigger) fails without executing,
-//! executes but completes with an error, executes and never completes, or
-//! neither executes nor completes. Every endpoint it opens is recorded (node
-//! and order), so a test can aim at a server worker or a client, and can
-//! trace an endpoint's operations to learn the steps of a request.
+//! `n`-th operation (counted from a trigger) meets one of the faults of the
+//! project's one vocabulary ([`TransportFault`]) that this wrapper
+//! implements ([`SUPPORTED`]: fails without executing, executes but
+//! completes with an error, executes and never completes, or neither
+//! executes nor completes; arming another is refused with [`Unsupported`]).
+//! Unlike the simulated fabric's own injections, it can also hit an
+//! endpoint's CPU accesses (a test's choice: `TransportFault::applies_to`
+//! says no transport does). Every endpoint it opens is recorded (node and
+//! order), so a test can aim at a server worker or a client, and can trace
+//! an endpoint's operations to learn the steps of a request.
 
 #![allow(dead_code)]
 
@@ -14,35 +19,22 @@ use std::time::Duration;
 use nessie_fabric_sim::{SimEndpoint, SimFabric};
 use nessie_protocol::{
     Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Op, OpId, OpKind, Topology,
-    WorkRequest,
+    TransportFault, WorkRequest,
 };
 
-/// What happens to the operation a fault hits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fault {
-    /// Not executed; completes with a transport error.
-    FailUnexecuted,
-    /// Executed; its completion carries a transport error.
-    FailAfterExecuting,
-    /// Executed; its completion is never delivered.
-    LoseCompletion,
-    /// Not executed, and no completion is ever delivered.
-    Vanish,
-}
+/// The faults this wrapper implements.
+pub const SUPPORTED: [TransportFault; 4] = [
+    TransportFault::FailBeforeExecuting,
+    TransportFault::FailAfterExecuting,
+    TransportFault::LoseCompletion,
+    TransportFault::Vanish,
+];
 
-impl Fault {
-    /// All four.
-    pub const ALL: [Fault; 4] = [
-        Fault::FailUnexecuted,
-        Fault::FailAfterExecuting,
-        Fault::LoseCompletion,
-        Fault::Vanish,
-    ];
-
-    fn executes(self) -> bool {
-        matches!(self, Fault::FailAfterExecuting | Fault::LoseCompletion)
-    }
-}
+/// A fault this wrapper does not implement was armed (the simulated
+/// fabric's own `Injection`s implement every one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the faulty endpoint wrapper cannot inject {0}")]
+pub struct Unsupported(pub TransportFault);
 
 /// A pending fault: counting starts at the first operation of kind
 /// `trigger` (at once if `None`); the `nth` operation counted (1-based) is hit.
@@ -52,8 +44,8 @@ pub struct Arm {
     pub trigger: Option<OpKind>,
     /// Which counted operation is hit.
     pub nth: u64,
-    /// What happens to it.
-    pub fault: Fault,
+    /// What happens to it (one of [`SUPPORTED`]).
+    pub fault: TransportFault,
 }
 
 /// An operation as the trace records it.
@@ -73,7 +65,7 @@ struct State {
     counting: bool,
     counted: u64,
     /// The fault that hit, and the operation it hit.
-    hit: Option<(Fault, Traced)>,
+    hit: Option<(TransportFault, Traced)>,
     tracing: bool,
     trace: Vec<Traced>,
 }
@@ -83,17 +75,22 @@ struct State {
 pub struct Control(Arc<Mutex<State>>);
 
 impl Control {
-    /// Arms a fault (replacing any pending one).
-    pub fn arm(&self, arm: Arm) {
+    /// Arms a fault (replacing any pending one); one this wrapper does not
+    /// implement is refused, and nothing is armed.
+    pub fn arm(&self, arm: Arm) -> Result<(), Unsupported> {
+        if !SUPPORTED.contains(&arm.fault) {
+            return Err(Unsupported(arm.fault));
+        }
         let mut s = self.0.lock().unwrap();
         s.arm = Some(arm);
         s.counting = arm.trigger.is_none();
         s.counted = 0;
         s.hit = None;
+        Ok(())
     }
 
     /// Disarms; returns the fault that hit, if one did.
-    pub fn disarm(&self) -> Option<(Fault, Traced)> {
+    pub fn disarm(&self) -> Option<(TransportFault, Traced)> {
         let mut s = self.0.lock().unwrap();
         s.arm = None;
         s.hit.take()
@@ -114,7 +111,7 @@ impl Control {
     }
 
     /// Decides the fate of one operation.
-    fn decide(&self, op: &Traced) -> Option<Fault> {
+    fn decide(&self, op: &Traced) -> Option<TransportFault> {
         let mut s = self.0.lock().unwrap();
         if s.tracing {
             s.trace.push(op.clone());
@@ -239,23 +236,31 @@ impl Endpoint for FaultyEndpoint {
             return self.inner.post(wr);
         };
         let id = wr.id;
-        if fault.executes() {
+        if fault.executes_now() && SUPPORTED.contains(&fault) {
             self.inner.post(wr)?;
         }
         match fault {
-            Fault::FailUnexecuted => self.made_up.push(Completion {
+            TransportFault::FailBeforeExecuting => self.made_up.push(Completion {
                 id,
                 result: Err(FabricError::Transport(
                     "injected fault: not executed".into(),
                 )),
             }),
-            Fault::FailAfterExecuting => {
+            TransportFault::FailAfterExecuting => {
                 self.failed.insert(id);
             }
-            Fault::LoseCompletion => {
+            TransportFault::LoseCompletion => {
                 self.lost.insert(id);
             }
-            Fault::Vanish => {}
+            TransportFault::Vanish => {}
+            // `Control::arm` refuses these; should one get here, its request
+            // (not posted unless it executes now) reports why.
+            TransportFault::ErrorThenLand
+            | TransportFault::LateCompletion
+            | TransportFault::DuplicateWrite => self.made_up.push(Completion {
+                id,
+                result: Err(FabricError::Transport(Unsupported(fault).to_string())),
+            }),
         }
         Ok(())
     }

@@ -1,0 +1,342 @@
+//! Issue 24's transport faults in the engine, one request at a time: an
+//! error-then-land request reports its error first and lands after it, by
+//! its landing deadline (or, A2 dropped, later); a late completion is held
+//! while its round runs and handed in once a later round is posted (a
+//! baseline's is lost instead); and the watch on I4's first step reports a
+//! recycle mark on a linked entry and a link of a marked entry.
+
+use nessie_protocol::layout::{IndexEntry, RecycleWord};
+use nessie_protocol::{DteAddr, NodeId, Op, OpId, Region, RemoteAddr, TransportFault, WorkRequest};
+
+use crate::audit::{watched, Watched};
+use crate::chaos::{Chaos, Dice};
+use crate::engine::{Engine, Ev};
+use crate::spec::{SimSpec, System};
+use crate::systems::Actor;
+use crate::TPDS;
+
+/// A two-node cluster, one client per node, with `chaos` (nothing
+/// scheduled, nothing preloaded).
+fn engine(system: System, chaos: Chaos, seed: u64) -> Engine {
+    let spec = SimSpec {
+        profile: TPDS,
+        system,
+        nodes: 2,
+        clients_per_node: 1,
+        keys: 4,
+        value_size: 64,
+        chaos,
+        seed,
+        ..SimSpec::default()
+    };
+    Engine::new(&spec).unwrap()
+}
+
+fn cas(offset: u64, expect: u64, new: u64) -> Op {
+    Op::Cas {
+        addr: RemoteAddr::index(NodeId(1), offset),
+        expect,
+        new,
+    }
+}
+
+/// Runs every scheduled event, and returns them with their times.
+fn run(e: &mut Engine) -> Vec<(u64, Ev)> {
+    let mut seen = Vec::new();
+    while let Some((at, ev)) = e.next_event() {
+        seen.push((at, ev));
+        e.handle(at, ev);
+    }
+    seen
+}
+
+fn margin(e: &Engine) -> u64 {
+    e.cfg.deadline_margin.as_nanos() as u64
+}
+
+#[test]
+fn the_dice_draw_each_fault_from_its_own_rate_and_nothing_at_zero() {
+    let mut d = Dice::new(1);
+    assert!((0..1_000).all(|_| d.fate(&Chaos::NONE).is_none()));
+    let each = [
+        (
+            Chaos {
+                fail_after_exec_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::FailAfterExecuting,
+        ),
+        (
+            Chaos {
+                fail_before_exec_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::FailBeforeExecuting,
+        ),
+        (
+            Chaos {
+                lose_completion_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::LoseCompletion,
+        ),
+        (
+            Chaos {
+                error_then_land_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::ErrorThenLand,
+        ),
+        (
+            Chaos {
+                late_completion_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::LateCompletion,
+        ),
+    ];
+    for (chaos, fault) in each {
+        assert_eq!(d.fate(&chaos), Some(fault));
+        // One kind on, which the shrinker can turn off.
+        assert_eq!(chaos.kinds().len(), 1, "{fault}");
+        assert_eq!(chaos.without(chaos.kinds()[0]), Chaos::NONE, "{fault}");
+    }
+}
+
+#[test]
+fn an_error_then_land_draw_puts_the_error_first_and_the_landing_by_the_deadline() {
+    let (posted, arrives, deadline, soon) = (1_000, 3_000, 101_000, 15_000);
+    let mut d = Dice::new(7);
+    let (mut soon_seen, mut late_seen) = (false, false);
+    for _ in 0..10_000 {
+        let (error, land) = d.error_then_land(posted, arrives, deadline, soon, None);
+        assert!(error > posted && error <= deadline, "{error}");
+        assert!(land >= error && land >= arrives && land <= deadline.max(arrives));
+        soon_seen |= land - error.max(arrives) <= soon && error < deadline - soon;
+        let (error, land) = d.error_then_land(posted, arrives, deadline, soon, Some(500_000));
+        assert!(land >= error.max(arrives) && land <= error.max(arrives) + 500_000);
+        late_seen |= land > deadline;
+    }
+    assert!(soon_seen && late_seen);
+}
+
+#[test]
+fn an_error_then_land_cas_reports_its_error_then_executes_by_its_landing_deadline() {
+    let mut landed_late = 0;
+    for seed in 0..200 {
+        for late_landing in [false, true] {
+            let chaos = Chaos {
+                error_then_land_permille: 1_000,
+                late_landing,
+                max_delay_ns: 2_000_000,
+                ..Chaos::NONE
+            };
+            let mut e = engine(System::Nessie, chaos, seed);
+            let m = margin(&e);
+            let wr = WorkRequest {
+                id: OpId(1),
+                op: cas(8, 0, 42),
+            };
+            e.post(Actor::Client(0), wr, 0);
+            let mut error_at = None;
+            let mut land_at = None;
+            while let Some((at, ev)) = e.next_event() {
+                let before = e.mem.word(NodeId(1), Region::Index, 8).unwrap();
+                e.handle(at, ev);
+                let after = e.mem.word(NodeId(1), Region::Index, 8).unwrap();
+                match ev {
+                    Ev::Complete(_) => error_at = Some(at),
+                    Ev::Land(_) if before != after => land_at = Some(at),
+                    _ => {}
+                }
+            }
+            let (error_at, land_at) = (error_at.unwrap(), land_at);
+            assert!(error_at <= m, "seed {seed}: the error by the deadline");
+            assert_eq!(e.counts.error_then_land, 1);
+            match land_at {
+                Some(t) => {
+                    assert!(t >= error_at, "seed {seed}: landed before its error");
+                    assert_eq!(e.counts.orphans_landed, 1);
+                    if t > m {
+                        assert!(late_landing, "seed {seed}: landed past A2 at {t}");
+                        landed_late += 1;
+                    }
+                }
+                // Reaching the responder after the deadline: refused (A2).
+                None => {
+                    assert!(!late_landing);
+                    assert_eq!(e.counts.landing_deadline_refusals, 1);
+                }
+            }
+        }
+    }
+    assert!(
+        landed_late > 10,
+        "A2 dropped lets some land late: {landed_late}"
+    );
+}
+
+#[test]
+fn an_error_then_land_read_just_fails() {
+    let chaos = Chaos {
+        error_then_land_permille: 1_000,
+        ..Chaos::NONE
+    };
+    let mut e = engine(System::Nessie, chaos, 3);
+    let wr = WorkRequest {
+        id: OpId(1),
+        op: Op::Read {
+            addr: RemoteAddr::index(NodeId(1), 0),
+            len: 8,
+        },
+    };
+    e.post(Actor::Client(0), wr, 0);
+    run(&mut e);
+    assert_eq!(e.counts.error_then_land, 0);
+    assert_eq!(e.counts.failed_before_exec, 1);
+}
+
+#[test]
+fn a_late_completion_waits_for_a_later_round_and_dies_with_its_process() {
+    let chaos = Chaos {
+        late_completion_permille: 1_000,
+        ..Chaos::NONE
+    };
+    let mut e = engine(System::Nessie, chaos, 5);
+    let post = |e: &mut Engine| {
+        let wr = WorkRequest {
+            id: OpId(1),
+            op: cas(0, 0, 1),
+        };
+        e.post(Actor::Client(0), wr, e.now);
+    };
+    post(&mut e);
+    run(&mut e);
+    assert_eq!(e.mem.word(NodeId(1), Region::Index, 0), Ok(1), "executed");
+    assert_eq!(e.clients[0].late.len(), 1, "held while its round runs");
+    assert_eq!(e.counts.late_completions, 1);
+    assert_eq!(e.counts.stale_completions, 0, "not delivered yet");
+    // The client gives the round up and posts another: handed in then.
+    e.clients[0].round += 1;
+    let t = e.now;
+    e.release_late(0, t);
+    assert!(e.clients[0].late.is_empty());
+    run(&mut e);
+    assert_eq!(e.counts.stale_completions, 1, "delivered after its round");
+    // Another, and the client crashes before a later round: dropped.
+    post(&mut e);
+    run(&mut e);
+    assert_eq!(e.clients[0].late.len(), 1);
+    let now = e.now;
+    e.crash(0, now);
+    assert!(e.clients[0].late.is_empty());
+    e.clients[0].down_since = None;
+    e.clients[0].round += 1;
+    e.release_late(0, now);
+    run(&mut e);
+    assert_eq!(
+        e.counts.stale_completions, 1,
+        "a crashed process hears nothing"
+    );
+}
+
+#[test]
+fn a_baselines_late_completion_is_a_lost_one() {
+    let chaos = Chaos {
+        late_completion_permille: 1_000,
+        ..Chaos::NONE
+    };
+    let mut e = engine(System::Pilaf, chaos, 5);
+    let wr = WorkRequest {
+        id: OpId(1),
+        op: Op::Read {
+            addr: RemoteAddr::data(NodeId(1), 0),
+            len: 8,
+        },
+    };
+    e.post(Actor::Client(0), wr, 0);
+    run(&mut e);
+    assert_eq!(e.counts.lost_completions, 1);
+    assert_eq!(e.counts.late_completions, 0);
+    assert!(e.clients[0].late.is_empty());
+}
+
+#[test]
+fn the_i4_watch_sees_recycle_marks_and_index_cases() {
+    let e = engine(System::Nessie, Chaos::NONE, 1);
+    let l = e.cfg.layout();
+    let d = DteAddr { table: 1, index: 2 };
+    let mark = RecycleWord {
+        recycle: true,
+        expires_at: 9,
+    }
+    .encode()
+    .to_le_bytes()
+    .to_vec();
+    let at = |offset| Op::Write {
+        addr: RemoteAddr::data(NodeId(1), offset),
+        data: mark.clone(),
+    };
+    let offset = l.entry_offset(2) + 16;
+    assert!(matches!(watched(&e.cfg, 1, &at(offset)), Some(Watched::Mark(x)) if x == d));
+    assert!(
+        watched(&e.cfg, 1, &at(offset + 8)).is_none(),
+        "not a recycle word"
+    );
+    let unmark = Op::Write {
+        addr: RemoteAddr::data(NodeId(1), offset),
+        data: vec![0; 8],
+    };
+    assert!(watched(&e.cfg, 1, &unmark).is_none(), "no flag, no mark");
+    let local = Op::LocalWrite {
+        offset,
+        data: mark.clone(),
+    };
+    assert!(matches!(watched(&e.cfg, 1, &local), Some(Watched::Mark(x)) if x == d));
+    assert!(matches!(
+        watched(&e.cfg, 1, &cas(0, 0, 1)),
+        Some(Watched::Link { expect: 0, new: 1 })
+    ));
+}
+
+#[test]
+fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
+    let mut e = engine(System::Nessie, Chaos::NONE, 1);
+    let l = e.cfg.layout();
+    let d = DteAddr { table: 1, index: 2 };
+    let word = IndexEntry::new(d, 0).0;
+    let mark = RecycleWord {
+        recycle: true,
+        expires_at: 9,
+    }
+    .encode()
+    .to_le_bytes()
+    .to_vec();
+    let write = |data: Vec<u8>| WorkRequest {
+        id: OpId(1),
+        op: Op::Write {
+            addr: RemoteAddr::data(NodeId(1), l.entry_offset(2) + 16),
+            data,
+        },
+    };
+    // Unlinked: a mark is fine.
+    e.post(Actor::Client(0), write(mark.clone()), 0);
+    run(&mut e);
+    assert!(e.marked_linked.is_empty());
+    // Linking the marked entry is not.
+    let link = WorkRequest {
+        id: OpId(2),
+        op: cas(0, 0, word),
+    };
+    let now = e.now;
+    e.post(Actor::Client(0), link, now);
+    run(&mut e);
+    assert_eq!(e.marked_linked.len(), 1, "{:?}", e.marked_linked);
+    assert!(e.marked_linked[0].contains("linked entry DTE 1/2"));
+    // Nor marking it while it is linked.
+    let now = e.now;
+    e.post(Actor::Client(0), write(mark), now);
+    run(&mut e);
+    assert_eq!(e.marked_linked.len(), 2, "{:?}", e.marked_linked);
+    assert!(e.marked_linked[1].contains("while an index table entry names it"));
+}
