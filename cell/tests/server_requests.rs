@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use nessie_cell::{CellConfig, CellFaults, RegionId, SearchMode, SplitOutcome};
-use nessie_fabric_sim::{InjectedFault, Injection};
-use nessie_protocol::{NodeId, OpKind, Region};
+use nessie_fabric_sim::Injection;
+use nessie_protocol::{NodeId, OpKind, Region, TransportFault};
 
 /// What the late copy left behind.
 #[derive(Debug)]
@@ -163,7 +163,7 @@ fn copy_whose_answer_is_lost(unclaimed_server_requests: bool) -> (String, bool, 
     d.fabric()
         .inject(
             NodeId(0),
-            Injection::next(InjectedFault::FailUnexecuted, 1).only(OpKind::Write),
+            Injection::next(TransportFault::FailBeforeExecuting, 1).only(OpKind::Write),
         )
         .unwrap();
     let out = d.split_onto(RegionId(1), Some(NodeId(1))).unwrap();
