@@ -11,6 +11,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -49,6 +50,22 @@ enum Command {
         /// posting time plus the margin (violate A2).
         #[arg(long)]
         late_landing: bool,
+        /// Override the world's clock offsets, one per node in ns (node 0
+        /// first; missing nodes read 0), e.g. `0,3`. Offsets further apart
+        /// than the world's `clock_skew` (1 ns in every named world) violate
+        /// timing assumption A1 (docs/protocol.md §4).
+        #[arg(long, value_delimiter = ',')]
+        clock_offsets: Option<Vec<u64>>,
+        /// Drop A2 for a weaker landing bound (implies `--late-landing`):
+        /// every posted CAS or WRITE lands within this many ns of being
+        /// posted, e.g. 4 (the worlds' T) to test a bound of T after
+        /// posting (A2′, docs/protocol.md §4).
+        #[arg(long)]
+        landing_bound: Option<u64>,
+        /// Override the world's expiration period T (ns; 4 in every named
+        /// world), e.g. to land a CAS later than the margin yet within T.
+        #[arg(long)]
+        expiration: Option<u64>,
         /// Checker threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -116,7 +133,8 @@ fn world(name: &str, f: Faults, late_landing: bool) -> Result<World, String> {
 
 fn check(w: &World, mode: Mode, bounds: &Bounds) -> bool {
     println!(
-        "== {}: {} clients, {} nodes, N = {}, {} ticks in {} jumps, {} faults",
+        "== {}: {} clients, {} nodes, N = {}, {} ticks in {} jumps, {} faults, \
+         T = {} ns, clock offsets {:?} ns (skew {} ns){}",
         w.name,
         w.clients.len(),
         w.cfg.nodes,
@@ -127,7 +145,15 @@ fn check(w: &World, mode: Mode, bounds: &Bounds) -> bool {
         } else {
             format!("at most {}", w.max_delays)
         },
-        w.max_faults
+        w.max_faults,
+        w.cfg.expiration.as_nanos(),
+        w.clock_offsets,
+        w.cfg.clock_skew.as_nanos(),
+        match (w.late_landing, w.landing_bound) {
+            (false, _) => String::new(),
+            (true, None) => ", late landing".to_string(),
+            (true, Some(b)) => format!(", landing within {} ns of posting", b.as_nanos()),
+        }
     );
     let e = explore(w, mode, bounds);
     for v in &e.verdicts {
@@ -157,6 +183,9 @@ fn run(cli: Cli) -> Result<bool, String> {
             world: name,
             faults: fs,
             late_landing,
+            clock_offsets,
+            landing_bound,
+            expiration,
             threads,
             bfs,
             simulate,
@@ -183,6 +212,19 @@ fn run(cli: Cli) -> Result<bool, String> {
                 w.max_attempts = attempts.unwrap_or(w.max_attempts);
                 w.max_delays = delays.unwrap_or(w.max_delays);
                 w.max_faults = max_faults.unwrap_or(w.max_faults);
+                if let Some(o) = &clock_offsets {
+                    w.clock_offsets.clone_from(o);
+                }
+                if let Some(ns) = expiration {
+                    let mut c = (*w.cfg).clone();
+                    c.expiration = Duration::from_nanos(ns);
+                    c.validate().map_err(|e| e.to_string())?;
+                    w.cfg = Arc::new(c);
+                }
+                if let Some(ns) = landing_bound {
+                    w.late_landing = true;
+                    w.landing_bound = Some(Duration::from_nanos(ns));
+                }
             }
             let mode = match (simulate, bfs) {
                 (Some(secs), _) => Mode::Simulation {

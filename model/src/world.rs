@@ -144,6 +144,10 @@ pub struct World {
     /// Let the clock pass a posted CAS or WRITE that has not landed, i.e.
     /// violate timing assumption A2 (docs/protocol.md §4).
     pub late_landing: bool,
+    /// With `late_landing`, a weaker bound in place of A2's margin: every
+    /// posted CAS or WRITE lands within this long of being posted (e.g. T:
+    /// docs/verification.md shows that is not enough); `None`: no bound.
+    pub landing_bound: Option<Duration>,
 }
 
 /// An operation machine of either kind.
@@ -918,22 +922,25 @@ impl World {
     }
 
     /// How many ticks the clock may advance now: within `max_ticks`, and
-    /// (A2) not past any posted mutation's posting time plus the margin.
+    /// (A2) not past any posted mutation's posting time plus the margin
+    /// (with `late_landing`: plus `landing_bound` if set, else no limit).
     fn ticks_allowed(&self, s: &WorldState) -> u8 {
         let mut left = self.max_ticks.saturating_sub(s.ticks);
         if self.max_delays > 0 && s.delays >= self.max_delays {
             left = 0;
         }
-        if self.late_landing {
-            return left;
-        }
+        let bound = match (self.late_landing, self.landing_bound) {
+            (false, _) => self.cfg.deadline_margin,
+            (true, Some(b)) => b,
+            (true, None) => return left,
+        };
         let tick = self.tick.as_nanos() as u64;
-        let margin = self.cfg.deadline_margin.as_nanos() as u64;
+        let bound = bound.as_nanos() as u64;
         s.clients
             .iter()
             .flat_map(|r| r.pending.iter().chain(&r.orphans))
             .filter(|f| f.is_mutation())
-            .map(|f| ((f.posted_at + margin).saturating_sub(s.clock) / tick).min(255) as u8)
+            .map(|f| ((f.posted_at + bound).saturating_sub(s.clock) / tick).min(255) as u8)
             .fold(left, u8::min)
     }
 }

@@ -100,6 +100,7 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         faults: CLASSIC_FAULTS.to_vec(),
         expect: Vec::new(),
         late_landing: false,
+        landing_bound: None,
     }
 }
 
