@@ -407,6 +407,17 @@ fn a_late_duplicate_mark_is_harmless_unless_it_is_a_blind_write() {
     );
 }
 
+/// A1 dropped: with the writer's clock 3 ns ahead of the reader's (skew 1
+/// ns), the reader's remote recycle mark, stamped on the reader's clock,
+/// expires early on the writer's: the entry is reused within T and the
+/// reader's cache returns an old value.
+#[test]
+fn clocks_beyond_the_skew_let_a_remote_mark_expire_early() {
+    let mut w = worlds::cached_writer(Faults::default());
+    w.clock_offsets = vec![3, 0];
+    caught(w, &[LINEARIZABLE]);
+}
+
 // ----- exhaustive runs too long for CI (`-- --ignored`) ---------------------------
 
 #[test]
