@@ -852,42 +852,34 @@ impl World {
         let result = fault
             .executes_now()
             .then(|| f.run_to_end(&mut s.mem, own, self.word_order));
-        let error = || Completion {
-            id: f.wr.id,
+        let executed = result.is_some();
+        let id = f.wr.id;
+        let error = Completion {
+            id,
             result: Err(FabricError::Timeout),
         };
         match fault {
             TransportFault::FailBeforeExecuting | TransportFault::FailAfterExecuting => {
-                deliver(r, error());
+                deliver(r, error);
             }
             TransportFault::ErrorThenLand => {
-                deliver(r, error());
+                deliver(r, error);
                 r.orphans.push(copy);
             }
             TransportFault::LoseCompletion | TransportFault::Vanish => r.lost += 1,
             TransportFault::LateCompletion => {
                 r.lost += 1;
-                if let Some(result) = result.clone() {
-                    r.late.push(Completion {
-                        id: f.wr.id,
-                        result,
-                    });
-                }
+                r.late
+                    .extend(result.map(|result| Completion { id, result }));
             }
             TransportFault::DuplicateWrite => {
-                if let Some(result) = result.clone() {
-                    deliver(
-                        r,
-                        Completion {
-                            id: f.wr.id,
-                            result,
-                        },
-                    );
+                if let Some(result) = result {
+                    deliver(r, Completion { id, result });
                 }
                 r.orphans.push(copy);
             }
         }
-        if result.is_some() {
+        if executed {
             self.check_memory(s);
         }
     }

@@ -309,6 +309,25 @@ pub(crate) fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+impl SimClient {
+    /// Hands `completion` to the running machine: a Nessie machine through
+    /// the client core's request-id routing (which drops a completion whose
+    /// machine is done), a baseline's directly.
+    fn hand_in(&mut self, completion: nessie_protocol::Completion) {
+        match self.machine.as_mut() {
+            Some(ClientMachine::Nessie(m)) => {
+                if let Some((_, completion)) = self.router.inbound(completion) {
+                    m.complete(completion);
+                }
+            }
+            Some(ClientMachine::Kv(m)) => {
+                m.complete(completion);
+            }
+            None => {}
+        }
+    }
+}
+
 /// A fresh request-id routing for a client process of `spec`.
 fn router(spec: &SimSpec) -> Router {
     let mut r = Router::new(1);
@@ -1317,36 +1336,6 @@ impl Engine {
         if cl.down_since.is_some() || req.incarnation != cl.incarnation {
             return;
         }
-        if req.round != cl.round {
-            // A completion of a round given up (at its deadline; late by a
-            // delay, or held back by a late-completion fault): not counted
-            // against the current round. A Nessie client's core routes it
-            // by request id to the machine that posted it (which ignores a
-            // request of a round it has left) or drops it if that machine
-            // is done; a baseline's client drops it.
-            let stale = nessie_protocol::Completion {
-                id: req.wr.id,
-                result: req
-                    .result
-                    .unwrap_or(Err(nessie_protocol::FabricError::Transport(
-                        "simulator: no result".into(),
-                    ))),
-            };
-            if self.spec.system == System::Nessie {
-                self.counts.stale_completions += 1;
-                if let Some((_, stale)) = cl.router.inbound(stale) {
-                    if let Some(ClientMachine::Nessie(m)) = cl.machine.as_mut() {
-                        m.complete(stale);
-                    }
-                }
-            }
-            return;
-        }
-        if self.dice.chance(self.spec.chaos.crash_permille) && self.clients[c].op.is_some() {
-            self.crash(c, now);
-            return;
-        }
-        let cl = &mut self.clients[c];
         let completion = nessie_protocol::Completion {
             id: req.wr.id,
             result: req
@@ -1355,17 +1344,25 @@ impl Engine {
                     "simulator: no result".into(),
                 ))),
         };
-        match cl.machine.as_mut() {
-            Some(ClientMachine::Nessie(m)) => {
-                if let Some((_, completion)) = cl.router.inbound(completion) {
-                    m.complete(completion);
-                }
+        if req.round != cl.round {
+            // A completion of a round given up (at its deadline; late by a
+            // delay, or held back by a late-completion fault): not counted
+            // against the current round. A Nessie client's core routes it
+            // by request id to the machine that posted it (which ignores a
+            // request of a round it has left) or drops it if that machine
+            // is done; a baseline's client drops it.
+            if self.spec.system == System::Nessie {
+                self.counts.stale_completions += 1;
+                cl.hand_in(completion);
             }
-            Some(ClientMachine::Kv(m)) => {
-                m.complete(completion);
-            }
-            None => {}
+            return;
         }
+        if self.dice.chance(self.spec.chaos.crash_permille) && self.clients[c].op.is_some() {
+            self.crash(c, now);
+            return;
+        }
+        let cl = &mut self.clients[c];
+        cl.hand_in(completion);
         if cl.outstanding > 0 {
             cl.outstanding -= 1;
             if cl.outstanding == 0 {
