@@ -247,6 +247,7 @@ impl<E: Endpoint> BlockingClient<HyCore, E> {
             id,
             cfg.clients_per_node,
             cfg.retry.op_timeout,
+            cfg.deadline_margin,
         );
         BlockingClient::from_core(HyCore::new(cfg, layout, opts, rpc), ep, Jitter::new(id))
     }

@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use nessie_protocol::{ClientId, Config, Error, NodeId, Op, OpOutput, RemoteAddr};
 
-use crate::machine::{Ext, Io, OpClass};
+use crate::bytes::word;
+use crate::machine::{read_one, Ext, Io, OpClass};
 use crate::mailbox::{
     encode_tagged, read_message, split_ctrl, tag_of, tagged_claim_word, MailboxLayout, Response,
     RpcOp, CANCELLED, CLAIMED, TAG_MASK,
@@ -52,6 +53,12 @@ pub struct RpcClient {
     claims: Vec<u64>,
     /// How long to wait for a response before settling the request.
     pub timeout: Duration,
+    /// A2's landing bound: a posted WRITE takes effect within this long of
+    /// being posted or never (the protocol's `deadline_margin`).
+    landing: Duration,
+    /// Whether no request has been sent yet by this process (the first one
+    /// waits out its predecessor's landing bound).
+    fresh: bool,
     /// Test-only fault switches (all off unless a test turns them on).
     pub faults: RpcFaults,
 }
@@ -62,6 +69,7 @@ pub struct RpcClient {
 #[derive(Clone, Debug, Default)]
 pub struct RpcFaults {
     unknown_as_timeout: Arc<AtomicBool>,
+    cancel_before_landing: Arc<AtomicBool>,
 }
 
 impl RpcFaults {
@@ -75,6 +83,20 @@ impl RpcFaults {
 
     fn unknown_as_timeout(&self) -> bool {
         self.unknown_as_timeout.load(Ordering::Relaxed)
+    }
+
+    /// When on, a client settles a PUT or DELETE whose request WRITE failed
+    /// at once, by its cancel CAS, as before the landing wait: a request that
+    /// lands after its cancel, or a cancel over a predecessor's decision
+    /// whose request never reached the slot, can then run a request its
+    /// client reported as not committed (docs/baselines.md, "Settling a
+    /// request whose WRITE failed").
+    pub fn set_cancel_before_landing(&self, on: bool) {
+        self.cancel_before_landing.store(on, Ordering::SeqCst);
+    }
+
+    fn cancel_before_landing(&self) -> bool {
+        self.cancel_before_landing.load(Ordering::Relaxed)
     }
 }
 
@@ -91,7 +113,13 @@ pub struct RpcCall {
     timeout: Duration,
     /// What the client knows of its claim word on `home`.
     claim: u64,
+    /// A2's landing bound ([`RpcClient`]).
+    landing: Duration,
+    /// How long to wait before posting (a fresh process's first request:
+    /// its predecessor's last WRITEs have landed or never will by then).
+    wait_first: Duration,
     unknown_as_timeout: bool,
+    cancel_before_landing: bool,
 }
 
 /// How a request that got no response in time was settled.
@@ -105,12 +133,15 @@ enum Settled {
 }
 
 impl RpcClient {
-    /// The channel of client `id` under `layout`.
+    /// The channel of client `id` under `layout`, waiting `timeout` for a
+    /// response, under A2's landing bound `landing` (see
+    /// [`RpcClient::with_first_seq`]).
     pub fn new(
         layout: MailboxLayout,
         id: ClientId,
         clients_per_node: u16,
         timeout: Duration,
+        landing: Duration,
     ) -> RpcClient {
         let g = u32::from(id.node.0) * u32::from(clients_per_node) + u32::from(id.index);
         // A server skips a slot whose sequence number it has already served,
@@ -121,17 +152,25 @@ impl RpcClient {
         let clock = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        RpcClient::with_first_seq(layout, g, clock, timeout)
+        RpcClient::with_first_seq(layout, g, clock, timeout, landing)
     }
 
     /// The channel of the client with global slot number `g`, whose sequence
     /// numbers and incarnation tag are drawn from `entropy` (a deterministic
     /// driver passes its seed; [`RpcClient::new`] the wall clock).
+    ///
+    /// `landing` is A2's landing bound (the protocol's `deadline_margin`): a
+    /// posted WRITE takes effect within it or never. The channel's first
+    /// request waits it out before posting, so that no WRITE of a crashed
+    /// predecessor of this client (same slots) lands after it, and a request
+    /// whose WRITE failed is settled only once it has passed (see
+    /// [`RpcCall::send`]).
     pub fn with_first_seq(
         layout: MailboxLayout,
         g: u32,
         entropy: u64,
         timeout: Duration,
+        landing: Duration,
     ) -> RpcClient {
         let h = nessie_protocol::hash::stable_hash(entropy, &g.to_le_bytes());
         let seq = h as u32;
@@ -143,8 +182,18 @@ impl RpcClient {
             tag,
             claims: Vec::new(),
             timeout,
+            landing,
+            fresh: true,
             faults: RpcFaults::default(),
         }
+    }
+
+    /// This channel for a client process known to have had no predecessor
+    /// on its slots (a deterministic driver's first clients): its first
+    /// request does not wait out a predecessor's landing bound.
+    pub fn without_predecessor(mut self) -> RpcClient {
+        self.fresh = false;
+        self
     }
 
     /// The client's global slot number.
@@ -157,6 +206,12 @@ impl RpcClient {
     pub fn begin(&mut self, home: NodeId, op: RpcOp) -> RpcCall {
         self.seq = self.seq.wrapping_add(1).max(1);
         let h = usize::from(home.0);
+        let fresh = std::mem::take(&mut self.fresh);
+        let wait_first = if fresh && !self.faults.cancel_before_landing() {
+            self.landing
+        } else {
+            Duration::ZERO
+        };
         RpcCall {
             layout: self.layout,
             g: self.g,
@@ -166,7 +221,10 @@ impl RpcClient {
             op,
             timeout: self.timeout,
             claim: self.claims.get(h).copied().unwrap_or(0),
+            landing: self.landing,
+            wait_first,
             unknown_as_timeout: self.faults.unknown_as_timeout(),
+            cancel_before_landing: self.faults.cancel_before_landing(),
         }
     }
 
@@ -199,8 +257,13 @@ impl RpcCall {
         value: &[u8],
     ) -> Result<Response, Error> {
         let mutation = self.op != RpcOp::Get;
-        let deadline = io.now().plus(self.timeout);
+        if !self.wait_first.is_zero() {
+            io.backoff(std::mem::take(&mut self.wait_first)).await;
+        }
+        let posted_at = io.now();
+        let deadline = posted_at.plus(self.timeout);
         let msg = encode_tagged(self.seq, self.op as u8, self.tag, key, value);
+        let ctrl = word(&msg, msg.len() - 8);
         let req_end = self.layout.request_end(self.g);
         let local = self.home == io.own();
         let op = if local {
@@ -216,21 +279,52 @@ impl RpcCall {
         };
         let mut sent = io.round_by(vec![op], OpClass::Data, deadline).await;
         let posted = io.unposted() == 0;
-        let cause = match sent.pop() {
+        let (cause, landed) = match sent.pop() {
             Some(Ok(_)) => match self.await_response(io, local, deadline).await {
                 // A GET commits nothing: its malformed response is just corrupt.
                 Some(Err(Error::OutcomeUnknown(why))) if !mutation => {
                     return Err(Error::Corrupt(why))
                 }
                 Some(r) => return r,
-                None => Error::Timeout,
+                None => (Error::Timeout, true),
             },
             Some(Err(e)) if !posted || !mutation => return Err(e.into()),
-            Some(Err(e)) => e.into(),
-            None => Error::Timeout,
+            Some(Err(e)) => (e.into(), false),
+            None => (Error::Timeout, false),
         };
         if !mutation {
             return Err(cause);
+        }
+        if !landed && !self.cancel_before_landing {
+            // The WRITE failed or its completion never came: it may still
+            // land (an error first, the packet later), but not after its
+            // landing bound (A2). Cancelling before then would let it land
+            // after the cancel; and cancelling a request that never landed
+            // would overwrite the decision the word holds for whatever
+            // request *is* in the slot (a crashed predecessor's, which it
+            // may have cancelled). So: wait the bound out, then look. The
+            // slot holds a request of this process (this one, or an earlier
+            // one whose failed WRITE landed late over it, after this one
+            // may have run): settle by the word. It holds another process's
+            // request, or none: this one never landed (no WRITE of a
+            // predecessor lands after this process's first post), and never
+            // will.
+            let bound = posted_at.plus(self.landing);
+            if io.now() < bound {
+                io.backoff(bound.since(io.now())).await;
+            }
+            match self.read_slot_ctrl(io, local, req_end).await {
+                Ok(w) if tag_of(w) == tag_of(ctrl) && w != 0 => {}
+                // Nothing was committed, and the claim word is left to the
+                // request in the slot.
+                Ok(_) => return Err(cause),
+                Err(e) => {
+                    return Err(Error::OutcomeUnknown(format!(
+                        "{:?} request to {}: {cause}; its slot could not be read ({e})",
+                        self.op, self.home
+                    )))
+                }
+            }
         }
         match self.settle(io, local).await {
             Settled::Cancelled => Err(cause),
@@ -241,6 +335,27 @@ impl RpcCall {
                 self.op, self.home
             ))),
         }
+    }
+
+    /// The control word of this client's request slot on the home node (a
+    /// CPU read when the client is on it), bounded by the timeout.
+    async fn read_slot_ctrl<X: Ext>(
+        &self,
+        io: &Io<X>,
+        local: bool,
+        req_end: u64,
+    ) -> Result<u64, Error> {
+        if local {
+            return io.local_word(req_end - 8).await;
+        }
+        let read = Op::Read {
+            addr: RemoteAddr::data(self.home, req_end - 8),
+            len: 8,
+        };
+        let r = io
+            .round_within(vec![read], OpClass::Data, self.timeout)
+            .await;
+        Ok(word(&read_one(r)?, 0))
     }
 
     /// Waits for the response slot to receive this request's response until

@@ -62,6 +62,7 @@ impl<E: Endpoint> BlockingClient<SdCore, E> {
             id,
             cfg.clients_per_node,
             cfg.retry.op_timeout,
+            cfg.deadline_margin,
         );
         BlockingClient::from_core(SdCore::new(cfg, layout, rpc), ep, Jitter::new(id))
     }

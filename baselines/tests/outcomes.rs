@@ -206,6 +206,72 @@ fn teeth_without_claims_a_timed_out_put_commits_later() {
     }
 }
 
+/// A cancel must not be lost across a client restart. Process A's PUT times
+/// out at a paused server and is cancelled (the claim word: A's cancel; the
+/// slot: A's PUT). A crashes; its successor B (same client id, same slots)
+/// PUTs the same key, and B's request WRITE fails without executing. B must
+/// not cancel a request that never reached the slot: its cancel CAS would
+/// overwrite A's decision, and a worker that finally reaches the slot would
+/// claim A's PUT from B's word (another process's) and run it, after A
+/// reported it as not committed. B waits out the landing bound, reads its
+/// slot, finds A's request there, and leaves the word alone. Returns the
+/// value the key holds once the servers have resumed.
+fn cancel_across_a_restart(kind: SystemKind, cancel_before_landing: bool) -> Option<Vec<u8>> {
+    let rig = Rig::new(kind, cfg(Duration::from_millis(150)));
+    rig.d
+        .rpc_faults()
+        .set_cancel_before_landing(cancel_before_landing);
+    let (mut reader, _) = rig.client(0, 1);
+    let key = rig.key_on(NodeId(1), &mut 0);
+    rig.d.pause_servers();
+    let (mut a, _) = rig.client(0, 0);
+    assert_eq!(a.put(&key, b"a"), Err(Error::Timeout), "{kind}: A's PUT");
+    drop(a);
+    let (mut b, ctl) = rig.client(0, 0);
+    ctl.arm(Arm {
+        trigger: Some(OpKind::Write),
+        nth: 1,
+        fault: TransportFault::FailBeforeExecuting,
+    })
+    .expect("armed");
+    let r = b.put(&key, b"b");
+    assert!(
+        matches!(Outcome::of(&r), Outcome::NotCommitted),
+        "{kind}: B's PUT never reached the slot: {r:?}"
+    );
+    rig.d.resume_servers();
+    thread::sleep(Duration::from_millis(60));
+    rig.truth(reader.as_mut(), &key)
+}
+
+#[test]
+fn a_cancel_is_not_lost_across_a_client_restart() {
+    let _limit = time_limit(
+        "a_cancel_is_not_lost_across_a_client_restart",
+        "-",
+        Duration::from_secs(120),
+    );
+    for kind in SYSTEMS {
+        assert_eq!(cancel_across_a_restart(kind, false), None, "{kind}");
+    }
+}
+
+#[test]
+fn teeth_cancelling_before_the_landing_bound_runs_a_cancelled_put_after_a_restart() {
+    let _limit = time_limit(
+        "teeth_cancelling_before_the_landing_bound_runs_a_cancelled_put_after_a_restart",
+        "-",
+        Duration::from_secs(120),
+    );
+    for kind in SYSTEMS {
+        assert_eq!(
+            cancel_across_a_restart(kind, true).as_deref(),
+            Some(&b"a"[..]),
+            "{kind}: the broken variant runs A's cancelled PUT"
+        );
+    }
+}
+
 /// Where a fault is placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {

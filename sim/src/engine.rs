@@ -1268,7 +1268,7 @@ impl Engine {
             // threaded client draws them from its clock.
             let g = u32::try_from(c).unwrap_or(u32::MAX);
             let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            self.clients[c].kv_core = Some(maker.core(g, entropy));
+            self.clients[c].kv_core = Some(maker.core(g, entropy, true));
         }
         let router = router(&self.spec);
         let cl = &mut self.clients[c];

@@ -102,11 +102,20 @@ pub struct ServerFaults {
     /// NessieHY's and Pilaf's GETs report a key absent after one scan,
     /// without the move-epoch check.
     pub skip_epoch_check: bool,
+    /// Clients settle a PUT or DELETE whose request WRITE failed at once by
+    /// their cancel CAS, and a restarted client sends at once, without
+    /// waiting out the landing bound (A2): a request that lands after its
+    /// cancel, or a cancel that overwrites a predecessor's decision, can run
+    /// a request reported as not committed
+    /// ([`RpcFaults::set_cancel_before_landing`](nessie_baselines::rpc::RpcFaults::set_cancel_before_landing)).
+    #[serde(default)]
+    pub cancel_before_landing: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 2] = ["skip-claims", "skip-epoch-check"];
+    pub const NAMES: [&'static str; 3] =
+        ["skip-claims", "skip-epoch-check", "cancel-before-landing"];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
     pub fn named(names: &[impl AsRef<str>]) -> Result<ServerFaults, SimError> {
@@ -115,6 +124,7 @@ impl ServerFaults {
             match n.as_ref() {
                 "skip-claims" => f.skip_claims = true,
                 "skip-epoch-check" => f.skip_epoch_check = true,
+                "cancel-before-landing" => f.cancel_before_landing = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",

@@ -529,10 +529,25 @@ pub(crate) struct CoreMaker {
 impl CoreMaker {
     /// The core of the client with global slot `g`, its sequence numbers
     /// drawn from `entropy` (the threaded client draws them from its clock,
-    /// so that a restarted client is not taken for its predecessor).
-    pub(crate) fn core(&self, g: u32, entropy: u64) -> AnyCore {
+    /// so that a restarted client is not taken for its predecessor);
+    /// `restarted`: a process that replaces a crashed one (its first request
+    /// waits out the predecessor's landing bound).
+    pub(crate) fn core(&self, g: u32, entropy: u64, restarted: bool) -> AnyCore {
         let cfg = &self.shared;
-        let rpc = RpcClient::with_first_seq(self.mailbox, g, entropy, cfg.retry.op_timeout);
+        let rpc = RpcClient::with_first_seq(
+            self.mailbox,
+            g,
+            entropy,
+            cfg.retry.op_timeout,
+            cfg.deadline_margin,
+        );
+        let rpc = if restarted {
+            rpc
+        } else {
+            rpc.without_predecessor()
+        };
+        rpc.faults
+            .set_cancel_before_landing(self.faults.cancel_before_landing);
         match self.kind {
             SystemKind::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
             SystemKind::NessieHy => {
@@ -596,7 +611,7 @@ pub(crate) fn baseline(
     for n in 0..cfg.nodes {
         for i in 0..cpn {
             let g = u32::from(n) * u32::from(cpn) + u32::from(i);
-            cores.push(maker.core(g, seed));
+            cores.push(maker.core(g, seed, false));
         }
     }
     let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
@@ -767,7 +782,14 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
                 index: i,
             };
             let g = u32::from(n) * u32::from(spn) + u32::from(i);
-            let rpc = RpcClient::with_first_seq(layout.mailbox, g, spec.seed, ccfg.rpc_timeout);
+            let rpc = RpcClient::with_first_seq(
+                layout.mailbox,
+                g,
+                spec.seed,
+                ccfg.rpc_timeout,
+                ccfg.landing_margin,
+            )
+            .without_predecessor();
             cell.push(CellMachines::new(ccfg.clone(), &dir, id, rpc)?);
         }
     }

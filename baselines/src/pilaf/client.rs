@@ -233,6 +233,7 @@ impl<E: Endpoint> BlockingClient<PilafCore, E> {
             id,
             cfg.clients_per_node,
             cfg.retry.op_timeout,
+            cfg.deadline_margin,
         );
         BlockingClient::from_core(PilafCore::new(cfg, layout, rpc), ep, Jitter::new(id))
     }

@@ -184,7 +184,13 @@ impl<E: Endpoint> CellClient<E> {
         ep: E,
     ) -> Result<CellClient<E>, Error> {
         let layout = cfg.layout();
-        let rpc = RpcClient::new(layout.mailbox, id, cfg.slots_per_node(), cfg.rpc_timeout);
+        let rpc = RpcClient::new(
+            layout.mailbox,
+            id,
+            cfg.slots_per_node(),
+            cfg.rpc_timeout,
+            cfg.landing_margin,
+        );
         Ok(CellClient {
             machines: CellMachines::with_snapshot(cfg, snapshot, reader, id, rpc)?,
             driver: Driver::new(ep),

@@ -241,7 +241,13 @@ pub fn maintenance_channel(st: &ServerNode) -> Channel {
     };
     let timeout = st.cfg.server_rpc_wait();
     Channel::new(
-        RpcClient::new(st.layout.mailbox, id, st.cfg.slots_per_node(), timeout),
+        RpcClient::new(
+            st.layout.mailbox,
+            id,
+            st.cfg.slots_per_node(),
+            timeout,
+            st.cfg.landing_margin,
+        ),
         true,
     )
     .with_claimed_server_requests(!st.cfg.faults.unclaimed_server_requests)
@@ -254,7 +260,13 @@ pub fn maintenance_channel_seeded(st: &ServerNode, entropy: u64) -> Channel {
         + u32::from(st.cfg.clients_per_node);
     let timeout = st.cfg.server_rpc_wait();
     Channel::new(
-        RpcClient::with_first_seq(st.layout.mailbox, g, entropy, timeout),
+        RpcClient::with_first_seq(
+            st.layout.mailbox,
+            g,
+            entropy,
+            timeout,
+            st.cfg.landing_margin,
+        ),
         true,
     )
     .with_claimed_server_requests(!st.cfg.faults.unclaimed_server_requests)
