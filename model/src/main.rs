@@ -39,11 +39,9 @@ enum Command {
         /// World name (see `list`), or `all` for the CI worlds.
         world: String,
         /// Broken variants to switch on for every client, comma separated:
-        /// skip-put-verify, skip-migrate-rollback, cpu-state-flip,
-        /// reuse-before-expiry, skip-get-reverse-pass, ignore-deadline,
-        /// unfenced-migrate-install, cache-time-from-completion,
-        /// errors-after-commit-retryable, conflict-ends-put,
-        /// rollback-destination-to-previous.
+        /// any of `Faults::NAMES` (protocol/src/faults.rs), e.g.
+        /// skip-put-verify, cache-time-from-completion,
+        /// get-hit-time-from-completion.
         #[arg(long, value_delimiter = ',')]
         faults: Vec<String>,
         /// Let posted CASes and WRITEs land after the clock passed their

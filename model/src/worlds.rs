@@ -515,6 +515,31 @@ pub fn cached_reader(faults: Faults) -> World {
     cached_world("cached-reader", vec![get(b"k")], faults)
 }
 
+/// Hole 2 on a GET's own paths ([`cached_world`]): the reader reads k
+/// twice. Its first GET hits the entry cached in the prelude and extends
+/// it, or (processing its index read once that entry has expired) misses,
+/// reads the entry again and caches it; its second GET may hit that cache
+/// entry after the writer has reused the entry under the same index word.
+pub fn cached_rereader(faults: Faults) -> World {
+    let mut w = cached_world("cached-rereader", vec![get(b"k"), get(b"k")], faults);
+    w.max_ticks = REUSE_TICKS;
+    w
+}
+
+/// [`cached_rereader`] with `multiple_reads`: a first GET that misses caches
+/// the entry after its value read, a round after its header and key.
+pub fn cached_rereader_multiple_reads(faults: Faults) -> World {
+    let mut w = cached_rereader(faults);
+    w.name = "cached-rereader-multiple-reads".into();
+    Arc::make_mut(&mut w.cfg).multiple_reads = true;
+    w
+}
+
+/// Ticks for the GET worlds' stories: the writer may reuse an entry it
+/// marked at time 0 once its clock reads T + skew (5 ns); a sixth tick
+/// makes the worlds half again as big.
+const REUSE_TICKS: u8 = 5;
+
 /// Safety without landing bounds, recycle marks: [`cached_writer`] where one
 /// remote WRITE may be duplicated (duplicate-write), its copy landing later.
 /// The reader's PUT marks the writer's entry it replaced, remotely; a mark
@@ -664,6 +689,8 @@ pub fn ci_worlds() -> Vec<World> {
         late_migrate_install(f),
         cached_writer(f),
         cached_reader(f),
+        cached_rereader(f),
+        cached_rereader_multiple_reads(f),
         failed_completions(f),
         install_error_then_land(f),
         late_completion(f),
@@ -694,6 +721,8 @@ pub fn by_name(name: &str) -> Option<World> {
         "late-migrate-install" => late_migrate_install(f),
         "cached-writer" => cached_writer(f),
         "cached-reader" => cached_reader(f),
+        "cached-rereader" => cached_rereader(f),
+        "cached-rereader-multiple-reads" => cached_rereader_multiple_reads(f),
         "failed-completions" => failed_completions(f),
         "two-faults" => two_faults(f),
         "crashed-mover" => crashed_mover(f),
@@ -706,7 +735,7 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 25] = [
+pub const NAMES: [&str; 27] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -726,6 +755,8 @@ pub const NAMES: [&str; 25] = [
     "late-migrate-install",
     "cached-writer",
     "cached-reader",
+    "cached-rereader",
+    "cached-rereader-multiple-reads",
     "failed-completions",
     "two-faults",
     "crashed-mover",

@@ -184,6 +184,19 @@ fn timed_worlds_hold_every_property() {
     ]);
 }
 
+/// The GET's own cache stamps: a hit's extension, and the inserts after a
+/// whole-entry read (`cached-rereader`) and after a value read
+/// (`cached-rereader-multiple-reads`), each followed by a GET that may hit
+/// the entry after its writer reused it.
+#[test]
+fn get_cache_worlds_hold_every_property() {
+    let f = Faults::default();
+    all_hold(vec![
+        (worlds::cached_rereader(f), 1119126),
+        (worlds::cached_rereader_multiple_reads(f), 1436610),
+    ]);
+}
+
 /// The crashed mover's timed world is exhausted only in the `#[ignore]`d
 /// run (minutes); here a depth-first search of its first four million
 /// states must find no violation and reach every expected situation.
@@ -304,6 +317,42 @@ fn hole1_an_unfenced_migrate_install_lands_after_the_reclaim() {
 fn hole2_a_cache_extended_from_completion_time_serves_a_stale_value() {
     caught(
         worlds::cached_writer(broken(|f| f.cache_time_from_completion = true)),
+        &[LINEARIZABLE],
+    );
+}
+
+/// Hole 2 on a GET's hit path: the reader's first GET reads the index
+/// entry before the writer replaces the entry, hits it in its cache later
+/// and extends it from then; the writer reuses the entry under the same
+/// index word, and the reader's second GET hits the old value.
+#[test]
+fn hole2_a_get_hit_extended_from_completion_time_serves_a_stale_value() {
+    caught(
+        worlds::cached_rereader(broken(|f| f.get_hit_time_from_completion = true)),
+        &[LINEARIZABLE],
+    );
+}
+
+/// Hole 2 on a GET's insert after a whole-entry read: the first GET
+/// processes its index read once its cached entry has expired, reads the
+/// entry again and caches it from then; the second GET hits it after its
+/// reuse.
+#[test]
+fn hole2_a_get_insert_stamped_at_completion_time_serves_a_stale_value() {
+    caught(
+        worlds::cached_rereader(broken(|f| f.get_insert_time_from_completion = true)),
+        &[LINEARIZABLE],
+    );
+}
+
+/// Hole 2 on a GET's insert after its value read (`multiple_reads`): as
+/// above, stamped when the value's completion is processed.
+#[test]
+fn hole2_a_get_value_insert_stamped_at_completion_time_serves_a_stale_value() {
+    caught(
+        worlds::cached_rereader_multiple_reads(broken(|f| {
+            f.get_value_insert_time_from_completion = true
+        })),
         &[LINEARIZABLE],
     );
 }

@@ -29,6 +29,18 @@ pub struct Faults {
     /// Hole 2, reinstated: a PUT/DELETE scan extends cached entries from the
     /// time its completions are processed, not the time its READs were posted.
     pub cache_time_from_completion: bool,
+    /// Hole 2 on a GET's hit path: a cache hit is extended (and re-stamped)
+    /// from the time the index entry's completion is processed, not the time
+    /// its READ was posted.
+    pub get_hit_time_from_completion: bool,
+    /// Hole 2 on a GET's insert after a whole-entry read: the entry is cached
+    /// valid from the time the data table entry's completion is processed,
+    /// not the time the index entry's READ was posted.
+    pub get_insert_time_from_completion: bool,
+    /// Hole 2 on a GET's insert after its value read (`multiple_reads`): the
+    /// entry is cached valid from the time the value's completion is
+    /// processed, not the time the index entry's READ was posted.
+    pub get_value_insert_time_from_completion: bool,
     /// Hole 3, reinstated: errors at or after the commit CAS are returned as
     /// they come (a fabric timeout as the retryable `Timeout`), so a committed
     /// write can be retried and applied twice.
@@ -77,7 +89,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 19] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -86,6 +98,9 @@ impl Faults {
         "ignore-deadline",
         "unfenced-migrate-install",
         "cache-time-from-completion",
+        "get-hit-time-from-completion",
+        "get-insert-time-from-completion",
+        "get-value-insert-time-from-completion",
         "errors-after-commit-retryable",
         "conflict-ends-put",
         "rollback-destination-to-previous",
@@ -107,6 +122,11 @@ impl Faults {
             "ignore-deadline" => &mut self.ignore_deadline,
             "unfenced-migrate-install" => &mut self.unfenced_migrate_install,
             "cache-time-from-completion" => &mut self.cache_time_from_completion,
+            "get-hit-time-from-completion" => &mut self.get_hit_time_from_completion,
+            "get-insert-time-from-completion" => &mut self.get_insert_time_from_completion,
+            "get-value-insert-time-from-completion" => {
+                &mut self.get_value_insert_time_from_completion
+            }
             "errors-after-commit-retryable" => &mut self.errors_after_commit_retryable,
             "conflict-ends-put" => &mut self.conflict_ends_put,
             "rollback-destination-to-previous" => &mut self.rollback_destination_to_previous,

@@ -145,17 +145,20 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// Rarer catches, and the first seed that shows each (searching from seed
 /// 0; too far for CI to search): the case fails with the switch on and
 /// passes with it off (so the switch, not the simulator, is at fault).
-const FOUND_LATER: [(&str, u64); 3] = [
+const FOUND_LATER: [(&str, u64); 6] = [
     ("fence-stops-at-present-word", 3_757),
     ("conflict-ends-put", 5_937),
+    ("get-value-insert-time-from-completion", 5_959),
+    ("get-hit-time-from-completion", 8_957),
     ("cache-time-from-completion", 24_133),
+    ("get-insert-time-from-completion", 43_421),
 ];
 
 #[test]
 fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
     let _limit = time_limit(
         "rarer_catches_are_caught_by_the_seed_that_shows_each",
-        "3757, 5937, 24133",
+        "3757, 5937, 5959, 8957, 24133, 43421",
         Duration::from_secs(60),
     );
     for (name, seed) in FOUND_LATER {

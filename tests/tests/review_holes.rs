@@ -390,6 +390,112 @@ fn hole2_reinstated_the_cache_returns_a_value_two_writes_old() {
     );
 }
 
+/// Where a GET stamps its cache entry (hole 2 on the GET's own paths).
+#[derive(Clone, Copy, Debug)]
+enum GetStamp {
+    /// A hit on the entry R cached before (extended, then re-stamped).
+    Hit,
+    /// The insert after the whole entry's READ.
+    Insert,
+    /// The insert after the value's READ (`multiple_reads`).
+    ValueInsert,
+}
+
+/// W writes k = v1 (entry X); for `Hit`, R reads and caches X first. R's
+/// GET of k then has its rounds up to the one that reads X delivered (the
+/// index entry's READ for a hit; with it the entry's, or its header and key
+/// and its value); W replaces X with v2; R processes the last round 100 ms
+/// later. Once X may be reused, W writes v3 into X, so k's index word is
+/// X's again, and R reads k.
+fn get_cache_story(stamp: GetStamp, faults: Faults) -> Option<Vec<u8>> {
+    let mut cfg = two_entry_shares();
+    cfg.multiple_reads = matches!(stamp, GetStamp::ValueInsert);
+    let cluster = SimCluster::manual_clock(cfg);
+    let k = b"k".to_vec();
+    let mut w = cluster.client(0, 0);
+    w.put(&k, b"v1").unwrap();
+    let (mut r, _) = cluster.parts(1, 0);
+    r.faults = faults;
+    let rounds = match stamp {
+        GetStamp::Hit => {
+            let (got, cached) = run(&cluster, r, GetMachine::get(&k));
+            assert_eq!(got, Ok(Some(b"v1".to_vec())));
+            assert_eq!(cached.cache.len(), 1, "R cached X");
+            r = cached;
+            1
+        }
+        GetStamp::Insert => 2,
+        GetStamp::ValueInsert => 3,
+    };
+
+    let ep = cluster.fabric.open(NodeId(1)).unwrap();
+    let mut get = Stepper::new(GetMachine::get(&k), r, ep);
+    for _ in 0..rounds {
+        assert!(get.deliver(), "R's reads land ...");
+    }
+    w.put(&k, b"v2").unwrap();
+    cluster.fabric.advance(Duration::from_millis(100));
+    let (got, _, r) = get.finish(); // ... and the last is processed 100 ms later.
+    assert_eq!(got, Ok(Some(b"v1".to_vec())), "read before W's update");
+    assert_eq!(r.cache.len(), 1, "R holds X in its cache");
+
+    let c = &cluster.cfg;
+    cluster.fabric.advance(
+        c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100),
+    );
+    w.put(&k, b"v3").unwrap();
+    let (got, _) = run(&cluster, r, GetMachine::get(&k));
+    got.unwrap()
+}
+
+#[test]
+fn hole2_a_get_stamps_its_cache_from_when_its_index_read_was_posted() {
+    let _limit = time_limit(
+        "hole2_a_get_stamps_its_cache_from_when_its_index_read_was_posted",
+        "-",
+        Duration::from_secs(60),
+    );
+    for stamp in [GetStamp::Hit, GetStamp::Insert, GetStamp::ValueInsert] {
+        assert_eq!(
+            get_cache_story(stamp, Faults::default()),
+            Some(b"v3".to_vec()),
+            "{stamp:?}"
+        );
+    }
+}
+
+#[test]
+fn hole2_reinstated_on_a_gets_paths_the_cache_returns_a_value_two_writes_old() {
+    let _limit = time_limit(
+        "hole2_reinstated_on_a_gets_paths_the_cache_returns_a_value_two_writes_old",
+        "-",
+        Duration::from_secs(60),
+    );
+    let hit = Faults {
+        get_hit_time_from_completion: true,
+        ..Faults::default()
+    };
+    let insert = Faults {
+        get_insert_time_from_completion: true,
+        ..Faults::default()
+    };
+    let value_insert = Faults {
+        get_value_insert_time_from_completion: true,
+        ..Faults::default()
+    };
+    for (stamp, late) in [
+        (GetStamp::Hit, hit),
+        (GetStamp::Insert, insert),
+        (GetStamp::ValueInsert, value_insert),
+    ] {
+        assert_eq!(
+            get_cache_story(stamp, late),
+            Some(b"v1".to_vec()),
+            "{stamp:?}: stale, v3 was acknowledged"
+        );
+    }
+}
+
 // ----- hole 3: outcomes after the commit ------------------------------------
 
 /// A key none of whose candidates is on node 0.

@@ -77,14 +77,27 @@ impl GetLogic {
         self.read_candidate(cx)
     }
 
-    fn evaluate(&mut self, cx: &mut Cx<'_>, v: DteView) -> Out {
+    /// The time the GET stamps a cache entry with: when the READ of the
+    /// index entry was posted, or (a broken variant, `broken`) when the
+    /// completion at hand is processed.
+    fn read_at(&self, cx: &Cx<'_>, broken: bool) -> Nanos {
+        if broken {
+            cx.now
+        } else {
+            self.posted_at
+        }
+    }
+
+    /// Decides on the entry `v` read through `self.words[self.i]`; a whole
+    /// committed entry is cached (again) valid from `read_at`.
+    fn evaluate(&mut self, cx: &mut Cx<'_>, v: DteView, read_at: Nanos) -> Out {
         if v.key != self.key {
             return self.next(cx);
         }
         match v.header.state.state {
             DteState::Valid => match &v.value {
                 Some(value) => {
-                    cx.cache_insert(self.words[self.i], &v, self.posted_at);
+                    cx.cache_insert(self.words[self.i], &v, read_at);
                     Some(Ok(Some(value.clone())))
                 }
                 None => {
@@ -167,8 +180,9 @@ impl Logic for GetLogic {
                 let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
                     return self.next(cx);
                 };
-                if let Some(v) = cx.cached_view(w, self.posted_at) {
-                    return self.evaluate(cx, v);
+                let read_at = self.read_at(cx, cx.client.faults.get_hit_time_from_completion);
+                if let Some(v) = cx.cached_view(w, read_at) {
+                    return self.evaluate(cx, v, read_at);
                 }
                 cx.read_dte(dte, !cx.cfg().multiple_reads);
                 self.phase = Phase::AwaitDte;
@@ -176,8 +190,9 @@ impl Logic for GetLogic {
             }
             Phase::AwaitDte => {
                 let dte = self.words[self.i].dte()?;
+                let read_at = self.read_at(cx, cx.client.faults.get_insert_time_from_completion);
                 match cx.view(dte, &results[0]) {
-                    Ok(v) => self.evaluate(cx, v),
+                    Ok(v) => self.evaluate(cx, v, read_at),
                     Err(e) => Some(Err(e)),
                 }
             }
@@ -191,7 +206,9 @@ impl Logic for GetLogic {
                     // together are the whole entry, which the cache may keep.
                     v.raw.extend_from_slice(b);
                     v.value = Some(value.clone());
-                    cx.cache_insert(self.words[self.i], &v, self.posted_at);
+                    let broken = cx.client.faults.get_value_insert_time_from_completion;
+                    let read_at = self.read_at(cx, broken);
+                    cx.cache_insert(self.words[self.i], &v, read_at);
                     Some(Ok(Some(value)))
                 }
                 Err(e) => Some(Err(e)),
