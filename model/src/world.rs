@@ -148,6 +148,12 @@ pub struct World {
     /// posted CAS or WRITE lands within this long of being posted (e.g. T:
     /// docs/verification.md shows that is not enough); `None`: no bound.
     pub landing_bound: Option<Duration>,
+    /// Every PUT of the world has a chain of moves within the depth limit
+    /// that frees one of its candidates, whatever the schedule (no other
+    /// client fills the table): a `TableFull` answer is then wrong, since it
+    /// means "no chain within the depth limit", not "this attempt cannot
+    /// afford one" (issue 24, hole 3).
+    pub always_room: bool,
 }
 
 /// An operation machine of either kind.
@@ -307,6 +313,9 @@ pub struct Flags {
     /// An attempt that ran alone, with every abandoned entry reclaimable,
     /// ended in a conflict (a liveness failure).
     pub solo_conflict: bool,
+    /// A PUT answered `TableFull` in a world where a chain within the depth
+    /// limit always exists ([`World::always_room`]).
+    pub full_with_room: bool,
     /// Situations reached (for [`Expect`]).
     pub reached: BTreeSet<Expect>,
 }
@@ -416,6 +425,11 @@ impl World {
             node: NodeId(0),
             index: self.cfg.clients_per_node - 1,
         };
+        if !self.preload.is_empty() && self.clients.iter().any(|c| c.id == loader) {
+            // Two client states for one id: the world's client would take
+            // the loader's entries for free ones.
+            return Err(Error::ClientIdInUse(loader));
+        }
         let mut st = ClientState::new(self.cfg.clone(), loader)?;
         st.alloc.assume_zeroed();
         for (k, v) in &self.preload {
@@ -638,6 +652,9 @@ impl World {
             (Err(Error::TableFull { .. }), _) => Ok(ModelRet::Full),
             (Err(e), _) => Err(e),
         };
+        if self.always_room && matches!(ret, Ok(ModelRet::Full)) {
+            s.flags.full_with_room = true;
+        }
         enum Next {
             Returned(ModelRet),
             Unknown,
@@ -1044,6 +1061,10 @@ impl Model for World {
             Property::always("an attempt running alone succeeds", |_, s: &WorldState| {
                 !s.flags.solo_conflict
             }),
+            Property::always(
+                "TableFull only without a chain within the depth limit",
+                |_, s: &WorldState| !s.flags.full_with_room,
+            ),
         ];
         p.extend(self.expect.iter().map(|&e| expect_property(e)));
         p

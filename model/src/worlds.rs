@@ -101,6 +101,7 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         expect: Vec::new(),
         late_landing: false,
         landing_bound: None,
+        always_room: false,
     }
 }
 
@@ -667,6 +668,36 @@ pub fn late_completion(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// Issue 24, hole 3: a lone PUT of p must MIGRATE at depth 2 (the layout of
+/// [`recursive_migrate`]: p's candidates hold a and c, a's alternative holds
+/// b, b's alternative is free), a chain no other client can take, so
+/// `TableFull` is never a right answer. The clock may jump, so the rounds of
+/// the first level can look slow: the search prices the second level from
+/// them, and a level the attempt cannot afford before its deadline must end
+/// in the retryable `Timeout`, never in `TableFull`.
+pub fn slow_search(faults: Faults) -> World {
+    // Two client slots per node: the preload runs as the last one.
+    let mut c = cfg(1, 4, 2, 2);
+    c.max_migrate_depth = 3;
+    let a = key_where(&c, "a", |k| k == slots(&[0, 1]));
+    let b = key_where(&c, "b", |k| k == slots(&[1, 2]));
+    let cc = key_where(&c, "c", |k| k[0] == slots(&[3])[0]);
+    let p = key_where(&c, "p", |k| k == slots(&[0, 3]));
+    let mut w = world("slow-search", c, vec![client(0, 0, vec![put(&p, "v-p")])]);
+    w.torn = false;
+    w.max_attempts = 2;
+    w.max_ticks = 4;
+    w.max_delays = 2;
+    w.always_room = true;
+    w.expect = vec![Expect::DeepMigration];
+    w.preload = vec![
+        (a, Some(b"v-a".to_vec())),
+        (b, Some(b"v-b".to_vec())),
+        (cc, Some(b"v-c".to_vec())),
+    ];
+    with_faults(w, faults)
+}
+
 /// The worlds `cargo test` explores exhaustively (all must hold); the big
 /// ones (`crashed-mover`, `three-clients-two-keys`, `three-clients-big`) it
 /// only samples.
@@ -694,6 +725,7 @@ pub fn ci_worlds() -> Vec<World> {
         failed_completions(f),
         install_error_then_land(f),
         late_completion(f),
+        slow_search(f),
     ]
 }
 
@@ -728,6 +760,7 @@ pub fn by_name(name: &str) -> Option<World> {
         "crashed-mover" => crashed_mover(f),
         "install-error-then-land" => install_error_then_land(f),
         "late-completion" => late_completion(f),
+        "slow-search" => slow_search(f),
         "duplicate-mark" => duplicate_mark(f),
         _ => return None,
     };
@@ -735,7 +768,7 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 27] = [
+pub const NAMES: [&str; 28] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -762,5 +795,6 @@ pub const NAMES: [&str; 27] = [
     "crashed-mover",
     "install-error-then-land",
     "late-completion",
+    "slow-search",
     "duplicate-mark",
 ];

@@ -394,6 +394,7 @@ fn edge_worlds_hold_every_property() {
     all_hold(vec![
         (worlds::install_error_then_land(f), 6865),
         (worlds::late_completion(f), 62752),
+        (worlds::slow_search(f), 6248),
     ]);
 }
 
@@ -417,6 +418,19 @@ fn hole2_machine_local_request_ids_let_a_late_read_answer_the_next_get() {
     caught(
         worlds::late_completion(broken(|f| f.machine_local_request_ids = true)),
         &[LINEARIZABLE],
+    );
+}
+
+/// Issue 24, hole 3: a lone PUT whose depth-2 chain is free; a clock jump
+/// makes the first level's rounds look slow, the second level is priced out
+/// of the attempt's deadline, and the broken search answers `TableFull`
+/// (the correct one a retryable `Timeout`, after which the retry moves the
+/// chain).
+#[test]
+fn hole3_an_unaffordable_search_answering_table_full_is_caught() {
+    caught(
+        worlds::slow_search(broken(|f| f.unaffordable_search_table_full = true)),
+        &["TableFull only without a chain within the depth limit"],
     );
 }
 
