@@ -231,10 +231,7 @@ pub fn delete_during_migrate() -> World {
 pub fn recursive_migrate() -> World {
     let mut c = cfg(1, 4, 2, 3);
     c.max_migrate_depth = 3;
-    let a = key_where(&c, "a", |k| k == slots(&[0, 1]));
-    let b = key_where(&c, "b", |k| k == slots(&[1, 2]));
-    let cc = key_where(&c, "c", |k| k[0] == slots(&[3])[0]);
-    let p = key_where(&c, "p", |k| k == slots(&[0, 3]));
+    let ([a, b, cc], p) = recursive_keys(&c);
     let mut w = world(
         "recursive-migrate",
         c,
@@ -244,12 +241,29 @@ pub fn recursive_migrate() -> World {
         ],
     );
     w.expect = vec![Expect::DeepMigration];
-    w.preload = vec![
-        (a, Some(b"v-a".to_vec())),
-        (b, Some(b"v-b".to_vec())),
-        (cc, Some(b"v-c".to_vec())),
-    ];
+    w.preload = preloaded(&[a, b, cc]);
     w
+}
+
+/// The layout of a depth-2 chain: keys a, b, c placed (in that order) in
+/// entries 0, 1 and 3, and p, whose candidates 0 and 3 hold a and c; a's
+/// alternative holds b, and b's alternative (entry 2) is free.
+fn recursive_keys(c: &Config) -> ([Vec<u8>; 3], Vec<u8>) {
+    let a = key_where(c, "a", |k| k == slots(&[0, 1]));
+    let b = key_where(c, "b", |k| k == slots(&[1, 2]));
+    let cc = key_where(c, "c", |k| k[0] == slots(&[3])[0]);
+    let p = key_where(c, "p", |k| k == slots(&[0, 3]));
+    ([a, b, cc], p)
+}
+
+/// A preload storing `v-KEY` under each of `keys`.
+fn preloaded(keys: &[Vec<u8>]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    keys.iter()
+        .map(|k| {
+            let first = String::from_utf8_lossy(&k[..1]).into_owned();
+            (k.clone(), Some(format!("v-{first}").into_bytes()))
+        })
+        .collect()
 }
 
 /// `recursive-migrate` with the depth-first MIGRATE search
@@ -679,10 +693,7 @@ pub fn slow_search(faults: Faults) -> World {
     // Two client slots per node: the preload runs as the last one.
     let mut c = cfg(1, 4, 2, 2);
     c.max_migrate_depth = 3;
-    let a = key_where(&c, "a", |k| k == slots(&[0, 1]));
-    let b = key_where(&c, "b", |k| k == slots(&[1, 2]));
-    let cc = key_where(&c, "c", |k| k[0] == slots(&[3])[0]);
-    let p = key_where(&c, "p", |k| k == slots(&[0, 3]));
+    let (keys, p) = recursive_keys(&c);
     let mut w = world("slow-search", c, vec![client(0, 0, vec![put(&p, "v-p")])]);
     w.torn = false;
     w.max_attempts = 2;
@@ -690,11 +701,7 @@ pub fn slow_search(faults: Faults) -> World {
     w.max_delays = 2;
     w.always_room = true;
     w.expect = vec![Expect::DeepMigration];
-    w.preload = vec![
-        (a, Some(b"v-a".to_vec())),
-        (b, Some(b"v-b".to_vec())),
-        (cc, Some(b"v-c".to_vec())),
-    ];
+    w.preload = preloaded(&keys);
     with_faults(w, faults)
 }
 

@@ -491,21 +491,7 @@ fn the_swarm_catches_each_baseline_fault_switch_from_seed_zero() {
 /// the word alone when it never landed), and the case passes.
 #[test]
 fn a_request_cancelled_before_it_lands_runs_unless_the_client_waits_out_the_landing_bound() {
-    let case = SwarmCase::for_system(3_350, System::Pilaf);
-    let mut broken = case.clone();
-    broken.server_faults = ServerFaults::named(&["cancel-before-landing"]).unwrap();
-    let run = broken.run(Faults::default()).unwrap();
-    assert!(
-        matches!(run.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
-        "{:?}",
-        run.verdict
-    );
-    let correct = case.run(Faults::default()).unwrap();
-    assert!(
-        matches!(correct.verdict, Verdict::Pass(_)),
-        "{:?}",
-        correct.verdict
-    );
+    baseline_switch_caught_at(System::Pilaf, "cancel-before-landing", 3_350);
 }
 
 /// A rarer catch: Pilaf without its move-epoch check reports a key absent
@@ -513,19 +499,25 @@ fn a_request_cancelled_before_it_lands_runs_unless_the_client_waits_out_the_land
 /// passes with the check.
 #[test]
 fn pilaf_without_its_epoch_check_is_caught_by_the_seed_that_shows_it() {
-    let case = SwarmCase::for_system(2_765, System::Pilaf);
+    baseline_switch_caught_at(System::Pilaf, "skip-epoch-check", 2_765);
+}
+
+/// Case `seed` of `system` is not linearizable with the baselines' switch
+/// `name` on, and passes with it off.
+fn baseline_switch_caught_at(system: System, name: &str, seed: u64) {
+    let case = SwarmCase::for_system(seed, system);
     let mut broken = case.clone();
-    broken.server_faults = ServerFaults::named(&["skip-epoch-check"]).unwrap();
+    broken.server_faults = ServerFaults::named(&[name]).unwrap();
     let run = broken.run(Faults::default()).unwrap();
     assert!(
         matches!(run.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
-        "{:?}",
+        "{system} {name} at {seed}: {:?}",
         run.verdict
     );
     let correct = case.run(Faults::default()).unwrap();
     assert!(
         matches!(correct.verdict, Verdict::Pass(_)),
-        "{:?}",
+        "{system} at {seed}: {:?}",
         correct.verdict
     );
 }

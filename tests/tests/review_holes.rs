@@ -331,6 +331,24 @@ fn run<M: Machine>(
     (r, state)
 }
 
+/// The end of the cache stories, 100 ms after R processed its late round:
+/// once X may be reused, W writes v3 into X (k's index word is X's again),
+/// and R reads k.
+fn reuse_x_then_read(
+    cluster: &SimCluster,
+    w: &mut nessie_protocol::Client<SimEndpoint>,
+    r: nessie_protocol::ClientState,
+    k: &[u8],
+) -> Option<Vec<u8>> {
+    let c = &cluster.cfg;
+    cluster.fabric.advance(
+        c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100),
+    );
+    w.put(k, b"v3").unwrap();
+    let (got, _) = run(cluster, r, GetMachine::get(k));
+    got.unwrap()
+}
+
 /// R caches W's entry X (k = v1). R's PUT of k posts its scan; W replaces X
 /// with v2; R processes the scan 100 ms later. Once X may be reused, W
 /// writes v3 into X, so k's index word is X's again. R then reads k.
@@ -353,13 +371,7 @@ fn cached_reader_story(faults: Faults) -> Option<Vec<u8>> {
     let (res, _, r) = put.finish(); // ... and processed 100 ms later.
     assert_eq!(res, Err(Error::Conflict), "X was replaced under R's PUT");
 
-    let c = &cluster.cfg;
-    cluster.fabric.advance(
-        c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100),
-    );
-    w.put(&k, b"v3").unwrap();
-    let (got, _) = run(&cluster, r, GetMachine::get(&k));
-    got.unwrap()
+    reuse_x_then_read(&cluster, &mut w, r, &k)
 }
 
 #[test]
@@ -439,13 +451,7 @@ fn get_cache_story(stamp: GetStamp, faults: Faults) -> Option<Vec<u8>> {
     assert_eq!(got, Ok(Some(b"v1".to_vec())), "read before W's update");
     assert_eq!(r.cache.len(), 1, "R holds X in its cache");
 
-    let c = &cluster.cfg;
-    cluster.fabric.advance(
-        c.expiration + c.clock_skew + Duration::from_millis(1) - Duration::from_millis(100),
-    );
-    w.put(&k, b"v3").unwrap();
-    let (got, _) = run(&cluster, r, GetMachine::get(&k));
-    got.unwrap()
+    reuse_x_then_read(&cluster, &mut w, r, &k)
 }
 
 #[test]
