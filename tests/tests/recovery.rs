@@ -5,9 +5,12 @@
 
 use std::time::Duration;
 
-use nessie_fabric_sim::SimEndpoint;
+use nessie_fabric_sim::{Injection, SimEndpoint};
 use nessie_protocol::Client;
-use nessie_protocol::{Config, DteState, Error, Machine, NodeId, PutMachine, Region};
+use nessie_protocol::{
+    Config, DteState, Error, GetMachine, Machine, NodeId, Op, OpKind, PutMachine, Region,
+    TransportFault,
+};
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
 use nessie_tests::{find_key, slot, time_limit, tiny_config, SimCluster};
 
@@ -198,6 +201,9 @@ fn migrate_stalled_after_locking_its_source_is_rolled_back_by_a_reclaimer() {
         "after the deadline the move is rolled back"
     );
     assert!(b.last_stats().recoveries >= 1);
+    // Two fence CASes (the first finds the destination's empty word, the
+    // second seals it), the restore of the source, B's own install.
+    assert_eq!(b.last_stats().index_cas, 4);
 
     let (r, _, _) = a.finish();
     assert_eq!(r, Err(Error::Timeout));
@@ -296,4 +302,396 @@ fn reclaimers_allow_for_clock_skew() {
     cluster.fabric.advance(Duration::from_nanos(1));
     assert_eq!(b.put(b"k", b"v3"), Ok(true));
     assert_eq!(b.last_stats().recoveries, 1);
+}
+
+// ----- found by mutation testing (docs/verification.md, "Mutation testing") --
+
+/// A reclaimer that aborts an expired entry and stops before restoring the
+/// index leaves it `Aborted` and linked: the next writer unlinks it at once
+/// (no deadline to wait for) and counts the recovery.
+#[test]
+fn an_aborted_entry_left_linked_is_unlinked_by_the_next_writer() {
+    let _limit = time_limit(
+        "an_aborted_entry_left_linked_is_unlinked_by_the_next_writer",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    past_deadline(&cluster);
+    let mut b = cluster.stepper(1, 0, PutMachine::put(b"k", b"v3"));
+    assert!(
+        b.run_until(is_state_flip),
+        "B reaches its abort of A's entry"
+    );
+    assert!(b.step(), "the abort lands");
+    assert_eq!(owner_entry_state(&cluster, &a), DteState::Aborted);
+    drop(b); // B crashes before its restore
+    assert_eq!(c.put(b"k", b"v4"), Ok(true));
+    assert_eq!(c.last_stats().recoveries, 1);
+    assert_eq!(c.get(b"k").unwrap(), Some(b"v4".to_vec()));
+}
+
+/// An owner that overruns its deadline commits just before a reclaimer's
+/// abort CAS: the abort finds the entry committed and the reclaimer leaves
+/// it linked (no recovery), so the acknowledged write stays visible.
+#[test]
+fn a_reclaimer_whose_abort_finds_the_entry_committed_leaves_it_linked() {
+    let _limit = time_limit(
+        "a_reclaimer_whose_abort_finds_the_entry_committed_leaves_it_linked",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    a.state.faults.ignore_deadline = true;
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    past_deadline(&cluster);
+    let mut b = cluster.stepper(1, 0, PutMachine::put(b"k", b"v3"));
+    assert!(
+        b.run_until(is_state_flip),
+        "B reaches its abort of A's entry"
+    );
+    let (r, _, _) = a.finish();
+    assert_eq!(r, Ok(true), "A's commit lands first");
+    // B's abort fails; its next index CAS must not unlink A's entry.
+    assert!(b.step());
+    assert!(b.run_until(is_index_cas));
+    assert!(b.step());
+    drop(b);
+    assert_eq!(c.get(b"k").unwrap(), Some(b"v2".to_vec()));
+}
+
+/// A reclaimer whose abort CAS fails (the NIC reports an error, nothing
+/// executed) stops with that error instead of going on as if the entry were
+/// recovered; the next attempt recovers it.
+#[test]
+fn a_reclaimer_whose_abort_fails_stops_with_the_error() {
+    let _limit = time_limit(
+        "a_reclaimer_whose_abort_fails_stops_with_the_error",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    past_deadline(&cluster);
+    // A's entry is on node 0; B's first CAS is its abort.
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::FailBeforeExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    let mut b = cluster.client(1, 0);
+    let r = b.run_once(PutMachine::put(b"k", b"v3"));
+    assert!(
+        !cluster.fabric.injection_pending(NodeId(0)),
+        "the abort was hit"
+    );
+    assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
+    assert_eq!(b.put(b"k", b"v3"), Ok(true));
+    assert_eq!(b.last_stats().recoveries, 1);
+}
+
+/// C wrote v1; A stalls before its commit; past A's deadline B (node 1; A's
+/// entry is on node 0) starts a PUT of v3, returned at its abort of A's entry.
+fn reclaimer_at_its_abort(cluster: &SimCluster) -> Stepper<PutMachine> {
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    drop(a); // A crashes
+    past_deadline(cluster);
+    let mut b = cluster.stepper(1, 0, PutMachine::put(b"k", b"v3"));
+    assert!(
+        b.run_until(is_state_flip),
+        "B reaches its abort of A's entry"
+    );
+    assert!(b.step(), "the abort lands");
+    assert!(b.run_until(is_index_cas), "next: B's restore of the index");
+    b
+}
+
+/// The node of the index CAS `s` posts next.
+fn index_cas_node<M: Machine>(s: &mut Stepper<M>) -> NodeId {
+    s.peek()
+        .iter()
+        .find_map(|wr| match &wr.op {
+            Op::Cas { addr, .. } if addr.region == Region::Index => Some(addr.node),
+            _ => None,
+        })
+        .expect("an index CAS")
+}
+
+/// A reclaimer's restore CAS executes but its completion reports an error:
+/// the entry may be unlinked with nobody to mark it, so it is counted as
+/// leaked, and the error ends the attempt.
+#[test]
+fn a_reclaimer_whose_restore_fails_counts_a_leak() {
+    let _limit = time_limit(
+        "a_reclaimer_whose_restore_fails_counts_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut b = reclaimer_at_its_abort(&cluster);
+    let node = index_cas_node(&mut b);
+    cluster
+        .fabric
+        .inject(
+            node,
+            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    let (r, m, _) = b.finish();
+    assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
+    assert_eq!(m.stats().leaked, 1);
+}
+
+/// A reclaimer's restore unlinks the entry but its completion is processed
+/// past the reclaimer's deadline (less the margin): too late to mark it, so
+/// it is counted as leaked and not marked.
+#[test]
+fn a_reclaimer_too_late_to_mark_what_it_unlinked_counts_a_leak() {
+    let _limit = time_limit(
+        "a_reclaimer_too_late_to_mark_what_it_unlinked_counts_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut b = reclaimer_at_its_abort(&cluster);
+    assert!(b.deliver(), "the restore lands");
+    cluster.fabric.advance(cluster.cfg.expiration);
+    let (_, m, _) = b.finish();
+    assert_eq!(m.stats().leaked, 1);
+}
+
+/// A reclaimer's remote recycle mark fails: the entry is unlinked and
+/// unmarked, counted as leaked; the PUT itself succeeds.
+#[test]
+fn a_reclaimer_whose_mark_fails_counts_a_leak() {
+    let _limit = time_limit(
+        "a_reclaimer_whose_mark_fails_counts_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut b = reclaimer_at_its_abort(&cluster);
+    assert!(b.step(), "the restore lands");
+    assert!(b.run_until(is_state_flip), "next: the mark of A's entry");
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::FailBeforeExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    let (r, m, _) = b.finish();
+    assert!(
+        !cluster.fabric.injection_pending(NodeId(0)),
+        "the mark was hit"
+    );
+    assert_eq!(r, Ok(true));
+    assert_eq!(m.stats().leaked, 1);
+}
+
+/// A DELETE stalls after committing its tombstone, before unlinking it; a
+/// PUT of the key then stalls before its commit, its previous version being
+/// the tombstone. A GET meets the PUT's uncommitted entry, reads the
+/// previous version and answers "not found" (not a conflict).
+#[test]
+fn a_get_over_a_put_whose_previous_version_is_a_tombstone_answers_not_found() {
+    let _limit = time_limit(
+        "a_get_over_a_put_whose_previous_version_is_a_tombstone_answers_not_found",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut d = cluster.stepper(1, 0, PutMachine::delete(b"k"));
+    assert!(d.run_until(is_state_flip), "D reaches its commit");
+    assert!(d.step(), "the tombstone commits");
+    assert!(d.run_until(is_index_cas), "next: D unlinks its tombstone");
+    drop(d); // D crashes
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    assert_eq!(c.run_once(GetMachine::get(b"k")), Ok(None));
+    let (r, _, _) = a.finish();
+    assert_eq!(r, Ok(false));
+    assert_eq!(c.get(b"k").unwrap(), Some(b"v2".to_vec()));
+}
+
+/// A GET's forward pass skips an uncommitted insert of its key (no previous
+/// version); the insert commits before the GET's reverse pass. The index
+/// words have not changed, but the state re-read sees the commit: conflict
+/// (docs/protocol.md §5.1, step 2.1), not "not found".
+#[test]
+fn a_get_whose_skipped_insert_commits_before_its_reverse_pass_conflicts() {
+    let _limit = time_limit(
+        "a_get_whose_skipped_insert_commits_before_its_reverse_pass_conflicts",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v"));
+    assert!(a.run_until(is_state_flip), "A's insert reaches its commit");
+    let mut g = cluster.stepper(2, 0, GetMachine::get(b"k"));
+    let state_read =
+        |op: &Op| matches!(op, Op::Read { addr, len: 8 } if addr.region == Region::Data);
+    assert!(g.run_until(state_read), "next: G re-reads A's state");
+    let (r, _, _) = a.finish();
+    assert_eq!(r, Ok(false), "A's insert commits");
+    let (r, _, _) = g.finish();
+    assert_eq!(r, Err(Error::Conflict));
+}
+
+/// B's PUT of k scans while x fills k's first candidate, so it picks the
+/// second; x is deleted and A inserts k at the first candidate and commits;
+/// B's install then lands on the second, still empty. B's verification
+/// re-reads the first candidate, finds it changed and aborts: k never has
+/// two committed versions (docs/protocol.md §5.2, the reverse pass).
+#[test]
+fn a_put_whose_verification_meets_a_rival_insert_aborts() {
+    let _limit = time_limit(
+        "a_put_whose_verification_meets_a_rival_insert_aborts",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let c = &cluster.cfg;
+    let k = find_key(c, "k", |k| k == [slot(0), slot(1)]);
+    let x = find_key(c, "x", |k| k == [slot(0), slot(2)]);
+    let mut other = cluster.client(0, 2);
+    other.put(&x, b"xv").unwrap();
+    let mut b = cluster.stepper(0, 1, PutMachine::put(&k, b"vb"));
+    assert!(
+        b.run_until(is_index_cas),
+        "B scanned; next: its install at slot 1"
+    );
+    assert!(other.delete(&x).unwrap());
+    let mut a = cluster.client(0, 0);
+    assert_eq!(a.put(&k, b"va"), Ok(false));
+    let (r, _, _) = b.finish();
+    assert_eq!(r, Err(Error::Conflict));
+    assert_eq!(a.get(&k).unwrap(), Some(b"va".to_vec()));
+    assert_eq!(a.put(&k, b"va2"), Ok(true), "one holder: k stays writable");
+}
+
+/// A's commit vanishes (never executed, never completed); past A's deadline
+/// C reclaims A's entry and writes. A's settling CAS (an abort, past its
+/// margin) finds the entry aborted by C: A reports a timeout, not success.
+#[test]
+fn an_owner_whose_vanished_commit_was_reclaimed_reports_a_timeout() {
+    let _limit = time_limit(
+        "an_owner_whose_vanished_commit_was_reclaimed_reports_a_timeout",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::Vanish, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    assert!(a.deliver(), "the commit vanishes");
+    past_deadline(&cluster);
+    assert_eq!(c.put(b"k", b"v3"), Ok(true), "C reclaims A's entry");
+    assert_eq!(c.last_stats().recoveries, 1);
+    let (r, m, _) = a.finish();
+    assert_eq!(r, Err(Error::Timeout));
+    assert_eq!(m.stats().settled_commits, 1);
+    assert_eq!(c.get(b"k").unwrap(), Some(b"v3".to_vec()));
+}
+
+/// A's update commits, but A processes the commit's completion past its
+/// deadline: too late to mark the previous version, which is counted as
+/// leaked; the PUT has succeeded.
+#[test]
+fn an_update_committed_too_late_to_mark_its_previous_version_counts_a_leak() {
+    let _limit = time_limit(
+        "an_update_committed_too_late_to_mark_its_previous_version_counts_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
+    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    assert!(a.deliver(), "the commit lands");
+    cluster.fabric.advance(cluster.cfg.expiration);
+    let (r, m, _) = a.finish();
+    assert_eq!(r, Ok(true));
+    assert_eq!(m.stats().leaked, 1);
+    assert_eq!(c.get(b"k").unwrap(), Some(b"v2".to_vec()));
+}
+
+/// A DELETE stepped to the CAS that unlinks its committed tombstone.
+fn delete_at_its_cleanup(cluster: &SimCluster) -> Stepper<nessie_protocol::DeleteMachine> {
+    let mut c = cluster.client(2, 0);
+    c.put(b"k", b"v1").unwrap();
+    let mut d = cluster.stepper(0, 0, PutMachine::delete(b"k"));
+    assert!(d.run_until(is_state_flip), "D reaches its commit");
+    assert!(d.step(), "the tombstone commits");
+    assert!(d.run_until(is_index_cas), "next: D unlinks its tombstone");
+    d
+}
+
+/// The tombstone's unlink lands but is processed past D's deadline: too
+/// late to mark the tombstone or the previous version, both counted as
+/// leaked; the DELETE has succeeded.
+#[test]
+fn a_tombstone_unlinked_too_late_to_mark_counts_a_leak() {
+    let _limit = time_limit(
+        "a_tombstone_unlinked_too_late_to_mark_counts_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut d = delete_at_its_cleanup(&cluster);
+    assert!(d.deliver(), "the unlink lands");
+    cluster.fabric.advance(cluster.cfg.expiration);
+    let (r, m, _) = d.finish();
+    assert_eq!(r, Ok(true));
+    assert_eq!(m.stats().leaked, 2);
+}
+
+/// The tombstone's unlink executes but completes with an error: maybe
+/// unlinked, never marked, counted as leaked; the DELETE has succeeded.
+#[test]
+fn a_tombstone_unlink_that_fails_counts_a_leak() {
+    let _limit = time_limit(
+        "a_tombstone_unlink_that_fails_counts_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(cfg());
+    let mut d = delete_at_its_cleanup(&cluster);
+    let node = index_cas_node(&mut d);
+    cluster
+        .fabric
+        .inject(
+            node,
+            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    let (r, m, _) = d.finish();
+    assert_eq!(r, Ok(true));
+    assert_eq!(m.stats().leaked, 1);
 }

@@ -722,6 +722,31 @@ fn hole3_when_even_the_settling_cas_fails_the_outcome_is_unknown_and_not_retried
     assert_eq!(now, Some(b"v".to_vec()), "(it had in fact committed)");
 }
 
+/// As above, for an update: if the commit executed, the previous version
+/// is unlinked for good and nobody marks it, so it is counted as leaked.
+#[test]
+fn hole3_an_update_whose_outcome_stays_unknown_counts_its_previous_version_as_leaked() {
+    let _limit = time_limit(
+        "hole3_an_update_whose_outcome_stays_unknown_counts_its_previous_version_as_leaked",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let k = remote_key(&cluster.cfg, "n");
+    let mut c = cluster.client(0, 0);
+    c.put(&k, b"v0").unwrap();
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::FailAfterExecuting, 2).only(OpKind::Cas),
+        )
+        .unwrap();
+    let r = c.put(&k, b"v");
+    assert!(matches!(r, Err(Error::OutcomeUnknown(_))), "{r:?}");
+    assert_eq!(c.last_stats().leaked, 1);
+}
+
 #[test]
 fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
     let _limit = time_limit(
@@ -748,6 +773,49 @@ fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
     // The owner aborted its entry itself: no waiting for its deadline.
     assert_eq!(c.put(&k, b"v"), Ok(false));
     assert_eq!(c.last_stats().attempts, 1);
+}
+
+/// As above, and the owner's abort CAS fails too (nothing executed): it
+/// stops short of unlinking an entry it does not know was ever linked, so
+/// the entry is counted as leaked, and the install's error is reported.
+#[test]
+fn hole3_an_install_and_an_abort_whose_completions_failed_count_a_leak() {
+    let _limit = time_limit(
+        "hole3_an_install_and_an_abort_whose_completions_failed_count_a_leak",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let k = remote_key(&cluster.cfg, "j");
+    let mut c = cluster.client(0, 0);
+    c.put(b"warm-up", b"x").unwrap();
+    let first = cluster.cfg.hasher().candidates(&k)[0].node;
+    cluster
+        .fabric
+        .inject(
+            first,
+            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    // The abort is the first CAS to node 0 (every index entry is remote).
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::FailBeforeExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
+    let r = c.run_once(PutMachine::put(&k, b"v"));
+    assert!(
+        !cluster.fabric.injection_pending(first),
+        "the install was hit"
+    );
+    assert!(
+        !cluster.fabric.injection_pending(NodeId(0)),
+        "the abort was hit"
+    );
+    assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
+    assert_eq!(c.last_stats().leaked, 1);
 }
 
 // ----- hole 4: inserts blocked by a crashed migrator ------------------------
@@ -891,6 +959,39 @@ fn hole4_reinstated_one_busy_source_fails_the_put() {
         insert_past_a_busy_source(MigrateSearch::BreadthFirst, landed),
         Ok(false)
     );
+}
+
+/// Depth first, with no room anywhere: q's first source is busy (an insert
+/// in progress) and its second cannot be freed (g, w and m fill each
+/// other's candidates). The attempt ends in a conflict, worth retrying once
+/// the busy source settles, not in `TableFull`.
+#[test]
+fn hole4_a_busy_source_and_a_full_one_make_a_conflict_not_table_full() {
+    let _limit = time_limit(
+        "hole4_a_busy_source_and_a_full_one_make_a_conflict_not_table_full",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(Config {
+        migrate_search: MigrateSearch::DepthFirst,
+        ..tiny_config()
+    });
+    let c = &cluster.cfg;
+    let m = find_key(c, "m", |k| k == [slot(0), slot(3)]);
+    let w = find_key(c, "w", |k| k == [slot(3), slot(0)]);
+    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
+    let z = find_key(c, "z", |k| k == [slot(1), slot(3)]);
+    let q = find_key(c, "q", |k| k == [slot(1), slot(2)]);
+    let mut b = cluster.client(0, 1);
+    b.put(&m, b"mv").unwrap();
+    b.put(&w, b"wv").unwrap();
+    b.put(&g, b"gv").unwrap();
+    let mut z_writer = cluster.stepper(0, 0, PutMachine::put(&z, b"zv"));
+    assert!(
+        z_writer.run_until(is_state_flip),
+        "z installed at slot 1, verified"
+    );
+    assert_eq!(b.run_once(PutMachine::put(&q, b"qv")), Err(Error::Conflict));
 }
 
 // ----- hole 5: what the documentation promised -------------------------------
