@@ -18,8 +18,16 @@
 //! server is running the request), and if that does not come either, returns
 //! [`Error::OutcomeUnknown`]. If the claim word cannot be reached (the home
 //! node is down, the CAS completion is lost), the outcome is unknown too. A
-//! request that could not even be posted never executes. Every wait is
-//! bounded: an operation returns within twice the timeout.
+//! request that could not even be posted never executes. A request whose
+//! WRITE failed (or never completed) may still land until its landing bound
+//! (A2): the client waits that out first, then reads its slot, and cancels
+//! only if the slot holds a request of its own process; otherwise the
+//! request never landed, nothing was committed, and the claim word is left
+//! to the request that is in the slot. A process's first request waits one
+//! landing bound, so that no WRITE of a crashed predecessor lands after it.
+//! Every wait is bounded: an operation returns within twice the timeout,
+//! or, when its WRITE failed, three times the timeout plus one landing bound
+//! (the slot's READ is bounded by the timeout too).
 //!
 //! Waiting for the response is an effect
 //! ([`Effect::AwaitResponse`](crate::machine::Effect::AwaitResponse)): the
