@@ -317,10 +317,7 @@ fn an_aborted_entry_left_linked_is_unlinked_by_the_next_writer() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::manual_clock(cfg());
-    let mut c = cluster.client(2, 0);
-    c.put(b"k", b"v1").unwrap();
-    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
-    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    let (mut c, a) = owner_at_its_commit(&cluster);
     past_deadline(&cluster);
     let mut b = cluster.stepper(1, 0, PutMachine::put(b"k", b"v3"));
     assert!(
@@ -378,10 +375,7 @@ fn a_reclaimer_whose_abort_fails_stops_with_the_error() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::manual_clock(cfg());
-    let mut c = cluster.client(2, 0);
-    c.put(b"k", b"v1").unwrap();
-    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
-    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    let (_c, _a) = owner_at_its_commit(&cluster); // A stalls at its commit
     past_deadline(&cluster);
     // A's entry is on node 0; B's first CAS is its abort.
     cluster
@@ -402,13 +396,20 @@ fn a_reclaimer_whose_abort_fails_stops_with_the_error() {
     assert_eq!(b.last_stats().recoveries, 1);
 }
 
-/// C wrote v1; A stalls before its commit; past A's deadline B (node 1; A's
-/// entry is on node 0) starts a PUT of v3, returned at its abort of A's entry.
-fn reclaimer_at_its_abort(cluster: &SimCluster) -> Stepper<PutMachine> {
+/// C (node 2) writes k = v1; A (node 0) PUTs k = v2 and is stepped to its
+/// commit CAS (not posted yet).
+fn owner_at_its_commit(cluster: &SimCluster) -> (Client<SimEndpoint>, Stepper<PutMachine>) {
     let mut c = cluster.client(2, 0);
     c.put(b"k", b"v1").unwrap();
     let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
     assert!(a.run_until(is_state_flip), "A reaches its commit");
+    (c, a)
+}
+
+/// C wrote v1; A stalls before its commit; past A's deadline B (node 1; A's
+/// entry is on node 0) starts a PUT of v3, returned at its abort of A's entry.
+fn reclaimer_at_its_abort(cluster: &SimCluster) -> Stepper<PutMachine> {
+    let (_c, a) = owner_at_its_commit(cluster);
     drop(a); // A crashes
     past_deadline(cluster);
     let mut b = cluster.stepper(1, 0, PutMachine::put(b"k", b"v3"));
@@ -421,15 +422,23 @@ fn reclaimer_at_its_abort(cluster: &SimCluster) -> Stepper<PutMachine> {
     b
 }
 
-/// The node of the index CAS `s` posts next.
-fn index_cas_node<M: Machine>(s: &mut Stepper<M>) -> NodeId {
-    s.peek()
+/// The index CAS `s` posts next will execute, then complete with an error.
+fn fail_next_index_cas_after_executing<M: Machine>(cluster: &SimCluster, s: &mut Stepper<M>) {
+    let node = s
+        .peek()
         .iter()
         .find_map(|wr| match &wr.op {
             Op::Cas { addr, .. } if addr.region == Region::Index => Some(addr.node),
             _ => None,
         })
-        .expect("an index CAS")
+        .expect("an index CAS");
+    cluster
+        .fabric
+        .inject(
+            node,
+            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
+        )
+        .unwrap();
 }
 
 /// A reclaimer's restore CAS executes but its completion reports an error:
@@ -444,14 +453,7 @@ fn a_reclaimer_whose_restore_fails_counts_a_leak() {
     );
     let cluster = SimCluster::manual_clock(cfg());
     let mut b = reclaimer_at_its_abort(&cluster);
-    let node = index_cas_node(&mut b);
-    cluster
-        .fabric
-        .inject(
-            node,
-            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
-        )
-        .unwrap();
+    fail_next_index_cas_after_executing(&cluster, &mut b);
     let (r, m, _) = b.finish();
     assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
     assert_eq!(m.stats().leaked, 1);
@@ -598,10 +600,7 @@ fn an_owner_whose_vanished_commit_was_reclaimed_reports_a_timeout() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::manual_clock(cfg());
-    let mut c = cluster.client(2, 0);
-    c.put(b"k", b"v1").unwrap();
-    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
-    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    let (mut c, mut a) = owner_at_its_commit(&cluster);
     cluster
         .fabric
         .inject(
@@ -630,10 +629,7 @@ fn an_update_committed_too_late_to_mark_its_previous_version_counts_a_leak() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::manual_clock(cfg());
-    let mut c = cluster.client(2, 0);
-    c.put(b"k", b"v1").unwrap();
-    let mut a = cluster.stepper(0, 0, PutMachine::put(b"k", b"v2"));
-    assert!(a.run_until(is_state_flip), "A reaches its commit");
+    let (mut c, mut a) = owner_at_its_commit(&cluster);
     assert!(a.deliver(), "the commit lands");
     cluster.fabric.advance(cluster.cfg.expiration);
     let (r, m, _) = a.finish();
@@ -683,14 +679,7 @@ fn a_tombstone_unlink_that_fails_counts_a_leak() {
     );
     let cluster = SimCluster::manual_clock(cfg());
     let mut d = delete_at_its_cleanup(&cluster);
-    let node = index_cas_node(&mut d);
-    cluster
-        .fabric
-        .inject(
-            node,
-            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
-        )
-        .unwrap();
+    fail_next_index_cas_after_executing(&cluster, &mut d);
     let (r, m, _) = d.finish();
     assert_eq!(r, Ok(true));
     assert_eq!(m.stats().leaked, 1);

@@ -747,15 +747,14 @@ fn hole3_an_update_whose_outcome_stays_unknown_counts_its_previous_version_as_le
     assert_eq!(c.last_stats().leaked, 1);
 }
 
-#[test]
-fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
-    let _limit = time_limit(
-        "hole3_an_install_whose_completion_failed_does_not_block_the_key",
-        "-",
-        Duration::from_secs(60),
-    );
-    let cluster = SimCluster::manual_clock(three_nodes());
-    let k = remote_key(&cluster.cfg, "i");
+/// A warmed-up client on node 0 and a key (named from `tag`) with no
+/// candidate there; the next CAS to the key's first candidate node (the
+/// PUT's install) executes, then completes with an error. Returns that node.
+fn install_to_fail_after_executing(
+    cluster: &SimCluster,
+    tag: &str,
+) -> (Vec<u8>, nessie_protocol::Client<SimEndpoint>, NodeId) {
+    let k = remote_key(&cluster.cfg, tag);
     let mut c = cluster.client(0, 0);
     c.put(b"warm-up", b"x").unwrap();
     let first = cluster.cfg.hasher().candidates(&k)[0].node;
@@ -766,6 +765,18 @@ fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
             Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
         )
         .unwrap();
+    (k, c, first)
+}
+
+#[test]
+fn hole3_an_install_whose_completion_failed_does_not_block_the_key() {
+    let _limit = time_limit(
+        "hole3_an_install_whose_completion_failed_does_not_block_the_key",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(three_nodes());
+    let (k, mut c, _) = install_to_fail_after_executing(&cluster, "i");
     let r = c.run_once(PutMachine::put(&k, b"v"));
     assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
     assert_eq!(Outcome::of(&r), Outcome::NotCommitted);
@@ -786,17 +797,7 @@ fn hole3_an_install_and_an_abort_whose_completions_failed_count_a_leak() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::manual_clock(three_nodes());
-    let k = remote_key(&cluster.cfg, "j");
-    let mut c = cluster.client(0, 0);
-    c.put(b"warm-up", b"x").unwrap();
-    let first = cluster.cfg.hasher().candidates(&k)[0].node;
-    cluster
-        .fabric
-        .inject(
-            first,
-            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
-        )
-        .unwrap();
+    let (k, mut c, first) = install_to_fail_after_executing(&cluster, "j");
     // The abort is the first CAS to node 0 (every index entry is remote).
     cluster
         .fabric
