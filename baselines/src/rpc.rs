@@ -271,7 +271,6 @@ impl RpcCall {
         let posted_at = io.now();
         let deadline = posted_at.plus(self.timeout);
         let msg = encode_tagged(self.seq, self.op as u8, self.tag, key, value);
-        let ctrl = word(&msg, msg.len() - 8);
         let req_end = self.layout.request_end(self.g);
         let local = self.home == io.own();
         let op = if local {
@@ -322,7 +321,7 @@ impl RpcCall {
                 io.backoff(bound.since(io.now())).await;
             }
             match self.read_slot_ctrl(io, local, req_end).await {
-                Ok(w) if tag_of(w) == tag_of(ctrl) && w != 0 => {}
+                Ok(w) if tag_of(w) == self.tag => {}
                 // Nothing was committed, and the claim word is left to the
                 // request in the slot.
                 Ok(_) => return Err(cause),
