@@ -380,7 +380,9 @@ impl RpcCall {
             if !io.await_response(resp_end - 8, self.seq, deadline).await {
                 return None;
             }
-            if let Ok(Some((m, total))) = read_message(io, resp_end, self.layout.slot_bytes).await {
+            if let Ok(Some((m, total))) =
+                read_message(io, resp_end, self.layout.slot_bytes, true).await
+            {
                 if m.seq == self.seq {
                     io.count(|s| {
                         s.local_reads += 1;

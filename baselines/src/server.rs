@@ -138,6 +138,11 @@ impl SlotWatch {
 pub struct WorkerCounters {
     /// Test-only fault switch: run PUT and DELETE requests without claiming them.
     pub skip_claims: AtomicBool,
+    /// Test-only fault switch: take a request from its slot without checking
+    /// its checksum and control word ([`crate::mailbox::read_message`]), so
+    /// that a slot two WRITEs landed in word by word is served as if it held
+    /// one request.
+    pub skip_message_checks: AtomicBool,
     /// Requests served.
     pub requests: AtomicU64,
     /// Errors the handler reported (the first 64).
@@ -356,7 +361,8 @@ impl<H: Handler> Worker<H> {
         let layout = *self.watch.layout();
         let (seq, _) = split_ctrl(ctrl);
         let end = layout.request_end(g);
-        let Some((msg, _)) = read_message(io, end, layout.slot_bytes).await? else {
+        let verify = !self.counters.skip_message_checks.load(Ordering::Relaxed);
+        let Some((msg, _)) = read_message(io, end, layout.slot_bytes, verify).await? else {
             return Ok(false); // torn or still landing: read again on the next scan
         };
         if msg.seq != seq {

@@ -47,8 +47,9 @@ enum Command {
     Papers(papers::PapersArgs),
     /// The fault swarm: seeded simulated clusters with injected crashes,
     /// outages, pauses, skew, delayed, failed and lost completions, errors
-    /// whose requests land later and completions handed in after their
-    /// round was given up, each history checked for linearizability; a
+    /// whose requests land later, completions handed in after their round
+    /// was given up, torn transfers and failed queue pairs, each history
+    /// checked for linearizability; a
     /// failure is shrunk and printed as a case that replays exactly.
     Swarm(swarm::SwarmArgs),
     /// One node of a deployment on RDMA: `info`, `serve`, `run` a workload

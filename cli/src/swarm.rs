@@ -111,6 +111,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
          {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, \
          {} errors then landings ({} landed), {} late completions held back, {} completions after their round (routed or dropped), \
          {} mutations refused at their landing deadline, {} landed after it; \
+         {} torn transfers ({} stopped part placed), {} requests failed with their queue pair; \
          {} MIGRATEs (the baselines: cuckoo moves), {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases); \
          data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
@@ -130,6 +131,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.stale_completions,
         s.landing_deadline_refusals,
         s.late_landings,
+        s.torn,
+        s.partly_placed,
+        s.link_errors,
         s.migrations,
         s.recoveries,
         s.recycled_in_race,

@@ -23,8 +23,10 @@
 //!   landing bound), or execute and have its completion handed in only
 //!   after the round waiting for it was given up; clients may pause between
 //!   steps for longer than their deadlines, crash at any step and restart,
-//!   and nodes may become unreachable for a while (their clients crash with
-//!   them).
+//!   nodes may become unreachable for a while (their clients crash with
+//!   them), one client may lose only its own queue pair to one node, and
+//!   multi-word transfers may tear (their words landing one at a time, a
+//!   fault stopping one part placed).
 //!
 //! What becomes of one remote request is a fault of the project's one
 //! vocabulary, [`TransportFault`], or none ([`Dice::fate`]); the swarm injects
@@ -80,6 +82,30 @@ pub struct Chaos {
     /// a baseline's client or server worker so hit loses the completion.
     #[serde(default)]
     pub late_completion_permille: u32,
+    /// Multi-word READs and WRITEs through a NIC that move their words one
+    /// at a time, in ascending address order (the protocol's contract,
+    /// `docs/protocol.md` §1), each word at its own instant, so that other
+    /// requests and CPU accesses land between them (a torn transfer). A
+    /// torn mutation whose words would land past its landing deadline
+    /// stops there (A2, enforced by the requester: the rest is flushed and
+    /// the completion reports an error); one hit by a failure after
+    /// executing ([`Chaos::fail_after_exec_permille`]), by a node outage or
+    /// by a link failure stops after some of its words, so a fault meets a
+    /// partly placed transfer.
+    #[serde(default)]
+    pub torn_permille: u32,
+    /// Per simulated millisecond: one client's (or server worker's) queue
+    /// pair to one node fails as a whole, as when the link between the two
+    /// drops or the QP hits a fatal error, while every other client keeps
+    /// its own: each request it has outstanding to that node completes with
+    /// an error, having executed (it was on the wire already, within A2) or
+    /// not (flushed), at even odds; posts to that node are refused at once
+    /// until the link is re-dialled `link_down_ns` later.
+    #[serde(default)]
+    pub link_failure_permille: u32,
+    /// How long a failed link stays down.
+    #[serde(default)]
+    pub link_down_ns: u64,
     /// Polls at which the client is descheduled for up to `max_pause_ns`.
     pub pause_permille: u32,
     /// The bound of one pause.
@@ -156,6 +182,9 @@ impl Chaos {
         lose_completion_permille: 0,
         error_then_land_permille: 0,
         late_completion_permille: 0,
+        torn_permille: 0,
+        link_failure_permille: 0,
+        link_down_ns: 0,
         pause_permille: 0,
         max_pause_ns: 0,
         crash_permille: 0,
@@ -187,6 +216,8 @@ impl Chaos {
             ("lose-completion", self.lose_completion_permille > 0),
             ("error-then-land", self.error_then_land_permille > 0),
             ("late-completion", self.late_completion_permille > 0),
+            ("torn", self.torn_permille > 0),
+            ("link-failure", self.link_failure_permille > 0),
             ("pause", self.pause_permille > 0),
             ("boundary-pauses", self.boundary_pauses),
             ("boundary-delays", self.boundary_delays),
@@ -214,6 +245,8 @@ impl Chaos {
             "lose-completion" => c.lose_completion_permille = 0,
             "error-then-land" => c.error_then_land_permille = 0,
             "late-completion" => c.late_completion_permille = 0,
+            "torn" => c.torn_permille = 0,
+            "link-failure" => c.link_failure_permille = 0,
             "pause" => c.pause_permille = 0,
             "boundary-pauses" => c.boundary_pauses = false,
             "boundary-delays" => c.boundary_delays = false,

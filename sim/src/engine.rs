@@ -253,6 +253,9 @@ pub(crate) struct Engine {
     /// The faults of the measured workload, held back during a preload.
     pub(crate) held_chaos: Option<Chaos>,
     pub(crate) node_down: Vec<bool>,
+    /// The queue pairs that fail during the run, drawn in advance
+    /// ([`Chaos::link_failure_permille`]).
+    pub(crate) link_failures: Vec<crate::network::LinkFailure>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
     queue: BinaryHeap<Scheduled>,
@@ -466,6 +469,7 @@ impl Engine {
             preloading: 0,
             held_chaos: None,
             node_down: vec![false; usize::from(spec.nodes)],
+            link_failures: Vec::new(),
             clients,
             reqs: Vec::new(),
             free_reqs: Vec::new(),
@@ -525,6 +529,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
         };
     } else {
         e.plan_outages();
+        e.plan_link_failures();
     }
     e.horizon = if e.preloading > 0 {
         // The measured workload starts once the preload is done; a preload
@@ -559,8 +564,10 @@ impl Engine {
     /// The next event due by the horizon (`None`: the queue is empty or the
     /// horizon has come).
     pub(crate) fn next_event(&mut self) -> Option<(u64, Ev)> {
-        match self.queue.pop() {
-            Some(s) if s.at <= self.horizon => Some((s.at, s.ev)),
+        // Peek first: an event past the horizon stays queued (the final
+        // sweep keeps a CPU access's completion).
+        match self.queue.peek() {
+            Some(s) if s.at <= self.horizon => self.queue.pop().map(|s| (s.at, s.ev)),
             Some(_) => {
                 self.now = self.horizon;
                 None
@@ -673,7 +680,17 @@ impl Engine {
             // The baselines' tables count their reuse themselves.
             self.recycled_in_race += sv.reused();
         }
-        self.queue.clear();
+        // A CPU access in progress still completes (it crosses no network:
+        // dropping its completion would leave a server worker waiting for
+        // it for good); everything else in flight is dropped.
+        let cpu: Vec<Scheduled> = std::mem::take(&mut self.queue)
+            .into_iter()
+            .filter(|s| {
+                matches!(s.ev, Ev::Complete(r)
+                    if self.reqs[r].as_ref().is_some_and(NicRequest::is_cpu))
+            })
+            .collect();
+        self.queue.extend(cpu);
         for c in 0..self.clients.len() {
             // Held completions are dropped with everything in flight.
             self.drop_late(c);
@@ -684,6 +701,7 @@ impl Engine {
             ..Chaos::NONE
         };
         self.node_down.iter_mut().for_each(|d| *d = false);
+        self.link_failures.clear();
         for k in (0..self.spec.keys).rev() {
             self.sweep.push((k, Kind::Get));
             self.sweep.push((k, Kind::Put));
@@ -1296,6 +1314,41 @@ impl Engine {
                     self.schedule(down, Ev::NodeDown(n));
                     self.schedule(up, Ev::NodeUp(n));
                 }
+            }
+            at += 1_000_000;
+        }
+    }
+
+    /// Draws the queue pairs that fail during the run in advance: per
+    /// simulated millisecond, at [`Chaos::link_failure_permille`], one
+    /// client's or server worker's queue pair to one node, down for
+    /// [`Chaos::link_down_ns`].
+    pub(crate) fn plan_link_failures(&mut self) {
+        let chaos = self.spec.chaos;
+        if chaos.link_failure_permille == 0 {
+            return;
+        }
+        let workers = self.servers.as_ref().map_or(0, |s| s.workers.len());
+        let actors = (self.clients.len() + workers) as u64;
+        let nodes = self.node_down.len() as u64;
+        let mut at = self.measure_from;
+        while at < self.end {
+            if self.dice.chance(chaos.link_failure_permille) {
+                let a = self.dice.below(actors) as usize;
+                let actor = if a < self.clients.len() {
+                    Actor::Client(a)
+                } else {
+                    Actor::Worker(a - self.clients.len())
+                };
+                let node = self.dice.below(nodes) as usize;
+                let down = at + self.dice.below(1_000_000);
+                self.counts.link_failures += 1;
+                self.link_failures.push(crate::network::LinkFailure {
+                    actor,
+                    node,
+                    at: down,
+                    until: down + chaos.link_down_ns.max(1),
+                });
             }
             at += 1_000_000;
         }

@@ -340,3 +340,129 @@ fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
     assert_eq!(e.marked_linked.len(), 2, "{:?}", e.marked_linked);
     assert!(e.marked_linked[1].contains("while an index table entry names it"));
 }
+
+/// A four-word WRITE to node 1's data region at offset 64.
+fn four_words(id: u64) -> WorkRequest {
+    WorkRequest {
+        id: OpId(id),
+        op: Op::Write {
+            addr: RemoteAddr::data(NodeId(1), 64),
+            data: (1..=32).collect(),
+        },
+    }
+}
+
+fn data_words(e: &Engine) -> Vec<u64> {
+    (0..4)
+        .map(|i| e.mem.word(NodeId(1), Region::Data, 64 + 8 * i).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_torn_write_lands_one_word_at_a_time_in_ascending_order() {
+    let chaos = Chaos {
+        torn_permille: 1_000,
+        ..Chaos::NONE
+    };
+    let mut e = engine(System::Nessie, chaos, 5);
+    e.post(Actor::Client(0), four_words(1), 0);
+    let mut placed = Vec::new();
+    while let Some((at, ev)) = e.next_event() {
+        let before = data_words(&e);
+        e.handle(at, ev);
+        let after = data_words(&e);
+        if before != after {
+            // Exactly one more word, the next in address order.
+            let changed: Vec<usize> = (0..4).filter(|&i| before[i] != after[i]).collect();
+            assert_eq!(changed, vec![placed.len()], "{before:?} -> {after:?}");
+            placed.push(at);
+        }
+    }
+    assert_eq!(placed.len(), 4);
+    assert!(placed.windows(2).all(|w| w[0] < w[1]), "{placed:?}");
+    assert_eq!(e.counts.torn, 1);
+    assert_eq!(e.counts.partly_placed, 0);
+}
+
+#[test]
+fn a_failure_after_executing_stops_a_torn_write_part_placed() {
+    let mut stopped_at = std::collections::BTreeSet::new();
+    for seed in 0..50 {
+        let chaos = Chaos {
+            torn_permille: 1_000,
+            fail_after_exec_permille: 1_000,
+            ..Chaos::NONE
+        };
+        let mut e = engine(System::Nessie, chaos, seed);
+        e.post(Actor::Client(0), four_words(1), 0);
+        run(&mut e);
+        let w = data_words(&e);
+        let placed = w.iter().take_while(|&&x| x != 0).count();
+        assert!((1..4).contains(&placed), "seed {seed}: {w:?}");
+        assert!(w[placed..].iter().all(|&x| x == 0), "seed {seed}: {w:?}");
+        assert_eq!(e.counts.partly_placed, 1);
+        assert_eq!(e.counts.failed_after_exec, 1);
+        stopped_at.insert(placed);
+    }
+    assert_eq!(stopped_at.len(), 3, "every prefix occurs: {stopped_at:?}");
+}
+
+#[test]
+fn a_failed_queue_pair_refuses_its_own_posts_and_no_one_elses() {
+    let mut e = engine(System::Nessie, Chaos::NONE, 1);
+    e.link_failures.push(crate::network::LinkFailure {
+        actor: Actor::Client(0),
+        node: 1,
+        at: 0,
+        until: 1_000_000,
+    });
+    // Client 0's WRITE to node 1, posted while its queue pair is down, is
+    // refused and never executes; client 1's executes.
+    e.post(Actor::Client(0), four_words(1), 10);
+    run(&mut e);
+    assert_eq!(data_words(&e), vec![0; 4]);
+    assert_eq!(e.counts.link_errors, 1);
+    e.post(Actor::Client(1), four_words(2), 20);
+    run(&mut e);
+    assert_ne!(data_words(&e), vec![0; 4]);
+    assert_eq!(e.counts.link_errors, 1);
+}
+
+#[test]
+fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
+    let (mut flushed, mut executed) = (0, 0);
+    for seed in 0..40 {
+        let mut e = engine(System::Nessie, Chaos::NONE, seed);
+        // The queue pair fails right after the post, before the request
+        // reaches node 1.
+        e.link_failures.push(crate::network::LinkFailure {
+            actor: Actor::Client(0),
+            node: 1,
+            at: 1,
+            until: 1_000_000,
+        });
+        e.post(Actor::Client(0), four_words(1), 0);
+        run(&mut e);
+        assert_eq!(e.counts.link_errors, 1, "seed {seed}");
+        if data_words(&e) == vec![0; 4] {
+            flushed += 1;
+        } else {
+            executed += 1;
+        }
+    }
+    assert!(
+        flushed > 5 && executed > 5,
+        "{flushed} flushed, {executed} on the wire"
+    );
+}
+
+#[test]
+fn an_event_past_the_horizon_stays_queued() {
+    let mut e = engine(System::Nessie, Chaos::NONE, 1);
+    e.horizon = 100;
+    e.schedule(200, Ev::Poll(0));
+    assert!(e.next_event().is_none());
+    assert_eq!(e.now, 100);
+    e.horizon = 300;
+    assert!(matches!(e.next_event(), Some((200, Ev::Poll(0)))));
+}

@@ -36,7 +36,47 @@ pub(crate) struct NicRequest {
     /// The request of an error-then-land fault travelling on after its
     /// error completion: it executes, and completes nowhere.
     orphan: bool,
+    /// A torn transfer: its words land one at a time ([`Chaos::torn_permille`](crate::Chaos::torn_permille)).
+    torn: bool,
+    /// A torn transfer's progress once its first word landed.
+    placing: Option<InFlight>,
+    /// A torn transfer that a failure after executing stops after this
+    /// many words (a fault on a partly placed transfer).
+    place_only: Option<u32>,
+    /// The requester's queue pair to the responder failed while this was
+    /// outstanding and it executes all the same (it was on the wire): its
+    /// completion reports an error.
+    link_error: bool,
+    /// An access to the poster's own memory by its CPU (no queue pair).
+    cpu: bool,
     pub(crate) result: Option<Result<OpOutput, FabricError>>,
+}
+
+impl NicRequest {
+    /// Whether this is an access to the poster's own memory by its CPU.
+    pub(crate) fn is_cpu(&self) -> bool {
+        self.cpu
+    }
+}
+
+/// How many 8-byte words a NIC READ or WRITE moves (1 for anything else).
+fn words(op: &Op) -> u32 {
+    let len = match op {
+        Op::Read { len, .. } => u64::from(*len),
+        Op::Write { data, .. } => data.len() as u64,
+        _ => 8,
+    };
+    u32::try_from(len.div_ceil(8).max(1)).unwrap_or(u32::MAX)
+}
+
+/// One queue pair failing as a whole: `actor`'s to `node`, from `at` until
+/// it is re-dialled at `until` ([`Chaos::link_failure_permille`](crate::Chaos::link_failure_permille)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkFailure {
+    pub(crate) actor: Actor,
+    pub(crate) node: usize,
+    pub(crate) at: u64,
+    pub(crate) until: u64,
 }
 
 fn placeholder(wr: &WorkRequest) -> WorkRequest {
@@ -104,6 +144,11 @@ impl Engine {
                 posted: t,
                 fate: None,
                 orphan: false,
+                torn: false,
+                placing: None,
+                place_only: None,
+                link_error: false,
+                cpu: true,
                 result: Some(result),
             });
             let core = match actor {
@@ -119,6 +164,33 @@ impl Engine {
             self.schedule(at, Ev::Complete(r));
             return;
         }
+        if self.link_down(actor, dst, t) {
+            // Posted to a queue pair in the error state: refused at once,
+            // nothing executes.
+            self.counts.link_errors += 1;
+            let r = self.store(NicRequest {
+                actor,
+                round,
+                incarnation,
+                wr: placeholder(&wr),
+                src,
+                dst,
+                resp_bytes: 0,
+                posted: t,
+                fate: None,
+                orphan: false,
+                torn: false,
+                placing: None,
+                place_only: None,
+                link_error: false,
+                cpu: false,
+                result: Some(Err(FabricError::Transport(
+                    "queue pair in the error state: flushed".into(),
+                ))),
+            });
+            self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
+            return;
+        }
         let mut fate = self.dice.fate(&self.spec.chaos);
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
         let delay = self.dice.delay_out(&self.spec.chaos, margin);
@@ -131,6 +203,7 @@ impl Engine {
             // A READ executed after its error completion changes nothing.
             fate = Some(TransportFault::FailBeforeExecuting);
         }
+        let torn = words(&wr.op) > 1 && self.dice.chance(self.spec.chaos.torn_permille);
         let mut req = NicRequest {
             actor,
             round,
@@ -142,6 +215,11 @@ impl Engine {
             posted: t,
             fate,
             orphan: false,
+            torn,
+            placing: None,
+            place_only: None,
+            link_error: false,
+            cpu: false,
             result: None,
         };
         if fate == Some(TransportFault::ErrorThenLand) {
@@ -157,6 +235,7 @@ impl Engine {
                 wr: req.wr.clone(),
                 fate: None,
                 orphan: true,
+                placing: None,
                 ..req
             });
             self.schedule(land_at, Ev::Arrive(orphan));
@@ -264,23 +343,33 @@ impl Engine {
         let Some(req) = self.reqs[r].as_mut() else {
             return;
         };
-        let mutation = matches!(req.wr.op, Op::Write { .. } | Op::Cas { .. });
-        let (dst, src, resp) = (req.dst, req.src, req.resp_bytes);
+        let mutation = matches!(req.wr.op, Op::Write { .. } | Op::Cas { .. })
+            || req
+                .placing
+                .as_ref()
+                .is_some_and(|p| matches!(p.wr.op, Op::Write { .. }));
+        let (dst, actor, posted, orphan) = (req.dst, req.actor, req.posted, req.orphan);
+        let placed = req.placing.is_some();
         if self.node_down[dst] {
             self.counts.unreachable += 1;
+            self.counts.partly_placed += u64::from(placed);
             let at = now + self.spec.chaos.unreachable_after_ns;
             self.fail(r, at, FabricError::Timeout);
             return;
         }
-        let late = mutation && now > req.posted + margin;
+        let late = mutation && now > posted + margin;
         if late && self.spec.chaos.late_landing {
             // A2 dropped (negative control): it executes all the same.
-            self.counts.late_landings += 1;
+            if !placed {
+                self.counts.late_landings += 1;
+            }
         } else if late {
             // A2, enforced by the requester: past its landing deadline the
-            // queue pair was moved to the error state, so the request never
-            // executes; the requester learns only that it failed.
+            // queue pair was moved to the error state, so the request (or
+            // the rest of a torn one) never executes; the requester learns
+            // only that it failed.
             self.counts.landing_deadline_refusals += 1;
+            self.counts.partly_placed += u64::from(placed);
             self.fail(
                 r,
                 now,
@@ -288,13 +377,46 @@ impl Engine {
             );
             return;
         }
-        if req.fate == Some(TransportFault::FailBeforeExecuting) {
+        if !orphan && self.link_failed_since(actor, dst, posted, now) {
+            // The requester's queue pair failed while this was outstanding:
+            // flushed before it executes (or before the rest of a torn
+            // transfer does), or, already on the wire, it executes and its
+            // completion reports an error. Decided once.
+            let Some(req) = self.reqs[r].as_mut() else {
+                return;
+            };
+            if !req.link_error {
+                let on_the_wire = !placed && self.dice.chance(500);
+                let Some(req) = self.reqs[r].as_mut() else {
+                    return;
+                };
+                req.link_error = true;
+                self.counts.link_errors += 1;
+                if !on_the_wire {
+                    self.counts.partly_placed += u64::from(placed);
+                    self.fail(
+                        r,
+                        now,
+                        FabricError::Transport("queue pair failed: flushed".into()),
+                    );
+                    return;
+                }
+            }
+        }
+        let Some(req) = self.reqs[r].as_mut() else {
+            return;
+        };
+        if !placed && req.fate == Some(TransportFault::FailBeforeExecuting) {
             self.counts.failed_before_exec += 1;
             self.fail(r, now, FabricError::Transport("injected: failed".into()));
             return;
         }
+        if req.torn {
+            return self.land_one_word(r, now);
+        }
         let wr = placeholder(&req.wr);
         let wr = std::mem::replace(&mut req.wr, wr);
+        let src = req.src;
         let written = match &wr.op {
             Op::Write { addr, data } => Some((addr.offset, data.len() as u64)),
             _ => None,
@@ -309,6 +431,68 @@ impl Engine {
         if let (Some((offset, len)), Ok(_)) = (written, &result) {
             self.landed(dst, offset, len, now);
         }
+        self.executed(r, result, now);
+    }
+
+    /// One word of torn transfer `r` lands at `now` (ascending address
+    /// order); the next one later, unless this was the last or a failure
+    /// after executing stops the transfer here, part placed.
+    fn land_one_word(&mut self, r: usize, now: u64) {
+        let Some(mut req) = self.reqs[r].take() else {
+            return;
+        };
+        if req.placing.is_none() {
+            self.counts.torn += 1;
+            let wr = placeholder(&req.wr);
+            let wr = std::mem::replace(&mut req.wr, wr);
+            let n = words(&wr.op);
+            if req.fate == Some(TransportFault::FailAfterExecuting) && n > 1 {
+                req.place_only = Some(1 + self.dice.below(u64::from(n - 1)) as u32);
+            }
+            req.placing = Some(InFlight::new(wr, req.posted));
+        }
+        let placing = req.placing.as_mut().expect("set above");
+        let word = u64::from(placing.words);
+        let write_at = match &placing.wr.op {
+            Op::Write { addr, .. } => Some(addr.offset + 8 * word),
+            _ => None,
+        };
+        let step = placing.step(
+            &mut self.mem,
+            NodeId(req.src as u16),
+            true,
+            WordOrder::Ascending,
+        );
+        let placed = placing.words;
+        let (dst, stop) = (req.dst, req.place_only);
+        self.reqs[r] = Some(req);
+        if let (Some(offset), None | Some(Ok(_))) = (write_at, &step) {
+            self.landed(dst, offset, 8, now);
+        }
+        match step {
+            Some(result) => self.executed(r, result, now),
+            None if stop == Some(placed) => {
+                // A failure after executing met the transfer part placed:
+                // the rest never lands.
+                self.counts.failed_after_exec += 1;
+                self.counts.partly_placed += 1;
+                self.fail(
+                    r,
+                    now,
+                    FabricError::Transport("injected: failed with the transfer part placed".into()),
+                );
+            }
+            None => {
+                let gap = 1 + self.dice.below(2 * self.p.nic_op_ns + self.p.wire_ns);
+                self.schedule(now + gap, Ev::Land(r));
+            }
+        }
+    }
+
+    /// Request `r` executed at its responder at `now` with `result`: an
+    /// orphan is done; anything else sends its completion back (an error if
+    /// a fault says so).
+    fn executed(&mut self, r: usize, result: Result<OpOutput, FabricError>, now: u64) {
         if self.reqs[r].as_ref().is_some_and(|q| q.orphan) {
             // An error-then-land request landed: nobody hears of it.
             self.counts.orphans_landed += 1;
@@ -319,10 +503,16 @@ impl Engine {
         let Some(req) = self.reqs[r].as_mut() else {
             return;
         };
+        req.placing = None;
+        let (dst, src, resp) = (req.dst, req.src, req.resp_bytes);
         req.result = Some(if req.fate == Some(TransportFault::FailAfterExecuting) {
             self.counts.failed_after_exec += 1;
             Err(FabricError::Transport(
                 "injected: failed after executing".into(),
+            ))
+        } else if req.link_error {
+            Err(FabricError::Transport(
+                "queue pair failed after the request executed".into(),
             ))
         } else {
             result
@@ -333,6 +523,21 @@ impl Engine {
         }
         let arrives = self.transmit(dst, src, now, resp) + delay;
         self.schedule(arrives, Ev::Back(r));
+    }
+
+    /// Whether `actor`'s queue pair to `node` is down at `t`.
+    fn link_down(&self, actor: Actor, node: usize, t: u64) -> bool {
+        self.link_failures
+            .iter()
+            .any(|f| f.actor == actor && f.node == node && f.at <= t && t < f.until)
+    }
+
+    /// Whether `actor`'s queue pair to `node` failed after `posted`, by
+    /// `now` (a request posted at `posted` was outstanding then).
+    fn link_failed_since(&self, actor: Actor, node: usize, posted: u64, now: u64) -> bool {
+        self.link_failures
+            .iter()
+            .any(|f| f.actor == actor && f.node == node && posted < f.at && f.at <= now)
     }
 
     pub(crate) fn on_back(&mut self, r: usize, now: u64) {
@@ -354,9 +559,21 @@ impl Engine {
         if self.hold_late(r) {
             return;
         }
-        let Some(req) = self.reqs[r].take() else {
+        let Some(mut req) = self.reqs[r].take() else {
             return;
         };
+        if !req.cpu
+            && !req.link_error
+            && matches!(req.result, Some(Ok(_)))
+            && self.link_failed_since(req.actor, req.dst, req.posted, now)
+        {
+            // Executed, and the queue pair failed before its completion
+            // came back: the completion reports an error.
+            self.counts.link_errors += 1;
+            req.result = Some(Err(FabricError::Transport(
+                "queue pair failed after the request executed".into(),
+            )));
+        }
         self.free_reqs.push(r);
         if req.fate == Some(TransportFault::LoseCompletion) {
             self.counts.lost_completions += 1;

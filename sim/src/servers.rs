@@ -70,6 +70,7 @@ impl Engine {
         if let Some(chaos) = self.held_chaos.take() {
             self.spec.chaos = chaos;
             self.plan_outages();
+            self.plan_link_failures();
         }
         self.horizon = self.end + self.drain_ns();
         for c in 0..self.clients.len() {

@@ -110,12 +110,28 @@ pub struct ServerFaults {
     /// ([`RpcFaults::set_cancel_before_landing`](nessie_baselines::rpc::RpcFaults::set_cancel_before_landing)).
     #[serde(default)]
     pub cancel_before_landing: bool,
+    /// Pilaf's GETs do not compare entry and extent checksums, so a torn
+    /// entry or extent can be returned
+    /// ([`PilafClient::set_skip_checksums`](nessie_baselines::pilaf::PilafClient::set_skip_checksums)).
+    #[serde(default)]
+    pub skip_checksums: bool,
+    /// Server workers take a request from its slot without checking its
+    /// checksum and control word, so a slot that two WRITEs landed in word
+    /// by word (a torn transfer) is served as one request
+    /// ([`WorkerCounters::skip_message_checks`](nessie_baselines::server::WorkerCounters::skip_message_checks)).
+    #[serde(default)]
+    pub skip_message_checks: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 3] =
-        ["skip-claims", "skip-epoch-check", "cancel-before-landing"];
+    pub const NAMES: [&'static str; 5] = [
+        "skip-claims",
+        "skip-epoch-check",
+        "cancel-before-landing",
+        "skip-checksums",
+        "skip-message-checks",
+    ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
     pub fn named(names: &[impl AsRef<str>]) -> Result<ServerFaults, SimError> {
@@ -125,6 +141,8 @@ impl ServerFaults {
                 "skip-claims" => f.skip_claims = true,
                 "skip-epoch-check" => f.skip_epoch_check = true,
                 "cancel-before-landing" => f.cancel_before_landing = true,
+                "skip-checksums" => f.skip_checksums = true,
+                "skip-message-checks" => f.skip_message_checks = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",
@@ -479,6 +497,18 @@ pub struct ChaosCounts {
     pub stale_completions: u64,
     /// Mutations refused at their landing deadline (A2 enforced).
     pub landing_deadline_refusals: u64,
+    /// Multi-word transfers that moved their words one at a time
+    /// ([`Chaos::torn_permille`](crate::Chaos::torn_permille)).
+    pub torn: u64,
+    /// Of those, how many a fault stopped part placed (some words landed,
+    /// the rest never will, the completion an error).
+    pub partly_placed: u64,
+    /// Queue pairs that failed as a whole
+    /// ([`Chaos::link_failure_permille`](crate::Chaos::link_failure_permille)).
+    pub link_failures: u64,
+    /// Requests that a failed queue pair completed with an error (posted to
+    /// it while down, or outstanding when it failed).
+    pub link_errors: u64,
     /// Mutations that executed after their landing deadline
     /// ([`Chaos::late_landing`](crate::Chaos::late_landing): A2 dropped).
     pub late_landings: u64,

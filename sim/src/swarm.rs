@@ -275,6 +275,18 @@ impl SwarmCase {
         if on(&mut d) {
             case.chaos.late_completion_permille = 1 + d.below(4) as u32;
         }
+        // What real NICs do beyond those (issue 23, item 8), drawn after
+        // them: torn multi-word transfers in half the cases (a failure after
+        // executing, an outage or a landing deadline then meets some part
+        // placed), and in a quarter one client's queue pair to one node
+        // failing as a whole while the others keep theirs.
+        if on(&mut d) {
+            case.chaos.torn_permille = 100 + d.below(900) as u32;
+        }
+        if d.chance(250) {
+            case.chaos.link_failure_permille = 200 + d.below(600) as u32;
+            case.chaos.link_down_ns = d.below(2 * margin);
+        }
         case
     }
 
@@ -609,6 +621,12 @@ pub struct SwarmSummary {
     /// Mutations that executed after their landing deadline (only with
     /// [`Chaos::late_landing`](crate::Chaos::late_landing)).
     pub late_landings: u64,
+    /// Multi-word transfers whose words landed one at a time.
+    pub torn: u64,
+    /// Of those, how many a fault stopped part placed.
+    pub partly_placed: u64,
+    /// Requests a failed queue pair completed with an error.
+    pub link_errors: u64,
     /// Data table entries recycled for reuse while clients raced (the
     /// workload, not the final sweep), over all cases.
     pub recycled_in_race: u64,
@@ -683,6 +701,9 @@ pub fn swarm_with(
         s.stale_completions += run.report.chaos.stale_completions;
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
         s.late_landings += run.report.chaos.late_landings;
+        s.torn += run.report.chaos.torn;
+        s.partly_placed += run.report.chaos.partly_placed;
+        s.link_errors += run.report.chaos.link_errors;
         s.migrations += run.report.migrations;
         s.recycled_in_race += run.report.recycled_in_race;
         s.cases_with_reuse += usize::from(run.report.recycled_in_race > 0);

@@ -558,6 +558,7 @@ impl CoreMaker {
             _ => {
                 let mut c = PilafCore::new(cfg.clone(), PilafLayout::new(cfg), rpc);
                 c.set_skip_epoch_check(self.faults.skip_epoch_check);
+                c.set_skip_checksums(self.faults.skip_checksums);
                 AnyCore::Pilaf(c)
             }
         }
@@ -590,6 +591,10 @@ pub(crate) fn baseline(
     counters
         .skip_claims
         .store(faults.skip_claims, std::sync::atomic::Ordering::Relaxed);
+    counters.skip_message_checks.store(
+        faults.skip_message_checks,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mailbox = match kind {
         SystemKind::Pilaf => PilafLayout::new(cfg).mailbox,
         _ => sys.coupled().mailbox,
