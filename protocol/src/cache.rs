@@ -124,10 +124,14 @@ mod tests {
     fn expired_entries_miss_and_are_evicted() {
         let mut c = DteCache::new(4);
         c.insert(7, vec![1, 2], Nanos(100));
+        assert!(!c.is_empty());
         assert_eq!(c.get(7, Nanos(99), Nanos(0)), Some(&[1u8, 2][..]));
         assert_eq!(c.get(7, Nanos(100), Nanos(0)), None);
         assert!(c.is_empty());
         assert_eq!(c.hit_miss(), (1, 1));
+        // An entry never cached is a miss too.
+        assert_eq!(c.get(8, Nanos(0), Nanos(0)), None);
+        assert_eq!(c.hit_miss(), (1, 2));
     }
 
     #[test]

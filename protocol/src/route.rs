@@ -161,6 +161,7 @@ mod tests {
         let mut r = Router::new(2);
         let a = r.outbound(0, wr(0));
         let b = r.outbound(1, wr(0));
+        assert_eq!((r.routed(0), r.routed(1)), (1, 1));
         assert_ne!(a.id, b.id);
         assert_eq!(r.inbound(ok(b.id)), Some((1, ok(OpId(0)))));
         assert_eq!(r.inbound(ok(b.id)), None, "answered once");

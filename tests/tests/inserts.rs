@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::{Config, Endpoint, Error, Fabric, MigrateSearch, NodeId, PutMachine};
 use nessie_tests::step::Stepper;
-use nessie_tests::SimCluster;
+use nessie_tests::{find_key, slot, tiny_config, SimCluster};
 
 fn small_index(search: MigrateSearch) -> Config {
     Config {
@@ -170,4 +170,52 @@ fn with_a_short_expiration_every_insert_finishes_or_gives_up_early_within_one_at
         .count();
     eprintln!("depth first: {timeouts} timeouts, longest insert {longest:?}");
     assert!(timeouts > 0);
+}
+
+/// An insert whose candidates (slots 0 and 1) hold m and n, where m's other
+/// candidate (slot 2) holds g and g's other candidate (slot 3) is empty:
+/// only a chain of two moves (g to 3, then m to 2) frees a candidate. What
+/// the PUT answered and how many MIGRATEs it ran, under `depth` and `search`
+/// (a manual clock: the budget never decides).
+fn insert_after_a_two_move_chain(search: MigrateSearch, depth: u8) -> (Result<bool, Error>, u64) {
+    let cluster = SimCluster::manual_clock(Config {
+        max_migrate_depth: depth,
+        migrate_search: search,
+        ..tiny_config()
+    });
+    let c = &cluster.cfg;
+    let m = find_key(c, "m", |k| k == [slot(0), slot(2)]);
+    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
+    let n = find_key(c, "n", |k| k == [slot(1), slot(2)]);
+    let p = find_key(c, "p", |k| k == [slot(0), slot(1)]);
+    let mut b = cluster.client(0, 1);
+    for k in [&m, &g, &n] {
+        assert_eq!(b.put(k, b"v"), Ok(false));
+    }
+    let mut a = cluster.client(0, 0);
+    let r = a.put(&p, b"pv");
+    let moves = a.last_stats().migrations;
+    for k in [&m, &g, &n] {
+        assert_eq!(a.get(k).unwrap(), Some(b"v".to_vec()));
+    }
+    (r, moves)
+}
+
+/// `max_migrate_depth` admits a chain of exactly that many moves, and no
+/// longer one, in both search orders: `TableFull` says no chain within the
+/// limit exists.
+#[test]
+fn the_depth_limit_admits_a_chain_of_exactly_max_migrate_depth_moves() {
+    for search in [MigrateSearch::BreadthFirst, MigrateSearch::DepthFirst] {
+        assert_eq!(
+            insert_after_a_two_move_chain(search, 2),
+            (Ok(false), 2),
+            "{search:?}"
+        );
+        assert_eq!(
+            insert_after_a_two_move_chain(search, 1),
+            (Err(Error::TableFull { depth: 1 }), 0),
+            "{search:?}"
+        );
+    }
 }

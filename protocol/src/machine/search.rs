@@ -302,3 +302,125 @@ impl CuckooSearch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The search's budget at measured prices: a level 2 search whose first
+    //! two rounds (4 requests) took 400 µs, with 17.1 ms left before its
+    //! deadline. A round trip is 200 µs and a request 100 µs, so an entry of
+    //! the next level (1 + N - 1 requests, N = 2) costs 200 µs; executing a
+    //! two-move path costs 200 µs x (9 x 2 + 4) = 4.4 ms; the margin (10 ms)
+    //! and two more round trips come off too: 2.3 ms left, 11 entries.
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::addr::{DteAddr, NodeId};
+    use crate::config::Config;
+    use crate::machine::context::{ClientId, ClientState};
+    use crate::machine::io::Io;
+
+    fn client() -> ClientState {
+        let cfg = Config {
+            candidates: 2,
+            ..Config::default()
+        };
+        ClientState::new(
+            Arc::new(cfg),
+            ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+        )
+        .unwrap()
+    }
+
+    /// A level 2 search with `frontier` entries, after 2 rounds and 4
+    /// requests started at 1 ms.
+    fn searched(frontier: usize) -> CuckooSearch {
+        CuckooSearch {
+            nodes: (0..frontier as u32)
+                .map(|i| Node {
+                    slot: IteAddr {
+                        node: NodeId(0),
+                        slot: i,
+                    },
+                    word: IndexEntry::new(DteAddr { table: 0, index: i }, 0),
+                    parent: None,
+                })
+                .collect(),
+            visited: Vec::new(),
+            frontier: (0..frontier).collect(),
+            depth: 2,
+            started: Nanos(1_000_000),
+            rounds: 2,
+            requests: 4,
+            blocked: false,
+            cut: false,
+            phase: Phase::AwaitKeys,
+        }
+    }
+
+    fn cx<'a>(io: &'a mut Io, client: &'a mut ClientState) -> Cx<'a> {
+        Cx {
+            io,
+            client,
+            now: Nanos(1_400_000),
+            deadline: Nanos(18_500_000),
+        }
+    }
+
+    #[test]
+    fn the_budget_prices_the_level_and_the_path_at_the_measured_costs() {
+        let (mut io, mut client) = (Io::default(), client());
+        let cx = cx(&mut io, &mut client);
+        assert_eq!(searched(0).affordable_width(&cx), 11);
+        // Nothing measured yet (the first level): the widest level.
+        let fresh = CuckooSearch {
+            rounds: 0,
+            ..searched(0)
+        };
+        assert_eq!(fresh.affordable_width(&cx), MAX_FRONTIER);
+    }
+
+    #[test]
+    fn a_frontier_the_budget_just_affords_is_read_whole_and_not_cut() {
+        let (mut io, mut client) = (Io::default(), client());
+        let mut cx = cx(&mut io, &mut client);
+        let mut s = searched(11);
+        assert!(s.read_keys(&mut cx).is_none());
+        assert!(!s.cut, "nothing was cut");
+        assert_eq!(s.frontier.len(), 11);
+        assert_eq!(s.requests, 4 + 11);
+        // One entry more than it affords: cut to 11, and said so.
+        let mut s = searched(12);
+        assert!(s.read_keys(&mut cx).is_none());
+        assert!(s.cut);
+        assert_eq!(s.frontier.len(), 11);
+    }
+
+    #[test]
+    fn a_search_past_the_depth_limit_ends_without_a_path() {
+        let (mut io, mut client) = (Io::default(), client());
+        let mut cx = cx(&mut io, &mut client);
+        // A second to go: the budget affords every level.
+        cx.deadline = Nanos(1_000_000_000);
+        let depth = cx.cfg().max_migrate_depth;
+        let mut at_limit = CuckooSearch {
+            depth,
+            ..searched(1)
+        };
+        assert!(
+            at_limit.read_keys(&mut cx).is_none(),
+            "the last level is read"
+        );
+        let mut past = CuckooSearch {
+            depth: depth + 1,
+            ..searched(1)
+        };
+        assert_eq!(
+            past.read_keys(&mut cx),
+            Some(Ok(Found::NoPath { blocked: false }))
+        );
+    }
+}
