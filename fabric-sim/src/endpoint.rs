@@ -188,7 +188,6 @@ impl SimEndpoint {
         }
         self.count_post();
         let posted = Instant::now();
-        let posted_at = fabric.base_now();
         let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
         let done = fabric.execute(self.node, &wr.op);
         let (result, delivery) = (done.result, done.delivery);
@@ -211,7 +210,10 @@ impl SimEndpoint {
             }
             Delivery::Late(Later::OnRequest) => Some(Until::Request),
             Delivery::Late(Later::AfterOps(n)) => Some(Until::Posts(n)),
-            Delivery::Late(Later::AfterTime(d)) => Some(Until::Time(posted_at.plus(d))),
+            // The fabric's clock is read only here (the operation executed at
+            // once, so this is still the instant it was posted): reading it
+            // on every post cost the quiet path a clock read.
+            Delivery::Late(Later::AfterTime(d)) => Some(Until::Time(fabric.base_now().plus(d))),
         };
         if let Some(until) = until {
             tracing::trace!(node = %self.node, id = wr.id.0, ?until, "sim endpoint: completion held (injected)");
@@ -293,6 +295,9 @@ impl Endpoint for SimEndpoint {
                 return;
             }
             let timed = self.held.iter().any(|h| matches!(h.until, Until::Time(_)));
+            if self.pending.is_empty() && !timed {
+                return;
+            }
             let now = Instant::now();
             let nap = now.checked_add(TIMED_NAP).unwrap_or(now);
             let next = match self.pending.front().map(|p| p.ready) {
