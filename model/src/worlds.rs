@@ -492,6 +492,50 @@ pub fn late_migrate_install(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// `late-migrate-install` across two nodes, with clocks apart: m has
+/// candidates [(1, 0), (0, 0)] and sits at (0, 0), its other candidate (1, 0)
+/// empty; the MIGRATE owner on node 0 locks m's source and may stall until
+/// past its deadline, while the other client, on node 1 (its clock a full
+/// skew ahead by default: it sees the owner's deadline pass first), updates
+/// m (reclaiming the move) and reads it. The source and the destination of
+/// the move lie on different nodes, so the owner's and the reclaimer's time
+/// checks read different clocks (`--clock-offsets` sets them further apart).
+pub fn migrate_across_nodes(faults: Faults) -> World {
+    let c = cfg(2, 2, 2, 2);
+    let at = |list: &[(u16, u32)]| -> Vec<IteAddr> {
+        list.iter()
+            .map(|&(node, slot)| IteAddr {
+                node: NodeId(node),
+                slot,
+            })
+            .collect::<Vec<_>>()
+    };
+    let x = key_where(&c, "x", |k| k == at(&[(1, 0), (1, 1)]));
+    let m = key_where(&c, "m", |k| k == at(&[(1, 0), (0, 0)]));
+    let g = key_where(&c, "g", |k| k == at(&[(0, 1), (1, 1)]));
+    let p = key_where(&c, "p", |k| k == at(&[(0, 0), (0, 1)]));
+    let mut w = world(
+        "migrate-across-nodes",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p")]),
+            client(1, 0, vec![put(&m, "v-m2"), get(&m)]),
+        ],
+    );
+    w.torn = false;
+    w.max_ticks = PAST_DEADLINE + 1;
+    w.max_delays = 2;
+    w.max_attempts = 1;
+    w.expect = vec![Expect::Reclaim];
+    w.preload = vec![
+        (x.clone(), Some(b"v-x".to_vec())),
+        (m, Some(b"v-m".to_vec())),
+        (g, Some(b"v-g".to_vec())),
+        (x, None),
+    ];
+    with_faults(w, faults)
+}
+
 /// A writer on node 0 has written k = a with the first of its two data
 /// table entries, and a client on node 1 has read (and cached) it (the
 /// prelude); then, concurrently, the writer updates k twice (its second
@@ -725,6 +769,7 @@ pub fn ci_worlds() -> Vec<World> {
         crash_and_reclaim(),
         late_owner_commit(f, f),
         late_migrate_install(f),
+        migrate_across_nodes(f),
         cached_writer(f),
         cached_reader(f),
         cached_rereader(f),
@@ -758,6 +803,7 @@ pub fn by_name(name: &str) -> Option<World> {
         "migrate-install-fails" => migrate_install_fails(f),
         "late-owner-commit" => late_owner_commit(f, f),
         "late-migrate-install" => late_migrate_install(f),
+        "migrate-across-nodes" => migrate_across_nodes(f),
         "cached-writer" => cached_writer(f),
         "cached-reader" => cached_reader(f),
         "cached-rereader" => cached_rereader(f),
@@ -775,7 +821,7 @@ pub fn by_name(name: &str) -> Option<World> {
 }
 
 /// Names accepted by [`by_name`].
-pub const NAMES: [&str; 28] = [
+pub const NAMES: [&str; 29] = [
     "two-writers-one-key",
     "three-candidates",
     "migrate",
@@ -793,6 +839,7 @@ pub const NAMES: [&str; 28] = [
     "migrate-install-fails",
     "late-owner-commit",
     "late-migrate-install",
+    "migrate-across-nodes",
     "cached-writer",
     "cached-reader",
     "cached-rereader",

@@ -313,6 +313,22 @@ fn hole1_an_unfenced_migrate_install_lands_after_the_reclaim() {
     );
 }
 
+/// A MIGRATE whose source (node 0) and destination (node 1) lie on
+/// different nodes, its owner on node 0 and the reclaimer on node 1 with its
+/// clock a full skew ahead (it sees the owner's deadline pass first): every
+/// property holds, and hole 1's unfenced install is caught here too.
+#[test]
+fn a_migrate_across_nodes_under_skew_holds_and_catches_the_unfenced_install() {
+    all_hold(vec![(
+        worlds::migrate_across_nodes(Faults::default()),
+        6045414,
+    )]);
+    caught(
+        worlds::migrate_across_nodes(broken(|f| f.unfenced_migrate_install = true)),
+        &[LINEARIZABLE],
+    );
+}
+
 #[test]
 fn hole2_a_cache_extended_from_completion_time_serves_a_stale_value() {
     caught(
