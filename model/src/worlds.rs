@@ -466,16 +466,55 @@ pub fn late_owner_commit(owner: Faults, all: Faults) -> World {
 /// move) and reads it.
 pub fn late_migrate_install(faults: Faults) -> World {
     let c = cfg(1, 4, 2, 3);
-    let x = key_where(&c, "x", |k| k == slots(&[1, 3]));
-    let m = key_where(&c, "m", |k| k == slots(&[1, 0]));
-    let g = key_where(&c, "g", |k| k == slots(&[2, 3]));
-    let p = key_where(&c, "p", |k| k == slots(&[0, 2]));
-    let mut w = world(
+    let on_node_0 = |list: &[u32]| -> Vec<(u16, u32)> { list.iter().map(|&s| (0, s)).collect() };
+    late_install_world(
         "late-migrate-install",
         c,
+        [
+            on_node_0(&[1, 3]),
+            on_node_0(&[1, 0]),
+            on_node_0(&[2, 3]),
+            on_node_0(&[0, 2]),
+        ],
+        [(0, 0), (0, 1)],
+        faults,
+    )
+}
+
+/// The world of `late-migrate-install` under configuration `c`: keys x, m,
+/// g and p with the candidates `layout` names (as (node, slot)), x, m and g
+/// preloaded and x deleted (so m sits at its second candidate, its first
+/// empty, and p's candidates are taken by m and g); the client `clients[0]`
+/// PUTs p (moving m), `clients[1]` updates m and reads it.
+fn late_install_world(
+    name: &str,
+    c: Config,
+    layout: [Vec<(u16, u32)>; 4],
+    clients: [(u16, u16); 2],
+    faults: Faults,
+) -> World {
+    let at = |list: &[(u16, u32)]| -> Vec<IteAddr> {
+        list.iter()
+            .map(|&(node, slot)| IteAddr {
+                node: NodeId(node),
+                slot,
+            })
+            .collect()
+    };
+    let [x, m, g, p] = ["x", "m", "g", "p"]
+        .iter()
+        .zip(&layout)
+        .map(|(prefix, cands)| key_where(&c, prefix, |k| k == at(cands)))
+        .collect::<Vec<_>>()
+        .try_into()
+        .expect("four keys");
+    let [(n0, i0), (n1, i1)] = clients;
+    let mut w = world(
+        name,
+        c,
         vec![
-            client(0, 0, vec![put(&p, "v-p")]),
-            client(0, 1, vec![put(&m, "v-m2"), get(&m)]),
+            client(n0, i0, vec![put(&p, "v-p")]),
+            client(n1, i1, vec![put(&m, "v-m2"), get(&m)]),
         ],
     );
     w.torn = false;
@@ -501,39 +540,18 @@ pub fn late_migrate_install(faults: Faults) -> World {
 /// the move lie on different nodes, so the owner's and the reclaimer's time
 /// checks read different clocks (`--clock-offsets` sets them further apart).
 pub fn migrate_across_nodes(faults: Faults) -> World {
-    let c = cfg(2, 2, 2, 2);
-    let at = |list: &[(u16, u32)]| -> Vec<IteAddr> {
-        list.iter()
-            .map(|&(node, slot)| IteAddr {
-                node: NodeId(node),
-                slot,
-            })
-            .collect::<Vec<_>>()
-    };
-    let x = key_where(&c, "x", |k| k == at(&[(1, 0), (1, 1)]));
-    let m = key_where(&c, "m", |k| k == at(&[(1, 0), (0, 0)]));
-    let g = key_where(&c, "g", |k| k == at(&[(0, 1), (1, 1)]));
-    let p = key_where(&c, "p", |k| k == at(&[(0, 0), (0, 1)]));
-    let mut w = world(
+    late_install_world(
         "migrate-across-nodes",
-        c,
-        vec![
-            client(0, 0, vec![put(&p, "v-p")]),
-            client(1, 0, vec![put(&m, "v-m2"), get(&m)]),
+        cfg(2, 2, 2, 2),
+        [
+            vec![(1, 0), (1, 1)],
+            vec![(1, 0), (0, 0)],
+            vec![(0, 1), (1, 1)],
+            vec![(0, 0), (0, 1)],
         ],
-    );
-    w.torn = false;
-    w.max_ticks = PAST_DEADLINE + 1;
-    w.max_delays = 2;
-    w.max_attempts = 1;
-    w.expect = vec![Expect::Reclaim];
-    w.preload = vec![
-        (x.clone(), Some(b"v-x".to_vec())),
-        (m, Some(b"v-m".to_vec())),
-        (g, Some(b"v-g".to_vec())),
-        (x, None),
-    ];
-    with_faults(w, faults)
+        [(0, 0), (1, 0)],
+        faults,
+    )
 }
 
 /// A writer on node 0 has written k = a with the first of its two data

@@ -107,13 +107,32 @@ impl Engine {
             Op::Write { addr, data } => (usize::from(addr.node.0), data.len() as u64, 0, None),
             Op::Cas { addr, .. } => (usize::from(addr.node.0), 24, 8, None),
         };
+        // What every request starts as: nothing executed, no fault, the work
+        // request's id kept (its operation goes to whoever executes it).
+        let base = NicRequest {
+            actor,
+            round,
+            incarnation,
+            wr: placeholder(&wr),
+            src,
+            dst,
+            resp_bytes: 0,
+            posted: t,
+            fate: None,
+            orphan: false,
+            torn: false,
+            placing: None,
+            place_only: None,
+            link_error: false,
+            cpu: false,
+            result: None,
+        };
         if let Some(bytes) = cpu_bytes {
             // The CPU path: the poster's own memory, executed now, complete
             // after the copy, which the thread makes on its own core (after
             // the step that issued it and any copy before it in the round,
             // and only while it has the core); a server worker's access to
             // its tables also pays a cache miss.
-            let done = placeholder(&wr);
             let written = match &wr.op {
                 Op::LocalWrite { offset, data } => Some((*offset, data.len() as u64)),
                 _ => None,
@@ -134,22 +153,9 @@ impl Engine {
                 self.landed(src, offset, len, t);
             }
             let r = self.store(NicRequest {
-                actor,
-                round,
-                incarnation,
-                wr: done,
-                src,
-                dst,
-                resp_bytes: 0,
-                posted: t,
-                fate: None,
-                orphan: false,
-                torn: false,
-                placing: None,
-                place_only: None,
-                link_error: false,
                 cpu: true,
                 result: Some(result),
+                ..base
             });
             let core = match actor {
                 Actor::Client(c) => self.clients[c].core,
@@ -169,24 +175,10 @@ impl Engine {
             // nothing executes.
             self.counts.link_errors += 1;
             let r = self.store(NicRequest {
-                actor,
-                round,
-                incarnation,
-                wr: placeholder(&wr),
-                src,
-                dst,
-                resp_bytes: 0,
-                posted: t,
-                fate: None,
-                orphan: false,
-                torn: false,
-                placing: None,
-                place_only: None,
-                link_error: false,
-                cpu: false,
                 result: Some(Err(FabricError::Transport(
                     "queue pair in the error state: flushed".into(),
                 ))),
+                ..base
             });
             self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
             return;
@@ -205,22 +197,11 @@ impl Engine {
         }
         let torn = words(&wr.op) > 1 && self.dice.chance(self.spec.chaos.torn_permille);
         let mut req = NicRequest {
-            actor,
-            round,
-            incarnation,
             wr,
-            src,
-            dst,
             resp_bytes,
-            posted: t,
             fate,
-            orphan: false,
             torn,
-            placing: None,
-            place_only: None,
-            link_error: false,
-            cpu: false,
-            result: None,
+            ..base
         };
         if fate == Some(TransportFault::ErrorThenLand) {
             // The requester hears of an error; the request travels on, to

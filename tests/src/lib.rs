@@ -320,6 +320,20 @@ pub fn find_key(
         .expect("a key with the wanted candidates exists")
 }
 
+/// The keys of a two-move chain in a node of four entries (`tiny_config`):
+/// `[m, g, n, p]` with m's candidates slots 0 and 2, g's 2 and 3, n's 1 and
+/// 2, and p's 0 and 1. Once m, g and n are written (in that order: m at 0, g
+/// at 2, n at 1), p's candidates are taken and only a chain of two moves (g
+/// to slot 3, then m to slot 2) frees one.
+pub fn two_move_chain(cfg: &Config) -> [Vec<u8>; 4] {
+    [
+        find_key(cfg, "m", |k| k == [slot(0), slot(2)]),
+        find_key(cfg, "g", |k| k == [slot(2), slot(3)]),
+        find_key(cfg, "n", |k| k == [slot(1), slot(2)]),
+        find_key(cfg, "p", |k| k == [slot(0), slot(1)]),
+    ]
+}
+
 /// Asserts the history is linearizable, printing the checker's report (and
 /// the counterexample if not). An inconclusive search, a malformed history
 /// and a history with nothing to check fail too, each as such (none of them

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::{Config, Endpoint, Error, Fabric, MigrateSearch, NodeId, PutMachine};
 use nessie_tests::step::Stepper;
-use nessie_tests::{find_key, slot, tiny_config, SimCluster};
+use nessie_tests::{tiny_config, two_move_chain, SimCluster};
 
 fn small_index(search: MigrateSearch) -> Config {
     Config {
@@ -183,11 +183,7 @@ fn insert_after_a_two_move_chain(search: MigrateSearch, depth: u8) -> (Result<bo
         migrate_search: search,
         ..tiny_config()
     });
-    let c = &cluster.cfg;
-    let m = find_key(c, "m", |k| k == [slot(0), slot(2)]);
-    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
-    let n = find_key(c, "n", |k| k == [slot(1), slot(2)]);
-    let p = find_key(c, "p", |k| k == [slot(0), slot(1)]);
+    let [m, g, n, p] = two_move_chain(&cluster.cfg);
     let mut b = cluster.client(0, 1);
     for k in [&m, &g, &n] {
         assert_eq!(b.put(k, b"v"), Ok(false));

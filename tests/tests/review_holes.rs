@@ -18,7 +18,7 @@ use nessie_protocol::{
 };
 use nessie_tests::late::LateEndpoint;
 use nessie_tests::step::{is_index_cas, is_index_read, is_state_flip, Stepper};
-use nessie_tests::{find_key, slot, time_limit, tiny_config, SimCluster};
+use nessie_tests::{find_key, slot, time_limit, tiny_config, two_move_chain, SimCluster};
 
 // ----- hole 1: a MIGRATE install that lands after a reclaim ---------------
 
@@ -1179,11 +1179,7 @@ fn slow_search_story(
     slow: Duration,
 ) -> (Result<bool, Error>, Result<bool, Error>, u64) {
     let cluster = SimCluster::manual_clock(tiny_config());
-    let c = &cluster.cfg;
-    let m = find_key(c, "m", |k| k == [slot(0), slot(2)]);
-    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
-    let n = find_key(c, "n", |k| k == [slot(1), slot(2)]);
-    let p = find_key(c, "p", |k| k == [slot(0), slot(1)]);
+    let [m, g, n, p] = two_move_chain(&cluster.cfg);
     let mut b = cluster.client(0, 1);
     for k in [&m, &g, &n] {
         assert_eq!(b.put(k, b"v"), Ok(false));
