@@ -211,8 +211,11 @@ pub struct Tuning {
     pub ack_timeout: u8,
     /// Type of service of the connections (`RDMA_OPTION_ID_TOS`): the RoCE
     /// traffic class (DSCP << 2 | ECN); on InfiniBand the subnet manager maps
-    /// it to the service level of the path.
-    pub traffic_class: u8,
+    /// it to the service level of the path. `None` (the default) sets
+    /// nothing, so the host's own default applies (on RoCE the device's
+    /// `default_roce_tos` in configfs, which a lossless-class setup
+    /// configures); set it only to override that.
+    pub traffic_class: Option<u8>,
     /// The fabric's packet lifetime in microseconds: the longest a packet
     /// sent can still arrive (switch buffers, links). A2 needs a bound.
     pub packet_lifetime_us: u64,
@@ -249,7 +252,7 @@ impl Default for Tuning {
             staging_bytes: 4 << 20,
             retry_count: MAX_RETRY_COUNT,
             ack_timeout: 8,
-            traffic_class: 0,
+            traffic_class: None,
             packet_lifetime_us: 1_000,
             landing_deadline_us: None,
             read_deadline_ms: 1_000,
@@ -656,6 +659,28 @@ mod tests {
             f.addr(NodeId(2)).unwrap(),
             "192.168.10.3:7471".parse().unwrap()
         );
+    }
+
+    /// The type of service is set only when configured: unset, the host's
+    /// default (`default_roce_tos`) applies (issue 26).
+    #[test]
+    fn the_type_of_service_is_the_hosts_unless_configured() {
+        let node = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n";
+        let unset = ClusterFile::parse(&with_nodes(node)).unwrap();
+        assert_eq!(unset.tuning.traffic_class, None);
+        assert_eq!(Tuning::default().traffic_class, None);
+        let set = ClusterFile::parse(&format!(
+            "{}[tuning]\ntraffic_class = 106\n{node}",
+            with_nodes("")
+        ))
+        .unwrap();
+        assert_eq!(set.tuning.traffic_class, Some(106));
+        let zero = ClusterFile::parse(&format!(
+            "{}[tuning]\ntraffic_class = 0\n{node}",
+            with_nodes("")
+        ))
+        .unwrap();
+        assert_eq!(zero.tuning.traffic_class, Some(0), "0 set explicitly is set");
     }
 
     #[test]

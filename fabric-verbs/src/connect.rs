@@ -59,8 +59,9 @@ pub struct Dial<'a> {
     /// The largest clock difference allowed and what to do beyond it
     /// (`None`: no check, e.g. the loopback probe).
     pub skew: Option<(Duration, SkewAction)>,
-    /// Type of service of the connection.
-    pub tos: u8,
+    /// Type of service of the connection (`None`: the host's default, not
+    /// set).
+    pub tos: Option<u8>,
     /// ACK timeout exponent of the queue pair.
     pub ack_timeout: u8,
 }
@@ -146,7 +147,9 @@ fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
             got_port: port,
         });
     }
-    id.set_tos(d.tos)?;
+    if let Some(tos) = d.tos {
+        id.set_tos(tos)?;
+    }
     id.resolve_route(step)?;
     let ev = wait_event(d.channel, id.raw(), "ROUTE_RESOLVED", &peer, deadline)?;
     expect(

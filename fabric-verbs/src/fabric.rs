@@ -50,6 +50,9 @@ pub struct NodeReport {
     pub data: RegionInfo,
     /// Whether the index and data regions lie on huge pages.
     pub huge_pages: bool,
+    /// The type of service set on its connections (`None`: not set, the
+    /// host's default applies).
+    pub traffic_class: Option<u8>,
 }
 
 impl fmt::Display for NodeReport {
@@ -59,10 +62,14 @@ impl fmt::Display for NodeReport {
             2 => "Ethernet (RoCE)",
             _ => "unknown link layer",
         };
+        let tos = match self.traffic_class {
+            Some(t) => format!("type of service {t}"),
+            None => "type of service: the host's default (not set)".into(),
+        };
         write!(
             f,
             "{}: device {} (fw {}, {link}), atomics {}, CAS stored {:?}-endian / returned {:?}-endian, \
-             QP: {} send WRs, {} outstanding READ/atomic, index {} B rkey {:#x}, data {} B rkey {:#x}, {}",
+             QP: {} send WRs, {} outstanding READ/atomic, index {} B rkey {:#x}, data {} B rkey {:#x}, {}, {tos}",
             self.node,
             self.device,
             self.fw_ver,
@@ -123,6 +130,7 @@ impl VerbsFabric {
             index: n.index.info(),
             data: n.data.info(),
             huge_pages: n.index.huge_pages() && n.data.huge_pages(),
+            traffic_class: self.cluster.tuning.traffic_class,
         })
     }
 
