@@ -18,8 +18,10 @@
 #   NESSIE_SOFTROCE_FILTER   only run tests whose name contains this (default: all)
 #   NESSIE_SOFTROCE_LOG      where the serial console is written (default target/softroce/console.log)
 #
-# Needs: Debian/Ubuntu with apt (installs qemu-system-x86, busybox-static,
-# kmod, cpio, rdma-core's user space, iproute2 when missing), cargo. See
+# Needs: Debian with apt (installs qemu-system-x86, busybox-static, kmod,
+# cpio, rdma-core's user space, iproute2 when missing), cargo; it boots
+# Debian's stock kernel (Ubuntu splits the modules from the kernel image, and
+# is refused with the reason). See
 # docs/deploy.md, "The soft-RoCE test run".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,6 +65,12 @@ if [ -z "$KVER" ]; then
     KVER=$(ls -d "$CACHE"/kernel-*/ 2>/dev/null | sed 's#.*/kernel-##; s#/$##' | sort -V | tail -1)
   fi
 fi
+if [ -z "$KVER" ] && grep -qi '^ID=ubuntu' /etc/os-release 2>/dev/null; then
+  # Ubuntu ships the modules apart from the kernel image (linux-modules-*,
+  # linux-modules-extra-* for rdma_rxe): the image alone would boot without
+  # soft-RoCE. Only Debian's stock kernel is assembled (and tested) here.
+  die "Ubuntu's kernel packages split the modules from the image; this script assembles Debian's (linux-image-amd64) only. Run it on Debian, or in a Debian container or VM"
+fi
 [ -n "$KVER" ] || die "cannot tell which kernel to use (apt-cache knows no linux-image-amd64; set NESSIE_SOFTROCE_KERNEL)"
 KROOT=$CACHE/kernel-$KVER
 if [ ! -f "$KROOT/.complete" ]; then
@@ -81,10 +89,18 @@ VMLINUZ=$KROOT/boot/vmlinuz-$KVER
 
 # --- the test binaries ---------------------------------------------------------
 say "building the verbs tests and the nessie binary (feature verbs)"
-tests_json=$(cargo test -q -p nessie-fabric-verbs --test conformance --no-run --message-format=json 2>/dev/null) \
-  || die "cargo test --no-run of nessie-fabric-verbs failed"
-cli_json=$(cargo test -q -p nessie-cli --features verbs --test cluster --no-run --message-format=json 2>/dev/null) \
-  || die "cargo test --no-run of nessie-cli --features verbs failed"
+# The JSON goes to a variable, the compiler's messages to a file that is
+# printed when a build fails (so a broken build says why).
+build_log=$OUT/build.log
+build() {
+  local what=$1; shift
+  if ! cargo "$@" --no-run --message-format=json 2>"$build_log"; then
+    cat "$build_log" >&2
+    die "cargo $* --no-run ($what) failed; the compiler's output is above"
+  fi
+}
+tests_json=$(build "the fabric conformance suite" test -q -p nessie-fabric-verbs --test conformance) || exit 1
+cli_json=$(build "the cluster tests, feature verbs" test -q -p nessie-cli --features verbs --test cluster) || exit 1
 test_bins=$(printf '%s\n%s\n' "$tests_json" "$cli_json" | grep '"kind":\["test"\]' | grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//')
 NESSIE_BIN=$(printf '%s\n' "$cli_json" | grep '"kind":\["bin"\]' | grep -o '"executable":"[^"]*/nessie"' | sed 's/"executable":"//; s/"$//' | head -1)
 [ -n "$NESSIE_BIN" ] && [ -x "$NESSIE_BIN" ] || die "the nessie binary (feature verbs) was not built"
