@@ -680,7 +680,11 @@ mod tests {
             with_nodes("")
         ))
         .unwrap();
-        assert_eq!(zero.tuning.traffic_class, Some(0), "0 set explicitly is set");
+        assert_eq!(
+            zero.tuning.traffic_class,
+            Some(0),
+            "0 set explicitly is set"
+        );
     }
 
     #[test]

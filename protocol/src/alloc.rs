@@ -4,7 +4,12 @@
 //! one node never contend for entries. The allocator trusts nothing it has not
 //! read: it sweeps its share lazily, a batch of headers at a time, and an entry
 //! becomes free only if its header is all zero (never written) or its recycle
-//! flag is set and its expiration time plus the clock-skew allowance has passed.
+//! flag is set and it has expired: an entry the owner marked itself once its
+//! expiration time plus the clock-skew allowance has passed; an entry another
+//! client marked (stamped by that client's clock) once T has passed since
+//! this allocator's sweep first saw the mark, by its own clock, so that no
+//! clock but the owner's decides the reuse (safe whatever the skew between
+//! the two: docs/protocol.md §4).
 //! So a client that restarts after a crash never overwrites an entry that is
 //! still linked. An entry whose index-entry CAS failed was never published and
 //! is reusable at once. The allocator is sans-IO: the sweep's header reads are
@@ -31,6 +36,9 @@ pub struct DteAllocator {
     fruitless: u32,
     free: VecDeque<u32>,
     in_free: Vec<bool>,
+    /// For each entry: when (this allocator's clock, ns) a sweep first saw it
+    /// marked by another client; 0: not seen so.
+    remote_seen: Vec<u64>,
 }
 
 impl DteAllocator {
@@ -44,6 +52,7 @@ impl DteAllocator {
             fruitless: 0,
             free: VecDeque::new(),
             in_free: vec![false; count as usize],
+            remote_seen: vec![0; count as usize],
         }
     }
 
@@ -68,6 +77,7 @@ impl DteAllocator {
     pub fn allocate(&mut self) -> Option<DteAddr> {
         let i = self.free.pop_front()?;
         self.in_free[i as usize] = false;
+        self.remote_seen[i as usize] = 0;
         Some(self.addr(i))
     }
 
@@ -122,41 +132,59 @@ impl DteAllocator {
         out
     }
 
-    /// Whether an entry with this header may be reused at `now`: never
-    /// written, or marked for recycling with its expiration time plus the
-    /// clock-skew allowance passed.
+    /// Whether an entry with this header may be reused at `now` by its
+    /// header alone: never written, or marked for recycling by its owner with
+    /// its expiration time plus the clock-skew allowance passed, or marked by
+    /// another client (then reusable T after its owner's sweep first sees it:
+    /// [`DteAllocator::collect`]; the simulator's data-table audit counts
+    /// such an entry as reusable, not leaked).
     pub fn reusable(header: &DataEntryHeader, now: Nanos, skew: Duration) -> bool {
         if header.encode() == [0u8; 32] {
             return true;
         }
         header.recycle.recycle
             && header.state.state != DteState::Writing
-            && header
-                .recycle
-                .expires_at
-                .saturating_add(duration_nanos(skew))
-                <= now.0
+            && (header.recycle.remote
+                || header
+                    .recycle
+                    .expires_at
+                    .saturating_add(duration_nanos(skew))
+                    <= now.0)
     }
 
-    /// Feeds one swept header; returns whether the entry became free.
+    /// Feeds one swept header, read no later than `now` (this client's
+    /// clock); returns whether the entry became free. An entry marked by
+    /// another client becomes free only at a sweep at least `expiration`
+    /// after the first sweep that saw it marked.
     pub fn collect(
         &mut self,
         dte: DteAddr,
         header: &DataEntryHeader,
         now: Nanos,
         skew: Duration,
+        expiration: Duration,
     ) -> bool {
         let Some(rel) = self.rel(dte) else {
             return false;
         };
         self.fruitless += 1;
-        if Self::reusable(header, now, skew) {
+        let seen = &mut self.remote_seen[rel as usize];
+        let remote = header.recycle.recycle && header.recycle.remote;
+        if !remote {
+            *seen = 0;
+        }
+        let free = Self::reusable(header, now, skew)
+            && (!remote || {
+                if *seen == 0 {
+                    *seen = now.0.max(1);
+                }
+                now.0 >= seen.saturating_add(duration_nanos(expiration))
+            });
+        if free {
             self.fruitless = 0;
             self.push_free(rel);
-            true
-        } else {
-            false
         }
+        free
     }
 
     /// Frees an entry regardless of its expiration (only the broken
@@ -200,6 +228,7 @@ mod tests {
             deadline: 7,
             recycle: RecycleWord {
                 recycle,
+                remote: false,
                 expires_at,
             },
             prev: 0,
@@ -212,7 +241,7 @@ mod tests {
 
     fn sweep_all(a: &mut DteAllocator, h: impl Fn(DteAddr) -> DataEntryHeader, now: Nanos) {
         for d in a.next_sweep() {
-            a.collect(d, &h(d), now, Duration::ZERO);
+            a.collect(d, &h(d), now, Duration::ZERO, Duration::ZERO);
         }
     }
 
@@ -250,11 +279,39 @@ mod tests {
         let d = DteAddr { table: 0, index: 0 };
         let skew = Duration::from_nanos(50);
         let h = header(true, 1_000, DteState::Valid);
-        assert!(!a.collect(d, &h, Nanos(999), skew));
-        assert!(!a.collect(d, &h, Nanos(1_049), skew));
+        let t = Duration::from_nanos(1_000);
+        assert!(!a.collect(d, &h, Nanos(999), skew, t));
+        assert!(!a.collect(d, &h, Nanos(1_049), skew, t));
         assert_eq!(a.allocate(), None);
-        assert!(a.collect(d, &h, Nanos(1_050), skew));
+        assert!(a.collect(d, &h, Nanos(1_050), skew, t));
         assert_eq!(a.allocate(), Some(d));
+    }
+
+    /// A mark made by another client carries that client's clock: the
+    /// owner ignores its stamp and reuses the entry T after its own sweep
+    /// first saw the mark, by its own clock, whatever the stamp says.
+    #[test]
+    fn a_remote_mark_is_reused_t_after_the_owner_first_sees_it() {
+        let mut a = DteAllocator::new(0, 0, 1);
+        let d = DteAddr { table: 0, index: 0 };
+        let (skew, t) = (Duration::from_nanos(50), Duration::from_nanos(1_000));
+        let mut h = header(true, 0, DteState::Valid);
+        h.recycle = RecycleWord::marked_remotely(10);
+        // Stamped long expired by the marker's clock: not reusable yet.
+        assert!(!a.collect(d, &h, Nanos(5_000), skew, t));
+        assert!(!a.collect(d, &h, Nanos(5_999), skew, t));
+        assert!(a.collect(d, &h, Nanos(6_000), skew, t));
+        assert_eq!(a.allocate(), Some(d));
+        // Reused and marked remotely again: T from the new first sighting.
+        assert!(!a.collect(d, &h, Nanos(7_000), skew, t));
+        assert!(a.collect(d, &h, Nanos(8_000), skew, t));
+        // A sighting is forgotten once the entry is seen unmarked.
+        let mut b = DteAllocator::new(0, 0, 1);
+        assert!(!b.collect(d, &h, Nanos(1_000), skew, t));
+        assert!(!b.collect(d, &header(false, 0, DteState::Valid), Nanos(1_500), skew, t));
+        assert!(!b.collect(d, &h, Nanos(2_000), skew, t));
+        assert!(!b.collect(d, &h, Nanos(2_999), skew, t));
+        assert!(b.collect(d, &h, Nanos(3_000), skew, t));
     }
 
     #[test]
@@ -265,12 +322,14 @@ mod tests {
             d,
             &header(false, 0, DteState::Valid),
             Nanos(u64::MAX),
+            Duration::ZERO,
             Duration::ZERO
         ));
         assert!(!a.collect(
             d,
             &header(true, 0, DteState::Writing),
             Nanos(u64::MAX),
+            Duration::ZERO,
             Duration::ZERO
         ));
     }
@@ -305,6 +364,7 @@ mod tests {
             DteAddr { table: 2, index: 0 },
             &zero(),
             Nanos(0),
+            Duration::ZERO,
             Duration::ZERO
         ));
         assert_eq!(a.available(), 0);

@@ -80,6 +80,11 @@ pub struct Faults {
     /// on whatever the entry holds by then, a reused and linked entry
     /// included (safe only while every WRITE lands within A2's bound).
     pub blind_recycle_mark: bool,
+    /// A remote recycle mark is written as the owner's own (not marked
+    /// remote), so the owner reuses the entry once the marker's stamp plus
+    /// the skew allowance passes by its own clock, as before: safe only while
+    /// the two clocks differ by at most `clock_skew` (A1).
+    pub trust_remote_mark_stamp: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -89,7 +94,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 19] = [
+    pub const NAMES: [&'static str; 20] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -109,6 +114,7 @@ impl Faults {
         "unaffordable-search-table-full",
         "skip-recycle-mark",
         "blind-recycle-mark",
+        "trust-remote-mark-stamp",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -135,6 +141,7 @@ impl Faults {
             "unaffordable-search-table-full" => &mut self.unaffordable_search_table_full,
             "skip-recycle-mark" => &mut self.skip_recycle_mark,
             "blind-recycle-mark" => &mut self.blind_recycle_mark,
+            "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -360,6 +360,7 @@ mod tests {
             deadline: 5,
             recycle: RecycleWord {
                 recycle: mark.is_some(),
+                remote: false,
                 expires_at: mark.unwrap_or(0),
             },
             prev: 0,

@@ -266,13 +266,7 @@ fn the_i4_watch_sees_recycle_marks_and_index_cases() {
     let e = engine(System::Nessie, Chaos::NONE, 1);
     let l = e.cfg.layout();
     let d = DteAddr { table: 1, index: 2 };
-    let mark = RecycleWord {
-        recycle: true,
-        expires_at: 9,
-    }
-    .encode()
-    .to_le_bytes()
-    .to_vec();
+    let mark = RecycleWord::marked(9).encode().to_le_bytes().to_vec();
     let at = |offset| Op::Write {
         addr: RemoteAddr::data(NodeId(1), offset),
         data: mark.clone(),
@@ -305,13 +299,7 @@ fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
     let l = e.cfg.layout();
     let d = DteAddr { table: 1, index: 2 };
     let word = IndexEntry::new(d, 0).0;
-    let mark = RecycleWord {
-        recycle: true,
-        expires_at: 9,
-    }
-    .encode()
-    .to_le_bytes()
-    .to_vec();
+    let mark = RecycleWord::marked(9).encode().to_le_bytes().to_vec();
     let write = |data: Vec<u8>| WorkRequest {
         id: OpId(1),
         op: Op::Write {

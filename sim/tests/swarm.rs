@@ -118,27 +118,28 @@ const A2_NEGATIVE_CONTROL_SEED: u64 = 13_717;
 
 /// Broken variants the swarm finds within a few hundred seeds, and the
 /// first seed that shows each (searching from seed 0).
-const FOUND_FROM_ZERO: [(&str, u64); 10] = [
+const FOUND_FROM_ZERO: [(&str, u64); 11] = [
     ("cpu-state-flip", 0),
     ("ignore-deadline", 0),
     ("reuse-before-expiry", 1),
     ("errors-after-commit-retryable", 1),
     ("skip-recycle-mark", 1),
-    ("skip-migrate-rollback", 27),
+    ("rollback-destination-to-previous", 31),
     ("unfenced-migrate-install", 35),
-    ("rollback-destination-to-previous", 39),
+    ("skip-migrate-rollback", 165),
     // Issue 24's hole 2: a completion that outlived its round (delayed, or
     // held back by a late-completion fault) answers the next machine's
     // request of the same number.
-    ("machine-local-request-ids", 276),
-    ("skip-put-verify", 293),
+    ("machine-local-request-ids", 170),
+    ("skip-put-verify", 229),
+    ("skip-get-reverse-pass", 592),
 ];
 
 #[test]
 fn the_swarm_catches_each_broken_variant_from_seed_zero() {
     let _limit = time_limit(
         "the_swarm_catches_each_broken_variant_from_seed_zero",
-        "0..=293",
+        "0..=592",
         Duration::from_secs(180),
     );
     for (name, first) in FOUND_FROM_ZERO {
@@ -153,21 +154,19 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// Rarer catches, and the first seed that shows each (searching from seed
 /// 0; too far for CI to search): the case fails with the switch on and
 /// passes with it off (so the switch, not the simulator, is at fault).
-const FOUND_LATER: [(&str, u64); 7] = [
-    ("skip-get-reverse-pass", 3_612),
+const FOUND_LATER: [(&str, u64); 5] = [
     ("fence-stops-at-present-word", 3_757),
-    ("cache-time-from-completion", 6_206),
-    ("conflict-ends-put", 9_780),
-    ("get-hit-time-from-completion", 12_203),
-    ("get-value-insert-time-from-completion", 16_011),
-    ("get-insert-time-from-completion", 43_421),
+    ("conflict-ends-put", 4_509),
+    ("get-value-insert-time-from-completion", 18_943),
+    ("cache-time-from-completion", 25_245),
+    ("get-hit-time-from-completion", 44_010),
 ];
 
 #[test]
 fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
     let _limit = time_limit(
         "rarer_catches_are_caught_by_the_seed_that_shows_each",
-        "3612, 3757, 6206, 9780, 12203, 16011, 43421",
+        "3757, 4509, 18943, 25245, 44010",
         Duration::from_secs(60),
     );
     for (name, seed) in FOUND_LATER {
@@ -298,12 +297,12 @@ fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports
 fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure() {
     let _limit = time_limit(
         "a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure",
-        39,
+        31,
         Duration::from_secs(60),
     );
     // rollback-destination-to-previous leaves two index entries naming one
     // data table entry: every later write of that key backs off forever.
-    let case = SwarmCase::from_seed(39);
+    let case = SwarmCase::from_seed(31);
     let run = case
         .run(faults("rollback-destination-to-previous"))
         .unwrap();
@@ -323,15 +322,15 @@ fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness
 fn a_failing_case_replays_exactly_from_its_json() {
     let _limit = time_limit(
         "a_failing_case_replays_exactly_from_its_json",
-        27,
+        35,
         Duration::from_secs(60),
     );
-    let case = SwarmCase::from_seed(27);
+    let case = SwarmCase::from_seed(35);
     let json = serde_json::to_string(&case).unwrap();
     let replayed: SwarmCase = serde_json::from_str(&json).unwrap();
     assert_eq!(replayed, case);
-    let a = case.run(faults("skip-migrate-rollback")).unwrap();
-    let b = replayed.run(faults("skip-migrate-rollback")).unwrap();
+    let a = case.run(faults("unfenced-migrate-install")).unwrap();
+    let b = replayed.run(faults("unfenced-migrate-install")).unwrap();
     assert!(a.verdict.is_fail());
     assert_eq!(a.verdict, b.verdict);
     assert_eq!(a.report.fingerprint(), b.report.fingerprint());
@@ -633,5 +632,26 @@ fn the_final_sweep_lets_a_cpu_access_in_progress_complete() {
         "{:?}",
         run.report.sweep_failures
     );
+    assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
+}
+
+/// An open safety bug the swarm found (case 68,643, within A1 and A2; traced,
+/// not yet fixed: docs/verification.md, "What the checkers found"). One
+/// client; a DELETE's tombstone X (data table entry 4) is unlinked from
+/// index entry 1, leaving X's emptied word there, and marked; T later X is
+/// reused as a MIGRATE copy Y' whose destination is that very index entry.
+/// The copy's install CAS (expecting the emptied word E0) reports an error
+/// and lands later; the owner aborts Y' and fences the destination, and its
+/// first fence CAS (`[Y'] -> Y'.emptied()`) finds E0, which equals
+/// `Y'.emptied()` because index words name an entry, not its incarnation:
+/// the fence takes it for the seal, restores the source and marks Y', and
+/// the install then lands, linking the marked copy (I4, reported by the
+/// simulator's watch). Ignored until the fix (the fence must not accept as
+/// its seal a word the install may expect; or a writer must not install an
+/// entry over that entry's own emptied word).
+#[test]
+#[ignore = "open safety bug (docs/verification.md): a MIGRATE copy installed over its own entry's emptied word"]
+fn a_copy_installed_over_its_own_entrys_emptied_word_is_never_marked_while_linked() {
+    let run = SwarmCase::from_seed(68_643).run(Faults::default()).unwrap();
     assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
 }

@@ -1259,3 +1259,96 @@ fn the_outcome_of_every_error_class() {
     assert!(!Error::OutcomeUnknown("x".into()).is_retryable());
     let _ = (KvOp::Get, KvRet::Unknown);
 }
+
+// ----- issue 24: recycle marks that need neither A1 nor A2 ------------------
+
+/// The recycle words of every entry `cluster`'s index tables name: (entry,
+/// whether it is marked for recycling).
+fn linked_entries(cluster: &SimCluster) -> Vec<(nessie_protocol::DteAddr, bool)> {
+    let c = &cluster.cfg;
+    let mut out = Vec::new();
+    for n in 0..c.nodes {
+        for s in 0..c.index_slots_per_node {
+            let w = cluster
+                .fabric
+                .read_word(NodeId(n), Region::Index, 8 * u64::from(s))
+                .unwrap();
+            if let Some(d) = IndexEntry(w).dte().filter(|_| IndexEntry(w).is_present()) {
+                let offset = c.layout().entry_offset(d.index) + 16;
+                let r = cluster
+                    .fabric
+                    .read_word(d.node(), Region::Data, offset)
+                    .unwrap();
+                out.push((d, nessie_protocol::layout::RecycleWord::decode(r).recycle));
+            }
+        }
+    }
+    out
+}
+
+/// W (node 0, two data table entries) writes k; R (node 1) replaces it, so
+/// R marks W's entry X remotely; the mark's packet is duplicated and the
+/// copy held in the fabric. W, out of entries, sweeps and sees X marked, is
+/// refused (`DataTableFull`: T has not passed since it saw the mark), and
+/// once T has passed by its own clock reuses X for k3, linked. Then the held
+/// copy lands. Returns the linked entries with their recycle flags, and
+/// whether a copy was held.
+fn duplicated_mark_story(faults: Faults) -> (Vec<(nessie_protocol::DteAddr, bool)>, bool) {
+    let cluster = SimCluster::manual_clock(Config {
+        nodes: 2,
+        index_slots_per_node: 4,
+        candidates: 2,
+        clients_per_node: 1,
+        dtes_per_node: 2,
+        cache_capacity: 0,
+        ..Config::default()
+    });
+    let mut w = cluster.client(0, 0);
+    let mut r = cluster.client(1, 0);
+    r.state_mut().faults = faults;
+    assert_eq!(w.put(b"k", b"a"), Ok(false));
+    // R's mark of X is the only NIC WRITE to node 0 (when marks are WRITEs).
+    cluster
+        .fabric
+        .inject(
+            NodeId(0),
+            Injection::next(TransportFault::DuplicateWrite, 1)
+                .only(OpKind::Write)
+                .later(Later::OnRequest),
+        )
+        .unwrap();
+    assert_eq!(r.put(b"k", b"r"), Ok(true));
+    let held = cluster.fabric.parked() == 1;
+    assert_eq!(w.put(b"k2", b"b"), Ok(false));
+    assert!(matches!(
+        w.put(b"k3", b"c"),
+        Err(Error::DataTableFull { .. })
+    ));
+    cluster.fabric.advance(cluster.cfg.expiration);
+    assert_eq!(w.put(b"k3", b"c"), Ok(false), "X reused for k3");
+    cluster.fabric.land_parked();
+    (linked_entries(&cluster), held)
+}
+
+/// A remote recycle mark is a CAS that names the incarnation it read (issue
+/// 24): RC transports replay no atomic, and one that lands late finds the
+/// next incarnation's word. As a plain WRITE (`blind_recycle_mark`), a
+/// duplicated copy landing after the entry was reused marks a linked entry
+/// (I4), which the owner would hand out again while k3 still names it.
+#[test]
+fn a_duplicated_recycle_mark_marks_a_reused_entry_only_when_marks_are_writes() {
+    let (linked, held) = duplicated_mark_story(Faults::default());
+    assert!(!held, "a CAS is never duplicated");
+    assert_eq!(linked.len(), 3, "{linked:?}");
+    assert!(linked.iter().all(|&(_, marked)| !marked), "{linked:?}");
+    let blind = Faults {
+        blind_recycle_mark: true,
+        ..Faults::default()
+    };
+    let (linked, held) = duplicated_mark_story(blind);
+    assert!(held);
+    assert!(
+        linked.iter().any(|&(_, marked)| marked),
+        "the late copy marked the reused, linked entry: {linked:?}"
+    );
+}

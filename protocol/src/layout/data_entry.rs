@@ -150,7 +150,7 @@ impl StateWord {
     }
 }
 
-/// The recycle word: flag plus a time.
+/// The recycle word: flag, who marked it, and a time.
 ///
 /// Unmarked, the time is the entry's **incarnation stamp**: the deadline of
 /// the attempt that wrote it, which differs between any two incarnations of
@@ -158,15 +158,24 @@ impl StateWord {
 /// deadline is later). A remote recycle mark is a CAS that expects the
 /// unmarked word the marker read with the entry's header: a mark that lands
 /// late, or twice, finds another incarnation's word and changes nothing
-/// (docs/protocol.md §5.7). Marked, the time is the expiration.
+/// (docs/protocol.md §5.7). Marked, the time is the expiration by the
+/// marker's clock; a mark made by another client (`remote`) is reused only
+/// T after the owner's own sweep first saw it, by the owner's clock
+/// ([`crate::alloc::DteAllocator`]): the marker's stamp then only informs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecycleWord {
     /// Set once the entry has been unlinked from every index table entry.
     pub recycle: bool,
+    /// Set with `recycle` when the mark was made by a client other than the
+    /// entry's owner (a NIC CAS, stamped by another clock).
+    pub remote: bool,
     /// When set: the entry may be reused once this time (plus clock skew)
-    /// has passed. When clear: the incarnation stamp.
+    /// has passed (a local mark). When clear: the incarnation stamp.
     pub expires_at: u64,
 }
+
+/// The recycle word's time field (62 bits, ns: 146 years).
+const RECYCLE_TIME_MASK: u64 = (1 << 62) - 1;
 
 impl RecycleWord {
     /// The word of a freshly written entry: unmarked, stamped with its
@@ -174,28 +183,44 @@ impl RecycleWord {
     pub fn unmarked(stamp: u64) -> RecycleWord {
         RecycleWord {
             recycle: false,
+            remote: false,
             expires_at: stamp,
         }
     }
 
-    /// The word of a marked entry, reusable from `expires_at` (plus skew).
+    /// The word of an entry its owner marked, reusable from `expires_at`
+    /// (plus skew).
     pub fn marked(expires_at: u64) -> RecycleWord {
         RecycleWord {
             recycle: true,
+            remote: false,
+            expires_at,
+        }
+    }
+
+    /// The word of an entry another client marked (its clock's expiration
+    /// `expires_at`, which the owner does not trust).
+    pub fn marked_remotely(expires_at: u64) -> RecycleWord {
+        RecycleWord {
+            recycle: true,
+            remote: true,
             expires_at,
         }
     }
 
     /// Encodes the word.
     pub fn encode(self) -> u64 {
-        (u64::from(self.recycle) << 63) | (self.expires_at & !(1 << 63))
+        (u64::from(self.recycle) << 63)
+            | (u64::from(self.remote) << 62)
+            | (self.expires_at & RECYCLE_TIME_MASK)
     }
 
     /// Decodes the word.
     pub fn decode(w: u64) -> RecycleWord {
         RecycleWord {
             recycle: w >> 63 == 1,
-            expires_at: w & !(1 << 63),
+            remote: (w >> 62) & 1 == 1,
+            expires_at: w & RECYCLE_TIME_MASK,
         }
     }
 }
@@ -373,16 +398,14 @@ mod tests {
     fn recycle_word_at_its_limits() {
         let max = RecycleWord {
             recycle: true,
-            expires_at: (1 << 63) - 1,
+            remote: true,
+            expires_at: (1 << 62) - 1,
         };
         assert_eq!(RecycleWord::decode(max.encode()), max);
-        assert_eq!(
-            RecycleWord::decode(0),
-            RecycleWord {
-                recycle: false,
-                expires_at: 0
-            }
-        );
+        assert_eq!(RecycleWord::decode(0), RecycleWord::unmarked(0));
+        let remote = RecycleWord::marked_remotely(7);
+        assert_eq!(RecycleWord::decode(remote.encode()), remote);
+        assert_ne!(remote.encode(), RecycleWord::marked(7).encode());
     }
 
     #[test]
@@ -402,12 +425,13 @@ mod tests {
         fn entries_round_trip(key in proptest::collection::vec(any::<u8>(), 0..=24),
                               value in proptest::collection::vec(any::<u8>(), 0..=64),
                               deadline in any::<u64>(), prev in any::<u64>(),
-                              expires in 0u64..(1 << 63), recycle in any::<bool>()) {
+                              expires in 0u64..(1 << 62), recycle in any::<bool>(),
+                              remote in any::<bool>()) {
             let l = DataLayout { max_key: 24, max_value: 64 };
             let h = DataEntryHeader {
                 state: StateWord { state: DteState::Writing, kind: Some(DteKind::Put), src: 1, dst: 2,
                                    key_len: key.len() as u16, value_len: value.len() as u32 },
-                deadline, prev, recycle: RecycleWord { recycle, expires_at: expires },
+                deadline, prev, recycle: RecycleWord { recycle, remote: remote && recycle, expires_at: expires },
             };
             let bytes = l.encode_entry(&h, &key, &value);
             let back = DataEntryHeader::decode(&bytes).unwrap();

@@ -251,12 +251,21 @@ impl Cx<'_> {
     /// late.
     pub(crate) fn mark_recycle(&mut self, dte: DteAddr, seen: RecycleWord) -> usize {
         let expires = self.now.plus(self.cfg().expiration).0;
-        let word = RecycleWord::marked(expires).encode();
         let offset = self.client.layout.entry_offset(dte.index) + 16;
         if self.is_local(dte) {
-            let data = word.to_le_bytes().to_vec();
-            self.io.issue(Op::LocalWrite { offset, data })
-        } else if self.client.faults.blind_recycle_mark {
+            let data = RecycleWord::marked(expires).encode().to_le_bytes().to_vec();
+            return self.io.issue(Op::LocalWrite { offset, data });
+        }
+        // Stamped by this client's clock, which the owner's need not agree
+        // with: marked remote, and the owner counts T from when it sees it
+        // (unless the test-only switch has the owner trust the stamp).
+        let word = if self.client.faults.trust_remote_mark_stamp {
+            RecycleWord::marked(expires)
+        } else {
+            RecycleWord::marked_remotely(expires)
+        }
+        .encode();
+        if self.client.faults.blind_recycle_mark {
             // Broken variant: whatever the entry holds when this lands.
             let data = word.to_le_bytes().to_vec();
             self.io.issue(Op::Write {
