@@ -154,19 +154,20 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// Rarer catches, and the first seed that shows each (searching from seed
 /// 0; too far for CI to search): the case fails with the switch on and
 /// passes with it off (so the switch, not the simulator, is at fault).
-const FOUND_LATER: [(&str, u64); 5] = [
+const FOUND_LATER: [(&str, u64); 6] = [
     ("fence-stops-at-present-word", 3_757),
     ("conflict-ends-put", 4_509),
     ("get-value-insert-time-from-completion", 18_943),
     ("cache-time-from-completion", 25_245),
     ("get-hit-time-from-completion", 44_010),
+    ("get-insert-time-from-completion", 77_703),
 ];
 
 #[test]
 fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
     let _limit = time_limit(
         "rarer_catches_are_caught_by_the_seed_that_shows_each",
-        "3757, 4509, 18943, 25245, 44010",
+        "3757, 4509, 18943, 25245, 44010, 77703",
         Duration::from_secs(60),
     );
     for (name, seed) in FOUND_LATER {
@@ -635,23 +636,29 @@ fn the_final_sweep_lets_a_cpu_access_in_progress_complete() {
     assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
 }
 
-/// An open safety bug the swarm found (case 68,643, within A1 and A2; traced,
-/// not yet fixed: docs/verification.md, "What the checkers found"). One
-/// client; a DELETE's tombstone X (data table entry 4) is unlinked from
-/// index entry 1, leaving X's emptied word there, and marked; T later X is
-/// reused as a MIGRATE copy Y' whose destination is that very index entry.
-/// The copy's install CAS (expecting the emptied word E0) reports an error
-/// and lands later; the owner aborts Y' and fences the destination, and its
-/// first fence CAS (`[Y'] -> Y'.emptied()`) finds E0, which equals
-/// `Y'.emptied()` because index words name an entry, not its incarnation:
-/// the fence takes it for the seal, restores the source and marks Y', and
-/// the install then lands, linking the marked copy (I4, reported by the
-/// simulator's watch). Ignored until the fix (the fence must not accept as
-/// its seal a word the install may expect; or a writer must not install an
-/// entry over that entry's own emptied word).
+/// A safety bug the swarm found (case 68,643, within A1 and A2; traced and
+/// fixed: docs/verification.md, "What the checkers found"). One client; a
+/// DELETE's tombstone X (data table entry 4) is unlinked from index entry
+/// 1, leaving X's emptied word there, and marked; T later X is reused as a
+/// MIGRATE copy Y' whose destination is that very index entry. The copy's
+/// install CAS (expecting the emptied word E0) reports an error and lands
+/// later; the owner aborts Y' and fences the destination, and its first
+/// fence CAS (`[Y'] -> Y'.emptied()`) finds E0, which equals `Y'.emptied()`
+/// because index words name an entry, not its incarnation. The fence took it
+/// for its seal, restored the source and marked Y', and the install then
+/// landed, linking the marked copy (I4, reported by the simulator's watch;
+/// case 71,143 is another). Now the fence ends only on a word its own CAS
+/// wrote, sealing an emptied word of the copy's own entry with the
+/// never-used word.
 #[test]
-#[ignore = "open safety bug (docs/verification.md): a MIGRATE copy installed over its own entry's emptied word"]
 fn a_copy_installed_over_its_own_entrys_emptied_word_is_never_marked_while_linked() {
-    let run = SwarmCase::from_seed(68_643).run(Faults::default()).unwrap();
-    assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
+    for seed in [68_643, 71_143] {
+        let run = SwarmCase::from_seed(seed).run(Faults::default()).unwrap();
+        assert!(
+            matches!(run.verdict, Verdict::Pass(_)),
+            "{seed}: {:?}",
+            run.verdict
+        );
+        assert!(run.report.marked_linked.is_empty(), "{seed}");
+    }
 }

@@ -12,14 +12,19 @@
 //!    one of this and the owner's commit CAS (`Writing -> Valid/Deleted`) wins.
 //!    If the entry is already `Aborted`, go on; if it committed, stop.
 //! 2. A MIGRATE copy whose install may have been posted: **fence the
-//!    destination** first. CAS it from the copy to the copy's emptied word; if
-//!    the CAS finds an empty word instead (the install has not landed yet),
-//!    CAS that word to the copy's emptied word, and if that one finds the
-//!    copy (the install landed in between), CAS the copy again. The fence
-//!    ends once the destination holds a word the owner's install CAS does
-//!    not expect and that is not the copy: the sealed copy, or another
-//!    present word. Each CAS's result says exactly what the destination
-//!    holds; only then may the copy be unlinked at its source and marked.
+//!    destination** first. CAS it from the copy to the seal (the copy's
+//!    emptied word); if the CAS finds an empty word instead (the install has
+//!    not landed yet), CAS that word to the seal, or, when that word *is*
+//!    the copy's emptied word (the copy's data table entry was unlinked from
+//!    this index entry in an earlier incarnation, and a pending install
+//!    expects exactly that word), to the never-used word; and if a CAS finds
+//!    the copy (the install landed in between), CAS the copy again. The
+//!    fence ends once one of its own CASes replaced the word it expected (so
+//!    the destination holds a word no pending install expects), or the
+//!    destination holds another present word; a word that merely looks like
+//!    the seal is fenced again. Each CAS's result says exactly what the
+//!    destination holds; only then may the copy be unlinked at its source
+//!    and marked.
 //! 3. Restore the index: a PUT/DELETE entry's index table entry goes back to
 //!    its previous version if that is present, else to the entry's own
 //!    emptied word; a MIGRATE copy's source goes back to its previous version
@@ -178,7 +183,6 @@ impl Recover {
                     Ok(p) => IndexEntry(p),
                     Err(e) => return self.give_up(cx, e),
                 };
-                let sealed = self.word.emptied();
                 let stops_early = cx.client.faults.fence_stops_at_present_word;
                 if found == self.word && found != expect && !stops_early {
                     // The install landed between two fence tries (it was
@@ -192,13 +196,20 @@ impl Recover {
                     }
                     return self.fence(cx, found, tries + 1);
                 }
-                if found == expect || found == sealed || found.is_present() {
-                    // The destination holds (now) a word the install CAS does
-                    // not expect, and another key's or version's word, or the
-                    // sealed copy: restore the source.
+                if found == expect || found.is_present() {
+                    // Our CAS sealed the destination (with a word other than
+                    // the one it replaced, so not what a pending install
+                    // expects, or over the copy, whose install has landed),
+                    // or it holds another key's or version's word: restore
+                    // the source.
                     return self.restore_source(cx);
                 }
-                // An empty word we did not expect: fence that one.
+                // An empty word this fence did not write: fence that one,
+                // even if it looks like the seal. The copy's emptied word can
+                // be the destination's word from before the install (the
+                // copy's data table entry was unlinked from there in an
+                // earlier incarnation: index words name an entry, not its
+                // incarnation), and a pending install expects exactly that.
                 if tries >= FENCE_TRIES {
                     return self.give_up(cx, Error::Conflict);
                 }
@@ -299,7 +310,7 @@ impl Recover {
         }
     }
 
-    /// One fence CAS on the copy's destination: `expect -> emptied copy`.
+    /// One fence CAS on the copy's destination: `expect ->` the seal.
     fn fence(
         &mut self,
         cx: &mut Cx<'_>,
@@ -313,7 +324,15 @@ impl Recover {
             Ok((_, dst)) => dst,
             Err(e) => return self.give_up(cx, e),
         };
-        cx.cas_ite(dst, expect, self.word.emptied());
+        // The seal: the copy's emptied word, unless that is what the
+        // destination holds now (then a word no install of this copy can
+        // expect: the never-used word).
+        let seal = if expect == self.word.emptied() {
+            IndexEntry::NEVER_USED
+        } else {
+            self.word.emptied()
+        };
+        cx.cas_ite(dst, expect, seal);
         self.phase = Phase::AwaitFence { expect, tries };
         None
     }
