@@ -335,6 +335,27 @@ mod tests {
     }
 
     #[test]
+    fn known_free_entries_are_those_the_next_allocations_hand_out() {
+        let mut a = DteAllocator::new(0, 10, 3);
+        let d = |index| DteAddr { table: 0, index };
+        assert!(!a.is_known_free(d(11)), "nothing is free until swept");
+        a.release_unpublished(d(11));
+        assert!(a.is_known_free(d(11)));
+        assert!(!a.is_known_free(d(12)));
+        let mut z = DteAllocator::new(0, 10, 3);
+        z.assume_zeroed();
+        assert_eq!(z.available(), 3);
+        assert!(z.is_known_free(d(10)) && z.is_known_free(d(12)));
+    }
+
+    #[test]
+    fn a_sweep_of_a_small_share_reads_each_entry_once() {
+        let mut a = DteAllocator::new(0, 10, 3);
+        let batch = a.next_sweep();
+        assert_eq!(batch, a.owned().collect::<Vec<_>>());
+    }
+
+    #[test]
     fn unpublished_entries_are_free_at_once_and_only_once() {
         let mut a = DteAllocator::new(0, 0, 2);
         let d = DteAddr { table: 0, index: 1 };
@@ -360,6 +381,9 @@ mod tests {
         let mut a = DteAllocator::new(1, 0, 2);
         a.release_unpublished(DteAddr { table: 2, index: 0 });
         a.release_unpublished(DteAddr { table: 1, index: 7 });
+        // One past the share: not this allocator's either.
+        a.release_unpublished(DteAddr { table: 1, index: 2 });
+        assert!(!a.is_known_free(DteAddr { table: 1, index: 2 }));
         assert!(!a.collect(
             DteAddr { table: 2, index: 0 },
             &zero(),

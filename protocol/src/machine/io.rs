@@ -158,3 +158,16 @@ pub(crate) fn written(r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
         Err(e) => Err(e.clone().into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_read_is_corrupt_not_a_panic() {
+        assert!(matches!(
+            word(&Ok(OpOutput::Read(vec![1, 2, 3]))),
+            Err(Error::Corrupt(_))
+        ));
+    }
+}
