@@ -162,6 +162,17 @@ impl Memory {
     }
 }
 
+/// How many 8-byte words a READ or WRITE moves (1 for a CAS or anything
+/// else): the units in which a transfer lands when it tears.
+pub fn transfer_words(op: &Op) -> u32 {
+    let len = match op {
+        Op::Read { len, .. } => u64::from(*len),
+        Op::Write { data, .. } => data.len() as u64,
+        _ => 8,
+    };
+    u32::try_from(len.div_ceil(8).max(1)).unwrap_or(u32::MAX)
+}
+
 /// A posted work request and how much of it has landed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InFlight {
@@ -200,12 +211,7 @@ impl InFlight {
     }
 
     fn words_total(&self) -> u32 {
-        let len = match &self.wr.op {
-            Op::Read { len, .. } => u64::from(*len),
-            Op::Write { data, .. } => data.len() as u64,
-            _ => 8,
-        };
-        len.div_ceil(8).max(1) as u32
+        transfer_words(&self.wr.op)
     }
 
     /// Executes one unit (all of it unless `torn`); returns the completion's

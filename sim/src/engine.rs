@@ -528,8 +528,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
             ..Chaos::NONE
         };
     } else {
-        e.plan_outages();
-        e.plan_link_failures();
+        e.plan_faults();
     }
     e.horizon = if e.preloading > 0 {
         // The measured workload starts once the preload is done; a preload
@@ -1296,8 +1295,15 @@ impl Engine {
         self.schedule(now, Ev::Poll(c));
     }
 
+    /// Draws the run's node outages and failed queue pairs in advance (once
+    /// the measured workload starts).
+    pub(crate) fn plan_faults(&mut self) {
+        self.plan_outages();
+        self.plan_link_failures();
+    }
+
     /// Draws the node outages of the whole run in advance.
-    pub(crate) fn plan_outages(&mut self) {
+    fn plan_outages(&mut self) {
         let chaos = self.spec.chaos;
         if chaos.outage_permille == 0 {
             return;
@@ -1323,7 +1329,7 @@ impl Engine {
     /// simulated millisecond, at [`Chaos::link_failure_permille`], one
     /// client's or server worker's queue pair to one node, down for
     /// [`Chaos::link_down_ns`].
-    pub(crate) fn plan_link_failures(&mut self) {
+    fn plan_link_failures(&mut self) {
         let chaos = self.spec.chaos;
         if chaos.link_failure_permille == 0 {
             return;

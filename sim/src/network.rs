@@ -9,7 +9,7 @@
 //! them was given up, unreachable nodes, and the requester's landing
 //! deadline that enforces A2.
 
-use nessie_model::memory::{InFlight, WordOrder};
+use nessie_model::memory::{transfer_words, InFlight, WordOrder};
 use nessie_protocol::{FabricError, NodeId, Op, OpOutput, TransportFault, WorkRequest};
 
 use crate::engine::{Engine, Ev};
@@ -57,16 +57,6 @@ impl NicRequest {
     pub(crate) fn is_cpu(&self) -> bool {
         self.cpu
     }
-}
-
-/// How many 8-byte words a NIC READ or WRITE moves (1 for anything else).
-fn words(op: &Op) -> u32 {
-    let len = match op {
-        Op::Read { len, .. } => u64::from(*len),
-        Op::Write { data, .. } => data.len() as u64,
-        _ => 8,
-    };
-    u32::try_from(len.div_ceil(8).max(1)).unwrap_or(u32::MAX)
 }
 
 /// One queue pair failing as a whole: `actor`'s to `node`, from `at` until
@@ -195,7 +185,7 @@ impl Engine {
             // A READ executed after its error completion changes nothing.
             fate = Some(TransportFault::FailBeforeExecuting);
         }
-        let torn = words(&wr.op) > 1 && self.dice.chance(self.spec.chaos.torn_permille);
+        let torn = transfer_words(&wr.op) > 1 && self.dice.chance(self.spec.chaos.torn_permille);
         let mut req = NicRequest {
             wr,
             resp_bytes,
@@ -363,10 +353,8 @@ impl Engine {
             // flushed before it executes (or before the rest of a torn
             // transfer does), or, already on the wire, it executes and its
             // completion reports an error. Decided once.
-            let Some(req) = self.reqs[r].as_mut() else {
-                return;
-            };
-            if !req.link_error {
+            let decided = self.reqs[r].as_ref().is_some_and(|q| q.link_error);
+            if !decided {
                 let on_the_wire = !placed && self.dice.chance(500);
                 let Some(req) = self.reqs[r].as_mut() else {
                     return;
@@ -426,7 +414,7 @@ impl Engine {
             self.counts.torn += 1;
             let wr = placeholder(&req.wr);
             let wr = std::mem::replace(&mut req.wr, wr);
-            let n = words(&wr.op);
+            let n = transfer_words(&wr.op);
             if req.fate == Some(TransportFault::FailAfterExecuting) && n > 1 {
                 req.place_only = Some(1 + self.dice.below(u64::from(n - 1)) as u32);
             }

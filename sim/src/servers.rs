@@ -69,8 +69,7 @@ impl Engine {
         self.end = now + (self.spec.seconds * 1e9) as u64;
         if let Some(chaos) = self.held_chaos.take() {
             self.spec.chaos = chaos;
-            self.plan_outages();
-            self.plan_link_failures();
+            self.plan_faults();
         }
         self.horizon = self.end + self.drain_ns();
         for c in 0..self.clients.len() {
