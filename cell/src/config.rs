@@ -209,6 +209,10 @@ pub struct CellFaults {
     /// run, so a meganode the splitter gave up on is created after it
     /// settled it (held, and named by no one).
     pub unclaimed_server_requests: bool,
+    /// Client rounds wait for their completions without a bound (as before
+    /// the swarm found it): a completion the transport loses holds the
+    /// operation for good instead of failing its round after `rpc_timeout`.
+    pub unbounded_rounds: bool,
 }
 
 /// Everything that shapes a Cell deployment.
@@ -356,8 +360,16 @@ impl CellConfig {
         self.server_rpc_timeout.max(self.rpc_timeout)
     }
 
-    /// The smallest node that holds four entries of the largest key and
-    /// its min and max keys: at least 1 KiB, a power of two.
+    /// The smallest node for keys of up to `max_key_len` bytes: its min
+    /// and max keys and four entries, rounded up to a multiple of 8 bytes.
+    pub fn smallest_node_bytes(max_key_len: u32) -> u32 {
+        let k = max_key_len as usize;
+        let four = HEADER_BYTES + 2 * k + 4 * (2 + k + EXTENT_PTR_BYTES) + TRAILER_BYTES;
+        four.div_ceil(8) as u32 * 8
+    }
+
+    /// Bytes of a tree node for keys of up to `max_key_len` bytes: room for
+    /// min, max and eight entries, at least 1 KiB, a power of two.
     pub fn node_bytes_for(max_key_len: u32) -> u32 {
         let k = max_key_len as usize;
         let need = HEADER_BYTES + 2 * k + 8 * (2 + k + EXTENT_PTR_BYTES) + TRAILER_BYTES;
@@ -449,10 +461,9 @@ impl CellConfig {
             self.max_key_len,
             "1 to 4096 bytes",
         )?;
-        let k = self.max_key_len as usize;
-        let four = HEADER_BYTES + 2 * k + 4 * (2 + k + EXTENT_PTR_BYTES) + TRAILER_BYTES;
         check(
-            self.node_bytes.is_multiple_of(8) && self.node_bytes as usize >= four,
+            self.node_bytes.is_multiple_of(8)
+                && self.node_bytes >= CellConfig::smallest_node_bytes(self.max_key_len),
             "node_bytes",
             self.node_bytes,
             "a multiple of 8 holding min, max and four entries of the largest key",

@@ -29,15 +29,18 @@ pub struct SwarmArgs {
     /// Runs spent shrinking a failure.
     #[arg(long, default_value_t = 200)]
     pub shrink_budget: usize,
-    /// The system under test (nessie, nessie-sd, nessie-hy, pilaf): the
-    /// baselines take the same shapes, workloads, network faults and client
-    /// crashes, and draw server workers, NessieHY's GET optimisations and
-    /// per-node table sizes of their own (`SwarmCase::for_system`).
+    /// The system under test (nessie, nessie-sd, nessie-hy, pilaf, cell):
+    /// the others take Nessie's shapes, workloads, network faults and client
+    /// crashes, and draw server workers and what is their own (NessieHY's
+    /// GET optimisations, per-node table sizes, Cell's node and meganode
+    /// sizes: `SwarmCase::for_system`).
     #[arg(long, default_value = "nessie")]
     pub system: String,
-    /// The baselines' test-only fault switches to run instead of the correct
-    /// baseline (comma separated: skip-claims, skip-epoch-check), to watch
-    /// the swarm catch them.
+    /// The server-driven systems' test-only fault switches to run instead
+    /// of the correct system (comma separated, `ServerFaults::NAMES`:
+    /// skip-claims, skip-epoch-check, cancel-before-landing, skip-checksums,
+    /// skip-message-checks, unbounded-rounds), to watch the swarm catch
+    /// them.
     #[arg(long, value_delimiter = ',')]
     pub server_faults: Vec<String>,
     /// The A2 negative control (`SwarmCase::without_a2`): mutations that
@@ -112,7 +115,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
          {} errors then landings ({} landed), {} late completions held back, {} completions after their round (routed or dropped), \
          {} mutations refused at their landing deadline, {} landed after it; \
          {} torn transfers ({} stopped part placed), {} requests failed with their queue pair; \
-         {} MIGRATEs (the baselines: cuckoo moves), {} entries of crashed or overrunning owners recovered; \
+         {} MIGRATEs (the baselines: cuckoo moves; Cell: meganode splits), {} Cell node splits, {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases); \
          data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
         s.cases,
@@ -135,6 +138,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.partly_placed,
         s.link_errors,
         s.migrations,
+        s.node_splits,
         s.recoveries,
         s.recycled_in_race,
         s.cases_with_reuse,

@@ -243,6 +243,10 @@ pub(crate) struct Engine {
     pub(crate) servers: Option<Servers>,
     /// Makes a baseline client's core afresh, for a restarted client.
     pub(crate) core_maker: Option<crate::systems::CoreMaker>,
+    /// Makes a restarted Cell client's machines.
+    pub(crate) cell_maker: Option<crate::systems::CellMaker>,
+    /// Cell's server nodes (their counters).
+    pub(crate) cell_servers: Vec<Arc<nessie_cell::server::ServerNode>>,
     /// Cell's region directory.
     pub(crate) dir: Option<Arc<nessie_cell::region::Directory>>,
     /// When the measured workload started (after a server-driven system's
@@ -434,13 +438,18 @@ impl Engine {
             Some(s) => Memory::with_topology(s.topology),
             None => Memory::new(&cfg),
         };
-        if let Some(st) = setup.as_ref().and_then(|s| s.cell_servers.first()) {
+        let cell_servers = setup
+            .as_ref()
+            .map(|s| s.cell_servers.clone())
+            .unwrap_or_default();
+        if let Some(st) = cell_servers.first() {
             // Cell's first meganode, before time starts.
             let mut m = nessie_cell::bootstrap_machine(st, 1);
             crate::systems::run_at_once(&mut mem, st, &mut m, Nanos(EPOCH / 2))?;
         }
         let dir = setup.as_ref().and_then(|s| s.dir.clone());
         let core_maker = setup.as_mut().and_then(|s| s.maker.take());
+        let cell_maker = setup.as_mut().and_then(|s| s.cell_maker.take());
         let mut servers = setup.map(|s| s.servers);
         if let Some(sv) = servers.as_mut() {
             for (w, worker) in sv.workers.iter_mut().enumerate() {
@@ -464,6 +473,8 @@ impl Engine {
             background,
             servers,
             core_maker,
+            cell_maker,
+            cell_servers,
             dir,
             measure_from: EPOCH,
             preloading: 0,
@@ -717,6 +728,18 @@ impl Engine {
 
     /// Cuckoo paths the baselines' servers moved over the run (their
     /// nodes' move epochs advance by two per path).
+    /// A counter of Cell's servers, summed over the nodes (0 for another
+    /// system).
+    fn cell_count(
+        &self,
+        counter: impl Fn(&nessie_cell::server::ServerCounters) -> &std::sync::atomic::AtomicU64,
+    ) -> u64 {
+        self.cell_servers
+            .iter()
+            .map(|st| counter(&st.counters).load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
+    }
+
     fn cuckoo_moves(&self) -> u64 {
         let Some(epoch) = self.servers.as_ref().and_then(|sv| sv.epoch) else {
             return 0;
@@ -920,7 +943,7 @@ impl Engine {
                 core,
                 budget,
                 req,
-                self.cfg.retry.op_timeout,
+                (!self.spec.server_faults.unbounded_rounds).then_some(self.cfg.retry.op_timeout),
             ))),
             // A baseline client whose core a failed machine took cannot go
             // on (its machines never fail: they report errors as results).
@@ -1287,6 +1310,15 @@ impl Engine {
             let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             self.clients[c].kv_core = Some(maker.core(g, entropy, true));
         }
+        if let Some(maker) = &self.cell_maker {
+            // Likewise a Cell client: caches, selector and request channel
+            // died with the process.
+            let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let Ok(machines) = maker.machines(id, entropy, true) else {
+                return; // the configuration was validated at the start
+            };
+            self.clients[c].cell = Some(machines);
+        }
         let router = router(&self.spec);
         let cl = &mut self.clients[c];
         cl.state = state;
@@ -1504,7 +1536,10 @@ impl Engine {
             put_p99_us: p99(&mut self.put_lat),
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
-            migrations: self.stats.migrations + self.cuckoo_moves(),
+            migrations: self.stats.migrations
+                + self.cuckoo_moves()
+                + self.cell_count(|c| &c.meganode_splits),
+            node_splits: self.cell_count(|c| &c.node_splits),
             recoveries: self.stats.recoveries,
             events: self.events,
             chaos: self.counts,

@@ -121,16 +121,23 @@ pub struct ServerFaults {
     /// ([`WorkerCounters::skip_message_checks`](nessie_baselines::server::WorkerCounters::skip_message_checks)).
     #[serde(default)]
     pub skip_message_checks: bool,
+    /// Clients' rounds wait for their completions without a bound, so a
+    /// completion the transport loses holds the operation for good (Cell's
+    /// client machines had no bound until the swarm found it:
+    /// `CellFaults::unbounded_rounds`; the baselines' attempts likewise).
+    #[serde(default)]
+    pub unbounded_rounds: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "skip-claims",
         "skip-epoch-check",
         "cancel-before-landing",
         "skip-checksums",
         "skip-message-checks",
+        "unbounded-rounds",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -143,6 +150,7 @@ impl ServerFaults {
                 "cancel-before-landing" => f.cancel_before_landing = true,
                 "skip-checksums" => f.skip_checksums = true,
                 "skip-message-checks" => f.skip_message_checks = true,
+                "unbounded-rounds" => f.unbounded_rounds = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",
@@ -153,6 +161,26 @@ impl ServerFaults {
         }
         Ok(f)
     }
+}
+
+/// Cell's tree shape in a run: by default sized for the workload (nodes of
+/// at least 1 KiB, meganodes of 256 nodes, so a few keys never split
+/// anything); the swarm shrinks them so that a handful of keys split nodes
+/// and meganodes while the faults strike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CellShape {
+    /// Tree nodes hold four entries of the largest key: a leaf splits at
+    /// its fifth key.
+    #[serde(default)]
+    pub small_nodes: bool,
+    /// Meganodes of 16 nodes with a heap of 8 extents: a meganode splits
+    /// once six extents (values written and not yet reclaimed) are in use.
+    /// Implies small nodes: a meganode splits at its root's middle key, so
+    /// one whose root is a leaf (up to 25 keys of 16 B in a 1 KiB node)
+    /// cannot split, and a heap of 8 extents under it would refuse writes
+    /// for good.
+    #[serde(default)]
+    pub small_meganodes: bool,
 }
 
 /// What to simulate.
@@ -167,6 +195,8 @@ pub struct SimSpec {
     pub hy: HyOptions,
     /// Test-only fault switches of the server-driven systems.
     pub server_faults: ServerFaults,
+    /// Cell's node and meganode sizes.
+    pub cell: CellShape,
     /// The hardware.
     pub profile: Profile,
     /// Nodes.
@@ -279,6 +309,7 @@ impl Default for SimSpec {
             server_workers: 1,
             hy: HyOptions::default(),
             server_faults: ServerFaults::default(),
+            cell: CellShape::default(),
             profile: crate::profile::TPDS,
             nodes: 3,
             clients_per_node: 2,
@@ -366,8 +397,11 @@ pub struct SimReport {
     /// Events processed.
     pub events: u64,
     /// MIGRATEs run (nested ones included) by every operation; for
-    /// NessieSD, NessieHY and Pilaf, the cuckoo paths their servers moved.
+    /// NessieSD, NessieHY and Pilaf, the cuckoo paths their servers moved;
+    /// for Cell, the meganode splits its servers finished.
     pub migrations: u64,
+    /// Cell's tree node splits (0 for the other systems).
+    pub node_splits: u64,
     /// Entries of crashed or overrunning owners that operations recovered
     /// (aborted, settled or reclaimed).
     pub recoveries: u64,

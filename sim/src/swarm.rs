@@ -30,7 +30,7 @@ use nessie_protocol::Faults;
 use crate::audit::DteAudit;
 use crate::chaos::{Chaos, Dice};
 use crate::engine::simulate;
-use crate::spec::{ServerFaults, SimError, SimReport, SimSpec, System, Tuning};
+use crate::spec::{CellShape, ServerFaults, SimError, SimReport, SimSpec, System, Tuning};
 
 /// Steps the linearizability checker may take per key before it gives up.
 /// An inconclusive case is never a pass: it is counted apart, and a swarm
@@ -82,9 +82,13 @@ pub struct SwarmCase {
     /// NessieHY's GET optimisations.
     #[serde(default)]
     pub hy: HySwitches,
-    /// The baselines' test-only fault switches (all off in a correct run).
+    /// The server-driven systems' test-only fault switches (all off in a
+    /// correct run).
     #[serde(default)]
     pub server_faults: ServerFaults,
+    /// Cell's node and meganode sizes.
+    #[serde(default)]
+    pub cell: CellShape,
 }
 
 /// NessieHY's optional GET optimisations in a case (the baselines'
@@ -230,6 +234,7 @@ impl SwarmCase {
             server_workers: 1,
             hy: HySwitches::default(),
             server_faults: ServerFaults::default(),
+            cell: CellShape::default(),
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -315,14 +320,48 @@ impl SwarmCase {
     /// NessieHY when switched on), cache capacity and multiple reads
     /// (NessieHY, when switched on), the cuckoo search depth, expiration
     /// period, deadline margin, clock skew and retry policy.
+    ///
+    /// Cell draws its server workers, late completions off, and then its
+    /// tree's shape ([`CellShape`]): small nodes in half the cases (leaf
+    /// splits from the fifth key), and small meganodes in half of those
+    /// (meganode splits, which the servers' maintenance threads run with requests to
+    /// each other, while the faults strike). It reads the time scale
+    /// (expiration period, deadline margin, retry policy: `cell_config` in
+    /// the simulator maps them onto Cell's timeouts) and none of Nessie's
+    /// table options, which are cleared. Cell's servers do not crash in
+    /// the swarm: a Cell server's failure is its node's, recovered by the
+    /// survivors from its logs (`docs/cell.md`), which the simulator does
+    /// not run.
     pub fn for_system(seed: u64, system: System) -> SwarmCase {
         let mut case = SwarmCase::from_seed(seed);
         case.system = system;
-        if matches!(system, System::Nessie | System::Cell) {
+        if system == System::Nessie {
             return case;
         }
         let mut d = Dice::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xba5e_11e5);
         case.server_workers = pick(&mut d, &[1u16, 1, 2, 3]);
+        // A late completion needs the client core's request-id routing,
+        // which only Nessie's clients run: for another system it would be
+        // one more lost completion (lose_completion_permille has those).
+        case.chaos.late_completion_permille = 0;
+        if system == System::Cell {
+            let small_nodes = d.chance(500);
+            case.cell = CellShape {
+                small_nodes,
+                small_meganodes: small_nodes && d.chance(500),
+            };
+            // Nessie's table options, which Cell does not read.
+            let t = &mut case.tuning;
+            t.index_slots_per_node = None;
+            t.candidates = None;
+            t.filter_bits = None;
+            t.cache_capacity = None;
+            t.previous_versions = None;
+            t.multiple_reads = None;
+            t.max_migrate_depth = None;
+            t.depth_first_migrate = None;
+            return case;
+        }
         case.hy = HySwitches {
             filter_bits: d.chance(500),
             cache: d.chance(500),
@@ -341,10 +380,6 @@ impl SwarmCase {
         t.index_slots_per_node = Some(slots.max(candidates));
         t.previous_versions = None;
         t.depth_first_migrate = None;
-        // A late completion needs the client core's request-id routing,
-        // which only Nessie's clients run: for a baseline it would be one
-        // more lost completion (lose_completion_permille has those).
-        case.chaos.late_completion_permille = 0;
         if system != System::NessieHy {
             t.multiple_reads = None;
             t.cache_capacity = None;
@@ -391,6 +426,7 @@ impl SwarmCase {
             server_workers: self.server_workers.max(1),
             hy: self.hy.options(),
             server_faults: self.server_faults,
+            cell: self.cell,
             ..SimSpec::default()
         }
     }
@@ -632,8 +668,11 @@ pub struct SwarmSummary {
     pub recycled_in_race: u64,
     /// Cases in which some entry was recycled while clients raced.
     pub cases_with_reuse: usize,
-    /// MIGRATEs run.
+    /// MIGRATEs run (the baselines: cuckoo paths moved; Cell: meganode
+    /// splits finished).
     pub migrations: u64,
+    /// Cell's tree node splits.
+    pub node_splits: u64,
     /// Entries of crashed or overrunning owners recovered.
     pub recoveries: u64,
     /// The data-table audits summed over every case ([`crate::audit`]):
@@ -705,6 +744,7 @@ pub fn swarm_with(
         s.partly_placed += run.report.chaos.partly_placed;
         s.link_errors += run.report.chaos.link_errors;
         s.migrations += run.report.migrations;
+        s.node_splits += run.report.node_splits;
         s.recycled_in_race += run.report.recycled_in_race;
         s.cases_with_reuse += usize::from(run.report.recycled_in_race > 0);
         s.recoveries += run.report.recoveries;

@@ -93,16 +93,17 @@ pub(crate) enum KvMachine {
 
 impl KvMachine {
     /// One attempt of `req` by `core` on node `own`, its rounds giving up
-    /// on missing completions after `limit`.
+    /// on missing completions after `limit` (`None`: never, the
+    /// `unbounded-rounds` switch).
     pub(crate) fn attempt(
         own: NodeId,
         core: AnyCore,
         budget: RetryBudget,
         req: Request,
-        limit: Duration,
+        limit: Option<Duration>,
     ) -> KvMachine {
         KvMachine::Attempt(Machine::new(own, 1, move |io: Io| async move {
-            io.set_limit(Some(limit));
+            io.set_limit(limit);
             io.count(|s| s.attempts = 1);
             let (mut core, mut budget) = (core, budget);
             let a = core.attempt(&io, KvRequest::of(&req), &mut budget).await;
@@ -507,6 +508,8 @@ pub(crate) struct Setup {
     pub(crate) maker: Option<CoreMaker>,
     /// Each client's machines, for Cell.
     pub(crate) cell: Vec<CellMachines>,
+    /// Makes a Cell client's machines afresh (a restarted client's).
+    pub(crate) cell_maker: Option<CellMaker>,
     /// Cell's directory (its clients' snapshots come from it).
     pub(crate) dir: Option<Arc<Directory>>,
     /// The regions the fabric must provide.
@@ -635,6 +638,7 @@ pub(crate) fn baseline(
         cores,
         maker: Some(maker),
         cell: Vec::new(),
+        cell_maker: None,
         dir: None,
         topology,
         cell_servers: Vec::new(),
@@ -708,6 +712,45 @@ fn shared_tables(
 /// quarantine.
 pub(crate) type ReuseCounter = Box<dyn Fn() -> u64>;
 
+/// What a Cell client is made of, to make one at the start and again for a
+/// restarted client (a fresh process: empty caches, a fresh selector, and a
+/// request channel whose sequence numbers are drawn afresh).
+pub(crate) struct CellMaker {
+    cfg: Arc<CellConfig>,
+    dir: Arc<Directory>,
+    mailbox: MailboxLayout,
+    cancel_before_landing: bool,
+}
+
+impl CellMaker {
+    /// The machines of client `id`, its sequence numbers drawn from
+    /// `entropy`; `restarted`: a process that replaces a crashed one (its
+    /// first request waits out the predecessor's landing bound).
+    pub(crate) fn machines(
+        &self,
+        id: nessie_protocol::ClientId,
+        entropy: u64,
+        restarted: bool,
+    ) -> Result<CellMachines, Error> {
+        let g = u32::from(id.node.0) * u32::from(self.cfg.slots_per_node()) + u32::from(id.index);
+        let rpc = RpcClient::with_first_seq(
+            self.mailbox,
+            g,
+            entropy,
+            self.cfg.rpc_timeout,
+            self.cfg.landing_margin,
+        );
+        let rpc = if restarted {
+            rpc
+        } else {
+            rpc.without_predecessor()
+        };
+        rpc.faults
+            .set_cancel_before_landing(self.cancel_before_landing);
+        CellMachines::new(self.cfg.clone(), &self.dir, id, rpc)
+    }
+}
+
 /// Cell's configuration for `spec`: every node a server, sized for the
 /// spec's keys and sizes, its client seeds from the spec's.
 pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
@@ -723,9 +766,39 @@ pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
         caches: true,
     });
     c.seed = spec.seed;
-    if let Some(us) = spec.tuning.op_timeout_us {
-        c.rpc_timeout = Duration::from_micros(us);
+    if spec.cell.small_nodes || spec.cell.small_meganodes {
+        c.node_bytes = CellConfig::smallest_node_bytes(c.max_key_len);
     }
+    if spec.cell.small_meganodes {
+        c.meganode_nodes = 16;
+        c.heap_bytes = 8 * c.max_extent_bytes().div_ceil(8) * 8;
+        // Every split takes a region slot; a survivor of a failure takes
+        // over the failed node's.
+        c.regions_per_node = c.regions_per_node.max(32);
+    }
+    // Cell's clocks on the spec's time scale (its own defaults are a real
+    // cluster's: seconds to give up, half a second of unreachability), so
+    // that a Cell operation gives up when a Nessie one would and the
+    // simulator's horizon covers it: one reply is waited for an expiration
+    // period, an operation gives up after Nessie's operation timeout (or
+    // half of it while its node stays unreachable), a search attempt
+    // restarts after an expiration period and an invalidated node waits
+    // two before reuse, and a posted WRITE or CAS lands within the
+    // deadline margin (A2).
+    c.op_timeout = cfg.retry.op_timeout;
+    c.rpc_timeout = cfg.expiration;
+    c.server_rpc_timeout = 2 * cfg.expiration;
+    c.unreachable_grace = cfg.retry.op_timeout / 2;
+    c.attempt_deadline = cfg.expiration;
+    c.node_reuse_grace = 2 * cfg.expiration;
+    c.landing_margin = cfg.deadline_margin.min(c.op_timeout);
+    c.backoff = cfg.retry.initial_backoff;
+    c.max_backoff = cfg.retry.max_backoff;
+    // The server-driven systems' switches, as they read for Cell.
+    let f = spec.server_faults;
+    c.faults.unclaimed_writes = f.skip_claims;
+    c.faults.skip_crc_check = f.skip_checksums;
+    c.faults.unbounded_rounds = f.unbounded_rounds;
     c
 }
 
@@ -740,6 +813,10 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
     let cpn = ccfg.clients_per_node;
     let w = usize::from(ccfg.server_workers.max(1));
     let counters = Arc::new(WorkerCounters::default());
+    counters.skip_message_checks.store(
+        spec.server_faults.skip_message_checks,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mut workers = Vec::new();
     let mut states = Vec::new();
     for n in 0..ccfg.server_nodes {
@@ -756,8 +833,12 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
             );
             let slots = worker.watch().slots().len();
             let s = st.clone();
+            // A round whose completion is lost gives up after the longest
+            // wait for one reply (the threaded pool's 5 s is Cell's default
+            // `rpc_timeout`).
+            let limit = ccfg.rpc_timeout;
             let m = Machine::new(NodeId(n), 1, move |io: Io<CellExt>| {
-                io.set_limit(Some(Duration::from_secs(5)));
+                io.set_limit(Some(limit));
                 worker.run(io)
             });
             workers.push(SimWorker::new(
@@ -779,6 +860,12 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
         });
         workers.push(m);
     }
+    let cell_maker = CellMaker {
+        cfg: ccfg.clone(),
+        dir: dir.clone(),
+        mailbox: layout.mailbox,
+        cancel_before_landing: spec.server_faults.cancel_before_landing,
+    };
     let mut cell = Vec::new();
     for n in 0..ccfg.nodes {
         for i in 0..cpn {
@@ -786,16 +873,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
                 node: NodeId(n),
                 index: i,
             };
-            let g = u32::from(n) * u32::from(spn) + u32::from(i);
-            let rpc = RpcClient::with_first_seq(
-                layout.mailbox,
-                g,
-                spec.seed,
-                ccfg.rpc_timeout,
-                ccfg.landing_margin,
-            )
-            .without_predecessor();
-            cell.push(CellMachines::new(ccfg.clone(), &dir, id, rpc)?);
+            cell.push(cell_maker.machines(id, spec.seed, false)?);
         }
     }
     let total = usize::from(ccfg.nodes) * usize::from(spn);
@@ -820,6 +898,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
         cores: Vec::new(),
         maker: None,
         cell,
+        cell_maker: Some(cell_maker),
         dir: Some(dir),
         topology: ccfg.topology(),
         cell_servers: states,

@@ -90,9 +90,20 @@ impl CellMachines {
         F: Future<Output = Result<T, Error>> + 'static,
     {
         let core = self.core.clone();
-        let claimed = !self.core().faults.unclaimed_writes;
+        let (claimed, limit) = {
+            let c = self.core();
+            let f = c.faults;
+            (
+                !f.unclaimed_writes,
+                (!f.unbounded_rounds).then_some(c.cfg.rpc_timeout),
+            )
+        };
         let chan = self.chan.with_claimed_writes(claimed);
         machine(self.own, first_id, Some(chan), move |io: Io| {
+            // A round whose completion never comes (lost by the transport)
+            // gives up after the longest wait for one server reply, as its
+            // errors, instead of holding the operation for good.
+            io.base().set_limit(limit);
             make(Cl { io, core })
         })
     }

@@ -144,6 +144,13 @@ impl Handler for CellHandler {
     fn ext(&self, e: Effect) -> Resolution {
         local_effect(&self.st, e)
     }
+
+    /// An eighth of the clients' operation timeout, at most
+    /// [`CLAIM_WAIT`](nessie_baselines::server::CLAIM_WAIT): a lost claim
+    /// completion holds the worker a fraction of what its clients wait.
+    fn claim_wait(&self) -> Duration {
+        nessie_baselines::server::claim_wait(self.st.cfg.op_timeout)
+    }
 }
 
 /// A server node's maintenance thread.
