@@ -16,6 +16,9 @@ use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, System, Tuning
 
 use crate::inserts::{self, InsertsArgs, SearchArg, WORKSHOP_TABLE_1};
 
+mod cell_locality;
+pub use cell_locality::{CELL_FIG_4_PEAKS, CELL_TABLE_2};
+
 /// Options of `nessie papers`.
 #[derive(Args, Debug, Clone)]
 pub struct PapersArgs {
@@ -29,6 +32,10 @@ pub struct PapersArgs {
     /// Leave out the runs beyond the papers (3 to 1,000 nodes).
     #[arg(long)]
     pub no_scale: bool,
+    /// Run only these sections (comma separated: tpds, workshop, pilaf,
+    /// cell, scale); all by default.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -193,14 +200,30 @@ pub fn papers(args: &PapersArgs) -> Result<(), SimError> {
         args.seconds, args.seed
     );
     println!("Each cell: prediction / paper (their ratio, prediction / paper); a bare number has no published counterpart.\n");
-    let table1 = table_1(args)?;
-    goodput(args, &table1)?;
-    let peaks = fig_4(args)?;
-    fig_14(args, peaks)?;
-    fig_13(args)?;
-    workshop_table_1()?;
-    pilaf_fig_6(args)?;
-    if !args.no_scale {
+    const SECTIONS: [&str; 5] = ["tpds", "workshop", "pilaf", "cell", "scale"];
+    if let Some(bad) = args.only.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
+        return Err(SimError::Spec(format!(
+            "unknown section {bad:?} (expected one of {SECTIONS:?})"
+        )));
+    }
+    let runs = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+    if runs("tpds") {
+        let table1 = table_1(args)?;
+        goodput(args, &table1)?;
+        let peaks = fig_4(args)?;
+        fig_14(args, peaks)?;
+        fig_13(args)?;
+    }
+    if runs("workshop") {
+        workshop_table_1()?;
+    }
+    if runs("pilaf") {
+        pilaf_fig_6(args)?;
+    }
+    if runs("cell") {
+        cell_locality::cell_paper(args)?;
+    }
+    if !args.no_scale && runs("scale") {
         scale(args)?;
     }
     println!(

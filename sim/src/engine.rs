@@ -247,6 +247,9 @@ pub(crate) struct Engine {
     pub(crate) cell_maker: Option<crate::systems::CellMaker>,
     /// Cell's server nodes (their counters).
     pub(crate) cell_servers: Vec<Arc<nessie_cell::server::ServerNode>>,
+    /// Cell's meganode searches (server-side, client-side) when the
+    /// measured workload started.
+    pub(crate) cell_searches_before: (u64, u64),
     /// Cell's region directory.
     pub(crate) dir: Option<Arc<nessie_cell::region::Directory>>,
     /// When the measured workload started (after a server-driven system's
@@ -475,6 +478,7 @@ impl Engine {
             core_maker,
             cell_maker,
             cell_servers,
+            cell_searches_before: (0, 0),
             dir,
             measure_from: EPOCH,
             preloading: 0,
@@ -728,6 +732,29 @@ impl Engine {
 
     /// Cuckoo paths the baselines' servers moved over the run (their
     /// nodes' move epochs advance by two per path).
+    /// Meganode searches Cell's clients sent to the server and did
+    /// themselves so far ((0, 0) for another system; a restarted client's
+    /// count starts again).
+    pub(crate) fn cell_searches(&self) -> (u64, u64) {
+        self.clients
+            .iter()
+            .filter_map(|cl| cl.cell.as_ref())
+            .map(|m| {
+                let s = &m.core().stats;
+                (s.server_searches, s.client_searches)
+            })
+            .fold((0, 0), |(a, b), (s, c)| (a + s, b + c))
+    }
+
+    /// The share of the measured workload's meganode searches Cell's
+    /// clients sent to the server, % (0 for another system).
+    fn server_search_pct(&self) -> f64 {
+        let (s, c) = self.cell_searches();
+        let (s0, c0) = self.cell_searches_before;
+        let (server, client) = (s.saturating_sub(s0), c.saturating_sub(c0));
+        100.0 * server as f64 / (server + client).max(1) as f64
+    }
+
     /// A counter of Cell's servers, summed over the nodes (0 for another
     /// system).
     fn cell_count(
@@ -838,6 +865,15 @@ impl Engine {
         } else if now < self.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
+            if let (System::Cell, false, Some(servers)) = (
+                spec.system,
+                spec.cell_run.clients_beside_servers,
+                spec.cell_run.server_nodes,
+            ) {
+                if cl.state.id.node.0 < servers {
+                    return false; // a server node's clients only preload
+                }
+            }
             if let Some(rate) = spec.arrival_rate_per_client {
                 // Open loop: Poisson arrivals; an idle thread waits for the
                 // next one, a busy one takes it as soon as it is free.
@@ -1540,6 +1576,7 @@ impl Engine {
                 + self.cuckoo_moves()
                 + self.cell_count(|c| &c.meganode_splits),
             node_splits: self.cell_count(|c| &c.node_splits),
+            server_search_pct: self.server_search_pct(),
             recoveries: self.stats.recoveries,
             events: self.events,
             chaos: self.counts,

@@ -66,6 +66,7 @@ impl Engine {
     /// The preload is done: the measured workload starts now.
     pub(crate) fn start_measuring(&mut self, now: u64) {
         self.measure_from = now;
+        self.cell_searches_before = self.cell_searches();
         self.end = now + (self.spec.seconds * 1e9) as u64;
         if let Some(chaos) = self.held_chaos.take() {
             self.spec.chaos = chaos;

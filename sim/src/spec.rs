@@ -183,6 +183,40 @@ pub struct CellShape {
     pub small_meganodes: bool,
 }
 
+/// How a Cell run searches and where its servers run (the Cell paper's
+/// experiments, `nessie papers`; by default the selector over every node).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CellRun {
+    /// How clients search meganodes.
+    pub mode: nessie_cell::SearchMode,
+    /// Client node and meganode caches (the paper's Fig. 4 and Table 2 run
+    /// without).
+    pub caches: bool,
+    /// Nodes `0..n` hold the tree and run server workers; the rest run
+    /// only clients (`None`: every node).
+    pub server_nodes: Option<u16>,
+    /// One meganode holding every key, never split (Fig. 4's single
+    /// meganode).
+    pub one_meganode: bool,
+    /// With `server_nodes` set, whether the server nodes' clients run the
+    /// measured workload too (`false`: they only preload, and the servers
+    /// serve the other nodes' clients, as on the paper's separate client
+    /// machines).
+    pub clients_beside_servers: bool,
+}
+
+impl Default for CellRun {
+    fn default() -> CellRun {
+        CellRun {
+            mode: nessie_cell::SearchMode::Selector,
+            caches: true,
+            server_nodes: None,
+            one_meganode: false,
+            clients_beside_servers: true,
+        }
+    }
+}
+
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct SimSpec {
@@ -197,6 +231,8 @@ pub struct SimSpec {
     pub server_faults: ServerFaults,
     /// Cell's node and meganode sizes.
     pub cell: CellShape,
+    /// How Cell's clients search and where its servers run.
+    pub cell_run: CellRun,
     /// The hardware.
     pub profile: Profile,
     /// Nodes.
@@ -310,6 +346,7 @@ impl Default for SimSpec {
             hy: HyOptions::default(),
             server_faults: ServerFaults::default(),
             cell: CellShape::default(),
+            cell_run: CellRun::default(),
             profile: crate::profile::TPDS,
             nodes: 3,
             clients_per_node: 2,
@@ -402,6 +439,9 @@ pub struct SimReport {
     pub migrations: u64,
     /// Cell's tree node splits (0 for the other systems).
     pub node_splits: u64,
+    /// Cell: the share of meganode searches its clients sent to the
+    /// server, % (0 for the other systems).
+    pub server_search_pct: f64,
     /// Entries of crashed or overrunning owners that operations recovered
     /// (aborted, settled or reclaimed).
     pub recoveries: u64,

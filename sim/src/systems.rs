@@ -754,20 +754,27 @@ impl CellMaker {
 /// Cell's configuration for `spec`: every node a server, sized for the
 /// spec's keys and sizes, its client seeds from the spec's.
 pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
+    let run = spec.cell_run;
     let mut c = CellConfig::sized(&Sizing {
         nodes: spec.nodes,
-        server_nodes: spec.nodes,
+        server_nodes: run.server_nodes.unwrap_or(spec.nodes).clamp(1, spec.nodes),
         clients: cfg.clients_per_node,
         workers: spec.server_workers.max(1),
         keys: spec.keys,
         key_size: spec.key_size.max(8),
         value_size: spec.value_size.max(1),
-        one_meganode: false,
-        caches: true,
+        one_meganode: run.one_meganode,
+        caches: run.caches,
     });
     c.seed = spec.seed;
+    c.mode = run.mode;
     if spec.cell.small_nodes || spec.cell.small_meganodes {
         c.node_bytes = CellConfig::smallest_node_bytes(c.max_key_len);
+        if run.one_meganode {
+            // Leaves at least half full (two of four entries), and the
+            // inner nodes above them.
+            c.meganode_nodes = u32::try_from(spec.keys * 2 + 64).unwrap_or(u32::MAX);
+        }
     }
     if spec.cell.small_meganodes {
         c.meganode_nodes = 16;
