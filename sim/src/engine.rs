@@ -874,6 +874,23 @@ impl Engine {
                     return false; // a server node's clients only preload
                 }
             }
+            if let Some(spike) = spec.spike {
+                if cl.state.id.index >= spike.first_index {
+                    // A spike client: idle outside the spike's window.
+                    let from = self.measure_from + (spike.from_s * 1e9) as u64;
+                    let until = self.measure_from + (spike.until_s * 1e9) as u64;
+                    if now >= until {
+                        return false;
+                    }
+                    if now < from {
+                        self.schedule(from, Ev::Poll(c));
+                        return false;
+                    }
+                    if cl.next_arrival != 0 && cl.next_arrival < from {
+                        cl.next_arrival = from;
+                    }
+                }
+            }
             if let Some(rate) = spec.arrival_rate_per_client {
                 // Open loop: Poisson arrivals; an idle thread waits for the
                 // next one, a busy one takes it as soon as it is free.
@@ -1576,6 +1593,7 @@ impl Engine {
                 + self.cuckoo_moves()
                 + self.cell_count(|c| &c.meganode_splits),
             node_splits: self.cell_count(|c| &c.node_splits),
+            measured_from_ns: self.measure_from,
             server_search_pct: self.server_search_pct(),
             recoveries: self.stats.recoveries,
             events: self.events,

@@ -48,8 +48,8 @@ pub use chaos::Chaos;
 pub use engine::{simulate, stamp_ns};
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
 pub use spec::{
-    config, CellRun, CellShape, ChaosCounts, ServerFaults, SimError, SimReport, SimSpec, System,
-    Tuning,
+    config, CellRun, CellShape, ChaosCounts, ServerFaults, SimError, SimReport, SimSpec, Spike,
+    System, Tuning,
 };
 pub use swarm::{
     shrink, swarm, swarm_system, swarm_with, verdict_of, HySwitches, SwarmCase, SwarmSummary,

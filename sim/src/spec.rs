@@ -217,6 +217,18 @@ impl Default for CellRun {
     }
 }
 
+/// A load spike: some clients join the measured workload for a while.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spike {
+    /// Clients whose index on their node is at least this join only for
+    /// the spike.
+    pub first_index: u16,
+    /// The spike starts this long into the measured window, s.
+    pub from_s: f64,
+    /// And ends this long into it, s.
+    pub until_s: f64,
+}
+
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct SimSpec {
@@ -260,6 +272,9 @@ pub struct SimSpec {
     /// Key popularity: `None` uniform, `Some(theta)` YCSB's scrambled
     /// Zipfian with exponent `theta` (0.99 in the papers' Figs 12-13).
     pub zipf_theta: Option<f64>,
+    /// A load spike (the Cell paper's Fig. 7): the clients whose index on
+    /// their node is at least `first_index` run only within the window.
+    pub spike: Option<Spike>,
     /// Open loop: each client's operations arrive as a Poisson process of
     /// this many per simulated second (latencies count from the start of
     /// service, not the arrival); `None`: closed loop, the next operation
@@ -357,6 +372,7 @@ impl Default for SimSpec {
             value_size: 256,
             get_pct: 50,
             zipf_theta: None,
+            spike: None,
             arrival_rate_per_client: None,
             seconds: 0.01,
             load_factor: 0.4,
@@ -439,6 +455,9 @@ pub struct SimReport {
     pub migrations: u64,
     /// Cell's tree node splits (0 for the other systems).
     pub node_splits: u64,
+    /// When the measured workload started, virtual ns (the clock of
+    /// [`crate::stamp_ns`]).
+    pub measured_from_ns: u64,
     /// Cell: the share of meganode searches its clients sent to the
     /// server, % (0 for the other systems).
     pub server_search_pct: f64,

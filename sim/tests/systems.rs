@@ -160,3 +160,49 @@ fn preempted_server_workers_cut_server_driven_throughput_far_more_than_nessies()
     assert!(nessie > 0.2, "nessie keeps {nessie}");
     assert!(sd < 0.5 * nessie, "nessie-sd keeps {sd}, nessie {nessie}");
 }
+
+/// Cell's runs for the paper's figures: with `server_nodes` and
+/// `clients_beside_servers: false` the server nodes' clients only preload,
+/// and a spike's clients (index 1 and up on their node) invoke operations
+/// only within its window, which lies inside the measured one.
+#[test]
+fn cells_paper_runs_keep_server_nodes_clients_out_and_spike_clients_in_their_window() {
+    let window = (0.001, 0.002);
+    let s = SimSpec {
+        nodes: 3,
+        clients_per_node: 2,
+        get_pct: 100,
+        seconds: 0.003,
+        record_history: true,
+        arrival_rate_per_client: Some(100_000.0),
+        spike: Some(nessie_sim::Spike {
+            first_index: 1,
+            from_s: window.0,
+            until_s: window.1,
+        }),
+        cell_run: nessie_sim::CellRun {
+            server_nodes: Some(1),
+            clients_beside_servers: false,
+            ..nessie_sim::CellRun::default()
+        },
+        ..spec(System::Cell, 7)
+    };
+    let r = simulate(&s).unwrap();
+    let measured: Vec<_> = r
+        .history
+        .iter()
+        .filter(|e| nessie_sim::stamp_ns(e.invoke) >= r.measured_from_ns)
+        .collect();
+    // Clients are numbered node by node: node 0's are 0 and 1.
+    assert!(measured.iter().all(|e| e.client >= 2), "a server node's client ran");
+    let spike: Vec<_> = measured.iter().filter(|e| e.client % 2 == 1).collect();
+    assert!(!spike.is_empty());
+    for e in spike {
+        let at = nessie_sim::stamp_ns(e.invoke) - r.measured_from_ns;
+        assert!(
+            (1_000_000..2_000_000).contains(&at),
+            "a spike client's operation invoked at {at} ns"
+        );
+    }
+    assert!(measured.iter().any(|e| e.client % 2 == 0), "the base clients ran");
+}

@@ -8,7 +8,7 @@
 //! numbers beside them (seed 003, §4.2 and §4.4.1).
 
 use nessie_cell::SearchMode;
-use nessie_sim::{CellRun, CellShape, SimError, SimReport, SimSpec, System};
+use nessie_sim::{CellRun, CellShape, SimError, SimReport, SimSpec, Spike, System};
 
 use super::{cell, num, ops, run, PapersArgs};
 
@@ -40,7 +40,8 @@ const MODES: [(&str, SearchMode); 3] = [
 /// Runs the Cell experiments and prints their tables.
 pub(super) fn cell_paper(args: &PapersArgs) -> Result<(), SimError> {
     fig_4(args)?;
-    table_2(args)?;
+    let one_core = table_2(args)?;
+    fig_7(args, one_core)?;
     Ok(())
 }
 
@@ -132,13 +133,15 @@ fn fig_4(args: &PapersArgs) -> Result<(), SimError> {
     Ok(())
 }
 
-/// Table 2: four servers with 1 to 8 cores each.
-fn table_2(args: &PapersArgs) -> Result<(), SimError> {
+/// Table 2: four servers with 1 to 8 cores each. Returns the server-side
+/// only throughput at 1 core.
+fn table_2(args: &PapersArgs) -> Result<f64, SimError> {
     eprintln!("Cell Table 2");
     println!("## Cell Table 2: four servers with 1 to 8 cores each\n");
     println!("Searches/s of 4 server nodes and 8 client nodes of 4 client threads, 20,000 keys in meganodes spread over the servers, client caches on: server-side only, the selector (its share of server-side searches), and a fixed share of server-side searches at the selector's measured share.\n");
     println!("| cores | server-side only | selector (server share) | fixed ratio |");
     println!("|---|---|---|---|");
+    let mut one_core = 0.0;
     for (i, paper) in CELL_TABLE_2.iter().enumerate() {
         let cores = i as u16 + 1;
         let server = run(
@@ -150,6 +153,9 @@ fn table_2(args: &PapersArgs) -> Result<(), SimError> {
             &format!("cell table 2 selector {cores} cores"),
         )?;
         let share = selector.server_search_pct;
+        if cores == 1 {
+            one_core = server.ops_per_sec;
+        }
         let fixed = run(
             &spec(args, 4, cores, 8, 4, SearchMode::Fixed(share), false),
             &format!("cell table 2 fixed {cores} cores"),
@@ -162,6 +168,81 @@ fn table_2(args: &PapersArgs) -> Result<(), SimError> {
             num(paper.2),
             cell(fixed.ops_per_sec, Some(paper.3)),
         );
+    }
+    println!();
+    Ok(one_core)
+}
+
+/// Fig. 7's base load as a share of the server-side only peak on 1 core
+/// per server: the paper's 24 clients searching every 75 µs (320 K/s)
+/// against its Table 2's 505 K.
+const FIG_7_BASE: f64 = 24.0 * (1e6 / 75.0) / 505e3;
+
+/// Latencies of the GETs invoked in `[from, until)` ns into the measured
+/// window: median and 90th percentile, µs, and how many.
+fn window(r: &SimReport, from: u64, until: u64) -> (f64, f64, usize) {
+    let mut lat: Vec<u64> = r
+        .history
+        .iter()
+        .filter(|e| {
+            matches!(e.op, nessie_model::KvOp::Get) && matches!(e.ret, nessie_model::KvRet::Get(_))
+        })
+        .filter_map(|e| {
+            let at = nessie_sim::stamp_ns(e.invoke).checked_sub(r.measured_from_ns)?;
+            (from..until).contains(&at).then(|| {
+                nessie_sim::stamp_ns(e.response).saturating_sub(nessie_sim::stamp_ns(e.invoke))
+            })
+        })
+        .collect();
+    lat.sort_unstable();
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .map_or(f64::NAN, |&ns| ns as f64 / 1e3)
+    };
+    (q(0.5), q(0.9), lat.len())
+}
+
+/// Fig. 7: 24 clients searching at a base load on 4 servers of 1 core, 36
+/// more joining at the same rate for the middle third of the run;
+/// `one_core`: Table 2's server-side only peak at 1 core.
+fn fig_7(args: &PapersArgs, one_core: f64) -> Result<(), SimError> {
+    eprintln!("Cell Fig. 7");
+    let third = args.seconds;
+    // The simulated server core is faster than the paper's (see Table 2):
+    // the base load keeps the paper's share of the server-side peak.
+    let rate = FIG_7_BASE * one_core / 24.0;
+    println!("## Cell Fig. 7: a load spike, server-side only against the selector\n");
+    println!(
+        "4 server nodes of 1 core, 12 client nodes: 2 clients each search every {} µs (open loop, 24 clients: {} % of Table 2's server-side peak at 1 core, the paper's 320 K against 505 K), and 3 more each join at the same rate from {} ms to {} ms (36 clients, 2.5x the load), over a {} ms run. Median and 90th-percentile GET latency (µs, from the start of service: an arrival that waits for its busy client thread is not counted) of the GETs invoked before, during and after the spike. The paper plots the same on a log scale: server-side search's latency climbs during the spike, the selector's stays low, switching most searches to the client.\n",
+        num(1e6 / rate),
+        num(100.0 * FIG_7_BASE),
+        num(third * 1e3),
+        num(2.0 * third * 1e3),
+        num(3.0 * third * 1e3)
+    );
+    println!("| search | before: median / p90 | spike: median / p90 | after: median / p90 | server share |");
+    println!("|---|---|---|---|---|");
+    let ns = |s: f64| (s * 1e9) as u64;
+    for (name, mode) in [MODES[0], MODES[2]] {
+        let s = SimSpec {
+            arrival_rate_per_client: Some(rate),
+            spike: Some(Spike {
+                first_index: 2,
+                from_s: third,
+                until_s: 2.0 * third,
+            }),
+            seconds: 3.0 * third,
+            record_history: true,
+            ..spec(args, 4, 1, 12, 5, mode, false)
+        };
+        let r = run(&s, &format!("cell fig 7 {name}"))?;
+        print!("| {name} |");
+        for k in 0..3u32 {
+            let (from, until) = (f64::from(k) * third, f64::from(k + 1) * third);
+            let (median, p90, _) = window(&r, ns(from), ns(until));
+            print!(" {} / {} |", num(median), num(p90));
+        }
+        println!(" {} % |", num(r.server_search_pct));
     }
     println!();
     Ok(())
