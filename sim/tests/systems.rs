@@ -194,7 +194,10 @@ fn cells_paper_runs_keep_server_nodes_clients_out_and_spike_clients_in_their_win
         .filter(|e| nessie_sim::stamp_ns(e.invoke) >= r.measured_from_ns)
         .collect();
     // Clients are numbered node by node: node 0's are 0 and 1.
-    assert!(measured.iter().all(|e| e.client >= 2), "a server node's client ran");
+    assert!(
+        measured.iter().all(|e| e.client >= 2),
+        "a server node's client ran"
+    );
     let spike: Vec<_> = measured.iter().filter(|e| e.client % 2 == 1).collect();
     assert!(!spike.is_empty());
     for e in spike {
@@ -204,5 +207,8 @@ fn cells_paper_runs_keep_server_nodes_clients_out_and_spike_clients_in_their_win
             "a spike client's operation invoked at {at} ns"
         );
     }
-    assert!(measured.iter().any(|e| e.client % 2 == 0), "the base clients ran");
+    assert!(
+        measured.iter().any(|e| e.client % 2 == 0),
+        "the base clients ran"
+    );
 }
