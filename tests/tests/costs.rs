@@ -184,3 +184,69 @@ fn quiet_delete_installs_a_tombstone_then_unlinks_it() {
     // tombstone's own mark once it is unlinked; nothing leaked.
     assert_eq!((s.local_writes, s.leaked), (3, 0), "{s}");
 }
+
+/// With `multiple_reads`, a remote GET reads the entry's header and key,
+/// then its value area: together exactly one entry's bytes, as a single
+/// whole-entry READ would move.
+#[test]
+fn multiple_reads_get_reads_the_header_and_key_then_the_rest_of_the_entry() {
+    let cluster = SimCluster::new(Config {
+        multiple_reads: true,
+        ..cfg(0)
+    });
+    let key = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
+    cluster.client(2, 0).put(&key, b"value").unwrap();
+    let mut reader = cluster.client(0, 0);
+    assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
+    let s = reader.last_stats();
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.round_trips),
+        (1, 2, 3),
+        "{s}"
+    );
+    let dte = cluster.cfg.layout().entry_bytes();
+    assert_eq!(s.fabric_bytes, 8 + dte, "{s}");
+}
+
+/// The cache holds remote entries only: a GET of the reader's own (local)
+/// entry, read by CPU, does not take the place of the one remote entry a
+/// cache of capacity 1 holds, so reading that remote key again is a hit.
+#[test]
+fn a_local_get_does_not_evict_a_cached_remote_entry() {
+    let cluster = SimCluster::new(cfg(1));
+    let remote = find_key(&cluster.cfg, "r", |c| c[0].node == NodeId(1));
+    let local = find_key(&cluster.cfg, "l", |c| c[0].node == NodeId(1));
+    cluster.client(2, 0).put(&remote, b"rv").unwrap();
+    let mut reader = cluster.client(0, 0);
+    reader.put(&local, b"lv").unwrap();
+    assert_eq!(reader.get(&remote).unwrap(), Some(b"rv".to_vec()));
+    assert_eq!(reader.get(&local).unwrap(), Some(b"lv".to_vec()));
+    assert_eq!(reader.last_stats().local_reads, 1, "the reader's own entry");
+    assert_eq!(reader.get(&remote).unwrap(), Some(b"rv".to_vec()));
+    let s = reader.last_stats();
+    assert_eq!((s.index_reads, s.data_reads), (1, 0), "a cache hit: {s}");
+}
+
+/// A GET of an absent key whose candidate holds another key's entry: the
+/// index word's filter bits (a hash of the key) differ from the wanted
+/// key's, so the GET never reads that entry.
+#[test]
+fn get_of_an_absent_key_skips_another_keys_entry_by_its_filter_bits() {
+    let cluster = SimCluster::new(cfg(0));
+    let h = cluster.cfg.hasher();
+    let present = remote_key(&cluster.cfg, "x");
+    let first = h.candidates(&present)[0];
+    let absent = find_key(&cluster.cfg, "absent", |c| {
+        c[0] == first && c.iter().all(|a| a.node != NodeId(0))
+    });
+    assert_ne!(h.filter(&absent), h.filter(&present));
+    let mut c = cluster.client(0, 0);
+    c.put(&present, b"v").unwrap();
+    assert_eq!(c.get(&absent).unwrap(), None);
+    let s = c.last_stats();
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.local_reads),
+        (6, 0, 0),
+        "{s}"
+    );
+}

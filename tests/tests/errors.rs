@@ -176,15 +176,20 @@ fn invalid_configuration_is_refused_with_the_field_named() {
         Err(other) => panic!("unexpected error {other}"),
         Ok(_) => panic!("accepted"),
     }
+    // A client id out of range is refused with the id named.
     let ep = cluster.fabric.open(NodeId(0)).unwrap();
     let id = ClientId {
         node: NodeId(0),
         index: cluster.cfg.clients_per_node,
     };
-    assert!(matches!(
-        Client::new(cluster.cfg.clone(), id, ep),
-        Err(Error::Config(_))
-    ));
+    match Client::new(cluster.cfg.clone(), id, ep) {
+        Err(Error::Config(ConfigError::OutOfRange { field, value, .. })) => {
+            assert_eq!(field, "client id");
+            assert_eq!(value, format!("client 0.{}", cluster.cfg.clients_per_node));
+        }
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("accepted"),
+    }
 }
 
 fn id(node: u16, index: u16) -> ClientId {

@@ -879,6 +879,25 @@ fn hole4_a_committed_copy_is_finished_from_its_destination_side() {
     );
 }
 
+/// The finish from the destination side, counted: q's PUT unlinks the
+/// crashed mover's source for it (one help), then moves the copy out of
+/// slot 1 (one move of its own) and takes slot 1.
+#[test]
+fn hole4_the_destination_side_finish_is_counted_as_a_help() {
+    let _limit = time_limit(
+        "hole4_the_destination_side_finish_is_counted_as_a_help",
+        "-",
+        Duration::from_secs(60),
+    );
+    let cluster = SimCluster::manual_clock(tiny_config());
+    let (m, _g, mut b) = crashed_mover(&cluster);
+    let q = find_key(&cluster.cfg, "q", |k| k == [slot(1), slot(2)]);
+    assert_eq!(b.put(&q, b"qv"), Ok(false));
+    let s = b.last_stats();
+    assert_eq!((s.helps, s.migrations), (1, 1), "{s:?}");
+    assert_eq!(b.get(&m).unwrap(), Some(b"mv".to_vec()));
+}
+
 #[test]
 fn hole4_reinstated_inserts_are_blocked_forever() {
     let _limit = time_limit(

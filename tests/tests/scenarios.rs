@@ -33,6 +33,7 @@ fn get_races_a_migrate(skip_reverse_pass: bool) -> Result<Option<Vec<u8>>, Error
     // PUT of k2 must free slot 1: K moves to slot 0.
     w.put(&k2, b"k2").unwrap();
     assert_eq!(w.last_stats().migrations, 1);
+    assert_eq!(w.last_stats().deep_migrations, 0, "a move at depth 1");
 
     let (r, _, _) = get.finish();
     r
