@@ -52,7 +52,7 @@ pub mod region;
 pub mod server;
 pub mod wire;
 
-pub use client::{CellClient, CellMachines, CellStats};
+pub use client::{CellClient, CellMachines, CellStats, Entries};
 pub use cluster::CellNode;
 pub use config::{CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig};
 pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};

@@ -115,7 +115,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
          {} errors then landings ({} landed), {} late completions held back, {} completions after their round (routed or dropped), \
          {} mutations refused at their landing deadline, {} landed after it; \
          {} torn transfers ({} stopped part placed), {} requests failed with their queue pair; \
-         {} MIGRATEs (the baselines: cuckoo moves; Cell: meganode splits), {} Cell node splits, {} entries of crashed or overrunning owners recovered; \
+         {} MIGRATEs (the baselines: cuckoo moves; Cell: meganode splits), {} Cell node splits, {} cases with range scans ({} checked whole by the range-aware checker), {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases); \
          data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
         s.cases,
@@ -139,6 +139,8 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.link_errors,
         s.migrations,
         s.node_splits,
+        s.scan_cases,
+        s.scan_cases_whole,
         s.recoveries,
         s.recycled_in_race,
         s.cases_with_reuse,

@@ -85,6 +85,8 @@ pub(crate) struct CurrentOp {
     pub(crate) budget: Option<RetryBudget>,
     /// An operation of the preload of a server-driven system (not measured).
     pub(crate) preload: bool,
+    /// A finished scan's entries.
+    pub(crate) scanned: Option<nessie_cell::Entries>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +94,12 @@ pub(crate) enum Kind {
     Get,
     Put,
     Delete,
+    /// A Cell range scan from the operation's key up to (not including)
+    /// key `to`, at most `limit` entries.
+    Scan {
+        to: u64,
+        limit: usize,
+    },
 }
 
 /// A client's machine of the operation in flight.
@@ -295,6 +303,10 @@ pub(crate) struct Engine {
     /// Operations that ended (however), counted apart from the history, so
     /// that a history that lost operations is seen.
     completed_ops: u64,
+    /// Cell's range scans that ended (counted apart from recording).
+    completed_scans: u64,
+    /// The scans' history (Cell's range-aware checker's vocabulary).
+    scans: Vec<nessie_cell::check::Event>,
     pub(crate) dice: Dice,
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
@@ -510,6 +522,8 @@ impl Engine {
             last_stamp: 0,
             recycled_in_race: 0,
             completed_ops: 0,
+            completed_scans: 0,
+            scans: Vec::new(),
             dice,
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
@@ -696,15 +710,26 @@ impl Engine {
         }
         // A CPU access in progress still completes (it crosses no network:
         // dropping its completion would leave a server worker waiting for
-        // it for good); everything else in flight is dropped.
+        // it for good); everything else in flight is dropped. The
+        // background threads stop now, so an access whose thread waited for
+        // its core behind them (up to a time slice per thread, longer than
+        // the lone client's operation timeout) completes now, and every
+        // core is free from now on (the copies' own cost, tens of ns, is
+        // not charged).
+        let now = self.now;
         let cpu: Vec<Scheduled> = std::mem::take(&mut self.queue)
             .into_iter()
             .filter(|s| {
                 matches!(s.ev, Ev::Complete(r)
                     if self.reqs[r].as_ref().is_some_and(NicRequest::is_cpu))
             })
+            .map(|s| Scheduled {
+                at: s.at.min(now),
+                ..s
+            })
             .collect();
         self.queue.extend(cpu);
+        self.cores.iter_mut().for_each(|c| *c = (*c).min(now));
         for c in 0..self.clients.len() {
             // Held completions are dropped with everything in flight.
             self.drop_late(c);
@@ -720,7 +745,6 @@ impl Engine {
             self.sweep.push((k, Kind::Get));
             self.sweep.push((k, Kind::Put));
         }
-        let now = self.now;
         self.resume_workers(now);
         self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
         if self.clients[0].down_since.is_some() {
@@ -918,6 +942,17 @@ impl Engine {
                 Kind::Get
             } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
                 Kind::Delete
+            } else if spec.system == System::Cell
+                && roll < u64::from(spec.get_pct + spec.delete_pct + spec.scan_pct)
+            {
+                // Up to four keys on, at most three entries: short scans
+                // that meet the limit and scans that end at their bound.
+                let span = 1 + xorshift(&mut cl.rng) % 4;
+                let limit = 1 + (xorshift(&mut cl.rng) % 3) as usize;
+                Kind::Scan {
+                    to: key + span,
+                    limit,
+                }
             } else {
                 Kind::Put
             };
@@ -959,6 +994,7 @@ impl Engine {
             sweep,
             budget,
             preload,
+            scanned: None,
         });
         self.start_attempt(c);
         true
@@ -982,6 +1018,16 @@ impl Engine {
             Kind::Get => Request::Get(key),
             Kind::Put => Request::Put(key, op.value.clone()),
             Kind::Delete => Request::Delete(key),
+            Kind::Scan { to, limit } => {
+                if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.dir.as_ref()) {
+                    let to = key_of(to, ks);
+                    cl.machine = Some(ClientMachine::Kv(KvMachine::CellScan(
+                        cm.scan(key, Some(to), limit, 1),
+                        dir.clone(),
+                    )));
+                }
+                return;
+            }
         };
         if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.dir.as_ref()) {
             cl.machine = Some(ClientMachine::Kv(KvMachine::Cell(
@@ -1239,7 +1285,7 @@ impl Engine {
             self.recycled_in_race += op.stats.recycled;
         }
         let ret = KvRet::of(&r);
-        if ret == KvRet::Unknown {
+        if ret == KvRet::Unknown && !matches!(op.kind, Kind::Scan { .. }) {
             self.unknown += 1;
         }
         if let Err(Error::Corrupt(m)) = &r {
@@ -1258,6 +1304,7 @@ impl Engine {
                 Kind::Get => self.get_lat.push(now - op.started),
                 Kind::Put => self.put_lat.push(now - op.started),
                 Kind::Delete => self.deletes += 1,
+                Kind::Scan { .. } => {}
             },
             Err(_) => self.failures += 1,
         }
@@ -1277,6 +1324,31 @@ impl Engine {
     }
 
     fn record(&mut self, c: usize, op: &CurrentOp, ret: KvRet, now: u64) {
+        if let Kind::Scan { to, limit } = op.kind {
+            // Scans go to a history of their own, for Cell's range-aware
+            // checker (the per-key one has no scans).
+            self.completed_scans += 1;
+            if !self.spec.record_history {
+                return;
+            }
+            let response = self.stamp(now);
+            let ks = self.spec.key_size;
+            self.scans.push(nessie_cell::check::Event {
+                client: c,
+                call: nessie_cell::check::Call::Scan {
+                    from: key_of(op.key, ks),
+                    to: Some(key_of(to, ks)),
+                    limit,
+                },
+                ret: match (&op.scanned, ret) {
+                    (Some(got), KvRet::Get(_)) => nessie_cell::check::Ret::Scan(got.clone()),
+                    _ => nessie_cell::check::Ret::Unknown,
+                },
+                invoke: op.invoked,
+                response,
+            });
+            return;
+        }
         self.completed_ops += 1;
         if !self.spec.record_history {
             return;
@@ -1290,6 +1362,7 @@ impl Engine {
                 Kind::Get => KvOp::Get,
                 Kind::Put => KvOp::Put(op.value.clone()),
                 Kind::Delete => KvOp::Delete,
+                Kind::Scan { .. } => return, // recorded above
             },
             ret,
             invoke: op.invoked,
@@ -1605,6 +1678,8 @@ impl Engine {
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
             history: std::mem::take(&mut self.history),
             completed_ops: self.completed_ops,
+            completed_scans: self.completed_scans,
+            scans: std::mem::take(&mut self.scans),
             recycled_in_race: self.recycled_in_race,
             history_stats: std::mem::take(&mut self.history_stats),
             dtes: None,

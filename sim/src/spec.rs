@@ -127,17 +127,23 @@ pub struct ServerFaults {
     /// `CellFaults::unbounded_rounds`; the baselines' attempts likewise).
     #[serde(default)]
     pub unbounded_rounds: bool,
+    /// Cell's scans skip their validation (`CellFaults::skip_scan_validation`:
+    /// no second read of the leaves' versions, so a scan may mix leaves
+    /// read before and after a write).
+    #[serde(default)]
+    pub skip_scan_validation: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "skip-claims",
         "skip-epoch-check",
         "cancel-before-landing",
         "skip-checksums",
         "skip-message-checks",
         "unbounded-rounds",
+        "skip-scan-validation",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -151,6 +157,7 @@ impl ServerFaults {
                 "skip-checksums" => f.skip_checksums = true,
                 "skip-message-checks" => f.skip_message_checks = true,
                 "unbounded-rounds" => f.unbounded_rounds = true,
+                "skip-scan-validation" => f.skip_scan_validation = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",
@@ -269,6 +276,9 @@ pub struct SimSpec {
     pub value_size: u32,
     /// Percentage of GETs (the rest are PUTs of existing keys).
     pub get_pct: u32,
+    /// Percentage of range scans (Cell only; taken from the PUTs' share):
+    /// from a key up to four keys on, at most three entries.
+    pub scan_pct: u32,
     /// Key popularity: `None` uniform, `Some(theta)` YCSB's scrambled
     /// Zipfian with exponent `theta` (0.99 in the papers' Figs 12-13).
     pub zipf_theta: Option<f64>,
@@ -371,6 +381,7 @@ impl Default for SimSpec {
             key_size: 32,
             value_size: 256,
             get_pct: 50,
+            scan_pct: 0,
             zipf_theta: None,
             spike: None,
             arrival_rate_per_client: None,
@@ -513,6 +524,16 @@ pub struct SimReport {
     /// must hold exactly this many).
     #[serde(default)]
     pub completed_ops: u64,
+    /// Cell's range scans that ended (with [`SimSpec::record_history`],
+    /// [`SimReport::scans`] must hold exactly this many).
+    #[serde(default)]
+    pub completed_scans: u64,
+    /// Cell's range scans, recorded apart from [`SimReport::history`] (whose
+    /// per-key checker has no scans), stamped on the same clock: the
+    /// swarm checks them with the rest of the history by Cell's range-aware
+    /// checker.
+    #[serde(skip)]
+    pub scans: Vec<nessie_cell::check::Event>,
     /// Data table entries that Nessie's allocators recycled (written before,
     /// marked, expired, taken back) during the workload, while clients
     /// raced: what the expiration period and the recycle marks protect. For

@@ -38,6 +38,12 @@ use crate::spec::{CellShape, ServerFaults, SimError, SimReport, SimSpec, System,
 /// the CI test asserts none); the cases are sized so that none occurs.
 pub const CHECK_STEPS: u64 = 2_000_000;
 
+/// The range-aware checker's budget per group of keys that scans tie
+/// together: a search over the whole map's states, far costlier per step
+/// than the per-key checker's, which has already checked each scan's
+/// entries as reads when this one runs.
+pub const RANGE_CHECK_STEPS: u64 = 200_000;
+
 /// One swarm case: everything a run depends on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwarmCase {
@@ -89,6 +95,9 @@ pub struct SwarmCase {
     /// Cell's node and meganode sizes.
     #[serde(default)]
     pub cell: CellShape,
+    /// Percentage of range scans (Cell only).
+    #[serde(default)]
+    pub scan_pct: u32,
 }
 
 /// NessieHY's optional GET optimisations in a case (the baselines'
@@ -147,6 +156,10 @@ pub struct CaseRun {
     pub report: SimReport,
     /// The verdict.
     pub verdict: Verdict,
+    /// With range scans (Cell): whether the range-aware checker decided the
+    /// whole history (`true`), or gave up within its step budget, leaving
+    /// the per-key check with each scan's entries as reads (`false`).
+    pub scans_whole: Option<bool>,
 }
 
 fn pick<T: Copy>(d: &mut Dice, v: &[T]) -> T {
@@ -235,6 +248,7 @@ impl SwarmCase {
             hy: HySwitches::default(),
             server_faults: ServerFaults::default(),
             cell: CellShape::default(),
+            scan_pct: 0,
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -350,6 +364,15 @@ impl SwarmCase {
                 small_nodes,
                 small_meganodes: small_nodes && d.chance(500),
             };
+            // Range scans in two cases of three, taken from the PUTs'
+            // share: the range-aware checker then checks the whole history.
+            if d.chance(667) {
+                case.scan_pct = (5 + d.below(20) as u32).min(100 - case.get_pct - case.delete_pct);
+                // Scans tie the keys into one group, whose range-aware
+                // check searches the whole map's states: half the run
+                // keeps most cases within its step budget.
+                case.seconds /= 2.0;
+            }
             // Nessie's table options, which Cell does not read.
             let t = &mut case.tuning;
             t.index_slots_per_node = None;
@@ -427,6 +450,7 @@ impl SwarmCase {
             hy: self.hy.options(),
             server_faults: self.server_faults,
             cell: self.cell,
+            scan_pct: self.scan_pct,
             ..SimSpec::default()
         }
     }
@@ -434,23 +458,118 @@ impl SwarmCase {
     /// Runs the case and checks its history.
     pub fn run(&self, faults: Faults) -> Result<CaseRun, SimError> {
         let report = simulate(&self.spec(faults))?;
-        let verdict = verdict_of(&report);
+        let (verdict, scans_whole) = verdict_and_scans(&report);
         Ok(CaseRun {
             case: self.clone(),
             report,
             verdict,
+            scans_whole,
         })
     }
+}
+
+/// Each range scan as reads, one per key of the history it covers (the
+/// value it returned, or absent), over the scan's interval, each read a
+/// client of its own (a scan's reads overlap): what the per-key checker
+/// can check of a scan. A scan that returned its limit covers the keys up
+/// to its last entry, one that returned fewer its whole range.
+fn scan_reads(report: &SimReport) -> Vec<nessie_model::Event> {
+    use nessie_cell::check::{Call, Ret};
+    let keys: std::collections::BTreeSet<&Vec<u8>> =
+        report.history.iter().map(|e| &e.key).collect();
+    let base = report.history.iter().map(|e| e.client).max().unwrap_or(0)
+        + report.scans.iter().map(|e| e.client).max().unwrap_or(0)
+        + 1;
+    let mut reads = Vec::new();
+    for scan in &report.scans {
+        let (Call::Scan { from, to, limit }, Ret::Scan(got)) = (&scan.call, &scan.ret) else {
+            continue;
+        };
+        let last = (got.len() >= *limit)
+            .then(|| got.last().map(|(k, _)| k))
+            .flatten();
+        for &k in keys.range(from.clone()..) {
+            let beyond = match (last, to) {
+                (Some(l), _) => k > l,
+                (None, Some(t)) => k >= t,
+                (None, None) => false,
+            };
+            if beyond {
+                break;
+            }
+            let value = got.iter().find(|(g, _)| g == k).map(|(_, v)| v.clone());
+            reads.push(nessie_model::Event {
+                client: base + reads.len(),
+                key: k.clone(),
+                op: nessie_model::KvOp::Get,
+                ret: nessie_model::KvRet::Get(value),
+                invoke: scan.invoke,
+                response: scan.response,
+            });
+        }
+    }
+    reads
+}
+
+/// The range-aware check of a run with range scans whose per-key check
+/// passed: the whole history, scans included, through Cell's checker (a
+/// scan ties the keys it covers together). Writes reported as not
+/// committed are left out, as the per-key checker leaves them out; a read
+/// that failed says nothing. `Ok(true)`: linearizable; `Ok(false)`: the
+/// search gave up within its step budget.
+fn range_check(report: &SimReport) -> Result<bool, String> {
+    use nessie_cell::check::{Call, Event as CellEvent, Ret};
+    let mut events: Vec<CellEvent> = report
+        .history
+        .iter()
+        .filter_map(|e| {
+            let call = match &e.op {
+                nessie_model::KvOp::Get => Call::Get(e.key.clone()),
+                nessie_model::KvOp::Put(v) => Call::Put(e.key.clone(), v.clone()),
+                nessie_model::KvOp::Delete => Call::Delete(e.key.clone()),
+            };
+            let ret = match &e.ret {
+                nessie_model::KvRet::Get(v) => Ret::Get(v.clone()),
+                nessie_model::KvRet::Put(b) => Ret::Put(*b),
+                nessie_model::KvRet::Delete(b) => Ret::Delete(*b),
+                nessie_model::KvRet::Unknown => Ret::Unknown,
+                // Took no effect (Cell never answers "full").
+                nessie_model::KvRet::NotCommitted | nessie_model::KvRet::Full => return None,
+            };
+            Some(CellEvent {
+                client: e.client,
+                call,
+                ret,
+                invoke: e.invoke,
+                response: e.response,
+            })
+        })
+        .collect();
+    events.extend(report.scans.iter().cloned());
+    match nessie_cell::check::check(&events, RANGE_CHECK_STEPS) {
+        Ok(_) => Ok(true),
+        Err(v) if v.reason.starts_with("search gave up") => Ok(false),
+        Err(v) => Err(format!("not linearizable with its range scans: {v}")),
+    }
+}
+
+/// The verdict on one simulation's report ([`verdict_and_scans`]).
+pub fn verdict_of(report: &SimReport) -> Verdict {
+    verdict_and_scans(report).0
 }
 
 /// The verdict on one simulation's report: operations that never ended,
 /// failures of the final sweep, margin breaches and corrupt states fail it
 /// first; then the history must hold every operation that ended, something
-/// must be checked, and the check must say linearizable; last, the
-/// data-table audit at quiescence ([`crate::audit`]) must find no more
-/// leaked entries than the protocol admits.
-pub fn verdict_of(report: &SimReport) -> Verdict {
-    if report.stuck > 0 {
+/// must be checked, and the check must say linearizable (range scans
+/// included: each as reads of the keys it covers, then, where the
+/// range-aware checker decides it within its budget, the whole history
+/// with the scans as single operations: the second value, `None` without
+/// scans); last, the data-table audit at quiescence ([`crate::audit`])
+/// must find no more leaked entries than the protocol admits.
+pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
+    let mut whole = None;
+    let verdict = if report.stuck > 0 {
         Verdict::Fail(format!(
             "{} operation(s) never finished: still running at the horizon, \
                  past every deadline the protocol promises to return by",
@@ -476,7 +595,9 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
             "an operation reported a corrupt state ({} in all): {c}",
             report.corrupt.len()
         ))
-    } else if report.history.len() as u64 != report.completed_ops {
+    } else if report.history.len() as u64 != report.completed_ops
+        || report.scans.len() as u64 != report.completed_scans
+    {
         // Every operation that ended must reach the checker: a history that
         // lost some (or recording switched off) could hide anything.
         Verdict::Fail(format!(
@@ -486,8 +607,10 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
             report.completed_ops
         ))
     } else {
+        let mut history = report.history.clone();
+        history.extend(scan_reads(report));
         let r = nessie_model::check(
-            &report.history,
+            &history,
             &nessie_model::CheckConfig {
                 max_steps: CHECK_STEPS,
             },
@@ -509,7 +632,14 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
                     a.crashes,
                     a.leaks.join("; ")
                 )),
-                _ => Verdict::Pass(r.checked),
+                _ if report.scans.is_empty() => Verdict::Pass(r.checked),
+                _ => match range_check(report) {
+                    Ok(w) => {
+                        whole = Some(w);
+                        Verdict::Pass(r.checked)
+                    }
+                    Err(v) => Verdict::Fail(v),
+                },
             },
             nessie_model::Verdict::NotLinearizable(v) => {
                 Verdict::Fail(format!("not linearizable: {v}"))
@@ -519,7 +649,8 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
             }
             nessie_model::Verdict::Inconclusive(i) => Verdict::Inconclusive(i.to_string()),
         }
-    }
+    };
+    (verdict, whole)
 }
 
 impl SwarmCase {
@@ -668,6 +799,12 @@ pub struct SwarmSummary {
     pub recycled_in_race: u64,
     /// Cases in which some entry was recycled while clients raced.
     pub cases_with_reuse: usize,
+    /// Cases with range scans (Cell), and of those, how many the
+    /// range-aware checker decided whole (the others pass on the per-key
+    /// check with each scan's entries as reads).
+    pub scan_cases: usize,
+    /// See [`SwarmSummary::scan_cases`].
+    pub scan_cases_whole: usize,
     /// MIGRATEs run (the baselines: cuckoo paths moved; Cell: meganode
     /// splits finished).
     pub migrations: u64,
@@ -745,6 +882,10 @@ pub fn swarm_with(
         s.link_errors += run.report.chaos.link_errors;
         s.migrations += run.report.migrations;
         s.node_splits += run.report.node_splits;
+        if let Some(whole) = run.scans_whole {
+            s.scan_cases += 1;
+            s.scan_cases_whole += usize::from(whole);
+        }
         s.recycled_in_race += run.report.recycled_in_race;
         s.cases_with_reuse += usize::from(run.report.recycled_in_race > 0);
         s.recoveries += run.report.recoveries;

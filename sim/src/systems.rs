@@ -82,6 +82,8 @@ pub(crate) enum KvDone {
     Attempt(Box<(AnyCore, RetryBudget, Attempt)>),
     /// A Cell operation's response (all its attempts done).
     Cell(Response),
+    /// A Cell range scan's entries.
+    CellScan(nessie_cell::Entries),
 }
 
 /// A client machine of a system other than Nessie.
@@ -89,6 +91,8 @@ pub(crate) enum KvMachine {
     Attempt(Machine<KvDone, Plain>),
     /// A Cell operation, and the directory its snapshots come from.
     Cell(Machine<Response, CellExt>, Arc<Directory>),
+    /// A Cell range scan, likewise.
+    CellScan(Machine<nessie_cell::Entries, CellExt>, Arc<Directory>),
 }
 
 impl KvMachine {
@@ -115,6 +119,7 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.complete(c),
             KvMachine::Cell(m, _) => m.complete(c),
+            KvMachine::CellScan(m, _) => m.complete(c),
         }
     }
 
@@ -122,6 +127,7 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.stats(),
             KvMachine::Cell(m, _) => m.stats(),
+            KvMachine::CellScan(m, _) => m.stats(),
         }
     }
 
@@ -131,6 +137,7 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.exec().deadline(),
             KvMachine::Cell(m, _) => m.exec().deadline(),
+            KvMachine::CellScan(m, _) => m.exec().deadline(),
         }
     }
 
@@ -139,6 +146,7 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.resolve(r.resolution()),
             KvMachine::Cell(m, _) => m.resolve(r.resolution()),
+            KvMachine::CellScan(m, _) => m.resolve(r.resolution()),
         }
     }
 }
@@ -234,25 +242,32 @@ fn step<T: 'static, X: Ext>(
 pub(crate) fn poll_kv(m: &mut KvMachine, now: Nanos) -> Stepped<KvDone> {
     match m {
         KvMachine::Attempt(m) => step(m, now, &mut |e| match e {}),
-        KvMachine::Cell(m, dir) => {
-            let mut ext = |e| match e {
-                nessie_cell::machine::Effect::Regions => {
-                    nessie_cell::machine::Resolution::Regions(dir.snapshot())
-                }
-                nessie_cell::machine::Effect::Log { .. } => {
-                    nessie_cell::machine::Resolution::Logged(Err(Error::Corrupt(
-                        "clients do not log".into(),
-                    )))
-                }
-            };
-            match step(m, now, &mut ext) {
-                Stepped::Post(w) => Stepped::Post(w),
-                Stepped::PostDetached(w) => Stepped::PostDetached(w),
-                Stepped::Pending => Stepped::Pending,
-                Stepped::Wait(w) => Stepped::Wait(w),
-                Stepped::Done(r) => Stepped::Done(r.map(KvDone::Cell)),
-            }
+        KvMachine::Cell(m, dir) => poll_cell(m, dir, now, KvDone::Cell),
+        KvMachine::CellScan(m, dir) => poll_cell(m, dir, now, KvDone::CellScan),
+    }
+}
+
+/// One step of a Cell client machine, whose answer `done` wraps.
+fn poll_cell<T: 'static>(
+    m: &mut Machine<T, CellExt>,
+    dir: &Directory,
+    now: Nanos,
+    done: fn(T) -> KvDone,
+) -> Stepped<KvDone> {
+    let mut ext = |e| match e {
+        nessie_cell::machine::Effect::Regions => {
+            nessie_cell::machine::Resolution::Regions(dir.snapshot())
         }
+        nessie_cell::machine::Effect::Log { .. } => nessie_cell::machine::Resolution::Logged(Err(
+            Error::Corrupt("clients do not log".into()),
+        )),
+    };
+    match step(m, now, &mut ext) {
+        Stepped::Post(w) => Stepped::Post(w),
+        Stepped::PostDetached(w) => Stepped::PostDetached(w),
+        Stepped::Pending => Stepped::Pending,
+        Stepped::Wait(w) => Stepped::Wait(w),
+        Stepped::Done(r) => Stepped::Done(r.map(done)),
     }
 }
 
@@ -806,6 +821,7 @@ pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
     c.faults.unclaimed_writes = f.skip_claims;
     c.faults.skip_crc_check = f.skip_checksums;
     c.faults.unbounded_rounds = f.unbounded_rounds;
+    c.faults.skip_scan_validation = f.skip_scan_validation;
     c
 }
 
