@@ -6,9 +6,11 @@
 //! worker counts, uniform or Zipf keys, the GET share) and prints markdown
 //! tables with, in each cell, the prediction, the published number and their
 //! ratio (prediction / paper). The published numbers are below with their
-//! sources (the seed papers in `/work/shared/seeds/`). Then the runs beyond
-//! the papers: throughput, p99 and the busiest resource from 3 to 1,000
-//! nodes, at depth 1 and 8, on both hardware profiles.
+//! sources (the seed papers in `/work/shared/seeds/`). The Cell paper's
+//! locality experiments (Fig. 4, Table 2, Fig. 7) are in `papers/cell_locality.rs`.
+//! Then the runs beyond the papers: throughput, p99 and the busiest
+//! resource from 3 to 1,000 nodes, at depth 1 and 8, on both hardware
+//! profiles. `--only` runs some of these parts.
 
 use clap::Args;
 use nessie_model::KvOp;
