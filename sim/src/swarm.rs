@@ -339,7 +339,9 @@ impl SwarmCase {
     /// tree's shape ([`CellShape`]): small nodes in half the cases (leaf
     /// splits from the fifth key), and small meganodes in half of those
     /// (meganode splits, which the servers' maintenance threads run with requests to
-    /// each other, while the faults strike). It reads the time scale
+    /// each other, while the faults strike), and range scans in two cases
+    /// of three (5-24 % of the operations; those cases run half as long,
+    /// to keep the range-aware check within its budget). It reads the time scale
     /// (expiration period, deadline margin, retry policy: `cell_config` in
     /// the simulator maps them onto Cell's timeouts) and none of Nessie's
     /// table options, which are cleared. Cell's servers do not crash in
