@@ -14,8 +14,10 @@ use std::thread;
 
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_model::{check, unique_value, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
+use nessie_protocol::layout::DataEntryHeader;
 use nessie_protocol::{
-    Client, ClientId, ClientState, Config, Endpoint, Error, Fabric, Faults, NodeId, OpStats,
+    Client, ClientId, ClientState, Config, Endpoint, Error, Fabric, Faults, IndexEntry, NodeId,
+    OpStats, Region,
 };
 
 /// A simulated cluster: the fabric and the configuration its clients share.
@@ -52,6 +54,34 @@ impl SimCluster {
             fabric,
             cfg: Arc::new(cfg),
         }
+    }
+
+    /// The word at index slot `s` of node 0 (see [`slot`]).
+    pub fn index_word(&self, s: u32) -> IndexEntry {
+        let a = slot(s).remote();
+        IndexEntry(
+            self.fabric
+                .read_word(a.node, a.region, a.offset)
+                .expect("the slot is in the index table"),
+        )
+    }
+
+    /// Whether the data table entry `word` names is marked for recycling.
+    pub fn marked_for_recycling(&self, word: IndexEntry) -> bool {
+        let dte = word.dte().expect("the word names an entry");
+        let header = self
+            .fabric
+            .read_bytes(
+                dte.node(),
+                Region::Data,
+                self.cfg.layout().entry_offset(dte.index),
+                32,
+            )
+            .expect("the entry is in the data table");
+        DataEntryHeader::decode(&header)
+            .expect("a data table entry's header")
+            .recycle
+            .recycle
     }
 
     /// Client `index` on `node`.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use nessie_fabric_sim::{Injection, SimEndpoint};
 use nessie_protocol::Client;
 use nessie_protocol::{
-    Config, DataEntryHeader, DteState, Error, GetMachine, IndexEntry, Machine, NodeId, Op, OpKind,
-    PutMachine, Region, TransportFault,
+    Config, DteState, Error, GetMachine, IndexEntry, Machine, NodeId, Op, OpKind, PutMachine,
+    Region, TransportFault,
 };
 use nessie_tests::step::{is_index_cas, is_state_flip, Stepper};
 use nessie_tests::{find_key, slot, time_limit, tiny_config, SimCluster};
@@ -687,32 +687,6 @@ fn a_tombstone_unlink_that_fails_counts_a_leak() {
 
 // ----- MIGRATE's own races and cleanup ---------------------------------------
 
-/// The word at index slot `s` of node 0.
-fn index_word(cluster: &SimCluster, s: u32) -> IndexEntry {
-    let a = slot(s).remote();
-    IndexEntry(
-        cluster
-            .fabric
-            .read_word(a.node, a.region, a.offset)
-            .unwrap(),
-    )
-}
-
-/// Whether the data table entry `word` names is marked for recycling.
-fn marked_for_recycling(cluster: &SimCluster, word: IndexEntry) -> bool {
-    let dte = word.dte().expect("the word names an entry");
-    let header = cluster
-        .fabric
-        .read_bytes(
-            dte.node(),
-            Region::Data,
-            cluster.cfg.layout().entry_offset(dte.index),
-            32,
-        )
-        .unwrap();
-    DataEntryHeader::decode(&header).unwrap().recycle.recycle
-}
-
 /// A's MIGRATE (freeing slot 0 for p) has read m's entry and written its
 /// copy; before its lock CAS (slot 0: m's entry -> the copy) goes out, B
 /// updates m in place. The lock fails: A installs nothing (a copy of the old
@@ -757,7 +731,7 @@ fn a_migrate_whose_install_finds_its_destination_taken_rolls_its_lock_back() {
     let cluster = SimCluster::manual_clock(tiny_config());
     let (m, g, p, mut b) = migrate_story(&cluster);
     let q = find_key(&cluster.cfg, "q", |k| k == [slot(1), slot(3)]);
-    let y = index_word(&cluster, 0);
+    let y = cluster.index_word(0);
     let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
     assert!(a.run_until(is_index_cas));
     assert!(a.step(), "the lock lands");
@@ -771,7 +745,7 @@ fn a_migrate_whose_install_finds_its_destination_taken_rolls_its_lock_back() {
     let (r, machine, _) = a.finish();
     assert_eq!(r, Ok(false));
     assert_eq!(machine.stats().migrations, 1, "g's move, not m's");
-    assert_eq!(index_word(&cluster, 0), y, "m's entry is back at slot 0");
+    assert_eq!(cluster.index_word(0), y, "m's entry is back at slot 0");
     for (k, v) in [(&m, &b"mv"[..]), (&g, b"gv"), (&p, b"pv"), (&q, b"qv")] {
         assert_eq!(b.get(k).unwrap().as_deref(), Some(v));
     }
@@ -800,7 +774,7 @@ fn a_migrate_that_meets_a_committed_copy_at_its_source_finishes_that_move() {
         "next: clear the source"
     );
     drop(a); // crash
-    assert_eq!(index_word(&cluster, 0), index_word(&cluster, 1));
+    assert_eq!(cluster.index_word(0), cluster.index_word(1));
 
     assert_eq!(b.put(&p, b"pv"), Ok(false));
     let s = b.last_stats();
@@ -810,7 +784,7 @@ fn a_migrate_that_meets_a_committed_copy_at_its_source_finishes_that_move() {
     // verification (1). Slot 0 is not read again once its unlink succeeded.
     assert_eq!(s.index_reads, 6, "{s:?}");
     assert!(
-        !index_word(&cluster, 1).is_empty(),
+        !cluster.index_word(1).is_empty(),
         "the copy stays at slot 1"
     );
     for (k, v) in [(&m, &b"mv"[..]), (&g, b"gv"), (&p, b"pv")] {
@@ -826,7 +800,7 @@ fn crashed_delete(cluster: &SimCluster, m: &[u8]) -> IndexEntry {
     assert!(d.step(), "the tombstone commits");
     assert!(d.run_until(is_index_cas), "next: D unlinks its tombstone");
     drop(d); // crash
-    index_word(cluster, 0)
+    cluster.index_word(0)
 }
 
 /// m's DELETE left its committed tombstone linked at slot 0. B's PUT of p
@@ -846,8 +820,8 @@ fn a_migrate_that_meets_a_linked_tombstone_unlinks_and_marks_it() {
     assert_eq!(b.put(&p, b"pv"), Ok(false));
     let s = b.last_stats();
     assert_eq!((s.migrations, s.leaked), (0, 0), "{s:?}");
-    assert!(marked_for_recycling(&cluster, tombstone));
-    assert_ne!(index_word(&cluster, 0), tombstone, "p took slot 0");
+    assert!(cluster.marked_for_recycling(tombstone));
+    assert_ne!(cluster.index_word(0), tombstone, "p took slot 0");
     for (k, v) in [(&m, None), (&g, Some(&b"gv"[..])), (&p, Some(b"pv"))] {
         assert_eq!(b.get(k).unwrap().as_deref(), v);
     }
@@ -873,8 +847,8 @@ fn a_migrate_that_unlinks_a_tombstone_too_late_to_mark_it_counts_a_leak() {
     let (r, machine, _) = b.finish();
     assert_eq!(r, Err(Error::Timeout));
     assert_eq!(machine.stats().leaked, 1);
-    assert!(index_word(&cluster, 0).is_empty(), "unlinked");
-    assert!(!marked_for_recycling(&cluster, tombstone));
+    assert!(cluster.index_word(0).is_empty(), "unlinked");
+    assert!(!cluster.marked_for_recycling(tombstone));
 }
 
 /// As above, but B's unlink of the tombstone executes and completes with an
@@ -896,7 +870,7 @@ fn a_migrate_whose_tombstone_unlink_fails_counts_a_leak() {
     let (r, machine, _) = b.finish();
     assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
     assert_eq!(machine.stats().leaked, 1);
-    assert!(!marked_for_recycling(&cluster, tombstone));
+    assert!(!cluster.marked_for_recycling(tombstone));
 }
 
 /// A's MIGRATE commit CAS (the copy's state, `Writing -> Valid`) executes
@@ -962,7 +936,7 @@ fn a_migrate_that_clears_its_source_too_late_to_mark_counts_a_leak() {
     );
     let cluster = SimCluster::manual_clock(tiny_config());
     let (m, _g, p, mut b) = migrate_story(&cluster);
-    let y = index_word(&cluster, 0);
+    let y = cluster.index_word(0);
     let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
     assert!(a.run_until(is_state_flip));
     assert!(a.step(), "the copy commits");
@@ -971,7 +945,7 @@ fn a_migrate_that_clears_its_source_too_late_to_mark_counts_a_leak() {
     cluster.fabric.advance(cluster.cfg.expiration);
     let (_, machine, _) = a.finish();
     assert_eq!(machine.stats().leaked, 1);
-    assert!(!marked_for_recycling(&cluster, y));
+    assert!(!cluster.marked_for_recycling(y));
     assert_eq!(b.get(&m).unwrap(), Some(b"mv".to_vec()));
 }
 

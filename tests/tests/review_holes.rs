@@ -129,17 +129,6 @@ fn hole1_reinstated_the_late_install_resurrects_an_overwritten_value() {
 
 // ----- issue 24, hole 1: an install landing between two fence tries ---------
 
-/// The word at index slot `s` of node 0.
-fn index_word(cluster: &SimCluster, s: u32) -> IndexEntry {
-    let a = slot(s).remote();
-    IndexEntry(
-        cluster
-            .fabric
-            .read_word(a.node, a.region, a.offset)
-            .unwrap(),
-    )
-}
-
 /// A locks m's source (slot 0) with its copy Y' and decides to install it
 /// at m's destination (slot 1, holding the empty word E0) outside the
 /// margin; the install is held back. After A's deadline, R's PUT of m
@@ -151,12 +140,12 @@ fn index_word(cluster: &SimCluster, s: u32) -> IndexEntry {
 fn install_between_fence_tries(faults: Faults) -> (IndexEntry, IndexEntry, bool, IndexEntry) {
     let cluster = SimCluster::manual_clock(tiny_config());
     let (m, p, _b) = late_install_story(&cluster);
-    let e0 = index_word(&cluster, 1);
+    let e0 = cluster.index_word(1);
     assert!(!e0.is_present(), "m's destination holds an empty word");
     let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
     assert!(a.run_until(is_index_cas), "A reaches its lock");
     assert!(a.deliver(), "the lock lands");
-    let y = index_word(&cluster, 0);
+    let y = cluster.index_word(0);
     let t = cluster.cfg.expiration;
     cluster.fabric.advance(t - Duration::from_millis(20));
     let install = a.peek().iter().any(|wr| is_index_cas(&wr.op));
@@ -176,7 +165,7 @@ fn install_between_fence_tries(faults: Faults) -> (IndexEntry, IndexEntry, bool,
     assert!(r.run_until(fences_dst), "R fences the empty word it found");
     assert!(a.deliver(), "A's install lands between R's fence tries");
     assert_eq!(
-        index_word(&cluster, 1),
+        cluster.index_word(1),
         y,
         "the copy is linked at the destination"
     );
@@ -186,21 +175,10 @@ fn install_between_fence_tries(faults: Faults) -> (IndexEntry, IndexEntry, bool,
     assert!(r.run_until(restores_src), "R restores m's source");
     assert!(r.step(), "the source is restored");
     assert!(r.step(), "the copy is marked for recycling");
-    let dte = y.dte().expect("the copy names an entry");
-    let header = cluster
-        .fabric
-        .read_bytes(
-            dte.node(),
-            nessie_protocol::Region::Data,
-            cluster.cfg.layout().entry_offset(dte.index),
-            32,
-        )
-        .unwrap();
-    let header = nessie_protocol::layout::DataEntryHeader::decode(&header).unwrap();
     (
-        index_word(&cluster, 0),
-        index_word(&cluster, 1),
-        header.recycle.recycle,
+        cluster.index_word(0),
+        cluster.index_word(1),
+        cluster.marked_for_recycling(y),
         y,
     )
 }
@@ -242,7 +220,7 @@ fn owner_install_error_then_land(faults: Faults) -> (IndexEntry, bool, IndexEntr
     a.state.faults = faults;
     assert!(a.run_until(is_index_cas), "A reaches its lock");
     assert!(a.deliver(), "the lock lands");
-    let y = index_word(&cluster, 0);
+    let y = cluster.index_word(0);
     let installs = |op: &Op| matches!(op, Op::Cas { addr, .. } if *addr == slot(1).remote());
     assert!(a.run_until(installs), "A posts its install");
     cluster
@@ -259,7 +237,7 @@ fn owner_install_error_then_land(faults: Faults) -> (IndexEntry, bool, IndexEntr
     assert_eq!(cluster.fabric.parked(), 1, "and is parked");
     assert!(a.run_until(installs), "A fences its destination");
     assert!(a.step(), "A's first fence CAS finds E0");
-    assert!(!index_word(&cluster, 1).is_present());
+    assert!(!cluster.index_word(1).is_present());
     assert!(a.run_until(installs), "A fences the empty word it found");
     let landed = cluster.fabric.land_parked();
     let Some(Op::Cas { expect, .. }) = landed.first().map(|l| &l.op) else {
@@ -270,24 +248,9 @@ fn owner_install_error_then_land(faults: Faults) -> (IndexEntry, bool, IndexEntr
         Ok(nessie_protocol::OpOutput::Cas { previous: *expect }),
         "the install lands between A's fence tries"
     );
-    assert_eq!(
-        index_word(&cluster, 1),
-        y,
-        "Y' is linked at the destination"
-    );
+    assert_eq!(cluster.index_word(1), y, "Y' is linked at the destination");
     let (_r, _, _) = a.finish();
-    let dte = y.dte().expect("the copy names an entry");
-    let header = cluster
-        .fabric
-        .read_bytes(
-            dte.node(),
-            Region::Data,
-            cluster.cfg.layout().entry_offset(dte.index),
-            32,
-        )
-        .unwrap();
-    let header = nessie_protocol::layout::DataEntryHeader::decode(&header).unwrap();
-    (index_word(&cluster, 1), header.recycle.recycle, y)
+    (cluster.index_word(1), cluster.marked_for_recycling(y), y)
 }
 
 #[test]
