@@ -13,6 +13,8 @@
 //! crashes, and each of their fault switches is caught (`nessie swarm
 //! --system SYSTEM --server-faults NAME`).
 
+mod common;
+
 use std::time::Duration;
 
 use nessie_model::time_limit;
@@ -600,21 +602,7 @@ fn without_the_epoch_check_a_get_is_caught_by_the_seed_that_shows_it() {
 /// Case `seed` of `system` is not linearizable with the baselines' switch
 /// `name` on, and passes with it off.
 fn baseline_switch_caught_at(system: System, name: &str, seed: u64) {
-    let case = SwarmCase::for_system(seed, system);
-    let mut broken = case.clone();
-    broken.server_faults = ServerFaults::named(&[name]).unwrap();
-    let run = broken.run(Faults::default()).unwrap();
-    assert!(
-        matches!(run.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
-        "{system} {name} at {seed}: {:?}",
-        run.verdict
-    );
-    let correct = case.run(Faults::default()).unwrap();
-    assert!(
-        matches!(correct.verdict, Verdict::Pass(_)),
-        "{system} at {seed}: {:?}",
-        correct.verdict
-    );
+    common::switch_caught_at(system, name, seed, "not linearizable");
 }
 
 /// A simulator gap the torn transfers exposed: NessieSD's case 551 ends with
