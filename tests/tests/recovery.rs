@@ -424,14 +424,24 @@ fn reclaimer_at_its_abort(cluster: &SimCluster) -> Stepper<PutMachine> {
 
 /// The index CAS `s` posts next will execute, then complete with an error.
 fn fail_next_index_cas_after_executing<M: Machine>(cluster: &SimCluster, s: &mut Stepper<M>) {
+    fail_next_cas_after_executing(cluster, s, Region::Index);
+}
+
+/// The CAS on `region` that `s` posts next will execute, then complete with
+/// an error.
+fn fail_next_cas_after_executing<M: Machine>(
+    cluster: &SimCluster,
+    s: &mut Stepper<M>,
+    region: Region,
+) {
     let node = s
         .peek()
         .iter()
         .find_map(|wr| match &wr.op {
-            Op::Cas { addr, .. } if addr.region == Region::Index => Some(addr.node),
+            Op::Cas { addr, .. } if addr.region == region => Some(addr.node),
             _ => None,
         })
-        .expect("an index CAS");
+        .expect("a CAS on the region");
     cluster
         .fabric
         .inject(
@@ -888,13 +898,7 @@ fn a_migrate_whose_commit_fails_counts_a_leak() {
     let (m, _g, p, mut b) = migrate_story(&cluster);
     let mut a = cluster.stepper(0, 0, PutMachine::put(&p, b"pv"));
     assert!(a.run_until(is_state_flip), "next: the copy's commit");
-    cluster
-        .fabric
-        .inject(
-            NodeId(0),
-            Injection::next(TransportFault::FailAfterExecuting, 1).only(OpKind::Cas),
-        )
-        .unwrap();
+    fail_next_cas_after_executing(&cluster, &mut a, Region::Data);
     let (r, machine, _) = a.finish();
     assert!(matches!(r, Err(Error::Fabric(_))), "{r:?}");
     assert_eq!(machine.stats().leaked, 1);
