@@ -552,20 +552,17 @@ impl CoreMaker {
     /// waits out the predecessor's landing bound).
     pub(crate) fn core(&self, g: u32, entropy: u64, restarted: bool) -> AnyCore {
         let cfg = &self.shared;
-        let rpc = RpcClient::with_first_seq(
-            self.mailbox,
-            g,
-            entropy,
-            cfg.retry.op_timeout,
-            cfg.deadline_margin,
+        let rpc = rpc_channel(
+            RpcClient::with_first_seq(
+                self.mailbox,
+                g,
+                entropy,
+                cfg.retry.op_timeout,
+                cfg.deadline_margin,
+            ),
+            restarted,
+            self.faults.cancel_before_landing,
         );
-        let rpc = if restarted {
-            rpc
-        } else {
-            rpc.without_predecessor()
-        };
-        rpc.faults
-            .set_cancel_before_landing(self.faults.cancel_before_landing);
         match self.kind {
             SystemKind::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
             SystemKind::NessieHy => {
@@ -748,22 +745,33 @@ impl CellMaker {
         restarted: bool,
     ) -> Result<CellMachines, Error> {
         let g = u32::from(id.node.0) * u32::from(self.cfg.slots_per_node()) + u32::from(id.index);
-        let rpc = RpcClient::with_first_seq(
-            self.mailbox,
-            g,
-            entropy,
-            self.cfg.rpc_timeout,
-            self.cfg.landing_margin,
+        let rpc = rpc_channel(
+            RpcClient::with_first_seq(
+                self.mailbox,
+                g,
+                entropy,
+                self.cfg.rpc_timeout,
+                self.cfg.landing_margin,
+            ),
+            restarted,
+            self.cancel_before_landing,
         );
-        let rpc = if restarted {
-            rpc
-        } else {
-            rpc.without_predecessor()
-        };
-        rpc.faults
-            .set_cancel_before_landing(self.cancel_before_landing);
         CellMachines::new(self.cfg.clone(), &self.dir, id, rpc)
     }
+}
+
+/// A client's request channel `rpc` as a process of the run has it: one
+/// that replaces a crashed one (`restarted`) waits out its predecessor's
+/// landing bound before its first request, a first process does not; with
+/// the `cancel-before-landing` switch, its cancels do not wait either.
+fn rpc_channel(rpc: RpcClient, restarted: bool, cancel_before_landing: bool) -> RpcClient {
+    let rpc = if restarted {
+        rpc
+    } else {
+        rpc.without_predecessor()
+    };
+    rpc.faults.set_cancel_before_landing(cancel_before_landing);
+    rpc
 }
 
 /// Cell's configuration for `spec`: every node a server, sized for the
