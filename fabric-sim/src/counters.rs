@@ -125,7 +125,13 @@ impl fmt::Display for OpCounters {
 }
 
 /// [`OpCounters`] kept with atomics, shared by every endpoint targeting a node.
+///
+/// Aligned to two cache lines of their own: every NIC operation writes them,
+/// and beside the node's flags (down, faults, skew), which every operation
+/// and every clock read loads, each write would evict those flags from the
+/// other cores.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct AtomicCounters {
     fields: [AtomicU64; 8],
 }
