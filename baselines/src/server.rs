@@ -143,6 +143,12 @@ pub struct WorkerCounters {
     /// that a slot two WRITEs landed in word by word is served as if it held
     /// one request.
     pub skip_message_checks: AtomicBool,
+    /// Test-only fault switch: a request whose claim word this worker saw
+    /// naming it as claimed already is claimed again (and runs again) when
+    /// a duplicate of its message lands in its slot
+    /// ([`TransportFault::DuplicateWrite`](nessie_protocol::TransportFault::DuplicateWrite)),
+    /// as before the swarm drew duplicated WRITEs.
+    pub rerun_duplicates: AtomicBool,
     /// Requests served.
     pub requests: AtomicU64,
     /// Errors the handler reported (the first 64).
@@ -302,10 +308,17 @@ impl<H: Handler> Worker<H> {
             // claimed from its predecessor's last decision).
             let expect = self.claims[i];
             let (known, state) = split_ctrl(expect);
-            if tag_of(expect) == tag && ((known == seq && state == CANCELLED) || newer(known, seq))
-            {
+            let decided = match self.counters.rerun_duplicates.load(Ordering::Relaxed) {
+                true => known == seq && state == CANCELLED,
+                false => known == seq,
+            };
+            if tag_of(expect) == tag && (decided || newer(known, seq)) {
                 // The word was seen to decide this request (or a newer one)
-                // already: never claim from it.
+                // already: never claim from it. Claimed, it was this
+                // worker's own claim, and the request ran: seen again in
+                // its slot, it is a duplicate of its message (a WRITE the
+                // fabric executed twice, `TransportFault::DuplicateWrite`,
+                // landing after a later GET of the client), not a new one.
                 return Ok(Claim::Lost);
             }
             // A loopback CAS takes microseconds; a lost completion must not
@@ -665,7 +678,14 @@ mod tests {
 
     /// Puts client 0's PUT number `seq` in its request slot; its control word.
     fn put_request(layout: &CoupledLayout, mem: &mut [u8], seq: u32) -> u64 {
-        let msg = encode(seq, RpcOp::Put as u8, b"key", b"value");
+        request(layout, mem, seq, RpcOp::Put)
+    }
+
+    /// Puts client 0's request number `seq` (`op` of "key") in its request
+    /// slot; its control word.
+    fn request(layout: &CoupledLayout, mem: &mut [u8], seq: u32, op: RpcOp) -> u64 {
+        let value: &[u8] = if op == RpcOp::Put { b"value" } else { b"" };
+        let msg = encode(seq, op as u8, b"key", value);
         let end = layout.mailbox.request_end(0) as usize;
         mem[end - msg.len()..end].copy_from_slice(&msg);
         crate::bytes::word(mem, end - 8)
@@ -693,8 +713,25 @@ mod tests {
         hand: &[u32],
         lose_first_claim: bool,
     ) -> Served {
+        let puts: Vec<(u32, RpcOp)> = hand.iter().map(|&seq| (seq, RpcOp::Put)).collect();
+        serve_requests(cfg, layout, mem, &puts, lose_first_claim, false)
+    }
+
+    /// [`serve`], handing client 0's requests `hand` (any operations), with
+    /// the `rerun-duplicates` switch if `rerun_duplicates`.
+    fn serve_requests(
+        cfg: &Config,
+        layout: CoupledLayout,
+        mem: &mut [u8],
+        hand: &[(u32, RpcOp)],
+        lose_first_claim: bool,
+        rerun_duplicates: bool,
+    ) -> Served {
         let table = Arc::new(CoupledTable::new(layout, NodeId(0), cfg));
         let counters = Arc::new(WorkerCounters::default());
+        counters
+            .rerun_duplicates
+            .store(rerun_duplicates, Ordering::Relaxed);
         let worker = Worker::new(table, layout.mailbox, 0, 1, 1, counters);
         let mut m: Machine<(), Plain> = Machine::new(NodeId(0), 1, move |io| worker.run(io));
         let response_end = layout.mailbox.response_end(0);
@@ -707,8 +744,8 @@ mod tests {
                     // A driver hands a worker only requests its watch says
                     // it has not taken.
                     let index = w.position(0).expect("the worker serves slot 0");
-                    let next = hand.find_map(|&seq| {
-                        let ctrl = put_request(&layout, mem, seq);
+                    let next = hand.find_map(|&(seq, op)| {
+                        let ctrl = request(&layout, mem, seq, op);
                         w.is_new(index, ctrl).then_some(ctrl)
                     });
                     let Some(ctrl) = next else {
@@ -833,6 +870,33 @@ mod tests {
         // Sequence numbers wrap (and skip 0): 1 comes after u32::MAX.
         assert!(newer(1, u32::MAX) && !newer(u32::MAX, 1));
         assert!(!newer(0, 5) && !newer(5, 5) && newer(6, 5) && !newer(4, 5));
+    }
+
+    /// Regression (a safety bug the fault swarm found as soon as it drew
+    /// duplicated WRITEs, `TransportFault::DuplicateWrite`, in every
+    /// server-driven system): a worker claimed and ran client 0's PUT 5,
+    /// then served its GET 6 (a GET is not claimed), and then a copy of
+    /// PUT 5's request WRITE, held in the fabric, landed in the slot again.
+    /// The slot's control word differs from GET 6's, so the worker took it
+    /// for a new request, and the claim word, which it had itself set to
+    /// `5 | CLAIMED`, did not stop it: it claimed PUT 5 from that word and
+    /// ran it a second time, after whatever writes of the key came since. A
+    /// word that names the request as decided, claimed or cancelled, means
+    /// the request was settled: never claimed again.
+    /// (`rerun-duplicates` reinstates the bug.)
+    #[test]
+    fn a_duplicate_of_a_put_after_the_clients_next_get_never_runs_again() {
+        let hand = [(5, RpcOp::Put), (6, RpcOp::Get), (5, RpcOp::Put)];
+        let (cfg, layout, mut mem) = setup();
+        let served = serve_requests(&cfg, layout, &mut mem, &hand, false, false);
+        assert_eq!(served.answered, [5, 6], "{served:?}");
+        assert_eq!(served.claims.len(), 1, "{served:?}");
+        assert_eq!(claim_word_of(&layout, &mem), claim_word(5, CLAIMED));
+        // With the switch, the copy is claimed from the worker's own claim
+        // and PUT 5 runs (and is answered) twice.
+        let (cfg, layout, mut mem) = setup();
+        let served = serve_requests(&cfg, layout, &mut mem, &hand, false, true);
+        assert_eq!(served.answered, [5, 6, 5], "{served:?}");
     }
 
     /// Regression (a safety bug the fault swarm found once it crashed server

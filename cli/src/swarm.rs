@@ -113,6 +113,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
          {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, \
          {} errors then landings ({} landed), {} late completions held back, {} completions after their round (routed or dropped), \
+         {} requests vanished, {} WRITEs duplicated ({} copies landed), \
          {} mutations refused at their landing deadline, {} landed after it; \
          {} torn transfers ({} stopped part placed), {} requests failed with their queue pair; \
          {} MIGRATEs (the baselines: cuckoo moves; Cell: meganode splits), {} Cell node splits, {} cases with range scans ({} checked whole by the range-aware checker), {} entries of crashed or overrunning owners recovered; \
@@ -132,6 +133,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.orphans_landed,
         s.late_completions,
         s.stale_completions,
+        s.vanished,
+        s.duplicate_writes,
+        s.duplicates_landed,
         s.landing_deadline_refusals,
         s.late_landings,
         s.torn,

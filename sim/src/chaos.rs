@@ -82,6 +82,21 @@ pub struct Chaos {
     /// a baseline's client or server worker so hit loses the completion.
     #[serde(default)]
     pub late_completion_permille: u32,
+    /// Requests that never execute and never complete
+    /// ([`TransportFault::Vanish`]): the round waiting for one gives it up
+    /// at its deadline, not knowing whether it executed.
+    #[serde(default)]
+    pub vanish_permille: u32,
+    /// Remote WRITEs that execute and complete, and whose copy (a
+    /// retransmission held in the fabric) executes once more later
+    /// ([`TransportFault::DuplicateWrite`]): by the landing deadline (A2:
+    /// posting time plus the deadline margin; a copy reaching its responder
+    /// after it is refused), or at any time up to `max_delay_ns` (at least a
+    /// margin) after the original with [`Chaos::late_landing`]. READs and
+    /// CASes so hit execute once (RC responders answer a duplicate atomic
+    /// from their replay cache, and a READ repeated changes nothing).
+    #[serde(default)]
+    pub duplicate_write_permille: u32,
     /// Multi-word READs and WRITEs through a NIC that move their words one
     /// at a time, in ascending address order (the protocol's contract,
     /// `docs/protocol.md` §1), each word at its own instant, so that other
@@ -182,6 +197,8 @@ impl Chaos {
         lose_completion_permille: 0,
         error_then_land_permille: 0,
         late_completion_permille: 0,
+        vanish_permille: 0,
+        duplicate_write_permille: 0,
         torn_permille: 0,
         link_failure_permille: 0,
         link_down_ns: 0,
@@ -216,6 +233,8 @@ impl Chaos {
             ("lose-completion", self.lose_completion_permille > 0),
             ("error-then-land", self.error_then_land_permille > 0),
             ("late-completion", self.late_completion_permille > 0),
+            ("vanish", self.vanish_permille > 0),
+            ("duplicate-write", self.duplicate_write_permille > 0),
             ("torn", self.torn_permille > 0),
             ("link-failure", self.link_failure_permille > 0),
             ("pause", self.pause_permille > 0),
@@ -245,6 +264,8 @@ impl Chaos {
             "lose-completion" => c.lose_completion_permille = 0,
             "error-then-land" => c.error_then_land_permille = 0,
             "late-completion" => c.late_completion_permille = 0,
+            "vanish" => c.vanish_permille = 0,
+            "duplicate-write" => c.duplicate_write_permille = 0,
             "torn" => c.torn_permille = 0,
             "link-failure" => c.link_failure_permille = 0,
             "pause" => c.pause_permille = 0,
@@ -310,6 +331,22 @@ impl Dice {
             Some(TransportFault::ErrorThenLand)
         } else if self.chance(chaos.late_completion_permille) {
             Some(TransportFault::LateCompletion)
+        } else {
+            None
+        }
+    }
+
+    /// The vocabulary's last two fates, [`TransportFault::Vanish`] and
+    /// [`TransportFault::DuplicateWrite`], for a request [`Dice::fate`]
+    /// left alone. The engine rolls them on a dice stream of their own, so
+    /// that a case that draws them runs as it did before they were drawn
+    /// until the first one strikes (the pinned seeds of the other faults'
+    /// catches stay where they were).
+    pub fn rare_fate(&mut self, chaos: &Chaos) -> Option<TransportFault> {
+        if self.chance(chaos.vanish_permille) {
+            Some(TransportFault::Vanish)
+        } else if self.chance(chaos.duplicate_write_permille) {
+            Some(TransportFault::DuplicateWrite)
         } else {
             None
         }

@@ -308,6 +308,9 @@ pub(crate) struct Engine {
     /// The scans' history (Cell's range-aware checker's vocabulary).
     scans: Vec<nessie_cell::check::Event>,
     pub(crate) dice: Dice,
+    /// The dice of the rare fates ([`Dice::rare_fate`]) and of a duplicate's
+    /// landing, a stream apart from [`Engine::dice`].
+    pub(crate) rare_dice: Dice,
     pub(crate) counts: ChaosCounts,
     corrupt: Vec<String>,
     margin_breaches: Vec<String>,
@@ -525,6 +528,7 @@ impl Engine {
             completed_scans: 0,
             scans: Vec::new(),
             dice,
+            rare_dice: Dice::new(spec.seed ^ 0x5eed_0fd0_b1e5),
             counts: ChaosCounts::default(),
             corrupt: Vec::new(),
             margin_breaches: Vec::new(),

@@ -3,7 +3,9 @@
 //! its landing deadline (or, A2 dropped, later); a late completion is held
 //! while its round runs and handed in once a later round is posted (a
 //! baseline's is lost instead); and the watch on I4's first step reports a
-//! recycle mark on a linked entry and a link of a marked entry.
+//! recycle mark on a linked entry and a link of a marked entry. A vanished
+//! request neither executes nor completes; a duplicated WRITE completes once
+//! and lands again by its landing deadline.
 
 use nessie_protocol::layout::{IndexEntry, RecycleWord};
 use nessie_protocol::{DteAddr, NodeId, Op, OpId, Region, RemoteAddr, TransportFault, WorkRequest};
@@ -453,4 +455,123 @@ fn an_event_past_the_horizon_stays_queued() {
     assert_eq!(e.now, 100);
     e.horizon = 300;
     assert!(matches!(e.next_event(), Some((200, Ev::Poll(0)))));
+}
+
+#[test]
+fn the_rare_fates_come_from_their_own_rates_and_nothing_at_zero() {
+    let mut d = Dice::new(11);
+    assert!((0..1_000).all(|_| d.rare_fate(&Chaos::NONE).is_none()));
+    for (chaos, fault) in [
+        (
+            Chaos {
+                vanish_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::Vanish,
+        ),
+        (
+            Chaos {
+                duplicate_write_permille: 1_000,
+                ..Chaos::NONE
+            },
+            TransportFault::DuplicateWrite,
+        ),
+    ] {
+        assert_eq!(d.rare_fate(&chaos), Some(fault));
+        // The main dice never draw them.
+        assert_eq!(d.fate(&chaos), None, "{fault}");
+        assert_eq!(chaos.kinds().len(), 1, "{fault}");
+        assert_eq!(chaos.without(chaos.kinds()[0]), Chaos::NONE, "{fault}");
+    }
+}
+
+#[test]
+fn a_vanished_request_never_executes_and_never_completes() {
+    let chaos = Chaos {
+        vanish_permille: 1_000,
+        ..Chaos::NONE
+    };
+    let mut e = engine(System::Nessie, chaos, 2);
+    let wr = WorkRequest {
+        id: OpId(1),
+        op: cas(8, 0, 42),
+    };
+    e.post(Actor::Client(0), wr, 0);
+    let events = run(&mut e);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(e.mem.word(NodeId(1), Region::Index, 8).unwrap(), 0);
+    assert_eq!(e.counts.vanished, 1);
+}
+
+/// A duplicated WRITE executes, completes once, and its copy executes once
+/// more after it, by its landing deadline (A2) or, past it, is refused: the
+/// test zeroes the words after the original lands, and the copy writes them
+/// again.
+#[test]
+fn a_duplicated_write_completes_once_and_lands_again_by_its_landing_deadline() {
+    use nessie_model::memory::{InFlight, WordOrder};
+    let (mut again, mut refused) = (0, 0);
+    for seed in 0..100 {
+        let chaos = Chaos {
+            duplicate_write_permille: 1_000,
+            ..Chaos::NONE
+        };
+        let mut e = engine(System::Nessie, chaos, seed);
+        let m = margin(&e);
+        e.post(Actor::Client(0), four_words(1), 0);
+        let (mut landings, mut completions) = (Vec::new(), 0);
+        while let Some((at, ev)) = e.next_event() {
+            let before = data_words(&e);
+            e.handle(at, ev);
+            if matches!(ev, Ev::Complete(_)) {
+                completions += 1;
+            }
+            if data_words(&e) != before {
+                landings.push(at);
+                // Clear the words so that the copy shows when it lands.
+                let zero = WorkRequest {
+                    id: OpId(99),
+                    op: Op::Write {
+                        addr: RemoteAddr::data(NodeId(1), 64),
+                        data: vec![0; 32],
+                    },
+                };
+                InFlight::new(zero, at)
+                    .run_to_end(&mut e.mem, NodeId(0), WordOrder::Ascending)
+                    .unwrap();
+            }
+        }
+        assert_eq!(completions, 1, "seed {seed}: one completion");
+        assert_eq!(e.counts.duplicate_writes, 1);
+        match landings.as_slice() {
+            [_, copy] => {
+                assert!(*copy <= m, "seed {seed}: the copy landed past A2 at {copy}");
+                assert_eq!(e.counts.duplicates_landed, 1);
+                again += 1;
+            }
+            [_] => {
+                assert_eq!(e.counts.landing_deadline_refusals, 1, "seed {seed}");
+                refused += 1;
+            }
+            other => panic!("seed {seed}: {other:?}"),
+        }
+    }
+    assert!(again > 50, "most copies land: {again} (refused {refused})");
+}
+
+#[test]
+fn a_duplicated_cas_or_read_executes_once() {
+    let chaos = Chaos {
+        duplicate_write_permille: 1_000,
+        ..Chaos::NONE
+    };
+    let mut e = engine(System::Nessie, chaos, 4);
+    let wr = WorkRequest {
+        id: OpId(1),
+        op: cas(8, 0, 42),
+    };
+    e.post(Actor::Client(0), wr, 0);
+    run(&mut e);
+    assert_eq!(e.mem.word(NodeId(1), Region::Index, 8).unwrap(), 42);
+    assert_eq!(e.counts.duplicate_writes, 0);
 }

@@ -6,7 +6,8 @@
 //! lost completions, requests that report an error first and land later
 //! (the request travels on as an *orphan*: it executes at its responder
 //! and nobody hears of it), completions held until the round waiting for
-//! them was given up, unreachable nodes, and the requester's landing
+//! them was given up, requests that vanish, WRITEs executed twice (the copy
+//! another orphan), unreachable nodes, and the requester's landing
 //! deadline that enforces A2.
 
 use nessie_model::memory::{transfer_words, InFlight, WordOrder};
@@ -173,7 +174,10 @@ impl Engine {
             self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
             return;
         }
-        let mut fate = self.dice.fate(&self.spec.chaos);
+        let mut fate = match self.dice.fate(&self.spec.chaos) {
+            None => self.rare_dice.rare_fate(&self.spec.chaos),
+            fate => fate,
+        };
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
         let delay = self.dice.delay_out(&self.spec.chaos, margin);
         if delay > 0 {
@@ -184,6 +188,17 @@ impl Engine {
         if fate == Some(TransportFault::ErrorThenLand) && !mutation {
             // A READ executed after its error completion changes nothing.
             fate = Some(TransportFault::FailBeforeExecuting);
+        }
+        if fate == Some(TransportFault::Vanish) {
+            // Never executes, never completes: the round gives it up at its
+            // deadline.
+            self.counts.vanished += 1;
+            return;
+        }
+        if fate == Some(TransportFault::DuplicateWrite) && !matches!(wr.op, Op::Write { .. }) {
+            // A READ repeated changes nothing; a duplicate atomic is answered
+            // from the responder's replay cache.
+            fate = None;
         }
         let torn = transfer_words(&wr.op) > 1 && self.dice.chance(self.spec.chaos.torn_permille);
         let mut req = NicRequest {
@@ -217,6 +232,28 @@ impl Engine {
             let r = self.store(req);
             self.schedule(error_at, Ev::Complete(r));
             return;
+        }
+        if fate == Some(TransportFault::DuplicateWrite) {
+            // The original executes and completes as usual; a copy travels
+            // on as an orphan and lands once more, after the original could
+            // (by the landing deadline, or whenever with A2 dropped): a
+            // retransmission the fabric held.
+            let chaos = self.spec.chaos;
+            let late = chaos.late_landing.then_some(chaos.max_delay_ns.max(margin));
+            let soon = self.reaction_ns();
+            let (_, land_at) = self
+                .rare_dice
+                .error_then_land(t, arrives, t + margin, soon, late);
+            self.counts.duplicate_writes += 1;
+            let copy = self.store(NicRequest {
+                wr: req.wr.clone(),
+                orphan: true,
+                torn: false,
+                placing: None,
+                result: None,
+                ..req
+            });
+            self.schedule(land_at, Ev::Arrive(copy));
         }
         let r = self.store(req);
         self.schedule(arrives, Ev::Arrive(r));
@@ -462,9 +499,14 @@ impl Engine {
     /// orphan is done; anything else sends its completion back (an error if
     /// a fault says so).
     fn executed(&mut self, r: usize, result: Result<OpOutput, FabricError>, now: u64) {
-        if self.reqs[r].as_ref().is_some_and(|q| q.orphan) {
-            // An error-then-land request landed: nobody hears of it.
-            self.counts.orphans_landed += 1;
+        if let Some(q) = self.reqs[r].as_ref().filter(|q| q.orphan) {
+            // An error-then-land request or a duplicate's copy landed:
+            // nobody hears of it.
+            if q.fate == Some(TransportFault::DuplicateWrite) {
+                self.counts.duplicates_landed += 1;
+            } else {
+                self.counts.orphans_landed += 1;
+            }
             self.reqs[r] = None;
             self.free_reqs.push(r);
             return;

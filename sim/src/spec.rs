@@ -132,11 +132,19 @@ pub struct ServerFaults {
     /// read before and after a write).
     #[serde(default)]
     pub skip_scan_validation: bool,
+    /// Server workers claim again a request they already claimed and ran,
+    /// when a duplicate of its request WRITE lands in its slot after a
+    /// later GET of the same client
+    /// ([`WorkerCounters::rerun_duplicates`](nessie_baselines::server::WorkerCounters::rerun_duplicates)):
+    /// the PUT or DELETE runs twice. The baselines' and Cell's channel did
+    /// this until the swarm drew duplicated WRITEs.
+    #[serde(default)]
+    pub rerun_duplicates: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "skip-claims",
         "skip-epoch-check",
         "cancel-before-landing",
@@ -144,6 +152,7 @@ impl ServerFaults {
         "skip-message-checks",
         "unbounded-rounds",
         "skip-scan-validation",
+        "rerun-duplicates",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -158,6 +167,7 @@ impl ServerFaults {
                 "skip-message-checks" => f.skip_message_checks = true,
                 "unbounded-rounds" => f.unbounded_rounds = true,
                 "skip-scan-validation" => f.skip_scan_validation = true,
+                "rerun-duplicates" => f.rerun_duplicates = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",
@@ -609,6 +619,15 @@ pub struct ChaosCounts {
     /// up, however they came to be late (held back, or delayed on the way),
     /// and went to its request-id routing.
     pub stale_completions: u64,
+    /// Requests that vanished: never executed, never completed
+    /// ([`Chaos::vanish_permille`](crate::Chaos::vanish_permille)).
+    pub vanished: u64,
+    /// Remote WRITEs given a duplicate copy
+    /// ([`Chaos::duplicate_write_permille`](crate::Chaos::duplicate_write_permille)).
+    pub duplicate_writes: u64,
+    /// Of those copies, how many executed (the others were refused at the
+    /// landing deadline or met a node that was down).
+    pub duplicates_landed: u64,
     /// Mutations refused at their landing deadline (A2 enforced).
     pub landing_deadline_refusals: u64,
     /// Multi-word transfers that moved their words one at a time

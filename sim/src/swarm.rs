@@ -360,6 +360,21 @@ impl SwarmCase {
         // which only Nessie's clients run: for another system it would be
         // one more lost completion (lose_completion_permille has those).
         case.chaos.late_completion_permille = 0;
+        // The last two faults of the vocabulary: requests that vanish (never
+        // execute, never complete) in a quarter of the cases, and WRITEs
+        // executed twice (the request and response messages) in half.
+        // Nessie's cases do not draw them: its clients post no remote WRITE
+        // (entries are written by CPU, marks are CASes), and its vanishing
+        // requests have a swarm test of their own (`sim/tests/swarm.rs`),
+        // which keeps its cases and their pinned catches as they were. A dice
+        // stream of their own leaves the other draws below as they were.
+        let mut rare = Dice::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x00d0_b1e5);
+        if rare.chance(250) {
+            case.chaos.vanish_permille = 1 + rare.below(10) as u32;
+        }
+        if rare.chance(500) {
+            case.chaos.duplicate_write_permille = 20 + rare.below(300) as u32;
+        }
         if system == System::Cell {
             let small_nodes = d.chance(500);
             case.cell = CellShape {
@@ -785,6 +800,12 @@ pub struct SwarmSummary {
     /// Completions that reached a Nessie client after their round was given
     /// up, however late (routed by request id, or dropped).
     pub stale_completions: u64,
+    /// Requests that vanished (never executed, never completed).
+    pub vanished: u64,
+    /// Remote WRITEs given a duplicate copy.
+    pub duplicate_writes: u64,
+    /// Of those copies, how many executed.
+    pub duplicates_landed: u64,
     /// Mutations refused at their landing deadline.
     pub landing_deadline_refusals: u64,
     /// Mutations that executed after their landing deadline (only with
@@ -877,6 +898,9 @@ pub fn swarm_with(
         s.orphans_landed += run.report.chaos.orphans_landed;
         s.late_completions += run.report.chaos.late_completions;
         s.stale_completions += run.report.chaos.stale_completions;
+        s.vanished += run.report.chaos.vanished;
+        s.duplicate_writes += run.report.chaos.duplicate_writes;
+        s.duplicates_landed += run.report.chaos.duplicates_landed;
         s.landing_deadline_refusals += run.report.chaos.landing_deadline_refusals;
         s.late_landings += run.report.chaos.late_landings;
         s.torn += run.report.chaos.torn;

@@ -610,6 +610,10 @@ pub(crate) fn baseline(
         faults.skip_message_checks,
         std::sync::atomic::Ordering::Relaxed,
     );
+    counters.rerun_duplicates.store(
+        faults.rerun_duplicates,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mailbox = match kind {
         SystemKind::Pilaf => PilafLayout::new(cfg).mailbox,
         _ => sys.coupled().mailbox,
@@ -846,6 +850,10 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
     let counters = Arc::new(WorkerCounters::default());
     counters.skip_message_checks.store(
         spec.server_faults.skip_message_checks,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    counters.rerun_duplicates.store(
+        spec.server_faults.rerun_duplicates,
         std::sync::atomic::Ordering::Relaxed,
     );
     let mut workers = Vec::new();

@@ -55,20 +55,23 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
     assert_eq!(s.passed, CELL_CASES as usize);
     assert!(s.ok());
     assert!(s.min_checked.is_some_and(|m| m >= 4), "{s:?}");
-    // Measured: 440,183 operations checked (scans' reads included); 6,742
-    // client crashes; 2,631 lost completions; 2,720 errors whose requests
-    // were left to land (2,578 landed); 3,310 mutations refused at their
-    // landing deadline; 8,527 unknown outcomes; 62,622 torn transfers (645
-    // stopped part placed); 47,701 requests failed with their queue pair;
-    // 562 node splits and 201 meganode splits; 628 cases with range scans,
-    // 566 of them decided whole by the range-aware checker.
-    assert!(s.checked_ops > 350_000, "{s:?}");
+    // Measured: 348,795 operations checked (scans' reads included); 6,444
+    // client crashes; 2,555 lost completions; 2,283 errors whose requests
+    // were left to land (2,159 landed); 637 requests vanished; 8,364 WRITEs
+    // duplicated (7,962 copies landed); 3,464 mutations refused at their
+    // landing deadline; 8,528 unknown outcomes; 54,555 torn transfers (582
+    // stopped part placed); 45,682 requests failed with their queue pair;
+    // 563 node splits and 201 meganode splits; 627 cases with range scans,
+    // 565 of them decided whole by the range-aware checker.
+    assert!(s.checked_ops > 300_000, "{s:?}");
+    assert!(s.vanished > 400, "{s:?}");
+    assert!(s.duplicates_landed > 5_000, "{s:?}");
     assert!(s.crashes > 5_000, "{s:?}");
     assert!(s.lost_completions > 2_000, "{s:?}");
     assert!(s.orphans_landed > 2_000, "{s:?}");
     assert!(s.landing_deadline_refusals > 2_500, "{s:?}");
     assert!(s.unknown_ops > 6_000, "{s:?}");
-    assert!(s.torn > 50_000, "{s:?}");
+    assert!(s.torn > 40_000, "{s:?}");
     assert!(s.partly_placed > 400, "{s:?}");
     assert!(s.link_errors > 35_000, "{s:?}");
     assert!(s.node_splits > 400, "{s:?}");
@@ -85,7 +88,9 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
 ///   on and reported as not committed still runs; a GET returns its value.
 /// - `skip-checksums` (`skip_crc_check`): a GET returns a torn extent.
 /// - `skip-message-checks`: a server takes a slot two torn request WRITEs
-///   mixed and answers a request it cannot decode (a corrupt state).
+///   mixed and serves the mix (at seed 27 as a request it can decode, run
+///   against the wrong key or value: not linearizable; with other draws
+///   it answers `BadRequest`, a corrupt state).
 /// - `unbounded-rounds` (`unbounded_rounds`): a client round whose
 ///   completion is lost waits for good; operations never finish. Found by
 ///   this swarm before it had a switch: Cell's client machines had no bound
@@ -94,21 +99,25 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
 ///   its leaves' versions again, and returns a mix no instant held; only
 ///   the range-aware checker sees it (each entry alone is a value its key
 ///   held).
+/// - `rerun-duplicates`: a worker claims again a PUT it ran when a
+///   duplicate of its request WRITE lands after the client's next request
+///   (the request channel's, shared with the baselines: `swarm.rs`).
 ///
 /// Not caught: `cancel-before-landing` (the request channel's, shared with
 /// the baselines, whose stories in `baselines/tests/outcomes.rs` catch it),
 /// clean in seeds 0-39,999. It looked caught at seed 4,645 until the final
 /// sweep stopped inheriting the background threads' time slices (below).
-const CELL_TEETH: [(&str, u64, &str); 5] = [
+const CELL_TEETH: [(&str, u64, &str); 6] = [
     ("skip-claims", 1, "not linearizable"),
     ("skip-checksums", 178, "not linearizable"),
-    ("skip-message-checks", 178, "corrupt state"),
-    ("unbounded-rounds", 3, "never finished"),
+    ("skip-message-checks", 27, "not linearizable"),
+    ("unbounded-rounds", 1, "never finished"),
     (
         "skip-scan-validation",
         607,
         "not linearizable with its range scans",
     ),
+    ("rerun-duplicates", 2, "not linearizable"),
 ];
 
 #[test]
