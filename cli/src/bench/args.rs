@@ -199,6 +199,15 @@ pub struct BenchArgs {
     /// cpu-contention: the largest number of background spinning threads.
     #[arg(long, default_value_t = 4)]
     pub max_background: usize,
+    /// Cores kept for the server threads (the server-driven systems' and
+    /// Cell's workers, Cell's maintenance threads): the last this many of
+    /// the cores the process may use, the client threads on the others
+    /// (Linux `sched_setaffinity`); 0: no pinning. Default: 1 for the
+    /// cell-* experiments but cell-cores (so that the server-side-only
+    /// line does not share its core with polling clients), 0 otherwise
+    /// (cell-cores varies the server cores itself).
+    #[arg(long)]
+    pub server_cores: Option<usize>,
     /// Print JSON on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -228,6 +237,14 @@ fn range(
 }
 
 impl BenchArgs {
+    /// Cores kept for server threads (`--server-cores`, or its default).
+    pub fn server_cores(&self) -> usize {
+        let pinned = self
+            .experiment
+            .is_some_and(|e| e.is_cell() && e != Experiment::CellCores);
+        self.server_cores.unwrap_or(usize::from(pinned))
+    }
+
     /// The depths of `--depth`, without repeats, in the order given.
     pub fn depths(&self) -> Vec<u16> {
         let mut v: Vec<u16> = Vec::new();

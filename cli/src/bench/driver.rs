@@ -19,6 +19,7 @@ use nessie_baselines::KvClient;
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::Error;
 
+use super::affinity::CoreSplit;
 use super::stats::{KindAcc, SysAcc};
 use super::system::{AnyClient, Started, SystemSpec};
 use super::workload::{write_key, OpGen, OpKind, Workload};
@@ -50,6 +51,9 @@ pub struct PointPlan {
     pub rates: Option<Vec<f64>>,
     /// Only the first this many clients of each system run (all if `None`).
     pub clients: Option<usize>,
+    /// Server threads and client threads on cores of their own
+    /// (`--server-cores`); `None`: wherever the scheduler puts them.
+    pub cores: Option<CoreSplit>,
 }
 
 /// What one slice asks of a system's clients.
@@ -197,6 +201,7 @@ fn slice(
     rate: f64,
     stream: u64,
     active: usize,
+    cores: Option<&CoreSplit>,
     acc: &mut SysAcc,
 ) {
     let active = active.min(sys.clients.len());
@@ -231,6 +236,12 @@ fn slice(
                     Quota::Time(_) => u64::MAX,
                 };
                 s.spawn(move || {
+                    if let Some(split) = cores {
+                        // Best effort: an unpinned client still measures.
+                        if let Err(e) = split.pin_this_thread_to_clients() {
+                            tracing::warn!("{e}");
+                        }
+                    }
                     let scans = c.has_scans();
                     let mut source = BenchSource {
                         gen: OpGen::with_zipf(w, zipf.clone(), nodes, id.node.0, id.index, stream),
@@ -377,6 +388,7 @@ pub fn measure(systems: &mut [Started], plan: &PointPlan, mut tick: impl FnMut()
                 rate,
                 stream,
                 active,
+                plan.cores.as_ref(),
                 &mut accs[si],
             );
             tick();

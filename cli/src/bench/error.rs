@@ -44,6 +44,10 @@ pub enum BenchError {
     /// The simulator refused its configuration.
     #[error("simulator: {0}")]
     Sim(String),
+    /// Server and client threads could not be kept on cores of their own
+    /// (`--server-cores`).
+    #[error("cores: {0}")]
+    Cores(String),
     /// Every selected system failed its preload.
     #[error("no system could be measured: {0}")]
     NothingMeasured(String),

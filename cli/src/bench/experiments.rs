@@ -109,6 +109,7 @@ fn plan(args: &BenchArgs, w: Workload) -> PointPlan {
         background: 0,
         rates: None,
         clients: None,
+        cores: None,
     }
 }
 

@@ -13,6 +13,7 @@
 //! [`stats`] and [`report`] (what is measured and printed), [`experiments`]
 //! (the papers' figures), [`plot`] (SVG charts).
 
+pub mod affinity;
 pub mod args;
 pub mod cell;
 pub mod driver;
@@ -115,6 +116,18 @@ fn run_group(
         ));
         s.preload(&g.preload);
     }
+    if let Some(split) = g.points.first().and_then(|p| p.plan.cores.as_ref()) {
+        // Every server thread of the group's systems exists now (workers and
+        // maintenance threads start with their deployment).
+        let moved = split.pin_server_threads()?;
+        pb.suspend(|| {
+            eprintln!(
+                "{moved} server threads on core(s) {:?}, client threads on {:?}",
+                split.servers(),
+                split.clients()
+            )
+        });
+    }
     if systems.iter().all(|s| s.failed.is_some()) {
         let why: Vec<String> = systems
             .iter()
@@ -212,7 +225,11 @@ fn summary(points: &[PointResult], cpu: bool) -> String {
 pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let kinds = args.check()?;
     let t0 = Instant::now();
-    let gs = groups(args, &kinds)?;
+    let mut gs = groups(args, &kinds)?;
+    let split = affinity::CoreSplit::new(args.server_cores())?;
+    for p in gs.iter_mut().flat_map(|g| g.points.iter_mut()) {
+        p.plan.cores = split.clone();
+    }
     let latency_us = (args.experiment != Some(Experiment::LatencySweep)).then_some(args.latency_us);
     if !args.json {
         println!(
