@@ -19,7 +19,12 @@
 //!
 //! Deadlines (A2 enforced by the requester): every posted request has one,
 //! the cluster file's landing deadline for a WRITE or CAS and its READ
-//! deadline for a READ. When one passes, the queue pair is moved to the
+//! deadline for a READ, counted from the caller's `post` (not from
+//! `ibv_post_send`: a request that waited in the software backlog, behind a
+//! full send queue or a client thread descheduled before its next poll,
+//! used part of its window there). One whose window passed while it waited
+//! is never handed to the NIC, so it never executes, and completes with an
+//! error ([`crate::policy::backlog_verdict`]). When one passes, the queue pair is moved to the
 //! error state (`ibv_modify_qp(IBV_QPS_ERR)`): nothing more is (re)sent on
 //! it, so the mutation took effect within the deadline (plus the packet
 //! lifetime, inside the deadline margin) or never will; its completion
@@ -85,7 +90,8 @@ use crate::ffi::cq::{Cq, Wc};
 use crate::ffi::memory::Mr;
 use crate::node::NodeShared;
 use crate::policy::{
-    effective_send_depth, needs_fence, signal_every, NicOp, Outstanding, RegionKind,
+    backlog_verdict, effective_send_depth, needs_fence, signal_every, BacklogVerdict, NicOp,
+    Outstanding, RegionKind,
 };
 use crate::remote::{check_range, AddressBook};
 use crate::staging::Arena;
@@ -114,6 +120,16 @@ const EVENT_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 /// before the first of the run's deadlines passes.
 fn probe_after(t: &crate::cluster::Timing) -> Duration {
     t.landing_deadline.min(t.read_deadline) / 4
+}
+
+/// A request's window: a probe answers for the mutations before it, so it
+/// has their landing deadline; a WRITE or CAS the landing deadline; a READ
+/// the READ deadline.
+fn window(f: &InFlight, t: &crate::cluster::Timing) -> Duration {
+    match (f.signal, f.nic) {
+        (Signal::Probe, _) | (_, NicOp::Write | NicOp::Cas) => t.landing_deadline,
+        (_, NicOp::Read) => t.read_deadline,
+    }
 }
 
 /// How long after a failed re-dial the next may start, given how many
@@ -202,7 +218,10 @@ struct InFlight {
     compare: u64,
     swap: u64,
     stores: Endian,
-    /// Set when posted: by then it must complete.
+    /// When the caller posted it (its window runs from here:
+    /// [`crate::policy::backlog_verdict`]).
+    accepted: Instant,
+    /// Set when handed to the NIC: by then it must complete.
     deadline: Option<Instant>,
     /// Its deadline passed and its queue pair was failed for it.
     expired: bool,
@@ -718,6 +737,7 @@ impl VerbsEndpoint {
             compare: operand(cas.0, stores),
             swap: operand(cas.1, stores),
             stores,
+            accepted: Instant::now(),
             deadline: None,
             expired: false,
             signal,
@@ -812,6 +832,38 @@ impl VerbsEndpoint {
         }
     }
 
+    /// Completes with an error, unposted, every request in the backlog of
+    /// peer `i` whose window passed while it waited
+    /// ([`crate::policy::backlog_verdict`]): never handed to the NIC, it
+    /// never executes.
+    fn expire_backlog(&mut self, i: usize, out: &mut Vec<Completion>) {
+        let now = Instant::now();
+        let timing = self.node.timing;
+        let mut k = 0;
+        while k < self.peers[i].backlog.len() {
+            let wr_id = self.peers[i].backlog[k];
+            let expired = self.slot(wr_id).is_some_and(|f| {
+                backlog_verdict(f.accepted, window(f, &timing), now) == BacklogVerdict::Expired
+            });
+            if !expired {
+                k += 1;
+                continue;
+            }
+            self.peers[i].backlog.remove(k);
+            if let Some(f) = self.take(wr_id) {
+                let e = match f.nic {
+                    NicOp::Read => FabricError::Timeout,
+                    NicOp::Write | NicOp::Cas => FabricError::Transport(format!(
+                        "not sent: its landing window ({:?} from the post) passed while it waited in the endpoint's backlog, so it never executed",
+                        timing.landing_deadline
+                    )),
+                };
+                tracing::debug!(node = %f.node, id = f.id.0, "backlogged request expired unposted");
+                self.finish(f, Err(e), out);
+            }
+        }
+    }
+
     /// Posts the backlog of `node` while its send queue has room, as one chain.
     fn drain_backlog(&mut self, node: NodeId, out: &mut Vec<Completion>) {
         let i = usize::from(node.0);
@@ -824,6 +876,7 @@ impl VerbsEndpoint {
             }
             return;
         }
+        self.expire_backlog(i, out);
         let room = self.send_depth.saturating_sub(self.peers[i].posted) as usize;
         let take = room.min(self.peers[i].backlog.len());
         if take == 0 {
@@ -920,13 +973,12 @@ impl VerbsEndpoint {
                 let Some(f) = self.slot_mut(wr_id) else {
                     continue;
                 };
-                // A probe answers for the mutations before it: it has their
-                // landing deadline.
-                let within = match (f.signal, f.nic) {
-                    (Signal::Probe, _) | (_, NicOp::Write | NicOp::Cas) => timing.landing_deadline,
-                    (_, NicOp::Read) => timing.read_deadline,
+                // The window runs from the caller's post (expired ones were
+                // taken out of the backlog above).
+                let deadline = match backlog_verdict(f.accepted, window(f, &timing), now) {
+                    BacklogVerdict::Post { deadline } => deadline,
+                    BacklogVerdict::Expired => now,
                 };
-                let deadline = now + within;
                 f.deadline = Some(deadline);
                 f.signaled = signaled;
                 let nic = f.nic;

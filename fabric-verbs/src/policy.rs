@@ -191,10 +191,68 @@ pub fn needs_fence(op: NicOp, outstanding: Outstanding) -> bool {
     }
 }
 
+/// What a request posted by the caller at `accepted`, with a window of
+/// `within` (the landing deadline of a mutation, the READ deadline of a
+/// READ), comes to when the endpoint could hand it to the NIC at `now`.
+///
+/// The window runs from the caller's post, not from `ibv_post_send`: a
+/// request that waited in the endpoint's software backlog (a full send
+/// queue, or a client thread descheduled between its post and its next
+/// poll) used part of it there, and A2 is counted from the protocol's post.
+/// One whose window passed while it waited is never handed to the NIC
+/// (so it never executes) and completes with an error instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BacklogVerdict {
+    /// Post it; it must complete by this instant.
+    Post {
+        /// Its deadline.
+        deadline: std::time::Instant,
+    },
+    /// Its window passed in the backlog: complete it with an error, unposted.
+    Expired,
+}
+
+/// See [`BacklogVerdict`].
+pub fn backlog_verdict(
+    accepted: std::time::Instant,
+    within: std::time::Duration,
+    now: std::time::Instant,
+) -> BacklogVerdict {
+    let deadline = accepted.checked_add(within).unwrap_or(accepted);
+    if now >= deadline {
+        BacklogVerdict::Expired
+    } else {
+        BacklogVerdict::Post { deadline }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use ibv_access_flags as A;
+
+    #[test]
+    fn a_backlogged_request_keeps_the_window_of_its_post_and_expires_unposted() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let w = Duration::from_millis(10);
+        // Handed to the NIC at once: the whole window.
+        assert_eq!(
+            backlog_verdict(t0, w, t0),
+            BacklogVerdict::Post { deadline: t0 + w }
+        );
+        // After 7 ms in the backlog: 3 ms left, not a fresh 10.
+        assert_eq!(
+            backlog_verdict(t0, w, t0 + Duration::from_millis(7)),
+            BacklogVerdict::Post { deadline: t0 + w }
+        );
+        // At or past the end of its window: never posted.
+        assert_eq!(backlog_verdict(t0, w, t0 + w), BacklogVerdict::Expired);
+        assert_eq!(
+            backlog_verdict(t0, w, t0 + Duration::from_secs(1)),
+            BacklogVerdict::Expired
+        );
+    }
 
     fn has(f: ibv_access_flags, bit: ibv_access_flags) -> bool {
         f.0 & bit.0 != 0
