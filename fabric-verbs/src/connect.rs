@@ -26,7 +26,7 @@ use crate::error::VerbsError;
 use crate::ffi::cm::{event_name, CmEvent, CmId, EventChannel};
 use crate::ffi::cq::{Cq, Wc};
 use crate::ffi::memory::Pd;
-use crate::policy::QpPlan;
+use crate::policy::{jitter_draw, jittered, QpPlan};
 use crate::wire::{check_fingerprint, clock_offset, exceeds_skew, Hello, Reject, Welcome};
 use crate::wr::SendWr;
 
@@ -220,7 +220,9 @@ pub fn dial(d: &Dial<'_>) -> Result<Dialed, VerbsError> {
         if start.elapsed() >= d.timeout {
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // Jittered: every dialler a restarted node's acceptor rejected at
+        // once would otherwise come back at once.
+        std::thread::sleep(jittered(Duration::from_millis(50), jitter_draw()));
     }
     Err(match last {
         VerbsError::Timeout { what, .. } => VerbsError::Timeout {

@@ -90,8 +90,8 @@ use crate::ffi::cq::{Cq, Wc};
 use crate::ffi::memory::Mr;
 use crate::node::NodeShared;
 use crate::policy::{
-    backlog_verdict, effective_send_depth, needs_fence, signal_every, BacklogVerdict, NicOp,
-    Outstanding, RegionKind,
+    backlog_verdict, effective_send_depth, jitter_draw, jittered, needs_fence, signal_every,
+    BacklogVerdict, NicOp, Outstanding, RegionKind,
 };
 use crate::remote::{check_range, AddressBook};
 use crate::staging::Arena;
@@ -133,7 +133,8 @@ fn window(f: &InFlight, t: &crate::cluster::Timing) -> Duration {
 }
 
 /// How long after a failed re-dial the next may start, given how many
-/// re-dials of the node failed in a row.
+/// re-dials of the node failed in a row (before the jitter the endpoint
+/// adds: [`crate::policy::jittered`]).
 pub fn redial_interval(failures: u32) -> Duration {
     REDIAL_INTERVAL
         .saturating_mul(1u32 << failures.min(16))
@@ -578,7 +579,7 @@ impl VerbsEndpoint {
                 let wait = if e.is_permanent() {
                     PERMANENT_HOLD_OFF
                 } else {
-                    redial_interval(p.dial_failures - 1)
+                    jittered(redial_interval(p.dial_failures - 1), jitter_draw())
                 };
                 p.retry_at = now + wait;
                 p.link = Link::Down;

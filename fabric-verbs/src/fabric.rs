@@ -18,7 +18,7 @@ use crate::endpoint::VerbsEndpoint;
 use crate::error::VerbsError;
 use crate::ffi::device::AtomicCap;
 use crate::node::HostedNode;
-use crate::policy::QpPlan;
+use crate::policy::{open_file_limit, ConnectionBudget, QpPlan};
 use crate::remote::RegionInfo;
 
 /// The verbs backend: the nodes this process hosts.
@@ -53,6 +53,9 @@ pub struct NodeReport {
     /// The type of service set on its connections (`None`: not set, the
     /// host's default applies).
     pub traffic_class: Option<u8>,
+    /// Queue pairs, file descriptors and threads the cluster's shape costs
+    /// the node with one endpoint per client.
+    pub budget: ConnectionBudget,
 }
 
 impl fmt::Display for NodeReport {
@@ -83,7 +86,8 @@ impl fmt::Display for NodeReport {
             self.data.len,
             self.data.rkey,
             if self.huge_pages { "huge pages" } else { "4 KiB pages" }
-        )
+        )?;
+        write!(f, "; {}", self.budget)
     }
 }
 
@@ -131,6 +135,11 @@ impl VerbsFabric {
             data: n.data.info(),
             huge_pages: n.index.huge_pages() && n.data.huge_pages(),
             traffic_class: self.cluster.tuning.traffic_class,
+            budget: ConnectionBudget {
+                nodes: self.cluster.nodes.len() as u64,
+                endpoints: u64::from(self.cluster.store.clients_per_node),
+                fd_limit: open_file_limit(),
+            },
         })
     }
 

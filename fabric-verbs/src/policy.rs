@@ -191,6 +191,116 @@ pub fn needs_fence(op: NicOp, outstanding: Outstanding) -> bool {
     }
 }
 
+/// What the cluster's shape costs one node in queue pairs, file descriptors
+/// and threads with the endpoints' connection scheme (issue 26, item 4:
+/// measured, not yet changed): every endpoint opens one RC queue pair to
+/// every node, its own included, and dials each through a thread of its
+/// own with an `rdma_cm` event channel of its own (one file descriptor
+/// each, plus the endpoint's own channel); every node accepts one queue
+/// pair from every endpoint of every node, through one listener channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionBudget {
+    /// Nodes in the cluster.
+    pub nodes: u64,
+    /// Endpoints a node opens (its clients; a server-driven system's or
+    /// Cell's server threads add theirs).
+    pub endpoints: u64,
+    /// The process's open-file limit (`RLIMIT_NOFILE`), if known.
+    pub fd_limit: Option<u64>,
+}
+
+impl ConnectionBudget {
+    /// Queue pairs this node's endpoints open (requester side).
+    pub fn requester_qps(&self) -> u64 {
+        self.endpoints.saturating_mul(self.nodes)
+    }
+
+    /// Queue pairs this node accepts from every endpoint of every node
+    /// (responder side).
+    pub fn responder_qps(&self) -> u64 {
+        self.nodes.saturating_mul(self.endpoints)
+    }
+
+    /// Queue pairs on this node's NIC.
+    pub fn qps(&self) -> u64 {
+        self.requester_qps().saturating_add(self.responder_qps())
+    }
+
+    /// `rdma_cm` event channels (file descriptors) of one process hosting
+    /// the node: one per dialler and one per endpoint, plus the listener's.
+    pub fn cm_fds(&self) -> u64 {
+        self.endpoints
+            .saturating_mul(self.nodes.saturating_add(1))
+            .saturating_add(1)
+    }
+
+    /// Dialler threads of one process hosting the node.
+    pub fn dial_threads(&self) -> u64 {
+        self.endpoints.saturating_mul(self.nodes)
+    }
+
+    /// Whether the event channels alone leave fewer than 64 descriptors of
+    /// the open-file limit for everything else (sockets, logs, the device).
+    pub fn fds_short(&self) -> bool {
+        self.fd_limit
+            .is_some_and(|l| self.cm_fds().saturating_add(64) > l)
+    }
+}
+
+impl std::fmt::Display for ConnectionBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "connections: {} endpoints x {} nodes: {} RC queue pairs on this NIC ({} requester, {} responder), {} rdma_cm file descriptors and {} dialler threads",
+            self.endpoints,
+            self.nodes,
+            self.qps(),
+            self.requester_qps(),
+            self.responder_qps(),
+            self.cm_fds(),
+            self.dial_threads()
+        )?;
+        match self.fd_limit {
+            Some(l) if self.fds_short() => write!(
+                f,
+                " (open-file limit {l}: too low, raise `ulimit -n`, docs/deploy.md)"
+            ),
+            Some(l) => write!(f, " (open-file limit {l})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The process's open-file limit (`RLIMIT_NOFILE`, soft), if it can be read.
+pub fn open_file_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    ok.then_some(r.rlim_cur)
+}
+
+/// `base` shortened by a random part of up to half of it (`draw` is a
+/// random 64-bit value): re-dials of many endpoints rejected at once (a
+/// node's acceptor meeting every dialler after a restart) spread over half
+/// an interval instead of retrying in lock-step.
+pub fn jittered(base: std::time::Duration, draw: u64) -> std::time::Duration {
+    let half = base / 2;
+    // draw / 2^64 of the half, in 1/1024 steps.
+    half + half.mul_f64((draw >> 54) as f64 / 1024.0)
+}
+
+/// A random 64-bit value for [`jittered`] (std's per-process random hash
+/// keys, advanced on every call; no cryptographic quality needed).
+pub fn jitter_draw() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
 /// What a request posted by the caller at `accepted`, with a window of
 /// `within` (the landing deadline of a mutation, the READ deadline of a
 /// READ), comes to when the endpoint could hand it to the NIC at `now`.
@@ -230,6 +340,52 @@ pub fn backlog_verdict(
 mod tests {
     use super::*;
     use ibv_access_flags as A;
+
+    #[test]
+    fn jitter_spreads_a_wait_over_its_second_half() {
+        use std::time::Duration;
+        let base = Duration::from_millis(200);
+        assert_eq!(jittered(base, 0), Duration::from_millis(100));
+        assert!(jittered(base, u64::MAX) < base);
+        assert!(jittered(base, u64::MAX) > Duration::from_millis(199));
+        let draws: Vec<Duration> = (0..64).map(|_| jittered(base, jitter_draw())).collect();
+        assert!(draws.iter().all(|d| *d >= base / 2 && *d < base));
+        let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
+        assert!(distinct.len() > 32, "not in lock-step: {distinct:?}");
+    }
+
+    #[test]
+    fn the_connection_budget_of_a_hundred_nodes_outgrows_the_default_fd_limit() {
+        // The issue's example: 100 nodes x 16 endpoints.
+        let b = ConnectionBudget {
+            nodes: 100,
+            endpoints: 16,
+            fd_limit: Some(1_024),
+        };
+        assert_eq!(
+            (b.requester_qps(), b.responder_qps(), b.qps()),
+            (1_600, 1_600, 3_200)
+        );
+        assert_eq!(b.cm_fds(), 16 * 101 + 1);
+        assert_eq!(b.dial_threads(), 1_600);
+        assert!(b.fds_short());
+        assert!(b.to_string().contains("too low"), "{b}");
+        // About 60 nodes is where 16 endpoints meet the default limit.
+        let at = |nodes| ConnectionBudget { nodes, ..b };
+        assert!(!at(58).fds_short() && at(62).fds_short());
+        // A raised limit is fine, and an unknown one says nothing.
+        assert!(!ConnectionBudget {
+            fd_limit: Some(65_536),
+            ..b
+        }
+        .fds_short());
+        let unknown = ConnectionBudget {
+            fd_limit: None,
+            ..b
+        };
+        assert!(!unknown.fds_short() && !unknown.to_string().contains("limit"));
+        assert!(open_file_limit().is_some_and(|l| l > 0));
+    }
 
     #[test]
     fn a_backlogged_request_keeps_the_window_of_its_post_and_expires_unposted() {

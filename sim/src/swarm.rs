@@ -328,7 +328,10 @@ impl SwarmCase {
     ///   the MIGRATE search order) cleared, so that a printed case says
     ///   what ran, and late completions off (only Nessie's clients route
     ///   a completion that outlived its round; for a baseline it would be a
-    ///   lost one).
+    ///   lost one);
+    /// - from a dice stream of their own, requests that vanish in a quarter
+    ///   of the cases and WRITEs executed twice (the request and response
+    ///   messages) in half, which Nessie's cases do not draw.
     ///
     /// The baselines read the candidates, filter bits (NessieSD always,
     /// NessieHY when switched on), cache capacity and multiple reads
