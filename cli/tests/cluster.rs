@@ -578,6 +578,14 @@ fn three_processes(t: u16, system: &str) {
             .join("\n")
     );
     assert_linearizable(&format!("{system} (3 processes)"), system, &history, 3);
+    // Each node prints its device's counters' growth over the run (sysfs;
+    // soft-RoCE has them): node 0's go into the guest's summary.
+    let out = nodes[0].output();
+    let nic = out
+        .lines()
+        .find(|l| l.starts_with("during the run, this node's NIC counters"))
+        .unwrap_or_else(|| panic!("{system}: node 0 printed no NIC counters:\n{out}"));
+    println!("\nNIC {system} (3 processes), node 0, {nic}");
     // The guest is emulated (TCG): its timers are coarse.
     let merged = Command::new(&c.bin)
         .args(["node", "report", "--max-spread-ms", "500"])

@@ -17,6 +17,7 @@ use crate::cluster::ClusterFile;
 use crate::endpoint::VerbsEndpoint;
 use crate::error::VerbsError;
 use crate::ffi::device::AtomicCap;
+use crate::nic_counters::NicCounters;
 use crate::node::HostedNode;
 use crate::policy::{open_file_limit, ConnectionBudget, QpPlan};
 use crate::remote::RegionInfo;
@@ -140,6 +141,16 @@ impl VerbsFabric {
                 endpoints: u64::from(self.cluster.store.clients_per_node),
                 fd_limit: open_file_limit(),
             },
+        })
+    }
+
+    /// The counters of hosted node `node`'s device port (sysfs; see
+    /// [`NicCounters`]).
+    pub fn nic_counters(&self, node: NodeId) -> Result<NicCounters, VerbsError> {
+        let device = self.cluster.device_of(node)?;
+        NicCounters::read(device, self.cluster.port).map_err(|source| VerbsError::Verbs {
+            call: "reading the NIC's counters in sysfs",
+            source,
         })
     }
 

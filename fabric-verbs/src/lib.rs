@@ -14,7 +14,8 @@
 //!   its `rdma_cm` listener and the start-up probe), [`connect`] (dialling,
 //!   with the clock check), [`endpoint`] (a client's queue pairs to every
 //!   node, loopback included, and its completion queue), [`fabric`]
-//!   ([`VerbsFabric`]).
+//!   ([`VerbsFabric`]), and [`nic_counters`] (the device's own counters from
+//!   sysfs, for the reports).
 //!
 //! This crate is the fabric and nothing else: which system a node process
 //! runs, its workload and its reports live in `nessie-cli` (`nessie node`,
@@ -31,6 +32,7 @@ pub mod endpoint;
 pub mod error;
 pub mod fabric;
 pub mod ffi;
+pub mod nic_counters;
 pub mod node;
 pub mod policy;
 pub mod remote;
@@ -44,3 +46,4 @@ pub use endpoint::VerbsEndpoint;
 pub use error::VerbsError;
 pub use fabric::{NodeReport, VerbsFabric};
 pub use ffi::device::AtomicCap;
+pub use nic_counters::NicCounters;

@@ -47,4 +47,5 @@ for t in conformance cluster; do
   fi
 done
 grep -h '^LINEARIZABILITY' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
+grep -h '^NIC ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 result "$status"

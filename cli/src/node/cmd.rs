@@ -497,6 +497,15 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     if let Some(r) = fabric.report(node) {
         println!("{r}");
     }
+    // The device's own counters since boot, and later their growth over
+    // the run (retransmissions, duplicates, sequence errors: issue 26).
+    let nic_before = match fabric.nic_counters(node) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            println!("NIC counters not available: {e}");
+            None
+        }
+    };
     let addr = cluster.addr(node).map_err(VerbsError::from)?;
     println!(
         "{node} listening on {addr}, cluster of {} nodes running {} (fingerprint {:#018x})",
@@ -505,6 +514,9 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         cluster.fingerprint()
     );
     if matches!(cli.cmd, Cmd::Info) {
+        if let Some(c) = &nic_before {
+            println!("{c} (since the device came up)");
+        }
         return Ok(());
     }
     let (servers, name, workers) = match &sys {
@@ -546,6 +558,10 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                     .map_err(|e| NodeError::Arg(format!("cannot write {}: {e}", path.display())))?;
             }
             println!("\n{report}");
+            if let (Some(before), Ok(after)) = (&nic_before, fabric.nic_counters(node)) {
+                // The whole device's, so other processes on it count too.
+                println!("during the run, this node's {}", after.since(before));
+            }
             if let Some(at) = report.start_at_unix_ns {
                 println!(
                     "started measuring {} us after --start-at",

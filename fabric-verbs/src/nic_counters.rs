@@ -1,0 +1,196 @@
+//! The NIC's own counters (issue 26, item 6): what the device saw on the
+//! wire, read from sysfs, so that a run's report shows retransmissions,
+//! duplicates, sequence errors and timeouts next to the protocol's own
+//! counts.
+//!
+//! Linux exposes them per port under
+//! `/sys/class/infiniband/<device>/ports/<port>/`: `counters/` (the
+//! InfiniBand port counters: `port_xmit_data`, `port_rcv_packets`, ...)
+//! and `hw_counters/` (the driver's: soft-RoCE's `duplicate_request`,
+//! `out_of_seq_request`, `retry_exceeded_err`, `rcvd_seq_err`, ...;
+//! ConnectX's `local_ack_timeout_err`, `out_of_sequence`,
+//! `packet_seq_err`, `implied_nak_seq_err`, ...). Every readable file that
+//! holds one number is taken, under its file name (the `hw_counters` ones
+//! prefixed `hw.`). A device without them reads as no counters.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Counters whose growth means the transport had trouble (retransmissions,
+/// duplicates, out-of-order or lost packets, timeouts), printed first.
+const TROUBLE: [&str; 12] = [
+    "duplicate_request",
+    "out_of_seq_request",
+    "out_of_sequence",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "retry_exceeded_err",
+    "retry_rnr_exceeded_err",
+    "completer_retry_err",
+    "rcvd_seq_err",
+    "rnr_nak_retry_err",
+    "link_downed",
+];
+
+/// A snapshot of one port's counters, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NicCounters(BTreeMap<String, u64>);
+
+impl NicCounters {
+    /// Reads port `port` of `device` from `/sys/class/infiniband`.
+    pub fn read(device: &str, port: u8) -> io::Result<NicCounters> {
+        NicCounters::read_from(Path::new("/sys/class/infiniband"), device, port)
+    }
+
+    /// Reads port `port` of `device` under `root` (a sysfs tree, or a copy
+    /// of one).
+    pub fn read_from(root: &Path, device: &str, port: u8) -> io::Result<NicCounters> {
+        let port_dir: PathBuf = root.join(device).join("ports").join(port.to_string());
+        if !port_dir.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no port {port} of {device} under {}", root.display()),
+            ));
+        }
+        let mut out = BTreeMap::new();
+        for (sub, prefix) in [("counters", ""), ("hw_counters", "hw.")] {
+            let Ok(entries) = std::fs::read_dir(port_dir.join(sub)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                // Some counters are write-only or fail to read on some
+                // drivers: skipped, not an error.
+                let Ok(text) = std::fs::read_to_string(e.path()) else {
+                    continue;
+                };
+                if let Ok(v) = text.trim().parse::<u64>() {
+                    out.insert(format!("{prefix}{name}"), v);
+                }
+            }
+        }
+        Ok(NicCounters(out))
+    }
+
+    /// The counter `name` (`hw.` prefixed for the driver's), if read.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.0.get(name).copied()
+    }
+
+    /// How much each counter grew since `earlier` (a counter reset or
+    /// wrapped meanwhile counts from zero; one `earlier` lacks is taken
+    /// whole).
+    pub fn since(&self, earlier: &NicCounters) -> NicCounters {
+        NicCounters(
+            self.0
+                .iter()
+                .map(|(k, &v)| {
+                    let before = earlier.0.get(k).copied().unwrap_or(0);
+                    (k.clone(), v.checked_sub(before).unwrap_or(v))
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether no counter was read.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The counters that are not zero, the transport-trouble ones first.
+    pub fn nonzero(&self) -> Vec<(&str, u64)> {
+        let trouble = |k: &str| TROUBLE.contains(&k.trim_start_matches("hw."));
+        let mut v: Vec<(&str, u64)> = self
+            .0
+            .iter()
+            .filter(|(_, &v)| v != 0)
+            .map(|(k, &v)| (k.as_str(), v))
+            .collect();
+        v.sort_by_key(|(k, _)| !trouble(k));
+        v
+    }
+}
+
+impl fmt::Display for NicCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return write!(f, "no NIC counters (none readable in sysfs)");
+        }
+        let nonzero = self.nonzero();
+        if nonzero.is_empty() {
+            return write!(f, "NIC counters: all {} zero", self.0.len());
+        }
+        write!(f, "NIC counters:")?;
+        for (k, v) in nonzero {
+            write!(f, " {k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake sysfs tree of soft-RoCE's shape under a fresh directory.
+    fn fake(values: &[(&str, &str)]) -> PathBuf {
+        let root = std::env::temp_dir().join(format!(
+            "nessie-nic-counters-{}-{}",
+            std::process::id(),
+            values.len()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let port = root.join("rxe0/ports/1");
+        std::fs::create_dir_all(port.join("counters")).unwrap();
+        std::fs::create_dir_all(port.join("hw_counters")).unwrap();
+        for (path, v) in values {
+            std::fs::write(port.join(path), v).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn a_ports_counters_are_read_deltas_taken_and_trouble_printed_first() {
+        let root = fake(&[
+            ("counters/port_xmit_packets", "100\n"),
+            ("counters/port_rcv_packets", "90\n"),
+            ("counters/not_a_number", "N/A\n"),
+            ("hw_counters/duplicate_request", "2\n"),
+            ("hw_counters/retry_exceeded_err", "0\n"),
+        ]);
+        let before = NicCounters::read_from(&root, "rxe0", 1).unwrap();
+        assert_eq!(before.get("port_xmit_packets"), Some(100));
+        assert_eq!(before.get("hw.duplicate_request"), Some(2));
+        assert_eq!(before.get("not_a_number"), None);
+        std::fs::write(root.join("rxe0/ports/1/counters/port_xmit_packets"), "160").unwrap();
+        std::fs::write(root.join("rxe0/ports/1/hw_counters/duplicate_request"), "5").unwrap();
+        let after = NicCounters::read_from(&root, "rxe0", 1).unwrap();
+        let d = after.since(&before);
+        assert_eq!(d.get("port_xmit_packets"), Some(60));
+        assert_eq!(d.get("port_rcv_packets"), Some(0));
+        assert_eq!(d.get("hw.duplicate_request"), Some(3));
+        assert_eq!(
+            d.nonzero(),
+            vec![("hw.duplicate_request", 3), ("port_xmit_packets", 60)]
+        );
+        assert_eq!(
+            d.to_string(),
+            "NIC counters: hw.duplicate_request=3 port_xmit_packets=60"
+        );
+        // A counter that went backwards (reset) counts from zero.
+        assert_eq!(before.since(&after).get("port_xmit_packets"), Some(100));
+        // No such port: an error naming it; no counters: said so.
+        let e = NicCounters::read_from(&root, "rxe0", 2).unwrap_err();
+        assert!(e.to_string().contains("no port 2 of rxe0"), "{e}");
+        assert_eq!(
+            NicCounters::default().to_string(),
+            "no NIC counters (none readable in sysfs)"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
