@@ -16,6 +16,7 @@ use crate::byteorder::AtomicOrder;
 use crate::cluster::ClusterFile;
 use crate::endpoint::VerbsEndpoint;
 use crate::error::VerbsError;
+use crate::events::EventCounts;
 use crate::ffi::device::AtomicCap;
 use crate::nic_counters::NicCounters;
 use crate::node::HostedNode;
@@ -152,6 +153,13 @@ impl VerbsFabric {
             call: "reading the NIC's counters in sysfs",
             source,
         })
+    }
+
+    /// Hosted node `node`'s device events so far, by type (a port going
+    /// down or up, a fatal queue pair or device; see [`crate::events`]).
+    pub fn device_events(&self, node: NodeId) -> Option<EventCounts> {
+        let n = self.nodes.iter().find(|n| n.shared().id == node)?;
+        Some(n.device_events())
     }
 
     /// Whether every hosted node's listener is still running.

@@ -14,8 +14,9 @@
 //!   its `rdma_cm` listener and the start-up probe), [`connect`] (dialling,
 //!   with the clock check), [`endpoint`] (a client's queue pairs to every
 //!   node, loopback included, and its completion queue), [`fabric`]
-//!   ([`VerbsFabric`]), and [`nic_counters`] (the device's own counters from
-//!   sysfs, for the reports).
+//!   ([`VerbsFabric`]), [`nic_counters`] (the device's own counters from
+//!   sysfs, for the reports) and [`events`] (the device's asynchronous
+//!   events: ports down and up, fatal queue pairs).
 //!
 //! This crate is the fabric and nothing else: which system a node process
 //! runs, its workload and its reports live in `nessie-cli` (`nessie node`,
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod connect;
 pub mod endpoint;
 pub mod error;
+pub mod events;
 pub mod fabric;
 pub mod ffi;
 pub mod nic_counters;

@@ -27,6 +27,7 @@ use crate::clock::NodeClock;
 use crate::cluster::{ClusterFile, Timing};
 use crate::connect::{dial, post, wait_one, Dial};
 use crate::error::VerbsError;
+use crate::events::{AsyncEvents, EventCounts};
 use crate::ffi::cm::{CmEvent, CmId, EventChannel};
 use crate::ffi::cq::Cq;
 use crate::ffi::device::{Context, DeviceInfo};
@@ -105,6 +106,9 @@ impl Drop for Acceptor {
 pub struct HostedNode {
     acceptor: Acceptor,
     shared: Arc<NodeShared>,
+    /// The reader of its device's asynchronous events (shared with the
+    /// process's other nodes on the device).
+    events: Arc<AsyncEvents>,
 }
 
 impl HostedNode {
@@ -132,6 +136,7 @@ impl HostedNode {
                 info.limits.max_msg_sz
             )));
         }
+        let events = AsyncEvents::of(&ctx)?;
         let pd = Pd::new(ctx.clone())?;
         let topo = cluster.topology();
         let huge = cluster.tuning.huge_pages;
@@ -164,11 +169,21 @@ impl HostedNode {
             ctx,
         });
         let acceptor = start_acceptor(&shared)?;
-        let node = HostedNode { acceptor, shared };
+        let node = HostedNode {
+            acceptor,
+            shared,
+            events,
+        };
         let order = probe(&node.shared)?;
         tracing::info!(node = id.0, ?order, "atomic byte order probed");
         let _ = node.shared.order.set(order);
         Ok(node)
+    }
+
+    /// Its device's asynchronous events so far, by type (since this
+    /// process began reading them).
+    pub fn device_events(&self) -> EventCounts {
+        self.events.counts()
     }
 
     /// The state endpoints share.

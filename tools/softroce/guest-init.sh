@@ -30,6 +30,8 @@ ulimit -l unlimited
 # Huge pages for the cluster tests' regions (huge_pages = true in their file).
 echo 64 > /proc/sys/vm/nr_hugepages
 export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_BIN=/bin/nessie
+# The conformance suite's port-event test may take d0 down and up.
+export NESSIE_VERBS_FLAP_LINK=d0
 export RUST_BACKTRACE=1
 filter=$(cat /tests/filter 2>/dev/null)
 status=ok

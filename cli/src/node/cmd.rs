@@ -562,6 +562,12 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                 // The whole device's, so other processes on it count too.
                 println!("during the run, this node's {}", after.since(before));
             }
+            // Ports down or up, fatal queue pairs (fabric-verbs' events).
+            match fabric.device_events(node) {
+                Some(e) if e.is_empty() => println!("device events since the node started: none"),
+                Some(e) => println!("device events since the node started: {e:?}"),
+                None => {}
+            }
             if let Some(at) = report.start_at_unix_ns {
                 println!(
                     "started measuring {} us after --start-at",
