@@ -149,6 +149,12 @@ pub struct Store {
     /// mutation must take effect within it (A2). Default: 10 ms, at most a
     /// quarter of `expiration_ms`.
     pub deadline_margin_ms: Option<u64>,
+    /// How much longer than T an entry marked for recycling is held before
+    /// reuse, in milliseconds (`Config::reuse_hold`): a posted CAS then has
+    /// `reuse_hold_ms + deadline_margin_ms + clock_skew_ms` to land before
+    /// the word it expects can recur (A2′). Default 0; on a PFC fabric, at
+    /// least the longest a paused priority may hold a packet (docs/deploy.md).
+    pub reuse_hold_ms: u64,
 }
 
 impl Default for Store {
@@ -163,6 +169,7 @@ impl Default for Store {
             expiration_ms: 200,
             clock_skew_ms: 1,
             deadline_margin_ms: None,
+            reuse_hold_ms: 0,
         }
     }
 }
@@ -561,6 +568,7 @@ impl ClusterFile {
             hash_seed: s.hash_seed,
             expiration: Duration::from_millis(s.expiration_ms),
             clock_skew: Duration::from_millis(s.clock_skew_ms),
+            reuse_hold: Duration::from_millis(s.reuse_hold_ms),
             ..Config::default()
         };
         cfg.deadline_margin = match s.deadline_margin_ms {
@@ -902,6 +910,16 @@ mod tests {
         assert!(t.landing_deadline + t.packet_lifetime < t.deadline_margin);
         assert_eq!(t.landing_deadline, Duration::from_micros(6750));
         assert_eq!(ack_timeout_duration(14), Duration::from_nanos(4096 << 14));
+    }
+
+    #[test]
+    fn a_reuse_hold_reaches_the_protocol_config() {
+        let cfg = |store: &str| with_timing(store, "").unwrap().protocol_config().unwrap();
+        assert_eq!(
+            cfg("reuse_hold_ms = 250").reuse_hold,
+            Duration::from_millis(250)
+        );
+        assert_eq!(cfg("").reuse_hold, Duration::ZERO);
     }
 
     #[test]

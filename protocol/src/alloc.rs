@@ -155,7 +155,8 @@ impl DteAllocator {
     /// Feeds one swept header, read no later than `now` (this client's
     /// clock); returns whether the entry became free. An entry marked by
     /// another client becomes free only at a sweep at least `expiration`
-    /// after the first sweep that saw it marked.
+    /// after the first sweep that saw it marked. Either kind of mark is
+    /// held `hold` longer ([`Config::reuse_hold`](crate::Config::reuse_hold)).
     pub fn collect(
         &mut self,
         dte: DteAddr,
@@ -163,6 +164,7 @@ impl DteAllocator {
         now: Nanos,
         skew: Duration,
         expiration: Duration,
+        hold: Duration,
     ) -> bool {
         let Some(rel) = self.rel(dte) else {
             return false;
@@ -173,12 +175,13 @@ impl DteAllocator {
         if !remote {
             *seen = 0;
         }
-        let free = Self::reusable(header, now, skew)
+        let held = Nanos(now.0.saturating_sub(duration_nanos(hold)));
+        let free = Self::reusable(header, held, skew)
             && (!remote || {
                 if *seen == 0 {
                     *seen = now.0.max(1);
                 }
-                now.0 >= seen.saturating_add(duration_nanos(expiration))
+                held.0 >= seen.saturating_add(duration_nanos(expiration))
             });
         if free {
             self.fruitless = 0;
@@ -241,7 +244,14 @@ mod tests {
 
     fn sweep_all(a: &mut DteAllocator, h: impl Fn(DteAddr) -> DataEntryHeader, now: Nanos) {
         for d in a.next_sweep() {
-            a.collect(d, &h(d), now, Duration::ZERO, Duration::ZERO);
+            a.collect(
+                d,
+                &h(d),
+                now,
+                Duration::ZERO,
+                Duration::ZERO,
+                Duration::ZERO,
+            );
         }
     }
 
@@ -280,11 +290,36 @@ mod tests {
         let skew = Duration::from_nanos(50);
         let h = header(true, 1_000, DteState::Valid);
         let t = Duration::from_nanos(1_000);
-        assert!(!a.collect(d, &h, Nanos(999), skew, t));
-        assert!(!a.collect(d, &h, Nanos(1_049), skew, t));
+        assert!(!a.collect(d, &h, Nanos(999), skew, t, Duration::ZERO));
+        assert!(!a.collect(d, &h, Nanos(1_049), skew, t, Duration::ZERO));
         assert_eq!(a.allocate(), None);
-        assert!(a.collect(d, &h, Nanos(1_050), skew, t));
+        assert!(a.collect(d, &h, Nanos(1_050), skew, t, Duration::ZERO));
         assert_eq!(a.allocate(), Some(d));
+    }
+
+    /// `reuse_hold` holds either kind of mark that much longer (A2′ then
+    /// tolerates a CAS landing that much later).
+    #[test]
+    fn a_reuse_hold_delays_the_reuse_of_local_and_remote_marks() {
+        let d = DteAddr { table: 0, index: 0 };
+        let (skew, t, hold) = (
+            Duration::from_nanos(50),
+            Duration::from_nanos(1_000),
+            Duration::from_nanos(300),
+        );
+        // A local mark expiring at 1,000: reusable from 1,050 + 300.
+        let mut a = DteAllocator::new(0, 0, 1);
+        let h = header(true, 1_000, DteState::Valid);
+        assert!(!a.collect(d, &h, Nanos(1_050), skew, t, hold));
+        assert!(!a.collect(d, &h, Nanos(1_349), skew, t, hold));
+        assert!(a.collect(d, &h, Nanos(1_350), skew, t, hold));
+        // A remote mark first seen at 5,000: reusable from 6,000 + 300.
+        let mut b = DteAllocator::new(0, 0, 1);
+        let mut h = header(true, 0, DteState::Valid);
+        h.recycle = RecycleWord::marked_remotely(10);
+        assert!(!b.collect(d, &h, Nanos(5_000), skew, t, hold));
+        assert!(!b.collect(d, &h, Nanos(6_299), skew, t, hold));
+        assert!(b.collect(d, &h, Nanos(6_300), skew, t, hold));
     }
 
     /// A mark made by another client carries that client's clock: the
@@ -298,20 +333,27 @@ mod tests {
         let mut h = header(true, 0, DteState::Valid);
         h.recycle = RecycleWord::marked_remotely(10);
         // Stamped long expired by the marker's clock: not reusable yet.
-        assert!(!a.collect(d, &h, Nanos(5_000), skew, t));
-        assert!(!a.collect(d, &h, Nanos(5_999), skew, t));
-        assert!(a.collect(d, &h, Nanos(6_000), skew, t));
+        assert!(!a.collect(d, &h, Nanos(5_000), skew, t, Duration::ZERO));
+        assert!(!a.collect(d, &h, Nanos(5_999), skew, t, Duration::ZERO));
+        assert!(a.collect(d, &h, Nanos(6_000), skew, t, Duration::ZERO));
         assert_eq!(a.allocate(), Some(d));
         // Reused and marked remotely again: T from the new first sighting.
-        assert!(!a.collect(d, &h, Nanos(7_000), skew, t));
-        assert!(a.collect(d, &h, Nanos(8_000), skew, t));
+        assert!(!a.collect(d, &h, Nanos(7_000), skew, t, Duration::ZERO));
+        assert!(a.collect(d, &h, Nanos(8_000), skew, t, Duration::ZERO));
         // A sighting is forgotten once the entry is seen unmarked.
         let mut b = DteAllocator::new(0, 0, 1);
-        assert!(!b.collect(d, &h, Nanos(1_000), skew, t));
-        assert!(!b.collect(d, &header(false, 0, DteState::Valid), Nanos(1_500), skew, t));
-        assert!(!b.collect(d, &h, Nanos(2_000), skew, t));
-        assert!(!b.collect(d, &h, Nanos(2_999), skew, t));
-        assert!(b.collect(d, &h, Nanos(3_000), skew, t));
+        assert!(!b.collect(d, &h, Nanos(1_000), skew, t, Duration::ZERO));
+        assert!(!b.collect(
+            d,
+            &header(false, 0, DteState::Valid),
+            Nanos(1_500),
+            skew,
+            t,
+            Duration::ZERO
+        ));
+        assert!(!b.collect(d, &h, Nanos(2_000), skew, t, Duration::ZERO));
+        assert!(!b.collect(d, &h, Nanos(2_999), skew, t, Duration::ZERO));
+        assert!(b.collect(d, &h, Nanos(3_000), skew, t, Duration::ZERO));
     }
 
     #[test]
@@ -323,12 +365,14 @@ mod tests {
             &header(false, 0, DteState::Valid),
             Nanos(u64::MAX),
             Duration::ZERO,
+            Duration::ZERO,
             Duration::ZERO
         ));
         assert!(!a.collect(
             d,
             &header(true, 0, DteState::Writing),
             Nanos(u64::MAX),
+            Duration::ZERO,
             Duration::ZERO,
             Duration::ZERO
         ));
@@ -388,6 +432,7 @@ mod tests {
             DteAddr { table: 2, index: 0 },
             &zero(),
             Nanos(0),
+            Duration::ZERO,
             Duration::ZERO,
             Duration::ZERO
         ));

@@ -65,6 +65,15 @@ pub struct Config {
     /// An owner does not start a mutation with less than this left before its
     /// deadline (bounds how late a posted operation can land).
     pub deadline_margin: Duration,
+    /// An extra hold before a data table entry marked for recycling is
+    /// reused, beyond T (and the clock-skew allowance). A posted CAS then
+    /// has `reuse_hold + deadline_margin + clock_skew` to land after being
+    /// posted before the word it expects can recur on a reused entry (A2′,
+    /// docs/protocol.md); memory is reused that much later. Zero by
+    /// default; on a fabric whose pauses can hold a packet longer than the
+    /// deadline margin (PFC), at least the longest such hold
+    /// (docs/deploy.md).
+    pub reuse_hold: Duration,
     /// Recursive MIGRATE depth at which a PUT gives up with `TableFull`.
     pub max_migrate_depth: u8,
     /// How a PUT whose candidates are all taken looks for a chain of moves.
@@ -94,6 +103,7 @@ impl Default for Config {
             expiration: Duration::from_secs(1),
             clock_skew: Duration::from_millis(1),
             deadline_margin: Duration::from_millis(10),
+            reuse_hold: Duration::ZERO,
             max_migrate_depth: 4,
             migrate_search: MigrateSearch::BreadthFirst,
             cache_capacity: 1024,

@@ -37,7 +37,11 @@ impl AllocStep {
 
     /// Collects the swept headers; allocates, or sweeps the next batch.
     pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<Option<DteAddr>, Error> {
-        let (skew, expiration) = (cx.cfg().clock_skew, cx.cfg().expiration);
+        let (skew, expiration, hold) = (
+            cx.cfg().clock_skew,
+            cx.cfg().expiration,
+            cx.cfg().reuse_hold,
+        );
         let hasty = cx.client.faults.reuse_before_expiry;
         for (&d, r) in self.targets.iter().zip(&results) {
             let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
@@ -47,7 +51,12 @@ impl AllocStep {
             if hasty && h.recycle.recycle {
                 cx.client.alloc.collect_hastily(d);
                 cx.io.stats.recycled += 1;
-            } else if cx.client.alloc.collect(d, &h, cx.now, skew, expiration) && written {
+            } else if cx
+                .client
+                .alloc
+                .collect(d, &h, cx.now, skew, expiration, hold)
+                && written
+            {
                 cx.io.stats.recycled += 1;
             }
         }
