@@ -58,6 +58,21 @@ impl NicRequest {
     pub(crate) fn is_cpu(&self) -> bool {
         self.cpu
     }
+
+    /// A copy of this request that travels on by itself, executes at its
+    /// responder and completes nowhere: an error-then-land request after
+    /// its error (`fate` none), or a duplicated WRITE's second copy (`fate`
+    /// [`TransportFault::DuplicateWrite`], which counts it apart).
+    fn orphan(&self, fate: Option<TransportFault>) -> NicRequest {
+        NicRequest {
+            wr: self.wr.clone(),
+            fate,
+            orphan: true,
+            placing: None,
+            result: None,
+            ..*self
+        }
+    }
 }
 
 /// One queue pair failing as a whole: `actor`'s to `node`, from `at` until
@@ -211,19 +226,12 @@ impl Engine {
         if fate == Some(TransportFault::ErrorThenLand) {
             // The requester hears of an error; the request travels on, to
             // land by its landing deadline (or, A2 dropped, whenever).
-            let chaos = self.spec.chaos;
-            let late = chaos.late_landing.then_some(chaos.max_delay_ns.max(margin));
+            let late = self.late_landing_bound(margin);
             let (error_at, land_at) =
                 self.dice
                     .error_then_land(t, arrives, t + margin, self.reaction_ns(), late);
             self.counts.error_then_land += 1;
-            let orphan = self.store(NicRequest {
-                wr: req.wr.clone(),
-                fate: None,
-                orphan: true,
-                placing: None,
-                ..req
-            });
+            let orphan = self.store(req.orphan(None));
             self.schedule(land_at, Ev::Arrive(orphan));
             req.wr = placeholder(&req.wr);
             req.result = Some(Err(FabricError::Transport(
@@ -238,25 +246,27 @@ impl Engine {
             // on as an orphan and lands once more, after the original could
             // (by the landing deadline, or whenever with A2 dropped): a
             // retransmission the fabric held.
-            let chaos = self.spec.chaos;
-            let late = chaos.late_landing.then_some(chaos.max_delay_ns.max(margin));
-            let soon = self.reaction_ns();
+            let (late, soon) = (self.late_landing_bound(margin), self.reaction_ns());
             let (_, land_at) = self
                 .rare_dice
                 .error_then_land(t, arrives, t + margin, soon, late);
             self.counts.duplicate_writes += 1;
             let copy = self.store(NicRequest {
-                wr: req.wr.clone(),
-                orphan: true,
                 torn: false,
-                placing: None,
-                result: None,
-                ..req
+                ..req.orphan(req.fate)
             });
             self.schedule(land_at, Ev::Arrive(copy));
         }
         let r = self.store(req);
         self.schedule(arrives, Ev::Arrive(r));
+    }
+
+    /// How long after its earliest instant an orphan may land with A2
+    /// dropped ([`Chaos::late_landing`](crate::Chaos::late_landing): up to
+    /// `max_delay_ns`, at least a margin); `None` while A2 holds.
+    fn late_landing_bound(&self, margin: u64) -> Option<u64> {
+        let chaos = self.spec.chaos;
+        chaos.late_landing.then_some(chaos.max_delay_ns.max(margin))
     }
 
     /// About how long a client takes to react to an error completion with

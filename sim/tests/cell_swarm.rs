@@ -43,14 +43,7 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
         false,
     )
     .unwrap();
-    if let Some(f) = &s.failure {
-        panic!(
-            "case {} fails: {:?}\nreplay: {}",
-            f.case.seed,
-            f.verdict,
-            serde_json::to_string(&f.case).unwrap()
-        );
-    }
+    common::no_failure(&s, "cell");
     assert_eq!(s.inconclusive, 0, "{s:?}");
     assert_eq!(s.passed, CELL_CASES as usize);
     assert!(s.ok());

@@ -37,14 +37,7 @@ fn the_correct_protocol_survives_two_thousand_fault_mixes() {
         Duration::from_secs(120),
     );
     let s = swarm(0..2_000, Faults::default(), false).unwrap();
-    if let Some(f) = &s.failure {
-        panic!(
-            "case {} fails: {:?}\nreplay: {}",
-            f.case.seed,
-            f.verdict,
-            serde_json::to_string(&f.case).unwrap()
-        );
-    }
+    common::no_failure(&s, "nessie");
     // No verdict is no pass, and every case checked something: its sweep
     // alone writes and reads back every key (at least 4 operations).
     assert_eq!(s.inconclusive, 0, "{s:?}");
@@ -433,14 +426,7 @@ fn the_baselines_survive_the_fault_mixes_server_crashes_included() {
             false,
         )
         .unwrap();
-        if let Some(f) = &s.failure {
-            panic!(
-                "{system}: case {} fails: {:?}\nreplay: {}",
-                f.case.seed,
-                f.verdict,
-                serde_json::to_string(&f.case).unwrap()
-            );
-        }
+        common::no_failure(&s, &system.to_string());
         assert_eq!(s.inconclusive, 0, "{system}: {s:?}");
         assert_eq!(s.passed, BASELINE_CASES as usize, "{system}");
         assert!(s.ok(), "{system}");
@@ -546,17 +532,8 @@ fn a_duplicated_request_write_runs_its_put_again_only_with_the_switch() {
         (System::NessieHy, 25),
         (System::Pilaf, 125),
     ] {
-        baseline_switch_caught_at(system, "rerun-duplicates", seed);
-        let mut single = SwarmCase::for_system(seed, system);
-        assert!(single.chaos.duplicate_write_permille > 0, "{system}");
-        single.chaos = single.chaos.without("duplicate-write");
-        single.server_faults = ServerFaults::named(&["rerun-duplicates"]).unwrap();
-        let run = single.run(Faults::default()).unwrap();
-        assert!(
-            matches!(run.verdict, Verdict::Pass(_)),
-            "{system} {seed} without duplicated WRITEs: {:?}",
-            run.verdict
-        );
+        let (name, fault) = ("rerun-duplicates", "duplicate-write");
+        common::switch_caught_only_with(system, name, seed, fault, "not linearizable");
     }
 }
 
@@ -576,17 +553,8 @@ fn a_slot_two_torn_writes_mixed_is_served_only_without_the_message_checks() {
         Duration::from_secs(60),
     );
     for (system, seed) in [(System::NessieSd, 1_335), (System::Pilaf, 625)] {
-        baseline_switch_caught_at(system, "skip-message-checks", seed);
-        let mut untorn = SwarmCase::for_system(seed, system);
-        assert!(untorn.chaos.torn_permille > 0, "{system}");
-        untorn.chaos = untorn.chaos.without("torn");
-        untorn.server_faults = ServerFaults::named(&["skip-message-checks"]).unwrap();
-        let run = untorn.run(Faults::default()).unwrap();
-        assert!(
-            matches!(run.verdict, Verdict::Pass(_)),
-            "{system} {seed} without tearing: {:?}",
-            run.verdict
-        );
+        let name = "skip-message-checks";
+        common::switch_caught_only_with(system, name, seed, "torn", "not linearizable");
     }
 }
 
@@ -715,14 +683,7 @@ fn nessie_survives_requests_that_vanish() {
     );
     let vanish = |c: &mut SwarmCase| c.chaos.vanish_permille = 1 + (c.seed % 10) as u32;
     let s = swarm_with(0..1_000, Faults::default(), false, vanish).unwrap();
-    if let Some(f) = &s.failure {
-        panic!(
-            "case {} fails: {:?}\nreplay: {}",
-            f.case.seed,
-            f.verdict,
-            serde_json::to_string(&f.case).unwrap()
-        );
-    }
+    common::no_failure(&s, "nessie, requests vanishing");
     assert_eq!(s.inconclusive, 0, "{s:?}");
     assert_eq!(s.passed, 1_000);
     // Measured: 4,896 requests vanished, 10,001 unknown outcomes, 123,957

@@ -1,8 +1,44 @@
 //! What the swarm's test files share: a fault switch caught at a pinned
-//! seed.
+//! seed (and only through the fault that reaches it), and a summary with no
+//! failing case.
 
 use nessie_protocol::Faults;
-use nessie_sim::{ServerFaults, SwarmCase, System, Verdict};
+use nessie_sim::{ServerFaults, SwarmCase, SwarmSummary, System, Verdict};
+
+/// Panics with the first failing case of `s` (`what` names the run) and the
+/// JSON that replays it, if there is one.
+pub fn no_failure(s: &SwarmSummary, what: &str) {
+    if let Some(f) = &s.failure {
+        panic!(
+            "{what}: case {} fails: {:?}\nreplay: {}",
+            f.case.seed,
+            f.verdict,
+            serde_json::to_string(&f.case).unwrap()
+        );
+    }
+}
+
+/// [`switch_caught_at`], and the same case with the fault kind `fault` (a
+/// name from `Chaos::kinds`, which the case must draw) turned off passes
+/// with the switch on: that fault is what reaches the switch's bug.
+// Each test file compiles this module for itself; Cell's uses no such pin.
+#[allow(dead_code)]
+pub fn switch_caught_only_with(system: System, name: &str, seed: u64, fault: &str, shows: &str) {
+    switch_caught_at(system, name, seed, shows);
+    let mut without = SwarmCase::for_system(seed, system);
+    assert!(
+        without.chaos.kinds().contains(&fault),
+        "{system} {seed}: no {fault}"
+    );
+    without.chaos = without.chaos.without(fault);
+    without.server_faults = ServerFaults::named(&[name]).unwrap();
+    let run = without.run(Faults::default()).unwrap();
+    assert!(
+        matches!(run.verdict, Verdict::Pass(_)),
+        "{system} {name} at {seed} without {fault}: {:?}",
+        run.verdict
+    );
+}
 
 /// Case `seed` of `system` fails with the server-driven systems' switch
 /// `name` on, the verdict saying `shows`, and passes with it off.
