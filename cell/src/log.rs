@@ -9,6 +9,10 @@
 //! directory (a temporary one in the tests), standing in for such shared
 //! storage. A record is `len u32 | crc64 u64 | payload`; a torn record at the
 //! end of a log (a crash mid-append) is ignored on replay.
+//!
+//! [`LogSink::in_memory`] keeps the same bytes in the process's memory
+//! instead of files: the cluster simulator's stand-in for shared storage
+//! that outlives a server (its servers fail while the process lives on).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -163,16 +167,31 @@ impl LogRecord {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn io_error(what: &str, e: std::io::Error) -> Error {
     Error::Fabric(FabricError::Transport(format!("region log: {what}: {e}")))
 }
 
-/// The log files of a deployment's regions.
+/// Where a [`LogSink`] keeps its logs.
+#[derive(Debug)]
+enum Store {
+    /// One file per region in a directory.
+    Files {
+        dir: PathBuf,
+        sync: bool,
+        files: Mutex<HashMap<RegionId, File>>,
+    },
+    /// One byte string per region in memory.
+    Memory(Mutex<HashMap<RegionId, Vec<u8>>>),
+}
+
+/// The logs of a deployment's regions.
 #[derive(Debug)]
 pub struct LogSink {
-    dir: PathBuf,
-    sync: bool,
-    files: Mutex<HashMap<RegionId, File>>,
+    store: Store,
 }
 
 impl LogSink {
@@ -180,14 +199,24 @@ impl LogSink {
     pub fn new(dir: &Path, sync: bool) -> Result<LogSink, Error> {
         std::fs::create_dir_all(dir).map_err(|e| io_error("create directory", e))?;
         Ok(LogSink {
-            dir: dir.to_path_buf(),
-            sync,
-            files: Mutex::new(HashMap::new()),
+            store: Store::Files {
+                dir: dir.to_path_buf(),
+                sync,
+                files: Mutex::new(HashMap::new()),
+            },
         })
     }
 
-    fn path(&self, region: RegionId) -> PathBuf {
-        self.dir.join(format!("region-{}.log", region.0))
+    /// Logs kept in this process's memory (the same bytes a file would
+    /// hold): shared storage for servers that fail while the process lives.
+    pub fn in_memory() -> LogSink {
+        LogSink {
+            store: Store::Memory(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn path(dir: &Path, region: RegionId) -> PathBuf {
+        dir.join(format!("region-{}.log", region.0))
     }
 
     /// Appends `records` to `region`'s log.
@@ -199,33 +228,48 @@ impl LogSink {
             buf.extend_from_slice(&CRC64.checksum(&payload).to_le_bytes());
             buf.extend_from_slice(&payload);
         }
-        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let f = match files.entry(region) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(self.path(region))
-                    .map_err(|e| io_error("open", e))?,
-            ),
-        };
-        f.write_all(&buf).map_err(|e| io_error("append", e))?;
-        if self.sync {
-            f.sync_data().map_err(|e| io_error("sync", e))?;
+        match &self.store {
+            Store::Memory(logs) => {
+                lock(logs).entry(region).or_default().extend_from_slice(&buf);
+                Ok(())
+            }
+            Store::Files { dir, sync, files } => {
+                let mut files = lock(files);
+                let f = match files.entry(region) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                        OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(Self::path(dir, region))
+                            .map_err(|e| io_error("open", e))?,
+                    ),
+                };
+                f.write_all(&buf).map_err(|e| io_error("append", e))?;
+                if *sync {
+                    f.sync_data().map_err(|e| io_error("sync", e))?;
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// Every intact record of `region`'s log, in order (empty if it has none).
     pub fn read(&self, region: RegionId) -> Result<Vec<LogRecord>, Error> {
         let mut bytes = Vec::new();
-        match File::open(self.path(region)) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes).map_err(|e| io_error("read", e))?;
+        match &self.store {
+            Store::Memory(logs) => {
+                if let Some(b) = lock(logs).get(&region) {
+                    bytes.clone_from(b);
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_error("open", e)),
+            Store::Files { dir, .. } => match File::open(Self::path(dir, region)) {
+                Ok(mut f) => {
+                    f.read_to_end(&mut bytes).map_err(|e| io_error("read", e))?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(io_error("open", e)),
+            },
         }
         let mut out = Vec::new();
         let mut at = 0;
@@ -249,14 +293,19 @@ impl LogSink {
 
     /// Deletes `region`'s log (the region was dropped).
     pub fn remove(&self, region: RegionId) -> Result<(), Error> {
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&region);
-        match std::fs::remove_file(self.path(region)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_error("remove", e)),
+        match &self.store {
+            Store::Memory(logs) => {
+                lock(logs).remove(&region);
+                Ok(())
+            }
+            Store::Files { dir, files, .. } => {
+                lock(files).remove(&region);
+                match std::fs::remove_file(Self::path(dir, region)) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(io_error("remove", e)),
+                }
+            }
         }
     }
 }
@@ -300,5 +349,23 @@ mod tests {
         assert!(sink.read(RegionId(9)).unwrap().is_empty());
         sink.remove(RegionId(1)).unwrap();
         assert!(sink.read(RegionId(1)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn logs_in_memory_read_back_as_files_do() {
+        let sink = LogSink::in_memory();
+        let recs = vec![
+            LogRecord::Created { source: None },
+            LogRecord::Write {
+                offset: 8,
+                bytes: vec![4, 5],
+            },
+        ];
+        sink.append(RegionId(3), &recs[..1]).unwrap();
+        sink.append(RegionId(3), &recs[1..]).unwrap();
+        assert_eq!(sink.read(RegionId(3)).unwrap(), recs);
+        assert!(sink.read(RegionId(4)).unwrap().is_empty());
+        sink.remove(RegionId(3)).unwrap();
+        assert!(sink.read(RegionId(3)).unwrap().is_empty());
     }
 }

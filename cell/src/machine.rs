@@ -63,6 +63,16 @@ pub enum Effect {
         /// The records, in order.
         records: Vec<LogRecord>,
     },
+    /// Read `region`'s log: every intact record, in order (recovery).
+    ReadLog {
+        /// The region.
+        region: RegionId,
+    },
+    /// Delete `region`'s log (the region was dropped).
+    RemoveLog {
+        /// The region.
+        region: RegionId,
+    },
     /// Fetch a fresh directory snapshot.
     Regions,
 }
@@ -70,8 +80,10 @@ pub enum Effect {
 /// The result of an [`Effect`].
 #[derive(Clone, Debug)]
 pub enum Resolution {
-    /// The log append.
+    /// The log append or removal.
     Logged(Result<(), Error>),
+    /// A log's records.
+    Records(Result<Vec<LogRecord>, Error>),
     /// A directory snapshot.
     Regions(Arc<RegionMap>),
 }
@@ -223,6 +235,26 @@ impl Io {
     /// Appends `records` to `region`'s log.
     pub async fn log(&self, region: RegionId, records: Vec<LogRecord>) -> Result<(), Error> {
         match self.base.ext(Effect::Log { region, records }).await? {
+            Resolution::Logged(r) => r,
+            other => Err(Error::Corrupt(format!(
+                "expected a log result, got {other:?}"
+            ))),
+        }
+    }
+
+    /// Every intact record of `region`'s log, in order.
+    pub async fn read_log(&self, region: RegionId) -> Result<Vec<LogRecord>, Error> {
+        match self.base.ext(Effect::ReadLog { region }).await? {
+            Resolution::Records(r) => r,
+            other => Err(Error::Corrupt(format!(
+                "expected a log's records, got {other:?}"
+            ))),
+        }
+    }
+
+    /// Deletes `region`'s log.
+    pub async fn remove_log(&self, region: RegionId) -> Result<(), Error> {
+        match self.base.ext(Effect::RemoveLog { region }).await? {
             Resolution::Logged(r) => r,
             other => Err(Error::Corrupt(format!(
                 "expected a log result, got {other:?}"

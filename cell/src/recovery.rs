@@ -44,9 +44,10 @@ use crate::deployment::CellDeployment;
 use crate::log::LogRecord;
 use crate::machine::{written, OpClass};
 use crate::ptr::{NodePtr, RegionId};
-use crate::region::RegionState;
+use crate::region::{RegionState, Update};
 use crate::server::alloc::{GateMode, Heap, NodePool};
-use crate::server::{lock, Hosted, Job, RegionAlloc, ServerNode, Srv};
+use crate::server::{lock, Hosted, Job, RegionAlloc, Srv};
+use crate::wire::{CellRequest, CellResponse};
 
 /// Bytes replayed per round.
 const REPLAY_BATCH: usize = 64;
@@ -148,9 +149,9 @@ fn read_splits(records: &[LogRecord]) -> Splits {
 }
 
 /// A region rebuilt by this recovery.
+#[derive(Debug)]
 struct Recovered {
     region: RegionId,
-    st: Arc<ServerNode>,
     created_by: Option<RegionId>,
     opened: bool,
     /// Its creation never completed (still `Creating` in the directory).
@@ -294,75 +295,56 @@ impl Srv {
     }
 }
 
-fn run<F: Fabric, T: 'static, Fut>(
-    d: &CellDeployment<F>,
-    st: &Arc<ServerNode>,
-    make: impl FnOnce(Srv) -> Fut,
-) -> Result<T, Error>
-where
-    F::Endpoint: 'static,
-    Fut: std::future::Future<Output = Result<T, Error>> + 'static,
-{
-    let (_, mut mio) = d.maintenance_io(st.node)?;
-    let mut m = mio.machine(st, make);
-    mio.run(st, &mut m)
+/// What step 1 of a recovery left for the settling: the regions it
+/// rebuilt, with what their logs say, and its report so far.
+#[derive(Debug)]
+pub struct Rebuilt {
+    recovered: Vec<Recovered>,
+    lost: HashSet<RegionId>,
+    report: RecoveryReport,
 }
 
-impl<F: Fabric> CellDeployment<F>
-where
-    F::Endpoint: 'static,
-{
-    /// Rebuilds the regions of the failed server `failed` on the survivors
-    /// from their logs and settles the splits the failure interrupted.
-    /// Needs logging (`log_dir`).
-    pub fn recover(&mut self, failed: NodeId) -> Result<RecoveryReport, Error> {
-        self.recover_nodes(&[failed], |_, _| {})
+impl Rebuilt {
+    /// The report of step 1 (the regions moved).
+    pub fn report(&self) -> &RecoveryReport {
+        &self.report
+    }
+}
+
+impl Srv {
+    /// Recovers every region held by a server the directory marks failed:
+    /// rebuilds them here ([`Srv::rebuild_lost`]) and settles what the
+    /// failures interrupted ([`Srv::settle`]). Runs as
+    /// [`Job::Recover`] on a survivor's maintenance thread, or driven by
+    /// [`CellDeployment::recover_nodes`]; needs the region logs. A
+    /// recovery cut short (its own server failing) is run again by
+    /// another survivor: every region it moved here is lost again with
+    /// this server, and every step is decided from the logs afresh.
+    pub async fn recover(&self) -> Result<RecoveryReport, Error> {
+        let rebuilt = self.rebuild_lost().await?;
+        self.settle(rebuilt).await
     }
 
-    /// Rebuilds the regions of every server in `failed` on the survivors
-    /// and settles the splits the failures interrupted (several servers
-    /// lost at once, e.g. the holders of both halves of a split), calling
-    /// `observe` at each [`RecoveryStage`] with the deployment as it is
-    /// then. Needs logging (`log_dir`).
-    pub fn recover_nodes(
-        &mut self,
-        failed: &[NodeId],
-        mut observe: impl FnMut(RecoveryStage, &Self),
-    ) -> Result<RecoveryReport, Error> {
-        let logs = self
-            .logs()
-            .cloned()
-            .ok_or_else(|| Error::Corrupt("recovery needs region logs (log_dir)".into()))?;
-        let faults = self.config().faults;
-        for &f in failed {
-            self.directory().set_failed(f, true);
+    /// Step 1: every region a failed server held is rebuilt from its log
+    /// into a slot of this server, reserved first (a placeholder
+    /// allocation, so that no split takes the slot meanwhile), and the
+    /// directory moves it here in one step with the placeholder's removal.
+    pub async fn rebuild_lost(&self) -> Result<Rebuilt, Error> {
+        let faults = self.st.cfg.faults;
+        let snapshot = self.st.dir.snapshot(&self.io).await?;
+        if snapshot.failed.contains(&self.st.node) {
+            return Err(Error::Unreachable(self.st.node));
         }
-        let survivors: Vec<Arc<ServerNode>> = self
-            .live_servers()
-            .into_iter()
-            .filter(|s| !failed.contains(&s.node))
-            .collect();
-        let Some(&first) = failed.first() else {
-            return Ok(RecoveryReport::default());
-        };
-        if survivors.is_empty() {
-            return Err(Error::Unreachable(first));
-        }
-        let snapshot = self.directory().snapshot();
-        let lost: Vec<(RegionId, RegionState)> = failed
+        let lost: Vec<(RegionId, RegionState)> = snapshot
+            .regions
             .iter()
-            .flat_map(|&f| snapshot.held_by(f))
-            .filter_map(|r| snapshot.get(r).map(|i| (r, i.state)))
+            .filter(|(_, i)| snapshot.failed.contains(&i.node))
+            .map(|(r, i)| (*r, i.state))
             .collect();
         let mut report = RecoveryReport::default();
-        let mut recovered: Vec<Recovered> = Vec::new();
-        // 1. Rebuild every lost region on a survivor.
-        for (i, &(r, state)) in lost.iter().enumerate() {
-            let st = survivors[i % survivors.len()].clone();
-            let slot = self.directory().free_slot(st.node).ok_or_else(|| {
-                Error::Corrupt(format!("no free region slot on {} for {r}", st.node))
-            })?;
-            let records = logs.read(r)?;
+        let mut recovered = Vec::new();
+        for &(r, state) in &lost {
+            let records = self.io.read_log(r).await?;
             let created_by = records.iter().find_map(|x| match x {
                 LogRecord::Created { source } => *source,
                 _ => None,
@@ -383,47 +365,71 @@ where
             } else {
                 GateMode::Open
             };
-            run(self, &st, move |srv| {
-                Box::pin(async move { srv.rebuild(r, slot, &records, gate).await })
-            })?;
-            self.directory().relocate(r, st.node, slot);
-            report.moved.push((r, st.node));
+            let Some((placeholder, slot)) = self.st.dir.allocate(&self.io, self.st.node).await?
+            else {
+                return Err(Error::Corrupt(format!(
+                    "no free region slot on {} for {r}",
+                    self.st.node
+                )));
+            };
+            self.rebuild(r, slot, &records, gate).await?;
+            self.st
+                .dir
+                .update(
+                    &self.io,
+                    Update::Relocate {
+                        region: r,
+                        placeholder,
+                    },
+                )
+                .await?;
+            report.moved.push((r, self.st.node));
             recovered.push(Recovered {
                 region: r,
-                st,
                 created_by,
                 opened,
                 incomplete,
                 splits,
             });
         }
-        observe(RecoveryStage::Rebuilt, self);
-        let lost_ids: HashSet<RegionId> = lost.iter().map(|(r, _)| *r).collect();
+        Ok(Rebuilt {
+            recovered,
+            lost: lost.iter().map(|(r, _)| *r).collect(),
+            report,
+        })
+    }
+
+    /// Steps 2 to 5: settles the splits the failures interrupted, from the
+    /// logs of the regions step 1 rebuilt here (module documentation).
+    /// The parent links, openings and root moves it decides are queued as
+    /// jobs of this server.
+    pub async fn settle(&self, rebuilt: Rebuilt) -> Result<RecoveryReport, Error> {
+        let faults = self.st.cfg.faults;
+        let Rebuilt {
+            recovered,
+            lost,
+            mut report,
+        } = rebuilt;
         // 2. Splits of recovered meganodes left open: their splitter is dead.
-        let mut rolled: Vec<(RegionId, Arc<ServerNode>, Unlinked)> = Vec::new();
+        let mut unlinked: Vec<(RegionId, Unlinked)> = Vec::new();
         for rec in &recovered {
             let Some(o) = rec.splits.open.clone() else {
                 continue;
             };
             let x = rec.region;
-            let (key, y) = (o.key.clone(), o.new);
+            let y = o.new;
             let forward = if !o.copied {
                 false
             } else if faults.recovery_undoes_copied_splits {
-                run(self, &rec.st, move |srv| {
-                    Box::pin(async move { srv.finish_if_relinked(x, &key, y).await })
-                })?
+                self.finish_if_relinked(x, &o.key, y).await?
             } else {
-                run(self, &rec.st, move |srv| {
-                    Box::pin(async move { srv.settle_forward(x, &key, y).await })
-                })?;
+                self.settle_forward(x, &o.key, y).await?;
                 true
             };
             if forward {
                 report.finished_splits.push(x);
-                rolled.push((
+                unlinked.push((
                     x,
-                    rec.st.clone(),
                     Unlinked {
                         key: o.key,
                         new: y,
@@ -431,36 +437,36 @@ where
                     },
                 ));
             } else {
-                logs.append(x, &[LogRecord::SplitAbort])?;
+                self.io.log(x, vec![LogRecord::SplitAbort]).await?;
                 report.undone_splits.push(x);
-                self.drop_orphan(y, &lost_ids, &mut report)?;
+                self.drop_orphan(y, &lost, &mut report).await?;
             }
-            if let Some(h) = rec.st.hosted(x) {
+            if let Some(h) = self.st.hosted(x) {
                 lock(&h.gate).mode = GateMode::Open;
             }
         }
         // 3. Finished splits without their parent link (X's server died
         //    after `SplitFinish`): open Y, settle a new root being made,
         //    link the parent.
-        let mut unlinked = rolled;
         if !faults.recovery_forgets_finished_splits {
             for rec in &recovered {
                 for u in &rec.splits.unlinked {
-                    unlinked.push((rec.region, rec.st.clone(), u.clone()));
+                    unlinked.push((rec.region, u.clone()));
                 }
             }
         }
-        for (x, st, u) in unlinked {
+        for (x, u) in unlinked {
             let y = u.new;
-            self.settle_new_roots(x, &st, &u.roots, &lost_ids, &mut report)?;
-            let opened = logs.read(y)?.contains(&LogRecord::Opened);
-            if !opened && self.holder(y).is_some() {
-                st.push_job(Job::Open(y));
+            self.settle_new_roots(x, &u.roots, &lost, &mut report)
+                .await?;
+            let opened = self.io.read_log(y).await?.contains(&LogRecord::Opened);
+            if !opened && self.holder_now(y).await?.is_some() {
+                self.st.push_job(Job::Open(y));
                 if !report.opened.contains(&y) {
                     report.opened.push(y);
                 }
             }
-            st.push_job(Job::LinkParent {
+            self.st.push_job(Job::LinkParent {
                 below: x,
                 key: u.key,
                 child: y,
@@ -470,26 +476,26 @@ where
         // 4. New meganodes of aborted splits still listed.
         for rec in &recovered {
             for &y in &rec.splits.aborted {
-                self.drop_orphan(y, &lost_ids, &mut report)?;
+                self.drop_orphan(y, &lost, &mut report).await?;
             }
         }
         // 5. Recovered meganodes a split created but never opened.
         for rec in &recovered {
             let r = rec.region;
-            if report.orphans.contains(&r) || self.holder(r).is_none() {
+            if report.orphans.contains(&r) || self.holder_now(r).await?.is_none() {
                 continue;
             }
             if rec.incomplete {
                 // Its creation never completed: no one can have used it.
-                self.drop_orphan(r, &lost_ids, &mut report)?;
+                self.drop_orphan(r, &lost, &mut report).await?;
                 continue;
             }
             let (Some(x), false) = (rec.created_by, rec.opened) else {
                 continue;
             };
-            let src = read_splits(&logs.read(x)?);
+            let src = read_splits(&self.io.read_log(x).await?);
             if src.finished.contains(&r) {
-                rec.st.push_job(Job::Open(r));
+                self.st.push_job(Job::Open(r));
                 if !report.opened.contains(&r) {
                     report.opened.push(r);
                 }
@@ -498,28 +504,37 @@ where
             let open_here = src.open.as_ref().filter(|o| o.new == r);
             let keep = match open_here {
                 // X was recovered too: step 2 settled it.
-                Some(_) if lost_ids.contains(&x) => true,
+                Some(_) if lost.contains(&x) => true,
                 // X's server lives: its splitter settles Y.
                 Some(o) => o.copied || !faults.recovery_ignores_live_splitter,
                 None => false,
             };
             if !keep {
-                self.drop_orphan(r, &lost_ids, &mut report)?;
+                self.drop_orphan(r, &lost, &mut report).await?;
             }
         }
         Ok(report)
     }
 
+    /// Where `region` is now, from a fresh directory snapshot.
+    async fn holder_now(&self, region: RegionId) -> Result<Option<NodeId>, Error> {
+        Ok(self
+            .st
+            .dir
+            .snapshot(&self.io)
+            .await?
+            .get(region)
+            .map(|i| i.node))
+    }
+
     /// The new root meganodes made for one unlinked split of `x` (`roots`,
-    /// in order): the last is rolled forward if it is complete (a job on
-    /// `st` moves the root word to it, or finds it there already), every
-    /// other one still listed is dropped. No server can still move the
-    /// root word to one of those: only the last can have been named in a
-    /// `SetRoot`.
-    fn settle_new_roots(
+    /// in order): the last is rolled forward if it is complete (a job here
+    /// moves the root word to it, or finds it there already), every other
+    /// one still listed is dropped. No server can still move the root word
+    /// to one of those: only the last can have been named in a `SetRoot`.
+    async fn settle_new_roots(
         &self,
         x: RegionId,
-        st: &Arc<ServerNode>,
         roots: &[RegionId],
         rebuilt: &HashSet<RegionId>,
         report: &mut RecoveryReport,
@@ -528,61 +543,123 @@ where
             return Ok(());
         };
         for &p in older {
-            self.drop_orphan(p, rebuilt, report)?;
+            self.drop_orphan(p, rebuilt, report).await?;
         }
         let complete = self
-            .directory()
-            .snapshot()
+            .st
+            .dir
+            .snapshot(&self.io)
+            .await?
             .get(last)
             .is_some_and(|i| i.state == RegionState::Live);
         if complete {
-            st.push_job(Job::SetRoot {
+            self.st.push_job(Job::SetRoot {
                 below: x,
                 root: last,
             });
         } else {
-            self.drop_orphan(last, rebuilt, report)?;
+            self.drop_orphan(last, rebuilt, report).await?;
         }
         Ok(())
     }
 
-    /// Drops the orphan `r` (see [`CellDeployment::drop_region`]) and
-    /// reports it, unless `keep_orphans` (the test-only switch) and `r` is
-    /// not among the regions this recovery rebuilt.
-    fn drop_orphan(
+    /// Drops the orphan `r` (see [`Srv::drop_orphan_region`]) and reports
+    /// it, unless `keep_orphans` (the test-only switch) and `r` is not
+    /// among the regions this recovery rebuilt.
+    async fn drop_orphan(
         &self,
         r: RegionId,
         rebuilt: &HashSet<RegionId>,
         report: &mut RecoveryReport,
     ) -> Result<(), Error> {
-        if self.config().faults.recovery_keeps_orphans && !rebuilt.contains(&r) {
+        if self.st.cfg.faults.recovery_keeps_orphans && !rebuilt.contains(&r) {
             return Ok(());
         }
-        if self.holder(r).is_some() && !report.orphans.contains(&r) {
-            self.drop_region(r)?;
+        if self.holder_now(r).await?.is_some() && !report.orphans.contains(&r) {
+            self.drop_orphan_region(r).await?;
             report.orphans.push(r);
         }
         Ok(())
     }
 
     /// Drops an orphaned meganode: retires it where it is held (no late
-    /// request creates it again; a creation still running stops), removes
-    /// it from the directory, deletes its log.
-    fn drop_region(&self, r: RegionId) -> Result<(), Error> {
-        if let Some(n) = self.holder(r) {
-            if let Some(st) = self.server(n).cloned() {
-                run(self, &st, move |srv| {
-                    Box::pin(async move {
-                        srv.retire(r).await;
-                        Ok(())
-                    })
-                })?;
+    /// request creates it again; a creation still running stops; a
+    /// `DropRegion` request, claimed, to another server, asked again until
+    /// answered), removes it from the directory, deletes its log.
+    async fn drop_orphan_region(&self, r: RegionId) -> Result<(), Error> {
+        let start = self.io.now();
+        loop {
+            let map = self.st.dir.snapshot(&self.io).await?;
+            let Some(info) = map.get(r) else {
+                break;
+            };
+            if info.node == self.st.node || map.failed.contains(&info.node) {
+                // Held here, or by a server that failed since this
+                // recovery began (whose next recovery meets no log).
+                self.retire(r).await;
+                self.st.dir.update(&self.io, Update::Remove(r)).await?;
+                break;
+            }
+            match self
+                .io
+                .rpc(info.node, CellRequest::DropRegion { region: r })
+                .await
+            {
+                Ok(CellResponse::Done) => break,
+                _ if self.io.now().since(start) > self.st.cfg.op_timeout => {
+                    return Err(Error::Timeout);
+                }
+                _ => self.io.backoff(Duration::from_millis(1)).await,
             }
         }
-        self.directory().remove(r);
-        if let Some(l) = self.logs() {
-            l.remove(r)?;
+        self.io.remove_log(r).await
+    }
+}
+
+impl<F: Fabric> CellDeployment<F>
+where
+    F::Endpoint: 'static,
+{
+    /// Rebuilds the regions of the failed server `failed` on a survivor
+    /// from their logs and settles the splits the failure interrupted.
+    /// Needs logging (`log_dir`).
+    pub fn recover(&mut self, failed: NodeId) -> Result<RecoveryReport, Error> {
+        self.recover_nodes(&[failed], |_, _| {})
+    }
+
+    /// Marks every server in `failed` failed in the directory and runs
+    /// [`Srv::recover`] on the first survivor, on the calling thread
+    /// (several servers lost at once, e.g. the holders of both halves of a
+    /// split), calling `observe` at each [`RecoveryStage`] with the
+    /// deployment as it is then. Needs logging (`log_dir`).
+    pub fn recover_nodes(
+        &mut self,
+        failed: &[NodeId],
+        mut observe: impl FnMut(RecoveryStage, &Self),
+    ) -> Result<RecoveryReport, Error> {
+        if self.logs().is_none() {
+            return Err(Error::Corrupt("recovery needs region logs (log_dir)".into()));
         }
-        Ok(())
+        let Some(&first) = failed.first() else {
+            return Ok(RecoveryReport::default());
+        };
+        for &f in failed {
+            self.directory().set_failed(f, true);
+        }
+        let Some(st) = self
+            .live_servers()
+            .into_iter()
+            .find(|s| !failed.contains(&s.node))
+        else {
+            return Err(Error::Unreachable(first));
+        };
+        let (_, mut mio) = self.maintenance_io(st.node)?;
+        let mut m = mio.machine(&st, |srv| Box::pin(async move { srv.rebuild_lost().await }));
+        let rebuilt = mio.run(&st, &mut m)?;
+        observe(RecoveryStage::Rebuilt, self);
+        let mut m = mio.machine(&st, move |srv| {
+            Box::pin(async move { srv.settle(rebuilt).await })
+        });
+        mio.run(&st, &mut m)
     }
 }

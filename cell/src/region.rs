@@ -69,14 +69,16 @@ pub enum Update {
     Allocate(NodeId),
     /// Mark a region live.
     Publish(RegionId),
-    /// Move a region to another server's slot (recovery, §2.6).
+    /// Move a region into the slot an allocation reserved for it
+    /// (recovery, §2.6: `placeholder`, allocated on the new server before
+    /// the region was rebuilt there, so that no split could take the slot
+    /// meanwhile), dropping the placeholder: one step. Nothing changes if
+    /// either is unknown.
     Relocate {
         /// The region.
         region: RegionId,
-        /// Its new server.
-        node: NodeId,
-        /// Its slot there.
-        slot: u32,
+        /// The allocation holding its new slot.
+        placeholder: RegionId,
     },
     /// Drop a region (an orphan, or a failed creation).
     Remove(RegionId),
@@ -183,10 +185,19 @@ impl RegionMap {
                 }
                 Applied::Done
             }
-            Update::Relocate { region, node, slot } => {
-                if let Some(i) = self.regions.get_mut(&region) {
-                    i.node = node;
-                    i.slot = slot;
+            Update::Relocate {
+                region,
+                placeholder,
+            } => {
+                if let (true, Some(p)) = (
+                    self.regions.contains_key(&region),
+                    self.regions.get(&placeholder).copied(),
+                ) {
+                    self.regions.remove(&placeholder);
+                    if let Some(i) = self.regions.get_mut(&region) {
+                        i.node = p.node;
+                        i.slot = p.slot;
+                    }
                 }
                 Applied::Done
             }
@@ -260,14 +271,12 @@ impl Directory {
         self.update(Update::Publish(region));
     }
 
-    /// Moves `region` to `slot` of `node` (recovery, §2.6).
-    pub fn relocate(&self, region: RegionId, node: NodeId, slot: u32) {
-        self.update(Update::Relocate { region, node, slot });
-    }
-
-    /// A free slot on `node`, for a region being moved there.
-    pub fn free_slot(&self, node: NodeId) -> Option<u32> {
-        self.read().free_slot(node, self.slots_per_node)
+    /// Moves `region` into the slot `placeholder` holds (recovery, §2.6).
+    pub fn relocate(&self, region: RegionId, placeholder: RegionId) {
+        self.update(Update::Relocate {
+            region,
+            placeholder,
+        });
     }
 
     /// Drops `region` (an orphan, or a failed creation).
@@ -390,6 +399,23 @@ mod tests {
         assert_eq!(d.snapshot().get(b).unwrap().state, RegionState::Creating);
         d.publish(b);
         assert_eq!(d.snapshot().get(b).unwrap().state, RegionState::Live);
+    }
+
+    #[test]
+    fn a_relocation_takes_its_placeholders_slot_in_one_step() {
+        let d = Directory::new(2);
+        let (x, _) = d.allocate(NodeId(0)).unwrap();
+        d.publish(x);
+        let (p, ps) = d.allocate(NodeId(1)).unwrap();
+        d.relocate(x, p);
+        let m = d.snapshot();
+        assert!(m.get(p).is_none(), "the placeholder is gone");
+        let i = m.get(x).unwrap();
+        assert_eq!((i.node, i.slot, i.state), (NodeId(1), ps, RegionState::Live));
+        let e = d.epoch();
+        d.relocate(x, RegionId(99));
+        assert_eq!(d.snapshot().get(x), Some(i), "no placeholder, no move");
+        assert!(d.epoch() > e);
     }
 
     #[test]

@@ -254,14 +254,7 @@ fn poll_cell<T: 'static>(
     now: Nanos,
     done: fn(T) -> KvDone,
 ) -> Stepped<KvDone> {
-    let mut ext = |e| match e {
-        nessie_cell::machine::Effect::Regions => {
-            nessie_cell::machine::Resolution::Regions(dir.snapshot())
-        }
-        nessie_cell::machine::Effect::Log { .. } => nessie_cell::machine::Resolution::Logged(Err(
-            Error::Corrupt("clients do not log".into()),
-        )),
-    };
+    let mut ext = |e| nessie_cell::client::client_effect(e, || dir.snapshot());
     match step(m, now, &mut ext) {
         Stepped::Post(w) => Stepped::Post(w),
         Stepped::PostDetached(w) => Stepped::PostDetached(w),

@@ -271,16 +271,13 @@ impl<E: Endpoint> CellClient<E> {
         let _g = span.enter();
         let mut m = make(&self.machines, self.driver.next_id());
         let dir = &self.dir;
-        let r = self.driver.run_machine(&mut m, &mut |e| match e {
+        let r = self.driver.run_machine(&mut m, &mut |e| {
             // A client over the fabric never asks (it reads the directory
             // itself); an empty snapshot would only make it ask again.
-            Effect::Regions => Resolution::Regions(
+            client_effect(e, || {
                 dir.as_ref()
-                    .map_or_else(|| Arc::new(RegionMap::default()), |d| d.snapshot()),
-            ),
-            Effect::Log { .. } => {
-                Resolution::Logged(Err(Error::Corrupt("clients do not log".into())))
-            }
+                    .map_or_else(|| Arc::new(RegionMap::default()), |d| d.snapshot())
+            })
         });
         self.last = m.stats();
         r
@@ -351,5 +348,19 @@ impl<E: Endpoint> KvClient for CellClient<E> {
     }
     fn cache_hits(&self) -> u64 {
         self.core().stats.node_cache_hits
+    }
+}
+
+/// Performs a client machine's effect, for every driver: a directory
+/// snapshot from `snapshot`; clients neither read nor write logs.
+pub fn client_effect(e: Effect, snapshot: impl FnOnce() -> Arc<RegionMap>) -> Resolution {
+    match e {
+        Effect::Regions => Resolution::Regions(snapshot()),
+        Effect::Log { .. } | Effect::RemoveLog { .. } => {
+            Resolution::Logged(Err(Error::Corrupt("clients do not log".into())))
+        }
+        Effect::ReadLog { .. } => {
+            Resolution::Records(Err(Error::Corrupt("clients do not read logs".into())))
+        }
     }
 }

@@ -79,6 +79,9 @@ pub enum Job {
     },
     /// Open a new meganode for writes (a split finished by recovery).
     Open(RegionId),
+    /// Recover every region held by a server the directory marks failed
+    /// ([`Srv::recover`](crate::server::Srv::recover)): run by one survivor.
+    Recover,
     /// Move the root word from meganode `below`'s root to the complete new
     /// root meganode `root` made over it (a parent link recovery rolls
     /// forward), or retire `root` if the root word is neither.

@@ -84,6 +84,7 @@ impl Srv {
             }
             Job::LinkParent { below, key, child } => self.link_parent(below, &key, child).await,
             Job::Open(r) => self.open_remote(r).await,
+            Job::Recover => self.recover().await.map(|_| ()),
             Job::SetRoot { below, root } => self
                 .set_root_to(crate::ptr::NodePtr::root_of(below), root)
                 .await
@@ -92,12 +93,25 @@ impl Srv {
     }
 }
 
+/// Recovery without region logs.
+fn no_logs() -> Error {
+    Error::Corrupt("recovery needs region logs (log_dir)".into())
+}
+
 /// Performs Cell's own effects of a server machine (log appends,
 /// directory snapshots), for every driver.
 pub fn local_effect(st: &ServerNode, e: Effect) -> Resolution {
     match e {
         Effect::Log { region, records } => Resolution::Logged(match &st.log {
             Some(l) => l.append(region, &records),
+            None => Ok(()),
+        }),
+        Effect::ReadLog { region } => Resolution::Records(match &st.log {
+            Some(l) => l.read(region),
+            None => Err(no_logs()),
+        }),
+        Effect::RemoveLog { region } => Resolution::Logged(match &st.log {
+            Some(l) => l.remove(region),
             None => Ok(()),
         }),
         Effect::Regions => Resolution::Regions(st.dir.last()),
