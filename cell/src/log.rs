@@ -230,7 +230,10 @@ impl LogSink {
         }
         match &self.store {
             Store::Memory(logs) => {
-                lock(logs).entry(region).or_default().extend_from_slice(&buf);
+                lock(logs)
+                    .entry(region)
+                    .or_default()
+                    .extend_from_slice(&buf);
                 Ok(())
             }
             Store::Files { dir, sync, files } => {

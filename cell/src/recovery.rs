@@ -314,15 +314,20 @@ impl Rebuilt {
 impl Srv {
     /// Recovers every region held by a server the directory marks failed:
     /// rebuilds them here ([`Srv::rebuild_lost`]) and settles what the
-    /// failures interrupted ([`Srv::settle`]). Runs as
-    /// [`Job::Recover`] on a survivor's maintenance thread, or driven by
+    /// failures interrupted ([`Srv::settle`]). Sends no request (what
+    /// needs one is queued as this server's maintenance jobs), so it runs
+    /// beside the maintenance thread, never behind a job that waits for
+    /// the regions it recovers: on a thread of its own
+    /// ([`crate::server::runtime::recovery_machine`]), or driven by
     /// [`CellDeployment::recover_nodes`]; needs the region logs. A
     /// recovery cut short (its own server failing) is run again by
     /// another survivor: every region it moved here is lost again with
     /// this server, and every step is decided from the logs afresh.
     pub async fn recover(&self) -> Result<RecoveryReport, Error> {
         let rebuilt = self.rebuild_lost().await?;
-        self.settle(rebuilt).await
+        let report = self.settle(rebuilt).await?;
+        tracing::debug!(node = %self.st.node, ?report, "recovery");
+        Ok(report)
     }
 
     /// Step 1: every region a failed server held is rebuilt from its log
@@ -582,23 +587,39 @@ impl Srv {
         Ok(())
     }
 
-    /// Drops an orphaned meganode: retires it where it is held (no late
-    /// request creates it again; a creation still running stops; a
-    /// `DropRegion` request, claimed, to another server, asked again until
-    /// answered), removes it from the directory, deletes its log.
+    /// Drops an orphaned meganode: retires it here and removes it from the
+    /// directory (no late request creates it again; a creation still
+    /// running stops) if it is held here or by a server that failed since
+    /// this recovery began, and deletes its log; if another server holds
+    /// it, queues [`Job::Drop`] on this server's maintenance thread (a
+    /// recovery sends no request itself).
     async fn drop_orphan_region(&self, r: RegionId) -> Result<(), Error> {
+        let map = self.st.dir.snapshot(&self.io).await?;
+        let Some(info) = map.get(r) else {
+            return self.io.remove_log(r).await;
+        };
+        if info.node == self.st.node || map.failed.contains(&info.node) {
+            self.retire(r).await;
+            self.st.dir.update(&self.io, Update::Remove(r)).await?;
+            return self.io.remove_log(r).await;
+        }
+        self.st.push_job(Job::Drop(r));
+        Ok(())
+    }
+
+    /// [`Job::Drop`]: asks the holder of the orphan `r` to drop it
+    /// (`DropRegion`, claimed) until it answers or `r` has left the
+    /// directory, then deletes `r`'s log. A holder that failed meanwhile
+    /// leaves `r` to the recovery of its regions.
+    pub(crate) async fn drop_remote(&self, r: RegionId) -> Result<(), Error> {
         let start = self.io.now();
         loop {
             let map = self.st.dir.snapshot(&self.io).await?;
             let Some(info) = map.get(r) else {
                 break;
             };
-            if info.node == self.st.node || map.failed.contains(&info.node) {
-                // Held here, or by a server that failed since this
-                // recovery began (whose next recovery meets no log).
-                self.retire(r).await;
-                self.st.dir.update(&self.io, Update::Remove(r)).await?;
-                break;
+            if map.failed.contains(&info.node) {
+                return Ok(());
             }
             match self
                 .io
@@ -638,7 +659,9 @@ where
         mut observe: impl FnMut(RecoveryStage, &Self),
     ) -> Result<RecoveryReport, Error> {
         if self.logs().is_none() {
-            return Err(Error::Corrupt("recovery needs region logs (log_dir)".into()));
+            return Err(Error::Corrupt(
+                "recovery needs region logs (log_dir)".into(),
+            ));
         }
         let Some(&first) = failed.first() else {
             return Ok(RecoveryReport::default());

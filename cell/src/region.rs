@@ -411,7 +411,10 @@ mod tests {
         let m = d.snapshot();
         assert!(m.get(p).is_none(), "the placeholder is gone");
         let i = m.get(x).unwrap();
-        assert_eq!((i.node, i.slot, i.state), (NodeId(1), ps, RegionState::Live));
+        assert_eq!(
+            (i.node, i.slot, i.state),
+            (NodeId(1), ps, RegionState::Live)
+        );
         let e = d.epoch();
         d.relocate(x, RegionId(99));
         assert_eq!(d.snapshot().get(x), Some(i), "no placeholder, no move");

@@ -39,8 +39,10 @@ pub struct SwarmArgs {
     /// The server-driven systems' test-only fault switches to run instead
     /// of the correct system (comma separated, `ServerFaults::NAMES`:
     /// skip-claims, skip-epoch-check, cancel-before-landing, skip-checksums,
-    /// skip-message-checks, unbounded-rounds), to watch the swarm catch
-    /// them.
+    /// skip-message-checks, unbounded-rounds, skip-scan-validation,
+    /// rerun-duplicates, and Cell's recovery-opens-early,
+    /// recovery-forgets-finished-splits, recovery-undoes-copied-splits,
+    /// recovery-ignores-live-splitter), to watch the swarm catch them.
     #[arg(long, value_delimiter = ',')]
     pub server_faults: Vec<String>,
     /// The A2 negative control (`SwarmCase::without_a2`): mutations that
@@ -111,7 +113,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     println!(
         "nessie swarm: {} cases in {:.1} s: {} linearizable ({} operations checked, at least {} per case), {} inconclusive; \
-         {} operations with unknown outcome, {} crashes, {} server worker crashes, {} lost completions, \
+         {} operations with unknown outcome, {} crashes, {} server worker crashes, {} servers failed for good ({} mid-split; {} recoveries), {} lost completions, \
          {} errors then landings ({} landed), {} late completions held back, {} completions after their round (routed or dropped), \
          {} requests vanished, {} WRITEs duplicated ({} copies landed), \
          {} mutations refused at their landing deadline, {} landed after it; \
@@ -128,6 +130,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.unknown_ops,
         s.crashes,
         s.server_crashes,
+        s.server_failures,
+        s.mid_split_failures,
+        s.server_recoveries,
         s.lost_completions,
         s.error_then_land,
         s.orphans_landed,

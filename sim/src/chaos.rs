@@ -185,6 +185,23 @@ pub struct Chaos {
     /// margin).
     #[serde(default)]
     pub server_restart_after_ns: u64,
+    /// Cell server nodes fail for good (their memory and every thread on
+    /// them lost, their region logs kept), per mille of the measured
+    /// window's simulated milliseconds (at any instant); at most all
+    /// servers but one. A survivor recovers their regions from the logs
+    /// once the failure is detected ([`Chaos::recover_after_ns`]).
+    #[serde(default)]
+    pub server_failure_permille: u32,
+    /// Cell server nodes fail for good at the crash points of a meganode
+    /// split, per mille of each log record the splitter appends (before
+    /// anything more leaves it) and a tenth of that of each step's work it
+    /// posts. The splitter's own node fails, or another server.
+    #[serde(default)]
+    pub split_failure_permille: u32,
+    /// How long a server failure goes undetected before a survivor runs
+    /// recovery.
+    #[serde(default)]
+    pub recover_after_ns: u64,
 }
 
 impl Chaos {
@@ -216,6 +233,9 @@ impl Chaos {
         late_landing: false,
         server_crash_permille: 0,
         server_restart_after_ns: 0,
+        server_failure_permille: 0,
+        split_failure_permille: 0,
+        recover_after_ns: 0,
     };
 
     /// Whether any fault is on (the engine then arms deadline wake-ups).
@@ -246,6 +266,8 @@ impl Chaos {
             ("skew", self.skew),
             ("late-landing", self.late_landing),
             ("server-crash", self.server_crash_permille > 0),
+            ("server-failure", self.server_failure_permille > 0),
+            ("split-failure", self.split_failure_permille > 0),
         ] {
             if on {
                 v.push(name);
@@ -277,6 +299,8 @@ impl Chaos {
             "skew" => c.skew = false,
             "late-landing" => c.late_landing = false,
             "server-crash" => c.server_crash_permille = 0,
+            "server-failure" => c.server_failure_permille = 0,
+            "split-failure" => c.split_failure_permille = 0,
             _ => {}
         }
         c

@@ -202,6 +202,10 @@ pub(crate) enum Ev {
     /// The preload of a server-driven system is done: the measured
     /// workload starts.
     Measure,
+    /// A Cell server node fails for good.
+    ServerFail(usize),
+    /// A Cell server node's failure is detected: a survivor recovers.
+    Detect(usize),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -312,6 +316,11 @@ pub(crate) struct Engine {
     /// landing, a stream apart from [`Engine::dice`].
     pub(crate) rare_dice: Dice,
     pub(crate) counts: ChaosCounts,
+    /// Cell's failed servers and their recovery.
+    pub(crate) lost_servers: crate::server_failure::Failures,
+    /// The client that runs the final sweep (the first on a node that did
+    /// not fail for good).
+    sweeper: usize,
     corrupt: Vec<String>,
     margin_breaches: Vec<String>,
     /// Breaches of I4's first step ([`crate::audit`]).
@@ -473,8 +482,9 @@ impl Engine {
             for (w, worker) in sv.workers.iter_mut().enumerate() {
                 worker.core = nodes * cpn + w;
                 // Request workers share their node's cores with background
-                // threads; Cell's maintenance threads run on cores of their own.
-                background.push(if worker.maint.is_some() {
+                // threads; Cell's maintenance and recovery threads run on
+                // cores of their own.
+                background.push(if worker.maint.is_some() || worker.recovery.is_some() {
                     0
                 } else {
                     share(cpn + w % workers)
@@ -530,6 +540,8 @@ impl Engine {
             dice,
             rare_dice: Dice::new(spec.seed ^ 0x5eed_0fd0_b1e5),
             counts: ChaosCounts::default(),
+            lost_servers: crate::server_failure::Failures::new(nodes, spec.seed),
+            sweeper: 0,
             corrupt: Vec::new(),
             margin_breaches: Vec::new(),
             marked_linked: Vec::new(),
@@ -648,6 +660,8 @@ impl Engine {
             Ev::WorkerWake(w, round) => self.on_worker_wake(w, round, at),
             Ev::WorkerRestart(w) => self.restart_worker(w, at),
             Ev::Measure => self.start_measuring(at),
+            Ev::ServerFail(n) => self.fail_server(n, at),
+            Ev::Detect(n) => self.on_detect(n, at),
         }
     }
 
@@ -701,8 +715,9 @@ impl Engine {
 
     /// Starts the final sweep: the faults and the background threads stop
     /// (clocks stay skewed), any request still in flight at the horizon is
-    /// dropped (never landing, which A2 allows), and client 0 alone writes
-    /// and then reads every key. (A client thread that background threads
+    /// dropped (never landing, which A2 allows), and one client alone
+    /// writes and then reads every key (the first client on a node that did
+    /// not fail for good; a fresh process if a server did). (A client thread that background threads
     /// deschedule for longer than its operation timeout times out whatever
     /// the protocol's state: the sweep asks only what a lone client on a
     /// core of its own can do.)
@@ -743,18 +758,33 @@ impl Engine {
             skew: self.spec.chaos.skew,
             ..Chaos::NONE
         };
-        self.node_down.iter_mut().for_each(|d| *d = false);
+        for (n, d) in self.node_down.iter_mut().enumerate() {
+            *d = self.lost_servers.is_failed(n);
+        }
         self.link_failures.clear();
         for k in (0..self.spec.keys).rev() {
             self.sweep.push((k, Kind::Get));
             self.sweep.push((k, Kind::Put));
         }
         self.resume_workers(now);
+        self.detect_all_failures(now);
         self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
-        if self.clients[0].down_since.is_some() {
-            self.schedule(now, Ev::Restart(0));
+        let lost = &self.lost_servers;
+        self.sweeper = (0..self.clients.len())
+            .find(|&c| !lost.is_failed(usize::from(self.clients[c].state.id.node.0)))
+            .unwrap_or(0);
+        let c = self.sweeper;
+        if self.lost_servers.any() && self.clients[c].down_since.is_none() {
+            // Servers failed for good: the sweeper is a fresh process, whose
+            // directory names where their regions went (a process that
+            // lived through the failure would first meet the failed server,
+            // an unknown outcome for a write, as it would in any client).
+            self.crash(c, now);
+        }
+        if self.clients[c].down_since.is_some() {
+            self.schedule(now, Ev::Restart(c));
         } else {
-            self.schedule(now, Ev::Poll(0));
+            self.schedule(now, Ev::Poll(c));
         }
     }
 
@@ -961,7 +991,7 @@ impl Engine {
                 Kind::Put
             };
             (key, kind, false)
-        } else if self.sweeping && c == 0 {
+        } else if self.sweeping && c == self.sweeper {
             let Some((key, kind)) = self.sweep.pop() else {
                 return false;
             };
@@ -1462,6 +1492,7 @@ impl Engine {
     pub(crate) fn plan_faults(&mut self) {
         self.plan_outages();
         self.plan_link_failures();
+        self.plan_server_failures();
     }
 
     /// Draws the node outages of the whole run in advance.
@@ -1533,6 +1564,9 @@ impl Engine {
     }
 
     fn on_node_up(&mut self, n: usize, now: u64) {
+        if self.lost_servers.is_failed(n) {
+            return; // a server that failed for good never comes back
+        }
         self.node_down[n] = false;
         for c in 0..self.clients.len() {
             if usize::from(self.clients[c].state.id.node.0) == n {
@@ -1659,6 +1693,7 @@ impl Engine {
             unknown: self.unknown,
             stuck: self.stuck,
             sweep_failures: std::mem::take(&mut self.sweep_failures),
+            recovery_failures: self.recovery_failures(),
             ops_per_sec: ops as f64 / self.spec.seconds,
             get_avg_us: avg(&self.get_lat),
             get_p99_us: p99(&mut self.get_lat),

@@ -32,6 +32,7 @@ pub mod engine;
 mod kv;
 pub mod network;
 pub mod profile;
+mod server_failure;
 mod servers;
 pub mod spec;
 pub mod swarm;

@@ -36,8 +36,10 @@ use nessie_baselines::mailbox::{payload_len, TRAILER_BYTES};
 use nessie_baselines::server::SlotWatch;
 use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
 
+use crate::chaos::Dice;
 use crate::engine::{Engine, Ev, EPOCH};
 use crate::network::NicRequest;
+use crate::server_failure::mid_split_victim;
 use crate::systems::{poll_worker, Actor, Shared, Stepped, Wait, WorkerState};
 
 impl Engine {
@@ -330,8 +332,37 @@ impl Engine {
         let Some(mut m) = wk.machine.take() else {
             return;
         };
+        // A meganode split: its steps are crash points of server failures.
+        let splitting = matches!(wk.job, Some(nessie_cell::server::Job::Split(_)));
         loop {
-            match poll_worker(&mut m, Nanos(t)) {
+            let (stepped, failed) = if splitting {
+                let own = usize::from(node.0);
+                let mut dice = std::mem::replace(&mut self.lost_servers.dice, Dice::new(1));
+                let mut victims = Vec::new();
+                let permille = self.spec.chaos.split_failure_permille;
+                let servers = self.cell_servers.len() as u64;
+                let own_can_fail = self.can_fail(own);
+                let r = poll_worker(&mut m, Nanos(t), &mut || {
+                    let Some(n) = mid_split_victim(&mut dice, permille, own, servers) else {
+                        return false;
+                    };
+                    victims.push(n);
+                    n == own && own_can_fail
+                });
+                self.lost_servers.dice = dice;
+                for n in victims {
+                    self.fail_mid_split(n, t);
+                }
+                r
+            } else {
+                poll_worker(&mut m, Nanos(t), &mut || false)
+            };
+            if failed {
+                // Its server failed right after a log append of the split:
+                // what the step went on to post never leaves.
+                return;
+            }
+            match stepped {
                 Stepped::Post(wrs) | Stepped::PostDetached(wrs) => {
                     let wk = &mut self.servers.as_mut().expect("servers").workers[w];
                     wk.round += 1;
@@ -350,6 +381,12 @@ impl Engine {
                         self.post(Actor::Worker(w), wr, t);
                     }
                     t = t.max(self.cores[core]);
+                    if splitting && self.maybe_fail_mid_split(usize::from(node.0), t) {
+                        // A crash point of a meganode split: its server
+                        // failed right after posting this step.
+                        return;
+                    }
+                    self.maybe_pause_recovery(w);
                     if responded && self.dice.chance(self.spec.chaos.server_crash_permille) {
                         // A crash point: right after posting a response.
                         self.cores[core] = self.cores[core].max(t);
@@ -454,8 +491,17 @@ impl Engine {
                 }
                 Stepped::Done(r) => {
                     let sv = self.servers.as_mut().expect("servers");
+                    if sv.workers[w].recovery.is_some() {
+                        // A recovery ended (crate::server_failure).
+                        sv.workers[w].state = WorkerState::Jobs;
+                        self.cores[core] = self.cores[core].max(t);
+                        self.recovery_done(usize::from(node.0), r, t);
+                        self.check_jobs(usize::from(node.0), t);
+                        return;
+                    }
                     if sv.workers[w].maint.is_some() {
                         // A maintenance job ended: the next one, if any.
+                        sv.workers[w].job = None;
                         if let Err(e) = r {
                             let mut errs =
                                 sv.counters.errors.lock().unwrap_or_else(|e| e.into_inner());
@@ -486,7 +532,7 @@ impl Engine {
 
     /// Starts Cell's maintenance thread of `node` on its next job, if it is
     /// idle and the node's workers queued one.
-    fn check_jobs(&mut self, node: usize, t: u64) {
+    pub(crate) fn check_jobs(&mut self, node: usize, t: u64) {
         let Some(sv) = self.servers.as_mut() else {
             return;
         };
@@ -508,7 +554,8 @@ impl Engine {
         let Some(job) = maint.st.next_job(std::time::Duration::ZERO) else {
             return;
         };
-        wk.machine = Some(crate::systems::maintenance_job(maint, job));
+        wk.machine = Some(crate::systems::maintenance_job(maint, job.clone()));
+        wk.job = Some(job);
         wk.state = WorkerState::Running;
         self.schedule(t, Ev::WorkerPoll(m));
     }

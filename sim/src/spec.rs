@@ -140,11 +140,33 @@ pub struct ServerFaults {
     /// this until the swarm drew duplicated WRITEs.
     #[serde(default)]
     pub rerun_duplicates: bool,
+    /// Cell's recovery rebuilds a meganode whose log shows a split left open
+    /// with its writes open (`CellFaults::recovery_opens_early`, issue 25's
+    /// hole 1): a write through a stale path into X_right can be
+    /// acknowledged and then thrown away when recovery settles the split.
+    #[serde(default)]
+    pub recovery_opens_early: bool,
+    /// Cell's recovery ignores finished splits whose parent link its log
+    /// does not show (`CellFaults::recovery_forgets_finished_splits`, hole
+    /// 2): their new meganode stays frozen, and writes to its keys time out
+    /// for good.
+    #[serde(default)]
+    pub recovery_forgets_finished_splits: bool,
+    /// Cell's recovery undoes a split whose copy was logged complete unless
+    /// X's root was relinked (`CellFaults::recovery_undoes_copied_splits`):
+    /// what clients wrote into Y meanwhile is lost with it.
+    #[serde(default)]
+    pub recovery_undoes_copied_splits: bool,
+    /// Cell's recovery drops a split-created meganode whose live splitter
+    /// has not logged its copy (`CellFaults::recovery_ignores_live_splitter`):
+    /// the splitter goes on and relinks X to the dropped Y.
+    #[serde(default)]
+    pub recovery_ignores_live_splitter: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 12] = [
         "skip-claims",
         "skip-epoch-check",
         "cancel-before-landing",
@@ -153,6 +175,10 @@ impl ServerFaults {
         "unbounded-rounds",
         "skip-scan-validation",
         "rerun-duplicates",
+        "recovery-opens-early",
+        "recovery-forgets-finished-splits",
+        "recovery-undoes-copied-splits",
+        "recovery-ignores-live-splitter",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -168,6 +194,10 @@ impl ServerFaults {
                 "unbounded-rounds" => f.unbounded_rounds = true,
                 "skip-scan-validation" => f.skip_scan_validation = true,
                 "rerun-duplicates" => f.rerun_duplicates = true,
+                "recovery-opens-early" => f.recovery_opens_early = true,
+                "recovery-forgets-finished-splits" => f.recovery_forgets_finished_splits = true,
+                "recovery-undoes-copied-splits" => f.recovery_undoes_copied_splits = true,
+                "recovery-ignores-live-splitter" => f.recovery_ignores_live_splitter = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",
@@ -468,6 +498,9 @@ pub struct SimReport {
     pub server_lock_waits: u64,
     /// Errors the server workers met (the first 16).
     pub server_errors: Vec<String>,
+    /// Recoveries of failed Cell servers that failed, and failed servers
+    /// no recovery took over by the end (each fails a swarm case).
+    pub recovery_failures: Vec<String>,
     /// Events processed.
     pub events: u64,
     /// MIGRATEs run (nested ones included) by every operation; for
@@ -654,6 +687,14 @@ pub struct ChaosCounts {
     /// Server worker crashes
     /// ([`Chaos::server_crash_permille`](crate::Chaos::server_crash_permille)).
     pub server_crashes: u64,
+    /// Cell server nodes failed for good
+    /// ([`Chaos::server_failure_permille`](crate::Chaos::server_failure_permille)).
+    pub server_failures: u64,
+    /// Of those, failures at a step of a meganode split (the splitter's
+    /// node or another server).
+    pub mid_split_failures: u64,
+    /// Recoveries of failed Cell servers' regions that finished.
+    pub server_recoveries: u64,
     /// Node outages.
     pub outages: u64,
 }

@@ -384,6 +384,22 @@ impl SwarmCase {
                 small_nodes,
                 small_meganodes: small_nodes && d.chance(500),
             };
+            // Servers that fail for good, recovered by a survivor: at any
+            // instant in a fifth of the cases, at the crash points of
+            // meganode splits in two thirds of those whose meganodes split.
+            // A dice stream of their own leaves every other draw of a case
+            // as it was.
+            let mut lost = Dice::new(seed.wrapping_mul(0x9fb2_1c65_1e98_df25) ^ 0x0fa1_1ed5);
+            let expiration_ns = case.tuning.expiration_us.unwrap_or(1_000) * 1_000;
+            if lost.chance(200) {
+                case.chaos.server_failure_permille = 20 + lost.below(200) as u32;
+            }
+            if case.cell.small_meganodes && lost.chance(667) {
+                case.chaos.split_failure_permille = 100 + lost.below(500) as u32;
+            }
+            if case.chaos.server_failure_permille + case.chaos.split_failure_permille > 0 {
+                case.chaos.recover_after_ns = expiration_ns / 2 + lost.below(2 * expiration_ns);
+            }
             // Range scans in two cases of three, taken from the PUTs'
             // share: the range-aware checker then checks the whole history.
             if d.chance(667) {
@@ -595,6 +611,11 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
                  past every deadline the protocol promises to return by",
             report.stuck
         ))
+    } else if let Some(f) = report.recovery_failures.first() {
+        Verdict::Fail(format!(
+            "{f} ({} recovery failure(s))",
+            report.recovery_failures.len()
+        ))
     } else if let Some(f) = report.sweep_failures.first() {
         Verdict::Fail(format!(
             "{f} ({} sweep operation(s) failed)",
@@ -791,6 +812,12 @@ pub struct SwarmSummary {
     pub crashes: u64,
     /// Injected server worker crashes.
     pub server_crashes: u64,
+    /// Cell servers failed for good.
+    pub server_failures: u64,
+    /// Of those, failures at a step of a meganode split.
+    pub mid_split_failures: u64,
+    /// Recoveries of failed Cell servers that finished.
+    pub server_recoveries: u64,
     /// Lost completions.
     pub lost_completions: u64,
     /// Mutations that completed with an error and were left to land later.
@@ -896,6 +923,9 @@ pub fn swarm_with(
         s.unknown_ops += run.report.unknown;
         s.crashes += run.report.chaos.crashes;
         s.server_crashes += run.report.chaos.server_crashes;
+        s.server_failures += run.report.chaos.server_failures;
+        s.mid_split_failures += run.report.chaos.mid_split_failures;
+        s.server_recoveries += run.report.chaos.server_recoveries;
         s.lost_completions += run.report.chaos.lost_completions;
         s.error_then_land += run.report.chaos.error_then_land;
         s.orphans_landed += run.report.chaos.orphans_landed;

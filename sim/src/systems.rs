@@ -310,11 +310,32 @@ impl WorkerMachine {
     }
 }
 
-/// One step of a worker machine.
-pub(crate) fn poll_worker(m: &mut WorkerMachine, now: Nanos) -> Stepped<()> {
+/// One step of a worker machine. `fail_at_log` is asked at each region
+/// log append (a durable point) whether the worker's server fails right
+/// after it: if it says so, the step's later log appends never happen and
+/// the second value is true (the caller drops what the step posts).
+pub(crate) fn poll_worker(
+    m: &mut WorkerMachine,
+    now: Nanos,
+    fail_at_log: &mut dyn FnMut() -> bool,
+) -> (Stepped<()>, bool) {
     match m {
-        WorkerMachine::Plain(m) => step(m, now, &mut |e| match e {}),
-        WorkerMachine::Cell(m, st) => step(m, now, &mut |e| local_effect(st, e)),
+        WorkerMachine::Plain(m) => (step(m, now, &mut |e| match e {}), false),
+        WorkerMachine::Cell(m, st) => {
+            let mut failed = false;
+            let stepped = step(m, now, &mut |e| {
+                let log = matches!(e, nessie_cell::machine::Effect::Log { .. });
+                if failed && log {
+                    return nessie_cell::machine::Resolution::Logged(Err(Error::Unreachable(
+                        st.node,
+                    )));
+                }
+                let r = local_effect(st, e);
+                failed |= log && fail_at_log();
+                r
+            });
+            (stepped, failed)
+        }
     }
 }
 
@@ -381,6 +402,11 @@ pub(crate) struct SimWorker {
     pub(crate) remake: Option<Box<dyn Fn() -> WorkerMachine>>,
     /// The round of its claim CAS in flight, if one is (a crash point).
     pub(crate) claim_round: Option<u64>,
+    /// The job Cell's maintenance thread runs, if it runs one.
+    pub(crate) job: Option<nessie_cell::server::Job>,
+    /// Cell's recovery thread of this node (crate::server_failure), not a
+    /// request worker: the node's state.
+    pub(crate) recovery: Option<Arc<ServerNode>>,
 }
 
 impl SimWorker {
@@ -403,6 +429,8 @@ impl SimWorker {
             awaiting: None,
             remake: None,
             claim_round: None,
+            job: None,
+            recovery: None,
         }
     }
 }
@@ -827,6 +855,10 @@ pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
     c.faults.skip_crc_check = f.skip_checksums;
     c.faults.unbounded_rounds = f.unbounded_rounds;
     c.faults.skip_scan_validation = f.skip_scan_validation;
+    c.faults.recovery_opens_early = f.recovery_opens_early;
+    c.faults.recovery_forgets_finished_splits = f.recovery_forgets_finished_splits;
+    c.faults.recovery_undoes_copied_splits = f.recovery_undoes_copied_splits;
+    c.faults.recovery_ignores_live_splitter = f.recovery_ignores_live_splitter;
     c
 }
 
@@ -851,8 +883,17 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
     );
     let mut workers = Vec::new();
     let mut states = Vec::new();
+    // Region logs on shared storage that outlives a server, when servers
+    // fail (crate::server_failure).
+    let logs = (spec.chaos.server_failure_permille > 0 || spec.chaos.split_failure_permille > 0)
+        .then(|| Arc::new(nessie_cell::log::LogSink::in_memory()));
     for n in 0..ccfg.server_nodes {
-        let st = Arc::new(ServerNode::new(NodeId(n), ccfg.clone(), dir.clone(), None));
+        let st = Arc::new(ServerNode::new(
+            NodeId(n),
+            ccfg.clone(),
+            dir.clone(),
+            logs.clone(),
+        ));
         let handler = Arc::new(CellHandler::new(st.clone()));
         for i in 0..ccfg.server_workers.max(1) {
             let worker = Worker::new(
@@ -891,6 +932,16 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
             chan: maintenance_channel_seeded(st, spec.seed),
         });
         workers.push(m);
+    }
+    // A recovery thread per server node when servers fail, after the
+    // maintenance threads.
+    if logs.is_some() {
+        for st in &states {
+            let mut r = SimWorker::new(st.node, 0, None);
+            r.state = WorkerState::Jobs;
+            r.recovery = Some(st.clone());
+            workers.push(r);
+        }
     }
     let cell_maker = CellMaker {
         cfg: ccfg.clone(),

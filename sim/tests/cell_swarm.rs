@@ -12,11 +12,14 @@
 //! from seed 0 (`nessie swarm --system cell --server-faults NAME` stops at
 //! the seed pinned here).
 //!
-//! What the swarm does not do for Cell: crash a server (a Cell server's
-//! failure is its node's, recovered by the survivors from the region logs,
-//! which the simulator does not run; `cell/tests/recovery_stories.rs`
-//! cuts a split at every durable step instead).
-
+//! Servers fail for good (`sim/src/server_failure.rs`): at any instant in
+//! a fifth of the cases, and at the crash points of meganode splits (right
+//! after each log record, and after each step's posts) in two thirds of
+//! the cases whose meganodes split; a survivor recovers their regions from
+//! the region logs (Cell's own recovery, run on a thread of its own,
+//! descheduled between its steps like any thread) while the clients, with
+//! stale node caches, go on. Every failure must be recovered, and every
+//! acknowledged write must survive it.
 mod common;
 
 use std::time::Duration;
@@ -48,14 +51,16 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
     assert_eq!(s.passed, CELL_CASES as usize);
     assert!(s.ok());
     assert!(s.min_checked.is_some_and(|m| m >= 4), "{s:?}");
-    // Measured: 348,795 operations checked (scans' reads included); 6,444
-    // client crashes; 2,555 lost completions; 2,283 errors whose requests
-    // were left to land (2,159 landed); 637 requests vanished; 8,364 WRITEs
-    // duplicated (7,962 copies landed); 3,464 mutations refused at their
-    // landing deadline; 8,528 unknown outcomes; 54,555 torn transfers (582
-    // stopped part placed); 45,682 requests failed with their queue pair;
-    // 563 node splits and 201 meganode splits; 627 cases with range scans,
-    // 565 of them decided whole by the range-aware checker.
+    // Measured: 337,502 operations checked (scans' reads included); 6,605
+    // client crashes; 98 servers failed for good (39 at a split's crash
+    // points), 98 recoveries; 2,460 lost completions; 2,238 errors whose
+    // requests were left to land (2,088 landed); 608 requests vanished;
+    // 7,958 WRITEs duplicated (7,300 copies landed); 3,301 mutations
+    // refused at their landing deadline; 8,706 unknown outcomes; 51,467
+    // torn transfers (552 stopped part placed); 33,807 requests failed with
+    // their queue pair; 564 node splits and 192 meganode splits; 625 cases
+    // with range scans, 564 of them decided whole by the range-aware
+    // checker.
     assert!(s.checked_ops > 300_000, "{s:?}");
     assert!(s.vanished > 400, "{s:?}");
     assert!(s.duplicates_landed > 5_000, "{s:?}");
@@ -66,7 +71,10 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
     assert!(s.unknown_ops > 6_000, "{s:?}");
     assert!(s.torn > 40_000, "{s:?}");
     assert!(s.partly_placed > 400, "{s:?}");
-    assert!(s.link_errors > 35_000, "{s:?}");
+    assert!(s.link_errors > 30_000, "{s:?}");
+    assert!(s.server_failures > 70, "{s:?}");
+    assert!(s.mid_split_failures > 25, "{s:?}");
+    assert_eq!(s.server_recoveries, s.server_failures, "{s:?}");
     assert!(s.node_splits > 400, "{s:?}");
     assert!(s.migrations > 150, "meganode splits: {s:?}");
     assert!(s.scan_cases > 500, "{s:?}");
@@ -101,13 +109,13 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
 /// clean in seeds 0-39,999. It looked caught at seed 4,645 until the final
 /// sweep stopped inheriting the background threads' time slices (below).
 const CELL_TEETH: [(&str, u64, &str); 6] = [
-    ("skip-claims", 1, "not linearizable"),
+    ("skip-claims", 2, "not linearizable"),
     ("skip-checksums", 178, "not linearizable"),
     ("skip-message-checks", 27, "not linearizable"),
     ("unbounded-rounds", 1, "never finished"),
     (
         "skip-scan-validation",
-        607,
+        2_920,
         "not linearizable with its range scans",
     ),
     ("rerun-duplicates", 2, "not linearizable"),
@@ -122,6 +130,52 @@ fn the_swarm_catches_each_cell_switch_at_the_seed_that_shows_it() {
     );
     for (name, seed, shows) in CELL_TEETH {
         common::switch_caught_at(System::Cell, name, seed, shows);
+    }
+}
+
+/// The switches of Cell's recovery (issue 25's holes) that the swarm
+/// reaches through servers failing at a meganode split's crash points, the
+/// first seed that shows each (searching from seed 0:
+/// `nessie swarm --system cell --server-faults NAME` stops there; the
+/// search is left to the CLI, thousands of cases), and what the oracle
+/// reports there. Each case passes with the switch on once its split
+/// failures are turned off: the failure is what reaches the switch.
+/// - `recovery-forgets-finished-splits` (hole 2): the splitter's server
+///   failed after `SplitFinish` and before Y was opened; recovery leaves Y
+///   frozen, and the lone writer's PUTs to its keys time out.
+/// - `recovery-undoes-copied-splits`: the splitter's server failed inside
+///   the relink; recovery undoes the split and drops Y, to which X_left's
+///   lower levels already link, and writes to those keys time out.
+///
+/// Not caught by the swarm (`cell/tests/recovery_stories.rs` catches each
+/// at the exact interleaving): `recovery-opens-early` (hole 1: a write
+/// through a stale path must reach X_right between the rebuild and the
+/// settling, a window one recovery step wide; clean in seeds 0-4,999) and
+/// `recovery-ignores-live-splitter` (Y's server must fail and be recovered
+/// while a live splitter stands between its copy's answer and logging it;
+/// clean in 0-2,999).
+const RECOVERY_TEETH: [(&str, u64, &str); 2] = [
+    (
+        "recovery-forgets-finished-splits",
+        1_966,
+        "by a lone client after the faults stopped",
+    ),
+    (
+        "recovery-undoes-copied-splits",
+        4_187,
+        "by a lone client after the faults stopped",
+    ),
+];
+
+#[test]
+fn the_swarm_catches_the_recovery_switches_through_failures_mid_split() {
+    let _limit = time_limit(
+        "the_swarm_catches_the_recovery_switches_through_failures_mid_split",
+        "RECOVERY_TEETH",
+        Duration::from_secs(120),
+    );
+    for (name, seed, shows) in RECOVERY_TEETH {
+        common::switch_caught_only_with(System::Cell, name, seed, "split-failure", shows);
     }
 }
 

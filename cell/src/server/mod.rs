@@ -79,9 +79,10 @@ pub enum Job {
     },
     /// Open a new meganode for writes (a split finished by recovery).
     Open(RegionId),
-    /// Recover every region held by a server the directory marks failed
-    /// ([`Srv::recover`](crate::server::Srv::recover)): run by one survivor.
-    Recover,
+    /// Drop the orphaned meganode held by another server (recovery found
+    /// it): a `DropRegion` request to its holder, asked again until
+    /// answered, then its log deleted.
+    Drop(RegionId),
     /// Move the root word from meganode `below`'s root to the complete new
     /// root meganode `root` made over it (a parent link recovery rolls
     /// forward), or retire `root` if the root word is neither.

@@ -84,7 +84,7 @@ impl Srv {
             }
             Job::LinkParent { below, key, child } => self.link_parent(below, &key, child).await,
             Job::Open(r) => self.open_remote(r).await,
-            Job::Recover => self.recover().await.map(|_| ()),
+            Job::Drop(r) => self.drop_remote(r).await,
             Job::SetRoot { below, root } => self
                 .set_root_to(crate::ptr::NodePtr::root_of(below), root)
                 .await
@@ -250,6 +250,19 @@ pub fn job_machine(
     machine(st.node, first_id, Some(chan), move |io| async move {
         io.base().set_limit(Some(limit));
         Srv::new(io, s).run_job(job).await
+    })
+}
+
+/// The machine of a recovery ([`Srv::recover`]) run by `st`'s node, its
+/// work requests numbered from `first_id`, its rounds giving up on
+/// missing completions after `limit`. It sends no request (it needs no
+/// request slot), so it runs beside the node's maintenance thread, never
+/// queued behind a job that waits for the regions it recovers.
+pub fn recovery_machine(st: &Arc<ServerNode>, first_id: u64, limit: Duration) -> Machine<()> {
+    let s = st.clone();
+    machine(st.node, first_id, None, move |io| async move {
+        io.base().set_limit(Some(limit));
+        Srv::new(io, s).recover().await.map(|_| ())
     })
 }
 

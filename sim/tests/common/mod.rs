@@ -21,8 +21,6 @@ pub fn no_failure(s: &SwarmSummary, what: &str) {
 /// [`switch_caught_at`], and the same case with the fault kind `fault` (a
 /// name from `Chaos::kinds`, which the case must draw) turned off passes
 /// with the switch on: that fault is what reaches the switch's bug.
-// Each test file compiles this module for itself; Cell's uses no such pin.
-#[allow(dead_code)]
 pub fn switch_caught_only_with(system: System, name: &str, seed: u64, fault: &str, shows: &str) {
     switch_caught_at(system, name, seed, shows);
     let mut without = SwarmCase::for_system(seed, system);

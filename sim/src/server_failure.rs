@@ -1,0 +1,350 @@
+//! Cell server nodes that fail for good, and the recovery a survivor runs
+//! ([`Chaos::server_failure_permille`]).
+//!
+//! A failed server loses its memory and every thread on it (request
+//! workers, maintenance thread, the clients of its node); its NIC answers
+//! nothing again, and what it posted before it failed still travels. Its
+//! region logs survive (shared storage: [`LogSink::in_memory`]). A server
+//! fails at any instant of the measured window
+//! ([`Chaos::server_failure_permille`]), or at a crash point of a meganode
+//! split ([`Chaos::split_failure_permille`]): right after the splitter
+//! appends a log record (before anything more leaves it) or posts a
+//! step's work; the server that fails is the splitter's own node or
+//! another.
+//!
+//! After [`Chaos::recover_after_ns`] the failure is detected, as a
+//! membership service would: the directory marks the server failed and one
+//! survivor, drawn, runs recovery on a thread of its own beside its
+//! maintenance thread ([`recovery_machine`]: Cell's own recovery,
+//! `nessie_cell::recovery`, the same code the threaded deployment drives)
+//! while the clients, with whatever stale node caches they hold, go on. One recovery runs at a time; a failure detected while
+//! one runs (its own server's included) makes another run after it, over
+//! every server failed so far. A recovery that fails, or a failed server no
+//! recovery took over by the end, is reported
+//! ([`SimReport::recovery_failures`]) and fails a swarm case.
+//!
+//! [`Chaos::server_failure_permille`]: crate::Chaos::server_failure_permille
+//! [`Chaos::recover_after_ns`]: crate::Chaos::recover_after_ns
+//! [`Chaos::split_failure_permille`]: crate::Chaos::split_failure_permille
+//! [`LogSink::in_memory`]: nessie_cell::log::LogSink::in_memory
+//! [`SimReport::recovery_failures`]: crate::spec::SimReport::recovery_failures
+
+use nessie_cell::server::runtime::recovery_machine;
+use nessie_protocol::NodeId;
+
+use crate::chaos::Dice;
+use crate::engine::{Engine, Ev};
+use crate::systems::{WorkerMachine, WorkerState};
+
+/// The failed servers of a run and the recovery in progress.
+pub(crate) struct Failures {
+    /// Server nodes failed for good.
+    failed: Vec<bool>,
+    /// When each failed, for the report.
+    failed_at: Vec<u64>,
+    /// Failed servers the directory marks failed (their failure detected).
+    detected: Vec<bool>,
+    /// Failed servers whose regions a finished recovery took over.
+    recovered: Vec<bool>,
+    /// The node whose maintenance thread runs a recovery, and the failed
+    /// servers the directory marked when it was queued.
+    running: Option<(usize, Vec<usize>)>,
+    /// A failure was detected while a recovery ran: run another after it.
+    again: bool,
+    /// Why recoveries failed.
+    pub(crate) problems: Vec<String>,
+    /// The draws of failures, a stream apart from the engine's other dice
+    /// (a case with failures off draws nothing; turning them off keeps
+    /// every other draw of a case).
+    pub(crate) dice: Dice,
+}
+
+impl Failures {
+    /// No server failed yet, on `nodes` nodes, drawing from `seed`.
+    pub(crate) fn new(nodes: usize, seed: u64) -> Failures {
+        Failures {
+            failed: vec![false; nodes],
+            failed_at: vec![0; nodes],
+            detected: vec![false; nodes],
+            recovered: vec![false; nodes],
+            running: None,
+            again: false,
+            problems: Vec::new(),
+            dice: Dice::new(seed ^ 0x0fa1_1ed5_e7e5),
+        }
+    }
+
+    /// Whether any server failed for good.
+    pub(crate) fn any(&self) -> bool {
+        self.failed.contains(&true)
+    }
+
+    /// Whether node `n` failed for good.
+    pub(crate) fn is_failed(&self, n: usize) -> bool {
+        self.failed.get(n).copied().unwrap_or(false)
+    }
+}
+
+/// The server that fails at a crash point of a split run by node `own`
+/// (among `servers`), if one does: at `permille`, the splitter's own node
+/// half the time, else any server.
+pub(crate) fn mid_split_victim(
+    dice: &mut Dice,
+    permille: u32,
+    own: usize,
+    servers: u64,
+) -> Option<usize> {
+    if !dice.chance(permille) {
+        return None;
+    }
+    Some(if dice.chance(500) {
+        own
+    } else {
+        dice.below(servers) as usize
+    })
+}
+
+impl Engine {
+    /// Cell's server nodes, as many as it has (0 for another system).
+    fn server_count(&self) -> usize {
+        self.cell_servers.len()
+    }
+
+    /// Draws the run's server failures at any instant, in advance: per
+    /// simulated millisecond of the measured window, at
+    /// [`Chaos::server_failure_permille`](crate::Chaos::server_failure_permille),
+    /// one server.
+    pub(crate) fn plan_server_failures(&mut self) {
+        let permille = self.spec.chaos.server_failure_permille;
+        let servers = self.server_count() as u64;
+        if permille == 0 || servers < 2 {
+            return;
+        }
+        let mut at = self.measure_from;
+        while at < self.end {
+            if self.lost_servers.dice.chance(permille) {
+                let n = self.lost_servers.dice.below(servers) as usize;
+                let when = at + self.lost_servers.dice.below(1_000_000);
+                self.schedule(when, Ev::ServerFail(n));
+            }
+            at += 1_000_000;
+        }
+    }
+
+    /// A crash point of the maintenance thread of node `own` in a meganode
+    /// split, right after it posted a step's work: at a tenth of
+    /// [`Chaos::split_failure_permille`](crate::Chaos::split_failure_permille),
+    /// its own node or another server fails now. True if its own node did.
+    pub(crate) fn maybe_fail_mid_split(&mut self, own: usize, now: u64) -> bool {
+        // A split posts tens of steps and appends a handful of records: the
+        // posts are crash points a tenth as likely, so that the durable
+        // points, where recovery's decisions differ, get their share.
+        let permille = self.spec.chaos.split_failure_permille / 10;
+        let servers = self.server_count() as u64;
+        let Some(n) = mid_split_victim(&mut self.lost_servers.dice, permille, own, servers) else {
+            return false;
+        };
+        self.fail_mid_split(n, now);
+        self.lost_servers.is_failed(own)
+    }
+
+    /// A recovery thread (worker `w`) that just posted a step is
+    /// descheduled before its next one, as client threads are
+    /// ([`Chaos::pause_permille`](crate::Chaos::pause_permille), up to
+    /// [`Chaos::max_pause_ns`](crate::Chaos::max_pause_ns)): clients with
+    /// stale caches then meet the regions it moved between its steps.
+    pub(crate) fn maybe_pause_recovery(&mut self, w: usize) {
+        let chaos = self.spec.chaos;
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let wk = &mut sv.workers[w];
+        if wk.recovery.is_none() || !self.lost_servers.dice.chance(chaos.pause_permille) {
+            return;
+        }
+        wk.charge += self.lost_servers.dice.below(chaos.max_pause_ns.max(1));
+        self.counts.pauses += 1;
+    }
+
+    /// Server `n` fails at a crash point of a meganode split.
+    pub(crate) fn fail_mid_split(&mut self, n: usize, now: u64) {
+        let before = self.counts.server_failures;
+        self.fail_server(n, now);
+        self.counts.mid_split_failures += self.counts.server_failures - before;
+    }
+
+    /// Whether server `n` can fail now: it has not, and it is not the last
+    /// server standing.
+    pub(crate) fn can_fail(&self, n: usize) -> bool {
+        let live = (0..self.server_count())
+            .filter(|&m| !self.lost_servers.is_failed(m))
+            .count();
+        n < self.server_count() && !self.lost_servers.is_failed(n) && live > 1
+    }
+
+    /// Server node `n` fails for good at `now` (unless it already did, or it
+    /// is the last server standing): its NIC goes quiet, its threads and
+    /// clients die, and the failure is detected after
+    /// [`Chaos::recover_after_ns`](crate::Chaos::recover_after_ns).
+    pub(crate) fn fail_server(&mut self, n: usize, now: u64) {
+        if !self.can_fail(n) {
+            return;
+        }
+        self.lost_servers.failed[n] = true;
+        self.lost_servers.failed_at[n] = now;
+        self.counts.server_failures += 1;
+        self.node_down[n] = true;
+        for c in 0..self.clients.len() {
+            if usize::from(self.clients[c].state.id.node.0) == n {
+                self.crash(c, now);
+            }
+        }
+        if let Some(sv) = self.servers.as_mut() {
+            for wk in sv
+                .workers
+                .iter_mut()
+                .filter(|wk| usize::from(wk.node.0) == n)
+            {
+                wk.machine = None;
+                wk.job = None;
+                wk.state = WorkerState::Down;
+                wk.round += 1;
+                wk.due = None;
+                wk.awaiting = None;
+                wk.charge = 0;
+                wk.claim_round = None;
+            }
+            sv.lock_waiters[n].clear();
+        }
+        if self
+            .lost_servers
+            .running
+            .as_ref()
+            .is_some_and(|(r, _)| *r == n)
+        {
+            // The recovering server itself: the next recovery takes over
+            // what it moved, with everything else failed so far.
+            self.lost_servers.running = None;
+        }
+        let after = self.spec.chaos.recover_after_ns;
+        self.schedule(now + after, Ev::Detect(n));
+    }
+
+    /// The failure of node `n` is detected: the directory marks it failed
+    /// and a survivor recovers (now, or after the recovery running).
+    pub(crate) fn on_detect(&mut self, n: usize, now: u64) {
+        self.mark_detected(n);
+        self.start_recovery(now);
+    }
+
+    /// The directory marks failed server `n` failed.
+    fn mark_detected(&mut self, n: usize) {
+        if let Some(dir) = self.dir.as_ref() {
+            dir.set_failed(NodeId(n as u16), true);
+        }
+        self.lost_servers.detected[n] = true;
+    }
+
+    /// Starts a recovery on a survivor drawn, unless one runs (then another
+    /// runs after it).
+    fn start_recovery(&mut self, now: u64) {
+        if self.lost_servers.running.is_some() {
+            self.lost_servers.again = true;
+            return;
+        }
+        let f = &self.lost_servers;
+        let covers: Vec<usize> = (0..self.server_count())
+            .filter(|&m| f.detected[m] && !f.recovered[m])
+            .collect();
+        let live: Vec<usize> = (0..self.server_count())
+            .filter(|&m| !self.lost_servers.is_failed(m))
+            .collect();
+        if covers.is_empty() || live.is_empty() {
+            return;
+        }
+        let node = live[self.lost_servers.dice.below(live.len() as u64) as usize];
+        let st = self.cell_servers[node].clone();
+        let Some(sv) = self.servers.as_mut() else {
+            return;
+        };
+        let Some(w) = sv
+            .workers
+            .iter()
+            .position(|wk| wk.recovery.is_some() && usize::from(wk.node.0) == node)
+        else {
+            return;
+        };
+        let limit = st.cfg.server_rpc_wait();
+        let m = recovery_machine(&st, 1, limit);
+        let wk = &mut sv.workers[w];
+        wk.machine = Some(WorkerMachine::Cell(m, st));
+        wk.state = WorkerState::Running;
+        wk.round += 1;
+        self.lost_servers.running = Some((node, covers));
+        self.schedule(now, Ev::WorkerPoll(w));
+    }
+
+    /// The recovery job of `node`'s maintenance thread ended with
+    /// `result`.
+    pub(crate) fn recovery_done(
+        &mut self,
+        node: usize,
+        result: Result<(), nessie_protocol::Error>,
+        now: u64,
+    ) {
+        let Some((running, covers)) = self.lost_servers.running.take() else {
+            return;
+        };
+        if running != node {
+            self.lost_servers.running = Some((running, covers));
+            return;
+        }
+        match result {
+            Ok(()) => {
+                self.counts.server_recoveries += 1;
+                for m in covers {
+                    self.lost_servers.recovered[m] = true;
+                }
+            }
+            Err(e) => self.lost_servers.problems.push(format!(
+                "the recovery node {node} ran at {now} ns failed: {e}"
+            )),
+        }
+        if std::mem::take(&mut self.lost_servers.again) {
+            self.start_recovery(now);
+        }
+    }
+
+    /// At the final sweep: every failure not yet detected is detected now
+    /// (the events queued for it are dropped with the rest), so that the
+    /// sweep meets every region recovered or being recovered.
+    pub(crate) fn detect_all_failures(&mut self, now: u64) {
+        let undetected = (0..self.server_count())
+            .filter(|&m| self.lost_servers.is_failed(m) && !self.lost_servers.recovered[m])
+            .count();
+        if undetected == 0 {
+            return;
+        }
+        for m in 0..self.server_count() {
+            if self.lost_servers.is_failed(m) {
+                self.mark_detected(m);
+            }
+        }
+        self.start_recovery(now);
+    }
+
+    /// What went wrong with recovery over the run: the recoveries that
+    /// failed, and each failed server no recovery took over.
+    pub(crate) fn recovery_failures(&mut self) -> Vec<String> {
+        let mut out = std::mem::take(&mut self.lost_servers.problems);
+        for m in 0..self.server_count() {
+            if self.lost_servers.is_failed(m) && !self.lost_servers.recovered[m] {
+                out.push(format!(
+                    "server {m} failed at {} ns and no recovery took its regions over",
+                    self.lost_servers.failed_at[m]
+                ));
+            }
+        }
+        out
+    }
+}
