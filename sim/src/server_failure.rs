@@ -149,20 +149,27 @@ impl Engine {
     }
 
     /// A recovery thread (worker `w`) that just posted a step is
-    /// descheduled before its next one, as client threads are
-    /// ([`Chaos::pause_permille`](crate::Chaos::pause_permille), up to
-    /// [`Chaos::max_pause_ns`](crate::Chaos::max_pause_ns)): clients with
-    /// stale caches then meet the regions it moved between its steps.
+    /// descheduled before its next one, as client threads are, and at
+    /// least as often and as long as a slow thread reading logs from
+    /// shared storage would be: at
+    /// [`Chaos::pause_permille`](crate::Chaos::pause_permille) (10 % at
+    /// least), up to [`Chaos::max_pause_ns`](crate::Chaos::max_pause_ns)
+    /// (the failure detection delay at least). Clients with stale caches
+    /// then meet the regions it moved between its steps: the window in
+    /// which a region rebuilt with its split still open must refuse writes.
     pub(crate) fn maybe_pause_recovery(&mut self, w: usize) {
         let chaos = self.spec.chaos;
         let Some(sv) = self.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
-        if wk.recovery.is_none() || !self.lost_servers.dice.chance(chaos.pause_permille) {
+        if wk.recovery.is_none() || !self.lost_servers.dice.chance(chaos.pause_permille.max(100)) {
             return;
         }
-        wk.charge += self.lost_servers.dice.below(chaos.max_pause_ns.max(1));
+        wk.charge += self
+            .lost_servers
+            .dice
+            .below(chaos.max_pause_ns.max(chaos.recover_after_ns).max(1));
         self.counts.pauses += 1;
     }
 

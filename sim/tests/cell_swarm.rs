@@ -51,12 +51,12 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
     assert_eq!(s.passed, CELL_CASES as usize);
     assert!(s.ok());
     assert!(s.min_checked.is_some_and(|m| m >= 4), "{s:?}");
-    // Measured: 337,502 operations checked (scans' reads included); 6,605
+    // Measured: 337,247 operations checked (scans' reads included); 6,603
     // client crashes; 98 servers failed for good (39 at a split's crash
-    // points), 98 recoveries; 2,460 lost completions; 2,238 errors whose
-    // requests were left to land (2,088 landed); 608 requests vanished;
-    // 7,958 WRITEs duplicated (7,300 copies landed); 3,301 mutations
-    // refused at their landing deadline; 8,706 unknown outcomes; 51,467
+    // points), 98 recoveries; 2,460 lost completions; 2,241 errors whose
+    // requests were left to land (2,090 landed); 608 requests vanished;
+    // 7,954 WRITEs duplicated (7,299 copies landed); 3,299 mutations
+    // refused at their landing deadline; 8,704 unknown outcomes; 51,470
     // torn transfers (552 stopped part placed); 33,807 requests failed with
     // their queue pair; 564 node splits and 192 meganode splits; 625 cases
     // with range scans, 564 of them decided whole by the range-aware
@@ -74,7 +74,9 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
     assert!(s.link_errors > 30_000, "{s:?}");
     assert!(s.server_failures > 70, "{s:?}");
     assert!(s.mid_split_failures > 25, "{s:?}");
-    assert_eq!(s.server_recoveries, s.server_failures, "{s:?}");
+    // One recovery takes over every failure detected before it starts.
+    assert!(s.server_recoveries > 60, "{s:?}");
+    assert!(s.server_recoveries <= s.server_failures, "{s:?}");
     assert!(s.node_splits > 400, "{s:?}");
     assert!(s.migrations > 150, "meganode splits: {s:?}");
     assert!(s.scan_cases > 500, "{s:?}");
@@ -146,18 +148,25 @@ fn the_swarm_catches_each_cell_switch_at_the_seed_that_shows_it() {
 /// - `recovery-undoes-copied-splits`: the splitter's server failed inside
 ///   the relink; recovery undoes the split and drops Y, to which X_left's
 ///   lower levels already link, and writes to those keys time out.
+/// - `recovery-opens-early` (hole 1): X is rebuilt writable with its split
+///   open while the (descheduled) recovery thread has yet to settle it;
+///   the lone writer's PUTs then time out (not the lost acknowledged write
+///   the story shows; the path from the open gate to the refused PUTs was
+///   not traced).
 ///
-/// Not caught by the swarm (`cell/tests/recovery_stories.rs` catches each
-/// at the exact interleaving): `recovery-opens-early` (hole 1: a write
-/// through a stale path must reach X_right between the rebuild and the
-/// settling, a window one recovery step wide; clean in seeds 0-4,999) and
-/// `recovery-ignores-live-splitter` (Y's server must fail and be recovered
-/// while a live splitter stands between its copy's answer and logging it;
-/// clean in 0-2,999).
-const RECOVERY_TEETH: [(&str, u64, &str); 2] = [
+/// Not caught by the swarm (`cell/tests/recovery_stories.rs` catches it at
+/// the exact interleaving): `recovery-ignores-live-splitter` (Y's server
+/// must fail and be recovered while a live splitter stands between its
+/// copy's answer and logging it; clean in seeds 0-4,999).
+const RECOVERY_TEETH: [(&str, u64, &str); 3] = [
     (
         "recovery-forgets-finished-splits",
         1_966,
+        "by a lone client after the faults stopped",
+    ),
+    (
+        "recovery-opens-early",
+        3_267,
         "by a lone client after the faults stopped",
     ),
     (
