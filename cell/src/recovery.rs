@@ -1,7 +1,8 @@
-//! Failure recovery (§2.6): when servers fail, the survivors take over
-//! their regions, each rebuilding a region from the region's log into one
-//! of its free region slots, and the directory moves the region (pointers
-//! name regions, so nothing in the tree changes). A rebuilt meganode's
+//! Failure recovery (§2.6): when servers fail, a survivor takes over their
+//! regions, rebuilding each from the region's log into a region slot of its
+//! own, and the directory moves the region (pointers name regions, so
+//! nothing in the tree changes). It runs as one sans-IO job
+//! ([`Srv::recover`]) that sends no request. A rebuilt meganode's
 //! allocators come from its contents: the nodes reachable from its root,
 //! the extents its valid leaves point to.
 //!
@@ -31,8 +32,9 @@
 //!    otherwise; one whose creation never completed is dropped.
 //!
 //! Dropping a meganode retires it where it is held (a late request to
-//! create it is refused, a creation still running stops), removes it from
-//! the directory and deletes its log.
+//! create it is refused, a creation still running stops; on another server
+//! by a queued [`Job::Drop`]), removes it from the directory and deletes
+//! its log.
 
 use std::collections::HashSet;
 use std::sync::Arc;

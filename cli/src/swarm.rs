@@ -42,7 +42,8 @@ pub struct SwarmArgs {
     /// skip-message-checks, unbounded-rounds, skip-scan-validation,
     /// rerun-duplicates, and Cell's recovery-opens-early,
     /// recovery-forgets-finished-splits, recovery-undoes-copied-splits,
-    /// recovery-ignores-live-splitter), to watch the swarm catch them.
+    /// recovery-ignores-live-splitter, recovery-keeps-orphans,
+    /// unclaimed-server-requests), to watch the swarm catch them.
     #[arg(long, value_delimiter = ',')]
     pub server_faults: Vec<String>,
     /// The A2 negative control (`SwarmCase::without_a2`): mutations that

@@ -717,10 +717,10 @@ impl Engine {
     /// (clocks stay skewed), any request still in flight at the horizon is
     /// dropped (never landing, which A2 allows), and one client alone
     /// writes and then reads every key (the first client on a node that did
-    /// not fail for good; a fresh process if a server did). (A client thread that background threads
-    /// deschedule for longer than its operation timeout times out whatever
-    /// the protocol's state: the sweep asks only what a lone client on a
-    /// core of its own can do.)
+    /// not fail for good; a fresh process if a server did). (A client
+    /// thread that background threads deschedule for longer than its
+    /// operation timeout times out whatever the protocol's state: the sweep
+    /// asks only what a lone client on a core of its own can do.)
     fn start_sweep(&mut self) {
         self.sweeping = true;
         if let Some(sv) = self.servers.as_ref() {
@@ -1694,6 +1694,7 @@ impl Engine {
             stuck: self.stuck,
             sweep_failures: std::mem::take(&mut self.sweep_failures),
             recovery_failures: self.recovery_failures(),
+            unreachable_meganodes: self.unreachable_meganodes(),
             ops_per_sec: ops as f64 / self.spec.seconds,
             get_avg_us: avg(&self.get_lat),
             get_p99_us: p99(&mut self.get_lat),

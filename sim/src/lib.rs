@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+mod cell_audit;
 pub mod chaos;
 pub mod engine;
 mod kv;

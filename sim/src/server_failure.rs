@@ -30,11 +30,11 @@
 //! [`SimReport::recovery_failures`]: crate::spec::SimReport::recovery_failures
 
 use nessie_cell::server::runtime::recovery_machine;
-use nessie_protocol::NodeId;
+use nessie_protocol::{Nanos, NodeId};
 
 use crate::chaos::Dice;
 use crate::engine::{Engine, Ev};
-use crate::systems::{WorkerMachine, WorkerState};
+use crate::systems::{poll_worker, Stepped, WorkerMachine, WorkerState};
 
 /// The failed servers of a run and the recovery in progress.
 pub(crate) struct Failures {
@@ -56,7 +56,7 @@ pub(crate) struct Failures {
     /// The draws of failures, a stream apart from the engine's other dice
     /// (a case with failures off draws nothing; turning them off keeps
     /// every other draw of a case).
-    pub(crate) dice: Dice,
+    dice: Dice,
 }
 
 impl Failures {
@@ -88,12 +88,7 @@ impl Failures {
 /// The server that fails at a crash point of a split run by node `own`
 /// (among `servers`), if one does: at `permille`, the splitter's own node
 /// half the time, else any server.
-pub(crate) fn mid_split_victim(
-    dice: &mut Dice,
-    permille: u32,
-    own: usize,
-    servers: u64,
-) -> Option<usize> {
+fn mid_split_victim(dice: &mut Dice, permille: u32, own: usize, servers: u64) -> Option<usize> {
     if !dice.chance(permille) {
         return None;
     }
@@ -129,6 +124,37 @@ impl Engine {
             }
             at += 1_000_000;
         }
+    }
+
+    /// One step of the meganode split `m` that node `own`'s maintenance
+    /// thread runs, at `t`, each region log record it appends a crash point
+    /// ([`Chaos::split_failure_permille`](crate::Chaos::split_failure_permille)):
+    /// a server that fails there fails right after the record, and if it is
+    /// `own`, the step's later records are never appended and the second
+    /// value is true (the caller drops what the step posts).
+    pub(crate) fn poll_split_step(
+        &mut self,
+        m: &mut WorkerMachine,
+        own: usize,
+        t: u64,
+    ) -> (Stepped<()>, bool) {
+        let mut dice = std::mem::replace(&mut self.lost_servers.dice, Dice::new(1));
+        let mut victims = Vec::new();
+        let permille = self.spec.chaos.split_failure_permille;
+        let servers = self.server_count() as u64;
+        let own_can_fail = self.can_fail(own);
+        let r = poll_worker(m, Nanos(t), &mut || {
+            let Some(n) = mid_split_victim(&mut dice, permille, own, servers) else {
+                return false;
+            };
+            victims.push(n);
+            n == own && own_can_fail
+        });
+        self.lost_servers.dice = dice;
+        for n in victims {
+            self.fail_mid_split(n, t);
+        }
+        r
     }
 
     /// A crash point of the maintenance thread of node `own` in a meganode
@@ -174,7 +200,7 @@ impl Engine {
     }
 
     /// Server `n` fails at a crash point of a meganode split.
-    pub(crate) fn fail_mid_split(&mut self, n: usize, now: u64) {
+    fn fail_mid_split(&mut self, n: usize, now: u64) {
         let before = self.counts.server_failures;
         self.fail_server(n, now);
         self.counts.mid_split_failures += self.counts.server_failures - before;

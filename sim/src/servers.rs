@@ -36,10 +36,8 @@ use nessie_baselines::mailbox::{payload_len, TRAILER_BYTES};
 use nessie_baselines::server::SlotWatch;
 use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
 
-use crate::chaos::Dice;
 use crate::engine::{Engine, Ev, EPOCH};
 use crate::network::NicRequest;
-use crate::server_failure::mid_split_victim;
 use crate::systems::{poll_worker, Actor, Shared, Stepped, Wait, WorkerState};
 
 impl Engine {
@@ -336,24 +334,7 @@ impl Engine {
         let splitting = matches!(wk.job, Some(nessie_cell::server::Job::Split(_)));
         loop {
             let (stepped, failed) = if splitting {
-                let own = usize::from(node.0);
-                let mut dice = std::mem::replace(&mut self.lost_servers.dice, Dice::new(1));
-                let mut victims = Vec::new();
-                let permille = self.spec.chaos.split_failure_permille;
-                let servers = self.cell_servers.len() as u64;
-                let own_can_fail = self.can_fail(own);
-                let r = poll_worker(&mut m, Nanos(t), &mut || {
-                    let Some(n) = mid_split_victim(&mut dice, permille, own, servers) else {
-                        return false;
-                    };
-                    victims.push(n);
-                    n == own && own_can_fail
-                });
-                self.lost_servers.dice = dice;
-                for n in victims {
-                    self.fail_mid_split(n, t);
-                }
-                r
+                self.poll_split_step(&mut m, usize::from(node.0), t)
             } else {
                 poll_worker(&mut m, Nanos(t), &mut || false)
             };

@@ -162,11 +162,21 @@ pub struct ServerFaults {
     /// the splitter goes on and relinks X to the dropped Y.
     #[serde(default)]
     pub recovery_ignores_live_splitter: bool,
+    /// Cell's recovery drops orphans only among the regions it rebuilt
+    /// (`CellFaults::recovery_keeps_orphans`): an aborted split's copy on a
+    /// survivor stays listed and held, reachable from nothing.
+    #[serde(default)]
+    pub recovery_keeps_orphans: bool,
+    /// Cell's servers send their requests to other servers unclaimed
+    /// (`CellFaults::unclaimed_server_requests`, issue 25's hole 4): a copy
+    /// the splitter gave up on can still run and leave an orphan held.
+    #[serde(default)]
+    pub unclaimed_server_requests: bool,
 }
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 14] = [
         "skip-claims",
         "skip-epoch-check",
         "cancel-before-landing",
@@ -179,6 +189,8 @@ impl ServerFaults {
         "recovery-forgets-finished-splits",
         "recovery-undoes-copied-splits",
         "recovery-ignores-live-splitter",
+        "recovery-keeps-orphans",
+        "unclaimed-server-requests",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -198,6 +210,8 @@ impl ServerFaults {
                 "recovery-forgets-finished-splits" => f.recovery_forgets_finished_splits = true,
                 "recovery-undoes-copied-splits" => f.recovery_undoes_copied_splits = true,
                 "recovery-ignores-live-splitter" => f.recovery_ignores_live_splitter = true,
+                "recovery-keeps-orphans" => f.recovery_keeps_orphans = true,
+                "unclaimed-server-requests" => f.unclaimed_server_requests = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",
@@ -501,6 +515,9 @@ pub struct SimReport {
     /// Recoveries of failed Cell servers that failed, and failed servers
     /// no recovery took over by the end (each fails a swarm case).
     pub recovery_failures: Vec<String>,
+    /// Meganodes Cell's directory lists that its tree does not reach at
+    /// the end of the run (orphans holding a region slot).
+    pub unreachable_meganodes: Vec<String>,
     /// Events processed.
     pub events: u64,
     /// MIGRATEs run (nested ones included) by every operation; for

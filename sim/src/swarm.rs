@@ -636,6 +636,11 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
             "an operation reported a corrupt state ({} in all): {c}",
             report.corrupt.len()
         ))
+    } else if let Some(m) = report.unreachable_meganodes.first() {
+        Verdict::Fail(format!(
+            "a meganode is listed but unreachable in the tree at quiescence: {m} ({} in all)",
+            report.unreachable_meganodes.len()
+        ))
     } else if report.history.len() as u64 != report.completed_ops
         || report.scans.len() as u64 != report.completed_scans
     {

@@ -859,6 +859,8 @@ pub(crate) fn cell_config(spec: &SimSpec, cfg: &Config) -> CellConfig {
     c.faults.recovery_forgets_finished_splits = f.recovery_forgets_finished_splits;
     c.faults.recovery_undoes_copied_splits = f.recovery_undoes_copied_splits;
     c.faults.recovery_ignores_live_splitter = f.recovery_ignores_live_splitter;
+    c.faults.recovery_keeps_orphans = f.recovery_keeps_orphans;
+    c.faults.unclaimed_server_requests = f.unclaimed_server_requests;
     c
 }
 
