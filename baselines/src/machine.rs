@@ -42,7 +42,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use nessie_protocol::{
@@ -492,18 +492,6 @@ pub fn cas_previous(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
     }
 }
 
-fn noop_waker() -> Waker {
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(
-        |_| RawWaker::new(std::ptr::null(), &VTABLE),
-        |_| {},
-        |_| {},
-        |_| {},
-    );
-    // SAFETY: every vtable function ignores the (null) data pointer, so the
-    // waker is trivially valid and thread-safe.
-    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
-}
-
 /// The executor state of one machine: its work request ids, the round in
 /// flight and the effect awaited (module documentation).
 pub struct Exec<X: Ext = Plain> {
@@ -580,8 +568,8 @@ impl<X: Ext> Exec<X> {
             self.deadline = None;
             self.chan.borrow_mut().got = Some(Got::Round(r));
         }
-        let waker = noop_waker();
-        let mut cx = Context::from_waker(&waker);
+        // The executor is polled by its driver, never woken.
+        let mut cx = Context::from_waker(Waker::noop());
         match fut.poll(&mut cx) {
             Poll::Ready(r) => Step::Done(r),
             Poll::Pending => {

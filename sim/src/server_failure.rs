@@ -17,11 +17,12 @@
 //! survivor, drawn, runs recovery on a thread of its own beside its
 //! maintenance thread ([`recovery_machine`]: Cell's own recovery,
 //! `nessie_cell::recovery`, the same code the threaded deployment drives)
-//! while the clients, with whatever stale node caches they hold, go on. One recovery runs at a time; a failure detected while
-//! one runs (its own server's included) makes another run after it, over
-//! every server failed so far. A recovery that fails, or a failed server no
-//! recovery took over by the end, is reported
-//! ([`SimReport::recovery_failures`]) and fails a swarm case.
+//! while the clients, with whatever stale node caches they hold, go on.
+//! One recovery runs at a time; a failure detected while one runs (its own
+//! server's included) makes another run after it, over every server failed
+//! so far. A recovery that fails, or a failed server no recovery took over
+//! by the end, is reported ([`SimReport::recovery_failures`]) and fails a
+//! swarm case.
 //!
 //! [`Chaos::server_failure_permille`]: crate::Chaos::server_failure_permille
 //! [`Chaos::recover_after_ns`]: crate::Chaos::recover_after_ns
@@ -46,13 +47,13 @@ pub(crate) struct Failures {
     detected: Vec<bool>,
     /// Failed servers whose regions a finished recovery took over.
     recovered: Vec<bool>,
-    /// The node whose maintenance thread runs a recovery, and the failed
-    /// servers the directory marked when it was queued.
+    /// The node whose recovery thread runs a recovery, and the failed
+    /// servers the directory marked when it started.
     running: Option<(usize, Vec<usize>)>,
     /// A failure was detected while a recovery ran: run another after it.
     again: bool,
     /// Why recoveries failed.
-    pub(crate) problems: Vec<String>,
+    problems: Vec<String>,
     /// The draws of failures, a stream apart from the engine's other dice
     /// (a case with failures off draws nothing; turning them off keeps
     /// every other draw of a case).

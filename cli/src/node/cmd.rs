@@ -349,29 +349,24 @@ fn start_instant(secs: f64) -> Result<SystemTime, NodeError> {
     Ok(at)
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 /// Blocks until SIGINT/SIGTERM or (unless `ignore_stdin`) end of stdin.
 fn wait_for_stop(ignore_stdin: bool) {
-    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, handler);
-        libc::signal(libc::SIGTERM, handler);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            eprintln!("nessie node: cannot watch signal {signal}: {e}");
+        }
     }
     if !ignore_stdin {
-        std::thread::spawn(|| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
             let mut sink = [0u8; 256];
             let mut stdin = std::io::stdin();
             while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-            STOP.store(true, Ordering::Relaxed);
+            stop.store(true, Ordering::Relaxed);
         });
     }
-    while !STOP.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
