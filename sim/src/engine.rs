@@ -1556,6 +1556,11 @@ impl Engine {
     fn on_node_down(&mut self, n: usize, now: u64) {
         self.node_down[n] = true;
         self.counts.outages += 1;
+        self.crash_clients_on(n, now);
+    }
+
+    /// Every client of node `n` crashes at `now` (its node went away).
+    pub(crate) fn crash_clients_on(&mut self, n: usize, now: u64) {
         for c in 0..self.clients.len() {
             if usize::from(self.clients[c].state.id.node.0) == n {
                 self.crash(c, now);

@@ -35,7 +35,7 @@ use nessie_protocol::{Nanos, NodeId};
 
 use crate::chaos::Dice;
 use crate::engine::{Engine, Ev};
-use crate::systems::{poll_worker, Stepped, WorkerMachine, WorkerState};
+use crate::systems::{poll_worker, SimWorker, Stepped, WorkerMachine, WorkerState};
 
 /// The failed servers of a run and the recovery in progress.
 pub(crate) struct Failures {
@@ -228,26 +228,12 @@ impl Engine {
         self.lost_servers.failed_at[n] = now;
         self.counts.server_failures += 1;
         self.node_down[n] = true;
-        for c in 0..self.clients.len() {
-            if usize::from(self.clients[c].state.id.node.0) == n {
-                self.crash(c, now);
-            }
-        }
+        self.crash_clients_on(n, now);
         if let Some(sv) = self.servers.as_mut() {
-            for wk in sv
-                .workers
+            sv.workers
                 .iter_mut()
                 .filter(|wk| usize::from(wk.node.0) == n)
-            {
-                wk.machine = None;
-                wk.job = None;
-                wk.state = WorkerState::Down;
-                wk.round += 1;
-                wk.due = None;
-                wk.awaiting = None;
-                wk.charge = 0;
-                wk.claim_round = None;
-            }
+                .for_each(SimWorker::go_down);
             sv.lock_waiters[n].clear();
         }
         if self

@@ -228,13 +228,7 @@ impl Engine {
         if wk.remake.is_none() || matches!(wk.state, WorkerState::Down) {
             return;
         }
-        wk.machine = None;
-        wk.state = WorkerState::Down;
-        wk.round += 1;
-        wk.due = None;
-        wk.awaiting = None;
-        wk.charge = 0;
-        wk.claim_round = None;
+        wk.go_down();
         let node = usize::from(wk.node.0);
         sv.lock_waiters[node].retain(|&x| x != w);
         self.counts.server_crashes += 1;

@@ -410,6 +410,20 @@ pub(crate) struct SimWorker {
 }
 
 impl SimWorker {
+    /// The worker dies (a crash, or its server's failure): its machine,
+    /// its job and everything it knew are gone; its stale events are
+    /// ignored from now on.
+    pub(crate) fn go_down(&mut self) {
+        self.machine = None;
+        self.job = None;
+        self.state = WorkerState::Down;
+        self.round += 1;
+        self.due = None;
+        self.awaiting = None;
+        self.charge = 0;
+        self.claim_round = None;
+    }
+
     fn new(node: NodeId, slots: usize, machine: Option<WorkerMachine>) -> SimWorker {
         SimWorker {
             node,
