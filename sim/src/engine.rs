@@ -484,7 +484,7 @@ impl Engine {
                 // Request workers share their node's cores with background
                 // threads; Cell's maintenance and recovery threads run on
                 // cores of their own.
-                background.push(if worker.maint.is_some() || worker.recovery.is_some() {
+                background.push(if worker.maint.is_some() || worker.recovery {
                     0
                 } else {
                     share(cpn + w % workers)

@@ -190,7 +190,7 @@ impl Engine {
             return;
         };
         let wk = &mut sv.workers[w];
-        if wk.recovery.is_none() || !self.lost_servers.dice.chance(chaos.pause_permille.max(100)) {
+        if !wk.recovery || !self.lost_servers.dice.chance(chaos.pause_permille.max(100)) {
             return;
         }
         wk.charge += self
@@ -290,7 +290,7 @@ impl Engine {
         let Some(w) = sv
             .workers
             .iter()
-            .position(|wk| wk.recovery.is_some() && usize::from(wk.node.0) == node)
+            .position(|wk| wk.recovery && usize::from(wk.node.0) == node)
         else {
             return;
         };

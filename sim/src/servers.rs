@@ -466,7 +466,7 @@ impl Engine {
                 }
                 Stepped::Done(r) => {
                     let sv = self.servers.as_mut().expect("servers");
-                    if sv.workers[w].recovery.is_some() {
+                    if sv.workers[w].recovery {
                         // A recovery ended (crate::server_failure).
                         sv.workers[w].state = WorkerState::Jobs;
                         self.cores[core] = self.cores[core].max(t);

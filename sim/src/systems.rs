@@ -405,8 +405,8 @@ pub(crate) struct SimWorker {
     /// The job Cell's maintenance thread runs, if it runs one.
     pub(crate) job: Option<nessie_cell::server::Job>,
     /// Cell's recovery thread of this node (crate::server_failure), not a
-    /// request worker: the node's state.
-    pub(crate) recovery: Option<Arc<ServerNode>>,
+    /// request worker.
+    pub(crate) recovery: bool,
 }
 
 impl SimWorker {
@@ -444,7 +444,7 @@ impl SimWorker {
             remake: None,
             claim_round: None,
             job: None,
-            recovery: None,
+            recovery: false,
         }
     }
 }
@@ -955,7 +955,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
         for st in &states {
             let mut r = SimWorker::new(st.node, 0, None);
             r.state = WorkerState::Jobs;
-            r.recovery = Some(st.clone());
+            r.recovery = true;
             workers.push(r);
         }
     }
