@@ -28,7 +28,14 @@
 //! error state (`ibv_modify_qp(IBV_QPS_ERR)`): nothing more is (re)sent on
 //! it, so the mutation took effect within the deadline (plus the packet
 //! lifetime, inside the deadline margin) or never will; its completion
-//! carries an error saying so, and the requests behind it flush. Should the
+//! carries an error saying so, and the requests behind it flush. For the
+//! caller's requests this happens at the deadline whether or not this
+//! endpoint is polled: the process's [`crate::watchdog`] thread trips the
+//! queue pair (the endpoint publishes each queue pair's earliest deadline
+//! after polling), so a client thread descheduled past a deadline no longer
+//! reports a mutation that executed after it as a success; the endpoint's
+//! own check at `poll` remains for what the watchdog does not watch
+//! (unsignaled runs, probes, flushes that never come). Should the
 //! flushes not come within a second, the queue pair is destroyed and the
 //! requests complete with errors anyway: no provider quirk or stuck
 //! responder can keep a client waiting.
@@ -96,6 +103,7 @@ use crate::policy::{
 use crate::remote::{check_range, AddressBook};
 use crate::staging::Arena;
 use crate::status::map_status;
+use crate::watchdog::{EndpointWatch, QpHandle, Watchdog};
 use crate::wire::{Hello, WireError};
 use crate::wr::{cas_wr, read_wr, write_wr, LocalSlice, RemoteSlice, SendWr};
 
@@ -178,6 +186,9 @@ struct Peer {
     run_since: Option<Instant>,
     /// A probe is accepted or posted and not completed.
     probing: bool,
+    /// In the list of peers whose earliest deadline the watchdog must be
+    /// told again.
+    watch_dirty: bool,
 }
 
 impl Peer {
@@ -299,6 +310,10 @@ pub struct VerbsEndpoint {
     clock: NodeClock,
     next_check: Option<Instant>,
     next_events: Instant,
+    /// What the process's deadline watchdog watches of this endpoint.
+    watch: Arc<EndpointWatch>,
+    /// Peers whose earliest deadline changed since it was last published.
+    watch_touched: Vec<u16>,
 }
 
 /// Dials `target` from `node` on `channel`, creating the QP on `cq`.
@@ -424,6 +439,7 @@ impl VerbsEndpoint {
                     unsignaled_run: 0,
                     run_since: None,
                     probing: false,
+                    watch_dirty: false,
                 })
                 .collect(),
             slots: Vec::new(),
@@ -447,6 +463,8 @@ impl VerbsEndpoint {
             node,
             next_check: None,
             next_events: now,
+            watch: Watchdog::global()?.watch(usize::from(n)),
+            watch_touched: Vec::new(),
         };
         let timeout = Duration::from_millis(ep.node.cluster.tuning.connect_timeout_ms);
         for target in 0..n {
@@ -568,6 +586,8 @@ impl VerbsEndpoint {
                 if p.dial_failures > 0 {
                     tracing::info!(node = self.node.id.0, %target, "reconnected");
                 }
+                self.watch
+                    .set_qp(usize::from(target.0), Some(QpHandle(id.qp())));
                 p.conn = Some(id);
                 p.link = Link::Up;
                 p.reset_run();
@@ -785,6 +805,7 @@ impl VerbsEndpoint {
     /// A request of the queue pair to peer `i` is done: it no longer counts
     /// against the send queue or the fences.
     fn account_done(&mut self, i: usize, nic: NicOp) {
+        self.touch(i);
         let p = &mut self.peers[i];
         p.posted = p.posted.saturating_sub(1);
         match nic {
@@ -983,6 +1004,7 @@ impl VerbsEndpoint {
                 f.deadline = Some(deadline);
                 f.signaled = signaled;
                 let nic = f.nic;
+                self.touch(i);
                 self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
                 let p = &mut self.peers[i];
                 p.sent.push_back(wr_id);
@@ -1025,6 +1047,10 @@ impl VerbsEndpoint {
         }
         tracing::info!(me = self.node.id.0, %node, why, "queue pair failed");
         p.link = Link::Failed;
+        if !p.watch_dirty {
+            p.watch_dirty = true;
+            self.watch_touched.push(node.0);
+        }
         p.failed_at = Some(Instant::now());
         if let Some(c) = &p.conn {
             if let Err(e) = c.fail_qp() {
@@ -1037,8 +1063,12 @@ impl VerbsEndpoint {
     /// A failed queue pair with nothing left in flight is released: the node
     /// is dialled again on the next post.
     fn settle(&mut self, node: NodeId) {
-        let p = &mut self.peers[usize::from(node.0)];
+        let i = usize::from(node.0);
+        self.touch(i);
+        let p = &mut self.peers[i];
         if p.link == Link::Failed && p.posted == 0 {
+            // The watchdog lets go of the queue pair before it is destroyed.
+            self.watch.set_qp(i, None);
             p.conn = None;
             p.link = Link::Down;
             p.reset_run();
@@ -1049,6 +1079,67 @@ impl VerbsEndpoint {
                 self.dirty.push(node.0);
             }
         }
+    }
+
+    /// Peer `i`'s earliest deadline must be published again.
+    fn touch(&mut self, i: usize) {
+        let p = &mut self.peers[i];
+        if !p.watch_dirty {
+            p.watch_dirty = true;
+            self.watch_touched.push(i as u16);
+        }
+    }
+
+    /// Tells the watchdog the earliest deadline of the caller's requests
+    /// outstanding on each queue pair that changed (see
+    /// [`crate::watchdog`]; unsignaled requests and probes are not
+    /// watched, and neither are requests already expired).
+    fn publish_deadlines(&mut self) {
+        while let Some(n) = self.watch_touched.pop() {
+            let i = usize::from(n);
+            self.peers[i].watch_dirty = false;
+            let earliest = if self.peers[i].link == Link::Up {
+                self.peers[i]
+                    .sent
+                    .iter()
+                    .filter_map(|&w| self.slot(w))
+                    .filter(|f| f.signal == Signal::Caller && !f.expired)
+                    .filter_map(|f| f.deadline)
+                    .min()
+            } else {
+                None
+            };
+            self.watch.publish(i, earliest);
+        }
+    }
+
+    /// Takes in the queue pairs the watchdog moved to the error state: the
+    /// caller's requests whose deadline had passed by then get the
+    /// expired-deadline error when they flush (their outcome unknown), and
+    /// the queue pair fails as after any error.
+    fn take_watchdog_trips(&mut self) {
+        for (i, at) in self.watch.take_trips() {
+            for k in 0..self.peers[i].sent.len() {
+                let wr_id = self.peers[i].sent[k];
+                if let Some(f) = self.slot_mut(wr_id) {
+                    if f.signal == Signal::Caller && f.deadline.is_some_and(|d| d <= at) {
+                        f.expired = true;
+                    }
+                }
+            }
+            self.fail(
+                NodeId(i as u16),
+                "the watchdog failed it: a request passed its deadline",
+            );
+        }
+    }
+
+    /// Test-only fault switch: when `on` is false the process's watchdog
+    /// leaves this endpoint alone, so deadlines are enforced only when it is
+    /// polled (as before the watchdog). For showing that a test catches it.
+    #[doc(hidden)]
+    pub fn set_watchdog(&mut self, on: bool) {
+        self.watch.set_enabled(on);
     }
 
     /// The error of a request whose deadline passed.
@@ -1143,6 +1234,7 @@ impl VerbsEndpoint {
     fn abandon(&mut self, node: NodeId, out: &mut Vec<Completion>) {
         let i = usize::from(node.0);
         tracing::warn!(%node, "no flushed completions within {FLUSH_GRACE:?}: destroying the queue pair");
+        self.watch.set_qp(i, None);
         self.peers[i].conn = None;
         while let Some(wr_id) = self.peers[i].sent.pop_front() {
             if let Some(f) = self.take(wr_id) {
@@ -1314,6 +1406,16 @@ impl VerbsEndpoint {
     }
 }
 
+impl Drop for VerbsEndpoint {
+    fn drop(&mut self) {
+        // The watchdog lets go of every queue pair before they are destroyed
+        // (it may hold this endpoint's watch a moment longer).
+        for i in 0..self.peers.len() {
+            self.watch.set_qp(i, None);
+        }
+    }
+}
+
 impl Endpoint for VerbsEndpoint {
     fn node(&self) -> NodeId {
         self.node.id
@@ -1339,6 +1441,8 @@ impl Endpoint for VerbsEndpoint {
         self.check_events(now);
         self.ring(out);
         if self.in_use == 0 {
+            self.take_watchdog_trips();
+            self.publish_deadlines();
             return;
         }
         loop {
@@ -1359,8 +1463,12 @@ impl Endpoint for VerbsEndpoint {
                 break;
             }
         }
+        // After the completions that came before the trip (successes among
+        // them happened before it).
+        self.take_watchdog_trips();
         self.check_deadlines(now, out);
         self.ring(out);
+        self.publish_deadlines();
     }
 
     fn wait(&mut self, out: &mut Vec<Completion>, timeout: Duration) {

@@ -16,7 +16,9 @@
 //!   node, loopback included, and its completion queue), [`fabric`]
 //!   ([`VerbsFabric`]), [`nic_counters`] (the device's own counters from
 //!   sysfs, for the reports) and [`events`] (the device's asynchronous
-//!   events: ports down and up, fatal queue pairs).
+//!   events: ports down and up, fatal queue pairs) and [`watchdog`] (the
+//!   process's deadline watchdog, which fails a queue pair at a request's
+//!   deadline whether or not its endpoint is polled).
 //!
 //! This crate is the fabric and nothing else: which system a node process
 //! runs, its workload and its reports live in `nessie-cli` (`nessie node`,
@@ -40,6 +42,7 @@ pub mod policy;
 pub mod remote;
 pub mod staging;
 pub mod status;
+pub mod watchdog;
 pub mod wire;
 pub mod wr;
 

@@ -336,6 +336,44 @@ pub fn backlog_verdict(
     }
 }
 
+/// A watched queue pair's published deadline when none of its caller's
+/// requests is outstanding ([`watch_verdict`]).
+pub const NO_DEADLINE: u64 = u64::MAX;
+
+/// What the deadline watchdog does about one queue pair
+/// ([`crate::watchdog`]), times in nanoseconds since its epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchVerdict {
+    /// Nothing of the caller's is outstanding on it.
+    Idle,
+    /// Its earliest deadline is still ahead: look again then.
+    Wait {
+        /// The deadline.
+        until: u64,
+    },
+    /// Its earliest deadline passed: move it to the error state now.
+    Trip {
+        /// How long ago the deadline passed (the watchdog's own lateness).
+        late_by: u64,
+    },
+}
+
+/// See [`WatchVerdict`]: `deadline` is the earliest deadline of the
+/// caller's requests outstanding on the queue pair ([`NO_DEADLINE`] for
+/// none). A deadline is due at its instant, not after it, as the endpoint's
+/// own check ([`backlog_verdict`]) counts it.
+pub fn watch_verdict(deadline: u64, now: u64) -> WatchVerdict {
+    if deadline == NO_DEADLINE {
+        WatchVerdict::Idle
+    } else if now >= deadline {
+        WatchVerdict::Trip {
+            late_by: now - deadline,
+        }
+    } else {
+        WatchVerdict::Wait { until: deadline }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,5 +624,15 @@ mod tests {
             let k = signal_every(depth);
             assert!(k >= 1 && (k <= depth / 4 || k == 1), "{depth}: {k}");
         }
+    }
+
+    #[test]
+    fn the_watchdog_trips_a_queue_pair_at_its_deadline_never_before() {
+        assert_eq!(watch_verdict(NO_DEADLINE, 0), WatchVerdict::Idle);
+        assert_eq!(watch_verdict(NO_DEADLINE, u64::MAX - 1), WatchVerdict::Idle);
+        assert_eq!(watch_verdict(100, 99), WatchVerdict::Wait { until: 100 });
+        assert_eq!(watch_verdict(100, 0), WatchVerdict::Wait { until: 100 });
+        assert_eq!(watch_verdict(100, 100), WatchVerdict::Trip { late_by: 0 });
+        assert_eq!(watch_verdict(100, 175), WatchVerdict::Trip { late_by: 75 });
     }
 }

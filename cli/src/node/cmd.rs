@@ -563,6 +563,16 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                 Some(e) => println!("device events since the node started: {e:?}"),
                 None => {}
             }
+            // Queue pairs failed at a deadline by the process's watchdog
+            // (not by a client's own poll), and its own lateness.
+            if let Ok(dog) = nessie_fabric_verbs::watchdog::Watchdog::global() {
+                let w = dog.stats();
+                println!(
+                    "deadline watchdog: {} queue pairs failed at a deadline, at most {} us after it",
+                    w.trips,
+                    w.max_late.as_micros()
+                );
+            }
             if let Some(at) = report.start_at_unix_ns {
                 println!(
                     "started measuring {} us after --start-at",

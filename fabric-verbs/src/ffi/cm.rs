@@ -515,22 +515,8 @@ impl CmId {
         if !self.has_qp {
             return Ok(());
         }
-        // SAFETY: all-zero is a valid ibv_qp_attr.
-        let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        attr.qp_state = ibv_qp_state::IBV_QPS_ERR;
-        // SAFETY: the QP is live (owned by this id); only the state is set.
-        let ret = unsafe {
-            ibv_modify_qp(
-                self.qp(),
-                &mut attr,
-                ibv_qp_attr_mask::IBV_QP_STATE.0 as i32,
-            )
-        };
-        if ret == 0 {
-            Ok(())
-        } else {
-            Err(VerbsError::verbs_ret("ibv_modify_qp(IBV_QPS_ERR)", ret))
-        }
+        // SAFETY: the QP is live (owned by this id).
+        unsafe { fail_raw_qp(self.qp()) }
     }
 
     /// Whether `ptr` is this id.
@@ -554,6 +540,26 @@ impl Drop for CmId {
             }
             rdma_destroy_id(self.id);
         }
+    }
+}
+
+/// Moves queue pair `qp` to the error state (`ibv_modify_qp(IBV_QPS_ERR)`):
+/// nothing more is sent on it and its outstanding work requests flush. The
+/// verbs calls are thread-safe, so another thread (the deadline watchdog)
+/// may do this while the owner posts and polls.
+///
+/// # Safety
+/// `qp` must be a live queue pair for the whole call.
+pub unsafe fn fail_raw_qp(qp: *mut ibv_qp) -> Result<(), VerbsError> {
+    // SAFETY: all-zero is a valid ibv_qp_attr.
+    let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    attr.qp_state = ibv_qp_state::IBV_QPS_ERR;
+    // SAFETY: the caller keeps the QP live; only the state is set.
+    let ret = unsafe { ibv_modify_qp(qp, &mut attr, ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(VerbsError::verbs_ret("ibv_modify_qp(IBV_QPS_ERR)", ret))
     }
 }
 
