@@ -74,7 +74,8 @@ impl Cluster {
              [store]\nmax_key_len = 32\nmax_value_len = 64\nclients_per_node = 2\n\
              expiration_ms = 4000\nclock_skew_ms = 50\ndeadline_margin_ms = 1000\n\
              [tuning]\nconnect_timeout_ms = 4000\nstaging_bytes = 262144\nretry_count = 6\n\
-             ack_timeout = 14\npacket_lifetime_us = 100000\nread_deadline_ms = 3000\nhuge_pages = true\n"
+             ack_timeout = 14\npacket_lifetime_us = 100000\nread_deadline_ms = 3000\nhuge_pages = true\n\
+             clock_check_interval_ms = 500\n"
         );
         for n in 0..3u16 {
             text.push_str(&format!(
@@ -586,6 +587,23 @@ fn three_processes(t: u16, system: &str) {
         .find(|l| l.starts_with("during the run, this node's NIC counters"))
         .unwrap_or_else(|| panic!("{system}: node 0 printed no NIC counters:\n{out}"));
     println!("\nNIC {system} (3 processes), node 0, {nic}");
+    // The periodic clock check (every 500 ms here) measured both peers, and
+    // one machine's clock is within any skew of itself.
+    for peer in 1..3 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("clock check: node{peer}: offset")))
+            .unwrap_or_else(|| {
+                panic!("{system}: node 0 printed no clock check of node{peer}:\n{out}")
+            });
+        assert!(line.ends_with(" 0 beyond the skew"), "{system}: {line}");
+        println!("CLOCK {system} (3 processes), node 0, {line}");
+    }
+    let dog = out
+        .lines()
+        .find(|l| l.starts_with("deadline watchdog: "))
+        .unwrap_or_else(|| panic!("{system}: node 0 printed no watchdog line:\n{out}"));
+    println!("WATCHDOG {system} (3 processes), node 0, {dog}");
     // The guest is emulated (TCG): its timers are coarse.
     let merged = Command::new(&c.bin)
         .args(["node", "report", "--max-spread-ms", "500"])

@@ -236,6 +236,10 @@ pub struct Tuning {
     pub read_deadline_ms: u64,
     /// What to do when a peer's clock is off by more than `clock_skew_ms`.
     pub clock_skew_action: SkewAction,
+    /// How often each hosted node checks its peers' clocks again after
+    /// connecting (one short probe connection per peer, in turn, from one
+    /// thread: [`crate::clock_check`]), in milliseconds; 0 turns it off.
+    pub clock_check_interval_ms: u64,
     /// Put the index, data and staging regions on 2 MiB huge pages (fewer
     /// NIC address-translation misses on large tables); without huge pages
     /// configured (`vm.nr_hugepages`) the node falls back to ordinary pages
@@ -264,6 +268,7 @@ impl Default for Tuning {
             landing_deadline_us: None,
             read_deadline_ms: 1_000,
             clock_skew_action: SkewAction::Refuse,
+            clock_check_interval_ms: 30_000,
             huge_pages: false,
             max_inline_data: 64,
         }

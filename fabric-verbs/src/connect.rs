@@ -72,6 +72,9 @@ pub struct Dialed {
     pub id: CmId,
     /// The peer's regions.
     pub welcome: Welcome,
+    /// The peer's clock minus ours and the estimate's uncertainty, in ns
+    /// ([`crate::wire::clock_offset`] over the handshake).
+    pub clock: (i64, u64),
 }
 
 fn peer_name(d: &Dial<'_>) -> String {
@@ -185,8 +188,8 @@ fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
             },
         });
     }
+    let (offset, uncertainty) = clock_offset(sent, welcome.clock, received);
     if let Some((skew, action)) = d.skew {
-        let (offset, uncertainty) = clock_offset(sent, welcome.clock, received);
         if exceeds_skew(offset, uncertainty, skew.as_nanos() as u64) {
             let e = VerbsError::ClockSkew {
                 peer: peer.clone(),
@@ -202,7 +205,11 @@ fn dial_once(d: &Dial<'_>, step: Duration) -> Result<Dialed, VerbsError> {
             }
         }
     }
-    Ok(Dialed { id, welcome })
+    Ok(Dialed {
+        id,
+        welcome,
+        clock: (offset, uncertainty),
+    })
 }
 
 /// Dials `d.dst`, retrying rejections and unreachable peers until `d.timeout`.

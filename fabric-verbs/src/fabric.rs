@@ -162,6 +162,13 @@ impl VerbsFabric {
         Some(n.device_events())
     }
 
+    /// What hosted node `node`'s periodic clock checks found so far (see
+    /// [`crate::clock_check`]; `None` when not hosted here or turned off).
+    pub fn clock_checks(&self, node: NodeId) -> Option<crate::clock_check::ClockLedger> {
+        let n = self.nodes.iter().find(|n| n.shared().id == node)?;
+        n.clock_checks()
+    }
+
     /// Whether every hosted node's listener is still running.
     pub fn is_serving(&self) -> bool {
         self.nodes.iter().all(HostedNode::is_listening)

@@ -12,7 +12,8 @@
 //! - Safe wrappers over the C objects: [`ffi`].
 //! - The running fabric: [`node`] (a hosted node: its registered regions,
 //!   its `rdma_cm` listener and the start-up probe), [`connect`] (dialling,
-//!   with the clock check), [`endpoint`] (a client's queue pairs to every
+//!   with the clock check), [`clock_check`] (the peers' clocks checked
+//!   again periodically), [`endpoint`] (a client's queue pairs to every
 //!   node, loopback included, and its completion queue), [`fabric`]
 //!   ([`VerbsFabric`]), [`nic_counters`] (the device's own counters from
 //!   sysfs, for the reports) and [`events`] (the device's asynchronous
@@ -29,6 +30,7 @@
 
 pub mod byteorder;
 pub mod clock;
+pub mod clock_check;
 pub mod cluster;
 pub mod connect;
 pub mod endpoint;

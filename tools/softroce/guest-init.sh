@@ -50,4 +50,5 @@ for t in conformance cluster; do
 done
 grep -h '^LINEARIZABILITY' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 grep -h '^NIC ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
+grep -h -E '^(CLOCK|WATCHDOG) ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 result "$status"

@@ -563,6 +563,16 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                 Some(e) => println!("device events since the node started: {e:?}"),
                 None => {}
             }
+            // The peers' clocks as the periodic check last measured them.
+            if let Some(ledger) = fabric.clock_checks(node) {
+                let lines = ledger.lines();
+                if lines.is_empty() {
+                    println!("clock check: no periodic check ran yet");
+                }
+                for l in lines {
+                    println!("clock check: {l}");
+                }
+            }
             // Queue pairs failed at a deadline by the process's watchdog
             // (not by a client's own poll), and its own lateness.
             if let Ok(dog) = nessie_fabric_verbs::watchdog::Watchdog::global() {
