@@ -215,45 +215,62 @@ fn check_loop(
     ledger: &Mutex<ClockLedger>,
     stop: &AtomicBool,
 ) {
+    while !nap(interval, stop) {
+        probe_round(node, PROBE_TIMEOUT, ledger, stop);
+    }
+}
+
+/// Probes every peer of `node` once, in turn, recording into `ledger`
+/// (stops early when `stop` is set).
+fn probe_round(
+    node: &NodeShared,
+    timeout: Duration,
+    ledger: &Mutex<ClockLedger>,
+    stop: &AtomicBool,
+) {
     let skew = node.timing.clock_skew.as_nanos() as u64;
     let nodes = node.cluster.topology().nodes;
-    while !nap(interval, stop) {
-        for target in (0..nodes).map(NodeId).filter(|&t| t != node.id) {
-            if stop.load(Ordering::Acquire) {
-                return;
+    for target in (0..nodes).map(NodeId).filter(|&t| t != node.id) {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let sample = match probe(node, target, timeout) {
+            Ok((offset_ns, uncertainty_ns)) => Some(ClockSample {
+                offset_ns,
+                uncertainty_ns,
+            }),
+            Err(e) => {
+                tracing::debug!(node = node.id.0, %target, error = %e, "clock probe unanswered");
+                None
             }
-            let sample = match probe(node, target) {
-                Ok((offset_ns, uncertainty_ns)) => Some(ClockSample {
-                    offset_ns,
-                    uncertainty_ns,
-                }),
-                Err(e) => {
-                    tracing::debug!(node = node.id.0, %target, error = %e, "clock probe unanswered");
-                    None
-                }
-            };
-            let verdict = ledger
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .record(target, sample, skew);
-            if verdict == ClockVerdict::BeyondSkew {
-                if let Some(s) = sample {
-                    tracing::error!(
-                        node = node.id.0,
-                        %target,
-                        offset_us = s.offset_ns / 1000,
-                        uncertainty_us = s.uncertainty_ns / 1000,
-                        skew_us = skew / 1000,
-                        "a peer's clock is off by more than clock_skew_ms: the cluster's clock assumption is broken (fix the clocks; see docs/deploy.md)"
-                    );
-                }
-            }
+        };
+        let verdict = ledger
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(target, sample, skew);
+        if let (ClockVerdict::BeyondSkew, Some(s)) = (verdict, sample) {
+            tracing::error!(
+                node = node.id.0,
+                %target,
+                offset_us = s.offset_ns / 1000,
+                uncertainty_us = s.uncertainty_ns / 1000,
+                skew_us = skew / 1000,
+                "a peer's clock is off by more than clock_skew_ms: the cluster's clock assumption is broken (fix the clocks; see docs/deploy.md)"
+            );
         }
     }
 }
 
+/// Probes every peer of `node` once now, each within `timeout` (`nessie
+/// node info`).
+pub fn check_now(node: &NodeShared, timeout: Duration) -> ClockLedger {
+    let ledger = Mutex::new(ClockLedger::new(node.cluster.topology().nodes));
+    probe_round(node, timeout, &ledger, &AtomicBool::new(false));
+    ledger.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One probe connection to `target`: the clock offset and its uncertainty.
-fn probe(node: &NodeShared, target: NodeId) -> Result<(i64, u64), VerbsError> {
+fn probe(node: &NodeShared, target: NodeId, timeout: Duration) -> Result<(i64, u64), VerbsError> {
     let channel = EventChannel::new()?;
     let cq = Cq::new(&node.ctx, 4)?;
     let t = &node.cluster.tuning;
@@ -274,7 +291,7 @@ fn probe(node: &NodeShared, target: NodeId) -> Result<(i64, u64), VerbsError> {
             clock: 0,
         },
         fingerprint: node.cluster.fingerprint(),
-        timeout: PROBE_TIMEOUT,
+        timeout,
         clock: node.clock,
         // Measured and recorded here, never refused: the connection is
         // closed at once.

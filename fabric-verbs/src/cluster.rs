@@ -299,6 +299,39 @@ impl Timing {
     pub fn transport_give_up(&self) -> Duration {
         self.ack_timeout * (u32::from(self.retry_count) + 1)
     }
+
+    /// The longest the fabric may hold a packet (a PFC pause, a stuck
+    /// buffer) without a late CAS landing outside what A2' covers, given
+    /// the reuse hold: a CAS is covered if it lands within `deadline_margin +
+    /// clock_skew + reuse_hold` of its post, and its last packet may leave
+    /// the NIC as late as the landing deadline (the queue pair fails then,
+    /// and nothing more is sent).
+    pub fn tolerated_hold(&self, reuse_hold: Duration) -> Duration {
+        (self.deadline_margin + self.clock_skew + reuse_hold).saturating_sub(self.landing_deadline)
+    }
+
+    /// What these settings imply, in one paragraph (`nessie node info`).
+    pub fn implications(&self, reuse_hold: Duration) -> String {
+        let tolerated = self.tolerated_hold(reuse_hold);
+        format!(
+            "timing: a WRITE or CAS not acknowledged within {:?} of its post fails its queue pair (the watchdog enforces it; its outcome is then unknown), a READ within {:?}; the transport's own retries end after {:?}; A2' (margin {:?} + clock skew {:?} + reuse hold {:?}) covers a packet the fabric holds up to {:?}{}",
+            self.landing_deadline,
+            self.read_deadline,
+            self.transport_give_up(),
+            self.deadline_margin,
+            self.clock_skew,
+            reuse_hold,
+            tolerated,
+            if tolerated < self.packet_lifetime {
+                " (less than the stated packet lifetime)".to_string()
+            } else {
+                format!(
+                    ": the stated packet lifetime ({:?}) fits; a PFC pause longer than {tolerated:?} needs [store] reuse_hold_ms of the pause watchdog's worst case",
+                    self.packet_lifetime
+                )
+            }
+        )
+    }
 }
 
 /// A validated cluster description.
@@ -983,5 +1016,25 @@ mod tests {
             ClusterFile::load(Path::new("/nonexistent/cluster.toml")),
             Err(ClusterError::Io { .. })
         ));
+    }
+
+    #[test]
+    fn the_timing_says_how_long_a_pause_it_tolerates() {
+        let t = ClusterFile::parse(GOOD).unwrap().timing().unwrap();
+        assert_eq!(
+            t.tolerated_hold(Duration::ZERO),
+            t.deadline_margin + t.clock_skew - t.landing_deadline
+        );
+        // A reuse hold of a PFC watchdog's 500 ms buys 500 ms more.
+        assert_eq!(
+            t.tolerated_hold(Duration::from_millis(500)),
+            t.tolerated_hold(Duration::ZERO) + Duration::from_millis(500)
+        );
+        let text = t.implications(Duration::from_millis(500));
+        assert!(
+            text.contains(&format!("within {:?} of its post", t.landing_deadline)),
+            "{text}"
+        );
+        assert!(text.contains("reuse hold 500ms"), "{text}");
     }
 }

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nessie_protocol::{Fabric, FabricError, NodeId, Topology};
 
@@ -58,6 +59,10 @@ pub struct NodeReport {
     /// Queue pairs, file descriptors and threads the cluster's shape costs
     /// the node with one endpoint per client.
     pub budget: ConnectionBudget,
+    /// The port's active MTU in bytes.
+    pub mtu: u32,
+    /// What the timing settings imply ([`crate::cluster::Timing::implications`]).
+    pub timing: String,
 }
 
 impl fmt::Display for NodeReport {
@@ -89,7 +94,7 @@ impl fmt::Display for NodeReport {
             self.data.rkey,
             if self.huge_pages { "huge pages" } else { "4 KiB pages" }
         )?;
-        write!(f, "; {}", self.budget)
+        write!(f, "; {}; MTU {} B; {}", self.budget, self.mtu, self.timing)
     }
 }
 
@@ -142,6 +147,12 @@ impl VerbsFabric {
                 endpoints: u64::from(self.cluster.store.clients_per_node),
                 fd_limit: open_file_limit(),
             },
+            mtu: n.info.active_mtu,
+            timing: n.timing.implications(
+                self.cluster
+                    .protocol_config()
+                    .map_or(Duration::ZERO, |c| c.reuse_hold),
+            ),
         })
     }
 
@@ -167,6 +178,17 @@ impl VerbsFabric {
     pub fn clock_checks(&self, node: NodeId) -> Option<crate::clock_check::ClockLedger> {
         let n = self.nodes.iter().find(|n| n.shared().id == node)?;
         n.clock_checks()
+    }
+
+    /// Probes the clocks of hosted node `node`'s peers once now, each
+    /// within `timeout` (`nessie node info`; peers not up answer nothing).
+    pub fn check_clocks_now(
+        &self,
+        node: NodeId,
+        timeout: Duration,
+    ) -> Option<crate::clock_check::ClockLedger> {
+        let n = self.nodes.iter().find(|n| n.shared().id == node)?;
+        Some(crate::clock_check::check_now(n.shared(), timeout))
     }
 
     /// Whether every hosted node's listener is still running.

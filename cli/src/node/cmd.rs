@@ -512,6 +512,12 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         if let Some(c) = &nic_before {
             println!("{c} (since the device came up)");
         }
+        // The peers' clocks, measured now (those not up answer nothing).
+        if let Some(ledger) = fabric.check_clocks_now(node, Duration::from_millis(500)) {
+            for l in ledger.lines() {
+                println!("clock check: {l}");
+            }
+        }
         return Ok(());
     }
     let (servers, name, workers) = match &sys {

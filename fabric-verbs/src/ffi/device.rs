@@ -103,6 +103,9 @@ pub struct DeviceInfo {
     pub limits: DeviceLimits,
     /// Port link layer (1 InfiniBand, 2 Ethernet/RoCE).
     pub link_layer: u8,
+    /// The port's active MTU in bytes (the RDMA path MTU, not the
+    /// netdev's: on RoCE the largest of 256..4096 that fits the netdev's).
+    pub active_mtu: u32,
 }
 
 /// An open device context (owned by librdmacm's device list).
@@ -224,6 +227,8 @@ impl Context {
                 max_msg_sz: p.max_msg_sz,
             },
             link_layer: p.link_layer,
+            // IBV_MTU_256 = 1 .. IBV_MTU_4096 = 5.
+            active_mtu: 128u32 << (p.active_mtu as u32).clamp(1, 5),
         })
     }
 
