@@ -45,7 +45,8 @@
 //! crashed node's connection manager tears its connections down, which is
 //! seen long before the transport's retries run out). A failed queue pair
 //! drains (its requests complete with errors), then the node is dialled
-//! again by a background thread (one per peer), so a re-dial never blocks
+//! again by the node's dialer of that peer (a background thread shared by
+//! the node's endpoints: [`crate::dialer`]), so a re-dial never blocks
 //! operations to live nodes; meanwhile posts to the node fail at once with
 //! `NodeDown`. Re-dials of a node that stays down back off from 200 ms to
 //! 5 s; after a permanent refusal (another cluster file or version, a clock
@@ -90,7 +91,7 @@ use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
 use crate::byteorder::{operand, previous, Endian};
 use crate::clock::NodeClock;
-use crate::connect::{dial, Dial, Dialed};
+use crate::dialer::{self, DialDone, DialJob};
 use crate::error::VerbsError;
 use crate::ffi::cm::{CmId, EventChannel};
 use crate::ffi::cq::{Cq, Wc};
@@ -104,7 +105,7 @@ use crate::remote::{check_range, AddressBook};
 use crate::staging::Arena;
 use crate::status::map_status;
 use crate::watchdog::{EndpointWatch, QpHandle, Watchdog};
-use crate::wire::{Hello, WireError};
+use crate::wire::WireError;
 use crate::wr::{cas_wr, read_wr, write_wr, LocalSlice, RemoteSlice, SendWr};
 
 /// How soon a failed node is dialled again (doubling after each failed
@@ -176,7 +177,6 @@ struct Peer {
     retry_at: Instant,
     dial_failures: u32,
     failed_at: Option<Instant>,
-    dialer: Option<Sender<Duration>>,
     /// In the list of peers whose batch waits for a doorbell.
     dirty: bool,
     /// Unsignaled requests posted since the last signaled one.
@@ -277,12 +277,6 @@ impl Chain {
 // `ring` call on the owning thread; between calls the vectors are cleared.
 unsafe impl Send for Chain {}
 
-/// A finished background dial.
-struct DialDone {
-    node: NodeId,
-    result: Result<Dialed, VerbsError>,
-}
-
 /// A client's endpoint on the verbs fabric. Field order is drop order: the
 /// queue pairs go before the buffers they reference, the CQ and channel last.
 pub struct VerbsEndpoint {
@@ -314,91 +308,6 @@ pub struct VerbsEndpoint {
     watch: Arc<EndpointWatch>,
     /// Peers whose earliest deadline changed since it was last published.
     watch_touched: Vec<u16>,
-}
-
-/// Dials `target` from `node` on `channel`, creating the QP on `cq`.
-fn dial_node(
-    node: &NodeShared,
-    channel: &Arc<EventChannel>,
-    cq: &Arc<Cq>,
-    send_depth: u32,
-    target: NodeId,
-    timeout: Duration,
-) -> Result<Dialed, VerbsError> {
-    let dst = node.cluster.addr(target)?;
-    let t = &node.cluster.tuning;
-    dial(&Dial {
-        channel,
-        pd: &node.pd,
-        cq,
-        plan: &node.plan,
-        send_depth,
-        src: node.addr,
-        dst,
-        port: node.cluster.port,
-        hello: Hello {
-            from: node.id.0,
-            to: target.0,
-            probe: false,
-            fingerprint: node.cluster.fingerprint(),
-            clock: 0,
-        },
-        fingerprint: node.cluster.fingerprint(),
-        timeout,
-        clock: node.clock,
-        skew: Some((node.timing.clock_skew, t.clock_skew_action)),
-        tos: t.traffic_class,
-        ack_timeout: t.ack_timeout,
-    })
-}
-
-/// Starts the background dialer of `target`: each job is a dial with the
-/// given timeout; the result (its id moved to `events`) goes to `done`.
-fn spawn_dialer(
-    node: Arc<NodeShared>,
-    cq: Arc<Cq>,
-    events: Arc<EventChannel>,
-    send_depth: u32,
-    target: NodeId,
-    done: Sender<DialDone>,
-) -> Result<Sender<Duration>, VerbsError> {
-    let (tx, rx) = mpsc::channel::<Duration>();
-    std::thread::Builder::new()
-        .name(format!("nessie-dial-{}-{}", node.id.0, target.0))
-        .spawn(move || {
-            let channel = match EventChannel::new() {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = done.send(DialDone {
-                        node: target,
-                        result: Err(e),
-                    });
-                    return;
-                }
-            };
-            while let Ok(timeout) = rx.recv() {
-                let result = dial_node(&node, &channel, &cq, send_depth, target, timeout).and_then(
-                    |mut d| {
-                        d.id.migrate(&events)?;
-                        Ok(d)
-                    },
-                );
-                if done
-                    .send(DialDone {
-                        node: target,
-                        result,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        })
-        .map_err(|e| VerbsError::Verbs {
-            call: "spawning a dialer thread",
-            source: e,
-        })?;
-    Ok(tx)
 }
 
 impl VerbsEndpoint {
@@ -434,7 +343,6 @@ impl VerbsEndpoint {
                     retry_at: now,
                     dial_failures: 0,
                     failed_at: None,
-                    dialer: None,
                     dirty: false,
                     unsignaled_run: 0,
                     run_since: None,
@@ -536,30 +444,21 @@ impl VerbsEndpoint {
             .is_some_and(|p| p.link == Link::Up)
     }
 
-    /// Hands `target` to its background dialer.
+    /// Hands a dial of `target` to the node's dialer of it
+    /// ([`crate::dialer`]); the result comes back on `done_rx`.
     fn start_dial(&mut self, target: NodeId, timeout: Duration) -> Result<(), VerbsError> {
-        let i = usize::from(target.0);
-        if self.peers[i].dialer.is_none() {
-            self.peers[i].dialer = Some(spawn_dialer(
-                self.node.clone(),
-                self.cq.clone(),
-                self.events.clone(),
-                self.send_depth,
-                target,
-                self.done_tx.clone(),
-            )?);
-        }
-        let p = &mut self.peers[i];
-        if p.dialer.as_ref().is_some_and(|d| d.send(timeout).is_ok()) {
-            p.link = Link::Dialing;
-            Ok(())
-        } else {
-            p.dialer = None;
-            Err(VerbsError::Timeout {
-                what: format!("the dialer of {target}, which stopped"),
-                waited_ms: 0,
-            })
-        }
+        dialer::submit(DialJob {
+            node: self.node.clone(),
+            target,
+            cq: self.cq.clone(),
+            events: self.events.clone(),
+            send_depth: self.send_depth,
+            timeout,
+            queued: Instant::now(),
+            done: self.done_tx.clone(),
+        })?;
+        self.peers[usize::from(target.0)].link = Link::Dialing;
+        Ok(())
     }
 
     /// Takes in a finished dial.

@@ -12,7 +12,8 @@
 //! - Safe wrappers over the C objects: [`ffi`].
 //! - The running fabric: [`node`] (a hosted node: its registered regions,
 //!   its `rdma_cm` listener and the start-up probe), [`connect`] (dialling,
-//!   with the clock check), [`clock_check`] (the peers' clocks checked
+//!   with the clock check), [`dialer`] (one dialer per peer, shared by a
+//!   node's endpoints), [`clock_check`] (the peers' clocks checked
 //!   again periodically), [`endpoint`] (a client's queue pairs to every
 //!   node, loopback included, and its completion queue), [`fabric`]
 //!   ([`VerbsFabric`]), [`nic_counters`] (the device's own counters from
@@ -33,6 +34,7 @@ pub mod clock;
 pub mod clock_check;
 pub mod cluster;
 pub mod connect;
+pub mod dialer;
 pub mod endpoint;
 pub mod error;
 pub mod events;

@@ -192,12 +192,12 @@ pub fn needs_fence(op: NicOp, outstanding: Outstanding) -> bool {
 }
 
 /// What the cluster's shape costs one node in queue pairs, file descriptors
-/// and threads with the endpoints' connection scheme (issue 26, item 4:
-/// measured, not yet changed): every endpoint opens one RC queue pair to
-/// every node, its own included, and dials each through a thread of its
-/// own with an `rdma_cm` event channel of its own (one file descriptor
-/// each, plus the endpoint's own channel); every node accepts one queue
-/// pair from every endpoint of every node, through one listener channel.
+/// and threads with the endpoints' connection scheme: every endpoint opens
+/// one RC queue pair to every node, its own included, through the node's
+/// one dialer per peer ([`crate::dialer`]: a thread and an `rdma_cm` event
+/// channel each, shared by the endpoints), and keeps an event channel of
+/// its own for its connections; every node accepts one queue pair from
+/// every endpoint of every node, through one listener channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionBudget {
     /// Nodes in the cluster.
@@ -227,16 +227,16 @@ impl ConnectionBudget {
     }
 
     /// `rdma_cm` event channels (file descriptors) of one process hosting
-    /// the node: one per dialler and one per endpoint, plus the listener's.
+    /// the node: one per peer's dialer (shared by the endpoints:
+    /// [`crate::dialer`]) and one per endpoint, plus the listener's and the
+    /// clock check's.
     pub fn cm_fds(&self) -> u64 {
-        self.endpoints
-            .saturating_mul(self.nodes.saturating_add(1))
-            .saturating_add(1)
+        self.nodes.saturating_add(self.endpoints).saturating_add(2)
     }
 
-    /// Dialler threads of one process hosting the node.
+    /// Dialer threads of one process hosting the node (one per peer).
     pub fn dial_threads(&self) -> u64 {
-        self.endpoints.saturating_mul(self.nodes)
+        self.nodes
     }
 
     /// Whether the event channels alone leave fewer than 64 descriptors of
@@ -336,6 +336,30 @@ pub fn backlog_verdict(
     }
 }
 
+/// What a peer's dialer does with a dial an endpoint queued
+/// ([`crate::dialer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DialVerdict {
+    /// Dial.
+    Dial,
+    /// An earlier dial to the same peer failed (for a passing reason) after
+    /// this one was queued: fail it at once with that reason, rather than
+    /// spend another whole timeout on a peer just found down.
+    FailAtOnce,
+}
+
+/// See [`DialVerdict`]: the dial was queued at `queued`; the last dial to
+/// the peer failed at `last_failure` (`None`: it succeeded, or none ran).
+pub fn dial_verdict(
+    queued: std::time::Instant,
+    last_failure: Option<std::time::Instant>,
+) -> DialVerdict {
+    match last_failure {
+        Some(failed) if queued <= failed => DialVerdict::FailAtOnce,
+        _ => DialVerdict::Dial,
+    }
+}
+
 /// A watched queue pair's published deadline when none of its caller's
 /// requests is outstanding ([`watch_verdict`]).
 pub const NO_DEADLINE: u64 = u64::MAX;
@@ -393,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn the_connection_budget_of_a_hundred_nodes_outgrows_the_default_fd_limit() {
+    fn the_connection_budget_of_a_hundred_nodes_fits_the_default_fd_limit() {
         // The issue's example: 100 nodes x 16 endpoints.
         let b = ConnectionBudget {
             nodes: 100,
@@ -404,25 +428,39 @@ mod tests {
             (b.requester_qps(), b.responder_qps(), b.qps()),
             (1_600, 1_600, 3_200)
         );
-        assert_eq!(b.cm_fds(), 16 * 101 + 1);
-        assert_eq!(b.dial_threads(), 1_600);
-        assert!(b.fds_short());
-        assert!(b.to_string().contains("too low"), "{b}");
-        // About 60 nodes is where 16 endpoints meet the default limit.
+        // One dialer per peer (shared by the endpoints), one channel per
+        // endpoint, the listener's and the clock check's: 118, not the
+        // 1,617 of a dialer per endpoint and peer.
+        assert_eq!(b.cm_fds(), 100 + 16 + 2);
+        assert_eq!(b.dial_threads(), 100);
+        assert!(!b.fds_short());
+        assert!(!b.to_string().contains("too low"), "{b}");
+        // The default limit is met only past 900 nodes now.
         let at = |nodes| ConnectionBudget { nodes, ..b };
-        assert!(!at(58).fds_short() && at(62).fds_short());
-        // A raised limit is fine, and an unknown one says nothing.
-        assert!(!ConnectionBudget {
-            fd_limit: Some(65_536),
-            ..b
-        }
-        .fds_short());
+        assert!(!at(900).fds_short() && at(950).fds_short());
+        assert!(at(950).to_string().contains("too low"));
         let unknown = ConnectionBudget {
             fd_limit: None,
             ..b
         };
         assert!(!unknown.fds_short() && !unknown.to_string().contains("limit"));
         assert!(open_file_limit().is_some_and(|l| l > 0));
+    }
+
+    #[test]
+    fn a_dial_queued_before_a_failure_to_the_same_peer_fails_at_once() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(dial_verdict(t0, None), DialVerdict::Dial);
+        // Queued at t0, the dial before it failed at t0 + 2 s: fail at once.
+        assert_eq!(
+            dial_verdict(t0, Some(t0 + ms(2000))),
+            DialVerdict::FailAtOnce
+        );
+        assert_eq!(dial_verdict(t0, Some(t0)), DialVerdict::FailAtOnce);
+        // Queued after the failure: the peer may be back, dial.
+        assert_eq!(dial_verdict(t0 + ms(1), Some(t0)), DialVerdict::Dial);
     }
 
     #[test]
