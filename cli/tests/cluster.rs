@@ -22,6 +22,11 @@
 //!   operations stop failing; what it held is lost (see docs/deploy.md).
 //! - A node down at start-up: the others start, serve what does not need it
 //!   and fail the rest with typed errors.
+//! - Over a lossy link (`NESSIE_VERBS_LINK`: two devices joined by a link
+//!   shaped with `tc netem`, node 0 on one end, nodes 1 and 2 on the
+//!   other): loss, jitter, reordering and duplication all along, and one
+//!   burst that holds every packet past the deadlines; nothing hangs, the
+//!   failures are typed and counted, the history is linearizable.
 //!
 //! The tests are `#[ignore]`d (reported as ignored without a device); run
 //! them with `--ignored` and `NESSIE_VERBS_DEVICE`, `NESSIE_VERBS_ADDR` (the
@@ -39,6 +44,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nessie_cell::check as cell_check;
 use nessie_cli::node::cell::cell_event;
 use nessie_cli::workload::{monotonic_ns, HistoryRecord, HistoryRet};
+use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
 use nessie_model::{check_history, Event, KvRet};
 
 fn env(name: &str) -> Option<String> {
@@ -59,9 +65,25 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Three nodes on the one device of `NESSIE_VERBS_DEVICE` (loopback).
     fn new(test: u16) -> Cluster {
         let device = required("NESSIE_VERBS_DEVICE");
         let addr = required("NESSIE_VERBS_ADDR");
+        let on = [0, 1, 2].map(|_| (device.clone(), addr.clone()));
+        Cluster::placed(test, &on, "")
+    }
+
+    /// Node 0 on the lossy link's first end, nodes 1 and 2 on its second:
+    /// every operation between node 0 and the others crosses the link.
+    /// `store` adds lines to the file's `[store]`.
+    fn over_link(test: u16, link: &LossyLink, store: &str) -> Cluster {
+        let [a, b] = &link.ends;
+        let end = |e: &LinkEnd| (e.device.clone(), e.addr.to_string());
+        Cluster::placed(test, &[end(a), end(b), end(b)], store)
+    }
+
+    /// Nodes on the given (device, address) each.
+    fn placed(test: u16, on: &[(String, String); 3], store: &str) -> Cluster {
         let bin = env("NESSIE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_nessie").into());
         let base: u16 =
             env("NESSIE_VERBS_PORT_BASE").map_or(21000, |v| v.parse().expect("port base"));
@@ -69,18 +91,19 @@ impl Cluster {
             std::env::temp_dir().join(format!("nessie-cluster-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("test directory");
         let mut text = format!(
-            "device = \"{device}\"\n\
+            "device = \"{}\"\n\
              [regions]\nindex_slots_per_node = 1024\ndata_bytes_per_node = 1048576\n\
              [store]\nmax_key_len = 32\nmax_value_len = 64\nclients_per_node = 2\n\
-             expiration_ms = 4000\nclock_skew_ms = 50\ndeadline_margin_ms = 1000\n\
+             expiration_ms = 4000\nclock_skew_ms = 50\ndeadline_margin_ms = 1000\n{store}\n\
              [tuning]\nconnect_timeout_ms = 4000\nstaging_bytes = 262144\nretry_count = 6\n\
              ack_timeout = 14\npacket_lifetime_us = 100000\nread_deadline_ms = 3000\nhuge_pages = true\n\
-             clock_check_interval_ms = 500\n"
+             clock_check_interval_ms = 500\n",
+            on[0].0
         );
-        for n in 0..3u16 {
+        for (n, (device, addr)) in on.iter().enumerate() {
             text.push_str(&format!(
-                "[[nodes]]\nid = {n}\naddress = \"{addr}\"\nport = {}\n",
-                base + 10 * test + n
+                "[[nodes]]\nid = {n}\naddress = \"{addr}\"\nport = {}\ndevice = \"{device}\"\n",
+                base + 10 * test + n as u16
             ));
         }
         let file = dir.join("cluster.toml");
@@ -620,6 +643,135 @@ fn three_processes(t: u16, system: &str) {
     assert!(
         text.contains("the nodes started together"),
         "{system}: one start instant, one measured window:\n{text}"
+    );
+}
+
+/// The lossy link's everyday state in the story below: packets delayed
+/// 2 ms give or take 1 ms (so reordered), 1 % lost, 1 % duplicated, 5 %
+/// sent out of order.
+const LOSSY: &str = "delay 2ms 1ms loss 1% duplicate 1% reorder 5%";
+/// The burst: every packet held 1.5 s each way, past the cluster's 675 ms
+/// landing deadline and 1 s deadline margin (the late-landing case).
+const BURST: &str = "delay 1500ms";
+/// How long the burst lasts.
+const BURST_FOR: Duration = Duration::from_millis(2500);
+/// The reuse hold of the story's cluster: A2' then covers a CAS held up
+/// to margin + skew + hold - landing = 3.375 s, more than the burst holds
+/// one (docs/deploy.md, "PFC fabrics").
+const HOLD: &str = "reuse_hold_ms = 3000";
+
+#[test]
+#[ignore = "needs two RDMA devices joined by a link it may disturb: run with --ignored and NESSIE_VERBS_LINK inside the soft-RoCE guest (tools/softroce/run.sh)"]
+fn a_lossy_link_and_a_burst_past_the_deadlines_leave_histories_linearizable() {
+    for_every_system(30, over_a_lossy_link);
+}
+
+/// Three processes of `system`, node 0 across the lossy link from nodes 1
+/// and 2 (`nessie_fabric_verbs::lossy_link`): the link loses, delays,
+/// reorders and duplicates packets all along, and once holds every packet
+/// for 1.5 s each way (WRITEs and CASes land after their queue pair was
+/// failed at the deadline, acknowledgements come after the requester gave
+/// up). Nothing hangs (every process finishes within a bound), every
+/// operation is recorded, the failures are typed and counted (unknown
+/// outcomes among them), and the merged history is linearizable.
+fn over_a_lossy_link(t: u16, system: &str) {
+    let link = LossyLink::from_env().unwrap_or_else(|e| panic!("{e}"));
+    let c = Cluster::over_link(t, &link, HOLD);
+    link.set(LOSSY).expect("tc netem");
+    let paths: Vec<String> = (0..3)
+        .map(|n| c.history(n, "lossy").display().to_string())
+        .collect();
+    let mut nodes: Vec<Node> = (0..3u16)
+        .map(|n| {
+            c.start(
+                n,
+                "lossy",
+                &workload(
+                    system,
+                    n,
+                    &paths[n as usize],
+                    &[
+                        "--keys",
+                        if system == "cell" { CELL_KEYS } else { "6" },
+                        "--ops",
+                        "30",
+                        "--think-us",
+                        "100000",
+                        "--seconds",
+                        "90",
+                        "--start-at",
+                        "-",
+                    ],
+                ),
+            )
+        })
+        .collect();
+    let start_at = start_together(&mut nodes, Duration::from_secs(240));
+    // The burst, a second into the measured run (30 operations 100 ms apart
+    // take at least 3 s).
+    if let Ok(wait) = (start_at + Duration::from_secs(1)).duration_since(SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
+    let burst_at = monotonic_ns();
+    link.set(BURST).expect("tc netem");
+    std::thread::sleep(BURST_FOR);
+    let burst_stats = link.stats();
+    link.set(LOSSY).expect("tc netem");
+    let burst_end = monotonic_ns();
+    for n in &mut nodes {
+        n.wait_for("workload finished", Duration::from_secs(180));
+    }
+    for n in &mut nodes {
+        n.stop(Duration::from_secs(30));
+    }
+    let link_stats = link.stats();
+    link.clear();
+    let history: Vec<HistoryRecord> = paths
+        .iter()
+        .flat_map(|p| read_history(Path::new(p)))
+        .collect();
+    let preloaded = if system == "cell" {
+        CELL_KEYS.parse().expect("keys")
+    } else {
+        0
+    };
+    assert_eq!(
+        history.len(),
+        preloaded + 3 * 2 * 30,
+        "{system}: every operation recorded"
+    );
+    let spanning = history
+        .iter()
+        .filter(|h| h.invoke < burst_end && h.response > burst_at)
+        .count();
+    assert!(
+        spanning > 0,
+        "{system}: no operation was in flight during the burst"
+    );
+    let unknown = history
+        .iter()
+        .filter(|h| matches!(&h.ret, HistoryRet::Failed(k, _) if k == "outcome unknown"))
+        .count();
+    let dog = nodes[0]
+        .output()
+        .lines()
+        .find(|l| l.starts_with("deadline watchdog: "))
+        .unwrap_or("deadline watchdog: (no line)")
+        .to_string();
+    println!(
+        "\nLOSSY {system}: {} operations, {spanning} in flight during the {BURST} burst, {} failed {:?} ({unknown} with an unknown outcome); node 0's {dog}; the link during the burst: {burst_stats}; at the end: {link_stats}",
+        history.len(),
+        history
+            .iter()
+            .filter(|h| matches!(h.ret, HistoryRet::Failed(..)))
+            .count(),
+        failures(&history),
+    );
+    assert_linearizable(
+        &format!("{system} (3 processes over a lossy link, a {BURST} burst)"),
+        system,
+        &history,
+        3,
     );
 }
 

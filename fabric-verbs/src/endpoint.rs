@@ -1013,9 +1013,10 @@ impl VerbsEndpoint {
     }
 
     /// Takes in the queue pairs the watchdog moved to the error state: the
-    /// caller's requests whose deadline had passed by then get the
-    /// expired-deadline error when they flush (their outcome unknown), and
-    /// the queue pair fails as after any error.
+    /// caller's requests whose deadline had passed by then complete with the
+    /// expired-deadline error (their outcome unknown), whether their
+    /// completion is the trip's flush or a success that came in between,
+    /// and the queue pair fails as after any error.
     fn take_watchdog_trips(&mut self) {
         for (i, at) in self.watch.take_trips() {
             for k in 0..self.peers[i].sent.len() {
@@ -1338,9 +1339,13 @@ impl Endpoint for VerbsEndpoint {
             self.apply_dial(d);
         }
         self.check_events(now);
+        // Before posting (nothing more goes to a tripped queue pair) and
+        // before the completion queue (the flushes the trip produced then
+        // carry the expired-deadline error, outcome unknown, and so does a
+        // success that came after the request's deadline).
+        self.take_watchdog_trips();
         self.ring(out);
         if self.in_use == 0 {
-            self.take_watchdog_trips();
             self.publish_deadlines();
             return;
         }
@@ -1362,9 +1367,6 @@ impl Endpoint for VerbsEndpoint {
                 break;
             }
         }
-        // After the completions that came before the trip (successes among
-        // them happened before it).
-        self.take_watchdog_trips();
         self.check_deadlines(now, out);
         self.ring(out);
         self.publish_deadlines();

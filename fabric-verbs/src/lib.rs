@@ -21,6 +21,8 @@
 //!   events: ports down and up, fatal queue pairs) and [`watchdog`] (the
 //!   process's deadline watchdog, which fails a queue pair at a request's
 //!   deadline whether or not its endpoint is polled).
+//! - For the device tests: [`lossy_link`] (two devices joined by a link the
+//!   tests disturb with `tc netem`).
 //!
 //! This crate is the fabric and nothing else: which system a node process
 //! runs, its workload and its reports live in `nessie-cli` (`nessie node`,
@@ -40,6 +42,7 @@ pub mod error;
 pub mod events;
 pub mod fabric;
 pub mod ffi;
+pub mod lossy_link;
 pub mod nic_counters;
 pub mod node;
 pub mod policy;

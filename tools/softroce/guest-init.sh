@@ -11,7 +11,7 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mount -t configfs configfs /sys/kernel/config 2>/dev/null
 result() { echo "NESSIE-SOFTROCE-RESULT $*"; sync; poweroff -f; sleep 30; }
-for m in configfs crc32_generic rdma_ucm rdma_rxe dummy; do
+for m in configfs crc32_generic rdma_ucm rdma_rxe dummy veth sch_netem; do
   modprobe "$m" || result "failed: modprobe $m"
 done
 mount -t configfs configfs /sys/kernel/config 2>/dev/null
@@ -26,6 +26,39 @@ while ! rdma link show rxe0/1 2>/dev/null | grep -q ACTIVE; do
   sleep 0.2
 done
 echo "NESSIE-SOFTROCE-DEVICE $(rdma link show rxe0/1)"
+# The lossy link (fabric-verbs/src/lossy_link.rs): rxe1 and rxe2 on the two
+# ends of a veth pair, in this one namespace (rxe in this kernel has no
+# namespace support), with policy routing so that traffic between
+# 198.51.100.1 and .2 leaves through the veth pair, where the tests shape it
+# with tc netem, instead of the loopback interface. iproute2's ip and tc by
+# full path: busybox's shell prefers its own applets of the same names.
+IP=/usr/sbin/ip
+$IP link add veth0 type veth peer name veth1 || result "failed: no veth pair"
+for v in veth0 veth1; do $IP link set $v mtu 4200; done
+$IP addr add 198.51.100.1/24 dev veth0
+$IP addr add 198.51.100.2/24 dev veth1
+for k in all default veth0 veth1; do
+  sysctl -qw net.ipv4.conf.$k.accept_local=1
+  sysctl -qw net.ipv4.conf.$k.rp_filter=0
+done
+$IP link set veth0 up
+$IP link set veth1 up
+$IP rule add pref 100 lookup local && $IP rule del pref 0 || result "failed: policy rules"
+$IP rule add pref 10 to 198.51.100.2 iif lo lookup 102
+$IP route add 198.51.100.2 dev veth0 src 198.51.100.1 table 102
+$IP rule add pref 11 to 198.51.100.1 iif lo lookup 101
+$IP route add 198.51.100.1 dev veth1 src 198.51.100.2 table 101
+$IP neigh replace 198.51.100.2 lladdr "$(cat /sys/class/net/veth1/address)" dev veth0 nud permanent
+$IP neigh replace 198.51.100.1 lladdr "$(cat /sys/class/net/veth0/address)" dev veth1 nud permanent
+rdma link add rxe1 type rxe netdev veth0 || result "failed: rdma link add rxe1"
+rdma link add rxe2 type rxe netdev veth1 || result "failed: rdma link add rxe2"
+i=0
+while ! { rdma link show rxe1/1 | grep -q ACTIVE && rdma link show rxe2/1 | grep -q ACTIVE; } 2>/dev/null; do
+  i=$((i + 1)); [ $i -gt 50 ] && result "failed: rxe1/rxe2 ports did not become ACTIVE"
+  sleep 0.2
+done
+echo "NESSIE-SOFTROCE-LINK $($IP route get 198.51.100.2 from 198.51.100.1 | head -1)"
+export NESSIE_VERBS_LINK="rxe1,198.51.100.1,veth0 rxe2,198.51.100.2,veth1"
 ulimit -l unlimited
 # Huge pages for the cluster tests' regions (huge_pages = true in their file).
 echo 64 > /proc/sys/vm/nr_hugepages
@@ -35,7 +68,7 @@ export NESSIE_VERBS_FLAP_LINK=d0
 export RUST_BACKTRACE=1
 filter=$(cat /tests/filter 2>/dev/null)
 status=ok
-for t in conformance cluster; do
+for t in conformance lossy_link cluster; do
   out=/tmp/$t.out
   # --ignored: the device tests are #[ignore] outside this guest.
   /tests/$t --ignored --test-threads=1 --nocapture $filter 2>&1 | tee $out
@@ -50,5 +83,5 @@ for t in conformance cluster; do
 done
 grep -h '^LINEARIZABILITY' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 grep -h '^NIC ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
-grep -h -E '^(CLOCK|WATCHDOG) ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
+grep -h -E '^(CLOCK|WATCHDOG|LOSSY) ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 result "$status"

@@ -99,12 +99,12 @@ build() {
     die "cargo $* --no-run ($what) failed; the compiler's output is above"
   fi
 }
-tests_json=$(build "the fabric conformance suite" test -q -p nessie-fabric-verbs --test conformance) || exit 1
+tests_json=$(build "the fabric conformance suite and the lossy-link story" test -q -p nessie-fabric-verbs --test conformance --test lossy_link) || exit 1
 cli_json=$(build "the cluster tests, feature verbs" test -q -p nessie-cli --features verbs --test cluster) || exit 1
 test_bins=$(printf '%s\n%s\n' "$tests_json" "$cli_json" | grep '"kind":\["test"\]' | grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//')
 NESSIE_BIN=$(printf '%s\n' "$cli_json" | grep '"kind":\["bin"\]' | grep -o '"executable":"[^"]*/nessie"' | sed 's/"executable":"//; s/"$//' | head -1)
 [ -n "$NESSIE_BIN" ] && [ -x "$NESSIE_BIN" ] || die "the nessie binary (feature verbs) was not built"
-for name in conformance cluster; do
+for name in conformance lossy_link cluster; do
   printf '%s\n' "$test_bins" | grep -q "/$name-" || die "no $name test binary was built"
 done
 
@@ -121,7 +121,9 @@ copy_with_libs() { # copy_with_libs DEST FILE...: files and the shared libraries
 }
 provider=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so 2>/dev/null | head -1)
 [ -n "$provider" ] || die "the rxe provider (ibverbs-providers) is not installed"
-host_key=$(dpkg-query -W -f '${Version}' ibverbs-providers librdmacm1 busybox-static kmod iproute2 | md5sum | cut -c1-12)
+# The modules the guest loads (veth and netem for the lossy link): part of the cache key.
+GUEST_MODULES="configfs crc32_generic rdma_ucm rdma_rxe dummy veth sch_netem"
+host_key=$( (dpkg-query -W -f '${Version}' ibverbs-providers librdmacm1 busybox-static kmod iproute2; echo "$GUEST_MODULES tc") | md5sum | cut -c1-12)
 BASE=$CACHE/base-$KVER-$host_key.cpio.gz
 if [ ! -f "$BASE" ]; then
   say "assembling the base image for $KVER"
@@ -132,7 +134,7 @@ if [ ! -f "$BASE" ]; then
   for app in $(/bin/busybox --list); do
     [ -e "$stage/bin/$app" ] || ln -s busybox "$stage/bin/$app"
   done
-  copy_with_libs "$stage" "$(command -v kmod || echo /usr/bin/kmod)" "$(command -v rdma)" "$(command -v ip || echo /usr/sbin/ip)" "$provider"
+  copy_with_libs "$stage" "$(command -v kmod || echo /usr/bin/kmod)" "$(command -v rdma)" "$(command -v ip || echo /usr/sbin/ip)" "$(command -v tc || echo /usr/sbin/tc)" "$provider"
   kmod_path=$(command -v kmod || echo /usr/bin/kmod)
   for app in modprobe insmod lsmod depmod; do ln -sf "$kmod_path" "$stage/sbin/$app"; done
   # Replace busybox's applets of the same names with the real tools.
@@ -140,9 +142,10 @@ if [ ! -f "$BASE" ]; then
   rm -f "$stage/bin/ip"
   mkdir -p "$stage/etc/libibverbs.d"
   cp /etc/libibverbs.d/rxe.driver "$stage/etc/libibverbs.d/"
-  # rdma_rxe and what it needs, and the dummy interface.
+  # rdma_rxe and what it needs, the dummy interface, and the lossy link's
+  # veth pair and netem queue.
   mods=""
-  for m in configfs crc32_generic rdma_ucm rdma_rxe dummy; do
+  for m in $GUEST_MODULES; do
     mods="$mods $(modprobe -d "$KROOT" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod"{print $2}')"
   done
   [ -n "$(echo $mods | tr ' ' '\n' | grep rdma_rxe)" ] || die "the kernel $KVER has no rdma_rxe module"
@@ -165,7 +168,7 @@ mkdir -p "$stage/tests" "$stage/bin"
 copy_with_libs "$stage" "$NESSIE_BIN"
 mv "$stage$NESSIE_BIN" "$stage/bin/nessie"
 for t in $test_bins; do
-  case "$t" in */conformance-*|*/cluster-*) ;; *) continue ;; esac
+  case "$t" in */conformance-*|*/lossy_link-*|*/cluster-*) ;; *) continue ;; esac
   copy_with_libs "$stage" "$t"
   name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
   mv "$stage$t" "$stage/tests/$name"
