@@ -304,8 +304,13 @@ fn start_together(nodes: &mut [Node], within: Duration) -> SystemTime {
 /// refused queue pairs (`rdma_create_qp`: invalid argument) and connection
 /// set-ups between live nodes timed out.
 fn for_every_system(base: u16, story: fn(u16, &str)) {
+    for_systems(&SYSTEMS, base, story)
+}
+
+/// [`for_every_system`] for some of them.
+fn for_systems(systems: &[&'static str], base: u16, story: fn(u16, &str)) {
     let mut failed = Vec::new();
-    for (i, &system) in SYSTEMS.iter().enumerate() {
+    for (i, &system) in systems.iter().enumerate() {
         let run = std::thread::Builder::new()
             .name(system.to_string())
             .spawn(move || story(base + i as u16, system))
@@ -324,7 +329,7 @@ fn for_every_system(base: u16, story: fn(u16, &str)) {
         failed.is_empty(),
         "{} of {} systems failed:\n{}",
         failed.len(),
-        SYSTEMS.len(),
+        systems.len(),
         failed.join("\n\n")
     );
 }
@@ -663,8 +668,16 @@ const HOLD: &str = "reuse_hold_ms = 3000";
 #[test]
 #[ignore = "needs two RDMA devices joined by a link it may disturb: run with --ignored and NESSIE_VERBS_LINK inside the soft-RoCE guest (tools/softroce/run.sh)"]
 fn a_lossy_link_and_a_burst_past_the_deadlines_leave_histories_linearizable() {
-    for_every_system(30, over_a_lossy_link);
+    for_systems(&LOSSY_SYSTEMS, 30, over_a_lossy_link);
 }
+
+/// The systems the lossy-link story runs in CI: Nessie, one of the three
+/// server-driven systems (NessieSD, NessieHY and Pilaf share one server
+/// machinery, `nessie-baselines`' executor and request channel) and Cell.
+/// All five passed it in the first guest run (2026-11-28); with all five
+/// the guest ran 630 s, past the 10 minutes it is kept under. Add the
+/// other two here to run them.
+const LOSSY_SYSTEMS: [&str; 3] = ["nessie", "nessie-sd", "cell"];
 
 /// Three processes of `system`, node 0 across the lossy link from nodes 1
 /// and 2 (`nessie_fabric_verbs::lossy_link`): the link loses, delays,

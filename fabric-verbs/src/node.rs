@@ -33,7 +33,7 @@ use crate::ffi::cm::{CmEvent, CmId, EventChannel};
 use crate::ffi::cq::Cq;
 use crate::ffi::device::{Context, DeviceInfo};
 use crate::ffi::memory::{Mr, Pd};
-use crate::policy::{accept_depths, plan_qp, QpPlan, RegionKind};
+use crate::policy::{accept_depths, listen_backlog, plan_qp, QpPlan, RegionKind};
 use crate::status::{map_status, status_name};
 use crate::wire::{Hello, Reject, RejectReason, Welcome, WireError};
 use crate::wr::{cas_wr, LocalSlice, RemoteSlice};
@@ -234,7 +234,9 @@ fn start_acceptor(shared: &Arc<NodeShared>) -> Result<Acceptor, VerbsError> {
             got_port: 0,
         });
     }
-    listener.listen(64)?;
+    // Room for a connect request from every node's dialer at once (one per
+    // peer and node, shared by its endpoints: crate::dialer), and more.
+    listener.listen(listen_backlog(shared.cluster.topology().nodes))?;
     let responder_cq = Cq::new(&shared.ctx, 16)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (s, st) = (shared.clone(), stop.clone());

@@ -336,6 +336,14 @@ pub fn backlog_verdict(
     }
 }
 
+/// The listener's backlog for a cluster of `nodes`: each node dials
+/// through one dialer per peer ([`crate::dialer`]), so at most `nodes`
+/// connect requests (and the clock checks' probes) reach a listener at
+/// once; twice that, and never below 64.
+pub fn listen_backlog(nodes: u16) -> i32 {
+    (i32::from(nodes) * 2).max(64)
+}
+
 /// What a peer's dialer does with a dial an endpoint queued
 /// ([`crate::dialer`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -672,5 +680,12 @@ mod tests {
         assert_eq!(watch_verdict(100, 0), WatchVerdict::Wait { until: 100 });
         assert_eq!(watch_verdict(100, 100), WatchVerdict::Trip { late_by: 0 });
         assert_eq!(watch_verdict(100, 175), WatchVerdict::Trip { late_by: 75 });
+    }
+
+    #[test]
+    fn the_listener_has_room_for_every_nodes_dialer() {
+        assert_eq!(listen_backlog(3), 64);
+        assert_eq!(listen_backlog(100), 200);
+        assert_eq!(listen_backlog(u16::MAX), 131_070);
     }
 }
