@@ -940,16 +940,14 @@ impl VerbsEndpoint {
 
     /// Moves the queue pair to `node` to the error state (its requests flush).
     fn fail(&mut self, node: NodeId, why: &str) {
-        let p = &mut self.peers[usize::from(node.0)];
-        if p.link != Link::Up {
+        let i = usize::from(node.0);
+        if self.peers[i].link != Link::Up {
             return;
         }
         tracing::info!(me = self.node.id.0, %node, why, "queue pair failed");
+        self.touch(i);
+        let p = &mut self.peers[i];
         p.link = Link::Failed;
-        if !p.watch_dirty {
-            p.watch_dirty = true;
-            self.watch_touched.push(node.0);
-        }
         p.failed_at = Some(Instant::now());
         if let Some(c) = &p.conn {
             if let Err(e) = c.fail_qp() {

@@ -31,6 +31,14 @@
 //! the requests whose deadline had passed with the expired-deadline error
 //! and re-dials as after any failed queue pair.
 //!
+//! The endpoint publishes after polling, so a trip can come just after it
+//! took in a late request's completion and before it withdrew that
+//! deadline: the queue pair then fails with nothing late on it, which costs
+//! a re-dial, never a wrong outcome (and only when the endpoint itself was
+//! late). A trip that cannot be carried out (the queue pair just released,
+//! `ibv_modify_qp` refused) drops the deadline, so the watchdog never spins
+//! on it; the endpoint's own check at its next poll remains.
+//!
 //! Unsignaled requests and the endpoint's probes are not watched: no success
 //! of theirs is ever reported, and the endpoint gives a run of them that
 //! nobody asked about one more landing deadline (see [`crate::endpoint`]).
@@ -220,10 +228,13 @@ impl Inner {
         else {
             return;
         };
+        // Whatever happens next, this deadline is dealt with: the watchdog
+        // never spins on one it cannot act on (the endpoint's own check at
+        // its next poll remains).
+        w.deadline.store(NO_DEADLINE, Ordering::SeqCst);
         let Some(handle) = *qp else { return };
         match (self.trip)(handle) {
             Ok(()) => {
-                w.deadline.store(NO_DEADLINE, Ordering::SeqCst);
                 w.tripped.store(now, Ordering::SeqCst);
                 ew.tripped.store(true, Ordering::SeqCst);
                 self.trips.fetch_add(1, Ordering::Relaxed);
