@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::{client, start_kind, Sim};
 use nessie_baselines::SystemKind;
-use nessie_model::synthetic::{plant_violation, Plant};
-use nessie_model::{
+use nessie_check::synthetic::{plant_violation, Plant};
+use nessie_check::{
     check, time_limit, unique_value, CheckConfig, CheckReport, Event, KvOp, KvRet, Recorder,
     Verdict,
 };

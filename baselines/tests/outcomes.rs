@@ -31,8 +31,8 @@ use nessie_baselines::coupled::home_node;
 use nessie_baselines::mailbox::MailboxLayout;
 use nessie_baselines::pilaf::PilafLayout;
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
+use nessie_check::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
 use nessie_fabric_sim::{SimConfig, SimFabric};
-use nessie_model::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
 use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome, TransportFault};
 
 const SYSTEMS: [SystemKind; 3] = [
@@ -510,7 +510,7 @@ fn teeth_a_client_that_reports_unknown_outcomes_as_timeouts_is_caught() {
 
 /// Clients on hot keys while a thread pauses and resumes the servers; every
 /// result recorded by its outcome class, the history checked.
-fn pausing_workload(kind: SystemKind, skip_claims: bool) -> nessie_model::CheckReport {
+fn pausing_workload(kind: SystemKind, skip_claims: bool) -> nessie_check::CheckReport {
     let rig = Rig::new(kind, cfg(Duration::from_millis(30)));
     rig.d.set_skip_claims(skip_claims);
     let recorder = Arc::new(Recorder::new());

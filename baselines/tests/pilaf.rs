@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use nessie_baselines::pilaf::{EntryRead, PilafClient, PilafLayout};
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
+use nessie_check::{time_limit, unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{time_limit, unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats, Region};
 
 type Pilaf = Deployment<SimFabric>;
@@ -243,7 +243,7 @@ fn a_full_table_and_a_full_extent_area_are_typed_errors() {
 
 /// What a concurrent run did.
 struct Run {
-    events: Vec<nessie_model::Event>,
+    events: Vec<nessie_check::Event>,
     errors: Vec<Error>,
     gets: OpStats,
     get_count: u64,

@@ -16,7 +16,7 @@ use common::*;
 use nessie_baselines::coupled::CoupledLayout;
 use nessie_baselines::hy::HyClient;
 use nessie_baselines::{HyOptions, KvClient, SystemConfig, SystemKind};
-use nessie_model::time_limit;
+use nessie_check::time_limit;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, Region};
 
 fn small(nodes: u16, slots: u32) -> Config {

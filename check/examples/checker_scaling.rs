@@ -4,13 +4,13 @@
 //! with a read from the future. Prints one line per check.
 //!
 //! ```text
-//! cargo run --release -p nessie-model --example checker_scaling [MAX_OPS]
+//! cargo run --release -p nessie-check --example checker_scaling [MAX_OPS]
 //! ```
 //!
 //! `MAX_OPS` (default 100000) caps the history sizes tried.
 
-use nessie_model::synthetic::{self, Plant, Spec};
-use nessie_model::{check, CheckConfig, CheckReport, Verdict};
+use nessie_check::synthetic::{self, Plant, Spec};
+use nessie_check::{check, CheckConfig, CheckReport, Verdict};
 
 fn scenarios(max_ops: usize) -> Vec<(&'static str, Spec)> {
     let mut out = Vec::new();

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nessie_model::time_limit;
+use nessie_check::time_limit;
 
 const VICTIM: &str = "NESSIE_WATCHDOG_VICTIM";
 
@@ -32,7 +32,7 @@ fn a_test_past_its_time_limit_fails_with_its_name_and_seed() {
     let out = Command::new(std::env::current_exe().expect("the test binary"))
         .args(["--exact", "the_victim", "--nocapture", "--test-threads=1"])
         .env(VICTIM, "1")
-        .env_remove(nessie_model::watchdog::SCALE_VAR)
+        .env_remove(nessie_check::watchdog::SCALE_VAR)
         .output()
         .expect("the test binary runs");
     let took = start.elapsed();

@@ -9,8 +9,8 @@
 //! simulator, and `nessie papers` ([`papers`]) its predictions next to the
 //! papers' published numbers.
 //! [`node`] is a node process of a deployment (`nessie node`, on RDMA with
-//! the `verbs` feature), and [`workload`] the one workload driver all of
-//! them share.
+//! the `verbs` feature); the one workload driver all of them share is the
+//! `nessie-workload` crate.
 
 #![warn(missing_docs)]
 
@@ -23,4 +23,3 @@ pub mod run;
 pub mod sim;
 pub mod sizing;
 pub mod swarm;
-pub mod workload;

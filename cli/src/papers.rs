@@ -13,7 +13,7 @@
 //! profiles. `--only` runs some of these parts.
 
 use clap::Args;
-use nessie_model::KvOp;
+use nessie_check::KvOp;
 use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, System, Tuning};
 
 use crate::inserts::{self, InsertsArgs, SearchArg, WORKSHOP_TABLE_1};

@@ -1,6 +1,6 @@
 //! `nessie run`: a mixed workload on a simulated Nessie cluster, with
 //! per-operation fabric accounting: the workload driver of every command
-//! ([`crate::workload`]) over Nessie clients (or pipelines of them, with
+//! ([`nessie_workload`]) over Nessie clients (or pipelines of them, with
 //! `--depth`) on the simulated fabric.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
 
-use crate::workload::{self, Blocking, MixArgs, Pipelined, Worker, WorkloadError};
+use nessie_workload::{self as workload, Blocking, MixArgs, Pipelined, Worker, WorkloadError};
 
 /// Options of `nessie run`.
 #[derive(Args, Debug, Clone)]

@@ -42,10 +42,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_cell::check as cell_check;
+use nessie_check::{check_history, Event, KvRet};
 use nessie_cli::node::cell::cell_event;
-use nessie_cli::workload::{monotonic_ns, HistoryRecord, HistoryRet};
 use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
-use nessie_model::{check_history, Event, KvRet};
+use nessie_workload::{monotonic_ns, HistoryRecord, HistoryRet};
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())

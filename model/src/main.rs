@@ -177,8 +177,8 @@ fn check(w: &World, mode: Mode, bounds: &Bounds) -> bool {
 fn run(cli: Cli) -> Result<bool, String> {
     match cli.command {
         Command::List => {
-            for n in worlds::NAMES {
-                println!("{n}");
+            for w in worlds::WORLDS {
+                println!("{}", w.name);
             }
             Ok(true)
         }

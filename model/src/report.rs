@@ -68,11 +68,11 @@ pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
             let (k, o) = &world.clients[*c].program[usize::from(r.next)];
             let k = String::from_utf8_lossy(k);
             let what = match o {
-                crate::history::KvOp::Get => format!("GET {k}"),
-                crate::history::KvOp::Put(v) => {
+                nessie_check::history::KvOp::Get => format!("GET {k}"),
+                nessie_check::history::KvOp::Put(v) => {
                     format!("PUT {k}={}", String::from_utf8_lossy(v))
                 }
-                crate::history::KvOp::Delete => format!("DELETE {k}"),
+                nessie_check::history::KvOp::Delete => format!("DELETE {k}"),
             };
             format!("client {c}: starts {what} (attempt {})", r.attempts + 1)
         }

@@ -51,9 +51,9 @@ use nessie_protocol::{
 };
 use stateright::{Model, Property};
 
-use crate::history::KvOp;
-use crate::memory::{InFlight, Memory, WordOrder};
 use crate::world_history::{linearizable, CheckedOp, ModelRet, Status, WorldHistory};
+use nessie_check::history::KvOp;
+use nessie_check::memory::{InFlight, Memory, WordOrder};
 
 /// One client of a world: who it is, what it does, how it may misbehave.
 #[derive(Clone, Debug)]

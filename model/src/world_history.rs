@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::history::KvOp;
+use nessie_check::history::KvOp;
 
 /// A key-value map as the sequential specification sees it.
 type KvMap = BTreeMap<Vec<u8>, Vec<u8>>;

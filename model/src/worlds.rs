@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use nessie_protocol::{ClientId, Config, Faults, IteAddr, MigrateSearch, NodeId, TransportFault};
 
-use crate::history::KvOp;
-use crate::memory::WordOrder;
 use crate::world::{ClientSpec, Expect, World, CLASSIC_FAULTS};
+use nessie_check::history::KvOp;
+use nessie_check::memory::WordOrder;
 
 /// Ticks to pass an attempt's deadline plus the skew (T + skew + 1 ns).
 pub const PAST_DEADLINE: u8 = 6;
@@ -767,106 +767,251 @@ pub fn slow_search(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
-/// The worlds `cargo test` explores exhaustively (all must hold); the big
-/// ones (`crashed-mover`, `three-clients-two-keys`, `three-clients-big`) it
-/// only samples.
-pub fn ci_worlds() -> Vec<World> {
-    let f = Faults::default();
-    vec![
-        two_writers_one_key(),
-        three_candidates(),
-        migrate(),
-        migrate_without_previous_versions(),
-        migrate_put_get(),
-        delete_during_migrate(),
-        recursive_migrate(),
-        recursive_migrate_depth_first(),
-        get_races_migrate(f),
-        puts_race_a_delete(f),
-        migrate_install_fails(f),
-        crash_and_reclaim(),
-        late_owner_commit(f, f),
-        late_migrate_install(f),
-        migrate_across_nodes(f),
-        cached_writer(f),
-        cached_reader(f),
-        cached_rereader(f),
-        cached_rereader_multiple_reads(f),
-        failed_completions(f),
-        install_error_then_land(f),
-        late_completion(f),
-        slow_search(f),
-    ]
+/// Which test of `model/tests/model_check.rs` explores a world
+/// exhaustively (the tests split the suite so that it runs on both cores).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// `untimed_worlds_hold_every_property`.
+    Untimed,
+    /// `timed_worlds_hold_every_property`.
+    Timed,
+    /// `get_cache_worlds_hold_every_property`.
+    GetCache,
+    /// `edge_worlds_hold_every_property`.
+    Edges,
+    /// `a_migrate_across_nodes_under_skew_holds_and_catches_the_unfenced_install`.
+    AcrossNodes,
+    /// `three_clients_with_a_migrate_hold_every_property` (about two minutes).
+    ThreeClientsMigrate,
 }
 
-/// Every world by name (the CLI's catalogue), with the broken variants
-/// switched off.
-pub fn by_name(name: &str) -> Option<World> {
-    let f = Faults::default();
-    let w = match name {
-        "two-writers-one-key" => two_writers_one_key(),
-        "three-candidates" => three_candidates(),
-        "migrate" => migrate(),
-        "migrate-without-previous-versions" => migrate_without_previous_versions(),
-        "migrate-put-get" => migrate_put_get(),
-        "delete-during-migrate" => delete_during_migrate(),
-        "recursive-migrate" => recursive_migrate(),
-        "recursive-migrate-depth-first" => recursive_migrate_depth_first(),
-        "crash-and-reclaim" => crash_and_reclaim(),
-        "three-clients-two-keys" => three_clients_two_keys(),
-        "three-clients-big" => three_clients_big(),
-        "three-clients-migrate" => three_clients_migrate(),
-        "get-races-migrate" => get_races_migrate(f),
-        "puts-race-a-delete" => puts_race_a_delete(f),
-        "migrate-install-fails" => migrate_install_fails(f),
-        "late-owner-commit" => late_owner_commit(f, f),
-        "late-migrate-install" => late_migrate_install(f),
-        "migrate-across-nodes" => migrate_across_nodes(f),
-        "cached-writer" => cached_writer(f),
-        "cached-reader" => cached_reader(f),
-        "cached-rereader" => cached_rereader(f),
-        "cached-rereader-multiple-reads" => cached_rereader_multiple_reads(f),
-        "failed-completions" => failed_completions(f),
-        "two-faults" => two_faults(f),
-        "crashed-mover" => crashed_mover(f),
-        "install-error-then-land" => install_error_then_land(f),
-        "late-completion" => late_completion(f),
-        "slow-search" => slow_search(f),
-        "duplicate-mark" => duplicate_mark(f),
-        _ => return None,
-    };
-    Some(w)
+/// How `cargo test` checks a world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CiCheck {
+    /// Explored exhaustively by the test of `group`, which pins `states`,
+    /// its unique state count: a silent change of the protocol or the model
+    /// fails the test.
+    Exhaustive {
+        /// The test that explores it.
+        group: Group,
+        /// Its unique states.
+        states: usize,
+    },
+    /// A depth-first search of its first four million states.
+    Bounded,
+    /// Random walks (8 s).
+    Walks,
+    /// Only in a variant of its own test builds (e.g. `duplicate-mark`
+    /// with A2 dropped, `a_late_duplicate_mark_is_harmless`).
+    OwnTest,
 }
 
-/// Names accepted by [`by_name`].
-pub const NAMES: [&str; 29] = [
-    "two-writers-one-key",
-    "three-candidates",
-    "migrate",
-    "migrate-without-previous-versions",
-    "migrate-put-get",
-    "delete-during-migrate",
-    "recursive-migrate",
-    "recursive-migrate-depth-first",
-    "crash-and-reclaim",
-    "three-clients-two-keys",
-    "three-clients-big",
-    "three-clients-migrate",
-    "get-races-migrate",
-    "puts-race-a-delete",
-    "migrate-install-fails",
-    "late-owner-commit",
-    "late-migrate-install",
-    "migrate-across-nodes",
-    "cached-writer",
-    "cached-reader",
-    "cached-rereader",
-    "cached-rereader-multiple-reads",
-    "failed-completions",
-    "two-faults",
-    "crashed-mover",
-    "install-error-then-land",
-    "late-completion",
-    "slow-search",
-    "duplicate-mark",
+/// One named world: its name, how it is built (its protocol variant given)
+/// and how `cargo test` checks it. Its story is a row of
+/// docs/verification.md's table of worlds, which
+/// `model/tests/model_check.rs` checks against this one (every world there,
+/// with its pinned state count).
+#[derive(Clone, Copy, Debug)]
+pub struct WorldRow {
+    /// The name (`nessie-model check NAME`).
+    pub name: &'static str,
+    /// Builds it with every client running the given protocol variant.
+    pub build: fn(Faults) -> World,
+    /// How `cargo test` checks it.
+    pub ci: CiCheck,
+}
+
+impl WorldRow {
+    /// The world with the correct protocol.
+    pub fn world(&self) -> World {
+        (self.build)(Faults::default())
+    }
+}
+
+const fn exhaustive(group: Group, states: usize) -> CiCheck {
+    CiCheck::Exhaustive { group, states }
+}
+
+/// Every named world: adding one is adding a row (and its story to
+/// docs/verification.md's table, which a test checks).
+pub const WORLDS: &[WorldRow] = &[
+    WorldRow {
+        name: "two-writers-one-key",
+        build: |f| with_faults(two_writers_one_key(), f),
+        ci: exhaustive(Group::Untimed, 25_243),
+    },
+    WorldRow {
+        name: "three-candidates",
+        build: |f| with_faults(three_candidates(), f),
+        ci: exhaustive(Group::Untimed, 15_342),
+    },
+    WorldRow {
+        name: "migrate",
+        build: |f| with_faults(migrate(), f),
+        ci: exhaustive(Group::Untimed, 20_942),
+    },
+    WorldRow {
+        name: "migrate-without-previous-versions",
+        build: |f| with_faults(migrate_without_previous_versions(), f),
+        ci: exhaustive(Group::Untimed, 29_276),
+    },
+    WorldRow {
+        name: "migrate-put-get",
+        build: |f| with_faults(migrate_put_get(), f),
+        ci: exhaustive(Group::Untimed, 93_965),
+    },
+    WorldRow {
+        name: "delete-during-migrate",
+        build: |f| with_faults(delete_during_migrate(), f),
+        ci: exhaustive(Group::Untimed, 11_883),
+    },
+    WorldRow {
+        name: "recursive-migrate",
+        build: |f| with_faults(recursive_migrate(), f),
+        ci: exhaustive(Group::Untimed, 490),
+    },
+    WorldRow {
+        name: "recursive-migrate-depth-first",
+        build: |f| with_faults(recursive_migrate_depth_first(), f),
+        ci: exhaustive(Group::Untimed, 466),
+    },
+    WorldRow {
+        name: "get-races-migrate",
+        build: get_races_migrate,
+        ci: exhaustive(Group::Untimed, 500),
+    },
+    WorldRow {
+        name: "puts-race-a-delete",
+        build: puts_race_a_delete,
+        ci: exhaustive(Group::Untimed, 50_494),
+    },
+    WorldRow {
+        name: "migrate-install-fails",
+        build: migrate_install_fails,
+        ci: exhaustive(Group::Untimed, 2_151),
+    },
+    WorldRow {
+        name: "crash-and-reclaim",
+        build: |f| with_faults(crash_and_reclaim(), f),
+        ci: exhaustive(Group::Timed, 3_881_913),
+    },
+    WorldRow {
+        name: "late-owner-commit",
+        build: |f| late_owner_commit(f, f),
+        ci: exhaustive(Group::Timed, 586_416),
+    },
+    WorldRow {
+        name: "late-migrate-install",
+        build: late_migrate_install,
+        ci: exhaustive(Group::Timed, 5_928_311),
+    },
+    WorldRow {
+        name: "migrate-across-nodes",
+        build: migrate_across_nodes,
+        ci: exhaustive(Group::AcrossNodes, 6_045_414),
+    },
+    WorldRow {
+        name: "cached-writer",
+        build: cached_writer,
+        ci: exhaustive(Group::Timed, 4_000_417),
+    },
+    WorldRow {
+        name: "cached-reader",
+        build: cached_reader,
+        ci: exhaustive(Group::Timed, 198_151),
+    },
+    WorldRow {
+        name: "cached-rereader",
+        build: cached_rereader,
+        ci: exhaustive(Group::GetCache, 1_119_126),
+    },
+    WorldRow {
+        name: "cached-rereader-multiple-reads",
+        build: cached_rereader_multiple_reads,
+        ci: exhaustive(Group::GetCache, 1_436_610),
+    },
+    WorldRow {
+        name: "failed-completions",
+        build: failed_completions,
+        ci: exhaustive(Group::Timed, 3_574_626),
+    },
+    WorldRow {
+        name: "install-error-then-land",
+        build: install_error_then_land,
+        ci: exhaustive(Group::Edges, 6_865),
+    },
+    WorldRow {
+        name: "late-completion",
+        build: late_completion,
+        ci: exhaustive(Group::Edges, 62_752),
+    },
+    WorldRow {
+        name: "slow-search",
+        build: slow_search,
+        ci: exhaustive(Group::Edges, 6_248),
+    },
+    WorldRow {
+        name: "two-faults",
+        build: two_faults,
+        ci: CiCheck::Bounded,
+    },
+    WorldRow {
+        name: "crashed-mover",
+        build: crashed_mover,
+        ci: CiCheck::Bounded,
+    },
+    WorldRow {
+        name: "three-clients-two-keys",
+        build: |f| with_faults(three_clients_two_keys(), f),
+        ci: CiCheck::Walks,
+    },
+    WorldRow {
+        name: "three-clients-migrate",
+        build: |f| with_faults(three_clients_migrate(), f),
+        ci: exhaustive(Group::ThreeClientsMigrate, 14_855_142),
+    },
+    WorldRow {
+        name: "three-clients-big",
+        build: |f| with_faults(three_clients_big(), f),
+        ci: CiCheck::Walks,
+    },
+    WorldRow {
+        name: "duplicate-mark",
+        build: duplicate_mark,
+        ci: CiCheck::OwnTest,
+    },
 ];
+
+/// The row of the world called `name`.
+pub fn row(name: &str) -> Option<&'static WorldRow> {
+    WORLDS.iter().find(|r| r.name == name)
+}
+
+/// The world called `name`, with the broken variants switched off.
+pub fn by_name(name: &str) -> Option<World> {
+    row(name).map(WorldRow::world)
+}
+
+/// The worlds of one exhaustive test, each with its pinned unique state
+/// count.
+pub fn pinned(group: Group) -> Vec<(World, usize)> {
+    WORLDS
+        .iter()
+        .filter_map(|r| match r.ci {
+            CiCheck::Exhaustive { group: g, states } if g == group => Some((r.world(), states)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The worlds `nessie-model check all` explores exhaustively: those `cargo
+/// test` does, but for `three-clients-migrate` (minutes; check it by name).
+pub fn ci_worlds() -> Vec<World> {
+    WORLDS
+        .iter()
+        .filter(|r| {
+            matches!(r.ci, CiCheck::Exhaustive { group, .. } if group != Group::ThreeClientsMigrate)
+        })
+        .map(WorldRow::world)
+        .collect()
+}

@@ -12,9 +12,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use nessie_check::time_limit;
 use nessie_model::explore::{explore, Bounds, Exploration, Mode};
 use nessie_model::world::World;
-use nessie_model::{report, time_limit, worlds};
+use nessie_model::worlds::{CiCheck, Group, WORLDS};
+use nessie_model::{report, worlds};
 use nessie_protocol::Faults;
 
 /// Every transition clones and drops a world state: mimalloc makes those
@@ -152,36 +154,87 @@ fn broken(f: impl FnOnce(&mut Faults)) -> Faults {
 
 const LINEARIZABLE: &str = "linearizable";
 
+// ----- the table of worlds ----------------------------------------------------
+
+/// The worlds `cargo test` checks by `ci` (built with the correct protocol).
+fn walked(ci: CiCheck) -> Vec<World> {
+    WORLDS
+        .iter()
+        .filter(|r| r.ci == ci)
+        .map(|r| r.world())
+        .collect()
+}
+
+/// Every row's name is unique and is the name of the world it builds, and
+/// every bounded search above covers exactly the table's bounded worlds.
+#[test]
+fn the_table_of_worlds_names_each_world_once() {
+    let mut names = std::collections::BTreeSet::new();
+    for r in WORLDS {
+        assert!(names.insert(r.name), "{} twice", r.name);
+        assert_eq!(r.world().name, r.name, "the row builds another world");
+        assert_eq!(
+            worlds::by_name(r.name).map(|w| w.name),
+            Some(r.name.to_string())
+        );
+    }
+    let bounded: Vec<String> = walked(CiCheck::Bounded)
+        .into_iter()
+        .map(|w| w.name)
+        .collect();
+    assert_eq!(bounded, ["two-faults", "crashed-mover"]);
+    assert!(worlds::by_name("no-such-world").is_none());
+}
+
+/// docs/verification.md's table of worlds has a row for every world of the
+/// table, with the unique state count the tests pin (a figure changed in
+/// one place and not the other fails here).
+#[test]
+fn the_docs_table_of_worlds_matches_the_pinned_counts() {
+    let docs = include_str!("../../docs/verification.md");
+    let table: Vec<&str> = docs
+        .lines()
+        .skip_while(|l| !l.starts_with("| world | story | bounds | unique states | time |"))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(table.len() > 2, "docs/verification.md lost its table of worlds");
+    for r in WORLDS {
+        let line = table
+            .iter()
+            .find(|l| {
+                l.strip_prefix("| ")
+                    .and_then(|rest| rest.split(" |").next())
+                    .is_some_and(|cell| cell.split(' ').next() == Some(r.name))
+            })
+            .unwrap_or_else(|| panic!("docs/verification.md has no row for {}", r.name));
+        if let CiCheck::Exhaustive { states, .. } = r.ci {
+            let figure = states
+                .to_string()
+                .as_bytes()
+                .rchunks(3)
+                .rev()
+                .map(|c| std::str::from_utf8(c).expect("digits"))
+                .collect::<Vec<_>>()
+                .join(",");
+            assert!(
+                line.contains(&format!("| {figure} |")),
+                "docs/verification.md's row of {} does not give its pinned {figure} states: {line}",
+                r.name
+            );
+        }
+    }
+}
+
 // ----- the worlds hold -------------------------------------------------------
 
 #[test]
 fn untimed_worlds_hold_every_property() {
-    all_hold(vec![
-        (worlds::two_writers_one_key(), 25243),
-        (worlds::three_candidates(), 15342),
-        (worlds::migrate(), 20942),
-        (worlds::migrate_without_previous_versions(), 29276),
-        (worlds::migrate_put_get(), 93965),
-        (worlds::delete_during_migrate(), 11883),
-        (worlds::recursive_migrate(), 490),
-        (worlds::recursive_migrate_depth_first(), 466),
-        (worlds::get_races_migrate(Faults::default()), 500),
-        (worlds::puts_race_a_delete(Faults::default()), 50494),
-        (worlds::migrate_install_fails(Faults::default()), 2151),
-    ]);
+    all_hold(worlds::pinned(Group::Untimed));
 }
 
 #[test]
 fn timed_worlds_hold_every_property() {
-    let f = Faults::default();
-    all_hold(vec![
-        (worlds::crash_and_reclaim(), 3881913),
-        (worlds::late_owner_commit(f, f), 586416),
-        (worlds::late_migrate_install(f), 5928311),
-        (worlds::cached_writer(f), 4000417),
-        (worlds::cached_reader(f), 198151),
-        (worlds::failed_completions(f), 3574626),
-    ]);
+    all_hold(worlds::pinned(Group::Timed));
 }
 
 /// The GET's own cache stamps: a hit's extension, and the inserts after a
@@ -190,11 +243,7 @@ fn timed_worlds_hold_every_property() {
 /// the entry after its writer reused it.
 #[test]
 fn get_cache_worlds_hold_every_property() {
-    let f = Faults::default();
-    all_hold(vec![
-        (worlds::cached_rereader(f), 1119126),
-        (worlds::cached_rereader_multiple_reads(f), 1436610),
-    ]);
+    all_hold(worlds::pinned(Group::GetCache));
 }
 
 /// The crashed mover's timed world is exhausted only in the `#[ignore]`d
@@ -202,7 +251,7 @@ fn get_cache_worlds_hold_every_property() {
 /// states must find no violation and reach every expected situation.
 #[test]
 fn crashed_mover_holds_on_a_bounded_search() {
-    holds_on_a_bounded_search(worlds::crashed_mover(Faults::default()));
+    holds_on_a_bounded_search(worlds::by_name("crashed-mover").expect("a world"));
 }
 
 /// A depth-first search of `w`'s first four million states finds no
@@ -225,24 +274,21 @@ fn holds_on_a_bounded_search(w: World) {
 /// expected situation (exhausted by the CLI: `nessie-model check two-faults`).
 #[test]
 fn two_faults_hold_on_a_bounded_search() {
-    holds_on_a_bounded_search(worlds::two_faults(Faults::default()));
+    holds_on_a_bounded_search(worlds::by_name("two-faults").expect("a world"));
 }
 
 /// The issue's target world: three clients with two operations each over
 /// two keys, with a MIGRATE, exhausted (about two minutes here).
 #[test]
 fn three_clients_with_a_migrate_hold_every_property() {
-    all_hold(vec![(worlds::three_clients_migrate(), 14_855_142)]);
+    all_hold(worlds::pinned(Group::ThreeClientsMigrate));
 }
 
 /// Worlds too big to exhaust in CI: random walks for a fixed time. No
 /// property may be violated on any walk.
 #[test]
 fn big_worlds_hold_on_random_walks() {
-    for w in [
-        worlds::three_clients_two_keys(),
-        worlds::three_clients_big(),
-    ] {
+    for w in walked(CiCheck::Walks) {
         let e = run(
             &w,
             Mode::Simulation {
@@ -319,10 +365,7 @@ fn hole1_an_unfenced_migrate_install_lands_after_the_reclaim() {
 /// property holds, and hole 1's unfenced install is caught here too.
 #[test]
 fn a_migrate_across_nodes_under_skew_holds_and_catches_the_unfenced_install() {
-    all_hold(vec![(
-        worlds::migrate_across_nodes(Faults::default()),
-        6045414,
-    )]);
+    all_hold(worlds::pinned(Group::AcrossNodes));
     caught(
         worlds::migrate_across_nodes(broken(|f| f.unfenced_migrate_install = true)),
         &[LINEARIZABLE],
@@ -406,12 +449,7 @@ fn a_rolled_back_destination_restored_to_the_previous_version_blocks_the_key() {
 /// later, and a completion held past its round, routed by the client core.
 #[test]
 fn edge_worlds_hold_every_property() {
-    let f = Faults::default();
-    all_hold(vec![
-        (worlds::install_error_then_land(f), 6865),
-        (worlds::late_completion(f), 62752),
-        (worlds::slow_search(f), 6248),
-    ]);
+    all_hold(worlds::pinned(Group::Edges));
 }
 
 /// Issue 24, hole 1, through the owner's own path: its install reports an

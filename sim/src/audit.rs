@@ -46,7 +46,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use nessie_model::memory::Memory;
+use nessie_check::memory::Memory;
 use nessie_protocol::alloc::DteAllocator;
 use nessie_protocol::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
 use nessie_protocol::{ClientId, Config, DteAddr, FabricError, Nanos, Op, OpOutput, Region};
@@ -323,7 +323,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nessie_model::memory::{InFlight, WordOrder};
+    use nessie_check::memory::{InFlight, WordOrder};
     use nessie_protocol::layout::{DteKind, DteState, IndexEntry, RecycleWord, StateWord};
     use nessie_protocol::{IteAddr, NodeId, Op, OpId, RemoteAddr, WorkRequest};
 

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nessie_baselines::retry::{Jitter, RetryBudget};
-use nessie_model::memory::{InFlight, Memory, WordOrder};
-use nessie_model::{Event, KvOp, KvRet};
+use nessie_check::memory::{InFlight, Memory, WordOrder};
+use nessie_check::{Event, KvOp, KvRet};
 use nessie_protocol::client::retries;
 use nessie_protocol::layout::StateWord;
 use nessie_protocol::pipeline::{Request, RequestMachine, Response};
@@ -852,7 +852,7 @@ impl Engine {
         for k in 0..preloaded {
             // Every key a value of its own (a GET of another key's entry
             // shows), numbered with the workload's writes.
-            let value = nessie_model::unique_value(
+            let value = nessie_check::unique_value(
                 &key_of(k, self.spec.key_size),
                 k % n,
                 self.next_value,
@@ -1001,7 +1001,7 @@ impl Engine {
         };
         let spec = &self.spec;
         // Every PUT writes a value of its own, so that a stale read shows.
-        let value = nessie_model::unique_value(
+        let value = nessie_check::unique_value(
             &key_of(key, spec.key_size),
             c as u64,
             self.next_value,

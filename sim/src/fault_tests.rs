@@ -509,7 +509,7 @@ fn a_vanished_request_never_executes_and_never_completes() {
 /// again.
 #[test]
 fn a_duplicated_write_completes_once_and_lands_again_by_its_landing_deadline() {
-    use nessie_model::memory::{InFlight, WordOrder};
+    use nessie_check::memory::{InFlight, WordOrder};
     let (mut again, mut refused) = (0, 0);
     for seed in 0..100 {
         let chaos = Chaos {

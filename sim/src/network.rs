@@ -10,7 +10,7 @@
 //! another orphan), unreachable nodes, and the requester's landing
 //! deadline that enforces A2.
 
-use nessie_model::memory::{transfer_words, InFlight, WordOrder};
+use nessie_check::memory::{transfer_words, InFlight, WordOrder};
 use nessie_protocol::{FabricError, NodeId, Op, OpOutput, TransportFault, WorkRequest};
 
 use crate::engine::{Engine, Ev};

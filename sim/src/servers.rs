@@ -666,7 +666,7 @@ impl Engine {
 /// worker's `landed` set), so only those are read. Returns the slot, its
 /// control word and how many slots the scan examined to reach it.
 fn scan(
-    mem: &nessie_model::memory::Memory,
+    mem: &nessie_check::memory::Memory,
     wk: &mut crate::systems::SimWorker,
     watch: &SlotWatch,
 ) -> Option<(usize, u64, u64)> {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use nessie_baselines::HyOptions;
-use nessie_model::Event;
+use nessie_check::Event;
 use nessie_protocol::{Config, Error, Faults, MigrateSearch, OpStats};
 use serde::{Deserialize, Serialize};
 
@@ -804,10 +804,10 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
             "get_pct + delete_pct and preload_pct must be at most 100".into(),
         ));
     }
-    if spec.record_history && (spec.value_size as usize) < nessie_model::MIN_RECORDED_VALUE_SIZE {
+    if spec.record_history && (spec.value_size as usize) < nessie_check::MIN_RECORDED_VALUE_SIZE {
         return Err(SimError::Spec(format!(
             "a recorded history needs values of at least {} B: each PUT writes a value of its own",
-            nessie_model::MIN_RECORDED_VALUE_SIZE
+            nessie_check::MIN_RECORDED_VALUE_SIZE
         )));
     }
     cfg.validate().map_err(Error::from)?;

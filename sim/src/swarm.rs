@@ -509,7 +509,7 @@ impl SwarmCase {
 /// client of its own (a scan's reads overlap): what the per-key checker
 /// can check of a scan. A scan that returned its limit covers the keys up
 /// to its last entry, one that returned fewer its whole range.
-fn scan_reads(report: &SimReport) -> Vec<nessie_model::Event> {
+fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
     use nessie_cell::check::{Call, Ret};
     let keys: std::collections::BTreeSet<&Vec<u8>> =
         report.history.iter().map(|e| &e.key).collect();
@@ -534,11 +534,11 @@ fn scan_reads(report: &SimReport) -> Vec<nessie_model::Event> {
                 break;
             }
             let value = got.iter().find(|(g, _)| g == k).map(|(_, v)| v.clone());
-            reads.push(nessie_model::Event {
+            reads.push(nessie_check::Event {
                 client: base + reads.len(),
                 key: k.clone(),
-                op: nessie_model::KvOp::Get,
-                ret: nessie_model::KvRet::Get(value),
+                op: nessie_check::KvOp::Get,
+                ret: nessie_check::KvRet::Get(value),
                 invoke: scan.invoke,
                 response: scan.response,
             });
@@ -560,17 +560,17 @@ fn range_check(report: &SimReport) -> Result<bool, String> {
         .iter()
         .filter_map(|e| {
             let call = match &e.op {
-                nessie_model::KvOp::Get => Call::Get(e.key.clone()),
-                nessie_model::KvOp::Put(v) => Call::Put(e.key.clone(), v.clone()),
-                nessie_model::KvOp::Delete => Call::Delete(e.key.clone()),
+                nessie_check::KvOp::Get => Call::Get(e.key.clone()),
+                nessie_check::KvOp::Put(v) => Call::Put(e.key.clone(), v.clone()),
+                nessie_check::KvOp::Delete => Call::Delete(e.key.clone()),
             };
             let ret = match &e.ret {
-                nessie_model::KvRet::Get(v) => Ret::Get(v.clone()),
-                nessie_model::KvRet::Put(b) => Ret::Put(*b),
-                nessie_model::KvRet::Delete(b) => Ret::Delete(*b),
-                nessie_model::KvRet::Unknown => Ret::Unknown,
+                nessie_check::KvRet::Get(v) => Ret::Get(v.clone()),
+                nessie_check::KvRet::Put(b) => Ret::Put(*b),
+                nessie_check::KvRet::Delete(b) => Ret::Delete(*b),
+                nessie_check::KvRet::Unknown => Ret::Unknown,
                 // Took no effect (Cell never answers "full").
-                nessie_model::KvRet::NotCommitted | nessie_model::KvRet::Full => return None,
+                nessie_check::KvRet::NotCommitted | nessie_check::KvRet::Full => return None,
             };
             Some(CellEvent {
                 client: e.client,
@@ -655,19 +655,19 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
     } else {
         let mut history = report.history.clone();
         history.extend(scan_reads(report));
-        let r = nessie_model::check(
+        let r = nessie_check::check(
             &history,
-            &nessie_model::CheckConfig {
+            &nessie_check::CheckConfig {
                 max_steps: CHECK_STEPS,
             },
         );
         match r.verdict {
             // Every case ends with a lone client's sweep that writes and
             // reads back every key, so nothing to check is itself a failure.
-            nessie_model::Verdict::Linearizable if r.checked == 0 => {
+            nessie_check::Verdict::Linearizable if r.checked == 0 => {
                 Verdict::Fail("no operation was checked: an empty history is no pass".into())
             }
-            nessie_model::Verdict::Linearizable => match report.dtes.as_ref() {
+            nessie_check::Verdict::Linearizable => match report.dtes.as_ref() {
                 Some(a) if a.unexplained() > 0 => Verdict::Fail(format!(
                     "data table entries leaked: {} neither named nor reusable at quiescence, \
                      {} admitted ({} counted by the operations, {} per crash x {}): {}",
@@ -687,13 +687,13 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
                     Err(v) => Verdict::Fail(v),
                 },
             },
-            nessie_model::Verdict::NotLinearizable(v) => {
+            nessie_check::Verdict::NotLinearizable(v) => {
                 Verdict::Fail(format!("not linearizable: {v}"))
             }
-            nessie_model::Verdict::Malformed(m) => {
+            nessie_check::Verdict::Malformed(m) => {
                 Verdict::Fail(format!("the recorded history is malformed: {m}"))
             }
-            nessie_model::Verdict::Inconclusive(i) => Verdict::Inconclusive(i.to_string()),
+            nessie_check::Verdict::Inconclusive(i) => Verdict::Inconclusive(i.to_string()),
         }
     };
     (verdict, whole)

@@ -42,7 +42,7 @@ use nessie_cell::server::runtime::{
 };
 use nessie_cell::server::ServerNode;
 use nessie_cell::{CellConfig, CellMachines};
-use nessie_model::memory::{InFlight, Memory, WordOrder};
+use nessie_check::memory::{InFlight, Memory, WordOrder};
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::Completion;
 

@@ -25,7 +25,7 @@ mod common;
 
 use std::time::Duration;
 
-use nessie_model::time_limit;
+use nessie_check::time_limit;
 use nessie_protocol::Faults;
 use nessie_sim::{swarm_system, ServerFaults, SwarmCase, System, Verdict};
 

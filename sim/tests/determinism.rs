@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nessie_model::time_limit;
+use nessie_check::time_limit;
 use nessie_protocol::Faults;
 use nessie_sim::{simulate, SimSpec, MODERN, TPDS};
 
@@ -102,7 +102,7 @@ fn operations_in_flight_raise_throughput_until_the_nics_saturate() {
         ..spec(5)
     })
     .unwrap();
-    assert!(nessie_model::check_history(&hot.history, 50_000_000).unwrap() > 200);
+    assert!(nessie_check::check_history(&hot.history, 50_000_000).unwrap() > 200);
 }
 
 /// Busy background threads on the client cores (Fig. 4's setting): each
@@ -189,7 +189,7 @@ fn a_contended_simulated_history_is_linearizable() {
     })
     .unwrap();
     assert!(r.puts > 100 && r.gets > 100, "{r:?}");
-    let checked = nessie_model::check_history(&r.history, 50_000_000).unwrap();
+    let checked = nessie_check::check_history(&r.history, 50_000_000).unwrap();
     assert!(checked > 200, "{checked}");
 }
 
@@ -227,9 +227,9 @@ fn reusing_entries_before_they_expire_is_caught_in_the_simulated_history() {
     };
     let r = simulate(&small_table(1, broken)).unwrap();
     // Only a violation counts as a catch (an exhausted search is none).
-    assert!(nessie_model::check_history(&r.history, 50_000_000).is_err_and(|e| e.is_violation()));
+    assert!(nessie_check::check_history(&r.history, 50_000_000).is_err_and(|e| e.is_violation()));
     let r = simulate(&small_table(1, Faults::default())).unwrap();
-    nessie_model::check_history(&r.history, 50_000_000).unwrap();
+    nessie_check::check_history(&r.history, 50_000_000).unwrap();
 }
 
 /// Share of the history's operations on its most frequent key.
@@ -309,12 +309,12 @@ fn open_loop_arrivals_leave_client_threads_idle_between_operations() {
 }
 
 /// Every write of a simulated history, the preload's included, stores a
-/// value of its own (`nessie_model::unique_value`, at the configured size),
+/// value of its own (`nessie_check::unique_value`, at the configured size),
 /// so a GET that returns another key's entry is caught. The preload once
 /// gave every key one value: the same wrong read passed.
 #[test]
 fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
-    use nessie_model::{check_history, KvOp, KvRet};
+    use nessie_check::{check_history, KvOp, KvRet};
     use std::collections::{HashMap, HashSet};
     let _limit = time_limit(
         "every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows",

@@ -17,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use nessie_model::time_limit;
+use nessie_check::time_limit;
 use nessie_protocol::Faults;
 use nessie_sim::audit::LEAKS_PER_CRASH;
 use nessie_sim::{
@@ -386,7 +386,7 @@ fn a_truncated_or_unrecorded_history_fails_the_case() {
 /// the planted read (with equal stamps it was taken for concurrent).
 #[test]
 fn a_stale_read_planted_at_a_tie_in_a_recorded_history_is_rejected() {
-    use nessie_model::{KvOp, KvRet};
+    use nessie_check::{KvOp, KvRet};
     let run = SwarmCase::from_seed(7).run(Faults::default()).unwrap();
     let mut h = run.report.history;
     // The sweep's last PUT: a lone client, nothing concurrent.
@@ -396,7 +396,7 @@ fn a_stale_read_planted_at_a_tie_in_a_recorded_history_is_rejected() {
     let put = h[at].clone();
     // A GET of the PUT's key by the same client, invoked at the very stamp
     // the PUT returned, that still finds the key absent.
-    let stale = nessie_model::Event {
+    let stale = nessie_check::Event {
         op: KvOp::Get,
         ret: KvRet::Get(None),
         invoke: put.response,
@@ -404,7 +404,7 @@ fn a_stale_read_planted_at_a_tie_in_a_recorded_history_is_rejected() {
         ..put.clone()
     };
     h.push(stale);
-    let err = nessie_model::check_history(&h, 10_000_000).expect_err("a stale read");
+    let err = nessie_check::check_history(&h, 10_000_000).expect_err("a stale read");
     assert!(err.is_violation(), "{err}");
 }
 

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use nessie_model::time_limit;
+use nessie_check::time_limit;
 use nessie_sim::{simulate, ServerFaults, SimReport, SimSpec, System, Tuning};
 
 const OTHERS: [System; 4] = [
@@ -50,7 +50,7 @@ fn hot(system: System, seed: u64) -> SimSpec {
 }
 
 fn linearizable(r: &SimReport) -> Result<usize, String> {
-    nessie_model::check_history(&r.history, 50_000_000).map_err(|e| e.to_string())
+    nessie_check::check_history(&r.history, 50_000_000).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn teeth_a_server_that_runs_cancelled_requests_is_caught_by_the_history_check() 
         linearizable(&honest).unwrap_or_else(|e| panic!("{system}: {e}"));
         let broken = simulate(&preempted(true)).unwrap();
         // Only a violation counts as a catch (an exhausted search is none).
-        let caught = nessie_model::check_history(&broken.history, 50_000_000)
+        let caught = nessie_check::check_history(&broken.history, 50_000_000)
             .is_err_and(|e| e.is_violation());
         assert!(caught, "{system}: the broken variant must be caught");
     }

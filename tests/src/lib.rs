@@ -7,13 +7,13 @@ pub mod late;
 pub mod schedules;
 pub mod step;
 
-pub use nessie_model::{time_limit, TimeLimit};
+pub use nessie_check::{time_limit, TimeLimit};
 
 use std::sync::Arc;
 use std::thread;
 
+use nessie_check::{check, unique_value, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{check, unique_value, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
 use nessie_protocol::layout::DataEntryHeader;
 use nessie_protocol::{
     Client, ClientId, ClientState, Config, Endpoint, Error, Fabric, Faults, IndexEntry, NodeId,
@@ -206,7 +206,7 @@ pub fn rec_delete<C: KvOps + ?Sized>(
 }
 
 /// The value size of [`Workload::new`]: room for a unique tag
-/// ([`nessie_model::unique_value`]: writer, sequence number, key
+/// ([`nessie_check::unique_value`]: writer, sequence number, key
 /// fingerprint).
 pub const WORKLOAD_VALUE_SIZE: usize = 16;
 
@@ -226,7 +226,7 @@ pub struct Workload {
     /// Protocol fault switches for every client (tests of the checkers' teeth).
     pub faults: Faults,
     /// Bytes per PUT value (each value unique to its write:
-    /// [`nessie_model::unique_value`]).
+    /// [`nessie_check::unique_value`]).
     pub value_size: usize,
 }
 
@@ -272,7 +272,7 @@ fn xorshift(s: &mut u64) -> u64 {
 
 /// Runs `w` on every client of `cluster`, each in its own thread, recording
 /// the history. Every value is unique to its write (client `id`, operation
-/// number, key: [`nessie_model::unique_value`]), so a read identifies its
+/// number, key: [`nessie_check::unique_value`]), so a read identifies its
 /// write, and a read of another key's entry shows.
 pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
     let recorder = Arc::new(Recorder::new());

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
+use nessie_check::{check_history, Recorder};
 use nessie_fabric_sim::{ClockMode, SimConfig};
-use nessie_model::{check_history, Recorder};
 use nessie_protocol::{Config, Faults, RetryPolicy};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{Config as ShuttleConfig, Runner};

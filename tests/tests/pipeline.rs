@@ -12,8 +12,8 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Duration;
 
+use nessie_check::{unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{Injection, SimEndpoint};
-use nessie_model::{unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline, Request, Response};
 use nessie_protocol::{Config, Error, Fabric, NodeId, TransportFault};
 use nessie_tests::{assert_linearizable, time_limit, SimCluster};
@@ -199,7 +199,7 @@ struct Slots {
 fn record(rec: &Recorder, t: u16, slots: &mut Slots, done: &mut Vec<Finished>) {
     for Finished { tag, result, .. } in done.drain(..) {
         let (slot, key, op, invoke) = slots.pending.remove(&tag).expect("submitted");
-        rec.push(nessie_model::Event {
+        rec.push(nessie_check::Event {
             client: usize::from(t) * 100 + slot,
             key,
             op,

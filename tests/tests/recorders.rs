@@ -9,13 +9,13 @@
 //!   recorded as unknown outcomes, as they were, the write read back was
 //!   excused.
 //! - A client whose GET reads another key's entry: every write now stores a
-//!   value of its own (`nessie_model::unique_value`); with one value shared
+//!   value of its own (`nessie_check::unique_value`); with one value shared
 //!   by the preloaded keys, as the simulator's preload had, the wrong entry
 //!   looked right.
 
 use std::time::Duration;
 
-use nessie_model::{check_history, unique_value, Event, KvOp, KvRet, Recorder};
+use nessie_check::{check_history, unique_value, Event, KvOp, KvRet, Recorder};
 use nessie_protocol::{Config, Error};
 use nessie_tests::{rec_get, rec_put, time_limit, KvOps, SimCluster};
 

@@ -9,8 +9,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use nessie_check::{check_history, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{Injection, Later, SimEndpoint};
-use nessie_model::{check_history, KvOp, KvRet, Recorder};
 use nessie_protocol::pipeline::{Pipeline, Request, Response};
 use nessie_protocol::{
     Client, ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IndexEntry, IteAddr,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nessie_model::{check_history, Event, KvOp, KvRet, Recorder};
+use nessie_check::{check_history, Event, KvOp, KvRet, Recorder};
 use nessie_protocol::{Config, Error, GetMachine, PutMachine};
 use nessie_tests::step::{is_index_read, is_state_flip};
 use nessie_tests::{find_key, slot, tiny_config, SimCluster};

@@ -10,7 +10,7 @@
 //! keeps several operations in flight (a pipeline) records each of its
 //! slots as a client of its own ([`history_client`]).
 
-use nessie_model::{Event, KvOp, KvRet};
+use nessie_check::{Event, KvOp, KvRet};
 use nessie_protocol::{ClientId, Error};
 
 /// How far apart the history ids of one thread's slots are: slot `s` of the

@@ -1,4 +1,9 @@
-//! The one workload driver of every command that drives clients.
+//! # nessie-workload
+//!
+//! The one workload driver of every command and test that drives clients
+//! (`nessie run`, `nessie bench`'s slices, `nessie node run`, the node
+//! tests): what a run is asked to do, the loop of its client threads over
+//! any system's client, and what it measured and recorded.
 //!
 //! - [`driver`]: the loop of one client thread ([`client_loop`]), generic
 //!   over the client ([`Issuer`]: a blocking client of any system over any
@@ -14,15 +19,19 @@
 //!   simulated fabric) and `nessie node run` (any system on RDMA) both are
 //!   this.
 //! - [`report`]: what a run measured ([`WorkloadReport`]), as one table.
+//! - [`cell`]: Cell's client and server node in the driver (the other
+//!   systems' clients come through `KvClient`).
 //! - [`history`]: recorded operations ([`HistoryRecord`]) for
 //!   linearizability checks across processes.
 
+pub mod cell;
 pub mod driver;
 pub mod history;
 pub mod mix;
 pub mod report;
 pub mod run;
 pub mod spec;
+pub mod testing;
 
 pub use driver::{
     client_loop, Answer, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, RunsOne,

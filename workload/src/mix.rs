@@ -2,7 +2,7 @@
 //! key PUT once, spread over the client threads) and [`Mix`] (GETs, PUTs,
 //! DELETEs and, for an ordered store, range scans of uniformly drawn keys
 //! in the spec's proportions). Every PUT, the preload's included, writes a
-//! value of its own ([`nessie_model::unique_value`]: the writing thread's
+//! value of its own ([`nessie_check::unique_value`]: the writing thread's
 //! history id, a sequence number and the key, at the spec's value size), so
 //! that a recorded history names the write each read returned, and a read
 //! of another key's entry shows.
@@ -10,7 +10,7 @@
 //! Keys are `key-<12 digits>` padded with `.` to the key size (the same keys
 //! as `nessie bench`'s).
 
-use nessie_model::write_unique_value;
+use nessie_check::write_unique_value;
 
 use super::driver::{Next, Op, Source};
 use super::spec::WorkloadSpec;
@@ -170,7 +170,7 @@ impl Source for Mix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::tests::spec;
+    use crate::testing::spec;
 
     fn drain(s: &mut dyn Source, n: usize) -> Vec<String> {
         (0..n)
@@ -208,7 +208,7 @@ mod tests {
                 format!(
                     "put {} {}",
                     String::from_utf8_lossy(&key),
-                    String::from_utf8_lossy(&nessie_model::unique_value(&key, k % 3, k, 32))
+                    String::from_utf8_lossy(&nessie_check::unique_value(&key, k % 3, k, 32))
                 )
             })
             .collect();
@@ -257,7 +257,7 @@ mod tests {
             .iter()
             .enumerate()
             .flat_map(|(t, &(node, client))| {
-                let writer = crate::workload::history_client(
+                let writer = crate::history_client(
                     nessie_protocol::ClientId {
                         node: nessie_protocol::NodeId(node),
                         index: client,

@@ -380,8 +380,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::spec::tests::spec;
-    use crate::workload::Pipelined;
+    use crate::testing::spec;
+    use crate::Pipelined;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::pipeline::Pipeline;
     use nessie_protocol::{Config, Fabric, NodeId};
@@ -437,11 +437,11 @@ mod tests {
                 assert!(w[0].1 <= w[1].0, "client {client} overlaps itself: {w:?}");
             }
         }
-        let events: Vec<nessie_model::Event> = r
+        let events: Vec<nessie_check::Event> = r
             .history
             .iter()
             .map(|h| h.event().expect("no scans"))
             .collect();
-        nessie_model::check_history(&events, 5_000_000).expect("linearizable");
+        nessie_check::check_history(&events, 5_000_000).expect("linearizable");
     }
 }

@@ -225,10 +225,10 @@ pub fn check(spec: &WorkloadSpec, store: impl Into<StoreLimits>) -> Result<(), W
             cfg.max_value_len
         ));
     }
-    if spec.record && (spec.value_size as usize) < nessie_model::MIN_RECORDED_VALUE_SIZE {
+    if spec.record && (spec.value_size as usize) < nessie_check::MIN_RECORDED_VALUE_SIZE {
         return bad(format!(
             "--value-size must be at least {} B when recording a history (each PUT writes a value of its own)",
-            nessie_model::MIN_RECORDED_VALUE_SIZE
+            nessie_check::MIN_RECORDED_VALUE_SIZE
         ));
     }
     if spec.get_pct + spec.delete_pct + spec.scan_pct > 100 {
@@ -246,29 +246,9 @@ pub fn check(spec: &WorkloadSpec, store: impl Into<StoreLimits>) -> Result<(), W
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A small spec the tests of this crate vary.
-    pub(crate) fn spec() -> WorkloadSpec {
-        WorkloadSpec {
-            clients: 2,
-            keys: 200,
-            key_size: 16,
-            value_size: 32,
-            get_pct: 80,
-            delete_pct: 5,
-            duration: Duration::from_millis(200),
-            preload: true,
-            seed: 3,
-            max_ops: 0,
-            think: Duration::ZERO,
-            record: false,
-            start_at: None,
-            scan_pct: 0,
-            scan_len: 0,
-        }
-    }
+    use crate::testing::spec;
 
     #[test]
     fn bad_specs_are_refused() {

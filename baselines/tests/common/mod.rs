@@ -12,8 +12,8 @@ use std::thread;
 use std::time::Duration;
 
 use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
+use nessie_check::{unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_model::{unique_value, KvOp, KvRet, Recorder};
 use nessie_protocol::{
     ClientId, Completion, Config, Endpoint, FabricError, Nanos, NodeId, WorkRequest,
 };

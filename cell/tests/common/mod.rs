@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use nessie_cell::check::{check, Call, Event, History, Ret};
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
-use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-/// Every story's time limit (`nessie_model::watchdog`).
+/// Every story's time limit (`nessie_check::watchdog`).
 #[allow(unused_imports)]
-pub use nessie_model::time_limit;
-use nessie_model::{check_history, Event as KvEvent, KvOp, KvRet};
+pub use nessie_check::time_limit;
+use nessie_check::{check_history, Event as KvEvent, KvOp, KvRet};
+use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::{ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
 
 pub type Cell = CellDeployment<SimFabric>;
@@ -136,7 +136,7 @@ pub fn islands(
                 let k = key(isl * 40 + PER_ISLAND + 1 + (f / ISLANDS) * 3 + u64::from(n));
                 let me = 100 + n as usize;
                 // A value of its own per write, as every recorded write.
-                let v = nessie_model::unique_value(&k, me as u64, f, 16);
+                let v = nessie_check::unique_value(&k, me as u64, f, 16);
                 h.record(me, Call::Put(k.clone(), v.clone()), || {
                     let r = c.put(&k, &v);
                     (r.as_ref().ok().map(|e| Ret::Put(*e)), r.map(|_| ()))

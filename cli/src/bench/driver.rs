@@ -24,7 +24,7 @@ use super::stats::{KindAcc, SysAcc};
 use super::system::{AnyClient, Started, SystemSpec};
 use super::workload::{write_key, OpGen, OpKind, Workload};
 use super::zipf::ScrambledZipfian;
-use crate::workload::{client_loop, Done, Issuer, Limits, Next, Op, Recorder, Source};
+use nessie_workload::{client_loop, Done, Issuer, Limits, Next, Op, Recorder, Source};
 
 /// How long a point measures each system.
 #[derive(Clone, Copy, Debug)]

@@ -10,7 +10,7 @@ use nessie_fabric_sim::SimEndpoint;
 use nessie_protocol::pipeline::{Finished, Pipeline, Request, Response};
 use nessie_protocol::{Error, OpStats};
 
-use crate::workload::{Done, Issuer, Op, Pipelined};
+use nessie_workload::{Done, Issuer, Op, Pipelined};
 
 /// How long one wait for a completion may block.
 const WAIT: Duration = Duration::from_millis(1);

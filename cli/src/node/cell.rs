@@ -13,13 +13,12 @@ use std::time::Duration;
 
 use nessie_cell::check::{Call, Event, Ret};
 use nessie_cell::{CellClient, CellConfig, CellNode, TreeShape};
-use nessie_protocol::pipeline::Response;
-use nessie_protocol::{ClientId, Config, Endpoint, Error, Fabric, NodeId, OpStats};
+use nessie_protocol::{ClientId, Config, Fabric, NodeId};
 
 use super::system::{region_check, SystemError};
-use crate::workload::{
-    self, Answer, Blocking, HistoryOp, HistoryRecord, HistoryRet, Op, RunsOne, ServerLoad, Worker,
-    WorkloadReport, WorkloadSpec,
+use nessie_workload::{
+    Blocking, HistoryOp, HistoryRecord, HistoryRet, ServerLoad, Worker, WorkloadReport,
+    WorkloadSpec,
 };
 
 /// Cell's shape beyond the cluster's store: what every node must be given
@@ -138,23 +137,6 @@ pub fn tree_line(node: &CellNode) -> String {
     )
 }
 
-/// A Cell client as the workload loop drives it ([`Blocking`]): one
-/// operation at a time, range scans included (from the key to the end of
-/// the key space).
-impl<E: Endpoint> RunsOne for CellClient<E> {
-    type Output = Answer;
-
-    fn run(&mut self, op: Op<'_>) -> (Result<Answer, Error>, OpStats) {
-        let result = match op {
-            Op::Get(k) => self.get(k).map(|v| Answer::Kv(Response::Get(v))),
-            Op::Put(k, v) => self.put(k, v).map(|e| Answer::Kv(Response::Put(e))),
-            Op::Delete(k) => self.delete(k).map(|e| Answer::Kv(Response::Delete(e))),
-            Op::Scan(k, n) => self.scan(k, None, n).map(Answer::Entries),
-        };
-        (result, nessie_baselines::KvClient::last_stats(self))
-    }
-}
-
 /// A recorded operation as Cell's range-aware checker
 /// (`nessie_cell::check`) takes it: a failed one as `Ret::Unknown` (the
 /// checker drops failed reads and lets a failed write take effect or not;
@@ -186,18 +168,9 @@ pub fn cell_event(h: &HistoryRecord) -> Event {
     }
 }
 
-impl ServerLoad for CellNode {
-    fn cpu_time(&self) -> Duration {
-        CellNode::cpu_time(self)
-    }
-    fn requests(&self) -> u64 {
-        CellNode::requests(self)
-    }
-}
-
 /// Runs `spec` with `spec.clients` Cell clients on `node` of `fabric`
 /// (client ids `node.0` to `node.(clients-1)`), each a client thread of
-/// [`workload::run_workers`]. Every node's Cell server must be running (in
+/// [`nessie_workload::run_workers`]. Every node's Cell server must be running (in
 /// this process or another); `servers` are this process's, whose CPU time
 /// and requests during the measured phase enter the report.
 pub fn run_cell<F: Fabric>(
@@ -210,7 +183,7 @@ pub fn run_cell<F: Fabric>(
 where
     F::Endpoint: 'static,
 {
-    workload::check(spec, &**cfg)?;
+    nessie_workload::check(spec, &**cfg)?;
     region_check("cell", cfg.topology(), fabric.topology())?;
     let mut workers = Vec::new();
     for index in 0..spec.clients {
@@ -222,7 +195,9 @@ where
             issuer: Blocking::new(client),
         });
     }
-    Ok(workload::run_workers("cell", workers, spec, servers)?)
+    Ok(nessie_workload::run_workers(
+        "cell", workers, spec, servers,
+    )?)
 }
 
 #[cfg(test)]
@@ -233,9 +208,9 @@ mod tests {
     //! checker.
 
     use super::*;
-    use crate::workload::spec::tests::spec;
     use nessie_cell::check::check;
     use nessie_fabric_sim::{SimConfig, SimFabric};
+    use nessie_workload::testing::spec;
 
     fn cfg() -> Arc<CellConfig> {
         let store = Config {

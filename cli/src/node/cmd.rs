@@ -15,7 +15,7 @@
 //! - `report FILE...`: merges the nodes' JSON results into one cluster
 //!   report (needs no cluster file and no device).
 //!
-//! The workload is the one every command drives ([`crate::workload`]),
+//! The workload is the one every command drives ([`nessie_workload`]),
 //! through the system's clients ([`crate::node::system::run_system`]).
 //!
 //! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf|cell`
@@ -46,7 +46,7 @@ use super::cell::{self as cell_node, CellShape};
 use super::cluster::{cell_deployment, deployment, system_config};
 use super::report::{ClusterReport, ReportError, RunReport};
 use super::system::{self, SystemError};
-use crate::workload::{self, Announcer, MixArgs, ServerLoad, StartAt, WorkloadSpec};
+use nessie_workload::{self as workload, Announcer, MixArgs, ServerLoad, StartAt, WorkloadSpec};
 
 /// Options of `nessie node`: which node of which cluster, and what to do.
 #[derive(Args, Debug)]

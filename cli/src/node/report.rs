@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::report::write_kinds;
-use crate::workload::{KindSummary, WorkloadReport};
+use nessie_workload::report::write_kinds;
+use nessie_workload::{KindSummary, WorkloadReport};
 
 /// The default start spread above which the merged report warns that the
 /// nodes' measured windows do not line up.

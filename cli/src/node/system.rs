@@ -14,7 +14,7 @@ use nessie_baselines::server::ServerPool;
 use nessie_baselines::SystemConfig;
 use nessie_protocol::{ClientId, Error, Fabric, NodeId, Topology};
 
-use crate::workload::{
+use nessie_workload::{
     self, Blocking, ServerLoad, Worker, WorkloadError, WorkloadReport, WorkloadSpec,
 };
 
@@ -98,7 +98,7 @@ where
 
 /// Runs `spec` with `spec.clients` clients of `sys` on `node` of `fabric`
 /// (client ids `node.0` to `node.(clients-1)`), each a client thread of
-/// [`workload::run_workers`].
+/// [`nessie_workload::run_workers`].
 ///
 /// The server-driven systems need their server workers running on every
 /// node holding keys (started with [`start_node_servers`], in this process
@@ -114,7 +114,7 @@ pub fn run_system<F: Fabric>(
 where
     F::Endpoint: 'static,
 {
-    workload::check(spec, &sys.store)?;
+    nessie_workload::check(spec, &sys.store)?;
     check_regions(sys, fabric.topology())?;
     let mut workers = Vec::new();
     for index in 0..spec.clients {
@@ -124,7 +124,7 @@ where
             issuer: Blocking::new(sys.client(fabric, id)?),
         });
     }
-    Ok(workload::run_workers(
+    Ok(nessie_workload::run_workers(
         sys.kind.name(),
         workers,
         spec,
@@ -217,11 +217,11 @@ mod workload_tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::workload::spec::tests::spec;
-    use crate::workload::{Announcer, HistoryRecord, HistoryRet, StartAt};
     use nessie_baselines::SystemKind;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::Config;
+    use nessie_workload::testing::spec;
+    use nessie_workload::{Announcer, HistoryRecord, HistoryRet, StartAt};
 
     fn unix_ns(t: SystemTime) -> u64 {
         t.duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
@@ -479,7 +479,7 @@ mod workload_tests {
         };
         assert_eq!(HistoryRecord::parse_line(&failed.to_line()), Some(failed));
         // A healthy simulated cluster fails nothing: every record is an answer.
-        use nessie_model::{check_history, Event, KvRet};
+        use nessie_check::{check_history, Event, KvRet};
         assert!(r
             .history
             .iter()

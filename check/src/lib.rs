@@ -1,0 +1,32 @@
+//! # nessie-check
+//!
+//! What Nessie's checkers share, without the model checker (so that the
+//! simulator, the CLI and the node binary link no stateright):
+//! - [`history`] and [`linearizability`]: recorded concurrent histories and a
+//!   Wing-Gong-Lowe checker (the algorithm of Porcupine and Knossos) that
+//!   decides whether one is linearizable against a map, one key at a time;
+//!   [`synthetic`]: generated histories with a planted violation, for
+//!   showing a checker catches one.
+//! - [`values`]: values unique to each write, so that a read of a history
+//!   names the write it read.
+//! - [`memory`]: word-granular fabric memory, with the transfers in flight
+//!   over it, that the stateright model (`nessie-model`) and the cluster
+//!   simulator (`nessie-sim`) both run the protocol against.
+//! - [`watchdog`]: a time limit for a test, so that a hang fails with the
+//!   test's name and seed.
+
+#![warn(missing_docs)]
+
+pub mod history;
+pub mod linearizability;
+pub mod memory;
+pub mod synthetic;
+pub mod values;
+pub mod watchdog;
+
+pub use history::{Event, KvOp, KvRet, Recorder};
+pub use linearizability::{
+    check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
+};
+pub use values::{unique_value, write_unique_value, MIN_RECORDED_VALUE_SIZE};
+pub use watchdog::{time_limit, TimeLimit};
