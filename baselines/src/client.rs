@@ -23,11 +23,11 @@ use nessie_protocol::pipeline::{Request, Response};
 use nessie_protocol::{Config, Endpoint, Error, NodeId, OpStats};
 
 use crate::blocking::Driver;
-use crate::kv::KvClient;
 use crate::machine::Io;
 use crate::mailbox::{RpcOp, Status};
 use crate::retry::{Jitter, RetryBudget};
 use crate::rpc::{self, RpcClient};
+use nessie_protocol::KvClient;
 
 /// One operation, borrowing its key and value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -15,11 +15,11 @@ use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, 
 use crate::client::ClientLogic;
 use crate::coupled::{CoupledLayout, CoupledTable};
 use crate::hy::HyClient;
-use crate::kv::KvClient;
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
 use crate::rpc::RpcFaults;
 use crate::sd::SdClient;
 use crate::server::ServerPool;
+use nessie_protocol::KvClient;
 
 /// The systems compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -11,7 +11,7 @@
 //! - **Pilaf** ([`pilaf`]): a server-side 3-way cuckoo hash of self-verifying
 //!   entries (CRC64), client GETs by RDMA READ, server-driven PUT and DELETE.
 //!
-//! [`KvClient`] is the one interface over these and Nessie's own client, and
+//! [`nessie_protocol::KvClient`] is the one interface over these and Nessie's own client, and
 //! [`Deployment`] starts any of the four systems (with its server workers) on
 //! a fabric.
 //!
@@ -35,7 +35,6 @@ pub mod cpu;
 pub mod cuckoo;
 pub mod deployment;
 pub mod hy;
-pub mod kv;
 pub mod lock;
 pub mod machine;
 pub mod mailbox;
@@ -46,4 +45,3 @@ pub mod sd;
 pub mod server;
 
 pub use deployment::{Deployment, HyOptions, SystemConfig, SystemKind};
-pub use kv::KvClient;

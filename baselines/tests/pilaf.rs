@@ -18,9 +18,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_baselines::pilaf::{EntryRead, PilafClient, PilafLayout};
-use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, SystemConfig, SystemKind};
 use nessie_check::{time_limit, unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
+use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats, Region};
 
 type Pilaf = Deployment<SimFabric>;

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use nessie_baselines::coupled::CoupledLayout;
 use nessie_baselines::hy::HyClient;
-use nessie_baselines::{HyOptions, KvClient, SystemConfig, SystemKind};
+use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
 use nessie_check::time_limit;
+use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, Region};
 
 fn small(nodes: u16, slots: u32) -> Config {

@@ -197,7 +197,10 @@ fn the_docs_table_of_worlds_matches_the_pinned_counts() {
         .skip_while(|l| !l.starts_with("| world | story | bounds | unique states | time |"))
         .take_while(|l| l.starts_with('|'))
         .collect();
-    assert!(table.len() > 2, "docs/verification.md lost its table of worlds");
+    assert!(
+        table.len() > 2,
+        "docs/verification.md lost its table of worlds"
+    );
     for r in WORLDS {
         let line = table
             .iter()

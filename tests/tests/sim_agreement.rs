@@ -25,9 +25,10 @@
 
 use std::time::Duration;
 
-use nessie_baselines::{Deployment, HyOptions, KvClient, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, HyOptions, SystemConfig, SystemKind};
 use nessie_check::{Event, KvOp, KvRet};
 use nessie_fabric_sim::{ClockMode, SimConfig, SimFabric};
+use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, NodeId, OpStats};
 use nessie_sim::{config, simulate, stamp_ns, SimReport, SimSpec, System, Tuning};
 use nessie_tests::SimCluster;

@@ -23,7 +23,7 @@ impl<E: Endpoint> RunsOne for CellClient<E> {
             Op::Delete(k) => self.delete(k).map(|e| Answer::Kv(Response::Delete(e))),
             Op::Scan(k, n) => self.scan(k, None, n).map(Answer::Entries),
         };
-        (result, nessie_baselines::KvClient::last_stats(self))
+        (result, nessie_protocol::KvClient::last_stats(self))
     }
 }
 

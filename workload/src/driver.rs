@@ -25,8 +25,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use nessie_baselines::KvClient;
 use nessie_protocol::pipeline::{Finished, Pipeline, Request, Response};
+use nessie_protocol::KvClient;
 use nessie_protocol::{Endpoint, Error, OpStats};
 
 /// One operation, borrowing its key and value from the source.

@@ -11,9 +11,10 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use nessie_baselines::{Deployment, KvClient, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, SystemConfig, SystemKind};
 use nessie_check::{unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
+use nessie_protocol::KvClient;
 use nessie_protocol::{
     ClientId, Completion, Config, Endpoint, FabricError, Nanos, NodeId, WorkRequest,
 };

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_baselines::blocking::Driver;
 use nessie_baselines::rpc::RpcClient;
-use nessie_baselines::KvClient;
+use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};

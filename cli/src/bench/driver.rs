@@ -15,9 +15,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_baselines::cpu::thread_cpu_time;
-use nessie_baselines::KvClient;
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::Error;
+use nessie_protocol::KvClient;
 
 use super::affinity::CoreSplit;
 use super::stats::{KindAcc, SysAcc};

@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use nessie_baselines::{Deployment, HyOptions, KvClient, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, HyOptions, SystemConfig, SystemKind};
 use nessie_cell::{CellClient, CellDeployment, SearchMode};
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::pipeline::{Pipeline, Request, Response};
+use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
 
 use super::cell::CellSpec;
@@ -233,7 +234,7 @@ impl AnyClient {
     pub fn last_stats(&self) -> OpStats {
         match self {
             AnyClient::Kv(c) => c.last_stats(),
-            AnyClient::Cell(c) => nessie_baselines::KvClient::last_stats(c.as_ref()),
+            AnyClient::Cell(c) => nessie_protocol::KvClient::last_stats(c.as_ref()),
             AnyClient::Pipe(p) => p.last_stats(),
         }
     }

@@ -1,7 +1,11 @@
-//! [`KvClient`]: GET, PUT and DELETE as every compared system offers them, so
-//! that the benchmark and the tests drive Nessie and the baselines alike.
+//! [`KvClient`]: GET, PUT and DELETE as every system offers them (Nessie's
+//! [`Client`] here; the baselines' and Cell's clients in their crates), so
+//! that the benchmark, the workload driver and the tests drive them alike.
 
-use nessie_protocol::{Client, Endpoint, Error, OpStats};
+use crate::client::Client;
+use crate::error::Error;
+use crate::fabric::Endpoint;
+use crate::stats::OpStats;
 
 /// A key-value client of any of the compared systems.
 pub trait KvClient: Send {
