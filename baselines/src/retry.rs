@@ -22,11 +22,7 @@ impl Jitter {
 
     /// A duration in `[base/2, base]`.
     pub fn around(&mut self, base: Duration) -> Duration {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        let n = base.as_nanos() as u64;
-        Duration::from_nanos(n / 2 + self.0 % (n / 2 + 1))
+        nessie_protocol::rng::jittered(&mut self.0, base)
     }
 }
 

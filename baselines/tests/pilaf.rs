@@ -11,6 +11,7 @@
 
 mod common;
 
+use nessie_protocol::rng::xorshift64;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -62,13 +63,6 @@ fn moves(dep: &Pilaf, cfg: &Config) -> u64 {
         .sum()
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// Short expiration so that quarantined extents come back within a test.
 fn quick(cfg: Config) -> Config {
     Config {
@@ -99,8 +93,8 @@ fn a_single_client_agrees_with_a_map_through_cuckoo_moves() {
     // READs of GETs that hit and of GETs that missed, and how many of each.
     let (mut hit, mut miss) = ((OpStats::default(), 0u64), (OpStats::default(), 0u64));
     for n in 0..4000 {
-        let key = format!("key-{}", xorshift(&mut s) % 200).into_bytes();
-        match xorshift(&mut s) % 10 {
+        let key = format!("key-{}", xorshift64(&mut s) % 200).into_bytes();
+        match xorshift64(&mut s) % 10 {
             0..=3 => {
                 let got = c.get(&key).expect("get");
                 assert_eq!(got, model.get(&key).cloned(), "op {n}: GET {key:?}");
@@ -113,7 +107,7 @@ fn a_single_client_agrees_with_a_map_through_cuckoo_moves() {
                 assert_eq!(existed, model.remove(&key).is_some(), "op {n}: DELETE");
             }
             _ => {
-                let len = (xorshift(&mut s) % 65) as usize;
+                let len = (xorshift64(&mut s) % 65) as usize;
                 let value: Vec<u8> = (0..len).map(|i| (n + i) as u8).collect();
                 let existed = c.put(&key, &value).expect("put");
                 assert_eq!(existed, model.insert(key, value).is_some(), "op {n}: PUT");
@@ -279,8 +273,8 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                 let mut s = mix.seed ^ (who as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
                 let (mut errors, mut gets, mut get_count) = (Vec::new(), OpStats::default(), 0);
                 for k in 0..mix.ops_per_client {
-                    let key = format!("hot-{}", xorshift(&mut s) % mix.keys).into_bytes();
-                    let dice = xorshift(&mut s) % 100;
+                    let key = format!("hot-{}", xorshift64(&mut s) % mix.keys).into_bytes();
+                    let dice = xorshift64(&mut s) % 100;
                     // Recorded by outcome class: a not-committed failure is
                     // left out by the checker, an unknown one may have happened.
                     let res = if dice < mix.get_pct {

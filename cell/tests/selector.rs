@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use nessie_cell::SearchMode;
+use nessie_protocol::rng::xorshift64;
 
 #[test]
 fn a_scan_only_workload_teaches_the_selector_both_methods() {
@@ -20,7 +21,7 @@ fn a_scan_only_workload_teaches_the_selector_both_methods() {
     let mut c = client(&d, 1, 0, SearchMode::Selector);
     let mut s = 7u64;
     for _ in 0..600 {
-        let from = key(xorshift(&mut s) % 300);
+        let from = key(xorshift64(&mut s) % 300);
         let got = c.scan(&from, None, 10).unwrap();
         assert!(!got.is_empty(), "a scan from {from:?} found nothing");
     }

@@ -66,11 +66,7 @@ impl WordOrder {
             WordOrder::Shuffled(mut seed) => {
                 // Fisher-Yates with splitmix64.
                 for i in (1..v.len()).rev() {
-                    seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    let mut z = seed;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    z ^= z >> 31;
+                    let z = nessie_protocol::rng::splitmix64(&mut seed);
                     v.swap(i, (z % (i as u64 + 1)) as usize);
                 }
             }

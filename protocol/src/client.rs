@@ -104,7 +104,7 @@ impl<E: Endpoint> Client<E> {
                 Ok(v) => break Ok(v),
                 Err(e) if retries(&policy, &e, attempts, self.ep.now().since(start)) => {
                     tracing::debug!(error = %e, ?backoff, "attempt failed; backing off");
-                    let d = jittered(&mut self.rng, backoff);
+                    let d = crate::rng::jittered(&mut self.rng, backoff);
                     self.ep.backoff(d);
                     backoff = (backoff * 2).min(policy.max_backoff);
                 }
@@ -186,15 +186,4 @@ pub fn given_up(e: Error) -> Error {
     } else {
         e
     }
-}
-
-/// A back-off of `base` with jitter in `[base/2, base]`, from the
-/// xorshift64* state `rng`.
-pub(crate) fn jittered(rng: &mut u64, base: Duration) -> Duration {
-    *rng ^= *rng >> 12;
-    *rng ^= *rng << 25;
-    *rng ^= *rng >> 27;
-    let r = rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    let nanos = base.as_nanos() as u64;
-    Duration::from_nanos(nanos / 2 + r % (nanos / 2 + 1))
 }

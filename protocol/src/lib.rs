@@ -40,6 +40,7 @@ pub mod kv;
 pub mod layout;
 pub mod machine;
 pub mod pipeline;
+pub mod rng;
 pub mod route;
 pub mod stats;
 pub mod time;

@@ -40,11 +40,12 @@ use std::task::{Context, Poll as TaskPoll};
 use std::time::Duration;
 
 use crate::addr::NodeId;
-use crate::client::{check_endpoint, given_up, jittered, retries};
+use crate::client::{check_endpoint, given_up, retries};
 use crate::config::{Config, ConfigError};
 use crate::error::Error;
 use crate::fabric::{ClientClaim, Completion, Endpoint};
 use crate::machine::{ClientId, ClientState, GetMachine, Machine, Poll, PutMachine};
+use crate::rng::jittered;
 use crate::route::Router;
 use crate::stats::OpStats;
 use crate::time::Nanos;

@@ -319,11 +319,7 @@ impl Dice {
 
     /// The next raw value.
     pub fn next_u64(&mut self) -> u64 {
-        let s = &mut self.0;
-        *s ^= *s << 13;
-        *s ^= *s >> 7;
-        *s ^= *s << 17;
-        *s
+        nessie_protocol::rng::xorshift64(&mut self.0)
     }
 
     /// A value in `0..n` (0 when `n` is 0).

@@ -29,6 +29,7 @@
 //! CPU contention between client threads; the operations in flight of one
 //! thread, its CPU copies and background threads do share it).
 
+use nessie_protocol::rng::xorshift64;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -367,13 +368,6 @@ fn router(spec: &SimSpec) -> Router {
     let mut r = Router::new(1);
     r.reinstate_machine_local_ids(spec.faults.machine_local_request_ids);
     r
-}
-
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 impl Engine {
@@ -953,7 +947,7 @@ impl Engine {
                 // Open loop: Poisson arrivals; an idle thread waits for the
                 // next one, a busy one takes it as soon as it is free.
                 let gap = |rng: &mut u64| {
-                    let u = (xorshift(rng) >> 11) as f64 / (1u64 << 53) as f64;
+                    let u = (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64;
                     (-(1.0 - u).ln() / rate * 1e9) as u64
                 };
                 if cl.next_arrival == 0 {
@@ -966,12 +960,12 @@ impl Engine {
                 }
                 cl.next_arrival += gap(&mut cl.rng).max(1);
             }
-            let draw = xorshift(&mut cl.rng);
+            let draw = xorshift64(&mut cl.rng);
             let key = match &self.zipf {
                 Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
                 None => draw % spec.keys,
             };
-            let roll = xorshift(&mut cl.rng) % 100;
+            let roll = xorshift64(&mut cl.rng) % 100;
             let kind = if roll < u64::from(spec.get_pct) {
                 Kind::Get
             } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
@@ -981,8 +975,8 @@ impl Engine {
             {
                 // Up to four keys on, at most three entries: short scans
                 // that meet the limit and scans that end at their bound.
-                let span = 1 + xorshift(&mut cl.rng) % 4;
-                let limit = 1 + (xorshift(&mut cl.rng) % 3) as usize;
+                let span = 1 + xorshift64(&mut cl.rng) % 4;
+                let limit = 1 + (xorshift64(&mut cl.rng) % 3) as usize;
                 Kind::Scan {
                     to: key + span,
                     limit,
@@ -1276,7 +1270,7 @@ impl Engine {
         if let Err(e) = &r {
             let elapsed = std::time::Duration::from_nanos(now - op.started);
             if retries(&self.cfg.retry, e, op.attempts, elapsed) {
-                let jitter = xorshift(&mut cl.rng) % (op.backoff_ns / 2 + 1);
+                let jitter = xorshift64(&mut cl.rng) % (op.backoff_ns / 2 + 1);
                 let at = now + op.backoff_ns / 2 + jitter;
                 op.backoff_ns = (op.backoff_ns * 2).min(max_backoff);
                 self.start_attempt(c);

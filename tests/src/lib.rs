@@ -9,6 +9,7 @@ pub mod step;
 
 pub use nessie_check::{time_limit, TimeLimit};
 
+use nessie_protocol::rng::xorshift64;
 use std::sync::Arc;
 use std::thread;
 
@@ -263,13 +264,6 @@ pub struct WorkloadReport {
     pub stats: OpStats,
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// Runs `w` on every client of `cluster`, each in its own thread, recording
 /// the history. Every value is unique to its write (client `id`, operation
 /// number, key: [`nessie_check::unique_value`]), so a read identifies its
@@ -287,8 +281,8 @@ pub fn run_workload(cluster: &SimCluster, w: &Workload) -> WorkloadReport {
                 c.state_mut().faults = w.faults;
                 let mut s = w.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
                 for n in 0..w.ops_per_client {
-                    let key = format!("key-{}", xorshift(&mut s) % w.keys as u64).into_bytes();
-                    let dice = (xorshift(&mut s) % 100) as u32;
+                    let key = format!("key-{}", xorshift64(&mut s) % w.keys as u64).into_bytes();
+                    let dice = (xorshift64(&mut s) % 100) as u32;
                     let res = if dice < w.get_pct {
                         rec_get(&r, id, &mut c, &key).map(|_| ())
                     } else if dice < w.get_pct + w.delete_pct {

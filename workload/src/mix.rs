@@ -11,6 +11,7 @@
 //! as `nessie bench`'s).
 
 use nessie_check::write_unique_value;
+use nessie_protocol::rng::xorshift64;
 
 use super::driver::{Next, Op, Source};
 use super::spec::WorkloadSpec;
@@ -29,13 +30,6 @@ pub fn write_key(buf: &mut Vec<u8>, i: u64, size: u32) {
     buf.clear();
     write!(buf, "key-{i:012}").expect("writing to a Vec cannot fail");
     buf.resize(size as usize, b'.');
-}
-
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 /// PUTs of keys `first`, `first + step`, ... below the spec's key count,
@@ -142,9 +136,9 @@ impl Mix {
 
 impl Source for Mix {
     fn next(&mut self) -> Option<Next<'_>> {
-        let k = xorshift(&mut self.rng) % self.keys.max(1);
+        let k = xorshift64(&mut self.rng) % self.keys.max(1);
         write_key(&mut self.key, k, self.key_size);
-        let dice = (xorshift(&mut self.rng) % 100) as u32;
+        let dice = (xorshift64(&mut self.rng) % 100) as u32;
         let n = self.n;
         self.n += 1;
         let op = if dice < self.get_pct {

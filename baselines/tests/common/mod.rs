@@ -6,6 +6,7 @@
 
 pub mod faulty;
 
+use nessie_protocol::rng::xorshift64;
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -38,28 +39,21 @@ pub fn client(d: &Sim, node: u16, index: u16) -> Box<dyn KvClient> {
     .expect("client")
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// A single client's random GET/PUT/DELETE sequence agrees with a `BTreeMap`.
 pub fn matches_btreemap(d: &Sim, ops: usize, keys: u64, seed: u64) {
     let mut c = client(d, 0, 0);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut s = seed | 1;
     for n in 0..ops {
-        let key = format!("k{}", xorshift(&mut s) % keys).into_bytes();
-        match xorshift(&mut s) % 10 {
+        let key = format!("k{}", xorshift64(&mut s) % keys).into_bytes();
+        match xorshift64(&mut s) % 10 {
             0..=3 => assert_eq!(
                 c.get(&key).unwrap(),
                 model.get(&key).cloned(),
                 "op {n}: GET"
             ),
             4..=7 => {
-                let value = vec![n as u8; (xorshift(&mut s) % 40) as usize];
+                let value = vec![n as u8; (xorshift64(&mut s) % 40) as usize];
                 let existed = c.put(&key, &value).unwrap();
                 assert_eq!(existed, model.insert(key, value).is_some(), "op {n}: PUT");
             }
@@ -93,8 +87,8 @@ pub fn linearizable_workload(d: &Sim, ops: usize, keys: u64, get_pct: u64, seed:
             handles.push(thread::spawn(move || {
                 let mut s = seed ^ (me as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
                 for k in 0..ops {
-                    let key = format!("hot-{}", xorshift(&mut s) % keys).into_bytes();
-                    let dice = xorshift(&mut s) % 100;
+                    let key = format!("hot-{}", xorshift64(&mut s) % keys).into_bytes();
+                    let dice = xorshift64(&mut s) % 100;
                     // Recorded by outcome class: a not-committed failure is
                     // left out by the checker, an unknown one may have happened.
                     let res = if dice < get_pct {

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use nessie_protocol::rng::xorshift64;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -55,13 +56,6 @@ pub fn client(d: &Cell, node: u16, index: u16, mode: SearchMode) -> CellClient<S
     c
 }
 
-pub fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 pub fn key(i: u64) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
 }
@@ -92,9 +86,9 @@ pub fn islands(
         threads.push(std::thread::spawn(move || {
             let mut s = seed ^ (me as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
             for op in 0..ops {
-                let isl = xorshift(&mut s) % ISLANDS;
-                let k = hot(isl, xorshift(&mut s) % PER_ISLAND);
-                match xorshift(&mut s) % 20 {
+                let isl = xorshift64(&mut s) % ISLANDS;
+                let k = hot(isl, xorshift64(&mut s) % PER_ISLAND);
+                match xorshift64(&mut s) % 20 {
                     0..=6 => h.record(me, Call::Get(k.clone()), || {
                         let r = c.get(&k);
                         (r.as_ref().ok().map(|v| Ret::Get(v.clone())), r.map(|_| ()))
@@ -112,7 +106,7 @@ pub fn islands(
                     }),
                     _ => {
                         let to = hot(isl, PER_ISLAND);
-                        let limit = 1 + (xorshift(&mut s) % 6) as usize;
+                        let limit = 1 + (xorshift64(&mut s) % 6) as usize;
                         let call = Call::Scan {
                             from: k.clone(),
                             to: Some(to.clone()),
@@ -196,15 +190,15 @@ pub fn against_model(
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut s = seed | 1;
     for n in 0..ops {
-        let k = key(xorshift(&mut s) % keys);
-        match xorshift(&mut s) % 20 {
+        let k = key(xorshift64(&mut s) % keys);
+        match xorshift64(&mut s) % 20 {
             0..=5 => assert_eq!(
                 c.get(&k).unwrap(),
                 model.get(&k).cloned(),
                 "op {n}: get {k:?}"
             ),
             6..=13 => {
-                let v = format!("v{n}-{}", xorshift(&mut s) % 1000).into_bytes();
+                let v = format!("v{n}-{}", xorshift64(&mut s) % 1000).into_bytes();
                 let existed = c.put(&k, &v).unwrap();
                 assert_eq!(
                     existed,
@@ -218,8 +212,8 @@ pub fn against_model(
                 "op {n}: delete {k:?}"
             ),
             _ => {
-                let limit = 1 + (xorshift(&mut s) % 20) as usize;
-                let to = key(xorshift(&mut s) % keys);
+                let limit = 1 + (xorshift64(&mut s) % 20) as usize;
+                let to = key(xorshift64(&mut s) % keys);
                 let got = c.scan(&k, Some(&to), limit).unwrap();
                 let want: Vec<_> = model
                     .range(k.clone()..)
