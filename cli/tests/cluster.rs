@@ -334,6 +334,27 @@ fn for_systems(systems: &[&'static str], base: u16, story: fn(u16, &str)) {
     );
 }
 
+/// The merged history of a run of `ops` operations per client on each
+/// node's two clients, every one of them recorded (Cell's node 0 records
+/// its preload's PUTs too).
+fn every_operation(system: &str, paths: &[String], ops: usize) -> Vec<HistoryRecord> {
+    let history: Vec<HistoryRecord> = paths
+        .iter()
+        .flat_map(|p| read_history(Path::new(p)))
+        .collect();
+    let preloaded = if system == "cell" {
+        CELL_KEYS.parse().expect("keys")
+    } else {
+        0
+    };
+    assert_eq!(
+        history.len(),
+        preloaded + paths.len() * 2 * ops,
+        "{system}: every operation recorded"
+    );
+    history
+}
+
 /// The checker's view: every record as what it promises
 /// (`HistoryRecord::event`: a failure by what its error promises, recorded
 /// with it; an unknown outcome may have taken effect, a not-committed one
@@ -581,21 +602,7 @@ fn three_processes(t: u16, system: &str) {
     for n in &mut nodes {
         n.stop(Duration::from_secs(20));
     }
-    let history: Vec<HistoryRecord> = paths
-        .iter()
-        .flat_map(|p| read_history(Path::new(p)))
-        .collect();
-    // Cell's node 0 recorded its preload's PUTs too.
-    let preloaded = if system == "cell" {
-        CELL_KEYS.parse().expect("keys")
-    } else {
-        0
-    };
-    assert_eq!(
-        history.len(),
-        preloaded + 3 * 2 * 40,
-        "{system}: every operation recorded"
-    );
+    let history = every_operation(system, &paths, 40);
     assert!(
         failures(&history).is_empty(),
         "{system}: a healthy cluster fails nothing: {:?}\n{}",
@@ -739,20 +746,7 @@ fn over_a_lossy_link(t: u16, system: &str) {
     }
     let link_stats = link.stats();
     link.clear();
-    let history: Vec<HistoryRecord> = paths
-        .iter()
-        .flat_map(|p| read_history(Path::new(p)))
-        .collect();
-    let preloaded = if system == "cell" {
-        CELL_KEYS.parse().expect("keys")
-    } else {
-        0
-    };
-    assert_eq!(
-        history.len(),
-        preloaded + 3 * 2 * 30,
-        "{system}: every operation recorded"
-    );
+    let history = every_operation(system, &paths, 30);
     let spanning = history
         .iter()
         .filter(|h| h.invoke < burst_end && h.response > burst_at)

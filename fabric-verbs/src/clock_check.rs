@@ -30,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::NodeId;
 
-use crate::connect::{dial, Dial};
+use crate::connect::dial;
 use crate::error::VerbsError;
 use crate::ffi::cm::EventChannel;
 use crate::ffi::cq::Cq;
 use crate::node::NodeShared;
-use crate::wire::{exceeds_skew, Hello};
+use crate::wire::exceeds_skew;
 
 /// How long one probe connection may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -273,32 +273,9 @@ pub fn check_now(node: &NodeShared, timeout: Duration) -> ClockLedger {
 fn probe(node: &NodeShared, target: NodeId, timeout: Duration) -> Result<(i64, u64), VerbsError> {
     let channel = EventChannel::new()?;
     let cq = Cq::new(&node.ctx, 4)?;
-    let t = &node.cluster.tuning;
-    let dialed = dial(&Dial {
-        channel: &channel,
-        pd: &node.pd,
-        cq: &cq,
-        plan: &node.plan,
-        send_depth: 1,
-        src: node.addr,
-        dst: node.cluster.addr(target)?,
-        port: node.cluster.port,
-        hello: Hello {
-            from: node.id.0,
-            to: target.0,
-            probe: true,
-            fingerprint: node.cluster.fingerprint(),
-            clock: 0,
-        },
-        fingerprint: node.cluster.fingerprint(),
-        timeout,
-        clock: node.clock,
-        // Measured and recorded here, never refused: the connection is
-        // closed at once.
-        skew: None,
-        tos: t.traffic_class,
-        ack_timeout: t.ack_timeout,
-    })?;
+    // A probe: its clock measured and recorded here, never refused (the
+    // connection is closed at once).
+    let dialed = dial(&node.dial_to(target, &channel, &cq, 1, timeout, true)?)?;
     Ok(dialed.clock)
 }
 

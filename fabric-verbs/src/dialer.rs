@@ -28,13 +28,12 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::NodeId;
 
-use crate::connect::{dial, Dial, Dialed};
+use crate::connect::{dial, Dialed};
 use crate::error::VerbsError;
 use crate::ffi::cm::EventChannel;
 use crate::ffi::cq::Cq;
 use crate::node::NodeShared;
 use crate::policy::{dial_verdict, DialVerdict};
-use crate::wire::Hello;
 
 /// One dial an endpoint asks for.
 pub struct DialJob {
@@ -153,30 +152,12 @@ fn run(
 /// Dials `job.target` from `job.node` on `channel`, creating the QP on the
 /// endpoint's CQ.
 fn dial_node(job: &DialJob, channel: &Arc<EventChannel>) -> Result<Dialed, VerbsError> {
-    let node = &job.node;
-    let dst = node.cluster.addr(job.target)?;
-    let t = &node.cluster.tuning;
-    dial(&Dial {
+    dial(&job.node.dial_to(
+        job.target,
         channel,
-        pd: &node.pd,
-        cq: &job.cq,
-        plan: &node.plan,
-        send_depth: job.send_depth,
-        src: node.addr,
-        dst,
-        port: node.cluster.port,
-        hello: Hello {
-            from: node.id.0,
-            to: job.target.0,
-            probe: false,
-            fingerprint: node.cluster.fingerprint(),
-            clock: 0,
-        },
-        fingerprint: node.cluster.fingerprint(),
-        timeout: job.timeout,
-        clock: node.clock,
-        skew: Some((node.timing.clock_skew, t.clock_skew_action)),
-        tos: t.traffic_class,
-        ack_timeout: t.ack_timeout,
-    })
+        &job.cq,
+        job.send_depth,
+        job.timeout,
+        false,
+    )?)
 }

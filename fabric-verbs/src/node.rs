@@ -86,6 +86,48 @@ impl NodeShared {
     pub fn atomic_order(&self) -> AtomicOrder {
         self.order.get().copied().unwrap_or(AtomicOrder::HOST)
     }
+
+    /// How this node dials `target` (itself included) on `channel`, the
+    /// queue pair on `cq` with `send_depth`, retrying for `timeout`. A
+    /// `probe` connection (the byte-order probe's, the clock check's) says
+    /// so in its hello, is let in before the node is ready when it is the
+    /// node's own, and has its peer's clock measured but never refused; an
+    /// endpoint's connection is refused beyond `clock_skew_ms` as the
+    /// cluster file says.
+    pub fn dial_to<'a>(
+        &'a self,
+        target: NodeId,
+        channel: &'a Arc<EventChannel>,
+        cq: &'a Arc<Cq>,
+        send_depth: u32,
+        timeout: Duration,
+        probe: bool,
+    ) -> Result<Dial<'a>, VerbsError> {
+        let t = &self.cluster.tuning;
+        Ok(Dial {
+            channel,
+            pd: &self.pd,
+            cq,
+            plan: &self.plan,
+            send_depth,
+            src: self.addr,
+            dst: self.cluster.addr(target)?,
+            port: self.cluster.port,
+            hello: Hello {
+                from: self.id.0,
+                to: target.0,
+                probe,
+                fingerprint: self.cluster.fingerprint(),
+                clock: 0,
+            },
+            fingerprint: self.cluster.fingerprint(),
+            timeout,
+            clock: self.clock,
+            skew: (!probe).then_some((self.timing.clock_skew, t.clock_skew_action)),
+            tos: t.traffic_class,
+            ack_timeout: t.ack_timeout,
+        })
+    }
 }
 
 /// The listener thread; stopping it (Drop) destroys every accepted QP.
@@ -357,29 +399,8 @@ fn probe(shared: &Arc<NodeShared>) -> Result<AtomicOrder, VerbsError> {
     let buf = Mr::alloc(&shared.pd, 16, RegionKind::Staging)?;
     let cq = Cq::new(&shared.ctx, 8)?;
     let channel = EventChannel::new()?;
-    let dialed = dial(&Dial {
-        channel: &channel,
-        pd: &shared.pd,
-        cq: &cq,
-        plan: &shared.plan,
-        send_depth: 4,
-        src: shared.addr,
-        dst: shared.addr,
-        port: shared.cluster.port,
-        hello: Hello {
-            from: shared.id.0,
-            to: shared.id.0,
-            probe: true,
-            fingerprint: shared.cluster.fingerprint(),
-            clock: shared.clock.now().0,
-        },
-        fingerprint: shared.cluster.fingerprint(),
-        timeout: Duration::from_secs(10),
-        clock: shared.clock,
-        skew: None,
-        tos: shared.cluster.tuning.traffic_class,
-        ack_timeout: shared.cluster.tuning.ack_timeout,
-    })?;
+    let dialed =
+        dial(&shared.dial_to(shared.id, &channel, &cq, 4, Duration::from_secs(10), true)?)?;
     let remote = RemoteSlice {
         addr: word.addr(),
         rkey: word.rkey(),

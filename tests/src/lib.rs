@@ -9,15 +9,15 @@ pub mod step;
 
 pub use nessie_check::{time_limit, TimeLimit};
 
-use nessie_protocol::rng::xorshift64;
 use std::sync::Arc;
 use std::thread;
 
 use nessie_check::{check, unique_value, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::layout::DataEntryHeader;
+use nessie_protocol::rng::xorshift64;
 use nessie_protocol::{
-    Client, ClientId, ClientState, Config, Endpoint, Error, Fabric, Faults, IndexEntry, NodeId,
+    Client, ClientId, ClientState, Config, Error, Fabric, Faults, IndexEntry, KvClient, NodeId,
     OpStats, Region,
 };
 
@@ -136,33 +136,9 @@ impl SimCluster {
     }
 }
 
-/// The three operations the recorded helpers ([`rec_get`], [`rec_put`],
-/// [`rec_delete`]) run: a protocol client's, or a wrapper's around one (the
-/// broken clients of the recorders' teeth tests).
-pub trait KvOps {
-    /// GET `key`.
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
-    /// PUT `key` = `value`: whether the key existed.
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error>;
-    /// DELETE `key`: whether the key existed.
-    fn delete(&mut self, key: &[u8]) -> Result<bool, Error>;
-}
-
-impl<E: Endpoint> KvOps for Client<E> {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        Client::get(self, key)
-    }
-    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
-        Client::put(self, key, value)
-    }
-    fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
-        Client::delete(self, key)
-    }
-}
-
 /// A recorded GET: an error recorded by what it promises
 /// ([`KvRet::of_error`]; a failed read is ignored by the checker).
-pub fn rec_get<C: KvOps + ?Sized>(
+pub fn rec_get<C: KvClient + ?Sized>(
     r: &Recorder,
     id: usize,
     c: &mut C,
@@ -173,7 +149,7 @@ pub fn rec_get<C: KvOps + ?Sized>(
 
 /// A recorded PUT: an error recorded by what it promises
 /// ([`KvRet::of_error`]: only an unknown outcome may have taken effect).
-pub fn rec_put<C: KvOps + ?Sized>(
+pub fn rec_put<C: KvClient + ?Sized>(
     r: &Recorder,
     id: usize,
     c: &mut C,
@@ -191,7 +167,7 @@ pub fn rec_put<C: KvOps + ?Sized>(
 
 /// A recorded DELETE: an error recorded by what it promises
 /// ([`KvRet::of_error`]).
-pub fn rec_delete<C: KvOps + ?Sized>(
+pub fn rec_delete<C: KvClient + ?Sized>(
     r: &Recorder,
     id: usize,
     c: &mut C,

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use nessie_check::{check_history, unique_value, Event, KvOp, KvRet, Recorder};
 use nessie_protocol::{Config, Error};
-use nessie_tests::{rec_get, rec_put, time_limit, KvOps, SimCluster};
+use nessie_protocol::{KvClient, OpStats};
+use nessie_tests::{rec_get, rec_put, time_limit, SimCluster};
 
 fn cluster() -> SimCluster {
     SimCluster::new(Config {
@@ -34,7 +35,7 @@ struct LiesAfterCommit<C> {
     error: Error,
 }
 
-impl<C: KvOps> KvOps for LiesAfterCommit<C> {
+impl<C: KvClient> KvClient for LiesAfterCommit<C> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         self.inner.get(key)
     }
@@ -45,10 +46,13 @@ impl<C: KvOps> KvOps for LiesAfterCommit<C> {
     fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
         self.inner.delete(key)
     }
+    fn last_stats(&self) -> OpStats {
+        self.inner.last_stats()
+    }
 }
 
 /// The helpers' recording of a PUT before: every error an unknown outcome.
-fn old_rec_put(r: &Recorder, id: usize, c: &mut impl KvOps, key: &[u8], value: &[u8]) {
+fn old_rec_put(r: &Recorder, id: usize, c: &mut impl KvClient, key: &[u8], value: &[u8]) {
     r.record(id, key, KvOp::Put(value.to_vec()), || {
         let res = c.put(key, value);
         (res.as_ref().ok().map(|&e| KvRet::Put(e)), ())
@@ -105,7 +109,7 @@ struct ReadsAnotherKey<C> {
     other: Vec<u8>,
 }
 
-impl<C: KvOps> KvOps for ReadsAnotherKey<C> {
+impl<C: KvClient> KvClient for ReadsAnotherKey<C> {
     fn get(&mut self, _key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         self.inner.get(&self.other)
     }
@@ -114,6 +118,9 @@ impl<C: KvOps> KvOps for ReadsAnotherKey<C> {
     }
     fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
         self.inner.delete(key)
+    }
+    fn last_stats(&self) -> OpStats {
+        self.inner.last_stats()
     }
 }
 
