@@ -14,6 +14,7 @@ use std::time::Duration;
 use nessie_protocol::{Fabric, FabricError, NodeId, Topology};
 
 use crate::byteorder::AtomicOrder;
+use crate::clock_check::{check_now, ClockChecker, ClockLedger};
 use crate::cluster::ClusterFile;
 use crate::endpoint::VerbsEndpoint;
 use crate::error::VerbsError;
@@ -26,6 +27,9 @@ use crate::remote::RegionInfo;
 
 /// The verbs backend: the nodes this process hosts.
 pub struct VerbsFabric {
+    /// Each hosted node's periodic clock check (`None`: turned off), in
+    /// the order of `nodes`; stopped before the nodes go.
+    clock_checks: Vec<Option<ClockChecker>>,
     nodes: Vec<HostedNode>,
     cluster: Arc<ClusterFile>,
 }
@@ -108,7 +112,20 @@ impl VerbsFabric {
             cluster.node(id)?;
             nodes.push(HostedNode::start(cluster.clone(), id)?);
         }
-        Ok(VerbsFabric { nodes, cluster })
+        let every = Duration::from_millis(cluster.tuning.clock_check_interval_ms);
+        let clock_checks = nodes
+            .iter()
+            .map(|n| {
+                (!every.is_zero() && cluster.topology().nodes > 1)
+                    .then(|| ClockChecker::start(n.shared().clone(), every))
+                    .transpose()
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(VerbsFabric {
+            clock_checks,
+            nodes,
+            cluster,
+        })
     }
 
     /// Reads the cluster file at `path` and starts node `node` of it.
@@ -175,20 +192,16 @@ impl VerbsFabric {
 
     /// What hosted node `node`'s periodic clock checks found so far (see
     /// [`crate::clock_check`]; `None` when not hosted here or turned off).
-    pub fn clock_checks(&self, node: NodeId) -> Option<crate::clock_check::ClockLedger> {
-        let n = self.nodes.iter().find(|n| n.shared().id == node)?;
-        n.clock_checks()
+    pub fn clock_checks(&self, node: NodeId) -> Option<ClockLedger> {
+        let i = self.nodes.iter().position(|n| n.shared().id == node)?;
+        self.clock_checks[i].as_ref().map(ClockChecker::ledger)
     }
 
     /// Probes the clocks of hosted node `node`'s peers once now, each
     /// within `timeout` (`nessie node info`; peers not up answer nothing).
-    pub fn check_clocks_now(
-        &self,
-        node: NodeId,
-        timeout: Duration,
-    ) -> Option<crate::clock_check::ClockLedger> {
+    pub fn check_clocks_now(&self, node: NodeId, timeout: Duration) -> Option<ClockLedger> {
         let n = self.nodes.iter().find(|n| n.shared().id == node)?;
-        Some(crate::clock_check::check_now(n.shared(), timeout))
+        Some(check_now(n.shared(), timeout))
     }
 
     /// Whether every hosted node's listener is still running.

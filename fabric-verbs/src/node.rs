@@ -24,7 +24,6 @@ use rdma_sys::rdma_cm_event_type as Ev;
 
 use crate::byteorder::{detect, AtomicOrder, PROBE};
 use crate::clock::NodeClock;
-use crate::clock_check::{ClockChecker, ClockLedger};
 use crate::cluster::{ClusterFile, Timing};
 use crate::connect::{dial, post, wait_one, Dial};
 use crate::error::VerbsError;
@@ -147,8 +146,6 @@ impl Drop for Acceptor {
 
 /// A running node: its listener and its shared state (drop order: listener first).
 pub struct HostedNode {
-    /// Its peers' clocks checked again periodically (stopped first).
-    clock_check: Option<ClockChecker>,
     acceptor: Acceptor,
     shared: Arc<NodeShared>,
     /// The reader of its device's asynchronous events (shared with the
@@ -214,8 +211,7 @@ impl HostedNode {
             ctx,
         });
         let acceptor = start_acceptor(&shared)?;
-        let mut node = HostedNode {
-            clock_check: None,
+        let node = HostedNode {
             acceptor,
             shared,
             events,
@@ -223,13 +219,6 @@ impl HostedNode {
         let order = probe(&node.shared)?;
         tracing::info!(node = id.0, ?order, "atomic byte order probed");
         let _ = node.shared.order.set(order);
-        let every = node.shared.cluster.tuning.clock_check_interval_ms;
-        if every > 0 && node.shared.cluster.topology().nodes > 1 {
-            node.clock_check = Some(ClockChecker::start(
-                node.shared.clone(),
-                Duration::from_millis(every),
-            )?);
-        }
         Ok(node)
     }
 
@@ -237,11 +226,6 @@ impl HostedNode {
     /// process began reading them).
     pub fn device_events(&self) -> EventCounts {
         self.events.counts()
-    }
-
-    /// What the periodic clock checks found so far (`None`: turned off).
-    pub fn clock_checks(&self) -> Option<ClockLedger> {
-        self.clock_check.as_ref().map(ClockChecker::ledger)
     }
 
     /// The state endpoints share.
