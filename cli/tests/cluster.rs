@@ -482,8 +482,8 @@ const SYSTEMS: [&str; 5] = ["nessie", "nessie-sd", "nessie-hy", "pilaf", "cell"]
 
 /// Cell's keys in the tests that need its meganodes on every node: node 0
 /// preloads them, and with 16-node meganodes their splits place meganodes
-/// on the other two nodes (4 splits on the simulator, 2 meganodes on each
-/// node, `node::cell`'s unit test). Not fewer: with 200 keys the only split
+/// on the other two nodes (3 to 7 splits on the simulator, at least 1
+/// meganode on each node, `node::cell`'s unit test). Not fewer: with 200 keys the only split
 /// put the bottom half on node 1 and the new root meganode on node 2.
 const CELL_KEYS: &str = "400";
 

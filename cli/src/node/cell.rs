@@ -312,9 +312,13 @@ mod tests {
     fn the_cluster_tests_shape_spreads_meganodes_over_every_node_during_its_preload() {
         // cli/tests/cluster.rs: [store] max_key_len 32, max_value_len 64,
         // --cell-meganode-nodes 16, 400 keys of 16 B with 32 B values
-        // preloaded by node 0: node 2, which the kill story kills, holds
-        // meganodes besides the root (which clients cache, so its death
-        // alone would fail nothing).
+        // preloaded by node 0: every node holds a meganode, so node 1, which
+        // the kill story kills, holds keys. How many splits run, and where
+        // their copies land, depends on timing: splits run on the servers'
+        // maintenance threads while the preload goes on, and two servers
+        // splitting at once may both choose the same least loaded target.
+        // 3 to 7 splits seen, holding [2, 2, 1] to [3, 3, 3] (a CI run once
+        // failed an older bound, node 2 holding 2, with [2, 2, 1]).
         let store = Config {
             nodes: 3,
             clients_per_node: 2,
@@ -363,7 +367,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            splits >= 2 && held.iter().all(|&h| h >= 1) && held[2] >= 2,
+            splits >= 2 && held.iter().all(|&h| h >= 1),
             "{splits} meganode splits, meganodes held {held:?}"
         );
     }
