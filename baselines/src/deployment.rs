@@ -6,7 +6,6 @@
 //! so that a comparison changes the design and nothing else.
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +20,12 @@ use crate::sd::SdClient;
 use crate::server::ServerPool;
 use nessie_protocol::KvClient;
 
-/// The systems compared.
+/// The four key-value systems a [`Deployment`] starts: Nessie and the
+/// Nessie papers' three baselines. The one name of "which system" above
+/// this crate, Cell included, is `nessie_systems::SystemKind`; this is the
+/// part of it this crate deploys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SystemKind {
+pub enum KvSystem {
     /// Nessie: fully client-driven, decoupled index and data tables.
     Nessie,
     /// NessieSD: server-driven (HERD-like), partially coupled.
@@ -34,53 +36,34 @@ pub enum SystemKind {
     Pilaf,
 }
 
-impl SystemKind {
+impl KvSystem {
     /// All four, in the order reports list them.
-    pub const ALL: [SystemKind; 4] = [
-        SystemKind::Nessie,
-        SystemKind::NessieSd,
-        SystemKind::NessieHy,
-        SystemKind::Pilaf,
+    pub const ALL: [KvSystem; 4] = [
+        KvSystem::Nessie,
+        KvSystem::NessieSd,
+        KvSystem::NessieHy,
+        KvSystem::Pilaf,
     ];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            SystemKind::Nessie => "nessie",
-            SystemKind::NessieSd => "nessie-sd",
-            SystemKind::NessieHy => "nessie-hy",
-            SystemKind::Pilaf => "pilaf",
+            KvSystem::Nessie => "nessie",
+            KvSystem::NessieSd => "nessie-sd",
+            KvSystem::NessieHy => "nessie-hy",
+            KvSystem::Pilaf => "pilaf",
         }
     }
 
     /// Whether the system runs server workers.
     pub fn has_servers(self) -> bool {
-        self != SystemKind::Nessie
+        self != KvSystem::Nessie
     }
 }
 
-impl fmt::Display for SystemKind {
+impl fmt::Display for KvSystem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// A system name that is not one of [`SystemKind::ALL`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown system {0:?} (expected one of: nessie, nessie-sd, nessie-hy, pilaf)")]
-pub struct UnknownSystem(pub String);
-
-impl FromStr for SystemKind {
-    type Err = UnknownSystem;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SystemKind::ALL
-            .into_iter()
-            .find(|k| {
-                k.name().eq_ignore_ascii_case(s)
-                    || (s.eq_ignore_ascii_case("sd") && *k == SystemKind::NessieSd)
-                    || (s.eq_ignore_ascii_case("hy") && *k == SystemKind::NessieHy)
-            })
-            .ok_or_else(|| UnknownSystem(s.to_string()))
     }
 }
 
@@ -99,7 +82,7 @@ pub struct HyOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SystemConfig {
     /// The system.
-    pub kind: SystemKind,
+    pub kind: KvSystem,
     /// The shape shared by all systems (and Nessie's own options).
     pub store: Config,
     /// Server worker threads per node (server-driven systems).
@@ -110,7 +93,7 @@ pub struct SystemConfig {
 
 impl SystemConfig {
     /// `kind` shaped by `store`, one server worker per node, HY options off.
-    pub fn new(kind: SystemKind, store: Config) -> SystemConfig {
+    pub fn new(kind: KvSystem, store: Config) -> SystemConfig {
         SystemConfig {
             kind,
             store,
@@ -122,7 +105,7 @@ impl SystemConfig {
     /// The partially-coupled layout (NessieSD and NessieHY).
     pub fn coupled(&self) -> CoupledLayout {
         let filter = match self.kind {
-            SystemKind::NessieHy if !self.hy.filter_bits => 0,
+            KvSystem::NessieHy if !self.hy.filter_bits => 0,
             _ => self.store.filter_bits,
         };
         CoupledLayout::new(&self.store, filter)
@@ -131,13 +114,13 @@ impl SystemConfig {
     /// The regions a fabric must provide for this system.
     pub fn topology(&self) -> Topology {
         match self.kind {
-            SystemKind::Nessie => self.store.topology(),
-            SystemKind::NessieSd | SystemKind::NessieHy => Topology {
+            KvSystem::Nessie => self.store.topology(),
+            KvSystem::NessieSd | KvSystem::NessieHy => Topology {
                 nodes: self.store.nodes,
                 index_slots_per_node: 1,
                 data_bytes_per_node: self.coupled().region_bytes(),
             },
-            SystemKind::Pilaf => Topology {
+            KvSystem::Pilaf => Topology {
                 nodes: self.store.nodes,
                 index_slots_per_node: 1,
                 data_bytes_per_node: PilafLayout::new(&self.store).region_bytes(),
@@ -161,13 +144,13 @@ impl SystemConfig {
         let cfg = &self.store;
         let (workers, cpn) = (self.server_workers, cfg.clients_per_node);
         let pool = match self.kind {
-            SystemKind::Nessie => return Ok(None),
-            SystemKind::NessieSd | SystemKind::NessieHy => {
+            KvSystem::Nessie => return Ok(None),
+            KvSystem::NessieSd | KvSystem::NessieHy => {
                 let layout = self.coupled();
                 let table = Arc::new(CoupledTable::new(layout, node, cfg));
                 ServerPool::start(fabric, node, workers, layout.mailbox, cpn, table)?
             }
-            SystemKind::Pilaf => {
+            KvSystem::Pilaf => {
                 let layout = PilafLayout::new(cfg);
                 let table = Arc::new(PilafTable::new(layout, node, cfg));
                 ServerPool::start(fabric, node, workers, layout.mailbox, cpn, table)?
@@ -201,18 +184,18 @@ impl SystemConfig {
         id.check_in(cfg.nodes, cfg.clients_per_node)?;
         let ep = fabric.open(id.node)?;
         Ok(match self.kind {
-            SystemKind::Nessie => Box::new(Client::new(cfg, id, ep)?),
-            SystemKind::NessieSd => {
+            KvSystem::Nessie => Box::new(Client::new(cfg, id, ep)?),
+            KvSystem::NessieSd => {
                 let mut c = SdClient::new(cfg, self.coupled(), id, ep);
                 c.core_mut().rpc_mut().faults = faults.clone();
                 Box::new(c)
             }
-            SystemKind::NessieHy => {
+            KvSystem::NessieHy => {
                 let mut c = HyClient::new(cfg, self.coupled(), self.hy, id, ep);
                 c.core_mut().rpc_mut().faults = faults.clone();
                 Box::new(c)
             }
-            SystemKind::Pilaf => {
+            KvSystem::Pilaf => {
                 let layout = PilafLayout::new(&cfg);
                 let mut c = PilafClient::new(cfg, layout, id, ep);
                 c.core_mut().rpc_mut().faults = faults.clone();

@@ -44,4 +44,4 @@ pub mod rpc;
 pub mod sd;
 pub mod server;
 
-pub use deployment::{Deployment, HyOptions, SystemConfig, SystemKind};
+pub use deployment::{Deployment, HyOptions, KvSystem, SystemConfig};

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{client, start_kind, Sim};
-use nessie_baselines::SystemKind;
+use nessie_baselines::KvSystem;
 use nessie_check::synthetic::{plant_violation, Plant};
 use nessie_check::{
     check, time_limit, unique_value, CheckConfig, CheckReport, Event, KvOp, KvRet, Recorder,
@@ -105,7 +105,7 @@ fn node_down_history(d: &Sim, run: Duration) -> Vec<Event> {
     recorder.events()
 }
 
-fn report_of(kind: SystemKind, what: &str, h: &[Event]) -> CheckReport {
+fn report_of(kind: KvSystem, what: &str, h: &[Event]) -> CheckReport {
     let report = check(h, &CheckConfig::default());
     eprintln!("{kind} {what}: {report}");
     report
@@ -120,11 +120,7 @@ fn node_failure_histories_get_a_verdict_both_ways() {
     );
     // Nessie itself is left to the protocol's own tests (its outcome-unknown
     // handling is being reworked there).
-    for kind in [
-        SystemKind::NessieSd,
-        SystemKind::NessieHy,
-        SystemKind::Pilaf,
-    ] {
+    for kind in [KvSystem::NessieSd, KvSystem::NessieHy, KvSystem::Pilaf] {
         let d = start_kind(kind, cfg());
         let h = node_down_history(&d, Duration::from_millis(800));
         let report = report_of(kind, "node 2 down", &h);

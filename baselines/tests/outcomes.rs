@@ -30,17 +30,13 @@ use common::faulty::{Arm, Control, FaultyFabric, Traced, SUPPORTED};
 use nessie_baselines::coupled::home_node;
 use nessie_baselines::mailbox::MailboxLayout;
 use nessie_baselines::pilaf::PilafLayout;
-use nessie_baselines::{Deployment, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, KvSystem, SystemConfig};
 use nessie_check::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome, TransportFault};
 
-const SYSTEMS: [SystemKind; 3] = [
-    SystemKind::NessieSd,
-    SystemKind::NessieHy,
-    SystemKind::Pilaf,
-];
+const SYSTEMS: [KvSystem; 3] = [KvSystem::NessieSd, KvSystem::NessieHy, KvSystem::Pilaf];
 
 fn cfg(op_timeout: Duration) -> Config {
     let mut cfg = Config {
@@ -64,7 +60,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(kind: SystemKind, cfg: Config) -> Rig {
+    fn new(kind: KvSystem, cfg: Config) -> Rig {
         let sys = SystemConfig::new(kind, cfg.clone());
         let sim = SimFabric::new(SimConfig::from_topology(sys.topology())).expect("sim");
         let fabric = FaultyFabric::new(sim);
@@ -146,11 +142,7 @@ fn honest(
 /// A PUT of a fresh key homed on node 1 by a client on `client_node`
 /// while the servers are paused; then the servers resume. Returns the
 /// verdict of [`honest`].
-fn put_at_paused_server(
-    kind: SystemKind,
-    client_node: u16,
-    skip_claims: bool,
-) -> Result<(), String> {
+fn put_at_paused_server(kind: KvSystem, client_node: u16, skip_claims: bool) -> Result<(), String> {
     let rig = Rig::new(kind, cfg(Duration::from_millis(150)));
     rig.d.set_skip_claims(skip_claims);
     let (mut c, _) = rig.client(client_node, 0);
@@ -217,7 +209,7 @@ fn teeth_without_claims_a_timed_out_put_commits_later() {
 /// reported it as not committed. B waits out the landing bound, reads its
 /// slot, finds A's request there, and leaves the word alone. Returns the
 /// value the key holds once the servers have resumed.
-fn cancel_across_a_restart(kind: SystemKind, cancel_before_landing: bool) -> Option<Vec<u8>> {
+fn cancel_across_a_restart(kind: KvSystem, cancel_before_landing: bool) -> Option<Vec<u8>> {
     let rig = Rig::new(kind, cfg(Duration::from_millis(150)));
     rig.d
         .rpc_faults()
@@ -399,7 +391,7 @@ fn trial(
 /// Faults at every step of a PUT, for one system: the classes seen, and
 /// the lies told (none unless `unknown_as_timeout`, the clients' test-only
 /// fault switch, is on).
-fn fault_matrix(kind: SystemKind, unknown_as_timeout: bool) -> (Table, Vec<String>) {
+fn fault_matrix(kind: KvSystem, unknown_as_timeout: bool) -> (Table, Vec<String>) {
     let rig = Rig::new(kind, cfg(Duration::from_millis(120)));
     rig.d
         .rpc_faults()
@@ -441,7 +433,7 @@ fn fault_matrix(kind: SystemKind, unknown_as_timeout: bool) -> (Table, Vec<Strin
     (table, lies)
 }
 
-fn assert_all_classes(kind: SystemKind, table: &Table) {
+fn assert_all_classes(kind: KvSystem, table: &Table) {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for classes in table.values() {
         for (c, n) in classes {
@@ -453,7 +445,7 @@ fn assert_all_classes(kind: SystemKind, table: &Table) {
     }
 }
 
-fn honest_matrix(kind: SystemKind) {
+fn honest_matrix(kind: KvSystem) {
     let (table, lies) = fault_matrix(kind, false);
     assert!(
         lies.is_empty(),
@@ -470,7 +462,7 @@ fn nessie_sd_faults_after_the_commit_point_give_honest_outcomes() {
         "-",
         Duration::from_secs(120),
     );
-    honest_matrix(SystemKind::NessieSd);
+    honest_matrix(KvSystem::NessieSd);
 }
 
 #[test]
@@ -480,7 +472,7 @@ fn nessie_hy_faults_after_the_commit_point_give_honest_outcomes() {
         "-",
         Duration::from_secs(120),
     );
-    honest_matrix(SystemKind::NessieHy);
+    honest_matrix(KvSystem::NessieHy);
 }
 
 #[test]
@@ -490,7 +482,7 @@ fn pilaf_faults_after_the_commit_point_give_honest_outcomes() {
         "-",
         Duration::from_secs(120),
     );
-    honest_matrix(SystemKind::Pilaf);
+    honest_matrix(KvSystem::Pilaf);
 }
 
 #[test]
@@ -501,7 +493,7 @@ fn teeth_a_client_that_reports_unknown_outcomes_as_timeouts_is_caught() {
         Duration::from_secs(120),
     );
     // One system suffices: the switch sits in the request channel all three share.
-    let (_, lies) = fault_matrix(SystemKind::NessieSd, true);
+    let (_, lies) = fault_matrix(KvSystem::NessieSd, true);
     assert!(
         !lies.is_empty(),
         "the broken variant's Timeout after a committed PUT must be caught"
@@ -511,7 +503,7 @@ fn teeth_a_client_that_reports_unknown_outcomes_as_timeouts_is_caught() {
 
 /// Clients on hot keys while a thread pauses and resumes the servers; every
 /// result recorded by its outcome class, the history checked.
-fn pausing_workload(kind: SystemKind, skip_claims: bool) -> nessie_check::CheckReport {
+fn pausing_workload(kind: KvSystem, skip_claims: bool) -> nessie_check::CheckReport {
     let rig = Rig::new(kind, cfg(Duration::from_millis(30)));
     rig.d.set_skip_claims(skip_claims);
     let recorder = Arc::new(Recorder::new());

@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_baselines::pilaf::{EntryRead, PilafClient, PilafLayout};
-use nessie_baselines::{Deployment, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, KvSystem, SystemConfig};
 use nessie_check::{time_limit, unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::KvClient;
@@ -32,7 +32,7 @@ fn start(cfg: &Config) -> Pilaf {
 }
 
 fn start_with(cfg: &Config, tweak: impl FnOnce(SimConfig) -> SimConfig) -> Pilaf {
-    let sys = SystemConfig::new(SystemKind::Pilaf, cfg.clone());
+    let sys = SystemConfig::new(KvSystem::Pilaf, cfg.clone());
     let fabric = SimFabric::new(tweak(SimConfig::from_topology(sys.topology()))).expect("fabric");
     Deployment::start(sys, fabric).expect("pilaf starts")
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use nessie_baselines::coupled::CoupledLayout;
 use nessie_baselines::hy::HyClient;
-use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
 use nessie_check::time_limit;
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, Region};
@@ -44,14 +44,14 @@ fn hy_all_on() -> HyOptions {
 fn hy(cfg: Config, opts: HyOptions) -> SystemConfig {
     SystemConfig {
         hy: opts,
-        ..SystemConfig::new(SystemKind::NessieHy, cfg)
+        ..SystemConfig::new(KvSystem::NessieHy, cfg)
     }
 }
 
 #[test]
 fn sd_behaves_like_a_map_with_cuckoo_moves() {
     // 40 keys in 2 x 32 index table entries: inserts need cuckoo moves.
-    let d = start_kind(SystemKind::NessieSd, small(2, 32));
+    let d = start_kind(KvSystem::NessieSd, small(2, 32));
     matches_btreemap(&d, 3000, 40, 11);
 }
 
@@ -68,7 +68,7 @@ fn sd_is_linearizable_on_hot_keys() {
         "-",
         Duration::from_secs(120),
     );
-    let d = start_kind(SystemKind::NessieSd, small(3, 64));
+    let d = start_kind(KvSystem::NessieSd, small(3, 64));
     assert!(linearizable_workload(&d, 300, 4, 50, 21) >= 1800);
 }
 
@@ -106,7 +106,7 @@ fn hy_gets_stay_linearizable_while_cuckoo_moves_run() {
 
 #[test]
 fn sd_costs_one_request_write_and_one_response_write() {
-    let d = start_kind(SystemKind::NessieSd, small(2, 64));
+    let d = start_kind(KvSystem::NessieSd, small(2, 64));
     let layout = CoupledLayout::new(&d.system().store, d.system().store.filter_bits);
     let mut c0 = client(&d, 0, 0);
     // A key homed on node 1 (remote for client 0.0) and one homed on node 0.
@@ -190,7 +190,7 @@ fn hy_cache_turns_a_repeated_get_into_one_read() {
 
 #[test]
 fn bad_input_gets_typed_errors_and_a_full_table_says_so() {
-    for kind in [SystemKind::NessieSd, SystemKind::NessieHy] {
+    for kind in [KvSystem::NessieSd, KvSystem::NessieHy] {
         let d = start_kind(kind, small(1, 8));
         let mut c = client(&d, 0, 0);
         assert!(matches!(
@@ -229,7 +229,7 @@ fn bad_input_gets_typed_errors_and_a_full_table_says_so() {
 
 #[test]
 fn a_client_that_reuses_a_slot_is_served() {
-    let d = start_kind(SystemKind::NessieSd, small(2, 64));
+    let d = start_kind(KvSystem::NessieSd, small(2, 64));
     for round in 0..3u8 {
         let mut c = client(&d, 1, 0);
         c.put(b"again", &[round]).unwrap();
@@ -246,7 +246,7 @@ fn a_stopped_server_means_a_timeout_not_a_hang() {
     );
     let mut cfg = small(2, 64);
     cfg.retry.op_timeout = Duration::from_millis(200);
-    let mut d = start_kind(SystemKind::NessieSd, cfg);
+    let mut d = start_kind(KvSystem::NessieSd, cfg);
     d.stop();
     let mut c = client(&d, 0, 0);
     let started = Instant::now();
@@ -388,7 +388,7 @@ fn hy_gets_of_always_present_keys_never_miss_under_churn() {
 
 #[test]
 fn a_fabric_too_small_for_the_system_is_a_typed_error() {
-    let sys = SystemConfig::new(SystemKind::NessieSd, small(2, 64));
+    let sys = SystemConfig::new(KvSystem::NessieSd, small(2, 64));
     let tiny = nessie_fabric_sim::SimFabric::new(nessie_fabric_sim::SimConfig::new(2, 8, 4096))
         .expect("sim");
     let e = nessie_baselines::Deployment::start(sys, tiny).expect_err("too small");
@@ -401,7 +401,7 @@ fn a_fabric_too_small_for_the_system_is_a_typed_error() {
 
 #[test]
 fn paused_servers_account_their_cpu_up_to_the_pause_and_burn_none_after() {
-    let mut d = start_kind(SystemKind::NessieSd, small(2, 64));
+    let mut d = start_kind(KvSystem::NessieSd, small(2, 64));
     let mut c = client(&d, 0, 0);
     let work = |c: &mut Box<dyn KvClient>| {
         for i in 0..300u32 {

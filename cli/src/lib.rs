@@ -1,8 +1,8 @@
 //! The library behind the `nessie` command: `nessie run` ([`run`]) drives a
 //! mixed workload on a simulated Nessie cluster; `nessie bench` ([`mod@bench`])
 //! compares Nessie with NessieSD, NessieHY and Pilaf side by side on the same
-//! simulated fabric and reproduces the papers' experiments. [`sizing`] shapes
-//! the stores of both. `nessie inserts` ([`inserts`]) measures what an insert
+//! simulated fabric and reproduces the papers' experiments (their stores
+//! sized by `nessie_systems::sizing`). `nessie inserts` ([`inserts`]) measures what an insert
 //! costs as the index fills up; `nessie pipeline` ([`mod@pipeline`]) what
 //! many operations in flight per client thread buy; `nessie sim`
 //! ([`mod@sim`]) runs the systems' machines in the deterministic cluster
@@ -21,5 +21,4 @@ pub mod papers;
 pub mod pipeline;
 pub mod run;
 pub mod sim;
-pub mod sizing;
 pub mod swarm;

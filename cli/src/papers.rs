@@ -14,7 +14,8 @@
 
 use clap::Args;
 use nessie_check::KvOp;
-use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, System, Tuning};
+use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, Tuning};
+use nessie_systems::SystemKind;
 
 use crate::inserts::{self, InsertsArgs, SearchArg, WORKSHOP_TABLE_1};
 
@@ -142,7 +143,7 @@ fn all_avg(r: &SimReport) -> f64 {
 }
 
 /// The 15-node TPDS setting all of the paper's experiments share.
-fn tpds_spec(args: &PapersArgs, system: System, clients: u16, workers: u16) -> SimSpec {
+fn tpds_spec(args: &PapersArgs, system: SystemKind, clients: u16, workers: u16) -> SimSpec {
     SimSpec {
         system,
         server_workers: workers,
@@ -159,20 +160,20 @@ fn tpds_spec(args: &PapersArgs, system: System, clients: u16, workers: u16) -> S
 /// The paper's thread split per system at 50 % GETs (section 6.1): Nessie 12
 /// client threads; NessieSD 10 and 2 workers at 1 KiB and above; NessieHY 9
 /// and 3 up to 32 KiB, 10 and 2 above.
-fn split_50(system: System, value: u32) -> (u16, u16) {
+fn split_50(system: SystemKind, value: u32) -> (u16, u16) {
     match system {
-        System::NessieSd => (10, 2),
-        System::NessieHy if value <= 32 << 10 => (9, 3),
-        System::NessieHy => (10, 2),
+        SystemKind::NessieSd => (10, 2),
+        SystemKind::NessieHy if value <= 32 << 10 => (9, 3),
+        SystemKind::NessieHy => (10, 2),
         _ => (12, 1),
     }
 }
 
 /// The split at 90 % and 99 % GETs: NessieHY 11 and 1.
-fn split_get_heavy(system: System) -> (u16, u16) {
+fn split_get_heavy(system: SystemKind) -> (u16, u16) {
     match system {
-        System::NessieSd => (10, 2),
-        System::NessieHy => (11, 1),
+        SystemKind::NessieSd => (10, 2),
+        SystemKind::NessieHy => (11, 1),
         _ => (12, 1),
     }
 }
@@ -252,9 +253,9 @@ fn table_1(args: &PapersArgs) -> Result<Table1Runs, SimError> {
     for kib in TABLE_1_KIB {
         let v = kib << 10;
         for (system, out) in [
-            (System::Nessie, &mut runs.cd),
-            (System::NessieSd, &mut runs.sd),
-            (System::NessieHy, &mut runs.hy),
+            (SystemKind::Nessie, &mut runs.cd),
+            (SystemKind::NessieSd, &mut runs.sd),
+            (SystemKind::NessieHy, &mut runs.hy),
         ] {
             let (c, w) = split_50(system, v);
             let spec = SimSpec {
@@ -375,7 +376,7 @@ fn goodput(args: &PapersArgs, t1: &Table1Runs) -> Result<(), SimError> {
     ];
     for (label, words, get_pct, zipf, paper) in settings {
         let mut r = Vec::new();
-        for system in [System::Nessie, System::NessieSd] {
+        for system in [SystemKind::Nessie, SystemKind::NessieSd] {
             let (c, w) = split_get_heavy(system);
             let spec = SimSpec {
                 value_size: v,
@@ -408,9 +409,13 @@ fn fig_4(args: &PapersArgs) -> Result<[f64; 3], SimError> {
     println!("|---|{}", "---|".repeat(bgs.len()));
     let mut at_max = Vec::new();
     let mut peaks = [0.0; 3];
-    for (k, system) in [System::Nessie, System::NessieSd, System::NessieHy]
-        .into_iter()
-        .enumerate()
+    for (k, system) in [
+        SystemKind::Nessie,
+        SystemKind::NessieSd,
+        SystemKind::NessieHy,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let (c, w) = split_get_heavy(system);
         print!("| {system} |");
@@ -458,9 +463,13 @@ fn fig_14(args: &PapersArgs, peaks: [f64; 3]) -> Result<(), SimError> {
     println!("|---|---|---|---|---|");
     for (load, paper) in FIG_14 {
         let mut cores = Vec::new();
-        for (k, system) in [System::Nessie, System::NessieSd, System::NessieHy]
-            .into_iter()
-            .enumerate()
+        for (k, system) in [
+            SystemKind::Nessie,
+            SystemKind::NessieSd,
+            SystemKind::NessieHy,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let (c, w) = split_get_heavy(system);
             let rate = load * peaks[k] / (15.0 * f64::from(c));
@@ -540,7 +549,7 @@ fn fig_13(args: &PapersArgs) -> Result<(), SimError> {
                 get_pct,
                 zipf_theta: Some(0.99),
                 tuning,
-                ..tpds_spec(args, System::Nessie, 12, 1)
+                ..tpds_spec(args, SystemKind::Nessie, 12, 1)
             };
             got.push(run(&spec, &format!("nessie {get_pct} % {name}"))?.ops_per_sec);
         }
@@ -609,7 +618,7 @@ fn pilaf_fig_6(args: &PapersArgs) -> Result<(), SimError> {
     eprintln!("Pilaf Fig. 6");
     println!("## Pilaf Fig. 6: probes per lookup in 3-way cuckoo hashing at 75 % fill\n");
     let spec = SimSpec {
-        system: System::Pilaf,
+        system: SystemKind::Pilaf,
         nodes: 3,
         clients_per_node: 2,
         keys: 6000,
@@ -650,10 +659,10 @@ fn scale(args: &PapersArgs) -> Result<(), SimError> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for profile in nessie_sim::PROFILES {
         let profile: Profile = profile.clone();
-        for system in [System::Nessie, System::NessieSd] {
+        for system in [SystemKind::Nessie, SystemKind::NessieSd] {
             for nodes in [3u16, 15, 100, 1000] {
                 for depth in [1u16, 8] {
-                    if system == System::NessieSd && nodes >= 1000 && depth > 1 {
+                    if system == SystemKind::NessieSd && nodes >= 1000 && depth > 1 {
                         continue;
                     }
                     let seconds = if nodes >= 1000 {

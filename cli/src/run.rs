@@ -81,7 +81,7 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
             "--keys, --clients and --seconds must be positive, --key-size at least 8".into(),
         ));
     }
-    let cfg = crate::sizing::store_config(&crate::sizing::Shape {
+    let cfg = nessie_systems::sizing::store_config(&nessie_systems::sizing::Shape {
         nodes: args.nodes,
         clients: args.mix.clients * args.depth.max(1),
         keys: u64::from(args.mix.keys),

@@ -6,7 +6,8 @@
 //! simulator's own speed.
 
 use clap::Args;
-use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, System};
+use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec};
+use nessie_systems::SystemKind;
 
 /// Options of `nessie sim`.
 #[derive(Args, Debug, Clone)]
@@ -77,7 +78,7 @@ pub struct SimArgs {
 
 /// One point of a sweep.
 struct Point {
-    system: System,
+    system: SystemKind,
     nodes: u16,
     background: u16,
     depth: u16,
@@ -94,7 +95,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
     let systems = args
         .systems
         .iter()
-        .map(|s| s.parse::<System>())
+        .map(|s| s.parse::<SystemKind>())
         .collect::<Result<Vec<_>, _>>()?;
     let mut points: Vec<(Point, SimReport)> = Vec::new();
     for &nodes in &args.nodes {

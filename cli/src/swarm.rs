@@ -101,7 +101,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
     let late = args.late_landing;
-    let system: nessie_sim::System = args.system.parse().map_err(|e| format!("{e}"))?;
+    let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
     let s = run_swarm(seeds, faults, true, |c| {

@@ -5,7 +5,7 @@
 
 mod support;
 
-use nessie_cli::sizing::{store_config, Shape};
+use nessie_systems::sizing::{store_config, Shape};
 use support::{bench_json, f};
 
 /// The data table entry size of the bench's store with one 128 B key of 256 B.

@@ -43,8 +43,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_cell::check as cell_check;
 use nessie_check::{check_history, Event, KvRet};
-use nessie_cli::node::cell::cell_event;
 use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
+use nessie_systems::cell::cell_event;
 use nessie_workload::{monotonic_ns, HistoryRecord, HistoryRet};
 
 fn env(name: &str) -> Option<String> {

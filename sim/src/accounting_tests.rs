@@ -139,9 +139,9 @@ fn a_client_thread_runs_one_slice_in_b_plus_one() {
 /// server worker per node, so each worker polls 2 slots).
 #[test]
 fn one_server_driven_request_takes_the_hand_computed_time() {
-    use crate::spec::System;
+    use nessie_systems::SystemKind;
     let spec = SimSpec {
-        system: System::NessieSd,
+        system: SystemKind::NessieSd,
         nodes: 2,
         clients_per_node: 1,
         keys: 1,

@@ -53,7 +53,7 @@ use nessie_protocol::{ClientId, Config, DteAddr, FabricError, Nanos, Op, OpOutpu
 use serde::Serialize;
 
 use crate::engine::{nanos, Engine};
-use crate::spec::System;
+use nessie_systems::SystemKind;
 
 /// Entries one client crash may leak, at most (docs/verification.md).
 ///
@@ -252,7 +252,10 @@ impl Engine {
         result: &Result<OpOutput, FabricError>,
         now: u64,
     ) {
-        if self.spec.system != System::Nessie || self.marked_linked.len() >= 16 || result.is_err() {
+        if self.spec.system != SystemKind::Nessie
+            || self.marked_linked.len() >= 16
+            || result.is_err()
+        {
             return;
         }
         let breach = match w {
@@ -287,7 +290,7 @@ impl Engine {
     /// `last` on a clock at most `lead` ahead expires by `last + lead + T`,
     /// and the rule adds the skew allowance.
     pub(crate) fn audit_dtes(&self, last: u64, counted: u64, crashes: u64) -> Option<DteAudit> {
-        if self.spec.system != System::Nessie || !self.spec.final_sweep {
+        if self.spec.system != SystemKind::Nessie || !self.spec.final_sweep {
             return None;
         }
         let lead = self

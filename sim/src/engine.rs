@@ -50,9 +50,10 @@ use nessie_protocol::{
 use crate::chaos::{Chaos, Dice};
 use crate::network::NicRequest;
 use crate::profile::Profile;
-use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec, System};
+use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
 use crate::systems::{Actor, AnyCore, KvMachine, Servers};
 use crate::zipf::ScrambledZipfian;
+use nessie_systems::SystemKind;
 
 /// The virtual time (ns) of a history stamp ([`SimReport::history`]'s
 /// stamps are picoseconds, raised where needed to keep them strictly
@@ -377,8 +378,8 @@ impl Engine {
         let mut dice = Dice::new(spec.seed);
         let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
         let mut setup = match spec.system {
-            System::Nessie => None,
-            System::Cell => Some(crate::systems::cell(spec, &cfg)?),
+            SystemKind::Nessie => None,
+            SystemKind::Cell => Some(crate::systems::cell(spec, &cfg)?),
             other => Some(crate::systems::baseline(
                 other,
                 &cfg,
@@ -917,7 +918,7 @@ impl Engine {
         } else if now < self.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
-            if let (System::Cell, false, Some(servers)) = (
+            if let (SystemKind::Cell, false, Some(servers)) = (
                 spec.system,
                 spec.cell_run.clients_beside_servers,
                 spec.cell_run.server_nodes,
@@ -970,7 +971,7 @@ impl Engine {
                 Kind::Get
             } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
                 Kind::Delete
-            } else if spec.system == System::Cell
+            } else if spec.system == SystemKind::Cell
                 && roll < u64::from(spec.get_pct + spec.delete_pct + spec.scan_pct)
             {
                 // Up to four keys on, at most three entries: short scans
@@ -1605,7 +1606,7 @@ impl Engine {
             // by request id to the machine that posted it (which ignores a
             // request of a round it has left) or drops it if that machine
             // is done; a baseline's client drops it.
-            if self.spec.system == System::Nessie {
+            if self.spec.system == SystemKind::Nessie {
                 self.counts.stale_completions += 1;
                 cl.hand_in(completion);
             }

@@ -13,13 +13,14 @@ use nessie_protocol::{DteAddr, NodeId, Op, OpId, Region, RemoteAddr, TransportFa
 use crate::audit::{watched, Watched};
 use crate::chaos::{Chaos, Dice};
 use crate::engine::{Engine, Ev};
-use crate::spec::{SimSpec, System};
+use crate::spec::SimSpec;
 use crate::systems::Actor;
 use crate::TPDS;
+use nessie_systems::SystemKind;
 
 /// A two-node cluster, one client per node, with `chaos` (nothing
 /// scheduled, nothing preloaded).
-fn engine(system: System, chaos: Chaos, seed: u64) -> Engine {
+fn engine(system: SystemKind, chaos: Chaos, seed: u64) -> Engine {
     let spec = SimSpec {
         profile: TPDS,
         system,
@@ -133,7 +134,7 @@ fn an_error_then_land_cas_reports_its_error_then_executes_by_its_landing_deadlin
                 max_delay_ns: 2_000_000,
                 ..Chaos::NONE
             };
-            let mut e = engine(System::Nessie, chaos, seed);
+            let mut e = engine(SystemKind::Nessie, chaos, seed);
             let m = margin(&e);
             let wr = WorkRequest {
                 id: OpId(1),
@@ -184,7 +185,7 @@ fn an_error_then_land_read_just_fails() {
         error_then_land_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut e = engine(System::Nessie, chaos, 3);
+    let mut e = engine(SystemKind::Nessie, chaos, 3);
     let wr = WorkRequest {
         id: OpId(1),
         op: Op::Read {
@@ -204,7 +205,7 @@ fn a_late_completion_waits_for_a_later_round_and_dies_with_its_process() {
         late_completion_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut e = engine(System::Nessie, chaos, 5);
+    let mut e = engine(SystemKind::Nessie, chaos, 5);
     let post = |e: &mut Engine| {
         let wr = WorkRequest {
             id: OpId(1),
@@ -248,7 +249,7 @@ fn a_baselines_late_completion_is_a_lost_one() {
         late_completion_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut e = engine(System::Pilaf, chaos, 5);
+    let mut e = engine(SystemKind::Pilaf, chaos, 5);
     let wr = WorkRequest {
         id: OpId(1),
         op: Op::Read {
@@ -265,7 +266,7 @@ fn a_baselines_late_completion_is_a_lost_one() {
 
 #[test]
 fn the_i4_watch_sees_recycle_marks_and_index_cases() {
-    let e = engine(System::Nessie, Chaos::NONE, 1);
+    let e = engine(SystemKind::Nessie, Chaos::NONE, 1);
     let l = e.cfg.layout();
     let d = DteAddr { table: 1, index: 2 };
     let mark = RecycleWord::marked(9).encode().to_le_bytes().to_vec();
@@ -297,7 +298,7 @@ fn the_i4_watch_sees_recycle_marks_and_index_cases() {
 
 #[test]
 fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
-    let mut e = engine(System::Nessie, Chaos::NONE, 1);
+    let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
     let l = e.cfg.layout();
     let d = DteAddr { table: 1, index: 2 };
     let word = IndexEntry::new(d, 0).0;
@@ -354,7 +355,7 @@ fn a_torn_write_lands_one_word_at_a_time_in_ascending_order() {
         torn_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut e = engine(System::Nessie, chaos, 5);
+    let mut e = engine(SystemKind::Nessie, chaos, 5);
     e.post(Actor::Client(0), four_words(1), 0);
     let mut placed = Vec::new();
     while let Some((at, ev)) = e.next_event() {
@@ -383,7 +384,7 @@ fn a_failure_after_executing_stops_a_torn_write_part_placed() {
             fail_after_exec_permille: 1_000,
             ..Chaos::NONE
         };
-        let mut e = engine(System::Nessie, chaos, seed);
+        let mut e = engine(SystemKind::Nessie, chaos, seed);
         e.post(Actor::Client(0), four_words(1), 0);
         run(&mut e);
         let w = data_words(&e);
@@ -399,7 +400,7 @@ fn a_failure_after_executing_stops_a_torn_write_part_placed() {
 
 #[test]
 fn a_failed_queue_pair_refuses_its_own_posts_and_no_one_elses() {
-    let mut e = engine(System::Nessie, Chaos::NONE, 1);
+    let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
     e.link_failures.push(crate::network::LinkFailure {
         actor: Actor::Client(0),
         node: 1,
@@ -422,7 +423,7 @@ fn a_failed_queue_pair_refuses_its_own_posts_and_no_one_elses() {
 fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
     let (mut flushed, mut executed) = (0, 0);
     for seed in 0..40 {
-        let mut e = engine(System::Nessie, Chaos::NONE, seed);
+        let mut e = engine(SystemKind::Nessie, Chaos::NONE, seed);
         // The queue pair fails right after the post, before the request
         // reaches node 1.
         e.link_failures.push(crate::network::LinkFailure {
@@ -448,7 +449,7 @@ fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
 
 #[test]
 fn an_event_past_the_horizon_stays_queued() {
-    let mut e = engine(System::Nessie, Chaos::NONE, 1);
+    let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
     e.horizon = 100;
     e.schedule(200, Ev::Poll(0));
     assert!(e.next_event().is_none());
@@ -491,7 +492,7 @@ fn a_vanished_request_never_executes_and_never_completes() {
         vanish_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut e = engine(System::Nessie, chaos, 2);
+    let mut e = engine(SystemKind::Nessie, chaos, 2);
     let wr = WorkRequest {
         id: OpId(1),
         op: cas(8, 0, 42),
@@ -516,7 +517,7 @@ fn a_duplicated_write_completes_once_and_lands_again_by_its_landing_deadline() {
             duplicate_write_permille: 1_000,
             ..Chaos::NONE
         };
-        let mut e = engine(System::Nessie, chaos, seed);
+        let mut e = engine(SystemKind::Nessie, chaos, seed);
         let m = margin(&e);
         e.post(Actor::Client(0), four_words(1), 0);
         let (mut landings, mut completions) = (Vec::new(), 0);
@@ -565,7 +566,7 @@ fn a_duplicated_cas_or_read_executes_once() {
         duplicate_write_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut e = engine(System::Nessie, chaos, 4);
+    let mut e = engine(SystemKind::Nessie, chaos, 4);
     let wr = WorkRequest {
         id: OpId(1),
         op: cas(8, 0, 42),

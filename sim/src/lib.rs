@@ -8,7 +8,8 @@
 //! run is a function of its specification and a cluster of the papers'
 //! size (15 nodes x 12 client threads) runs on a laptop.
 //!
-//! - [`spec`]: what to simulate ([`System`] among it) and what a run reports.
+//! - [`spec`]: what to simulate (which system: `nessie_systems::SystemKind`)
+//!   and what a run reports.
 //! - [`profile`]: the hardware constants, each with its source.
 //! - [`engine`]: the event loop and the clients (crashes, restarts, pauses).
 //! - `kv`, `servers`, `systems`: the other systems' clients, server
@@ -51,7 +52,7 @@ pub use engine::{simulate, stamp_ns};
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
 pub use spec::{
     config, CellRun, CellShape, ChaosCounts, ServerFaults, SimError, SimReport, SimSpec, Spike,
-    System, Tuning,
+    Tuning,
 };
 pub use swarm::{
     shrink, swarm, swarm_system, swarm_with, verdict_of, HySwitches, SwarmCase, SwarmSummary,

@@ -14,8 +14,8 @@ use nessie_check::memory::{transfer_words, InFlight, WordOrder};
 use nessie_protocol::{FabricError, NodeId, Op, OpOutput, TransportFault, WorkRequest};
 
 use crate::engine::{Engine, Ev};
-use crate::spec::System;
 use crate::systems::Actor;
+use nessie_systems::SystemKind;
 
 /// A NIC request on its way through the simulated fabric.
 pub(crate) struct NicRequest {
@@ -612,7 +612,7 @@ impl Engine {
     /// runs no such routing (its engine drops completions by round): for it
     /// the completion is lost.
     fn hold_late(&mut self, r: usize) -> bool {
-        let nessie = self.spec.system == System::Nessie;
+        let nessie = self.spec.system == SystemKind::Nessie;
         let Some(req) = self.reqs[r].as_mut() else {
             return false;
         };

@@ -7,90 +7,12 @@ use std::time::Duration;
 use nessie_baselines::HyOptions;
 use nessie_check::Event;
 use nessie_protocol::{Config, Error, Faults, MigrateSearch, OpStats};
+use nessie_systems::SystemKind;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::DteAudit;
 use crate::chaos::Chaos;
 use crate::profile::Profile;
-
-/// The systems the simulator runs: Nessie and its papers' baselines, and
-/// Cell.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-pub enum System {
-    /// Nessie: fully client-driven.
-    #[default]
-    Nessie,
-    /// NessieSD: server-driven (HERD-like).
-    NessieSd,
-    /// NessieHY: client GETs, server PUT/DELETE (FaRM-like).
-    NessieHy,
-    /// Pilaf: client GETs of a self-verifying cuckoo table, server PUT/DELETE.
-    Pilaf,
-    /// Cell: a B-link tree of meganodes, searched by clients or servers.
-    Cell,
-}
-
-impl System {
-    /// Every system, in the order reports list them.
-    pub const ALL: [System; 5] = [
-        System::Nessie,
-        System::NessieSd,
-        System::NessieHy,
-        System::Pilaf,
-        System::Cell,
-    ];
-
-    /// The Nessie family (`nessie sim`'s default): Nessie and the baselines
-    /// the papers compare it with.
-    pub const FAMILY: [System; 4] = [
-        System::Nessie,
-        System::NessieSd,
-        System::NessieHy,
-        System::Pilaf,
-    ];
-
-    /// Its name on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            System::Nessie => "nessie",
-            System::NessieSd => "nessie-sd",
-            System::NessieHy => "nessie-hy",
-            System::Pilaf => "pilaf",
-            System::Cell => "cell",
-        }
-    }
-
-    /// Whether it runs server workers.
-    pub fn has_servers(self) -> bool {
-        self != System::Nessie
-    }
-}
-
-impl std::fmt::Display for System {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for System {
-    type Err = SimError;
-    fn from_str(s: &str) -> Result<System, SimError> {
-        System::ALL
-            .into_iter()
-            .find(|k| {
-                k.name().eq_ignore_ascii_case(s)
-                    || (s.eq_ignore_ascii_case("sd") && *k == System::NessieSd)
-                    || (s.eq_ignore_ascii_case("hy") && *k == System::NessieHy)
-            })
-            .ok_or_else(|| {
-                SimError::Spec(format!(
-                    "unknown system {s:?} (expected nessie, nessie-sd, nessie-hy, pilaf or cell)"
-                ))
-            })
-    }
-}
 
 /// Test-only fault switches of the server-driven systems, so that the
 /// simulator's checks can be shown to catch a broken variant.
@@ -294,7 +216,7 @@ pub struct Spike {
 #[derive(Clone, Debug)]
 pub struct SimSpec {
     /// The system.
-    pub system: System,
+    pub system: SystemKind,
     /// Server worker threads per node (server-driven systems), each
     /// polling on a core of its own.
     pub server_workers: u16,
@@ -420,7 +342,7 @@ impl Default for SimSpec {
     /// GETs, 0.01 simulated seconds on the TPDS hardware, no faults.
     fn default() -> SimSpec {
         SimSpec {
-            system: System::Nessie,
+            system: SystemKind::Nessie,
             server_workers: 1,
             hy: HyOptions::default(),
             server_faults: ServerFaults::default(),
@@ -458,7 +380,7 @@ impl Default for SimSpec {
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
     /// The system.
-    pub system: System,
+    pub system: SystemKind,
     /// Operations completed.
     pub ops: u64,
     /// GETs completed.
@@ -725,6 +647,9 @@ pub enum SimError {
     /// The protocol refused the configuration or the preload failed.
     #[error("protocol: {0}")]
     Protocol(#[from] Error),
+    /// A system name that is none of the five.
+    #[error("invalid simulation: {0}")]
+    UnknownSystem(#[from] nessie_systems::UnknownSystem),
 }
 
 /// The configuration a spec implies.

@@ -30,7 +30,8 @@ use nessie_protocol::Faults;
 use crate::audit::DteAudit;
 use crate::chaos::{Chaos, Dice};
 use crate::engine::simulate;
-use crate::spec::{CellShape, ServerFaults, SimError, SimReport, SimSpec, System, Tuning};
+use crate::spec::{CellShape, ServerFaults, SimError, SimReport, SimSpec, Tuning};
+use nessie_systems::SystemKind;
 
 /// Steps the linearizability checker may take per key before it gives up.
 /// An inconclusive case is never a pass: it is counted apart, and a swarm
@@ -81,7 +82,7 @@ pub struct SwarmCase {
     /// The system under test (Nessie unless said; the baselines take the
     /// same network faults and client crashes, and ignore Nessie's options).
     #[serde(default)]
-    pub system: System,
+    pub system: SystemKind,
     /// Server worker threads per node (NessieSD, NessieHY, Pilaf).
     #[serde(default = "one")]
     pub server_workers: u16,
@@ -243,7 +244,7 @@ impl SwarmCase {
             chaos,
             depth: 1,
             background_per_node: 0,
-            system: System::Nessie,
+            system: SystemKind::Nessie,
             server_workers: 1,
             hy: HySwitches::default(),
             server_faults: ServerFaults::default(),
@@ -351,10 +352,10 @@ impl SwarmCase {
     /// the swarm: a Cell server's failure is its node's, recovered by the
     /// survivors from its logs (`docs/cell.md`), which the simulator does
     /// not run.
-    pub fn for_system(seed: u64, system: System) -> SwarmCase {
+    pub fn for_system(seed: u64, system: SystemKind) -> SwarmCase {
         let mut case = SwarmCase::from_seed(seed);
         case.system = system;
-        if system == System::Nessie {
+        if system == SystemKind::Nessie {
             return case;
         }
         let mut d = Dice::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xba5e_11e5);
@@ -378,7 +379,7 @@ impl SwarmCase {
         if rare.chance(500) {
             case.chaos.duplicate_write_permille = 20 + rare.below(300) as u32;
         }
-        if system == System::Cell {
+        if system == SystemKind::Cell {
             let small_nodes = d.chance(500);
             case.cell = CellShape {
                 small_nodes,
@@ -439,7 +440,7 @@ impl SwarmCase {
         t.index_slots_per_node = Some(slots.max(candidates));
         t.previous_versions = None;
         t.depth_first_migrate = None;
-        if system != System::NessieHy {
+        if system != SystemKind::NessieHy {
             t.multiple_reads = None;
             t.cache_capacity = None;
         }
@@ -899,7 +900,7 @@ pub fn swarm(
 /// [`swarm`] of `system`'s cases ([`SwarmCase::for_system`]), with the
 /// baselines' fault switches `server_faults`.
 pub fn swarm_system(
-    system: System,
+    system: SystemKind,
     seeds: impl IntoIterator<Item = u64>,
     faults: Faults,
     server_faults: ServerFaults,

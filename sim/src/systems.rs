@@ -30,7 +30,7 @@ use nessie_baselines::retry::RetryBudget;
 use nessie_baselines::rpc::RpcClient;
 use nessie_baselines::sd::SdCore;
 use nessie_baselines::server::{Handler, SlotWatch, Worker, WorkerCounters};
-use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
 use nessie_protocol::pipeline::Request;
 use nessie_protocol::{Config, Error, Nanos, NodeId, Topology, WorkRequest};
 
@@ -46,7 +46,8 @@ use nessie_check::memory::{InFlight, Memory, WordOrder};
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::Completion;
 
-use crate::spec::{ServerFaults, SimSpec, System};
+use crate::spec::{ServerFaults, SimSpec};
+use nessie_systems::SystemKind;
 
 /// Who posted a work request: a client thread's operation, or a server
 /// worker.
@@ -481,15 +482,15 @@ pub(crate) struct Servers {
 }
 
 fn system_config(
-    system: System,
+    system: SystemKind,
     cfg: &Config,
     workers: u16,
     hy: HyOptions,
 ) -> Result<SystemConfig, Error> {
     let kind = match system {
-        System::NessieSd => SystemKind::NessieSd,
-        System::NessieHy => SystemKind::NessieHy,
-        System::Pilaf => SystemKind::Pilaf,
+        SystemKind::NessieSd => KvSystem::NessieSd,
+        SystemKind::NessieHy => KvSystem::NessieHy,
+        SystemKind::Pilaf => KvSystem::Pilaf,
         other => {
             return Err(Error::Corrupt(format!(
                 "{other} is not one of the baselines"
@@ -572,7 +573,7 @@ pub(crate) struct Setup {
 /// at the start and again for a restarted client (a fresh process: nothing
 /// of its predecessor's state survives but its slots on the nodes).
 pub(crate) struct CoreMaker {
-    kind: SystemKind,
+    kind: KvSystem,
     shared: Arc<Config>,
     sys: SystemConfig,
     mailbox: MailboxLayout,
@@ -599,8 +600,8 @@ impl CoreMaker {
             self.faults.cancel_before_landing,
         );
         match self.kind {
-            SystemKind::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
-            SystemKind::NessieHy => {
+            KvSystem::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
+            KvSystem::NessieHy => {
                 let mut c = HyCore::new(cfg.clone(), self.sys.coupled(), self.sys.hy, rpc);
                 c.set_skip_epoch_check(self.faults.skip_epoch_check);
                 AnyCore::Hy(c)
@@ -625,7 +626,7 @@ fn worker_machine<H: Handler<Ext = Plain>>(node: NodeId, worker: Worker<H>) -> W
 /// Sets up NessieSD, NessieHY or Pilaf shaped by `cfg` (Nessie's
 /// configuration for the spec) with `workers` server workers per node.
 pub(crate) fn baseline(
-    system: System,
+    system: SystemKind,
     cfg: &Config,
     workers: u16,
     hy: HyOptions,
@@ -650,12 +651,12 @@ pub(crate) fn baseline(
         std::sync::atomic::Ordering::Relaxed,
     );
     let mailbox = match kind {
-        SystemKind::Pilaf => PilafLayout::new(cfg).mailbox,
+        KvSystem::Pilaf => PilafLayout::new(cfg).mailbox,
         _ => sys.coupled().mailbox,
     };
     let (workers_list, reuse) = shared_tables(kind, &sys, cfg, &counters, mailbox);
     let epoch = match kind {
-        SystemKind::Pilaf => PilafLayout::new(cfg).epoch,
+        KvSystem::Pilaf => PilafLayout::new(cfg).epoch,
         _ => sys.coupled().epoch,
     };
     let topology = sys.topology();
@@ -698,7 +699,7 @@ pub(crate) fn baseline(
 
 /// The workers of every node over one table per node.
 fn shared_tables(
-    kind: SystemKind,
+    kind: KvSystem,
     sys: &SystemConfig,
     cfg: &Config,
     counters: &Arc<WorkerCounters>,
@@ -709,9 +710,9 @@ fn shared_tables(
     let cpn = cfg.clients_per_node;
     for n in 0..cfg.nodes {
         let node = NodeId(n);
-        let coupled = (kind != SystemKind::Pilaf)
+        let coupled = (kind != KvSystem::Pilaf)
             .then(|| Arc::new(CoupledTable::new(sys.coupled(), node, cfg)));
-        let pilaf = (kind == SystemKind::Pilaf)
+        let pilaf = (kind == KvSystem::Pilaf)
             .then(|| Arc::new(PilafTable::new(PilafLayout::new(cfg), node, cfg)));
         if let Some(t) = &coupled {
             let t = t.clone();

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use nessie_check::time_limit;
 use nessie_protocol::Faults;
-use nessie_sim::{swarm_system, ServerFaults, SwarmCase, System, Verdict};
+use nessie_sim::{swarm_system, ServerFaults, SwarmCase, Verdict};
+use nessie_systems::SystemKind;
 
 /// Cell's cases in CI (about 10 ms each).
 const CELL_CASES: u64 = 1_000;
@@ -40,7 +41,7 @@ fn cell_survives_the_fault_mixes_while_its_leaves_and_meganodes_split() {
         Duration::from_secs(300),
     );
     let s = swarm_system(
-        System::Cell,
+        SystemKind::Cell,
         0..CELL_CASES,
         Faults::default(),
         ServerFaults::default(),
@@ -132,7 +133,7 @@ fn the_swarm_catches_each_cell_switch_at_the_seed_that_shows_it() {
         Duration::from_secs(120),
     );
     for (name, seed, shows) in CELL_TEETH {
-        common::switch_caught_at(System::Cell, name, seed, shows);
+        common::switch_caught_at(SystemKind::Cell, name, seed, shows);
     }
 }
 
@@ -196,7 +197,7 @@ fn the_swarm_catches_the_recovery_switches_through_failures_mid_split() {
         Duration::from_secs(120),
     );
     for (name, seed, shows) in RECOVERY_TEETH {
-        common::switch_caught_only_with(System::Cell, name, seed, "split-failure", shows);
+        common::switch_caught_only_with(SystemKind::Cell, name, seed, "split-failure", shows);
     }
 }
 
@@ -206,7 +207,7 @@ fn the_swarm_catches_the_recovery_switches_through_failures_mid_split() {
 fn a_search_from_seed_zero_stops_at_the_pinned_seed() {
     for (name, first, _) in CELL_TEETH {
         let f = ServerFaults::named(&[name]).unwrap();
-        let s = swarm_system(System::Cell, 0..first + 1, Faults::default(), f, true).unwrap();
+        let s = swarm_system(SystemKind::Cell, 0..first + 1, Faults::default(), f, true).unwrap();
         let failure = s
             .failure
             .unwrap_or_else(|| panic!("{name}: not caught in seeds 0..={first}"));
@@ -222,9 +223,9 @@ fn a_search_from_seed_zero_stops_at_the_pinned_seed() {
 fn a_value_planted_in_a_recorded_scan_fails_the_case() {
     use nessie_cell::check::Ret;
     let seed = (0..50)
-        .find(|&s| SwarmCase::for_system(s, System::Cell).scan_pct > 0)
+        .find(|&s| SwarmCase::for_system(s, SystemKind::Cell).scan_pct > 0)
         .unwrap();
-    let run = SwarmCase::for_system(seed, System::Cell)
+    let run = SwarmCase::for_system(seed, SystemKind::Cell)
         .run(Faults::default())
         .unwrap();
     assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
@@ -252,7 +253,7 @@ fn a_value_planted_in_a_recorded_scan_fails_the_case() {
 /// completes such an access at once and frees every core.
 #[test]
 fn the_final_sweep_frees_the_cores_the_background_threads_held() {
-    let case = SwarmCase::for_system(4_914, System::Cell);
+    let case = SwarmCase::for_system(4_914, SystemKind::Cell);
     assert!(case.background_per_node > 0);
     let run = case.run(Faults::default()).unwrap();
     assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);

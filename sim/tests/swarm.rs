@@ -22,8 +22,9 @@ use nessie_protocol::Faults;
 use nessie_sim::audit::LEAKS_PER_CRASH;
 use nessie_sim::{
     shrink, simulate, swarm, swarm_system, swarm_with, verdict_of, Chaos, ServerFaults, SwarmCase,
-    System, Verdict,
+    Verdict,
 };
+use nessie_systems::SystemKind;
 
 fn faults(name: &str) -> Faults {
     Faults::named(&[name]).unwrap()
@@ -417,7 +418,11 @@ const BASELINE_CASES: u64 = 1_000;
 /// the lone writer's sweep).
 #[test]
 fn the_baselines_survive_the_fault_mixes_server_crashes_included() {
-    for system in [System::NessieSd, System::NessieHy, System::Pilaf] {
+    for system in [
+        SystemKind::NessieSd,
+        SystemKind::NessieHy,
+        SystemKind::Pilaf,
+    ] {
         let s = swarm_system(
             system,
             0..BASELINE_CASES,
@@ -469,10 +474,10 @@ fn the_baselines_survive_the_fault_mixes_server_crashes_included() {
 /// The baselines' test-only fault switches the swarm catches, and the
 /// first seed that shows each (searching from seed 0):
 /// `nessie swarm --system SYSTEM --server-faults NAME` stops there.
-const BASELINE_TEETH: [(System, &str, u64); 3] = [
-    (System::NessieSd, "skip-claims", 2),
-    (System::NessieHy, "skip-claims", 2),
-    (System::Pilaf, "skip-claims", 2),
+const BASELINE_TEETH: [(SystemKind, &str, u64); 3] = [
+    (SystemKind::NessieSd, "skip-claims", 2),
+    (SystemKind::NessieHy, "skip-claims", 2),
+    (SystemKind::Pilaf, "skip-claims", 2),
 ];
 
 #[test]
@@ -505,7 +510,7 @@ fn the_swarm_catches_each_baseline_fault_switch_from_seed_zero() {
 /// `baselines/tests/outcomes.rs` tells the story exactly.
 #[test]
 fn a_request_cancelled_before_it_lands_runs_unless_the_client_waits_out_the_landing_bound() {
-    baseline_switch_caught_at(System::Pilaf, "cancel-before-landing", 32_091);
+    baseline_switch_caught_at(SystemKind::Pilaf, "cancel-before-landing", 32_091);
 }
 
 /// A WRITE the fabric executes twice (`TransportFault::DuplicateWrite`, a
@@ -528,9 +533,9 @@ fn a_duplicated_request_write_runs_its_put_again_only_with_the_switch() {
         Duration::from_secs(60),
     );
     for (system, seed) in [
-        (System::NessieSd, 9),
-        (System::NessieHy, 25),
-        (System::Pilaf, 125),
+        (SystemKind::NessieSd, 9),
+        (SystemKind::NessieHy, 25),
+        (SystemKind::Pilaf, 125),
     ] {
         let (name, fault) = ("rerun-duplicates", "duplicate-write");
         common::switch_caught_only_with(system, name, seed, fault, "not linearizable");
@@ -552,7 +557,7 @@ fn a_slot_two_torn_writes_mixed_is_served_only_without_the_message_checks() {
         "1335, 625",
         Duration::from_secs(60),
     );
-    for (system, seed) in [(System::NessieSd, 1_335), (System::Pilaf, 625)] {
+    for (system, seed) in [(SystemKind::NessieSd, 1_335), (SystemKind::Pilaf, 625)] {
         let name = "skip-message-checks";
         common::switch_caught_only_with(system, name, seed, "torn", "not linearizable");
     }
@@ -610,13 +615,13 @@ const LINK_FAILURE_SEED: u64 = 26;
 /// and 2,765; the same cases pass with the check.
 #[test]
 fn without_the_epoch_check_a_get_is_caught_by_the_seed_that_shows_it() {
-    baseline_switch_caught_at(System::NessieHy, "skip-epoch-check", 1_020);
-    baseline_switch_caught_at(System::Pilaf, "skip-epoch-check", 2_765);
+    baseline_switch_caught_at(SystemKind::NessieHy, "skip-epoch-check", 1_020);
+    baseline_switch_caught_at(SystemKind::Pilaf, "skip-epoch-check", 2_765);
 }
 
 /// Case `seed` of `system` is not linearizable with the baselines' switch
 /// `name` on, and passes with it off.
-fn baseline_switch_caught_at(system: System, name: &str, seed: u64) {
+fn baseline_switch_caught_at(system: SystemKind, name: &str, seed: u64) {
     common::switch_caught_at(system, name, seed, "not linearizable");
 }
 
@@ -628,7 +633,7 @@ fn baseline_switch_caught_at(system: System, name: &str, seed: u64) {
 /// writer's PUTs timed out; now a CPU access still completes.
 #[test]
 fn the_final_sweep_lets_a_cpu_access_in_progress_complete() {
-    let run = SwarmCase::for_system(551, System::NessieSd)
+    let run = SwarmCase::for_system(551, SystemKind::NessieSd)
         .run(Faults::default())
         .unwrap();
     assert!(

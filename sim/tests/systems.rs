@@ -10,16 +10,17 @@
 use std::time::Duration;
 
 use nessie_check::time_limit;
-use nessie_sim::{simulate, ServerFaults, SimReport, SimSpec, System, Tuning};
+use nessie_sim::{simulate, ServerFaults, SimReport, SimSpec, Tuning};
+use nessie_systems::SystemKind;
 
-const OTHERS: [System; 4] = [
-    System::NessieSd,
-    System::NessieHy,
-    System::Pilaf,
-    System::Cell,
+const OTHERS: [SystemKind; 4] = [
+    SystemKind::NessieSd,
+    SystemKind::NessieHy,
+    SystemKind::Pilaf,
+    SystemKind::Cell,
 ];
 
-fn spec(system: System, seed: u64) -> SimSpec {
+fn spec(system: SystemKind, seed: u64) -> SimSpec {
     SimSpec {
         system,
         nodes: 3,
@@ -35,7 +36,7 @@ fn spec(system: System, seed: u64) -> SimSpec {
 
 /// Hot keys, deletes, inserts: contention at the servers (two workers per
 /// node, taking turns at the node's table lock) and on the keys.
-fn hot(system: System, seed: u64) -> SimSpec {
+fn hot(system: SystemKind, seed: u64) -> SimSpec {
     SimSpec {
         server_workers: 2,
         keys: 8,
@@ -85,7 +86,7 @@ fn each_systems_contended_simulated_history_is_linearizable() {
     for system in OTHERS {
         let r = simulate(&hot(system, 1)).unwrap();
         assert!(r.puts > 100 && r.gets > 100, "{system}: {r:?}");
-        if system != System::Cell {
+        if system != SystemKind::Cell {
             // The node's two workers took turns at its table lock.
             assert!(r.server_lock_waits > 0, "{system}: {r:?}");
         }
@@ -106,7 +107,11 @@ fn teeth_a_server_that_runs_cancelled_requests_is_caught_by_the_history_check() 
         2,
         Duration::from_secs(60),
     );
-    for system in [System::NessieSd, System::NessieHy, System::Pilaf] {
+    for system in [
+        SystemKind::NessieSd,
+        SystemKind::NessieHy,
+        SystemKind::Pilaf,
+    ] {
         let preempted = |skip_claims| SimSpec {
             background_per_node: 4,
             tuning: Tuning {
@@ -156,7 +161,7 @@ fn preempted_server_workers_cut_server_driven_throughput_far_more_than_nessies()
         };
         at(4) / at(0)
     };
-    let (nessie, sd) = (ratio(System::Nessie), ratio(System::NessieSd));
+    let (nessie, sd) = (ratio(SystemKind::Nessie), ratio(SystemKind::NessieSd));
     assert!(nessie > 0.2, "nessie keeps {nessie}");
     assert!(sd < 0.5 * nessie, "nessie-sd keeps {sd}, nessie {nessie}");
 }
@@ -185,7 +190,7 @@ fn cells_paper_runs_keep_server_nodes_clients_out_and_spike_clients_in_their_win
             clients_beside_servers: false,
             ..nessie_sim::CellRun::default()
         },
-        ..spec(System::Cell, 7)
+        ..spec(SystemKind::Cell, 7)
     };
     let r = simulate(&s).unwrap();
     let measured: Vec<_> = r

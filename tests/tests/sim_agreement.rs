@@ -25,12 +25,13 @@
 
 use std::time::Duration;
 
-use nessie_baselines::{Deployment, HyOptions, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, HyOptions, KvSystem, SystemConfig};
 use nessie_check::{Event, KvOp, KvRet};
 use nessie_fabric_sim::{ClockMode, SimConfig, SimFabric};
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, NodeId, OpStats};
-use nessie_sim::{config, simulate, stamp_ns, SimReport, SimSpec, System, Tuning};
+use nessie_sim::{config, simulate, stamp_ns, SimReport, SimSpec, Tuning};
+use nessie_systems::SystemKind;
 use nessie_tests::SimCluster;
 
 /// The counters the papers compare designs by.
@@ -247,9 +248,9 @@ fn agree_baseline(spec: SimSpec) {
     );
     let cfg = config(&spec).unwrap();
     let kind = match spec.system {
-        System::NessieSd => SystemKind::NessieSd,
-        System::NessieHy => SystemKind::NessieHy,
-        _ => SystemKind::Pilaf,
+        SystemKind::NessieSd => KvSystem::NessieSd,
+        SystemKind::NessieHy => KvSystem::NessieHy,
+        _ => KvSystem::Pilaf,
     };
     let sys = SystemConfig {
         hy: spec.hy,
@@ -277,7 +278,7 @@ fn agree_baseline(spec: SimSpec) {
         .iter()
         .map(|e| {
             let (home, cands) = match kind {
-                SystemKind::Pilaf => {
+                KvSystem::Pilaf => {
                     let l = nessie_baselines::pilaf::PilafLayout::new(&cfg);
                     (l.home(&e.key), l.candidates(&e.key))
                 }
@@ -307,7 +308,7 @@ fn agree_baseline(spec: SimSpec) {
         sim_put.writes > 0 && sim_put.server_writes > 0,
         "{sim_put:?}"
     );
-    if spec.system != System::NessieSd {
+    if spec.system != SystemKind::NessieSd {
         assert!(
             sim_get.index_reads > 0 && sim_get.data_reads > 0,
             "{sim_get:?}"
@@ -315,7 +316,7 @@ fn agree_baseline(spec: SimSpec) {
     }
 }
 
-fn baseline_spec(system: System, seed: u64) -> SimSpec {
+fn baseline_spec(system: SystemKind, seed: u64) -> SimSpec {
     SimSpec {
         system,
         nodes: 3,
@@ -338,23 +339,23 @@ fn baseline_spec(system: System, seed: u64) -> SimSpec {
 
 #[test]
 fn nessie_sd_the_simulator_and_the_threaded_fabric_agree_on_every_operations_cost() {
-    agree_baseline(baseline_spec(System::NessieSd, 4));
+    agree_baseline(baseline_spec(SystemKind::NessieSd, 4));
 }
 
 #[test]
 fn nessie_hy_the_simulator_and_the_threaded_fabric_agree_with_and_without_its_optimisations() {
-    agree_baseline(baseline_spec(System::NessieHy, 5));
+    agree_baseline(baseline_spec(SystemKind::NessieHy, 5));
     agree_baseline(SimSpec {
         hy: HyOptions {
             filter_bits: true,
             cache: false,
             multiple_reads: true,
         },
-        ..baseline_spec(System::NessieHy, 6)
+        ..baseline_spec(SystemKind::NessieHy, 6)
     });
 }
 
 #[test]
 fn pilaf_the_simulator_and_the_threaded_fabric_agree_on_every_operations_cost() {
-    agree_baseline(baseline_spec(System::Pilaf, 7));
+    agree_baseline(baseline_spec(SystemKind::Pilaf, 7));
 }

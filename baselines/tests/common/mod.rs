@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use nessie_baselines::{Deployment, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, KvSystem, SystemConfig};
 use nessie_check::{unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::KvClient;
@@ -27,7 +27,7 @@ pub fn start(sys: SystemConfig) -> Sim {
     Deployment::start(sys, fabric).expect("deployment starts")
 }
 
-pub fn start_kind(kind: SystemKind, cfg: Config) -> Sim {
+pub fn start_kind(kind: KvSystem, cfg: Config) -> Sim {
     start(SystemConfig::new(kind, cfg))
 }
 

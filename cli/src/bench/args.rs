@@ -1,10 +1,10 @@
 //! The command line of `nessie bench` and its validation.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use clap::{Args, ValueEnum};
-use nessie_baselines::SystemKind;
+use nessie_baselines::KvSystem;
+use nessie_systems::SystemKind;
 
 use super::error::{parse_size, BenchError};
 use super::workload::Distribution;
@@ -81,7 +81,7 @@ impl Experiment {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SystemChoice {
     /// A key-value system of `nessie-baselines`.
-    Kv(SystemKind),
+    Kv(KvSystem),
     /// Cell in a search mode (`cell`: the selector, `cell-server`,
     /// `cell-client`).
     Cell(nessie_cell::SearchMode),
@@ -308,7 +308,10 @@ impl BenchArgs {
             let k = match super::cell::parse_mode(s) {
                 Some(m) => SystemChoice::Cell(m),
                 None => SystemChoice::Kv(
-                    SystemKind::from_str(s).map_err(|_| BenchError::UnknownName(s.to_string()))?,
+                    s.parse::<SystemKind>()
+                        .ok()
+                        .and_then(SystemKind::kv)
+                        .ok_or_else(|| BenchError::UnknownName(s.to_string()))?,
                 ),
             };
             if out.contains(&k) {

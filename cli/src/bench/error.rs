@@ -1,13 +1,8 @@
 //! The typed errors of `nessie bench`.
 
-use nessie_baselines::deployment::UnknownSystem;
-
 /// Why `nessie bench` could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    /// A system name that is not one of the four.
-    #[error(transparent)]
-    UnknownSystem(#[from] UnknownSystem),
     /// A system name that is none of the systems.
     #[error("unknown system {0:?} (expected one of: nessie, nessie-sd, nessie-hy, pilaf, cell, cell-server, cell-client)")]
     UnknownName(String),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use nessie_baselines::SystemKind;
+use nessie_baselines::KvSystem;
 use nessie_cell::SearchMode;
 use nessie_protocol::Config;
 
@@ -17,7 +17,7 @@ use super::driver::{Budget, PointPlan};
 use super::error::BenchError;
 use super::system::Variant;
 use super::workload::{Distribution, Workload};
-use crate::sizing::{store_config, Shape};
+use nessie_systems::sizing::{store_config, Shape};
 
 /// Value sizes of the value sweep (the papers' 256 B .. 128 KiB).
 pub const SWEEP_VALUES: [u32; 6] = [256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10];
@@ -158,10 +158,10 @@ fn plain(kinds: &[SystemChoice], cfg: &Config, w: &Workload, args: &BenchArgs) -
         .flat_map(|&k| match k {
             // Nessie once per --depth (each depth a variant of its own,
             // measured side by side); the other systems once.
-            SystemChoice::Kv(SystemKind::Nessie) => args
+            SystemChoice::Kv(KvSystem::Nessie) => args
                 .depths()
                 .iter()
-                .map(|&d| Variant::plain(SystemKind::Nessie, cfg, args.server_workers).pipelined(d))
+                .map(|&d| Variant::plain(KvSystem::Nessie, cfg, args.server_workers).pipelined(d))
                 .collect::<Vec<_>>(),
             SystemChoice::Kv(k) => vec![Variant::plain(k, cfg, args.server_workers)],
             SystemChoice::Cell(m) => vec![cell_variant(mode_name(m), m, w, &shape, 0)],
@@ -182,8 +182,8 @@ fn point(label: String, params: BTreeMap<String, f64>, plan: PointPlan) -> Point
 /// Nessie's and NessieHY's optimisations switched on one after the other.
 fn breakdown_variants(kinds: &[SystemChoice], cfg: &Config, args: &BenchArgs) -> Vec<Variant> {
     let mut out = Vec::new();
-    if kinds.contains(&SystemChoice::Kv(SystemKind::Nessie)) {
-        let base = Variant::plain(SystemKind::Nessie, cfg, args.server_workers).tuned(
+    if kinds.contains(&SystemChoice::Kv(KvSystem::Nessie)) {
+        let base = Variant::plain(KvSystem::Nessie, cfg, args.server_workers).tuned(
             "nessie basic",
             |c, _| {
                 c.filter_bits = 0;
@@ -200,8 +200,8 @@ fn breakdown_variants(kinds: &[SystemChoice], cfg: &Config, args: &BenchArgs) ->
         let multi = prev.tuned("nessie +multi", |c, _| c.multiple_reads = true);
         out.extend([base, filter, cache, prev, multi]);
     }
-    if kinds.contains(&SystemChoice::Kv(SystemKind::NessieHy)) {
-        let base = Variant::plain(SystemKind::NessieHy, cfg, args.server_workers)
+    if kinds.contains(&SystemChoice::Kv(KvSystem::NessieHy)) {
+        let base = Variant::plain(KvSystem::NessieHy, cfg, args.server_workers)
             .tuned("hy basic", |_, _| {});
         let filter = base.tuned("hy +filter", |_, h| h.filter_bits = true);
         let cache = filter.tuned("hy +cache", |_, h| h.cache = true);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use nessie_baselines::{Deployment, HyOptions, SystemConfig, SystemKind};
+use nessie_baselines::{Deployment, HyOptions, KvSystem, SystemConfig};
 use nessie_cell::{CellClient, CellDeployment, SearchMode};
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::pipeline::{Pipeline, Request, Response};
@@ -44,7 +44,7 @@ pub struct Variant {
 impl Variant {
     /// `kind` shaped by `store` with `server_workers` workers per node,
     /// labelled by the system's name.
-    pub fn plain(kind: SystemKind, store: &Config, server_workers: u16) -> Variant {
+    pub fn plain(kind: KvSystem, store: &Config, server_workers: u16) -> Variant {
         let mut sys = SystemConfig::new(kind, store.clone());
         sys.server_workers = server_workers;
         Variant {
@@ -63,7 +63,7 @@ impl Variant {
             return self;
         }
         if let SystemSpec::Kv(sys) = &mut self.sys {
-            if sys.kind != SystemKind::Nessie {
+            if sys.kind != KvSystem::Nessie {
                 return self;
             }
             sys.store.clients_per_node = sys.store.clients_per_node.saturating_mul(depth);

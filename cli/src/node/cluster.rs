@@ -1,21 +1,21 @@
 //! The verbs fabric's cluster file shaped for one of the five systems: the
 //! system built with the file's `[store]` shape ([`system_config`]; Cell's
-//! by [`super::cell::cell_config`]) and the file set up to register what it
+//! by [`nessie_systems::cell::cell_config`]) and the file set up to register what it
 //! needs and to carry it in the fingerprint ([`deployment`],
 //! [`cell_deployment`]), so that nodes started with different `--system`s
 //! (or NessieHY layouts, or Cell shapes) refuse each other at connect.
 
-use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
 use nessie_cell::CellConfig;
 use nessie_fabric_verbs::{ClusterError, ClusterFile};
 
-use super::cell::CellShape;
+use nessie_systems::cell::CellShape;
 
 /// `kind` shaped by `file` ([`ClusterFile::protocol_config`]), with
 /// `server_workers` per node and NessieHY's options `hy`.
 pub fn system_config(
     file: &ClusterFile,
-    kind: SystemKind,
+    kind: KvSystem,
     server_workers: u16,
     hy: HyOptions,
 ) -> Result<SystemConfig, ClusterError> {
@@ -34,7 +34,7 @@ pub fn system_config(
 /// reads are client-side).
 pub fn system_tag(sys: &SystemConfig) -> String {
     match sys.kind {
-        SystemKind::NessieHy if sys.hy.filter_bits => format!("{}+filter-bits", sys.kind),
+        KvSystem::NessieHy if sys.hy.filter_bits => format!("{}+filter-bits", sys.kind),
         k => k.to_string(),
     }
 }
@@ -50,14 +50,14 @@ pub fn deployment(file: ClusterFile, sys: &SystemConfig) -> Result<ClusterFile, 
             system: sys.kind.to_string(),
         });
     }
-    if sys.kind == SystemKind::Nessie {
+    if sys.kind == KvSystem::Nessie {
         return Ok(file);
     }
     file.for_system(&system_tag(sys), sys.topology())
 }
 
 /// `file` running Cell as `cfg` (built by
-/// [`super::cell::cell_config`] from this file's store) and `shape`
+/// [`nessie_systems::cell::cell_config`] from this file's store) and `shape`
 /// describe: the regions grown to what Cell needs, the shape's tag in the
 /// fingerprint. Refused when `cfg` was shaped by another file.
 pub fn cell_deployment(
@@ -86,16 +86,16 @@ mod tests {
     fn a_baseline_grows_the_regions_keeps_the_store_and_joins_the_fingerprint() {
         let file = ClusterFile::parse(GOOD).unwrap();
         let store = file.protocol_config().unwrap();
-        let nessie = system_config(&file, SystemKind::Nessie, 1, HyOptions::default()).unwrap();
+        let nessie = system_config(&file, KvSystem::Nessie, 1, HyOptions::default()).unwrap();
         let same = deployment(file.clone(), &nessie).unwrap();
         assert_eq!(same, file, "Nessie leaves the file as it is");
         assert_eq!(same.system_tag(), None);
         let mut prints = vec![file.fingerprint()];
         for (kind, filter_bits) in [
-            (SystemKind::NessieSd, false),
-            (SystemKind::NessieHy, false),
-            (SystemKind::NessieHy, true),
-            (SystemKind::Pilaf, false),
+            (KvSystem::NessieSd, false),
+            (KvSystem::NessieHy, false),
+            (KvSystem::NessieHy, true),
+            (KvSystem::Pilaf, false),
         ] {
             let hy = HyOptions {
                 filter_bits,
@@ -137,7 +137,7 @@ mod tests {
         let file = ClusterFile::parse(GOOD).unwrap();
         let store = file.protocol_config().unwrap();
         let shape = CellShape::default();
-        let cfg = super::super::cell::cell_config(&store, &shape);
+        let cfg = nessie_systems::cell::cell_config(&store, &shape);
         let c = cell_deployment(file.clone(), &cfg, &shape).unwrap();
         assert_eq!(c.system_tag(), Some("cell+m64+r16"));
         assert!(c.topology().data_bytes_per_node >= cfg.topology().data_bytes_per_node);
@@ -145,7 +145,7 @@ mod tests {
             regions_per_node: 32,
             ..shape
         };
-        let cfg2 = super::super::cell::cell_config(&store, &bigger);
+        let cfg2 = nessie_systems::cell::cell_config(&store, &bigger);
         let c2 = cell_deployment(file.clone(), &cfg2, &bigger).unwrap();
         assert_ne!(
             c.fingerprint(),
@@ -154,7 +154,7 @@ mod tests {
         );
         let mut other = store.clone();
         other.max_key_len /= 2;
-        let cfg3 = super::super::cell::cell_config(&other, &shape);
+        let cfg3 = nessie_systems::cell::cell_config(&other, &shape);
         assert!(cell_deployment(file, &cfg3, &shape).is_err());
     }
 
@@ -163,7 +163,7 @@ mod tests {
         let file = ClusterFile::parse(GOOD).unwrap();
         let mut other = file.protocol_config().unwrap();
         other.dtes_per_node /= 2;
-        let sys = SystemConfig::new(SystemKind::Pilaf, other);
+        let sys = SystemConfig::new(KvSystem::Pilaf, other);
         assert_eq!(
             deployment(file.clone(), &sys),
             Err(ClusterError::SystemShape {
@@ -171,7 +171,7 @@ mod tests {
             })
         );
         assert_eq!(
-            system_config(&file, SystemKind::NessieSd, 0, Default::default()),
+            system_config(&file, KvSystem::NessieSd, 0, Default::default()),
             Err(ClusterError::Zero("server workers"))
         );
     }
@@ -181,7 +181,7 @@ mod tests {
         use nessie_fabric_verbs::wire::{check_fingerprint, WireError};
         let file = ClusterFile::parse(GOOD).unwrap();
         let node_a = file.clone();
-        let sd = system_config(&file, SystemKind::NessieSd, 1, Default::default()).unwrap();
+        let sd = system_config(&file, KvSystem::NessieSd, 1, Default::default()).unwrap();
         let node_b = deployment(file, &sd).unwrap();
         // What the acceptor and the dialer check against each other's hello.
         assert!(matches!(

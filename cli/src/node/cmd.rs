@@ -37,15 +37,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use nessie_baselines::server::ServerPool;
-use nessie_baselines::{HyOptions, SystemConfig, SystemKind};
+use nessie_baselines::{HyOptions, SystemConfig};
 use nessie_cell::{CellConfig, CellNode};
 use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 
-use super::cell::{self as cell_node, CellShape};
 use super::cluster::{cell_deployment, deployment, system_config};
 use super::report::{ClusterReport, ReportError, RunReport};
-use super::system::{self, SystemError};
+use nessie_systems::cell::{self as cell_node, CellShape};
+use nessie_systems::node::{self as system, SystemError};
+use nessie_systems::SystemKind;
 use nessie_workload::{self as workload, Announcer, MixArgs, ServerLoad, StartAt, WorkloadSpec};
 
 /// Options of `nessie node`: which node of which cluster, and what to do.
@@ -103,41 +104,12 @@ struct ReportArgs {
     max_spread_ms: u64,
 }
 
-/// The system a node runs: one of the key-value systems of
-/// `nessie-baselines`, or Cell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NodeSystem {
-    Kv(SystemKind),
-    Cell,
-}
-
-impl FromStr for NodeSystem {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.eq_ignore_ascii_case("cell") {
-            return Ok(NodeSystem::Cell);
-        }
-        SystemKind::from_str(s)
-            .map(NodeSystem::Kv)
-            .map_err(|e| format!("{e} (or cell)"))
-    }
-}
-
-impl std::fmt::Display for NodeSystem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NodeSystem::Kv(k) => write!(f, "{k}"),
-            NodeSystem::Cell => f.write_str("cell"),
-        }
-    }
-}
-
 /// Which system the node runs (the same on every node).
 #[derive(Args, Debug, Clone)]
 struct SystemArgs {
     /// The system: nessie, nessie-sd, nessie-hy, pilaf or cell (the same on every node).
     #[arg(long, default_value = "nessie")]
-    system: NodeSystem,
+    system: SystemKind,
     /// Server worker threads on this node (server-driven systems and cell).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     server_workers: u16,
@@ -161,7 +133,7 @@ struct SystemArgs {
 impl Default for SystemArgs {
     fn default() -> Self {
         SystemArgs {
-            system: NodeSystem::Kv(SystemKind::Nessie),
+            system: SystemKind::Nessie,
             server_workers: 1,
             hy_filter_bits: false,
             hy_cache: false,
@@ -187,7 +159,7 @@ impl SystemArgs {
             cache: self.hy_cache,
             multiple_reads: self.hy_multiple_reads,
         };
-        if hy != HyOptions::default() && self.system != NodeSystem::Kv(SystemKind::NessieHy) {
+        if hy != HyOptions::default() && self.system != SystemKind::NessieHy {
             return Err(NodeError::Arg(format!(
                 "--hy-filter-bits, --hy-cache and --hy-multiple-reads apply to --system nessie-hy, not {}",
                 self.system
@@ -198,13 +170,10 @@ impl SystemArgs {
             regions_per_node: self.cell_regions,
             server_workers: self.server_workers,
         };
-        let kind = match self.system {
-            NodeSystem::Cell => {
-                let cfg = cell_node::cell_config(&cluster.protocol_config()?, &shape);
-                cfg.validate().map_err(SystemError::from)?;
-                return Ok(NodeConfig::Cell(Arc::new(cfg), shape));
-            }
-            NodeSystem::Kv(kind) => kind,
+        let Some(kind) = self.system.kv() else {
+            let cfg = cell_node::cell_config(&cluster.protocol_config()?, &shape);
+            cfg.validate().map_err(SystemError::from)?;
+            return Ok(NodeConfig::Cell(Arc::new(cfg), shape));
         };
         let default = CellShape::default();
         if (shape.meganode_nodes, shape.regions_per_node)
@@ -620,14 +589,8 @@ mod tests {
 
     #[test]
     fn the_system_and_the_start_parse_and_bad_ones_are_named() {
-        assert_eq!("cell".parse::<NodeSystem>(), Ok(NodeSystem::Cell));
-        assert_eq!(
-            "pilaf".parse::<NodeSystem>(),
-            Ok(NodeSystem::Kv(SystemKind::Pilaf))
-        );
-        let e = "btree".parse::<NodeSystem>().unwrap_err();
-        assert!(e.contains("or cell"), "{e}");
-        assert_eq!(NodeSystem::Cell.to_string(), "cell");
+        let e = "btree".parse::<SystemKind>().unwrap_err().to_string();
+        assert!(e.contains("\"btree\"") && e.contains("cell"), "{e}");
         assert_eq!("-".parse::<StartArg>(), Ok(StartArg::Stdin));
         assert_eq!("12.5".parse::<StartArg>(), Ok(StartArg::At(12.5)));
         assert!("soon".parse::<StartArg>().is_err());
@@ -639,7 +602,7 @@ mod tests {
         let file = ClusterFile::parse(include_str!("../../../fabric-verbs/examples/cluster.toml"))
             .unwrap();
         let cell = SystemArgs {
-            system: NodeSystem::Cell,
+            system: SystemKind::Cell,
             cell_meganode_nodes: 16,
             ..SystemArgs::default()
         };
@@ -653,7 +616,7 @@ mod tests {
             "meganodes of 4 nodes are refused"
         );
         let pilaf = SystemArgs {
-            system: NodeSystem::Kv(SystemKind::Pilaf),
+            system: SystemKind::Pilaf,
             ..cell
         };
         assert!(

@@ -8,7 +8,8 @@
 //! numbers beside them (seed 003, §4.2 and §4.4.1).
 
 use nessie_cell::SearchMode;
-use nessie_sim::{CellRun, CellShape, SimError, SimReport, SimSpec, Spike, System};
+use nessie_sim::{CellRun, CellShape, SimError, SimReport, SimSpec, Spike};
+use nessie_systems::SystemKind;
 
 use super::{cell, num, ops, run, PapersArgs};
 
@@ -58,7 +59,7 @@ fn spec(
     one_meganode: bool,
 ) -> SimSpec {
     SimSpec {
-        system: System::Cell,
+        system: SystemKind::Cell,
         server_workers: cores,
         profile: nessie_sim::TPDS,
         nodes: servers + client_nodes,

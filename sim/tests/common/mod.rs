@@ -3,7 +3,8 @@
 //! failing case.
 
 use nessie_protocol::Faults;
-use nessie_sim::{ServerFaults, SwarmCase, SwarmSummary, System, Verdict};
+use nessie_sim::{ServerFaults, SwarmCase, SwarmSummary, Verdict};
+use nessie_systems::SystemKind;
 
 /// Panics with the first failing case of `s` (`what` names the run) and the
 /// JSON that replays it, if there is one.
@@ -21,7 +22,13 @@ pub fn no_failure(s: &SwarmSummary, what: &str) {
 /// [`switch_caught_at`], and the same case with the fault kind `fault` (a
 /// name from `Chaos::kinds`, which the case must draw) turned off passes
 /// with the switch on: that fault is what reaches the switch's bug.
-pub fn switch_caught_only_with(system: System, name: &str, seed: u64, fault: &str, shows: &str) {
+pub fn switch_caught_only_with(
+    system: SystemKind,
+    name: &str,
+    seed: u64,
+    fault: &str,
+    shows: &str,
+) {
     switch_caught_at(system, name, seed, shows);
     let mut without = SwarmCase::for_system(seed, system);
     assert!(
@@ -40,7 +47,7 @@ pub fn switch_caught_only_with(system: System, name: &str, seed: u64, fault: &st
 
 /// Case `seed` of `system` fails with the server-driven systems' switch
 /// `name` on, the verdict saying `shows`, and passes with it off.
-pub fn switch_caught_at(system: System, name: &str, seed: u64, shows: &str) {
+pub fn switch_caught_at(system: SystemKind, name: &str, seed: u64, shows: &str) {
     let case = SwarmCase::for_system(seed, system);
     let mut broken = case.clone();
     broken.server_faults = ServerFaults::named(&[name]).unwrap();

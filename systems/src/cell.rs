@@ -15,7 +15,7 @@ use nessie_cell::check::{Call, Event, Ret};
 use nessie_cell::{CellClient, CellConfig, CellNode, TreeShape};
 use nessie_protocol::{ClientId, Config, Fabric, NodeId};
 
-use super::system::{region_check, SystemError};
+use crate::node::{region_check, SystemError};
 use nessie_workload::{
     Blocking, HistoryOp, HistoryRecord, HistoryRet, ServerLoad, Worker, WorkloadReport,
     WorkloadSpec,

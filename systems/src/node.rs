@@ -6,7 +6,7 @@
 //! workload through the system's clients ([`run_system`]).
 //!
 //! On hardware the cluster file is turned into the system's deployment by
-//! `node::cluster` (feature `verbs`), which sizes the regions; the check
+//! `nessie-cli`'s `node::cluster` (feature `verbs`), which sizes the regions; the check
 //! here catches a fabric built any other way (and is what the simulator
 //! tests use).
 
@@ -135,7 +135,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nessie_baselines::SystemKind;
+    use nessie_baselines::KvSystem;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::Config;
 
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_fabric_smaller_than_the_system_needs_is_refused_naming_the_size() {
-        for kind in SystemKind::ALL {
+        for kind in KvSystem::ALL {
             let sys = SystemConfig::new(kind, store());
             let need = sys.topology();
             let short = SimFabric::new(SimConfig::from_topology(Topology {
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_fabric_of_another_cluster_size_is_refused() {
-        let sys = SystemConfig::new(SystemKind::NessieSd, store());
+        let sys = SystemConfig::new(KvSystem::NessieSd, store());
         let three = Topology {
             nodes: 3,
             ..sys.topology()
@@ -217,7 +217,7 @@ mod workload_tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use nessie_baselines::SystemKind;
+    use nessie_baselines::KvSystem;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::Config;
     use nessie_workload::testing::spec;
@@ -245,7 +245,7 @@ mod workload_tests {
     /// `kind` on a simulated cluster of 3 nodes sized by its topology, with
     /// each node's server workers started as its own process would, and the
     /// workload run from node 1 (reporting node 1's servers).
-    fn run_kind(kind: SystemKind) -> (WorkloadReport, Vec<ServerPool>) {
+    fn run_kind(kind: KvSystem) -> (WorkloadReport, Vec<ServerPool>) {
         let sys = SystemConfig::new(kind, store(3));
         let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
         let mut pools = Vec::new();
@@ -265,7 +265,7 @@ mod workload_tests {
 
     #[test]
     fn the_workload_runs_on_the_simulator_and_counts_fabric_work() {
-        let (r, _) = run_kind(SystemKind::Nessie);
+        let (r, _) = run_kind(KvSystem::Nessie);
         let gets = &r.kinds[0];
         assert!(gets.ops > 0 && r.kinds[1].ops > 0);
         assert_eq!(gets.failures, 0);
@@ -289,7 +289,7 @@ mod workload_tests {
 
     /// Asserts what every server-driven run shares: no failures, work done,
     /// this node's servers busy, their errors none.
-    fn served_cleanly(kind: SystemKind, r: &WorkloadReport, pools: &[ServerPool]) {
+    fn served_cleanly(kind: KvSystem, r: &WorkloadReport, pools: &[ServerPool]) {
         for (name, k) in ["GET", "PUT", "DELETE"].iter().zip(&r.kinds) {
             assert_eq!(
                 k.failures, 0,
@@ -308,7 +308,7 @@ mod workload_tests {
 
     #[test]
     fn nessie_sd_runs_with_per_node_servers_one_write_each_way() {
-        let kind = SystemKind::NessieSd;
+        let kind = KvSystem::NessieSd;
         let (r, pools) = run_kind(kind);
         served_cleanly(kind, &r, &pools);
         for k in &r.kinds {
@@ -328,7 +328,7 @@ mod workload_tests {
 
     #[test]
     fn nessie_hy_and_pilaf_read_by_rdma_and_write_through_servers() {
-        for kind in [SystemKind::NessieHy, SystemKind::Pilaf] {
+        for kind in [KvSystem::NessieHy, KvSystem::Pilaf] {
             let (r, pools) = run_kind(kind);
             served_cleanly(kind, &r, &pools);
             let (gets, puts) = (&r.kinds[0].fabric, &r.kinds[1].fabric);
@@ -348,7 +348,7 @@ mod workload_tests {
 
     #[test]
     fn the_workload_refuses_a_fabric_too_small_for_the_system() {
-        let sys = SystemConfig::new(SystemKind::Pilaf, store(2));
+        let sys = SystemConfig::new(KvSystem::Pilaf, store(2));
         let need = sys.topology();
         let short = SimFabric::new(SimConfig::from_topology(Topology {
             data_bytes_per_node: need.data_bytes_per_node / 2,
@@ -364,7 +364,7 @@ mod workload_tests {
 
     #[test]
     fn nodes_given_one_start_instant_start_measuring_together_and_a_late_one_is_refused() {
-        let sys = SystemConfig::new(SystemKind::Nessie, store(2));
+        let sys = SystemConfig::new(KvSystem::Nessie, store(2));
         let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
         let at = SystemTime::now() + Duration::from_millis(300);
         let s = WorkloadSpec {
@@ -403,7 +403,7 @@ mod workload_tests {
 
     #[test]
     fn nodes_start_together_at_an_instant_announced_once_all_are_ready() {
-        let sys = SystemConfig::new(SystemKind::Nessie, store(2));
+        let sys = SystemConfig::new(KvSystem::Nessie, store(2));
         let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
         // The starter: counts the nodes that asked (they are ready), and
         // once both have, announces one instant 200 ms ahead to both.
@@ -454,7 +454,7 @@ mod workload_tests {
 
     #[test]
     fn recorded_histories_round_trip_as_text_and_are_linearizable_on_the_simulator() {
-        let sys = SystemConfig::new(SystemKind::Nessie, store(2));
+        let sys = SystemConfig::new(KvSystem::Nessie, store(2));
         let f = SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap();
         let s = WorkloadSpec {
             keys: 4,

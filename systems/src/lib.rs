@@ -1,0 +1,25 @@
+//! The systems floor: the five systems (Nessie, NessieSD, NessieHY, Pilaf,
+//! Cell) behind one [`SystemKind`], between the crates that build them
+//! (`nessie-baselines`, `nessie-cell`) and the ones that run them
+//! (`nessie-sim`, the `nessie` command).
+//!
+//! - [`kind`]: [`SystemKind`], the one name of "which system", parsed from
+//!   the command line and printed in reports.
+//! - [`sizing`]: how a store is sized for a number of keys, values and
+//!   clients (index slots for a load factor, data table entries with the
+//!   quarantine's headroom).
+//! - [`node`]: a key-value system on one node of any fabric: its regions
+//!   checked, its server workers started, its clients running the workload.
+//! - [`cell`]: Cell on one node of any fabric: its configuration from the
+//!   cluster's store, its server node, its clients running the workload with
+//!   range scans.
+
+#![warn(missing_docs)]
+
+pub mod cell;
+pub mod kind;
+pub mod node;
+pub mod sizing;
+
+pub use kind::{SystemKind, UnknownSystem};
+pub use node::SystemError;
