@@ -9,7 +9,7 @@
 //! its deadline) is tried again after a jittered exponential back-off, until
 //! the operation timeout has passed since the first attempt; errors are
 //! returned as they are (a server-driven request settles its own outcome,
-//! [`crate::rpc`]).
+//! [`nessie_exec::rpc`]).
 //!
 //! Operations are borrowed ([`KvRequest`]: the blocking path copies
 //! nothing) and answer in Nessie's pipeline vocabulary
@@ -22,11 +22,11 @@ use std::sync::Arc;
 use nessie_protocol::pipeline::{Request, Response};
 use nessie_protocol::{Config, Endpoint, Error, NodeId, OpStats};
 
-use crate::blocking::Driver;
-use crate::machine::Io;
-use crate::mailbox::{RpcOp, Status};
 use crate::retry::{Jitter, RetryBudget};
-use crate::rpc::{self, RpcClient};
+use nessie_exec::blocking::Driver;
+use nessie_exec::machine::Io;
+use nessie_exec::mailbox::{RpcOp, Status};
+use nessie_exec::rpc::{self, RpcClient};
 use nessie_protocol::KvClient;
 
 /// One operation, borrowing its key and value.

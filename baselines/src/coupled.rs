@@ -27,12 +27,12 @@ use nessie_protocol::{
     Config, DteAddr, Error, IndexEntry, Nanos, NodeId,
 };
 
-use crate::bytes::{round8, word};
 use crate::cuckoo::{self, CuckooTable};
-use crate::lock::TableLock;
-use crate::machine::{Io, Plain};
-use crate::mailbox::{MailboxLayout, Request, RpcOp, Status};
-use crate::server::Handler;
+use nessie_exec::bytes::{round8, word};
+use nessie_exec::lock::TableLock;
+use nessie_exec::machine::{Io, Plain};
+use nessie_exec::mailbox::{MailboxLayout, Request, RpcOp, Status};
+use nessie_exec::server::Handler;
 
 const HOME_SEED: u64 = 0x686f_6d65_6e6f_6465;
 
@@ -288,7 +288,7 @@ impl CoupledTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            claim_wait: crate::server::claim_wait(cfg.retry.op_timeout),
+            claim_wait: nessie_exec::server::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(layout.dtes, cfg.expiration + cfg.clock_skew)),
         }
     }
@@ -441,7 +441,7 @@ impl Handler for CoupledTable {
         if too_big {
             return Ok((Status::BadRequest, Vec::new()));
         }
-        let _held = self.state.lock.lock(io).await;
+        let _held = io.lock(&self.state.lock).await;
         match req.op {
             RpcOp::Get => self.get(io, &req.key).await,
             RpcOp::Put => self.put(io, &req.key, &req.value).await,
@@ -449,7 +449,7 @@ impl Handler for CoupledTable {
         }
     }
 
-    fn ext(&self, e: crate::machine::Never) -> crate::machine::Never {
+    fn ext(&self, e: nessie_exec::machine::Never) -> nessie_exec::machine::Never {
         match e {}
     }
 

@@ -13,11 +13,11 @@ use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, 
 
 use crate::client::ClientLogic;
 use crate::coupled::{CoupledLayout, CoupledTable};
-use crate::hy::HyClient;
+use crate::hy::{HyClient, HyOptions};
 use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
-use crate::rpc::RpcFaults;
 use crate::sd::SdClient;
-use crate::server::ServerPool;
+use nessie_exec::rpc::RpcFaults;
+use nessie_exec::server::ServerPool;
 use nessie_protocol::KvClient;
 
 /// The four key-value systems a [`Deployment`] starts: Nessie and the
@@ -65,17 +65,6 @@ impl fmt::Display for KvSystem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// NessieHY's optional GET optimisations (all off by default, as in the paper).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct HyOptions {
-    /// Filter bits in index table entries (the count is `Config::filter_bits`).
-    pub filter_bits: bool,
-    /// Cache of remote data table entries (`Config::cache_capacity` entries).
-    pub cache: bool,
-    /// Read header and key first, the value only on a match.
-    pub multiple_reads: bool,
 }
 
 /// Which system to start, shaped by a Nessie [`Config`].

@@ -28,15 +28,25 @@ use nessie_protocol::{
     cache::DteCache, ClientId, Config, Endpoint, Error, IndexEntry, Nanos, NodeId, Op, RemoteAddr,
 };
 
-use crate::bytes::word;
 use crate::client::{
     get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, KvRequest, Retry,
 };
 use crate::coupled::CoupledLayout;
-use crate::deployment::HyOptions;
-use crate::machine::{read_one, Io, OpClass};
 use crate::retry::{Jitter, RetryBudget};
-use crate::rpc::RpcClient;
+use nessie_exec::bytes::word;
+use nessie_exec::machine::{read_one, Io, OpClass};
+use nessie_exec::rpc::RpcClient;
+
+/// NessieHY's optional GET optimisations (all off by default, as in the paper).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HyOptions {
+    /// Filter bits in index table entries (the count is `Config::filter_bits`).
+    pub filter_bits: bool,
+    /// Cache of remote data table entries (`Config::cache_capacity` entries).
+    pub cache: bool,
+    /// Read header and key first, the value only on a match.
+    pub multiple_reads: bool,
+}
 
 /// A NessieHY client's state between operations.
 #[derive(Debug)]

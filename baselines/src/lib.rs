@@ -16,32 +16,27 @@
 //! a fabric.
 //!
 //! **Sans-IO.** Clients and server workers are async logic over a machine's
-//! [`machine::Io`] handle, run by one executor ([`machine`], shared with
-//! Cell): one attempt of a client operation ([`client::ClientLogic`]), the
-//! request channel with its honest outcomes ([`rpc::RpcCall`]), a worker's
-//! wait for requests and its handling of each ([`server::Worker`]), the
-//! handlers on the node's tables. The blocking drivers ([`blocking`],
-//! [`client::BlockingClient`], [`server::ServerPool`]) run them in threads
-//! on any fabric; the cluster simulator (`nessie-sim`) runs the same
-//! machines in virtual time.
+//! `Io` handle, run by the executor of `nessie-exec` (shared with Cell),
+//! which also holds the request channel with its honest outcomes, the
+//! server workers and the threaded drivers. This crate adds what is each
+//! system's own: one attempt of a client operation
+//! ([`client::ClientLogic`]), its retries ([`retry`],
+//! [`client::BlockingClient`]), and the handlers on the node's tables. The
+//! cluster simulator (`nessie-sim`) runs the same machines in virtual time.
 
 #![warn(missing_docs)]
 
-pub mod blocking;
-pub mod bytes;
 pub mod client;
 pub mod coupled;
-pub mod cpu;
 pub mod cuckoo;
 pub mod deployment;
 pub mod hy;
-pub mod lock;
-pub mod machine;
-pub mod mailbox;
 pub mod pilaf;
 pub mod retry;
-pub mod rpc;
 pub mod sd;
-pub mod server;
 
-pub use deployment::{Deployment, HyOptions, KvSystem, SystemConfig};
+#[cfg(test)]
+mod worker_tests;
+
+pub use deployment::{Deployment, KvSystem, SystemConfig};
+pub use hy::HyOptions;

@@ -3,7 +3,7 @@
 //! clients read by RDMA, with PUT and DELETE served by the server's CPU.
 //!
 //! Each key has a home node (a hash of the key). The home node's data region
-//! holds the request/response slots of PUT and DELETE ([`crate::mailbox`]),
+//! holds the request/response slots of PUT and DELETE ([`nessie_exec::mailbox`]),
 //! a move-epoch word, the hash table (an array of fixed-size entries) and
 //! the extent area holding keys and values ([`layout`] gives the bytes):
 //!
@@ -20,7 +20,7 @@
 //!   and moves keys from the last affected one backwards, so a key is in one
 //!   or two entries during a move, never in none.
 //! - The client ([`PilafClient`]) GETs by READ and sends PUT and DELETE to
-//!   the home node's workers ([`crate::rpc`]).
+//!   the home node's workers ([`nessie_exec::rpc`]).
 //!
 //! Departures from the paper, and why:
 //!
@@ -56,7 +56,7 @@
 //!
 //! Accounting: a GET counts its READs of hash table entries and of the move
 //! epoch as index reads and its extent READs as data reads; PUT and DELETE
-//! are counted by [`crate::rpc::RpcCall::send`]. Torn reads are counted by
+//! are counted by [`nessie_exec::rpc::RpcCall::send`]. Torn reads are counted by
 //! [`PilafClient::torn_reads`] (a torn entry is read again within its
 //! attempt, so `OpStats::attempts` only counts the retried attempts: extent
 //! mismatches, overrun deadlines, moves overlapping a miss). Two test-only

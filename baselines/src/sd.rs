@@ -13,9 +13,9 @@ use nessie_protocol::{ClientId, Config, Endpoint};
 
 use crate::client::{server_driven, Attempt, BlockingClient, ClientLogic, KvRequest};
 use crate::coupled::CoupledLayout;
-use crate::machine::Io;
 use crate::retry::{Jitter, RetryBudget};
-use crate::rpc::RpcClient;
+use nessie_exec::machine::Io;
+use nessie_exec::rpc::RpcClient;
 
 /// A NessieSD client's state between operations.
 #[derive(Debug)]

@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 
 use common::faulty::{Arm, Control, FaultyFabric, Traced, SUPPORTED};
 use nessie_baselines::coupled::home_node;
-use nessie_baselines::mailbox::MailboxLayout;
 use nessie_baselines::pilaf::PilafLayout;
 use nessie_baselines::{Deployment, KvSystem, SystemConfig};
 use nessie_check::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
+use nessie_exec::mailbox::MailboxLayout;
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome, TransportFault};

@@ -1,7 +1,7 @@
 //! One node of a Cell cluster, [`CellNode`]: what a server node runs,
 //! whether all nodes share one process ([`crate::CellDeployment`]) or each
 //! is its own (`nessie node serve --system cell` on RDMA, sharing nothing
-//! but the fabric). A server node runs the baselines' polling server
+//! but the fabric). A server node runs `nessie-exec`'s polling server
 //! workers with Cell's handler and one maintenance thread; the directory
 //! node (with a directory over the fabric) first initialises the region
 //! table, and node 0 bootstraps the tree: region 1, an empty leaf meganode
@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_baselines::server::ServerPool;
+use nessie_exec::server::ServerPool;
 use nessie_protocol::{ConfigError, Error, Fabric, NodeId, Op, OpStats};
 
 use crate::config::{CellConfig, DirectoryPlace, ROOT_WORD_OFFSET};

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! data region of a node:
-//!   | request/response slots (baselines' mailbox) | region slot 0 | region slot 1 | ...
+//!   | request/response slots (`nessie-exec`'s mailbox) | region slot 0 | region slot 1 | ...
 //!   | the region directory (only with DirectoryPlace::Node; used on that node) |
 //! region (one meganode):
 //!   | header (64 B: region id, root word) | node 0 (the meganode's root) | node 1 | ... | extent heap |
@@ -17,7 +17,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nessie_baselines::mailbox::MailboxLayout;
+use nessie_exec::mailbox::MailboxLayout;
 use nessie_protocol::{ConfigError, Error, NodeId};
 
 use crate::node::{HEADER_BYTES, TRAILER_BYTES};

@@ -2,11 +2,11 @@
 //! out of place into a meganode's extent heap and referenced by a leaf entry
 //! whose [`ExtentPtr`] carries the CRC64 of the whole extent (Pilaf's
 //! technique, §2.3, with the project's CRC-64/XZ from
-//! `nessie_baselines::mailbox::CRC64`). Extents have no fixed boundaries, so a
+//! `nessie_exec::mailbox::CRC64`). Extents have no fixed boundaries, so a
 //! reader cannot tell a torn or reused extent by its framing: it recomputes
 //! the CRC and compares it with the pointer's.
 
-use nessie_baselines::mailbox::CRC64;
+use nessie_exec::mailbox::CRC64;
 
 use crate::ptr::{ExtentPtr, RegionId};
 

@@ -7,7 +7,7 @@
 //! Cell is a B-link tree of *meganodes* spread over the servers, each
 //! meganode itself a B-link tree of small fixed-size nodes (§2.1-2.2). A
 //! client searches each meganode either on its server (one RPC through the
-//! baselines' request slots) or itself, by RDMA READs of the nodes,
+//! request slots of `nessie-exec`) or itself, by RDMA READs of the nodes,
 //! protected by a version number at both ends of every node, min and max
 //! keys, and a CRC64 in every leaf's pointer to a key-value extent (§2.3).
 //! The locality selector (§2.5) chooses per meganode and server by

@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nessie_baselines::mailbox::CRC64;
+use nessie_exec::mailbox::CRC64;
 use nessie_protocol::{Error, FabricError, NodeId};
 
 use crate::ptr::RegionId;

@@ -1,5 +1,5 @@
-//! Cell's sans-IO machines: the baselines' executor
-//! ([`nessie_baselines::machine`]) with Cell's own effects.
+//! Cell's sans-IO machines: `nessie-exec`'s executor
+//! ([`nessie_exec::machine`]) with Cell's own effects.
 //!
 //! Every Cell operation (a client's get, put, delete, scan or search; a
 //! server's handling of one request; a meganode split) is async logic over
@@ -8,8 +8,8 @@
 //! `Pending` while completions are outstanding, or its result. Cell's own
 //! effects ([`Effect`]) are log appends and fresh directory snapshots; the
 //! shared ones are back-offs and the waits of the request channel. An RPC
-//! to a server is not an effect: it is the baselines' RPC sub-machine
-//! ([`nessie_baselines::rpc::RpcCall`]: request WRITE, await the response,
+//! to a server is not an effect: it is `nessie-exec`'s RPC sub-machine
+//! ([`nessie_exec::rpc::RpcCall`]: request WRITE, await the response,
 //! settle by cancel CAS) running inside the operation's machine, so a Cell
 //! client needs no blocking I/O at all, and the same code runs on the
 //! threaded drivers and in the deterministic cluster simulator.
@@ -21,9 +21,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nessie_baselines::machine::{self as exec, Ext};
-use nessie_baselines::mailbox::{RpcOp, Status};
-use nessie_baselines::rpc::RpcClient;
+use nessie_exec::machine::{self as exec, Ext};
+use nessie_exec::mailbox::{RpcOp, Status};
+use nessie_exec::rpc::RpcClient;
 use nessie_protocol::{Error, Nanos, NodeId, Op, OpStats};
 
 use crate::log::LogRecord;
@@ -31,7 +31,7 @@ use crate::ptr::RegionId;
 use crate::region::RegionMap;
 use crate::wire::{CellRequest, CellResponse};
 
-pub use nessie_baselines::machine::{read_bytes, written, Results};
+pub use nessie_exec::machine::{read_bytes, written, Results};
 
 /// What a round's operations touch, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +198,7 @@ impl Io {
     /// `SetRoot`, `InsertChild`, `OpenRegion`, `DropRegion`), is sent as a
     /// claimed request (the slots' PUT), which the server must claim before
     /// it runs it and the sender cancels if it gives up
-    /// ([`nessie_baselines::rpc`]): such a request that fails with any
+    /// ([`nessie_exec::rpc`]): such a request that fails with any
     /// error but `OutcomeUnknown` never runs. Searches, scans and
     /// validations change nothing and go unclaimed (the slots' GET).
     pub async fn rpc(&self, to: NodeId, request: CellRequest) -> Result<CellResponse, Error> {
@@ -300,7 +300,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nessie_baselines::machine::{Effect as Base, Resolution as Res, Step as S};
+    use nessie_exec::machine::{Effect as Base, Resolution as Res, Step as S};
     use nessie_protocol::{Completion, OpOutput, RemoteAddr};
 
     #[test]

@@ -1,6 +1,6 @@
 //! Cell's messages between clients and servers (and between servers), and
-//! their byte encoding. They travel in the baselines' request and response
-//! slots (`nessie_baselines::mailbox`), as the payload of a message, so
+//! their byte encoding. They travel in `nessie-exec`'s request and response
+//! slots (`nessie_exec::mailbox`), as the payload of a message, so
 //! Cell's servers are the same polling server workers the other
 //! server-driven systems use.
 

@@ -26,12 +26,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::tiny;
-use nessie_baselines::blocking::Driver;
-use nessie_baselines::machine::Step;
 use nessie_cell::directory::FabricDirectory;
 use nessie_cell::machine::{machine, Io, Machine, Resolution};
 use nessie_cell::region::{Applied, RegionMap, Update};
 use nessie_cell::{CellConfig, CellFaults, RegionId};
+use nessie_exec::blocking::Driver;
+use nessie_exec::machine::Step;
 use nessie_fabric_sim::{Injection, LatencyModel, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::{
     Completion, Endpoint, Error, Fabric, FabricError, Nanos, NodeId, Op, OpKind, Region,

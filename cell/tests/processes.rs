@@ -20,12 +20,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nessie_baselines::blocking::Driver;
 use nessie_cell::deployment::TreeShape;
 use nessie_cell::directory::FabricDirectory;
 use nessie_cell::machine::{machine, Resolution};
 use nessie_cell::region::RegionMap;
 use nessie_cell::{CellClient, CellConfig, CellNode, SearchMode};
+use nessie_exec::blocking::Driver;
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::{Error, Fabric, NodeId};
 

@@ -1,5 +1,5 @@
 //! Server workers of the server-driven systems in the engine: each worker
-//! is the baselines' real [`Worker`](nessie_baselines::server::Worker)
+//! is the baselines' real [`Worker`](nessie_exec::server::Worker)
 //! machine, a polling thread that occupies a core of its own.
 //!
 //! - **Noticing a request.** A worker waiting for requests is woken when a
@@ -32,8 +32,8 @@
 //!   The worker burns its core polling the rest of the time all the same
 //!   (waiting for its claim CAS, for the lock, for requests).
 
-use nessie_baselines::mailbox::{payload_len, TRAILER_BYTES};
-use nessie_baselines::server::SlotWatch;
+use nessie_exec::mailbox::{payload_len, TRAILER_BYTES};
+use nessie_exec::watch::SlotWatch;
 use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
 
 use crate::engine::{Engine, Ev, EPOCH};

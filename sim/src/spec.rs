@@ -29,7 +29,7 @@ pub struct ServerFaults {
     /// waiting out the landing bound (A2): a request that lands after its
     /// cancel, or a cancel that overwrites a predecessor's decision, can run
     /// a request reported as not committed
-    /// ([`RpcFaults::set_cancel_before_landing`](nessie_baselines::rpc::RpcFaults::set_cancel_before_landing)).
+    /// ([`RpcFaults::set_cancel_before_landing`](nessie_exec::rpc::RpcFaults::set_cancel_before_landing)).
     #[serde(default)]
     pub cancel_before_landing: bool,
     /// Pilaf's GETs do not compare entry and extent checksums, so a torn
@@ -40,7 +40,7 @@ pub struct ServerFaults {
     /// Server workers take a request from its slot without checking its
     /// checksum and control word, so a slot that two WRITEs landed in word
     /// by word (a torn transfer) is served as one request
-    /// ([`WorkerCounters::skip_message_checks`](nessie_baselines::server::WorkerCounters::skip_message_checks)).
+    /// ([`WorkerCounters::skip_message_checks`](nessie_exec::server::WorkerCounters::skip_message_checks)).
     #[serde(default)]
     pub skip_message_checks: bool,
     /// Clients' rounds wait for their completions without a bound, so a
@@ -57,7 +57,7 @@ pub struct ServerFaults {
     /// Server workers claim again a request they already claimed and ran,
     /// when a duplicate of its request WRITE lands in its slot after a
     /// later GET of the same client
-    /// ([`WorkerCounters::rerun_duplicates`](nessie_baselines::server::WorkerCounters::rerun_duplicates)):
+    /// ([`WorkerCounters::rerun_duplicates`](nessie_exec::server::WorkerCounters::rerun_duplicates)):
     /// the PUT or DELETE runs twice. The baselines' and Cell's channel did
     /// this until the swarm drew duplicated WRITEs.
     #[serde(default)]

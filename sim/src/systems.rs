@@ -1,5 +1,5 @@
 //! The systems other than Nessie as the simulator runs them: their real
-//! sans-IO machines (`nessie_baselines::machine`) behind a few enums, so
+//! sans-IO machines (`nessie_exec::machine`) behind a few enums, so
 //! that one engine drives any of them.
 //!
 //! - A **client** of NessieSD, NessieHY or Pilaf keeps its sans-IO core
@@ -7,7 +7,7 @@
 //!   the core and hands it back with its outcome, retried outside the
 //!   machine by the baselines' [`RetryBudget`]. A Cell client runs one
 //!   machine per operation (Cell's operations retry inside).
-//! - A **server worker** is the baselines' [`Worker`] machine over the node's
+//! - A **server worker** is `nessie-exec`'s [`Worker`] machine over the node's
 //!   handler (the coupled tables, Pilaf's table, Cell's server logic).
 //! - [`Servers`] holds what the server side shares: the slot layout, who
 //!   owns each slot, the workers, the node's table lock.
@@ -22,15 +22,16 @@ use std::time::Duration;
 use nessie_baselines::client::{Attempt, ClientLogic, KvRequest};
 use nessie_baselines::coupled::CoupledTable;
 use nessie_baselines::hy::HyCore;
-use nessie_baselines::lock::TableLock;
-use nessie_baselines::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
-use nessie_baselines::mailbox::MailboxLayout;
 use nessie_baselines::pilaf::{PilafCore, PilafLayout, PilafTable};
 use nessie_baselines::retry::RetryBudget;
-use nessie_baselines::rpc::RpcClient;
 use nessie_baselines::sd::SdCore;
-use nessie_baselines::server::{Handler, SlotWatch, Worker, WorkerCounters};
 use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
+use nessie_exec::lock::TableLock;
+use nessie_exec::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
+use nessie_exec::mailbox::MailboxLayout;
+use nessie_exec::rpc::RpcClient;
+use nessie_exec::server::{Handler, Worker, WorkerCounters};
+use nessie_exec::watch::SlotWatch;
 use nessie_protocol::pipeline::Request;
 use nessie_protocol::{Config, Error, Nanos, NodeId, Topology, WorkRequest};
 
@@ -750,7 +751,7 @@ fn shared_tables(
                 }
                 (None, None) => continue,
             };
-            let slots = SlotWatch::new(mailbox, i, workers).slots().len();
+            let slots = mailbox.watch(i, workers).slots().len();
             let m = remake();
             let mut sw = SimWorker::new(node, slots, Some(m));
             sw.remake = Some(remake);

@@ -10,8 +10,8 @@
 //! here catches a fabric built any other way (and is what the simulator
 //! tests use).
 
-use nessie_baselines::server::ServerPool;
 use nessie_baselines::SystemConfig;
+use nessie_exec::server::ServerPool;
 use nessie_protocol::{ClientId, Error, Fabric, NodeId, Topology};
 
 use nessie_workload::{

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nessie_baselines::cpu::thread_cpu_time;
-use nessie_baselines::server::ServerPool;
+use nessie_exec::cpu::thread_cpu_time;
+use nessie_exec::server::ServerPool;
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::{ClientId, Error};
 

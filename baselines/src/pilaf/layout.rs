@@ -18,9 +18,9 @@
 
 use nessie_protocol::{hash::Hasher, Config, NodeId};
 
-use crate::bytes::{round8, word};
 use crate::coupled::{home_node, home_slots};
-use crate::mailbox::{MailboxLayout, CRC64};
+use nessie_exec::bytes::{round8, word};
+use nessie_exec::mailbox::{MailboxLayout, CRC64};
 
 /// Bytes of one hash table entry.
 pub const ENTRY_BYTES: u64 = 32;

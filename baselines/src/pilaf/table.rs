@@ -25,10 +25,10 @@ use nessie_protocol::{Config, Error, NodeId};
 use super::layout::{encode_extent, EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
 use crate::coupled::{Allocator, Guarded};
 use crate::cuckoo::{self, CuckooTable};
-use crate::lock::TableLock;
-use crate::machine::{Io, Never, Plain};
-use crate::mailbox::{Request, RpcOp, Status};
-use crate::server::Handler;
+use nessie_exec::lock::TableLock;
+use nessie_exec::machine::{Io, Never, Plain};
+use nessie_exec::mailbox::{Request, RpcOp, Status};
+use nessie_exec::server::Handler;
 
 /// One node's Pilaf hash table and extents, shared by its server workers.
 #[derive(Debug)]
@@ -54,7 +54,7 @@ impl PilafTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            claim_wait: crate::server::claim_wait(cfg.retry.op_timeout),
+            claim_wait: nessie_exec::server::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(
                 layout.extents,
                 cfg.expiration + cfg.clock_skew,
@@ -196,7 +196,7 @@ impl Handler for PilafTable {
         if too_big {
             return Ok((Status::BadRequest, Vec::new()));
         }
-        let _held = self.state.lock.lock(io).await;
+        let _held = io.lock(&self.state.lock).await;
         tracing::debug!(op = ?req.op, node = %self.node, "pilaf-server");
         match req.op {
             RpcOp::Get => self.get(io, &req.key).await,

@@ -1,6 +1,6 @@
 //! Cell's client: [`CellClient`], a blocking driver over the client's
 //! sans-IO operations ([`ops`]; their RPCs run inside the machines), with
-//! its caches ([`cache`]) and locality selector ([`selector`]). It implements the baselines' `KvClient`, so the
+//! its caches ([`cache`]) and locality selector ([`selector`]). It implements `nessie_protocol::KvClient`, so the
 //! benchmark drives Cell like the other systems, and adds what an ordered
 //! store offers: range scans and searches.
 
@@ -11,8 +11,8 @@ pub mod selector;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nessie_baselines::blocking::Driver;
-use nessie_baselines::rpc::RpcClient;
+use nessie_exec::blocking::Driver;
+use nessie_exec::rpc::RpcClient;
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
 

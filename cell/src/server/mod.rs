@@ -7,7 +7,7 @@
 //!   meganodes a server holds, node splits, range scans.
 //! - [`split`]: meganode splits (§2.2) and the requests they send to other
 //!   servers (copy, new root, parent entry, open).
-//! - [`runtime`]: server workers on the baselines' request slots and the
+//! - [`runtime`]: server workers on `nessie-exec`'s request slots and the
 //!   per-node maintenance thread that runs meganode splits.
 //! - [`alloc`]: node pools, extent heaps and write gates.
 

@@ -402,11 +402,11 @@ impl Endpoint for PredicateEndpoint {
 
 use std::sync::Arc;
 
-use nessie_baselines::machine::{Effect as Shared, Resolution as SharedResolution};
 use nessie_cell::machine::{Effect, Machine, Step};
 use nessie_cell::server::runtime::{local_effect, MaintenanceIo};
 use nessie_cell::server::ServerNode;
 use nessie_cell::SplitOutcome;
+use nessie_exec::machine::{Effect as Shared, Resolution as SharedResolution};
 
 /// What one step of a hand-driven server machine did.
 #[derive(Debug)]

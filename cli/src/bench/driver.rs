@@ -14,7 +14,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nessie_baselines::cpu::thread_cpu_time;
+use nessie_exec::cpu::thread_cpu_time;
 use nessie_protocol::pipeline::Response;
 use nessie_protocol::Error;
 use nessie_protocol::KvClient;

@@ -36,9 +36,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
-use nessie_baselines::server::ServerPool;
 use nessie_baselines::{HyOptions, SystemConfig};
 use nessie_cell::{CellConfig, CellNode};
+use nessie_exec::server::ServerPool;
 use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 

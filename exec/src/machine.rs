@@ -49,8 +49,8 @@ use nessie_protocol::{
     Completion, Error, FabricError, Nanos, NodeId, Op, OpId, OpOutput, OpStats, WorkRequest,
 };
 
-use crate::lock::TableLock;
-use crate::server::SlotWatch;
+use crate::lock::{TableGuard, TableLock};
+use crate::watch::SlotWatch;
 
 /// Results of one round, in the order the operations were issued.
 pub type Results = Vec<Result<OpOutput, FabricError>>;
@@ -419,9 +419,15 @@ impl<X: Ext> Io<X> {
         }
     }
 
-    /// Waits until `lock` is released.
-    pub async fn await_lock(&self, lock: &Arc<TableLock>) {
-        self.effect(Effect::AwaitLock(lock.clone())).await;
+    /// Takes `lock`, waiting ([`Effect::AwaitLock`]) while another worker
+    /// holds it.
+    pub async fn lock<'a>(&self, lock: &'a Arc<TableLock>) -> TableGuard<'a> {
+        loop {
+            if let Some(guard) = lock.try_lock() {
+                return guard;
+            }
+            self.effect(Effect::AwaitLock(lock.clone())).await;
+        }
     }
 
     /// A CPU read of the own node's data region, not counted.

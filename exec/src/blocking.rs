@@ -25,7 +25,7 @@ use nessie_protocol::{
 };
 
 use crate::machine::{Effect, Exec, Ext, Io, Machine, Never, Plain, Resolution, Step};
-use crate::server::SlotWatch;
+use crate::watch::SlotWatch;
 
 /// How long one wait for completions blocks before the machine sees the
 /// time again.

@@ -50,6 +50,7 @@ use nessie_protocol::{Error, NodeId, RemoteAddr};
 
 use crate::bytes::{round8, word};
 use crate::machine::{Ext, Io};
+use crate::watch::SlotWatch;
 
 /// CRC-64/XZ, the checksum of messages and of Pilaf's entries (and Cell's
 /// extents), computed slicing-by-16 (16 table lookups per 16 bytes): about
@@ -172,6 +173,18 @@ impl MailboxLayout {
     /// that crashed never takes it again (see the module documentation).
     pub fn served_offset(&self, g: u32) -> u64 {
         self.claim_offset(self.clients_total) + 8 * u64::from(g)
+    }
+
+    /// The request slots worker `worker` of `workers` serves: those of
+    /// clients `g` with `g % workers == worker`, each with its control word
+    /// (the slot's last word).
+    pub fn watch(&self, worker: u16, workers: u16) -> SlotWatch {
+        let workers = u32::from(workers.max(1));
+        SlotWatch::new(
+            (0..self.clients_total)
+                .filter(|g| g % workers == u32::from(worker))
+                .map(|g| (g, self.request_end(g) - 8)),
+        )
     }
 
     /// End offset (exclusive) of client `g`'s request slot.

@@ -8,9 +8,6 @@
 //! waiter when the holder's machine does).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use crate::machine::{Ext, Io};
 
 /// One node's table lock (module documentation).
 #[derive(Debug, Default)]
@@ -25,23 +22,23 @@ impl TableLock {
     }
 
     /// Takes the lock if it is free.
-    pub fn try_lock(&self) -> bool {
-        self.held
+    pub fn try_lock(&self) -> Option<TableGuard<'_>> {
+        let taken = self
+            .held
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        // A guard only when taken: dropping one releases the lock (so no
+        // eager `then_some`, which would build and drop one on a miss).
+        if taken {
+            Some(TableGuard { lock: self })
+        } else {
+            None
+        }
     }
 
     /// Whether some worker holds it.
     pub fn is_held(&self) -> bool {
         self.held.load(Ordering::Acquire)
-    }
-
-    /// Takes the lock, waiting (through `io`) while another worker holds it.
-    pub async fn lock<X: Ext>(self: &Arc<Self>, io: &Io<X>) -> TableGuard<'_> {
-        while !self.try_lock() {
-            io.await_lock(self).await;
-        }
-        TableGuard { lock: self }
     }
 }
 
@@ -63,15 +60,16 @@ mod tests {
     use super::*;
     use crate::machine::{Effect, Machine, Plain, Resolution, Step};
     use nessie_protocol::{Nanos, NodeId};
+    use std::sync::Arc;
 
     #[test]
     fn a_second_worker_waits_for_the_lock_and_gets_it_once_released() {
         let lock = Arc::new(TableLock::new());
         let l = lock.clone();
-        let held = lock.try_lock();
-        assert!(held);
+        let held = lock.try_lock().expect("a new lock is free");
+        assert!(lock.try_lock().is_none(), "held once");
         let mut m: Machine<(), Plain> = Machine::new(NodeId(0), 1, move |io| async move {
-            let _g = l.lock(&io).await;
+            let _g = io.lock(&l).await;
             Ok(())
         });
         assert!(matches!(
@@ -84,7 +82,7 @@ mod tests {
             m.poll(Nanos(2)),
             Step::Effect(Effect::AwaitLock(_))
         ));
-        lock.held.store(false, Ordering::Release);
+        drop(held);
         m.resolve(Resolution::Waited);
         assert!(matches!(m.poll(Nanos(3)), Step::Done(Ok(()))));
         assert!(!lock.is_held(), "the guard released it");
