@@ -72,7 +72,7 @@ pub struct RpcClient {
 }
 
 /// Test-only fault switches of [`RpcClient`], shared by every client a
-/// [`Deployment`](crate::Deployment) hands out, so that a test can show its
+/// `nessie_baselines::Deployment` hands out, so that a test can show its
 /// outcome checks catch a dishonest client.
 #[derive(Clone, Debug, Default)]
 pub struct RpcFaults {
