@@ -1,31 +1,10 @@
-//! `nessie bench`: Nessie, NessieSD, NessieHY and Pilaf side by side on the
-//! simulated fabric.
-//!
-//! Every selected system (each *variant*: a system and its options) is
-//! started on its own `SimFabric` with its own `Deployment` and preloaded
-//! once; then each point of the experiment measures all of them in
-//! alternating short slices (system A, system B, ..., A, B, ...), with the
-//! server workers of every system but the measured one paused, so that every
-//! comparison is a ratio of measurements taken side by side in one run.
-//!
-//! Modules: [`args`] (command line), [`workload`] and [`zipf`] (what clients
-//! do), [`system`] (starting and preloading), [`driver`] (slices and points),
-//! [`stats`] and [`report`] (what is measured and printed), [`experiments`]
-//! (the papers' figures), [`plot`] (SVG charts).
+//! `nessie bench`: the systems side by side on the simulated fabric. The
+//! benchmark itself (variants, slices, points, the papers' experiments) is
+//! the `nessie-bench` crate; this module runs its groups of points with a
+//! progress bar, prints them (text or `--json`) and draws the SVG charts
+//! ([`plot`]).
 
-pub mod affinity;
-pub mod args;
-pub mod cell;
-pub mod driver;
-pub mod error;
-pub mod experiments;
-pub mod pipe;
 pub mod plot;
-pub mod report;
-pub mod stats;
-pub mod system;
-pub mod workload;
-pub use nessie_sim::zipf;
 
 use std::io::IsTerminal;
 use std::time::Instant;
@@ -33,13 +12,12 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-pub use args::{BenchArgs, Experiment};
-pub use error::BenchError;
+pub use nessie_bench::{BenchArgs, BenchError, Experiment};
 
-use driver::{measure, rounds};
-use experiments::{groups, Group};
-use report::{PointResult, SystemResult};
-use system::Started;
+use nessie_bench::driver::{measure, rounds};
+use nessie_bench::experiments::{groups, Group};
+use nessie_bench::report::{self, PointResult, SystemResult};
+use nessie_bench::system::Started;
 
 /// Everything `--json` prints.
 #[derive(Debug, Serialize)]
@@ -226,7 +204,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let kinds = args.check()?;
     let t0 = Instant::now();
     let mut gs = groups(args, &kinds)?;
-    let split = affinity::CoreSplit::new(args.server_cores())?;
+    let split = nessie_bench::affinity::CoreSplit::new(args.server_cores())?;
     for p in gs.iter_mut().flat_map(|g| g.points.iter_mut()) {
         p.plan.cores = split.clone();
     }

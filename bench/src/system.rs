@@ -15,10 +15,10 @@ use nessie_protocol::pipeline::{Pipeline, Request, Response};
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
 
-use super::cell::CellSpec;
-use super::error::BenchError;
-use super::pipe::PipeClient;
-use super::workload::{key_of, preloader, Workload};
+use crate::cell::CellSpec;
+use crate::error::BenchError;
+use crate::pipe::PipeClient;
+use crate::workload::{key_of, preloader, Workload};
 
 /// Which system a variant runs.
 #[derive(Clone, Debug)]

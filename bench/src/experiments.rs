@@ -11,12 +11,12 @@ use nessie_baselines::KvSystem;
 use nessie_cell::SearchMode;
 use nessie_protocol::Config;
 
-use super::args::{BenchArgs, Experiment, SystemChoice};
-use super::cell::{cell_config, mode_name, CellShape, CellSpec, ShareMeter};
-use super::driver::{Budget, PointPlan};
-use super::error::BenchError;
-use super::system::Variant;
-use super::workload::{Distribution, Workload};
+use crate::args::{BenchArgs, Experiment, SystemChoice};
+use crate::cell::{cell_config, mode_name, CellShape, CellSpec, ShareMeter};
+use crate::driver::{Budget, PointPlan};
+use crate::error::BenchError;
+use crate::system::Variant;
+use crate::workload::{Distribution, Workload};
 use nessie_systems::sizing::{store_config, Shape};
 
 /// Value sizes of the value sweep (the papers' 256 B .. 128 KiB).
@@ -414,7 +414,7 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
                 let mut selector = cell_variant("cell", SearchMode::Selector, &searches, &shape, 0);
                 let mut fixed =
                     cell_variant("cell-fixed", SearchMode::Fixed(50.0), &searches, &shape, 0);
-                if let (super::system::SystemSpec::Cell(a), super::system::SystemSpec::Cell(b)) =
+                if let (crate::system::SystemSpec::Cell(a), crate::system::SystemSpec::Cell(b)) =
                     (&mut selector.sys, &mut fixed.sys)
                 {
                     a.publish = Some(meter.clone());

@@ -19,11 +19,11 @@ use nessie_protocol::pipeline::Response;
 use nessie_protocol::Error;
 use nessie_protocol::KvClient;
 
-use super::affinity::CoreSplit;
-use super::stats::{KindAcc, SysAcc};
-use super::system::{AnyClient, Started, SystemSpec};
-use super::workload::{write_key, OpGen, OpKind, Workload};
-use super::zipf::ScrambledZipfian;
+use crate::affinity::CoreSplit;
+use crate::stats::{KindAcc, SysAcc};
+use crate::system::{AnyClient, Started, SystemSpec};
+use crate::workload::{write_key, OpGen, OpKind, Workload};
+use nessie_sim::zipf::ScrambledZipfian;
 use nessie_workload::{client_loop, Done, Issuer, Limits, Next, Op, Recorder, Source};
 
 /// How long a point measures each system.

@@ -6,8 +6,8 @@ use clap::{Args, ValueEnum};
 use nessie_baselines::KvSystem;
 use nessie_systems::SystemKind;
 
-use super::error::{parse_size, BenchError};
-use super::workload::Distribution;
+use crate::error::{parse_size, BenchError};
+use crate::workload::Distribution;
 
 /// Largest value the benchmark runs (the papers' largest).
 pub const MAX_VALUE: u64 = 128 << 10;
@@ -92,7 +92,7 @@ impl SystemChoice {
     pub fn name(self) -> &'static str {
         match self {
             SystemChoice::Kv(k) => k.name(),
-            SystemChoice::Cell(m) => super::cell::mode_name(m),
+            SystemChoice::Cell(m) => crate::cell::mode_name(m),
         }
     }
 }
@@ -305,7 +305,7 @@ impl BenchArgs {
             .map(|s| s.trim())
             .filter(|s| !s.is_empty())
         {
-            let k = match super::cell::parse_mode(s) {
+            let k = match crate::cell::parse_mode(s) {
                 Some(m) => SystemChoice::Cell(m),
                 None => SystemChoice::Kv(
                     s.parse::<SystemKind>()

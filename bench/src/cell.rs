@@ -9,7 +9,7 @@ use std::sync::Arc;
 use nessie_cell::config::Sizing;
 use nessie_cell::{CellConfig, SearchMode};
 
-use super::workload::Workload;
+use crate::workload::Workload;
 
 /// Server-side and client-side meganode searches a variant made.
 #[derive(Debug, Default)]

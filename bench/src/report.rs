@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::stats::{add_failures, KindReport, SysAcc};
-use super::system::Started;
+use crate::stats::{add_failures, KindReport, SysAcc};
+use crate::system::Started;
 
 /// One system's result at one point.
 #[derive(Clone, Debug, Serialize)]

@@ -13,7 +13,7 @@
 
 use std::fs;
 
-use crate::bench::BenchError;
+use crate::BenchError;
 
 /// Name prefixes of the threads that serve requests or maintain a server's
 /// tables.
