@@ -11,16 +11,16 @@
 //! returned as they are (a server-driven request settles its own outcome,
 //! [`nessie_exec::rpc`]).
 //!
-//! Operations are borrowed ([`KvRequest`]: the blocking path copies
+//! Operations are borrowed ([`nessie_protocol::KvRequest`]: the blocking path copies
 //! nothing) and answer in Nessie's pipeline vocabulary
-//! ([`nessie_protocol::pipeline::Response`]), so a driver can run any
+//! ([`nessie_protocol::Response`]), so a driver can run any
 //! system's operations side by side.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use nessie_protocol::pipeline::{Request, Response};
 use nessie_protocol::{Config, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{KvRequest, Response};
 
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::blocking::Driver;
@@ -28,44 +28,6 @@ use nessie_exec::machine::Io;
 use nessie_exec::mailbox::{RpcOp, Status};
 use nessie_exec::rpc::{self, RpcClient};
 use nessie_protocol::KvClient;
-
-/// One operation, borrowing its key and value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KvRequest<'a> {
-    /// GET this key.
-    Get(&'a [u8]),
-    /// PUT this key and value.
-    Put(&'a [u8], &'a [u8]),
-    /// DELETE this key.
-    Delete(&'a [u8]),
-}
-
-impl<'a> KvRequest<'a> {
-    /// The operation `r` describes.
-    pub fn of(r: &'a Request) -> KvRequest<'a> {
-        match r {
-            Request::Get(k) => KvRequest::Get(k),
-            Request::Put(k, v) => KvRequest::Put(k, v),
-            Request::Delete(k) => KvRequest::Delete(k),
-        }
-    }
-
-    /// Its key.
-    pub fn key(&self) -> &'a [u8] {
-        match *self {
-            KvRequest::Get(k) | KvRequest::Put(k, _) | KvRequest::Delete(k) => k,
-        }
-    }
-
-    /// Its name, for spans.
-    pub fn name(&self) -> &'static str {
-        match self {
-            KvRequest::Get(_) => "get",
-            KvRequest::Put(..) => "put",
-            KvRequest::Delete(_) => "delete",
-        }
-    }
-}
 
 /// How one attempt ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

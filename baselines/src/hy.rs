@@ -28,14 +28,13 @@ use nessie_protocol::{
     cache::DteCache, ClientId, Config, Endpoint, Error, IndexEntry, Nanos, NodeId, Op, RemoteAddr,
 };
 
-use crate::client::{
-    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, KvRequest, Retry,
-};
+use crate::client::{get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, Retry};
 use crate::coupled::CoupledLayout;
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{read_one, Io, OpClass};
 use nessie_exec::rpc::RpcClient;
+use nessie_protocol::KvRequest;
 
 /// NessieHY's optional GET optimisations (all off by default, as in the paper).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use nessie_protocol::{ClientId, Config, Endpoint};
 
-use crate::client::{server_driven, Attempt, BlockingClient, ClientLogic, KvRequest};
+use crate::client::{server_driven, Attempt, BlockingClient, ClientLogic};
 use crate::coupled::CoupledLayout;
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::machine::Io;
 use nessie_exec::rpc::RpcClient;
+use nessie_protocol::KvRequest;
 
 /// A NessieSD client's state between operations.
 #[derive(Debug)]

@@ -15,9 +15,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_exec::cpu::thread_cpu_time;
-use nessie_protocol::pipeline::Response;
 use nessie_protocol::Error;
 use nessie_protocol::KvClient;
+use nessie_protocol::Response;
 
 use crate::affinity::CoreSplit;
 use crate::stats::{KindAcc, SysAcc};

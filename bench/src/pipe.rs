@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use nessie_fabric_sim::SimEndpoint;
-use nessie_protocol::pipeline::{Finished, Pipeline, Request, Response};
+use nessie_protocol::pipeline::{Finished, Pipeline};
 use nessie_protocol::{Error, OpStats};
+use nessie_protocol::{Request, Response};
 
 use nessie_workload::{Done, Issuer, Op, Pipelined};
 

@@ -11,9 +11,10 @@ use std::time::Duration;
 use nessie_baselines::{Deployment, HyOptions, KvSystem, SystemConfig};
 use nessie_cell::{CellClient, CellDeployment, SearchMode};
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimEndpoint, SimFabric};
-use nessie_protocol::pipeline::{Pipeline, Request, Response};
+use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
+use nessie_protocol::{Request, Response};
 
 use crate::cell::CellSpec;
 use crate::error::BenchError;

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use nessie_protocol::pipeline::Response;
+use nessie_protocol::Response;
 use nessie_protocol::{Error, Outcome};
 
 /// An operation on one key.

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
-use nessie_protocol::pipeline::{Pipeline, Request};
+use nessie_protocol::pipeline::Pipeline;
+use nessie_protocol::Request;
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
 use serde::Serialize;
 

@@ -26,9 +26,11 @@ use nessie_protocol::{
 
 use crate::machine::{Effect, Exec, Ext, Io, Machine, Never, Plain, Resolution, Step};
 use crate::watch::SlotWatch;
+use nessie_protocol::time::wait_for;
 
-/// How long one wait for completions blocks before the machine sees the
-/// time again.
+/// The longest one wait for completions blocks before the machine sees the
+/// time again, when its own wake-up ([`Exec::poll_timeout`]) is later or
+/// none (a clock may move without the driver, as a test's manual one does).
 const WAIT_SLICE: Duration = Duration::from_millis(5);
 
 /// How long a polling read waits for its completion (CPU accesses complete
@@ -196,10 +198,12 @@ impl<E: Endpoint> Driver<E> {
         self.next_id = self.next_id.max(exec.next_id());
     }
 
-    /// Waits (one slice) for completions of the machine's round.
+    /// Waits for completions of the machine's round, until the machine
+    /// wants to be polled ([`Exec::poll_timeout`]) and at most one slice.
     pub fn wait<X: Ext>(&mut self, exec: &mut Exec<X>) {
         self.buf.clear();
-        self.ep.wait(&mut self.buf, WAIT_SLICE);
+        let wait = wait_for(self.ep.now(), exec.poll_timeout(), WAIT_SLICE);
+        self.ep.wait(&mut self.buf, wait);
         if self.buf.is_empty() {
             // A lost completion leaves nothing to wait for: do not spin.
             std::thread::yield_now();

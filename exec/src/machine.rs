@@ -549,6 +549,19 @@ impl<X: Ext> Exec<X> {
         (exec, Io { chan })
     }
 
+    /// When the machine, having answered [`Step::Pending`], wants to be
+    /// polled again even if no completion arrives: the first instant past
+    /// its round's deadline, at which the missing completions count as
+    /// timed out. `None`: only a completion or an effect's resolution moves
+    /// it (as quinn-proto's `Connection::poll_timeout`).
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        if self.awaiting_effect || self.outstanding == 0 {
+            return None;
+        }
+        // `poll` gives up once `now` is past the deadline.
+        self.deadline.map(|d| Nanos(d.0.saturating_add(1)))
+    }
+
     /// Takes one step of `fut` (the machine's logic, built on this
     /// executor's [`Io`]) at time `now`.
     pub fn poll<T, F>(&mut self, fut: Pin<&mut F>, now: Nanos) -> Step<Result<T, Error>, X>
@@ -842,6 +855,34 @@ impl<T: 'static, X: Ext> Machine<T, X> {
 mod tests {
     use super::*;
     use nessie_protocol::RemoteAddr;
+
+    #[test]
+    fn a_round_with_a_deadline_asks_to_be_polled_the_instant_past_it() {
+        let read = || {
+            vec![Op::Read {
+                addr: RemoteAddr::data(NodeId(1), 0),
+                len: 8,
+            }]
+        };
+        let mut m: Machine<bool> = Machine::new(NodeId(0), 1, move |io: Io| async move {
+            let r = io.round_by(read(), OpClass::Data, Nanos(100)).await;
+            io.backoff(Duration::from_micros(1)).await;
+            Ok(matches!(r[0], Err(FabricError::Timeout)))
+        });
+        assert_eq!(m.exec().poll_timeout(), None, "not started");
+        assert!(matches!(m.poll(Nanos(5)), Step::Post(_)));
+        assert_eq!(m.exec().poll_timeout(), Some(Nanos(101)));
+        assert!(matches!(m.poll(Nanos(100)), Step::Pending));
+        // At that instant the missing completion counts as timed out and
+        // the logic moves on, to an effect: no timeout while it waits on one.
+        assert!(matches!(
+            m.poll(Nanos(101)),
+            Step::Effect(Effect::Backoff(_))
+        ));
+        assert_eq!(m.exec().poll_timeout(), None);
+        m.exec().resolve(Resolution::Waited);
+        assert!(matches!(m.poll(Nanos(2_000)), Step::Done(Ok(true))));
+    }
 
     #[test]
     fn a_machine_posts_rounds_and_effects_in_order_and_sees_time() {

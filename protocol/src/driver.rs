@@ -6,9 +6,11 @@ use crate::error::Error;
 use crate::fabric::{Completion, Endpoint};
 use crate::machine::{ClientState, Machine, Poll};
 use crate::route::Router;
+use crate::time::wait_for;
 
-/// How long one wait for completions may block before the machine is polled
-/// again (so that it sees time pass).
+/// The longest one wait for completions blocks before the machine is polled
+/// again, when its own wake-up ([`Machine::poll_timeout`]) is later or none
+/// (so that it sees time pass on a clock that moves without the driver).
 const WAIT_SLICE: Duration = Duration::from_millis(5);
 
 /// Runs `machine` on `ep` until it finishes, passing the node's time at
@@ -49,7 +51,8 @@ pub fn run<M: Machine, E: Endpoint>(
                 }
             }
             Poll::Pending => {
-                ep.wait(&mut completions, WAIT_SLICE);
+                let wait = wait_for(ep.now(), machine.poll_timeout(client), WAIT_SLICE);
+                ep.wait(&mut completions, wait);
                 for c in completions.drain(..) {
                     deliver(machine, router, c);
                 }

@@ -49,7 +49,7 @@ pub use client::Client;
 pub use config::{Config, ConfigError, MigrateSearch, RetryPolicy};
 pub use error::{Error, Outcome};
 pub use faults::{Faults, UnknownFault};
-pub use kv::KvClient;
+pub use kv::{KvClient, KvRequest, Request, Response};
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};
 pub use machine::{ClientId, ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};
 pub use stats::OpStats;

@@ -44,26 +44,16 @@ use crate::client::{check_endpoint, given_up, retries};
 use crate::config::{Config, ConfigError};
 use crate::error::Error;
 use crate::fabric::{ClientClaim, Completion, Endpoint};
+use crate::kv::{Request, Response};
 use crate::machine::{ClientId, ClientState, GetMachine, Machine, Poll, PutMachine};
 use crate::rng::jittered;
 use crate::route::Router;
 use crate::stats::OpStats;
-use crate::time::Nanos;
+use crate::time::{wait_for, Nanos};
 
 /// How long one wait for completions may block before every machine is
 /// polled again (so that deadlines and back-offs are noticed).
 const WAIT_SLICE: Duration = Duration::from_millis(1);
-
-/// One operation for a pipeline.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
-    /// GET this key.
-    Get(Vec<u8>),
-    /// PUT this key and value.
-    Put(Vec<u8>, Vec<u8>),
-    /// DELETE this key.
-    Delete(Vec<u8>),
-}
 
 /// An operation that finished: the caller's tag, its result, and the fabric
 /// work of all its attempts.
@@ -75,17 +65,6 @@ pub struct Finished {
     pub result: Result<Response, Error>,
     /// What its attempts issued.
     pub stats: OpStats,
-}
-
-/// What an operation of a pipeline returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Response {
-    /// A GET's value, if the key was present.
-    Get(Option<Vec<u8>>),
-    /// A PUT: whether the key existed.
-    Put(bool),
-    /// A DELETE: whether the key existed.
-    Delete(bool),
 }
 
 /// The machine of one [`Request`] (a GET, PUT or DELETE machine behind one
@@ -139,6 +118,13 @@ impl Machine for RequestMachine {
         match self {
             RequestMachine::Get(m) => m.stats(),
             RequestMachine::Write(m, _) => m.stats(),
+        }
+    }
+
+    fn poll_timeout(&self, st: &ClientState) -> Option<Nanos> {
+        match self {
+            RequestMachine::Get(m) => m.poll_timeout(st),
+            RequestMachine::Write(m, _) => m.poll_timeout(st),
         }
     }
 }
@@ -346,7 +332,7 @@ impl<E: Endpoint> Pipeline<E> {
         let posted = self.poll_all(done);
         self.ep.poll(&mut self.completions);
         if self.completions.is_empty() && !posted && done.len() == before && !wait.is_zero() {
-            let wait = self.time_to_next_retry().map_or(wait, |d| d.min(wait));
+            let wait = wait_for(self.ep.now(), self.next_poll(), wait);
             self.ep.wait(&mut self.completions, wait);
         }
         self.deliver();
@@ -376,12 +362,16 @@ impl<E: Endpoint> Pipeline<E> {
         }
     }
 
-    fn time_to_next_retry(&self) -> Option<Duration> {
-        let now = self.ep.now();
+    /// The earliest instant a machine wants to be polled at without a
+    /// completion: the next attempt of one backing off, or the instant one
+    /// gives up the completions its round misses.
+    fn next_poll(&self) -> Option<Nanos> {
         self.slots
             .iter()
-            .filter_map(|s| s.op.as_ref()?.ready_at)
-            .map(|t| Duration::from_nanos(t.0.saturating_sub(now.0)))
+            .filter_map(|s| {
+                let op = s.op.as_ref()?;
+                op.ready_at.or_else(|| op.machine.poll_timeout(&s.state))
+            })
             .min()
     }
 

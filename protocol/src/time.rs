@@ -38,6 +38,15 @@ impl fmt::Display for Nanos {
     }
 }
 
+/// How long a driver may block waiting for completions at `now`: until
+/// `poll_at`, the instant its machine wants to be polled again if nothing
+/// arrives (`Machine::poll_timeout`), and never longer than `longest` (the
+/// most a driver blocks without reading its clock: an endpoint's clock may
+/// move without the driver, as a test's manual clock does).
+pub fn wait_for(now: Nanos, poll_at: Option<Nanos>, longest: Duration) -> Duration {
+    poll_at.map_or(longest, |t| t.since(now).min(longest))
+}
+
 /// A duration in nanoseconds, saturating at `u64::MAX`.
 pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)

@@ -40,12 +40,13 @@ use nessie_check::memory::{InFlight, Memory, WordOrder};
 use nessie_check::{Event, KvOp, KvRet};
 use nessie_protocol::client::retries;
 use nessie_protocol::layout::StateWord;
-use nessie_protocol::pipeline::{Request, RequestMachine, Response};
+use nessie_protocol::pipeline::RequestMachine;
 use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Poll,
     PutMachine, Region, RemoteAddr, WorkRequest,
 };
+use nessie_protocol::{Request, Response};
 
 use crate::chaos::{Chaos, Dice};
 use crate::network::NicRequest;

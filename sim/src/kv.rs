@@ -175,7 +175,7 @@ impl Engine {
                 // A scan's entries ride on its operation; its success is
                 // recorded as a read's.
                 op.scanned = Some(entries);
-                self.complete_op(c, Ok(nessie_protocol::pipeline::Response::Get(None)), now);
+                self.complete_op(c, Ok(nessie_protocol::Response::Get(None)), now);
             }
             Err(e) => self.complete_op(c, Err(e), now),
         }

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_baselines::client::{Attempt, ClientLogic, KvRequest};
+use nessie_baselines::client::{Attempt, ClientLogic};
 use nessie_baselines::coupled::CoupledTable;
 use nessie_baselines::hy::HyCore;
 use nessie_baselines::pilaf::{PilafCore, PilafLayout, PilafTable};
@@ -32,7 +32,8 @@ use nessie_exec::mailbox::MailboxLayout;
 use nessie_exec::rpc::RpcClient;
 use nessie_exec::server::{Handler, Worker, WorkerCounters};
 use nessie_exec::watch::SlotWatch;
-use nessie_protocol::pipeline::Request;
+use nessie_protocol::KvRequest;
+use nessie_protocol::Request;
 use nessie_protocol::{Config, Error, Nanos, NodeId, Topology, WorkRequest};
 
 use nessie_cell::config::Sizing;
@@ -44,8 +45,8 @@ use nessie_cell::server::runtime::{
 use nessie_cell::server::ServerNode;
 use nessie_cell::{CellConfig, CellMachines};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
-use nessie_protocol::pipeline::Response;
 use nessie_protocol::Completion;
+use nessie_protocol::Response;
 
 use crate::spec::{ServerFaults, SimSpec};
 use nessie_systems::SystemKind;

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use nessie_check::{unique_value, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{Injection, SimEndpoint};
-use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline, Request, Response};
+use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline};
 use nessie_protocol::{Config, Error, Fabric, NodeId, TransportFault};
+use nessie_protocol::{Request, Response};
 use nessie_tests::{assert_linearizable, time_limit, SimCluster};
 
 fn cfg() -> Config {

@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use nessie_check::{check_history, KvOp, KvRet, Recorder};
 use nessie_fabric_sim::{Injection, Later, SimEndpoint};
-use nessie_protocol::pipeline::{Pipeline, Request, Response};
+use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::{
     Client, ClientId, Config, Error, Fabric, FabricError, Faults, GetMachine, IndexEntry, IteAddr,
     Machine, MigrateSearch, NodeId, Op, OpKind, Outcome, PutMachine, Region, TransportFault,
 };
+use nessie_protocol::{Request, Response};
 use nessie_tests::late::LateEndpoint;
 use nessie_tests::step::{is_index_cas, is_index_read, is_state_flip, Stepper};
 use nessie_tests::{find_key, slot, time_limit, tiny_config, two_move_chain, SimCluster};

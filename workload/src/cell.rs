@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use nessie_cell::{CellClient, CellNode};
-use nessie_protocol::pipeline::Response;
+use nessie_protocol::Response;
 use nessie_protocol::{Endpoint, Error, OpStats};
 
 use crate::driver::{Answer, Op, RunsOne};

@@ -25,9 +25,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use nessie_protocol::pipeline::{Finished, Pipeline, Request, Response};
+use nessie_protocol::pipeline::{Finished, Pipeline};
 use nessie_protocol::KvClient;
 use nessie_protocol::{Endpoint, Error, OpStats};
+use nessie_protocol::{Request, Response};
 
 /// One operation, borrowing its key and value from the source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

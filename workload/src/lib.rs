@@ -18,7 +18,8 @@
 //!   node), measured phase, one report. `nessie run` (Nessie on the
 //!   simulated fabric) and `nessie node run` (any system on RDMA) both are
 //!   this.
-//! - [`report`]: what a run measured ([`WorkloadReport`]), as one table.
+//! - [`report`]: what a run measured ([`WorkloadReport`]), as one table;
+//!   [`latency`]: its latencies as HDR histograms ([`Latencies`]).
 //! - [`cell`]: Cell's client and server node in the driver (the other
 //!   systems' clients come through `KvClient`).
 //! - [`history`]: recorded operations ([`HistoryRecord`]) for
@@ -27,6 +28,7 @@
 pub mod cell;
 pub mod driver;
 pub mod history;
+pub mod latency;
 pub mod mix;
 pub mod report;
 pub mod run;
@@ -40,7 +42,8 @@ pub use driver::{
 pub use history::{
     error_kind, history_client, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet, SLOT_STRIDE,
 };
-pub use report::{quantile_us, KindReport, KindSummary, WorkloadReport};
+pub use latency::Latencies;
+pub use report::{KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, ServerLoad, Worker};
 pub use spec::{
     check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,

@@ -1,5 +1,5 @@
 //! What a mixed-workload run measured: per operation kind the count,
-//! failures, GET misses, fabric work and every latency ([`KindReport`]),
+//! failures, GET misses, fabric work and its latencies ([`KindReport`]),
 //! and for the run the measured time, CPU time of the client threads and
 //! of this process's server workers, failures by kind and, when asked, the
 //! history ([`WorkloadReport`]); its flat form ([`KindSummary`]) and the
@@ -12,16 +12,7 @@ use nessie_protocol::OpStats;
 use serde::{Deserialize, Serialize};
 
 use super::history::HistoryRecord;
-
-/// The `p` quantile of sorted latencies in nanoseconds, in microseconds
-/// (0 for none).
-pub fn quantile_us(sorted_ns: &[u64], p: f64) -> f64 {
-    if sorted_ns.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted_ns.len() as f64 - 1.0) * p).round() as usize;
-    sorted_ns[i] as f64 / 1000.0
-}
+use super::latency::Latencies;
 
 /// Counts of one operation kind.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,24 +28,24 @@ pub struct KindReport {
     pub fabric: OpStats,
     /// Value bytes returned by GETs that found their key (and by scans).
     pub value_bytes: u64,
-    /// Latencies in nanoseconds (sorted once the run is over).
-    pub latencies_ns: Vec<u64>,
+    /// Latencies.
+    pub latencies: Latencies,
 }
 
 impl KindReport {
-    /// Adds another thread's counts (the latencies need sorting after).
+    /// Adds another thread's counts.
     pub fn merge(&mut self, o: KindReport) {
         self.ops += o.ops;
         self.failures += o.failures;
         self.misses += o.misses;
         self.fabric += o.fabric;
         self.value_bytes += o.value_bytes;
-        self.latencies_ns.extend(o.latencies_ns);
+        self.latencies.merge(&o.latencies);
     }
 
     /// The `p` quantile of the latencies in microseconds.
     pub fn quantile_us(&self, p: f64) -> f64 {
-        quantile_us(&self.latencies_ns, p)
+        self.latencies.quantile_us(p)
     }
 }
 
@@ -86,8 +77,8 @@ pub struct KindSummary {
     pub round_trips: u64,
     /// Attempts (retries are attempts beyond one per operation).
     pub attempts: u64,
-    /// Latencies in nanoseconds, sorted.
-    pub latencies_ns: Vec<u64>,
+    /// Latencies (an HDR histogram; JSON: its V2 encoding in base64).
+    pub latencies: Latencies,
 }
 
 impl KindSummary {
@@ -107,11 +98,11 @@ impl KindSummary {
             fabric_bytes: s.fabric_bytes,
             round_trips: s.round_trips,
             attempts: s.attempts,
-            latencies_ns: k.latencies_ns.clone(),
+            latencies: k.latencies.clone(),
         }
     }
 
-    /// Adds another node's results (latencies kept sorted).
+    /// Adds another node's results.
     pub fn merge(&mut self, o: &KindSummary) {
         self.ops += o.ops;
         self.failures += o.failures;
@@ -125,13 +116,12 @@ impl KindSummary {
         self.fabric_bytes += o.fabric_bytes;
         self.round_trips += o.round_trips;
         self.attempts += o.attempts;
-        self.latencies_ns.extend_from_slice(&o.latencies_ns);
-        self.latencies_ns.sort_unstable();
+        self.latencies.merge(&o.latencies);
     }
 
     /// The `p` quantile of the latencies, µs.
     pub fn quantile_us(&self, p: f64) -> f64 {
-        quantile_us(&self.latencies_ns, p)
+        self.latencies.quantile_us(p)
     }
 }
 
@@ -264,16 +254,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantiles_pick_the_nearest_rank() {
-        assert_eq!(quantile_us(&[], 0.5), 0.0);
-        let l: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
-        assert_eq!(quantile_us(&l, 0.0), 1.0);
-        assert_eq!(quantile_us(&l, 0.5), 501.0);
-        assert_eq!(quantile_us(&l, 0.99), 990.0);
-        assert_eq!(quantile_us(&l, 1.0), 1000.0);
-    }
-
-    #[test]
     fn the_table_counts_misses_apart_and_names_failures() {
         let mut r = WorkloadReport {
             system: "pilaf".into(),
@@ -285,7 +265,7 @@ mod tests {
             failures: 1,
             misses: 3,
             value_bytes: 4_000_000,
-            latencies_ns: vec![1_000; 10],
+            latencies: Latencies::of([1_000; 10]),
             ..KindReport::default()
         };
         r.errors.insert("unreachable node2".into(), 1);

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_exec::cpu::thread_cpu_time;
 use nessie_exec::server::ServerPool;
-use nessie_protocol::pipeline::Response;
+use nessie_protocol::Response;
 use nessie_protocol::{ClientId, Error};
 
 use super::driver::{client_loop, Answer, Done, Issuer, Limits, Op, Recorder};
@@ -158,8 +158,7 @@ impl<O: Into<Answer>> Recorder<O> for KindRecorder {
         let k = &mut self.kinds[note.kind];
         k.ops += 1;
         k.fabric += done.stats;
-        k.latencies_ns
-            .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+        k.latencies.record(latency);
         let ret = match done.result.map(Into::into) {
             Ok(Answer::Kv(Response::Get(v))) => {
                 match &v {
@@ -299,9 +298,6 @@ where
         report.seconds = start.elapsed().as_secs_f64();
         report.server_cpu = server_cpu().saturating_sub(cpu0);
         report.server_requests = server_requests().saturating_sub(req0);
-        for k in &mut report.kinds {
-            k.latencies_ns.sort_unstable();
-        }
         Ok(report)
     })
 }

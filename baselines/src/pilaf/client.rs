@@ -26,13 +26,12 @@ use std::sync::Arc;
 use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, Op, RemoteAddr};
 
 use super::layout::{EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
-use crate::client::{
-    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, KvRequest, Retry,
-};
+use crate::client::{get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, Retry};
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{read_one, Io, OpClass};
 use nessie_exec::rpc::RpcClient;
+use nessie_protocol::KvRequest;
 
 /// Checksum mismatches a client has seen (each one was retried, never
 /// returned).

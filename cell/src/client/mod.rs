@@ -20,7 +20,7 @@ use crate::config::{CellConfig, CellFaults, SearchMode};
 use crate::directory::FabricDirectory;
 use crate::machine::{machine, Channel, Effect, Io, Machine, Resolution};
 use crate::region::{Directory, RegionMap};
-use nessie_protocol::pipeline::{Request, Response};
+use nessie_protocol::{Request, Response};
 use ops::Cl;
 pub use ops::{CellStats, ClientCore};
 

@@ -46,6 +46,17 @@ pub trait Machine {
 
     /// What the operation has issued so far.
     fn stats(&self) -> OpStats;
+
+    /// When the machine, having answered [`Poll::Pending`], wants to be
+    /// polled again even if no completion arrives: the first instant at
+    /// which it gives up the completions its round still misses (as
+    /// quinn-proto's `Connection::poll_timeout`). `None`: only a completion
+    /// moves it. A driver waits for completions until then and no longer
+    /// ([`crate::time::wait_for`]).
+    fn poll_timeout(&self, client: &ClientState) -> Option<Nanos> {
+        let _ = client;
+        None
+    }
 }
 
 /// The protocol logic of one operation attempt, driven by [`OpMachine`].
@@ -190,5 +201,44 @@ impl<L: Logic> Machine for OpMachine<L> {
 
     fn stats(&self) -> OpStats {
         self.io.stats
+    }
+
+    fn poll_timeout(&self, client: &ClientState) -> Option<Nanos> {
+        if self.done || self.io.has_outbox() || self.io.round_complete() {
+            return None;
+        }
+        // `poll` gives up once `now` is past this instant.
+        self.gives_up_after(client.cfg.deadline_margin)
+            .map(|t| Nanos(t.0.saturating_add(1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::addr::NodeId;
+    use crate::config::Config;
+
+    #[test]
+    fn a_pending_round_asks_to_be_polled_the_instant_it_gives_up() {
+        let cfg = Arc::new(Config::default());
+        let id = ClientId {
+            node: NodeId(0),
+            index: 0,
+        };
+        let mut st = ClientState::new(cfg.clone(), id).unwrap();
+        let mut m = GetMachine::get(b"key");
+        assert_eq!(m.poll_timeout(&st), None, "not started");
+        let t0 = Nanos(1_000_000_000);
+        assert!(matches!(m.poll(&mut st, t0), Poll::Post(w) if !w.is_empty()));
+        let at = m.poll_timeout(&st).expect("a round is out");
+        let give_up = m.gives_up_after(cfg.deadline_margin).unwrap();
+        assert_eq!(at, Nanos(give_up.0 + 1));
+        // No completion arrives: waiting is all a poll does until that
+        // instant, and at it the machine decides (the round given up).
+        assert!(matches!(m.poll(&mut st, give_up), Poll::Pending));
+        assert!(!matches!(m.poll(&mut st, at), Poll::Pending));
     }
 }
