@@ -412,3 +412,22 @@ impl Gate {
         state.blocked -= 1;
     }
 }
+
+/// The simulated fabric as a [`Fabric`]: its topology, and endpoints
+/// opened on its nodes.
+impl Fabric for SimFabric {
+    type Endpoint = SimEndpoint;
+
+    fn topology(&self) -> Topology {
+        self.config().topology()
+    }
+
+    /// Opens an endpoint for a client on `node`: [`FabricError::UnknownNode`]
+    /// if there is no such node, [`FabricError::NodeDown`] if it is down.
+    fn open(&self, node: NodeId) -> Result<SimEndpoint, FabricError> {
+        if self.node_state(node)?.is_down() {
+            return Err(FabricError::NodeDown(node));
+        }
+        Ok(SimEndpoint::new(self.clone(), node))
+    }
+}

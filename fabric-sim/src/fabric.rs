@@ -14,13 +14,11 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::time::duration_nanos;
 use nessie_protocol::{
-    ClientClaim, ClientId, Fabric, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
-    Topology, TransportFault,
+    ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region, TransportFault,
 };
 
 use crate::config::{ClockMode, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START};
 use crate::counters::{AtomicCounters, OpCounters};
-use crate::endpoint::SimEndpoint;
 use crate::memory::{NodeMemory, WordOrder};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{self, Arc, Mutex};
@@ -38,7 +36,7 @@ use crate::sync::{self, Arc, Mutex};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Later {
     /// Only when the test asks: [`SimFabric::land_parked`] lands parked
-    /// requests, [`SimEndpoint::release_late`] hands held completions in.
+    /// requests, [`SimEndpoint::release_late`](crate::SimEndpoint::release_late) hands held completions in.
     OnRequest,
     /// After `n` more operations. A parked request lands right before the
     /// (`n`+1)-th NIC operation that reaches its target node (up) after the
@@ -808,22 +806,5 @@ impl SimFabric {
                     .map(|previous| OpOutput::Cas { previous })
             }
         }
-    }
-}
-
-impl Fabric for SimFabric {
-    type Endpoint = SimEndpoint;
-
-    fn topology(&self) -> Topology {
-        self.inner.config.topology()
-    }
-
-    /// Opens an endpoint for a client on `node`: [`FabricError::UnknownNode`]
-    /// if there is no such node, [`FabricError::NodeDown`] if it is down.
-    fn open(&self, node: NodeId) -> Result<SimEndpoint, FabricError> {
-        if self.node_state(node)?.is_down() {
-            return Err(FabricError::NodeDown(node));
-        }
-        Ok(SimEndpoint::new(self.clone(), node))
     }
 }

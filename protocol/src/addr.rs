@@ -1,4 +1,5 @@
-//! Addresses on the fabric: nodes, registered regions and byte offsets.
+//! Addresses on the fabric: nodes, registered regions and byte offsets,
+//! and the clients of a node ([`ClientId`]).
 //!
 //! Every node registers two regions with its NIC: its slice of the global index
 //! table ([`Region::Index`], an array of 64-bit index table entries) and its data
@@ -124,5 +125,20 @@ impl DteAddr {
 impl fmt::Display for DteAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "DTE {}/{}", self.table, self.index)
+    }
+}
+
+/// Which client this is: its node and its number among that node's clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClientId {
+    /// The node the client runs on (its data table entries live there).
+    pub node: NodeId,
+    /// The client's number on its node, below `clients_per_node`.
+    pub index: u16,
+}
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "client {}.{}", self.node.0, self.index)
     }
 }

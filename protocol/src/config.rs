@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::addr::ClientId;
+use crate::error::{ConfigError, Error};
 use crate::fabric::Topology;
 use crate::hash::Hasher;
 use crate::layout::{DataLayout, MAX_FILTER_BITS};
@@ -127,21 +128,6 @@ pub enum MigrateSearch {
     /// Depth first with backtracking, one entry at a time, moving as it
     /// goes (the first version of this crate, kept for comparison).
     DepthFirst,
-}
-
-/// Why a configuration was rejected.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-pub enum ConfigError {
-    /// A field is outside its allowed range.
-    #[error("invalid configuration: {field} = {value}: {reason}")]
-    OutOfRange {
-        /// The field.
-        field: &'static str,
-        /// Its value, printed.
-        value: String,
-        /// What is allowed.
-        reason: &'static str,
-    },
 }
 
 fn check(
@@ -321,6 +307,21 @@ impl Config {
     /// entries divided by the load factor, plus one data table entry).
     pub fn bytes_per_key(&self, load: f64) -> f64 {
         8.0 / load + self.layout().entry_bytes() as f64
+    }
+}
+
+impl ClientId {
+    /// Checks that this client exists in a deployment of `nodes` nodes with
+    /// `clients_per_node` clients each (a typed error if not).
+    pub fn check_in(self, nodes: u16, clients_per_node: u16) -> Result<(), ConfigError> {
+        if self.node.0 >= nodes || self.index >= clients_per_node {
+            return Err(ConfigError::OutOfRange {
+                field: "client id",
+                value: self.to_string(),
+                reason: "node must be below nodes and index below clients_per_node",
+            });
+        }
+        Ok(())
     }
 }
 

@@ -1,11 +1,25 @@
-//! Typed errors of the protocol and the client API, and the one outcome
+//! Typed errors of the protocol and the client API (a rejected
+//! configuration among them, [`ConfigError`]), and the one outcome
 //! vocabulary every system shares: an operation either committed (`Ok`),
 //! did not commit and never will (safe to retry), or has an unknown outcome.
 
-use crate::addr::NodeId;
-use crate::config::ConfigError;
+use crate::addr::{ClientId, NodeId};
 use crate::fabric::{FabricError, Topology};
-use crate::machine::ClientId;
+
+/// Why a configuration was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ConfigError {
+    /// A field is outside its allowed range.
+    #[error("invalid configuration: {field} = {value}: {reason}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// Its value, printed.
+        value: String,
+        /// What is allowed.
+        reason: &'static str,
+    },
+}
 
 /// Why an operation failed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]

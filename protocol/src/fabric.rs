@@ -12,8 +12,7 @@
 
 use std::time::Duration;
 
-use crate::addr::{NodeId, Region, RemoteAddr};
-use crate::machine::ClientId;
+use crate::addr::{ClientId, NodeId, Region, RemoteAddr};
 use crate::time::Nanos;
 
 /// Identifies a posted work request so that its completion can be matched.

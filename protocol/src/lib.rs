@@ -46,15 +46,15 @@ pub mod stats;
 pub mod time;
 
 pub use client::Client;
-pub use config::{Config, ConfigError, MigrateSearch, RetryPolicy};
-pub use error::{Error, Outcome};
+pub use config::{Config, MigrateSearch, RetryPolicy};
+pub use error::{ConfigError, Error, Outcome};
 pub use faults::{Faults, UnknownFault};
 pub use kv::{KvClient, KvRequest, Request, Response};
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};
-pub use machine::{ClientId, ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};
+pub use machine::{ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};
 pub use stats::OpStats;
 
-pub use addr::{DteAddr, IteAddr, NodeId, Region, RemoteAddr};
+pub use addr::{ClientId, DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
     ClientClaim, Completion, Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology,
     TransportFault, WorkRequest,

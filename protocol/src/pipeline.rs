@@ -41,7 +41,8 @@ use std::time::Duration;
 
 use crate::addr::NodeId;
 use crate::client::{check_endpoint, given_up, retries};
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
+use crate::error::ConfigError;
 use crate::error::Error;
 use crate::fabric::{ClientClaim, Completion, Endpoint};
 use crate::kv::{Request, Response};

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use crate::addr::{DteAddr, IteAddr, NodeId, RemoteAddr};
+use crate::addr::{ClientId, DteAddr, IteAddr, RemoteAddr};
 use crate::alloc::DteAllocator;
 use crate::cache::DteCache;
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::error::Error;
 use crate::fabric::Op;
 use crate::faults::Faults;
@@ -19,36 +19,6 @@ use crate::hash::Hasher;
 use crate::layout::{DataEntryHeader, DataLayout, IndexEntry, RecycleWord, HEADER_BYTES};
 use crate::machine::io::{bytes, Io};
 use crate::time::{duration_nanos, Nanos};
-
-/// Which client this is: its node and its number among that node's clients.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClientId {
-    /// The node the client runs on (its data table entries live there).
-    pub node: NodeId,
-    /// The client's number on its node, below `clients_per_node`.
-    pub index: u16,
-}
-
-impl ClientId {
-    /// Checks that this client exists in a deployment of `nodes` nodes with
-    /// `clients_per_node` clients each (a typed error if not).
-    pub fn check_in(self, nodes: u16, clients_per_node: u16) -> Result<(), ConfigError> {
-        if self.node.0 >= nodes || self.index >= clients_per_node {
-            return Err(ConfigError::OutOfRange {
-                field: "client id",
-                value: self.to_string(),
-                reason: "node must be below nodes and index below clients_per_node",
-            });
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for ClientId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "client {}.{}", self.node.0, self.index)
-    }
-}
 
 /// What a client keeps between operations.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

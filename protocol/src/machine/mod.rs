@@ -20,7 +20,8 @@ mod recover;
 mod search;
 mod write;
 
-pub use context::{ClientId, ClientState, Cx};
+pub use crate::addr::ClientId;
+pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
 pub use write::{WriteKind, WriteLogic};

@@ -315,9 +315,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::addr::ClientId;
     use crate::addr::{DteAddr, NodeId};
     use crate::config::Config;
-    use crate::machine::context::{ClientId, ClientState};
+    use crate::machine::context::ClientState;
     use crate::machine::io::Io;
 
     fn client() -> ClientState {
