@@ -17,12 +17,12 @@ use nessie_exec::server::ServerPool;
 use nessie_protocol::{ConfigError, Error, Fabric, NodeId, Op, OpStats};
 
 use crate::config::{CellConfig, DirectoryPlace, ROOT_WORD_OFFSET};
+use crate::directory::RegionTable;
 use crate::directory::{DirCounters, FabricDirectory};
 use crate::log::{LogRecord, LogSink};
 use crate::machine::{written, OpClass};
 use crate::node::Node;
 use crate::ptr::{NodePtr, ROOT_REGION};
-use crate::region::RegionTable;
 use crate::server::alloc::GateMode;
 use crate::server::runtime::{CellHandler, Maintenance, MaintenanceIo};
 use crate::server::{ServerNode, Srv};

@@ -602,7 +602,7 @@ impl CellConfig {
         let directory_base = regions_base + u64::from(self.regions_per_node) * region_bytes;
         let directory_bytes = match self.directory {
             DirectoryPlace::Process => 0,
-            DirectoryPlace::Node(n) => crate::directory::DirLayout::new(
+            DirectoryPlace::Node(n) => crate::directory::table::DirLayout::new(
                 n,
                 directory_base,
                 self.nodes,

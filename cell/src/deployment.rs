@@ -15,10 +15,11 @@ use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, Fabric, NodeId, Op
 use crate::client::CellClient;
 use crate::cluster::CellNode;
 use crate::config::{CellConfig, DirectoryPlace};
+use crate::directory::RegionTable;
 use crate::log::LogSink;
 use crate::machine::{machine, Machine, ID_BASE};
 use crate::ptr::RegionId;
-use crate::region::{Directory, RegionTable};
+use crate::region::Directory;
 use crate::server::runtime::{maintenance_channel, MaintenanceIo};
 use crate::server::split::SplitOutcome;
 use crate::server::{Job, ServerNode, Srv};

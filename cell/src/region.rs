@@ -14,17 +14,16 @@
 //!   of one node's memory, read and written over the fabric itself by RDMA
 //!   (node processes on RDMA, which share nothing but the fabric).
 //!
-//! [`RegionTable`] is the one handle server logic goes through, for either.
+//! [`crate::directory::RegionTable`] is the one handle server logic goes
+//! through, for either.
 //! Clients and servers work from [`RegionMap`] snapshots and refresh them
 //! when a region is unknown or its server does not answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
-use nessie_protocol::{Error, NodeId};
+use nessie_protocol::NodeId;
 
-use crate::directory::FabricDirectory;
-use crate::machine::Io;
 use crate::ptr::RegionId;
 
 /// Whether a region serves the tree yet.
@@ -293,85 +292,6 @@ impl Directory {
     /// meganodes).
     pub fn load(&self, servers: u16) -> Vec<(NodeId, usize)> {
         self.read().load(servers)
-    }
-}
-
-/// The region table as server logic sees it: the process's shared
-/// [`Directory`], or the table on the directory node read and written over
-/// the fabric ([`FabricDirectory`]). Reads and updates are async logic
-/// over the machine's [`Io`], so they run under every driver; a shared
-/// table answers at once, a fabric one in rounds of RDMA work requests.
-#[derive(Clone, Debug)]
-pub enum RegionTable {
-    /// One table in this process's memory.
-    Shared(Arc<Directory>),
-    /// The table on the directory node, over the fabric.
-    Fabric(Arc<FabricDirectory>),
-}
-
-impl From<Arc<Directory>> for RegionTable {
-    fn from(d: Arc<Directory>) -> RegionTable {
-        RegionTable::Shared(d)
-    }
-}
-
-impl From<Arc<FabricDirectory>> for RegionTable {
-    fn from(d: Arc<FabricDirectory>) -> RegionTable {
-        RegionTable::Fabric(d)
-    }
-}
-
-impl RegionTable {
-    /// A fresh snapshot (a consistent read of the fabric table).
-    pub async fn snapshot(&self, io: &Io) -> Result<Arc<RegionMap>, Error> {
-        match self {
-            RegionTable::Shared(d) => Ok(d.snapshot()),
-            RegionTable::Fabric(d) => d.snapshot(io).await,
-        }
-    }
-
-    /// Where `region` lives: from the last snapshot of a fabric table if it
-    /// names the region (regions move only by recovery, which node
-    /// processes do not run), else from a fresh one.
-    pub async fn lookup(&self, io: &Io, region: RegionId) -> Result<Option<RegionInfo>, Error> {
-        match self {
-            RegionTable::Shared(d) => Ok(d.snapshot().get(region)),
-            RegionTable::Fabric(d) => match d.last().get(region) {
-                Some(i) => Ok(Some(i)),
-                None => Ok(d.snapshot(io).await?.get(region)),
-            },
-        }
-    }
-
-    /// The last snapshot known without I/O (a shared table's current one).
-    pub fn last(&self) -> Arc<RegionMap> {
-        match self {
-            RegionTable::Shared(d) => d.snapshot(),
-            RegionTable::Fabric(d) => d.last(),
-        }
-    }
-
-    /// Applies `u`. On a fabric table an error means the update did not
-    /// take effect, except [`Error::OutcomeUnknown`].
-    pub async fn update(&self, io: &Io, u: Update) -> Result<Applied, Error> {
-        match self {
-            RegionTable::Shared(d) => Ok(d.update(u)),
-            RegionTable::Fabric(d) => d.update(io, u).await,
-        }
-    }
-
-    /// [`Update::Allocate`]: a new region and its slot on `node`, or `None`
-    /// when `node` has no free slot.
-    pub async fn allocate(&self, io: &Io, node: NodeId) -> Result<Option<(RegionId, u32)>, Error> {
-        match self.update(io, Update::Allocate(node)).await? {
-            Applied::Allocated(a) => Ok(a),
-            Applied::Done => Ok(None),
-        }
-    }
-
-    /// [`Update::Publish`].
-    pub async fn publish(&self, io: &Io, region: RegionId) -> Result<(), Error> {
-        self.update(io, Update::Publish(region)).await.map(|_| ())
     }
 }
 

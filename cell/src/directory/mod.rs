@@ -64,7 +64,8 @@ use nessie_protocol::{ConfigError, Error, NodeId, Op, RemoteAddr};
 
 use crate::config::{CellConfig, CellFaults, DirectoryPlace};
 use crate::machine::{Io, OpClass};
-use crate::region::{Applied, RegionMap, Update};
+use crate::ptr::RegionId;
+use crate::region::{Applied, Directory, RegionInfo, RegionMap, Update};
 pub use table::{Current, DirLayout, Table};
 
 /// Counters of one [`FabricDirectory`] handle.
@@ -458,5 +459,84 @@ impl CellConfig {
                 self.regions_per_node,
             )),
         }
+    }
+}
+
+/// The region table as server logic sees it: the process's shared
+/// [`Directory`], or the table on the directory node read and written over
+/// the fabric ([`FabricDirectory`]). Reads and updates are async logic
+/// over the machine's [`Io`], so they run under every driver; a shared
+/// table answers at once, a fabric one in rounds of RDMA work requests.
+#[derive(Clone, Debug)]
+pub enum RegionTable {
+    /// One table in this process's memory.
+    Shared(Arc<Directory>),
+    /// The table on the directory node, over the fabric.
+    Fabric(Arc<FabricDirectory>),
+}
+
+impl From<Arc<Directory>> for RegionTable {
+    fn from(d: Arc<Directory>) -> RegionTable {
+        RegionTable::Shared(d)
+    }
+}
+
+impl From<Arc<FabricDirectory>> for RegionTable {
+    fn from(d: Arc<FabricDirectory>) -> RegionTable {
+        RegionTable::Fabric(d)
+    }
+}
+
+impl RegionTable {
+    /// A fresh snapshot (a consistent read of the fabric table).
+    pub async fn snapshot(&self, io: &Io) -> Result<Arc<RegionMap>, Error> {
+        match self {
+            RegionTable::Shared(d) => Ok(d.snapshot()),
+            RegionTable::Fabric(d) => d.snapshot(io).await,
+        }
+    }
+
+    /// Where `region` lives: from the last snapshot of a fabric table if it
+    /// names the region (regions move only by recovery, which node
+    /// processes do not run), else from a fresh one.
+    pub async fn lookup(&self, io: &Io, region: RegionId) -> Result<Option<RegionInfo>, Error> {
+        match self {
+            RegionTable::Shared(d) => Ok(d.snapshot().get(region)),
+            RegionTable::Fabric(d) => match d.last().get(region) {
+                Some(i) => Ok(Some(i)),
+                None => Ok(d.snapshot(io).await?.get(region)),
+            },
+        }
+    }
+
+    /// The last snapshot known without I/O (a shared table's current one).
+    pub fn last(&self) -> Arc<RegionMap> {
+        match self {
+            RegionTable::Shared(d) => d.snapshot(),
+            RegionTable::Fabric(d) => d.last(),
+        }
+    }
+
+    /// Applies `u`. On a fabric table an error means the update did not
+    /// take effect, except [`Error::OutcomeUnknown`].
+    pub async fn update(&self, io: &Io, u: Update) -> Result<Applied, Error> {
+        match self {
+            RegionTable::Shared(d) => Ok(d.update(u)),
+            RegionTable::Fabric(d) => d.update(io, u).await,
+        }
+    }
+
+    /// [`Update::Allocate`]: a new region and its slot on `node`, or `None`
+    /// when `node` has no free slot.
+    pub async fn allocate(&self, io: &Io, node: NodeId) -> Result<Option<(RegionId, u32)>, Error> {
+        match self.update(io, Update::Allocate(node)).await? {
+            Applied::Allocated(a) => Ok(a),
+            Applied::Done => Ok(None),
+        }
+    }
+
+    /// [`Update::Publish`].
+    pub async fn publish(&self, io: &Io, region: RegionId) -> Result<(), Error> {
+        self.update(io, Update::Publish(region)).await.map(|_| ())
     }
 }

@@ -24,11 +24,12 @@ use std::time::Duration;
 use nessie_protocol::{Error, NodeId, Op, RemoteAddr};
 
 use crate::config::{CellConfig, Layout, ROOT_WORD_OFFSET};
+use crate::directory::RegionTable;
 use crate::log::{LogRecord, LogSink};
 use crate::machine::{read_bytes, written, Io, OpClass};
 use crate::node::Node;
 use crate::ptr::{ExtentPtr, NodePtr, RegionId, ROOT_REGION};
-use crate::region::{RegionInfo, RegionTable};
+use crate::region::RegionInfo;
 use alloc::{Gate, GateMode, Heap, NodePool};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
