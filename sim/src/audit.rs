@@ -48,12 +48,9 @@ use std::time::Duration;
 
 use nessie_check::memory::Memory;
 use nessie_protocol::alloc::DteAllocator;
-use nessie_protocol::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
-use nessie_protocol::{ClientId, Config, DteAddr, FabricError, Nanos, Op, OpOutput, Region};
+use nessie_protocol::layout::{DataEntryHeader, RecycleWord, HEADER_BYTES};
+use nessie_protocol::{ClientId, Config, DteAddr, Nanos, Op, Region};
 use serde::Serialize;
-
-use crate::engine::{nanos, Engine};
-use nessie_systems::SystemKind;
 
 /// Entries one client crash may leak, at most (docs/verification.md).
 ///
@@ -132,7 +129,7 @@ impl DteAudit {
 }
 
 /// The header of `d` as stored (`None` if out of range).
-fn header(mem: &Memory, cfg: &Config, d: DteAddr) -> Option<DataEntryHeader> {
+pub(crate) fn header(mem: &Memory, cfg: &Config, d: DteAddr) -> Option<DataEntryHeader> {
     let offset = cfg.layout().entry_offset(d.index);
     let raw = mem
         .read(d.node(), Region::Data, offset, HEADER_BYTES)
@@ -241,86 +238,6 @@ pub(crate) fn watched(cfg: &Config, node: usize, op: &Op) -> Option<Watched> {
         table: u16::try_from(node).ok()?,
         index: u32::try_from(rel / entry_bytes).ok()?,
     }))
-}
-
-impl Engine {
-    /// The I4 watch (module documentation): `w` executed with `result`;
-    /// records a breach in [`SimReport::marked_linked`](crate::SimReport::marked_linked).
-    pub(crate) fn watch_marked_linked(
-        &mut self,
-        w: Option<Watched>,
-        result: &Result<OpOutput, FabricError>,
-        now: u64,
-    ) {
-        if self.spec.system != SystemKind::Nessie
-            || self.marked_linked.len() >= 16
-            || result.is_err()
-        {
-            return;
-        }
-        let breach = match w {
-            None => return,
-            Some(Watched::Mark(d)) => self
-                .mem
-                .index_words()
-                .any(|w| w.dte() == Some(d))
-                .then(|| format!("entry {d} was marked for recycling at {now} ns while an index table entry names it")),
-            Some(Watched::Link { expect, new }) => {
-                let linked = matches!(result, Ok(OpOutput::Cas { previous }) if *previous == expect);
-                IndexEntry(new)
-                    .dte()
-                    .filter(|&d| {
-                        linked && header(&self.mem, &self.cfg, d).is_some_and(|h| h.recycle.recycle)
-                    })
-                    .map(|d| format!("an index CAS linked entry {d} at {now} ns, which is marked for recycling"))
-            }
-        };
-        if let Some(b) = breach {
-            self.marked_linked.push(b);
-        }
-    }
-
-    /// The audit of a finished run whose last event was at virtual time
-    /// `last` (`None` where it does not apply: another system than Nessie,
-    /// or no final sweep). `counted` is the leaks the operations counted,
-    /// `crashes` the client crashes and operations given up.
-    ///
-    /// Rather than simulate idle time, the audit reads the reuse rule at a
-    /// clock reading past every recycle mark's expiration: a mark posted by
-    /// `last` on a clock at most `lead` ahead expires by `last + lead + T`,
-    /// and the rule adds the skew allowance.
-    pub(crate) fn audit_dtes(&self, last: u64, counted: u64, crashes: u64) -> Option<DteAudit> {
-        if self.spec.system != SystemKind::Nessie || !self.spec.final_sweep {
-            return None;
-        }
-        let lead = self
-            .clients
-            .iter()
-            .map(|c| c.clock_offset)
-            .max()
-            .unwrap_or(0);
-        let now = last
-            .saturating_add(lead)
-            .saturating_add(nanos(self.cfg.expiration))
-            .saturating_add(nanos(self.cfg.clock_skew));
-        let shares: Vec<Share<'_>> = self
-            .clients
-            .iter()
-            .map(|c| Share {
-                id: c.state.id,
-                alloc: &c.state.alloc,
-                up: c.down_since.is_none(),
-            })
-            .collect();
-        Some(audit(
-            &self.mem,
-            &self.cfg,
-            &shares,
-            Nanos(now),
-            counted,
-            crashes,
-        ))
-    }
 }
 
 #[cfg(test)]

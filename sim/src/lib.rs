@@ -31,6 +31,7 @@ pub mod audit;
 mod cell_audit;
 pub mod chaos;
 pub mod engine;
+mod engine_audit;
 mod kv;
 pub mod network;
 pub mod profile;
