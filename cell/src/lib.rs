@@ -28,15 +28,14 @@
 //!   [`CellClient`].
 //! - [`cluster`]: [`CellNode`], one server node running (what a node
 //!   process starts); [`deployment`]: [`CellDeployment`], a store started
-//!   on a fabric in one process;
-//!   [`check`]: a linearizability checker for histories with range scans.
+//!   on a fabric in one process. Its histories, range scans included, are
+//!   checked by `nessie_check::ordered`.
 //!
 //! `docs/cell.md` in the repository describes the design as built and every
 //! departure from the paper.
 
 #![warn(missing_docs)]
 
-pub mod check;
 pub mod client;
 pub mod cluster;
 pub mod config;

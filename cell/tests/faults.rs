@@ -21,9 +21,9 @@ use std::thread;
 use std::time::Duration;
 
 use common::*;
-use nessie_cell::check::{check, Call, History, Ret};
 use nessie_cell::node::Node;
 use nessie_cell::{extent, CellFaults, NodePtr, RegionId, SearchMode};
+use nessie_check::ordered::{check, Call, History, Ret};
 use nessie_protocol::{Fabric, NodeId, Op, Region, WorkRequest};
 
 fn is_read_of(wr: &WorkRequest, node: NodeId, offset: u64) -> bool {
@@ -354,7 +354,7 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
     let mut events = Vec::new();
     let mut t = 0;
     for i in (0..40).step_by(2) {
-        events.push(nessie_cell::check::Event {
+        events.push(nessie_check::ordered::Event {
             client: 9,
             call: Call::Put(key(i), value_of(i)),
             ret: Ret::Put(false),

@@ -7,6 +7,8 @@
 //!   decides whether one is linearizable against a map, one key at a time;
 //!   [`synthetic`]: generated histories with a planted violation, for
 //!   showing a checker catches one.
+//! - [`ordered`]: the range-aware checker of an ordered store's histories
+//!   (Cell's): keys that range scans tie together are checked as one map.
 //! - [`values`]: values unique to each write, so that a read of a history
 //!   names the write it read.
 //! - [`memory`]: word-granular fabric memory, with the transfers in flight
@@ -20,6 +22,7 @@
 pub mod history;
 pub mod linearizability;
 pub mod memory;
+pub mod ordered;
 pub mod synthetic;
 pub mod values;
 pub mod watchdog;

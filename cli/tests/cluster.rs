@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nessie_cell::check as cell_check;
+use nessie_check::ordered as cell_check;
 use nessie_check::{check_history, Event, KvRet};
 use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
 use nessie_systems::cell::cell_event;

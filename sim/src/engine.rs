@@ -313,7 +313,7 @@ pub(crate) struct Engine {
     /// Cell's range scans that ended (counted apart from recording).
     completed_scans: u64,
     /// The scans' history (Cell's range-aware checker's vocabulary).
-    scans: Vec<nessie_cell::check::Event>,
+    scans: Vec<nessie_check::ordered::Event>,
     pub(crate) dice: Dice,
     /// The dice of the rare fates ([`Dice::rare_fate`]) and of a duplicate's
     /// landing, a stream apart from [`Engine::dice`].
@@ -1363,16 +1363,16 @@ impl Engine {
             }
             let response = self.stamp(now);
             let ks = self.spec.key_size;
-            self.scans.push(nessie_cell::check::Event {
+            self.scans.push(nessie_check::ordered::Event {
                 client: c,
-                call: nessie_cell::check::Call::Scan {
+                call: nessie_check::ordered::Call::Scan {
                     from: key_of(op.key, ks),
                     to: Some(key_of(to, ks)),
                     limit,
                 },
                 ret: match (&op.scanned, ret) {
-                    (Some(got), KvRet::Get(_)) => nessie_cell::check::Ret::Scan(got.clone()),
-                    _ => nessie_cell::check::Ret::Unknown,
+                    (Some(got), KvRet::Get(_)) => nessie_check::ordered::Ret::Scan(got.clone()),
+                    _ => nessie_check::ordered::Ret::Unknown,
                 },
                 invoke: op.invoked,
                 response,

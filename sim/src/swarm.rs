@@ -511,7 +511,7 @@ impl SwarmCase {
 /// can check of a scan. A scan that returned its limit covers the keys up
 /// to its last entry, one that returned fewer its whole range.
 fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
-    use nessie_cell::check::{Call, Ret};
+    use nessie_check::ordered::{Call, Ret};
     let keys: std::collections::BTreeSet<&Vec<u8>> =
         report.history.iter().map(|e| &e.key).collect();
     let base = report.history.iter().map(|e| e.client).max().unwrap_or(0)
@@ -555,7 +555,7 @@ fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
 /// that failed says nothing. `Ok(true)`: linearizable; `Ok(false)`: the
 /// search gave up within its step budget.
 fn range_check(report: &SimReport) -> Result<bool, String> {
-    use nessie_cell::check::{Call, Event as CellEvent, Ret};
+    use nessie_check::ordered::{Call, Event as CellEvent, Ret};
     let mut events: Vec<CellEvent> = report
         .history
         .iter()
@@ -583,7 +583,7 @@ fn range_check(report: &SimReport) -> Result<bool, String> {
         })
         .collect();
     events.extend(report.scans.iter().cloned());
-    match nessie_cell::check::check(&events, RANGE_CHECK_STEPS) {
+    match nessie_check::ordered::check(&events, RANGE_CHECK_STEPS) {
         Ok(_) => Ok(true),
         Err(v) if v.reason.starts_with("search gave up") => Ok(false),
         Err(v) => Err(format!("not linearizable with its range scans: {v}")),

@@ -221,7 +221,7 @@ fn a_search_from_seed_zero_stops_at_the_pinned_seed() {
 /// fails the case; the recorded scans as they were pass.
 #[test]
 fn a_value_planted_in_a_recorded_scan_fails_the_case() {
-    use nessie_cell::check::Ret;
+    use nessie_check::ordered::Ret;
     let seed = (0..50)
         .find(|&s| SwarmCase::for_system(s, SystemKind::Cell).scan_pct > 0)
         .unwrap();

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_cell::check::{Call, Event, Ret};
 use nessie_cell::{CellClient, CellConfig, CellNode, TreeShape};
+use nessie_check::ordered::{Call, Event, Ret};
 use nessie_protocol::{ClientId, Config, Fabric, NodeId};
 
 use crate::node::{region_check, SystemError};
@@ -138,7 +138,7 @@ pub fn tree_line(node: &CellNode) -> String {
 }
 
 /// A recorded operation as Cell's range-aware checker
-/// (`nessie_cell::check`) takes it: a failed one as `Ret::Unknown` (the
+/// (`nessie_check::ordered`) takes it: a failed one as `Ret::Unknown` (the
 /// checker drops failed reads and lets a failed write take effect or not;
 /// leave out failures that committed nothing, `HistoryRecord::
 /// committed_nothing`, before calling this: Cell's checker has no
@@ -208,7 +208,7 @@ mod tests {
     //! checker.
 
     use super::*;
-    use nessie_cell::check::check;
+    use nessie_check::ordered::check;
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_workload::testing::spec;
 

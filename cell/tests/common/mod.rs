@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nessie_cell::check::{check, Call, Event, History, Ret};
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
+use nessie_check::ordered::{check, Call, Event, History, Ret};
 /// Every story's time limit (`nessie_check::watchdog`).
 #[allow(unused_imports)]
 pub use nessie_check::time_limit;
