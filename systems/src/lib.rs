@@ -10,6 +10,9 @@
 //!   quarantine's headroom).
 //! - [`node`]: a key-value system on one node of any fabric: its regions
 //!   checked, its server workers started, its clients running the workload.
+//! - [`setup`]: [`NodeSetup`], any of the five systems shaped for a
+//!   cluster's store, started on one node of any fabric and running the
+//!   workload there: what `nessie node` runs.
 //! - [`cell`]: Cell on one node of any fabric: its configuration from the
 //!   cluster's store, its server node, its clients running the workload with
 //!   range scans.
@@ -19,7 +22,9 @@
 pub mod cell;
 pub mod kind;
 pub mod node;
+pub mod setup;
 pub mod sizing;
 
 pub use kind::{SystemKind, UnknownSystem};
 pub use node::SystemError;
+pub use setup::{NodeServers, NodeSetup, ServerSummary};

@@ -1,108 +1,72 @@
-//! The verbs fabric's cluster file shaped for one of the five systems: the
-//! system built with the file's `[store]` shape ([`system_config`]; Cell's
-//! by [`nessie_systems::cell::cell_config`]) and the file set up to register what it
-//! needs and to carry it in the fingerprint ([`deployment`],
-//! [`cell_deployment`]), so that nodes started with different `--system`s
-//! (or NessieHY layouts, or Cell shapes) refuse each other at connect.
+//! The verbs fabric's cluster file shaped for one of the five systems
+//! ([`deployment`]): the file set up to register what the system needs and
+//! to carry its tag in the fingerprint, so that nodes started with
+//! different `--system`s (or NessieHY layouts, or Cell shapes) refuse each
+//! other at connect. The system itself is a [`NodeSetup`] built from the
+//! file's `[store]` ([`ClusterFile::protocol_config`]).
 
-use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
-use nessie_cell::CellConfig;
 use nessie_fabric_verbs::{ClusterError, ClusterFile};
+use nessie_systems::NodeSetup;
 
-use nessie_systems::cell::CellShape;
-
-/// `kind` shaped by `file` ([`ClusterFile::protocol_config`]), with
-/// `server_workers` per node and NessieHY's options `hy`.
-pub fn system_config(
-    file: &ClusterFile,
-    kind: KvSystem,
-    server_workers: u16,
-    hy: HyOptions,
-) -> Result<SystemConfig, ClusterError> {
-    if server_workers == 0 {
-        return Err(ClusterError::Zero("server workers"));
-    }
-    Ok(SystemConfig {
-        server_workers,
-        hy,
-        ..SystemConfig::new(kind, file.protocol_config()?)
-    })
-}
-
-/// The tag of `sys` in the fingerprint: the system and the options that
-/// change its memory layout (NessieHY's filter bits; its cache and multiple
-/// reads are client-side).
-pub fn system_tag(sys: &SystemConfig) -> String {
-    match sys.kind {
-        KvSystem::NessieHy if sys.hy.filter_bits => format!("{}+filter-bits", sys.kind),
-        k => k.to_string(),
-    }
-}
-
-/// `file` running `sys` (built by [`system_config`]): Nessie leaves the
-/// file as it is; a baseline registers the larger of the file's regions
-/// and what it needs ([`SystemConfig::topology`]) and joins the
-/// fingerprint ([`ClusterFile::for_system`]). Refused when `sys` was shaped
-/// by another file.
-pub fn deployment(file: ClusterFile, sys: &SystemConfig) -> Result<ClusterFile, ClusterError> {
-    if sys.store != file.protocol_config()? {
-        return Err(ClusterError::SystemShape {
-            system: sys.kind.to_string(),
-        });
-    }
-    if sys.kind == KvSystem::Nessie {
-        return Ok(file);
-    }
-    file.for_system(&system_tag(sys), sys.topology())
-}
-
-/// `file` running Cell as `cfg` (built by
-/// [`nessie_systems::cell::cell_config`] from this file's store) and `shape`
-/// describe: the regions grown to what Cell needs, the shape's tag in the
-/// fingerprint. Refused when `cfg` was shaped by another file.
-pub fn cell_deployment(
-    file: ClusterFile,
-    cfg: &CellConfig,
-    shape: &CellShape,
-) -> Result<ClusterFile, ClusterError> {
+/// `file` running `sys`: Nessie leaves the file as it is; any other system
+/// registers the larger of the file's regions and what it needs
+/// ([`NodeSetup::topology`]) and joins the fingerprint with its tag
+/// ([`NodeSetup::tag`], [`ClusterFile::for_system`]). Refused when `sys` was
+/// shaped by another file's store.
+pub fn deployment(file: ClusterFile, sys: &NodeSetup) -> Result<ClusterFile, ClusterError> {
     let store = file.protocol_config()?;
-    if (store.nodes, store.max_key_len, store.max_value_len)
-        != (cfg.nodes, cfg.max_key_len, cfg.max_value_len)
-    {
+    let same = match sys {
+        NodeSetup::Kv(s) => s.store == store,
+        NodeSetup::Cell(c, _) => {
+            (store.nodes, store.max_key_len, store.max_value_len)
+                == (c.nodes, c.max_key_len, c.max_value_len)
+        }
+    };
+    if !same {
         return Err(ClusterError::SystemShape {
-            system: shape.tag(),
+            system: sys.tag().unwrap_or_else(|| sys.kind().to_string()),
         });
     }
-    file.for_system(&shape.tag(), cfg.topology())
+    match sys.tag() {
+        None => Ok(file),
+        Some(tag) => file.for_system(&tag, sys.topology()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nessie_baselines::HyOptions;
+    use nessie_systems::cell::CellShape;
+    use nessie_systems::SystemKind;
 
     const GOOD: &str = include_str!("../../../fabric-verbs/examples/cluster.toml");
+
+    fn setup(file: &ClusterFile, kind: SystemKind, hy: HyOptions, shape: CellShape) -> NodeSetup {
+        NodeSetup::new(kind, file.protocol_config().unwrap(), 2, hy, shape).unwrap()
+    }
 
     #[test]
     fn a_baseline_grows_the_regions_keeps_the_store_and_joins_the_fingerprint() {
         let file = ClusterFile::parse(GOOD).unwrap();
         let store = file.protocol_config().unwrap();
-        let nessie = system_config(&file, KvSystem::Nessie, 1, HyOptions::default()).unwrap();
+        let shape = CellShape::default();
+        let nessie = setup(&file, SystemKind::Nessie, HyOptions::default(), shape);
         let same = deployment(file.clone(), &nessie).unwrap();
         assert_eq!(same, file, "Nessie leaves the file as it is");
         assert_eq!(same.system_tag(), None);
         let mut prints = vec![file.fingerprint()];
         for (kind, filter_bits) in [
-            (KvSystem::NessieSd, false),
-            (KvSystem::NessieHy, false),
-            (KvSystem::NessieHy, true),
-            (KvSystem::Pilaf, false),
+            (SystemKind::NessieSd, false),
+            (SystemKind::NessieHy, false),
+            (SystemKind::NessieHy, true),
+            (SystemKind::Pilaf, false),
         ] {
             let hy = HyOptions {
                 filter_bits,
                 ..HyOptions::default()
             };
-            let sys = system_config(&file, kind, 2, hy).unwrap();
-            assert_eq!(sys.store, store);
+            let sys = setup(&file, kind, hy, shape);
             let c = deployment(file.clone(), &sys).unwrap();
             let (need, have) = (sys.topology(), c.topology());
             assert_eq!(
@@ -136,17 +100,23 @@ mod tests {
     fn cell_grows_the_regions_and_its_shape_joins_the_fingerprint() {
         let file = ClusterFile::parse(GOOD).unwrap();
         let store = file.protocol_config().unwrap();
-        let shape = CellShape::default();
-        let cfg = nessie_systems::cell::cell_config(&store, &shape);
-        let c = cell_deployment(file.clone(), &cfg, &shape).unwrap();
+        let shape = CellShape {
+            server_workers: 2,
+            ..CellShape::default()
+        };
+        let cell = setup(&file, SystemKind::Cell, HyOptions::default(), shape);
+        let c = deployment(file.clone(), &cell).unwrap();
         assert_eq!(c.system_tag(), Some("cell+m64+r16"));
-        assert!(c.topology().data_bytes_per_node >= cfg.topology().data_bytes_per_node);
+        assert!(c.topology().data_bytes_per_node >= cell.topology().data_bytes_per_node);
         let bigger = CellShape {
             regions_per_node: 32,
             ..shape
         };
-        let cfg2 = nessie_systems::cell::cell_config(&store, &bigger);
-        let c2 = cell_deployment(file.clone(), &cfg2, &bigger).unwrap();
+        let c2 = deployment(
+            file.clone(),
+            &setup(&file, SystemKind::Cell, HyOptions::default(), bigger),
+        )
+        .unwrap();
         assert_ne!(
             c.fingerprint(),
             c2.fingerprint(),
@@ -154,25 +124,29 @@ mod tests {
         );
         let mut other = store.clone();
         other.max_key_len /= 2;
-        let cfg3 = nessie_systems::cell::cell_config(&other, &shape);
-        assert!(cell_deployment(file, &cfg3, &shape).is_err());
+        let elsewhere =
+            NodeSetup::new(SystemKind::Cell, other, 2, HyOptions::default(), shape).unwrap();
+        assert!(deployment(file, &elsewhere).is_err());
     }
 
     #[test]
-    fn a_system_shaped_by_another_file_or_with_no_workers_is_rejected() {
+    fn a_system_shaped_by_another_file_is_rejected() {
         let file = ClusterFile::parse(GOOD).unwrap();
         let mut other = file.protocol_config().unwrap();
         other.dtes_per_node /= 2;
-        let sys = SystemConfig::new(KvSystem::Pilaf, other);
+        let sys = NodeSetup::new(
+            SystemKind::Pilaf,
+            other,
+            1,
+            HyOptions::default(),
+            CellShape::default(),
+        )
+        .unwrap();
         assert_eq!(
             deployment(file.clone(), &sys),
             Err(ClusterError::SystemShape {
                 system: "pilaf".into()
             })
-        );
-        assert_eq!(
-            system_config(&file, KvSystem::NessieSd, 0, Default::default()),
-            Err(ClusterError::Zero("server workers"))
         );
     }
 
@@ -181,7 +155,12 @@ mod tests {
         use nessie_fabric_verbs::wire::{check_fingerprint, WireError};
         let file = ClusterFile::parse(GOOD).unwrap();
         let node_a = file.clone();
-        let sd = system_config(&file, KvSystem::NessieSd, 1, Default::default()).unwrap();
+        let sd = setup(
+            &file,
+            SystemKind::NessieSd,
+            HyOptions::default(),
+            CellShape::default(),
+        );
         let node_b = deployment(file, &sd).unwrap();
         // What the acceptor and the dialer check against each other's hello.
         assert!(matches!(

@@ -16,7 +16,7 @@
 //!   report (needs no cluster file and no device).
 //!
 //! The workload is the one every command drives ([`nessie_workload`]),
-//! through the system's clients ([`crate::node::system::run_system`]).
+//! through the system's clients (`nessie_systems::NodeSetup::run`).
 //!
 //! `serve` and `run` take `--system nessie|nessie-sd|nessie-hy|pilaf|cell`
 //! (default `nessie`): every node of a deployment must be started with the
@@ -36,18 +36,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
-use nessie_baselines::{HyOptions, SystemConfig};
-use nessie_cell::{CellConfig, CellNode};
-use nessie_exec::server::ServerPool;
+use nessie_baselines::HyOptions;
 use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 
-use super::cluster::{cell_deployment, deployment, system_config};
+use super::cluster::deployment;
 use super::report::{ClusterReport, ReportError, RunReport};
 use nessie_systems::cell::{self as cell_node, CellShape};
-use nessie_systems::node::{self as system, SystemError};
-use nessie_systems::SystemKind;
-use nessie_workload::{self as workload, Announcer, MixArgs, ServerLoad, StartAt, WorkloadSpec};
+use nessie_systems::{NodeServers, NodeSetup, SystemError, SystemKind};
+use nessie_workload::{self as workload, Announcer, MixArgs, StartAt, WorkloadSpec};
 
 /// Options of `nessie node`: which node of which cluster, and what to do.
 #[derive(Args, Debug)]
@@ -144,16 +141,10 @@ impl Default for SystemArgs {
     }
 }
 
-/// A system shaped by the cluster file.
-enum NodeConfig {
-    Kv(SystemConfig),
-    Cell(Arc<CellConfig>, CellShape),
-}
-
 impl SystemArgs {
     /// The system shaped by `cluster`; NessieHY's switches only with
     /// nessie-hy, Cell's only with cell.
-    fn config(&self, cluster: &ClusterFile) -> Result<NodeConfig, NodeError> {
+    fn config(&self, cluster: &ClusterFile) -> Result<NodeSetup, NodeError> {
         let hy = HyOptions {
             filter_bits: self.hy_filter_bits,
             cache: self.hy_cache,
@@ -170,26 +161,23 @@ impl SystemArgs {
             regions_per_node: self.cell_regions,
             server_workers: self.server_workers,
         };
-        let Some(kind) = self.system.kv() else {
-            let cfg = cell_node::cell_config(&cluster.protocol_config()?, &shape);
-            cfg.validate().map_err(SystemError::from)?;
-            return Ok(NodeConfig::Cell(Arc::new(cfg), shape));
-        };
         let default = CellShape::default();
-        if (shape.meganode_nodes, shape.regions_per_node)
-            != (default.meganode_nodes, default.regions_per_node)
+        if self.system != SystemKind::Cell
+            && (shape.meganode_nodes, shape.regions_per_node)
+                != (default.meganode_nodes, default.regions_per_node)
         {
             return Err(NodeError::Arg(format!(
                 "--cell-meganode-nodes and --cell-regions apply to --system cell, not {}",
                 self.system
             )));
         }
-        Ok(NodeConfig::Kv(system_config(
-            cluster,
-            kind,
+        Ok(NodeSetup::new(
+            self.system,
+            cluster.protocol_config()?,
             self.server_workers,
             hy,
-        )?))
+            shape,
+        )?)
     }
 }
 
@@ -360,40 +348,22 @@ impl From<ClusterError> for NodeError {
     }
 }
 
-/// The server threads this process runs for its system.
-enum Servers {
-    /// A server-driven system's workers (none for Nessie).
-    Kv(Option<ServerPool>),
-    /// Cell's server node: workers and maintenance thread.
-    Cell(CellNode),
-}
-
-impl Servers {
-    fn load(&self) -> Vec<&dyn ServerLoad> {
-        match self {
-            Servers::Kv(p) => p.iter().map(|p| p as &dyn ServerLoad).collect(),
-            Servers::Cell(c) => vec![c as &dyn ServerLoad],
-        }
+/// Prints what this node's server threads did (CPU time, requests, errors).
+fn print_servers(servers: &NodeServers) {
+    if let Some(c) = servers.cell() {
+        println!("{}", cell_node::tree_line(c));
     }
-
-    /// Prints what this node's server threads did (CPU time, requests, errors).
-    fn print(&self) {
-        let (cpu, requests, errors) = match self {
-            Servers::Kv(None) => return,
-            Servers::Kv(Some(p)) => (p.cpu_time(), p.requests(), p.errors()),
-            Servers::Cell(c) => {
-                println!("{}", cell_node::tree_line(c));
-                (c.cpu_time(), c.requests(), c.errors())
-            }
-        };
-        println!(
-            "server workers of this node: {:.3} s CPU, {requests} requests served, {} errors",
-            cpu.as_secs_f64(),
-            errors.len()
-        );
-        for e in errors.iter().take(5) {
-            println!("  server error: {e}");
-        }
+    let Some(s) = servers.summary() else {
+        return;
+    };
+    println!(
+        "server workers of this node: {:.3} s CPU, {} requests served, {} errors",
+        s.cpu.as_secs_f64(),
+        s.requests,
+        s.errors.len()
+    );
+    for e in s.errors.iter().take(5) {
+        println!("  server error: {e}");
     }
 }
 
@@ -443,19 +413,13 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                 scan_len: a.scan_len,
                 ..a.mix.spec(Duration::from_secs_f64(a.seconds.max(0.0)))
             };
-            match &sys {
-                NodeConfig::Kv(s) => workload::check(&spec, &s.store)?,
-                NodeConfig::Cell(c, _) => workload::check(&spec, &**c)?,
-            }
+            sys.check(&spec)?;
             Some(spec)
         }
         _ => None,
     };
     // The regions are sized for the system; its tag joins the fingerprint.
-    let file = match &sys {
-        NodeConfig::Kv(s) => deployment(file, s)?,
-        NodeConfig::Cell(c, shape) => cell_deployment(file, c, shape)?,
-    };
+    let file = deployment(file, &sys)?;
     let fabric = VerbsFabric::start(file, &[node])?;
     let cluster = fabric.cluster();
     if let Some(r) = fabric.report(node) {
@@ -489,22 +453,15 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         }
         return Ok(());
     }
-    let (servers, name, workers) = match &sys {
-        NodeConfig::Kv(s) => (
-            Servers::Kv(system::start_node_servers(s, &fabric, node)?),
-            s.kind.to_string(),
-            s.server_workers,
-        ),
-        NodeConfig::Cell(c, _) => (
-            Servers::Cell(cell_node::start_cell_node(c, &fabric, node)?),
-            "cell".to_string(),
-            c.server_workers,
-        ),
-    };
-    if !matches!(servers, Servers::Kv(None)) {
-        println!("{workers} server worker(s) of {name} running on {node}");
+    let servers = sys.start(&fabric, node)?;
+    let name = sys.kind();
+    if servers.summary().is_some() {
+        println!(
+            "{} server worker(s) of {name} running on {node}",
+            sys.server_workers()
+        );
     }
-    if let Servers::Cell(c) = &servers {
+    if let Some(c) = servers.cell() {
         cell_node::report_meganodes(c, Duration::from_millis(200));
     }
     match (&cli.cmd, spec) {
@@ -513,11 +470,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                 "running {} clients of {name} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE / {}% SCAN, {} s (connecting to every node first)",
                 a.mix.clients, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.get_pct, a.mix.delete_pct, a.scan_pct, a.seconds
             );
-            let mine = servers.load();
-            let report = match &sys {
-                NodeConfig::Kv(s) => system::run_system(&fabric, node, s, &spec, &mine)?,
-                NodeConfig::Cell(c, _) => cell_node::run_cell(&fabric, node, c, &spec, &mine)?,
-            };
+            let report = sys.run(&fabric, node, &spec, &servers)?;
             if let Some(path) = &a.history {
                 let mut text = String::new();
                 for h in &report.history {
@@ -579,7 +532,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         }
         _ => {}
     }
-    servers.print();
+    print_servers(&servers);
     Ok(())
 }
 
@@ -606,7 +559,7 @@ mod tests {
             cell_meganode_nodes: 16,
             ..SystemArgs::default()
         };
-        assert!(matches!(cell.config(&file), Ok(NodeConfig::Cell(c, _)) if c.meganode_nodes == 16));
+        assert!(matches!(cell.config(&file), Ok(NodeSetup::Cell(c, _)) if c.meganode_nodes == 16));
         let tiny = SystemArgs {
             cell_meganode_nodes: 4,
             ..cell.clone()
