@@ -49,7 +49,7 @@ use nessie_protocol::{
 use nessie_protocol::{Request, Response};
 
 use crate::chaos::{Chaos, Dice};
-use crate::network::NicRequest;
+use crate::nic::NicRequest;
 use crate::profile::Profile;
 use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
 use crate::systems::{Actor, AnyCore, KvMachine, Servers};
@@ -277,7 +277,7 @@ pub(crate) struct Engine {
     pub(crate) node_down: Vec<bool>,
     /// The queue pairs that fail during the run, drawn in advance
     /// ([`Chaos::link_failure_permille`]).
-    pub(crate) link_failures: Vec<crate::network::LinkFailure>,
+    pub(crate) link_failures: Vec<crate::nic::LinkFailure>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
     queue: BinaryHeap<Scheduled>,
@@ -320,7 +320,7 @@ pub(crate) struct Engine {
     pub(crate) rare_dice: Dice,
     pub(crate) counts: ChaosCounts,
     /// Cell's failed servers and their recovery.
-    pub(crate) lost_servers: crate::server_failure::Failures,
+    pub(crate) lost_servers: crate::failures::Failures,
     /// The client that runs the final sweep (the first on a node that did
     /// not fail for good).
     sweeper: usize,
@@ -536,7 +536,7 @@ impl Engine {
             dice,
             rare_dice: Dice::new(spec.seed ^ 0x5eed_0fd0_b1e5),
             counts: ChaosCounts::default(),
-            lost_servers: crate::server_failure::Failures::new(nodes, spec.seed),
+            lost_servers: crate::failures::Failures::new(nodes, spec.seed),
             sweeper: 0,
             corrupt: Vec::new(),
             margin_breaches: Vec::new(),
@@ -1538,7 +1538,7 @@ impl Engine {
                 let node = self.dice.below(nodes) as usize;
                 let down = at + self.dice.below(1_000_000);
                 self.counts.link_failures += 1;
-                self.link_failures.push(crate::network::LinkFailure {
+                self.link_failures.push(crate::nic::LinkFailure {
                     actor,
                     node,
                     at: down,

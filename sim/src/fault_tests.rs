@@ -401,7 +401,7 @@ fn a_failure_after_executing_stops_a_torn_write_part_placed() {
 #[test]
 fn a_failed_queue_pair_refuses_its_own_posts_and_no_one_elses() {
     let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
-    e.link_failures.push(crate::network::LinkFailure {
+    e.link_failures.push(crate::nic::LinkFailure {
         actor: Actor::Client(0),
         node: 1,
         at: 0,
@@ -426,7 +426,7 @@ fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
         let mut e = engine(SystemKind::Nessie, Chaos::NONE, seed);
         // The queue pair fails right after the post, before the request
         // reaches node 1.
-        e.link_failures.push(crate::network::LinkFailure {
+        e.link_failures.push(crate::nic::LinkFailure {
             actor: Actor::Client(0),
             node: 1,
             at: 1,

@@ -11,10 +11,14 @@
 //! - [`spec`]: what to simulate (which system: `nessie_systems::SystemKind`)
 //!   and what a run reports.
 //! - [`profile`]: the hardware constants, each with its source.
-//! - [`engine`]: the event loop and the clients (crashes, restarts, pauses).
-//! - `kv`, `servers`, `systems`: the other systems' clients, server
-//!   workers and set-up.
-//! - [`network`]: the NIC and wire model, and the network's faults.
+//! - [`engine`]: the event loop and the clients (crashes, restarts, pauses);
+//!   its other event handlers are `impl Engine` blocks in files of their
+//!   own: [`network`] (the NIC and wire model, and the network's faults,
+//!   moving the `nic` module's requests), `server_failure` (Cell servers
+//!   failing for good and their recovery, over `failures`' state), `kv`
+//!   and `servers` (the other systems' clients and server workers, set up
+//!   by `systems`), `engine_audit` and `cell_audit` (the audits' side in
+//!   the engine).
 //! - [`audit`]: the data-table audit at quiescence (no entry leaks beyond
 //!   what the protocol admits).
 //! - [`chaos`]: the injected faults, within the protocol's timing assumptions.
@@ -32,8 +36,10 @@ mod cell_audit;
 pub mod chaos;
 pub mod engine;
 mod engine_audit;
+mod failures;
 mod kv;
 pub mod network;
+mod nic;
 pub mod profile;
 mod server_failure;
 mod servers;

@@ -14,76 +14,9 @@ use nessie_check::memory::{transfer_words, InFlight, WordOrder};
 use nessie_protocol::{FabricError, NodeId, Op, OpOutput, TransportFault, WorkRequest};
 
 use crate::engine::{Engine, Ev};
+use crate::nic::NicRequest;
 use crate::systems::Actor;
 use nessie_systems::SystemKind;
-
-/// A NIC request on its way through the simulated fabric.
-pub(crate) struct NicRequest {
-    /// Who posted it.
-    pub(crate) actor: Actor,
-    /// The poster's round it belongs to.
-    pub(crate) round: u64,
-    /// The posting client's incarnation (its process: a restarted client's
-    /// new queue pairs never see its predecessor's completions).
-    pub(crate) incarnation: u64,
-    pub(crate) wr: WorkRequest,
-    src: usize,
-    dst: usize,
-    resp_bytes: u64,
-    /// When it was handed to the NIC (virtual time).
-    posted: u64,
-    /// The fault that hits it, if any.
-    fate: Option<TransportFault>,
-    /// The request of an error-then-land fault travelling on after its
-    /// error completion: it executes, and completes nowhere.
-    orphan: bool,
-    /// A torn transfer: its words land one at a time ([`Chaos::torn_permille`](crate::Chaos::torn_permille)).
-    torn: bool,
-    /// A torn transfer's progress once its first word landed.
-    placing: Option<InFlight>,
-    /// A torn transfer that a failure after executing stops after this
-    /// many words (a fault on a partly placed transfer).
-    place_only: Option<u32>,
-    /// The requester's queue pair to the responder failed while this was
-    /// outstanding and it executes all the same (it was on the wire): its
-    /// completion reports an error.
-    link_error: bool,
-    /// An access to the poster's own memory by its CPU (no queue pair).
-    cpu: bool,
-    pub(crate) result: Option<Result<OpOutput, FabricError>>,
-}
-
-impl NicRequest {
-    /// Whether this is an access to the poster's own memory by its CPU.
-    pub(crate) fn is_cpu(&self) -> bool {
-        self.cpu
-    }
-
-    /// A copy of this request that travels on by itself, executes at its
-    /// responder and completes nowhere: an error-then-land request after
-    /// its error (`fate` none), or a duplicated WRITE's second copy (`fate`
-    /// [`TransportFault::DuplicateWrite`], which counts it apart).
-    fn orphan(&self, fate: Option<TransportFault>) -> NicRequest {
-        NicRequest {
-            wr: self.wr.clone(),
-            fate,
-            orphan: true,
-            placing: None,
-            result: None,
-            ..*self
-        }
-    }
-}
-
-/// One queue pair failing as a whole: `actor`'s to `node`, from `at` until
-/// it is re-dialled at `until` ([`Chaos::link_failure_permille`](crate::Chaos::link_failure_permille)).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LinkFailure {
-    pub(crate) actor: Actor,
-    pub(crate) node: usize,
-    pub(crate) at: u64,
-    pub(crate) until: u64,
-}
 
 fn placeholder(wr: &WorkRequest) -> WorkRequest {
     WorkRequest {

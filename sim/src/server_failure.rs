@@ -37,55 +37,6 @@ use crate::chaos::Dice;
 use crate::engine::{Engine, Ev};
 use crate::systems::{poll_worker, SimWorker, Stepped, WorkerMachine, WorkerState};
 
-/// The failed servers of a run and the recovery in progress.
-pub(crate) struct Failures {
-    /// Server nodes failed for good.
-    failed: Vec<bool>,
-    /// When each failed, for the report.
-    failed_at: Vec<u64>,
-    /// Failed servers the directory marks failed (their failure detected).
-    detected: Vec<bool>,
-    /// Failed servers whose regions a finished recovery took over.
-    recovered: Vec<bool>,
-    /// The node whose recovery thread runs a recovery, and the failed
-    /// servers the directory marked when it started.
-    running: Option<(usize, Vec<usize>)>,
-    /// A failure was detected while a recovery ran: run another after it.
-    again: bool,
-    /// Why recoveries failed.
-    problems: Vec<String>,
-    /// The draws of failures, a stream apart from the engine's other dice
-    /// (a case with failures off draws nothing; turning them off keeps
-    /// every other draw of a case).
-    dice: Dice,
-}
-
-impl Failures {
-    /// No server failed yet, on `nodes` nodes, drawing from `seed`.
-    pub(crate) fn new(nodes: usize, seed: u64) -> Failures {
-        Failures {
-            failed: vec![false; nodes],
-            failed_at: vec![0; nodes],
-            detected: vec![false; nodes],
-            recovered: vec![false; nodes],
-            running: None,
-            again: false,
-            problems: Vec::new(),
-            dice: Dice::new(seed ^ 0x0fa1_1ed5_e7e5),
-        }
-    }
-
-    /// Whether any server failed for good.
-    pub(crate) fn any(&self) -> bool {
-        self.failed.contains(&true)
-    }
-
-    /// Whether node `n` failed for good.
-    pub(crate) fn is_failed(&self, n: usize) -> bool {
-        self.failed.get(n).copied().unwrap_or(false)
-    }
-}
-
 /// The server that fails at a crash point of a split run by node `own`
 /// (among `servers`), if one does: at `permille`, the splitter's own node
 /// half the time, else any server.

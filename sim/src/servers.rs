@@ -37,7 +37,7 @@ use nessie_exec::watch::SlotWatch;
 use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
 
 use crate::engine::{Engine, Ev, EPOCH};
-use crate::network::NicRequest;
+use crate::nic::NicRequest;
 use crate::systems::{poll_worker, Actor, Shared, Stepped, Wait, WorkerState};
 
 impl Engine {

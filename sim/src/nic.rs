@@ -1,0 +1,77 @@
+//! What travels through the simulated fabric ([`crate::network`]): a work
+//! request on its way ([`NicRequest`]: who posted it, its fault, how far a
+//! torn transfer got) and a queue pair failing as a whole ([`LinkFailure`]).
+//! The engine holds them; the network's event handlers move them.
+
+use nessie_check::memory::InFlight;
+use nessie_protocol::{FabricError, OpOutput, TransportFault, WorkRequest};
+
+use crate::systems::Actor;
+
+/// A NIC request on its way through the simulated fabric.
+pub(crate) struct NicRequest {
+    /// Who posted it.
+    pub(crate) actor: Actor,
+    /// The poster's round it belongs to.
+    pub(crate) round: u64,
+    /// The posting client's incarnation (its process: a restarted client's
+    /// new queue pairs never see its predecessor's completions).
+    pub(crate) incarnation: u64,
+    pub(crate) wr: WorkRequest,
+    pub(crate) src: usize,
+    pub(crate) dst: usize,
+    pub(crate) resp_bytes: u64,
+    /// When it was handed to the NIC (virtual time).
+    pub(crate) posted: u64,
+    /// The fault that hits it, if any.
+    pub(crate) fate: Option<TransportFault>,
+    /// The request of an error-then-land fault travelling on after its
+    /// error completion: it executes, and completes nowhere.
+    pub(crate) orphan: bool,
+    /// A torn transfer: its words land one at a time ([`Chaos::torn_permille`](crate::Chaos::torn_permille)).
+    pub(crate) torn: bool,
+    /// A torn transfer's progress once its first word landed.
+    pub(crate) placing: Option<InFlight>,
+    /// A torn transfer that a failure after executing stops after this
+    /// many words (a fault on a partly placed transfer).
+    pub(crate) place_only: Option<u32>,
+    /// The requester's queue pair to the responder failed while this was
+    /// outstanding and it executes all the same (it was on the wire): its
+    /// completion reports an error.
+    pub(crate) link_error: bool,
+    /// An access to the poster's own memory by its CPU (no queue pair).
+    pub(crate) cpu: bool,
+    pub(crate) result: Option<Result<OpOutput, FabricError>>,
+}
+
+impl NicRequest {
+    /// Whether this is an access to the poster's own memory by its CPU.
+    pub(crate) fn is_cpu(&self) -> bool {
+        self.cpu
+    }
+
+    /// A copy of this request that travels on by itself, executes at its
+    /// responder and completes nowhere: an error-then-land request after
+    /// its error (`fate` none), or a duplicated WRITE's second copy (`fate`
+    /// [`TransportFault::DuplicateWrite`], which counts it apart).
+    pub(crate) fn orphan(&self, fate: Option<TransportFault>) -> NicRequest {
+        NicRequest {
+            wr: self.wr.clone(),
+            fate,
+            orphan: true,
+            placing: None,
+            result: None,
+            ..*self
+        }
+    }
+}
+
+/// One queue pair failing as a whole: `actor`'s to `node`, from `at` until
+/// it is re-dialled at `until` ([`Chaos::link_failure_permille`](crate::Chaos::link_failure_permille)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkFailure {
+    pub(crate) actor: Actor,
+    pub(crate) node: usize,
+    pub(crate) at: u64,
+    pub(crate) until: u64,
+}
