@@ -489,16 +489,10 @@ fn system_config(
     workers: u16,
     hy: HyOptions,
 ) -> Result<SystemConfig, Error> {
-    let kind = match system {
-        SystemKind::NessieSd => KvSystem::NessieSd,
-        SystemKind::NessieHy => KvSystem::NessieHy,
-        SystemKind::Pilaf => KvSystem::Pilaf,
-        other => {
-            return Err(Error::Corrupt(format!(
-                "{other} is not one of the baselines"
-            )))
-        }
-    };
+    let kind = system
+        .kv()
+        .filter(|k| k.has_servers())
+        .ok_or_else(|| Error::Corrupt(format!("{system} is not one of the baselines")))?;
     Ok(SystemConfig {
         kind,
         store: cfg.clone(),
