@@ -39,7 +39,8 @@ pub fn run<M: Machine, E: Endpoint>(
         }
     };
     let result = loop {
-        match machine.poll(client, ep.now()) {
+        let now = ep.now();
+        match machine.poll(client, now) {
             Poll::Done(result) => break result,
             Poll::Post(wrs) => {
                 for wr in wrs {
@@ -51,7 +52,7 @@ pub fn run<M: Machine, E: Endpoint>(
                 }
             }
             Poll::Pending => {
-                let wait = wait_for(ep.now(), machine.poll_timeout(client), WAIT_SLICE);
+                let wait = wait_for(now, machine.poll_timeout(client), WAIT_SLICE);
                 ep.wait(&mut completions, wait);
                 for c in completions.drain(..) {
                     deliver(machine, router, c);

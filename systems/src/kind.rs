@@ -67,7 +67,9 @@ impl SystemKind {
 
     /// Whether the system runs server workers.
     pub fn has_servers(self) -> bool {
-        self != SystemKind::Nessie
+        // Cell's nodes are all servers; the key-value systems say so
+        // themselves.
+        self.kv().is_none_or(KvSystem::has_servers)
     }
 }
 
