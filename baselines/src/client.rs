@@ -86,6 +86,25 @@ pub trait ClientLogic: 'static {
     fn cache_hits(&self) -> u64 {
         0
     }
+
+    /// Sets the test-only fault switches (a core ignores those its design
+    /// has no check for).
+    fn set_switches(&mut self, switches: CoreSwitches) {
+        let _ = switches;
+    }
+}
+
+/// Test-only fault switches of a baseline's client core: each turns off a
+/// check the design needs, so that a test can show it catches what the
+/// check prevents.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreSwitches {
+    /// A client-driven GET reports a key absent after one scan, without the
+    /// move-epoch check (NessieHY, Pilaf).
+    pub skip_epoch_check: bool,
+    /// A client-driven GET does not compare entry and extent checksums
+    /// (Pilaf).
+    pub skip_checksums: bool,
 }
 
 /// Sends `op` through the home node's server workers (one attempt: the

@@ -458,6 +458,12 @@ impl Handler for CoupledTable {
     }
 }
 
+impl crate::design::NodeTable for CoupledTable {
+    fn reused(&self) -> u64 {
+        CoupledTable::reused(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,12 +11,16 @@ use std::time::Duration;
 
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, Topology};
 
-use crate::client::ClientLogic;
+use crate::client::{BlockingClient, ClientLogic, CoreSwitches};
 use crate::coupled::{CoupledLayout, CoupledTable};
-use crate::hy::{HyClient, HyOptions};
-use crate::pilaf::{PilafClient, PilafLayout, PilafTable};
-use crate::sd::SdClient;
-use nessie_exec::rpc::RpcFaults;
+use crate::design::{AnyCore, AnyTable};
+use crate::hy::{HyCore, HyOptions};
+use crate::pilaf::client::PilafCore;
+use crate::pilaf::{PilafLayout, PilafTable};
+use crate::retry::Jitter;
+use crate::sd::SdCore;
+use nessie_exec::mailbox::MailboxLayout;
+use nessie_exec::rpc::{RpcClient, RpcFaults};
 use nessie_exec::server::ServerPool;
 use nessie_protocol::KvClient;
 
@@ -117,6 +121,58 @@ impl SystemConfig {
         }
     }
 
+    /// The request mailbox of the server-driven systems (`None` for Nessie).
+    pub fn mailbox(&self) -> Option<MailboxLayout> {
+        match self.kind {
+            KvSystem::Nessie => None,
+            KvSystem::NessieSd | KvSystem::NessieHy => Some(self.coupled().mailbox),
+            KvSystem::Pilaf => Some(PilafLayout::new(&self.store).mailbox),
+        }
+    }
+
+    /// The offset of each node's move-epoch word in its data region (two
+    /// increments per cuckoo path moved; `None` for Nessie).
+    pub fn epoch(&self) -> Option<u64> {
+        match self.kind {
+            KvSystem::Nessie => None,
+            KvSystem::NessieSd | KvSystem::NessieHy => Some(self.coupled().epoch),
+            KvSystem::Pilaf => Some(PilafLayout::new(&self.store).epoch),
+        }
+    }
+
+    /// One `node`'s tables, the handler of its server workers (`None` for
+    /// Nessie, which has no server side).
+    pub fn node_table(&self, node: NodeId) -> Option<AnyTable> {
+        let cfg = &self.store;
+        match self.kind {
+            KvSystem::Nessie => None,
+            KvSystem::NessieSd | KvSystem::NessieHy => {
+                Some(AnyTable::new(CoupledTable::new(self.coupled(), node, cfg)))
+            }
+            KvSystem::Pilaf => Some(AnyTable::new(PilafTable::new(
+                PilafLayout::new(cfg),
+                node,
+                cfg,
+            ))),
+        }
+    }
+
+    /// A client core whose requests go through `rpc` (`None` for Nessie,
+    /// whose client is the protocol crate's own), its test-only switches set
+    /// to `switches`. The threaded client and the cluster simulator run the
+    /// same core.
+    pub fn core(&self, rpc: RpcClient, switches: CoreSwitches) -> Option<AnyCore> {
+        let cfg = Arc::new(self.store.clone());
+        let mut core: AnyCore = match self.kind {
+            KvSystem::Nessie => return None,
+            KvSystem::NessieSd => Box::new(SdCore::new(cfg, self.coupled(), rpc)),
+            KvSystem::NessieHy => Box::new(HyCore::new(cfg, self.coupled(), self.hy, rpc)),
+            KvSystem::Pilaf => Box::new(PilafCore::new(cfg, PilafLayout::new(&self.store), rpc)),
+        };
+        core.set_switches(switches);
+        Some(core)
+    }
+
     /// Starts the server workers of one `node` on `fabric` (`None` for
     /// Nessie, which has none). A deployment with one process per machine
     /// calls this in each node's process; [`Deployment`] calls it for every
@@ -130,21 +186,11 @@ impl SystemConfig {
         F: Fabric,
         F::Endpoint: 'static,
     {
-        let cfg = &self.store;
-        let (workers, cpn) = (self.server_workers, cfg.clients_per_node);
-        let pool = match self.kind {
-            KvSystem::Nessie => return Ok(None),
-            KvSystem::NessieSd | KvSystem::NessieHy => {
-                let layout = self.coupled();
-                let table = Arc::new(CoupledTable::new(layout, node, cfg));
-                ServerPool::start(fabric, node, workers, layout.mailbox, cpn, table)?
-            }
-            KvSystem::Pilaf => {
-                let layout = PilafLayout::new(cfg);
-                let table = Arc::new(PilafTable::new(layout, node, cfg));
-                ServerPool::start(fabric, node, workers, layout.mailbox, cpn, table)?
-            }
+        let (Some(table), Some(mailbox)) = (self.node_table(node), self.mailbox()) else {
+            return Ok(None);
         };
+        let (workers, cpn) = (self.server_workers, self.store.clients_per_node);
+        let pool = ServerPool::start(fabric, node, workers, mailbox, cpn, Arc::new(table))?;
         Ok(Some(pool))
     }
 
@@ -169,28 +215,26 @@ impl SystemConfig {
         F: Fabric,
         F::Endpoint: 'static,
     {
-        let cfg = Arc::new(self.store.clone());
+        let cfg = &self.store;
         id.check_in(cfg.nodes, cfg.clients_per_node)?;
         let ep = fabric.open(id.node)?;
-        Ok(match self.kind {
-            KvSystem::Nessie => Box::new(Client::new(cfg, id, ep)?),
-            KvSystem::NessieSd => {
-                let mut c = SdClient::new(cfg, self.coupled(), id, ep);
-                c.core_mut().rpc_mut().faults = faults.clone();
-                Box::new(c)
-            }
-            KvSystem::NessieHy => {
-                let mut c = HyClient::new(cfg, self.coupled(), self.hy, id, ep);
-                c.core_mut().rpc_mut().faults = faults.clone();
-                Box::new(c)
-            }
-            KvSystem::Pilaf => {
-                let layout = PilafLayout::new(&cfg);
-                let mut c = PilafClient::new(cfg, layout, id, ep);
-                c.core_mut().rpc_mut().faults = faults.clone();
-                Box::new(c)
-            }
-        })
+        let rpc = self.mailbox().map(|mailbox| {
+            let mut rpc = RpcClient::new(
+                mailbox,
+                id,
+                cfg.clients_per_node,
+                cfg.retry.op_timeout,
+                cfg.deadline_margin,
+            );
+            rpc.faults = faults.clone();
+            rpc
+        });
+        Ok(
+            match rpc.and_then(|rpc| self.core(rpc, CoreSwitches::default())) {
+                Some(core) => Box::new(BlockingClient::from_core(core, ep, Jitter::new(id))),
+                None => Box::new(Client::new(Arc::new(cfg.clone()), id, ep)?),
+            },
+        )
     }
 }
 

@@ -28,7 +28,9 @@ use nessie_protocol::{
     cache::DteCache, ClientId, Config, Endpoint, Error, IndexEntry, Nanos, NodeId, Op, RemoteAddr,
 };
 
-use crate::client::{get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, Retry};
+use crate::client::{
+    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches, Retry,
+};
 use crate::coupled::CoupledLayout;
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::bytes::word;
@@ -236,6 +238,10 @@ impl ClientLogic for HyCore {
 
     fn cache_hits(&self) -> u64 {
         self.cache.hit_miss().0
+    }
+
+    fn set_switches(&mut self, switches: CoreSwitches) {
+        self.skip_epoch_check = switches.skip_epoch_check;
     }
 }
 

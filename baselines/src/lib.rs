@@ -30,6 +30,7 @@ pub mod client;
 pub mod coupled;
 pub mod cuckoo;
 pub mod deployment;
+pub mod design;
 pub mod hy;
 pub mod pilaf;
 pub mod retry;
@@ -39,4 +40,5 @@ pub mod sd;
 mod worker_tests;
 
 pub use deployment::{Deployment, KvSystem, SystemConfig};
+pub use design::{AnyCore, AnyTable};
 pub use hy::HyOptions;

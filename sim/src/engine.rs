@@ -52,8 +52,9 @@ use crate::chaos::{Chaos, Dice};
 use crate::nic::NicRequest;
 use crate::profile::Profile;
 use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
-use crate::systems::{Actor, AnyCore, KvMachine, Servers};
+use crate::systems::{Actor, KvMachine, Servers};
 use crate::zipf::ScrambledZipfian;
+use nessie_baselines::AnyCore;
 use nessie_systems::SystemKind;
 
 /// The virtual time (ns) of a history stamp ([`SimReport::history`]'s

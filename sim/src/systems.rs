@@ -2,13 +2,16 @@
 //! sans-IO machines (`nessie_exec::machine`) behind a few enums, so
 //! that one engine drives any of them.
 //!
-//! - A **client** of NessieSD, NessieHY or Pilaf keeps its sans-IO core
-//!   ([`AnyCore`]) between operations; each attempt is a machine that owns
+//! - A **client** of a baseline (NessieSD, NessieHY, Pilaf) keeps its
+//!   sans-IO core ([`AnyCore`], made by the baselines'
+//!   [`SystemConfig::core`]: this file names no baseline) between
+//!   operations; each attempt is a machine that owns
 //!   the core and hands it back with its outcome, retried outside the
 //!   machine by the baselines' [`RetryBudget`]. A Cell client runs one
 //!   machine per operation (Cell's operations retry inside).
 //! - A **server worker** is `nessie-exec`'s [`Worker`] machine over the node's
-//!   handler (the coupled tables, Pilaf's table, Cell's server logic).
+//!   handler (a baseline's [`nessie_baselines::AnyTable`], from
+//!   [`SystemConfig::node_table`], or Cell's server logic).
 //! - [`Servers`] holds what the server side shares: the slot layout, who
 //!   owns each slot, the workers, the node's table lock.
 //!
@@ -19,13 +22,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_baselines::client::{Attempt, ClientLogic};
-use nessie_baselines::coupled::CoupledTable;
-use nessie_baselines::hy::HyCore;
-use nessie_baselines::pilaf::{PilafCore, PilafLayout, PilafTable};
+use nessie_baselines::client::{Attempt, ClientLogic, CoreSwitches};
 use nessie_baselines::retry::RetryBudget;
-use nessie_baselines::sd::SdCore;
-use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
+use nessie_baselines::AnyCore;
+use nessie_baselines::{HyOptions, SystemConfig};
 use nessie_exec::lock::TableLock;
 use nessie_exec::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
 use nessie_exec::mailbox::MailboxLayout;
@@ -59,24 +59,6 @@ pub(crate) enum Actor {
     Client(usize),
     /// Worker `w` (index into [`Servers::workers`]).
     Worker(usize),
-}
-
-/// The sans-IO core of a NessieSD, NessieHY or Pilaf client.
-#[derive(Debug)]
-pub(crate) enum AnyCore {
-    Sd(SdCore),
-    Hy(HyCore),
-    Pilaf(PilafCore),
-}
-
-impl AnyCore {
-    async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, budget: &mut RetryBudget) -> Attempt {
-        match self {
-            AnyCore::Sd(c) => c.attempt(io, op, budget).await,
-            AnyCore::Hy(c) => c.attempt(io, op, budget).await,
-            AnyCore::Pilaf(c) => c.attempt(io, op, budget).await,
-        }
-    }
 }
 
 /// What a finished client machine hands back.
@@ -569,7 +551,6 @@ pub(crate) struct Setup {
 /// at the start and again for a restarted client (a fresh process: nothing
 /// of its predecessor's state survives but its slots on the nodes).
 pub(crate) struct CoreMaker {
-    kind: KvSystem,
     shared: Arc<Config>,
     sys: SystemConfig,
     mailbox: MailboxLayout,
@@ -595,20 +576,13 @@ impl CoreMaker {
             restarted,
             self.faults.cancel_before_landing,
         );
-        match self.kind {
-            KvSystem::NessieSd => AnyCore::Sd(SdCore::new(cfg.clone(), self.sys.coupled(), rpc)),
-            KvSystem::NessieHy => {
-                let mut c = HyCore::new(cfg.clone(), self.sys.coupled(), self.sys.hy, rpc);
-                c.set_skip_epoch_check(self.faults.skip_epoch_check);
-                AnyCore::Hy(c)
-            }
-            _ => {
-                let mut c = PilafCore::new(cfg.clone(), PilafLayout::new(cfg), rpc);
-                c.set_skip_epoch_check(self.faults.skip_epoch_check);
-                c.set_skip_checksums(self.faults.skip_checksums);
-                AnyCore::Pilaf(c)
-            }
-        }
+        let switches = CoreSwitches {
+            skip_epoch_check: self.faults.skip_epoch_check,
+            skip_checksums: self.faults.skip_checksums,
+        };
+        self.sys.core(rpc, switches).expect(
+            "baseline() made a CoreMaker only for a system with a mailbox, which has a core",
+        )
     }
 }
 
@@ -630,7 +604,6 @@ pub(crate) fn baseline(
     seed: u64,
 ) -> Result<Setup, Error> {
     let sys = system_config(system, cfg, workers, hy)?;
-    let kind = sys.kind;
     let shared = Arc::new(cfg.clone());
     let cpn = cfg.clients_per_node;
     let w = usize::from(sys.server_workers);
@@ -646,18 +619,12 @@ pub(crate) fn baseline(
         faults.rerun_duplicates,
         std::sync::atomic::Ordering::Relaxed,
     );
-    let mailbox = match kind {
-        KvSystem::Pilaf => PilafLayout::new(cfg).mailbox,
-        _ => sys.coupled().mailbox,
+    let (Some(mailbox), Some(epoch)) = (sys.mailbox(), sys.epoch()) else {
+        return Err(Error::Corrupt(format!("{system} has no server side")));
     };
-    let (workers_list, reuse) = shared_tables(kind, &sys, cfg, &counters, mailbox);
-    let epoch = match kind {
-        KvSystem::Pilaf => PilafLayout::new(cfg).epoch,
-        _ => sys.coupled().epoch,
-    };
+    let (workers_list, reuse) = shared_tables(&sys, &counters, mailbox);
     let topology = sys.topology();
     let maker = CoreMaker {
-        kind,
         shared,
         sys,
         mailbox,
@@ -695,57 +662,27 @@ pub(crate) fn baseline(
 
 /// The workers of every node over one table per node.
 fn shared_tables(
-    kind: KvSystem,
     sys: &SystemConfig,
-    cfg: &Config,
     counters: &Arc<WorkerCounters>,
     mailbox: MailboxLayout,
 ) -> (Vec<SimWorker>, Vec<ReuseCounter>) {
     let mut out = Vec::new();
     let mut reuse: Vec<ReuseCounter> = Vec::new();
-    let cpn = cfg.clients_per_node;
-    for n in 0..cfg.nodes {
+    let cpn = sys.store.clients_per_node;
+    let workers = sys.server_workers;
+    for n in 0..sys.store.nodes {
         let node = NodeId(n);
-        let coupled = (kind != KvSystem::Pilaf)
-            .then(|| Arc::new(CoupledTable::new(sys.coupled(), node, cfg)));
-        let pilaf = (kind == KvSystem::Pilaf)
-            .then(|| Arc::new(PilafTable::new(PilafLayout::new(cfg), node, cfg)));
-        if let Some(t) = &coupled {
-            let t = t.clone();
-            reuse.push(Box::new(move || t.reused()));
-        }
-        if let Some(t) = &pilaf {
-            let t = t.clone();
-            reuse.push(Box::new(move || t.reused()));
-        }
-        for i in 0..sys.server_workers {
-            let workers = sys.server_workers;
-            let counters = counters.clone();
-            let remake: Box<dyn Fn() -> WorkerMachine> = match (&pilaf, &coupled) {
-                (Some(pilaf), _) => {
-                    let pilaf = pilaf.clone();
-                    Box::new(move || {
-                        let w =
-                            Worker::new(pilaf.clone(), mailbox, i, workers, cpn, counters.clone());
-                        worker_machine(node, w)
-                    })
-                }
-                (None, Some(coupled)) => {
-                    let coupled = coupled.clone();
-                    Box::new(move || {
-                        let w = Worker::new(
-                            coupled.clone(),
-                            mailbox,
-                            i,
-                            workers,
-                            cpn,
-                            counters.clone(),
-                        );
-                        worker_machine(node, w)
-                    })
-                }
-                (None, None) => continue,
-            };
+        let Some(table) = sys.node_table(node).map(Arc::new) else {
+            continue;
+        };
+        let t = table.clone();
+        reuse.push(Box::new(move || t.reused()));
+        for i in 0..workers {
+            let (table, counters) = (table.clone(), counters.clone());
+            let remake: Box<dyn Fn() -> WorkerMachine> = Box::new(move || {
+                let w = Worker::new(table.clone(), mailbox, i, workers, cpn, counters.clone());
+                worker_machine(node, w)
+            });
             let slots = mailbox.watch(i, workers).slots().len();
             let m = remake();
             let mut sw = SimWorker::new(node, slots, Some(m));

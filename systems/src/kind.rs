@@ -10,6 +10,12 @@ use nessie_baselines::KvSystem;
 use serde::{Deserialize, Serialize};
 
 /// The systems compared: Nessie, the papers' baselines and Cell.
+///
+/// The key-value systems come first, in [`KvSystem`]'s order, so that
+/// [`SystemKind::kv`] and `From<KvSystem>` are one index (checked when this
+/// crate compiles): a new key-value system is its [`KvSystem`] variant and
+/// its variant here, in the same place.
+#[repr(u8)]
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -48,13 +54,7 @@ impl SystemKind {
 
     /// The key-value system of `nessie-baselines` this is (`None`: Cell).
     pub fn kv(self) -> Option<KvSystem> {
-        match self {
-            SystemKind::Nessie => Some(KvSystem::Nessie),
-            SystemKind::NessieSd => Some(KvSystem::NessieSd),
-            SystemKind::NessieHy => Some(KvSystem::NessieHy),
-            SystemKind::Pilaf => Some(KvSystem::Pilaf),
-            SystemKind::Cell => None,
-        }
+        KvSystem::ALL.get(self as usize).copied()
     }
 
     /// The name used on the command line and in reports.
@@ -75,14 +75,23 @@ impl SystemKind {
 
 impl From<KvSystem> for SystemKind {
     fn from(kv: KvSystem) -> SystemKind {
-        match kv {
-            KvSystem::Nessie => SystemKind::Nessie,
-            KvSystem::NessieSd => SystemKind::NessieSd,
-            KvSystem::NessieHy => SystemKind::NessieHy,
-            KvSystem::Pilaf => SystemKind::Pilaf,
-        }
+        SystemKind::ALL[kv as usize]
     }
 }
+
+// The index behind `kv` and `From`: both lists in declaration order, and
+// every key-value system followed by Cell alone.
+const _: () = {
+    assert!(SystemKind::ALL.len() == KvSystem::ALL.len() + 1);
+    let mut i = 0;
+    while i < SystemKind::ALL.len() {
+        assert!(SystemKind::ALL[i] as usize == i);
+        if i < KvSystem::ALL.len() {
+            assert!(KvSystem::ALL[i] as usize == i);
+        }
+        i += 1;
+    }
+};
 
 impl fmt::Display for SystemKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -92,7 +101,10 @@ impl fmt::Display for SystemKind {
 
 /// A system name that is none of [`SystemKind::ALL`]'s.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown system {0:?} (expected one of: nessie, nessie-sd, nessie-hy, pilaf, cell)")]
+#[error(
+    "unknown system {0:?} (expected one of: {names})",
+    names = SystemKind::ALL.map(SystemKind::name).join(", ")
+)]
 pub struct UnknownSystem(pub String);
 
 impl FromStr for SystemKind {
@@ -124,6 +136,10 @@ mod tests {
                 k.kv().map(SystemKind::from),
                 (k != SystemKind::Cell).then_some(k)
             );
+            // The index pairs variants of the same name.
+            if let Some(kv) = k.kv() {
+                assert_eq!(format!("{k:?}"), format!("{kv:?}"));
+            }
         }
         assert_eq!("sd".parse::<SystemKind>(), Ok(SystemKind::NessieSd));
         assert_eq!("HY".parse::<SystemKind>(), Ok(SystemKind::NessieHy));

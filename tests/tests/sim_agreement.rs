@@ -247,11 +247,7 @@ fn agree_baseline(spec: SimSpec) {
         report.server_errors
     );
     let cfg = config(&spec).unwrap();
-    let kind = match spec.system {
-        SystemKind::NessieSd => KvSystem::NessieSd,
-        SystemKind::NessieHy => KvSystem::NessieHy,
-        _ => KvSystem::Pilaf,
-    };
+    let kind = spec.system.kv().expect("a baseline");
     let sys = SystemConfig {
         hy: spec.hy,
         server_workers: spec.server_workers,

@@ -26,7 +26,9 @@ use std::sync::Arc;
 use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, Op, RemoteAddr};
 
 use super::layout::{EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
-use crate::client::{get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, Retry};
+use crate::client::{
+    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches, Retry,
+};
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{read_one, Io, OpClass};
@@ -218,6 +220,11 @@ impl ClientLogic for PilafCore {
 
     fn rpc_mut(&mut self) -> &mut RpcClient {
         &mut self.rpc
+    }
+
+    fn set_switches(&mut self, switches: CoreSwitches) {
+        self.skip_epoch_check = switches.skip_epoch_check;
+        self.skip_checksums = switches.skip_checksums;
     }
 }
 

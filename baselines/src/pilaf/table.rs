@@ -213,3 +213,9 @@ impl Handler for PilafTable {
         self.claim_wait
     }
 }
+
+impl crate::design::NodeTable for PilafTable {
+    fn reused(&self) -> u64 {
+        PilafTable::reused(self)
+    }
+}
