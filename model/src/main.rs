@@ -32,7 +32,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List the worlds.
+    /// List the worlds, each with the fault switches it catches.
     List,
     /// Explore one world (or `all` for the CI worlds) and report.
     Check {
@@ -178,7 +178,12 @@ fn run(cli: Cli) -> Result<bool, String> {
     match cli.command {
         Command::List => {
             for w in worlds::WORLDS {
-                println!("{}", w.name);
+                let catches: Vec<&str> = w.catches.iter().map(|c| c.switch).collect();
+                if catches.is_empty() {
+                    println!("{}", w.name);
+                } else {
+                    println!("{:<32} catches {}", w.name, catches.join(", "));
+                }
             }
             Ok(true)
         }

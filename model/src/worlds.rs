@@ -779,7 +779,7 @@ pub enum Group {
     GetCache,
     /// `edge_worlds_hold_every_property`.
     Edges,
-    /// `a_migrate_across_nodes_under_skew_holds_and_catches_the_unfenced_install`.
+    /// `a_migrate_across_nodes_under_skew_holds`.
     AcrossNodes,
     /// `three_clients_with_a_migrate_hold_every_property` (about two minutes).
     ThreeClientsMigrate,
@@ -806,11 +806,11 @@ pub enum CiCheck {
     OwnTest,
 }
 
-/// One named world: its name, how it is built (its protocol variant given)
-/// and how `cargo test` checks it. Its story is a row of
-/// docs/verification.md's table of worlds, which
+/// One named world: its name, how it is built (its protocol variant given),
+/// how `cargo test` checks it and the broken variants it catches. Its story
+/// is a row of docs/verification.md's table of worlds, which
 /// `model/tests/model_check.rs` checks against this one (every world there,
-/// with its pinned state count).
+/// with its pinned state count and its catches).
 #[derive(Clone, Copy, Debug)]
 pub struct WorldRow {
     /// The name (`nessie-model check NAME`).
@@ -819,7 +819,69 @@ pub struct WorldRow {
     pub build: fn(Faults) -> World,
     /// How `cargo test` checks it.
     pub ci: CiCheck,
+    /// The broken protocol variants it catches (`cargo test` hunts each
+    /// counterexample).
+    pub catches: &'static [Catch],
 }
+
+/// A broken protocol variant (a test-only fault switch) that a world
+/// catches: the counterexample `cargo test` must find in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Catch {
+    /// The switch (one of [`Faults::NAMES`]).
+    pub switch: &'static str,
+    /// The properties of which the broken variant violates at least one.
+    pub violates: &'static [&'static str],
+    /// What goes wrong, as a test's name would say it.
+    pub story: &'static str,
+    /// How the world is set for this catch beyond the switch, when it is
+    /// (`None`: the row's own build, with the switch on for every client).
+    pub setting: Option<fn(Faults) -> World>,
+}
+
+impl Catch {
+    /// The world with this catch's broken variant.
+    pub fn world(&self, row: &WorldRow) -> Result<World, nessie_protocol::UnknownFault> {
+        let faults = Faults::named(&[self.switch])?;
+        Ok(self.setting.unwrap_or(row.build)(faults))
+    }
+}
+
+/// The property every history must have.
+pub const LINEARIZABLE: &str = "linearizable";
+
+const fn catch(
+    switch: &'static str,
+    violates: &'static [&'static str],
+    story: &'static str,
+) -> Catch {
+    Catch {
+        switch,
+        violates,
+        story,
+        setting: None,
+    }
+}
+
+/// The fault switches no row catches, and where each is shown instead.
+pub const CAUGHT_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "ignore-deadline",
+        "not a bug alone: an overrunning owner that commits by NIC CAS is harmless \
+         (`late-owner-commit` holds with it on, model_check.rs); with `cpu-state-flip` it is \
+         late-owner-commit's catch, and the swarm finds it from seed 0 (sim/tests/swarm.rs)",
+    ),
+    (
+        "skip-recycle-mark",
+        "a silent leak no history shows: the simulator's data-table audit \
+         (sim/tests/swarm.rs, a_silent_leak_is_caught_by_the_data_table_audit)",
+    ),
+    (
+        "blind-recycle-mark",
+        "safe while A2 holds; with A2 dropped, the exact story of tests/tests/review_holes.rs \
+         (a_duplicated_recycle_mark_marks_a_reused_entry_only_when_marks_are_writes)",
+    ),
+];
 
 impl WorldRow {
     /// The world with the correct protocol.
@@ -839,146 +901,213 @@ pub const WORLDS: &[WorldRow] = &[
         name: "two-writers-one-key",
         build: |f| with_faults(two_writers_one_key(), f),
         ci: exhaustive(Group::Untimed, 25_243),
+        catches: &[],
     },
     WorldRow {
         name: "three-candidates",
         build: |f| with_faults(three_candidates(), f),
         ci: exhaustive(Group::Untimed, 15_342),
+        catches: &[],
     },
     WorldRow {
         name: "migrate",
         build: |f| with_faults(migrate(), f),
         ci: exhaustive(Group::Untimed, 20_942),
+        catches: &[],
     },
     WorldRow {
         name: "migrate-without-previous-versions",
         build: |f| with_faults(migrate_without_previous_versions(), f),
         ci: exhaustive(Group::Untimed, 29_276),
+        catches: &[],
     },
     WorldRow {
         name: "migrate-put-get",
         build: |f| with_faults(migrate_put_get(), f),
         ci: exhaustive(Group::Untimed, 93_965),
+        catches: &[],
     },
     WorldRow {
         name: "delete-during-migrate",
         build: |f| with_faults(delete_during_migrate(), f),
         ci: exhaustive(Group::Untimed, 11_883),
+        catches: &[],
     },
     WorldRow {
         name: "recursive-migrate",
         build: |f| with_faults(recursive_migrate(), f),
         ci: exhaustive(Group::Untimed, 490),
+        catches: &[],
     },
     WorldRow {
         name: "recursive-migrate-depth-first",
         build: |f| with_faults(recursive_migrate_depth_first(), f),
         ci: exhaustive(Group::Untimed, 466),
+        catches: &[],
     },
     WorldRow {
         name: "get-races-migrate",
         build: get_races_migrate,
         ci: exhaustive(Group::Untimed, 500),
+        catches: &[catch("skip-get-reverse-pass", &[LINEARIZABLE], "a GET without its reverse pass misses a moved key")],
     },
     WorldRow {
         name: "puts-race-a-delete",
         build: puts_race_a_delete,
         ci: exhaustive(Group::Untimed, 50_494),
+        catches: &[catch("skip-put-verify", &["one committed version per key"], "a PUT without its verification commits twice")],
     },
     WorldRow {
         name: "migrate-install-fails",
         build: migrate_install_fails,
         ci: exhaustive(Group::Untimed, 2_151),
+        catches: &[catch("skip-migrate-rollback", &["no linked entry is reused"], "a MIGRATE without its rollback reuses a linked entry")],
     },
     WorldRow {
         name: "crash-and-reclaim",
         build: |f| with_faults(crash_and_reclaim(), f),
         ci: exhaustive(Group::Timed, 3_881_913),
+        catches: &[],
     },
     WorldRow {
         name: "late-owner-commit",
         build: |f| late_owner_commit(f, f),
         ci: exhaustive(Group::Timed, 586_416),
+        catches: &[Catch {
+            switch: "cpu-state-flip",
+            violates: &[LINEARIZABLE, "acknowledged writes survive at quiescence"],
+            story: "an overrunning owner that flips its entry valid by CPU store loses an acknowledged write",
+            setting: Some(|f| {
+                let overrun = Faults {
+                    ignore_deadline: true,
+                    ..Faults::default()
+                };
+                late_owner_commit(overrun, f)
+            }),
+        }],
     },
     WorldRow {
         name: "late-migrate-install",
         build: late_migrate_install,
         ci: exhaustive(Group::Timed, 5_928_311),
+        catches: &[
+            catch("unfenced-migrate-install", &[LINEARIZABLE], "hole 1: an unfenced MIGRATE install lands after the reclaim"),
+            Catch {
+                switch: "rollback-destination-to-previous",
+                violates: &["an attempt running alone succeeds", LINEARIZABLE],
+                story: "a destination rolled back to the previous version names the key's entry twice, and blocks the key (two attempts)",
+                setting: Some(|f| {
+                    let mut w = late_migrate_install(f);
+                    w.max_attempts = 2;
+                    w
+                }),
+            },
+        ],
     },
     WorldRow {
         name: "migrate-across-nodes",
         build: migrate_across_nodes,
         ci: exhaustive(Group::AcrossNodes, 6_045_414),
+        catches: &[catch("unfenced-migrate-install", &[LINEARIZABLE], "hole 1 across nodes, under skew: the unfenced install lands after the reclaim")],
     },
     WorldRow {
         name: "cached-writer",
         build: cached_writer,
         ci: exhaustive(Group::Timed, 4_000_417),
+        catches: &[
+            catch("cache-time-from-completion", &[LINEARIZABLE], "hole 2: a cache extended from completion time serves a stale value"),
+            Catch {
+                switch: "trust-remote-mark-stamp",
+                violates: &[LINEARIZABLE],
+                story: "A1 dropped (the writer's clock 3 ns ahead, skew 1 ns): an owner that trusts a remote mark's stamp reuses the entry within T",
+                setting: Some(|f| {
+                    let mut w = cached_writer(f);
+                    w.clock_offsets = vec![3, 0];
+                    w
+                }),
+            },
+        ],
     },
     WorldRow {
         name: "cached-reader",
         build: cached_reader,
         ci: exhaustive(Group::Timed, 198_151),
+        catches: &[catch("reuse-before-expiry", &[LINEARIZABLE], "reusing an entry before it expires serves a stale cache hit")],
     },
     WorldRow {
         name: "cached-rereader",
         build: cached_rereader,
         ci: exhaustive(Group::GetCache, 1_119_126),
+        catches: &[
+            catch("get-hit-time-from-completion", &[LINEARIZABLE], "hole 2 on a GET's hit: extended from completion time, it serves a stale value"),
+            catch("get-insert-time-from-completion", &[LINEARIZABLE], "hole 2 on a GET's insert, stamped at completion time, serves a stale value"),
+        ],
     },
     WorldRow {
         name: "cached-rereader-multiple-reads",
         build: cached_rereader_multiple_reads,
         ci: exhaustive(Group::GetCache, 1_436_610),
+        catches: &[catch("get-value-insert-time-from-completion", &[LINEARIZABLE], "hole 2 on a GET's insert after its value read, stamped at completion time, serves a stale value")],
     },
     WorldRow {
         name: "failed-completions",
         build: failed_completions,
         ci: exhaustive(Group::Timed, 3_574_626),
+        catches: &[catch("errors-after-commit-retryable", &[LINEARIZABLE], "hole 3: a committed write reported as retryable is applied twice")],
     },
     WorldRow {
         name: "install-error-then-land",
         build: install_error_then_land,
         ci: exhaustive(Group::Edges, 6_865),
+        catches: &[catch("fence-stops-at-present-word", &["no linked entry is marked for recycling"], "issue 24 hole 1: a fence stopping at a present word marks a linked copy")],
     },
     WorldRow {
         name: "late-completion",
         build: late_completion,
         ci: exhaustive(Group::Edges, 62_752),
+        catches: &[catch("machine-local-request-ids", &[LINEARIZABLE], "issue 24 hole 2: with machine-local request ids a late READ answers the next GET")],
     },
     WorldRow {
         name: "slow-search",
         build: slow_search,
         ci: exhaustive(Group::Edges, 6_248),
+        catches: &[catch("unaffordable-search-table-full", &["TableFull only without a chain within the depth limit"], "issue 24 hole 3: an unaffordable search answering TableFull")],
     },
     WorldRow {
         name: "two-faults",
         build: two_faults,
         ci: CiCheck::Bounded,
+        catches: &[],
     },
     WorldRow {
         name: "crashed-mover",
         build: crashed_mover,
         ci: CiCheck::Bounded,
+        catches: &[catch("conflict-ends-put", &["an attempt running alone succeeds"], "hole 4: a conflict at one MIGRATE source blocks inserts")],
     },
     WorldRow {
         name: "three-clients-two-keys",
         build: |f| with_faults(three_clients_two_keys(), f),
         ci: CiCheck::Walks,
+        catches: &[],
     },
     WorldRow {
         name: "three-clients-migrate",
         build: |f| with_faults(three_clients_migrate(), f),
         ci: exhaustive(Group::ThreeClientsMigrate, 14_855_142),
+        catches: &[],
     },
     WorldRow {
         name: "three-clients-big",
         build: |f| with_faults(three_clients_big(), f),
         ci: CiCheck::Walks,
+        catches: &[],
     },
     WorldRow {
         name: "duplicate-mark",
         build: duplicate_mark,
         ci: CiCheck::OwnTest,
+        catches: &[],
     },
 ];
 
