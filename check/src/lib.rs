@@ -7,8 +7,12 @@
 //!   decides whether one is linearizable against a map, one key at a time;
 //!   [`synthetic`]: generated histories with a planted violation, for
 //!   showing a checker catches one.
-//! - [`ordered`]: the range-aware checker of an ordered store's histories
-//!   (Cell's): keys that range scans tie together are checked as one map.
+//! - [`wgl`]: the one generic linearizability search (Wing-Gong-Lowe over
+//!   any sequential specification); [`ordered`]: the range-aware checker
+//!   of an ordered store's histories (Cell's), keys that range scans tie
+//!   together checked as one map, a specification of it. The per-key
+//!   checker is the same search specialised to a register, held to it (and
+//!   to brute force) by its differential test.
 //! - [`values`]: values unique to each write, so that a read of a history
 //!   names the write it read.
 //! - [`memory`]: word-granular fabric memory, with the transfers in flight
@@ -26,6 +30,7 @@ pub mod ordered;
 pub mod synthetic;
 pub mod values;
 pub mod watchdog;
+pub mod wgl;
 
 pub use history::{Event, KvOp, KvRet, Recorder};
 pub use linearizability::{

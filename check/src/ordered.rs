@@ -7,9 +7,9 @@
 //! sees a later insert of `a` but not an earlier delete of `b`'s absence is
 //! wrong although each key alone looks fine. This checker therefore splits a
 //! history into groups of keys that scans connect (keys no scan connects
-//! stay alone, as in the per-key checker) and runs a Wing-Gong-Lowe search
-//! per group over the group's whole map state, with Lowe's memo of
-//! (linearized operations, state).
+//! stay alone, as in the per-key checker) and runs the generic
+//! Wing-Gong-Lowe search ([`crate::wgl`]) per group, its specification an
+//! ordered map with scans over the group's whole map state.
 //!
 //! A scan `from..to` with a limit `n` that returned `n` entries constrains
 //! the keys from `from` up to its last entry (the store may have had more
@@ -17,9 +17,11 @@
 //! Writes whose outcome is unknown may take effect at any time after their
 //! invocation, or never; failed reads are dropped.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+use crate::wgl::{search, Spec, Timed};
 
 /// A call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -308,102 +310,32 @@ pub fn check(events: &[Event], max_steps: u64) -> Result<usize, Violation> {
     Ok(checked)
 }
 
-/// Wing-Gong-Lowe over one group's operations (sorted by invocation).
+/// The sequential specification of an ordered map with range scans.
+struct OrderedMap;
+
+impl Spec for OrderedMap {
+    type State = State;
+    type Op = Event;
+    fn step(&self, state: &State, e: &Event) -> Option<State> {
+        apply(state, e)
+    }
+}
+
+/// The generic search over one group's operations (sorted by invocation),
+/// from the empty map.
 fn wgl(ops: &[Event], max_steps: u64) -> Result<(), String> {
-    let n = ops.len();
-    // Entries: (time, is_return, op). Calls precede returns at equal times.
-    let mut entries: Vec<(u64, bool, usize)> = Vec::with_capacity(2 * n);
-    for (i, e) in ops.iter().enumerate() {
-        entries.push((e.invoke, false, i));
-        entries.push((e.response, true, i));
-    }
-    entries.sort();
-    let m = entries.len();
-    // Doubly linked list over entries with a head sentinel at m.
-    let mut next: Vec<usize> = (1..=m).collect();
-    next.push(0);
-    let mut prev: Vec<usize> = (0..=m)
-        .map(|i| if i == 0 || i == m { m } else { i - 1 })
+    let timed: Vec<Timed<'_, Event>> = ops
+        .iter()
+        .map(|e| Timed {
+            op: e,
+            invoke: e.invoke,
+            response: (e.ret != Ret::Unknown).then_some(e.response),
+            after: None,
+        })
         .collect();
-    if m == 0 {
-        return Ok(());
-    }
-    next[m] = 0;
-    prev[0] = m;
-    let end = m; // next == m means the end of the list
-    next[m - 1] = end;
-    let mut call_at = vec![0usize; n];
-    let mut ret_at = vec![0usize; n];
-    for (pos, &(_, r, i)) in entries.iter().enumerate() {
-        if r {
-            ret_at[i] = pos;
-        } else {
-            call_at[i] = pos;
-        }
-    }
-    let words = n.div_ceil(64);
-    let mut linearized = vec![0u64; words];
-    let mut seen: HashSet<(Vec<u64>, State)> = HashSet::new();
-    let mut stack: Vec<(usize, State)> = Vec::new();
-    let mut state = State::new();
-    let unlink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, p: usize| {
-        let (a, b) = (prev[p], next[p]);
-        next[a] = b;
-        if b != end {
-            prev[b] = a;
-        }
-    };
-    let relink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, p: usize| {
-        let (a, b) = (prev[p], next[p]);
-        next[a] = p;
-        if b != end {
-            prev[b] = p;
-        }
-    };
-    let mut cur = next[m];
-    let mut steps = 0u64;
-    loop {
-        steps += 1;
-        if steps > max_steps {
-            return Err(format!("search gave up after {max_steps} steps"));
-        }
-        if cur == end {
-            // Every remaining entry is a pending (unknown) write's return.
-            return Ok(());
-        }
-        let (_, is_ret, op) = entries[cur];
-        if !is_ret {
-            let mut lifted = false;
-            if let Some(ns) = apply(&state, &ops[op]) {
-                let mut bits = linearized.clone();
-                bits[op / 64] |= 1 << (op % 64);
-                if seen.insert((bits.clone(), ns.clone())) {
-                    linearized = bits;
-                    stack.push((op, std::mem::replace(&mut state, ns)));
-                    unlink(&mut next, &mut prev, call_at[op]);
-                    unlink(&mut next, &mut prev, ret_at[op]);
-                    cur = next[m];
-                    lifted = true;
-                }
-            }
-            if !lifted {
-                cur = next[cur];
-            }
-        } else if ops[op].response == u64::MAX {
-            // An unknown write's return: it may stay unlinearized forever.
-            cur = next[cur];
-        } else {
-            // A return whose call is not linearized: backtrack.
-            let Some((top, old)) = stack.pop() else {
-                return Err("no linearization exists".into());
-            };
-            state = old;
-            linearized[top / 64] &= !(1 << (top % 64));
-            relink(&mut next, &mut prev, ret_at[top]);
-            relink(&mut next, &mut prev, call_at[top]);
-            cur = next[call_at[top]];
-        }
-    }
+    search(&OrderedMap, State::new(), &timed, max_steps)
+        .map(|_| ())
+        .map_err(|f| f.to_string())
 }
 
 #[cfg(test)]

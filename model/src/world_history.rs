@@ -15,9 +15,10 @@
 //! - **pending** (in flight, crashed, given up, or an unknown outcome): it may
 //!   or may not have happened, at any time after its invocation.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use nessie_check::history::KvOp;
+use nessie_check::wgl::{search, Spec, Timed};
 
 /// A key-value map as the sequential specification sees it.
 type KvMap = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -148,62 +149,59 @@ fn matches(expected: &ModelRet, got: &ModelRet, op: &KvOp, existed: bool) -> boo
     }
 }
 
-/// Whether the operations have a linearization starting from `initial`.
+/// The model's sequential specification: a key-value map, each operation
+/// checked against what it returned (a pending write: its effect).
+struct KvSpec<'a>(std::marker::PhantomData<CheckedOp<'a>>);
+
+impl<'a> Spec for KvSpec<'a> {
+    type State = KvMap;
+    type Op = CheckedOp<'a>;
+    fn step(&self, state: &KvMap, o: &CheckedOp<'a>) -> Option<KvMap> {
+        step(state, o)
+    }
+}
+
+fn step(state: &KvMap, o: &CheckedOp<'_>) -> Option<KvMap> {
+    let existed = state.contains_key(o.key);
+    let (next, got) = apply(state, o.key, o.op);
+    match o.status {
+        // A refused PUT changes nothing.
+        Status::Returned(ModelRet::Full, _) => {
+            matches(&ModelRet::Full, &got, o.op, existed).then(|| state.clone())
+        }
+        Status::Returned(ret, _) => matches(ret, &got, o.op, existed).then_some(next),
+        _ => Some(next),
+    }
+}
+
+/// Whether the operations have a linearization starting from `initial`:
+/// the generic search of `nessie_check::wgl`, with a key-value map for its
+/// specification.
 pub fn linearizable(initial: &BTreeMap<Vec<u8>, Vec<u8>>, ops: &[CheckedOp<'_>]) -> bool {
-    let ops: Vec<&CheckedOp<'_>> = ops
+    let timed: Vec<Timed<'_, CheckedOp<'_>>> = ops
         .iter()
         .filter(|o| match o.status {
             Status::Void => false,
             Status::Pending => !matches!(o.op, KvOp::Get),
             Status::Returned(..) => true,
         })
-        .collect();
-    assert!(ops.len() <= 64, "model histories are small");
-    let must: u64 = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| matches!(o.status, Status::Returned(..)))
-        .fold(0, |m, (i, _)| m | 1 << i);
-    // before[i]: operations that returned before i was invoked.
-    let before: Vec<u64> = ops
-        .iter()
-        .map(|x| {
-            ops.iter().enumerate().fold(0, |m, (j, y)| match y.status {
-                Status::Returned(_, at) if *at < x.invoked => m | 1 << j,
-                _ => m,
-            })
+        .map(|o| Timed {
+            op: o,
+            invoke: u64::from(o.invoked),
+            response: match o.status {
+                Status::Returned(_, at) => Some(u64::from(*at)),
+                _ => None,
+            },
+            after: None,
         })
         .collect();
-    let mut seen: HashSet<(u64, KvMap)> = HashSet::new();
-    let mut stack = vec![(0u64, initial.clone())];
-    while let Some((done, state)) = stack.pop() {
-        if done & must == must {
-            return true;
-        }
-        if !seen.insert((done, state.clone())) {
-            continue;
-        }
-        for (i, o) in ops.iter().enumerate() {
-            if done & (1 << i) != 0 || before[i] & !done != 0 {
-                continue;
-            }
-            let existed = state.contains_key(o.key);
-            let (next, got) = apply(&state, o.key, o.op);
-            let ok = match o.status {
-                Status::Returned(ret, _) => matches(ret, &got, o.op, existed),
-                _ => true,
-            };
-            if ok {
-                let next = match (o.status, &o.op) {
-                    // A refused PUT changes nothing.
-                    (Status::Returned(ModelRet::Full, _), _) => state.clone(),
-                    _ => next,
-                };
-                stack.push((done | 1 << i, next));
-            }
-        }
-    }
-    false
+    search(
+        &KvSpec(std::marker::PhantomData),
+        initial.clone(),
+        &timed,
+        u64::MAX,
+    )
+    .is_ok()
 }
 
 #[cfg(test)]
