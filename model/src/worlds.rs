@@ -718,6 +718,22 @@ pub fn install_error_then_land(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// Two fencers of one MIGRATE copy: as `install-error-then-land`, but the
+/// other client writes m, so it meets the owner's aborted copy at m's
+/// source and recovers it (fencing the destination) while the owner
+/// fences it too and the owner's install, which reported an error, may
+/// still land. The destination was never used: the install expects the
+/// never-used word, and no fencer may put that word back (the swarm's case
+/// 48,969).
+pub fn two_fencers(faults: Faults) -> World {
+    let mut w = install_error_then_land(faults);
+    w.name = "two-fencers".into();
+    let (m, _, _) = migrate_keys(&w.cfg);
+    w.clients[1].program = vec![put(&m, "v-m2")];
+    w.expect = vec![Expect::Migration, Expect::OrphanLanded];
+    w
+}
+
 /// Issue 24, hole 2: a reader on node 1 reads k (on node 0) twice while a
 /// writer updates it; one of the reader's NIC requests may execute and have
 /// its completion held back until after the round was given up
@@ -989,7 +1005,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "late-migrate-install",
         build: late_migrate_install,
-        ci: exhaustive(Group::Timed, 5_928_311),
+        ci: exhaustive(Group::Timed, 5_928_526),
         catches: &[
             catch("unfenced-migrate-install", &[LINEARIZABLE], "hole 1: an unfenced MIGRATE install lands after the reclaim"),
             Catch {
@@ -1007,7 +1023,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "migrate-across-nodes",
         build: migrate_across_nodes,
-        ci: exhaustive(Group::AcrossNodes, 6_045_414),
+        ci: exhaustive(Group::AcrossNodes, 6_045_967),
         catches: &[catch("unfenced-migrate-install", &[LINEARIZABLE], "hole 1 across nodes, under skew: the unfenced install lands after the reclaim")],
     },
     WorldRow {
@@ -1058,8 +1074,18 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "install-error-then-land",
         build: install_error_then_land,
-        ci: exhaustive(Group::Edges, 6_865),
+        ci: exhaustive(Group::Edges, 7_149),
         catches: &[catch("fence-stops-at-present-word", &["no linked entry is marked for recycling"], "issue 24 hole 1: a fence stopping at a present word marks a linked copy")],
+    },
+    WorldRow {
+        name: "two-fencers",
+        build: two_fencers,
+        ci: exhaustive(Group::Edges, 2_245_007),
+        catches: &[catch(
+            "fence-seal-flips",
+            &["no linked entry is marked for recycling"],
+            "two fencers of one copy flip its destination back to the never-used word its pending install expects",
+        )],
     },
     WorldRow {
         name: "late-completion",

@@ -412,7 +412,7 @@ fn late_landings_no_longer_break_the_migrate_and_commit_stories() {
         (w, pinned)
     };
     all_hold(vec![
-        late(worlds::late_migrate_install(f), 6_523_921),
+        late(worlds::late_migrate_install(f), 6_524_136),
         late(worlds::late_owner_commit(f, f), 617_063),
     ]);
 }

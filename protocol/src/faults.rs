@@ -85,6 +85,13 @@ pub struct Faults {
     /// the skew allowance passes by its own clock, as before: safe only while
     /// the two clocks differ by at most `clock_skew` (A1).
     pub trust_remote_mark_stamp: bool,
+    /// The MIGRATE fence's seal before the swarm's case 48,969: the copy's
+    /// emptied word, or the never-used word when the destination holds that
+    /// already. Two fencers of one copy (its owner and a client that met it
+    /// aborted) then flip the destination between the two, and the second
+    /// one hands a pending install that expects the never-used word its
+    /// word back.
+    pub fence_seal_flips: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -94,7 +101,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 20] = [
+    pub const NAMES: [&'static str; 21] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -115,6 +122,7 @@ impl Faults {
         "skip-recycle-mark",
         "blind-recycle-mark",
         "trust-remote-mark-stamp",
+        "fence-seal-flips",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -142,6 +150,7 @@ impl Faults {
             "skip-recycle-mark" => &mut self.skip_recycle_mark,
             "blind-recycle-mark" => &mut self.blind_recycle_mark,
             "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,
+            "fence-seal-flips" => &mut self.fence_seal_flips,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

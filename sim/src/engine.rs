@@ -1232,10 +1232,9 @@ impl Engine {
                     }
                     self.release_late(c, t);
                     if self.spec.chaos.any() {
-                        // Completions may never come: look again once the
-                        // machine may give up on them.
-                        let at = t + self.margin_ns() + 1;
-                        self.schedule(at, Ev::Wake(c, round));
+                        // Completions may never come: look again when the
+                        // machine says it gives up on them.
+                        self.wake_at_poll_timeout(c, round, t);
                     }
                 }
                 Poll::Done(r) => {
@@ -1257,8 +1256,25 @@ impl Engine {
         self.step(c, now);
         let cl = &self.clients[c];
         if cl.round == round && cl.outstanding > 0 && cl.machine.is_some() {
-            // Still before the attempt's deadline: look again later.
-            let at = now + self.margin_ns();
+            // Not given up: the step waits for its core (a poll of its own
+            // is scheduled, and gives up then), or the instant moved on.
+            self.wake_at_poll_timeout(c, round, now);
+        }
+    }
+
+    /// Schedules a wake-up of client `c`'s round `round` at the instant its
+    /// machine gives up the completions the round misses (its
+    /// `poll_timeout`, on the client's clock), if that is after `now` (an
+    /// instant already passed is met by the poll the step scheduled).
+    fn wake_at_poll_timeout(&mut self, c: usize, round: u64, now: u64) {
+        let cl = &self.clients[c];
+        let Some(ClientMachine::Nessie(m)) = cl.machine.as_ref() else {
+            return;
+        };
+        let at = m
+            .poll_timeout(&cl.state)
+            .map(|give_up| give_up.0.saturating_sub(cl.clock_offset));
+        if let Some(at) = at.filter(|&at| at > now) {
             self.schedule(at, Ev::Wake(c, round));
         }
     }

@@ -29,6 +29,8 @@ const PRESENT: u64 = 1 << 63;
 const FILTER_SHIFT: u32 = 48;
 const FILTER_MASK: u64 = (1 << MAX_FILTER_BITS) - 1;
 const TABLE_SHIFT: u32 = 32;
+/// The bits that name a data table entry (its table id and index).
+const ENTRY_MASK: u64 = (0xffff << TABLE_SHIFT) | 0xffff_ffff;
 
 /// A decoded index table entry (the raw word is kept; fields are views of it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,6 +64,25 @@ impl IndexEntry {
     /// The empty entry that remembers this reference (used when unlinking).
     pub fn emptied(self) -> IndexEntry {
         IndexEntry(self.0 & !PRESENT)
+    }
+
+    /// Whether the two words name the same data table entry, present or
+    /// emptied, whatever their filter bits (the never-used word names none
+    /// that exists: its table id field is 0).
+    pub fn names_same_entry(self, other: IndexEntry) -> bool {
+        self.0 & ENTRY_MASK == other.0 & ENTRY_MASK
+    }
+
+    /// The emptied word naming the same entry, its filter bits one more
+    /// (wrapping): a MIGRATE fence's next seal over this word, so that the
+    /// fencers of one copy only ever move its destination forward, never
+    /// back to a word a pending install expects (docs/protocol.md §5.6).
+    pub fn next_seal(self) -> IndexEntry {
+        let count = (self.filter() + 1) & FILTER_MASK as u16;
+        IndexEntry(
+            (self.0 & !PRESENT & !(FILTER_MASK << FILTER_SHIFT))
+                | (u64::from(count) << FILTER_SHIFT),
+        )
     }
 
     /// The data table entry referred to, if present.
@@ -119,6 +140,27 @@ mod tests {
         let zero = IndexEntry::new(DteAddr { table: 0, index: 0 }, 0);
         assert!(zero.is_present());
         assert_eq!(zero.dte(), Some(DteAddr { table: 0, index: 0 }));
+    }
+
+    /// A fence's seals name the copy's entry, stay empty, and grow by one
+    /// in the filter bits (wrapping): none is the never-used word, and a
+    /// run of seals returns to a word only after 2^15 of them.
+    #[test]
+    fn seals_name_the_copy_and_only_move_forward() {
+        let copy = IndexEntry::new(DteAddr { table: 0, index: 6 }, 0x7ffe);
+        let other = IndexEntry::new(DteAddr { table: 0, index: 7 }, 0x7ffe);
+        assert!(copy.names_same_entry(copy.emptied()));
+        assert!(!copy.names_same_entry(other.emptied()));
+        assert!(!copy.names_same_entry(IndexEntry::NEVER_USED));
+        let mut seal = copy;
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..(1 << MAX_FILTER_BITS) {
+            seal = seal.next_seal();
+            assert!(seal.is_empty() && seal != IndexEntry::NEVER_USED);
+            assert!(seal.names_same_entry(copy));
+            assert!(seen.insert(seal), "a seal came back early");
+        }
+        assert_eq!(seal, copy.emptied(), "back after 2^15 seals");
     }
 
     #[test]

@@ -12,19 +12,22 @@
 //!    one of this and the owner's commit CAS (`Writing -> Valid/Deleted`) wins.
 //!    If the entry is already `Aborted`, go on; if it committed, stop.
 //! 2. A MIGRATE copy whose install may have been posted: **fence the
-//!    destination** first. CAS it from the copy to the seal (the copy's
-//!    emptied word); if the CAS finds an empty word instead (the install has
-//!    not landed yet), CAS that word to the seal, or, when that word *is*
-//!    the copy's emptied word (the copy's data table entry was unlinked from
-//!    this index entry in an earlier incarnation, and a pending install
-//!    expects exactly that word), to the never-used word; and if a CAS finds
-//!    the copy (the install landed in between), CAS the copy again. The
-//!    fence ends once one of its own CASes replaced the word it expected (so
-//!    the destination holds a word no pending install expects), or the
-//!    destination holds another present word; a word that merely looks like
-//!    the seal is fenced again. Each CAS's result says exactly what the
-//!    destination holds; only then may the copy be unlinked at its source
-//!    and marked.
+//!    destination** first. CAS it from the copy to a seal; if the CAS finds
+//!    an empty word instead (the install has not landed yet, or another
+//!    fencer sealed it), CAS that word to a seal; and if a CAS finds the
+//!    copy (the install landed in between), CAS the copy again. A seal over
+//!    a word that names the copy's data table entry (the copy, another
+//!    fencer's seal, or the copy's emptied word from an earlier incarnation,
+//!    which a pending install may expect: index words name an entry, not
+//!    its incarnation) is that word's next seal (the emptied word, its
+//!    filter bits one more); over any other word it is the copy's emptied
+//!    word. So every fencer of one copy moves the destination forward from
+//!    the word the install expects and none moves it back (two fencers that
+//!    flipped between two seals once handed a pending install its word
+//!    back: the swarm's case 48,969). The fence ends once one of its own
+//!    CASes replaced the word it expected, or the destination holds another
+//!    present word. Each CAS's result says exactly what the destination
+//!    holds; only then may the copy be unlinked at its source and marked.
 //! 3. Restore the index: a PUT/DELETE entry's index table entry goes back to
 //!    its previous version if that is present, else to the entry's own
 //!    emptied word; a MIGRATE copy's source goes back to its previous version
@@ -324,11 +327,23 @@ impl Recover {
             Ok((_, dst)) => dst,
             Err(e) => return self.give_up(cx, e),
         };
-        // The seal: the copy's emptied word, unless that is what the
-        // destination holds now (then a word no install of this copy can
-        // expect: the never-used word).
-        let seal = if expect == self.word.emptied() {
-            IndexEntry::NEVER_USED
+        // The seal: over a word naming the copy's entry (the copy itself, a
+        // seal another fencer of it wrote, or its emptied word from an
+        // earlier incarnation), that word's next seal; over any other word,
+        // the copy's emptied word. Fencers of one copy, however many race,
+        // only move the destination forward from the word its install
+        // expects, never back to it. (The broken variant flips between the
+        // copy's emptied word and the never-used word: a second fencer that
+        // finds the first one's seal flips it back to the never-used word a
+        // pending install may expect.)
+        let seal = if cx.client.faults.fence_seal_flips {
+            if expect == self.word.emptied() {
+                IndexEntry::NEVER_USED
+            } else {
+                self.word.emptied()
+            }
+        } else if expect.names_same_entry(self.word) {
+            expect.next_seal()
         } else {
             self.word.emptied()
         };
