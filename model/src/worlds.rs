@@ -728,6 +728,10 @@ pub fn install_error_then_land(faults: Faults) -> World {
 pub fn two_fencers(faults: Faults) -> World {
     let mut w = install_error_then_land(faults);
     w.name = "two-fencers".into();
+    // One attempt each: the race is the owner's own abort and the writer's
+    // recovery of it, both in their first attempt (two attempts cost 60
+    // times the states and reach nothing more of it).
+    w.max_attempts = 1;
     let (m, _, _) = migrate_keys(&w.cfg);
     w.clients[1].program = vec![put(&m, "v-m2")];
     w.expect = vec![Expect::Migration, Expect::OrphanLanded];
@@ -1024,7 +1028,11 @@ pub const WORLDS: &[WorldRow] = &[
         name: "migrate-across-nodes",
         build: migrate_across_nodes,
         ci: exhaustive(Group::AcrossNodes, 6_045_967),
-        catches: &[catch("unfenced-migrate-install", &[LINEARIZABLE], "hole 1 across nodes, under skew: the unfenced install lands after the reclaim")],
+        // It catches `unfenced-migrate-install` too, across nodes under
+        // skew, but its hunt explores the whole world (37 s): CI hunts that
+        // switch in `late-migrate-install`, and `nessie-model check
+        // migrate-across-nodes --faults unfenced-migrate-install` shows it.
+        catches: &[],
     },
     WorldRow {
         name: "cached-writer",
@@ -1080,7 +1088,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "two-fencers",
         build: two_fencers,
-        ci: exhaustive(Group::Edges, 2_245_007),
+        ci: exhaustive(Group::Edges, 35_909),
         catches: &[catch(
             "fence-seal-flips",
             &["no linked entry is marked for recycling"],
