@@ -19,13 +19,13 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use nessie_protocol::{Config, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientId, Config, Endpoint, Error, NodeId, OpStats};
 use nessie_protocol::{KvRequest, Response};
 
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::blocking::Driver;
 use nessie_exec::machine::Io;
-use nessie_exec::mailbox::{RpcOp, Status};
+use nessie_exec::mailbox::{MailboxLayout, RpcOp, Status};
 use nessie_exec::rpc::{self, RpcClient};
 use nessie_protocol::KvClient;
 
@@ -105,6 +105,19 @@ pub struct CoreSwitches {
     /// A client-driven GET does not compare entry and extent checksums
     /// (Pilaf).
     pub skip_checksums: bool,
+}
+
+/// The request channel of a baseline's client `id` over `mailbox`, shaped by
+/// Nessie's `cfg` (its operation timeout, and its deadline margin as the
+/// landing bound); its sequence numbers are drawn from the clock.
+pub fn rpc_channel(mailbox: MailboxLayout, id: ClientId, cfg: &Config) -> RpcClient {
+    RpcClient::new(
+        mailbox,
+        id,
+        cfg.clients_per_node,
+        cfg.retry.op_timeout,
+        cfg.deadline_margin,
+    )
 }
 
 /// Sends `op` through the home node's server workers (one attempt: the

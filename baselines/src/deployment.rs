@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, Topology};
 
-use crate::client::{BlockingClient, ClientLogic, CoreSwitches};
+use crate::client::{rpc_channel, BlockingClient, ClientLogic, CoreSwitches};
 use crate::coupled::{CoupledLayout, CoupledTable};
 use crate::design::{AnyCore, AnyTable};
 use crate::hy::{HyCore, HyOptions};
@@ -219,13 +219,7 @@ impl SystemConfig {
         id.check_in(cfg.nodes, cfg.clients_per_node)?;
         let ep = fabric.open(id.node)?;
         let rpc = self.mailbox().map(|mailbox| {
-            let mut rpc = RpcClient::new(
-                mailbox,
-                id,
-                cfg.clients_per_node,
-                cfg.retry.op_timeout,
-                cfg.deadline_margin,
-            );
+            let mut rpc = rpc_channel(mailbox, id, cfg);
             rpc.faults = faults.clone();
             rpc
         });

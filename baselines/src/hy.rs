@@ -29,7 +29,8 @@ use nessie_protocol::{
 };
 
 use crate::client::{
-    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches, Retry,
+    get_outcome, rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches,
+    Retry,
 };
 use crate::coupled::CoupledLayout;
 use crate::retry::{Jitter, RetryBudget};
@@ -257,13 +258,7 @@ impl<E: Endpoint> BlockingClient<HyCore, E> {
         id: ClientId,
         ep: E,
     ) -> HyClient<E> {
-        let rpc = RpcClient::new(
-            layout.mailbox,
-            id,
-            cfg.clients_per_node,
-            cfg.retry.op_timeout,
-            cfg.deadline_margin,
-        );
+        let rpc = rpc_channel(layout.mailbox, id, &cfg);
         BlockingClient::from_core(HyCore::new(cfg, layout, opts, rpc), ep, Jitter::new(id))
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use nessie_protocol::{ClientId, Config, Endpoint};
 
-use crate::client::{server_driven, Attempt, BlockingClient, ClientLogic};
+use crate::client::{rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic};
 use crate::coupled::CoupledLayout;
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::machine::Io;
@@ -58,13 +58,7 @@ pub type SdClient<E> = BlockingClient<SdCore, E>;
 impl<E: Endpoint> BlockingClient<SdCore, E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
     pub fn new(cfg: Arc<Config>, layout: CoupledLayout, id: ClientId, ep: E) -> SdClient<E> {
-        let rpc = RpcClient::new(
-            layout.mailbox,
-            id,
-            cfg.clients_per_node,
-            cfg.retry.op_timeout,
-            cfg.deadline_margin,
-        );
+        let rpc = rpc_channel(layout.mailbox, id, &cfg);
         BlockingClient::from_core(SdCore::new(cfg, layout, rpc), ep, Jitter::new(id))
     }
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use nessie_baselines::client::{Attempt, ClientLogic, CoreSwitches};
 use nessie_baselines::retry::RetryBudget;
-use nessie_baselines::AnyCore;
+use nessie_baselines::{AnyCore, AnyTable};
 use nessie_baselines::{HyOptions, SystemConfig};
 use nessie_exec::lock::TableLock;
 use nessie_exec::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
@@ -459,7 +459,7 @@ pub(crate) struct Servers {
     pub(crate) lock_waits: u64,
     /// Each node's count of table entries reused after their quarantine
     /// (the baselines).
-    pub(crate) reuse: Vec<ReuseCounter>,
+    pub(crate) reuse: Vec<Arc<AnyTable>>,
     /// Offset of each node's move-epoch word (the baselines: two increments
     /// per cuckoo path moved).
     pub(crate) epoch: Option<u64>,
@@ -486,7 +486,7 @@ fn system_config(
 impl Servers {
     /// Entries the baselines' tables reused after their quarantine so far.
     pub(crate) fn reused(&self) -> u64 {
-        self.reuse.iter().map(|r| r()).sum()
+        self.reuse.iter().map(|t| t.reused()).sum()
     }
 
     /// The server side over `mailbox`'s slots, whose response slots
@@ -551,7 +551,6 @@ pub(crate) struct Setup {
 /// at the start and again for a restarted client (a fresh process: nothing
 /// of its predecessor's state survives but its slots on the nodes).
 pub(crate) struct CoreMaker {
-    shared: Arc<Config>,
     sys: SystemConfig,
     mailbox: MailboxLayout,
     faults: ServerFaults,
@@ -564,7 +563,7 @@ impl CoreMaker {
     /// `restarted`: a process that replaces a crashed one (its first request
     /// waits out the predecessor's landing bound).
     pub(crate) fn core(&self, g: u32, entropy: u64, restarted: bool) -> AnyCore {
-        let cfg = &self.shared;
+        let cfg = &self.sys.store;
         let rpc = rpc_channel(
             RpcClient::with_first_seq(
                 self.mailbox,
@@ -604,7 +603,6 @@ pub(crate) fn baseline(
     seed: u64,
 ) -> Result<Setup, Error> {
     let sys = system_config(system, cfg, workers, hy)?;
-    let shared = Arc::new(cfg.clone());
     let cpn = cfg.clients_per_node;
     let w = usize::from(sys.server_workers);
     let counters = Arc::new(WorkerCounters::default());
@@ -625,7 +623,6 @@ pub(crate) fn baseline(
     let (workers_list, reuse) = shared_tables(&sys, &counters, mailbox);
     let topology = sys.topology();
     let maker = CoreMaker {
-        shared,
         sys,
         mailbox,
         faults,
@@ -665,9 +662,9 @@ fn shared_tables(
     sys: &SystemConfig,
     counters: &Arc<WorkerCounters>,
     mailbox: MailboxLayout,
-) -> (Vec<SimWorker>, Vec<ReuseCounter>) {
+) -> (Vec<SimWorker>, Vec<Arc<AnyTable>>) {
     let mut out = Vec::new();
-    let mut reuse: Vec<ReuseCounter> = Vec::new();
+    let mut reuse = Vec::new();
     let cpn = sys.store.clients_per_node;
     let workers = sys.server_workers;
     for n in 0..sys.store.nodes {
@@ -675,8 +672,7 @@ fn shared_tables(
         let Some(table) = sys.node_table(node).map(Arc::new) else {
             continue;
         };
-        let t = table.clone();
-        reuse.push(Box::new(move || t.reused()));
+        reuse.push(table.clone());
         for i in 0..workers {
             let (table, counters) = (table.clone(), counters.clone());
             let remake: Box<dyn Fn() -> WorkerMachine> = Box::new(move || {
@@ -692,10 +688,6 @@ fn shared_tables(
     }
     (out, reuse)
 }
-
-/// Reads how many entries a node's table handed out again after their
-/// quarantine.
-pub(crate) type ReuseCounter = Box<dyn Fn() -> u64>;
 
 /// What a Cell client is made of, to make one at the start and again for a
 /// restarted client (a fresh process: empty caches, a fresh selector, and a

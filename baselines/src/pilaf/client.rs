@@ -27,7 +27,8 @@ use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, Op, Remo
 
 use super::layout::{EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
 use crate::client::{
-    get_outcome, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches, Retry,
+    get_outcome, rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches,
+    Retry,
 };
 use crate::retry::{Jitter, RetryBudget};
 use nessie_exec::bytes::word;
@@ -234,13 +235,7 @@ pub type PilafClient<E> = BlockingClient<PilafCore, E>;
 impl<E: Endpoint> BlockingClient<PilafCore, E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
     pub fn new(cfg: Arc<Config>, layout: PilafLayout, id: ClientId, ep: E) -> PilafClient<E> {
-        let rpc = RpcClient::new(
-            layout.mailbox,
-            id,
-            cfg.clients_per_node,
-            cfg.retry.op_timeout,
-            cfg.deadline_margin,
-        );
+        let rpc = rpc_channel(layout.mailbox, id, &cfg);
         BlockingClient::from_core(PilafCore::new(cfg, layout, rpc), ep, Jitter::new(id))
     }
 
