@@ -61,12 +61,14 @@ pub trait ClientLogic: 'static {
     /// The shape every client of the deployment shares.
     fn config(&self) -> &Arc<Config>;
 
-    /// Checks `op`'s key and value against the configured limits.
+    /// Checks `op`'s key and value against the configured limits (and
+    /// refuses a range scan: no baseline's index is ordered).
     fn check(&self, op: KvRequest<'_>) -> Result<(), Error> {
         let cfg = self.config();
         match op {
             KvRequest::Get(k) | KvRequest::Delete(k) => cfg.check_key(k),
             KvRequest::Put(k, v) => rpc::check_sizes(cfg, k, v),
+            KvRequest::Scan { .. } => Err(Error::Unsupported("scan")),
         }
     }
 
@@ -129,20 +131,21 @@ pub async fn server_driven(
     home: NodeId,
     op: KvRequest<'_>,
 ) -> Result<Response, Error> {
-    let (rop, key, value): (RpcOp, &[u8], &[u8]) = match op {
-        KvRequest::Get(k) => (RpcOp::Get, k, &[]),
-        KvRequest::Put(k, v) => (RpcOp::Put, k, v),
-        KvRequest::Delete(k) => (RpcOp::Delete, k, &[]),
+    let (rop, value): (RpcOp, &[u8]) = match op {
+        KvRequest::Get(_) => (RpcOp::Get, &[]),
+        KvRequest::Put(_, v) => (RpcOp::Put, v),
+        KvRequest::Delete(_) => (RpcOp::Delete, &[]),
+        KvRequest::Scan { .. } => return Err(Error::Unsupported("scan")),
     };
     let mut call = rpc.begin(home, rop);
-    let r = rpc::request(io, &mut call, key, value).await;
+    let r = rpc::request(io, &mut call, op.key(), value).await;
     rpc.finish(&call);
     let resp = r?;
     let existed = resp.status == Status::Found;
-    Ok(match op {
-        KvRequest::Get(_) => Response::Get(existed.then_some(resp.value)),
-        KvRequest::Put(..) => Response::Put(existed),
-        KvRequest::Delete(_) => Response::Delete(existed),
+    Ok(match rop {
+        RpcOp::Get => Response::Get(existed.then_some(resp.value)),
+        RpcOp::Put => Response::Put(existed),
+        RpcOp::Delete => Response::Delete(existed),
     })
 }
 

@@ -17,10 +17,9 @@ use common::{client, start_kind, Sim};
 use nessie_baselines::KvSystem;
 use nessie_check::synthetic::{plant_violation, Plant};
 use nessie_check::{
-    check, time_limit, unique_value, CheckConfig, CheckReport, Event, KvOp, KvRet, Recorder,
-    Verdict,
+    check, time_limit, unique_value, CheckConfig, CheckReport, Event, Recorder, Verdict,
 };
-use nessie_protocol::{Config, NodeId};
+use nessie_protocol::{Config, NodeId, Request, Response};
 
 fn cfg() -> Config {
     let mut cfg = Config {
@@ -63,29 +62,26 @@ fn node_down_history(d: &Sim, run: Duration) -> Vec<Event> {
                             0..=3 => r
                                 .record_result(
                                     who,
-                                    &key,
-                                    KvOp::Get,
+                                    Request::Get(key.to_vec()),
                                     || c.get(&key),
-                                    |v| KvRet::Get(v.clone()),
+                                    |v| Response::Get(v.clone()),
                                 )
                                 .map(|_| ()),
                             4 => r
                                 .record_result(
                                     who,
-                                    &key,
-                                    KvOp::Delete,
+                                    Request::Delete(key.to_vec()),
                                     || c.delete(&key),
-                                    |&e| KvRet::Delete(e),
+                                    |&e| Response::Delete(e),
                                 )
                                 .map(|_| ()),
                             _ => {
                                 let v = unique_value(&key, who as u64, k, 16);
                                 r.record_result(
                                     who,
-                                    &key,
-                                    KvOp::Put(v.clone()),
+                                    Request::Put(key.to_vec(), v.clone()),
                                     || c.put(&key, &v),
-                                    |&e| KvRet::Put(e),
+                                    |&e| Response::Put(e),
                                 )
                                 .map(|_| ())
                             }
@@ -138,7 +134,7 @@ fn node_failure_histories_get_a_verdict_both_ways() {
         let at = plant_violation(&mut bad, Plant::StaleRead, 5).expect("a place to plant");
         let report = report_of(kind, "with a planted stale read", &bad);
         match &report.verdict {
-            Verdict::NotLinearizable(v) => assert_eq!(v.key, bad[at].key, "{kind}"),
+            Verdict::NotLinearizable(v) => assert_eq!(v.key, bad[at].key(), "{kind}"),
             other => panic!("{kind}: the planted stale read must be found: {other:?}"),
         }
     }

@@ -30,11 +30,11 @@ use common::faulty::{Arm, Control, FaultyFabric, Traced, SUPPORTED};
 use nessie_baselines::coupled::home_node;
 use nessie_baselines::pilaf::PilafLayout;
 use nessie_baselines::{Deployment, KvSystem, SystemConfig};
-use nessie_check::{check, time_limit, unique_value, CheckConfig, KvOp, KvRet, Recorder, Verdict};
+use nessie_check::{check, time_limit, unique_value, CheckConfig, Recorder, Verdict};
 use nessie_exec::mailbox::MailboxLayout;
 use nessie_fabric_sim::{SimConfig, SimFabric};
-use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, NodeId, OpKind, Outcome, TransportFault};
+use nessie_protocol::{KvClient, Request, Response};
 
 const SYSTEMS: [KvSystem; 3] = [KvSystem::NessieSd, KvSystem::NessieHy, KvSystem::Pilaf];
 
@@ -528,29 +528,26 @@ fn pausing_workload(kind: KvSystem, skip_claims: bool) -> nessie_check::CheckRep
                         0..=3 => {
                             let _ = r.record_result(
                                 who,
-                                &key,
-                                KvOp::Get,
+                                Request::Get(key.to_vec()),
                                 || c.get(&key),
-                                |v| KvRet::Get(v.clone()),
+                                |v| Response::Get(v.clone()),
                             );
                         }
                         4 => {
                             let _ = r.record_result(
                                 who,
-                                &key,
-                                KvOp::Delete,
+                                Request::Delete(key.to_vec()),
                                 || c.delete(&key),
-                                |&e| KvRet::Delete(e),
+                                |&e| Response::Delete(e),
                             );
                         }
                         _ => {
                             let v = unique_value(&key, who as u64, k, 16);
                             let _ = r.record_result(
                                 who,
-                                &key,
-                                KvOp::Put(v.clone()),
+                                Request::Put(key.to_vec(), v.clone()),
                                 || c.put(&key, &v),
-                                |&e| KvRet::Put(e),
+                                |&e| Response::Put(e),
                             );
                         }
                     }
@@ -587,10 +584,9 @@ fn pausing_workload(kind: KvSystem, skip_claims: bool) -> nessie_check::CheckRep
         let key = format!("hot-{i}").into_bytes();
         let _ = recorder.record_result(
             99,
-            &key,
-            KvOp::Get,
+            Request::Get(key.to_vec()),
             || reader.get(&key),
-            |v| KvRet::Get(v.clone()),
+            |v| Response::Get(v.clone()),
         );
     }
     let report = check(&recorder.events(), &CheckConfig::default());

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use nessie_baselines::pilaf::{EntryRead, PilafClient, PilafLayout};
 use nessie_baselines::{Deployment, KvSystem, SystemConfig};
-use nessie_check::{time_limit, unique_value, KvOp, KvRet, Recorder};
+use nessie_check::{time_limit, unique_value, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats, Region};
+use nessie_protocol::{KvClient, Request, Response};
 
 type Pilaf = Deployment<SimFabric>;
 
@@ -280,10 +280,9 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                     let res = if dice < mix.get_pct {
                         let res = r.record_result(
                             who,
-                            &key,
-                            KvOp::Get,
+                            Request::Get(key.to_vec()),
                             || c.get(&key),
-                            |v| KvRet::Get(v.clone()),
+                            |v| Response::Get(v.clone()),
                         );
                         gets += c.last_stats();
                         get_count += 1;
@@ -291,10 +290,9 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                     } else if dice < mix.get_pct + mix.delete_pct {
                         r.record_result(
                             who,
-                            &key,
-                            KvOp::Delete,
+                            Request::Delete(key.to_vec()),
                             || c.delete(&key),
-                            |&e| KvRet::Delete(e),
+                            |&e| Response::Delete(e),
                         )
                         .map(|_| ())
                     } else if dice < mix.get_pct + mix.delete_pct + mix.churn_pct {
@@ -302,18 +300,16 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                         let value = unique_value(&fresh, who as u64, k as u64, 16);
                         r.record_result(
                             who,
-                            &fresh,
-                            KvOp::Put(value.clone()),
+                            Request::Put(fresh.to_vec(), value.clone()),
                             || c.put(&fresh, &value),
-                            |&e| KvRet::Put(e),
+                            |&e| Response::Put(e),
                         )
                         .and_then(|_| {
                             r.record_result(
                                 who,
-                                &fresh,
-                                KvOp::Delete,
+                                Request::Delete(fresh.to_vec()),
                                 || c.delete(&fresh),
-                                |&e| KvRet::Delete(e),
+                                |&e| Response::Delete(e),
                             )
                         })
                         .map(|_| ())
@@ -321,10 +317,9 @@ fn stress(dep: &Pilaf, cfg: &Config, mix: Mix) -> Run {
                         let value = unique_value(&key, who as u64, k as u64, 16);
                         r.record_result(
                             who,
-                            &key,
-                            KvOp::Put(value.clone()),
+                            Request::Put(key.to_vec(), value.clone()),
                             || c.put(&key, &value),
-                            |&e| KvRet::Put(e),
+                            |&e| Response::Put(e),
                         )
                         .map(|_| ())
                     };

@@ -426,3 +426,29 @@ fn paused_servers_account_their_cpu_up_to_the_pause_and_burn_none_after() {
     d.stop();
     assert_eq!(d.server_cpu_time(), at_pause);
 }
+
+/// No hash index is ordered: a range scan through the one operation
+/// vocabulary is refused before anything is sent (nothing committed, not
+/// retried), and the client goes on serving the rest.
+#[test]
+fn every_hash_store_refuses_a_scan_before_sending_anything() {
+    use nessie_protocol::{OpStats, Request, Response};
+    for kind in [
+        KvSystem::Nessie,
+        KvSystem::NessieSd,
+        KvSystem::NessieHy,
+        KvSystem::Pilaf,
+    ] {
+        let d = start_kind(kind, small(2, 32));
+        let mut c = client(&d, 0, 0);
+        assert!(!c.has_scans(), "{kind:?}");
+        let scan = Request::Scan {
+            from: &b"a"[..],
+            to: None,
+            limit: 4,
+        };
+        assert_eq!(c.call(scan), Err(Error::Unsupported("scan")), "{kind:?}");
+        assert_eq!(c.last_stats(), OpStats::default(), "{kind:?}: nothing sent");
+        assert_eq!(c.call(Request::Put(b"a", b"v")), Ok(Response::Put(false)));
+    }
+}

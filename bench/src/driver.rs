@@ -15,16 +15,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nessie_exec::cpu::thread_cpu_time;
-use nessie_protocol::Error;
-use nessie_protocol::KvClient;
-use nessie_protocol::Response;
+use nessie_protocol::{Error, KvClient, KvRequest, Response};
 
 use crate::affinity::CoreSplit;
 use crate::stats::{KindAcc, SysAcc};
 use crate::system::{AnyClient, Started, SystemSpec};
-use crate::workload::{write_key, OpGen, OpKind, Workload};
+use crate::workload::{write_key, Draw, OpGen, Workload};
 use nessie_sim::zipf::ScrambledZipfian;
-use nessie_workload::{client_loop, Done, Issuer, Limits, Next, Op, Recorder, Source};
+use nessie_workload::{client_loop, Done, Issuer, Limits, Next, Recorder, Source};
 
 /// How long a point measures each system.
 #[derive(Clone, Copy, Debug)]
@@ -99,18 +97,18 @@ impl Issuer for BenchIssuer<'_> {
         }
     }
 
-    fn submit(&mut self, tag: usize, op: Op<'_>) {
+    fn submit(&mut self, tag: usize, op: KvRequest<'_>) {
         let c = &mut *self.c;
         let result: Result<bool, Error> = match (&mut *c, op) {
             (AnyClient::Pipe(p), op) => return p.submit(tag, op),
-            (c, Op::Get(k)) => c.get(k, self.searches),
-            (c, Op::Put(k, v)) => c.put(k, v).map(|_| true),
-            (c, Op::Scan(k, n)) => match c.scan(k, n) {
+            (c, KvRequest::Get(k)) => c.get(k, self.searches),
+            (c, KvRequest::Put(k, v)) => c.put(k, v).map(|_| true),
+            (c, KvRequest::Scan { from: k, limit, .. }) => match c.scan(k, limit) {
                 Some(r) => r.map(|n| n > 0),
                 None => c.get(k, false),
             },
-            (AnyClient::Kv(c), Op::Delete(k)) => c.delete(k),
-            (AnyClient::Cell(c), Op::Delete(k)) => KvClient::delete(c.as_mut(), k),
+            (AnyClient::Kv(c), KvRequest::Delete(k)) => c.delete(k),
+            (AnyClient::Cell(c), KvRequest::Delete(k)) => KvClient::delete(c.as_mut(), k),
         };
         self.done = Some(Done {
             tag,
@@ -160,10 +158,14 @@ impl Source for BenchSource<'_> {
         let (kind, k) = self.gen.next_op();
         write_key(&mut self.key, k, self.w.key_size);
         let op = match kind {
-            OpKind::Get => Op::Get(&self.key),
-            OpKind::Put => Op::Put(&self.key, self.value),
-            OpKind::Scan if self.scans => Op::Scan(&self.key, self.w.scan_len as usize),
-            OpKind::Scan => Op::Get(&self.key),
+            Draw::Get => KvRequest::Get(&self.key),
+            Draw::Put => KvRequest::Put(&self.key, self.value),
+            Draw::Scan if self.scans => KvRequest::Scan {
+                from: &self.key,
+                to: None,
+                limit: self.w.scan_len as usize,
+            },
+            Draw::Scan => KvRequest::Get(&self.key),
         };
         Some(Next { op, arrival })
     }
@@ -177,11 +179,11 @@ struct BenchRecorder {
 impl Recorder<bool> for BenchRecorder {
     type Note = usize;
 
-    fn start(&mut self, op: &Op<'_>) -> usize {
+    fn start(&mut self, op: &KvRequest<'_>) -> usize {
         match op {
-            Op::Get(_) => 0,
-            Op::Put(..) | Op::Delete(_) => 1,
-            Op::Scan(..) => 2,
+            KvRequest::Get(_) => 0,
+            KvRequest::Put(..) | KvRequest::Delete(_) => 1,
+            KvRequest::Scan { .. } => 2,
         }
     }
 

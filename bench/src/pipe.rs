@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use nessie_fabric_sim::SimEndpoint;
 use nessie_protocol::pipeline::{Finished, Pipeline};
-use nessie_protocol::{Error, OpStats};
-use nessie_protocol::{Request, Response};
+use nessie_protocol::{Error, KvRequest, OpStats, Request, Response};
 
-use nessie_workload::{Done, Issuer, Op, Pipelined};
+use nessie_workload::{Done, Issuer, Pipelined};
 
 /// How long one wait for a completion may block.
 const WAIT: Duration = Duration::from_millis(1);
@@ -83,7 +82,7 @@ impl Issuer for PipeClient {
         self.p.outstanding()
     }
 
-    fn submit(&mut self, tag: usize, op: Op<'_>) {
+    fn submit(&mut self, tag: usize, op: KvRequest<'_>) {
         self.p.submit(tag, op);
     }
 

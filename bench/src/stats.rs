@@ -30,6 +30,7 @@ pub fn error_kind(e: &Error) -> &'static str {
         Error::TopologyMismatch { .. } => "topology-mismatch",
         Error::ClientIdInUse(_) => "client-id-in-use",
         Error::Corrupt(_) => "corrupt",
+        Error::Unsupported(_) => "unsupported",
         Error::OutcomeUnknown(_) => "outcome-unknown",
     }
 }

@@ -110,9 +110,11 @@ pub fn preloader(w: &Workload, k: u64, nodes: u16, clients: u16) -> (u16, u16) {
     }
 }
 
-/// An operation a client issues.
+/// What the generator drew for a client's next operation, before its key's
+/// bytes and its value: the bench's source makes it a
+/// `nessie_protocol::KvRequest` (a scan only for a client that has them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpKind {
+pub enum Draw {
     /// A GET.
     Get,
     /// A PUT (an update of a preloaded key, or an insert of a fresh one).
@@ -184,16 +186,16 @@ impl OpGen {
     }
 
     /// The next operation and key.
-    pub fn next_op(&mut self) -> (OpKind, u64) {
+    pub fn next_op(&mut self) -> (Draw, u64) {
         let dice = self.rng.unit() * 100.0;
         let kind = if dice < self.w.get_pct {
-            OpKind::Get
+            Draw::Get
         } else if dice < self.w.get_pct + self.w.scan_pct {
-            OpKind::Scan
+            Draw::Scan
         } else {
-            OpKind::Put
+            Draw::Put
         };
-        if kind == OpKind::Put && self.w.inserts {
+        if kind == Draw::Put && self.w.inserts {
             self.fresh += 1;
             return (kind, self.fresh);
         }
@@ -249,7 +251,7 @@ mod tests {
             .filter(|_| {
                 let (k, key) = g.next_op();
                 assert!(key < 1000);
-                k == OpKind::Get
+                k == Draw::Get
             })
             .count();
         assert!((gets as f64 / 10_000.0 - 0.9).abs() < 0.02);

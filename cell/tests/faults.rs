@@ -23,8 +23,9 @@ use std::time::Duration;
 use common::*;
 use nessie_cell::node::Node;
 use nessie_cell::{extent, CellFaults, NodePtr, RegionId, SearchMode};
-use nessie_check::ordered::{check, Call, History, Ret};
-use nessie_protocol::{Fabric, NodeId, Op, Region, WorkRequest};
+use nessie_check::ordered::check;
+use nessie_check::Recorder;
+use nessie_protocol::{Fabric, NodeId, Op, Region, Request, Response, WorkRequest};
 
 fn is_read_of(wr: &WorkRequest, node: NodeId, offset: u64) -> bool {
     matches!(&wr.op, Op::Read { addr, .. } if addr.node == node && addr.offset == offset)
@@ -310,7 +311,7 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
     inserted.push(b'+');
     let to = second_leaf.max.clone().unwrap_or_else(|| key(999));
     let (host, at) = node_addr(&d, second);
-    let h = History::new();
+    let h = Recorder::new();
     let (ep, gate) = PredicateEndpoint::new(d.fabric().open(NodeId(1)).unwrap(), move |_, wr| {
         is_read_of(wr, host, at)
     });
@@ -328,23 +329,29 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
         let reader = s.spawn(move || {
             h2.record(
                 1,
-                Call::Scan {
+                Request::Scan {
                     from: from.clone(),
                     to: Some(to2.clone()),
                     limit,
                 },
                 || {
                     let r = c.scan(&from, Some(&to2), limit).unwrap();
-                    (Some(Ret::Scan(r)), ())
+                    (Some(Ok(Response::Scan(r))), ())
                 },
             )
         });
         assert!(gate.at_pause(|_| {
-            h.record(0, Call::Delete(first_key.clone()), || {
-                (Some(Ret::Delete(w.delete(&first_key).unwrap())), ())
+            h.record(0, Request::Delete(first_key.clone()), || {
+                (
+                    Some(Ok(Response::Delete(w.delete(&first_key).unwrap()))),
+                    (),
+                )
             });
-            h.record(0, Call::Put(inserted.clone(), b"new".to_vec()), || {
-                (Some(Ret::Put(w.put(&inserted, b"new").unwrap())), ())
+            h.record(0, Request::Put(inserted.clone(), b"new".to_vec()), || {
+                (
+                    Some(Ok(Response::Put(w.put(&inserted, b"new").unwrap()))),
+                    (),
+                )
             });
         }));
         while gate.at_pause(|_| {}) {}
@@ -354,10 +361,10 @@ fn scan_racing_a_delete_then_insert(skip_scan_validation: bool) -> bool {
     let mut events = Vec::new();
     let mut t = 0;
     for i in (0..40).step_by(2) {
-        events.push(nessie_check::ordered::Event {
+        events.push(nessie_check::Event {
             client: 9,
-            call: Call::Put(key(i), value_of(i)),
-            ret: Ret::Put(false),
+            request: Request::Put(key(i), value_of(i)),
+            ret: Ok(Response::Put(false)),
             invoke: t,
             response: t + 1,
         });

@@ -34,3 +34,43 @@ fn client_side_agrees_with_a_map_through_meganode_splits() {
 fn the_selector_agrees_with_a_map_through_meganode_splits() {
     model_run(SearchMode::Selector, 13);
 }
+
+/// Cell's range scans through the one operation vocabulary
+/// (`KvClient::call`): a scan answers its entries, and one asking for
+/// nothing or for more than a scan page is refused before anything is sent.
+#[test]
+fn scans_through_the_shared_vocabulary_and_their_limits() {
+    use nessie_protocol::{Error, KvClient, OpStats, Request, Response};
+    let d = start(tiny());
+    let mut c = client(&d, 0, 0, SearchMode::Selector);
+    for i in 0..5 {
+        c.put(&key(i), b"v").unwrap();
+    }
+    assert!(KvClient::has_scans(&c));
+    let from = key(1);
+    let scan = |limit| Request::Scan {
+        from: &from[..],
+        to: None,
+        limit,
+    };
+    match c.call(scan(2)) {
+        Ok(Response::Scan(got)) => {
+            let keys: Vec<Vec<u8>> = got.into_iter().map(|(k, _)| k).collect();
+            assert_eq!(keys, vec![key(1), key(2)]);
+        }
+        other => panic!("a scan answers its entries: {other:?}"),
+    }
+    let page = tiny().scan_page as usize;
+    for limit in [0, page + 1] {
+        assert!(
+            matches!(c.call(scan(limit)), Err(Error::Config(_))),
+            "limit {limit}"
+        );
+        // One attempt, which sent nothing.
+        let sent = OpStats {
+            attempts: 0,
+            ..KvClient::last_stats(&c)
+        };
+        assert_eq!(sent, OpStats::default(), "nothing sent for limit {limit}");
+    }
+}

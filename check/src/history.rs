@@ -1,4 +1,7 @@
-//! Recorded histories of key-value operations.
+//! Recorded histories of key-value operations: each [`Event`] is one
+//! operation of the shared vocabulary ([`Request`], range scans included)
+//! and what it returned ([`Ret`]: its [`Response`], or how it failed,
+//! [`Failure`]).
 //!
 //! A [`Recorder`] stamps each operation's invocation and response with a
 //! shared logical clock (an atomic counter), so that "A returned before B was
@@ -7,85 +10,93 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use nessie_protocol::Response;
-use nessie_protocol::{Error, Outcome};
+use nessie_protocol::{Error, KvClient, KvRequest, Outcome, Request, Response};
 
-/// An operation on one key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum KvOp {
-    /// Read the key.
-    Get,
-    /// Store a value.
-    Put(Vec<u8>),
-    /// Delete the key.
-    Delete,
-}
-
-/// What an operation returned.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum KvRet {
-    /// A GET's answer.
-    Get(Option<Vec<u8>>),
-    /// A PUT's "key existed before".
-    Put(bool),
-    /// A DELETE's "key existed before".
-    Delete(bool),
-    /// The operation failed: a write may or may not have taken effect (at any
-    /// time after its invocation); a failed read is ignored.
+/// What a failed operation promises about its effect, by its error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// A write may or may not have taken effect (at any time after its
+    /// invocation); a failed read is ignored.
     Unknown,
-    /// The operation failed with an error that guarantees it took no effect
-    /// (any error but `Error::OutcomeUnknown` and `Error::TableFull`): the
-    /// checker leaves it out, so a write that did take effect after all is
-    /// caught.
+    /// The error guarantees the operation took no effect (any error but
+    /// `Error::OutcomeUnknown` and `Error::TableFull`): the checkers leave it
+    /// out, so a write that did take effect after all is caught.
     NotCommitted,
     /// A PUT refused because the index has no room for a new key
     /// (`Error::TableFull`): nothing was written, and the key was absent when
-    /// the refusal was decided. The checker holds it to both (a PUT of a
-    /// present key that answers "full" is a violation), where
-    /// [`KvRet::NotCommitted`] would excuse it.
+    /// the refusal was decided. The per-key checker holds it to both (a PUT
+    /// of a present key that answers "full" is a violation), where
+    /// [`Failure::NotCommitted`] would excuse it.
     Full,
 }
 
-impl KvRet {
+impl Failure {
     /// What a failed operation promises, by its error: `OutcomeUnknown` may
-    /// have taken effect ([`KvRet::Unknown`]), `TableFull` refused an absent
-    /// key ([`KvRet::Full`]), every other error committed nothing
-    /// ([`KvRet::NotCommitted`]).
-    pub fn of_error(e: &Error) -> KvRet {
+    /// have taken effect ([`Failure::Unknown`]), `TableFull` refused an
+    /// absent key ([`Failure::Full`]), every other error committed nothing
+    /// ([`Failure::NotCommitted`]).
+    pub fn of(e: &Error) -> Failure {
         match (e, e.outcome()) {
-            (_, Outcome::Unknown) => KvRet::Unknown,
-            (Error::TableFull { .. }, _) => KvRet::Full,
-            _ => KvRet::NotCommitted,
+            (_, Outcome::Unknown) => Failure::Unknown,
+            (Error::TableFull { .. }, _) => Failure::Full,
+            _ => Failure::NotCommitted,
         }
     }
 
-    /// The result of one GET, PUT or DELETE as recorded: a response as what
-    /// it answered, an error by [`KvRet::of_error`].
-    pub fn of(result: &Result<Response, Error>) -> KvRet {
-        match result {
-            Ok(Response::Get(v)) => KvRet::Get(v.clone()),
-            Ok(Response::Put(e)) => KvRet::Put(*e),
-            Ok(Response::Delete(e)) => KvRet::Delete(*e),
-            Err(e) => KvRet::of_error(e),
+    /// Its word in a history line and a report: `unknown`, `nothing` or
+    /// `full`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Failure::Unknown => "unknown",
+            Failure::NotCommitted => "nothing",
+            Failure::Full => "full",
         }
+    }
+
+    /// The failure a word of [`Failure::word`] names.
+    pub fn of_word(w: &str) -> Option<Failure> {
+        match w {
+            "unknown" => Some(Failure::Unknown),
+            "nothing" => Some(Failure::NotCommitted),
+            "full" => Some(Failure::Full),
+            _ => None,
+        }
+    }
+}
+
+/// What an operation of a history returned: its response, or how it
+/// failed.
+pub type Ret = Result<Response, Failure>;
+
+/// An operation's result as a history records it: a response as what it
+/// answered, an error by what it promises ([`Failure::of`]).
+pub fn ret_of(result: &Result<Response, Error>) -> Ret {
+    match result {
+        Ok(r) => Ok(r.clone()),
+        Err(e) => Err(Failure::of(e)),
     }
 }
 
 /// One completed operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
-    /// Which client (thread) ran it.
+    /// Which client (thread, or pipeline slot) ran it.
     pub client: usize,
-    /// The key.
-    pub key: Vec<u8>,
     /// The operation.
-    pub op: KvOp,
+    pub request: Request,
     /// Its result.
-    pub ret: KvRet,
+    pub ret: Ret,
     /// Logical time of invocation.
     pub invoke: u64,
     /// Logical time of response.
     pub response: u64,
+}
+
+impl Event {
+    /// The key it is about (a scan's first key).
+    pub fn key(&self) -> &[u8] {
+        self.request.key()
+    }
 }
 
 /// Records a concurrent history.
@@ -101,52 +112,57 @@ impl Recorder {
         Recorder::default()
     }
 
-    /// Runs `f` as operation `op` of `client` on `key` and records it.
-    /// `f` returns the result, or `None` when the operation failed.
+    /// Runs `f` as `request` of `client` and records it. `f` returns the
+    /// result (`None`: it failed, outcome unknown) and a value handed back
+    /// to the caller.
     pub fn record<T>(
         &self,
         client: usize,
-        key: &[u8],
-        op: KvOp,
-        f: impl FnOnce() -> (Option<KvRet>, T),
+        request: Request,
+        f: impl FnOnce() -> (Option<Ret>, T),
     ) -> T {
         let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
         let (ret, out) = f();
         let response = self.clock.fetch_add(1, Ordering::SeqCst);
-        let event = Event {
+        self.push(Event {
             client,
-            key: key.to_vec(),
-            op,
-            ret: ret.unwrap_or(KvRet::Unknown),
+            request,
+            ret: ret.unwrap_or(Err(Failure::Unknown)),
             invoke,
             response,
-        };
-        self.events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(event);
+        });
         out
     }
 
-    /// Runs `f` as operation `op` of `client` on `key` and records it: a
-    /// success as `ret(&value)`, an error by what it promises
-    /// ([`KvRet::of_error`]). Returns `f`'s result.
+    /// Runs `f` as `request` of `client` and records it: a success as
+    /// `response(&value)`, an error by what it promises ([`Failure::of`]).
+    /// Returns `f`'s result.
     pub fn record_result<T>(
         &self,
         client: usize,
-        key: &[u8],
-        op: KvOp,
+        request: Request,
         f: impl FnOnce() -> Result<T, Error>,
-        ret: impl FnOnce(&T) -> KvRet,
+        response: impl FnOnce(&T) -> Response,
     ) -> Result<T, Error> {
-        self.record(client, key, op, || {
+        self.record(client, request, || {
             let res = f();
             let r = match &res {
-                Ok(v) => ret(v),
-                Err(e) => KvRet::of_error(e),
+                Ok(v) => Ok(response(v)),
+                Err(e) => Err(Failure::of(e)),
             };
             (Some(r), res)
         })
+    }
+
+    /// Runs `request` on `c` as client `client` ([`KvClient::call`]) and
+    /// records it ([`Recorder::record_result`]).
+    pub fn call<C: KvClient + ?Sized>(
+        &self,
+        client: usize,
+        c: &mut C,
+        request: KvRequest<'_>,
+    ) -> Result<Response, Error> {
+        self.record_result(client, request.owned(), || c.call(request), Clone::clone)
     }
 
     /// Adds an event recorded elsewhere.

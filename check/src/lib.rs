@@ -32,7 +32,7 @@ pub mod values;
 pub mod watchdog;
 pub mod wgl;
 
-pub use history::{Event, KvOp, KvRet, Recorder};
+pub use history::{ret_of, Event, Failure, Recorder, Ret};
 pub use linearizability::{
     check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
 };

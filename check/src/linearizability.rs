@@ -6,9 +6,9 @@
 //!   linearizable iff each key's sub-history is (locality); each is checked
 //!   on its own.
 //! - **Unknown outcomes.** A write that failed with an unknown outcome
-//!   ([`KvRet::Unknown`]) may take effect at any point after its invocation,
+//!   ([`Failure::Unknown`]) may take effect at any point after its invocation,
 //!   or not at all; a failed read, and an operation that failed with nothing
-//!   committed ([`KvRet::NotCommitted`]), are left out. Such writes are not
+//!   committed ([`Failure::NotCommitted`]), are left out. Such writes are not
 //!   searched over one by one: [`prepare`] proves that they only matter as
 //!   *repairs* placed right before a known operation that observes them,
 //!   that interchangeable ones form classes counted rather than enumerated,
@@ -36,7 +36,9 @@ mod search;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::history::{Event, KvOp, KvRet};
+use nessie_protocol::{Request, Response};
+
+use crate::history::{Event, Failure, Ret};
 
 /// Why a history is not linearizable.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,13 +226,13 @@ impl std::fmt::Display for Violation {
                 f,
                 "  [{:>6} .. {:>6}] client {:>2} {:?} -> {:?}",
                 e.invoke,
-                if e.ret == KvRet::Unknown {
+                if e.ret == Err(Failure::Unknown) {
                     "?".to_string()
                 } else {
                     e.response.to_string()
                 },
                 e.client,
-                short_op(&e.op),
+                short_op(&e.request),
                 short_ret(&e.ret)
             )?;
         }
@@ -245,22 +247,24 @@ fn short(v: &[u8]) -> String {
     String::from_utf8_lossy(&v[..v.len().min(24)]).into_owned()
 }
 
-fn short_op(op: &KvOp) -> String {
+fn short_op(op: &Request) -> String {
     match op {
-        KvOp::Get => "GET".into(),
-        KvOp::Put(v) => format!("PUT {}", short(v)),
-        KvOp::Delete => "DELETE".into(),
+        Request::Get(_) => "GET".into(),
+        Request::Put(_, v) => format!("PUT {}", short(v)),
+        Request::Delete(_) => "DELETE".into(),
+        Request::Scan { limit, .. } => format!("SCAN {limit}"),
     }
 }
 
-fn short_ret(r: &KvRet) -> String {
+fn short_ret(r: &Ret) -> String {
     match r {
-        KvRet::Get(Some(v)) => short(v),
-        KvRet::Get(None) => "not found".into(),
-        KvRet::Put(e) | KvRet::Delete(e) => format!("existed={e}"),
-        KvRet::Unknown => "unknown".into(),
-        KvRet::NotCommitted => "not committed".into(),
-        KvRet::Full => "refused: index full".into(),
+        Ok(Response::Get(Some(v))) => short(v),
+        Ok(Response::Get(None)) => "not found".into(),
+        Ok(Response::Put(e) | Response::Delete(e)) => format!("existed={e}"),
+        Ok(Response::Scan(es)) => format!("{} entries", es.len()),
+        Err(Failure::Unknown) => "unknown".into(),
+        Err(Failure::NotCommitted) => "not committed".into(),
+        Err(Failure::Full) => "refused: index full".into(),
     }
 }
 
@@ -306,16 +310,26 @@ pub fn check(events: &[Event], cfg: &CheckConfig) -> CheckReport {
     };
     let mut per_key: BTreeMap<&[u8], Vec<usize>> = BTreeMap::new();
     for (i, e) in events.iter().enumerate() {
-        match (&e.op, &e.ret) {
-            (KvOp::Get, KvRet::Unknown) => report.failed_reads += 1,
-            (_, KvRet::NotCommitted) => report.not_committed += 1,
-            (_, KvRet::Full) if prepare::broken() == prepare::Broken::FullExcused => {
+        match (&e.request, &e.ret) {
+            (Request::Scan { .. }, _) => {
+                report.verdict = Verdict::Malformed(format!(
+                    "client {}'s range scan from {:?}: scans tie keys together, so check this \
+                     history with the range-aware checker (nessie_check::ordered)",
+                    e.client,
+                    String::from_utf8_lossy(e.key())
+                ));
+                report.elapsed = started.elapsed();
+                return report;
+            }
+            (Request::Get(_), Err(Failure::Unknown)) => report.failed_reads += 1,
+            (_, Err(Failure::NotCommitted)) => report.not_committed += 1,
+            (_, Err(Failure::Full)) if prepare::broken() == prepare::Broken::FullExcused => {
                 report.not_committed += 1
             }
             (_, ret) => {
                 report.checked += 1;
-                report.unknown += usize::from(*ret == KvRet::Unknown);
-                per_key.entry(&e.key).or_default().push(i);
+                report.unknown += usize::from(*ret == Err(Failure::Unknown));
+                per_key.entry(e.key()).or_default().push(i);
             }
         }
     }
@@ -419,21 +433,21 @@ fn program_order(events: &[Event]) -> Result<Vec<Option<usize>>, String> {
                     "client {client}'s operations overlap: {} on {:?} over [{}, {}] and {} on \
                      {:?} invoked at {} (each client must be a sequential process; give \
                      concurrent operations, such as a pipeline's, clients of their own)",
-                    short_op(&a.op),
-                    String::from_utf8_lossy(&a.key),
+                    short_op(&a.request),
+                    String::from_utf8_lossy(a.key()),
                     a.invoke,
                     a.response,
-                    short_op(&b.op),
-                    String::from_utf8_lossy(&b.key),
+                    short_op(&b.request),
+                    String::from_utf8_lossy(b.key()),
                     b.invoke
                 ));
             }
         }
         for i in idx {
             let e = &events[i];
-            let known = !matches!(e.ret, KvRet::Unknown | KvRet::NotCommitted);
+            let known = !matches!(e.ret, Err(Failure::Unknown | Failure::NotCommitted));
             if known {
-                pred[i] = last.insert(&e.key, i);
+                pred[i] = last.insert(e.key(), i);
             }
         }
     }
@@ -455,7 +469,7 @@ fn check_key(
                 reason: format!(
                     "client {} {} -> {}: {}",
                     e.client,
-                    short_op(&e.op),
+                    short_op(&e.request),
                     short_ret(&e.ret),
                     o.reason
                 ),
@@ -489,8 +503,8 @@ fn check_key(
                         }
                         _ => None,
                     });
-                    match holder.map(|e| &e.op) {
-                        Some(KvOp::Put(val)) => format!("holding {}", short(val)),
+                    match holder.map(|e| &e.request) {
+                        Some(Request::Put(_, val)) => format!("holding {}", short(val)),
                         _ => format!("holding value #{v}"),
                     }
                 }
@@ -503,7 +517,7 @@ fn check_key(
                     format!(
                         "client {} {} -> {}",
                         e.client,
-                        short_op(&e.op),
+                        short_op(&e.request),
                         short_ret(&e.ret)
                     )
                 })

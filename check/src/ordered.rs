@@ -14,106 +14,17 @@
 //! A scan `from..to` with a limit `n` that returned `n` entries constrains
 //! the keys from `from` up to its last entry (the store may have had more
 //! keys after it); one that returned fewer constrains all of `from..to`.
+//! The history is the one every checker takes ([`crate::history::Event`]).
 //! Writes whose outcome is unknown may take effect at any time after their
-//! invocation, or never; failed reads are dropped.
+//! invocation, or never; failed reads, and failures that committed nothing
+//! (a write that took effect after all is then caught), are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
+use nessie_protocol::{Request, Response};
+
+use crate::history::{Event, Failure};
 use crate::wgl::{search, Spec, Timed};
-
-/// A call.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Call {
-    /// Read a key.
-    Get(Vec<u8>),
-    /// Store a value.
-    Put(Vec<u8>, Vec<u8>),
-    /// Remove a key.
-    Delete(Vec<u8>),
-    /// The entries `from <= k < to`, at most `limit`.
-    Scan {
-        /// First key.
-        from: Vec<u8>,
-        /// Bound (`None`: none).
-        to: Option<Vec<u8>>,
-        /// Most entries.
-        limit: usize,
-    },
-}
-
-/// What a call returned.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Ret {
-    /// A get's value.
-    Get(Option<Vec<u8>>),
-    /// A put's "existed".
-    Put(bool),
-    /// A delete's "existed".
-    Delete(bool),
-    /// A scan's entries.
-    Scan(Vec<(Vec<u8>, Vec<u8>)>),
-    /// Failed: a write may or may not have taken effect; a read is dropped.
-    Unknown,
-}
-
-/// One completed operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    /// Which client ran it.
-    pub client: usize,
-    /// The call.
-    pub call: Call,
-    /// Its result.
-    pub ret: Ret,
-    /// Logical time of invocation.
-    pub invoke: u64,
-    /// Logical time of response.
-    pub response: u64,
-}
-
-/// Records a concurrent history (invocation and response stamped from one
-/// shared logical clock, so real-time order is preserved).
-#[derive(Debug, Default)]
-pub struct History {
-    clock: AtomicU64,
-    events: Mutex<Vec<Event>>,
-}
-
-impl History {
-    /// An empty history.
-    pub fn new() -> History {
-        History::default()
-    }
-
-    /// Runs `f` as `call` of `client`; `f` returns the result (or `None` if
-    /// it failed) and a value handed back to the caller.
-    pub fn record<T>(&self, client: usize, call: Call, f: impl FnOnce() -> (Option<Ret>, T)) -> T {
-        let invoke = self.clock.fetch_add(1, Ordering::SeqCst);
-        let (ret, out) = f();
-        let response = self.clock.fetch_add(1, Ordering::SeqCst);
-        self.events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Event {
-                client,
-                call,
-                ret: ret.unwrap_or(Ret::Unknown),
-                invoke,
-                response,
-            });
-        out
-    }
-
-    /// The events so far.
-    pub fn events(&self) -> Vec<Event> {
-        self.events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
 
 /// Why a history is not linearizable (or could not be shown to be).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,7 +59,7 @@ impl std::fmt::Display for Violation {
             writeln!(
                 f,
                 "  [{:>6} .. {:>6}] client {:>2} {:?} -> {:?}",
-                e.invoke, r, e.client, e.call, e.ret
+                e.invoke, r, e.client, e.request, e.ret
             )?;
         }
         Ok(())
@@ -159,9 +70,9 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The keys a call constrains, among `universe`.
 fn touched(e: &Event, universe: &BTreeSet<Vec<u8>>) -> Vec<Vec<u8>> {
-    match (&e.call, &e.ret) {
-        (Call::Get(k) | Call::Put(k, _) | Call::Delete(k), _) => vec![k.clone()],
-        (Call::Scan { from, to, limit }, Ret::Scan(got)) => {
+    match (&e.request, &e.ret) {
+        (Request::Get(k) | Request::Put(k, _) | Request::Delete(k), _) => vec![k.clone()],
+        (Request::Scan { from, to, limit }, Ok(Response::Scan(got))) => {
             let upper: Option<Vec<u8>> = if got.len() >= *limit {
                 got.last().map(|(k, _)| {
                     let mut k = k.clone();
@@ -182,29 +93,33 @@ fn touched(e: &Event, universe: &BTreeSet<Vec<u8>>) -> Vec<Vec<u8>> {
 }
 
 fn apply(state: &State, e: &Event) -> Option<State> {
-    match (&e.call, &e.ret) {
-        (Call::Get(k), Ret::Get(v)) => (state.get(k) == v.as_ref()).then(|| state.clone()),
-        (Call::Put(k, v), Ret::Put(existed)) => (state.contains_key(k) == *existed).then(|| {
-            let mut s = state.clone();
-            s.insert(k.clone(), v.clone());
-            s
-        }),
-        (Call::Delete(k), Ret::Delete(existed)) => (state.contains_key(k) == *existed).then(|| {
-            let mut s = state.clone();
-            s.remove(k);
-            s
-        }),
-        (Call::Put(k, v), Ret::Unknown) => {
+    match (&e.request, &e.ret) {
+        (Request::Get(k), Ok(Response::Get(v))) => {
+            (state.get(k) == v.as_ref()).then(|| state.clone())
+        }
+        (Request::Put(k, v), Ok(Response::Put(existed))) => (state.contains_key(k) == *existed)
+            .then(|| {
+                let mut s = state.clone();
+                s.insert(k.clone(), v.clone());
+                s
+            }),
+        (Request::Delete(k), Ok(Response::Delete(existed))) => (state.contains_key(k) == *existed)
+            .then(|| {
+                let mut s = state.clone();
+                s.remove(k);
+                s
+            }),
+        (Request::Put(k, v), Err(Failure::Unknown)) => {
             let mut s = state.clone();
             s.insert(k.clone(), v.clone());
             Some(s)
         }
-        (Call::Delete(k), Ret::Unknown) => {
+        (Request::Delete(k), Err(Failure::Unknown)) => {
             let mut s = state.clone();
             s.remove(k);
             Some(s)
         }
-        (Call::Scan { from, to, limit }, Ret::Scan(got)) => {
+        (Request::Scan { from, to, limit }, Ok(Response::Scan(got))) => {
             let want: Vec<(Vec<u8>, Vec<u8>)> = state
                 .range(from.clone()..)
                 .take_while(|(k, _)| to.as_ref().is_none_or(|t| *k < t))
@@ -236,10 +151,16 @@ fn find(parent: &mut [usize], x: usize) -> usize {
 pub fn check(events: &[Event], max_steps: u64) -> Result<usize, Violation> {
     let events: Vec<Event> = events
         .iter()
-        .filter(|e| !(e.ret == Ret::Unknown && matches!(e.call, Call::Get(_) | Call::Scan { .. })))
+        .filter(|e| match &e.ret {
+            // Nothing was written (so a write that took effect after all
+            // is caught): left out, as by the per-key checker.
+            Err(Failure::NotCommitted | Failure::Full) => false,
+            Err(Failure::Unknown) => e.request.is_write(),
+            Ok(_) => true,
+        })
         .cloned()
         .map(|mut e| {
-            if e.ret == Ret::Unknown {
+            if e.ret == Err(Failure::Unknown) {
                 e.response = u64::MAX;
             }
             e
@@ -247,12 +168,12 @@ pub fn check(events: &[Event], max_steps: u64) -> Result<usize, Violation> {
         .collect();
     let universe: BTreeSet<Vec<u8>> = events
         .iter()
-        .filter_map(|e| match &e.call {
-            Call::Get(k) | Call::Put(k, _) | Call::Delete(k) => Some(k.clone()),
-            Call::Scan { .. } => None,
+        .filter_map(|e| match &e.request {
+            Request::Get(k) | Request::Put(k, _) | Request::Delete(k) => Some(k.clone()),
+            Request::Scan { .. } => None,
         })
         .chain(events.iter().flat_map(|e| match &e.ret {
-            Ret::Scan(got) => got.iter().map(|(k, _)| k.clone()).collect(),
+            Ok(Response::Scan(got)) => got.iter().map(|(k, _)| k.clone()).collect(),
             _ => Vec::new(),
         }))
         .collect();
@@ -329,7 +250,7 @@ fn wgl(ops: &[Event], max_steps: u64) -> Result<(), String> {
         .map(|e| Timed {
             op: e,
             invoke: e.invoke,
-            response: (e.ret != Ret::Unknown).then_some(e.response),
+            response: (e.ret != Err(Failure::Unknown)).then_some(e.response),
             after: None,
         })
         .collect();
@@ -341,11 +262,12 @@ fn wgl(ops: &[Event], max_steps: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Ret;
 
-    fn ev(client: usize, call: Call, ret: Ret, invoke: u64, response: u64) -> Event {
+    fn ev(client: usize, request: Request, ret: Ret, invoke: u64, response: u64) -> Event {
         Event {
             client,
-            call,
+            request,
             ret,
             invoke,
             response,
@@ -354,8 +276,8 @@ mod tests {
     fn k(s: &str) -> Vec<u8> {
         s.as_bytes().to_vec()
     }
-    fn scan(from: &str, to: &str) -> Call {
-        Call::Scan {
+    fn scan(from: &str, to: &str) -> Request {
+        Request::Scan {
             from: k(from),
             to: Some(k(to)),
             limit: 10,
@@ -366,21 +288,33 @@ mod tests {
     fn a_scan_consistent_with_one_instant_passes() {
         // put a; put b; scan sees both, while a delete of a overlaps it.
         let h = vec![
-            ev(0, Call::Put(k("a"), k("1")), Ret::Put(false), 0, 1),
-            ev(0, Call::Put(k("b"), k("2")), Ret::Put(false), 2, 3),
+            ev(
+                0,
+                Request::Put(k("a"), k("1")),
+                Ok(Response::Put(false)),
+                0,
+                1,
+            ),
+            ev(
+                0,
+                Request::Put(k("b"), k("2")),
+                Ok(Response::Put(false)),
+                2,
+                3,
+            ),
             ev(
                 1,
                 scan("a", "z"),
-                Ret::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))]),
+                Ok(Response::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))])),
                 4,
                 7,
             ),
-            ev(0, Call::Delete(k("a")), Ret::Delete(true), 5, 6),
+            ev(0, Request::Delete(k("a")), Ok(Response::Delete(true)), 5, 6),
         ];
         assert_eq!(check(&h, 1_000_000), Ok(4));
         // ... or sees only b, if linearized after the delete.
         let mut h2 = h.clone();
-        h2[2].ret = Ret::Scan(vec![(k("b"), k("2"))]);
+        h2[2].ret = Ok(Response::Scan(vec![(k("b"), k("2"))]));
         assert!(check(&h2, 1_000_000).is_ok());
     }
 
@@ -390,58 +324,100 @@ mod tests {
         // both that sees neither a nor b... is fine (between them). One that
         // sees both a and b cannot be: b was gone before a arrived.
         let h = vec![
-            ev(0, Call::Put(k("b"), k("2")), Ret::Put(false), 0, 1),
+            ev(
+                0,
+                Request::Put(k("b"), k("2")),
+                Ok(Response::Put(false)),
+                0,
+                1,
+            ),
             ev(
                 1,
                 scan("a", "z"),
-                Ret::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))]),
+                Ok(Response::Scan(vec![(k("a"), k("1")), (k("b"), k("2"))])),
                 2,
                 7,
             ),
-            ev(0, Call::Delete(k("b")), Ret::Delete(true), 3, 4),
-            ev(0, Call::Put(k("a"), k("1")), Ret::Put(false), 5, 6),
+            ev(0, Request::Delete(k("b")), Ok(Response::Delete(true)), 3, 4),
+            ev(
+                0,
+                Request::Put(k("a"), k("1")),
+                Ok(Response::Put(false)),
+                5,
+                6,
+            ),
         ];
         let v = check(&h, 1_000_000).unwrap_err();
         assert!(v.reason.contains("no linearization"), "{v}");
         // Per key, each of a and b alone is linearizable: only the group
         // check sees it.
         let mut neither = h.clone();
-        neither[1].ret = Ret::Scan(vec![]);
+        neither[1].ret = Ok(Response::Scan(vec![]));
         assert!(check(&neither, 1_000_000).is_ok());
     }
 
     #[test]
     fn limits_unknown_writes_and_stray_entries() {
         let h = vec![
-            ev(0, Call::Put(k("a"), k("1")), Ret::Put(false), 0, 1),
-            ev(0, Call::Put(k("b"), k("2")), Ret::Unknown, 2, 3),
+            ev(
+                0,
+                Request::Put(k("a"), k("1")),
+                Ok(Response::Put(false)),
+                0,
+                1,
+            ),
+            ev(0, Request::Put(k("b"), k("2")), Err(Failure::Unknown), 2, 3),
             ev(
                 1,
-                Call::Scan {
+                Request::Scan {
                     from: k("a"),
                     to: None,
                     limit: 1,
                 },
-                Ret::Scan(vec![(k("a"), k("1"))]),
+                Ok(Response::Scan(vec![(k("a"), k("1"))])),
                 4,
                 5,
             ),
-            ev(1, Call::Get(k("b")), Ret::Get(Some(k("2"))), 6, 7),
-            ev(1, Call::Get(k("b")), Ret::Get(Some(k("2"))), 8, 9),
+            ev(
+                1,
+                Request::Get(k("b")),
+                Ok(Response::Get(Some(k("2")))),
+                6,
+                7,
+            ),
+            ev(
+                1,
+                Request::Get(k("b")),
+                Ok(Response::Get(Some(k("2")))),
+                8,
+                9,
+            ),
         ];
         assert!(check(&h, 1_000_000).is_ok());
         let stray = vec![ev(
             0,
             scan("a", "z"),
-            Ret::Scan(vec![(k("q"), k("9"))]),
+            Ok(Response::Scan(vec![(k("q"), k("9"))])),
             0,
             1,
         )];
         assert!(check(&stray, 1000).is_err());
         // A value never written.
         let bad = vec![
-            ev(0, Call::Put(k("a"), k("1")), Ret::Put(false), 0, 1),
-            ev(1, Call::Get(k("a")), Ret::Get(Some(k("x"))), 2, 3),
+            ev(
+                0,
+                Request::Put(k("a"), k("1")),
+                Ok(Response::Put(false)),
+                0,
+                1,
+            ),
+            ev(
+                1,
+                Request::Get(k("a")),
+                Ok(Response::Get(Some(k("x")))),
+                2,
+                3,
+            ),
         ];
         assert!(check(&bad, 1000).is_err());
     }

@@ -5,14 +5,16 @@
 //! [`linearizable`] simulates clients that each run one operation at a time
 //! against an atomic map: every operation takes effect at a point strictly
 //! inside its interval, so the history is linearizable by construction. A
-//! chosen share of the writes gets an unknown outcome ([`KvRet::Unknown`]);
+//! chosen share of the writes gets an unknown outcome ([`Failure::Unknown`](crate::Failure::Unknown));
 //! half of those take effect, half do not, as after a node failure.
 //! [`plant_violation`] then edits one read so that the history is certainly
 //! not linearizable, whichever way the unknown writes went.
 
 use std::collections::HashMap;
 
-use crate::history::{Event, KvOp, KvRet};
+use nessie_protocol::{Request, Response};
+
+use crate::history::{Event, Failure, Ret};
 
 /// The shape of a synthetic history.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -123,7 +125,7 @@ impl Rng {
 struct Planned {
     client: usize,
     key: usize,
-    op: KvOp,
+    request: Request,
     unknown: bool,
     takes_effect: bool,
     invoke: u64,
@@ -150,31 +152,30 @@ pub fn linearizable(spec: &Spec) -> Vec<Event> {
         let point = invoke + 1 + 2 * rng.below(duration);
         let key = rng.below(spec.keys.max(1) as u64) as usize;
         let dice = rng.below(100) as u32;
-        let op = if dice < spec.get_pct {
-            KvOp::Get
+        let name = format!("key-{key}").into_bytes();
+        let request = if dice < spec.get_pct {
+            Request::Get(name)
         } else if dice < spec.get_pct + spec.delete_pct {
-            KvOp::Delete
+            Request::Delete(name)
         } else {
-            KvOp::Put(format!("v{client}-{n}").into_bytes())
+            Request::Put(name, format!("v{client}-{n}").into_bytes())
         };
+        let write = request.is_write();
         let down = spec.outage.filter(|o| {
             let at = (n * 100 / spec.ops.max(1)) as u32;
             key.is_multiple_of(o.keys_every.max(1)) && (o.from_pct..o.to_pct).contains(&at)
         });
         let (unknown, takes_effect) = match down {
-            Some(o) => (
-                true,
-                op != KvOp::Get && rng.below(100) < u64::from(o.effect_pct),
-            ),
+            Some(o) => (true, write && rng.below(100) < u64::from(o.effect_pct)),
             None => {
-                let unknown = op != KvOp::Get && rng.below(write_pct) < u64::from(spec.unknown_pct);
+                let unknown = write && rng.below(write_pct) < u64::from(spec.unknown_pct);
                 (unknown, !unknown || rng.below(2) == 0)
             }
         };
         planned.push(Planned {
             client,
             key,
-            op,
+            request,
             unknown,
             takes_effect,
             invoke,
@@ -186,19 +187,19 @@ pub fn linearizable(spec: &Spec) -> Vec<Event> {
     let mut order: Vec<usize> = (0..planned.len()).collect();
     order.sort_by_key(|&i| (planned[i].point, i));
     let mut map: HashMap<usize, Vec<u8>> = HashMap::new();
-    let mut rets = vec![KvRet::Unknown; planned.len()];
+    let mut rets: Vec<Ret> = vec![Err(Failure::Unknown); planned.len()];
     for i in order {
         let p = &planned[i];
         if !p.takes_effect {
             continue;
         }
-        let ret = match &p.op {
-            KvOp::Get => KvRet::Get(map.get(&p.key).cloned()),
-            KvOp::Put(v) => KvRet::Put(map.insert(p.key, v.clone()).is_some()),
-            KvOp::Delete => KvRet::Delete(map.remove(&p.key).is_some()),
+        let ret = match &p.request {
+            Request::Put(_, v) => Response::Put(map.insert(p.key, v.clone()).is_some()),
+            Request::Delete(_) => Response::Delete(map.remove(&p.key).is_some()),
+            _ => Response::Get(map.get(&p.key).cloned()),
         };
         if !p.unknown {
-            rets[i] = ret;
+            rets[i] = Ok(ret);
         }
     }
     // Distinct timestamps, in the same order as the simulated ones.
@@ -223,8 +224,7 @@ pub fn linearizable(spec: &Spec) -> Vec<Event> {
         .enumerate()
         .map(|(i, (p, ret))| Event {
             client: p.client,
-            key: format!("key-{}", p.key).into_bytes(),
-            op: p.op,
+            request: p.request,
             ret,
             invoke: invoke[i],
             response: response[i],
@@ -254,19 +254,19 @@ pub fn plant_violation(events: &mut [Event], plant: Plant, seed: u64) -> Option<
     let mut rng = Rng::new(seed ^ 0x0070_6c61_6e74);
     let mut by_key: HashMap<&[u8], Vec<usize>> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
-        by_key.entry(&e.key).or_default().push(i);
+        by_key.entry(e.key()).or_default().push(i);
     }
     let mut choices: Vec<(usize, Vec<u8>)> = Vec::new();
     for idx in by_key.values() {
         let known_put = |i: usize| {
             matches!(
-                (&events[i].op, &events[i].ret),
-                (KvOp::Put(_), KvRet::Put(_))
+                (&events[i].request, &events[i].ret),
+                (Request::Put(..), Ok(Response::Put(_)))
             )
         };
         for &g in idx {
             let e = &events[g];
-            if !matches!(e.ret, KvRet::Get(_)) || g < events.len() / 2 {
+            if !matches!(e.ret, Ok(Response::Get(_))) || g < events.len() / 2 {
                 continue;
             }
             match plant {
@@ -284,19 +284,19 @@ pub fn plant_violation(events: &mut [Event], plant: Plant, seed: u64) -> Option<
                         .iter()
                         .find(|&&j| known_put(j) && events[j].response < events[b].invoke);
                     if let Some(&a) = a {
-                        if let KvOp::Put(v) = &events[a].op {
+                        if let Request::Put(_, v) = &events[a].request {
                             choices.push((g, v.clone()));
                         }
                     }
                 }
                 Plant::FutureRead => {
                     let u = idx.iter().find(|&&j| {
-                        matches!(events[j].op, KvOp::Put(_))
-                            && events[j].ret == KvRet::Unknown
+                        matches!(events[j].request, Request::Put(..))
+                            && events[j].ret == Err(Failure::Unknown)
                             && events[j].invoke > e.response
                     });
                     if let Some(&u) = u {
-                        if let KvOp::Put(v) = &events[u].op {
+                        if let Request::Put(_, v) = &events[u].request {
                             choices.push((g, v.clone()));
                         }
                     }
@@ -309,6 +309,6 @@ pub fn plant_violation(events: &mut [Event], plant: Plant, seed: u64) -> Option<
     }
     choices.sort();
     let (g, value) = choices.swap_remove(rng.below(choices.len() as u64) as usize);
-    events[g].ret = KvRet::Get(Some(value));
+    events[g].ret = Ok(Response::Get(Some(value)));
     Some(g)
 }

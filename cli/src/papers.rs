@@ -13,7 +13,7 @@
 //! profiles. `--only` runs some of these parts.
 
 use clap::Args;
-use nessie_check::KvOp;
+use nessie_protocol::Request;
 use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec, Tuning};
 use nessie_systems::SystemKind;
 
@@ -634,7 +634,7 @@ fn pilaf_fig_6(args: &PapersArgs) -> Result<(), SimError> {
         .history
         .iter()
         .zip(&r.history_stats)
-        .filter(|(e, _)| matches!(e.op, KvOp::Get))
+        .filter(|(e, _)| matches!(e.request, Request::Get(_)))
         .map(|(_, s)| s.index_reads)
         .collect();
     let avg = probes.iter().sum::<u64>() as f64 / probes.len().max(1) as f64;

@@ -42,10 +42,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_check::ordered as cell_check;
-use nessie_check::{check_history, Event, KvRet};
+use nessie_check::{check_history, Event};
 use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
-use nessie_systems::cell::cell_event;
-use nessie_workload::{monotonic_ns, HistoryRecord, HistoryRet};
+use nessie_protocol::Response;
+use nessie_workload::{monotonic_ns, HistoryRecord};
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -363,20 +363,18 @@ fn every_operation(system: &str, paths: &[String], ops: usize) -> Vec<HistoryRec
 /// excused as an unknown outcome): a client that returns one after its
 /// write may have committed is caught here.
 fn events(history: &[HistoryRecord]) -> Vec<Event> {
-    history
-        .iter()
-        .map(|h| h.event().expect("a key-value system ran no scan"))
-        .collect()
+    history.iter().map(HistoryRecord::event).collect()
 }
 
-/// Cell's checker's view of a history (scans included): failures that
-/// committed nothing left out (Cell's checker has no not-committed
-/// outcome), failed writes that may have executed kept (as `Unknown`).
-fn cell_events(history: &[HistoryRecord]) -> Vec<cell_check::Event> {
+/// Cell's checker's view of a history (scans included), without the
+/// failures that committed nothing (which it would leave out too: so that
+/// the verdict line counts them apart), failed writes that may have
+/// executed kept.
+fn cell_events(history: &[HistoryRecord]) -> Vec<Event> {
     history
         .iter()
         .filter(|h| !h.committed_nothing())
-        .map(cell_event)
+        .map(HistoryRecord::event)
         .collect()
 }
 
@@ -392,16 +390,16 @@ fn assert_linearizable(what: &str, system: &str, history: &[HistoryRecord], proc
     let evs = events(history);
     let keys = evs
         .iter()
-        .map(|e| e.key.clone())
+        .map(|e| e.key().to_vec())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
     // Teeth: a GET that returned a value no one wrote.
     let mut broken = evs.clone();
     if let Some(e) = broken
         .iter_mut()
-        .find(|e| matches!(e.ret, KvRet::Get(Some(_))))
+        .find(|e| matches!(e.ret, Ok(Response::Get(Some(_)))))
     {
-        e.ret = KvRet::Get(Some(b"never written".to_vec()));
+        e.ret = Ok(Response::Get(Some(b"never written".to_vec())));
         assert!(
             check_history(&broken, MAX_STEPS).is_err_and(|e| e.is_violation()),
             "{what}: the checker must reject a corrupted copy of the history"
@@ -422,19 +420,21 @@ fn assert_linearizable(what: &str, system: &str, history: &[HistoryRecord], proc
 
 /// [`assert_linearizable`] for Cell: its checker joins keys a scan covers.
 fn assert_cell_linearizable(what: &str, history: &[HistoryRecord], processes: usize) {
-    use cell_check::Ret;
     let evs = cell_events(history);
     let keys = history
         .iter()
-        .map(|h| h.key.clone())
+        .map(|h| h.request.key().to_vec())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    let scans = evs.iter().filter(|e| matches!(e.ret, Ret::Scan(_))).count();
+    let scans = evs
+        .iter()
+        .filter(|e| matches!(e.ret, Ok(Response::Scan(_))))
+        .count();
     // Teeth: a scan (or, without one, a GET) that returned a value no one
     // wrote.
     let mut broken = evs.clone();
     let corrupted = broken.iter_mut().find_map(|e| match &mut e.ret {
-        Ret::Scan(es) if !es.is_empty() => {
+        Ok(Response::Scan(es)) if !es.is_empty() => {
             es[0].1 = b"never written".to_vec();
             Some(())
         }
@@ -442,7 +442,7 @@ fn assert_cell_linearizable(what: &str, history: &[HistoryRecord], processes: us
     });
     let corrupted = corrupted.or_else(|| {
         broken.iter_mut().find_map(|e| match &mut e.ret {
-            Ret::Get(Some(v)) => {
+            Ok(Response::Get(Some(v))) => {
                 *v = b"never written".to_vec();
                 Some(())
             }
@@ -471,8 +471,8 @@ fn assert_cell_linearizable(what: &str, history: &[HistoryRecord], processes: us
 fn failures(history: &[HistoryRecord]) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for h in history {
-        if let HistoryRet::Failed(k, _) = &h.ret {
-            *m.entry(k.clone()).or_default() += 1;
+        if let Err(f) = &h.ret {
+            *m.entry(f.kind.clone()).or_default() += 1;
         }
     }
     m
@@ -757,7 +757,7 @@ fn over_a_lossy_link(t: u16, system: &str) {
     );
     let unknown = history
         .iter()
-        .filter(|h| matches!(&h.ret, HistoryRet::Failed(k, _) if k == "outcome unknown"))
+        .filter(|h| matches!(&h.ret, Err(f) if f.kind == "outcome unknown"))
         .count();
     let dog = nodes[0]
         .output()
@@ -770,7 +770,7 @@ fn over_a_lossy_link(t: u16, system: &str) {
         history.len(),
         history
             .iter()
-            .filter(|h| matches!(h.ret, HistoryRet::Failed(..)))
+            .filter(|h| h.ret.is_err())
             .count(),
         failures(&history),
     );
@@ -947,10 +947,10 @@ fn kill_and_restart(test: u16, system: &str) {
         "\n{system}: {} operations, {} while node {v} was dead ({} failed: {:?}), {} after its restart ({} failed: {:?}; it listened {:.1} s after it was started)",
         history.len(),
         during.len(),
-        during.iter().filter(|h| matches!(h.ret, HistoryRet::Failed(..))).count(),
+        during.iter().filter(|h| h.ret.is_err()).count(),
         failures(&during),
         after.len(),
-        after.iter().filter(|h| matches!(h.ret, HistoryRet::Failed(..))).count(),
+        after.iter().filter(|h| h.ret.is_err()).count(),
         failures(&after),
         (listening_at - restarted_at) as f64 / 1e9
     );
@@ -972,11 +972,7 @@ fn kill_and_restart(test: u16, system: &str) {
     };
     let ok_during = history
         .iter()
-        .filter(|h| {
-            h.invoke > served_from
-                && h.response < restarted_at
-                && !matches!(h.ret, HistoryRet::Failed(..))
-        })
+        .filter(|h| h.invoke > served_from && h.response < restarted_at && h.ret.is_ok())
         .count();
     assert!(
         ok_during > 0,
@@ -987,11 +983,7 @@ fn kill_and_restart(test: u16, system: &str) {
     // fails if the victim held none of the keys' leaves.)
     let failed_dead = history
         .iter()
-        .filter(|h| {
-            h.response > killed_at
-                && h.invoke < restarted_at
-                && matches!(h.ret, HistoryRet::Failed(..))
-        })
+        .filter(|h| h.response > killed_at && h.invoke < restarted_at && h.ret.is_err())
         .count();
     assert!(
         failed_dead > 0,
@@ -1078,10 +1070,7 @@ fn down_at_start(t: u16, system: &str) {
         .iter()
         .flat_map(|p| read_history(Path::new(p)))
         .collect();
-    let ok = history
-        .iter()
-        .filter(|h| !matches!(h.ret, HistoryRet::Failed(..)))
-        .count();
+    let ok = history.iter().filter(|h| h.ret.is_ok()).count();
     println!(
         "\n{system} with node 2 down: {} operations, {ok} served, failures {:?}",
         history.len(),

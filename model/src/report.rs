@@ -65,14 +65,13 @@ pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
             if r.machine.is_some() {
                 return format!("client {c}: processes its completions, decides its next step");
             }
-            let (k, o) = &world.clients[*c].program[usize::from(r.next)];
-            let k = String::from_utf8_lossy(k);
+            let o = &world.clients[*c].program[usize::from(r.next)];
+            let k = String::from_utf8_lossy(o.key());
             let what = match o {
-                nessie_check::history::KvOp::Get => format!("GET {k}"),
-                nessie_check::history::KvOp::Put(v) => {
+                nessie_protocol::Request::Put(_, v) => {
                     format!("PUT {k}={}", String::from_utf8_lossy(v))
                 }
-                nessie_check::history::KvOp::Delete => format!("DELETE {k}"),
+                other => format!("{} {k}", other.name().to_uppercase()),
             };
             format!("client {c}: starts {what} (attempt {})", r.attempts + 1)
         }

@@ -47,12 +47,12 @@ use nessie_protocol::machine::ClientState;
 use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, Completion, Config, DteAddr, Error, FabricError, Faults, GetMachine, Machine, Nanos,
-    NodeId, Op, OpStats, Poll, PutMachine, TransportFault,
+    NodeId, Op, OpStats, Poll, PutMachine, Request, Response, TransportFault,
 };
 use stateright::{Model, Property};
 
-use crate::world_history::{linearizable, CheckedOp, ModelRet, Status, WorldHistory};
-use nessie_check::history::KvOp;
+use crate::world_history::{linearizable, CheckedOp, Status, WorldHistory};
+use nessie_check::history::{Failure, Ret};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
 
 /// One client of a world: who it is, what it does, how it may misbehave.
@@ -61,7 +61,7 @@ pub struct ClientSpec {
     /// Its identity (node and share of the data table).
     pub id: ClientId,
     /// Its operations, run one after another.
-    pub program: Vec<(Vec<u8>, KvOp)>,
+    pub program: Vec<Request>,
     /// Broken protocol variants or an overrunning owner.
     pub faults: Faults,
     /// Whether the model may crash it in the middle of an operation.
@@ -113,7 +113,7 @@ pub struct World {
     /// the preload and before the concurrent part (client index, operation):
     /// a client's state (its data table share, its cache) carries on. A
     /// sequential prefix costs no interleavings.
-    pub prelude: Vec<(usize, (Vec<u8>, KvOp))>,
+    pub prelude: Vec<(usize, Request)>,
     /// Multi-word READs and WRITEs land one word per step.
     pub torn: bool,
     /// The order of the words of one transfer.
@@ -365,11 +365,13 @@ pub enum Action {
 /// Clock value at the start of every world.
 pub const START: u64 = 1_000_000;
 
-fn machine_for(op: &(Vec<u8>, KvOp)) -> AnyMachine {
-    match &op.1 {
-        KvOp::Get => AnyMachine::Get(GetMachine::get(&op.0)),
-        KvOp::Put(v) => AnyMachine::Write(PutMachine::put(&op.0, v)),
-        KvOp::Delete => AnyMachine::Write(PutMachine::delete(&op.0)),
+/// The machine of `op` (the model's worlds have no scans: one would GET
+/// its first key).
+fn machine_for(op: &Request) -> AnyMachine {
+    match op {
+        Request::Get(k) | Request::Scan { from: k, .. } => AnyMachine::Get(GetMachine::get(k)),
+        Request::Put(k, v) => AnyMachine::Write(PutMachine::put(k, v)),
+        Request::Delete(k) => AnyMachine::Write(PutMachine::delete(k)),
     }
 }
 
@@ -397,7 +399,7 @@ fn poll(m: &mut AnyMachine, st: &mut ClientState, now: Nanos) -> Poll<Result<Out
 fn run_atomically(
     mem: &mut Memory,
     st: &mut ClientState,
-    op: &(Vec<u8>, KvOp),
+    op: &Request,
     now: Nanos,
 ) -> Result<(), Error> {
     let mut m = machine_for(op);
@@ -434,8 +436,8 @@ impl World {
         st.alloc.assume_zeroed();
         for (k, v) in &self.preload {
             let op = match v {
-                Some(v) => (k.clone(), KvOp::Put(v.clone())),
-                None => (k.clone(), KvOp::Delete),
+                Some(v) => Request::Put(k.clone(), v.clone()),
+                None => Request::Delete(k.clone()),
             };
             run_atomically(&mut mem, &mut st, &op, Nanos(START))?;
         }
@@ -492,15 +494,15 @@ impl World {
                 None => m.remove(k),
             };
         }
-        for (_, (k, op)) in &self.prelude {
+        for (_, op) in &self.prelude {
             match op {
-                KvOp::Put(v) => {
+                Request::Put(k, v) => {
                     m.insert(k.clone(), v.clone());
                 }
-                KvOp::Delete => {
+                Request::Delete(k) => {
                     m.remove(k);
                 }
-                KvOp::Get => {}
+                Request::Get(_) | Request::Scan { .. } => {}
             }
         }
         m
@@ -624,7 +626,7 @@ impl World {
         stats: OpStats,
     ) {
         let op_index = usize::from(s.clients[c].next);
-        let (_, op) = &self.clients[c].program[op_index];
+        let op = &self.clients[c].program[op_index];
         let solo = s.clients[c].solo;
         let reached = &mut s.flags.reached;
         for (count, e) in [
@@ -642,21 +644,21 @@ impl World {
         if solo && matches!(result, Err(Error::Conflict)) {
             s.flags.solo_conflict = true;
         }
-        if stats.recoveries > 0 && result.is_ok() && !matches!(op, KvOp::Get) {
+        if stats.recoveries > 0 && result.is_ok() && op.is_write() {
             reached.insert(Expect::Reclaim);
         }
         let ret = match (result, op) {
-            (Ok(Outcome::Get(v)), _) => Ok(ModelRet::Get(v)),
-            (Ok(Outcome::Write(e)), KvOp::Delete) => Ok(ModelRet::Delete(e)),
-            (Ok(Outcome::Write(e)), _) => Ok(ModelRet::Put(e)),
-            (Err(Error::TableFull { .. }), _) => Ok(ModelRet::Full),
+            (Ok(Outcome::Get(v)), _) => Ok(Ok(Response::Get(v))),
+            (Ok(Outcome::Write(e)), Request::Delete(_)) => Ok(Ok(Response::Delete(e))),
+            (Ok(Outcome::Write(e)), _) => Ok(Ok(Response::Put(e))),
+            (Err(Error::TableFull { .. }), _) => Ok(Err(Failure::Full)),
             (Err(e), _) => Err(e),
         };
-        if self.always_room && matches!(ret, Ok(ModelRet::Full)) {
+        if self.always_room && matches!(ret, Ok(Err(Failure::Full))) {
             s.flags.full_with_room = true;
         }
         enum Next {
-            Returned(ModelRet),
+            Returned(Ret),
             Unknown,
             Retry,
             Void,
@@ -711,30 +713,31 @@ impl World {
     /// Whether the history, plus reads `finals` appended after everything,
     /// is linearizable.
     pub fn linearizable(&self, s: &WorldState, finals: &[(Vec<u8>, Option<Vec<u8>>)]) -> bool {
-        let get = KvOp::Get;
         let after = s.history.now() + 1;
+        let reads: Vec<Request> = finals
+            .iter()
+            .map(|(k, _)| Request::Get(k.clone()))
+            .collect();
         let final_status: Vec<Status> = finals
             .iter()
-            .map(|(_, v)| Status::Returned(ModelRet::Get(v.clone()), after + 1))
+            .map(|(_, v)| Status::Returned(Ok(Response::Get(v.clone())), after + 1))
             .collect();
         let mut ops: Vec<CheckedOp<'_>> = s
             .history
             .records()
             .iter()
             .map(|r| {
-                let (k, op) = &self.clients[usize::from(r.client)].program[usize::from(r.op)];
+                let op = &self.clients[usize::from(r.client)].program[usize::from(r.op)];
                 CheckedOp {
-                    key: k,
                     op,
                     invoked: r.invoked,
                     status: &r.status,
                 }
             })
             .collect();
-        for ((k, _), st) in finals.iter().zip(&final_status) {
+        for (read, st) in reads.iter().zip(&final_status) {
             ops.push(CheckedOp {
-                key: k,
-                op: &get,
+                op: read,
                 invoked: after,
                 status: st,
             });
@@ -746,7 +749,7 @@ impl World {
     pub fn keys(&self) -> BTreeSet<Vec<u8>> {
         let mut keys: BTreeSet<Vec<u8>> = self.preload.iter().map(|(k, _)| k.clone()).collect();
         for c in &self.clients {
-            keys.extend(c.program.iter().map(|(k, _)| k.clone()));
+            keys.extend(c.program.iter().map(|op| op.key().to_vec()));
         }
         keys
     }

@@ -17,32 +17,22 @@
 
 use std::collections::BTreeMap;
 
-use nessie_check::history::KvOp;
+use nessie_check::history::{Failure, Ret};
 use nessie_check::wgl::{search, Spec, Timed};
+use nessie_protocol::{Request, Response};
 
 /// A key-value map as the sequential specification sees it.
 type KvMap = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// What an operation returned, as the model records it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ModelRet {
-    /// A GET's answer.
-    Get(Option<Vec<u8>>),
-    /// A PUT's "existed before".
-    Put(bool),
-    /// A DELETE's "existed before".
-    Delete(bool),
-    /// A PUT refused with `TableFull` (valid only if the key was absent).
-    Full,
-}
 
 /// How an operation ended (so far).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
     /// May or may not have taken effect.
     Pending,
-    /// Took effect with this result; the event number of its return.
-    Returned(ModelRet, u16),
+    /// Took effect with this result (a PUT refused with `TableFull`,
+    /// `Err(Failure::Full)`, valid only if the key was absent); the event
+    /// number of its return.
+    Returned(Ret, u16),
     /// Did not take effect.
     Void,
 }
@@ -69,10 +59,8 @@ pub struct WorldHistory {
 
 /// An operation as the checker sees it.
 pub struct CheckedOp<'a> {
-    /// Its key.
-    pub key: &'a [u8],
     /// What it does.
-    pub op: &'a KvOp,
+    pub op: &'a Request,
     /// Invocation time.
     pub invoked: u16,
     /// How it ended.
@@ -103,7 +91,7 @@ impl WorldHistory {
     }
 
     /// It returned `ret` (it took effect).
-    pub fn returned(&mut self, client: usize, op: usize, ret: ModelRet) {
+    pub fn returned(&mut self, client: usize, op: usize, ret: Ret) {
         let at = self.tick();
         if let Some(r) = self.find(client, op) {
             r.status = Status::Returned(ret, at);
@@ -128,23 +116,20 @@ impl WorldHistory {
     }
 }
 
-fn apply(
-    state: &BTreeMap<Vec<u8>, Vec<u8>>,
-    key: &[u8],
-    op: &KvOp,
-) -> (BTreeMap<Vec<u8>, Vec<u8>>, ModelRet) {
+fn apply(state: &BTreeMap<Vec<u8>, Vec<u8>>, op: &Request) -> (BTreeMap<Vec<u8>, Vec<u8>>, Ret) {
     let mut next = state.clone();
     let ret = match op {
-        KvOp::Get => ModelRet::Get(state.get(key).cloned()),
-        KvOp::Put(v) => ModelRet::Put(next.insert(key.to_vec(), v.clone()).is_some()),
-        KvOp::Delete => ModelRet::Delete(next.remove(key).is_some()),
+        Request::Put(k, v) => Response::Put(next.insert(k.clone(), v.clone()).is_some()),
+        Request::Delete(k) => Response::Delete(next.remove(k).is_some()),
+        // The model's worlds have no scans.
+        Request::Get(k) | Request::Scan { from: k, .. } => Response::Get(state.get(k).cloned()),
     };
-    (next, ret)
+    (next, Ok(ret))
 }
 
-fn matches(expected: &ModelRet, got: &ModelRet, op: &KvOp, existed: bool) -> bool {
+fn matches(expected: &Ret, got: &Ret, op: &Request, existed: bool) -> bool {
     match expected {
-        ModelRet::Full => matches!(op, KvOp::Put(_)) && !existed,
+        Err(Failure::Full) => matches!(op, Request::Put(..)) && !existed,
         e => e == got,
     }
 }
@@ -162,12 +147,12 @@ impl<'a> Spec for KvSpec<'a> {
 }
 
 fn step(state: &KvMap, o: &CheckedOp<'_>) -> Option<KvMap> {
-    let existed = state.contains_key(o.key);
-    let (next, got) = apply(state, o.key, o.op);
+    let existed = state.contains_key(o.op.key());
+    let (next, got) = apply(state, o.op);
     match o.status {
         // A refused PUT changes nothing.
-        Status::Returned(ModelRet::Full, _) => {
-            matches(&ModelRet::Full, &got, o.op, existed).then(|| state.clone())
+        Status::Returned(Err(Failure::Full), _) => {
+            matches(&Err(Failure::Full), &got, o.op, existed).then(|| state.clone())
         }
         Status::Returned(ret, _) => matches(ret, &got, o.op, existed).then_some(next),
         _ => Some(next),
@@ -182,7 +167,7 @@ pub fn linearizable(initial: &BTreeMap<Vec<u8>, Vec<u8>>, ops: &[CheckedOp<'_>])
         .iter()
         .filter(|o| match o.status {
             Status::Void => false,
-            Status::Pending => !matches!(o.op, KvOp::Get),
+            Status::Pending => o.op.is_write(),
             Status::Returned(..) => true,
         })
         .map(|o| Timed {
@@ -208,9 +193,8 @@ pub fn linearizable(initial: &BTreeMap<Vec<u8>, Vec<u8>>, ops: &[CheckedOp<'_>])
 mod tests {
     use super::*;
 
-    fn op<'a>(key: &'a [u8], op: &'a KvOp, invoked: u16, status: &'a Status) -> CheckedOp<'a> {
+    fn op<'a>(op: &'a Request, invoked: u16, status: &'a Status) -> CheckedOp<'a> {
         CheckedOp {
-            key,
             op,
             invoked,
             status,
@@ -219,51 +203,46 @@ mod tests {
 
     #[test]
     fn a_void_write_must_not_have_happened() {
-        let put = KvOp::Put(b"v".to_vec());
-        let get = KvOp::Get;
+        let put = Request::Put(b"k".to_vec(), b"v".to_vec());
+        let get = Request::Get(b"k".to_vec());
         let void = Status::Void;
-        let saw = Status::Returned(ModelRet::Get(Some(b"v".to_vec())), 4);
-        let none = Status::Returned(ModelRet::Get(None), 4);
+        let saw = Status::Returned(Ok(Response::Get(Some(b"v".to_vec()))), 4);
+        let none = Status::Returned(Ok(Response::Get(None)), 4);
         let pending = Status::Pending;
         let empty = BTreeMap::new();
         assert!(!linearizable(
             &empty,
-            &[op(b"k", &put, 1, &void), op(b"k", &get, 3, &saw)]
+            &[op(&put, 1, &void), op(&get, 3, &saw)]
         ));
         assert!(linearizable(
             &empty,
-            &[op(b"k", &put, 1, &void), op(b"k", &get, 3, &none)]
+            &[op(&put, 1, &void), op(&get, 3, &none)]
         ));
         assert!(linearizable(
             &empty,
-            &[op(b"k", &put, 1, &pending), op(b"k", &get, 3, &saw)]
+            &[op(&put, 1, &pending), op(&get, 3, &saw)]
         ));
         assert!(linearizable(
             &empty,
-            &[op(b"k", &put, 1, &pending), op(b"k", &get, 3, &none)]
+            &[op(&put, 1, &pending), op(&get, 3, &none)]
         ));
     }
 
     #[test]
     fn real_time_order_is_respected() {
-        let (a, b) = (KvOp::Put(b"a".to_vec()), KvOp::Put(b"b".to_vec()));
-        let get = KvOp::Get;
-        let pa = Status::Returned(ModelRet::Put(false), 2);
-        let pb = Status::Returned(ModelRet::Put(true), 4);
-        let stale = Status::Returned(ModelRet::Get(Some(b"a".to_vec())), 6);
+        let (a, b) = (
+            Request::Put(b"k".to_vec(), b"a".to_vec()),
+            Request::Put(b"k".to_vec(), b"b".to_vec()),
+        );
+        let get = Request::Get(b"k".to_vec());
+        let pa = Status::Returned(Ok(Response::Put(false)), 2);
+        let pb = Status::Returned(Ok(Response::Put(true)), 4);
+        let stale = Status::Returned(Ok(Response::Get(Some(b"a".to_vec()))), 6);
         let empty = BTreeMap::new();
-        let h = [
-            op(b"k", &a, 1, &pa),
-            op(b"k", &b, 3, &pb),
-            op(b"k", &get, 5, &stale),
-        ];
+        let h = [op(&a, 1, &pa), op(&b, 3, &pb), op(&get, 5, &stale)];
         assert!(!linearizable(&empty, &h), "a stale read after b returned");
-        let fresh = Status::Returned(ModelRet::Get(Some(b"b".to_vec())), 6);
-        let h = [
-            op(b"k", &a, 1, &pa),
-            op(b"k", &b, 3, &pb),
-            op(b"k", &get, 5, &fresh),
-        ];
+        let fresh = Status::Returned(Ok(Response::Get(Some(b"b".to_vec()))), 6);
+        let h = [op(&a, 1, &pa), op(&b, 3, &pb), op(&get, 5, &fresh)];
         assert!(linearizable(&empty, &h));
     }
 }

@@ -12,10 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{ClientId, Config, Faults, IteAddr, MigrateSearch, NodeId, TransportFault};
+use nessie_protocol::{
+    ClientId, Config, Faults, IteAddr, MigrateSearch, NodeId, Request, TransportFault,
+};
 
 use crate::world::{ClientSpec, Expect, World, CLASSIC_FAULTS};
-use nessie_check::history::KvOp;
 use nessie_check::memory::WordOrder;
 
 /// Ticks to pass an attempt's deadline plus the skew (T + skew + 1 ns).
@@ -58,7 +59,7 @@ fn slots(list: &[u32]) -> Vec<IteAddr> {
         .collect()
 }
 
-fn client(node: u16, index: u16, program: Vec<(Vec<u8>, KvOp)>) -> ClientSpec {
+fn client(node: u16, index: u16, program: Vec<Request>) -> ClientSpec {
     ClientSpec {
         id: ClientId {
             node: NodeId(node),
@@ -70,16 +71,16 @@ fn client(node: u16, index: u16, program: Vec<(Vec<u8>, KvOp)>) -> ClientSpec {
     }
 }
 
-fn put(k: &[u8], v: &str) -> (Vec<u8>, KvOp) {
-    (k.to_vec(), KvOp::Put(v.as_bytes().to_vec()))
+fn put(k: &[u8], v: &str) -> Request {
+    Request::Put(k.to_vec(), v.as_bytes().to_vec())
 }
 
-fn get(k: &[u8]) -> (Vec<u8>, KvOp) {
-    (k.to_vec(), KvOp::Get)
+fn get(k: &[u8]) -> Request {
+    Request::Get(k.to_vec())
 }
 
-fn del(k: &[u8]) -> (Vec<u8>, KvOp) {
-    (k.to_vec(), KvOp::Delete)
+fn del(k: &[u8]) -> Request {
+    Request::Delete(k.to_vec())
 }
 
 fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
@@ -559,7 +560,7 @@ pub fn migrate_across_nodes(faults: Faults) -> World {
 /// prelude); then, concurrently, the writer updates k twice (its second
 /// update reuses its first entry, once expired) while the reader runs
 /// `reader`, and the clock runs past T.
-fn cached_world(name: &str, reader: Vec<(Vec<u8>, KvOp)>, faults: Faults) -> World {
+fn cached_world(name: &str, reader: Vec<Request>, faults: Faults) -> World {
     let mut c = cfg(2, 2, 2, 2);
     c.cache_capacity = 4;
     c.dtes_per_node = 4;

@@ -113,6 +113,10 @@ pub enum Error {
     /// configuration).
     #[error("corrupt data table entry: {0}")]
     Corrupt(String),
+    /// The system does not offer this operation (a range scan of a store
+    /// that is not ordered): refused before anything was done.
+    #[error("this system does not offer {0}")]
+    Unsupported(&'static str),
     /// The operation may or may not have taken effect: a completion was lost
     /// or failed after the work it reports on may already have executed
     /// (e.g. the commit compare-and-swap). It is never retried as if nothing

@@ -1,29 +1,103 @@
 //! The key-value vocabulary every system shares: [`KvClient`], GET, PUT and
 //! DELETE as every system offers them (Nessie's [`Client`] here; the
-//! baselines' and Cell's clients in their crates), so that the benchmark,
-//! the workload driver and the tests drive them alike; one operation
-//! ([`Request`], or [`KvRequest`] borrowing its key and value) and what it
-//! returned ([`Response`]).
+//! baselines' and Cell's clients in their crates), and range scans where
+//! the store is ordered (Cell), so that the benchmark, the workload driver,
+//! the histories and the checkers speak of operations alike: one operation
+//! enum ([`Request`]: owning its key and value, or [`KvRequest`] borrowing
+//! them) and what it returned ([`Response`]).
 
 use crate::client::Client;
 use crate::error::Error;
 use crate::fabric::Endpoint;
 use crate::stats::OpStats;
 
-/// One operation, owning its key and value (a pipeline's queue, the
-/// simulator's clients).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
+/// One operation of a key-value store, its key and value held as `B`:
+/// owned bytes ([`Request`], the default: a pipeline's queue, a recorded
+/// history), or borrowed ones ([`KvRequest`]: one attempt of a client, a
+/// workload's next operation, allocating nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Request<B = Vec<u8>> {
     /// GET this key.
-    Get(Vec<u8>),
+    Get(B),
     /// PUT this key and value.
-    Put(Vec<u8>, Vec<u8>),
+    Put(B, B),
     /// DELETE this key.
-    Delete(Vec<u8>),
+    Delete(B),
+    /// The entries with `from <= key < to` (`to = None`: to the end of the
+    /// key space), at most `limit` of them, in key order, as of one instant.
+    /// Only an ordered store offers it (Cell); every other system refuses it
+    /// with [`Error::Unsupported`] before doing anything.
+    Scan {
+        /// The first key.
+        from: B,
+        /// The bound (exclusive), if any.
+        to: Option<B>,
+        /// The most entries.
+        limit: usize,
+    },
+}
+
+/// One operation borrowing its key and value.
+pub type KvRequest<'a> = Request<&'a [u8]>;
+
+/// A range scan's entries, (key, value) in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+impl<B: AsRef<[u8]>> Request<B> {
+    /// The same operation, borrowing its key and value from `self`.
+    pub fn borrowed(&self) -> KvRequest<'_> {
+        match self {
+            Request::Get(k) => Request::Get(k.as_ref()),
+            Request::Put(k, v) => Request::Put(k.as_ref(), v.as_ref()),
+            Request::Delete(k) => Request::Delete(k.as_ref()),
+            Request::Scan { from, to, limit } => Request::Scan {
+                from: from.as_ref(),
+                to: to.as_ref().map(AsRef::as_ref),
+                limit: *limit,
+            },
+        }
+    }
+
+    /// The same operation owning copies of its key and value.
+    pub fn owned(&self) -> Request {
+        match self.borrowed() {
+            Request::Get(k) => Request::Get(k.to_vec()),
+            Request::Put(k, v) => Request::Put(k.to_vec(), v.to_vec()),
+            Request::Delete(k) => Request::Delete(k.to_vec()),
+            Request::Scan { from, to, limit } => Request::Scan {
+                from: from.to_vec(),
+                to: to.map(<[u8]>::to_vec),
+                limit,
+            },
+        }
+    }
+
+    /// Its key (a scan's first key).
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Request::Get(k) | Request::Put(k, _) | Request::Delete(k) => k.as_ref(),
+            Request::Scan { from, .. } => from.as_ref(),
+        }
+    }
+
+    /// Whether it may change the store (a PUT or a DELETE).
+    pub fn is_write(&self) -> bool {
+        matches!(self, Request::Put(..) | Request::Delete(_))
+    }
+
+    /// Its name, for spans, reports and history lines.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Get(_) => "get",
+            Request::Put(..) => "put",
+            Request::Delete(_) => "delete",
+            Request::Scan { .. } => "scan",
+        }
+    }
 }
 
 /// What an operation returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Response {
     /// A GET's value, if the key was present.
     Get(Option<Vec<u8>>),
@@ -31,45 +105,8 @@ pub enum Response {
     Put(bool),
     /// A DELETE: whether the key existed.
     Delete(bool),
-}
-
-/// One operation, borrowing its key and value (one attempt of a
-/// baseline's client).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KvRequest<'a> {
-    /// GET this key.
-    Get(&'a [u8]),
-    /// PUT this key and value.
-    Put(&'a [u8], &'a [u8]),
-    /// DELETE this key.
-    Delete(&'a [u8]),
-}
-
-impl<'a> KvRequest<'a> {
-    /// The operation `r` describes.
-    pub fn of(r: &'a Request) -> KvRequest<'a> {
-        match r {
-            Request::Get(k) => KvRequest::Get(k),
-            Request::Put(k, v) => KvRequest::Put(k, v),
-            Request::Delete(k) => KvRequest::Delete(k),
-        }
-    }
-
-    /// Its key.
-    pub fn key(&self) -> &'a [u8] {
-        match *self {
-            KvRequest::Get(k) | KvRequest::Put(k, _) | KvRequest::Delete(k) => k,
-        }
-    }
-
-    /// Its name, for spans.
-    pub fn name(&self) -> &'static str {
-        match self {
-            KvRequest::Get(_) => "get",
-            KvRequest::Put(..) => "put",
-            KvRequest::Delete(_) => "delete",
-        }
-    }
+    /// A scan's entries, in key order.
+    Scan(Entries),
 }
 
 /// A key-value client of any of the compared systems.
@@ -80,6 +117,26 @@ pub trait KvClient: Send {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error>;
     /// Deletes `key`; returns whether it existed.
     fn delete(&mut self, key: &[u8]) -> Result<bool, Error>;
+    /// The entries with `from <= key < to`, at most `limit`, in key order,
+    /// as of one instant ([`Request::Scan`]): the optional capability of an
+    /// ordered store. The default refuses it ([`Error::Unsupported`]).
+    fn scan(&mut self, from: &[u8], to: Option<&[u8]>, limit: usize) -> Result<Entries, Error> {
+        let _ = (from, to, limit);
+        Err(Error::Unsupported("scan"))
+    }
+    /// Whether [`KvClient::scan`] is offered.
+    fn has_scans(&self) -> bool {
+        false
+    }
+    /// Runs one operation of the shared vocabulary.
+    fn call(&mut self, req: KvRequest<'_>) -> Result<Response, Error> {
+        match req {
+            Request::Get(k) => self.get(k).map(Response::Get),
+            Request::Put(k, v) => self.put(k, v).map(Response::Put),
+            Request::Delete(k) => self.delete(k).map(Response::Delete),
+            Request::Scan { from, to, limit } => self.scan(from, to, limit).map(Response::Scan),
+        }
+    }
     /// Fabric work of the last call (all its attempts).
     fn last_stats(&self) -> OpStats;
     /// Cache hits so far, for systems with a client cache (0 otherwise).
@@ -103,5 +160,68 @@ impl<E: Endpoint> KvClient for Client<E> {
     }
     fn cache_hits(&self) -> u64 {
         self.state().cache.hit_miss().0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A map in memory, as a client of a store without scans.
+    #[derive(Default)]
+    struct MapClient(BTreeMap<Vec<u8>, Vec<u8>>);
+
+    impl KvClient for MapClient {
+        fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+            Ok(self.0.get(key).cloned())
+        }
+        fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
+            Ok(self.0.insert(key.to_vec(), value.to_vec()).is_some())
+        }
+        fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
+            Ok(self.0.remove(key).is_some())
+        }
+        fn last_stats(&self) -> OpStats {
+            OpStats::default()
+        }
+    }
+
+    #[test]
+    fn one_operation_owned_or_borrowed() {
+        let scan = Request::Scan {
+            from: b"a".to_vec(),
+            to: Some(b"c".to_vec()),
+            limit: 2,
+        };
+        let put = Request::Put(b"k".to_vec(), b"v".to_vec());
+        for r in [&scan, &put, &Request::Get(b"k".to_vec())] {
+            assert_eq!(&r.borrowed().owned(), r);
+            assert_eq!(r.borrowed().key(), r.key());
+        }
+        assert_eq!(scan.key(), b"a");
+        assert_eq!(scan.name(), "scan");
+        assert!(put.is_write() && !scan.is_write());
+    }
+
+    #[test]
+    fn a_client_without_scans_refuses_one_and_runs_the_rest() {
+        let mut c = MapClient::default();
+        assert!(!c.has_scans());
+        assert_eq!(c.call(Request::Put(b"k", b"v")), Ok(Response::Put(false)));
+        assert_eq!(
+            c.call(Request::Get(b"k")),
+            Ok(Response::Get(Some(b"v".to_vec())))
+        );
+        assert_eq!(
+            c.call(Request::Scan {
+                from: b"a",
+                to: None,
+                limit: 1
+            }),
+            Err(Error::Unsupported("scan"))
+        );
+        assert_eq!(c.call(Request::Delete(b"k")), Ok(Response::Delete(true)));
+        assert_eq!(c.call(Request::Get(b"k")), Ok(Response::Get(None)));
     }
 }

@@ -49,7 +49,7 @@ pub use client::Client;
 pub use config::{Config, MigrateSearch, RetryPolicy};
 pub use error::{ConfigError, Error, Outcome};
 pub use faults::{Faults, UnknownFault};
-pub use kv::{KvClient, KvRequest, Request, Response};
+pub use kv::{Entries, KvClient, KvRequest, Request, Response};
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};
 pub use machine::{ClientState, DeleteMachine, GetMachine, Machine, Poll, PutMachine};
 pub use stats::OpStats;

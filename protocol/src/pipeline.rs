@@ -76,6 +76,9 @@ pub enum RequestMachine {
     Get(GetMachine),
     /// A PUT (`false`) or DELETE (`true`).
     Write(PutMachine, bool),
+    /// A range scan, which Nessie's hash index does not offer: refused with
+    /// [`Error::Unsupported`] at the first poll, having posted nothing.
+    Refused,
 }
 
 impl RequestMachine {
@@ -85,6 +88,7 @@ impl RequestMachine {
             Request::Get(k) => RequestMachine::Get(GetMachine::get(k)),
             Request::Put(k, v) => RequestMachine::Write(PutMachine::put(k, v), false),
             Request::Delete(k) => RequestMachine::Write(PutMachine::delete(k), true),
+            Request::Scan { .. } => RequestMachine::Refused,
         }
     }
 }
@@ -105,6 +109,7 @@ impl Machine for RequestMachine {
                 Poll::Done(r) if *delete => Poll::Done(r.map(Response::Delete)),
                 Poll::Done(r) => Poll::Done(r.map(Response::Put)),
             },
+            RequestMachine::Refused => Poll::Done(Err(Error::Unsupported("scan"))),
         }
     }
 
@@ -112,6 +117,7 @@ impl Machine for RequestMachine {
         match self {
             RequestMachine::Get(m) => m.complete(c),
             RequestMachine::Write(m, _) => m.complete(c),
+            RequestMachine::Refused => {}
         }
     }
 
@@ -119,6 +125,7 @@ impl Machine for RequestMachine {
         match self {
             RequestMachine::Get(m) => m.stats(),
             RequestMachine::Write(m, _) => m.stats(),
+            RequestMachine::Refused => OpStats::default(),
         }
     }
 
@@ -126,6 +133,7 @@ impl Machine for RequestMachine {
         match self {
             RequestMachine::Get(m) => m.poll_timeout(st),
             RequestMachine::Write(m, _) => m.poll_timeout(st),
+            RequestMachine::Refused => None,
         }
     }
 }
@@ -582,5 +590,33 @@ mod tests {
         assert_eq!(r[0], Ok(Response::Put(false)));
         assert!(matches!(r[1], Err(Error::OutcomeUnknown(_))), "{:?}", r[1]);
         assert_eq!(Outcome::of(&r[1]), Outcome::Unknown);
+    }
+
+    /// Nessie's hash index has no order: a range scan is refused at the
+    /// first poll, having posted nothing (so it committed nothing), and the
+    /// refusal is not retried.
+    #[test]
+    fn a_scan_is_refused_before_anything_is_posted() {
+        let cfg = Arc::new(crate::config::Config::default());
+        let id = ClientId {
+            node: NodeId(0),
+            index: 0,
+        };
+        let mut st = ClientState::new(cfg, id).unwrap();
+        let mut m = RequestMachine::new(&Request::Scan {
+            from: b"a".to_vec(),
+            to: None,
+            limit: 3,
+        });
+        assert_eq!(m.poll_timeout(&st), None);
+        match m.poll(&mut st, Nanos(1_000_000_000)) {
+            Poll::Done(Err(e)) => {
+                assert_eq!(e, Error::Unsupported("scan"));
+                assert_eq!(e.outcome(), Outcome::NotCommitted);
+                assert!(!e.is_retryable());
+            }
+            other => panic!("a scan must be refused at once, got {other:?}"),
+        }
+        assert_eq!(m.stats(), OpStats::default());
     }
 }

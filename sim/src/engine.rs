@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use nessie_baselines::retry::{Jitter, RetryBudget};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
-use nessie_check::{Event, KvOp, KvRet};
+use nessie_check::{ret_of, Event, Failure, Ret};
 use nessie_protocol::client::retries;
 use nessie_protocol::layout::StateWord;
 use nessie_protocol::pipeline::RequestMachine;
@@ -71,9 +71,10 @@ pub fn stamp_ns(stamp: u64) -> u64 {
 pub(crate) const EPOCH: u64 = 1_000_000_000;
 
 pub(crate) struct CurrentOp {
-    pub(crate) kind: Kind,
+    /// The operation, its key and value as bytes.
+    pub(crate) request: Request,
+    /// Its key's number.
     pub(crate) key: u64,
-    pub(crate) value: Vec<u8>,
     pub(crate) started: u64,
     /// The history's stamp of the invocation ([`Engine::stamp`]).
     invoked: u64,
@@ -89,12 +90,12 @@ pub(crate) struct CurrentOp {
     pub(crate) budget: Option<RetryBudget>,
     /// An operation of the preload of a server-driven system (not measured).
     pub(crate) preload: bool,
-    /// A finished scan's entries.
-    pub(crate) scanned: Option<nessie_cell::Entries>,
 }
 
+/// What the workload (or the final sweep) drew for an operation, by key
+/// number, before its bytes: [`Draw::request`] makes it the operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum Draw {
     Get,
     Put,
     Delete,
@@ -104,6 +105,24 @@ pub(crate) enum Kind {
         to: u64,
         limit: usize,
     },
+}
+
+impl Draw {
+    /// The operation on key number `key` (keys of `key_size` bytes), a PUT
+    /// storing `value`.
+    fn request(self, key: u64, value: Vec<u8>, key_size: u32) -> Request {
+        let k = key_of(key, key_size);
+        match self {
+            Draw::Get => Request::Get(k),
+            Draw::Put => Request::Put(k, value),
+            Draw::Delete => Request::Delete(k),
+            Draw::Scan { to, limit } => Request::Scan {
+                from: k,
+                to: Some(key_of(to, key_size)),
+                limit,
+            },
+        }
+    }
 }
 
 /// A client's machine of the operation in flight.
@@ -294,7 +313,7 @@ pub(crate) struct Engine {
     stuck: u64,
     /// The final sweep's operations still to run (last first) and whether
     /// it has started.
-    sweep: Vec<(u64, Kind)>,
+    sweep: Vec<(u64, Draw)>,
     sweeping: bool,
     sweep_failures: Vec<String>,
     /// Virtual time of the last event processed.
@@ -314,7 +333,7 @@ pub(crate) struct Engine {
     /// Cell's range scans that ended (counted apart from recording).
     completed_scans: u64,
     /// The scans' history (Cell's range-aware checker's vocabulary).
-    scans: Vec<nessie_check::ordered::Event>,
+    scans: Vec<Event>,
     pub(crate) dice: Dice,
     /// The dice of the rare fates ([`Dice::rare_fate`]) and of a duplicate's
     /// landing, a stream apart from [`Engine::dice`].
@@ -697,15 +716,16 @@ impl Engine {
             if let Some(op) = self.clients[c].op.take() {
                 if op.sweep {
                     self.sweep_failures.push(format!(
-                        "{:?} of key {} by a lone client after the faults stopped never finished",
-                        op.kind, op.key
+                        "{} of key {} by a lone client after the faults stopped never finished",
+                        op.request.name(),
+                        op.key
                     ));
                 }
                 self.stuck += 1;
                 self.unknown += 1;
                 self.failures += 1;
                 self.stats += op.stats;
-                self.record(c, &op, KvRet::Unknown, self.horizon);
+                self.record(c, &op, Err(Failure::Unknown), self.horizon);
             }
         }
     }
@@ -760,8 +780,8 @@ impl Engine {
         }
         self.link_failures.clear();
         for k in (0..self.spec.keys).rev() {
-            self.sweep.push((k, Kind::Get));
-            self.sweep.push((k, Kind::Put));
+            self.sweep.push((k, Draw::Get));
+            self.sweep.push((k, Draw::Put));
         }
         self.resume_workers(now);
         self.detect_all_failures(now);
@@ -898,9 +918,8 @@ impl Engine {
                 let response = self.stamp(0);
                 self.history.push(Event {
                     client: (k % n) as usize,
-                    key: key_of(k, self.spec.key_size),
-                    op: KvOp::Put(value.clone()),
-                    ret: KvRet::Put(false),
+                    request: Request::Put(key_of(k, self.spec.key_size), value.clone()),
+                    ret: Ok(Response::Put(false)),
                     invoke,
                     response,
                 });
@@ -914,7 +933,7 @@ impl Engine {
             // A server-driven system's preload: each client PUTs its share
             // of the keys, then waits for the measured workload.
             match self.clients[c].preload.pop() {
-                Some(k) => (k, Kind::Put, false),
+                Some(k) => (k, Draw::Put, false),
                 None => return false,
             }
         } else if now < self.end {
@@ -970,9 +989,9 @@ impl Engine {
             };
             let roll = xorshift64(&mut cl.rng) % 100;
             let kind = if roll < u64::from(spec.get_pct) {
-                Kind::Get
+                Draw::Get
             } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
-                Kind::Delete
+                Draw::Delete
             } else if spec.system == SystemKind::Cell
                 && roll < u64::from(spec.get_pct + spec.delete_pct + spec.scan_pct)
             {
@@ -980,12 +999,12 @@ impl Engine {
                 // that meet the limit and scans that end at their bound.
                 let span = 1 + xorshift64(&mut cl.rng) % 4;
                 let limit = 1 + (xorshift64(&mut cl.rng) % 3) as usize;
-                Kind::Scan {
+                Draw::Scan {
                     to: key + span,
                     limit,
                 }
             } else {
-                Kind::Put
+                Draw::Put
             };
             (key, kind, false)
         } else if self.sweeping && c == self.sweeper {
@@ -1005,6 +1024,7 @@ impl Engine {
             spec.value_size as usize,
         );
         self.next_value += 1;
+        let request = kind.request(key, value, spec.key_size);
         let preload = self.preloading > 0;
         let invoked = self.stamp(now);
         let cl = &mut self.clients[c];
@@ -1013,9 +1033,8 @@ impl Engine {
             .clone()
             .map(|j| RetryBudget::new(cl.clock(now), &self.cfg.retry, j));
         cl.op = Some(CurrentOp {
-            kind,
+            request,
             key,
-            value,
             started: now,
             invoked,
             attempt_started: None,
@@ -1025,14 +1044,12 @@ impl Engine {
             sweep,
             budget,
             preload,
-            scanned: None,
         });
         self.start_attempt(c);
         true
     }
 
     pub(crate) fn start_attempt(&mut self, c: usize) {
-        let ks = self.spec.key_size;
         let cl = &mut self.clients[c];
         let Some(op) = cl.op.as_mut() else {
             return;
@@ -1040,26 +1057,11 @@ impl Engine {
         op.attempts += 1;
         op.attempt_started = None;
         cl.commits.clear();
-        let key = key_of(op.key, ks);
         cl.round += 1;
         cl.outstanding = 0;
         cl.awaiting = None;
         cl.due = None;
-        let req = match op.kind {
-            Kind::Get => Request::Get(key),
-            Kind::Put => Request::Put(key, op.value.clone()),
-            Kind::Delete => Request::Delete(key),
-            Kind::Scan { to, limit } => {
-                if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.dir.as_ref()) {
-                    let to = key_of(to, ks);
-                    cl.machine = Some(ClientMachine::Kv(KvMachine::CellScan(
-                        cm.scan(key, Some(to), limit, 1),
-                        dir.clone(),
-                    )));
-                }
-                return;
-            }
-        };
+        let req = op.request.clone();
         if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.dir.as_ref()) {
             cl.machine = Some(ClientMachine::Kv(KvMachine::Cell(
                 cm.request(&req, 1),
@@ -1309,7 +1311,7 @@ impl Engine {
         };
         if op.preload {
             // Not measured; in the history all the same.
-            self.record(c, &op, KvRet::of(&r), now);
+            self.record(c, &op, ret_of(&r), now);
             if self.clients[c].preload.is_empty() {
                 self.preloading -= 1;
                 if self.preloading == 0 {
@@ -1322,8 +1324,9 @@ impl Engine {
         if let (true, Err(e)) = (op.sweep, &r) {
             if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
                 self.sweep_failures.push(format!(
-                    "{:?} of key {} by a lone client after the faults stopped: {e}",
-                    op.kind, op.key
+                    "{} of key {} by a lone client after the faults stopped: {e}",
+                    op.request.name(),
+                    op.key
                 ));
             }
         }
@@ -1331,8 +1334,8 @@ impl Engine {
         if !op.sweep {
             self.recycled_in_race += op.stats.recycled;
         }
-        let ret = KvRet::of(&r);
-        if ret == KvRet::Unknown && !matches!(op.kind, Kind::Scan { .. }) {
+        let ret = ret_of(&r);
+        if ret == Err(Failure::Unknown) && !matches!(op.request, Request::Scan { .. }) {
             self.unknown += 1;
         }
         if let Err(Error::Corrupt(m)) = &r {
@@ -1347,11 +1350,11 @@ impl Engine {
             self.client_busy_ns += now.min(self.end).saturating_sub(from);
         }
         match r {
-            Ok(_) => match op.kind {
-                Kind::Get => self.get_lat.push(now - op.started),
-                Kind::Put => self.put_lat.push(now - op.started),
-                Kind::Delete => self.deletes += 1,
-                Kind::Scan { .. } => {}
+            Ok(_) => match op.request {
+                Request::Get(_) => self.get_lat.push(now - op.started),
+                Request::Put(..) => self.put_lat.push(now - op.started),
+                Request::Delete(_) => self.deletes += 1,
+                Request::Scan { .. } => {}
             },
             Err(_) => self.failures += 1,
         }
@@ -1370,51 +1373,33 @@ impl Engine {
         self.last_stamp
     }
 
-    fn record(&mut self, c: usize, op: &CurrentOp, ret: KvRet, now: u64) {
-        if let Kind::Scan { to, limit } = op.kind {
-            // Scans go to a history of their own, for Cell's range-aware
-            // checker (the per-key one has no scans).
+    /// Records client `c`'s finished operation `op` with `ret`: a scan in
+    /// the history of scans, for Cell's range-aware checker (the per-key
+    /// one has no scans), every other operation in the history.
+    fn record(&mut self, c: usize, op: &CurrentOp, ret: Ret, now: u64) {
+        let scan = matches!(op.request, Request::Scan { .. });
+        if scan {
             self.completed_scans += 1;
-            if !self.spec.record_history {
-                return;
-            }
-            let response = self.stamp(now);
-            let ks = self.spec.key_size;
-            self.scans.push(nessie_check::ordered::Event {
-                client: c,
-                call: nessie_check::ordered::Call::Scan {
-                    from: key_of(op.key, ks),
-                    to: Some(key_of(to, ks)),
-                    limit,
-                },
-                ret: match (&op.scanned, ret) {
-                    (Some(got), KvRet::Get(_)) => nessie_check::ordered::Ret::Scan(got.clone()),
-                    _ => nessie_check::ordered::Ret::Unknown,
-                },
-                invoke: op.invoked,
-                response,
-            });
-            return;
+        } else {
+            self.completed_ops += 1;
         }
-        self.completed_ops += 1;
         if !self.spec.record_history {
             return;
         }
         let response = self.stamp(now);
-        self.history_stats.push(op.stats);
-        self.history.push(Event {
+        let event = Event {
             client: c,
-            key: key_of(op.key, self.spec.key_size),
-            op: match op.kind {
-                Kind::Get => KvOp::Get,
-                Kind::Put => KvOp::Put(op.value.clone()),
-                Kind::Delete => KvOp::Delete,
-                Kind::Scan { .. } => return, // recorded above
-            },
+            request: op.request.clone(),
             ret,
             invoke: op.invoked,
             response,
-        });
+        };
+        if scan {
+            self.scans.push(event);
+        } else {
+            self.history_stats.push(op.stats);
+            self.history.push(event);
+        }
     }
 
     /// Client `c`'s running attempt is gone (a crash, or given up at the
@@ -1448,7 +1433,7 @@ impl Engine {
             self.stats += op.stats;
             self.unknown += 1;
             self.failures += 1;
-            self.record(c, &op, KvRet::Unknown, now);
+            self.record(c, &op, Err(Failure::Unknown), now);
         }
         let after = self.spec.chaos.restart_after_ns.max(self.margin_ns() + 1);
         self.schedule(now + after, Ev::Restart(c));

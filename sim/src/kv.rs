@@ -171,12 +171,6 @@ impl Engine {
                 }
             }
             Ok(KvDone::Cell(resp)) => self.complete_op(c, Ok(resp), now),
-            Ok(KvDone::CellScan(entries)) => {
-                // A scan's entries ride on its operation; its success is
-                // recorded as a read's.
-                op.scanned = Some(entries);
-                self.complete_op(c, Ok(nessie_protocol::Response::Get(None)), now);
-            }
             Err(e) => self.complete_op(c, Err(e), now),
         }
     }

@@ -515,7 +515,7 @@ pub struct SimReport {
     /// swarm checks them with the rest of the history by Cell's range-aware
     /// checker.
     #[serde(skip)]
-    pub scans: Vec<nessie_check::ordered::Event>,
+    pub scans: Vec<nessie_check::Event>,
     /// Data table entries that Nessie's allocators recycled (written before,
     /// marked, expired, taken back) during the workload, while clients
     /// raced: what the expiration period and the recycle marks protect. For

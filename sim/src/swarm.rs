@@ -25,7 +25,7 @@
 use serde::{Deserialize, Serialize};
 
 use nessie_baselines::HyOptions;
-use nessie_protocol::Faults;
+use nessie_protocol::{Faults, Request, Response};
 
 use crate::audit::DteAudit;
 use crate::chaos::{Chaos, Dice};
@@ -511,24 +511,28 @@ impl SwarmCase {
 /// can check of a scan. A scan that returned its limit covers the keys up
 /// to its last entry, one that returned fewer its whole range.
 fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
-    use nessie_check::ordered::{Call, Ret};
-    let keys: std::collections::BTreeSet<&Vec<u8>> =
-        report.history.iter().map(|e| &e.key).collect();
+    let keys: std::collections::BTreeSet<&[u8]> = report
+        .history
+        .iter()
+        .map(nessie_check::Event::key)
+        .collect();
     let base = report.history.iter().map(|e| e.client).max().unwrap_or(0)
         + report.scans.iter().map(|e| e.client).max().unwrap_or(0)
         + 1;
     let mut reads = Vec::new();
     for scan in &report.scans {
-        let (Call::Scan { from, to, limit }, Ret::Scan(got)) = (&scan.call, &scan.ret) else {
+        let (Request::Scan { from, to, limit }, Ok(Response::Scan(got))) =
+            (&scan.request, &scan.ret)
+        else {
             continue;
         };
         let last = (got.len() >= *limit)
             .then(|| got.last().map(|(k, _)| k))
             .flatten();
-        for &k in keys.range(from.clone()..) {
+        for &k in keys.range::<&[u8], _>(from.as_slice()..) {
             let beyond = match (last, to) {
-                (Some(l), _) => k > l,
-                (None, Some(t)) => k >= t,
+                (Some(l), _) => k > l.as_slice(),
+                (None, Some(t)) => k >= t.as_slice(),
                 (None, None) => false,
             };
             if beyond {
@@ -537,9 +541,8 @@ fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
             let value = got.iter().find(|(g, _)| g == k).map(|(_, v)| v.clone());
             reads.push(nessie_check::Event {
                 client: base + reads.len(),
-                key: k.clone(),
-                op: nessie_check::KvOp::Get,
-                ret: nessie_check::KvRet::Get(value),
+                request: Request::Get(k.to_vec()),
+                ret: Ok(Response::Get(value)),
                 invoke: scan.invoke,
                 response: scan.response,
             });
@@ -551,37 +554,11 @@ fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
 /// The range-aware check of a run with range scans whose per-key check
 /// passed: the whole history, scans included, through Cell's checker (a
 /// scan ties the keys it covers together). Writes reported as not
-/// committed are left out, as the per-key checker leaves them out; a read
-/// that failed says nothing. `Ok(true)`: linearizable; `Ok(false)`: the
+/// committed are left out by it, as by the per-key checker; a read that
+/// failed says nothing. `Ok(true)`: linearizable; `Ok(false)`: the
 /// search gave up within its step budget.
 fn range_check(report: &SimReport) -> Result<bool, String> {
-    use nessie_check::ordered::{Call, Event as CellEvent, Ret};
-    let mut events: Vec<CellEvent> = report
-        .history
-        .iter()
-        .filter_map(|e| {
-            let call = match &e.op {
-                nessie_check::KvOp::Get => Call::Get(e.key.clone()),
-                nessie_check::KvOp::Put(v) => Call::Put(e.key.clone(), v.clone()),
-                nessie_check::KvOp::Delete => Call::Delete(e.key.clone()),
-            };
-            let ret = match &e.ret {
-                nessie_check::KvRet::Get(v) => Ret::Get(v.clone()),
-                nessie_check::KvRet::Put(b) => Ret::Put(*b),
-                nessie_check::KvRet::Delete(b) => Ret::Delete(*b),
-                nessie_check::KvRet::Unknown => Ret::Unknown,
-                // Took no effect (Cell never answers "full").
-                nessie_check::KvRet::NotCommitted | nessie_check::KvRet::Full => return None,
-            };
-            Some(CellEvent {
-                client: e.client,
-                call,
-                ret,
-                invoke: e.invoke,
-                response: e.response,
-            })
-        })
-        .collect();
+    let mut events = report.history.clone();
     events.extend(report.scans.iter().cloned());
     match nessie_check::ordered::check(&events, RANGE_CHECK_STEPS) {
         Ok(_) => Ok(true),

@@ -32,7 +32,6 @@ use nessie_exec::mailbox::MailboxLayout;
 use nessie_exec::rpc::RpcClient;
 use nessie_exec::server::{Handler, Worker, WorkerCounters};
 use nessie_exec::watch::SlotWatch;
-use nessie_protocol::KvRequest;
 use nessie_protocol::Request;
 use nessie_protocol::{Config, Error, Nanos, NodeId, Topology, WorkRequest};
 
@@ -65,19 +64,17 @@ pub(crate) enum Actor {
 pub(crate) enum KvDone {
     /// An attempt of a baseline: the core, the operation's budget, the outcome.
     Attempt(Box<(AnyCore, RetryBudget, Attempt)>),
-    /// A Cell operation's response (all its attempts done).
+    /// A Cell operation's response, a range scan's entries among them (all
+    /// its attempts done).
     Cell(Response),
-    /// A Cell range scan's entries.
-    CellScan(nessie_cell::Entries),
 }
 
 /// A client machine of a system other than Nessie.
 pub(crate) enum KvMachine {
     Attempt(Machine<KvDone, Plain>),
-    /// A Cell operation, and the directory its snapshots come from.
+    /// A Cell operation (a range scan among them), and the directory its
+    /// snapshots come from.
     Cell(Machine<Response, CellExt>, Arc<Directory>),
-    /// A Cell range scan, likewise.
-    CellScan(Machine<nessie_cell::Entries, CellExt>, Arc<Directory>),
 }
 
 impl KvMachine {
@@ -95,7 +92,7 @@ impl KvMachine {
             io.set_limit(limit);
             io.count(|s| s.attempts = 1);
             let (mut core, mut budget) = (core, budget);
-            let a = core.attempt(&io, KvRequest::of(&req), &mut budget).await;
+            let a = core.attempt(&io, req.borrowed(), &mut budget).await;
             Ok(KvDone::Attempt(Box::new((core, budget, a))))
         }))
     }
@@ -104,7 +101,6 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.complete(c),
             KvMachine::Cell(m, _) => m.complete(c),
-            KvMachine::CellScan(m, _) => m.complete(c),
         }
     }
 
@@ -112,7 +108,6 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.stats(),
             KvMachine::Cell(m, _) => m.stats(),
-            KvMachine::CellScan(m, _) => m.stats(),
         }
     }
 
@@ -122,7 +117,6 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.exec().deadline(),
             KvMachine::Cell(m, _) => m.exec().deadline(),
-            KvMachine::CellScan(m, _) => m.exec().deadline(),
         }
     }
 
@@ -131,7 +125,6 @@ impl KvMachine {
         match self {
             KvMachine::Attempt(m) => m.resolve(r.resolution()),
             KvMachine::Cell(m, _) => m.resolve(r.resolution()),
-            KvMachine::CellScan(m, _) => m.resolve(r.resolution()),
         }
     }
 }
@@ -228,7 +221,6 @@ pub(crate) fn poll_kv(m: &mut KvMachine, now: Nanos) -> Stepped<KvDone> {
     match m {
         KvMachine::Attempt(m) => step(m, now, &mut |e| match e {}),
         KvMachine::Cell(m, dir) => poll_cell(m, dir, now, KvDone::Cell),
-        KvMachine::CellScan(m, dir) => poll_cell(m, dir, now, KvDone::CellScan),
     }
 }
 

@@ -221,7 +221,7 @@ fn a_search_from_seed_zero_stops_at_the_pinned_seed() {
 /// fails the case; the recorded scans as they were pass.
 #[test]
 fn a_value_planted_in_a_recorded_scan_fails_the_case() {
-    use nessie_check::ordered::Ret;
+    use nessie_protocol::Response;
     let seed = (0..50)
         .find(|&s| SwarmCase::for_system(s, SystemKind::Cell).scan_pct > 0)
         .unwrap();
@@ -233,9 +233,9 @@ fn a_value_planted_in_a_recorded_scan_fails_the_case() {
     let scan = report
         .scans
         .iter_mut()
-        .find(|e| matches!(&e.ret, Ret::Scan(got) if !got.is_empty()))
+        .find(|e| matches!(&e.ret, Ok(Response::Scan(got)) if !got.is_empty()))
         .expect("a scan that returned entries");
-    if let Ret::Scan(got) = &mut scan.ret {
+    if let Ok(Response::Scan(got)) = &mut scan.ret {
         got[0].1 = b"a value no PUT wrote".to_vec();
     }
     let verdict = nessie_sim::verdict_of(&report);

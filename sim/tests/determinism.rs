@@ -236,7 +236,7 @@ fn reusing_entries_before_they_expire_is_caught_in_the_simulated_history() {
 fn hottest_share(r: &nessie_sim::SimReport) -> f64 {
     let mut counts = std::collections::HashMap::new();
     for e in &r.history {
-        *counts.entry(e.key.clone()).or_insert(0u64) += 1;
+        *counts.entry(e.key().to_vec()).or_insert(0u64) += 1;
     }
     let max = counts.values().copied().max().unwrap_or(0);
     max as f64 / r.history.len().max(1) as f64
@@ -314,7 +314,8 @@ fn open_loop_arrivals_leave_client_threads_idle_between_operations() {
 /// gave every key one value: the same wrong read passed.
 #[test]
 fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
-    use nessie_check::{check_history, KvOp, KvRet};
+    use nessie_check::check_history;
+    use nessie_protocol::{Request, Response};
     use std::collections::{HashMap, HashSet};
     let _limit = time_limit(
         "every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows",
@@ -335,8 +336,8 @@ fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
     let puts: Vec<&Vec<u8>> = r
         .history
         .iter()
-        .filter_map(|e| match &e.op {
-            KvOp::Put(v) => Some(v),
+        .filter_map(|e| match &e.request {
+            Request::Put(_, v) => Some(v),
             _ => None,
         })
         .collect();
@@ -350,8 +351,8 @@ fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
         .history
         .iter()
         .filter(|e| e.invoke < 2 * keys)
-        .filter_map(|e| match &e.op {
-            KvOp::Put(v) => Some((e.key.clone(), v.clone())),
+        .filter_map(|e| match &e.request {
+            Request::Put(k, v) => Some((k.clone(), v.clone())),
             _ => None,
         })
         .collect();
@@ -361,15 +362,17 @@ fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
     let i = r
         .history
         .iter()
-        .position(|e| matches!(&e.ret, KvRet::Get(Some(v)) if preload.get(&e.key) == Some(v)))
+        .position(
+            |e| matches!(&e.ret, Ok(Response::Get(Some(v))) if preload.get(e.key()) == Some(v)),
+        )
         .expect("a GET of a preloaded value");
     let other = preload
         .iter()
-        .find(|(k, _)| **k != r.history[i].key)
+        .find(|(k, _)| k.as_slice() != r.history[i].key())
         .map(|(_, v)| v.clone())
         .unwrap();
     let mut wrong = r.history.clone();
-    wrong[i].ret = KvRet::Get(Some(other));
+    wrong[i].ret = Ok(Response::Get(Some(other)));
     let e = check_history(&wrong, 50_000_000).expect_err("the wrong entry is caught");
     assert!(e.is_violation(), "{e}");
     // The old preload, one value for every key: the same wrong read passes.
@@ -381,10 +384,10 @@ fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
     };
     let mut old_wrong = wrong.clone();
     for e in &mut old_wrong {
-        if let KvOp::Put(v) = &mut e.op {
+        if let Request::Put(_, v) = &mut e.request {
             old(v);
         }
-        if let KvRet::Get(Some(v)) = &mut e.ret {
+        if let Ok(Response::Get(Some(v))) = &mut e.ret {
             old(v);
         }
     }

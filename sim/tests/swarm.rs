@@ -393,19 +393,21 @@ fn a_truncated_or_unrecorded_history_fails_the_case() {
 /// the planted read (with equal stamps it was taken for concurrent).
 #[test]
 fn a_stale_read_planted_at_a_tie_in_a_recorded_history_is_rejected() {
-    use nessie_check::{KvOp, KvRet};
+    use nessie_protocol::{Request, Response};
     let run = SwarmCase::from_seed(7).run(Faults::default()).unwrap();
     let mut h = run.report.history;
     // The sweep's last PUT: a lone client, nothing concurrent.
     let at = (0..h.len())
-        .rfind(|&i| matches!(h[i].ret, KvRet::Put(_)) && h[i].client == h[h.len() - 1].client)
+        .rfind(|&i| {
+            matches!(h[i].ret, Ok(Response::Put(_))) && h[i].client == h[h.len() - 1].client
+        })
         .expect("the sweep's client wrote");
     let put = h[at].clone();
     // A GET of the PUT's key by the same client, invoked at the very stamp
     // the PUT returned, that still finds the key absent.
     let stale = nessie_check::Event {
-        op: KvOp::Get,
-        ret: KvRet::Get(None),
+        request: Request::Get(put.key().to_vec()),
+        ret: Ok(Response::Get(None)),
         invoke: put.response,
         response: put.response,
         ..put.clone()

@@ -12,14 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_cell::{CellClient, CellConfig, CellNode, TreeShape};
-use nessie_check::ordered::{Call, Event, Ret};
 use nessie_protocol::{ClientId, Config, Fabric, NodeId};
 
 use crate::node::{region_check, SystemError};
-use nessie_workload::{
-    Blocking, HistoryOp, HistoryRecord, HistoryRet, ServerLoad, Worker, WorkloadReport,
-    WorkloadSpec,
-};
+use nessie_workload::{Blocking, ServerLoad, Worker, WorkloadReport, WorkloadSpec};
 
 /// Cell's shape beyond the cluster's store: what every node must be given
 /// alike (it sizes the regions, and enters the fingerprint).
@@ -137,37 +133,6 @@ pub fn tree_line(node: &CellNode) -> String {
     )
 }
 
-/// A recorded operation as Cell's range-aware checker
-/// (`nessie_check::ordered`) takes it: a failed one as `Ret::Unknown` (the
-/// checker drops failed reads and lets a failed write take effect or not;
-/// leave out failures that committed nothing, `HistoryRecord::
-/// committed_nothing`, before calling this: Cell's checker has no
-/// not-committed outcome).
-pub fn cell_event(h: &HistoryRecord) -> Event {
-    Event {
-        client: h.client as usize,
-        call: match &h.op {
-            HistoryOp::Get => Call::Get(h.key.clone()),
-            HistoryOp::Put(v) => Call::Put(h.key.clone(), v.clone()),
-            HistoryOp::Delete => Call::Delete(h.key.clone()),
-            HistoryOp::Scan(n) => Call::Scan {
-                from: h.key.clone(),
-                to: None,
-                limit: *n as usize,
-            },
-        },
-        ret: match (&h.op, &h.ret) {
-            (_, HistoryRet::Failed(..)) => Ret::Unknown,
-            (_, HistoryRet::Get(v)) => Ret::Get(v.clone()),
-            (HistoryOp::Put(_), HistoryRet::Existed(e)) => Ret::Put(*e),
-            (_, HistoryRet::Existed(e)) => Ret::Delete(*e),
-            (_, HistoryRet::Entries(es)) => Ret::Scan(es.clone()),
-        },
-        invoke: h.invoke,
-        response: h.response,
-    }
-}
-
 /// Runs `spec` with `spec.clients` Cell clients on `node` of `fabric`
 /// (client ids `node.0` to `node.(clients-1)`), each a client thread of
 /// [`nessie_workload::run_workers`]. Every node's Cell server must be running (in
@@ -192,7 +157,7 @@ where
         let client = CellClient::over_fabric(cfg.clone(), id, ep)?;
         workers.push(Worker {
             id,
-            issuer: Blocking::new(client),
+            issuer: Blocking::new(Box::new(client)),
         });
     }
     Ok(nessie_workload::run_workers(
@@ -209,8 +174,11 @@ mod tests {
 
     use super::*;
     use nessie_check::ordered::check;
+    use nessie_check::Event;
     use nessie_fabric_sim::{SimConfig, SimFabric};
+    use nessie_protocol::Response;
     use nessie_workload::testing::spec;
+    use nessie_workload::HistoryRecord;
 
     fn cfg() -> Arc<CellConfig> {
         let store = Config {
@@ -288,21 +256,17 @@ mod tests {
         assert!(r.kinds[3].ops > 0 && r.kinds[3].failures == 0, "{r}");
         assert!(r.to_string().contains("SCAN"), "{r}");
         assert!(r.server_requests > 0);
-        let failed: Vec<&HistoryRecord> = r
-            .history
-            .iter()
-            .filter(|h| matches!(h.ret, HistoryRet::Failed(..)))
-            .collect();
+        let failed: Vec<&HistoryRecord> = r.history.iter().filter(|h| h.ret.is_err()).collect();
         assert!(failed.is_empty(), "a healthy cluster failed: {failed:?}");
-        let events: Vec<Event> = r.history.iter().map(cell_event).collect();
+        let events: Vec<Event> = r.history.iter().map(HistoryRecord::event).collect();
         check(&events, 20_000_000).expect("linearizable");
         // Teeth: a scan returning a value no one wrote.
         let mut broken = events.clone();
         let scan = broken
             .iter_mut()
-            .find(|e| matches!(&e.ret, Ret::Scan(es) if !es.is_empty()))
+            .find(|e| matches!(&e.ret, Ok(Response::Scan(es)) if !es.is_empty()))
             .expect("a scan returned entries");
-        if let Ret::Scan(es) = &mut scan.ret {
+        if let Ok(Response::Scan(es)) = &mut scan.ret {
             es[0].1 = b"never written".to_vec();
         }
         assert!(check(&broken, 20_000_000).is_err());

@@ -221,7 +221,7 @@ mod workload_tests {
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_protocol::Config;
     use nessie_workload::testing::spec;
-    use nessie_workload::{Announcer, HistoryRecord, HistoryRet, StartAt};
+    use nessie_workload::{Announcer, Failed, HistoryRecord, StartAt};
 
     fn unix_ns(t: SystemTime) -> u64 {
         t.duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
@@ -473,30 +473,24 @@ mod workload_tests {
             assert!(h.client == 1000 || h.client == 1001);
         }
         let failed = HistoryRecord {
-            ret: HistoryRet::failed(&nessie_protocol::Error::Unreachable(NodeId(2))),
-            key: Vec::new(),
+            ret: Err(Failed::of(&nessie_protocol::Error::Unreachable(NodeId(2)))),
+            request: nessie_protocol::Request::Get(Vec::new()),
             ..r.history[0].clone()
         };
         assert_eq!(HistoryRecord::parse_line(&failed.to_line()), Some(failed));
         // A healthy simulated cluster fails nothing: every record is an answer.
-        use nessie_check::{check_history, Event, KvRet};
-        assert!(r
-            .history
-            .iter()
-            .all(|h| !matches!(h.ret, HistoryRet::Failed(..))));
-        let events: Vec<Event> = r
-            .history
-            .iter()
-            .map(|h| h.event().expect("no scans in this workload"))
-            .collect();
+        use nessie_check::{check_history, Event};
+        use nessie_protocol::Response;
+        assert!(r.history.iter().all(|h| h.ret.is_ok()));
+        let events: Vec<Event> = r.history.iter().map(HistoryRecord::event).collect();
         assert!(check_history(&events, 5_000_000).is_ok());
         // Teeth: a GET answering a value no one wrote is caught.
         let mut broken = events.clone();
         let get = broken
             .iter_mut()
-            .find(|e| matches!(e.ret, KvRet::Get(Some(_))))
+            .find(|e| matches!(e.ret, Ok(Response::Get(Some(_)))))
             .expect("some GET found a value");
-        get.ret = KvRet::Get(Some(b"never written".to_vec()));
+        get.ret = Ok(Response::Get(Some(b"never written".to_vec())));
         assert!(check_history(&broken, 5_000_000).is_err_and(|e| e.is_violation()));
     }
 }

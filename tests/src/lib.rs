@@ -12,13 +12,13 @@ pub use nessie_check::{time_limit, TimeLimit};
 use std::sync::Arc;
 use std::thread;
 
-use nessie_check::{check, unique_value, CheckConfig, Event, KvOp, KvRet, Recorder, Verdict};
+use nessie_check::{check, unique_value, CheckConfig, Event, Recorder, Verdict};
 use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::layout::DataEntryHeader;
 use nessie_protocol::rng::xorshift64;
 use nessie_protocol::{
-    Client, ClientId, ClientState, Config, Error, Fabric, Faults, IndexEntry, KvClient, NodeId,
-    OpStats, Region,
+    Client, ClientId, ClientState, Config, Error, Fabric, Faults, IndexEntry, KvClient, KvRequest,
+    NodeId, OpStats, Region, Response,
 };
 
 /// A simulated cluster: the fabric and the configuration its clients share.
@@ -137,18 +137,21 @@ impl SimCluster {
 }
 
 /// A recorded GET: an error recorded by what it promises
-/// ([`KvRet::of_error`]; a failed read is ignored by the checker).
+/// ([`nessie_check::Failure::of`]; a failed read is ignored by the checker).
 pub fn rec_get<C: KvClient + ?Sized>(
     r: &Recorder,
     id: usize,
     c: &mut C,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, Error> {
-    r.record_result(id, key, KvOp::Get, || c.get(key), |v| KvRet::Get(v.clone()))
+    match r.call(id, c, KvRequest::Get(key))? {
+        Response::Get(v) => Ok(v),
+        other => Err(answered(other)),
+    }
 }
 
 /// A recorded PUT: an error recorded by what it promises
-/// ([`KvRet::of_error`]: only an unknown outcome may have taken effect).
+/// ([`nessie_check::Failure::of`]: only an unknown outcome may have taken effect).
 pub fn rec_put<C: KvClient + ?Sized>(
     r: &Recorder,
     id: usize,
@@ -156,30 +159,29 @@ pub fn rec_put<C: KvClient + ?Sized>(
     key: &[u8],
     value: &[u8],
 ) -> Result<bool, Error> {
-    r.record_result(
-        id,
-        key,
-        KvOp::Put(value.to_vec()),
-        || c.put(key, value),
-        |&e| KvRet::Put(e),
-    )
+    match r.call(id, c, KvRequest::Put(key, value))? {
+        Response::Put(e) => Ok(e),
+        other => Err(answered(other)),
+    }
 }
 
 /// A recorded DELETE: an error recorded by what it promises
-/// ([`KvRet::of_error`]).
+/// ([`nessie_check::Failure::of`]).
 pub fn rec_delete<C: KvClient + ?Sized>(
     r: &Recorder,
     id: usize,
     c: &mut C,
     key: &[u8],
 ) -> Result<bool, Error> {
-    r.record_result(
-        id,
-        key,
-        KvOp::Delete,
-        || c.delete(key),
-        |&e| KvRet::Delete(e),
-    )
+    match r.call(id, c, KvRequest::Delete(key))? {
+        Response::Delete(e) => Ok(e),
+        other => Err(answered(other)),
+    }
+}
+
+/// A client answered an operation with another operation's response.
+fn answered(r: Response) -> Error {
+    Error::Corrupt(format!("answered with {r:?}"))
 }
 
 /// The value size of [`Workload::new`]: room for a unique tag

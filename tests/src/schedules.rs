@@ -126,7 +126,7 @@ pub fn run(s: &Scenario) {
         for e in ev {
             eprintln!(
                 "DBG {} [{}..{}] {:?} -> {:?}",
-                e.client, e.invoke, e.response, e.op, e.ret
+                e.client, e.invoke, e.response, e.request, e.ret
             );
         }
     }

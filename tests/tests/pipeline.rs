@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Duration;
 
-use nessie_check::{unique_value, KvOp, KvRet, Recorder};
+use nessie_check::{ret_of, unique_value, Recorder};
 use nessie_fabric_sim::{Injection, SimEndpoint};
 use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline};
 use nessie_protocol::{Config, Error, Fabric, NodeId, TransportFault};
@@ -155,16 +155,16 @@ fn pipelined_histories_on_hot_keys_are_linearizable() {
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     let k = key((rng % 6) as usize);
-                    let (req, op) = match rng % 10 {
-                        0..=3 => (Request::Get(k.clone()), KvOp::Get),
+                    let req = match rng % 10 {
+                        0..=3 => Request::Get(k),
                         4..=8 => {
                             let v = unique_value(&k, u64::from(t), tag, 16);
-                            (Request::Put(k.clone(), v.clone()), KvOp::Put(v))
+                            Request::Put(k, v)
                         }
-                        _ => (Request::Delete(k.clone()), KvOp::Delete),
+                        _ => Request::Delete(k),
                     };
                     let slot = slots.free.pop().expect("a free slot below the window");
-                    slots.pending.insert(tag, (slot, k, op, rec.tick()));
+                    slots.pending.insert(tag, (slot, req.clone(), rec.tick()));
                     p.submit(tag, req);
                     while p.outstanding() >= WINDOW {
                         p.progress(&mut done, Duration::from_millis(1));
@@ -188,23 +188,22 @@ fn pipelined_histories_on_hot_keys_are_linearizable() {
 /// Operations a pipeline thread keeps in flight.
 const WINDOW: usize = 8;
 
-/// A pipeline thread's operations in flight, by tag: (slot, key, operation,
+/// A pipeline thread's operations in flight, by tag: (slot, operation,
 /// invocation time); and its free slots.
 struct Slots {
-    pending: HashMap<u64, (usize, Vec<u8>, KvOp, u64)>,
+    pending: HashMap<u64, (usize, Request, u64)>,
     free: Vec<usize>,
 }
 
 /// Records the finished operations of thread `t`, each as client `t x 100 +
-/// slot`, its result by [`KvRet::of`] (an error by what it promises).
+/// slot`, its result by [`ret_of`] (an error by what it promises).
 fn record(rec: &Recorder, t: u16, slots: &mut Slots, done: &mut Vec<Finished>) {
     for Finished { tag, result, .. } in done.drain(..) {
-        let (slot, key, op, invoke) = slots.pending.remove(&tag).expect("submitted");
+        let (slot, request, invoke) = slots.pending.remove(&tag).expect("submitted");
         rec.push(nessie_check::Event {
             client: usize::from(t) * 100 + slot,
-            key,
-            op,
-            ret: KvRet::of(&result),
+            request,
+            ret: ret_of(&result),
             invoke,
             response: rec.tick(),
         });

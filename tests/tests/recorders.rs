@@ -5,7 +5,7 @@
 //!
 //! - A client that answers `Conflict` (or `Timeout`) after its PUT
 //!   committed: errors other than `OutcomeUnknown` promise that nothing was
-//!   written, and the helpers now record them as such (`KvRet::of_error`);
+//!   written, and the helpers now record them as such (`Failure::of`);
 //!   recorded as unknown outcomes, as they were, the write read back was
 //!   excused.
 //! - A client whose GET reads another key's entry: every write now stores a
@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
-use nessie_check::{check_history, unique_value, Event, KvOp, KvRet, Recorder};
-use nessie_protocol::{Config, Error};
+use nessie_check::{check_history, unique_value, Event, Failure, Recorder};
+use nessie_protocol::{Config, Error, Request, Response};
 use nessie_protocol::{KvClient, OpStats};
 use nessie_tests::{rec_get, rec_put, time_limit, SimCluster};
 
@@ -53,9 +53,9 @@ impl<C: KvClient> KvClient for LiesAfterCommit<C> {
 
 /// The helpers' recording of a PUT before: every error an unknown outcome.
 fn old_rec_put(r: &Recorder, id: usize, c: &mut impl KvClient, key: &[u8], value: &[u8]) {
-    r.record(id, key, KvOp::Put(value.to_vec()), || {
+    r.record(id, Request::Put(key.to_vec(), value.to_vec()), || {
         let res = c.put(key, value);
-        (res.as_ref().ok().map(|&e| KvRet::Put(e)), ())
+        (res.as_ref().ok().map(|&e| Ok(Response::Put(e))), ())
     });
 }
 
@@ -89,14 +89,14 @@ fn an_error_after_a_committed_write_is_caught_by_what_the_error_promises() {
         // The old recording: the lie is an unknown outcome, and the read
         // of its write is explained by it.
         let old = lie_then_read(error.clone(), true);
-        assert_eq!(old[0].ret, KvRet::Unknown);
+        assert_eq!(old[0].ret, Err(Failure::Unknown));
         assert!(
             check_history(&old, 100_000).is_ok(),
             "{error}: the old recording passed it"
         );
         // The helpers now: "nothing committed", and the read shows it was.
         let new = lie_then_read(error.clone(), false);
-        assert_eq!(new[0].ret, KvRet::NotCommitted);
+        assert_eq!(new[0].ret, Err(Failure::NotCommitted));
         let e = check_history(&new, 100_000).expect_err("the lie is caught");
         assert!(e.is_violation(), "{error}: {e}");
     }

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use nessie_check::{check_history, KvOp, KvRet, Recorder};
+use nessie_check::{check_history, Recorder};
 use nessie_fabric_sim::{Injection, Later, SimEndpoint};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::{
@@ -1248,7 +1248,6 @@ fn the_outcome_of_every_error_class() {
         Outcome::Unknown
     );
     assert!(!Error::OutcomeUnknown("x".into()).is_retryable());
-    let _ = (KvOp::Get, KvRet::Unknown);
 }
 
 // ----- issue 24: recycle marks that need neither A1 nor A2 ------------------

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use nessie_check::{check_history, Event, KvOp, KvRet, Recorder};
-use nessie_protocol::{Config, Error, GetMachine, PutMachine};
+use nessie_check::{check_history, Event, Failure, Recorder};
+use nessie_protocol::{Config, Error, GetMachine, PutMachine, Request, Response};
 use nessie_tests::step::{is_index_read, is_state_flip};
 use nessie_tests::{find_key, slot, tiny_config, SimCluster};
 
@@ -76,9 +76,8 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
         assert!(!b.put(k, v).unwrap());
         rec.push(Event {
             client: 1,
-            key: k.to_vec(),
-            op: KvOp::Put(v.to_vec()),
-            ret: KvRet::Put(false),
+            request: Request::Put(k.to_vec(), v.to_vec()),
+            ret: Ok(Response::Put(false)),
             invoke: rec.tick(),
             response: rec.tick(),
         });
@@ -106,11 +105,10 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
 
     let (r, _, _) = a.finish();
     // A failure recorded by what its error promises.
-    let ret = r.map_or_else(|e| KvRet::of_error(&e), KvRet::Put);
+    let ret = r.map(Response::Put).map_err(|e| Failure::of(&e));
     rec.push(Event {
         client: 0,
-        key: b"k".to_vec(),
-        op: KvOp::Put(b"v2".to_vec()),
+        request: Request::Put(b"k".to_vec(), b"v2".to_vec()),
         ret,
         invoke: a_invoke,
         response: rec.tick(),
@@ -118,9 +116,8 @@ fn overrunning_owner(cpu_state_flip: bool) -> Vec<Event> {
     let got = b.get(b"k").unwrap();
     rec.push(Event {
         client: 1,
-        key: b"k".to_vec(),
-        op: KvOp::Get,
-        ret: KvRet::Get(got),
+        request: Request::Get(b"k".to_vec()),
+        ret: Ok(Response::Get(got)),
         invoke: rec.tick(),
         response: rec.tick(),
     });
@@ -134,7 +131,7 @@ fn nic_cas_commit_keeps_a_late_owner_from_resurrecting_its_entry() {
     // outcome before, which excused more).
     assert_eq!(
         h[3].ret,
-        KvRet::NotCommitted,
+        Err(Failure::NotCommitted),
         "A's commit CAS fails: A is told nothing was committed"
     );
     assert!(check_history(&h, 1_000_000).is_ok());
@@ -145,12 +142,12 @@ fn cpu_store_commit_loses_an_acknowledged_write_and_the_checker_says_so() {
     let h = overrunning_owner(true);
     assert_eq!(
         h[3].ret,
-        KvRet::Put(true),
+        Ok(Response::Put(true)),
         "A's CPU store 'commits' and A is told so"
     );
     assert_eq!(
         h[4].ret,
-        KvRet::Get(Some(b"v1".to_vec())),
+        Ok(Response::Get(Some(b"v1".to_vec()))),
         "but readers see the restored old value"
     );
     let e = check_history(&h, 1_000_000).expect_err("lost acknowledged write");

@@ -26,7 +26,7 @@
 use std::time::Duration;
 
 use nessie_baselines::{Deployment, HyOptions, KvSystem, SystemConfig};
-use nessie_check::{Event, KvOp, KvRet};
+use nessie_check::{Event, Ret};
 use nessie_fabric_sim::{ClockMode, SimConfig, SimFabric};
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, NodeId, OpStats};
@@ -65,7 +65,7 @@ fn agree(spec: SimSpec) {
         .iter()
         .map(|e| {
             hasher
-                .candidates(&e.key)
+                .candidates(e.key())
                 .into_iter()
                 .map(|a| (a.node.0, a.slot))
                 .collect()
@@ -139,16 +139,12 @@ fn they_agree_on_deletes_and_inserts() {
 
 /// What a replayed operation's comparison needs: its result and the
 /// client's fabric work of the call.
-type Replayed = (KvRet, OpStats);
+type Replayed = (Ret, OpStats);
 
 /// Runs history event `e`'s operation on client `c`.
 fn run(c: &mut dyn KvClient, e: &Event) -> Replayed {
-    let ret = match &e.op {
-        KvOp::Get => KvRet::Get(c.get(&e.key).unwrap()),
-        KvOp::Put(v) => KvRet::Put(c.put(&e.key, v).unwrap()),
-        KvOp::Delete => KvRet::Delete(c.delete(&e.key).unwrap()),
-    };
-    (ret, c.last_stats())
+    let ret = c.call(e.request.borrowed()).unwrap();
+    (Ok(ret), c.last_stats())
 }
 
 /// How much a comparison must cover: at least `min_compared` operations
@@ -217,11 +213,11 @@ fn compare(
             all(&real),
             all(&sim),
             "operation {i} ({:?} by client {} on {:?}): real {real:?} vs simulated {sim:?}",
-            e.op,
+            e.request,
             e.client,
-            String::from_utf8_lossy(&e.key)
+            String::from_utf8_lossy(e.key())
         );
-        let k = usize::from(!matches!(e.op, KvOp::Get)) * 2;
+        let k = usize::from(e.request.is_write()) * 2;
         totals[k] += sim;
         totals[k + 1] += real;
     }
@@ -276,11 +272,11 @@ fn agree_baseline(spec: SimSpec) {
             let (home, cands) = match kind {
                 KvSystem::Pilaf => {
                     let l = nessie_baselines::pilaf::PilafLayout::new(&cfg);
-                    (l.home(&e.key), l.candidates(&e.key))
+                    (l.home(e.key()), l.candidates(e.key()))
                 }
                 _ => {
                     let l = sys.coupled();
-                    (l.home(&e.key), l.candidates(&e.key))
+                    (l.home(e.key()), l.candidates(e.key()))
                 }
             };
             cands.into_iter().map(|s| (home.0, s)).collect()

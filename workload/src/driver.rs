@@ -7,8 +7,8 @@
 //!
 //! The three parts are what differs between the commands that drive
 //! clients, so that the loop itself is shared:
-//! - the issuer is a blocking client of any system ([`Blocking`] of a
-//!   [`RunsOne`]: a `KvClient` or a Cell client over any fabric, one
+//! - the issuer is a blocking client of any system ([`Blocking`]: a
+//!   `KvClient` over any fabric, range scans where it has them, one
 //!   operation at a time) or a pipeline of
 //!   Nessie clients with several operations in flight ([`Pipelined`], over
 //!   any endpoint), or `nessie bench`'s clients;
@@ -19,63 +19,15 @@
 //!   ([`super::run`]) or `nessie bench`'s histograms.
 //!
 //! The loop allocates nothing per operation: the sources reuse their key
-//! and value buffers, operations borrow them ([`Op`]), and the notes of the
+//! and value buffers, operations borrow them ([`KvRequest`]), and the notes of the
 //! operations in flight live in a slab indexed by the tag the issuer gets.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nessie_protocol::pipeline::{Finished, Pipeline};
-use nessie_protocol::KvClient;
 use nessie_protocol::{Endpoint, Error, OpStats};
-use nessie_protocol::{Request, Response};
-
-/// One operation, borrowing its key and value from the source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op<'a> {
-    /// GET a key.
-    Get(&'a [u8]),
-    /// PUT a key and value.
-    Put(&'a [u8], &'a [u8]),
-    /// DELETE a key.
-    Delete(&'a [u8]),
-    /// Scan this many entries from a key (issuers without scans GET the key).
-    Scan(&'a [u8], usize),
-}
-
-impl<'a> Op<'a> {
-    /// The key the operation is about.
-    pub fn key(&self) -> &'a [u8] {
-        match *self {
-            Op::Get(k) | Op::Put(k, _) | Op::Delete(k) | Op::Scan(k, _) => k,
-        }
-    }
-
-    /// The operation as a pipeline request (scans read their first key).
-    pub fn request(&self) -> Request {
-        match *self {
-            Op::Get(k) | Op::Scan(k, _) => Request::Get(k.to_vec()),
-            Op::Put(k, v) => Request::Put(k.to_vec(), v.to_vec()),
-            Op::Delete(k) => Request::Delete(k.to_vec()),
-        }
-    }
-}
-
-/// What a finished operation of a run returned: a key-value answer (GET,
-/// PUT, DELETE), or the entries of a range scan.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
-    /// A GET's value, a PUT's or DELETE's "existed".
-    Kv(Response),
-    /// A scan's entries, in key order.
-    Entries(Vec<(Vec<u8>, Vec<u8>)>),
-}
-
-impl From<Response> for Answer {
-    fn from(r: Response) -> Answer {
-        Answer::Kv(r)
-    }
-}
+use nessie_protocol::{KvClient, KvRequest, Response};
 
 /// A finished operation: the tag it was submitted under, its result and the
 /// fabric work of all its attempts.
@@ -103,7 +55,7 @@ pub trait Issuer {
 
     /// Starts `op` under `tag` (unique among the outstanding ones). A
     /// blocking issuer runs it to the end here.
-    fn submit(&mut self, tag: usize, op: Op<'_>);
+    fn submit(&mut self, tag: usize, op: KvRequest<'_>);
 
     /// Appends finished operations to `done`; may wait a little for one
     /// when some are outstanding, never indefinitely.
@@ -114,7 +66,7 @@ pub trait Issuer {
 #[derive(Clone, Copy, Debug)]
 pub struct Next<'a> {
     /// The operation.
-    pub op: Op<'a>,
+    pub op: KvRequest<'a>,
     /// Open loop: when it arrives. The loop sleeps until then and measures
     /// its latency from then (from the moment it is issued, if that is
     /// later: queueing behind earlier arrivals counts, the sleep's timer
@@ -135,7 +87,7 @@ pub trait Recorder<O> {
     type Note;
 
     /// `op` is about to be submitted.
-    fn start(&mut self, op: &Op<'_>) -> Self::Note;
+    fn start(&mut self, op: &KvRequest<'_>) -> Self::Note;
 
     /// The operation noted `note` finished after `latency`.
     fn finish(&mut self, note: Self::Note, done: Done<O>, latency: Duration);
@@ -234,46 +186,23 @@ where
     }
 }
 
-/// A client that runs one operation to its end per call: what [`Blocking`]
-/// drives.
-pub trait RunsOne {
-    /// What a finished operation returns.
-    type Output;
-    /// Runs `op` to its end: its result and the fabric work of all its
-    /// attempts.
-    fn run(&mut self, op: Op<'_>) -> (Result<Self::Output, Error>, OpStats);
+/// A blocking client of any system (any fabric): one operation at a time,
+/// run to its end by [`Issuer::submit`] ([`KvClient::call`]; a scan of a
+/// system without scans fails, `Error::Unsupported`).
+pub struct Blocking {
+    client: Box<dyn KvClient>,
+    done: Option<Done<Response>>,
 }
 
-/// Any key-value system's client (any fabric): scans GET their first key.
-impl<C: KvClient + ?Sized> RunsOne for Box<C> {
-    type Output = Response;
-
-    fn run(&mut self, op: Op<'_>) -> (Result<Response, Error>, OpStats) {
-        let result = match op {
-            Op::Get(k) | Op::Scan(k, _) => self.get(k).map(Response::Get),
-            Op::Put(k, v) => self.put(k, v).map(Response::Put),
-            Op::Delete(k) => self.delete(k).map(Response::Delete),
-        };
-        (result, self.last_stats())
-    }
-}
-
-/// A blocking client of any system (any fabric; by default a `KvClient`):
-/// one operation at a time, run to its end by [`Issuer::submit`].
-pub struct Blocking<C: RunsOne = Box<dyn KvClient>> {
-    client: C,
-    done: Option<Done<C::Output>>,
-}
-
-impl<C: RunsOne> Blocking<C> {
+impl Blocking {
     /// Drives `client`.
-    pub fn new(client: C) -> Blocking<C> {
+    pub fn new(client: Box<dyn KvClient>) -> Blocking {
         Blocking { client, done: None }
     }
 }
 
-impl<C: RunsOne> Issuer for Blocking<C> {
-    type Output = C::Output;
+impl Issuer for Blocking {
+    type Output = Response;
 
     fn window(&self) -> usize {
         1
@@ -283,12 +212,13 @@ impl<C: RunsOne> Issuer for Blocking<C> {
         usize::from(self.done.is_some())
     }
 
-    fn submit(&mut self, tag: usize, op: Op<'_>) {
-        let (result, stats) = self.client.run(op);
+    fn submit(&mut self, tag: usize, op: KvRequest<'_>) {
+        let result = self.client.call(op);
+        let stats = self.client.last_stats();
         self.done = Some(Done { tag, result, stats });
     }
 
-    fn progress(&mut self, done: &mut Vec<Done<C::Output>>) {
+    fn progress(&mut self, done: &mut Vec<Done<Response>>) {
         done.extend(self.done.take());
     }
 }
@@ -335,8 +265,8 @@ impl<E: Endpoint> Issuer for Pipelined<E> {
         self.p.outstanding()
     }
 
-    fn submit(&mut self, tag: usize, op: Op<'_>) {
-        self.p.submit(tag as u64, op.request());
+    fn submit(&mut self, tag: usize, op: KvRequest<'_>) {
+        self.p.submit(tag as u64, op.owned());
     }
 
     fn progress(&mut self, done: &mut Vec<Done<Response>>) {
@@ -369,7 +299,7 @@ mod tests {
         fn outstanding(&self) -> usize {
             self.pending.len()
         }
-        fn submit(&mut self, tag: usize, op: Op<'_>) {
+        fn submit(&mut self, tag: usize, op: KvRequest<'_>) {
             self.log.push(format!("submit {tag}"));
             self.pending.push((tag, op.key().to_vec()));
         }
@@ -399,7 +329,7 @@ mod tests {
             self.key = [self.next];
             self.next += 1;
             Some(Next {
-                op: Op::Get(&self.key),
+                op: KvRequest::Get(&self.key),
                 arrival: None,
             })
         }
@@ -410,7 +340,7 @@ mod tests {
 
     impl Recorder<Vec<u8>> for Keys {
         type Note = u8;
-        fn start(&mut self, op: &Op<'_>) -> u8 {
+        fn start(&mut self, op: &KvRequest<'_>) -> u8 {
             op.key()[0]
         }
         fn finish(&mut self, note: u8, done: Done<Vec<u8>>, _: Duration) {
@@ -497,7 +427,7 @@ mod tests {
                 self.left = self.left.checked_sub(1)?;
                 self.at += self.gap;
                 Some(Next {
-                    op: Op::Get(b"k"),
+                    op: KvRequest::Get(b"k"),
                     arrival: Some(self.at),
                 })
             }
@@ -518,7 +448,7 @@ mod tests {
         struct Count(u32);
         impl Recorder<Vec<u8>> for Count {
             type Note = ();
-            fn start(&mut self, _: &Op<'_>) {}
+            fn start(&mut self, _: &KvRequest<'_>) {}
             fn finish(&mut self, _: (), _: Done<Vec<u8>>, _: Duration) {
                 self.0 += 1;
             }

@@ -3,15 +3,15 @@
 //! one line of text each, so that the histories of several node processes
 //! on one machine can be merged and checked for linearizability; and the
 //! names reports and histories give errors ([`error_kind`]); a failure is
-//! recorded with what its error promises ([`KvRet::of_error`]), and a record
+//! recorded with what its error promises ([`Failed`]), and a record
 //! becomes a checker's event by [`HistoryRecord::event`].
 //!
 //! Each client thread is a sequential process in a history: a thread that
 //! keeps several operations in flight (a pipeline) records each of its
 //! slots as a client of its own ([`history_client`]).
 
-use nessie_check::{Event, KvOp, KvRet};
-use nessie_protocol::{ClientId, Error};
+use nessie_check::{Event, Failure};
+use nessie_protocol::{ClientId, Error, Request, Response};
 
 /// How far apart the history ids of one thread's slots are: slot `s` of the
 /// thread of client `node.index` is `node x 1000 + index + s x
@@ -40,61 +40,27 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
-/// What a recorded operation did.
+/// A failed operation as a history keeps it: what its error promises about
+/// its effect ([`Failure::of`]) and the error's kind ([`error_kind`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HistoryOp {
-    /// GET.
-    Get,
-    /// PUT of a value.
-    Put(Vec<u8>),
-    /// DELETE.
-    Delete,
-    /// A range scan of at most this many entries from the key on (to the
-    /// end of the key space).
-    Scan(u32),
+pub struct Failed {
+    /// What the error promises.
+    pub failure: Failure,
+    /// The error's kind, as reports name it.
+    pub kind: String,
 }
 
-/// What a recorded operation returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HistoryRet {
-    /// A GET's value (`None`: not found).
-    Get(Option<Vec<u8>>),
-    /// A PUT's or DELETE's "the key existed".
-    Existed(bool),
-    /// A scan's entries, in key order.
-    Entries(Vec<(Vec<u8>, Vec<u8>)>),
-    /// It failed, with the error's kind ([`error_kind`]) and what the error
-    /// promises about its effect ([`KvRet::of_error`]: `Unknown`,
-    /// `NotCommitted` or `Full`).
-    Failed(String, KvRet),
-}
-
-impl HistoryRet {
-    /// The record of a failure: its kind and its promise.
-    pub fn failed(e: &Error) -> HistoryRet {
-        HistoryRet::Failed(error_kind(e), KvRet::of_error(e))
+impl Failed {
+    /// The record of a failure: its promise and its kind.
+    pub fn of(e: &Error) -> Failed {
+        Failed {
+            failure: Failure::of(e),
+            kind: error_kind(e),
+        }
     }
 }
 
-/// A failure's promise in a history line.
-fn promise_word(p: &KvRet) -> &'static str {
-    match p {
-        KvRet::Unknown => "unknown",
-        KvRet::Full => "full",
-        _ => "nothing",
-    }
-}
-
-fn promise_of_word(w: &str) -> Option<KvRet> {
-    match w {
-        "unknown" => Some(KvRet::Unknown),
-        "full" => Some(KvRet::Full),
-        "nothing" => Some(KvRet::NotCommitted),
-        _ => None,
-    }
-}
-
-/// One recorded operation: which client ([`history_client`]), the key, the
+/// One recorded operation: which client ([`history_client`]), the
 /// operation, its result, and when it was invoked and returned
 /// (`CLOCK_MONOTONIC` ns).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,12 +68,10 @@ pub struct HistoryRecord {
     /// Node x 1000 + client index (+ slot x [`SLOT_STRIDE`]:
     /// [`history_client`]).
     pub client: u64,
-    /// The key.
-    pub key: Vec<u8>,
     /// The operation.
-    pub op: HistoryOp,
-    /// Its result.
-    pub ret: HistoryRet,
+    pub request: Request,
+    /// What it returned, or how it failed.
+    pub ret: Result<Response, Failed>,
     /// Invocation time.
     pub invoke: u64,
     /// Response time.
@@ -136,38 +100,40 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl HistoryRecord {
     /// One line of text: `client invoke response key op value result`
-    /// (bytes in hex, `-` where there is none; a failure's result
-    /// `failed:PROMISE:KIND`, its promise `unknown`, `nothing` or `full`,
-    /// its kind with `_` for spaces; a scan's value is its limit, its
-    /// result `entries:key=value,...`).
+    /// (bytes in hex, `=` for none, `-` where there is no field; a
+    /// failure's result `failed:PROMISE:KIND`, its promise `unknown`,
+    /// `nothing` or `full`, its kind with `_` for spaces; a scan's value is
+    /// its limit, and `:BOUND` if it has one, its result
+    /// `entries:key=value,...`).
     pub fn to_line(&self) -> String {
-        let (op, value) = match &self.op {
-            HistoryOp::Get => ("get", "-".to_string()),
-            HistoryOp::Put(v) => ("put", hex(v)),
-            HistoryOp::Delete => ("delete", "-".to_string()),
-            HistoryOp::Scan(n) => ("scan", n.to_string()),
+        let value = match &self.request {
+            Request::Get(_) | Request::Delete(_) => "-".to_string(),
+            Request::Put(_, v) => hex(v),
+            Request::Scan { limit, to, .. } => match to {
+                None => limit.to_string(),
+                Some(to) => format!("{limit}:{}", hex(to)),
+            },
         };
         let ret = match &self.ret {
-            HistoryRet::Get(Some(v)) => format!("value:{}", hex(v)),
-            HistoryRet::Get(None) => "missing".into(),
-            HistoryRet::Existed(e) => format!("existed:{e}"),
-            HistoryRet::Entries(es) => format!(
+            Ok(Response::Get(Some(v))) => format!("value:{}", hex(v)),
+            Ok(Response::Get(None)) => "missing".into(),
+            Ok(Response::Put(e) | Response::Delete(e)) => format!("existed:{e}"),
+            Ok(Response::Scan(es)) => format!(
                 "entries:{}",
                 es.iter()
                     .map(|(k, v)| format!("{}={}", hex(k), hex(v)))
                     .collect::<Vec<_>>()
                     .join(",")
             ),
-            HistoryRet::Failed(k, p) => {
-                format!("failed:{}:{}", promise_word(p), k.replace(' ', "_"))
-            }
+            Err(f) => format!("failed:{}:{}", f.failure.word(), f.kind.replace(' ', "_")),
         };
         format!(
-            "{} {} {} {} {op} {value} {ret}",
+            "{} {} {} {} {} {value} {ret}",
             self.client,
             self.invoke,
             self.response,
-            hex(&self.key)
+            hex(self.request.key()),
+            self.request.name()
         )
     }
 
@@ -177,78 +143,81 @@ impl HistoryRecord {
         if f.len() != 7 {
             return None;
         }
-        let op = match (f[4], f[5]) {
-            ("get", _) => HistoryOp::Get,
-            ("put", v) => HistoryOp::Put(unhex(v)?),
-            ("delete", _) => HistoryOp::Delete,
-            ("scan", n) => HistoryOp::Scan(n.parse().ok()?),
+        let key = unhex(f[3])?;
+        let request = match (f[4], f[5]) {
+            ("get", _) => Request::Get(key),
+            ("put", v) => Request::Put(key, unhex(v)?),
+            ("delete", _) => Request::Delete(key),
+            ("scan", n) => {
+                let (limit, to) = match n.split_once(':') {
+                    None => (n, None),
+                    Some((limit, to)) => (limit, Some(unhex(to)?)),
+                };
+                Request::Scan {
+                    from: key,
+                    to,
+                    limit: limit.parse().ok()?,
+                }
+            }
             _ => return None,
         };
         let ret = if let Some(v) = f[6].strip_prefix("value:") {
-            HistoryRet::Get(Some(unhex(v)?))
+            Ok(Response::Get(Some(unhex(v)?)))
         } else if f[6] == "missing" {
-            HistoryRet::Get(None)
+            Ok(Response::Get(None))
         } else if let Some(e) = f[6].strip_prefix("existed:") {
-            HistoryRet::Existed(e.parse().ok()?)
+            let e = e.parse().ok()?;
+            match request {
+                Request::Delete(_) => Ok(Response::Delete(e)),
+                _ => Ok(Response::Put(e)),
+            }
         } else if let Some(es) = f[6].strip_prefix("entries:") {
             let mut entries = Vec::new();
             for e in es.split(',').filter(|e| !e.is_empty()) {
                 let (k, v) = e.split_once('=')?;
                 entries.push((unhex(k)?, unhex(v)?));
             }
-            HistoryRet::Entries(entries)
+            Ok(Response::Scan(entries))
         } else {
             let (p, k) = f[6].strip_prefix("failed:")?.split_once(':')?;
-            HistoryRet::Failed(k.replace('_', " "), promise_of_word(p)?)
+            Err(Failed {
+                failure: Failure::of_word(p)?,
+                kind: k.replace('_', " "),
+            })
         };
         Some(HistoryRecord {
             client: f[0].parse().ok()?,
             invoke: f[1].parse().ok()?,
             response: f[2].parse().ok()?,
-            key: unhex(f[3])?,
-            op,
+            request,
             ret,
         })
     }
-}
 
-impl HistoryRecord {
-    /// The record as the per-key checker's event: its answer, or a
-    /// failure's promise (an unknown outcome may have taken effect, a
-    /// not-committed one is left out by the checker, a refusal for want of
-    /// room is a read of absence). `None` for a scan, which the per-key
-    /// checker cannot take (Cell's range-aware checker can:
-    /// `crate::node::cell::cell_event`).
-    pub fn event(&self) -> Option<Event> {
-        let op = match &self.op {
-            HistoryOp::Get => KvOp::Get,
-            HistoryOp::Put(v) => KvOp::Put(v.clone()),
-            HistoryOp::Delete => KvOp::Delete,
-            HistoryOp::Scan(_) => return None,
-        };
-        let ret = match (&self.op, &self.ret) {
-            (_, HistoryRet::Failed(_, promise)) => promise.clone(),
-            (_, HistoryRet::Get(v)) => KvRet::Get(v.clone()),
-            (HistoryOp::Put(_), HistoryRet::Existed(e)) => KvRet::Put(*e),
-            (_, HistoryRet::Existed(e)) => KvRet::Delete(*e),
-            (_, HistoryRet::Entries(_)) => return None,
-        };
-        Some(Event {
+    /// The record as the checkers' event: its answer, or a failure's
+    /// promise (an unknown outcome may have taken effect, a not-committed
+    /// one is left out by the checkers, a refusal for want of room is a read
+    /// of absence). A scan is for Cell's range-aware checker
+    /// (`nessie_check::ordered`); the per-key checker refuses it.
+    pub fn event(&self) -> Event {
+        Event {
             client: usize::try_from(self.client).unwrap_or(usize::MAX),
-            key: self.key.clone(),
-            op,
-            ret,
+            request: self.request.clone(),
+            ret: self.ret.clone().map_err(|f| f.failure),
             invoke: self.invoke,
             response: self.response,
-        })
+        }
     }
 
     /// Whether it failed with an error that promises it took no effect
     /// (not committed, or refused for want of room).
     pub fn committed_nothing(&self) -> bool {
         matches!(
-            self.ret,
-            HistoryRet::Failed(_, KvRet::NotCommitted | KvRet::Full)
+            &self.ret,
+            Err(Failed {
+                failure: Failure::NotCommitted | Failure::Full,
+                ..
+            })
         )
     }
 }
@@ -285,49 +254,60 @@ mod tests {
     fn records_round_trip_as_text() {
         let put = HistoryRecord {
             client: 1001,
-            key: b"key-1".to_vec(),
-            op: HistoryOp::Put(b"1:1:7".to_vec()),
-            ret: HistoryRet::Existed(true),
+            request: Request::Put(b"key-1".to_vec(), b"1:1:7".to_vec()),
+            ret: Ok(Response::Put(true)),
             invoke: 5,
             response: 9,
+        };
+        let get = Request::Get(b"key-1".to_vec());
+        let scan = |to: Option<&[u8]>| Request::Scan {
+            from: b"key-1".to_vec(),
+            to: to.map(<[u8]>::to_vec),
+            limit: 3,
         };
         let records = [
             put.clone(),
             HistoryRecord {
-                op: HistoryOp::Get,
-                ret: HistoryRet::Get(Some(Vec::new())),
+                request: get.clone(),
+                ret: Ok(Response::Get(Some(Vec::new()))),
                 ..put.clone()
             },
             HistoryRecord {
-                op: HistoryOp::Get,
-                ret: HistoryRet::Get(None),
+                request: get.clone(),
+                ret: Ok(Response::Get(None)),
                 ..put.clone()
             },
             HistoryRecord {
-                op: HistoryOp::Scan(3),
-                ret: HistoryRet::Entries(vec![
+                request: scan(None),
+                ret: Ok(Response::Scan(vec![
                     (b"key-1".to_vec(), b"v".to_vec()),
                     (b"key-2".to_vec(), Vec::new()),
-                ]),
+                ])),
                 ..put.clone()
             },
             HistoryRecord {
-                op: HistoryOp::Scan(3),
-                ret: HistoryRet::Entries(Vec::new()),
+                request: scan(Some(b"key-9")),
+                ret: Ok(Response::Scan(Vec::new())),
                 ..put.clone()
             },
             HistoryRecord {
-                op: HistoryOp::Delete,
-                ret: HistoryRet::failed(&Error::Unreachable(NodeId(2))),
-                key: Vec::new(),
+                request: Request::Delete(Vec::new()),
+                ret: Ok(Response::Delete(false)),
                 ..put.clone()
             },
             HistoryRecord {
-                ret: HistoryRet::failed(&Error::OutcomeUnknown("a lost completion".into())),
+                request: Request::Delete(Vec::new()),
+                ret: Err(Failed::of(&Error::Unreachable(NodeId(2)))),
                 ..put.clone()
             },
             HistoryRecord {
-                ret: HistoryRet::failed(&Error::TableFull { depth: 3 }),
+                ret: Err(Failed::of(&Error::OutcomeUnknown(
+                    "a lost completion".into(),
+                ))),
+                ..put.clone()
+            },
+            HistoryRecord {
+                ret: Err(Failed::of(&Error::TableFull { depth: 3 })),
                 ..put.clone()
             },
         ];
@@ -347,20 +327,22 @@ mod tests {
     fn failures_become_what_their_errors_promise() {
         let put = |e: Error| HistoryRecord {
             client: 1001 + 2 * SLOT_STRIDE,
-            key: b"k".to_vec(),
-            op: HistoryOp::Put(b"v".to_vec()),
-            ret: HistoryRet::failed(&e),
+            request: Request::Put(b"k".to_vec(), b"v".to_vec()),
+            ret: Err(Failed::of(&e)),
             invoke: 1,
             response: 2,
         };
-        let ev = |e: Error| put(e).event().unwrap().ret;
-        assert_eq!(ev(Error::Conflict), KvRet::NotCommitted);
-        assert_eq!(ev(Error::Timeout), KvRet::NotCommitted);
-        assert_eq!(ev(Error::OutcomeUnknown("lost".into())), KvRet::Unknown);
-        assert_eq!(ev(Error::TableFull { depth: 3 }), KvRet::Full);
+        let ev = |e: Error| put(e).event().ret;
+        assert_eq!(ev(Error::Conflict), Err(Failure::NotCommitted));
+        assert_eq!(ev(Error::Timeout), Err(Failure::NotCommitted));
+        assert_eq!(
+            ev(Error::OutcomeUnknown("lost".into())),
+            Err(Failure::Unknown)
+        );
+        assert_eq!(ev(Error::TableFull { depth: 3 }), Err(Failure::Full));
         assert!(put(Error::Conflict).committed_nothing());
         assert!(!put(Error::OutcomeUnknown("lost".into())).committed_nothing());
-        assert_eq!(put(Error::Conflict).event().unwrap().client, 2_001_001);
+        assert_eq!(put(Error::Conflict).event().client, 2_001_001);
         let id = ClientId {
             node: NodeId(2),
             index: 3,

@@ -20,8 +20,8 @@
 //!   this.
 //! - [`report`]: what a run measured ([`WorkloadReport`]), as one table;
 //!   [`latency`]: its latencies as HDR histograms ([`Latencies`]).
-//! - [`cell`]: Cell's client and server node in the driver (the other
-//!   systems' clients come through `KvClient`).
+//! - [`cell`]: Cell's server node in the driver (every system's client,
+//!   Cell's with its range scans, comes through `KvClient`).
 //! - [`history`]: recorded operations ([`HistoryRecord`]) for
 //!   linearizability checks across processes.
 
@@ -35,13 +35,8 @@ pub mod run;
 pub mod spec;
 pub mod testing;
 
-pub use driver::{
-    client_loop, Answer, Blocking, Done, Issuer, Limits, Next, Op, Pipelined, Recorder, RunsOne,
-    Source,
-};
-pub use history::{
-    error_kind, history_client, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet, SLOT_STRIDE,
-};
+pub use driver::{client_loop, Blocking, Done, Issuer, Limits, Next, Pipelined, Recorder, Source};
+pub use history::{error_kind, history_client, monotonic_ns, Failed, HistoryRecord, SLOT_STRIDE};
 pub use latency::Latencies;
 pub use report::{KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, ServerLoad, Worker};

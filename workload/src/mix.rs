@@ -12,8 +12,9 @@
 
 use nessie_check::write_unique_value;
 use nessie_protocol::rng::xorshift64;
+use nessie_protocol::KvRequest;
 
-use super::driver::{Next, Op, Source};
+use super::driver::{Next, Source};
 use super::spec::WorkloadSpec;
 
 /// The bytes of key `i`.
@@ -79,7 +80,7 @@ impl Source for Preload {
         );
         self.next += self.step;
         Some(Next {
-            op: Op::Put(&self.key, &self.value),
+            op: KvRequest::Put(&self.key, &self.value),
             arrival: None,
         })
     }
@@ -142,11 +143,15 @@ impl Source for Mix {
         let n = self.n;
         self.n += 1;
         let op = if dice < self.get_pct {
-            Op::Get(&self.key)
+            KvRequest::Get(&self.key)
         } else if dice < self.get_pct + self.delete_pct {
-            Op::Delete(&self.key)
+            KvRequest::Delete(&self.key)
         } else if dice < self.get_pct + self.delete_pct + self.scan_pct {
-            Op::Scan(&self.key, self.scan_len)
+            KvRequest::Scan {
+                from: &self.key,
+                to: None,
+                limit: self.scan_len,
+            }
         } else {
             write_unique_value(
                 &mut self.value,
@@ -155,7 +160,7 @@ impl Source for Mix {
                 self.keys + n,
                 self.value_size,
             );
-            Op::Put(&self.key, &self.value)
+            KvRequest::Put(&self.key, &self.value)
         };
         Some(Next { op, arrival: None })
     }
@@ -170,14 +175,14 @@ mod tests {
         (0..n)
             .map_while(|_| {
                 s.next().map(|x| match x.op {
-                    Op::Get(k) => format!("get {}", String::from_utf8_lossy(k)),
-                    Op::Delete(k) => format!("delete {}", String::from_utf8_lossy(k)),
-                    Op::Put(k, v) => format!(
+                    KvRequest::Get(k) => format!("get {}", String::from_utf8_lossy(k)),
+                    KvRequest::Delete(k) => format!("delete {}", String::from_utf8_lossy(k)),
+                    KvRequest::Put(k, v) => format!(
                         "put {} {}",
                         String::from_utf8_lossy(k),
                         String::from_utf8_lossy(v)
                     ),
-                    Op::Scan(_, n) => format!("scan {n}"),
+                    KvRequest::Scan { limit, .. } => format!("scan {limit}"),
                 })
             })
             .collect()

@@ -20,13 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_exec::cpu::thread_cpu_time;
 use nessie_exec::server::ServerPool;
-use nessie_protocol::Response;
-use nessie_protocol::{ClientId, Error};
+use nessie_protocol::{ClientId, Error, KvRequest, Request, Response};
 
-use super::driver::{client_loop, Answer, Done, Issuer, Limits, Op, Recorder};
-use super::history::{
-    error_kind, history_client, monotonic_ns, HistoryOp, HistoryRecord, HistoryRet,
-};
+use super::driver::{client_loop, Done, Issuer, Limits, Recorder};
+use super::history::{error_kind, history_client, monotonic_ns, Failed, HistoryRecord};
 use super::mix::{Mix, Preload};
 use super::report::{KindReport, WorkloadReport};
 use super::spec::{StartAt, WorkloadError, WorkloadSpec, START_LATE_LIMIT};
@@ -74,14 +71,14 @@ struct PreloadRecorder<'a> {
     history: KindRecorder,
 }
 
-impl<O: Into<Answer>> Recorder<O> for PreloadRecorder<'_> {
+impl Recorder<Response> for PreloadRecorder<'_> {
     type Note = KindNote;
 
-    fn start(&mut self, op: &Op<'_>) -> KindNote {
-        Recorder::<O>::start(&mut self.history, op)
+    fn start(&mut self, op: &KvRequest<'_>) -> KindNote {
+        Recorder::<Response>::start(&mut self.history, op)
     }
 
-    fn finish(&mut self, note: KindNote, done: Done<O>, latency: Duration) {
+    fn finish(&mut self, note: KindNote, done: Done<Response>, latency: Duration) {
         if let Err(e) = &done.result {
             self.stop.store(true, Ordering::Relaxed);
             self.error.get_or_insert(e.clone());
@@ -123,32 +120,24 @@ impl KindRecorder {
 /// small operation on some machines).
 struct KindNote {
     kind: usize,
-    what: Option<(Vec<u8>, HistoryOp, u64)>,
+    what: Option<(Request, u64)>,
 }
 
-impl<O: Into<Answer>> Recorder<O> for KindRecorder {
+impl Recorder<Response> for KindRecorder {
     type Note = KindNote;
 
-    fn start(&mut self, op: &Op<'_>) -> KindNote {
+    fn start(&mut self, op: &KvRequest<'_>) -> KindNote {
         let kind = match op {
-            Op::Get(_) => 0,
-            Op::Put(..) => 1,
-            Op::Delete(_) => 2,
-            Op::Scan(..) => 3,
+            Request::Get(_) => 0,
+            Request::Put(..) => 1,
+            Request::Delete(_) => 2,
+            Request::Scan { .. } => 3,
         };
-        let what = self.record.then(|| {
-            let what = match *op {
-                Op::Get(_) => HistoryOp::Get,
-                Op::Put(_, v) => HistoryOp::Put(v.to_vec()),
-                Op::Delete(_) => HistoryOp::Delete,
-                Op::Scan(_, n) => HistoryOp::Scan(u32::try_from(n).unwrap_or(u32::MAX)),
-            };
-            (op.key().to_vec(), what, monotonic_ns())
-        });
+        let what = self.record.then(|| (op.owned(), monotonic_ns()));
         KindNote { kind, what }
     }
 
-    fn finish(&mut self, note: KindNote, done: Done<O>, latency: Duration) {
+    fn finish(&mut self, note: KindNote, done: Done<Response>, latency: Duration) {
         let response = if note.what.is_some() {
             monotonic_ns()
         } else {
@@ -159,33 +148,32 @@ impl<O: Into<Answer>> Recorder<O> for KindRecorder {
         k.ops += 1;
         k.fabric += done.stats;
         k.latencies.record(latency);
-        let ret = match done.result.map(Into::into) {
-            Ok(Answer::Kv(Response::Get(v))) => {
+        let ret = match done.result {
+            Ok(Response::Get(v)) => {
                 match &v {
                     None => k.misses += 1,
                     Some(v) => k.value_bytes += v.len() as u64,
                 }
-                HistoryRet::Get(v)
+                Ok(Response::Get(v))
             }
-            Ok(Answer::Kv(Response::Put(e) | Response::Delete(e))) => HistoryRet::Existed(e),
-            Ok(Answer::Entries(es)) => {
+            Ok(Response::Scan(es)) => {
                 if es.is_empty() {
                     k.misses += 1;
                 }
                 k.value_bytes += es.iter().map(|(_, v)| v.len() as u64).sum::<u64>();
-                HistoryRet::Entries(es)
+                Ok(Response::Scan(es))
             }
+            Ok(r) => Ok(r),
             Err(e) => {
                 k.failures += 1;
                 *self.errors.entry(error_kind(&e)).or_default() += 1;
-                HistoryRet::failed(&e)
+                Err(Failed::of(&e))
             }
         };
-        if let Some((key, op, invoke)) = note.what {
+        if let Some((request, invoke)) = note.what {
             self.history.push(HistoryRecord {
                 client: history_client(self.id, slot),
-                key,
-                op,
+                request,
                 ret,
                 invoke,
                 response,
@@ -213,8 +201,7 @@ pub fn run_workers<I>(
     servers: &[&dyn ServerLoad],
 ) -> Result<WorkloadReport, WorkloadError>
 where
-    I: Issuer + Send,
-    I::Output: Into<Answer>,
+    I: Issuer<Output = Response> + Send,
 {
     let mut workers = workers;
     let preloaded = if spec.preload {
@@ -335,8 +322,7 @@ fn preload<I>(
     spec: &WorkloadSpec,
 ) -> Result<Vec<HistoryRecord>, WorkloadError>
 where
-    I: Issuer + Send,
-    I::Output: Into<Answer>,
+    I: Issuer<Output = Response> + Send,
 {
     let stop = AtomicBool::new(false);
     let n = workers.len() as u64;
@@ -433,11 +419,7 @@ mod tests {
                 assert!(w[0].1 <= w[1].0, "client {client} overlaps itself: {w:?}");
             }
         }
-        let events: Vec<nessie_check::Event> = r
-            .history
-            .iter()
-            .map(|h| h.event().expect("no scans"))
-            .collect();
+        let events: Vec<nessie_check::Event> = r.history.iter().map(HistoryRecord::event).collect();
         nessie_check::check_history(&events, 5_000_000).expect("linearizable");
     }
 }

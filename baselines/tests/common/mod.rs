@@ -13,12 +13,12 @@ use std::thread;
 use std::time::Duration;
 
 use nessie_baselines::{Deployment, KvSystem, SystemConfig};
-use nessie_check::{unique_value, KvOp, KvRet, Recorder};
+use nessie_check::{unique_value, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_protocol::KvClient;
 use nessie_protocol::{
     ClientId, Completion, Config, Endpoint, FabricError, Nanos, NodeId, WorkRequest,
 };
+use nessie_protocol::{KvClient, Request, Response};
 
 pub type Sim = Deployment<SimFabric>;
 
@@ -94,29 +94,26 @@ pub fn linearizable_workload(d: &Sim, ops: usize, keys: u64, get_pct: u64, seed:
                     let res = if dice < get_pct {
                         r.record_result(
                             me,
-                            &key,
-                            KvOp::Get,
+                            Request::Get(key.to_vec()),
                             || c.get(&key),
-                            |v| KvRet::Get(v.clone()),
+                            |v| Response::Get(v.clone()),
                         )
                         .map(|_| ())
                     } else if dice < get_pct + (100 - get_pct) / 4 {
                         r.record_result(
                             me,
-                            &key,
-                            KvOp::Delete,
+                            Request::Delete(key.to_vec()),
                             || c.delete(&key),
-                            |&e| KvRet::Delete(e),
+                            |&e| Response::Delete(e),
                         )
                         .map(|_| ())
                     } else {
                         let value = unique_value(&key, me as u64, k as u64, 16);
                         r.record_result(
                             me,
-                            &key,
-                            KvOp::Put(value.clone()),
+                            Request::Put(key.to_vec(), value.clone()),
                             || c.put(&key, &value),
-                            |&e| KvRet::Put(e),
+                            |&e| Response::Put(e),
                         )
                         .map(|_| ())
                     };

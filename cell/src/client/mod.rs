@@ -14,18 +14,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nessie_exec::blocking::Driver;
 use nessie_exec::rpc::RpcClient;
 use nessie_protocol::KvClient;
-use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientId, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
 use crate::directory::FabricDirectory;
 use crate::machine::{machine, Channel, Effect, Io, Machine, Resolution};
 use crate::region::{Directory, RegionMap};
+pub use nessie_protocol::Entries;
 use nessie_protocol::{Request, Response};
 use ops::Cl;
 pub use ops::{CellStats, ClientCore};
-
-/// Key-value pairs, in key order (what a scan returns).
-pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A Cell client as sans-IO machines: one machine per operation (Cell's
 /// operations retry inside), sharing the client's caches, selector and
@@ -141,6 +139,9 @@ impl CellMachines {
             }),
             Request::Delete(k) => self.machine(first_id, move |cl| async move {
                 cl.write(k, None).await.map(Response::Delete)
+            }),
+            Request::Scan { from, to, limit } => self.machine(first_id, move |cl| async move {
+                cl.scan(from, to, limit).await.map(Response::Scan)
             }),
         }
     }
@@ -320,14 +321,6 @@ impl<E: Endpoint> CellClient<E> {
     /// The entries with `from <= key < to` (`to = None`: to the end), in key
     /// order, at most `limit` (at most `scan_page`), as of one instant.
     pub fn scan(&mut self, from: &[u8], to: Option<&[u8]>, limit: usize) -> Result<Entries, Error> {
-        let page = self.core().cfg.scan_page as usize;
-        if limit == 0 || limit > page {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                field: "scan limit",
-                value: limit.to_string(),
-                reason: "1 to scan_page entries",
-            }));
-        }
         let (from, to) = (from.to_vec(), to.map(<[u8]>::to_vec));
         self.run("scan", move |m, id| m.scan(from, to, limit, id))
     }
@@ -342,6 +335,12 @@ impl<E: Endpoint> KvClient for CellClient<E> {
     }
     fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
         CellClient::delete(self, key)
+    }
+    fn scan(&mut self, from: &[u8], to: Option<&[u8]>, limit: usize) -> Result<Entries, Error> {
+        CellClient::scan(self, from, to, limit)
+    }
+    fn has_scans(&self) -> bool {
+        true
     }
     fn last_stats(&self) -> OpStats {
         self.last

@@ -20,7 +20,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nessie_protocol::{ClientId, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr};
+use nessie_protocol::{
+    ClientId, ConfigError, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr,
+};
 
 use super::cache::{NodeCache, RangeCache};
 use super::selector::{Method, Selector};
@@ -1077,6 +1079,13 @@ impl Cl {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
         let cfg = self.cfg();
+        if limit == 0 || limit > cfg.scan_page as usize {
+            return Err(Error::Config(ConfigError::OutOfRange {
+                field: "scan limit",
+                value: limit.to_string(),
+                reason: "1 to scan_page entries",
+            }));
+        }
         let start = self.io.now();
         let mut backoff = cfg.backoff;
         let mut down = None;

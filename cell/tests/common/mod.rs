@@ -10,13 +10,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
-use nessie_check::ordered::{check, Call, Event, History, Ret};
+use nessie_check::check_history;
+use nessie_check::ordered::check;
 /// Every story's time limit (`nessie_check::watchdog`).
 #[allow(unused_imports)]
 pub use nessie_check::time_limit;
-use nessie_check::{check_history, Event as KvEvent, KvOp, KvRet};
+use nessie_check::{Event, Recorder};
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
-use nessie_protocol::{ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, WorkRequest};
+use nessie_protocol::{
+    ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, Request, Response, WorkRequest,
+};
 
 pub type Cell = CellDeployment<SimFabric>;
 
@@ -79,7 +82,7 @@ pub fn islands(
     ops: usize,
     seed: u64,
 ) -> Vec<Event> {
-    let h = std::sync::Arc::new(History::new());
+    let h = std::sync::Arc::new(Recorder::new());
     let mut threads = Vec::new();
     for (me, mut c) in players {
         let h = h.clone();
@@ -89,32 +92,44 @@ pub fn islands(
                 let isl = xorshift64(&mut s) % ISLANDS;
                 let k = hot(isl, xorshift64(&mut s) % PER_ISLAND);
                 match xorshift64(&mut s) % 20 {
-                    0..=6 => h.record(me, Call::Get(k.clone()), || {
+                    0..=6 => h.record(me, Request::Get(k.clone()), || {
                         let r = c.get(&k);
-                        (r.as_ref().ok().map(|v| Ret::Get(v.clone())), r.map(|_| ()))
+                        (
+                            r.as_ref().ok().map(|v| Ok(Response::Get(v.clone()))),
+                            r.map(|_| ()),
+                        )
                     }),
                     7..=11 => {
                         let v = format!("v{me}-{op}").into_bytes();
-                        h.record(me, Call::Put(k.clone(), v.clone()), || {
+                        h.record(me, Request::Put(k.clone(), v.clone()), || {
                             let r = c.put(&k, &v);
-                            (r.as_ref().ok().map(|e| Ret::Put(*e)), r.map(|_| ()))
+                            (
+                                r.as_ref().ok().map(|e| Ok(Response::Put(*e))),
+                                r.map(|_| ()),
+                            )
                         })
                     }
-                    12..=14 => h.record(me, Call::Delete(k.clone()), || {
+                    12..=14 => h.record(me, Request::Delete(k.clone()), || {
                         let r = c.delete(&k);
-                        (r.as_ref().ok().map(|e| Ret::Delete(*e)), r.map(|_| ()))
+                        (
+                            r.as_ref().ok().map(|e| Ok(Response::Delete(*e))),
+                            r.map(|_| ()),
+                        )
                     }),
                     _ => {
                         let to = hot(isl, PER_ISLAND);
                         let limit = 1 + (xorshift64(&mut s) % 6) as usize;
-                        let call = Call::Scan {
+                        let call = Request::Scan {
                             from: k.clone(),
                             to: Some(to.clone()),
                             limit,
                         };
                         h.record(me, call, || {
                             let r = c.scan(&k, Some(&to), limit);
-                            (r.as_ref().ok().map(|v| Ret::Scan(v.clone())), r.map(|_| ()))
+                            (
+                                r.as_ref().ok().map(|v| Ok(Response::Scan(v.clone()))),
+                                r.map(|_| ()),
+                            )
                         })
                     }
                 }
@@ -131,9 +146,12 @@ pub fn islands(
                 let me = 100 + n as usize;
                 // A value of its own per write, as every recorded write.
                 let v = nessie_check::unique_value(&k, me as u64, f, 16);
-                h.record(me, Call::Put(k.clone(), v.clone()), || {
+                h.record(me, Request::Put(k.clone(), v.clone()), || {
                     let r = c.put(&k, &v);
-                    (r.as_ref().ok().map(|e| Ret::Put(*e)), r.map(|_| ()))
+                    (
+                        r.as_ref().ok().map(|e| Ok(Response::Put(*e))),
+                        r.map(|_| ()),
+                    )
                 })
                 .unwrap_or_else(|e| panic!("filler {n}: {e}"));
             }
@@ -149,26 +167,10 @@ pub fn islands(
 /// and with Cell's range-aware checker (everything); panics on a
 /// violation, returns how many operations the range-aware check took.
 pub fn check_both(events: &[Event]) -> usize {
-    let kv: Vec<KvEvent> = events
+    let kv: Vec<Event> = events
         .iter()
-        .filter_map(|e| {
-            let (key, op, ret) = match (&e.call, &e.ret) {
-                (Call::Get(k), Ret::Get(v)) => (k, KvOp::Get, KvRet::Get(v.clone())),
-                (Call::Put(k, v), Ret::Put(x)) => (k, KvOp::Put(v.clone()), KvRet::Put(*x)),
-                (Call::Delete(k), Ret::Delete(x)) => (k, KvOp::Delete, KvRet::Delete(*x)),
-                (Call::Put(k, v), Ret::Unknown) => (k, KvOp::Put(v.clone()), KvRet::Unknown),
-                (Call::Delete(k), Ret::Unknown) => (k, KvOp::Delete, KvRet::Unknown),
-                _ => return None,
-            };
-            Some(KvEvent {
-                client: e.client,
-                key: key.clone(),
-                op,
-                ret,
-                invoke: e.invoke,
-                response: e.response,
-            })
-        })
+        .filter(|e| !matches!(e.request, Request::Scan { .. }))
+        .cloned()
         .collect();
     if let Err(v) = check_history(&kv, 50_000_000) {
         panic!("per-key checker: {v}");

@@ -9,7 +9,7 @@
 //! `GET -> v` needs the state to be exactly `v`, `GET -> not found` needs
 //! *absent*; `PUT`/`DELETE -> existed = true` need *present* and
 //! `-> existed = false` need *absent*. A write of unknown outcome
-//! ([`KvRet::Unknown`](crate::KvRet::Unknown)) may take effect at any point
+//! ([`Failure::Unknown`](crate::Failure::Unknown)) may take effect at any point
 //! after its invocation, or not at all, and observes nothing.
 //!
 //! **Normal form.** Take any linearization `L` of the sub-history and drop,
@@ -64,7 +64,9 @@
 
 use std::collections::HashMap;
 
-use crate::history::{Event, KvOp, KvRet};
+use nessie_protocol::{Request, Response};
+
+use crate::history::{Event, Failure};
 
 /// Broken reductions that the tests must catch (a test-only fault switch,
 /// per thread).
@@ -254,16 +256,16 @@ pub(super) fn prepare<'a>(
     let mut writers: HashMap<u32, usize> = HashMap::new();
     let mut value_of = vec![ABSENT; events.len()];
     for (i, &e) in events.iter().enumerate() {
-        match (&e.op, &e.ret) {
-            (KvOp::Get, KvRet::Get(Some(v))) => {
+        match (&e.request, &e.ret) {
+            (Request::Get(_), Ok(Response::Get(Some(v)))) => {
                 let id = intern(v, &mut values);
                 value_of[i] = id;
                 let first = read.entry(id).or_insert(e.response);
                 *first = (*first).min(e.response);
             }
             // A refused PUT wrote nothing.
-            (KvOp::Put(_), KvRet::Full) => {}
-            (KvOp::Put(v), _) => {
+            (Request::Put(..), Err(Failure::Full)) => {}
+            (Request::Put(_, v), _) => {
                 let id = intern(v, &mut values);
                 value_of[i] = id;
                 *writers.entry(id).or_default() += 1;
@@ -273,7 +275,9 @@ pub(super) fn prepare<'a>(
     }
     // Values no GET returned all become JUNK.
     for (i, &e) in events.iter().enumerate() {
-        if matches!(e.op, KvOp::Put(_)) && e.ret != KvRet::Full && !read.contains_key(&value_of[i])
+        if matches!(e.request, Request::Put(..))
+            && e.ret != Err(Failure::Full)
+            && !read.contains_key(&value_of[i])
         {
             value_of[i] = JUNK;
         }
@@ -289,11 +293,13 @@ pub(super) fn prepare<'a>(
         dropped: 0,
     };
     for (i, e) in events.iter().enumerate() {
-        let kind = match (&e.op, &e.ret) {
+        let kind = match (&e.request, &e.ret) {
             // A PUT refused for want of room saw the key absent and wrote
             // nothing: a read of absence.
-            (KvOp::Get, KvRet::Get(None)) | (KvOp::Put(_), KvRet::Full) => Kind::Get(ABSENT),
-            (KvOp::Get, KvRet::Get(Some(_))) => {
+            (Request::Get(_), Ok(Response::Get(None))) | (Request::Put(..), Err(Failure::Full)) => {
+                Kind::Get(ABSENT)
+            }
+            (Request::Get(_), Ok(Response::Get(Some(_)))) => {
                 if !writers.contains_key(&value_of[i]) {
                     return Err(Obvious {
                         event: i,
@@ -302,12 +308,14 @@ pub(super) fn prepare<'a>(
                 }
                 Kind::Get(value_of[i])
             }
-            (KvOp::Put(_), KvRet::Put(existed)) => Kind::Put {
+            (Request::Put(..), Ok(Response::Put(existed))) => Kind::Put {
                 value: value_of[i],
                 existed: *existed,
             },
-            (KvOp::Delete, KvRet::Delete(existed)) => Kind::Delete { existed: *existed },
-            (KvOp::Put(_), KvRet::Unknown) => {
+            (Request::Delete(_), Ok(Response::Delete(existed))) => {
+                Kind::Delete { existed: *existed }
+            }
+            (Request::Put(..), Err(Failure::Unknown)) => {
                 let v = value_of[i];
                 match read.get(&v) {
                     Some(&by) if writers[&v] == 1 => {
@@ -332,7 +340,7 @@ pub(super) fn prepare<'a>(
                 }
                 continue;
             }
-            (KvOp::Delete, KvRet::Unknown) => {
+            (Request::Delete(_), Err(Failure::Unknown)) => {
                 unknown_deletes.push(i);
                 continue;
             }

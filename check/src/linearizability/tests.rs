@@ -5,32 +5,42 @@
 
 use super::*;
 
-fn ev(client: usize, op: KvOp, ret: KvRet, invoke: u64, response: u64) -> Event {
+fn ev(client: usize, request: Request, ret: Ret, invoke: u64, response: u64) -> Event {
     Event {
         client,
-        key: b"k".to_vec(),
-        op,
+        request,
         ret,
         invoke,
         response,
     }
 }
 
-fn put(v: &str) -> KvOp {
-    KvOp::Put(v.as_bytes().to_vec())
+/// A GET of the stories' key, `k`.
+fn get() -> Request {
+    Request::Get(b"k".to_vec())
 }
 
-fn got(v: &str) -> KvRet {
-    KvRet::Get(Some(v.as_bytes().to_vec()))
+/// A DELETE of `k`.
+fn del() -> Request {
+    Request::Delete(b"k".to_vec())
+}
+
+/// A PUT of `v` under `k`.
+fn put(v: &str) -> Request {
+    Request::Put(b"k".to_vec(), v.as_bytes().to_vec())
+}
+
+fn got(v: &str) -> Ret {
+    Ok(Response::Get(Some(v.as_bytes().to_vec())))
 }
 
 #[test]
 fn sequential_history_is_linearizable() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        ev(0, KvOp::Get, got("a"), 2, 3),
-        ev(0, KvOp::Delete, KvRet::Delete(true), 4, 5),
-        ev(0, KvOp::Get, KvRet::Get(None), 6, 7),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(0, get(), got("a"), 2, 3),
+        ev(0, del(), Ok(Response::Delete(true)), 4, 5),
+        ev(0, get(), Ok(Response::Get(None)), 6, 7),
     ];
     assert_eq!(check_history(&h, 10_000), Ok(4));
 }
@@ -38,9 +48,9 @@ fn sequential_history_is_linearizable() {
 #[test]
 fn stale_read_is_caught() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        ev(0, put("b"), KvRet::Put(true), 2, 3),
-        ev(1, KvOp::Get, got("a"), 4, 5),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(0, put("b"), Ok(Response::Put(true)), 2, 3),
+        ev(1, get(), got("a"), 4, 5),
     ];
     assert!(check_history(&h, 10_000).is_err());
 }
@@ -48,30 +58,30 @@ fn stale_read_is_caught() {
 #[test]
 fn lost_write_is_caught() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(1, get(), Ok(Response::Get(None)), 2, 3),
     ];
     assert!(check_history(&h, 10_000).is_err());
 }
 
 #[test]
 fn value_never_written_is_caught() {
-    let h = vec![ev(1, KvOp::Get, got("zz"), 0, 1)];
+    let h = vec![ev(1, get(), got("zz"), 0, 1)];
     assert!(check_history(&h, 10_000).is_err());
 }
 
 #[test]
 fn concurrent_operations_may_take_effect_in_either_order() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(true), 0, 5),
-        ev(1, put("b"), KvRet::Put(false), 1, 6),
-        ev(2, KvOp::Get, got("a"), 7, 8),
+        ev(0, put("a"), Ok(Response::Put(true)), 0, 5),
+        ev(1, put("b"), Ok(Response::Put(false)), 1, 6),
+        ev(2, get(), got("a"), 7, 8),
     ];
     assert!(check_history(&h, 10_000).is_ok(), "b then a");
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 5),
-        ev(1, put("b"), KvRet::Put(true), 1, 6),
-        ev(2, KvOp::Get, got("b"), 7, 8),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 5),
+        ev(1, put("b"), Ok(Response::Put(true)), 1, 6),
+        ev(2, get(), got("b"), 7, 8),
     ];
     assert!(check_history(&h, 10_000).is_ok(), "a then b");
 }
@@ -79,28 +89,28 @@ fn concurrent_operations_may_take_effect_in_either_order() {
 #[test]
 fn failed_writes_may_or_may_not_apply() {
     let applied = vec![
-        ev(0, put("a"), KvRet::Unknown, 0, 1),
-        ev(1, KvOp::Get, got("a"), 2, 3),
+        ev(0, put("a"), Err(Failure::Unknown), 0, 1),
+        ev(1, get(), got("a"), 2, 3),
     ];
     assert!(check_history(&applied, 10_000).is_ok());
     let not_applied = vec![
-        ev(0, put("a"), KvRet::Unknown, 0, 1),
-        ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
+        ev(0, put("a"), Err(Failure::Unknown), 0, 1),
+        ev(1, get(), Ok(Response::Get(None)), 2, 3),
     ];
     assert!(check_history(&not_applied, 10_000).is_ok());
 }
 
 #[test]
 fn wrong_existed_flag_is_caught() {
-    let h = vec![ev(0, put("a"), KvRet::Put(true), 0, 1)];
+    let h = vec![ev(0, put("a"), Ok(Response::Put(true)), 0, 1)];
     assert!(check_history(&h, 10_000).is_err());
 }
 
 #[test]
 fn keys_are_checked_independently() {
-    let mut h = vec![ev(0, put("a"), KvRet::Put(false), 0, 1)];
-    let mut other = ev(1, KvOp::Get, KvRet::Get(None), 2, 3);
-    other.key = b"other".to_vec();
+    let mut h = vec![ev(0, put("a"), Ok(Response::Put(false)), 0, 1)];
+    let mut other = ev(1, get(), Ok(Response::Get(None)), 2, 3);
+    other.request = Request::Get(b"other".to_vec());
     h.push(other);
     assert_eq!(check_history(&h, 10_000), Ok(2));
 }
@@ -110,8 +120,8 @@ fn keys_are_checked_independently() {
 use super::prepare::{Broken, BROKEN};
 use crate::synthetic::{self, Plant, Rng, Spec};
 
-fn unknown(client: usize, op: KvOp, invoke: u64) -> Event {
-    ev(client, op, KvRet::Unknown, invoke, invoke + 1)
+fn unknown(client: usize, op: Request, invoke: u64) -> Event {
+    ev(client, op, Err(Failure::Unknown), invoke, invoke + 1)
 }
 
 fn with_broken<T>(b: Broken, f: impl FnOnce() -> T) -> T {
@@ -125,7 +135,7 @@ fn with_broken<T>(b: Broken, f: impl FnOnce() -> T) -> T {
 fn an_unread_unknown_put_can_still_be_what_makes_existed_true() {
     let h = vec![
         unknown(0, put("a"), 0),
-        ev(1, KvOp::Delete, KvRet::Delete(true), 2, 3),
+        ev(1, del(), Ok(Response::Delete(true)), 2, 3),
     ];
     assert_eq!(check_history(&h, 1000), Ok(2));
     // Teeth: dropping unread unknown PUTs outright rejects this history.
@@ -137,8 +147,8 @@ fn an_unread_unknown_put_can_still_be_what_makes_existed_true() {
 fn an_unknown_write_takes_effect_at_most_once() {
     let h = vec![
         unknown(0, put("a"), 0),
-        ev(1, KvOp::Delete, KvRet::Delete(true), 2, 3),
-        ev(1, KvOp::Delete, KvRet::Delete(true), 4, 5),
+        ev(1, del(), Ok(Response::Delete(true)), 2, 3),
+        ev(1, del(), Ok(Response::Delete(true)), 4, 5),
     ];
     assert!(check_history(&h, 1000).is_err_and(|e| e.is_violation()));
     let broken = with_broken(Broken::ReuseMembers, || check_history(&h, 1000));
@@ -152,15 +162,15 @@ fn an_unknown_write_takes_effect_at_most_once() {
 #[test]
 fn unknown_deletes_explain_not_found_only_after_their_invocation() {
     let ok = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        unknown(1, KvOp::Delete, 2),
-        ev(2, KvOp::Get, KvRet::Get(None), 4, 5),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        unknown(1, del(), 2),
+        ev(2, get(), Ok(Response::Get(None)), 4, 5),
     ];
     assert!(check_history(&ok, 1000).is_ok());
     let late = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        ev(2, KvOp::Get, KvRet::Get(None), 2, 3),
-        unknown(1, KvOp::Delete, 4),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(2, get(), Ok(Response::Get(None)), 2, 3),
+        unknown(1, del(), 4),
     ];
     assert!(check_history(&late, 1000).is_err_and(|e| e.is_violation()));
 }
@@ -169,19 +179,19 @@ fn unknown_deletes_explain_not_found_only_after_their_invocation() {
 fn a_read_value_pins_its_unknown_write_before_the_read() {
     let h = vec![
         unknown(0, put("a"), 0),
-        ev(1, put("b"), KvRet::Put(false), 2, 3),
-        ev(2, KvOp::Get, got("a"), 4, 5),
+        ev(1, put("b"), Ok(Response::Put(false)), 2, 3),
+        ev(2, get(), got("a"), 4, 5),
     ];
     // a after b, before the GET: b saw the key absent, fine.
     assert!(check_history(&h, 1000).is_ok());
     // But a PUT that completed after a's read and before another read of a
     // cannot be skipped.
     let mut stale = h.clone();
-    stale.push(ev(1, put("c"), KvRet::Put(true), 6, 7));
-    stale.push(ev(2, KvOp::Get, got("a"), 8, 9));
+    stale.push(ev(1, put("c"), Ok(Response::Put(true)), 6, 7));
+    stale.push(ev(2, get(), got("a"), 8, 9));
     assert!(check_history(&stale, 1000).is_err_and(|e| e.is_violation()));
     // A read of a value whose only write was invoked after the read returned.
-    let future = vec![ev(2, KvOp::Get, got("a"), 0, 1), unknown(0, put("a"), 2)];
+    let future = vec![ev(2, get(), got("a"), 0, 1), unknown(0, put("a"), 2)];
     let e = check_history(&future, 1000).unwrap_err();
     assert!(e.to_string().contains("before it was invoked"), "{e}");
 }
@@ -189,8 +199,8 @@ fn a_read_value_pins_its_unknown_write_before_the_read() {
 #[test]
 fn not_committed_operations_are_left_out_and_so_checked() {
     let h = vec![
-        ev(0, put("a"), KvRet::NotCommitted, 0, 1),
-        ev(1, KvOp::Get, got("a"), 2, 3),
+        ev(0, put("a"), Err(Failure::NotCommitted), 0, 1),
+        ev(1, get(), got("a"), 2, 3),
     ];
     // A write that claimed to commit nothing but was read back.
     assert!(check_history(&h, 1000).is_err_and(|e| e.is_violation()));
@@ -201,9 +211,9 @@ fn not_committed_operations_are_left_out_and_so_checked() {
 #[test]
 fn a_search_out_of_steps_is_inconclusive_not_a_violation() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 10),
-        ev(1, put("b"), KvRet::Put(true), 1, 11),
-        ev(2, KvOp::Get, got("b"), 12, 13),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 10),
+        ev(1, put("b"), Ok(Response::Put(true)), 1, 11),
+        ev(2, get(), got("b"), 12, 13),
     ];
     let e = check_history(&h, 1).unwrap_err();
     assert!(matches!(e, CheckError::Inconclusive(_)), "{e}");
@@ -215,19 +225,19 @@ fn a_search_out_of_steps_is_inconclusive_not_a_violation() {
 fn thousands_of_unknown_writes_on_one_key_are_cheap() {
     // A node down: 3,000 writes of unknown outcome on one key, none of which
     // took effect, between a known PUT and reads of its value.
-    let mut h = vec![ev(0, put("before"), KvRet::Put(false), 0, 1)];
+    let mut h = vec![ev(0, put("before"), Ok(Response::Put(false)), 0, 1)];
     let mut t = 2;
     for i in 0..3000 {
         let op = if i % 3 == 0 {
-            KvOp::Delete
+            del()
         } else {
             put(&format!("lost-{i}"))
         };
-        h.push(ev(i % 12, op, KvRet::Unknown, t, t + 1));
+        h.push(ev(i % 12, op, Err(Failure::Unknown), t, t + 1));
         t += 2;
     }
-    h.push(ev(0, KvOp::Get, got("before"), t, t + 1));
-    h.push(ev(0, put("after"), KvRet::Put(true), t + 2, t + 3));
+    h.push(ev(0, get(), got("before"), t, t + 1));
+    h.push(ev(0, put("after"), Ok(Response::Put(true)), t + 2, t + 3));
     let report = check(&h, &CheckConfig { max_steps: 10_000 });
     assert!(report.is_linearizable(), "{report}");
     assert_eq!(report.unknown, 3000);
@@ -242,15 +252,15 @@ fn thousands_of_unknown_writes_on_one_key_are_cheap() {
 #[test]
 fn a_clients_stale_read_of_its_own_write_at_a_tie_is_caught() {
     let own = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 10),
-        ev(0, KvOp::Get, KvRet::Get(None), 10, 20),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 10),
+        ev(0, get(), Ok(Response::Get(None)), 10, 20),
     ];
     let err = check_history(&own, 1000).expect_err("read-your-writes at a tie");
     assert!(err.is_violation(), "{err}");
     // The same stamps from two clients are concurrent: no false alarm.
     let other = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 10),
-        ev(1, KvOp::Get, KvRet::Get(None), 10, 20),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 10),
+        ev(1, get(), Ok(Response::Get(None)), 10, 20),
     ];
     assert_eq!(check_history(&other, 1000), Ok(2));
     // Ignoring program order (the broken variant) accepts the stale read.
@@ -263,9 +273,9 @@ fn a_clients_stale_read_of_its_own_write_at_a_tie_is_caught() {
 #[test]
 fn a_read_after_ones_own_delete_at_a_tie_is_caught() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 5),
-        ev(0, KvOp::Delete, KvRet::Delete(true), 5, 10),
-        ev(0, KvOp::Get, got("a"), 10, 10),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 5),
+        ev(0, del(), Ok(Response::Delete(true)), 5, 10),
+        ev(0, get(), got("a"), 10, 10),
     ];
     assert!(check_history(&h, 1000).expect_err("stale").is_violation());
 }
@@ -278,10 +288,10 @@ fn a_read_after_ones_own_delete_at_a_tie_is_caught() {
 #[test]
 fn a_twin_with_a_successor_at_a_tie_is_never_exchanged() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        ev(1, KvOp::Delete, KvRet::Delete(true), 2, 10),
-        ev(2, KvOp::Delete, KvRet::Delete(true), 3, 10),
-        ev(2, put("b"), KvRet::Put(false), 10, 12),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(1, del(), Ok(Response::Delete(true)), 2, 10),
+        ev(2, del(), Ok(Response::Delete(true)), 3, 10),
+        ev(2, put("b"), Ok(Response::Put(false)), 10, 12),
     ];
     assert!(brute_force(&h));
     assert_eq!(check_history(&h, 1000), Ok(4));
@@ -294,8 +304,8 @@ fn a_twin_with_a_successor_at_a_tie_is_never_exchanged() {
 #[test]
 fn overlapping_operations_of_one_client_are_malformed() {
     let h = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 10),
-        ev(0, KvOp::Get, got("a"), 5, 20),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 10),
+        ev(0, get(), got("a"), 5, 20),
     ];
     let report = check(&h, &CheckConfig::default());
     assert!(
@@ -316,8 +326,8 @@ fn overlapping_operations_of_one_client_are_malformed() {
 #[test]
 fn a_put_refused_as_full_must_have_met_the_key_absent() {
     let refused_present = vec![
-        ev(0, put("a"), KvRet::Put(false), 0, 1),
-        ev(1, put("b"), KvRet::Full, 2, 3),
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(1, put("b"), Err(Failure::Full), 2, 3),
     ];
     let err = check_history(&refused_present, 1000).expect_err("key present");
     assert!(err.is_violation(), "{err}");
@@ -326,14 +336,14 @@ fn a_put_refused_as_full_must_have_met_the_key_absent() {
     });
     assert_eq!(excused, Ok(1), "as 'not committed' it was a free pass");
     let wrote_anyway = vec![
-        ev(0, put("b"), KvRet::Full, 0, 1),
-        ev(1, KvOp::Get, got("b"), 2, 3),
+        ev(0, put("b"), Err(Failure::Full), 0, 1),
+        ev(1, get(), got("b"), 2, 3),
     ];
     assert!(check_history(&wrote_anyway, 1000).is_err());
     let honest = vec![
-        ev(0, put("b"), KvRet::Full, 0, 1),
-        ev(1, KvOp::Get, KvRet::Get(None), 2, 3),
-        ev(1, put("c"), KvRet::Put(false), 4, 5),
+        ev(0, put("b"), Err(Failure::Full), 0, 1),
+        ev(1, get(), Ok(Response::Get(None)), 2, 3),
+        ev(1, put("c"), Ok(Response::Put(false)), 4, 5),
     ];
     assert_eq!(check_history(&honest, 1000), Ok(3));
 }
@@ -349,11 +359,16 @@ fn a_put_refused_as_full_must_have_met_the_key_absent() {
 fn brute_force(events: &[Event]) -> bool {
     let evs: Vec<&Event> = events
         .iter()
-        .filter(|e| !matches!((&e.op, &e.ret), (KvOp::Get, KvRet::Unknown)))
-        .filter(|e| e.ret != KvRet::NotCommitted)
+        .filter(|e| {
+            !matches!(
+                (&e.request, &e.ret),
+                (Request::Get(_), Err(Failure::Unknown))
+            )
+        })
+        .filter(|e| e.ret != Err(Failure::NotCommitted))
         .collect();
     let unknown: Vec<usize> = (0..evs.len())
-        .filter(|&i| evs[i].ret == KvRet::Unknown)
+        .filter(|&i| evs[i].ret == Err(Failure::Unknown))
         .collect();
     (0u32..1 << unknown.len()).any(|mask| {
         let chosen: Vec<&Event> = (0..evs.len())
@@ -374,7 +389,7 @@ fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> boo
         return true;
     }
     let end = |e: &Event| {
-        if e.ret == KvRet::Unknown {
+        if e.ret == Err(Failure::Unknown) {
             u64::MAX
         } else {
             e.response
@@ -384,7 +399,7 @@ fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> boo
         if placed[x] {
             continue;
         }
-        let known = |e: &Event| e.ret != KvRet::Unknown;
+        let known = |e: &Event| e.ret != Err(Failure::Unknown);
         // (The events are in recording order, which is program order where
         // a client's stamps tie exactly.)
         let program_before = |y: usize, x: usize| {
@@ -399,13 +414,17 @@ fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> boo
         if blocked {
             continue;
         }
-        let next = match (&ops[x].op, &ops[x].ret) {
-            (KvOp::Get, KvRet::Get(v)) => (*v == state).then(|| state.clone()),
-            (KvOp::Put(_), KvRet::Full) => state.is_none().then_some(None),
-            (KvOp::Put(v), KvRet::Put(e)) => (*e == state.is_some()).then(|| Some(v.clone())),
-            (KvOp::Delete, KvRet::Delete(e)) => (*e == state.is_some()).then_some(None),
-            (KvOp::Put(v), KvRet::Unknown) => Some(Some(v.clone())),
-            (KvOp::Delete, KvRet::Unknown) => Some(None),
+        let next = match (&ops[x].request, &ops[x].ret) {
+            (Request::Get(_), Ok(Response::Get(v))) => (*v == state).then(|| state.clone()),
+            (Request::Put(..), Err(Failure::Full)) => state.is_none().then_some(None),
+            (Request::Put(_, v), Ok(Response::Put(e))) => {
+                (*e == state.is_some()).then(|| Some(v.clone()))
+            }
+            (Request::Delete(_), Ok(Response::Delete(e))) => {
+                (*e == state.is_some()).then_some(None)
+            }
+            (Request::Put(_, v), Err(Failure::Unknown)) => Some(Some(v.clone())),
+            (Request::Delete(_), Err(Failure::Unknown)) => Some(None),
             _ => None,
         };
         if let Some(s) = next {
@@ -432,7 +451,7 @@ fn orders(ops: &[&Event], placed: &mut Vec<bool>, state: Option<Vec<u8>>) -> boo
 fn small_history(rng: &mut Rng) -> Vec<Event> {
     let n = 1 + rng.below(7) as usize;
     let values = ["a", "b", "c"];
-    let mut ops: Vec<(KvOp, u64, u64, bool)> = Vec::new();
+    let mut ops: Vec<(Request, u64, u64, bool)> = Vec::new();
     let mut clients: Vec<usize> = Vec::new();
     let sequential = rng.below(2) == 0;
     if sequential {
@@ -444,11 +463,11 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
             let b = a + rng.below(3);
             clock[c] = b;
             let op = match rng.below(3) {
-                0 => KvOp::Get,
+                0 => get(),
                 1 => put(values[rng.below(3) as usize]),
-                _ => KvOp::Delete,
+                _ => del(),
             };
-            let unknown = op != KvOp::Get && rng.below(100) < 40;
+            let unknown = op.is_write() && rng.below(100) < 40;
             ops.push((op, a, b, unknown));
             clients.push(c);
         }
@@ -461,11 +480,11 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
         for i in 0..n {
             let (a, b) = (times[2 * i], times[2 * i + 1]);
             let op = match rng.below(3) {
-                0 => KvOp::Get,
+                0 => get(),
                 1 => put(values[rng.below(3) as usize]),
-                _ => KvOp::Delete,
+                _ => del(),
             };
-            let unknown = op != KvOp::Get && rng.below(100) < 40;
+            let unknown = op.is_write() && rng.below(100) < 40;
             ops.push((op, a.min(b), a.max(b), unknown));
             clients.push(i);
         }
@@ -473,10 +492,10 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
     // Sort by invocation, keeping each client's program order (stable).
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| ops[i].1);
-    let ops: Vec<(KvOp, u64, u64, bool)> = order.iter().map(|&i| ops[i].clone()).collect();
+    let ops: Vec<(Request, u64, u64, bool)> = order.iter().map(|&i| ops[i].clone()).collect();
     let clients: Vec<usize> = order.iter().map(|&i| clients[i]).collect();
     let random_results = rng.below(2) == 0;
-    let mut rets = vec![KvRet::Unknown; n];
+    let mut rets = vec![Err(Failure::Unknown); n];
     // An execution: effect points inside the intervals (a zero-length
     // operation at its instant), in program order at ties.
     let mut points: Vec<(u64, usize)> = ops
@@ -492,11 +511,11 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
             continue;
         }
         let r = match op {
-            KvOp::Get => KvRet::Get(state.clone()),
+            Request::Get(_) | Request::Scan { .. } => Ok(Response::Get(state.clone())),
             // Now and then a PUT of an absent key is refused: index full.
-            KvOp::Put(_) if state.is_none() && rng.below(8) == 0 => KvRet::Full,
-            KvOp::Put(v) => KvRet::Put(state.replace(v.clone()).is_some()),
-            KvOp::Delete => KvRet::Delete(state.take().is_some()),
+            Request::Put(..) if state.is_none() && rng.below(8) == 0 => Err(Failure::Full),
+            Request::Put(_, v) => Ok(Response::Put(state.replace(v.clone()).is_some())),
+            Request::Delete(_) => Ok(Response::Delete(state.take().is_some())),
         };
         if !unknown {
             rets[i] = r;
@@ -509,11 +528,13 @@ fn small_history(rng: &mut Rng) -> Vec<Event> {
         let perturb = random_results || rng.below(10) < 3;
         if perturb {
             rets[i] = match &o.0 {
-                KvOp::Get if rng.below(4) == 0 => KvRet::Get(None),
-                KvOp::Get => KvRet::Get(Some(values[rng.below(3) as usize].into())),
-                KvOp::Put(_) if rng.below(6) == 0 => KvRet::Full,
-                KvOp::Put(_) => KvRet::Put(rng.below(2) == 0),
-                KvOp::Delete => KvRet::Delete(rng.below(2) == 0),
+                Request::Get(_) if rng.below(4) == 0 => Ok(Response::Get(None)),
+                Request::Get(_) | Request::Scan { .. } => {
+                    Ok(Response::Get(Some(values[rng.below(3) as usize].into())))
+                }
+                Request::Put(..) if rng.below(6) == 0 => Err(Failure::Full),
+                Request::Put(..) => Ok(Response::Put(rng.below(2) == 0)),
+                Request::Delete(_) => Ok(Response::Delete(rng.below(2) == 0)),
             };
         }
     }
@@ -580,15 +601,17 @@ impl crate::wgl::Spec for Register {
     type State = Option<Vec<u8>>;
     type Op = Event;
     fn step(&self, state: &Option<Vec<u8>>, e: &Event) -> Option<Option<Vec<u8>>> {
-        match (&e.op, &e.ret) {
-            (KvOp::Get, KvRet::Get(v)) => (v == state).then(|| state.clone()),
-            (KvOp::Put(_), KvRet::Full) => state.is_none().then_some(None),
-            (KvOp::Put(v), KvRet::Put(existed)) => {
+        match (&e.request, &e.ret) {
+            (Request::Get(_), Ok(Response::Get(v))) => (v == state).then(|| state.clone()),
+            (Request::Put(..), Err(Failure::Full)) => state.is_none().then_some(None),
+            (Request::Put(_, v), Ok(Response::Put(existed))) => {
                 (*existed == state.is_some()).then(|| Some(v.clone()))
             }
-            (KvOp::Delete, KvRet::Delete(existed)) => (*existed == state.is_some()).then_some(None),
-            (KvOp::Put(v), KvRet::Unknown) => Some(Some(v.clone())),
-            (KvOp::Delete, KvRet::Unknown) => Some(None),
+            (Request::Delete(_), Ok(Response::Delete(existed))) => {
+                (*existed == state.is_some()).then_some(None)
+            }
+            (Request::Put(_, v), Err(Failure::Unknown)) => Some(Some(v.clone())),
+            (Request::Delete(_), Err(Failure::Unknown)) => Some(None),
             _ => None,
         }
     }
@@ -600,10 +623,15 @@ impl crate::wgl::Spec for Register {
 fn generic(events: &[Event], program_order: bool) -> bool {
     let evs: Vec<&Event> = events
         .iter()
-        .filter(|e| !matches!((&e.op, &e.ret), (KvOp::Get, KvRet::Unknown)))
-        .filter(|e| e.ret != KvRet::NotCommitted)
+        .filter(|e| {
+            !matches!(
+                (&e.request, &e.ret),
+                (Request::Get(_), Err(Failure::Unknown))
+            )
+        })
+        .filter(|e| e.ret != Err(Failure::NotCommitted))
         .collect();
-    let known = |e: &Event| e.ret != KvRet::Unknown;
+    let known = |e: &Event| e.ret != Err(Failure::Unknown);
     let mut timed: Vec<crate::wgl::Timed<'_, Event>> = evs
         .iter()
         .map(|e| crate::wgl::Timed {
@@ -675,7 +703,7 @@ fn large_histories_with_many_unknown_outcomes_have_known_verdicts() {
             let report = verdict_of(&bad);
             match &report.verdict {
                 Verdict::NotLinearizable(v) => {
-                    assert_eq!(v.key, bad[at].key, "{plant:?}: the planted key");
+                    assert_eq!(v.key, bad[at].key(), "{plant:?}: the planted key");
                 }
                 other => panic!("{spec:?} {plant:?}: {other:?}"),
             }

@@ -185,9 +185,7 @@ fn window(r: &SimReport, from: u64, until: u64) -> (f64, f64, usize) {
     let mut lat: Vec<u64> = r
         .history
         .iter()
-        .filter(|e| {
-            matches!(e.op, nessie_check::KvOp::Get) && matches!(e.ret, nessie_check::KvRet::Get(_))
-        })
+        .filter(|e| matches!(e.ret, Ok(nessie_protocol::Response::Get(_))))
         .filter_map(|e| {
             let at = nessie_sim::stamp_ns(e.invoke).checked_sub(r.measured_from_ns)?;
             (from..until).contains(&at).then(|| {
