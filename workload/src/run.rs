@@ -75,7 +75,7 @@ impl Recorder<Response> for PreloadRecorder<'_> {
     type Note = KindNote;
 
     fn start(&mut self, op: &KvRequest<'_>) -> KindNote {
-        Recorder::<Response>::start(&mut self.history, op)
+        self.history.start(op)
     }
 
     fn finish(&mut self, note: KindNote, done: Done<Response>, latency: Duration) {
