@@ -421,4 +421,25 @@ mod tests {
         ];
         assert!(check(&bad, 1000).is_err());
     }
+
+    /// A write whose error promised that nothing was committed is left
+    /// out, as by the per-key checker: read back, it is caught; one whose
+    /// outcome is unknown may explain the read.
+    #[test]
+    fn a_write_that_promised_nothing_but_was_read_back_is_caught() {
+        let h = |failure| {
+            vec![
+                ev(0, Request::Put(k("a"), k("1")), Err(failure), 0, 1),
+                ev(
+                    1,
+                    scan("a", "z"),
+                    Ok(Response::Scan(vec![(k("a"), k("1"))])),
+                    2,
+                    3,
+                ),
+            ]
+        };
+        assert!(check(&h(Failure::Unknown), 1000).is_ok());
+        assert!(check(&h(Failure::NotCommitted), 1000).is_err());
+    }
 }

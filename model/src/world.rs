@@ -44,10 +44,11 @@ use std::time::Duration;
 
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
+use nessie_protocol::pipeline::RequestMachine;
 use nessie_protocol::route::Router;
 use nessie_protocol::{
-    ClientId, Completion, Config, DteAddr, Error, FabricError, Faults, GetMachine, Machine, Nanos,
-    NodeId, Op, OpStats, Poll, PutMachine, Request, Response, TransportFault,
+    ClientId, Completion, Config, DteAddr, Error, FabricError, Faults, Machine, Nanos, NodeId, Op,
+    OpStats, Poll, Request, Response, TransportFault,
 };
 use stateright::{Model, Property};
 
@@ -156,38 +157,6 @@ pub struct World {
     pub always_room: bool,
 }
 
-/// An operation machine of either kind.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AnyMachine {
-    /// A GET.
-    Get(GetMachine),
-    /// A PUT or DELETE.
-    Write(PutMachine),
-}
-
-impl AnyMachine {
-    fn stats(&self) -> OpStats {
-        match self {
-            AnyMachine::Get(g) => g.stats(),
-            AnyMachine::Write(w) => w.stats(),
-        }
-    }
-
-    fn gives_up_after(&self, margin: Duration) -> Option<Nanos> {
-        match self {
-            AnyMachine::Get(g) => g.gives_up_after(margin),
-            AnyMachine::Write(w) => w.gives_up_after(margin),
-        }
-    }
-
-    fn complete(&mut self, c: Completion) {
-        match self {
-            AnyMachine::Get(g) => g.complete(c),
-            AnyMachine::Write(w) => w.complete(c),
-        }
-    }
-}
-
 /// How a client is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Run {
@@ -217,7 +186,7 @@ pub struct ClientRun {
     /// Attempts made of the current operation.
     pub attempts: u8,
     /// The running attempt.
-    pub machine: Option<AnyMachine>,
+    pub machine: Option<RequestMachine>,
     /// Posted requests not yet completed (any may land next).
     pub pending: Vec<InFlight>,
     /// Requests whose completion has been delivered (an error) or given up,
@@ -365,36 +334,6 @@ pub enum Action {
 /// Clock value at the start of every world.
 pub const START: u64 = 1_000_000;
 
-/// The machine of `op` (the model's worlds have no scans: one would GET
-/// its first key).
-fn machine_for(op: &Request) -> AnyMachine {
-    match op {
-        Request::Get(k) | Request::Scan { from: k, .. } => AnyMachine::Get(GetMachine::get(k)),
-        Request::Put(k, v) => AnyMachine::Write(PutMachine::put(k, v)),
-        Request::Delete(k) => AnyMachine::Write(PutMachine::delete(k)),
-    }
-}
-
-enum Outcome {
-    Get(Option<Vec<u8>>),
-    Write(bool),
-}
-
-fn poll(m: &mut AnyMachine, st: &mut ClientState, now: Nanos) -> Poll<Result<Outcome, Error>> {
-    match m {
-        AnyMachine::Get(g) => match g.poll(st, now) {
-            Poll::Post(w) => Poll::Post(w),
-            Poll::Pending => Poll::Pending,
-            Poll::Done(r) => Poll::Done(r.map(Outcome::Get)),
-        },
-        AnyMachine::Write(w) => match w.poll(st, now) {
-            Poll::Post(x) => Poll::Post(x),
-            Poll::Pending => Poll::Pending,
-            Poll::Done(r) => Poll::Done(r.map(Outcome::Write)),
-        },
-    }
-}
-
 /// Runs `op` to completion with every request atomic (for preloads).
 fn run_atomically(
     mem: &mut Memory,
@@ -402,9 +341,9 @@ fn run_atomically(
     op: &Request,
     now: Nanos,
 ) -> Result<(), Error> {
-    let mut m = machine_for(op);
+    let mut m = RequestMachine::new(op);
     loop {
-        match poll(&mut m, st, now) {
+        match m.poll(st, now) {
             Poll::Done(r) => return r.map(|_| ()),
             Poll::Pending => return Err(Error::Corrupt("preload machine stuck".into())),
             Poll::Post(wrs) => {
@@ -592,7 +531,7 @@ impl World {
             if r.attempts == 0 {
                 s.history.invoke(c, usize::from(r.next));
             }
-            r.machine = Some(machine_for(&op));
+            r.machine = Some(RequestMachine::new(&op));
             r.solo = solo;
         }
         let r = &mut s.clients[c];
@@ -600,7 +539,7 @@ impl World {
         let Some(m) = r.machine.as_mut() else {
             return;
         };
-        match poll(m, &mut r.state, now) {
+        match m.poll(&mut r.state, now) {
             Poll::Post(wrs) => {
                 let router = &mut r.router;
                 r.pending = wrs
@@ -622,7 +561,7 @@ impl World {
         &self,
         s: &mut WorldState,
         c: usize,
-        result: Result<Outcome, Error>,
+        result: Result<Response, Error>,
         stats: OpStats,
     ) {
         let op_index = usize::from(s.clients[c].next);
@@ -647,12 +586,10 @@ impl World {
         if stats.recoveries > 0 && result.is_ok() && op.is_write() {
             reached.insert(Expect::Reclaim);
         }
-        let ret = match (result, op) {
-            (Ok(Outcome::Get(v)), _) => Ok(Ok(Response::Get(v))),
-            (Ok(Outcome::Write(e)), Request::Delete(_)) => Ok(Ok(Response::Delete(e))),
-            (Ok(Outcome::Write(e)), _) => Ok(Ok(Response::Put(e))),
-            (Err(Error::TableFull { .. }), _) => Ok(Err(Failure::Full)),
-            (Err(e), _) => Err(e),
+        let ret = match result {
+            Ok(r) => Ok(Ok(r)),
+            Err(Error::TableFull { .. }) => Ok(Err(Failure::Full)),
+            Err(e) => Err(e),
         };
         if self.always_room && matches!(ret, Ok(Err(Failure::Full))) {
             s.flags.full_with_room = true;

@@ -70,7 +70,9 @@ pub struct Finished {
 
 /// The machine of one [`Request`] (a GET, PUT or DELETE machine behind one
 /// type), for drivers that run mixed operations side by side: this
-/// pipeline, and the cluster simulator.
+/// pipeline, the cluster simulator and the model's worlds (whose state it
+/// is part of, hence its comparisons and hash).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RequestMachine {
     /// A GET.
     Get(GetMachine),
@@ -89,6 +91,16 @@ impl RequestMachine {
             Request::Put(k, v) => RequestMachine::Write(PutMachine::put(k, v), false),
             Request::Delete(k) => RequestMachine::Write(PutMachine::delete(k), true),
             Request::Scan { .. } => RequestMachine::Refused,
+        }
+    }
+
+    /// When its round in flight gives up on missing completions, with
+    /// `margin` ([`crate::machine::OpMachine::gives_up_after`]).
+    pub fn gives_up_after(&self, margin: Duration) -> Option<Nanos> {
+        match self {
+            RequestMachine::Get(m) => m.gives_up_after(margin),
+            RequestMachine::Write(m, _) => m.gives_up_after(margin),
+            RequestMachine::Refused => None,
         }
     }
 }

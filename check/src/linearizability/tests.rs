@@ -318,6 +318,27 @@ fn overlapping_operations_of_one_client_are_malformed() {
     ));
 }
 
+/// A range scan ties keys together, which a per-key check cannot see: a
+/// history with one is refused as malformed (it belongs to the range-aware
+/// checker, `crate::ordered`), never checked key by key as if it passed.
+#[test]
+fn a_history_with_a_scan_is_refused_by_the_per_key_checker() {
+    let scan = Request::Scan {
+        from: b"k".to_vec(),
+        to: None,
+        limit: 2,
+    };
+    let h = vec![
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(1, scan, Ok(Response::Scan(vec![])), 2, 3),
+    ];
+    let report = check(&h, &CheckConfig::default());
+    assert!(
+        matches!(report.verdict, Verdict::Malformed(ref m) if m.contains("range scan")),
+        "{report}"
+    );
+}
+
 // ----- refused for want of room ------------------------------------------------
 
 /// `TableFull` promises the key was absent and nothing was written: a PUT
