@@ -202,10 +202,13 @@ fn the_swarm_catches_the_recovery_switches_through_failures_mid_split() {
 }
 
 /// The switches are caught from seed 0 by the swarm itself, at the seeds
-/// pinned above.
+/// pinned above. CI searches those pinned within the first [`CELL_CASES`]
+/// seeds; a search to a later pin (`skip-scan-validation`, 2,920) is the
+/// CLI's (`nessie swarm --system cell --server-faults skip-scan-validation
+/// --cases 3000` stops there), and CI runs its pinned case above.
 #[test]
 fn a_search_from_seed_zero_stops_at_the_pinned_seed() {
-    for (name, first, _) in CELL_TEETH {
+    for (name, first, _) in CELL_TEETH.into_iter().filter(|t| t.1 < CELL_CASES) {
         let f = ServerFaults::named(&[name]).unwrap();
         let s = swarm_system(SystemKind::Cell, 0..first + 1, Faults::default(), f, true).unwrap();
         let failure = s
