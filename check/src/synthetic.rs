@@ -94,22 +94,21 @@ impl Spec {
     }
 }
 
-/// A small deterministic generator (xorshift64*).
+/// The generated histories' draws: the workspace's one generator
+/// (`nessie_protocol::rng`), seeded from any value.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
 
 impl Rng {
     /// A generator seeded with `seed` (any value).
     pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+        let mut s = seed;
+        Rng(nessie_protocol::rng::splitmix64(&mut s) | 1)
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        nessie_protocol::rng::xorshift64(&mut self.0)
     }
 
     /// A number below `n` (0 if `n` is 0).

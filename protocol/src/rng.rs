@@ -1,7 +1,7 @@
 //! The workspace's one seeded random generator, in two steps:
 //! [`xorshift64`] (Marsaglia's 13-7-17 triple) for every stream of draws
 //! (the simulator's dice, the clients' back-off jitter, the tests' workload
-//! loops) and [`splitmix64`] for seeding and for streams that must not
+//! loops, the checker's generated histories) and [`splitmix64`] for seeding and for streams that must not
 //! start from a poor seed (the benchmark's keys, shuffled word orders).
 //!
 //! Hand-written, not a crate (`rand_xoshiro`, `fastrand`), on purpose: the
