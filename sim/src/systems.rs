@@ -220,24 +220,19 @@ fn step<T: 'static, X: Ext>(
 pub(crate) fn poll_kv(m: &mut KvMachine, now: Nanos) -> Stepped<KvDone> {
     match m {
         KvMachine::Attempt(m) => step(m, now, &mut |e| match e {}),
-        KvMachine::Cell(m, dir) => poll_cell(m, dir, now, KvDone::Cell),
+        KvMachine::Cell(m, dir) => poll_cell(m, dir, now),
     }
 }
 
-/// One step of a Cell client machine, whose answer `done` wraps.
-fn poll_cell<T: 'static>(
-    m: &mut Machine<T, CellExt>,
-    dir: &Directory,
-    now: Nanos,
-    done: fn(T) -> KvDone,
-) -> Stepped<KvDone> {
+/// One step of a Cell client machine (any operation, scans included).
+fn poll_cell(m: &mut Machine<Response, CellExt>, dir: &Directory, now: Nanos) -> Stepped<KvDone> {
     let mut ext = |e| nessie_cell::client::client_effect(e, || dir.snapshot());
     match step(m, now, &mut ext) {
         Stepped::Post(w) => Stepped::Post(w),
         Stepped::PostDetached(w) => Stepped::PostDetached(w),
         Stepped::Pending => Stepped::Pending,
         Stepped::Wait(w) => Stepped::Wait(w),
-        Stepped::Done(r) => Stepped::Done(r.map(done)),
+        Stepped::Done(r) => Stepped::Done(r.map(KvDone::Cell)),
     }
 }
 
