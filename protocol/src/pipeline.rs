@@ -29,9 +29,18 @@
 //! - [`AsyncPipeline`]: futures driven by completions, on any executor (each
 //!   poll makes progress without blocking and asks to be polled again, as an
 //!   RDMA polling loop does).
+//!
+//! **Every handle answers for its own operation only.** The three faces
+//! number their operations in three tag spaces that never meet (the
+//! caller's tags, a batch's positions, the futures' own numbers), and the
+//! faces do not mix on one pipeline: [`AsyncPipeline::new`] takes the
+//! pipeline by value and refuses, with [`BusyPipeline`] (which hands it back
+//! untouched), one that still holds operations of the other faces (queued,
+//! in flight, or answers stashed by a [`Pipeline::run`]); once wrapped, the
+//! pipeline is reachable only through its futures.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -150,18 +159,20 @@ impl Machine for RequestMachine {
     }
 }
 
-/// Who submitted an operation: the caller, under its tag, or
-/// [`Pipeline::run`], at this position of its batch.
+/// Who submitted an operation: the caller, under its tag, [`Pipeline::run`],
+/// at this position of its batch, or an [`AsyncPipeline`]'s future, under
+/// its number. The three are separate tag spaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Origin {
     Caller(u64),
     Batch(usize),
+    Future(u64),
 }
 
 impl Origin {
     fn tag(self) -> u64 {
         match self {
-            Origin::Caller(tag) => tag,
+            Origin::Caller(tag) | Origin::Future(tag) => tag,
             Origin::Batch(i) => i as u64,
         }
     }
@@ -320,6 +331,9 @@ impl<E: Endpoint> Pipeline<E> {
                         }
                     }
                     Origin::Caller(_) => self.stash.push(f),
+                    // A wrapped pipeline runs no batch (its owner is the
+                    // `AsyncPipeline`), so no future's operation is here.
+                    Origin::Future(_) => {}
                 }
             }
         }
@@ -515,6 +529,11 @@ fn batch_results(results: Vec<Option<Result<Response, Error>>>) -> Vec<Result<Re
 /// `Send`): each future, when polled, makes progress on the whole pipeline
 /// without blocking and, until its own operation has finished, asks its
 /// executor to poll it again. No particular runtime is needed.
+///
+/// It owns its pipeline: the caller's blocking and non-blocking faces
+/// ([`Pipeline::run`], [`Pipeline::submit`], [`Pipeline::progress`]) cannot
+/// reach it any more, so an [`OpFuture`] resolves to its own operation's
+/// result and no other.
 pub struct AsyncPipeline<E: Endpoint> {
     inner: Rc<RefCell<Shared<E>>>,
 }
@@ -523,18 +542,73 @@ struct Shared<E: Endpoint> {
     pipeline: Pipeline<E>,
     next_tag: u64,
     results: HashMap<u64, Result<Response, Error>>,
+    /// Futures dropped before their operation finished: its result is
+    /// discarded when it comes (the operation still runs to its end).
+    abandoned: HashSet<u64>,
 }
 
+/// [`AsyncPipeline::new`] refused a pipeline that still holds operations of
+/// its other faces: their answers would have no future to go to. The
+/// pipeline is handed back untouched; drain it with [`Pipeline::progress`]
+/// (until [`Pipeline::outstanding`] is 0) and wrap it then.
+pub struct BusyPipeline<E: Endpoint> {
+    /// The pipeline, as it was.
+    pub pipeline: Pipeline<E>,
+}
+
+impl<E: Endpoint> std::fmt::Debug for BusyPipeline<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BusyPipeline")
+            .field("outstanding", &self.pipeline.outstanding())
+            .finish()
+    }
+}
+
+impl<E: Endpoint> std::fmt::Display for BusyPipeline<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the pipeline still holds {} operation(s) submitted through its other faces",
+            self.pipeline.outstanding()
+        )
+    }
+}
+
+impl<E: Endpoint> std::error::Error for BusyPipeline<E> {}
+
 impl<E: Endpoint> AsyncPipeline<E> {
-    /// Wraps `pipeline`.
-    pub fn new(pipeline: Pipeline<E>) -> AsyncPipeline<E> {
+    /// Wraps `pipeline`, which must hold no operation: one submitted with
+    /// [`Pipeline::submit`] and not yet handed out by
+    /// [`Pipeline::progress`], or stashed while [`Pipeline::run`] ran, is
+    /// refused with [`BusyPipeline`] (the pipeline comes back untouched).
+    pub fn new(pipeline: Pipeline<E>) -> Result<AsyncPipeline<E>, BusyPipeline<E>> {
+        if pipeline.outstanding() > 0 {
+            return Err(BusyPipeline { pipeline });
+        }
+        Ok(AsyncPipeline::wrap(pipeline))
+    }
+
+    fn wrap(pipeline: Pipeline<E>) -> AsyncPipeline<E> {
         AsyncPipeline {
             inner: Rc::new(RefCell::new(Shared {
                 pipeline,
                 next_tag: 0,
                 results: HashMap::new(),
+                abandoned: HashSet::new(),
             })),
         }
+    }
+
+    /// A fresh pipeline of `depth` operations in flight on `ep`, wrapped
+    /// ([`Pipeline::new`], whose errors it returns).
+    pub fn open(
+        cfg: Arc<Config>,
+        node: NodeId,
+        first_index: u16,
+        depth: u16,
+        ep: E,
+    ) -> Result<AsyncPipeline<E>, Error> {
+        Pipeline::new(cfg, node, first_index, depth, ep).map(AsyncPipeline::wrap)
     }
 
     /// Starts `req`; the future resolves to its result.
@@ -542,10 +616,11 @@ impl<E: Endpoint> AsyncPipeline<E> {
         let mut s = self.inner.borrow_mut();
         let tag = s.next_tag;
         s.next_tag += 1;
-        s.pipeline.submit(tag, req);
+        s.pipeline.queue.push_back((Origin::Future(tag), req));
         OpFuture {
             inner: self.inner.clone(),
             tag,
+            done: false,
         }
     }
 
@@ -563,31 +638,77 @@ impl<E: Endpoint> AsyncPipeline<E> {
     pub fn delete(&self, key: &[u8]) -> OpFuture<E> {
         self.call(Request::Delete(key.to_vec()))
     }
+
+    /// Operations started and not yet taken by their futures (or, for a
+    /// dropped future, not yet finished).
+    pub fn outstanding(&self) -> usize {
+        let s = self.inner.borrow();
+        s.pipeline.unfinished() + s.results.len()
+    }
 }
 
-/// The future of one pipelined operation.
+impl<E: Endpoint> Shared<E> {
+    /// One non-blocking step of the pipeline; files the futures' results.
+    fn step(&mut self) {
+        let mut done = Vec::new();
+        self.pipeline.step(&mut done, Duration::ZERO);
+        for (origin, f) in done {
+            // Only futures submit to a wrapped pipeline.
+            if let Origin::Future(tag) = origin {
+                if !self.abandoned.remove(&tag) {
+                    self.results.insert(tag, f.result);
+                }
+            }
+        }
+    }
+}
+
+/// The future of one pipelined operation: it resolves to that operation's
+/// result, once.
 pub struct OpFuture<E: Endpoint> {
     inner: Rc<RefCell<Shared<E>>>,
     tag: u64,
+    done: bool,
 }
 
 impl<E: Endpoint> Future for OpFuture<E> {
     type Output = Result<Response, Error>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> TaskPoll<Self::Output> {
-        let mut s = self.inner.borrow_mut();
-        if let Some(r) = s.results.remove(&self.tag) {
-            return TaskPoll::Ready(r);
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> TaskPoll<Self::Output> {
+        let tag = self.tag;
+        let ready = {
+            let mut s = self.inner.borrow_mut();
+            match s.results.remove(&tag) {
+                Some(r) => Some(r),
+                None => {
+                    s.step();
+                    s.results.remove(&tag)
+                }
+            }
+        };
+        match ready {
+            Some(r) => {
+                self.done = true;
+                TaskPoll::Ready(r)
+            }
+            None => {
+                cx.waker().wake_by_ref();
+                TaskPoll::Pending
+            }
         }
-        let mut done = Vec::new();
-        s.pipeline.progress(&mut done, Duration::ZERO);
-        s.results
-            .extend(done.into_iter().map(|f| (f.tag, f.result)));
-        if let Some(r) = s.results.remove(&self.tag) {
-            return TaskPoll::Ready(r);
+    }
+}
+
+impl<E: Endpoint> Drop for OpFuture<E> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
         }
-        cx.waker().wake_by_ref();
-        TaskPoll::Pending
+        if let Ok(mut s) = self.inner.try_borrow_mut() {
+            if s.results.remove(&self.tag).is_none() {
+                s.abandoned.insert(self.tag);
+            }
+        }
     }
 }
 

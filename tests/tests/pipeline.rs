@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use nessie_check::{ret_of, unique_value, Recorder};
 use nessie_fabric_sim::{Injection, SimEndpoint};
-use nessie_protocol::pipeline::{AsyncPipeline, Finished, Pipeline};
+use nessie_protocol::pipeline::{AsyncPipeline, BusyPipeline, Finished, Pipeline};
 use nessie_protocol::{Config, Error, Fabric, NodeId, TransportFault};
 use nessie_protocol::{Request, Response};
 use nessie_tests::{assert_linearizable, time_limit, SimCluster};
+use proptest::prelude::*;
+use proptest::test_runner::Config as PropConfig;
 
 fn cfg() -> Config {
     Config {
@@ -236,7 +238,7 @@ fn futures_complete_in_any_order_without_a_runtime() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::new(cfg());
-    let p = AsyncPipeline::new(pipeline(&cluster, 0, 0, 8));
+    let p = AsyncPipeline::new(pipeline(&cluster, 0, 0, 8)).unwrap();
     let puts: Vec<_> = (0..40).map(|i| p.put(&key(i), &value(i))).collect();
     assert!(join_all(puts)
         .iter()
@@ -279,5 +281,245 @@ fn lost_completions_end_at_the_deadline_and_do_not_stall_the_pipeline() {
             Err(Error::OutcomeUnknown(_)) => {}
             Err(_) => assert_eq!(now, None, "{r:?}"),
         }
+    }
+}
+
+/// A pipeline that still holds an operation of the caller (submitted, not
+/// yet handed out by `progress`) cannot become an `AsyncPipeline`: before,
+/// it could, and its futures were numbered from 0 in the caller's tag
+/// space, so the PUT's future below resolved to the caller's GET answer
+/// (`Ok(Get(..))`) and the PUT's own outcome was lost. The pipeline comes
+/// back untouched, its operation still answered by `progress`; drained, it
+/// wraps, and every future answers for its own operation.
+#[test]
+fn a_future_never_answers_for_an_operation_of_another_face() {
+    let cluster = SimCluster::new(cfg());
+    let mut p = pipeline(&cluster, 0, 0, 2);
+    p.submit(0, Request::Get(key(1)));
+    let BusyPipeline { pipeline: mut p } = match AsyncPipeline::new(p) {
+        Ok(_) => panic!("a pipeline holding the caller's GET was wrapped"),
+        Err(busy) => {
+            assert!(busy.to_string().contains("1 operation"), "{busy}");
+            busy
+        }
+    };
+    assert_eq!(p.outstanding(), 1);
+    let mut done = Vec::new();
+    while p.outstanding() > 0 {
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        (done[0].tag, &done[0].result),
+        (0, &Ok(Response::Get(None)))
+    );
+    // Answers stashed by a batch (the caller's operations that finished
+    // while `run` ran) are the caller's too.
+    p.submit(0, Request::Put(key(2), b"caller".to_vec()));
+    assert_eq!(p.run([Request::Get(key(3))]), vec![Ok(Response::Get(None))]);
+    let mut p = match AsyncPipeline::new(p) {
+        Ok(_) => panic!("a pipeline holding a stashed answer was wrapped"),
+        Err(busy) => busy.pipeline,
+    };
+    done.clear();
+    while p.outstanding() > 0 {
+        p.progress(&mut done, Duration::from_millis(1));
+    }
+    assert_eq!(done[0].result, Ok(Response::Put(false)));
+    let p = AsyncPipeline::new(p).expect("drained");
+    let put = p.put(&key(1), b"mine");
+    let get = p.get(&key(2));
+    assert_eq!(
+        join_all(vec![put, get]),
+        vec![
+            Ok(Response::Put(false)),
+            Ok(Response::Get(Some(b"caller".to_vec())))
+        ]
+    );
+    assert_eq!(p.outstanding(), 0);
+}
+
+/// One step of a program over a pipeline's faces.
+#[derive(Clone, Debug)]
+enum Face {
+    /// `submit` (or, once wrapped, a future): operation kind and key.
+    Submit(u8, u8),
+    /// `run` a batch (or, once wrapped, that many futures).
+    Run(Vec<(u8, u8)>),
+    /// One `progress` call (or, once wrapped, one poll of every future).
+    Progress,
+    /// Try to wrap the pipeline as an `AsyncPipeline`.
+    Wrap,
+}
+
+fn face() -> impl Strategy<Value = Face> {
+    let op = (0u8..3, 0u8..3);
+    prop_oneof![
+        3 => op.clone().prop_map(|(k, key)| Face::Submit(k, key)),
+        1 => proptest::collection::vec(op, 1..4).prop_map(Face::Run),
+        3 => Just(Face::Progress),
+        1 => Just(Face::Wrap),
+    ]
+}
+
+/// What any answer of operation `id` (kind `k` on key `key`) may be: its
+/// own kind of response, and a GET's value one written to its key (each PUT
+/// writes a value naming its key and operation). Errors are allowed (the
+/// oracle is about whose answer it is, not whether it succeeded).
+fn own_answer(
+    k: u8,
+    key: u8,
+    r: &Result<Response, Error>,
+    written: &HashMap<u8, Vec<Vec<u8>>>,
+) -> Result<(), TestCaseError> {
+    let ok = match (k, r) {
+        (_, Err(_)) => true,
+        (0, Ok(Response::Get(None))) => true,
+        (0, Ok(Response::Get(Some(v)))) => written.get(&key).is_some_and(|vs| vs.contains(v)),
+        (1, Ok(Response::Put(_))) | (2, Ok(Response::Delete(_))) => true,
+        _ => false,
+    };
+    prop_assert!(ok, "operation {k} on key {key} answered {r:?}");
+    Ok(())
+}
+
+fn request(k: u8, key: u8, id: usize, written: &mut HashMap<u8, Vec<Vec<u8>>>) -> Request {
+    let key_bytes = vec![b'k', key];
+    match k {
+        0 => Request::Get(key_bytes),
+        1 => {
+            let v = format!("k{key}-op{id}").into_bytes();
+            written.entry(key).or_default().push(v.clone());
+            Request::Put(key_bytes, v)
+        }
+        _ => Request::Delete(key_bytes),
+    }
+}
+
+/// Runs `program` on one pipeline, through whichever faces it names, and
+/// checks that every handle (a caller's tag, a batch position, a future)
+/// gets exactly one answer and that it is its own operation's.
+fn faces_answer_for_their_own(program: &[Face]) -> Result<(), TestCaseError> {
+    let cluster = SimCluster::new(cfg());
+    let mut p = Some(pipeline(&cluster, 0, 0, 2));
+    let mut wrapped: Option<AsyncPipeline<SimEndpoint>> = None;
+    let mut written: HashMap<u8, Vec<Vec<u8>>> = HashMap::new();
+    // The caller's submissions by tag (tags 0, 1, ... as batch positions
+    // and futures are numbered: the collisions the faces must keep apart).
+    let mut pending: HashMap<u64, (u8, u8)> = HashMap::new();
+    let mut futures = Vec::new();
+    let mut next = 0usize;
+    let mut done = Vec::new();
+    let mut next_tag = 0u64;
+    let check_done = |done: &mut Vec<Finished>,
+                      pending: &mut HashMap<u64, (u8, u8)>,
+                      written: &HashMap<u8, Vec<Vec<u8>>>|
+     -> Result<(), TestCaseError> {
+        for f in done.drain(..) {
+            let Some((k, key)) = pending.remove(&f.tag) else {
+                return Err(TestCaseError::fail(format!(
+                    "tag {} answered twice or never submitted",
+                    f.tag
+                )));
+            };
+            own_answer(k, key, &f.result, written)?;
+        }
+        Ok(())
+    };
+    for step in program {
+        match (step, p.as_mut(), wrapped.as_ref()) {
+            (Face::Submit(k, key), Some(p), _) => {
+                let tag = next_tag;
+                next_tag += 1;
+                p.submit(tag, request(*k, *key, next, &mut written));
+                pending.insert(tag, (*k, *key));
+                next += 1;
+            }
+            (Face::Run(ops), Some(p), _) => {
+                let reqs: Vec<_> = ops
+                    .iter()
+                    .map(|&(k, key)| {
+                        next += 1;
+                        request(k, key, next, &mut written)
+                    })
+                    .collect();
+                let rs = p.run(reqs);
+                prop_assert_eq!(rs.len(), ops.len());
+                for (&(k, key), r) in ops.iter().zip(&rs) {
+                    own_answer(k, key, r, &written)?;
+                }
+            }
+            (Face::Progress, Some(p), _) => {
+                p.progress(&mut done, Duration::from_millis(1));
+                check_done(&mut done, &mut pending, &written)?;
+            }
+            (Face::Wrap, Some(_), _) => {
+                let outstanding = p.as_ref().unwrap().outstanding();
+                match AsyncPipeline::new(p.take().unwrap()) {
+                    // (A busy pipeline wrapped would leave its caller's
+                    // operations unanswered, or answer futures with them:
+                    // the answers below tell.)
+                    Ok(a) => wrapped = Some(a),
+                    Err(busy) => {
+                        prop_assert!(outstanding > 0, "an empty pipeline was refused");
+                        prop_assert_eq!(busy.pipeline.outstanding(), outstanding);
+                        p = Some(busy.pipeline);
+                    }
+                }
+            }
+            (Face::Submit(k, key), None, Some(a)) => {
+                futures.push(((*k, *key), a.call(request(*k, *key, next, &mut written))));
+                next += 1;
+            }
+            (Face::Run(ops), None, Some(a)) => {
+                for &(k, key) in ops {
+                    futures.push(((k, key), a.call(request(k, key, next, &mut written))));
+                    next += 1;
+                }
+            }
+            (Face::Progress, None, Some(_)) => {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut left = Vec::new();
+                for ((k, key), mut f) in futures.drain(..) {
+                    match Pin::new(&mut f).poll(&mut cx) {
+                        Poll::Ready(r) => own_answer(k, key, &r, &written)?,
+                        Poll::Pending => left.push(((k, key), f)),
+                    }
+                }
+                futures = left;
+            }
+            (Face::Wrap, None, Some(_)) => {}
+            (_, None, None) => unreachable!("the pipeline is somewhere"),
+        }
+    }
+    // Drain whichever face holds it.
+    if let Some(mut p) = p {
+        while p.outstanding() > 0 {
+            p.progress(&mut done, Duration::from_millis(1));
+        }
+        check_done(&mut done, &mut pending, &written)?;
+    }
+    let (ops, futs): (Vec<_>, Vec<_>) = futures.into_iter().unzip();
+    for ((k, key), r) in ops.into_iter().zip(join_all(futs)) {
+        own_answer(k, key, &r, &written)?;
+    }
+    prop_assert!(pending.is_empty(), "tags never answered: {:?}", pending);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(PropConfig { cases: 64, failure_persistence: None, ..PropConfig::default() })]
+
+    /// Random programs over the pipeline's three faces (submit and
+    /// progress, batches, futures): every handle answers for its own
+    /// operation, once. With main 9a4e370's `AsyncPipeline` put back by hand
+    /// (it wrapped a busy pipeline and numbered its futures in the caller's
+    /// tag space) it fails at once and shrinks to `[Submit(GET), Wrap]`: the
+    /// caller's GET is never answered (its answer went to a future).
+    #[test]
+    fn every_face_of_a_pipeline_answers_for_its_own_operations(
+        program in proptest::collection::vec(face(), 1..24)
+    ) {
+        faces_answer_for_their_own(&program)?;
     }
 }
