@@ -19,7 +19,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use nessie_protocol::{ClientId, Config, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientClaim, ClientId, Config, Endpoint, Error, NodeId, OpStats};
 use nessie_protocol::{KvRequest, Response};
 
 use crate::retry::{Jitter, RetryBudget};
@@ -156,6 +156,9 @@ pub struct BlockingClient<C: ClientLogic, E: Endpoint> {
     driver: Driver<E>,
     jitter: Jitter,
     last: OpStats,
+    /// Its client id, held on the endpoint's fabric while it lives: two
+    /// clients with one id would share request and response slots.
+    _claim: ClientClaim,
 }
 
 impl<C: ClientLogic, E: Endpoint> std::fmt::Debug for BlockingClient<C, E> {
@@ -168,14 +171,20 @@ impl<C: ClientLogic, E: Endpoint> std::fmt::Debug for BlockingClient<C, E> {
 }
 
 impl<C: ClientLogic, E: Endpoint> BlockingClient<C, E> {
-    /// The client `core` on endpoint `ep`, its back-offs jittered by `jitter`.
-    pub fn from_core(core: C, ep: E, jitter: Jitter) -> BlockingClient<C, E> {
-        BlockingClient {
+    /// The client `core` of id `id` on endpoint `ep` (its back-offs
+    /// jittered by the id). The id is claimed on the endpoint's fabric
+    /// ([`Endpoint::claim_client`]) for as long as the client lives: an id a
+    /// live client already holds is refused with
+    /// [`Error::ClientIdInUse`], as Nessie's own clients refuse it.
+    pub fn from_core(core: C, id: ClientId, ep: E) -> Result<BlockingClient<C, E>, Error> {
+        let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
+        Ok(BlockingClient {
             core,
             driver: Driver::new(ep),
-            jitter,
+            jitter: Jitter::new(id),
             last: OpStats::default(),
-        }
+            _claim: claim,
+        })
     }
 
     /// The sans-IO core.

@@ -17,7 +17,6 @@ use crate::design::{AnyCore, AnyTable};
 use crate::hy::{HyCore, HyOptions};
 use crate::pilaf::client::PilafCore;
 use crate::pilaf::{PilafLayout, PilafTable};
-use crate::retry::Jitter;
 use crate::sd::SdCore;
 use nessie_exec::mailbox::MailboxLayout;
 use nessie_exec::rpc::{RpcClient, RpcFaults};
@@ -225,7 +224,7 @@ impl SystemConfig {
         });
         Ok(
             match rpc.and_then(|rpc| self.core(rpc, CoreSwitches::default())) {
-                Some(core) => Box::new(BlockingClient::from_core(core, ep, Jitter::new(id))),
+                Some(core) => Box::new(BlockingClient::from_core(core, id, ep)?),
                 None => Box::new(Client::new(Arc::new(cfg.clone()), id, ep)?),
             },
         )

@@ -33,7 +33,7 @@ use crate::client::{
     Retry,
 };
 use crate::coupled::CoupledLayout;
-use crate::retry::{Jitter, RetryBudget};
+use crate::retry::RetryBudget;
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{read_one, Io, OpClass};
 use nessie_exec::rpc::RpcClient;
@@ -257,9 +257,9 @@ impl<E: Endpoint> BlockingClient<HyCore, E> {
         opts: HyOptions,
         id: ClientId,
         ep: E,
-    ) -> HyClient<E> {
+    ) -> Result<HyClient<E>, Error> {
         let rpc = rpc_channel(layout.mailbox, id, &cfg);
-        BlockingClient::from_core(HyCore::new(cfg, layout, opts, rpc), ep, Jitter::new(id))
+        BlockingClient::from_core(HyCore::new(cfg, layout, opts, rpc), id, ep)
     }
 
     /// Test-only fault switch: report a key absent after one scan, without

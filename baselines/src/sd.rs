@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
-use nessie_protocol::{ClientId, Config, Endpoint};
+use nessie_protocol::{ClientId, Config, Endpoint, Error};
 
 use crate::client::{rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic};
 use crate::coupled::CoupledLayout;
-use crate::retry::{Jitter, RetryBudget};
+use crate::retry::RetryBudget;
 use nessie_exec::machine::Io;
 use nessie_exec::rpc::RpcClient;
 use nessie_protocol::KvRequest;
@@ -57,8 +57,13 @@ pub type SdClient<E> = BlockingClient<SdCore, E>;
 
 impl<E: Endpoint> BlockingClient<SdCore, E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
-    pub fn new(cfg: Arc<Config>, layout: CoupledLayout, id: ClientId, ep: E) -> SdClient<E> {
+    pub fn new(
+        cfg: Arc<Config>,
+        layout: CoupledLayout,
+        id: ClientId,
+        ep: E,
+    ) -> Result<SdClient<E>, Error> {
         let rpc = rpc_channel(layout.mailbox, id, &cfg);
-        BlockingClient::from_core(SdCore::new(cfg, layout, rpc), ep, Jitter::new(id))
+        BlockingClient::from_core(SdCore::new(cfg, layout, rpc), id, ep)
     }
 }

@@ -47,7 +47,7 @@ fn id(node: u16, index: u16) -> ClientId {
 /// A client with Pilaf's own API (torn-read counter, fault switch).
 fn pilaf_client(dep: &Pilaf, cfg: &Config, who: ClientId) -> PilafClient<SimEndpoint> {
     let ep = dep.fabric().open(who.node).expect("node is up");
-    PilafClient::new(Arc::new(cfg.clone()), PilafLayout::new(cfg), who, ep)
+    PilafClient::new(Arc::new(cfg.clone()), PilafLayout::new(cfg), who, ep).expect("a free id")
 }
 
 /// Cuckoo moves made so far on every node (the move epoch rises by 2 each).
@@ -811,7 +811,7 @@ fn get_across_a_move(pause_before: usize, skip_epoch_check: bool) -> Option<Vec<
     };
     relocate(cands[0], cands[1]);
     let (ep, pause) = common::PausingEndpoint::new(f.open(NodeId(0)).expect("open"), pause_before);
-    let mut reader = PilafClient::new(Arc::new(cfg.clone()), l, id(0, 1), ep);
+    let mut reader = PilafClient::new(Arc::new(cfg.clone()), l, id(0, 1), ep).expect("a free id");
     reader.set_skip_epoch_check(skip_epoch_check);
     thread::scope(|sc| {
         let get = sc.spawn(move || reader.get(key).expect("get"));

@@ -290,7 +290,8 @@ fn get_across_a_move(pause_before: usize, skip_epoch_check: bool) -> Option<Vec<
             index: 1,
         },
         ep,
-    );
+    )
+    .expect("a free id");
     reader.set_skip_epoch_check(skip_epoch_check);
     let get = thread::spawn(move || reader.get(key).unwrap());
     pause.at_pause(|| server_move(&d, &layout, cands[1], cands[0]));
@@ -450,5 +451,39 @@ fn every_hash_store_refuses_a_scan_before_sending_anything() {
         assert_eq!(c.call(scan), Err(Error::Unsupported("scan")), "{kind:?}");
         assert_eq!(c.last_stats(), OpStats::default(), "{kind:?}: nothing sent");
         assert_eq!(c.call(Request::Put(b"a", b"v")), Ok(Response::Put(false)));
+    }
+}
+
+/// Two live clients with one id would share request and response slots
+/// (and, for Nessie, a data table share): every system refuses the second
+/// with `ClientIdInUse`, in one process, and gives the id back when the
+/// first is dropped. Before, only Nessie's clients refused it.
+#[test]
+fn every_system_refuses_a_second_live_client_with_one_id() {
+    for kind in [
+        KvSystem::Nessie,
+        KvSystem::NessieSd,
+        KvSystem::NessieHy,
+        KvSystem::Pilaf,
+    ] {
+        let d = start_kind(kind, small(2, 32));
+        let id = ClientId {
+            node: NodeId(1),
+            index: 0,
+        };
+        let mut first = d.client(id).expect("a free id");
+        match d.client(id) {
+            Err(Error::ClientIdInUse(i)) => assert_eq!(i, id, "{kind:?}"),
+            Err(e) => panic!("{kind:?}: {e}"),
+            Ok(_) => panic!("{kind:?}: a second live client with {id}"),
+        }
+        assert_eq!(
+            first.put(b"k", b"v"),
+            Ok(false),
+            "{kind:?}: the first goes on"
+        );
+        drop(first);
+        let mut again = d.client(id).expect("released on drop");
+        assert_eq!(again.get(b"k"), Ok(Some(b"v".to_vec())), "{kind:?}");
     }
 }

@@ -74,3 +74,22 @@ fn scans_through_the_shared_vocabulary_and_their_limits() {
         assert_eq!(sent, OpStats::default(), "nothing sent for limit {limit}");
     }
 }
+
+/// Two live clients with one id would share request and response slots:
+/// the second is refused with `ClientIdInUse` (before, Cell handed it out),
+/// and the id is free again once the first is dropped.
+#[test]
+fn a_second_live_client_with_one_id_is_refused() {
+    use nessie_protocol::{Error, KvClient};
+    let d = start(tiny());
+    let mut first = d.client(id(1, 0)).expect("a free id");
+    match d.client(id(1, 0)) {
+        Err(Error::ClientIdInUse(i)) => assert_eq!(i, id(1, 0)),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a second live client with one id"),
+    }
+    assert_eq!(KvClient::put(&mut first, &key(1), b"v"), Ok(false));
+    drop(first);
+    let mut again = d.client(id(1, 0)).expect("released on drop");
+    assert_eq!(KvClient::get(&mut again, &key(1)), Ok(Some(b"v".to_vec())));
+}

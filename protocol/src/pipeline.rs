@@ -553,7 +553,7 @@ struct Shared<E: Endpoint> {
 /// (until [`Pipeline::outstanding`] is 0) and wrap it then.
 pub struct BusyPipeline<E: Endpoint> {
     /// The pipeline, as it was.
-    pub pipeline: Pipeline<E>,
+    pub pipeline: Box<Pipeline<E>>,
 }
 
 impl<E: Endpoint> std::fmt::Debug for BusyPipeline<E> {
@@ -583,7 +583,9 @@ impl<E: Endpoint> AsyncPipeline<E> {
     /// refused with [`BusyPipeline`] (the pipeline comes back untouched).
     pub fn new(pipeline: Pipeline<E>) -> Result<AsyncPipeline<E>, BusyPipeline<E>> {
         if pipeline.outstanding() > 0 {
-            return Err(BusyPipeline { pipeline });
+            return Err(BusyPipeline {
+                pipeline: Box::new(pipeline),
+            });
         }
         Ok(AsyncPipeline::wrap(pipeline))
     }

@@ -296,11 +296,12 @@ fn a_future_never_answers_for_an_operation_of_another_face() {
     let cluster = SimCluster::new(cfg());
     let mut p = pipeline(&cluster, 0, 0, 2);
     p.submit(0, Request::Get(key(1)));
-    let BusyPipeline { pipeline: mut p } = match AsyncPipeline::new(p) {
+    let mut p = match AsyncPipeline::new(p) {
         Ok(_) => panic!("a pipeline holding the caller's GET was wrapped"),
         Err(busy) => {
             assert!(busy.to_string().contains("1 operation"), "{busy}");
-            busy
+            let BusyPipeline { pipeline } = busy;
+            *pipeline
         }
     };
     assert_eq!(p.outstanding(), 1);
@@ -319,7 +320,7 @@ fn a_future_never_answers_for_an_operation_of_another_face() {
     assert_eq!(p.run([Request::Get(key(3))]), vec![Ok(Response::Get(None))]);
     let mut p = match AsyncPipeline::new(p) {
         Ok(_) => panic!("a pipeline holding a stashed answer was wrapped"),
-        Err(busy) => busy.pipeline,
+        Err(busy) => *busy.pipeline,
     };
     done.clear();
     while p.outstanding() > 0 {
@@ -463,7 +464,7 @@ fn faces_answer_for_their_own(program: &[Face]) -> Result<(), TestCaseError> {
                     Err(busy) => {
                         prop_assert!(outstanding > 0, "an empty pipeline was refused");
                         prop_assert_eq!(busy.pipeline.outstanding(), outstanding);
-                        p = Some(busy.pipeline);
+                        p = Some(*busy.pipeline);
                     }
                 }
             }

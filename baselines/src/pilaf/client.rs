@@ -30,7 +30,7 @@ use crate::client::{
     get_outcome, rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic, CoreSwitches,
     Retry,
 };
-use crate::retry::{Jitter, RetryBudget};
+use crate::retry::RetryBudget;
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{read_one, Io, OpClass};
 use nessie_exec::rpc::RpcClient;
@@ -234,9 +234,14 @@ pub type PilafClient<E> = BlockingClient<PilafCore, E>;
 
 impl<E: Endpoint> BlockingClient<PilafCore, E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
-    pub fn new(cfg: Arc<Config>, layout: PilafLayout, id: ClientId, ep: E) -> PilafClient<E> {
+    pub fn new(
+        cfg: Arc<Config>,
+        layout: PilafLayout,
+        id: ClientId,
+        ep: E,
+    ) -> Result<PilafClient<E>, Error> {
         let rpc = rpc_channel(layout.mailbox, id, &cfg);
-        BlockingClient::from_core(PilafCore::new(cfg, layout, rpc), ep, Jitter::new(id))
+        BlockingClient::from_core(PilafCore::new(cfg, layout, rpc), id, ep)
     }
 
     /// Checksum mismatches seen so far by this client's GETs (all retried).

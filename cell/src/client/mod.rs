@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nessie_exec::blocking::Driver;
 use nessie_exec::rpc::RpcClient;
 use nessie_protocol::KvClient;
-use nessie_protocol::{ClientId, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientClaim, ClientId, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
 use crate::directory::FabricDirectory;
@@ -153,6 +153,9 @@ pub struct CellClient<E: Endpoint> {
     driver: Driver<E>,
     dir: Option<Arc<Directory>>,
     last: OpStats,
+    /// Its client id, held on the endpoint's fabric while it lives: two
+    /// clients with one id would share request and response slots.
+    _claim: ClientClaim,
 }
 
 impl<E: Endpoint> std::fmt::Debug for CellClient<E> {
@@ -195,6 +198,7 @@ impl<E: Endpoint> CellClient<E> {
         id: ClientId,
         ep: E,
     ) -> Result<CellClient<E>, Error> {
+        let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
         let layout = cfg.layout();
         let rpc = RpcClient::new(
             layout.mailbox,
@@ -208,6 +212,7 @@ impl<E: Endpoint> CellClient<E> {
             driver: Driver::new(ep),
             dir,
             last: OpStats::default(),
+            _claim: claim,
         })
     }
 
