@@ -5,8 +5,9 @@
 //! node, key and value limits, candidates, filter bits, expiration, timeouts),
 //! so that a comparison changes the design and nothing else.
 
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, Topology};
@@ -200,15 +201,19 @@ impl SystemConfig {
         F: Fabric,
         F::Endpoint: 'static,
     {
-        self.client_with(fabric, id, &RpcFaults::default())
+        self.client_with(fabric, id, &RpcFaults::default(), false)
     }
 
-    /// [`SystemConfig::client`] whose request channel obeys `faults`.
+    /// [`SystemConfig::client`] whose request channel obeys `faults`;
+    /// `first`: the first process of `id` on memory the caller zeroed, which
+    /// has no predecessor (its claim words are never used: it need not open
+    /// them, [`nessie_exec::rpc`]).
     fn client_with<F>(
         &self,
         fabric: &F,
         id: ClientId,
         faults: &RpcFaults,
+        first: bool,
     ) -> Result<Box<dyn KvClient>, Error>
     where
         F: Fabric,
@@ -220,6 +225,9 @@ impl SystemConfig {
         let rpc = self.mailbox().map(|mailbox| {
             let mut rpc = rpc_channel(mailbox, id, cfg);
             rpc.faults = faults.clone();
+            if first {
+                rpc = rpc.without_predecessor();
+            }
             rpc
         });
         Ok(
@@ -237,6 +245,9 @@ pub struct Deployment<F: Fabric> {
     fabric: F,
     servers: Vec<ServerPool>,
     rpc_faults: RpcFaults,
+    /// The client ids handed out so far: the first client of each id on
+    /// this deployment's fresh memory has no predecessor.
+    handed_out: Mutex<HashSet<ClientId>>,
 }
 
 impl<F: Fabric> fmt::Debug for Deployment<F> {
@@ -277,6 +288,7 @@ where
             fabric,
             servers,
             rpc_faults: RpcFaults::default(),
+            handed_out: Mutex::new(HashSet::new()),
         })
     }
 
@@ -290,10 +302,19 @@ where
         &self.fabric
     }
 
-    /// A client `id` (node and number below `clients_per_node`). Each id
-    /// must be used by at most one client at a time.
+    /// A client `id` (node and number below `clients_per_node`). One live
+    /// client per id: a second is refused with [`Error::ClientIdInUse`].
+    /// The first client of each id runs as a process without predecessor
+    /// (the deployment zeroed the memory); a later one, as a restarted
+    /// process, opens its claim words before its first PUT or DELETE on
+    /// each node.
     pub fn client(&self, id: ClientId) -> Result<Box<dyn KvClient>, Error> {
-        self.sys.client_with(&self.fabric, id, &self.rpc_faults)
+        let first = {
+            let mut ids = self.handed_out.lock().unwrap_or_else(|e| e.into_inner());
+            ids.insert(id)
+        };
+        self.sys
+            .client_with(&self.fabric, id, &self.rpc_faults, first)
     }
 
     /// Test-only fault switches of the request channels of every client
@@ -335,6 +356,16 @@ where
     /// without claiming them (see [`ServerPool::set_skip_claims`]).
     pub fn set_skip_claims(&self, on: bool) {
         self.servers.iter().for_each(|p| p.set_skip_claims(on));
+    }
+
+    /// Test-only fault switch: server workers claim a request from a claim
+    /// word of another incarnation of its client, as before clients opened
+    /// their words (see
+    /// [`WorkerCounters::claim_across_incarnations`](nessie_exec::server::WorkerCounters::claim_across_incarnations)).
+    pub fn set_claim_across_incarnations(&self, on: bool) {
+        self.servers
+            .iter()
+            .for_each(|p| p.set_claim_across_incarnations(on));
     }
 
     /// Resumes the server workers.

@@ -202,18 +202,19 @@ fn teeth_without_claims_a_timed_out_put_commits_later() {
 /// A cancel must not be lost across a client restart. Process A's PUT times
 /// out at a paused server and is cancelled (the claim word: A's cancel; the
 /// slot: A's PUT). A crashes; its successor B (same client id, same slots)
-/// PUTs the same key, and B's request WRITE fails without executing. B must
-/// not cancel a request that never reached the slot: its cancel CAS would
-/// overwrite A's decision, and a worker that finally reaches the slot would
-/// claim A's PUT from B's word (another process's) and run it, after A
-/// reported it as not committed. B waits out the landing bound, reads its
-/// slot, finds A's request there, and leaves the word alone. Returns the
-/// value the key holds once the servers have resumed.
-fn cancel_across_a_restart(kind: KvSystem, cancel_before_landing: bool) -> Option<Vec<u8>> {
+/// PUTs the same key: it first opens the claim word (B's tag over A's
+/// cancel), and its request WRITE fails without executing, so it cancels
+/// at once. A worker that finally reaches the slot finds A's PUT under B's
+/// word and never claims it: a request of another incarnation than the
+/// word's is dead. With `claim_across_incarnations` (the rule before
+/// clients opened their words: claim from another incarnation's word while
+/// the request is in its slot), it claims A's PUT and runs it, after A
+/// reported it as not committed. Returns the value the key holds once the
+/// servers have resumed.
+fn cancel_across_a_restart(kind: KvSystem, claim_across_incarnations: bool) -> Option<Vec<u8>> {
     let rig = Rig::new(kind, cfg(Duration::from_millis(150)));
     rig.d
-        .rpc_faults()
-        .set_cancel_before_landing(cancel_before_landing);
+        .set_claim_across_incarnations(claim_across_incarnations);
     let (mut reader, _) = rig.client(0, 1);
     let key = rig.key_on(NodeId(1), &mut 0);
     rig.d.pause_servers();
@@ -250,9 +251,9 @@ fn a_cancel_is_not_lost_across_a_client_restart() {
 }
 
 #[test]
-fn teeth_cancelling_before_the_landing_bound_runs_a_cancelled_put_after_a_restart() {
+fn teeth_claiming_across_incarnations_runs_a_cancelled_put_after_a_restart() {
     let _limit = time_limit(
-        "teeth_cancelling_before_the_landing_bound_runs_a_cancelled_put_after_a_restart",
+        "teeth_claiming_across_incarnations_runs_a_cancelled_put_after_a_restart",
         "-",
         Duration::from_secs(120),
     );

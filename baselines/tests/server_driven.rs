@@ -136,6 +136,21 @@ fn sd_costs_one_request_write_and_one_response_write() {
         (s.fabric_ops(), s.local_writes, s.local_reads, s.round_trips),
         (0, 1, 1, 0)
     );
+    // A restarted process of the same id (a second client of it on this
+    // deployment) opens its claim word on a node before its first PUT
+    // there (docs/baselines.md), once per process and node: two CASes
+    // here, the first (expecting a word never used) learning the word its
+    // predecessor left.
+    drop(c0);
+    let mut again = client(&d, 0, 0);
+    again.put(&remote, b"again").unwrap();
+    let s = again.last_stats();
+    assert_eq!(
+        (s.writes, s.server_writes, s.reads(), s.cas(), s.round_trips),
+        (1, 1, 0, 2, 3)
+    );
+    again.put(&remote, b"value").unwrap();
+    assert_eq!(again.last_stats().cas(), 0);
 }
 
 #[test]

@@ -38,7 +38,7 @@ pub struct SwarmArgs {
     pub system: String,
     /// The server-driven systems' test-only fault switches to run instead
     /// of the correct system (comma separated, `ServerFaults::NAMES`:
-    /// skip-claims, skip-epoch-check, cancel-before-landing, skip-checksums,
+    /// skip-claims, skip-epoch-check, settle-by-landing-bound, skip-checksums,
     /// skip-message-checks, unbounded-rounds, skip-scan-validation,
     /// rerun-duplicates, and Cell's recovery-opens-early,
     /// recovery-forgets-finished-splits, recovery-undoes-copied-splits,

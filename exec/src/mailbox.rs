@@ -24,8 +24,9 @@
 //! executes: the server worker *claims* it (`seq | CLAIMED`) before running
 //! the request, the client *cancels* it (`seq | CANCELLED`) when it gives up
 //! waiting. Both change the word only by NIC compare-and-swap (the server by
-//! loopback), from whatever older value it holds to one naming the request's
-//! `seq`, so exactly one of the two wins and the word records which. A
+//! loopback), from an older value of the same client process to one naming
+//! the request's `seq`, so exactly one of the two wins and the word records
+//! which. A
 //! cancelled request never executes, which keeps the client's `Timeout`
 //! true ("nothing was committed") and safe to retry.
 //!
@@ -35,7 +36,11 @@
 //! slot were numbered by the same process. Only then does their order mean
 //! anything, and a word *newer* than the slot's request says the client
 //! settled that request already (it cancelled it, then a later request
-//! whose WRITE never landed): the worker skips it.
+//! whose WRITE never landed): the worker skips it. A worker claims only
+//! requests of the word's process (or from a word never used): a client
+//! process *opens* the word (writes its tag into it by CAS) before its
+//! first PUT or DELETE on the node, and every request of its predecessors
+//! is dead from then on, however late it lands ([`crate::rpc`]).
 //!
 //! **Served words.** After the claim words, each request slot of a node has
 //! a served word, which only the node's workers write: the ctrl word of the

@@ -18,16 +18,23 @@
 //! server is running the request), and if that does not come either, returns
 //! [`Error::OutcomeUnknown`]. If the claim word cannot be reached (the home
 //! node is down, the CAS completion is lost), the outcome is unknown too. A
-//! request that could not even be posted never executes. A request whose
-//! WRITE failed (or never completed) may still land until its landing bound
-//! (A2): the client waits that out first, then reads its slot, and cancels
-//! only if the slot holds a request of its own process; otherwise the
-//! request never landed, nothing was committed, and the claim word is left
-//! to the request that is in the slot. A process's first request waits one
-//! landing bound, so that no WRITE of a crashed predecessor lands after it.
-//! Every wait is bounded: an operation returns within twice the timeout,
-//! or, when its WRITE failed, three times the timeout plus one landing bound
-//! (the slot's READ is bounded by the timeout too).
+//! request that could not even be posted never executes.
+//!
+//! **No landing time.** None of this rests on when a posted WRITE lands. A
+//! request that lands after its cancel finds the word deciding it (or a
+//! later request of its process) and is never claimed, so a client whose
+//! request WRITE failed cancels at once, whenever the WRITE may land. And a
+//! client process *opens* its claim word on a node before its first PUT or
+//! DELETE there: a CAS that writes its own incarnation tag into the word
+//! (with a decision older than its first request). Workers claim only
+//! requests of the word's incarnation (or from a word never used), so every
+//! request of a predecessor process, however late it lands, is dead from
+//! then on, and no cancel of this process can overwrite a decision its
+//! predecessor made. The first process of each client id on memory its
+//! deployment zeroed ([`RpcClient::without_predecessor`]: the simulator's
+//! first clients, a threaded deployment's first client of each id) has no
+//! predecessor and needs no opening: its words start never used. Every wait is bounded: an
+//! operation returns within its opening (one timeout) and twice the timeout.
 //!
 //! Waiting for the response is an effect
 //! ([`Effect::AwaitResponse`](crate::machine::Effect::AwaitResponse)): the
@@ -61,12 +68,13 @@ pub struct RpcClient {
     claims: Vec<u64>,
     /// How long to wait for a response before settling the request.
     pub timeout: Duration,
-    /// A2's landing bound: a posted WRITE takes effect within this long of
-    /// being posted or never (the protocol's `deadline_margin`).
+    /// A2's landing bound (the protocol's `deadline_margin`): used by the
+    /// test-only switch [`RpcFaults::set_settle_by_landing_bound`] alone.
     landing: Duration,
-    /// Whether no request has been sent yet by this process (the first one
-    /// waits out its predecessor's landing bound).
-    fresh: bool,
+    /// Whether a predecessor process may have used this client's slots: then
+    /// the process opens its claim word on a node before its first PUT or
+    /// DELETE there (module docs).
+    may_have_predecessor: bool,
     /// Test-only fault switches (all off unless a test turns them on).
     pub faults: RpcFaults,
 }
@@ -77,7 +85,7 @@ pub struct RpcClient {
 #[derive(Clone, Debug, Default)]
 pub struct RpcFaults {
     unknown_as_timeout: Arc<AtomicBool>,
-    cancel_before_landing: Arc<AtomicBool>,
+    settle_by_landing_bound: Arc<AtomicBool>,
 }
 
 impl RpcFaults {
@@ -94,17 +102,18 @@ impl RpcFaults {
     }
 
     /// When on, a client settles a PUT or DELETE whose request WRITE failed
-    /// at once, by its cancel CAS, as before the landing wait: a request that
-    /// lands after its cancel, or a cancel over a predecessor's decision
-    /// whose request never reached the slot, can then run a request its
-    /// client reported as not committed (docs/baselines.md, "Settling a
-    /// request whose WRITE failed").
-    pub fn set_cancel_before_landing(&self, on: bool) {
-        self.cancel_before_landing.store(on, Ordering::SeqCst);
+    /// as it did before its outcome rested on no landing time: it waits out
+    /// the landing bound (A2), reads its slot and, finding some other
+    /// request there (or none), reports the WRITE's error ("nothing
+    /// committed") without cancelling. A request WRITE held past the bound (a PFC pause) then
+    /// lands and runs after its client reported it as not committed: what
+    /// the swarm with late landings unbounded must catch.
+    pub fn set_settle_by_landing_bound(&self, on: bool) {
+        self.settle_by_landing_bound.store(on, Ordering::SeqCst);
     }
 
-    fn cancel_before_landing(&self) -> bool {
-        self.cancel_before_landing.load(Ordering::Relaxed)
+    fn settle_by_landing_bound(&self) -> bool {
+        self.settle_by_landing_bound.load(Ordering::Relaxed)
     }
 }
 
@@ -121,13 +130,14 @@ pub struct RpcCall {
     timeout: Duration,
     /// What the client knows of its claim word on `home`.
     claim: u64,
-    /// A2's landing bound ([`RpcClient`]).
+    /// A2's landing bound ([`RpcClient`]; the test-only switch's).
     landing: Duration,
-    /// How long to wait before posting (a fresh process's first request:
-    /// its predecessor's last WRITEs have landed or never will by then).
-    wait_first: Duration,
+    /// Whether the process must open its claim word on `home` before this
+    /// request runs (a PUT or DELETE of a process that may have had a
+    /// predecessor, whose word on `home` does not carry its tag yet).
+    must_open: bool,
     unknown_as_timeout: bool,
-    cancel_before_landing: bool,
+    settle_by_landing_bound: bool,
 }
 
 /// How a request that got no response in time was settled.
@@ -167,12 +177,9 @@ impl RpcClient {
     /// numbers and incarnation tag are drawn from `entropy` (a deterministic
     /// driver passes its seed; [`RpcClient::new`] the wall clock).
     ///
-    /// `landing` is A2's landing bound (the protocol's `deadline_margin`): a
-    /// posted WRITE takes effect within it or never. The channel's first
-    /// request waits it out before posting, so that no WRITE of a crashed
-    /// predecessor of this client (same slots) lands after it, and a request
-    /// whose WRITE failed is settled only once it has passed (see
-    /// [`RpcCall::send`]).
+    /// `landing` is A2's landing bound (the protocol's `deadline_margin`);
+    /// no outcome rests on it (module docs): only the test-only switch
+    /// [`RpcFaults::set_settle_by_landing_bound`] waits it out.
     pub fn with_first_seq(
         layout: MailboxLayout,
         g: u32,
@@ -191,16 +198,16 @@ impl RpcClient {
             claims: Vec::new(),
             timeout,
             landing,
-            fresh: true,
+            may_have_predecessor: true,
             faults: RpcFaults::default(),
         }
     }
 
     /// This channel for a client process known to have had no predecessor
-    /// on its slots (a deterministic driver's first clients): its first
-    /// request does not wait out a predecessor's landing bound.
+    /// on its slots (a deterministic driver's first clients, on zeroed
+    /// memory): its claim words are never used, so it does not open them.
     pub fn without_predecessor(mut self) -> RpcClient {
-        self.fresh = false;
+        self.may_have_predecessor = false;
         self
     }
 
@@ -214,12 +221,8 @@ impl RpcClient {
     pub fn begin(&mut self, home: NodeId, op: RpcOp) -> RpcCall {
         self.seq = self.seq.wrapping_add(1).max(1);
         let h = usize::from(home.0);
-        let fresh = std::mem::take(&mut self.fresh);
-        let wait_first = if fresh && !self.faults.cancel_before_landing() {
-            self.landing
-        } else {
-            Duration::ZERO
-        };
+        let claim = self.claims.get(h).copied().unwrap_or(0);
+        let must_open = op != RpcOp::Get && self.may_have_predecessor && tag_of(claim) != self.tag;
         RpcCall {
             layout: self.layout,
             g: self.g,
@@ -228,11 +231,11 @@ impl RpcClient {
             home,
             op,
             timeout: self.timeout,
-            claim: self.claims.get(h).copied().unwrap_or(0),
+            claim,
             landing: self.landing,
-            wait_first,
+            must_open,
             unknown_as_timeout: self.faults.unknown_as_timeout(),
-            cancel_before_landing: self.faults.cancel_before_landing(),
+            settle_by_landing_bound: self.faults.settle_by_landing_bound(),
         }
     }
 
@@ -265,8 +268,8 @@ impl RpcCall {
         value: &[u8],
     ) -> Result<Response, Error> {
         let mutation = self.op != RpcOp::Get;
-        if !self.wait_first.is_zero() {
-            io.backoff(std::mem::take(&mut self.wait_first)).await;
+        if std::mem::take(&mut self.must_open) {
+            self.open(io).await?;
         }
         let posted_at = io.now();
         let deadline = posted_at.plus(self.timeout);
@@ -302,28 +305,16 @@ impl RpcCall {
         if !mutation {
             return Err(cause);
         }
-        if !landed && !self.cancel_before_landing {
-            // The WRITE failed or its completion never came: it may still
-            // land (an error first, the packet later), but not after its
-            // landing bound (A2). Cancelling before then would let it land
-            // after the cancel; and cancelling a request that never landed
-            // would overwrite the decision the word holds for whatever
-            // request *is* in the slot (a crashed predecessor's, which it
-            // may have cancelled). So: wait the bound out, then look. The
-            // slot holds a request of this process (this one, or an earlier
-            // one whose failed WRITE landed late over it, after this one
-            // may have run): settle by the word. It holds another process's
-            // request, or none: this one never landed (no WRITE of a
-            // predecessor lands after this process's first post), and never
-            // will.
+        if !landed && self.settle_by_landing_bound {
+            // The test-only switch: the settle whose outcome rested on A2.
+            // Wait the bound out, then look: no request of this process in
+            // the slot was taken to mean "never landed, nothing committed".
             let bound = posted_at.plus(self.landing);
             if io.now() < bound {
                 io.backoff(bound.since(io.now())).await;
             }
             match self.read_slot_ctrl(io, local, req_end).await {
-                Ok(w) if tag_of(w) == self.tag => {}
-                // Nothing was committed, and the claim word is left to the
-                // request in the slot.
+                Ok(w) if tag_of(w) == self.tag && split_ctrl(w).0 == self.seq => {}
                 Ok(_) => return Err(cause),
                 Err(e) => {
                     return Err(Error::OutcomeUnknown(format!(
@@ -333,6 +324,7 @@ impl RpcCall {
                 }
             }
         }
+        // Whether or not the WRITE landed, or will: the cancel decides.
         match self.settle(io, local).await {
             Settled::Cancelled => Err(cause),
             Settled::Answered(r) => Ok(r),
@@ -341,6 +333,50 @@ impl RpcCall {
                 "{:?} request to {}: {cause}; {why}",
                 self.op, self.home
             ))),
+        }
+    }
+
+    /// Opens this process's claim word on the home node (module docs): a CAS
+    /// to a cancelled decision of this process's, numbered just before this
+    /// request, from whatever the word holds. From then on no request of
+    /// another process is claimed there. Bounded by the timeout; a word
+    /// that cannot be reached is the error of the last try (nothing was
+    /// posted, so nothing was committed).
+    async fn open<X: Ext>(&mut self, io: &Io<X>) -> Result<(), Error> {
+        let addr = RemoteAddr::data(self.home, self.layout.claim_offset(self.g));
+        let opened = tagged_claim_word(self.seq.wrapping_sub(1), CANCELLED, self.tag);
+        let deadline = io.now().plus(self.timeout);
+        let mut backoff = Duration::from_micros(100);
+        loop {
+            let left = deadline.since(io.now());
+            if left.is_zero() {
+                return Err(Error::Timeout);
+            }
+            let expect = self.claim;
+            let limit = left.min((self.timeout / 8).max(Duration::from_millis(1)));
+            let cas = Op::Cas {
+                addr,
+                expect,
+                new: opened,
+            };
+            let mut r = io.round_within(vec![cas], OpClass::Data, limit).await;
+            match r.pop() {
+                Some(Ok(OpOutput::Cas { previous })) => {
+                    // Won, or an earlier try of ours landed (its completion
+                    // did not): the word carries this process's tag.
+                    if previous == expect || tag_of(previous) == self.tag {
+                        self.claim = if previous == expect { opened } else { previous };
+                        return Ok(());
+                    }
+                    self.claim = previous;
+                }
+                // Not posted (the node is unreachable): it never executes.
+                Some(Err(e)) if io.unposted() > 0 || left <= limit => return Err(e.into()),
+                _ => {
+                    io.backoff(backoff.min(left)).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(10));
+                }
+            }
         }
     }
 
@@ -453,9 +489,16 @@ impl RpcCall {
                             ),
                         };
                     }
+                    if previous != 0 && tag_of(previous) != self.tag {
+                        // Another process of this client opened the word
+                        // since: this request is dead from then on, but
+                        // may have run before.
+                        return Settled::Unknown(
+                            "another process of this client took over its claim word".into(),
+                        );
+                    }
                     // The word held an older request's decision than we
-                    // knew (or one of an earlier process of this client):
-                    // try again from it.
+                    // knew: try again from it.
                 }
                 other => {
                     // The CAS may or may not have executed: the next one tells.

@@ -92,6 +92,13 @@ pub struct WorkerCounters {
     /// ([`TransportFault::DuplicateWrite`](nessie_protocol::TransportFault::DuplicateWrite)),
     /// as before the swarm drew duplicated WRITEs.
     pub rerun_duplicates: AtomicBool,
+    /// Test-only fault switch: claim a request from a claim word of another
+    /// incarnation of its client while the request is still in its slot, as
+    /// before clients opened their words: a successor's opening (or cancel)
+    /// over its predecessor's cancel then lets the predecessor's cancelled
+    /// request run (`baselines/tests/outcomes.rs`, a cancel across a
+    /// restart).
+    pub claim_across_incarnations: AtomicBool,
     /// Requests served.
     pub requests: AtomicU64,
     /// Errors the handler reported (the first 64).
@@ -219,17 +226,18 @@ impl<H: Handler> Worker<H> {
     }
 
     /// Claims request `seq` of the client incarnation `tag` in the slot at
-    /// position `i` by loopback CAS of
-    /// its claim word, from whatever older decision the word holds. An
-    /// error leaves the request unserved; the next scan tries again and the
-    /// word tells whether the earlier CAS landed.
+    /// position `i` by loopback CAS of its claim word, from an older
+    /// decision of the same incarnation, or from a word never used. An error
+    /// leaves the request unserved; the next scan tries again and the word
+    /// tells whether the earlier CAS landed.
     ///
-    /// A word that holds the decision of a request of the same incarnation
-    /// *newer* than `seq` means the client has moved past `seq`, settling it
-    /// first: `seq` is lost, even if it is still in the slot (the client
-    /// cancelled `seq`, then cancelled its next request, whose request WRITE
-    /// never landed: the word no longer says `seq` was cancelled, but the
-    /// slot still holds it).
+    /// Lost, never claimed: a request the word already decides, or one older
+    /// than the word's decision (the client has moved past it, settling it
+    /// first: it cancelled `seq`, then its next request, whose WRITE never
+    /// landed), or one of another incarnation than the word's (a
+    /// predecessor's request, landing after its successor opened the word:
+    /// module docs of [`crate::rpc`]). None of these rests on when the
+    /// request landed.
     async fn claim(
         &mut self,
         io: &Io<H::Ext>,
@@ -247,24 +255,35 @@ impl<H: Handler> Worker<H> {
             // (its client learns an unknown outcome): never again.
             return Ok(Claim::Lost);
         }
+        let rerun = self.counters.rerun_duplicates.load(Ordering::Relaxed);
+        let across = self
+            .counters
+            .claim_across_incarnations
+            .load(Ordering::Relaxed);
         for _ in 0..4 {
-            // What the worker last saw of the word: if it still holds that,
-            // nothing newer happened (a restarted client's first request is
-            // claimed from its predecessor's last decision).
-            let expect = self.claims[i];
-            let (known, state) = split_ctrl(expect);
-            let decided = match self.counters.rerun_duplicates.load(Ordering::Relaxed) {
-                true => known == seq && state == CANCELLED,
-                false => known == seq,
-            };
-            if tag_of(expect) == tag && (decided || newer(known, seq)) {
-                // The word was seen to decide this request (or a newer one)
-                // already: never claim from it. Claimed, it was this
-                // worker's own claim, and the request ran: seen again in
-                // its slot, it is a duplicate of its message (a WRITE the
-                // fabric executed twice, `TransportFault::DuplicateWrite`,
-                // landing after a later GET of the client), not a new one.
-                return Ok(Claim::Lost);
+            // What the worker last saw of the word. Within one incarnation
+            // the word only moves forward, so a decision seen there stands;
+            // a word of another incarnation may be stale: read it.
+            let mut expect = self.claims[i];
+            match claimable(expect, seq, tag, rerun) {
+                Claimable::Yes => {}
+                Claimable::Decided => return Ok(Claim::Lost),
+                Claimable::OtherIncarnation => {
+                    expect = io.local_word(layout.claim_offset(g)).await?;
+                    self.claims[i] = expect;
+                    match claimable(expect, seq, tag, rerun) {
+                        Claimable::Yes => {}
+                        Claimable::OtherIncarnation if across => {
+                            // The switch: as before, claim from it while
+                            // the request is still in its slot.
+                            let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
+                            if in_slot != seq {
+                                return Ok(Claim::Lost);
+                            }
+                        }
+                        _ => return Ok(Claim::Lost),
+                    }
+                }
             }
             // A loopback CAS takes microseconds; a lost completion must not
             // hold the worker (and the clients it serves) for long.
@@ -283,31 +302,15 @@ impl<H: Handler> Worker<H> {
                 return Ok(Claim::Won);
             }
             let (s, state) = split_ctrl(previous);
-            let same_process = tag_of(previous) == tag;
-            if same_process && s == seq {
+            if tag_of(previous) == tag && s == seq {
                 return Ok(if state == CANCELLED {
                     Claim::Lost
                 } else {
                     Claim::Won // our earlier CAS landed, its completion did not
                 });
             }
-            if same_process && newer(s, seq) {
-                return Ok(Claim::Lost);
-            }
-            // The word is older than `seq` (the client cancelled requests this
-            // worker never saw), or of another process of the client: a
-            // restarted client's request over its predecessor's word, or a
-            // predecessor's request still in the slot under its successor's
-            // word. (Open: if the predecessor had cancelled that request and
-            // the successor's cancel of a request that never landed here
-            // overwrote the word, the cancelled request runs; see
-            // docs/baselines.md.) If `seq` is no longer in the slot the
-            // client has moved on (so it settled `seq` already); otherwise
-            // try again from the word.
-            let (in_slot, _) = split_ctrl(io.local_word(slot_end - 8).await?);
-            if in_slot != seq {
-                return Ok(Claim::Lost);
-            }
+            // The word moved (the client cancelled or opened meanwhile):
+            // judge the request again by it.
         }
         Err(Error::Conflict)
     }
@@ -357,6 +360,40 @@ impl<H: Handler> Worker<H> {
             .await;
         }
         Ok(true)
+    }
+}
+
+/// Whether request `seq` of incarnation `tag` may be claimed from the claim
+/// word `word` ([`Worker::claim`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claimable {
+    /// From a word never used, or from an older decision of its incarnation.
+    Yes,
+    /// The word decides it already, or a later request of its incarnation.
+    Decided,
+    /// The word is of another incarnation of its client.
+    OtherIncarnation,
+}
+
+/// [`Claimable`] of request `seq` of incarnation `tag` over `word`; with
+/// `rerun_duplicates` (the test-only switch), a word naming the request as
+/// claimed does not decide it.
+fn claimable(word: u64, seq: u32, tag: u32, rerun_duplicates: bool) -> Claimable {
+    if word == 0 {
+        return Claimable::Yes;
+    }
+    if tag_of(word) != tag {
+        return Claimable::OtherIncarnation;
+    }
+    let (known, state) = split_ctrl(word);
+    let decided = match rerun_duplicates {
+        true => known == seq && state == CANCELLED,
+        false => known == seq,
+    };
+    if decided || newer(known, seq) {
+        Claimable::Decided
+    } else {
+        Claimable::Yes
     }
 }
 
@@ -489,6 +526,15 @@ impl ServerPool {
     /// catch a `Timeout` that committed after all.
     pub fn set_skip_claims(&self, on: bool) {
         self.shared.workers.skip_claims.store(on, Ordering::SeqCst);
+    }
+
+    /// Test-only fault switch
+    /// ([`WorkerCounters::claim_across_incarnations`]).
+    pub fn set_claim_across_incarnations(&self, on: bool) {
+        self.shared
+            .workers
+            .claim_across_incarnations
+            .store(on, Ordering::SeqCst);
     }
 
     /// Resumes polling after [`ServerPool::pause`].

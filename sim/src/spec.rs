@@ -24,14 +24,15 @@ pub struct ServerFaults {
     /// NessieHY's and Pilaf's GETs report a key absent after one scan,
     /// without the move-epoch check.
     pub skip_epoch_check: bool,
-    /// Clients settle a PUT or DELETE whose request WRITE failed at once by
-    /// their cancel CAS, and a restarted client sends at once, without
-    /// waiting out the landing bound (A2): a request that lands after its
-    /// cancel, or a cancel that overwrites a predecessor's decision, can run
-    /// a request reported as not committed
-    /// ([`RpcFaults::set_cancel_before_landing`](nessie_exec::rpc::RpcFaults::set_cancel_before_landing)).
+    /// Clients settle a PUT or DELETE whose request WRITE failed as before
+    /// their outcomes rested on no landing time: they wait out the landing
+    /// bound (A2), read their slot and, finding no request of their own,
+    /// report "nothing committed" without cancelling; a request WRITE held
+    /// past the bound ([`Chaos::late_landing`](crate::Chaos::late_landing))
+    /// then runs after its client reported it as not committed
+    /// ([`RpcFaults::set_settle_by_landing_bound`](nessie_exec::rpc::RpcFaults::set_settle_by_landing_bound)).
     #[serde(default)]
-    pub cancel_before_landing: bool,
+    pub settle_by_landing_bound: bool,
     /// Pilaf's GETs do not compare entry and extent checksums, so a torn
     /// entry or extent can be returned
     /// ([`PilafClient::set_skip_checksums`](nessie_baselines::pilaf::PilafClient::set_skip_checksums)).
@@ -101,7 +102,7 @@ impl ServerFaults {
     pub const NAMES: [&'static str; 14] = [
         "skip-claims",
         "skip-epoch-check",
-        "cancel-before-landing",
+        "settle-by-landing-bound",
         "skip-checksums",
         "skip-message-checks",
         "unbounded-rounds",
@@ -122,7 +123,7 @@ impl ServerFaults {
             match n.as_ref() {
                 "skip-claims" => f.skip_claims = true,
                 "skip-epoch-check" => f.skip_epoch_check = true,
-                "cancel-before-landing" => f.cancel_before_landing = true,
+                "settle-by-landing-bound" => f.settle_by_landing_bound = true,
                 "skip-checksums" => f.skip_checksums = true,
                 "skip-message-checks" => f.skip_message_checks = true,
                 "unbounded-rounds" => f.unbounded_rounds = true,

@@ -460,6 +460,23 @@ impl SwarmCase {
         self
     }
 
+    /// This case with late landings unbounded for the request channels of
+    /// NessieSD, NessieHY, Pilaf and Cell, whose outcomes rest on no landing
+    /// time: mutations that reach their responder after their landing
+    /// deadline execute anyway ([`Chaos::late_landing`]), a quarter of the
+    /// requests are delayed, and orphans (errors whose requests land later,
+    /// duplicated WRITEs) land up to four margins late, past every wait a
+    /// client makes before it settles, but within its operation timeout, so
+    /// that liveness is still judged.
+    pub fn with_late_landings(mut self) -> SwarmCase {
+        let margin_ns = self.tuning.deadline_margin_us.unwrap_or(1_000) * 1_000;
+        self.chaos.late_landing = true;
+        self.chaos.delay_permille = self.chaos.delay_permille.max(250);
+        self.chaos.max_delay_ns = self.chaos.max_delay_ns.max(4 * margin_ns);
+        self.chaos.error_then_land_permille = self.chaos.error_then_land_permille.max(20);
+        self
+    }
+
     /// The simulation this case runs, with the protocol variant `faults`.
     pub fn spec(&self, faults: Faults) -> SimSpec {
         SimSpec {

@@ -547,8 +547,8 @@ impl CoreMaker {
     /// The core of the client with global slot `g`, its sequence numbers
     /// drawn from `entropy` (the threaded client draws them from its clock,
     /// so that a restarted client is not taken for its predecessor);
-    /// `restarted`: a process that replaces a crashed one (its first request
-    /// waits out the predecessor's landing bound).
+    /// `restarted`: a process that replaces a crashed one (it opens its
+    /// claim words before its first PUT or DELETE on each node).
     pub(crate) fn core(&self, g: u32, entropy: u64, restarted: bool) -> AnyCore {
         let cfg = &self.sys.store;
         let rpc = rpc_channel(
@@ -560,7 +560,7 @@ impl CoreMaker {
                 cfg.deadline_margin,
             ),
             restarted,
-            self.faults.cancel_before_landing,
+            self.faults.settle_by_landing_bound,
         );
         let switches = CoreSwitches {
             skip_epoch_check: self.faults.skip_epoch_check,
@@ -683,13 +683,13 @@ pub(crate) struct CellMaker {
     cfg: Arc<CellConfig>,
     dir: Arc<Directory>,
     mailbox: MailboxLayout,
-    cancel_before_landing: bool,
+    settle_by_landing_bound: bool,
 }
 
 impl CellMaker {
     /// The machines of client `id`, its sequence numbers drawn from
-    /// `entropy`; `restarted`: a process that replaces a crashed one (its
-    /// first request waits out the predecessor's landing bound).
+    /// `entropy`; `restarted`: a process that replaces a crashed one (it
+    /// opens its claim words before its first PUT or DELETE on each node).
     pub(crate) fn machines(
         &self,
         id: nessie_protocol::ClientId,
@@ -706,23 +706,25 @@ impl CellMaker {
                 self.cfg.landing_margin,
             ),
             restarted,
-            self.cancel_before_landing,
+            self.settle_by_landing_bound,
         );
         CellMachines::new(self.cfg.clone(), &self.dir, id, rpc)
     }
 }
 
 /// A client's request channel `rpc` as a process of the run has it: one
-/// that replaces a crashed one (`restarted`) waits out its predecessor's
-/// landing bound before its first request, a first process does not; with
-/// the `cancel-before-landing` switch, its cancels do not wait either.
-fn rpc_channel(rpc: RpcClient, restarted: bool, cancel_before_landing: bool) -> RpcClient {
+/// that replaces a crashed one (`restarted`) opens its claim words before
+/// its first PUT or DELETE on each node, a first process (on zeroed memory)
+/// need not; with the `settle-by-landing-bound` switch, a request whose
+/// WRITE failed is settled by the landing bound instead of a cancel.
+fn rpc_channel(rpc: RpcClient, restarted: bool, settle_by_landing_bound: bool) -> RpcClient {
     let rpc = if restarted {
         rpc
     } else {
         rpc.without_predecessor()
     };
-    rpc.faults.set_cancel_before_landing(cancel_before_landing);
+    rpc.faults
+        .set_settle_by_landing_bound(settle_by_landing_bound);
     rpc
 }
 
@@ -876,7 +878,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
         cfg: ccfg.clone(),
         dir: dir.clone(),
         mailbox: layout.mailbox,
-        cancel_before_landing: spec.server_faults.cancel_before_landing,
+        settle_by_landing_bound: spec.server_faults.settle_by_landing_bound,
     };
     let mut cell = Vec::new();
     for n in 0..ccfg.nodes {
