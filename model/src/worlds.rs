@@ -901,6 +901,12 @@ pub const CAUGHT_ELSEWHERE: &[(&str, &str)] = &[
         "safe while A2 holds; with A2 dropped, the exact story of tests/tests/review_holes.rs \
          (a_duplicated_recycle_mark_marks_a_reused_entry_only_when_marks_are_writes)",
     ),
+    (
+        "capped-search-table-full",
+        "needs a search level wider than one round reads (256 alternatives), far beyond any \
+         world: tests/tests/inserts.rs \
+         (a_chain_only_beyond_one_rounds_reads_is_a_false_table_full_with_the_cap)",
+    ),
 ];
 
 impl WorldRow {

@@ -70,6 +70,12 @@ pub struct Faults {
     /// measured) ends the PUT in `TableFull`, which is never retried,
     /// instead of the retryable `Timeout`.
     pub unaffordable_search_table_full: bool,
+    /// Issue 39, reinstated: a breadth-first MIGRATE search keeps the first
+    /// 256 alternatives of a wider level (what one round reads) and drops
+    /// the rest without saying so, instead of reading the level in several
+    /// rounds: a chain among the dropped ones ends the PUT in `TableFull`,
+    /// which is never retried (and a retry would drop the same entries).
+    pub capped_search_table_full: bool,
     /// A PUT or DELETE never marks the previous version it replaced for
     /// recycling after its commit, and does not count it as leaked: the entry
     /// is lost silently (only the simulator's data-table audit can tell).
@@ -101,7 +107,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 21] = [
+    pub const NAMES: [&'static str; 22] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -119,6 +125,7 @@ impl Faults {
         "fence-stops-at-present-word",
         "machine-local-request-ids",
         "unaffordable-search-table-full",
+        "capped-search-table-full",
         "skip-recycle-mark",
         "blind-recycle-mark",
         "trust-remote-mark-stamp",
@@ -147,6 +154,7 @@ impl Faults {
             "fence-stops-at-present-word" => &mut self.fence_stops_at_present_word,
             "machine-local-request-ids" => &mut self.machine_local_request_ids,
             "unaffordable-search-table-full" => &mut self.unaffordable_search_table_full,
+            "capped-search-table-full" => &mut self.capped_search_table_full,
             "skip-recycle-mark" => &mut self.skip_recycle_mark,
             "blind-recycle-mark" => &mut self.blind_recycle_mark,
             "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,

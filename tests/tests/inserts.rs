@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use nessie_protocol::{Config, Endpoint, Error, Fabric, MigrateSearch, NodeId, PutMachine};
+use nessie_protocol::{
+    Config, Endpoint, Error, Fabric, IteAddr, MigrateSearch, NodeId, PutMachine,
+};
 use nessie_tests::step::Stepper;
 use nessie_tests::{tiny_config, two_move_chain, SimCluster};
 
@@ -214,4 +216,119 @@ fn the_depth_limit_admits_a_chain_of_exactly_max_migrate_depth_moves() {
             "{search:?}"
         );
     }
+}
+
+/// Issue 39: a PUT of p whose 8 candidates, and the 56 alternatives of
+/// their keys, are taken (index table of 1,024 entries, depth limit 2): the
+/// second level has more alternatives than the search's cap
+/// (`search::MAX_FRONTIER`: one round reads at most that many), of which
+/// only the one the search lists last is empty. Every key sits at its first
+/// candidate, so the test knows the table, and orders each level as the
+/// search does. Returns the cluster, p and the empty entry.
+fn a_chain_beyond_the_cap() -> (SimCluster, Vec<u8>, IteAddr) {
+    let cluster = SimCluster::manual_clock(Config {
+        nodes: 1,
+        index_slots_per_node: 1_024,
+        dtes_per_node: 4_096,
+        clients_per_node: 2,
+        max_key_len: 16,
+        max_value_len: 8,
+        candidates: 8,
+        max_migrate_depth: 2,
+        cache_capacity: 0,
+        ..Config::default()
+    });
+    let h = cluster.cfg.hasher();
+    let slots = cluster.cfg.index_slots_per_node as usize;
+    // The key whose first candidate is each entry.
+    let mut owner: Vec<Option<Vec<u8>>> = vec![None; slots];
+    let mut left = slots;
+    for i in 0.. {
+        let k = format!("f{i}").into_bytes();
+        let first = h.candidates(&k)[0].slot as usize;
+        if owner[first].is_none() {
+            owner[first] = Some(k);
+            left -= 1;
+            if left == 0 {
+                break;
+            }
+        }
+    }
+    let key_at = |s: IteAddr| owner[s.slot as usize].as_ref().unwrap();
+    // The levels of p's search, each in the search's order (the table is
+    // full but for the entry to choose, which is a leaf of the last level).
+    let levels = |p: &[u8]| {
+        let mut visited = h.candidates(p);
+        let mut frontier = visited.clone();
+        let mut out = Vec::new();
+        for _ in 0..cluster.cfg.max_migrate_depth {
+            let mut children = Vec::new();
+            for &f in &frontier {
+                for c in h.candidates(key_at(f)) {
+                    if c != f && !visited.contains(&c) {
+                        visited.push(c);
+                        children.push(c);
+                    }
+                }
+            }
+            out.push(children.clone());
+            frontier = children;
+        }
+        out
+    };
+    let (p, last) = (0..)
+        .map(|i| format!("p{i}").into_bytes())
+        .find_map(|p| {
+            let l = levels(&p);
+            (l[1].len() > MAX_FRONTIER + 16).then(|| (p, l[1].clone()))
+        })
+        .unwrap();
+    let empty = *last.last().unwrap();
+    let mut loader = cluster.client(0, 1);
+    for (s, k) in owner.iter().enumerate() {
+        if s != empty.slot as usize {
+            assert_eq!(loader.put(k.as_ref().unwrap(), b"v"), Ok(false));
+        }
+    }
+    assert_eq!(
+        loader.total_stats().migrations,
+        0,
+        "each at its first candidate"
+    );
+    (cluster, p, empty)
+}
+
+/// Most alternatives the search reads in one level (its cap, the
+/// protocol's `search::MAX_FRONTIER`).
+const MAX_FRONTIER: usize = 256;
+
+/// Issue 39: a chain exists only among alternatives past what one round of
+/// the search reads (298 at the second level, 256 a round). The level is
+/// read in two rounds, and the first attempt inserts p by the chain of two
+/// moves. On main 9a4e370 the level was cut at 256 without the search
+/// saying so, and the PUT answered `TableFull` (never retried) with room in
+/// the table: the switch `capped_search_table_full` below.
+#[test]
+fn a_chain_only_beyond_one_rounds_reads_is_found_by_the_first_attempt() {
+    let (cluster, p, empty) = a_chain_beyond_the_cap();
+    let mut a = cluster.client(0, 0);
+    assert_eq!(a.put(&p, b"pv"), Ok(false));
+    let s = a.last_stats();
+    assert_eq!((s.attempts, s.migrations), (1, 2), "{s:?}");
+    assert!(!cluster.index_word(empty.slot).is_empty());
+    assert_eq!(a.get(&p), Ok(Some(b"pv".to_vec())));
+}
+
+/// The same PUT with the level truncated to one round's reads and nothing
+/// said (`capped_search_table_full`, main 9a4e370's search): `TableFull`,
+/// never retried, on a table where a chain of two moves frees one of p's
+/// candidates.
+#[test]
+fn a_chain_only_beyond_one_rounds_reads_is_a_false_table_full_with_the_cap() {
+    let (cluster, p, empty) = a_chain_beyond_the_cap();
+    let mut a = cluster.client(0, 0);
+    a.state_mut().faults.capped_search_table_full = true;
+    assert_eq!(a.put(&p, b"pv"), Err(Error::TableFull { depth: 2 }));
+    assert_eq!(a.last_stats().attempts, 1);
+    assert!(cluster.index_word(empty.slot).is_empty(), "room all along");
 }

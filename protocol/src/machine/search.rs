@@ -24,8 +24,11 @@
 //! frontier is cut to the width that fits. When `max_migrate_depth` is
 //! reached or no entry is left to expand, the search ends without a path and
 //! the PUT reports `TableFull` at once: no chain within the depth limit
-//! exists (among at most [`MAX_FRONTIER`] entries a level), and retrying
-//! would repeat the same search. When the budget cut entries the search
+//! exists, and retrying would repeat the same search. A level is read whole:
+//! one wider than [`MAX_FRONTIER`] entries is read in several rounds of at
+//! most that many (issue 39: the level used to be truncated there without
+//! the search saying so, and a chain among the dropped entries was answered
+//! `TableFull`). When the budget cut entries the search
 //! would otherwise have expanded, that says nothing about the table, only
 //! about this attempt (its remaining time, and its prices, measured from as
 //! few as two rounds: one descheduled round prices a short chain at
@@ -50,9 +53,10 @@ pub const ROUNDS_PER_MOVE: u64 = 9;
 /// commit).
 const ROUNDS_AFTER: u64 = 4;
 
-/// Most index table entries read in one level (the frontier beyond is
-/// dropped, deterministically): bounds the bytes and work requests of a
-/// round on wide, full tables.
+/// Most entries read in one round: a wider level (of data table entries or
+/// of alternatives) is read in several rounds, so that a round's bytes and
+/// work requests stay bounded on wide, full tables while the level is still
+/// read whole.
 pub const MAX_FRONTIER: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -64,10 +68,26 @@ struct Node {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
-    /// Reading the data table entries of `frontier`.
-    AwaitKeys,
-    /// Reading the index table entries of `children` (of the frontier).
-    AwaitAlternatives { children: Vec<usize> },
+    /// Reading the data table entries of `frontier` (a round's share of the
+    /// level); `rest`: the level's entries still to read, `children`: the
+    /// alternatives found so far.
+    AwaitKeys {
+        rest: Vec<usize>,
+        children: Vec<usize>,
+    },
+    /// Reading the index table entries of `children` (a round's share of
+    /// the frontier's alternatives); `rest`: those still to read.
+    AwaitAlternatives {
+        children: Vec<usize>,
+        rest: Vec<usize>,
+    },
+}
+
+impl Phase {
+    const KEYS: Phase = Phase::AwaitKeys {
+        rest: Vec::new(),
+        children: Vec::new(),
+    };
 }
 
 /// The breadth-first search sub-machine.
@@ -127,7 +147,7 @@ impl CuckooSearch {
             requests: 0,
             blocked: false,
             cut: false,
-            phase: Phase::AwaitKeys,
+            phase: Phase::KEYS,
         };
         let out = s.read_keys(cx);
         (s, out)
@@ -151,7 +171,7 @@ impl CuckooSearch {
     /// is dearer.
     fn affordable_width(&self, cx: &Cx<'_>) -> usize {
         if self.rounds == 0 {
-            return MAX_FRONTIER;
+            return usize::MAX;
         }
         let elapsed = cx.now.0.saturating_sub(self.started.0);
         let rtt = elapsed / self.rounds;
@@ -167,9 +187,9 @@ impl CuckooSearch {
             .saturating_sub(2 * rtt);
         let per_entry = per_request.saturating_mul(u64::from(cx.cfg().candidates).max(1));
         if per_entry == 0 {
-            return MAX_FRONTIER;
+            return usize::MAX;
         }
-        usize::try_from(left / per_entry).map_or(MAX_FRONTIER, |w| w.min(MAX_FRONTIER))
+        usize::try_from(left / per_entry).unwrap_or(usize::MAX)
     }
 
     fn no_path(&self, cx: &Cx<'_>) -> Out {
@@ -193,17 +213,49 @@ impl CuckooSearch {
         if self.frontier.is_empty() {
             return self.no_path(cx);
         }
+        let level = std::mem::take(&mut self.frontier);
+        self.read_key_round(cx, level, Vec::new())
+    }
+
+    /// Reads the data table entries of a round's share of `level` (the
+    /// frontier entries of this level still to read), `children` being the
+    /// alternatives found so far at this level.
+    fn read_key_round(
+        &mut self,
+        cx: &mut Cx<'_>,
+        mut level: Vec<usize>,
+        children: Vec<usize>,
+    ) -> Out {
+        let rest = level.split_off(level.len().min(MAX_FRONTIER));
+        self.frontier = level;
         for &i in &self.frontier {
             let d = self.nodes[i].word.dte()?;
             cx.read_dte(d, false);
         }
         self.requests += self.frontier.len() as u64;
-        self.phase = Phase::AwaitKeys;
+        self.phase = Phase::AwaitKeys { rest, children };
         None
     }
 
-    fn on_keys(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
-        let mut children = Vec::new();
+    /// Reads the index table entries of a round's share of `children` (the
+    /// alternatives of this level still to read).
+    fn read_alternative_round(&mut self, cx: &mut Cx<'_>, mut children: Vec<usize>) -> Out {
+        let rest = children.split_off(children.len().min(MAX_FRONTIER));
+        for &c in &children {
+            cx.read_ite(self.nodes[c].slot);
+        }
+        self.requests += children.len() as u64;
+        self.phase = Phase::AwaitAlternatives { children, rest };
+        None
+    }
+
+    fn on_keys(
+        &mut self,
+        cx: &mut Cx<'_>,
+        results: &Results,
+        rest: Vec<usize>,
+        mut children: Vec<usize>,
+    ) -> Out {
         let frontier = std::mem::take(&mut self.frontier);
         for (&i, r) in frontier.iter().zip(results) {
             let d = self.nodes[i].word.dte()?;
@@ -251,20 +303,26 @@ impl CuckooSearch {
                 children.push(self.nodes.len() - 1);
             }
         }
-        children.truncate(MAX_FRONTIER);
+        if !rest.is_empty() {
+            // The level's next round of data table entries.
+            return self.read_key_round(cx, rest, children);
+        }
+        if cx.client.faults.capped_search_table_full {
+            // The switch: the level's alternatives past one round's reads
+            // dropped, and nothing said.
+            children.truncate(MAX_FRONTIER);
+        }
         if children.is_empty() {
             return self.no_path(cx);
         }
-        for &c in &children {
-            cx.read_ite(self.nodes[c].slot);
-        }
-        self.requests += children.len() as u64;
-        self.phase = Phase::AwaitAlternatives { children };
-        None
+        self.read_alternative_round(cx, children)
     }
 
     fn on_alternatives(&mut self, children: Vec<usize>, results: &Results) -> Out {
-        let mut seen = HashSet::new();
+        // Two frontier entries naming one data table entry would read it
+        // twice (within this round, or against an earlier round's share).
+        let mut seen: HashSet<IndexEntry> =
+            self.frontier.iter().map(|&f| self.nodes[f].word).collect();
         for (&c, r) in children.iter().zip(results) {
             let w = match word(r) {
                 Ok(w) => IndexEntry(w),
@@ -278,25 +336,27 @@ impl CuckooSearch {
                 // side, which the parent's move finishes first.
                 return Some(Ok(Found::Path(self.path_to(parent))));
             }
-            // Two frontier entries naming one data table entry would read it
-            // twice: expand it once.
+            // Expand each data table entry once.
             if seen.insert(w) {
                 self.frontier.push(c);
             }
         }
-        self.depth += 1;
         None
     }
 
     /// Takes the completions of the last round.
     pub fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
         self.rounds += 1;
-        match std::mem::replace(&mut self.phase, Phase::AwaitKeys) {
-            Phase::AwaitKeys => self.on_keys(cx, &results),
-            Phase::AwaitAlternatives { children } => {
+        match std::mem::replace(&mut self.phase, Phase::KEYS) {
+            Phase::AwaitKeys { rest, children } => self.on_keys(cx, &results, rest, children),
+            Phase::AwaitAlternatives { children, rest } => {
                 if let Some(out) = self.on_alternatives(children, &results) {
                     return Some(out);
                 }
+                if !rest.is_empty() {
+                    return self.read_alternative_round(cx, rest);
+                }
+                self.depth += 1;
                 self.read_keys(cx)
             }
         }
@@ -358,7 +418,7 @@ mod tests {
             requests: 4,
             blocked: false,
             cut: false,
-            phase: Phase::AwaitKeys,
+            phase: Phase::KEYS,
         }
     }
 
@@ -381,7 +441,7 @@ mod tests {
             rounds: 0,
             ..searched(0)
         };
-        assert_eq!(fresh.affordable_width(&cx), MAX_FRONTIER);
+        assert_eq!(fresh.affordable_width(&cx), usize::MAX);
     }
 
     #[test]
