@@ -52,6 +52,24 @@ struct Tally {
     lies: Vec<String>,
 }
 
+/// The result of `op`, tried again while it fails: the set-up and the check
+/// run on a real clock with a 40 ms expiration, and on a loaded machine one
+/// of their rounds can outlive its attempt (issue 40 item 6: the set-up PUT
+/// of a DELETE case once ended `NoCompletion`, failing CI for nothing).
+/// Neither is under test, and both are idempotent (the same value written
+/// again; a read).
+fn until_ok<T>(what: &str, mut op: impl FnMut() -> Result<T, Error>) -> T {
+    let mut last = None;
+    for _ in 0..20 {
+        match op() {
+            Ok(v) => return v,
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{what} kept failing: {last:?}")
+}
+
 /// One run: node 1 has written k = "old"; client (0, 0) then updates or
 /// deletes k with `fault` armed on `count` NIC operations targeting `node`
 /// from the `skip`-th on (two in a row: the commit and the CAS that settles
@@ -68,7 +86,9 @@ fn one(
     let k = find_key(&cluster.cfg, "k", |c: &[IteAddr]| {
         c.iter().all(|a| a.node != NodeId(0))
     });
-    cluster.client(1, 0).put(&k, b"old").unwrap();
+    let mut writer = cluster.client(1, 0);
+    until_ok("the set-up PUT", || writer.put(&k, b"old"));
+    drop(writer);
     let mut c = cluster.client(0, 0);
     c.state_mut().faults = faults;
     cluster
@@ -92,7 +112,8 @@ fn one(
     }
     // What an error completion left in flight lands now (within A2).
     cluster.fabric.land_parked();
-    let now = cluster.client(2, 0).get(&k).unwrap();
+    let mut reader = cluster.client(2, 0);
+    let now = until_ok("the check's GET", || reader.get(&k));
     let took_effect = match write {
         Write::Put => now.as_deref() == Some(&b"new"[..]),
         Write::Delete => now.is_none(),
