@@ -443,18 +443,21 @@ fn paused_servers_account_their_cpu_up_to_the_pause_and_burn_none_after() {
     assert_eq!(d.server_cpu_time(), at_pause);
 }
 
+/// The four systems of this crate, all hash stores.
+const HASH_STORES: [KvSystem; 4] = [
+    KvSystem::Nessie,
+    KvSystem::NessieSd,
+    KvSystem::NessieHy,
+    KvSystem::Pilaf,
+];
+
 /// No hash index is ordered: a range scan through the one operation
 /// vocabulary is refused before anything is sent (nothing committed, not
 /// retried), and the client goes on serving the rest.
 #[test]
 fn every_hash_store_refuses_a_scan_before_sending_anything() {
     use nessie_protocol::{OpStats, Request, Response};
-    for kind in [
-        KvSystem::Nessie,
-        KvSystem::NessieSd,
-        KvSystem::NessieHy,
-        KvSystem::Pilaf,
-    ] {
+    for kind in HASH_STORES {
         let d = start_kind(kind, small(2, 32));
         let mut c = client(&d, 0, 0);
         assert!(!c.has_scans(), "{kind:?}");
@@ -475,12 +478,7 @@ fn every_hash_store_refuses_a_scan_before_sending_anything() {
 /// first is dropped. Before, only Nessie's clients refused it.
 #[test]
 fn every_system_refuses_a_second_live_client_with_one_id() {
-    for kind in [
-        KvSystem::Nessie,
-        KvSystem::NessieSd,
-        KvSystem::NessieHy,
-        KvSystem::Pilaf,
-    ] {
+    for kind in HASH_STORES {
         let d = start_kind(kind, small(2, 32));
         let id = ClientId {
             node: NodeId(1),

@@ -53,6 +53,13 @@ pub struct SwarmArgs {
     /// some case must fail.
     #[arg(long)]
     pub late_landing: bool,
+    /// Late landings for the request channels (`SwarmCase::with_late_landings`:
+    /// mutations past their landing deadline execute, errors whose requests
+    /// land later and duplicated WRITEs land up to four margins late, within
+    /// the operation timeout): what `sim/tests/swarm.rs` runs for NessieSD,
+    /// NessieHY, Pilaf and Cell, whose outcomes rest on no landing time.
+    #[arg(long, conflicts_with = "late_landing")]
+    pub late_request_landings: bool,
 }
 
 fn describe(run: &CaseRun) {
@@ -87,6 +94,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         if args.late_landing {
             case = case.without_a2();
         }
+        if args.late_request_landings {
+            case = case.with_late_landings();
+        }
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -100,7 +110,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let late = args.late_landing;
+    let (late, late_requests) = (args.late_landing, args.late_request_landings);
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
@@ -109,6 +119,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         c.server_faults = server_faults;
         if late {
             *c = c.clone().without_a2();
+        }
+        if late_requests {
+            *c = c.clone().with_late_landings();
         }
     })
     .map_err(|e| e.to_string())?;

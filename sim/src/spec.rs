@@ -26,8 +26,8 @@ pub struct ServerFaults {
     pub skip_epoch_check: bool,
     /// Clients settle a PUT or DELETE whose request WRITE failed as before
     /// their outcomes rested on no landing time: they wait out the landing
-    /// bound (A2), read their slot and, finding no request of their own,
-    /// report "nothing committed" without cancelling; a request WRITE held
+    /// bound (A2), read their slot and, finding some other request there
+    /// (or none), report "nothing committed" without cancelling; a request WRITE held
     /// past the bound ([`Chaos::late_landing`](crate::Chaos::late_landing))
     /// then runs after its client reported it as not committed
     /// ([`RpcFaults::set_settle_by_landing_bound`](nessie_exec::rpc::RpcFaults::set_settle_by_landing_bound)).
