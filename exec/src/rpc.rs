@@ -33,8 +33,10 @@
 //! predecessor made. The first process of each client id on memory its
 //! deployment zeroed ([`RpcClient::without_predecessor`]: the simulator's
 //! first clients, a threaded deployment's first client of each id) has no
-//! predecessor and needs no opening: its words start never used. Every wait is bounded: an
-//! operation returns within its opening (one timeout) and twice the timeout.
+//! predecessor and needs no opening: its words start never used. Every wait
+//! is bounded: the opening, the request and its response share one timeout,
+//! the settle has another, so an operation returns within twice the
+//! timeout.
 //!
 //! Waiting for the response is an effect
 //! ([`Effect::AwaitResponse`](crate::machine::Effect::AwaitResponse)): the
@@ -45,7 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{ClientId, Config, Error, NodeId, Op, OpOutput, RemoteAddr};
+use nessie_protocol::{ClientId, Config, Error, Nanos, NodeId, Op, OpOutput, RemoteAddr};
 
 use crate::bytes::word;
 use crate::machine::{read_one, Ext, Io, OpClass};
@@ -268,11 +270,14 @@ impl RpcCall {
         value: &[u8],
     ) -> Result<Response, Error> {
         let mutation = self.op != RpcOp::Get;
+        // The opening, the request and its response share one timeout (the
+        // settle has one of its own): an operation still returns within
+        // twice the timeout.
+        let deadline = io.now().plus(self.timeout);
         if std::mem::take(&mut self.must_open) {
-            self.open(io).await?;
+            self.open(io, deadline).await?;
         }
         let posted_at = io.now();
-        let deadline = posted_at.plus(self.timeout);
         let msg = encode_tagged(self.seq, self.op as u8, self.tag, key, value);
         let req_end = self.layout.request_end(self.g);
         let local = self.home == io.own();
@@ -339,13 +344,12 @@ impl RpcCall {
     /// Opens this process's claim word on the home node (module docs): a CAS
     /// to a cancelled decision of this process's, numbered just before this
     /// request, from whatever the word holds. From then on no request of
-    /// another process is claimed there. Bounded by the timeout; a word
-    /// that cannot be reached is the error of the last try (nothing was
-    /// posted, so nothing was committed).
-    async fn open<X: Ext>(&mut self, io: &Io<X>) -> Result<(), Error> {
+    /// another process is claimed there. Bounded by `deadline` (the
+    /// request's); a word that cannot be reached is the error of the last
+    /// try (nothing was posted, so nothing was committed).
+    async fn open<X: Ext>(&mut self, io: &Io<X>, deadline: Nanos) -> Result<(), Error> {
         let addr = RemoteAddr::data(self.home, self.layout.claim_offset(self.g));
         let opened = tagged_claim_word(self.seq.wrapping_sub(1), CANCELLED, self.tag);
-        let deadline = io.now().plus(self.timeout);
         let mut backoff = Duration::from_micros(100);
         loop {
             let left = deadline.since(io.now());

@@ -507,14 +507,14 @@ fn the_swarm_catches_each_baseline_fault_switch_from_seed_zero() {
 /// duplicated WRITEs as late), NessieSD, NessieHY and Pilaf pass 400 cases
 /// each: a client whose request WRITE failed cancels it at once, and a
 /// request that lands after its cancel (or after its process's successor
-/// opened the claim word) is never claimed. Cell, on the same channel,
-/// commits no safety failure either; its one failure in these seeds is the
-/// liveness hole issue 40 item 7 names (a lone client's PUT timing out
-/// after the faults stopped), left open and pinned here so that a new one
-/// is noticed.
+/// opened the claim word) is never claimed. So does Cell, on the same
+/// channel. (A first version gave a process's opening of its claim word a
+/// timeout of its own, so an operation could run three timeouts, past the
+/// simulator's horizon: NessieHY's seed 4,459 and Pilaf's 9,955 of the
+/// CLI's 20,000-case runs, and Cell's seed 20 here, as operations that
+/// never finished. The opening now shares the request's timeout.)
 #[test]
 fn the_request_channels_rest_on_no_landing_time() {
-    const CELL_LIVENESS_OPEN: [u64; 1] = [20];
     for system in [
         SystemKind::NessieSd,
         SystemKind::NessieHy,
@@ -533,19 +533,11 @@ fn the_request_channels_rest_on_no_landing_time() {
                     passed += 1;
                     checked += n;
                 }
-                Verdict::Fail(m)
-                    if system == SystemKind::Cell
-                        && CELL_LIVENESS_OPEN.contains(&seed)
-                        && m.contains("by a lone client after the faults stopped") => {}
                 v => panic!("{system}, seed {seed}: {v:?}"),
             }
         }
-        let expected = match system {
-            SystemKind::Cell => 400 - CELL_LIVENESS_OPEN.len(),
-            _ => 400,
-        };
-        assert_eq!(passed, expected, "{system}");
-        // Measured: 11,122, 8,703, 7,050 and 6,186 requests landed past
+        assert_eq!(passed, 400, "{system}");
+        // Measured: 6,000 to 11,000 requests landed past
         // their landing deadline (NessieSD, NessieHY, Pilaf, Cell).
         assert!(late > 5_000, "{system}: {late} late landings");
         assert!(checked > 10_000, "{system}: {checked} operations checked");
@@ -695,12 +687,12 @@ const LINK_FAILURE_SEED: u64 = 26;
 
 /// Rarer catches: NessieHY and Pilaf without their move-epoch check report
 /// a key absent that a cuckoo move hid from the scan, first at seeds 385
-/// and 2,845 (1,020 and 2,765 before issue 40 changed the request
+/// and 3,354 (1,020 and 2,765 before issue 40 changed the request
 /// channel's traces); the same cases pass with the check.
 #[test]
 fn without_the_epoch_check_a_get_is_caught_by_the_seed_that_shows_it() {
     baseline_switch_caught_at(SystemKind::NessieHy, "skip-epoch-check", 385);
-    baseline_switch_caught_at(SystemKind::Pilaf, "skip-epoch-check", 2_845);
+    baseline_switch_caught_at(SystemKind::Pilaf, "skip-epoch-check", 3_354);
 }
 
 /// Case `seed` of `system` is not linearizable with the baselines' switch
