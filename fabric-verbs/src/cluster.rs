@@ -252,6 +252,13 @@ pub struct Tuning {
     /// (a device that refuses any inline data gets none, with a warning);
     /// 0 turns it off.
     pub max_inline_data: u32,
+    /// The operator's statement that no hop of this fabric pauses a
+    /// priority (PFC) or otherwise holds a packet longer than
+    /// `packet_lifetime_us`: true of InfiniBand's credit-based flow control
+    /// and of RoCE without PFC, false of lossless RoCE. `nessie node` refuses
+    /// to run Nessie on an Ethernet (RoCE) port with `[store] reuse_hold_ms =
+    /// 0` unless it is set ([`ClusterFile::pause_risk`]).
+    pub pause_free: bool,
 }
 
 impl Default for Tuning {
@@ -271,6 +278,7 @@ impl Default for Tuning {
             clock_check_interval_ms: 30_000,
             huge_pages: false,
             max_inline_data: 64,
+            pause_free: false,
         }
     }
 }
@@ -379,7 +387,33 @@ fn one() -> u8 {
     1
 }
 
+/// The link layer `ibv_query_port` reports for an Ethernet (RoCE) port.
+pub const LINK_LAYER_ETHERNET: u8 = 2;
+
 impl ClusterFile {
+    /// Why running Nessie with this file on a port of `link_layer` is unsafe,
+    /// if it is: on Ethernet (RoCE) a PFC pause can hold a CAS far past the
+    /// deadline margin, and with `[store] reuse_hold_ms = 0` a CAS landing
+    /// that late on a reused data table entry gives wrong answers
+    /// (A2', docs/deploy.md "PFC fabrics"). Safe: a reuse hold, or the
+    /// operator's `[tuning] pause_free = true` (no hop pauses), or an
+    /// InfiniBand port. The systems of the request channel (NessieSD,
+    /// NessieHY, Pilaf, Cell) need neither: ask this for Nessie only.
+    pub fn pause_risk(&self, link_layer: u8) -> Option<String> {
+        (link_layer == LINK_LAYER_ETHERNET
+            && self.store.reuse_hold_ms == 0
+            && !self.tuning.pause_free)
+            .then(|| {
+                "Nessie on an Ethernet (RoCE) port with [store] reuse_hold_ms = 0: a PFC pause \
+                 can hold a compare-and-swap past the deadline margin, and one landing on a \
+                 reused entry gives wrong answers. Set [store] reuse_hold_ms to the worst pause \
+                 the PFC watchdogs on the path allow (e.g. 500), or, if no hop of this fabric \
+                 pauses (RoCE without PFC), say so with [tuning] pause_free = true \
+                 (docs/deploy.md, \"PFC fabrics\")"
+                    .to_string()
+            })
+    }
+
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<ClusterFile, ClusterError> {
         let text = std::fs::read_to_string(path).map_err(|e| ClusterError::Io {
@@ -705,6 +739,27 @@ mod tests {
             f.addr(NodeId(2)).unwrap(),
             "192.168.10.3:7471".parse().unwrap()
         );
+    }
+
+    /// Issue 40, item 1: Nessie with no reuse hold on an Ethernet (RoCE)
+    /// port is refused unless the operator says no hop pauses; the example
+    /// file (a 500 ms hold) and InfiniBand are not.
+    #[test]
+    fn nessie_without_a_reuse_hold_on_roce_is_refused_unless_pause_free() {
+        let example = ClusterFile::parse(GOOD).unwrap();
+        assert_eq!(example.store.reuse_hold_ms, 500);
+        assert_eq!(example.pause_risk(LINK_LAYER_ETHERNET), None);
+        let nodes = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 7471\n";
+        let bare = ClusterFile::parse(&with_nodes(nodes)).unwrap();
+        let why = bare.pause_risk(LINK_LAYER_ETHERNET).expect("refused");
+        assert!(
+            why.contains("reuse_hold_ms") && why.contains("pause_free"),
+            "{why}"
+        );
+        assert_eq!(bare.pause_risk(1), None, "InfiniBand does not pause");
+        let declared = format!("[tuning]\npause_free = true\n{nodes}");
+        let declared = ClusterFile::parse(&with_nodes(&declared)).unwrap();
+        assert_eq!(declared.pause_risk(LINK_LAYER_ETHERNET), None);
     }
 
     /// The type of service is set only when configured: unset, the host's

@@ -340,6 +340,10 @@ enum NodeError {
     Report(#[from] ReportError),
     #[error("invalid options: {0}")]
     Arg(String),
+    /// The cluster file is unsafe for the fabric this node found (issue 40,
+    /// item 1: [`ClusterFile::pause_risk`]).
+    #[error("refused, unsafe on this fabric: {0}")]
+    UnsafeFabric(String),
 }
 
 impl From<ClusterError> for NodeError {
@@ -420,10 +424,19 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     };
     // The regions are sized for the system; its tag joins the fingerprint.
     let file = deployment(file, &sys)?;
+    // Nessie's safety on a PFC fabric needs a reuse hold: checked against
+    // the link layer the device reports (the other systems need none).
+    let pause_check = (sys.kind() == SystemKind::Nessie).then(|| file.clone());
     let fabric = VerbsFabric::start(file, &[node])?;
     let cluster = fabric.cluster();
     if let Some(r) = fabric.report(node) {
         println!("{r}");
+        if let Some(why) = pause_check.and_then(|f| f.pause_risk(r.link_layer)) {
+            if !matches!(cli.cmd, Cmd::Info) {
+                return Err(NodeError::UnsafeFabric(why));
+            }
+            println!("warning: serve and run would refuse this file: {why}");
+        }
     }
     // The device's own counters since boot, and later their growth over
     // the run (retransmissions, duplicates, sequence errors: issue 26).
