@@ -370,6 +370,9 @@ enum Claimable {
     /// From a word never used, or from an older decision of its incarnation.
     Yes,
     /// The word decides it already, or a later request of its incarnation.
+    /// (Claimed, it ran: seen again in its slot, it is a duplicate of its
+    /// message, a WRITE the fabric executed twice,
+    /// `TransportFault::DuplicateWrite`, not a new request.)
     Decided,
     /// The word is of another incarnation of its client.
     OtherIncarnation,
