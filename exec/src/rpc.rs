@@ -47,7 +47,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{ClientId, Config, Error, Nanos, NodeId, Op, OpOutput, RemoteAddr};
+use nessie_protocol::{
+    ClientId, Config, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr,
+};
 
 use crate::bytes::word;
 use crate::machine::{read_one, Ext, Io, OpClass};
@@ -348,7 +350,6 @@ impl RpcCall {
     /// request's); a word that cannot be reached is the error of the last
     /// try (nothing was posted, so nothing was committed).
     async fn open<X: Ext>(&mut self, io: &Io<X>, deadline: Nanos) -> Result<(), Error> {
-        let addr = RemoteAddr::data(self.home, self.layout.claim_offset(self.g));
         let opened = tagged_claim_word(self.seq.wrapping_sub(1), CANCELLED, self.tag);
         let mut backoff = Duration::from_micros(100);
         loop {
@@ -357,14 +358,8 @@ impl RpcCall {
                 return Err(Error::Timeout);
             }
             let expect = self.claim;
-            let limit = left.min((self.timeout / 8).max(Duration::from_millis(1)));
-            let cas = Op::Cas {
-                addr,
-                expect,
-                new: opened,
-            };
-            let mut r = io.round_within(vec![cas], OpClass::Data, limit).await;
-            match r.pop() {
+            let limit = self.cas_limit(left);
+            match self.cas_claim_word(io, opened, limit).await {
                 Some(Ok(OpOutput::Cas { previous })) => {
                     // Won, or an earlier try of ours landed (its completion
                     // did not): the word carries this process's tag.
@@ -382,6 +377,30 @@ impl RpcCall {
                 }
             }
         }
+    }
+
+    /// How long one CAS of the claim word may wait for its completion with
+    /// `left` to go: an eighth of the timeout (at least a millisecond), so
+    /// that a CAS whose completion is lost leaves time for another.
+    fn cas_limit(&self, left: Duration) -> Duration {
+        left.min((self.timeout / 8).max(Duration::from_millis(1)))
+    }
+
+    /// One compare-and-swap of this client's claim word on the home node,
+    /// from what the client knows of it to `new`, waiting `limit` for its
+    /// completion: the opening's and the cancel's round alike.
+    async fn cas_claim_word<X: Ext>(
+        &self,
+        io: &Io<X>,
+        new: u64,
+        limit: Duration,
+    ) -> Option<Result<OpOutput, FabricError>> {
+        let cas = Op::Cas {
+            addr: RemoteAddr::data(self.home, self.layout.claim_offset(self.g)),
+            expect: self.claim,
+            new,
+        };
+        io.round_within(vec![cas], OpClass::Data, limit).await.pop()
     }
 
     /// The control word of this client's request slot on the home node (a
@@ -449,7 +468,6 @@ impl RpcCall {
     /// cancel it, or learn that the server claimed it and wait for its
     /// answer (see the module documentation). Bounded by the timeout.
     async fn settle<X: Ext>(&mut self, io: &Io<X>, local: bool) -> Settled {
-        let addr = RemoteAddr::data(self.home, self.layout.claim_offset(self.g));
         let cancel = tagged_claim_word(self.seq, CANCELLED, self.tag);
         let deadline = io.now().plus(self.timeout);
         let mut backoff = Duration::from_micros(100);
@@ -463,15 +481,7 @@ impl RpcCall {
                 });
             }
             let expect = self.claim;
-            // A CAS whose completion is lost must leave time for another.
-            let limit = left.min((self.timeout / 8).max(Duration::from_millis(1)));
-            let cas = Op::Cas {
-                addr,
-                expect,
-                new: cancel,
-            };
-            let mut r = io.round_within(vec![cas], OpClass::Data, limit).await;
-            match r.pop() {
+            match self.cas_claim_word(io, cancel, self.cas_limit(left)).await {
                 Some(Ok(OpOutput::Cas { previous })) if previous == expect => {
                     self.claim = cancel;
                     return Settled::Cancelled;

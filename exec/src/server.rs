@@ -247,7 +247,8 @@ impl<H: Handler> Worker<H> {
     ) -> Result<Claim, Error> {
         let g = self.watch.slots()[i];
         let layout = self.layout;
-        let addr = RemoteAddr::data(io.own(), layout.claim_offset(g));
+        let claim_at = layout.claim_offset(g);
+        let addr = RemoteAddr::data(io.own(), claim_at);
         let mine = tagged_claim_word(seq, CLAIMED, tag);
         let slot_end = layout.request_end(g);
         if self.inherited[i] == mine {
@@ -269,7 +270,7 @@ impl<H: Handler> Worker<H> {
                 Claimable::Yes => {}
                 Claimable::Decided => return Ok(Claim::Lost),
                 Claimable::OtherIncarnation => {
-                    expect = io.local_word(layout.claim_offset(g)).await?;
+                    expect = io.local_word(claim_at).await?;
                     self.claims[i] = expect;
                     match claimable(expect, seq, tag, rerun) {
                         Claimable::Yes => {}
