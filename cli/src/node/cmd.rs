@@ -424,14 +424,15 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     };
     // The regions are sized for the system; its tag joins the fingerprint.
     let file = deployment(file, &sys)?;
-    // Nessie's safety on a PFC fabric needs a reuse hold: checked against
-    // the link layer the device reports (the other systems need none).
-    let pause_check = (sys.kind() == SystemKind::Nessie).then(|| file.clone());
     let fabric = VerbsFabric::start(file, &[node])?;
     let cluster = fabric.cluster();
     if let Some(r) = fabric.report(node) {
         println!("{r}");
-        if let Some(why) = pause_check.and_then(|f| f.pause_risk(r.link_layer)) {
+        // Nessie's safety on a PFC fabric needs a reuse hold: checked
+        // against the link layer the device reports (the other systems need
+        // none).
+        let nessie = sys.kind() == SystemKind::Nessie;
+        if let Some(why) = cluster.pause_risk(r.link_layer).filter(|_| nessie) {
             if !matches!(cli.cmd, Cmd::Info) {
                 return Err(NodeError::UnsafeFabric(why));
             }
