@@ -559,24 +559,22 @@ fn settling_by_the_landing_bound_is_caught_once_landings_are_late() {
         (SystemKind::Pilaf, 53),
         (SystemKind::Cell, 7),
     ] {
-        let case = SwarmCase::for_system(seed, system).with_late_landings();
-        let mut broken = case.clone();
-        broken.server_faults = ServerFaults::named(&["settle-by-landing-bound"]).unwrap();
-        let run = broken.run(Faults::default()).unwrap();
+        let switch = ServerFaults::named(&["settle-by-landing-bound"]).unwrap();
+        let s = swarm_with(0..seed + 1, Faults::default(), true, |c| {
+            *c = SwarmCase::for_system(c.seed, system).with_late_landings();
+            c.server_faults = switch;
+        })
+        .unwrap();
+        let failure = s
+            .failure
+            .unwrap_or_else(|| panic!("{system}: not caught in seeds 0..={seed}"));
+        assert_eq!(failure.case.seed, seed, "{system}");
         assert!(
-            matches!(run.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
+            matches!(failure.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
             "{system}, seed {seed}: {:?}",
-            run.verdict
+            failure.verdict
         );
-        for earlier in 0..seed {
-            let mut c = SwarmCase::for_system(earlier, system).with_late_landings();
-            c.server_faults = broken.server_faults;
-            let v = c.run(Faults::default()).unwrap().verdict;
-            assert!(
-                !matches!(v, Verdict::Fail(ref m) if m.contains("not linearizable")),
-                "{system}: caught earlier, at seed {earlier}"
-            );
-        }
+        let case = SwarmCase::for_system(seed, system).with_late_landings();
         let fixed = case.run(Faults::default()).unwrap();
         assert!(
             matches!(fixed.verdict, Verdict::Pass(_)),
