@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use nessie_protocol::machine::MAX_FRONTIER;
 use nessie_protocol::{
     Config, Endpoint, Error, Fabric, IteAddr, MigrateSearch, NodeId, PutMachine,
 };
@@ -221,7 +222,7 @@ fn the_depth_limit_admits_a_chain_of_exactly_max_migrate_depth_moves() {
 /// Issue 39: a PUT of p whose 8 candidates, and the 56 alternatives of
 /// their keys, are taken (index table of 1,024 entries, depth limit 2): the
 /// second level has more alternatives than the search's cap
-/// (`search::MAX_FRONTIER`: one round reads at most that many), of which
+/// ([`MAX_FRONTIER`]: one round reads at most that many), of which
 /// only the one the search lists last is empty. Every key sits at its first
 /// candidate, so the test knows the table, and orders each level as the
 /// search does. Returns the cluster, p and the empty entry.
@@ -297,10 +298,6 @@ fn a_chain_beyond_the_cap() -> (SimCluster, Vec<u8>, IteAddr) {
     );
     (cluster, p, empty)
 }
-
-/// Most alternatives the search reads in one level (its cap, the
-/// protocol's `search::MAX_FRONTIER`).
-const MAX_FRONTIER: usize = 256;
 
 /// Issue 39: a chain exists only among alternatives past what one round of
 /// the search reads (298 at the second level, 256 a round). The level is

@@ -238,7 +238,8 @@ fn futures_complete_in_any_order_without_a_runtime() {
         Duration::from_secs(60),
     );
     let cluster = SimCluster::new(cfg());
-    let p = AsyncPipeline::new(pipeline(&cluster, 0, 0, 8)).unwrap();
+    let ep = cluster.fabric.open(NodeId(0)).unwrap();
+    let p = AsyncPipeline::open(cluster.cfg.clone(), NodeId(0), 0, 8, ep).unwrap();
     let puts: Vec<_> = (0..40).map(|i| p.put(&key(i), &value(i))).collect();
     assert!(join_all(puts)
         .iter()

@@ -24,6 +24,7 @@ pub use crate::addr::ClientId;
 pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
+pub use search::MAX_FRONTIER;
 pub use write::{WriteKind, WriteLogic};
 
 use crate::error::Error;
