@@ -46,7 +46,7 @@ use crate::deployment::CellDeployment;
 use crate::log::LogRecord;
 use crate::machine::{written, OpClass};
 use crate::ptr::{NodePtr, RegionId};
-use crate::region::{RegionState, Update};
+use crate::region::{Applied, RegionState, Update};
 use crate::server::alloc::{GateMode, Heap, NodePool};
 use crate::server::{lock, Hosted, Job, RegionAlloc, Srv};
 use crate::wire::{CellRequest, CellResponse};
@@ -379,8 +379,13 @@ impl Srv {
                     self.st.node
                 )));
             };
-            self.rebuild(r, slot, &records, gate).await?;
-            self.st
+            if let Err(e) = self.rebuild(r, slot, &records, gate).await {
+                self.st.unhost(r);
+                self.drop_placeholder(placeholder).await;
+                return Err(e);
+            }
+            let moved = self
+                .st
                 .dir
                 .update(
                     &self.io,
@@ -389,7 +394,24 @@ impl Srv {
                         placeholder,
                     },
                 )
-                .await?;
+                .await;
+            match moved {
+                Ok(Applied::Relocated(true)) => {}
+                Ok(_) => {
+                    // Removed meanwhile (the splitter that abandoned its
+                    // creation dropped it): the relocation dropped the
+                    // placeholder, and there is nothing to hold.
+                    self.st.unhost(r);
+                    continue;
+                }
+                Err(e) => {
+                    if e.outcome() == nessie_protocol::Outcome::NotCommitted {
+                        self.st.unhost(r);
+                        self.drop_placeholder(placeholder).await;
+                    }
+                    return Err(e);
+                }
+            }
             report.moved.push((r, self.st.node));
             recovered.push(Recovered {
                 region: r,
@@ -404,6 +426,19 @@ impl Srv {
             lost: lost.iter().map(|(r, _)| *r).collect(),
             report,
         })
+    }
+
+    /// Removes a slot reservation a recovery cut short will not use (best
+    /// effort: a failed recovery is reported, and run again).
+    async fn drop_placeholder(&self, placeholder: RegionId) {
+        if let Err(e) = self
+            .st
+            .dir
+            .update(&self.io, Update::Remove(placeholder))
+            .await
+        {
+            tracing::warn!(error = %e, %placeholder, "could not drop a recovery's slot reservation");
+        }
     }
 
     /// Steps 2 to 5: settles the splits the failures interrupted, from the

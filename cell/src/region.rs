@@ -71,8 +71,11 @@ pub enum Update {
     /// Move a region into the slot an allocation reserved for it
     /// (recovery, §2.6: `placeholder`, allocated on the new server before
     /// the region was rebuilt there, so that no split could take the slot
-    /// meanwhile), dropping the placeholder: one step. Nothing changes if
-    /// either is unknown.
+    /// meanwhile), dropping the placeholder: one step. If the region is
+    /// gone (removed meanwhile: the splitter that abandoned a creation
+    /// dropped it), the placeholder alone is dropped, so that its slot is
+    /// not lost to a reservation nothing will ever use; nothing changes if
+    /// the placeholder is unknown.
     Relocate {
         /// The region.
         region: RegionId,
@@ -96,6 +99,9 @@ pub enum Applied {
     /// An allocation: the new region and its slot, or `None` when the
     /// server had no free slot (nothing changed).
     Allocated(Option<(RegionId, u32)>),
+    /// A relocation: whether the region moved into the placeholder's slot
+    /// (false: the region or the placeholder was unknown).
+    Relocated(bool),
     /// Any other update.
     Done,
 }
@@ -187,19 +193,20 @@ impl RegionMap {
             Update::Relocate {
                 region,
                 placeholder,
-            } => {
-                if let (true, Some(p)) = (
-                    self.regions.contains_key(&region),
-                    self.regions.get(&placeholder).copied(),
-                ) {
+            } => match self.regions.get(&placeholder).copied() {
+                Some(p) => {
                     self.regions.remove(&placeholder);
-                    if let Some(i) = self.regions.get_mut(&region) {
-                        i.node = p.node;
-                        i.slot = p.slot;
+                    match self.regions.get_mut(&region) {
+                        Some(i) => {
+                            i.node = p.node;
+                            i.slot = p.slot;
+                            Applied::Relocated(true)
+                        }
+                        None => Applied::Relocated(false),
                     }
                 }
-                Applied::Done
-            }
+                None => Applied::Relocated(false),
+            },
             Update::Remove(region) => {
                 self.regions.remove(&region);
                 Applied::Done
@@ -261,7 +268,7 @@ impl Directory {
     pub fn allocate(&self, node: NodeId) -> Option<(RegionId, u32)> {
         match self.update(Update::Allocate(node)) {
             Applied::Allocated(a) => a,
-            Applied::Done => None,
+            Applied::Relocated(_) | Applied::Done => None,
         }
     }
 
@@ -270,12 +277,13 @@ impl Directory {
         self.update(Update::Publish(region));
     }
 
-    /// Moves `region` into the slot `placeholder` holds (recovery, §2.6).
-    pub fn relocate(&self, region: RegionId, placeholder: RegionId) {
+    /// Moves `region` into the slot `placeholder` holds (recovery, §2.6);
+    /// whether it moved ([`Update::Relocate`]).
+    pub fn relocate(&self, region: RegionId, placeholder: RegionId) -> bool {
         self.update(Update::Relocate {
             region,
             placeholder,
-        });
+        }) == Applied::Relocated(true)
     }
 
     /// Drops `region` (an orphan, or a failed creation).
@@ -327,7 +335,7 @@ mod tests {
         let (x, _) = d.allocate(NodeId(0)).unwrap();
         d.publish(x);
         let (p, ps) = d.allocate(NodeId(1)).unwrap();
-        d.relocate(x, p);
+        assert!(d.relocate(x, p));
         let m = d.snapshot();
         assert!(m.get(p).is_none(), "the placeholder is gone");
         let i = m.get(x).unwrap();
@@ -336,9 +344,24 @@ mod tests {
             (NodeId(1), ps, RegionState::Live)
         );
         let e = d.epoch();
-        d.relocate(x, RegionId(99));
+        assert!(!d.relocate(x, RegionId(99)));
         assert_eq!(d.snapshot().get(x), Some(i), "no placeholder, no move");
         assert!(d.epoch() > e);
+    }
+
+    #[test]
+    fn relocating_a_region_removed_meanwhile_frees_its_placeholders_slot() {
+        // Recovery reserves a slot for a lost region while the splitter
+        // that abandoned the region's creation removes it (seed 106,512 of
+        // the Cell swarm): the reservation must not outlive the move.
+        let d = Directory::new(1);
+        let (y, _) = d.allocate(NodeId(0)).unwrap();
+        let (p, _) = d.allocate(NodeId(1)).unwrap();
+        d.remove(y);
+        assert!(!d.relocate(y, p), "nothing to move");
+        let m = d.snapshot();
+        assert!(m.get(p).is_none() && m.get(y).is_none());
+        assert!(d.allocate(NodeId(1)).is_some(), "the slot is free again");
     }
 
     #[test]

@@ -94,13 +94,24 @@ impl Engine {
         let mut victims = Vec::new();
         let permille = self.spec.chaos.split_failure_permille;
         let servers = self.server_count() as u64;
-        let own_can_fail = self.can_fail(own);
+        // Which servers are down as the step goes on: a crash point fails a
+        // server only as `fail_server` will (not one already down, never the
+        // last one standing), so that the step stops exactly when its own
+        // node really fails.
+        let mut down: Vec<bool> = (0..self.server_count())
+            .map(|n| self.lost_servers.is_failed(n))
+            .collect();
         let r = poll_worker(m, Nanos(t), &mut || {
             let Some(n) = mid_split_victim(&mut dice, permille, own, servers) else {
                 return false;
             };
+            let live = down.iter().filter(|d| !**d).count();
+            if down.get(n).is_none_or(|d| *d) || live <= 1 {
+                return false;
+            }
+            down[n] = true;
             victims.push(n);
-            n == own && own_can_fail
+            n == own
         });
         self.lost_servers.dice = dice;
         for n in victims {

@@ -89,15 +89,20 @@ VMLINUZ=$KROOT/boot/vmlinuz-$KVER
 
 # --- the test binaries ---------------------------------------------------------
 say "building the verbs tests and the nessie binary (feature verbs)"
-# The JSON goes to a variable, the compiler's messages to a file that is
-# printed when a build fails (so a broken build says why).
+# The JSON goes to a variable, cargo's own messages to a file. With
+# --message-format=json the compiler's errors are JSON on standard output,
+# which the caller's variable would swallow: a failed build is built again
+# in the human format (what did build is cached) so that it says why.
 build_log=$OUT/build.log
 build() {
   local what=$1; shift
-  if ! cargo "$@" --no-run --message-format=json 2>"$build_log"; then
+  local json
+  if ! json=$(cargo "$@" --no-run --message-format=json 2>"$build_log"); then
     cat "$build_log" >&2
+    cargo "$@" --no-run 1>&2 || true
     die "cargo $* --no-run ($what) failed; the compiler's output is above"
   fi
+  printf '%s\n' "$json"
 }
 tests_json=$(build "the fabric conformance suite and the lossy-link story" test -q -p nessie-fabric-verbs --test conformance --test lossy_link) || exit 1
 cli_json=$(build "the cluster tests, feature verbs" test -q -p nessie-cli --features verbs --test cluster) || exit 1

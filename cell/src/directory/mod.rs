@@ -531,7 +531,7 @@ impl RegionTable {
     pub async fn allocate(&self, io: &Io, node: NodeId) -> Result<Option<(RegionId, u32)>, Error> {
         match self.update(io, Update::Allocate(node)).await? {
             Applied::Allocated(a) => Ok(a),
-            Applied::Done => Ok(None),
+            Applied::Relocated(_) | Applied::Done => Ok(None),
         }
     }
 
