@@ -20,6 +20,11 @@ use tracing_subscriber::EnvFilter;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
+    /// Log lines as JSON objects (one per line, with their fields: for a log
+    /// shipper), not text. `RUST_LOG` chooses what is logged (default:
+    /// warnings and errors).
+    #[arg(long, global = true)]
+    log_json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -68,12 +73,15 @@ fn main() -> std::process::ExitCode {
     } else {
         "warn"
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(quiet)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(quiet));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if cli.log_json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let result = match cli.command {
         Command::Run(args) => run::run(&args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::bench(&args).map_err(|e| e.to_string()),

@@ -12,7 +12,9 @@
 //! - A mixed workload from every node whose merged history (all processes
 //!   stamp `CLOCK_MONOTONIC`, one clock for the whole machine) goes through
 //!   the linearizability checker, which is first shown to catch a corrupted
-//!   copy of the same history.
+//!   copy of the same history. Every node serves its metrics (`--metrics`),
+//!   scraped before the start and after the workload: the operations, the
+//!   server requests and the clock checks must have moved.
 //! - `kill -9` of a node mid-run: the other nodes finish within a bounded
 //!   time (this is the test that hung forever with `retry_count = 7` on
 //!   soft-RoCE), failing only with typed errors naming the dead node (or an
@@ -33,10 +35,12 @@
 //! device's IP address) and `NESSIE_BIN` (the `nessie` binary, built with
 //! `--features verbs`; default: the one cargo built) set, as
 //! `tools/softroce/run.sh` does in its guest.
-//! Ports `NESSIE_VERBS_PORT_BASE` (default 21000) + 10 x test + node.
+//! Ports `NESSIE_VERBS_PORT_BASE` (default 21000) + 10 x test + node; the
+//! metrics endpoints on TCP ports 29000 + 10 x test + node.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -541,11 +545,66 @@ fn three_node_processes_give_linearizable_histories_for_every_system() {
     for_every_system(0, three_processes);
 }
 
+/// The metrics endpoint of node `n` of test `t`.
+fn metrics_addr(t: u16, n: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 29000 + 10 * t + n))
+}
+
+/// One scrape of the metrics endpoint at `addr` (the body of the answer),
+/// retried for up to 10 s while the endpoint does not answer.
+fn scrape(addr: SocketAddr) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let asked =
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n");
+            let mut text = String::new();
+            if asked.is_ok()
+                && s.read_to_string(&mut text).is_ok()
+                && text.starts_with("HTTP/1.1 200")
+            {
+                return text;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{addr}: the metrics endpoint never answered"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The sum of every series of metric `name` in a scrape (0 if absent).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Scrapes node `n` of test `t` until `metric`'s sum reaches `at_least`
+/// (published every second), within 10 s; the last scrape's sum.
+fn scrape_until(t: u16, n: u16, metric: &str, at_least: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = metric_sum(&scrape(metrics_addr(t, n)), metric);
+        if v >= at_least || Instant::now() >= deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// Three processes of `system` run 40 operations per client from one start
 /// instant; the merged history is linearizable and the merged report
-/// counts every operation.
+/// counts every operation. Their metrics endpoints show the counters move.
 fn three_processes(t: u16, system: &str) {
     let c = Cluster::new(t);
+    let metrics: Vec<String> = (0..3).map(|n| metrics_addr(t, n).to_string()).collect();
     let paths: Vec<String> = (0..3)
         .map(|n| c.history(n, "lin").display().to_string())
         .collect();
@@ -580,15 +639,53 @@ fn three_processes(t: u16, system: &str) {
                         "-",
                         "--report",
                         &reports[n as usize],
+                        "--metrics",
+                        &metrics[n as usize],
                     ],
                 ),
             )
         })
         .collect();
+    for n in &mut nodes {
+        n.wait_for(READY, Duration::from_secs(240));
+    }
+    // Before the start: what the preload did (Cell's node 0), nothing else.
+    let ops_before = metric_sum(&scrape(metrics_addr(t, 0)), "nessie_operations_total");
     start_together(&mut nodes, Duration::from_secs(240));
     for n in &mut nodes {
         n.wait_for("workload finished", Duration::from_secs(150));
     }
+    // After: node 0's two clients' 80 operations, live; the transport and
+    // server counters as the publisher last read them (every second).
+    let ops_after = scrape_until(t, 0, "nessie_operations_total", ops_before + 80.0);
+    assert!(
+        ops_after >= ops_before + 80.0,
+        "{system}: node 0's operations did not move on its metrics endpoint: {ops_before} -> {ops_after}"
+    );
+    let checks = scrape_until(t, 0, "nessie_clock_checks_total", 1.0);
+    assert!(
+        checks >= 1.0,
+        "{system}: no clock check on node 0's endpoint"
+    );
+    // Nessie has no server threads (and no such series).
+    let served: Vec<f64> = (0..3)
+        .filter(|_| system != "nessie")
+        .map(|n| scrape_until(t, n, "nessie_server_requests_total", 1.0))
+        .collect();
+    if system != "nessie" {
+        assert!(
+            served.iter().sum::<f64>() >= 1.0,
+            "{system}: no server requests on any node's endpoint: {served:?}"
+        );
+    }
+    let page = scrape(metrics_addr(t, 0));
+    println!(
+        "METRICS {system} (3 processes), node 0: operations {ops_before} -> {ops_after}, server requests (nodes 0-2) {served:?}, clock checks {checks}, queue pairs failed {}, re-dials {}, watchdog trips {}, NIC counters {} series",
+        metric_sum(&page, "nessie_qp_failures_total"),
+        metric_sum(&page, "nessie_redials_total"),
+        metric_sum(&page, "nessie_watchdog_trips_total"),
+        page.lines().filter(|l| l.starts_with("nessie_nic_counter{")).count()
+    );
     // The cluster file asks for huge pages; the guest reserves some.
     let reserved = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
         .ok()

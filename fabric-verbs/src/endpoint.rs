@@ -483,7 +483,8 @@ impl VerbsEndpoint {
         match result {
             Ok(id) => {
                 if p.dial_failures > 0 {
-                    tracing::info!(node = self.node.id.0, %target, "reconnected");
+                    crate::transport_stats::redialled();
+                    tracing::warn!(node = self.node.id.0, %target, "reconnected");
                 }
                 self.watch
                     .set_qp(usize::from(target.0), Some(QpHandle(id.qp())));
@@ -494,6 +495,7 @@ impl VerbsEndpoint {
                 p.failed_at = None;
             }
             Err(e) => {
+                crate::transport_stats::dial_failed();
                 p.dial_failures = p.dial_failures.saturating_add(1);
                 let wait = if e.is_permanent() {
                     PERMANENT_HOLD_OFF
@@ -504,6 +506,10 @@ impl VerbsEndpoint {
                 p.link = Link::Down;
                 if e.is_permanent() {
                     tracing::warn!(node = self.node.id.0, %target, error = %e, "not dialling it again for {wait:?}");
+                } else if p.dial_failures == 1 {
+                    // The first failure of a run of them is the news; the
+                    // re-dials after it (backing off) are counted.
+                    tracing::warn!(node = self.node.id.0, %target, error = %e, "dial failed; re-dialling with back-off");
                 } else {
                     tracing::debug!(node = self.node.id.0, %target, error = %e, "dial failed");
                 }
@@ -944,7 +950,8 @@ impl VerbsEndpoint {
         if self.peers[i].link != Link::Up {
             return;
         }
-        tracing::info!(me = self.node.id.0, %node, why, "queue pair failed");
+        crate::transport_stats::qp_failed();
+        tracing::warn!(me = self.node.id.0, %node, why, "queue pair failed");
         self.touch(i);
         let p = &mut self.peers[i];
         p.link = Link::Failed;

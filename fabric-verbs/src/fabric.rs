@@ -60,6 +60,13 @@ pub struct NodeReport {
     /// The type of service set on its connections (`None`: not set, the
     /// host's default applies).
     pub traffic_class: Option<u8>,
+    /// The host's default type of service for RoCE connections of the
+    /// device's port, as configfs holds it now
+    /// (`/sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_tos`;
+    /// `None`: not readable, configfs not mounted or the device's
+    /// directory not created: docs/deploy.md, "Persistent fabric
+    /// settings").
+    pub host_tos: Option<u8>,
     /// Queue pairs, file descriptors and threads the cluster's shape costs
     /// the node with one endpoint per client.
     pub budget: ConnectionBudget,
@@ -76,9 +83,13 @@ impl fmt::Display for NodeReport {
             2 => "Ethernet (RoCE)",
             _ => "unknown link layer",
         };
+        let host = match self.host_tos {
+            Some(t) => format!("{t}"),
+            None => "unreadable in configfs".into(),
+        };
         let tos = match self.traffic_class {
-            Some(t) => format!("type of service {t}"),
-            None => "type of service: the host's default (not set)".into(),
+            Some(t) => format!("type of service {t} (set; the host's default is {host})"),
+            None => format!("type of service: the host's default, {host} (not set)"),
         };
         write!(
             f,
@@ -100,6 +111,13 @@ impl fmt::Display for NodeReport {
         )?;
         write!(f, "; {}; MTU {} B; {}", self.budget, self.mtu, self.timing)
     }
+}
+
+/// The host's default RoCE type of service for port `port` of `device`,
+/// from configfs (`None` if it cannot be read).
+pub fn default_roce_tos(device: &str, port: u8) -> Option<u8> {
+    let path = format!("/sys/kernel/config/rdma_cm/{device}/ports/{port}/default_roce_tos");
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 impl VerbsFabric {
@@ -159,6 +177,7 @@ impl VerbsFabric {
             data: n.data.info(),
             huge_pages: n.index.huge_pages() && n.data.huge_pages(),
             traffic_class: self.cluster.tuning.traffic_class,
+            host_tos: default_roce_tos(&n.info.name, self.cluster.port),
             budget: ConnectionBudget {
                 nodes: self.cluster.nodes.len() as u64,
                 endpoints: u64::from(self.cluster.store.clients_per_node),
@@ -181,6 +200,29 @@ impl VerbsFabric {
             call: "reading the NIC's counters in sysfs",
             source,
         })
+    }
+
+    /// The flow-control counters (pause, PFC, ECN, congestion
+    /// notifications) of the Ethernet port under hosted node `node`'s RDMA
+    /// device, from `ethtool -S` ([`NicCounters::read_ethtool`]); an error
+    /// on InfiniBand, without `ethtool`, or when the driver gives none.
+    pub fn link_counters(&self, node: NodeId) -> Result<NicCounters, VerbsError> {
+        let device = self.cluster.device_of(node)?;
+        let call = "reading the Ethernet port's flow-control counters (ethtool -S)";
+        let netdev =
+            crate::nic_counters::netdev_of(device, self.cluster.port).ok_or_else(|| {
+                VerbsError::Verbs {
+                    call,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "no Ethernet interface under {device} port {}",
+                            self.cluster.port
+                        ),
+                    ),
+                }
+            })?;
+        NicCounters::read_ethtool(&netdev).map_err(|source| VerbsError::Verbs { call, source })
     }
 
     /// Hosted node `node`'s device events so far, by type (a port going

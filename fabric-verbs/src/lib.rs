@@ -20,7 +20,9 @@
 //!   sysfs, for the reports) and [`events`] (the device's asynchronous
 //!   events: ports down and up, fatal queue pairs) and [`watchdog`] (the
 //!   process's deadline watchdog, which fails a queue pair at a request's
-//!   deadline whether or not its endpoint is polled).
+//!   deadline whether or not its endpoint is polled), and
+//!   [`transport_stats`] (queue pairs failed, dials failed, re-dials: the
+//!   process's counters for the operator).
 //! - For the device tests: [`lossy_link`] (two devices joined by a link the
 //!   tests disturb with `tc netem`).
 //!
@@ -49,6 +51,7 @@ pub mod policy;
 pub mod remote;
 pub mod staging;
 pub mod status;
+pub mod transport_stats;
 pub mod watchdog;
 pub mod wire;
 pub mod wr;

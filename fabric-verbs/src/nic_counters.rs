@@ -97,6 +97,46 @@ impl NicCounters {
         )
     }
 
+    /// Every counter read, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.0.iter().map(|(k, &v)| (k.as_str(), v))
+    }
+
+    /// The flow-control counters of Ethernet port `netdev` (the RoCE
+    /// device's), as `ethtool -S` prints them: pause frames and their
+    /// duration per priority, pause storms, PFC, ECN marks and congestion
+    /// notifications, discards ([`is_flow_control`]). They are what sizes
+    /// a reuse hold on a PFC fabric (docs/deploy.md). An error if `ethtool`
+    /// is missing or the driver gives no statistics.
+    pub fn read_ethtool(netdev: &str) -> io::Result<NicCounters> {
+        let out = std::process::Command::new("ethtool")
+            .args(["-S", netdev])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "ethtool -S {netdev}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(NicCounters::parse_ethtool(&String::from_utf8_lossy(
+            &out.stdout,
+        )))
+    }
+
+    /// The flow-control counters of `ethtool -S`'s output (`name: value`
+    /// lines; the others are left out).
+    pub fn parse_ethtool(text: &str) -> NicCounters {
+        NicCounters(
+            text.lines()
+                .filter_map(|l| {
+                    let (k, v) = l.trim().split_once(':')?;
+                    let (k, v) = (k.trim(), v.trim().parse::<u64>().ok()?);
+                    is_flow_control(k).then(|| (k.to_string(), v))
+                })
+                .collect(),
+        )
+    }
+
     /// Whether no counter was read.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -114,6 +154,30 @@ impl NicCounters {
         v.sort_by_key(|(k, _)| !trouble(k));
         v
     }
+}
+
+/// Whether an `ethtool -S` statistic is about flow control or congestion
+/// (mlx5's `rx_prio3_pause_duration`, `tx_pause_storm_warning_events`,
+/// `rx_ecn_mark`, `np_cnp_sent`, ...; other drivers' `*pause*`, `*pfc*`).
+pub fn is_flow_control(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["pause", "pfc", "storm", "ecn", "cnp", "discard"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// The Ethernet interface under port `port` of RDMA device `device`
+/// (RoCE: the netdev its GID table names; `None` on InfiniBand or when
+/// sysfs does not say).
+pub fn netdev_of(device: &str, port: u8) -> Option<String> {
+    let p = Path::new("/sys/class/infiniband")
+        .join(device)
+        .join("ports")
+        .join(port.to_string())
+        .join("gid_attrs/ndevs/0");
+    let name = std::fs::read_to_string(p).ok()?;
+    let name = name.trim();
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 impl fmt::Display for NicCounters {
@@ -135,6 +199,26 @@ impl fmt::Display for NicCounters {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ethtool_output_keeps_its_flow_control_counters_only() {
+        let text = "NIC statistics:\n     rx_packets: 12\n     rx_prio3_pause: 7\n     rx_prio3_pause_duration: 1500\n     tx_pause_storm_warning_events: 1\n     rx_ecn_mark: 3\n     np_cnp_sent: 2\n     rx_discards_phy: 0\n     not a counter\n";
+        let c = super::NicCounters::parse_ethtool(text);
+        let names: Vec<&str> = c.iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            names,
+            [
+                "np_cnp_sent",
+                "rx_discards_phy",
+                "rx_ecn_mark",
+                "rx_prio3_pause",
+                "rx_prio3_pause_duration",
+                "tx_pause_storm_warning_events"
+            ]
+        );
+        assert_eq!(c.get("rx_prio3_pause_duration"), Some(1500));
+        assert_eq!(c.get("rx_packets"), None);
+    }
+
     use super::*;
 
     /// A fake sysfs tree of soft-RoCE's shape under a fresh directory.

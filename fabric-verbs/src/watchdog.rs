@@ -239,7 +239,7 @@ impl Inner {
                 ew.tripped.store(true, Ordering::SeqCst);
                 self.trips.fetch_add(1, Ordering::Relaxed);
                 self.max_late_ns.fetch_max(late_by, Ordering::Relaxed);
-                tracing::debug!(
+                tracing::warn!(
                     late_by_us = late_by / 1000,
                     "watchdog: a request passed its deadline; queue pair moved to the error state"
                 );

@@ -83,5 +83,5 @@ for t in conformance lossy_link cluster; do
 done
 grep -h '^LINEARIZABILITY' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 grep -h '^NIC ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
-grep -h -E '^(CLOCK|WATCHDOG|LOSSY) ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
+grep -h -E '^(CLOCK|WATCHDOG|LOSSY|METRICS) ' /tmp/*.out | sed 's/^/NESSIE-SOFTROCE-/'
 result "$status"

@@ -24,11 +24,15 @@
 //!   Cell's with its range scans, comes through `KvClient`).
 //! - [`history`]: recorded operations ([`HistoryRecord`]) for
 //!   linearizability checks across processes.
+//! - [`metrics`](mod@metrics): every finished operation, live, through the
+//!   `metrics` facade (counted, timed, its retries), for a process that
+//!   exports them (`nessie node --metrics`).
 
 pub mod cell;
 pub mod driver;
 pub mod history;
 pub mod latency;
+pub mod metrics;
 pub mod mix;
 pub mod report;
 pub mod run;

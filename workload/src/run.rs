@@ -144,6 +144,12 @@ impl Recorder<Response> for KindRecorder {
             0
         };
         let slot = done.tag;
+        crate::metrics::record(
+            note.kind,
+            done.result.as_ref().map(|_| ()),
+            latency,
+            done.stats.attempts,
+        );
         let k = &mut self.kinds[note.kind];
         k.ops += 1;
         k.fabric += done.stats;

@@ -41,6 +41,7 @@ use nessie_fabric_verbs::{ClusterError, ClusterFile, VerbsError, VerbsFabric};
 use nessie_protocol::NodeId;
 
 use super::cluster::deployment;
+use super::metrics;
 use super::report::{ClusterReport, ReportError, RunReport};
 use nessie_systems::cell::{self as cell_node, CellShape};
 use nessie_systems::{NodeServers, NodeSetup, SystemError, SystemKind};
@@ -181,10 +182,24 @@ impl SystemArgs {
     }
 }
 
+/// Where the node serves its metrics.
+#[derive(Args, Debug, Clone, Default)]
+struct MetricsArgs {
+    /// Serve this node's metrics in the Prometheus text format on this
+    /// address (e.g. `0.0.0.0:9464`; any path answers): operations,
+    /// latencies, unknown outcomes, retries, queue pairs failed, re-dials,
+    /// watchdog trips, device events, clock offsets, NIC and flow-control
+    /// counters, server requests (docs/deploy.md, "Metrics").
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+}
+
 #[derive(Args, Debug)]
 struct ServeArgs {
     #[command(flatten)]
     system: SystemArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     /// Do not stop at end of standard input (for nohup or systemd).
     #[arg(long)]
     ignore_stdin: bool,
@@ -194,6 +209,8 @@ struct ServeArgs {
 struct RunArgs {
     #[command(flatten)]
     system: SystemArgs,
+    #[command(flatten)]
+    metrics: MetricsArgs,
     /// The mix.
     #[command(flatten)]
     mix: MixArgs,
@@ -344,6 +361,9 @@ enum NodeError {
     /// item 1: [`ClusterFile::pause_risk`]).
     #[error("refused, unsafe on this fabric: {0}")]
     UnsafeFabric(String),
+    /// The metrics endpoint could not be set up (the address is taken, ...).
+    #[error("the metrics endpoint: {0}")]
+    Metrics(#[from] metrics_exporter_prometheus::BuildError),
 }
 
 impl From<ClusterError> for NodeError {
@@ -478,13 +498,58 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     if let Some(c) = servers.cell() {
         cell_node::report_meganodes(c, Duration::from_millis(200));
     }
-    match (&cli.cmd, spec) {
+    let metrics_addr = match &cli.cmd {
+        Cmd::Serve(a) => a.metrics.metrics,
+        Cmd::Run(a) => a.metrics.metrics,
+        _ => None,
+    };
+    if let Some(addr) = metrics_addr {
+        metrics::install(addr)?;
+        println!("metrics of {node} served on http://{addr}/metrics");
+    }
+    // The counters are published (and `serve`'s status printed) by a
+    // thread of their own while the node serves or runs.
+    let stop = AtomicBool::new(false);
+    let publisher = metrics::Publisher {
+        fabric: &fabric,
+        node,
+        servers: &servers,
+        publish: metrics_addr.is_some(),
+        status: matches!(cli.cmd, Cmd::Serve(_)),
+    };
+    std::thread::scope(|s| {
+        if publisher.publish || publisher.status {
+            s.spawn(|| publisher.run(&stop));
+        }
+        let r = serve_or_run(&cli.cmd, spec, &sys, &fabric, node, &servers, nic_before);
+        stop.store(true, Ordering::Relaxed);
+        r
+    })?;
+    print_servers(&servers);
+    Ok(())
+}
+
+/// `serve` until stopped, or `run` the workload `spec` (then serve on if
+/// asked), on the started node.
+fn serve_or_run(
+    cmd: &Cmd,
+    spec: Option<WorkloadSpec>,
+    sys: &NodeSetup,
+    fabric: &VerbsFabric,
+    node: NodeId,
+    servers: &NodeServers,
+    nic_before: Option<nessie_fabric_verbs::nic_counters::NicCounters>,
+) -> Result<(), NodeError> {
+    let name = sys.kind();
+    match (cmd, spec) {
         (Cmd::Run(a), Some(spec)) => {
             println!(
                 "running {} clients of {name} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE / {}% SCAN, {} s (connecting to every node first)",
                 a.mix.clients, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.get_pct, a.mix.delete_pct, a.scan_pct, a.seconds
             );
-            let report = sys.run(&fabric, node, &spec, &servers)?;
+            let transport_before = metrics::read(fabric, node, true);
+            let report = sys.run(fabric, node, &spec, servers)?;
+            let transport = metrics::read(fabric, node, true).since(&transport_before);
             if let Some(path) = &a.history {
                 let mut text = String::new();
                 for h in &report.history {
@@ -531,8 +596,11 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
                     report.started_unix_ns.saturating_sub(at) / 1000
                 );
             }
+            println!("transport during the run: {transport}");
             if let Some(path) = &a.report {
-                RunReport::of(node.0, &report).write(path)?;
+                RunReport::of(node.0, &report)
+                    .with_transport(transport)
+                    .write(path)?;
                 println!("results written to {}", path.display());
             }
             println!("workload finished on {node}");
@@ -546,7 +614,6 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         }
         _ => {}
     }
-    print_servers(&servers);
     Ok(())
 }
 

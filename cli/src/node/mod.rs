@@ -11,9 +11,13 @@
 //!   shaped for a system (its regions and fingerprint).
 //! - `cmd` (feature `verbs`): the `nessie node info|serve|run|report`
 //!   subcommands.
+//! - `metrics` (feature `verbs`): the node's Prometheus metrics endpoint
+//!   and the transport counters its reports and status lines show.
 
 #[cfg(feature = "verbs")]
 pub mod cluster;
 #[cfg(feature = "verbs")]
 pub mod cmd;
+#[cfg(feature = "verbs")]
+pub mod metrics;
 pub mod report;

@@ -47,6 +47,137 @@ pub struct RunReport {
     pub server_requests: u64,
     /// Failures by error kind.
     pub errors: BTreeMap<String, u64>,
+    /// What the node's transport met during the run (queue pairs failed,
+    /// re-dials, watchdog trips, device events, the NIC's and the
+    /// Ethernet port's counters: their growth; the peers' clocks as last
+    /// measured). Absent from reports of nodes that could not read them.
+    #[serde(default)]
+    pub transport: Option<NodeCounters>,
+}
+
+/// A node's transport counters (`nessie node`'s metrics endpoint publishes
+/// them as they stand; `--report` holds their growth over the run).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeCounters {
+    /// Queue pairs failed (a deadline passed, a completion error).
+    pub qp_failures: u64,
+    /// Dials of a peer that failed.
+    pub dial_failures: u64,
+    /// Re-dials that brought a peer back.
+    pub redials: u64,
+    /// Queue pairs the deadline watchdog failed first.
+    pub watchdog_trips: u64,
+    /// The watchdog's own worst lateness, µs.
+    pub watchdog_max_late_us: u64,
+    /// The RDMA device's asynchronous events, by kind.
+    pub device_events: BTreeMap<String, u64>,
+    /// The NIC's port counters (sysfs: `counters/`, `hw.` for
+    /// `hw_counters/`), those not zero.
+    pub nic: BTreeMap<String, u64>,
+    /// The Ethernet port's flow-control counters (`ethtool -S`: pause, PFC,
+    /// ECN, congestion notifications), where readable.
+    pub link: BTreeMap<String, u64>,
+    /// The peers' clocks, by peer (`node1`, ...).
+    pub clocks: BTreeMap<String, PeerClockCounts>,
+}
+
+/// What the periodic clock check found of one peer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerClockCounts {
+    /// Checks made.
+    pub checks: u64,
+    /// Checks the peer did not answer.
+    pub unanswered: u64,
+    /// Checks that proved its clock further off than the skew allows.
+    pub beyond_skew: u64,
+    /// Its clock's offset from this node's at the last answered check, ns.
+    pub last_offset_ns: Option<i64>,
+}
+
+/// The growth of each counter of `now` since `before` (one `before` lacks
+/// counts whole; one that went back counts from zero).
+fn grown(now: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    now.iter()
+        .map(|(k, &v)| {
+            let b = before.get(k).copied().unwrap_or(0);
+            (k.clone(), v.checked_sub(b).unwrap_or(v))
+        })
+        .filter(|(_, v)| *v != 0)
+        .collect()
+}
+
+impl NodeCounters {
+    /// How the counters grew from `before` to `self`; the clocks are
+    /// `self`'s checks since `before`, with `self`'s last offset.
+    pub fn since(&self, before: &NodeCounters) -> NodeCounters {
+        NodeCounters {
+            qp_failures: self.qp_failures.saturating_sub(before.qp_failures),
+            dial_failures: self.dial_failures.saturating_sub(before.dial_failures),
+            redials: self.redials.saturating_sub(before.redials),
+            watchdog_trips: self.watchdog_trips.saturating_sub(before.watchdog_trips),
+            watchdog_max_late_us: self.watchdog_max_late_us,
+            device_events: grown(&self.device_events, &before.device_events),
+            nic: grown(&self.nic, &before.nic),
+            link: grown(&self.link, &before.link),
+            clocks: self
+                .clocks
+                .iter()
+                .map(|(peer, c)| {
+                    let b = before.clocks.get(peer).copied().unwrap_or_default();
+                    let c2 = PeerClockCounts {
+                        checks: c.checks.saturating_sub(b.checks),
+                        unanswered: c.unanswered.saturating_sub(b.unanswered),
+                        beyond_skew: c.beyond_skew.saturating_sub(b.beyond_skew),
+                        last_offset_ns: c.last_offset_ns,
+                    };
+                    (peer.clone(), c2)
+                })
+                .collect(),
+        }
+    }
+
+    /// These counters summed with `other`'s (a cluster's; clock offsets
+    /// are per node pair and are left out).
+    fn add(&mut self, other: &NodeCounters) {
+        self.qp_failures += other.qp_failures;
+        self.dial_failures += other.dial_failures;
+        self.redials += other.redials;
+        self.watchdog_trips += other.watchdog_trips;
+        self.watchdog_max_late_us = self.watchdog_max_late_us.max(other.watchdog_max_late_us);
+        for (into, from) in [
+            (&mut self.device_events, &other.device_events),
+            (&mut self.nic, &other.nic),
+            (&mut self.link, &other.link),
+        ] {
+            for (k, v) in from {
+                *into.entry(k.clone()).or_default() += v;
+            }
+        }
+    }
+}
+
+impl fmt::Display for NodeCounters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} queue pairs failed, {} dials failed, {} re-dials, {} watchdog trips (at most {} us late)",
+            self.qp_failures,
+            self.dial_failures,
+            self.redials,
+            self.watchdog_trips,
+            self.watchdog_max_late_us
+        )?;
+        for (what, map) in [
+            ("device events", &self.device_events),
+            ("flow control", &self.link),
+        ] {
+            if !map.is_empty() {
+                let v: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                write!(f, "; {what}: {}", v.join(", "))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl RunReport {
@@ -63,6 +194,15 @@ impl RunReport {
             server_cpu_s: r.server_cpu.as_secs_f64(),
             server_requests: r.server_requests,
             errors: r.errors.clone(),
+            transport: None,
+        }
+    }
+
+    /// With what the node's transport met during the run.
+    pub fn with_transport(self, transport: NodeCounters) -> RunReport {
+        RunReport {
+            transport: Some(transport),
+            ..self
         }
     }
 
@@ -264,7 +404,23 @@ impl fmt::Display for ClusterReport {
             sum(|n| n.client_cpu_s),
             sum(|n| n.server_cpu_s),
             self.nodes.iter().map(|n| n.server_requests).sum::<u64>()
-        )
+        )?;
+        let with: Vec<&NodeCounters> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.transport.as_ref())
+            .collect();
+        if !with.is_empty() {
+            let mut total = NodeCounters::default();
+            with.iter().for_each(|c| total.add(c));
+            writeln!(
+                f,
+                "transport over the run ({} of {} nodes report it): {total}",
+                with.len(),
+                self.nodes.len()
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -350,11 +506,66 @@ mod tests {
     }
 
     #[test]
+    fn transport_counters_grow_over_a_run_and_sum_over_the_nodes() {
+        let map = |v: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+        };
+        let before = NodeCounters {
+            qp_failures: 2,
+            redials: 1,
+            nic: map(&[("hw.duplicate_request", 5), ("port_xmit_data", 100)]),
+            ..NodeCounters::default()
+        };
+        let mut clocks = BTreeMap::new();
+        clocks.insert(
+            "node1".to_string(),
+            PeerClockCounts {
+                checks: 4,
+                last_offset_ns: Some(-300),
+                ..PeerClockCounts::default()
+            },
+        );
+        let after = NodeCounters {
+            qp_failures: 5,
+            redials: 1,
+            watchdog_trips: 1,
+            nic: map(&[("hw.duplicate_request", 5), ("port_xmit_data", 160)]),
+            link: map(&[("rx_prio3_pause", 9)]),
+            clocks,
+            ..NodeCounters::default()
+        };
+        let run = after.since(&before);
+        assert_eq!(
+            (run.qp_failures, run.redials, run.watchdog_trips),
+            (3, 0, 1)
+        );
+        assert_eq!(
+            run.nic,
+            map(&[("port_xmit_data", 60)]),
+            "unchanged ones leave"
+        );
+        assert_eq!(run.clocks["node1"].last_offset_ns, Some(-300));
+        let a = node(0, 1, 1, 0, vec![]).with_transport(run.clone());
+        let b = node(1, 1, 1, 0, vec![]).with_transport(run);
+        let text = ClusterReport::merge(vec![a, b]).unwrap().to_string();
+        assert!(
+            text.contains("transport over the run (2 of 2 nodes report it): 6 queue pairs failed, 0 dials failed, 0 re-dials, 2 watchdog trips")
+                && text.contains("flow control: rx_prio3_pause 18"),
+            "{text}"
+        );
+        let plain = ClusterReport::merge(vec![node(0, 1, 1, 0, vec![])]).unwrap();
+        assert!(!plain.to_string().contains("transport"));
+    }
+
+    #[test]
     fn a_report_round_trips_through_its_file() {
         let dir = std::env::temp_dir().join(format!("nessie-report-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("node0.json");
-        let a = node(0, 7, 5, 1, vec![10, 20]);
+        let a = node(0, 7, 5, 1, vec![10, 20]).with_transport(NodeCounters {
+            qp_failures: 1,
+            ..NodeCounters::default()
+        });
         a.write(&path).unwrap();
         assert_eq!(RunReport::read(&path).unwrap(), a);
         std::fs::write(&path, "not json").unwrap();
