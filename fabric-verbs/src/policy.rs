@@ -282,6 +282,36 @@ pub fn open_file_limit() -> Option<u64> {
     ok.then_some(r.rlim_cur)
 }
 
+/// The file descriptors this process has open now (`/proc/self/fd`), if
+/// it can be read.
+pub fn open_fds() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
+/// The RDMA queue pairs this process holds now, as the kernel lists them
+/// (`rdma -j resource show qp`, iproute2); `None` without the `rdma` tool.
+pub fn process_qps() -> Option<u64> {
+    let out = std::process::Command::new("rdma")
+        .args(["-j", "resource", "show", "qp"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| count_pid_entries(&String::from_utf8_lossy(&out.stdout), std::process::id()))
+}
+
+/// The entries of `rdma -j resource show ...`'s JSON that name process
+/// `pid`.
+fn count_pid_entries(json: &str, pid: u32) -> u64 {
+    let key = format!("\"pid\":{pid}");
+    json.match_indices(&key)
+        .filter(|(i, _)| {
+            // `"pid":12` is not `"pid":123`.
+            !json[i + key.len()..].starts_with(|c: char| c.is_ascii_digit())
+        })
+        .count() as u64
+}
+
 /// `base` shortened by a random part of up to half of it (`draw` is a
 /// random 64-bit value): re-dials of many endpoints rejected at once (a
 /// node's acceptor meeting every dialler after a restart) spread over half
@@ -409,6 +439,15 @@ pub fn watch_verdict(deadline: u64, now: u64) -> WatchVerdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernels_queue_pairs_are_counted_for_this_process_only() {
+        let json = r#"[{"ifindex":3,"ifname":"rxe0","port":1,"lqpn":17,"type":"RC","state":"RTS","pid":123,"comm":"nessie"},{"ifindex":3,"ifname":"rxe0","port":1,"lqpn":18,"type":"RC","state":"RTS","pid":12,"comm":"x"},{"lqpn":19,"pid":123}]"#;
+        assert_eq!(count_pid_entries(json, 123), 2);
+        assert_eq!(count_pid_entries(json, 12), 1);
+        assert_eq!(count_pid_entries(json, 1), 0);
+        assert!(open_fds().is_some_and(|n| n >= 3));
+    }
     use ibv_access_flags as A;
 
     #[test]

@@ -294,6 +294,24 @@ impl Config {
         self.dtes_per_node / u32::from(self.clients_per_node)
     }
 
+    /// How long a data table entry whose value a PUT replaced stays
+    /// unreusable: the expiration period, the clock-skew allowance and the
+    /// reuse hold (a mark by another client is freed by the owner's sweep
+    /// that long after the sweep first sees it: later still).
+    pub fn reuse_after(&self) -> Duration {
+        self.expiration + self.clock_skew + self.reuse_hold
+    }
+
+    /// The PUT rate, per second, one client sustains without running out
+    /// of data table entries when `live` of its entries hold keys' current
+    /// values: its other entries over [`Config::reuse_after`]. A client
+    /// writing faster meets `DataTableFull` until reuse catches up; a
+    /// reuse hold (PFC fabrics) lowers it in proportion.
+    pub fn sustained_puts_per_client(&self, live: u64) -> f64 {
+        let spare = u64::from(self.dtes_per_client()).saturating_sub(live);
+        spare as f64 / self.reuse_after().as_secs_f64().max(1e-9)
+    }
+
     /// The region sizes a fabric must provide for this configuration.
     pub fn topology(&self) -> Topology {
         Topology {
@@ -328,6 +346,26 @@ impl ClientId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reuse_hold_lowers_the_put_rate_a_client_sustains_in_proportion() {
+        let c = Config {
+            dtes_per_node: 4000,
+            clients_per_node: 4,
+            expiration: Duration::from_millis(999),
+            clock_skew: Duration::from_millis(1),
+            ..Config::default()
+        };
+        assert_eq!(c.reuse_after(), Duration::from_secs(1));
+        assert_eq!(c.sustained_puts_per_client(0), 1000.0);
+        assert_eq!(c.sustained_puts_per_client(600), 400.0);
+        assert_eq!(c.sustained_puts_per_client(5000), 0.0);
+        let held = Config {
+            reuse_hold: Duration::from_secs(1),
+            ..c
+        };
+        assert_eq!(held.sustained_puts_per_client(0), 500.0);
+    }
 
     #[test]
     fn default_is_valid() {

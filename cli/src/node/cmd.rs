@@ -78,8 +78,10 @@ pub fn node(args: &NodeArgs) -> ExitCode {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Print the device, atomic capability, byte order and regions, then exit.
-    Info,
+    /// Print the device, atomic capability, byte order and regions, the
+    /// operator's checklist (type of service, MTU, descriptors and queue
+    /// pairs, clocks, data table sizing), then exit.
+    Info(InfoArgs),
     /// Keep this node's memory registered and reachable (and its server workers
     /// running, for nessie-sd, nessie-hy and pilaf) until Ctrl-C or end of stdin.
     Serve(ServeArgs),
@@ -89,6 +91,46 @@ enum Cmd {
     /// Merge the JSON results that `run --report` wrote on each node into
     /// one cluster report.
     Report(ReportArgs),
+}
+
+/// What `info` checks the data table's sizing against.
+#[derive(Args, Debug, Default)]
+struct InfoArgs {
+    /// The PUT rate this node's clients are expected to sustain, per
+    /// second: `info` warns when the data table cannot hold it with the
+    /// expiration period and the reuse hold (docs/deploy.md).
+    #[arg(long, default_value_t = 0.0)]
+    put_rate: f64,
+    /// The keys stored in the whole cluster (their current values hold
+    /// entries too).
+    #[arg(long, default_value_t = 0)]
+    keys: u64,
+}
+
+/// The share of a cluster-wide PUT load above which `info` warns: past
+/// it, a burst or a slow sweep exhausts a client's entries.
+const SIZING_HEADROOM: f64 = 0.8;
+
+/// `info`'s data table sizing lines for Nessie's `cfg`: what each client
+/// sustains, and a warning when `args.put_rate` exceeds the headroom.
+fn sizing_lines(cfg: &nessie_protocol::Config, args: &InfoArgs) -> Vec<String> {
+    let clients = u64::from(cfg.clients_per_node);
+    let live = args.keys / (u64::from(cfg.nodes) * clients).max(1);
+    let per_client = cfg.sustained_puts_per_client(live);
+    let per_node = per_client * clients as f64;
+    let mut out = vec![format!(
+        "data table sizing: {} entries per client, each reusable {} ms after a PUT replaces it (expiration + skew + reuse hold): with {live} live keys per client a client sustains {per_client:.0} PUTs/s, this node {per_node:.0}",
+        cfg.dtes_per_client(),
+        cfg.reuse_after().as_millis()
+    )];
+    if args.put_rate > SIZING_HEADROOM * per_node {
+        out.push(format!(
+            "WARNING: an expected {:.0} PUTs/s on this node is more than {:.0} % of what its data table sustains: PUTs will fail with DataTableFull; raise [regions] data_bytes_per_node (or lower expiration_ms / reuse_hold_ms if the fabric allows)",
+            args.put_rate,
+            SIZING_HEADROOM * 100.0
+        ));
+    }
+    out
 }
 
 #[derive(Args, Debug)]
@@ -402,7 +444,7 @@ fn serve_until_stopped(ignore_stdin: bool) {
 
 fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     let args = match &cli.cmd {
-        Cmd::Info => SystemArgs::default(),
+        Cmd::Info(_) => SystemArgs::default(),
         Cmd::Serve(a) => a.system.clone(),
         Cmd::Run(a) => a.system.clone(),
         Cmd::Report(r) => {
@@ -453,7 +495,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         // none).
         let nessie = sys.kind() == SystemKind::Nessie;
         if let Some(why) = cluster.pause_risk(r.link_layer).filter(|_| nessie) {
-            if !matches!(cli.cmd, Cmd::Info) {
+            if !matches!(cli.cmd, Cmd::Info(_)) {
                 return Err(NodeError::UnsafeFabric(why));
             }
             println!("warning: serve and run would refuse this file: {why}");
@@ -475,9 +517,24 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         cluster.system_tag().unwrap_or("nessie"),
         cluster.fingerprint()
     );
-    if matches!(cli.cmd, Cmd::Info) {
+    if let Cmd::Info(info) = &cli.cmd {
         if let Some(c) = &nic_before {
             println!("{c} (since the device came up)");
+        }
+        let host = |v: Option<u64>| v.map_or("unreadable".to_string(), |n| n.to_string());
+        println!(
+            "kernel: this process holds {} file descriptors (limit {}) and {} queue pairs now (rdma resource)",
+            host(nessie_fabric_verbs::policy::open_fds()),
+            host(nessie_fabric_verbs::policy::open_file_limit()),
+            host(nessie_fabric_verbs::policy::process_qps())
+        );
+        match fabric.link_counters(node) {
+            Ok(c) if !c.is_empty() => println!("flow control (ethtool -S): {c}"),
+            Ok(_) => println!("flow control (ethtool -S): no pause, PFC or ECN counters"),
+            Err(e) => println!("flow control: not readable ({e})"),
+        }
+        for line in sizing_lines(&cluster.protocol_config()?, info) {
+            println!("{line}");
         }
         // The peers' clocks, measured now (those not up answer nothing).
         if let Some(ledger) = fabric.check_clocks_now(node, Duration::from_millis(500)) {
@@ -629,6 +686,33 @@ mod tests {
         assert_eq!("12.5".parse::<StartArg>(), Ok(StartArg::At(12.5)));
         assert!("soon".parse::<StartArg>().is_err());
         assert!(StartArg::At(-1.0).start().is_err());
+    }
+
+    #[test]
+    fn info_warns_when_the_put_rate_outruns_the_data_table() {
+        let cfg = nessie_protocol::Config {
+            nodes: 2,
+            dtes_per_node: 4000,
+            clients_per_node: 4,
+            expiration: Duration::from_millis(999),
+            clock_skew: Duration::from_millis(1),
+            ..nessie_protocol::Config::default()
+        };
+        let args = |put_rate, keys| InfoArgs { put_rate, keys };
+        let ok = sizing_lines(&cfg, &args(3000.0, 0));
+        assert_eq!(ok.len(), 1, "{ok:?}");
+        assert!(ok[0].contains("a client sustains 1000 PUTs/s, this node 4000"), "{ok:?}");
+        // 800 keys over 8 clients: 100 live entries each.
+        let live = sizing_lines(&cfg, &args(3000.0, 800));
+        assert!(live[0].contains("with 100 live keys per client a client sustains 900"), "{live:?}");
+        assert!(live[1].starts_with("WARNING"), "{live:?}");
+        // A one-second reuse hold halves what the table sustains.
+        let held = nessie_protocol::Config {
+            reuse_hold: Duration::from_secs(1),
+            ..cfg
+        };
+        let w = sizing_lines(&held, &args(3000.0, 0));
+        assert!(w[0].contains("reusable 2000 ms") && w[1].starts_with("WARNING"), "{w:?}");
     }
 
     #[test]
