@@ -81,7 +81,8 @@ impl<T: 'static, E: Endpoint> Stepper<T, E> {
     }
 
     fn post(&mut self, wrs: Vec<WorkRequest>) {
-        self.driver.post(self.m.exec(), wrs);
+        let now = self.driver.now();
+        self.driver.post(self.m.exec(), wrs, now);
         // Until every completion came, or the round's deadline passed (the
         // machine then counts the missing ones as timed out).
         let start = Instant::now();
@@ -118,7 +119,10 @@ impl<T: 'static, E: Endpoint> Stepper<T, E> {
                 Step::Post(wrs) => self.post(wrs),
                 // The directory awaits every round; nothing it posts is
                 // detached, but a detached post is posted, not held.
-                Step::PostDetached(wrs) => self.driver.post_detached(self.m.exec(), wrs),
+                Step::PostDetached(wrs) => {
+                    let now = self.driver.now();
+                    self.driver.post_detached(self.m.exec(), wrs, now)
+                }
                 Step::Effect(e) => {
                     let r = self.driver.perform(e, &mut |e| -> Resolution {
                         panic!("the directory asks for no effect of Cell's: {e:?}")

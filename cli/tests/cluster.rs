@@ -680,7 +680,7 @@ fn three_processes(t: u16, system: &str) {
     }
     let page = scrape(metrics_addr(t, 0));
     println!(
-        "METRICS {system} (3 processes), node 0: operations {ops_before} -> {ops_after}, server requests (nodes 0-2) {served:?}, clock checks {checks}, queue pairs failed {}, re-dials {}, watchdog trips {}, NIC counters {} series",
+        "\nMETRICS {system} (3 processes), node 0: operations {ops_before:.0} -> {ops_after:.0}, server requests (nodes 0-2) {served:?}, clock checks {checks:.0}, queue pairs failed {}, re-dials {}, watchdog trips {}, NIC counters {} series",
         metric_sum(&page, "nessie_qp_failures_total"),
         metric_sum(&page, "nessie_redials_total"),
         metric_sum(&page, "nessie_watchdog_trips_total"),

@@ -125,16 +125,17 @@ impl<E: Endpoint> Driver<E> {
         F: Future<Output = Result<T, Error>> + ?Sized,
     {
         let r = loop {
-            match exec.poll(fut.as_mut(), self.ep.now()) {
+            let now = self.ep.now();
+            match exec.poll(fut.as_mut(), now) {
                 Step::Done(r) => break r,
                 Step::Post(wrs) => {
-                    self.post(exec, wrs);
+                    self.post(exec, wrs, now);
                     // Nothing to poll for until a completion comes.
                     if exec.outstanding() > 0 {
                         self.wait(exec);
                     }
                 }
-                Step::PostDetached(wrs) => self.post_detached(exec, wrs),
+                Step::PostDetached(wrs) => self.post_detached(exec, wrs, now),
                 Step::Pending => self.wait(exec),
                 Step::Effect(e) => {
                     let r = self.perform(e, ext);
@@ -171,12 +172,13 @@ impl<E: Endpoint> Driver<E> {
         self.next_id = self.next_id.max(next);
     }
 
-    /// Posts a round; work requests the endpoint refuses complete with the
-    /// refusal (they never execute).
-    pub fn post<X: Ext>(&mut self, exec: &mut Exec<X>, wrs: Vec<WorkRequest>) {
+    /// Posts a round the machine issued at its clock reading `issued`
+    /// ([`Endpoint::post_issued`]); work requests the endpoint refuses
+    /// complete with the refusal (they never execute).
+    pub fn post<X: Ext>(&mut self, exec: &mut Exec<X>, wrs: Vec<WorkRequest>, issued: Nanos) {
         for wr in wrs {
             let id = wr.id;
-            if let Err(e) = self.ep.post(wr) {
+            if let Err(e) = self.ep.post_issued(wr, issued) {
                 if !exec.refuse(id, e.clone()) {
                     tracing::warn!(error = %e, "a detached post was refused");
                 }
@@ -189,9 +191,14 @@ impl<E: Endpoint> Driver<E> {
     /// failure does, and reaches the machine's driver as a stray
     /// completion, which is logged). One the endpoint refuses never
     /// executes: logged too.
-    pub fn post_detached<X: Ext>(&mut self, exec: &mut Exec<X>, wrs: Vec<WorkRequest>) {
+    pub fn post_detached<X: Ext>(
+        &mut self,
+        exec: &mut Exec<X>,
+        wrs: Vec<WorkRequest>,
+        issued: Nanos,
+    ) {
         for wr in wrs {
-            if let Err(e) = self.ep.post_unsignaled(wr) {
+            if let Err(e) = self.ep.post_unsignaled_issued(wr, issued) {
                 tracing::warn!(error = %e, "a detached post was refused");
             }
         }

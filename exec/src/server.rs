@@ -585,15 +585,16 @@ where
         *mark = now;
     };
     'run: while !shared.stop.load(Ordering::Relaxed) {
-        match exec.poll(fut.as_mut(), driver.now()) {
+        let now = driver.now();
+        match exec.poll(fut.as_mut(), now) {
             Step::Done(r) => {
                 if let Err(e) = r {
                     shared.workers.record(e);
                 }
                 break;
             }
-            Step::Post(wrs) => driver.post(&mut exec, wrs),
-            Step::PostDetached(wrs) => driver.post_detached(&mut exec, wrs),
+            Step::Post(wrs) => driver.post(&mut exec, wrs, now),
+            Step::PostDetached(wrs) => driver.post_detached(&mut exec, wrs, now),
             Step::Pending => driver.wait(&mut exec),
             Step::Effect(Effect::AwaitRequest(watch)) => {
                 let served = exec.take_stats();

@@ -19,10 +19,13 @@
 //!
 //! Deadlines (A2 enforced by the requester): every posted request has one,
 //! the cluster file's landing deadline for a WRITE or CAS and its READ
-//! deadline for a READ, counted from the caller's `post` (not from
-//! `ibv_post_send`: a request that waited in the software backlog, behind a
-//! full send queue or a client thread descheduled before its next poll,
-//! used part of its window there). One whose window passed while it waited
+//! deadline for a READ, counted from the protocol's clock reading that
+//! issued it (`Endpoint::post_issued`: every driver passes the `now` its
+//! machine decided on, so a thread descheduled between that reading and
+//! the post has used part of the window; a plain `post` counts from the
+//! call), not from `ibv_post_send` (a request that waited in the software
+//! backlog, behind a full send queue or a client thread descheduled before
+//! its next poll, used part of its window there too). One whose window passed while it waited
 //! is never handed to the NIC, so it never executes, and completes with an
 //! error ([`crate::policy::backlog_verdict`]). When one passes, the queue pair is moved to the
 //! error state (`ibv_modify_qp(IBV_QPS_ERR)`): nothing more is (re)sent on
@@ -636,7 +639,7 @@ impl VerbsEndpoint {
         len: u32,
         data: Option<&[u8]>,
         cas: (u64, u64),
-        signal: Signal,
+        (signal, accepted): (Signal, Instant),
     ) -> Result<(), FabricError> {
         // Typed range/alignment errors first (no connection needed for them)...
         self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
@@ -663,7 +666,7 @@ impl VerbsEndpoint {
             compare: operand(cas.0, stores),
             swap: operand(cas.1, stores),
             stores,
-            accepted: Instant::now(),
+            accepted,
             deadline: None,
             expired: false,
             signal,
@@ -745,7 +748,15 @@ impl VerbsEndpoint {
             return;
         }
         let addr = RemoteAddr::data(node, 0);
-        match self.nic(OpId(0), addr, NicOp::Read, 8, None, (0, 0), Signal::Probe) {
+        match self.nic(
+            OpId(0),
+            addr,
+            NicOp::Read,
+            8,
+            None,
+            (0, 0),
+            (Signal::Probe, Instant::now()),
+        ) {
             Ok(()) => self.peers[i].probing = true,
             Err(e) => tracing::debug!(%node, error = %e, "cannot probe"),
         }
@@ -781,7 +792,7 @@ impl VerbsEndpoint {
                 let e = match f.nic {
                     NicOp::Read => FabricError::Timeout,
                     NicOp::Write | NicOp::Cas => FabricError::Transport(format!(
-                        "not sent: its landing window ({:?} from the post) passed while it waited in the endpoint's backlog, so it never executed",
+                        "not sent: its landing window ({:?} from when the protocol issued it) passed before it could be posted, so it never executed",
                         timing.landing_deadline
                     )),
                 };
@@ -1279,9 +1290,28 @@ impl VerbsEndpoint {
     }
 
     /// Accepts `wr` for `signal`.
-    fn accept(&mut self, wr: WorkRequest, signal: Signal) -> Result<(), FabricError> {
+    /// The instant the protocol issued a request at its clock reading
+    /// `issued` (this endpoint's [`NodeClock`]): as long before now as the
+    /// reading is before the clock's now (never after now).
+    fn issued_instant(&self, issued: Nanos) -> Instant {
+        let now = Instant::now();
+        let age = self.clock.now().0.saturating_sub(issued.0);
+        now.checked_sub(Duration::from_nanos(age)).unwrap_or(now)
+    }
+
+    /// Accepts `wr`, issued by the protocol at `issued`: its deadline (a
+    /// NIC operation's) counts from then.
+    fn accept(
+        &mut self,
+        wr: WorkRequest,
+        signal: Signal,
+        issued: Instant,
+    ) -> Result<(), FabricError> {
+        let posting = (signal, issued);
         match wr.op {
-            Op::Read { addr, len } => self.nic(wr.id, addr, NicOp::Read, len, None, (0, 0), signal),
+            Op::Read { addr, len } => {
+                self.nic(wr.id, addr, NicOp::Read, len, None, (0, 0), posting)
+            }
             Op::Write { addr, data } => {
                 let len = u32::try_from(data.len()).map_err(|_| FabricError::OutOfRange {
                     node: addr.node,
@@ -1290,10 +1320,10 @@ impl VerbsEndpoint {
                     len: data.len() as u64,
                     size: u64::from(u32::MAX),
                 })?;
-                self.nic(wr.id, addr, NicOp::Write, len, Some(&data), (0, 0), signal)
+                self.nic(wr.id, addr, NicOp::Write, len, Some(&data), (0, 0), posting)
             }
             Op::Cas { addr, expect, new } => {
-                self.nic(wr.id, addr, NicOp::Cas, 8, None, (expect, new), signal)
+                self.nic(wr.id, addr, NicOp::Cas, 8, None, (expect, new), posting)
             }
             Op::LocalRead { offset, len } => {
                 self.local(wr.id, offset, u64::from(len), None, signal)
@@ -1327,14 +1357,29 @@ impl Endpoint for VerbsEndpoint {
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
-        self.accept(wr, Signal::Caller)
+        self.accept(wr, Signal::Caller, Instant::now())
     }
 
     /// Posted without `IBV_SEND_SIGNALED` (every k-th of a run signaled for
     /// the send queue's sake, its completion swallowed); see the module
     /// documentation.
     fn post_unsignaled(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
-        self.accept(wr, Signal::Unsignaled)
+        self.accept(wr, Signal::Unsignaled, Instant::now())
+    }
+
+    /// Its deadline counts from `issued`, the protocol's clock reading.
+    fn post_issued(&mut self, wr: WorkRequest, issued: Nanos) -> Result<(), FabricError> {
+        let at = self.issued_instant(issued);
+        self.accept(wr, Signal::Caller, at)
+    }
+
+    fn post_unsignaled_issued(
+        &mut self,
+        wr: WorkRequest,
+        issued: Nanos,
+    ) -> Result<(), FabricError> {
+        let at = self.issued_instant(issued);
+        self.accept(wr, Signal::Unsignaled, at)
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) {

@@ -99,6 +99,78 @@ pub struct WatchdogStats {
     /// The longest it tripped one after its deadline (its own lateness:
     /// scheduling, not the endpoint's).
     pub max_late: Duration,
+    /// The scheduling its thread got.
+    pub scheduling: Scheduling,
+}
+
+/// The scheduling the watchdog's thread runs under. It asks for a
+/// real-time priority (`SCHED_FIFO` 1: it runs before every ordinary
+/// thread the moment its wake-up comes, and sleeps otherwise), and failing
+/// that (no `CAP_SYS_NICE`, no `RLIMIT_RTPRIO`: systemd's
+/// `AmbientCapabilities=CAP_SYS_NICE` or `LimitRTPRIO=1` grant it) a nice
+/// value of -10; a busy core then delays its trips less. Its lateness is
+/// measured either way ([`WatchdogStats::max_late`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scheduling {
+    /// Not started yet.
+    #[default]
+    Unknown,
+    /// Real-time, `SCHED_FIFO` priority 1.
+    RealTime,
+    /// Ordinary, at nice -10.
+    RaisedNice,
+    /// Ordinary, at the process's nice value: neither was permitted.
+    Normal,
+}
+
+impl Scheduling {
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    fn of(code: u8) -> Scheduling {
+        match code {
+            1 => Scheduling::RealTime,
+            2 => Scheduling::RaisedNice,
+            3 => Scheduling::Normal,
+            _ => Scheduling::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for Scheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Scheduling::Unknown => "scheduling not known yet",
+            Scheduling::RealTime => "real-time priority",
+            Scheduling::RaisedNice => "nice -10 (no real-time priority permitted)",
+            Scheduling::Normal => {
+                "normal priority (neither real-time nor a raised nice permitted: grant CAP_SYS_NICE)"
+            }
+        })
+    }
+}
+
+/// Raises the calling thread's scheduling as far as it is permitted
+/// ([`Scheduling`]).
+fn raise_priority() -> Scheduling {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler reads one sched_param; pid 0 is the
+    // calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+        return Scheduling::RealTime;
+    }
+    // SAFETY: gettid takes no arguments; setpriority on a thread id sets
+    // that thread's nice value (Linux).
+    let ok = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, -10) == 0
+    };
+    if ok {
+        Scheduling::RaisedNice
+    } else {
+        Scheduling::Normal
+    }
 }
 
 struct Inner {
@@ -110,6 +182,8 @@ struct Inner {
     thread: OnceLock<Thread>,
     trips: AtomicU64,
     max_late_ns: AtomicU64,
+    /// The scheduling its thread got ([`Scheduling::code`]).
+    scheduling: std::sync::atomic::AtomicU8,
     trip: TripFn,
 }
 
@@ -144,6 +218,7 @@ impl Watchdog {
             thread: OnceLock::new(),
             trips: AtomicU64::new(0),
             max_late_ns: AtomicU64::new(0),
+            scheduling: std::sync::atomic::AtomicU8::new(Scheduling::Unknown.code()),
             trip,
         });
         let weak = Arc::downgrade(&inner);
@@ -183,6 +258,7 @@ impl Watchdog {
         WatchdogStats {
             trips: self.inner.trips.load(Ordering::Relaxed),
             max_late: Duration::from_nanos(self.inner.max_late_ns.load(Ordering::Relaxed)),
+            scheduling: Scheduling::of(self.inner.scheduling.load(Ordering::Relaxed)),
         }
     }
 }
@@ -251,6 +327,13 @@ impl Inner {
 
 /// The watchdog thread: sweep, then sleep until the earliest deadline.
 fn run(dog: Weak<Inner>) {
+    let got = raise_priority();
+    if got == Scheduling::Normal {
+        tracing::warn!("deadline watchdog: {got}");
+    }
+    if let Some(inner) = dog.upgrade() {
+        inner.scheduling.store(got.code(), Ordering::Relaxed);
+    }
     loop {
         let Some(inner) = dog.upgrade() else { return };
         let next = inner.sweep();

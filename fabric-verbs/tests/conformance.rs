@@ -367,3 +367,52 @@ fn port_events_are_read_and_counted() {
     });
     eprintln!("device events: {:?}", f.device_events(NodeId(0)));
 }
+
+/// A WRITE the protocol issued at a clock reading already a landing
+/// deadline old (its thread descheduled between reading the clock and
+/// posting) is never handed to the NIC: its deadline counts from that
+/// reading (`Endpoint::post_issued`), not from the post. It completes with
+/// an error and its bytes never land; one issued now lands.
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn a_write_issued_a_landing_deadline_ago_is_never_sent() {
+    use nessie_protocol::{Endpoint, Fabric, Nanos, Op, OpId, OpOutput, RemoteAddr, WorkRequest};
+    use std::time::{Duration, Instant};
+    let (f, _) = fabric(12);
+    let mut ep = f.open(NodeId(0)).expect("open");
+    let at = RemoteAddr::data(NodeId(1), 512);
+    let one = |ep: &mut nessie_fabric_verbs::VerbsEndpoint, wr: WorkRequest, issued: Nanos| {
+        ep.post_issued(wr, issued).expect("post");
+        let mut out = Vec::new();
+        let start = Instant::now();
+        while out.is_empty() && start.elapsed() < Duration::from_secs(10) {
+            ep.wait(&mut out, Duration::from_millis(10));
+        }
+        out.pop().expect("a completion").result
+    };
+    let write = |id: u64, byte: u8| WorkRequest {
+        id: OpId(id),
+        op: Op::Write {
+            addr: at,
+            data: vec![byte; 16],
+        },
+    };
+    let read = WorkRequest {
+        id: OpId(3),
+        op: Op::Read { addr: at, len: 16 },
+    };
+    // The cluster's landing deadline is 675 ms: a reading 2 s old is past it.
+    let stale = Nanos(ep.now().0.saturating_sub(2_000_000_000));
+    let r = one(&mut ep, write(1, 0xaa), stale);
+    assert!(
+        r.is_err(),
+        "a WRITE issued past its deadline completed: {r:?}"
+    );
+    let now = ep.now();
+    assert!(one(&mut ep, write(2, 0x55), now).is_ok());
+    let now = ep.now();
+    match one(&mut ep, read, now) {
+        Ok(OpOutput::Read(bytes)) => assert_eq!(bytes, vec![0x55; 16]),
+        other => panic!("{other:?}"),
+    }
+}

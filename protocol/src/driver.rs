@@ -46,7 +46,7 @@ pub fn run<M: Machine, E: Endpoint>(
                 for wr in wrs {
                     let wr = router.outbound(0, wr);
                     let id = wr.id;
-                    if let Err(e) = ep.post(wr) {
+                    if let Err(e) = ep.post_issued(wr, now) {
                         deliver(machine, router, Completion { id, result: Err(e) });
                     }
                 }

@@ -430,6 +430,30 @@ pub trait Endpoint: Send {
         self.post(wr)
     }
 
+    /// [`Endpoint::post`], saying when the protocol issued `wr`: `issued`
+    /// is the clock reading ([`Endpoint::now`]) the machine decided on. The
+    /// protocol's deadline margin budgets a mutation's landing from that
+    /// reading; an endpoint that enforces landing deadlines (the verbs
+    /// backend) counts them from `issued`, not from this call, so that a
+    /// thread descheduled between its clock reading and the post cannot
+    /// stretch the window. Every driver posts through this. The default
+    /// ignores `issued` (a fabric without deadlines of its own).
+    fn post_issued(&mut self, wr: WorkRequest, issued: Nanos) -> Result<(), FabricError> {
+        let _ = issued;
+        self.post(wr)
+    }
+
+    /// [`Endpoint::post_unsignaled`], saying when the protocol issued `wr`
+    /// (as [`Endpoint::post_issued`]).
+    fn post_unsignaled_issued(
+        &mut self,
+        wr: WorkRequest,
+        issued: Nanos,
+    ) -> Result<(), FabricError> {
+        let _ = issued;
+        self.post_unsignaled(wr)
+    }
+
     /// Appends the completions that have arrived to `out` without blocking.
     fn poll(&mut self, out: &mut Vec<Completion>);
 

@@ -437,7 +437,7 @@ impl<E: Endpoint> Pipeline<E> {
                         for wr in wrs {
                             let wr = self.router.outbound(i, wr);
                             let id = wr.id;
-                            if let Err(e) = self.ep.post(wr) {
+                            if let Err(e) = self.ep.post_issued(wr, now) {
                                 let refused = Completion { id, result: Err(e) };
                                 if let Some((_, c)) = self.router.inbound(refused) {
                                     op.machine.complete(c);

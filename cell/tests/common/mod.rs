@@ -505,7 +505,8 @@ impl<T: Clone + 'static> Stepper<T> {
                 }
                 Step::Pending => self.mio.driver.wait(self.m.exec()),
                 Step::PostDetached(wrs) => {
-                    self.mio.driver.post_detached(self.m.exec(), wrs);
+                    let now = self.mio.driver.now();
+                    self.mio.driver.post_detached(self.m.exec(), wrs, now);
                     self.steps += 1;
                     return Some(Did::Round(0));
                 }
@@ -523,7 +524,8 @@ impl<T: Clone + 'static> Stepper<T> {
                     if versions.len() == 2 && versions[0] == versions[1] {
                         self.mid_write = versions[0] % 2 == 1;
                     }
-                    self.mio.driver.post(self.m.exec(), wrs);
+                    let now = self.mio.driver.now();
+                    self.mio.driver.post(self.m.exec(), wrs, now);
                     // Collect the completions so the round is over.
                     let start = std::time::Instant::now();
                     while self.m.exec().outstanding() > 0

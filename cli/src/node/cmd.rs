@@ -642,9 +642,10 @@ fn serve_or_run(
             if let Ok(dog) = nessie_fabric_verbs::watchdog::Watchdog::global() {
                 let w = dog.stats();
                 println!(
-                    "deadline watchdog: {} queue pairs failed at a deadline, at most {} us after it",
+                    "deadline watchdog: {} queue pairs failed at a deadline, at most {} us after it ({})",
                     w.trips,
-                    w.max_late.as_micros()
+                    w.max_late.as_micros(),
+                    w.scheduling
                 );
             }
             if let Some(at) = report.start_at_unix_ns {
@@ -701,10 +702,16 @@ mod tests {
         let args = |put_rate, keys| InfoArgs { put_rate, keys };
         let ok = sizing_lines(&cfg, &args(3000.0, 0));
         assert_eq!(ok.len(), 1, "{ok:?}");
-        assert!(ok[0].contains("a client sustains 1000 PUTs/s, this node 4000"), "{ok:?}");
+        assert!(
+            ok[0].contains("a client sustains 1000 PUTs/s, this node 4000"),
+            "{ok:?}"
+        );
         // 800 keys over 8 clients: 100 live entries each.
         let live = sizing_lines(&cfg, &args(3000.0, 800));
-        assert!(live[0].contains("with 100 live keys per client a client sustains 900"), "{live:?}");
+        assert!(
+            live[0].contains("with 100 live keys per client a client sustains 900"),
+            "{live:?}"
+        );
         assert!(live[1].starts_with("WARNING"), "{live:?}");
         // A one-second reuse hold halves what the table sustains.
         let held = nessie_protocol::Config {
@@ -712,7 +719,10 @@ mod tests {
             ..cfg
         };
         let w = sizing_lines(&held, &args(3000.0, 0));
-        assert!(w[0].contains("reusable 2000 ms") && w[1].starts_with("WARNING"), "{w:?}");
+        assert!(
+            w[0].contains("reusable 2000 ms") && w[1].starts_with("WARNING"),
+            "{w:?}"
+        );
     }
 
     #[test]
