@@ -361,6 +361,10 @@ pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
     v
 }
 
+/// How often the sweep's fresh process looks again whether the recovery
+/// it waits for has ended.
+const SWEEPER_WAIT_NS: u64 = 50_000;
+
 /// A duration in whole nanoseconds (saturating).
 pub(crate) fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -795,7 +799,8 @@ impl Engine {
             // Servers failed for good: the sweeper is a fresh process, whose
             // directory names where their regions went (a process that
             // lived through the failure would first meet the failed server,
-            // an unknown outcome for a write, as it would in any client).
+            // an unknown outcome for a write, as it would in any client);
+            // it starts once the recoveries have ended (`on_restart`).
             self.crash(c, now);
         }
         if self.clients[c].down_since.is_some() {
@@ -1452,6 +1457,15 @@ impl Engine {
         let earliest = since + self.margin_ns() + 1;
         if now < earliest {
             self.schedule(earliest, Ev::Restart(c));
+            return;
+        }
+        if self.sweeping && c == self.sweeper && self.lost_servers.recovering() {
+            // The sweep's fresh process starts once the faults stopped, and
+            // a recovery still moving a failed server's regions is one of
+            // them: its directory would name the failed server (Cell's
+            // client then meets it: an unknown outcome for a write, as any
+            // process that read the directory before the move would).
+            self.schedule(now + SWEEPER_WAIT_NS, Ev::Restart(c));
             return;
         }
         let id = self.clients[c].state.id;

@@ -47,6 +47,11 @@ impl Failures {
         self.failed.contains(&true)
     }
 
+    /// Whether a recovery runs, or is due after the one running.
+    pub(crate) fn recovering(&self) -> bool {
+        self.running.is_some() || self.again
+    }
+
     /// Whether node `n` failed for good.
     pub(crate) fn is_failed(&self, n: usize) -> bool {
         self.failed.get(n).copied().unwrap_or(false)

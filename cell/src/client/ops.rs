@@ -104,6 +104,10 @@ pub struct ClientCore {
     pub faults: CellFaults,
     /// Counters.
     pub stats: CellStats,
+    /// A server did not answer in time: the snapshot may name a server
+    /// that failed (its regions moved, or about to), so the next attempt
+    /// reads a fresh one first.
+    regions_stale: bool,
     rng: u64,
 }
 
@@ -126,6 +130,7 @@ impl ClientCore {
             mode: cfg.mode,
             faults: cfg.faults,
             stats: CellStats::default(),
+            regions_stale: false,
             rng: cfg.seed
                 ^ (u64::from(id.node.0) << 32)
                 ^ u64::from(id.index)
@@ -244,6 +249,14 @@ impl Cl {
     /// Replaces the client's directory snapshot by a fresh one; keeps the
     /// old one if the directory cannot be read (its node down), so that
     /// regions the client knows stay reachable.
+    /// Refreshes the snapshot if a server did not answer in time since
+    /// the last refresh (`ClientCore::regions_stale`).
+    async fn refresh_if_stale(&self) {
+        if std::mem::take(&mut self.core().regions_stale) {
+            self.refresh_regions().await;
+        }
+    }
+
     async fn refresh_regions(&self) {
         let dir = self.core().directory.clone();
         let fresh = match dir {
@@ -583,6 +596,13 @@ impl Cl {
     }
 
     fn rpc_failed<T>(&self, e: Error, write: bool) -> Result<Try<T>, Error> {
+        if matches!(e, Error::Timeout) {
+            // A server that does not answer may have failed for good: its
+            // regions are (or will be) elsewhere. The write's outcome is
+            // unknown all the same; the next attempt, of this operation or
+            // the next, looks the regions up afresh.
+            self.core().regions_stale = true;
+        }
         match e {
             Error::Unreachable(n) => Ok(Try::Retry(Why::Unreachable(n))),
             Error::Timeout if write => Err(Error::OutcomeUnknown(
@@ -1048,6 +1068,7 @@ impl Cl {
         let mut backoff = cfg.backoff;
         let mut down = None;
         loop {
+            self.refresh_if_stale().await;
             let deadline = self.io.now().plus(cfg.attempt_deadline);
             match self.get_attempt(&key, want, deadline).await? {
                 Try::Done(v) => return Ok(v),
@@ -1063,6 +1084,7 @@ impl Cl {
         let mut backoff = cfg.backoff;
         let mut down = None;
         loop {
+            self.refresh_if_stale().await;
             let deadline = self.io.now().plus(cfg.attempt_deadline);
             match self.write_attempt(&key, &value, deadline).await? {
                 Try::Done(v) => return Ok(v),
@@ -1090,6 +1112,7 @@ impl Cl {
         let mut backoff = cfg.backoff;
         let mut down = None;
         loop {
+            self.refresh_if_stale().await;
             let deadline = self.io.now().plus(cfg.attempt_deadline);
             match self
                 .scan_attempt(&from, to.as_deref(), limit, deadline)
