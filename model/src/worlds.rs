@@ -902,6 +902,10 @@ pub const CAUGHT_ELSEWHERE: &[(&str, &str)] = &[
          (a_duplicated_recycle_mark_marks_a_reused_entry_only_when_marks_are_writes)",
     ),
     (
+        "ignore-reuse-hold",
+        "needs a landing later than the deadline margin yet within the hold (a PFC pause),          which no world draws (their `late_landing` has no hold to cover it): the swarm's          hold family (sim/tests/swarm.rs,          a_reuse_hold_covers_pauses_past_the_margin_and_ignoring_it_is_caught)",
+    ),
+    (
         "capped-search-table-full",
         "needs a search level wider than one round reads (256 alternatives), far beyond any \
          world: tests/tests/inserts.rs \

@@ -98,6 +98,11 @@ pub struct Faults {
     /// one hands a pending install that expects the never-used word its
     /// word back.
     pub fence_seal_flips: bool,
+    /// The allocator reuses a recycled data table entry without the reuse
+    /// hold (`Config::reuse_hold` taken as zero): a CAS that a pause held
+    /// past the deadline margin, but within the hold, then lands on a
+    /// reused entry whose word recurred (A2′ without the hold's cover).
+    pub ignore_reuse_hold: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -107,7 +112,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 22] = [
+    pub const NAMES: [&'static str; 23] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -130,6 +135,7 @@ impl Faults {
         "blind-recycle-mark",
         "trust-remote-mark-stamp",
         "fence-seal-flips",
+        "ignore-reuse-hold",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -159,6 +165,7 @@ impl Faults {
             "blind-recycle-mark" => &mut self.blind_recycle_mark,
             "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,
             "fence-seal-flips" => &mut self.fence_seal_flips,
+            "ignore-reuse-hold" => &mut self.ignore_reuse_hold,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

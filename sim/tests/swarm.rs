@@ -113,6 +113,46 @@ fn dropping_a2_is_caught_by_the_swarm() {
 /// The first seed at which `nessie swarm --late-landing` fails.
 const A2_NEGATIVE_CONTROL_SEED: u64 = 20_403;
 
+/// The reuse hold is what A2′ rests on where pauses outlast the deadline
+/// margin (PFC fabrics): with the negative control's late landings (up to
+/// three expiration periods past the margin) and a hold longer than them
+/// (`SwarmCase::with_pauses_within_the_hold`), the correct protocol passes
+/// the case the control fails and 2,000 more (40,000 clean from the CLI:
+/// `nessie swarm --pauses-within-hold`); the allocator that ignores the
+/// hold (`ignore-reuse-hold`) is caught at the control's seed, the first
+/// from seed 0 (a GET returns a value no PUT of its key wrote: a CAS held
+/// past the margin landed on a reused entry). Before this family no suite
+/// ran a hold, and a variant that ignored it passed every one.
+#[test]
+fn a_reuse_hold_covers_pauses_past_the_margin_and_ignoring_it_is_caught() {
+    let case = SwarmCase::from_seed(A2_NEGATIVE_CONTROL_SEED).with_pauses_within_the_hold();
+    assert!(case.tuning.reuse_hold_us.is_some_and(|h| h > 0));
+    let held = case.run(Faults::default()).unwrap();
+    assert!(
+        held.report.chaos.late_landings > 0,
+        "{:?}",
+        held.report.chaos
+    );
+    assert!(
+        matches!(held.verdict, Verdict::Pass(_)),
+        "{:?}",
+        held.verdict
+    );
+    let ignored = case.run(faults("ignore-reuse-hold")).unwrap();
+    assert!(
+        matches!(ignored.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
+        "{:?}",
+        ignored.verdict
+    );
+    let s = swarm_with(0..2_000, Faults::default(), false, |c| {
+        *c = c.clone().with_pauses_within_the_hold();
+    })
+    .unwrap();
+    common::no_failure(&s, "pauses within the hold");
+    assert_eq!(s.passed, 2_000);
+    assert!(s.late_landings > 500, "{s:?}");
+}
+
 /// Broken variants the swarm finds within a few hundred seeds, and the
 /// first seed that shows each (searching from seed 0).
 const FOUND_FROM_ZERO: [(&str, u64); 11] = [

@@ -37,11 +37,12 @@ impl AllocStep {
 
     /// Collects the swept headers; allocates, or sweeps the next batch.
     pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<Option<DteAddr>, Error> {
-        let (skew, expiration, hold) = (
-            cx.cfg().clock_skew,
-            cx.cfg().expiration,
-            cx.cfg().reuse_hold,
-        );
+        let (skew, expiration) = (cx.cfg().clock_skew, cx.cfg().expiration);
+        let hold = if cx.client.faults.ignore_reuse_hold {
+            std::time::Duration::ZERO
+        } else {
+            cx.cfg().reuse_hold
+        };
         let hasty = cx.client.faults.reuse_before_expiry;
         for (&d, r) in self.targets.iter().zip(&results) {
             let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
