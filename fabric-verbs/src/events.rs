@@ -59,6 +59,14 @@ pub fn is_failure(t: ibv_event_type) -> bool {
 /// Events seen so far, by libibverbs' name of their type.
 pub type EventCounts = BTreeMap<String, u64>;
 
+/// Whether `counts` hold a fatal error of the whole device
+/// (`IBV_EVENT_DEVICE_FATAL`, "local catastrophic error"): every queue pair
+/// and region of it is gone, and a node on it can serve nothing until the
+/// process starts again on a reset device (`nessie node serve` exits).
+pub fn device_fatal(counts: &EventCounts) -> bool {
+    counts.contains_key(&event_name(ibv_event_type::IBV_EVENT_DEVICE_FATAL))
+}
+
 /// The thread reading one device context's asynchronous events.
 ///
 /// One per device context in a process: librdmacm hands every caller the
@@ -190,5 +198,13 @@ mod tests {
         assert!(!is_failure(E::IBV_EVENT_GID_CHANGE));
         assert_eq!(event_name(E::IBV_EVENT_PORT_ERR), "port error");
         assert_eq!(event_name(E::IBV_EVENT_PORT_ACTIVE), "port active");
+        let mut counts = EventCounts::new();
+        counts.insert(event_name(E::IBV_EVENT_PORT_ERR), 1);
+        assert!(
+            !device_fatal(&counts),
+            "a port error is not the device's end"
+        );
+        counts.insert(event_name(E::IBV_EVENT_DEVICE_FATAL), 1);
+        assert!(device_fatal(&counts));
     }
 }

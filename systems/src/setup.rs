@@ -96,6 +96,18 @@ impl NodeSetup {
         }
     }
 
+    /// Endpoints this node's server threads keep open beside its clients'
+    /// (each with a queue pair to every node): none for Nessie, one per
+    /// worker for NessieSD, NessieHY and Pilaf, and for Cell one per
+    /// worker and its maintenance thread's.
+    pub fn server_endpoints(&self) -> u16 {
+        match self {
+            NodeSetup::Kv(_) if self.kind() == SystemKind::Nessie => 0,
+            NodeSetup::Kv(s) => s.server_workers,
+            NodeSetup::Cell(c, _) => c.server_workers.saturating_add(1),
+        }
+    }
+
     /// Server worker threads per node.
     pub fn server_workers(&self) -> u16 {
         match self {
@@ -242,6 +254,7 @@ mod tests {
                 .map(|n| setup.start(&f, NodeId(n)).unwrap())
                 .collect();
             assert_eq!(servers[0].summary().is_some(), kind.has_servers(), "{kind}");
+            assert_eq!(setup.server_endpoints() > 0, kind.has_servers(), "{kind}");
             let s = WorkloadSpec {
                 clients: 1,
                 keys: 8,
@@ -274,6 +287,11 @@ mod tests {
         let cell = NodeSetup::new(SystemKind::Cell, store(), 3, HyOptions::default(), shape());
         let cell = cell.unwrap();
         assert_eq!(cell.server_workers(), 3);
+        assert_eq!(
+            cell.server_endpoints(),
+            4,
+            "three workers and the maintenance thread"
+        );
         assert_eq!(cell.tag(), Some(shape().tag()));
     }
 }

@@ -365,8 +365,9 @@ fn start_instant(secs: f64) -> Result<SystemTime, NodeError> {
     Ok(at)
 }
 
-/// Blocks until SIGINT/SIGTERM or (unless `ignore_stdin`) end of stdin.
-fn wait_for_stop(ignore_stdin: bool) {
+/// Blocks until SIGINT/SIGTERM, (unless `ignore_stdin`) end of stdin, or
+/// `fatal` names a reason the node cannot go on (returned).
+fn wait_for_stop(ignore_stdin: bool, fatal: &dyn Fn() -> Option<String>) -> Option<String> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
@@ -383,8 +384,12 @@ fn wait_for_stop(ignore_stdin: bool) {
         });
     }
     while !stop.load(Ordering::Relaxed) {
+        if let Some(why) = fatal() {
+            return Some(why);
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
+    None
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -403,6 +408,9 @@ enum NodeError {
     /// item 1: [`ClusterFile::pause_risk`]).
     #[error("refused, unsafe on this fabric: {0}")]
     UnsafeFabric(String),
+    /// The device failed as a whole while the node served.
+    #[error("{0}: stopping")]
+    DeviceFailed(String),
     /// The metrics endpoint could not be set up (the address is taken, ...).
     #[error("the metrics endpoint: {0}")]
     Metrics(#[from] metrics_exporter_prometheus::BuildError),
@@ -433,13 +441,28 @@ fn print_servers(servers: &NodeServers) {
     }
 }
 
-/// Waits for Ctrl-C, SIGTERM or (unless `ignore_stdin`) end of input.
-fn serve_until_stopped(ignore_stdin: bool) {
+/// Waits for Ctrl-C, SIGTERM or (unless `ignore_stdin`) end of input; an
+/// error if node `node`'s device fails as a whole meanwhile (the process
+/// exits non-zero, for its supervisor to start it again).
+fn serve_until_stopped(
+    ignore_stdin: bool,
+    fabric: &VerbsFabric,
+    node: NodeId,
+) -> Result<(), NodeError> {
     println!(
         "serving; Ctrl-C{} stops",
         if ignore_stdin { "" } else { " or end of input" }
     );
-    wait_for_stop(ignore_stdin);
+    let fatal = || {
+        fabric
+            .device_events(node)
+            .filter(nessie_fabric_verbs::events::device_fatal)
+            .map(|e| format!("the RDMA device failed as a whole (events: {e:?})"))
+    };
+    match wait_for_stop(ignore_stdin, &fatal) {
+        Some(why) => Err(NodeError::DeviceFailed(why)),
+        None => Ok(()),
+    }
 }
 
 fn run(cli: &NodeArgs) -> Result<(), NodeError> {
@@ -550,6 +573,18 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         println!(
             "{} server worker(s) of {name} running on {node}",
             sys.server_workers()
+        );
+        // The budget start-up printed counts the clients' endpoints; the
+        // server threads' add theirs.
+        let budget = nessie_fabric_verbs::policy::ConnectionBudget {
+            nodes: cluster.topology().nodes.into(),
+            endpoints: u64::from(cluster.store.clients_per_node)
+                + u64::from(sys.server_endpoints()),
+            fd_limit: nessie_fabric_verbs::policy::open_file_limit(),
+        };
+        println!(
+            "with the {} endpoints of {name}'s server threads, {budget}",
+            sys.server_endpoints()
         );
     }
     if let Some(c) = servers.cell() {
@@ -663,11 +698,11 @@ fn serve_or_run(
             }
             println!("workload finished on {node}");
             if a.serve_after {
-                serve_until_stopped(a.ignore_stdin);
+                serve_until_stopped(a.ignore_stdin, fabric, node)?;
             }
         }
         (Cmd::Serve(a), _) => {
-            serve_until_stopped(a.ignore_stdin);
+            serve_until_stopped(a.ignore_stdin, fabric, node)?;
             println!("stopping");
         }
         _ => {}
