@@ -225,6 +225,22 @@ impl VerbsFabric {
         NicCounters::read_ethtool(&netdev).map_err(|source| VerbsError::Verbs { call, source })
     }
 
+    /// The flow-control settings of the Ethernet port under hosted node
+    /// `node`'s device ([`crate::nic_counters::pfc_state`]), or why there
+    /// is none to read.
+    pub fn pfc_state(&self, node: NodeId) -> Vec<String> {
+        let Ok(device) = self.cluster.device_of(node) else {
+            return vec!["PFC: the node is not in the cluster file".into()];
+        };
+        match crate::nic_counters::netdev_of(device, self.cluster.port) {
+            Some(netdev) => crate::nic_counters::pfc_state(&netdev),
+            None => vec![format!(
+                "PFC: no Ethernet interface under {device} port {} (InfiniBand has none)",
+                self.cluster.port
+            )],
+        }
+    }
+
     /// Hosted node `node`'s device events so far, by type (a port going
     /// down or up, a fatal queue pair or device; see [`crate::events`]).
     pub fn device_events(&self, node: NodeId) -> Option<EventCounts> {

@@ -166,6 +166,41 @@ pub fn is_flow_control(name: &str) -> bool {
         .any(|w| n.contains(w))
 }
 
+/// The priority flow control of Ethernet port `netdev` as the kernel's
+/// DCB interface reports it (`dcb pfc show dev NETDEV`, iproute2): which
+/// priorities pause, and the NIC's pause-storm prevention timeout
+/// (`ethtool --get-tunable NETDEV pfc-prevention-tout`), each where
+/// readable; one line per reading, or why it could not be read.
+pub fn pfc_state(netdev: &str) -> Vec<String> {
+    let run = |cmd: &str, args: &[&str]| -> Result<String, String> {
+        let out = std::process::Command::new(cmd)
+            .args(args)
+            .output()
+            .map_err(|e| format!("{cmd}: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(format!(
+                "{cmd} {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    let pfc = match run("dcb", &["pfc", "show", "dev", netdev]) {
+        Ok(text) => format!("PFC on {netdev} (dcb): {}", text.replace('\n', "; ")),
+        Err(e) => format!("PFC on {netdev}: not readable ({e})"),
+    };
+    let storm = match run("ethtool", &["--get-tunable", netdev, "pfc-prevention-tout"]) {
+        Ok(text) => format!(
+            "PFC storm prevention on {netdev} (ethtool): {}",
+            text.replace('\n', "; ")
+        ),
+        Err(e) => format!("PFC storm prevention on {netdev}: not readable ({e})"),
+    };
+    vec![pfc, storm]
+}
+
 /// The Ethernet interface under port `port` of RDMA device `device`
 /// (RoCE: the netdev its GID table names; `None` on InfiniBand or when
 /// sysfs does not say).

@@ -551,6 +551,17 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
             host(nessie_fabric_verbs::policy::open_file_limit()),
             host(nessie_fabric_verbs::policy::process_qps())
         );
+        for line in fabric.pfc_state(node) {
+            println!("{line}");
+        }
+        match nessie_fabric_verbs::watchdog::Watchdog::global() {
+            Ok(dog) => {
+                // Its thread sets its scheduling as it starts.
+                std::thread::sleep(Duration::from_millis(50));
+                println!("deadline watchdog: {}", dog.stats().scheduling);
+            }
+            Err(e) => println!("deadline watchdog: not started ({e})"),
+        }
         match fabric.link_counters(node) {
             Ok(c) if !c.is_empty() => println!("flow control (ethtool -S): {c}"),
             Ok(_) => println!("flow control (ethtool -S): no pause, PFC or ECN counters"),
