@@ -35,7 +35,12 @@ impl Srv {
     pub(crate) async fn bootstrap(&self) -> Result<(), Error> {
         let start = self.io.now();
         let (id, slot) = loop {
-            match self.st.dir.allocate(&self.io, self.st.node).await {
+            match self
+                .st
+                .dir
+                .allocate(&self.io, self.st.node, self.st.node)
+                .await
+            {
                 Ok(Some(a)) => break a,
                 Ok(None) => {
                     return Err(Error::Corrupt(

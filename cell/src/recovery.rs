@@ -30,6 +30,12 @@
 //!    source logged the split's end, left frozen if its source is alive and
 //!    its split still open (the live splitter settles it), dropped
 //!    otherwise; one whose creation never completed is dropped.
+//! 6. A region a failed server allocated (the directory records each
+//!    creation's creator until it is published) that is still being
+//!    created on a survivor and that no recovered log names is dropped:
+//!    its creator died between the allocation and the record that would
+//!    have named it, or, a recovery's placeholder, before its region moved
+//!    in; nothing else would ever free its slot.
 //!
 //! Dropping a meganode retires it where it is held (a late request to
 //! create it is refused, a creation still running stops; on another server
@@ -105,6 +111,20 @@ struct Splits {
     finished: Vec<RegionId>,
     unlinked: Vec<Unlinked>,
     aborted: Vec<RegionId>,
+}
+
+impl Splits {
+    /// Every region these records name (copies, new roots).
+    fn names(&self) -> Vec<RegionId> {
+        let mut v: Vec<RegionId> = self.open.iter().map(|o| o.new).collect();
+        v.extend(&self.finished);
+        v.extend(&self.aborted);
+        for u in &self.unlinked {
+            v.push(u.new);
+            v.extend(&u.roots);
+        }
+        v
+    }
 }
 
 fn read_splits(records: &[LogRecord]) -> Splits {
@@ -303,6 +323,8 @@ impl Srv {
 pub struct Rebuilt {
     recovered: Vec<Recovered>,
     lost: HashSet<RegionId>,
+    /// The failed servers this recovery covers.
+    failed: std::collections::BTreeSet<NodeId>,
     report: RecoveryReport,
 }
 
@@ -372,7 +394,11 @@ impl Srv {
             } else {
                 GateMode::Open
             };
-            let Some((placeholder, slot)) = self.st.dir.allocate(&self.io, self.st.node).await?
+            let Some((placeholder, slot)) = self
+                .st
+                .dir
+                .allocate(&self.io, self.st.node, self.st.node)
+                .await?
             else {
                 return Err(Error::Corrupt(format!(
                     "no free region slot on {} for {r}",
@@ -424,6 +450,7 @@ impl Srv {
         Ok(Rebuilt {
             recovered,
             lost: lost.iter().map(|(r, _)| *r).collect(),
+            failed: snapshot.failed.clone(),
             report,
         })
     }
@@ -450,6 +477,7 @@ impl Srv {
         let Rebuilt {
             recovered,
             lost,
+            failed,
             mut report,
         } = rebuilt;
         // 2. Splits of recovered meganodes left open: their splitter is dead.
@@ -554,6 +582,31 @@ impl Srv {
             if !keep {
                 self.drop_orphan(r, &lost, &mut report).await?;
             }
+        }
+        // 6. Creations a failed server began that no log names: a region it
+        //    allocated (a split's copy or new root, a recovery's
+        //    placeholder), still being created on a survivor, whose
+        //    creator died before the record that would have named it
+        //    (`SplitStart`, `SplitNewRoot`) or, a placeholder, before its
+        //    region moved in.
+        let named: HashSet<RegionId> = recovered
+            .iter()
+            .flat_map(|rec| rec.splits.names())
+            .collect();
+        let map = self.st.dir.snapshot(&self.io).await?;
+        let unnamed: Vec<RegionId> = map
+            .regions
+            .iter()
+            .filter(|(r, i)| {
+                i.state == RegionState::Creating
+                    && i.creator.is_some_and(|c| failed.contains(&c))
+                    && !lost.contains(r)
+                    && !named.contains(r)
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        for r in unnamed {
+            self.drop_orphan(r, &lost, &mut report).await?;
         }
         Ok(report)
     }

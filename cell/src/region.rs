@@ -44,6 +44,11 @@ pub struct RegionInfo {
     pub slot: u32,
     /// Live or being created.
     pub state: RegionState,
+    /// While it is being created: the server that allocated it (a split's
+    /// splitter, a recovery's placeholder), so that the recovery of that
+    /// server, should it die before a log names the region, drops it
+    /// instead of leaving its slot taken for good. `None` once live.
+    pub creator: Option<NodeId>,
 }
 
 /// A snapshot of the directory.
@@ -63,9 +68,15 @@ pub struct RegionMap {
 /// A change to the directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Update {
-    /// Reserve a new region id and a free slot on this server (the region
-    /// starts as [`RegionState::Creating`]); refused on a failed server.
-    Allocate(NodeId),
+    /// Reserve a new region id and a free slot on server `on` for server
+    /// `by` (the region starts as [`RegionState::Creating`], `by` its
+    /// [`RegionInfo::creator`]); refused on a failed server.
+    Allocate {
+        /// The server the region goes to.
+        on: NodeId,
+        /// The server allocating it.
+        by: NodeId,
+    },
     /// Mark a region live.
     Publish(RegionId),
     /// Move a region into the slot an allocation reserved for it
@@ -162,7 +173,7 @@ impl RegionMap {
     /// slots. Every update but a refused allocation advances the epoch.
     pub fn apply(&mut self, u: Update, slots_per_node: u32) -> Applied {
         let applied = match u {
-            Update::Allocate(node) => {
+            Update::Allocate { on: node, by } => {
                 // Never on a server known to have failed: its recovery has
                 // taken (or is taking) the regions it held, and would miss
                 // one allocated after it began.
@@ -180,6 +191,7 @@ impl RegionMap {
                         node,
                         slot,
                         state: RegionState::Creating,
+                        creator: Some(by),
                     },
                 );
                 Applied::Allocated(Some((id, slot)))
@@ -187,6 +199,7 @@ impl RegionMap {
             Update::Publish(region) => {
                 if let Some(i) = self.regions.get_mut(&region) {
                     i.state = RegionState::Live;
+                    i.creator = None;
                 }
                 Applied::Done
             }
@@ -263,10 +276,16 @@ impl Directory {
         self.read().epoch
     }
 
-    /// Reserves a new region id and a free slot on `node` (the region starts
-    /// as [`RegionState::Creating`]); `None` if the node has no free slot.
+    /// Reserves a new region id and a free slot on `node`, for `node`
+    /// itself (the region starts as [`RegionState::Creating`]); `None` if
+    /// the node has no free slot.
     pub fn allocate(&self, node: NodeId) -> Option<(RegionId, u32)> {
-        match self.update(Update::Allocate(node)) {
+        self.allocate_for(node, node)
+    }
+
+    /// [`Directory::allocate`] on `node` by server `by`.
+    pub fn allocate_for(&self, node: NodeId, by: NodeId) -> Option<(RegionId, u32)> {
+        match self.update(Update::Allocate { on: node, by }) {
             Applied::Allocated(a) => a,
             Applied::Relocated(_) | Applied::Done => None,
         }
@@ -367,9 +386,27 @@ mod tests {
     #[test]
     fn load_leaves_out_failed_servers() {
         let mut m = RegionMap::empty();
-        m.apply(Update::Allocate(NodeId(1)), 4);
-        m.apply(Update::Allocate(NodeId(1)), 4);
-        m.apply(Update::Allocate(NodeId(0)), 4);
+        m.apply(
+            Update::Allocate {
+                on: NodeId(1),
+                by: NodeId(1),
+            },
+            4,
+        );
+        m.apply(
+            Update::Allocate {
+                on: NodeId(1),
+                by: NodeId(1),
+            },
+            4,
+        );
+        m.apply(
+            Update::Allocate {
+                on: NodeId(0),
+                by: NodeId(0),
+            },
+            4,
+        );
         assert_eq!(
             m.load(3),
             vec![(NodeId(0), 1), (NodeId(1), 2), (NodeId(2), 0)]
@@ -385,7 +422,13 @@ mod tests {
         assert_eq!(m.free_slot(NodeId(1), 4), Some(2));
         let e = m.epoch;
         assert_eq!(
-            m.apply(Update::Allocate(NodeId(2)), 4),
+            m.apply(
+                Update::Allocate {
+                    on: NodeId(2),
+                    by: NodeId(2)
+                },
+                4
+            ),
             Applied::Allocated(None),
             "no allocation on a failed server"
         );

@@ -170,7 +170,10 @@ fn initialised(c: &CellConfig, f: &SimFabric) -> Arc<FabricDirectory> {
 }
 
 fn allocate(node: u16) -> Update {
-    Update::Allocate(NodeId(node))
+    Update::Allocate {
+        on: NodeId(node),
+        by: NodeId(node),
+    }
 }
 
 #[test]

@@ -493,3 +493,55 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
     assert_eq!(r.unwrap_err().outcome(), Outcome::NotCommitted);
     assert!(t.elapsed() < 2 * cfg.unreachable_grace + Duration::from_millis(500));
 }
+
+/// A server that dies between allocating a region for a creation and
+/// the log record that would name it (a splitter before `SplitStart`, a
+/// recovery before its region moves into its placeholder) leaves a region
+/// `Creating` on a survivor that nothing names. The recovery of the dead
+/// server drops it (the directory records each creation's creator until it
+/// is published): before, its slot stayed taken for good. A creation of a
+/// live server is left alone. With `recovery_keeps_orphans` (the test-only
+/// switch) it stays.
+fn unnamed_creations_after_recovery(keep: bool) -> (Vec<RegionId>, Vec<RegionId>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = logged(dir.path(), manual());
+    cfg.nodes = 3;
+    cfg.server_nodes = 3;
+    cfg.faults.recovery_keeps_orphans = keep;
+    let mut d = start(cfg);
+    load(&d, 40);
+    // Node 0 began two creations on node 1 and node 2 and logged neither;
+    // node 2 began one on node 1 (it lives: its own to settle).
+    let (by_dead_1, _) = d.directory().allocate_for(NodeId(1), NodeId(0)).unwrap();
+    let (by_dead_2, _) = d.directory().allocate_for(NodeId(2), NodeId(0)).unwrap();
+    let (by_live, _) = d.directory().allocate_for(NodeId(1), NodeId(2)).unwrap();
+    fail(&mut d, 0);
+    let report = d.recover(NodeId(0)).unwrap();
+    // A region another survivor holds is dropped by a queued job.
+    assert!(d.wait_idle(Duration::from_secs(10)));
+    let map = d.directory().snapshot();
+    let listed: Vec<RegionId> = [by_dead_1, by_dead_2, by_live]
+        .into_iter()
+        .filter(|r| map.get(*r).is_some())
+        .collect();
+    assert!(
+        map.get(by_live).is_some(),
+        "a live server's creation is its own"
+    );
+    all_present(&d, 40, 1, SearchMode::ClientOnly);
+    (listed, report.orphans)
+}
+
+#[test]
+fn a_creation_no_log_names_is_dropped_by_the_recovery_of_its_creator() {
+    let (listed, orphans) = unnamed_creations_after_recovery(false);
+    assert_eq!(
+        listed.len(),
+        1,
+        "only the live server's creation stays: {listed:?}"
+    );
+    assert_eq!(orphans.len(), 2, "{orphans:?}");
+    let (kept, orphans) = unnamed_creations_after_recovery(true);
+    assert_eq!(kept.len(), 3, "the switch keeps them: {kept:?}");
+    assert!(orphans.is_empty(), "{orphans:?}");
+}

@@ -526,10 +526,15 @@ impl RegionTable {
         }
     }
 
-    /// [`Update::Allocate`]: a new region and its slot on `node`, or `None`
-    /// when `node` has no free slot.
-    pub async fn allocate(&self, io: &Io, node: NodeId) -> Result<Option<(RegionId, u32)>, Error> {
-        match self.update(io, Update::Allocate(node)).await? {
+    /// [`Update::Allocate`]: a new region and its slot on `node`, allocated
+    /// by server `by`, or `None` when `node` has no free slot.
+    pub async fn allocate(
+        &self,
+        io: &Io,
+        node: NodeId,
+        by: NodeId,
+    ) -> Result<Option<(RegionId, u32)>, Error> {
+        match self.update(io, Update::Allocate { on: node, by }).await? {
             Applied::Allocated(a) => Ok(a),
             Applied::Relocated(_) | Applied::Done => Ok(None),
         }

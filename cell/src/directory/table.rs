@@ -16,7 +16,8 @@
 //! +8                body: v, next region id (u32), region count (u32),
 //!                   per server node the sequence number of its last update (u64),
 //!                   the failed servers as a bitmap (u64 words),
-//!                   regions, 16 bytes each: id u32, slot u32, node u16, state u8, 0
+//!                   regions, 16 bytes each: id u32, slot u32, node u16, state u8, 0,
+//!                   creator + 1 u16 (0: none, once live), 0 0
 //! +copy_bytes - 8   tail: the same as the head
 //! ```
 
@@ -184,7 +185,10 @@ impl Table {
             b.extend_from_slice(&i.node.0.to_le_bytes());
             b.push(u8::from(i.state == RegionState::Live));
             b.push(0);
-            b.extend_from_slice(&[0; 4]);
+            // The creator, plus one (0: none).
+            let creator = i.creator.map_or(0, |n| n.0.saturating_add(1));
+            b.extend_from_slice(&creator.to_le_bytes());
+            b.extend_from_slice(&[0; 2]);
         }
         b.resize(l.body_bytes(), 0);
         Some(b)
@@ -231,10 +235,12 @@ impl Table {
             if id.0 == 0 || id.0 >= next_id || node.0 >= l.servers {
                 return Err(format!("region {id} on {node} (next id {next_id})"));
             }
+            let creator = u16::from_le_bytes([body[p + 12], body[p + 13]]);
             let info = RegionInfo {
                 node,
                 slot: u32_at(p + 4),
                 state,
+                creator: creator.checked_sub(1).map(NodeId),
             };
             if regions.insert(id, info).is_some() {
                 return Err(format!("region {id} listed twice"));
@@ -266,9 +272,24 @@ mod tests {
         let l = layout();
         let mut t = Table::first(&l);
         for n in [0, 1, 1, 2] {
-            t.map.apply(Update::Allocate(NodeId(n)), 4);
+            t.map.apply(
+                Update::Allocate {
+                    on: NodeId(n),
+                    by: NodeId((n + 1) % 3),
+                },
+                4,
+            );
         }
         t.map.apply(Update::Publish(RegionId(2)), 4);
+        assert_eq!(
+            t.map.get(RegionId(1)).and_then(|i| i.creator),
+            Some(NodeId(1))
+        );
+        assert_eq!(
+            t.map.get(RegionId(2)).and_then(|i| i.creator),
+            None,
+            "published"
+        );
         t.map.apply(
             Update::SetFailed {
                 node: NodeId(66),

@@ -180,7 +180,7 @@ impl Srv {
         split: &[u8],
         target: NodeId,
     ) -> Result<RegionId, String> {
-        let (y, slot) = match self.st.dir.allocate(&self.io, target).await {
+        let (y, slot) = match self.st.dir.allocate(&self.io, target, self.st.node).await {
             Ok(Some(a)) => a,
             Ok(None) => return Err(format!("no free region slot on {target}")),
             Err(e) => return Err(format!("allocating the copy: {e}")),
@@ -855,7 +855,7 @@ impl Srv {
         right: NodePtr,
     ) -> Result<bool, Error> {
         let target = self.choose_target().await;
-        let Some((p, slot)) = self.st.dir.allocate(&self.io, target).await? else {
+        let Some((p, slot)) = self.st.dir.allocate(&self.io, target, self.st.node).await? else {
             return Ok(false);
         };
         if let Err(e) = self
