@@ -21,7 +21,7 @@ use crate::affinity::CoreSplit;
 use crate::stats::{KindAcc, SysAcc};
 use crate::system::{AnyClient, Started, SystemSpec};
 use crate::workload::{write_key, Draw, OpGen, Workload};
-use nessie_sim::zipf::ScrambledZipfian;
+use nessie_workload::zipf::ScrambledZipfian;
 use nessie_workload::{client_loop, Done, Issuer, Limits, Next, Recorder, Source};
 
 /// How long a point measures each system.

@@ -5,7 +5,7 @@
 //! distributions:
 //!
 //! - **uniform**: every key equally likely.
-//! - **zipf**: YCSB's scrambled Zipfian (theta 0.99 by default), see `nessie_sim::zipf`.
+//! - **zipf**: YCSB's scrambled Zipfian (theta 0.99 by default), see `nessie_workload::zipf`.
 //! - **locality** (the tech report's per-node working set): key `k` belongs
 //!   to the working set of node `k mod N`, and is preloaded by a client of
 //!   that node, so under Nessie its data table entry is on that node. A
@@ -18,7 +18,7 @@
 //! PUT allocates it), so locality persists when a node's clients update their
 //! own working set.
 
-use nessie_sim::zipf::ScrambledZipfian;
+use nessie_workload::zipf::ScrambledZipfian;
 
 /// A small, fast, seedable generator (SplitMix64).
 #[derive(Clone, Debug)]

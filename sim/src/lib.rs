@@ -23,7 +23,8 @@
 //!   what the protocol admits).
 //! - [`chaos`]: the injected faults, within the protocol's timing assumptions.
 //! - [`swarm`]: the fault swarm: seeded cases, checked, replayed, shrunk.
-//! - [`zipf`]: YCSB's Zipfian key generators (`SimSpec::zipf_theta`).
+//! - [`zipf`]: YCSB's Zipfian key generators (`SimSpec::zipf_theta`), the
+//!   workload crate's, re-exported.
 //!
 //! What it does not do (docs/simulation.md): torn multi-word transfers,
 //! power (CPU under load is busy cores), and the swarm's faults for the
@@ -46,7 +47,7 @@ mod servers;
 pub mod spec;
 pub mod swarm;
 mod systems;
-pub mod zipf;
+pub use nessie_workload::zipf;
 
 #[cfg(test)]
 mod accounting_tests;

@@ -22,6 +22,8 @@
 //!   [`latency`]: its latencies as HDR histograms ([`Latencies`]).
 //! - [`cell`]: Cell's server node in the driver (every system's client,
 //!   Cell's with its range scans, comes through `KvClient`).
+//! - [`zipf`]: YCSB's Zipfian key generators, for every command that draws
+//!   keys by popularity (the bench's slices, the cluster simulator).
 //! - [`history`]: recorded operations ([`HistoryRecord`]) for
 //!   linearizability checks across processes.
 //! - [`metrics`](mod@metrics): every finished operation, live, through the
@@ -38,6 +40,7 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod testing;
+pub mod zipf;
 
 pub use driver::{client_loop, Blocking, Done, Issuer, Limits, Next, Pipelined, Recorder, Source};
 pub use history::{error_kind, history_client, monotonic_ns, Failed, HistoryRecord, SLOT_STRIDE};
