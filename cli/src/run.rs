@@ -108,8 +108,8 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let spec = m.spec(Duration::from_secs_f64(args.seconds));
     workload::check(&spec, &*cfg)?;
     println!(
-        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}% GET / {}% DELETE, index load {:.2}, N = {}",
-        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_size, m.get_pct, m.delete_pct,
+        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}, index load {:.2}, N = {}",
+        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_size, m.describe(),
         args.load_factor, cfg.candidates
     );
     // Each client thread is a Nessie client, or a pipeline of `depth` of

@@ -270,6 +270,37 @@ mod tests {
     }
 
     #[test]
+    fn every_system_runs_ycsbs_workloads_and_refuses_scans_it_has_not() {
+        use nessie_workload::Ycsb;
+        for kind in SystemKind::ALL {
+            let setup = NodeSetup::new(kind, store(), 1, HyOptions::default(), shape()).unwrap();
+            let f = SimFabric::new(SimConfig::from_topology(setup.topology())).unwrap();
+            let servers: Vec<NodeServers> = (0..2)
+                .map(|n| setup.start(&f, NodeId(n)).unwrap())
+                .collect();
+            for w in Ycsb::ALL {
+                let s = WorkloadSpec {
+                    clients: 1,
+                    keys: 16,
+                    max_ops: 30,
+                    ycsb: Some(w),
+                    scan_len: 5,
+                    ..spec()
+                };
+                if w.scans() && kind != SystemKind::Cell {
+                    assert!(setup.check(&s).is_err(), "{kind} {w}: no range scans");
+                    continue;
+                }
+                setup.check(&s).unwrap();
+                let r = setup.run(&f, NodeId(0), &s, &servers[0]).unwrap();
+                let ops: u64 = r.kinds.iter().map(|k| k.ops).sum();
+                assert_eq!(ops, 30, "{kind} {w}: {r}");
+                assert!(r.errors.is_empty(), "{kind} {w}: {r}");
+            }
+        }
+    }
+
+    #[test]
     fn options_of_the_wrong_shape_are_refused_and_tags_name_the_layout() {
         let zero = NodeSetup::new(SystemKind::Pilaf, store(), 0, HyOptions::default(), shape());
         assert!(zero.is_err(), "no server workers");

@@ -22,6 +22,8 @@
 //!   [`latency`]: its latencies as HDR histograms ([`Latencies`]).
 //! - [`cell`]: Cell's server node in the driver (every system's client,
 //!   Cell's with its range scans, comes through `KvClient`).
+//! - [`ycsb`]: YCSB's core workloads A to F as named mixes
+//!   (`--workload ycsb-a`).
 //! - [`zipf`]: YCSB's Zipfian key generators, for every command that draws
 //!   keys by popularity (the bench's slices, the cluster simulator).
 //! - [`history`]: recorded operations ([`HistoryRecord`]) for
@@ -40,6 +42,7 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod testing;
+pub mod ycsb;
 pub mod zipf;
 
 pub use driver::{client_loop, Blocking, Done, Issuer, Limits, Next, Pipelined, Recorder, Source};
@@ -50,3 +53,4 @@ pub use run::{run_workers, ServerLoad, Worker};
 pub use spec::{
     check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,
 };
+pub use ycsb::Ycsb;

@@ -1,7 +1,8 @@
 //! Keys and the two [`Source`]s of a mixed-workload run: [`Preload`] (every
 //! key PUT once, spread over the client threads) and [`Mix`] (GETs, PUTs,
 //! DELETEs and, for an ordered store, range scans of uniformly drawn keys
-//! in the spec's proportions). Every PUT, the preload's included, writes a
+//! in the spec's proportions, or one of YCSB's core workloads:
+//! [`crate::ycsb`]). Every PUT, the preload's included, writes a
 //! value of its own ([`nessie_check::unique_value`]: the writing thread's
 //! history id, a sequence number and the key, at the spec's value size), so
 //! that a recorded history names the write each read returned, and a read
@@ -16,6 +17,8 @@ use nessie_protocol::KvRequest;
 
 use super::driver::{Next, Source};
 use super::spec::WorkloadSpec;
+use super::ycsb::{KeyChoice, Ycsb, YcsbMix};
+use super::zipf::{ScrambledZipfian, Zipfian, ZIPFIAN_CONSTANT};
 
 /// The bytes of key `i`.
 pub fn key_of(i: u64, size: u32) -> Vec<u8> {
@@ -93,6 +96,7 @@ impl Source for Preload {
 /// key indexes) under the thread's history id: no two PUTs of a run, the
 /// preload's included, write the same value.
 pub struct Mix {
+    ycsb: Option<YcsbKeys>,
     rng: u64,
     keys: u64,
     key_size: u32,
@@ -113,6 +117,9 @@ impl Mix {
     pub fn new(spec: &WorkloadSpec, node: u16, client: u16) -> Mix {
         let stream = ((u64::from(node) << 16) | u64::from(client)) + 1;
         Mix {
+            ycsb: spec
+                .ycsb
+                .map(|w| YcsbKeys::new(w, u64::from(spec.keys), node, client)),
             rng: (spec.seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1,
             keys: u64::from(spec.keys),
             key_size: spec.key_size,
@@ -135,8 +142,145 @@ impl Mix {
     }
 }
 
+/// Inserts one client makes before its later ones update its first ones
+/// (its block of key numbers above the preloaded keys).
+const INSERT_BLOCK: u64 = 1 << 19;
+
+/// What a client of a YCSB workload keeps between operations: its key
+/// generators, its inserts so far, and the write half of a
+/// read-modify-write it read the key for.
+struct YcsbKeys {
+    mix: YcsbMix,
+    preloaded: u64,
+    zipf: ScrambledZipfian,
+    /// Ranks over the newest keys first (workload D).
+    latest: Option<Zipfian>,
+    /// The first key number of this client's inserts.
+    block: u64,
+    inserted: u64,
+    pending_write: Option<u64>,
+}
+
+impl YcsbKeys {
+    fn new(w: Ycsb, preloaded: u64, node: u16, client: u16) -> YcsbKeys {
+        let mix = w.mix();
+        // Node and client numbers below 1,024 keep every key number below
+        // the key format's 10^12 (with up to 10^11 preloaded keys).
+        let owner = (u64::from(node) % 1024) * 1024 + u64::from(client) % 1024;
+        YcsbKeys {
+            mix,
+            preloaded: preloaded.max(1),
+            zipf: ScrambledZipfian::new(preloaded.max(1), ZIPFIAN_CONSTANT),
+            latest: (mix.keys == KeyChoice::Latest)
+                .then(|| Zipfian::new(preloaded.max(1) + INSERT_BLOCK, ZIPFIAN_CONSTANT)),
+            block: preloaded + owner * INSERT_BLOCK,
+            inserted: 0,
+            pending_write: None,
+        }
+    }
+
+    /// A key by the workload's distribution (`u`, uniform draws in [0, 1)).
+    fn choose(&self, u: &mut dyn FnMut() -> f64) -> u64 {
+        let Some(latest) = &self.latest else {
+            return self.zipf.key(u());
+        };
+        // A Zipfian over every key this client can name, newest first:
+        // ranks past them are drawn again (which leaves exactly the
+        // Zipfian over the keys that exist).
+        let mine = self.inserted.min(INSERT_BLOCK);
+        let known = self.preloaded + mine;
+        let mut r = latest.rank(u());
+        for _ in 0..64 {
+            if r < known {
+                break;
+            }
+            r = latest.rank(u());
+        }
+        let r = r % known;
+        if r < mine {
+            self.block + (self.inserted - 1 - r) % INSERT_BLOCK
+        } else {
+            self.preloaded - 1 - (r - mine)
+        }
+    }
+
+    /// The key of this client's next insert.
+    fn insert(&mut self) -> u64 {
+        let k = self.block + self.inserted % INSERT_BLOCK;
+        self.inserted += 1;
+        k
+    }
+}
+
+/// What a YCSB draw asks for.
+enum YcsbOp {
+    Read(u64),
+    Write(u64),
+    Scan(u64),
+}
+
+impl Mix {
+    /// The next operation of a YCSB workload.
+    fn next_ycsb(&mut self) -> YcsbOp {
+        let rng = &mut self.rng;
+        let Some(y) = self.ycsb.as_mut() else {
+            return YcsbOp::Read(0);
+        };
+        if let Some(k) = y.pending_write.take() {
+            return YcsbOp::Write(k);
+        }
+        let mut unit = || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64;
+        let dice = (unit() * 100.0) as u32;
+        let m = y.mix;
+        if dice < m.read {
+            YcsbOp::Read(y.choose(&mut unit))
+        } else if dice < m.read + m.update {
+            YcsbOp::Write(y.choose(&mut unit))
+        } else if dice < m.read + m.update + m.insert {
+            YcsbOp::Write(y.insert())
+        } else if dice < m.read + m.update + m.insert + m.scan {
+            YcsbOp::Scan(y.choose(&mut unit))
+        } else {
+            let k = y.choose(&mut unit);
+            y.pending_write = Some(k);
+            YcsbOp::Read(k)
+        }
+    }
+}
+
 impl Source for Mix {
     fn next(&mut self) -> Option<Next<'_>> {
+        if self.ycsb.is_some() {
+            let n = self.n;
+            self.n += 1;
+            let op = match self.next_ycsb() {
+                YcsbOp::Read(k) => {
+                    write_key(&mut self.key, k, self.key_size);
+                    KvRequest::Get(&self.key)
+                }
+                YcsbOp::Scan(k) => {
+                    write_key(&mut self.key, k, self.key_size);
+                    let len = 1 + (xorshift64(&mut self.rng) % self.scan_len.max(1) as u64);
+                    KvRequest::Scan {
+                        from: &self.key,
+                        to: None,
+                        limit: len as usize,
+                    }
+                }
+                YcsbOp::Write(k) => {
+                    write_key(&mut self.key, k, self.key_size);
+                    write_unique_value(
+                        &mut self.value,
+                        &self.key,
+                        self.writer,
+                        self.keys + n,
+                        self.value_size,
+                    );
+                    KvRequest::Put(&self.key, &self.value)
+                }
+            };
+            return Some(Next { op, arrival: None });
+        }
         let k = xorshift64(&mut self.rng) % self.keys.max(1);
         write_key(&mut self.key, k, self.key_size);
         let dice = (xorshift64(&mut self.rng) % 100) as u32;
@@ -186,6 +330,95 @@ mod tests {
                 })
             })
             .collect()
+    }
+
+    fn ycsb(w: Ycsb) -> WorkloadSpec {
+        WorkloadSpec {
+            keys: 1000,
+            ycsb: Some(w),
+            scan_len: 20,
+            ..spec()
+        }
+    }
+
+    #[test]
+    fn ycsb_a_updates_half_the_time_and_its_keys_are_zipfian() {
+        let ops = drain(&mut Mix::new(&ycsb(Ycsb::A), 0, 0), 20_000);
+        let gets = ops.iter().filter(|o| o.starts_with("get")).count() as f64;
+        assert!((gets / 20_000.0 - 0.5).abs() < 0.02, "{gets}");
+        // The hottest key takes YCSB's Zipfian share (about 1/zeta: 3.8 %
+        // of 10^10 ranks scattered over 1,000 keys, more with collisions),
+        // not a uniform 0.1 %.
+        let mut counts = std::collections::HashMap::new();
+        for o in &ops {
+            *counts.entry(o.split(' ').nth(1).unwrap()).or_insert(0) += 1;
+        }
+        let hottest = *counts.values().max().unwrap() as f64 / 20_000.0;
+        assert!(hottest > 0.03, "{hottest}");
+    }
+
+    #[test]
+    fn ycsb_d_inserts_fresh_keys_and_reads_the_latest_most() {
+        let s = ycsb(Ycsb::D);
+        let ops = drain(&mut Mix::new(&s, 1, 2), 20_000);
+        let inserts: Vec<&String> = ops.iter().filter(|o| o.starts_with("put")).collect();
+        let share = inserts.len() as f64 / 20_000.0;
+        assert!((share - 0.05).abs() < 0.01, "{share}");
+        // Every insert a key of its own, above the preloaded ones.
+        let mut keys: Vec<&str> = inserts
+            .iter()
+            .map(|o| o.split(' ').nth(1).unwrap())
+            .collect();
+        assert!(keys.iter().all(|k| *k > "key-000000000999"));
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), inserts.len());
+        // Another client's inserts are other keys.
+        let other: Vec<String> = drain(&mut Mix::new(&s, 1, 3), 2_000)
+            .into_iter()
+            .filter(|o| o.starts_with("put"))
+            .collect();
+        assert!(other
+            .iter()
+            .all(|o| !keys.contains(&o.split(' ').nth(1).unwrap())));
+        // Reads favour what was inserted last: in the second half, most
+        // reads are of this client's inserts, not of the preloaded keys.
+        let late_reads: Vec<&String> = ops[10_000..]
+            .iter()
+            .filter(|o| o.starts_with("get"))
+            .collect();
+        let of_inserts = late_reads
+            .iter()
+            .filter(|o| keys.contains(&o.split(' ').nth(1).unwrap()))
+            .count() as f64;
+        assert!(of_inserts / late_reads.len() as f64 > 0.5, "{of_inserts}");
+    }
+
+    #[test]
+    fn ycsb_f_writes_back_every_key_it_read_for_a_read_modify_write() {
+        let ops = drain(&mut Mix::new(&ycsb(Ycsb::F), 0, 0), 20_000);
+        let puts = ops.iter().filter(|o| o.starts_with("put")).count() as f64;
+        // Half the operations are read-modify-writes, two each.
+        assert!((puts / 20_000.0 - 1.0 / 3.0).abs() < 0.02, "{puts}");
+        for (i, o) in ops.iter().enumerate().skip(1) {
+            if let Some(rest) = o.strip_prefix("put ") {
+                let key = rest.split(' ').next().unwrap();
+                assert_eq!(ops[i - 1], format!("get {key}"), "at {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn ycsb_e_scans_one_to_scan_len_entries() {
+        let ops = drain(&mut Mix::new(&ycsb(Ycsb::E), 0, 0), 5_000);
+        let lens: Vec<usize> = ops
+            .iter()
+            .filter_map(|o| o.strip_prefix("scan "))
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert!((lens.len() as f64 / 5_000.0 - 0.95).abs() < 0.02);
+        assert!(lens.iter().all(|l| (1..=20).contains(l)));
+        assert!(lens.contains(&1) && lens.contains(&20));
     }
 
     #[test]

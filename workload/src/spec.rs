@@ -36,9 +36,33 @@ pub struct MixArgs {
     /// Seed of the workload generators.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// One of YCSB's core workloads instead of the mix above (it sets the
+    /// operations and the key distribution: `--get-pct` and
+    /// `--delete-pct` are then not used): ycsb-a (50 % updates), ycsb-b
+    /// (5 % updates), ycsb-c (reads only), ycsb-d (5 % inserts, latest
+    /// keys), ycsb-e (95 % scans of 1 to `--scan-len` entries, 5 %
+    /// inserts: stores with range scans), ycsb-f (50 %
+    /// read-modify-writes); Zipfian keys but for D.
+    #[arg(long, value_enum)]
+    pub workload: Option<crate::Ycsb>,
 }
 
 impl MixArgs {
+    /// The operations asked for, in words: the YCSB workload, or the
+    /// percentages.
+    pub fn describe(&self) -> String {
+        match self.workload {
+            Some(w) => {
+                let m = w.mix();
+                format!(
+                    "{w} ({} % read, {} % update, {} % insert, {} % scan, {} % read-modify-write, {:?} keys)",
+                    m.read, m.update, m.insert, m.scan, m.rmw, m.keys
+                )
+            }
+            None => format!("{}% GET / {}% DELETE", self.get_pct, self.delete_pct),
+        }
+    }
+
     /// The spec of a run of these options measured for `duration`, keys
     /// preloaded first, nothing recorded.
     pub fn spec(&self, duration: Duration) -> WorkloadSpec {
@@ -58,6 +82,7 @@ impl MixArgs {
             start_at: None,
             scan_pct: 0,
             scan_len: 0,
+            ycsb: self.workload,
         }
     }
 }
@@ -101,8 +126,12 @@ pub struct WorkloadSpec {
     pub start_at: Option<StartAt>,
     /// Percent of range scans (ordered stores only: Cell).
     pub scan_pct: u32,
-    /// Entries a scan asks for (from a uniformly drawn key to the end).
+    /// Entries a scan asks for (from a uniformly drawn key to the end);
+    /// with YCSB's E, the most a scan asks for (it draws 1 to this many).
     pub scan_len: u32,
+    /// One of YCSB's core workloads instead of the percentages above
+    /// ([`crate::Ycsb`]).
+    pub ycsb: Option<crate::Ycsb>,
 }
 
 /// When the measured phase starts ([`WorkloadSpec::start_at`]).
@@ -234,9 +263,14 @@ pub fn check(spec: &WorkloadSpec, store: impl Into<StoreLimits>) -> Result<(), W
     if spec.get_pct + spec.delete_pct + spec.scan_pct > 100 {
         return bad("--get-pct plus --delete-pct plus --scan-pct exceeds 100".into());
     }
-    if spec.scan_pct > 0 {
+    let ycsb_scans = spec.ycsb.is_some_and(crate::Ycsb::scans);
+    if spec.scan_pct > 0 || ycsb_scans {
         let Some(page) = cfg.scan_page else {
-            return bad("--scan-pct needs a store with range scans (--system cell)".into());
+            return bad(if ycsb_scans {
+                "--workload ycsb-e is mostly range scans: it needs a store with range scans (--system cell)".into()
+            } else {
+                "--scan-pct needs a store with range scans (--system cell)".into()
+            });
         };
         if spec.scan_len == 0 || spec.scan_len > page {
             return bad(format!("--scan-len must be 1..={page} (Cell's scan page)"));

@@ -24,5 +24,6 @@ pub fn spec() -> WorkloadSpec {
         start_at: None,
         scan_pct: 0,
         scan_len: 0,
+        ycsb: None,
     }
 }

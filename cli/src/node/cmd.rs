@@ -647,8 +647,10 @@ fn serve_or_run(
     match (cmd, spec) {
         (Cmd::Run(a), Some(spec)) => {
             println!(
-                "running {} clients of {name} on {node}: {} keys of {} B, values of {} B, {}% GET / {}% DELETE / {}% SCAN, {} s (connecting to every node first)",
-                a.mix.clients, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.get_pct, a.mix.delete_pct, a.scan_pct, a.seconds
+                "running {} clients of {name} on {node}: {} keys of {} B, values of {} B, {}{}, {} s (connecting to every node first)",
+                a.mix.clients, a.mix.keys, a.mix.key_size, a.mix.value_size, a.mix.describe(),
+                if a.mix.workload.is_none() { format!(" / {}% SCAN", a.scan_pct) } else { String::new() },
+                a.seconds
             );
             let transport_before = metrics::read(fabric, node, true);
             let report = sys.run(fabric, node, &spec, servers)?;
