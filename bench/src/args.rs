@@ -152,6 +152,12 @@ pub struct BenchArgs {
     /// Percent of GETs; the rest are PUTs of existing keys.
     #[arg(long, default_value_t = 90.0)]
     pub get_pct: f64,
+    /// One of YCSB's core workloads (ycsb-a ... ycsb-f) instead of
+    /// `--get-pct` and `--distribution` (one comparison only; ycsb-e's scans
+    /// need Cell: the key-value systems run its scans as GETs of the scan's
+    /// first key, as every scan the bench asks of them).
+    #[arg(long, value_enum, conflicts_with = "experiment")]
+    pub workload: Option<nessie_workload::Ycsb>,
     /// Key distribution. Default: uniform, except zipf for breakdown (the
     /// paper's Fig. 13 is a Zipf workload).
     #[arg(long, value_enum)]

@@ -163,7 +163,7 @@ impl Source for BenchSource<'_> {
             Draw::Scan if self.scans => KvRequest::Scan {
                 from: &self.key,
                 to: None,
-                limit: self.w.scan_len as usize,
+                limit: self.gen.scan_len() as usize,
             },
             Draw::Scan => KvRequest::Get(&self.key),
         };

@@ -94,6 +94,7 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         scan_len: 1,
         inserts: false,
         searches: false,
+        ycsb: args.workload,
     };
     Ok((w, cfg))
 }
@@ -234,15 +235,17 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group>, Be
     };
     Ok(match args.experiment {
         None => {
+            let mix = match w.ycsb {
+                Some(y) => y.to_string(),
+                None => format!("{}% GET, {:?}", w.get_pct, w.distribution),
+            };
             let label = format!(
-                "{} nodes x {} clients, {} keys of {} B, values {} B, {}% GET, {:?}",
+                "{} nodes x {} clients, {} keys of {} B, values {} B, {mix}",
                 args.nodes,
                 args.clients(),
                 w.keys,
                 w.key_size,
                 w.value_size,
-                w.get_pct,
-                w.distribution
             );
             let p = point(
                 label,

@@ -18,7 +18,9 @@
 //! PUT allocates it), so locality persists when a node's clients update their
 //! own working set.
 
+use nessie_workload::ycsb::{YcsbDraw, YcsbGen};
 use nessie_workload::zipf::ScrambledZipfian;
+use nessie_workload::Ycsb;
 
 /// A small, fast, seedable generator (SplitMix64).
 #[derive(Clone, Debug)]
@@ -86,6 +88,10 @@ pub struct Workload {
     pub inserts: bool,
     /// GETs are searches (presence only) where a system has them (Cell).
     pub searches: bool,
+    /// One of YCSB's core workloads instead of the mix above
+    /// (`nessie_workload::ycsb`: its own operations and key distribution;
+    /// `scan_len` is then the longest scan).
+    pub ycsb: Option<Ycsb>,
 }
 
 impl Workload {
@@ -126,6 +132,9 @@ pub enum Draw {
 /// One client thread's generator of operations.
 #[derive(Clone, Debug)]
 pub struct OpGen {
+    /// The YCSB workload's generator, if one runs, and the length of the
+    /// scan it drew last.
+    ycsb: Option<(YcsbGen, u32)>,
     w: Workload,
     node: u64,
     nodes: u64,
@@ -160,7 +169,13 @@ impl OpGen {
         // Fresh keys of this client and stream: a random block of 2^18
         // numbers above the preloaded ones (below 10^12, the key format's limit).
         let fresh = w.keys + (rng.below(1 << 20) << 18);
+        // A YCSB client's inserts take a block of its own: a number drawn
+        // per client and slice (two that draw one share their inserts).
+        let ycsb = w
+            .ycsb
+            .map(|y| (YcsbGen::new(y, w.keys, rng.below(1 << 20), w.scan_len), 0));
         OpGen {
+            ycsb,
             zipf,
             w: w.clone(),
             node: u64::from(node),
@@ -187,6 +202,17 @@ impl OpGen {
 
     /// The next operation and key.
     pub fn next_op(&mut self) -> (Draw, u64) {
+        if let Some((y, scan)) = self.ycsb.as_mut() {
+            let rng = &mut self.rng;
+            return match y.next(&mut || rng.unit()) {
+                YcsbDraw::Read(k) => (Draw::Get, k),
+                YcsbDraw::Write(k) => (Draw::Put, k),
+                YcsbDraw::Scan(k, len) => {
+                    *scan = len;
+                    (Draw::Scan, k)
+                }
+            };
+        }
         let dice = self.rng.unit() * 100.0;
         let kind = if dice < self.w.get_pct {
             Draw::Get
@@ -200,6 +226,15 @@ impl OpGen {
             return (kind, self.fresh);
         }
         (kind, self.key())
+    }
+
+    /// The length of the last scan drawn: the YCSB workload's draw, else
+    /// the workload's `scan_len`.
+    pub fn scan_len(&self) -> u32 {
+        match &self.ycsb {
+            Some((_, len)) => *len,
+            None => self.w.scan_len,
+        }
     }
 
     /// The generator's random source (for arrival times).
@@ -226,6 +261,7 @@ mod tests {
             scan_len: 1,
             inserts: false,
             searches: false,
+            ycsb: None,
         }
     }
 
@@ -241,6 +277,32 @@ mod tests {
         for k in 0..30 {
             assert_eq!(preloader(&w, k, 3, 2).0, (k % 3) as u16);
         }
+    }
+
+    #[test]
+    fn a_ycsb_workload_draws_its_own_operations() {
+        let y = Workload {
+            ycsb: Some(Ycsb::F),
+            ..w(Distribution::Uniform)
+        };
+        let mut g = OpGen::new(&y, 3, 0, 0, 0);
+        let ops: Vec<(Draw, u64)> = (0..2_000).map(|_| g.next_op()).collect();
+        // A read-modify-write's PUT follows its GET of the same key.
+        for i in 1..ops.len() {
+            if ops[i].0 == Draw::Put {
+                assert_eq!(ops[i - 1], (Draw::Get, ops[i].1), "at {i}");
+            }
+        }
+        let e = Workload {
+            ycsb: Some(Ycsb::E),
+            scan_len: 50,
+            ..w(Distribution::Uniform)
+        };
+        let mut g = OpGen::new(&e, 3, 0, 0, 0);
+        let lens: Vec<u32> = (0..2_000)
+            .filter_map(|_| (g.next_op().0 == Draw::Scan).then(|| g.scan_len()))
+            .collect();
+        assert!(lens.len() > 1_800 && lens.iter().all(|l| (1..=50).contains(l)));
     }
 
     #[test]

@@ -17,8 +17,7 @@ use nessie_protocol::KvRequest;
 
 use super::driver::{Next, Source};
 use super::spec::WorkloadSpec;
-use super::ycsb::{KeyChoice, Ycsb, YcsbMix};
-use super::zipf::{ScrambledZipfian, Zipfian, ZIPFIAN_CONSTANT};
+use super::ycsb::{YcsbDraw, YcsbGen};
 
 /// The bytes of key `i`.
 pub fn key_of(i: u64, size: u32) -> Vec<u8> {
@@ -96,7 +95,7 @@ impl Source for Preload {
 /// key indexes) under the thread's history id: no two PUTs of a run, the
 /// preload's included, write the same value.
 pub struct Mix {
-    ycsb: Option<YcsbKeys>,
+    ycsb: Option<YcsbGen>,
     rng: u64,
     keys: u64,
     key_size: u32,
@@ -117,9 +116,12 @@ impl Mix {
     pub fn new(spec: &WorkloadSpec, node: u16, client: u16) -> Mix {
         let stream = ((u64::from(node) << 16) | u64::from(client)) + 1;
         Mix {
-            ycsb: spec
-                .ycsb
-                .map(|w| YcsbKeys::new(w, u64::from(spec.keys), node, client)),
+            ycsb: spec.ycsb.map(|w| {
+                // Node and client numbers below 1,024 keep every key number
+                // below the key format's 10^12.
+                let owner = (u64::from(node) % 1024) * 1024 + u64::from(client) % 1024;
+                YcsbGen::new(w, u64::from(spec.keys), owner, spec.scan_len)
+            }),
             rng: (spec.seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1,
             keys: u64::from(spec.keys),
             key_size: spec.key_size,
@@ -142,132 +144,27 @@ impl Mix {
     }
 }
 
-/// Inserts one client makes before its later ones update its first ones
-/// (its block of key numbers above the preloaded keys).
-const INSERT_BLOCK: u64 = 1 << 19;
-
-/// What a client of a YCSB workload keeps between operations: its key
-/// generators, its inserts so far, and the write half of a
-/// read-modify-write it read the key for.
-struct YcsbKeys {
-    mix: YcsbMix,
-    preloaded: u64,
-    zipf: ScrambledZipfian,
-    /// Ranks over the newest keys first (workload D).
-    latest: Option<Zipfian>,
-    /// The first key number of this client's inserts.
-    block: u64,
-    inserted: u64,
-    pending_write: Option<u64>,
-}
-
-impl YcsbKeys {
-    fn new(w: Ycsb, preloaded: u64, node: u16, client: u16) -> YcsbKeys {
-        let mix = w.mix();
-        // Node and client numbers below 1,024 keep every key number below
-        // the key format's 10^12 (with up to 10^11 preloaded keys).
-        let owner = (u64::from(node) % 1024) * 1024 + u64::from(client) % 1024;
-        YcsbKeys {
-            mix,
-            preloaded: preloaded.max(1),
-            zipf: ScrambledZipfian::new(preloaded.max(1), ZIPFIAN_CONSTANT),
-            latest: (mix.keys == KeyChoice::Latest)
-                .then(|| Zipfian::new(preloaded.max(1) + INSERT_BLOCK, ZIPFIAN_CONSTANT)),
-            block: preloaded + owner * INSERT_BLOCK,
-            inserted: 0,
-            pending_write: None,
-        }
-    }
-
-    /// A key by the workload's distribution (`u`, uniform draws in [0, 1)).
-    fn choose(&self, u: &mut dyn FnMut() -> f64) -> u64 {
-        let Some(latest) = &self.latest else {
-            return self.zipf.key(u());
-        };
-        // A Zipfian over every key this client can name, newest first:
-        // ranks past them are drawn again (which leaves exactly the
-        // Zipfian over the keys that exist).
-        let mine = self.inserted.min(INSERT_BLOCK);
-        let known = self.preloaded + mine;
-        let mut r = latest.rank(u());
-        for _ in 0..64 {
-            if r < known {
-                break;
-            }
-            r = latest.rank(u());
-        }
-        let r = r % known;
-        if r < mine {
-            self.block + (self.inserted - 1 - r) % INSERT_BLOCK
-        } else {
-            self.preloaded - 1 - (r - mine)
-        }
-    }
-
-    /// The key of this client's next insert.
-    fn insert(&mut self) -> u64 {
-        let k = self.block + self.inserted % INSERT_BLOCK;
-        self.inserted += 1;
-        k
-    }
-}
-
-/// What a YCSB draw asks for.
-enum YcsbOp {
-    Read(u64),
-    Write(u64),
-    Scan(u64),
-}
-
-impl Mix {
-    /// The next operation of a YCSB workload.
-    fn next_ycsb(&mut self) -> YcsbOp {
-        let rng = &mut self.rng;
-        let Some(y) = self.ycsb.as_mut() else {
-            return YcsbOp::Read(0);
-        };
-        if let Some(k) = y.pending_write.take() {
-            return YcsbOp::Write(k);
-        }
-        let mut unit = || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64;
-        let dice = (unit() * 100.0) as u32;
-        let m = y.mix;
-        if dice < m.read {
-            YcsbOp::Read(y.choose(&mut unit))
-        } else if dice < m.read + m.update {
-            YcsbOp::Write(y.choose(&mut unit))
-        } else if dice < m.read + m.update + m.insert {
-            YcsbOp::Write(y.insert())
-        } else if dice < m.read + m.update + m.insert + m.scan {
-            YcsbOp::Scan(y.choose(&mut unit))
-        } else {
-            let k = y.choose(&mut unit);
-            y.pending_write = Some(k);
-            YcsbOp::Read(k)
-        }
-    }
-}
-
 impl Source for Mix {
     fn next(&mut self) -> Option<Next<'_>> {
-        if self.ycsb.is_some() {
+        if let Some(y) = self.ycsb.as_mut() {
             let n = self.n;
             self.n += 1;
-            let op = match self.next_ycsb() {
-                YcsbOp::Read(k) => {
+            let rng = &mut self.rng;
+            let draw = y.next(&mut || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64);
+            let op = match draw {
+                YcsbDraw::Read(k) => {
                     write_key(&mut self.key, k, self.key_size);
                     KvRequest::Get(&self.key)
                 }
-                YcsbOp::Scan(k) => {
+                YcsbDraw::Scan(k, len) => {
                     write_key(&mut self.key, k, self.key_size);
-                    let len = 1 + (xorshift64(&mut self.rng) % self.scan_len.max(1) as u64);
                     KvRequest::Scan {
                         from: &self.key,
                         to: None,
                         limit: len as usize,
                     }
                 }
-                YcsbOp::Write(k) => {
+                YcsbDraw::Write(k) => {
                     write_key(&mut self.key, k, self.key_size);
                     write_unique_value(
                         &mut self.value,
@@ -314,6 +211,7 @@ impl Source for Mix {
 mod tests {
     use super::*;
     use crate::testing::spec;
+    use crate::Ycsb;
 
     fn drain(s: &mut dyn Source, n: usize) -> Vec<String> {
         (0..n)

@@ -26,6 +26,8 @@
 
 use clap::ValueEnum;
 
+use crate::zipf::{ScrambledZipfian, Zipfian, ZIPFIAN_CONSTANT};
+
 /// One of YCSB's core workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
 pub enum Ycsb {
@@ -117,6 +119,112 @@ impl Ycsb {
     /// Whether it needs range scans (E).
     pub fn scans(self) -> bool {
         self.mix().scan > 0
+    }
+}
+
+/// Inserts one client makes before its later ones update its first ones
+/// (its block of key numbers above the preloaded keys).
+pub const INSERT_BLOCK: u64 = 1 << 19;
+
+/// What a YCSB generator drew.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum YcsbDraw {
+    /// A GET of this key (a read, or a read-modify-write's read).
+    Read(u64),
+    /// A PUT of this key (an update, an insert, or a read-modify-write's
+    /// write).
+    Write(u64),
+    /// A scan of this many entries from this key.
+    Scan(u64, u32),
+}
+
+/// One client's generator of a YCSB workload: its key distributions, its
+/// inserts so far, and the write half of a read-modify-write it read the
+/// key for.
+#[derive(Clone, Debug)]
+pub struct YcsbGen {
+    mix: YcsbMix,
+    preloaded: u64,
+    max_scan: u32,
+    zipf: ScrambledZipfian,
+    /// Ranks over the newest keys first (workload D).
+    latest: Option<Zipfian>,
+    /// The first key number of this client's inserts.
+    block: u64,
+    inserted: u64,
+    pending_write: Option<u64>,
+}
+
+impl YcsbGen {
+    /// The generator of workload `w` over `preloaded` keys for the client
+    /// numbered `owner` (distinct per client of a run, below 2^20: its
+    /// inserts take key numbers `preloaded + owner x INSERT_BLOCK ..`),
+    /// whose scans ask for 1 to `max_scan` entries.
+    pub fn new(w: Ycsb, preloaded: u64, owner: u64, max_scan: u32) -> YcsbGen {
+        let mix = w.mix();
+        let preloaded = preloaded.max(1);
+        YcsbGen {
+            mix,
+            preloaded,
+            max_scan: max_scan.max(1),
+            zipf: ScrambledZipfian::new(preloaded, ZIPFIAN_CONSTANT),
+            latest: (mix.keys == KeyChoice::Latest)
+                .then(|| Zipfian::new(preloaded + INSERT_BLOCK, ZIPFIAN_CONSTANT)),
+            block: preloaded + (owner % (1 << 20)) * INSERT_BLOCK,
+            inserted: 0,
+            pending_write: None,
+        }
+    }
+
+    /// A key by the workload's distribution (`u`: uniform draws in [0, 1)).
+    fn choose(&self, u: &mut dyn FnMut() -> f64) -> u64 {
+        let Some(latest) = &self.latest else {
+            return self.zipf.key(u());
+        };
+        // A Zipfian over every key this client can name, newest first:
+        // ranks past them are drawn again, which leaves exactly the
+        // Zipfian over the keys that exist.
+        let mine = self.inserted.min(INSERT_BLOCK);
+        let known = self.preloaded + mine;
+        let mut r = latest.rank(u());
+        for _ in 0..64 {
+            if r < known {
+                break;
+            }
+            r = latest.rank(u());
+        }
+        let r = r % known;
+        if r < mine {
+            self.block + (self.inserted - 1 - r) % INSERT_BLOCK
+        } else {
+            self.preloaded - 1 - (r - mine)
+        }
+    }
+
+    /// The next operation (`u`: uniform draws in [0, 1)).
+    pub fn next(&mut self, u: &mut dyn FnMut() -> f64) -> YcsbDraw {
+        if let Some(k) = self.pending_write.take() {
+            return YcsbDraw::Write(k);
+        }
+        let dice = (u() * 100.0) as u32;
+        let m = self.mix;
+        if dice < m.read {
+            YcsbDraw::Read(self.choose(u))
+        } else if dice < m.read + m.update {
+            YcsbDraw::Write(self.choose(u))
+        } else if dice < m.read + m.update + m.insert {
+            let k = self.block + self.inserted % INSERT_BLOCK;
+            self.inserted += 1;
+            YcsbDraw::Write(k)
+        } else if dice < m.read + m.update + m.insert + m.scan {
+            let k = self.choose(u);
+            let len = 1 + (u() * f64::from(self.max_scan)) as u32;
+            YcsbDraw::Scan(k, len.min(self.max_scan))
+        } else {
+            let k = self.choose(u);
+            self.pending_write = Some(k);
+            YcsbDraw::Read(k)
+        }
     }
 }
 
