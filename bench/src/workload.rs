@@ -299,9 +299,12 @@ mod tests {
             ..w(Distribution::Uniform)
         };
         let mut g = OpGen::new(&e, 3, 0, 0, 0);
-        let lens: Vec<u32> = (0..2_000)
-            .filter_map(|_| (g.next_op().0 == Draw::Scan).then(|| g.scan_len()))
-            .collect();
+        let mut lens = Vec::new();
+        for _ in 0..2_000 {
+            if g.next_op().0 == Draw::Scan {
+                lens.push(g.scan_len());
+            }
+        }
         assert!(lens.len() > 1_800 && lens.iter().all(|l| (1..=50).contains(l)));
     }
 
