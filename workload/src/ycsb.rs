@@ -1,7 +1,9 @@
 //! YCSB's core workloads A to F (Cooper et al., "Benchmarking Cloud
 //! Serving Systems with YCSB", SoCC 2010, Table 2; the `workloads/workloada`
-//! ... `workloadf` files of YCSB), as named mixes every command that drives
-//! clients through [`crate::Mix`] takes (`--workload ycsb-a`):
+//! ... `workloadf` files of YCSB), as named mixes (`--workload ycsb-a`):
+//! `nessie run` and `nessie node run` (through [`crate::Mix`]) and `nessie
+//! bench` run all six with [`YcsbGen`]; `nessie sim` runs A, B and C (its
+//! clients draw no inserts, read-modify-writes or scans of these mixes yet).
 //!
 //! | workload | operations | keys |
 //! |---|---|---|
