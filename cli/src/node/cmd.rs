@@ -541,42 +541,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         cluster.fingerprint()
     );
     if let Cmd::Info(info) = &cli.cmd {
-        if let Some(c) = &nic_before {
-            println!("{c} (since the device came up)");
-        }
-        let host = |v: Option<u64>| v.map_or("unreadable".to_string(), |n| n.to_string());
-        println!(
-            "kernel: this process holds {} file descriptors (limit {}) and {} queue pairs now (rdma resource)",
-            host(nessie_fabric_verbs::policy::open_fds()),
-            host(nessie_fabric_verbs::policy::open_file_limit()),
-            host(nessie_fabric_verbs::policy::process_qps())
-        );
-        for line in fabric.pfc_state(node) {
-            println!("{line}");
-        }
-        match nessie_fabric_verbs::watchdog::Watchdog::global() {
-            Ok(dog) => {
-                // Its thread sets its scheduling as it starts.
-                std::thread::sleep(Duration::from_millis(50));
-                println!("deadline watchdog: {}", dog.stats().scheduling);
-            }
-            Err(e) => println!("deadline watchdog: not started ({e})"),
-        }
-        match fabric.link_counters(node) {
-            Ok(c) if !c.is_empty() => println!("flow control (ethtool -S): {c}"),
-            Ok(_) => println!("flow control (ethtool -S): no pause, PFC or ECN counters"),
-            Err(e) => println!("flow control: not readable ({e})"),
-        }
-        for line in sizing_lines(&cluster.protocol_config()?, info) {
-            println!("{line}");
-        }
-        // The peers' clocks, measured now (those not up answer nothing).
-        if let Some(ledger) = fabric.check_clocks_now(node, Duration::from_millis(500)) {
-            for l in ledger.lines() {
-                println!("clock check: {l}");
-            }
-        }
-        return Ok(());
+        return info_checklist(&fabric, node, nic_before.as_ref(), info);
     }
     let servers = sys.start(&fabric, node)?;
     let name = sys.kind();
@@ -629,6 +594,54 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         r
     })?;
     print_servers(&servers);
+    Ok(())
+}
+
+/// `info`'s checklist after start-up's report (docs/deploy.md, "The
+/// operator's checklist"): the NIC's counters, what the kernel says this
+/// process holds, the port's flow control, the deadline watchdog's
+/// scheduling, the data table's sizing and the peers' clocks.
+fn info_checklist(
+    fabric: &VerbsFabric,
+    node: NodeId,
+    nic_before: Option<&nessie_fabric_verbs::nic_counters::NicCounters>,
+    info: &InfoArgs,
+) -> Result<(), NodeError> {
+    if let Some(c) = nic_before {
+        println!("{c} (since the device came up)");
+    }
+    let host = |v: Option<u64>| v.map_or("unreadable".to_string(), |n| n.to_string());
+    println!(
+        "kernel: this process holds {} file descriptors (limit {}) and {} queue pairs now (rdma resource)",
+        host(nessie_fabric_verbs::policy::open_fds()),
+        host(nessie_fabric_verbs::policy::open_file_limit()),
+        host(nessie_fabric_verbs::policy::process_qps())
+    );
+    for line in fabric.pfc_state(node) {
+        println!("{line}");
+    }
+    match nessie_fabric_verbs::watchdog::Watchdog::global() {
+        Ok(dog) => {
+            // Its thread sets its scheduling as it starts.
+            std::thread::sleep(Duration::from_millis(50));
+            println!("deadline watchdog: {}", dog.stats().scheduling);
+        }
+        Err(e) => println!("deadline watchdog: not started ({e})"),
+    }
+    match fabric.link_counters(node) {
+        Ok(c) if !c.is_empty() => println!("flow control (ethtool -S): {c}"),
+        Ok(_) => println!("flow control (ethtool -S): no pause, PFC or ECN counters"),
+        Err(e) => println!("flow control: not readable ({e})"),
+    }
+    for line in sizing_lines(&fabric.cluster().protocol_config()?, info) {
+        println!("{line}");
+    }
+    // The peers' clocks, measured now (those not up answer nothing).
+    if let Some(ledger) = fabric.check_clocks_now(node, Duration::from_millis(500)) {
+        for l in ledger.lines() {
+            println!("clock check: {l}");
+        }
+    }
     Ok(())
 }
 
