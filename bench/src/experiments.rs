@@ -91,7 +91,13 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         locality_pct: args.locality_pct,
         seed: args.seed,
         scan_pct: 0.0,
-        scan_len: 1,
+        // YCSB's E scans 1 to 100 entries; Cell pages at most its scan
+        // page (the bench's Cell keeps the default).
+        scan_len: match args.workload {
+            Some(y) if y.scans() => nessie_workload::ycsb::MAX_SCAN_LEN
+                .min(nessie_cell::CellConfig::default().scan_page),
+            _ => 1,
+        },
         inserts: false,
         searches: false,
         ycsb: args.workload,
