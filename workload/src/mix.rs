@@ -144,64 +144,62 @@ impl Mix {
     }
 }
 
+/// What a [`Mix`] drew for its next operation, before its key's bytes and
+/// its value.
+enum MixDraw {
+    Get,
+    Delete,
+    Scan(usize),
+    Put,
+}
+
 impl Source for Mix {
     fn next(&mut self) -> Option<Next<'_>> {
-        if let Some(y) = self.ycsb.as_mut() {
-            let n = self.n;
-            self.n += 1;
-            let rng = &mut self.rng;
-            let draw = y.next(&mut || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64);
-            let op = match draw {
-                YcsbDraw::Read(k) => {
-                    write_key(&mut self.key, k, self.key_size);
-                    KvRequest::Get(&self.key)
-                }
-                YcsbDraw::Scan(k, len) => {
-                    write_key(&mut self.key, k, self.key_size);
-                    KvRequest::Scan {
-                        from: &self.key,
-                        to: None,
-                        limit: len as usize,
-                    }
-                }
-                YcsbDraw::Write(k) => {
-                    write_key(&mut self.key, k, self.key_size);
-                    write_unique_value(
-                        &mut self.value,
-                        &self.key,
-                        self.writer,
-                        self.keys + n,
-                        self.value_size,
-                    );
-                    KvRequest::Put(&self.key, &self.value)
-                }
-            };
-            return Some(Next { op, arrival: None });
-        }
-        let k = xorshift64(&mut self.rng) % self.keys.max(1);
-        write_key(&mut self.key, k, self.key_size);
-        let dice = (xorshift64(&mut self.rng) % 100) as u32;
         let n = self.n;
         self.n += 1;
-        let op = if dice < self.get_pct {
-            KvRequest::Get(&self.key)
-        } else if dice < self.get_pct + self.delete_pct {
-            KvRequest::Delete(&self.key)
-        } else if dice < self.get_pct + self.delete_pct + self.scan_pct {
-            KvRequest::Scan {
+        let (draw, k) = match self.ycsb.as_mut() {
+            Some(y) => {
+                let rng = &mut self.rng;
+                match y.next(&mut || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64) {
+                    YcsbDraw::Read(k) => (MixDraw::Get, k),
+                    YcsbDraw::Write(k) => (MixDraw::Put, k),
+                    YcsbDraw::Scan(k, len) => (MixDraw::Scan(len as usize), k),
+                }
+            }
+            None => {
+                let k = xorshift64(&mut self.rng) % self.keys.max(1);
+                let dice = (xorshift64(&mut self.rng) % 100) as u32;
+                let draw = if dice < self.get_pct {
+                    MixDraw::Get
+                } else if dice < self.get_pct + self.delete_pct {
+                    MixDraw::Delete
+                } else if dice < self.get_pct + self.delete_pct + self.scan_pct {
+                    MixDraw::Scan(self.scan_len)
+                } else {
+                    MixDraw::Put
+                };
+                (draw, k)
+            }
+        };
+        write_key(&mut self.key, k, self.key_size);
+        let op = match draw {
+            MixDraw::Get => KvRequest::Get(&self.key),
+            MixDraw::Delete => KvRequest::Delete(&self.key),
+            MixDraw::Scan(limit) => KvRequest::Scan {
                 from: &self.key,
                 to: None,
-                limit: self.scan_len,
+                limit,
+            },
+            MixDraw::Put => {
+                write_unique_value(
+                    &mut self.value,
+                    &self.key,
+                    self.writer,
+                    self.keys + n,
+                    self.value_size,
+                );
+                KvRequest::Put(&self.key, &self.value)
             }
-        } else {
-            write_unique_value(
-                &mut self.value,
-                &self.key,
-                self.writer,
-                self.keys + n,
-                self.value_size,
-            );
-            KvRequest::Put(&self.key, &self.value)
         };
         Some(Next { op, arrival: None })
     }
