@@ -27,6 +27,15 @@ fn logged(dir: &std::path::Path, base: CellConfig) -> CellConfig {
     }
 }
 
+/// Three servers, logged to `dir`, splits by hand ([`manual`]).
+fn three_logged_servers(dir: &std::path::Path) -> CellConfig {
+    CellConfig {
+        nodes: 3,
+        server_nodes: 3,
+        ..logged(dir, manual())
+    }
+}
+
 fn fail(d: &mut Cell, node: u16) {
     d.fail_node(NodeId(node));
     d.fabric().set_node_down(NodeId(node), true).unwrap();
@@ -84,10 +93,7 @@ fn split_cut_short(
     stop: impl Fn(&Cell, &Did) -> bool,
 ) -> (Cell, nessie_cell::RecoveryReport, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = logged(dir.path(), manual());
-    cfg.nodes = 3;
-    cfg.server_nodes = 3;
-    let mut d = start(cfg);
+    let mut d = start(three_logged_servers(dir.path()));
     load(&d, 60);
     {
         let mut s = SplitStepper::new(&d, RegionId(1));
@@ -194,9 +200,7 @@ struct StaleWrite {
 /// then settles the split, and the write is read back.
 fn write_through_a_stale_path_during_recovery(recovery_opens_early: bool) -> StaleWrite {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = logged(dir.path(), manual());
-    cfg.nodes = 3;
-    cfg.server_nodes = 3;
+    let mut cfg = three_logged_servers(dir.path());
     cfg.faults.recovery_opens_early = recovery_opens_early;
     let mut d = start(cfg);
     load(&d, 60);
@@ -332,9 +336,7 @@ struct LateDeath {
 /// entry.
 fn server_dies_between_split_finish_and_open(forget: bool) -> LateDeath {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = logged(dir.path(), manual());
-    cfg.nodes = 3;
-    cfg.server_nodes = 3;
+    let mut cfg = three_logged_servers(dir.path());
     cfg.op_timeout = Duration::from_secs(3);
     cfg.faults.recovery_forgets_finished_splits = forget;
     let mut d = start(cfg);
@@ -504,9 +506,7 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
 /// switch) it stays.
 fn unnamed_creations_after_recovery(keep: bool) -> (Vec<RegionId>, Vec<RegionId>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = logged(dir.path(), manual());
-    cfg.nodes = 3;
-    cfg.server_nodes = 3;
+    let mut cfg = three_logged_servers(dir.path());
     cfg.faults.recovery_keeps_orphans = keep;
     let mut d = start(cfg);
     load(&d, 40);

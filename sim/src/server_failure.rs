@@ -37,6 +37,13 @@ use crate::chaos::Dice;
 use crate::engine::{Engine, Ev};
 use crate::systems::{poll_worker, SimWorker, Stepped, WorkerMachine, WorkerState};
 
+/// Whether server `n` can fail, `down` saying which servers have: it has
+/// not, and it is not the last one standing ([`Engine::can_fail`], and a
+/// split step's crash points as the step goes on).
+fn may_fail(down: &[bool], n: usize) -> bool {
+    down.get(n).is_some_and(|d| !d) && down.iter().filter(|d| !**d).count() > 1
+}
+
 /// The server that fails at a crash point of a split run by node `own`
 /// (among `servers`), if one does: at `permille`, the splitter's own node
 /// half the time, else any server.
@@ -98,15 +105,12 @@ impl Engine {
         // server only as `fail_server` will (not one already down, never the
         // last one standing), so that the step stops exactly when its own
         // node really fails.
-        let mut down: Vec<bool> = (0..self.server_count())
-            .map(|n| self.lost_servers.is_failed(n))
-            .collect();
+        let mut down = self.servers_down();
         let r = poll_worker(m, Nanos(t), &mut || {
             let Some(n) = mid_split_victim(&mut dice, permille, own, servers) else {
                 return false;
             };
-            let live = down.iter().filter(|d| !**d).count();
-            if down.get(n).is_none_or(|d| *d) || live <= 1 {
+            if !may_fail(&down, n) {
                 return false;
             }
             down[n] = true;
@@ -169,13 +173,17 @@ impl Engine {
         self.counts.mid_split_failures += self.counts.server_failures - before;
     }
 
+    /// Which servers failed for good, by server node.
+    fn servers_down(&self) -> Vec<bool> {
+        (0..self.server_count())
+            .map(|n| self.lost_servers.is_failed(n))
+            .collect()
+    }
+
     /// Whether server `n` can fail now: it has not, and it is not the last
     /// server standing.
     pub(crate) fn can_fail(&self, n: usize) -> bool {
-        let live = (0..self.server_count())
-            .filter(|&m| !self.lost_servers.is_failed(m))
-            .count();
-        n < self.server_count() && !self.lost_servers.is_failed(n) && live > 1
+        may_fail(&self.servers_down(), n)
     }
 
     /// Server node `n` fails for good at `now` (unless it already did, or it
