@@ -46,7 +46,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_check::ordered as cell_check;
-use nessie_check::{check_history, Event};
+use nessie_check::{check_history, CheckError, Event};
 use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
 use nessie_protocol::Response;
 use nessie_workload::{monotonic_ns, HistoryRecord};
@@ -420,6 +420,17 @@ fn assert_linearizable(what: &str, system: &str, history: &[HistoryRecord], proc
             evs.len(),
             history.iter().filter(|h| h.committed_nothing()).count()
         ),
+        // Out of steps is no verdict (the guest runs such a story once
+        // more); a malformed history is the recorder's defect, like a
+        // violation.
+        Err(e @ CheckError::Inconclusive(_)) => {
+            println!("\nLINEARIZABILITY {what}: no verdict (the checker ran out of steps)");
+            panic!("{what}: {e}");
+        }
+        Err(e @ CheckError::Malformed(_)) => {
+            println!("\nLINEARIZABILITY {what}: NOT checkable (malformed history)");
+            panic!("{what}: {e}");
+        }
         Err(v) => {
             println!("\nLINEARIZABILITY {what}: NOT linearizable");
             panic!("{what}: {v}");
