@@ -357,11 +357,15 @@ impl CoupledTable {
             CoupledLayout::encode_entry(key, value),
         )
         .await?;
+        // Incarnation 0: only the home node's server changes these tables,
+        // by CPU under its lock, so no posted CAS can expect a word of an
+        // earlier incarnation.
         let ite = IndexEntry::new(
             DteAddr {
                 table: self.node.0,
                 index: dte,
             },
+            0,
             self.layout.filter(key),
         );
         if let Some(f) = found {

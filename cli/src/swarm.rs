@@ -49,8 +49,9 @@ pub struct SwarmArgs {
     /// The A2 negative control (`SwarmCase::without_a2`): mutations that
     /// reach their responder after their landing deadline execute anyway
     /// (packets held past the margin), and a quarter of the requests are
-    /// delayed by up to three expiration periods. Where safety rests on A2,
-    /// some case must fail.
+    /// delayed by up to three expiration periods. Nessie's incarnation tags
+    /// make every case pass (issue 39); with `--faults ignore-incarnations`
+    /// some must fail.
     #[arg(long)]
     pub late_landing: bool,
     /// Late landings for the request channels (`SwarmCase::with_late_landings`:
@@ -60,12 +61,6 @@ pub struct SwarmArgs {
     /// NessieHY, Pilaf and Cell, whose outcomes rest on no landing time.
     #[arg(long, conflicts_with = "late_landing")]
     pub late_request_landings: bool,
-    /// Pauses a reuse hold covers (`SwarmCase::with_pauses_within_the_hold`):
-    /// the late landings of `--late-landing`, in a deployment whose
-    /// `reuse_hold` is longer than any of them (a PFC fabric). Every case
-    /// must pass; with `--faults ignore-reuse-hold` some must fail.
-    #[arg(long, conflicts_with_all = ["late_landing", "late_request_landings"])]
-    pub pauses_within_hold: bool,
 }
 
 fn describe(run: &CaseRun) {
@@ -103,9 +98,6 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         if args.late_request_landings {
             case = case.with_late_landings();
         }
-        if args.pauses_within_hold {
-            case = case.with_pauses_within_the_hold();
-        }
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -119,11 +111,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let (late, late_requests, held) = (
-        args.late_landing,
-        args.late_request_landings,
-        args.pauses_within_hold,
-    );
+    let (late, late_requests) = (args.late_landing, args.late_request_landings);
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
@@ -135,9 +123,6 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         }
         if late_requests {
             *c = c.clone().with_late_landings();
-        }
-        if held {
-            *c = c.clone().with_pauses_within_the_hold();
         }
     })
     .map_err(|e| e.to_string())?;

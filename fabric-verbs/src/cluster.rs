@@ -149,12 +149,6 @@ pub struct Store {
     /// mutation must take effect within it (A2). Default: 10 ms, at most a
     /// quarter of `expiration_ms`.
     pub deadline_margin_ms: Option<u64>,
-    /// How much longer than T an entry marked for recycling is held before
-    /// reuse, in milliseconds (`Config::reuse_hold`): a posted CAS then has
-    /// `reuse_hold_ms + deadline_margin_ms + clock_skew_ms` to land before
-    /// the word it expects can recur (A2′). Default 0; on a PFC fabric, at
-    /// least the longest a paused priority may hold a packet (docs/deploy.md).
-    pub reuse_hold_ms: u64,
 }
 
 impl Default for Store {
@@ -169,7 +163,6 @@ impl Default for Store {
             expiration_ms: 200,
             clock_skew_ms: 1,
             deadline_margin_ms: None,
-            reuse_hold_ms: 0,
         }
     }
 }
@@ -252,13 +245,6 @@ pub struct Tuning {
     /// (a device that refuses any inline data gets none, with a warning);
     /// 0 turns it off.
     pub max_inline_data: u32,
-    /// The operator's statement that no hop of this fabric pauses a
-    /// priority (PFC) or otherwise holds a packet longer than
-    /// `packet_lifetime_us`: true of InfiniBand's credit-based flow control
-    /// and of RoCE without PFC, false of lossless RoCE. `nessie node` refuses
-    /// to run Nessie on an Ethernet (RoCE) port with `[store] reuse_hold_ms =
-    /// 0` unless it is set ([`ClusterFile::pause_risk`]).
-    pub pause_free: bool,
 }
 
 impl Default for Tuning {
@@ -278,7 +264,6 @@ impl Default for Tuning {
             clock_check_interval_ms: 30_000,
             huge_pages: false,
             max_inline_data: 64,
-            pause_free: false,
         }
     }
 }
@@ -309,34 +294,31 @@ impl Timing {
     }
 
     /// The longest the fabric may hold a packet (a PFC pause, a stuck
-    /// buffer) without a late CAS landing outside what A2' covers, given
-    /// the reuse hold: a CAS is covered if it lands within `deadline_margin +
-    /// clock_skew + reuse_hold` of its post, and its last packet may leave
-    /// the NIC as late as the landing deadline (the queue pair fails then,
-    /// and nothing more is sent).
-    pub fn tolerated_hold(&self, reuse_hold: Duration) -> Duration {
-        (self.deadline_margin + self.clock_skew + reuse_hold).saturating_sub(self.landing_deadline)
+    /// buffer) without a late CAS landing later than `cas_landing_bound`
+    /// after its post ([`Config::cas_landing_bound`]: 127 expiration periods
+    /// plus the margin, what Nessie's incarnation tags leave, A2′): its last
+    /// packet may leave the NIC as late as the landing deadline (the queue
+    /// pair fails then, and nothing more is sent).
+    pub fn tolerated_hold(&self, cas_landing_bound: Duration) -> Duration {
+        cas_landing_bound.saturating_sub(self.landing_deadline)
     }
 
     /// What these settings imply, in one paragraph (`nessie node info`).
-    pub fn implications(&self, reuse_hold: Duration) -> String {
-        let tolerated = self.tolerated_hold(reuse_hold);
+    pub fn implications(&self, cas_landing_bound: Duration) -> String {
+        let tolerated = self.tolerated_hold(cas_landing_bound);
         format!(
-            "timing: a WRITE or CAS not acknowledged within {:?} of its post fails its queue pair (the watchdog enforces it; its outcome is then unknown), a READ within {:?}; the transport's own retries end after {:?}; A2' (margin {:?} + clock skew {:?} + reuse hold {:?}) covers a packet the fabric holds up to {:?}{}",
+            "timing: a WRITE or CAS not acknowledged within {:?} of its post fails its queue pair (the watchdog enforces it; its outcome is then unknown), a READ within {:?}; the transport's own retries end after {:?}; a CAS landing up to {:?} after its post cannot match a word of a reused entry (127 expiration periods plus the margin: Nessie's incarnation tags, A2'), so the fabric may hold a packet up to {tolerated:?}{}",
             self.landing_deadline,
             self.read_deadline,
             self.transport_give_up(),
-            self.deadline_margin,
-            self.clock_skew,
-            reuse_hold,
-            tolerated,
+            cas_landing_bound,
             if tolerated < self.packet_lifetime {
-                " (less than the stated packet lifetime)".to_string()
-            } else {
                 format!(
-                    ": the stated packet lifetime ({:?}) fits; a PFC pause longer than {tolerated:?} needs [store] reuse_hold_ms of the pause watchdog's worst case",
+                    " (less than the stated packet lifetime {:?}: raise expiration_ms)",
                     self.packet_lifetime
                 )
+            } else {
+                ", a PFC pause included".to_string()
             }
         )
     }
@@ -391,29 +373,6 @@ fn one() -> u8 {
 pub const LINK_LAYER_ETHERNET: u8 = 2;
 
 impl ClusterFile {
-    /// Why running Nessie with this file on a port of `link_layer` is unsafe,
-    /// if it is: on Ethernet (RoCE) a PFC pause can hold a CAS far past the
-    /// deadline margin, and with `[store] reuse_hold_ms = 0` a CAS landing
-    /// that late on a reused data table entry gives wrong answers
-    /// (A2', docs/deploy.md "PFC fabrics"). Safe: a reuse hold, or the
-    /// operator's `[tuning] pause_free = true` (no hop pauses), or an
-    /// InfiniBand port. The systems of the request channel (NessieSD,
-    /// NessieHY, Pilaf, Cell) need neither: ask this for Nessie only.
-    pub fn pause_risk(&self, link_layer: u8) -> Option<String> {
-        (link_layer == LINK_LAYER_ETHERNET
-            && self.store.reuse_hold_ms == 0
-            && !self.tuning.pause_free)
-            .then(|| {
-                "Nessie on an Ethernet (RoCE) port with [store] reuse_hold_ms = 0: a PFC pause \
-                 can hold a compare-and-swap past the deadline margin, and one landing on a \
-                 reused entry gives wrong answers. Set [store] reuse_hold_ms to the worst pause \
-                 the PFC watchdogs on the path allow (e.g. 500), or, if no hop of this fabric \
-                 pauses (RoCE without PFC), say so with [tuning] pause_free = true \
-                 (docs/deploy.md, \"PFC fabrics\")"
-                    .to_string()
-            })
-    }
-
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<ClusterFile, ClusterError> {
         let text = std::fs::read_to_string(path).map_err(|e| ClusterError::Io {
@@ -640,7 +599,6 @@ impl ClusterFile {
             hash_seed: s.hash_seed,
             expiration: Duration::from_millis(s.expiration_ms),
             clock_skew: Duration::from_millis(s.clock_skew_ms),
-            reuse_hold: Duration::from_millis(s.reuse_hold_ms),
             ..Config::default()
         };
         cfg.deadline_margin = match s.deadline_margin_ms {
@@ -739,27 +697,6 @@ mod tests {
             f.addr(NodeId(2)).unwrap(),
             "192.168.10.3:7471".parse().unwrap()
         );
-    }
-
-    /// Issue 40, item 1: Nessie with no reuse hold on an Ethernet (RoCE)
-    /// port is refused unless the operator says no hop pauses; the example
-    /// file (a 500 ms hold) and InfiniBand are not.
-    #[test]
-    fn nessie_without_a_reuse_hold_on_roce_is_refused_unless_pause_free() {
-        let example = ClusterFile::parse(GOOD).unwrap();
-        assert_eq!(example.store.reuse_hold_ms, 500);
-        assert_eq!(example.pause_risk(LINK_LAYER_ETHERNET), None);
-        let nodes = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 7471\n";
-        let bare = ClusterFile::parse(&with_nodes(nodes)).unwrap();
-        let why = bare.pause_risk(LINK_LAYER_ETHERNET).expect("refused");
-        assert!(
-            why.contains("reuse_hold_ms") && why.contains("pause_free"),
-            "{why}"
-        );
-        assert_eq!(bare.pause_risk(1), None, "InfiniBand does not pause");
-        let declared = format!("[tuning]\npause_free = true\n{nodes}");
-        let declared = ClusterFile::parse(&with_nodes(&declared)).unwrap();
-        assert_eq!(declared.pause_risk(LINK_LAYER_ETHERNET), None);
     }
 
     /// The type of service is set only when configured: unset, the host's
@@ -1006,16 +943,6 @@ mod tests {
     }
 
     #[test]
-    fn a_reuse_hold_reaches_the_protocol_config() {
-        let cfg = |store: &str| with_timing(store, "").unwrap().protocol_config().unwrap();
-        assert_eq!(
-            cfg("reuse_hold_ms = 250").reuse_hold,
-            Duration::from_millis(250)
-        );
-        assert_eq!(cfg("").reuse_hold, Duration::ZERO);
-    }
-
-    #[test]
     fn timing_that_cannot_honour_a2_is_refused() {
         let field = |r: Result<ClusterFile, ClusterError>| match r {
             Err(ClusterError::OutOfRange { field, .. }) => field,
@@ -1073,23 +1000,23 @@ mod tests {
         ));
     }
 
+    /// The tags leave a CAS 127 expiration periods plus the margin to land
+    /// (25.41 s with the example's 200 ms and 10 ms); a packet may be held
+    /// that long less the landing deadline, which `info` says.
     #[test]
     fn the_timing_says_how_long_a_pause_it_tolerates() {
-        let t = ClusterFile::parse(GOOD).unwrap().timing().unwrap();
-        assert_eq!(
-            t.tolerated_hold(Duration::ZERO),
-            t.deadline_margin + t.clock_skew - t.landing_deadline
-        );
-        // A reuse hold of a PFC watchdog's 500 ms buys 500 ms more.
-        assert_eq!(
-            t.tolerated_hold(Duration::from_millis(500)),
-            t.tolerated_hold(Duration::ZERO) + Duration::from_millis(500)
-        );
-        let text = t.implications(Duration::from_millis(500));
+        let file = ClusterFile::parse(GOOD).unwrap();
+        let t = file.timing().unwrap();
+        let bound = file.protocol_config().unwrap().cas_landing_bound();
+        assert_eq!(bound, Duration::from_millis(127 * 200 + 10));
+        assert_eq!(t.tolerated_hold(bound), bound - t.landing_deadline);
+        let text = t.implications(bound);
         assert!(
             text.contains(&format!("within {:?} of its post", t.landing_deadline)),
             "{text}"
         );
-        assert!(text.contains("reuse hold 500ms"), "{text}");
+        assert!(text.contains("a PFC pause included"), "{text}");
+        let short = t.implications(t.landing_deadline);
+        assert!(short.contains("raise expiration_ms"), "{short}");
     }
 }

@@ -187,7 +187,7 @@ impl VerbsFabric {
             timing: n.timing.implications(
                 self.cluster
                     .protocol_config()
-                    .map_or(Duration::ZERO, |c| c.reuse_hold),
+                    .map_or(Duration::ZERO, |c| c.cas_landing_bound()),
             ),
         })
     }

@@ -64,11 +64,6 @@ enum Command {
         /// world), e.g. to land a CAS later than the margin yet within T.
         #[arg(long)]
         expiration: Option<u64>,
-        /// Hold entries marked for recycling this many ns beyond T before
-        /// reuse (`Config::reuse_hold`; 0 in every named world): A2′ then
-        /// allows a CAS to land that much later (with `--landing-bound`).
-        #[arg(long)]
-        reuse_hold: Option<u64>,
         /// Checker threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -194,7 +189,6 @@ fn run(cli: Cli) -> Result<bool, String> {
             clock_offsets,
             landing_bound,
             expiration,
-            reuse_hold,
             threads,
             bfs,
             simulate,
@@ -228,11 +222,6 @@ fn run(cli: Cli) -> Result<bool, String> {
                     let mut c = (*w.cfg).clone();
                     c.expiration = Duration::from_nanos(ns);
                     c.validate().map_err(|e| e.to_string())?;
-                    w.cfg = Arc::new(c);
-                }
-                if let Some(ns) = reuse_hold {
-                    let mut c = (*w.cfg).clone();
-                    c.reuse_hold = Duration::from_nanos(ns);
                     w.cfg = Arc::new(c);
                 }
                 if let Some(ns) = landing_bound {

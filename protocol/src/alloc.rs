@@ -12,7 +12,11 @@
 //! the two: docs/protocol.md §4).
 //! So a client that restarts after a crash never overwrites an entry that is
 //! still linked. An entry whose index-entry CAS failed was never published and
-//! is reusable at once. The allocator is sans-IO: the sweep's header reads are
+//! is reusable at once, in the same incarnation. Each entry's next
+//! incarnation (its reuse count modulo 128, which its state word and every
+//! index word naming it carry) is one more than the swept header's: the
+//! allocator hands it out with the entry ([`DteAllocator::incarnation`]).
+//! The allocator is sans-IO: the sweep's header reads are
 //! issued by the state machine that needs an entry, and their results are fed
 //! to [`DteAllocator::collect`].
 
@@ -20,7 +24,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::addr::DteAddr;
-use crate::layout::{DataEntryHeader, DteState};
+use crate::layout::{next_incarnation, DataEntryHeader, DteState};
 use crate::time::{duration_nanos, Nanos};
 
 /// Headers read per sweep batch.
@@ -39,6 +43,8 @@ pub struct DteAllocator {
     /// For each entry: when (this allocator's clock, ns) a sweep first saw it
     /// marked by another client; 0: not seen so.
     remote_seen: Vec<u64>,
+    /// For each entry: the incarnation its next (or current) use carries.
+    incarnations: Vec<u8>,
 }
 
 impl DteAllocator {
@@ -53,6 +59,7 @@ impl DteAllocator {
             free: VecDeque::new(),
             in_free: vec![false; count as usize],
             remote_seen: vec![0; count as usize],
+            incarnations: vec![0; count as usize],
         }
     }
 
@@ -81,6 +88,24 @@ impl DteAllocator {
         Some(self.addr(i))
     }
 
+    /// The incarnation an entry this allocator handed out carries: one more
+    /// than the incarnation its header had when a sweep found it reusable (0
+    /// for a never-written entry), kept when it comes back unpublished.
+    pub fn incarnation(&self, dte: DteAddr) -> u8 {
+        self.rel(dte)
+            .map_or(0, |rel| self.incarnations[rel as usize])
+    }
+
+    /// Records the incarnation after the one `header` (found reusable)
+    /// names.
+    fn advance(&mut self, rel: u32, header: &DataEntryHeader) {
+        self.incarnations[rel as usize] = if header.encode() == [0u8; 32] {
+            0
+        } else {
+            next_incarnation(header.state.incarnation)
+        };
+    }
+
     fn addr(&self, rel: u32) -> DteAddr {
         DteAddr {
             table: self.table,
@@ -94,7 +119,10 @@ impl DteAllocator {
     }
 
     /// Returns an entry that was allocated but never published (its index
-    /// entry CAS failed): no one can have seen it, so it is free at once.
+    /// entry CAS failed): no one can have seen it, so it is free at once, and
+    /// its next use keeps its incarnation (no word naming that incarnation
+    /// exists; advancing it would let failed installs, which need no T
+    /// between them, run through the 128 incarnations quickly).
     pub fn release_unpublished(&mut self, dte: DteAddr) {
         if let Some(rel) = self.rel(dte) {
             if !self.in_free[rel as usize] {
@@ -155,8 +183,7 @@ impl DteAllocator {
     /// Feeds one swept header, read no later than `now` (this client's
     /// clock); returns whether the entry became free. An entry marked by
     /// another client becomes free only at a sweep at least `expiration`
-    /// after the first sweep that saw it marked. Either kind of mark is
-    /// held `hold` longer ([`Config::reuse_hold`](crate::Config::reuse_hold)).
+    /// after the first sweep that saw it marked.
     pub fn collect(
         &mut self,
         dte: DteAddr,
@@ -164,7 +191,6 @@ impl DteAllocator {
         now: Nanos,
         skew: Duration,
         expiration: Duration,
-        hold: Duration,
     ) -> bool {
         let Some(rel) = self.rel(dte) else {
             return false;
@@ -175,16 +201,16 @@ impl DteAllocator {
         if !remote {
             *seen = 0;
         }
-        let held = Nanos(now.0.saturating_sub(duration_nanos(hold)));
-        let free = Self::reusable(header, held, skew)
+        let free = Self::reusable(header, now, skew)
             && (!remote || {
                 if *seen == 0 {
                     *seen = now.0.max(1);
                 }
-                held.0 >= seen.saturating_add(duration_nanos(expiration))
+                now.0 >= seen.saturating_add(duration_nanos(expiration))
             });
         if free {
             self.fruitless = 0;
+            self.advance(rel, header);
             self.push_free(rel);
         }
         free
@@ -192,8 +218,11 @@ impl DteAllocator {
 
     /// Frees an entry regardless of its expiration (only the broken
     /// `reuse_before_expiry` variant does this).
-    pub fn collect_hastily(&mut self, dte: DteAddr) {
+    pub fn collect_hastily(&mut self, dte: DteAddr, header: &DataEntryHeader) {
         if let Some(rel) = self.rel(dte) {
+            if !self.in_free[rel as usize] {
+                self.advance(rel, header);
+            }
             self.push_free(rel);
         }
     }
@@ -216,7 +245,7 @@ impl DteAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{DteKind, RecycleWord, StateWord};
+    use crate::layout::{DteKind, RecycleWord, StateWord, MAX_INCARNATION};
 
     fn header(recycle: bool, expires_at: u64, state: DteState) -> DataEntryHeader {
         DataEntryHeader {
@@ -225,6 +254,7 @@ mod tests {
                 kind: Some(DteKind::Put),
                 src: 0,
                 dst: 0,
+                incarnation: 0,
                 key_len: 1,
                 value_len: 1,
             },
@@ -244,14 +274,7 @@ mod tests {
 
     fn sweep_all(a: &mut DteAllocator, h: impl Fn(DteAddr) -> DataEntryHeader, now: Nanos) {
         for d in a.next_sweep() {
-            a.collect(
-                d,
-                &h(d),
-                now,
-                Duration::ZERO,
-                Duration::ZERO,
-                Duration::ZERO,
-            );
+            a.collect(d, &h(d), now, Duration::ZERO, Duration::ZERO);
         }
     }
 
@@ -290,36 +313,30 @@ mod tests {
         let skew = Duration::from_nanos(50);
         let h = header(true, 1_000, DteState::Valid);
         let t = Duration::from_nanos(1_000);
-        assert!(!a.collect(d, &h, Nanos(999), skew, t, Duration::ZERO));
-        assert!(!a.collect(d, &h, Nanos(1_049), skew, t, Duration::ZERO));
+        assert!(!a.collect(d, &h, Nanos(999), skew, t));
+        assert!(!a.collect(d, &h, Nanos(1_049), skew, t));
         assert_eq!(a.allocate(), None);
-        assert!(a.collect(d, &h, Nanos(1_050), skew, t, Duration::ZERO));
+        assert!(a.collect(d, &h, Nanos(1_050), skew, t));
         assert_eq!(a.allocate(), Some(d));
     }
 
-    /// `reuse_hold` holds either kind of mark that much longer (A2′ then
-    /// tolerates a CAS landing that much later).
+    /// Each reuse carries the incarnation after the swept header's (0
+    /// for a never-written entry, and after the largest); an entry that
+    /// comes back unpublished keeps the incarnation it was handed out with.
     #[test]
-    fn a_reuse_hold_delays_the_reuse_of_local_and_remote_marks() {
+    fn a_reused_entry_carries_the_next_incarnation() {
         let d = DteAddr { table: 0, index: 0 };
-        let (skew, t, hold) = (
-            Duration::from_nanos(50),
-            Duration::from_nanos(1_000),
-            Duration::from_nanos(300),
-        );
-        // A local mark expiring at 1,000: reusable from 1,050 + 300.
         let mut a = DteAllocator::new(0, 0, 1);
-        let h = header(true, 1_000, DteState::Valid);
-        assert!(!a.collect(d, &h, Nanos(1_050), skew, t, hold));
-        assert!(!a.collect(d, &h, Nanos(1_349), skew, t, hold));
-        assert!(a.collect(d, &h, Nanos(1_350), skew, t, hold));
-        // A remote mark first seen at 5,000: reusable from 6,000 + 300.
-        let mut b = DteAllocator::new(0, 0, 1);
+        assert!(a.collect(d, &zero(), Nanos(0), Duration::ZERO, Duration::ZERO));
+        assert_eq!((a.allocate(), a.incarnation(d)), (Some(d), 0));
         let mut h = header(true, 0, DteState::Valid);
-        h.recycle = RecycleWord::marked_remotely(10);
-        assert!(!b.collect(d, &h, Nanos(5_000), skew, t, hold));
-        assert!(!b.collect(d, &h, Nanos(6_299), skew, t, hold));
-        assert!(b.collect(d, &h, Nanos(6_300), skew, t, hold));
+        for (was, next) in [(0, 1), (5, 6), (MAX_INCARNATION, 0)] {
+            h.state.incarnation = was;
+            assert!(a.collect(d, &h, Nanos(10), Duration::ZERO, Duration::ZERO));
+            assert_eq!((a.allocate(), a.incarnation(d)), (Some(d), next));
+        }
+        a.release_unpublished(d);
+        assert_eq!((a.allocate(), a.incarnation(d)), (Some(d), 0));
     }
 
     /// A mark made by another client carries that client's clock: the
@@ -333,27 +350,20 @@ mod tests {
         let mut h = header(true, 0, DteState::Valid);
         h.recycle = RecycleWord::marked_remotely(10);
         // Stamped long expired by the marker's clock: not reusable yet.
-        assert!(!a.collect(d, &h, Nanos(5_000), skew, t, Duration::ZERO));
-        assert!(!a.collect(d, &h, Nanos(5_999), skew, t, Duration::ZERO));
-        assert!(a.collect(d, &h, Nanos(6_000), skew, t, Duration::ZERO));
+        assert!(!a.collect(d, &h, Nanos(5_000), skew, t));
+        assert!(!a.collect(d, &h, Nanos(5_999), skew, t));
+        assert!(a.collect(d, &h, Nanos(6_000), skew, t));
         assert_eq!(a.allocate(), Some(d));
         // Reused and marked remotely again: T from the new first sighting.
-        assert!(!a.collect(d, &h, Nanos(7_000), skew, t, Duration::ZERO));
-        assert!(a.collect(d, &h, Nanos(8_000), skew, t, Duration::ZERO));
+        assert!(!a.collect(d, &h, Nanos(7_000), skew, t));
+        assert!(a.collect(d, &h, Nanos(8_000), skew, t));
         // A sighting is forgotten once the entry is seen unmarked.
         let mut b = DteAllocator::new(0, 0, 1);
-        assert!(!b.collect(d, &h, Nanos(1_000), skew, t, Duration::ZERO));
-        assert!(!b.collect(
-            d,
-            &header(false, 0, DteState::Valid),
-            Nanos(1_500),
-            skew,
-            t,
-            Duration::ZERO
-        ));
-        assert!(!b.collect(d, &h, Nanos(2_000), skew, t, Duration::ZERO));
-        assert!(!b.collect(d, &h, Nanos(2_999), skew, t, Duration::ZERO));
-        assert!(b.collect(d, &h, Nanos(3_000), skew, t, Duration::ZERO));
+        assert!(!b.collect(d, &h, Nanos(1_000), skew, t));
+        assert!(!b.collect(d, &header(false, 0, DteState::Valid), Nanos(1_500), skew, t));
+        assert!(!b.collect(d, &h, Nanos(2_000), skew, t));
+        assert!(!b.collect(d, &h, Nanos(2_999), skew, t));
+        assert!(b.collect(d, &h, Nanos(3_000), skew, t));
     }
 
     #[test]
@@ -365,14 +375,12 @@ mod tests {
             &header(false, 0, DteState::Valid),
             Nanos(u64::MAX),
             Duration::ZERO,
-            Duration::ZERO,
             Duration::ZERO
         ));
         assert!(!a.collect(
             d,
             &header(true, 0, DteState::Writing),
             Nanos(u64::MAX),
-            Duration::ZERO,
             Duration::ZERO,
             Duration::ZERO
         ));
@@ -432,7 +440,6 @@ mod tests {
             DteAddr { table: 2, index: 0 },
             &zero(),
             Nanos(0),
-            Duration::ZERO,
             Duration::ZERO,
             Duration::ZERO
         ));

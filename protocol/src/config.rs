@@ -66,15 +66,6 @@ pub struct Config {
     /// An owner does not start a mutation with less than this left before its
     /// deadline (bounds how late a posted operation can land).
     pub deadline_margin: Duration,
-    /// An extra hold before a data table entry marked for recycling is
-    /// reused, beyond T (and the clock-skew allowance). A posted CAS then
-    /// has `reuse_hold + deadline_margin + clock_skew` to land after being
-    /// posted before the word it expects can recur on a reused entry (A2′,
-    /// docs/protocol.md); memory is reused that much later. Zero by
-    /// default; on a fabric whose pauses can hold a packet longer than the
-    /// deadline margin (PFC), at least the longest such hold
-    /// (docs/deploy.md).
-    pub reuse_hold: Duration,
     /// Recursive MIGRATE depth at which a PUT gives up with `TableFull`.
     pub max_migrate_depth: u8,
     /// How a PUT whose candidates are all taken looks for a chain of moves.
@@ -104,7 +95,6 @@ impl Default for Config {
             expiration: Duration::from_secs(1),
             clock_skew: Duration::from_millis(1),
             deadline_margin: Duration::from_millis(10),
-            reuse_hold: Duration::ZERO,
             max_migrate_depth: 4,
             migrate_search: MigrateSearch::BreadthFirst,
             cache_capacity: 1024,
@@ -295,18 +285,28 @@ impl Config {
     }
 
     /// How long a data table entry whose value a PUT replaced stays
-    /// unreusable: the expiration period, the clock-skew allowance and the
-    /// reuse hold (a mark by another client is freed by the owner's sweep
-    /// that long after the sweep first sees it: later still).
+    /// unreusable: the expiration period and the clock-skew allowance (a
+    /// mark by another client is freed by the owner's sweep that long after
+    /// the sweep first sees it: later still).
     pub fn reuse_after(&self) -> Duration {
-        self.expiration + self.clock_skew + self.reuse_hold
+        self.expiration + self.clock_skew
+    }
+
+    /// How late after being posted a CAS may land and still not match a
+    /// word it expects on a reused entry: its expected word names one
+    /// incarnation of an entry, which recurs only after 128 reuses of the
+    /// entry, each at least T after the one before, and the CAS may be
+    /// posted up to T minus the margin after it read the word. So 127 T
+    /// plus the margin (docs/protocol.md §4, A2′): the only landing bound
+    /// safety rests on.
+    pub fn cas_landing_bound(&self) -> Duration {
+        self.expiration * u32::from(crate::layout::MAX_INCARNATION) + self.deadline_margin
     }
 
     /// The PUT rate, per second, one client sustains without running out
     /// of data table entries when `live` of its entries hold keys' current
     /// values: its other entries over [`Config::reuse_after`]. A client
-    /// writing faster meets `DataTableFull` until reuse catches up; a
-    /// reuse hold (PFC fabrics) lowers it in proportion.
+    /// writing faster meets `DataTableFull` until reuse catches up.
     pub fn sustained_puts_per_client(&self, live: u64) -> f64 {
         let spare = u64::from(self.dtes_per_client()).saturating_sub(live);
         spare as f64 / self.reuse_after().as_secs_f64().max(1e-9)
@@ -348,7 +348,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reuse_hold_lowers_the_put_rate_a_client_sustains_in_proportion() {
+    fn the_put_rate_a_client_sustains_is_its_spare_entries_over_the_reuse_time() {
         let c = Config {
             dtes_per_node: 4000,
             clients_per_node: 4,
@@ -360,11 +360,17 @@ mod tests {
         assert_eq!(c.sustained_puts_per_client(0), 1000.0);
         assert_eq!(c.sustained_puts_per_client(600), 400.0);
         assert_eq!(c.sustained_puts_per_client(5000), 0.0);
-        let held = Config {
-            reuse_hold: Duration::from_secs(1),
-            ..c
-        };
-        assert_eq!(held.sustained_puts_per_client(0), 500.0);
+    }
+
+    /// The tags leave one landing bound: 127 expiration periods plus the
+    /// margin (127 s at the default T of 1 s).
+    #[test]
+    fn a_cas_may_land_127_expiration_periods_late() {
+        let c = Config::default();
+        assert_eq!(
+            c.cas_landing_bound(),
+            Duration::from_secs(127) + Duration::from_millis(10)
+        );
     }
 
     #[test]

@@ -98,11 +98,11 @@ pub struct Faults {
     /// one hands a pending install that expects the never-used word its
     /// word back.
     pub fence_seal_flips: bool,
-    /// The allocator reuses a recycled data table entry without the reuse
-    /// hold (`Config::reuse_hold` taken as zero): a CAS that a pause held
-    /// past the deadline margin, but within the hold, then lands on a
-    /// reused entry whose word recurred (A2′ without the hold's cover).
-    pub ignore_reuse_hold: bool,
+    /// Issue 39's incarnation tags switched off: every reuse of a data
+    /// table entry carries incarnation 0, so its index and state words
+    /// repeat those of its earlier incarnations, and a CAS that lands after
+    /// its entry was reused can match them (A2′, as before the tags).
+    pub ignore_incarnations: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -135,7 +135,7 @@ impl Faults {
         "blind-recycle-mark",
         "trust-remote-mark-stamp",
         "fence-seal-flips",
-        "ignore-reuse-hold",
+        "ignore-incarnations",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -165,7 +165,7 @@ impl Faults {
             "blind-recycle-mark" => &mut self.blind_recycle_mark,
             "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,
             "fence-seal-flips" => &mut self.fence_seal_flips,
-            "ignore-reuse-hold" => &mut self.ignore_reuse_hold,
+            "ignore-incarnations" => &mut self.ignore_incarnations,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -41,6 +41,12 @@
 //! for another write while still linked) a short run rarely reaches; a
 //! breach fails the case ([`SimReport::marked_linked`](crate::SimReport::marked_linked)).
 //!
+//! The audit also checks the incarnation tags (issue 39): every present
+//! index word names the incarnation its entry's state word carries. A word
+//! of an earlier incarnation still linked means an entry was reused under
+//! a word that named it before, the very recurrence the tags exist to
+//! prevent ([`DteAudit::stale_links`]; a case with any fails).
+//!
 //! [`OpStats::leaked`]: nessie_protocol::OpStats::leaked
 
 use std::collections::HashSet;
@@ -108,6 +114,12 @@ pub struct DteAudit {
     pub crashes: u64,
     /// The leaked entries (the first 16), described.
     pub leaks: Vec<String>,
+    /// Present index words whose incarnation is not their entry's (its
+    /// state word's): an entry reused while a word of an earlier
+    /// incarnation still linked it.
+    pub stale_links: u64,
+    /// The stale links (the first 16), described.
+    pub stale: Vec<String>,
 }
 
 impl DteAudit {
@@ -125,6 +137,7 @@ impl DteAudit {
         self.admitted += o.admitted;
         self.counted += o.counted;
         self.crashes += o.crashes;
+        self.stale_links += o.stale_links;
     }
 }
 
@@ -149,16 +162,6 @@ pub fn audit(
     crashes: u64,
 ) -> DteAudit {
     let mut named: HashSet<DteAddr> = HashSet::new();
-    for d in mem.index_words().filter_map(|w| w.dte()) {
-        named.insert(d);
-        if let Some(h) = header(mem, cfg, d) {
-            if h.state.state.is_uncommitted() {
-                if let Some(p) = nessie_protocol::IndexEntry(h.prev).dte() {
-                    named.insert(p);
-                }
-            }
-        }
-    }
     let skew: Duration = cfg.clock_skew;
     let mut a = DteAudit {
         counted,
@@ -166,6 +169,26 @@ pub fn audit(
         admitted: counted.saturating_add(crashes.saturating_mul(LEAKS_PER_CRASH)),
         ..DteAudit::default()
     };
+    for w in mem.index_words() {
+        let Some(d) = w.dte() else { continue };
+        named.insert(d);
+        if let Some(h) = header(mem, cfg, d) {
+            if h.state.state.is_uncommitted() {
+                if let Some(p) = nessie_protocol::IndexEntry(h.prev).dte() {
+                    named.insert(p);
+                }
+            }
+            if h.state.incarnation != w.incarnation() {
+                a.stale_links += 1;
+                if a.stale.len() < NAMED_LEAKS {
+                    a.stale.push(format!(
+                        "{w} links {d}, whose state word is of incarnation {} ({:?})",
+                        h.state.incarnation, h.state.state
+                    ));
+                }
+            }
+        }
+    }
     for s in shares {
         for d in s.alloc.owned() {
             if named.contains(&d) {
@@ -274,6 +297,7 @@ mod tests {
                 kind: Some(DteKind::Put),
                 src: 0,
                 dst: 0,
+                incarnation: 0,
                 key_len: 8,
                 value_len: 1,
             },
@@ -306,7 +330,7 @@ mod tests {
         write(
             &mut mem,
             ite.remote(),
-            IndexEntry::new(d(0), 0).0.to_le_bytes().to_vec(),
+            IndexEntry::new(d(0), 0, 0).0.to_le_bytes().to_vec(),
         );
         let mut alloc = DteAllocator::new(0, 0, 4);
         let id = ClientId {
@@ -320,6 +344,7 @@ mod tests {
         }];
         let a = audit(&mem, &cfg, &share, Nanos(10_000_000), 0, 0);
         assert_eq!((a.live, a.reusable, a.leaked, a.admitted), (1, 2, 1, 0));
+        assert_eq!(a.stale_links, 0);
         assert_eq!(a.unexplained(), 1);
         assert!(a.leaks[0].starts_with("DTE 0/3"), "{:?}", a.leaks);
         // Before its expiration plus skew, the marked entry is not reusable.
@@ -356,10 +381,11 @@ mod tests {
             kind: Some(DteKind::Put),
             src: 0,
             dst: 0,
+            incarnation: 0,
             key_len: 8,
             value_len: 1,
         };
-        h.prev = IndexEntry::new(d(0), 0).0;
+        h.prev = IndexEntry::new(d(0), 0, 0).0;
         let at = RemoteAddr::data(NodeId(0), cfg.layout().entry_offset(1));
         write(&mut mem, at, h.encode().to_vec());
         let ite = IteAddr {
@@ -369,7 +395,7 @@ mod tests {
         write(
             &mut mem,
             ite.remote(),
-            IndexEntry::new(d(1), 0).0.to_le_bytes().to_vec(),
+            IndexEntry::new(d(1), 0, 0).0.to_le_bytes().to_vec(),
         );
         let alloc = DteAllocator::new(0, 0, 4);
         let share = [Share {
@@ -382,5 +408,52 @@ mod tests {
         }];
         let a = audit(&mem, &cfg, &share, Nanos(0), 0, 0);
         assert_eq!((a.live, a.reusable, a.leaked), (2, 2, 0));
+    }
+
+    /// A present word that names an earlier incarnation of its entry is a
+    /// stale link, named; the word of the entry's own incarnation is not.
+    #[test]
+    fn a_word_of_an_earlier_incarnation_is_a_stale_link() {
+        let cfg = cfg();
+        let mut mem = Memory::new(&cfg);
+        let d = DteAddr { table: 0, index: 0 };
+        let mut h = DataEntryHeader::decode(&[0u8; 32]).unwrap();
+        h.state = StateWord {
+            state: DteState::Valid,
+            kind: Some(DteKind::Put),
+            src: 0,
+            dst: 0,
+            incarnation: 5,
+            key_len: 8,
+            value_len: 1,
+        };
+        write(
+            &mut mem,
+            RemoteAddr::data(NodeId(0), cfg.layout().entry_offset(0)),
+            h.encode().to_vec(),
+        );
+        let link = |mem: &mut Memory, slot, incarnation| {
+            let ite = IteAddr {
+                node: NodeId(0),
+                slot,
+            };
+            let w = IndexEntry::new(d, incarnation, 0);
+            write(mem, ite.remote(), w.0.to_le_bytes().to_vec());
+        };
+        link(&mut mem, 0, 5);
+        let alloc = DteAllocator::new(0, 0, 4);
+        let share = [Share {
+            id: ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+            alloc: &alloc,
+            up: true,
+        }];
+        assert_eq!(audit(&mem, &cfg, &share, Nanos(0), 0, 0).stale_links, 0);
+        link(&mut mem, 1, 4);
+        let a = audit(&mem, &cfg, &share, Nanos(0), 0, 0);
+        assert_eq!(a.stale_links, 1);
+        assert!(a.stale[0].contains("incarnation 5"), "{:?}", a.stale);
     }
 }

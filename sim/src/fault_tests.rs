@@ -301,7 +301,7 @@ fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
     let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
     let l = e.cfg.layout();
     let d = DteAddr { table: 1, index: 2 };
-    let word = IndexEntry::new(d, 0).0;
+    let word = IndexEntry::new(d, 0, 0).0;
     let mark = RecycleWord::marked(9).encode().to_le_bytes().to_vec();
     let write = |data: Vec<u8>| WorkRequest {
         id: OpId(1),

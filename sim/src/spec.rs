@@ -336,9 +336,6 @@ pub struct Tuning {
     /// counted.
     #[serde(default)]
     pub op_timeout_us: Option<u64>,
-    /// The reuse hold (`Config::reuse_hold`), µs (default 0).
-    #[serde(default)]
-    pub reuse_hold_us: Option<u64>,
 }
 
 impl Default for SimSpec {
@@ -714,7 +711,6 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         .op_timeout_us
         .map_or(cfg.expiration * 4, Duration::from_micros);
     cfg.retry.max_attempts = 0;
-    cfg.reuse_hold = us(t.reuse_hold_us, 0);
     let d = Config::default();
     cfg.candidates = t.candidates.unwrap_or(d.candidates);
     cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);

@@ -227,7 +227,6 @@ impl SwarmCase {
             initial_backoff_us: None,
             max_backoff_us: None,
             op_timeout_us: None,
-            reuse_hold_us: None,
         };
         let get_pct = 20 + d.below(50) as u32;
         let mut case = SwarmCase {
@@ -461,21 +460,6 @@ impl SwarmCase {
         self
     }
 
-    /// This case with pauses past the deadline margin that a reuse hold
-    /// covers (a PFC fabric, docs/deploy.md "PFC fabrics"): as
-    /// [`SwarmCase::without_a2`], mutations that reach their responder
-    /// after their landing deadline execute anyway and a quarter of the
-    /// requests are delayed by up to three expiration periods, but the
-    /// deployment sets a reuse hold longer than any such delay (plus the
-    /// margin). A2′ then holds by the hold: every safety property must, and
-    /// the `ignore-reuse-hold` switch must be caught.
-    pub fn with_pauses_within_the_hold(self) -> SwarmCase {
-        let mut c = self.without_a2();
-        let margin_us = c.tuning.deadline_margin_us.unwrap_or(1_000);
-        c.tuning.reuse_hold_us = Some(c.chaos.max_delay_ns.div_ceil(1_000) + margin_us);
-        c
-    }
-
     /// This case with late landings unbounded for the request channels of
     /// NessieSD, NessieHY, Pilaf and Cell, whose outcomes rest on no landing
     /// time: mutations that reach their responder after their landing
@@ -679,6 +663,12 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
                 Verdict::Fail("no operation was checked: an empty history is no pass".into())
             }
             nessie_check::Verdict::Linearizable => match report.dtes.as_ref() {
+                Some(a) if a.stale_links > 0 => Verdict::Fail(format!(
+                    "index words of an earlier incarnation link reused entries: {} at \
+                     quiescence: {}",
+                    a.stale_links,
+                    a.stale.join("; ")
+                )),
                 Some(a) if a.unexplained() > 0 => Verdict::Fail(format!(
                     "data table entries leaked: {} neither named nor reusable at quiescence, \
                      {} admitted ({} counted by the operations, {} per crash x {}): {}",

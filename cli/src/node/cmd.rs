@@ -119,13 +119,13 @@ fn sizing_lines(cfg: &nessie_protocol::Config, args: &InfoArgs) -> Vec<String> {
     let per_client = cfg.sustained_puts_per_client(live);
     let per_node = per_client * clients as f64;
     let mut out = vec![format!(
-        "data table sizing: {} entries per client, each reusable {} ms after a PUT replaces it (expiration + skew + reuse hold): with {live} live keys per client a client sustains {per_client:.0} PUTs/s, this node {per_node:.0}",
+        "data table sizing: {} entries per client, each reusable {} ms after a PUT replaces it (expiration + skew): with {live} live keys per client a client sustains {per_client:.0} PUTs/s, this node {per_node:.0}",
         cfg.dtes_per_client(),
         cfg.reuse_after().as_millis()
     )];
     if args.put_rate > SIZING_HEADROOM * per_node {
         out.push(format!(
-            "WARNING: an expected {:.0} PUTs/s on this node is more than {:.0} % of what its data table sustains: PUTs will fail with DataTableFull; raise [regions] data_bytes_per_node (or lower expiration_ms / reuse_hold_ms if the fabric allows)",
+            "WARNING: an expected {:.0} PUTs/s on this node is more than {:.0} % of what its data table sustains: PUTs will fail with DataTableFull; raise [regions] data_bytes_per_node (or lower expiration_ms)",
             args.put_rate,
             SIZING_HEADROOM * 100.0
         ));
@@ -404,10 +404,6 @@ enum NodeError {
     Report(#[from] ReportError),
     #[error("invalid options: {0}")]
     Arg(String),
-    /// The cluster file is unsafe for the fabric this node found (issue 40,
-    /// item 1: [`ClusterFile::pause_risk`]).
-    #[error("refused, unsafe on this fabric: {0}")]
-    UnsafeFabric(String),
     /// The device failed as a whole while the node served.
     #[error("{0}: stopping")]
     DeviceFailed(String),
@@ -513,16 +509,6 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
     let cluster = fabric.cluster();
     if let Some(r) = fabric.report(node) {
         println!("{r}");
-        // Nessie's safety on a PFC fabric needs a reuse hold: checked
-        // against the link layer the device reports (the other systems need
-        // none).
-        let nessie = sys.kind() == SystemKind::Nessie;
-        if let Some(why) = cluster.pause_risk(r.link_layer).filter(|_| nessie) {
-            if !matches!(cli.cmd, Cmd::Info(_)) {
-                return Err(NodeError::UnsafeFabric(why));
-            }
-            println!("warning: serve and run would refuse this file: {why}");
-        }
     }
     // The device's own counters since boot, and later their growth over
     // the run (retransmissions, duplicates, sequence errors: issue 26).
@@ -774,12 +760,12 @@ mod tests {
             "{live:?}"
         );
         assert!(live[1].starts_with("WARNING"), "{live:?}");
-        // A one-second reuse hold halves what the table sustains.
-        let held = nessie_protocol::Config {
-            reuse_hold: Duration::from_secs(1),
+        // A longer expiration period lowers what the table sustains.
+        let longer = nessie_protocol::Config {
+            expiration: Duration::from_millis(1999),
             ..cfg
         };
-        let w = sizing_lines(&held, &args(3000.0, 0));
+        let w = sizing_lines(&longer, &args(3000.0, 0));
         assert!(
             w[0].contains("reusable 2000 ms") && w[1].starts_with("WARNING"),
             "{w:?}"

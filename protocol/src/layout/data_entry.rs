@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! byte 0   state word     (compare-and-swapped by NICs only)
-//!           63          36 35        20 19  16 15  12 11   8 7      0
-//!          +--------------+------------+------+------+------+--------+
-//!          |  value len   |  key len   | dst  | src  | kind | state  |
-//!          +--------------+------------+------+------+------+--------+
+//!           63          36 35        20 19 18 17       11 10  8 7   5 4  3 2   0
+//!          +--------------+------------+-----+-----------+-----+-----+----+-----+
+//!          |  value len   |  key len   |  0  |incarnation| dst | src |kind|state|
+//!          +--------------+------------+-----+-----------+-----+-----+----+-----+
 //! byte 8   owner deadline (ns): after it, any client may reclaim the entry
 //! byte 16  recycle word:  bit 63 recycle flag | bits 0-62 expiration time (ns)
 //! byte 24  previous version: the index table entry this entry replaced
@@ -16,7 +16,13 @@
 //! The metadata is 32 bytes. Header and key come first, so a client can read
 //! them without the value (the paper's "multiple reads"). `src`/`dst` are used
 //! by MIGRATE copies: candidate positions (in the key's cuckoo candidate list)
-//! of the source and destination index table entries.
+//! of the source and destination index table entries. `incarnation` is the
+//! entry's reuse count modulo 128, which every index word naming the entry
+//! carries too ([`crate::layout::IndexEntry`]): a commit or abort CAS that
+//! expects one incarnation's `Writing` word cannot match the next
+//! incarnation's. Bits 18 and 19 are spare.
+
+use crate::layout::MAX_INCARNATION;
 
 /// Bytes of metadata in front of the key.
 pub const HEADER_BYTES: u64 = 32;
@@ -112,6 +118,10 @@ pub struct StateWord {
     pub src: u8,
     /// MIGRATE copies: candidate position of the destination entry.
     pub dst: u8,
+    /// The entry's incarnation: its reuse count modulo 128
+    /// ([`crate::layout::MAX_INCARNATION`]), named by every index word that
+    /// links it.
+    pub incarnation: u8,
     /// Key length in bytes.
     pub key_len: u16,
     /// Value length in bytes (at most 2^28 - 1).
@@ -125,9 +135,10 @@ impl StateWord {
     /// Encodes the word.
     pub fn encode(self) -> u64 {
         self.state.code()
-            | (self.kind.map_or(0, DteKind::code) << 8)
-            | ((u64::from(self.src) & 0xf) << 12)
-            | ((u64::from(self.dst) & 0xf) << 16)
+            | (self.kind.map_or(0, DteKind::code) << 3)
+            | ((u64::from(self.src) & 0x7) << 5)
+            | ((u64::from(self.dst) & 0x7) << 8)
+            | ((u64::from(self.incarnation) & u64::from(MAX_INCARNATION)) << 11)
             | (u64::from(self.key_len) << 20)
             | ((u64::from(self.value_len) & u64::from(MAX_VALUE_LEN_FIELD)) << 36)
     }
@@ -135,10 +146,11 @@ impl StateWord {
     /// Decodes the word.
     pub fn decode(w: u64) -> StateWord {
         StateWord {
-            state: DteState::from_code(w & 0xff),
-            kind: DteKind::from_code((w >> 8) & 0xf),
-            src: ((w >> 12) & 0xf) as u8,
-            dst: ((w >> 16) & 0xf) as u8,
+            state: DteState::from_code(w & 0x7),
+            kind: DteKind::from_code((w >> 3) & 0x3),
+            src: ((w >> 5) & 0x7) as u8,
+            dst: ((w >> 8) & 0x7) as u8,
+            incarnation: ((w >> 11) & u64::from(MAX_INCARNATION)) as u8,
             key_len: ((w >> 20) & 0xffff) as u16,
             value_len: ((w >> 36) & u64::from(MAX_VALUE_LEN_FIELD)) as u32,
         }
@@ -367,8 +379,9 @@ mod tests {
                 let w = StateWord {
                     state,
                     kind,
-                    src: 15,
-                    dst: 15,
+                    src: 7,
+                    dst: 7,
+                    incarnation: MAX_INCARNATION,
                     key_len: u16::MAX,
                     value_len: MAX_VALUE_LEN_FIELD,
                 };
@@ -378,6 +391,29 @@ mod tests {
         let zero = StateWord::decode(0);
         assert_eq!(zero.state, DteState::Free);
         assert_eq!(zero.kind, None);
+        assert_eq!(zero.incarnation, 0);
+    }
+
+    /// Two incarnations of one entry, in the same state with the same
+    /// lengths, have different state words: a commit or abort CAS of one
+    /// cannot land on the other.
+    #[test]
+    fn the_next_incarnation_has_another_state_word() {
+        let w = StateWord {
+            state: DteState::Writing,
+            kind: Some(DteKind::Put),
+            src: 0,
+            dst: 0,
+            incarnation: MAX_INCARNATION,
+            key_len: 8,
+            value_len: 8,
+        };
+        let next = StateWord {
+            incarnation: crate::layout::next_incarnation(w.incarnation),
+            ..w
+        };
+        assert_eq!(next.incarnation, 0);
+        assert_ne!(w.encode(), next.encode());
     }
 
     #[test]
@@ -430,7 +466,7 @@ mod tests {
             let l = DataLayout { max_key: 24, max_value: 64 };
             let h = DataEntryHeader {
                 state: StateWord { state: DteState::Writing, kind: Some(DteKind::Put), src: 1, dst: 2,
-                                   key_len: key.len() as u16, value_len: value.len() as u32 },
+                                   incarnation: 9, key_len: key.len() as u16, value_len: value.len() as u32 },
                 deadline, prev, recycle: RecycleWord { recycle, remote: remote && recycle, expires_at: expires },
             };
             let bytes = l.encode_entry(&h, &key, &value);

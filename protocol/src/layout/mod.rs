@@ -13,7 +13,9 @@ pub use data_entry::{
     DataEntryHeader, DataLayout, DteKind, DteState, RecycleWord, StateWord, HEADER_BYTES,
     MAX_VALUE_LEN_FIELD,
 };
-pub use index_entry::{IndexEntry, MAX_FILTER_BITS};
+pub use index_entry::{
+    next_incarnation, IndexEntry, INCARNATION_BITS, MAX_FILTER_BITS, MAX_INCARNATION,
+};
 
 /// Largest value length a data table entry can describe.
 pub fn data_entry_max_value() -> u32 {

@@ -38,11 +38,6 @@ impl AllocStep {
     /// Collects the swept headers; allocates, or sweeps the next batch.
     pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<Option<DteAddr>, Error> {
         let (skew, expiration) = (cx.cfg().clock_skew, cx.cfg().expiration);
-        let hold = if cx.client.faults.ignore_reuse_hold {
-            std::time::Duration::ZERO
-        } else {
-            cx.cfg().reuse_hold
-        };
         let hasty = cx.client.faults.reuse_before_expiry;
         for (&d, r) in self.targets.iter().zip(&results) {
             let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
@@ -50,14 +45,9 @@ impl AllocStep {
             };
             let written = h.encode() != [0u8; 32];
             if hasty && h.recycle.recycle {
-                cx.client.alloc.collect_hastily(d);
+                cx.client.alloc.collect_hastily(d, &h);
                 cx.io.stats.recycled += 1;
-            } else if cx
-                .client
-                .alloc
-                .collect(d, &h, cx.now, skew, expiration, hold)
-                && written
-            {
+            } else if cx.client.alloc.collect(d, &h, cx.now, skew, expiration) && written {
                 cx.io.stats.recycled += 1;
             }
         }

@@ -206,6 +206,18 @@ impl Cx<'_> {
         })
     }
 
+    /// The incarnation a fresh entry `dte` from this client's allocator is
+    /// written and linked with (always 0 with the test-only switch
+    /// `ignore_incarnations`: every reuse repeats its words, as before
+    /// issue 39).
+    pub(crate) fn incarnation(&self, dte: DteAddr) -> u8 {
+        if self.client.faults.ignore_incarnations {
+            0
+        } else {
+            self.client.alloc.incarnation(dte)
+        }
+    }
+
     /// Writes a whole entry into the local data table by CPU.
     pub(crate) fn write_local_dte(&mut self, dte: DteAddr, data: Vec<u8>) -> usize {
         let offset = self.client.layout.entry_offset(dte.index);

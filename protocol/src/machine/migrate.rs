@@ -310,6 +310,7 @@ impl Migrate {
                 kind: Some(DteKind::Migrate),
                 src: self.mv.src as u8,
                 dst: self.mv.dst as u8,
+                incarnation: cx.incarnation(d),
                 key_len: y.key.len() as u16,
                 value_len: value.len() as u32,
             },
@@ -327,7 +328,12 @@ impl Migrate {
 
     fn copy_word(&self, cx: &Cx<'_>) -> Option<IndexEntry> {
         let y = self.mv.y.as_ref()?;
-        Some(IndexEntry::new(self.mv.copy?, cx.filter(&y.key)))
+        let incarnation = self.mv.header?.state.incarnation;
+        Some(IndexEntry::new(
+            self.mv.copy?,
+            incarnation,
+            cx.filter(&y.key),
+        ))
     }
 
     fn lock(&mut self, cx: &mut Cx<'_>) -> Out {

@@ -406,7 +406,7 @@ mod tests {
                         node: NodeId(0),
                         slot: i,
                     },
-                    word: IndexEntry::new(DteAddr { table: 0, index: i }, 0),
+                    word: IndexEntry::new(DteAddr { table: 0, index: i }, 0, 0),
                     parent: None,
                 })
                 .collect(),

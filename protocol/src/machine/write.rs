@@ -367,6 +367,7 @@ impl WriteLogic {
                 kind: Some(kind),
                 src: 0,
                 dst: 0,
+                incarnation: cx.incarnation(d),
                 key_len: self.key.len() as u16,
                 value_len: value.len() as u32,
             },
@@ -383,7 +384,8 @@ impl WriteLogic {
     }
 
     fn new_word(&self) -> Option<IndexEntry> {
-        Some(IndexEntry::new(self.new_dte?, self.filter))
+        let incarnation = self.new_header?.state.incarnation;
+        Some(IndexEntry::new(self.new_dte?, incarnation, self.filter))
     }
 
     fn install(&mut self, cx: &mut Cx<'_>) -> Out {
