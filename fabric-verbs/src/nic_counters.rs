@@ -105,8 +105,9 @@ impl NicCounters {
     /// The flow-control counters of Ethernet port `netdev` (the RoCE
     /// device's), as `ethtool -S` prints them: pause frames and their
     /// duration per priority, pause storms, PFC, ECN marks and congestion
-    /// notifications, discards ([`is_flow_control`]). They are what sizes
-    /// a reuse hold on a PFC fabric (docs/deploy.md). An error if `ethtool`
+    /// notifications, discards ([`is_flow_control`]). They show how long
+    /// pauses hold packets on a PFC fabric, against what the settings
+    /// tolerate (docs/deploy.md, "PFC fabrics"). An error if `ethtool`
     /// is missing or the driver gives no statistics.
     pub fn read_ethtool(netdev: &str) -> io::Result<NicCounters> {
         let out = std::process::Command::new("ethtool")

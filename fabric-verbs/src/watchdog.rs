@@ -14,10 +14,10 @@
 //! unknown.
 //!
 //! What this buys and what it does not: safety does not rest on it (the
-//! protocol's A2' and the reuse hold, `docs/deploy.md`), nor does the
-//! error transition recall what the NIC already sent; it bounds how long an
-//! outcome stays unknown and how late a success can be reported, which the
-//! memory-reuse bound (A2') and the operator's settings build on.
+//! protocol's incarnation tags give a CAS 127 expiration periods to land,
+//! A2', `docs/deploy.md`), nor does the error transition recall what the
+//! NIC already sent; it bounds how long an outcome stays unknown and how
+//! late a success can be reported.
 //!
 //! How: each endpoint registers an [`EndpointWatch`], one [`QpWatch`] per
 //! peer, and publishes there the earliest deadline of its caller's requests

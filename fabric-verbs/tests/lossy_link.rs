@@ -10,7 +10,7 @@
 //! leaves the ready state at the deadline, the late acknowledgement is
 //! dropped, and the client is told the outcome is unknown; the WRITE still
 //! lands (the error transition recalls nothing already sent: the late
-//! landing, which the protocol's A2' and reuse hold cover). Without it (the
+//! landing, which the protocol's incarnation tags make harmless: A2'). Without it (the
 //! test-only switch), the same story reports the late WRITE as a success:
 //! the story catches the broken variant.
 //!

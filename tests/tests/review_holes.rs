@@ -304,8 +304,10 @@ fn run<M: Machine>(
 }
 
 /// The end of the cache stories, 100 ms after R processed its late round:
-/// once X may be reused, W writes v3 into X (k's index word is X's again),
-/// and R reads k.
+/// once X may be reused, W writes v3 into X, and R reads k. With the
+/// incarnation tags off (W's `ignore_incarnations`, as before issue 39)
+/// k's index word is X's old word again; with them it names X's next
+/// incarnation, which no cache entry answers for.
 fn reuse_x_then_read(
     cluster: &SimCluster,
     w: &mut nessie_protocol::Client<SimEndpoint>,
@@ -323,11 +325,13 @@ fn reuse_x_then_read(
 
 /// R caches W's entry X (k = v1). R's PUT of k posts its scan; W replaces X
 /// with v2; R processes the scan 100 ms later. Once X may be reused, W
-/// writes v3 into X, so k's index word is X's again. R then reads k.
+/// writes v3 into X (with the tags off, `faults.ignore_incarnations`, k's
+/// index word is X's again). R then reads k.
 fn cached_reader_story(faults: Faults) -> Option<Vec<u8>> {
     let cluster = SimCluster::manual_clock(two_entry_shares());
     let k = b"k".to_vec();
     let mut w = cluster.client(0, 0);
+    w.state_mut().faults.ignore_incarnations = faults.ignore_incarnations;
     w.put(&k, b"v1").unwrap();
     let (mut r, _) = cluster.parts(1, 0);
     r.faults = faults;
@@ -365,6 +369,7 @@ fn hole2_reinstated_the_cache_returns_a_value_two_writes_old() {
     );
     let late = Faults {
         cache_time_from_completion: true,
+        ignore_incarnations: true,
         ..Faults::default()
     };
     assert_eq!(
@@ -372,6 +377,13 @@ fn hole2_reinstated_the_cache_returns_a_value_two_writes_old() {
         Some(b"v1".to_vec()),
         "stale: v3 was acknowledged"
     );
+    // With the tags on, the late stamp is harmless: X's reuse is linked
+    // under a new word, which R's cached entry does not answer for.
+    let tagged = Faults {
+        ignore_incarnations: false,
+        ..late
+    };
+    assert_eq!(cached_reader_story(tagged), Some(b"v3".to_vec()));
 }
 
 /// Where a GET stamps its cache entry (hole 2 on the GET's own paths).
@@ -389,14 +401,16 @@ enum GetStamp {
 /// GET of k then has its rounds up to the one that reads X delivered (the
 /// index entry's READ for a hit; with it the entry's, or its header and key
 /// and its value); W replaces X with v2; R processes the last round 100 ms
-/// later. Once X may be reused, W writes v3 into X, so k's index word is
-/// X's again, and R reads k.
+/// later. Once X may be reused, W writes v3 into X (with the tags off,
+/// `faults.ignore_incarnations`, k's index word is X's again), and R reads
+/// k.
 fn get_cache_story(stamp: GetStamp, faults: Faults) -> Option<Vec<u8>> {
     let mut cfg = two_entry_shares();
     cfg.multiple_reads = matches!(stamp, GetStamp::ValueInsert);
     let cluster = SimCluster::manual_clock(cfg);
     let k = b"k".to_vec();
     let mut w = cluster.client(0, 0);
+    w.state_mut().faults.ignore_incarnations = faults.ignore_incarnations;
     w.put(&k, b"v1").unwrap();
     let (mut r, _) = cluster.parts(1, 0);
     r.faults = faults;
@@ -449,17 +463,21 @@ fn hole2_reinstated_on_a_gets_paths_the_cache_returns_a_value_two_writes_old() {
         "-",
         Duration::from_secs(60),
     );
+    let untagged = Faults {
+        ignore_incarnations: true,
+        ..Faults::default()
+    };
     let hit = Faults {
         get_hit_time_from_completion: true,
-        ..Faults::default()
+        ..untagged
     };
     let insert = Faults {
         get_insert_time_from_completion: true,
-        ..Faults::default()
+        ..untagged
     };
     let value_insert = Faults {
         get_value_insert_time_from_completion: true,
-        ..Faults::default()
+        ..untagged
     };
     for (stamp, late) in [
         (GetStamp::Hit, hit),
@@ -470,6 +488,16 @@ fn hole2_reinstated_on_a_gets_paths_the_cache_returns_a_value_two_writes_old() {
             get_cache_story(stamp, late),
             Some(b"v1".to_vec()),
             "{stamp:?}: stale, v3 was acknowledged"
+        );
+        // With the tags on, the reused X's new word misses the cache.
+        let tagged = Faults {
+            ignore_incarnations: false,
+            ..late
+        };
+        assert_eq!(
+            get_cache_story(stamp, tagged),
+            Some(b"v3".to_vec()),
+            "{stamp:?}"
         );
     }
 }

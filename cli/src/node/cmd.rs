@@ -98,7 +98,7 @@ enum Cmd {
 struct InfoArgs {
     /// The PUT rate this node's clients are expected to sustain, per
     /// second: `info` warns when the data table cannot hold it with the
-    /// expiration period and the reuse hold (docs/deploy.md).
+    /// expiration period (docs/deploy.md).
     #[arg(long, default_value_t = 0.0)]
     put_rate: f64,
     /// The keys stored in the whole cluster (their current values hold
