@@ -324,6 +324,29 @@ impl Timing {
     }
 }
 
+/// Settings earlier versions read, and why they are gone (a file that
+/// still sets one is refused, with the reason).
+const REMOVED: [(&str, &str); 2] = [
+    (
+        "reuse_hold_ms",
+        "the incarnation tags (issue 39) give a posted CAS 127 x expiration_ms to land, so no \
+         hold is needed on a PFC fabric; delete the line (docs/deploy.md, \"PFC fabrics\")",
+    ),
+    (
+        "pause_free",
+        "Nessie is no longer refused on RoCE without a reuse hold (issue 39's incarnation \
+         tags); delete the line",
+    ),
+];
+
+/// Why the removed setting `name` is gone.
+fn removed_because(name: &str) -> &'static str {
+    REMOVED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, why)| why)
+}
+
 /// A validated cluster description.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -384,8 +407,16 @@ impl ClusterFile {
 
     /// Parses and validates TOML text.
     pub fn parse(text: &str) -> Result<ClusterFile, ClusterError> {
-        let mut f: ClusterFile =
-            toml::from_str(text).map_err(|e| ClusterError::Parse(e.to_string()))?;
+        let mut f: ClusterFile = toml::from_str(text).map_err(|e| {
+            let mut why = e.to_string();
+            if let Some((name, _)) = REMOVED.iter().find(|(n, _)| why.contains(n)) {
+                why.push_str(&format!(
+                    "\n`{name}` was removed: {}",
+                    removed_because(name)
+                ));
+            }
+            ClusterError::Parse(why)
+        })?;
         f.nodes.sort_by_key(|n| n.id);
         f.validate()?;
         Ok(f)
@@ -998,6 +1029,28 @@ mod tests {
             ClusterFile::load(Path::new("/nonexistent/cluster.toml")),
             Err(ClusterError::Io { .. })
         ));
+    }
+
+    /// A file that still sets a removed setting is refused, saying why it
+    /// went and what to do.
+    #[test]
+    fn a_removed_setting_is_refused_with_the_reason() {
+        for (section, line) in [
+            ("[store]", "reuse_hold_ms = 500"),
+            ("[tuning]", "pause_free = true"),
+        ] {
+            let nodes = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 7471\n";
+            let text = with_nodes(&format!("{section}\n{line}\n{nodes}"));
+            match ClusterFile::parse(&text) {
+                Err(ClusterError::Parse(why)) => {
+                    assert!(
+                        why.contains("was removed") && why.contains("issue 39"),
+                        "{why}"
+                    )
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
     }
 
     /// The tags leave a CAS 127 expiration periods plus the margin to land

@@ -280,6 +280,31 @@ mod tests {
         }
     }
 
+    /// The one share of the tests' single client, up or down.
+    fn share(alloc: &DteAllocator, up: bool) -> [Share<'_>; 1] {
+        [Share {
+            id: ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+            alloc,
+            up,
+        }]
+    }
+
+    /// A PUT's state word in `state`, of incarnation `incarnation`.
+    fn put_state(state: DteState, incarnation: u8) -> StateWord {
+        StateWord {
+            state,
+            kind: Some(DteKind::Put),
+            src: 0,
+            dst: 0,
+            incarnation,
+            key_len: 8,
+            value_len: 1,
+        }
+    }
+
     fn write(mem: &mut Memory, addr: RemoteAddr, data: Vec<u8>) {
         let wr = WorkRequest {
             id: OpId(0),
@@ -292,15 +317,7 @@ mod tests {
 
     fn put_header(mem: &mut Memory, cfg: &Config, index: u32, state: DteState, mark: Option<u64>) {
         let h = DataEntryHeader {
-            state: StateWord {
-                state,
-                kind: Some(DteKind::Put),
-                src: 0,
-                dst: 0,
-                incarnation: 0,
-                key_len: 8,
-                value_len: 1,
-            },
+            state: put_state(state, 0),
             deadline: 5,
             recycle: RecycleWord {
                 recycle: mark.is_some(),
@@ -333,37 +350,21 @@ mod tests {
             IndexEntry::new(d(0), 0, 0).0.to_le_bytes().to_vec(),
         );
         let mut alloc = DteAllocator::new(0, 0, 4);
-        let id = ClientId {
-            node: NodeId(0),
-            index: 0,
-        };
-        let share = [Share {
-            id,
-            alloc: &alloc,
-            up: true,
-        }];
-        let a = audit(&mem, &cfg, &share, Nanos(10_000_000), 0, 0);
+        let one = share(&alloc, true);
+        let a = audit(&mem, &cfg, &one, Nanos(10_000_000), 0, 0);
         assert_eq!((a.live, a.reusable, a.leaked, a.admitted), (1, 2, 1, 0));
         assert_eq!(a.stale_links, 0);
         assert_eq!(a.unexplained(), 1);
         assert!(a.leaks[0].starts_with("DTE 0/3"), "{:?}", a.leaks);
         // Before its expiration plus skew, the marked entry is not reusable.
-        let early = audit(&mem, &cfg, &share, Nanos(100), 0, 0);
+        let early = audit(&mem, &cfg, &one, Nanos(100), 0, 0);
         assert_eq!(early.leaked, 2);
         // An entry its owner's allocator holds as free is reusable, unless
         // the owner is down; a crash admits two leaks.
         alloc.release_unpublished(d(3));
-        let up = [Share {
-            id,
-            alloc: &alloc,
-            up: true,
-        }];
+        let up = share(&alloc, true);
         assert_eq!(audit(&mem, &cfg, &up, Nanos(10_000_000), 0, 0).leaked, 0);
-        let down = [Share {
-            id,
-            alloc: &alloc,
-            up: false,
-        }];
+        let down = share(&alloc, false);
         let a = audit(&mem, &cfg, &down, Nanos(10_000_000), 0, 1);
         assert_eq!((a.leaked, a.admitted, a.unexplained()), (1, 2, 0));
     }
@@ -376,15 +377,7 @@ mod tests {
         put_header(&mut mem, &cfg, 0, DteState::Valid, None);
         // Entry 1 is uncommitted, its previous version entry 0.
         let mut h = DataEntryHeader::decode(&[0u8; 32]).unwrap();
-        h.state = StateWord {
-            state: DteState::Writing,
-            kind: Some(DteKind::Put),
-            src: 0,
-            dst: 0,
-            incarnation: 0,
-            key_len: 8,
-            value_len: 1,
-        };
+        h.state = put_state(DteState::Writing, 0);
         h.prev = IndexEntry::new(d(0), 0, 0).0;
         let at = RemoteAddr::data(NodeId(0), cfg.layout().entry_offset(1));
         write(&mut mem, at, h.encode().to_vec());
@@ -398,15 +391,7 @@ mod tests {
             IndexEntry::new(d(1), 0, 0).0.to_le_bytes().to_vec(),
         );
         let alloc = DteAllocator::new(0, 0, 4);
-        let share = [Share {
-            id: ClientId {
-                node: NodeId(0),
-                index: 0,
-            },
-            alloc: &alloc,
-            up: false,
-        }];
-        let a = audit(&mem, &cfg, &share, Nanos(0), 0, 0);
+        let a = audit(&mem, &cfg, &share(&alloc, false), Nanos(0), 0, 0);
         assert_eq!((a.live, a.reusable, a.leaked), (2, 2, 0));
     }
 
@@ -418,15 +403,7 @@ mod tests {
         let mut mem = Memory::new(&cfg);
         let d = DteAddr { table: 0, index: 0 };
         let mut h = DataEntryHeader::decode(&[0u8; 32]).unwrap();
-        h.state = StateWord {
-            state: DteState::Valid,
-            kind: Some(DteKind::Put),
-            src: 0,
-            dst: 0,
-            incarnation: 5,
-            key_len: 8,
-            value_len: 1,
-        };
+        h.state = put_state(DteState::Valid, 5);
         write(
             &mut mem,
             RemoteAddr::data(NodeId(0), cfg.layout().entry_offset(0)),
@@ -442,17 +419,10 @@ mod tests {
         };
         link(&mut mem, 0, 5);
         let alloc = DteAllocator::new(0, 0, 4);
-        let share = [Share {
-            id: ClientId {
-                node: NodeId(0),
-                index: 0,
-            },
-            alloc: &alloc,
-            up: true,
-        }];
-        assert_eq!(audit(&mem, &cfg, &share, Nanos(0), 0, 0).stale_links, 0);
+        let one = share(&alloc, true);
+        assert_eq!(audit(&mem, &cfg, &one, Nanos(0), 0, 0).stale_links, 0);
         link(&mut mem, 1, 4);
-        let a = audit(&mem, &cfg, &share, Nanos(0), 0, 0);
+        let a = audit(&mem, &cfg, &one, Nanos(0), 0, 0);
         assert_eq!(a.stale_links, 1);
         assert!(a.stale[0].contains("incarnation 5"), "{:?}", a.stale);
     }
