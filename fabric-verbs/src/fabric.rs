@@ -207,21 +207,11 @@ impl VerbsFabric {
     /// device, from `ethtool -S` ([`NicCounters::read_ethtool`]); an error
     /// on InfiniBand, without `ethtool`, or when the driver gives none.
     pub fn link_counters(&self, node: NodeId) -> Result<NicCounters, VerbsError> {
-        let device = self.cluster.device_of(node)?;
         let call = "reading the Ethernet port's flow-control counters (ethtool -S)";
-        let netdev =
-            crate::nic_counters::netdev_of(device, self.cluster.port).ok_or_else(|| {
-                VerbsError::Verbs {
-                    call,
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        format!(
-                            "no Ethernet interface under {device} port {}",
-                            self.cluster.port
-                        ),
-                    ),
-                }
-            })?;
+        let netdev = self.netdev(node).map_err(|why| VerbsError::Verbs {
+            call,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
+        })?;
         NicCounters::read_ethtool(&netdev).map_err(|source| VerbsError::Verbs { call, source })
     }
 
@@ -229,16 +219,22 @@ impl VerbsFabric {
     /// `node`'s device ([`crate::nic_counters::pfc_state`]), or why there
     /// is none to read.
     pub fn pfc_state(&self, node: NodeId) -> Vec<String> {
-        let Ok(device) = self.cluster.device_of(node) else {
-            return vec!["PFC: the node is not in the cluster file".into()];
-        };
-        match crate::nic_counters::netdev_of(device, self.cluster.port) {
-            Some(netdev) => crate::nic_counters::pfc_state(&netdev),
-            None => vec![format!(
-                "PFC: no Ethernet interface under {device} port {} (InfiniBand has none)",
-                self.cluster.port
-            )],
+        match self.netdev(node) {
+            Ok(netdev) => crate::nic_counters::pfc_state(&netdev),
+            Err(why) => vec![format!("PFC: {why}")],
         }
+    }
+
+    /// The Ethernet interface under node `node`'s device port, or why
+    /// there is none (a node not in the file; InfiniBand).
+    fn netdev(&self, node: NodeId) -> Result<String, String> {
+        let device = self.cluster.device_of(node).map_err(|e| e.to_string())?;
+        crate::nic_counters::netdev_of(device, self.cluster.port).ok_or_else(|| {
+            format!(
+                "no Ethernet interface under {device} port {} (InfiniBand has none)",
+                self.cluster.port
+            )
+        })
     }
 
     /// Hosted node `node`'s device events so far, by type (a port going
