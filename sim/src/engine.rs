@@ -56,6 +56,7 @@ use crate::systems::{Actor, KvMachine, Servers};
 use crate::zipf::ScrambledZipfian;
 use nessie_baselines::AnyCore;
 use nessie_systems::SystemKind;
+use nessie_workload::ycsb::{YcsbDraw, YcsbGen, MAX_SCAN_LEN};
 
 /// The virtual time (ns) of a history stamp ([`SimReport::history`]'s
 /// stamps are picoseconds, raised where needed to keep them strictly
@@ -165,6 +166,9 @@ pub(crate) struct SimClient {
     /// wake-ups of an older round are not counted against the current one.
     pub(crate) round: u64,
     rng: u64,
+    /// Its YCSB generator, when the spec runs one of YCSB's workloads
+    /// ([`SimSpec::ycsb`]).
+    ycsb: Option<YcsbGen>,
     /// How far this client's clock runs ahead of virtual time (A1).
     pub(crate) clock_offset: u64,
     /// Crashed (or its node is out), since this time.
@@ -355,8 +359,16 @@ pub(crate) struct Engine {
     client_busy_ns: u64,
 }
 
+/// The key that key number `k` names, `size` bytes long (at least 8).
 pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
-    let mut v = format!("k{k:015}").into_bytes();
+    // Keys of 16 bytes or more read `k` and 15 digits; shorter ones (at
+    // least 8 bytes) are the number's 8 big-endian bytes, which keep keys
+    // distinct and in order where the 16 characters would be cut.
+    let mut v = if size >= 16 {
+        format!("k{k:015}").into_bytes()
+    } else {
+        k.to_be_bytes().to_vec()
+    };
     v.resize(size.max(8) as usize, b'.');
     v
 }
@@ -416,6 +428,12 @@ impl Engine {
         };
         let mut clients = Vec::new();
         let per_node = cfg.clients_per_node;
+        // YCSB's E scans 1 to 100 entries (`maxscanlength`); Cell pages at
+        // most its scan page.
+        let max_scan = match spec.system {
+            SystemKind::Cell => MAX_SCAN_LEN.min(crate::systems::cell_config(spec, &cfg).scan_page),
+            _ => MAX_SCAN_LEN,
+        };
         for n in 0..spec.nodes {
             for i in 0..per_node {
                 let core = usize::from(n) * usize::from(spec.clients_per_node)
@@ -448,6 +466,9 @@ impl Engine {
                     round: 0,
                     rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
                         | 1,
+                    ycsb: spec
+                        .ycsb
+                        .map(|w| YcsbGen::new(w, spec.keys, clients.len() as u64, max_scan)),
                     clock_offset: if spec.chaos.skew {
                         dice.below(skew + 1)
                     } else {
@@ -987,31 +1008,49 @@ impl Engine {
                 }
                 cl.next_arrival += gap(&mut cl.rng).max(1);
             }
-            let draw = xorshift64(&mut cl.rng);
-            let key = match &self.zipf {
-                Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
-                None => draw % spec.keys,
-            };
-            let roll = xorshift64(&mut cl.rng) % 100;
-            let kind = if roll < u64::from(spec.get_pct) {
-                Draw::Get
-            } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
-                Draw::Delete
-            } else if spec.system == SystemKind::Cell
-                && roll < u64::from(spec.get_pct + spec.delete_pct + spec.scan_pct)
-            {
-                // Up to four keys on, at most three entries: short scans
-                // that meet the limit and scans that end at their bound.
-                let span = 1 + xorshift64(&mut cl.rng) % 4;
-                let limit = 1 + (xorshift64(&mut cl.rng) % 3) as usize;
-                Draw::Scan {
-                    to: key + span,
-                    limit,
-                }
+            if let Some(gen) = cl.ycsb.as_mut() {
+                let rng = &mut cl.rng;
+                let mut unit = || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64;
+                let (key, kind) = match gen.next(&mut unit) {
+                    YcsbDraw::Read(k) => (k, Draw::Get),
+                    YcsbDraw::Write(k) => (k, Draw::Put),
+                    // From the key, as many keys on as entries asked for.
+                    YcsbDraw::Scan(k, len) => (
+                        k,
+                        Draw::Scan {
+                            to: k + u64::from(len),
+                            limit: len as usize,
+                        },
+                    ),
+                };
+                (key, kind, false)
             } else {
-                Draw::Put
-            };
-            (key, kind, false)
+                let draw = xorshift64(&mut cl.rng);
+                let key = match &self.zipf {
+                    Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
+                    None => draw % spec.keys,
+                };
+                let roll = xorshift64(&mut cl.rng) % 100;
+                let kind = if roll < u64::from(spec.get_pct) {
+                    Draw::Get
+                } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
+                    Draw::Delete
+                } else if spec.system == SystemKind::Cell
+                    && roll < u64::from(spec.get_pct + spec.delete_pct + spec.scan_pct)
+                {
+                    // Up to four keys on, at most three entries: short scans
+                    // that meet the limit and scans that end at their bound.
+                    let span = 1 + xorshift64(&mut cl.rng) % 4;
+                    let limit = 1 + (xorshift64(&mut cl.rng) % 3) as usize;
+                    Draw::Scan {
+                        to: key + span,
+                        limit,
+                    }
+                } else {
+                    Draw::Put
+                };
+                (key, kind, false)
+            }
         } else if self.sweeping && c == self.sweeper {
             let Some((key, kind)) = self.sweep.pop() else {
                 return false;
@@ -1740,6 +1779,29 @@ impl Engine {
             recycled_in_race: self.recycled_in_race,
             history_stats: std::mem::take(&mut self.history_stats),
             dtes: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::key_of;
+
+    /// Key numbers name distinct keys, in their order (Cell's scans), at
+    /// every key size the simulator takes, the 8 bytes of RCuckoo's
+    /// setting included.
+    #[test]
+    fn key_numbers_name_distinct_ordered_keys_at_every_size() {
+        for size in [1, 8, 12, 16, 32] {
+            let keys: Vec<Vec<u8>> = (0..2_000u64)
+                .chain([1 << 39, (1 << 39) + 1, 999_999_999_999_999])
+                .map(|k| key_of(k, size))
+                .collect();
+            assert!(
+                keys.windows(2).all(|w| w[0] < w[1]),
+                "{size} B keys: not distinct and ordered"
+            );
+            assert!(keys.iter().all(|k| k.len() == size.max(8) as usize));
         }
     }
 }

@@ -48,6 +48,7 @@ pub mod spec;
 pub mod swarm;
 mod systems;
 pub use nessie_workload::zipf;
+pub use nessie_workload::Ycsb;
 
 #[cfg(test)]
 mod accounting_tests;

@@ -259,6 +259,14 @@ pub struct SimSpec {
     /// Key popularity: `None` uniform, `Some(theta)` YCSB's scrambled
     /// Zipfian with exponent `theta` (0.99 in the papers' Figs 12-13).
     pub zipf_theta: Option<f64>,
+    /// One of YCSB's core workloads in place of `get_pct`, `delete_pct`,
+    /// `scan_pct` and `zipf_theta`: each client draws its mix and keys from
+    /// its own `nessie_workload::ycsb::YcsbGen` (scrambled Zipfian 0.99;
+    /// the latest keys for D; inserts of fresh keys for D and E, which a
+    /// full index refuses; a read-modify-write as a GET then a PUT of its
+    /// key for F; scans of 1 to 100 entries, capped by Cell's scan page,
+    /// for E, which needs Cell).
+    pub ycsb: Option<nessie_workload::Ycsb>,
     /// A load spike (the Cell paper's Fig. 7): the clients whose index on
     /// their node is at least `first_index` run only within the window.
     pub spike: Option<Spike>,
@@ -360,6 +368,7 @@ impl Default for SimSpec {
             get_pct: 50,
             scan_pct: 0,
             zipf_theta: None,
+            ycsb: None,
             spike: None,
             arrival_rate_per_client: None,
             seconds: 0.01,
@@ -669,6 +678,13 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         u16::try_from(u32::from(spec.clients_per_node) * u32::from(spec.depth)).map_err(|_| {
             SimError::Spec("clients x depth must be at most 65,535 per node".into())
         })?;
+    if spec.ycsb.is_some_and(nessie_workload::Ycsb::scans) && spec.system != SystemKind::Cell {
+        return Err(SimError::Spec(format!(
+            "{}: its range scans need a store with scans (Cell), not {}",
+            spec.ycsb.map_or("", nessie_workload::Ycsb::name),
+            spec.system
+        )));
+    }
     if spec.zipf_theta.is_some_and(|t| !(t > 0.0 && t < 1.0)) {
         return Err(SimError::Spec("the Zipf exponent must be in (0, 1)".into()));
     }

@@ -395,3 +395,63 @@ fn every_write_has_a_value_of_its_own_so_a_read_of_another_keys_entry_shows() {
     }
     check_history(&old_wrong, 50_000_000).expect("one shared value hides the wrong read");
 }
+
+/// The key number a simulated key names (`k` and 15 digits).
+fn key_number(key: &[u8]) -> u64 {
+    std::str::from_utf8(&key[1..16]).unwrap().parse().unwrap()
+}
+
+/// YCSB's workloads run in the simulator on the generator every other
+/// command uses (`nessie_workload::ycsb`): D inserts keys above the
+/// preloaded ones, F reads every key it then writes, E scans (Cell only,
+/// refused elsewhere), and each history is linearizable (E's with its
+/// scans, by the range-aware checker).
+#[test]
+fn ycsb_workloads_run_in_the_simulator_and_their_histories_are_linearizable() {
+    use nessie_sim::Ycsb;
+    use nessie_systems::SystemKind;
+    let _limit = time_limit(
+        "ycsb_workloads_run_in_the_simulator_and_their_histories_are_linearizable",
+        3,
+        Duration::from_secs(120),
+    );
+    let run = |system, w| {
+        simulate(&SimSpec {
+            system,
+            ycsb: Some(w),
+            record_history: true,
+            load_factor: 0.3,
+            seconds: 0.004,
+            ..spec(3)
+        })
+        .unwrap()
+    };
+    for system in [SystemKind::Nessie, SystemKind::NessieHy] {
+        let d = run(system, Ycsb::D);
+        assert!(d.ops > 200, "{system} D: {d:?}");
+        let preloaded = spec(3).keys;
+        let inserted = d
+            .history
+            .iter()
+            .filter(|e| key_number(e.key()) >= preloaded)
+            .count();
+        assert!(inserted > 0, "{system} D inserts fresh keys");
+        nessie_check::check_history(&d.history, 50_000_000).unwrap();
+        let f = run(system, Ycsb::F);
+        assert!(f.puts > 0 && f.gets > f.puts, "{system} F: {f:?}");
+        nessie_check::check_history(&f.history, 50_000_000).unwrap();
+    }
+    let e = run(SystemKind::Cell, Ycsb::E);
+    assert!(e.scans.len() > 20, "{} scans", e.scans.len());
+    let mut events = e.history.clone();
+    events.extend(e.scans.iter().cloned());
+    nessie_check::ordered::check(&events, 50_000_000).unwrap();
+    let refused = simulate(&SimSpec {
+        ycsb: Some(Ycsb::E),
+        ..spec(3)
+    });
+    assert!(
+        matches!(refused, Err(ref e) if e.to_string().contains("Cell")),
+        "{refused:?}"
+    );
+}
