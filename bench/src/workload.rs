@@ -39,7 +39,7 @@ impl Rng {
 
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        nessie_protocol::rng::unit(self.next_u64())
     }
 
     /// Uniform in `0..n` (`n > 0`).

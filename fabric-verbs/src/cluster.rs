@@ -339,14 +339,6 @@ const REMOVED: [(&str, &str); 2] = [
     ),
 ];
 
-/// Why the removed setting `name` is gone.
-fn removed_because(name: &str) -> &'static str {
-    REMOVED
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or("", |(_, why)| why)
-}
-
 /// A validated cluster description.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -409,11 +401,8 @@ impl ClusterFile {
     pub fn parse(text: &str) -> Result<ClusterFile, ClusterError> {
         let mut f: ClusterFile = toml::from_str(text).map_err(|e| {
             let mut why = e.to_string();
-            if let Some((name, _)) = REMOVED.iter().find(|(n, _)| why.contains(n)) {
-                why.push_str(&format!(
-                    "\n`{name}` was removed: {}",
-                    removed_because(name)
-                ));
+            if let Some((name, because)) = REMOVED.iter().find(|(n, _)| why.contains(n)) {
+                why.push_str(&format!("\n`{name}` was removed: {because}"));
             }
             ClusterError::Parse(why)
         })?;

@@ -861,18 +861,12 @@ pub struct Catch {
 
 impl Catch {
     /// The world with this catch's broken variant.
+    /// A switch that breaks a rule the incarnation tags cover is hunted
+    /// with the tags off too ([`Faults::for_catching`]).
     pub fn world(&self, row: &WorldRow) -> Result<World, nessie_protocol::UnknownFault> {
-        let faults = Faults::named(&[self.switch])?;
+        let faults = Faults::named(&[self.switch])?.for_catching();
         Ok(self.setting.unwrap_or(row.build)(faults))
     }
-}
-
-/// `f` with the incarnation tags switched off too (`ignore-incarnations`):
-/// for catches of rules the tags cover (a reuse before T, a cache hit
-/// after it), which then break safety as they did before the tags.
-fn untagged(mut f: Faults) -> Faults {
-    f.ignore_incarnations = true;
-    f
 }
 
 /// The property every history must have.
@@ -1063,18 +1057,13 @@ pub const WORLDS: &[WorldRow] = &[
         // with the tags off, as the clock rules' cover when an entry's 128
         // incarnations wrap.
         catches: &[
-            Catch {
-                switch: "cache-time-from-completion",
-                violates: &[LINEARIZABLE],
-                story: "with the tags off (ignore-incarnations), hole 2: a cache extended from completion time serves a stale value",
-                setting: Some(|f| cached_writer(untagged(f))),
-            },
+            catch("cache-time-from-completion", &[LINEARIZABLE], "with the tags off (ignore-incarnations), hole 2: a cache extended from completion time serves a stale value"),
             Catch {
                 switch: "trust-remote-mark-stamp",
                 violates: &[LINEARIZABLE],
                 story: "with the tags off (ignore-incarnations), A1 dropped (the writer's clock 3 ns ahead, skew 1 ns): an owner that trusts a remote mark's stamp reuses the entry within T",
                 setting: Some(|f| {
-                    let mut w = cached_writer(untagged(f));
+                    let mut w = cached_writer(f);
                     w.clock_offsets = vec![3, 0];
                     w
                 }),
@@ -1085,12 +1074,7 @@ pub const WORLDS: &[WorldRow] = &[
         name: "cached-reader",
         build: cached_reader,
         ci: exhaustive(Group::Timed, 198_281),
-        catches: &[Catch {
-            switch: "reuse-before-expiry",
-            violates: &[LINEARIZABLE],
-            story: "with the tags off (ignore-incarnations), reusing an entry before it expires serves a stale cache hit",
-            setting: Some(|f| cached_reader(untagged(f))),
-        }],
+        catches: &[catch("reuse-before-expiry", &[LINEARIZABLE], "with the tags off (ignore-incarnations), reusing an entry before it expires serves a stale cache hit")],
     },
     WorldRow {
         name: "cached-rereader",
@@ -1099,30 +1083,15 @@ pub const WORLDS: &[WorldRow] = &[
         // With the tags on, a cache hit can only return the very
         // incarnation the fresh index word names: caught with them off.
         catches: &[
-            Catch {
-                switch: "get-hit-time-from-completion",
-                violates: &[LINEARIZABLE],
-                story: "with the tags off (ignore-incarnations), hole 2 on a GET's hit: extended from completion time, it serves a stale value",
-                setting: Some(|f| cached_rereader(untagged(f))),
-            },
-            Catch {
-                switch: "get-insert-time-from-completion",
-                violates: &[LINEARIZABLE],
-                story: "with the tags off (ignore-incarnations), hole 2 on a GET's insert, stamped at completion time, serves a stale value",
-                setting: Some(|f| cached_rereader(untagged(f))),
-            },
+            catch("get-hit-time-from-completion", &[LINEARIZABLE], "with the tags off (ignore-incarnations), hole 2 on a GET's hit: extended from completion time, it serves a stale value"),
+            catch("get-insert-time-from-completion", &[LINEARIZABLE], "with the tags off (ignore-incarnations), hole 2 on a GET's insert, stamped at completion time, serves a stale value"),
         ],
     },
     WorldRow {
         name: "cached-rereader-multiple-reads",
         build: cached_rereader_multiple_reads,
         ci: exhaustive(Group::GetCache, 1_437_254),
-        catches: &[Catch {
-            switch: "get-value-insert-time-from-completion",
-            violates: &[LINEARIZABLE],
-            story: "with the tags off (ignore-incarnations), hole 2 on a GET's insert after its value read, stamped at completion time, serves a stale value",
-            setting: Some(|f| cached_rereader_multiple_reads(untagged(f))),
-        }],
+        catches: &[catch("get-value-insert-time-from-completion", &[LINEARIZABLE], "with the tags off (ignore-incarnations), hole 2 on a GET's insert after its value read, stamped at completion time, serves a stale value")],
     },
     WorldRow {
         name: "failed-completions",

@@ -99,7 +99,7 @@ impl DteAllocator {
     /// Records the incarnation after the one `header` (found reusable)
     /// names.
     fn advance(&mut self, rel: u32, header: &DataEntryHeader) {
-        self.incarnations[rel as usize] = if header.encode() == [0u8; 32] {
+        self.incarnations[rel as usize] = if header.is_never_written() {
             0
         } else {
             next_incarnation(header.state.incarnation)
@@ -167,7 +167,7 @@ impl DteAllocator {
     /// [`DteAllocator::collect`]; the simulator's data-table audit counts
     /// such an entry as reusable, not leaked).
     pub fn reusable(header: &DataEntryHeader, now: Nanos, skew: Duration) -> bool {
-        if header.encode() == [0u8; 32] {
+        if header.is_never_written() {
             return true;
         }
         header.recycle.recycle

@@ -180,11 +180,59 @@ impl Faults {
         }
         Ok(f)
     }
+
+    /// Whether a switch that is on breaks a rule the incarnation tags cover:
+    /// its failures are a reused entry met through a word of an earlier
+    /// incarnation (a reuse before T, a cache entry kept or stamped past T,
+    /// a remote mark's stamp trusted across clocks). With the tags such a
+    /// variant is harmless short of their wrap (docs/protocol.md §4), so a
+    /// checker catches it with the tags off too
+    /// ([`Faults::for_catching`]).
+    pub fn breaks_a_rule_the_tags_cover(&self) -> bool {
+        self.reuse_before_expiry
+            || self.cache_time_from_completion
+            || self.get_hit_time_from_completion
+            || self.get_insert_time_from_completion
+            || self.get_value_insert_time_from_completion
+            || self.trust_remote_mark_stamp
+    }
+
+    /// This variant as a checker hunts it: with the incarnation tags off
+    /// too when it breaks a rule they cover
+    /// ([`Faults::breaks_a_rule_the_tags_cover`]), where the clock rules
+    /// it breaks are the only cover, as they are again once an entry's
+    /// incarnations wrap.
+    pub fn for_catching(mut self) -> Faults {
+        self.ignore_incarnations |= self.breaks_a_rule_the_tags_cover();
+        self
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only the six switches whose failures the tags cover are hunted with
+    /// the tags off; every other switch is hunted as it is.
+    #[test]
+    fn only_switches_the_tags_cover_are_caught_with_the_tags_off() {
+        let covered = [
+            "reuse-before-expiry",
+            "cache-time-from-completion",
+            "get-hit-time-from-completion",
+            "get-insert-time-from-completion",
+            "get-value-insert-time-from-completion",
+            "trust-remote-mark-stamp",
+        ];
+        for name in Faults::NAMES {
+            let f = Faults::named(&[name]).unwrap().for_catching();
+            assert_eq!(
+                f.ignore_incarnations,
+                covered.contains(&name) || name == "ignore-incarnations",
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn every_name_turns_on_exactly_one_distinct_switch() {

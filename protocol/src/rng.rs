@@ -31,6 +31,12 @@ pub fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A uniform draw in `[0, 1)` from 64 random `bits` (their top 53, the
+/// precision of an `f64`).
+pub fn unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// A duration in `[base/2, base]`, drawn from the xorshift64 `state`: a
 /// back-off with jitter.
 pub fn jittered(state: &mut u64, base: Duration) -> Duration {
@@ -41,6 +47,16 @@ pub fn jittered(state: &mut u64, base: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `unit` spans [0, 1): 0 bits give 0, all ones the largest draw
+    /// below 1, and the low 11 bits do not count.
+    #[test]
+    fn unit_draws_span_zero_to_below_one() {
+        assert_eq!(unit(0), 0.0);
+        assert!(unit(u64::MAX) < 1.0 && unit(u64::MAX) > 0.999_999);
+        assert_eq!(unit(1 << 63), 0.5);
+        assert_eq!(unit((1 << 63) | 0x7ff), 0.5);
+    }
 
     #[test]
     fn the_steps_give_their_reference_values() {

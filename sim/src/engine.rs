@@ -29,7 +29,7 @@
 //! CPU contention between client threads; the operations in flight of one
 //! thread, its CPU copies and background threads do share it).
 
-use nessie_protocol::rng::xorshift64;
+use nessie_protocol::rng::{unit, xorshift64};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -995,7 +995,7 @@ impl Engine {
                 // Open loop: Poisson arrivals; an idle thread waits for the
                 // next one, a busy one takes it as soon as it is free.
                 let gap = |rng: &mut u64| {
-                    let u = (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64;
+                    let u = unit(xorshift64(rng));
                     (-(1.0 - u).ln() / rate * 1e9) as u64
                 };
                 if cl.next_arrival == 0 {
@@ -1010,8 +1010,7 @@ impl Engine {
             }
             if let Some(gen) = cl.ycsb.as_mut() {
                 let rng = &mut cl.rng;
-                let mut unit = || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64;
-                let (key, kind) = match gen.next(&mut unit) {
+                let (key, kind) = match gen.next(&mut || unit(xorshift64(rng))) {
                     YcsbDraw::Read(k) => (k, Draw::Get),
                     YcsbDraw::Write(k) => (k, Draw::Put),
                     // From the key, as many keys on as entries asked for.
@@ -1027,7 +1026,7 @@ impl Engine {
             } else {
                 let draw = xorshift64(&mut cl.rng);
                 let key = match &self.zipf {
-                    Some(z) => z.key((draw >> 11) as f64 / (1u64 << 53) as f64),
+                    Some(z) => z.key(unit(draw)),
                     None => draw % spec.keys,
                 };
                 let roll = xorshift64(&mut cl.rng) % 100;

@@ -26,28 +26,14 @@ use nessie_sim::{
 };
 use nessie_systems::SystemKind;
 
-/// The broken variant `name`: with the incarnation tags off too when the
-/// switch breaks a rule the tags cover ([`TAG_COVERED`]).
+/// The broken variant `name`, as the swarm hunts it: with the incarnation
+/// tags off too when the switch breaks a rule they cover
+/// ([`Faults::for_catching`]: with the tags the reused entry's word is new,
+/// no cache entry answers for it, and such a switch is harmless within 128
+/// reuses).
 fn faults(name: &str) -> Faults {
-    let mut f = Faults::named(&[name]).unwrap();
-    f.ignore_incarnations |= TAG_COVERED.contains(&name);
-    f
+    Faults::named(&[name]).unwrap().for_catching()
 }
-
-/// Switches whose failures are a reused entry met through an earlier
-/// incarnation's word (a reuse before T, a cache entry kept or stamped
-/// past T): with the incarnation tags the reused entry's word is new, no
-/// cache entry answers for it, and they are harmless within 128 reuses
-/// (docs/protocol.md §4). The swarm catches each with the tags off, where
-/// the clock rules they break are the only cover, as they are again once
-/// an entry's incarnations wrap.
-const TAG_COVERED: [&str; 5] = [
-    "reuse-before-expiry",
-    "cache-time-from-completion",
-    "get-hit-time-from-completion",
-    "get-insert-time-from-completion",
-    "get-value-insert-time-from-completion",
-];
 
 #[test]
 fn the_correct_protocol_survives_two_thousand_fault_mixes() {

@@ -12,7 +12,7 @@
 //! as `nessie bench`'s).
 
 use nessie_check::write_unique_value;
-use nessie_protocol::rng::xorshift64;
+use nessie_protocol::rng::{unit, xorshift64};
 use nessie_protocol::KvRequest;
 
 use super::driver::{Next, Source};
@@ -160,7 +160,7 @@ impl Source for Mix {
         let (draw, k) = match self.ycsb.as_mut() {
             Some(y) => {
                 let rng = &mut self.rng;
-                match y.next(&mut || (xorshift64(rng) >> 11) as f64 / (1u64 << 53) as f64) {
+                match y.next(&mut || unit(xorshift64(rng))) {
                     YcsbDraw::Read(k) => (MixDraw::Get, k),
                     YcsbDraw::Write(k) => (MixDraw::Put, k),
                     YcsbDraw::Scan(k, len) => (MixDraw::Scan(len as usize), k),

@@ -145,7 +145,7 @@ mod tests {
         }
 
         fn unit(&mut self) -> f64 {
-            (nessie_protocol::rng::splitmix64(&mut self.0) >> 11) as f64 / (1u64 << 53) as f64
+            nessie_protocol::rng::unit(nessie_protocol::rng::splitmix64(&mut self.0))
         }
     }
 

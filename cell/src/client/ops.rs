@@ -141,10 +141,7 @@ impl ClientCore {
 
     /// A uniform random number in [0, 1).
     pub fn coin(&mut self) -> f64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+        nessie_protocol::rng::unit(nessie_protocol::rng::xorshift64(&mut self.rng))
     }
 }
 

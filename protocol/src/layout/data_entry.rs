@@ -265,6 +265,11 @@ impl DataEntryHeader {
         })
     }
 
+    /// Whether the header is all zero: the entry was never written.
+    pub fn is_never_written(&self) -> bool {
+        self.encode() == [0u8; 32]
+    }
+
     /// Encodes the header as 32 bytes.
     pub fn encode(&self) -> [u8; 32] {
         let mut out = [0u8; 32];

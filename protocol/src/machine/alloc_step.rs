@@ -43,7 +43,7 @@ impl AllocStep {
             let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
                 continue;
             };
-            let written = h.encode() != [0u8; 32];
+            let written = !h.is_never_written();
             if hasty && h.recycle.recycle {
                 cx.client.alloc.collect_hastily(d, &h);
                 cx.io.stats.recycled += 1;
