@@ -67,6 +67,11 @@ export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_BIN=/bin/ness
 export NESSIE_VERBS_FLAP_LINK=d0
 export RUST_BACKTRACE=1
 filter=$(cat /tests/filter 2>/dev/null)
+# The panics a test binary's output ($1) shows (with --nocapture libtest
+# prints them inline), without their backtraces' frames.
+panics() {
+  grep -a -A6 'panicked at' "$1" | grep -av '^ *[0-9]*: \|^ *at \|^stack backtrace:\|^--$'
+}
 status=ok
 for t in conformance lossy_link cluster; do
   out=/tmp/$t.out
@@ -84,8 +89,7 @@ for t in conformance lossy_link cluster; do
   if [ "$t" = cluster ] && [ -n "$line" ] && [ "${failed:-0}" != 0 ] \
      && ! grep -q 'NOT linearizable\|NOT checkable\|must reject' $out; then
     names=$(sed -n '/^failures:$/,/^test result:/p' $out | sed -n 's/^    \([a-z0-9_]*\)$/\1/p' | sort -u)
-    grep -a -A6 'panicked at' $out | grep -av '^ *[0-9]*: \|^ *at \|^stack backtrace:\|^--$' \
-      | head -40 | sed 's/^/NESSIE-SOFTROCE-RETRY first run: /'
+    panics $out | head -40 | sed 's/^/NESSIE-SOFTROCE-RETRY first run: /'
     again=0
     for n in $names; do
       echo "NESSIE-SOFTROCE-RETRY $n: failed without a safety verdict, run once more"
@@ -116,7 +120,7 @@ grep -h -E '^(CLOCK|WATCHDOG|LOSSY|METRICS) ' /tmp/*.out | sed 's/^/NESSIE-SOFTR
 # may also catch panics on purpose) and the names libtest lists as failed.
 for t in conformance lossy_link cluster; do
   grep -a 'test result:' /tmp/$t.out 2>/dev/null | tail -1 | grep -q FAILED || continue
-  { grep -a -A6 'panicked at' /tmp/$t.out | grep -av '^ *[0-9]*: \|^ *at \|^stack backtrace:\|^--$'
+  { panics /tmp/$t.out
     sed -n '/^failures:$/,/^test result:/p' /tmp/$t.out; } \
     | head -80 | sed "s/^/NESSIE-SOFTROCE-FAILURE $t: /"
 done
