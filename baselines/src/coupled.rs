@@ -103,6 +103,7 @@ impl CoupledLayout {
                 // Nessie configuration counts the slots of every node, so
                 // it may ask for more.
                 candidates: u32::from(cfg.candidates).min(cfg.index_slots_per_node.max(1)) as u8,
+                bucket_slots: 1,
                 nodes: 1,
                 slots_per_node: cfg.index_slots_per_node,
                 filter_bits,

@@ -2,8 +2,9 @@
 //!
 //! One client fills an empty index (on the simulated fabric, no latency:
 //! the figures are counts, not times) with new keys until a PUT is refused
-//! with `TableFull`, for each number of candidates N and each MIGRATE search
-//! (breadth first, depth first), and reports the round trips of the inserts
+//! with `TableFull`, for each number of candidates N, each bucket size B
+//! (one-entry buckets as in the papers, and associative buckets) and each
+//! MIGRATE search (breadth first, depth first), and reports the round trips of the inserts
 //! made just below each index load factor: average, maximum, and how many
 //! were refused. The workshop paper's Table 1 (two hash functions) is
 //! printed beside N = 2.
@@ -21,6 +22,10 @@ pub struct InsertsArgs {
     /// Cuckoo candidates per key to measure, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "2,3,4")]
     pub candidates: Vec<u8>,
+    /// Index table entries per bucket (B) to measure, comma separated (1:
+    /// the papers' one-entry candidates).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub bucket_slots: Vec<u8>,
     /// Index load factors to report, comma separated (each row averages the
     /// inserts made while the load was within `--window` below it).
     #[arg(
@@ -76,8 +81,10 @@ impl SearchArg {
 /// One row: the inserts made within a window below one load factor.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// Candidates per key.
+    /// Candidates (buckets) per key.
     pub candidates: u8,
+    /// Entries per bucket.
+    pub bucket_slots: u8,
     /// The search.
     pub search: SearchArg,
     /// The load factor the window ends at.
@@ -95,8 +102,10 @@ pub struct Row {
 /// One fill: a series per (N, search), and the load at the first refusal.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fill {
-    /// Candidates per key.
+    /// Candidates (buckets) per key.
     pub candidates: u8,
+    /// Entries per bucket.
+    pub bucket_slots: u8,
     /// The search.
     pub search: SearchArg,
     /// Index load when the first insert was refused (`None`: none was, up
@@ -116,7 +125,12 @@ pub const WORKSHOP_TABLE_1: [(f64, f64); 5] = [
 ];
 
 /// Fills one index and measures it.
-pub fn fill(args: &InsertsArgs, candidates: u8, search: SearchArg) -> Result<Fill, Error> {
+pub fn fill(
+    args: &InsertsArgs,
+    candidates: u8,
+    bucket_slots: u8,
+    search: SearchArg,
+) -> Result<Fill, Error> {
     let entries = u64::from(args.nodes) * u64::from(args.slots_per_node);
     let cfg = Arc::new(Config {
         nodes: args.nodes,
@@ -129,6 +143,7 @@ pub fn fill(args: &InsertsArgs, candidates: u8, search: SearchArg) -> Result<Fil
         max_key_len: 16,
         max_value_len: 8,
         candidates,
+        bucket_slots,
         max_migrate_depth: args.max_depth,
         migrate_search: search.config(),
         cache_capacity: 0,
@@ -148,6 +163,7 @@ pub fn fill(args: &InsertsArgs, candidates: u8, search: SearchArg) -> Result<Fil
         .iter()
         .map(|&load| Row {
             candidates,
+            bucket_slots,
             search,
             load,
             inserts: 0,
@@ -199,6 +215,7 @@ pub fn fill(args: &InsertsArgs, candidates: u8, search: SearchArg) -> Result<Fil
     }
     Ok(Fill {
         candidates,
+        bucket_slots,
         search,
         first_refusal_load: first_refusal,
         rows,
@@ -208,9 +225,11 @@ pub fn fill(args: &InsertsArgs, candidates: u8, search: SearchArg) -> Result<Fil
 /// Runs every fill and prints the table (or JSON).
 pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
     let mut fills = Vec::new();
-    for &n in &args.candidates {
-        for &s in &args.search {
-            fills.push(fill(args, n, s)?);
+    for &b in &args.bucket_slots {
+        for &n in &args.candidates {
+            for &s in &args.search {
+                fills.push(fill(args, n, b, s)?);
+            }
         }
     }
     if args.json {
@@ -225,8 +244,8 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         args.nodes, args.slots_per_node, args.max_depth
     );
     println!(
-        "{:>4} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>10}",
-        "N", "search", "load", "inserts", "avg RTs", "max", "refused", "paper N=2"
+        "{:>4} {:>3} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>10}",
+        "N", "B", "search", "load", "inserts", "avg RTs", "max", "refused", "paper N=2"
     );
     for f in &fills {
         for r in &f.rows {
@@ -240,8 +259,9 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
                 SearchArg::DepthFirst => "depth-first",
             };
             println!(
-                "{:>4} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>10}",
+                "{:>4} {:>3} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>10}",
                 f.candidates,
+                f.bucket_slots,
                 search,
                 r.load,
                 r.inserts,
@@ -252,8 +272,8 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
             );
         }
         match f.first_refusal_load {
-            Some(l) => println!("{:>4} {:>14} first refusal at load {l:.3}", "", ""),
-            None => println!("{:>4} {:>14} no refusal", "", ""),
+            Some(l) => println!("{:>4} {:>3} {:>14} first refusal at load {l:.3}", "", "", ""),
+            None => println!("{:>4} {:>3} {:>14} no refusal", "", "", ""),
         }
     }
     Ok(())

@@ -574,9 +574,10 @@ fn fig_13(args: &PapersArgs) -> Result<(), SimError> {
 fn workshop_table_1() -> Result<(), SimError> {
     eprintln!("Workshop Table 1");
     println!("## Workshop paper Table 1: round trips per write against index load factor, two hash functions\n");
-    println!("One client inserts new keys into an empty index (3 nodes x 2,048 entries, one entry per bucket, breadth-first MIGRATE, depth 10; `nessie inserts`); each row averages the inserts made within 0.02 below the load. Refused: inserts refused with `TableFull` in that window.\n");
+    println!("One client inserts new keys into an empty index (3 nodes x 2,048 entries, breadth-first MIGRATE, depth 10; `nessie inserts`), with one entry per bucket as in the paper and with buckets of 4 entries (B = 4: a key may live in any entry of its two buckets); each row averages the inserts made within 0.02 below the load. Refused: inserts refused with `TableFull` in that window.\n");
     let args = InsertsArgs {
         candidates: vec![2],
+        bucket_slots: vec![1, 4],
         loads: WORKSHOP_TABLE_1.iter().map(|(l, _)| *l).collect(),
         window: 0.02,
         nodes: 3,
@@ -585,31 +586,44 @@ fn workshop_table_1() -> Result<(), SimError> {
         search: vec![SearchArg::BreadthFirst],
         json: false,
     };
-    let fill = inserts::fill(&args, 2, SearchArg::BreadthFirst)?;
-    println!("| load factor | avg RTs: sim / paper (ratio) | max RTs | refused / inserts |");
-    println!("|---|---|---|---|");
-    for row in &fill.rows {
+    let fill = inserts::fill(&args, 2, 1, SearchArg::BreadthFirst)?;
+    let buckets = inserts::fill(&args, 2, 4, SearchArg::BreadthFirst)?;
+    println!("| load factor | avg RTs: sim / paper (ratio) | max RTs | refused / inserts | B = 4: avg RTs / paper (ratio) | B = 4: max RTs | B = 4: refused / inserts |");
+    println!("|---|---|---|---|---|---|---|");
+    let avg = |row: &inserts::Row, paper: Option<f64>| {
+        if row.inserts == 0 {
+            "no insert reached this load".to_string()
+        } else {
+            cell(row.avg_round_trips, paper)
+        }
+    };
+    for (row, b) in fill.rows.iter().zip(&buckets.rows) {
         let paper = WORKSHOP_TABLE_1
             .iter()
             .find(|(l, _)| (l - row.load).abs() < 1e-9)
             .map(|(_, v)| *v);
         println!(
-            "| {:.2} | {} | {} | {} / {} |",
+            "| {:.2} | {} | {} | {} / {} | {} | {} | {} / {} |",
             row.load,
-            if row.inserts == 0 {
-                "no insert reached this load".to_string()
-            } else {
-                cell(row.avg_round_trips, paper)
-            },
+            avg(row, paper),
             row.max_round_trips,
             row.refused,
-            row.inserts
+            row.inserts,
+            avg(b, paper),
+            b.max_round_trips,
+            b.refused,
+            b.inserts
         );
     }
-    match fill.first_refusal_load {
-        Some(l) => println!("\nFirst refusal at load {l:.3}.\n"),
-        None => println!("\nNo insert refused.\n"),
-    }
+    let refusal = |f: &inserts::Fill| match f.first_refusal_load {
+        Some(l) => format!("at load {l:.3}"),
+        None => "none".to_string(),
+    };
+    println!(
+        "\nFirst refusal: one-entry buckets {}, B = 4 {}.\n",
+        refusal(&fill),
+        refusal(&buckets)
+    );
     Ok(())
 }
 

@@ -52,8 +52,12 @@ pub struct Config {
     pub max_key_len: u32,
     /// Largest value in bytes.
     pub max_value_len: u32,
-    /// Cuckoo candidates per key (N), 1 to 8.
+    /// Cuckoo candidates per key (N), 1 to 8: the buckets a key may live in.
     pub candidates: u8,
+    /// Index table entries per bucket (B), 1 to 8: a key may live in any slot
+    /// of its N buckets, and a bucket is read with one READ of `8 B` bytes.
+    /// `index_slots_per_node` is a multiple of it.
+    pub bucket_slots: u8,
     /// Filter bits in index table entries (0 disables them), at most 15.
     pub filter_bits: u8,
     /// Seed of the candidate and filter hashes.
@@ -90,6 +94,7 @@ impl Default for Config {
             max_key_len: 128,
             max_value_len: 256,
             candidates: 3,
+            bucket_slots: 1,
             filter_bits: 7,
             hash_seed: 0x4e65_7373_6965,
             expiration: Duration::from_secs(1),
@@ -154,11 +159,23 @@ impl Config {
             "1 to 8",
         )?;
         check(
-            u64::from(self.nodes) * u64::from(self.index_slots_per_node)
-                >= u64::from(self.candidates),
+            (1..=8).contains(&self.bucket_slots),
+            "bucket_slots",
+            self.bucket_slots,
+            "1 to 8",
+        )?;
+        check(
+            self.index_slots_per_node % u32::from(self.bucket_slots.max(1)) == 0,
             "index_slots_per_node",
             self.index_slots_per_node,
-            "the cluster needs at least `candidates` index table entries",
+            "a multiple of `bucket_slots`",
+        )?;
+        check(
+            u64::from(self.nodes) * u64::from(self.index_slots_per_node)
+                >= u64::from(self.candidates) * u64::from(self.bucket_slots),
+            "index_slots_per_node",
+            self.index_slots_per_node,
+            "the cluster needs at least `candidates` buckets",
         )?;
         check(
             self.filter_bits <= MAX_FILTER_BITS,
@@ -179,10 +196,10 @@ impl Config {
             "each client needs at least 2 data table entries",
         )?;
         check(
-            (1..=u32::from(u16::MAX)).contains(&self.max_key_len),
+            (1..=u32::from(crate::layout::MAX_KEY_LEN_FIELD)).contains(&self.max_key_len),
             "max_key_len",
             self.max_key_len,
-            "1 to 65535 bytes",
+            "1 to 4095 bytes",
         )?;
         check(
             self.max_value_len <= crate::layout::data_entry_max_value(),
@@ -273,6 +290,7 @@ impl Config {
         Hasher {
             seed: self.hash_seed,
             candidates: self.candidates,
+            bucket_slots: self.bucket_slots,
             nodes: self.nodes,
             slots_per_node: self.index_slots_per_node,
             filter_bits: self.filter_bits,
@@ -401,6 +419,27 @@ mod tests {
                     ..Config::default()
                 },
                 "candidates",
+            ),
+            (
+                Config {
+                    bucket_slots: 9,
+                    ..Config::default()
+                },
+                "bucket_slots",
+            ),
+            (
+                Config {
+                    bucket_slots: 3,
+                    ..Config::default()
+                },
+                "index_slots_per_node",
+            ),
+            (
+                Config {
+                    max_key_len: 4096,
+                    ..Config::default()
+                },
+                "max_key_len",
             ),
             (
                 Config {

@@ -35,8 +35,10 @@ pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
 pub struct Hasher {
     /// Deployment-wide seed.
     pub seed: u64,
-    /// Number of cuckoo candidates (N).
+    /// Number of cuckoo candidates (N): buckets per key.
     pub candidates: u8,
+    /// Index table entries per bucket (B); `slots_per_node` is a multiple.
+    pub bucket_slots: u8,
     /// Nodes in the cluster.
     pub nodes: u16,
     /// Index table entries per node.
@@ -51,6 +53,16 @@ impl Hasher {
         u64::from(self.nodes) * u64::from(self.slots_per_node)
     }
 
+    /// Slots per bucket (B), at least 1.
+    pub fn bucket_len(&self) -> usize {
+        usize::from(self.bucket_slots.max(1))
+    }
+
+    /// Total buckets in the cluster.
+    pub fn total_buckets(&self) -> u64 {
+        self.total_slots() / u64::from(self.bucket_slots.max(1))
+    }
+
     fn slot_of(&self, global: u64) -> IteAddr {
         let per = u64::from(self.slots_per_node);
         IteAddr {
@@ -59,11 +71,28 @@ impl Hasher {
         }
     }
 
-    /// The key's N distinct candidate index table entries, in the order the
-    /// protocol visits them. Requires `total_slots() >= candidates` (checked by
-    /// configuration validation).
+    /// The key's candidate index table entries, in the order the protocol
+    /// visits them: its N distinct buckets, each as its B slots in address
+    /// order (so positions `b*B .. b*B+B` are bucket `b`, one READ). With
+    /// B = 1 these are the paper's N candidates. Requires `total_buckets() >=
+    /// candidates` (checked by configuration validation).
     pub fn candidates(&self, key: &[u8]) -> Vec<IteAddr> {
-        let total = self.total_slots().max(1);
+        let b = u64::from(self.bucket_slots.max(1));
+        self.candidate_buckets(key)
+            .into_iter()
+            .flat_map(|g| (0..b).map(move |j| g * b + j))
+            .map(|g| self.slot_of(g))
+            .collect()
+    }
+
+    /// Whether candidate positions `i` and `j` are slots of one bucket.
+    pub fn same_bucket(&self, i: usize, j: usize) -> bool {
+        i / self.bucket_len() == j / self.bucket_len()
+    }
+
+    /// The key's N distinct buckets, by global bucket number.
+    fn candidate_buckets(&self, key: &[u8]) -> Vec<u64> {
+        let total = self.total_buckets().max(1);
         let mut globals: Vec<u64> = Vec::with_capacity(usize::from(self.candidates));
         for i in 0..u64::from(self.candidates) {
             let mut g = stable_hash(self.seed.wrapping_add(i.wrapping_mul(GOLDEN)), key) % total;
@@ -78,7 +107,7 @@ impl Hasher {
             }
             globals.push(g);
         }
-        globals.into_iter().map(|g| self.slot_of(g)).collect()
+        globals
     }
 
     /// The key's filter bits (its hash's low `filter_bits` bits).
@@ -98,6 +127,7 @@ mod tests {
         Hasher {
             seed: 42,
             candidates: 3,
+            bucket_slots: 1,
             nodes: 3,
             slots_per_node: 64,
             filter_bits: 7,
@@ -120,6 +150,7 @@ mod tests {
         let h = Hasher {
             seed: 7,
             candidates: 3,
+            bucket_slots: 1,
             nodes: 1,
             slots_per_node: 3,
             filter_bits: 0,
@@ -129,6 +160,29 @@ mod tests {
             c.sort();
             c.dedup();
             assert_eq!(c.len(), 3);
+        }
+    }
+
+    #[test]
+    fn buckets_are_aligned_runs_of_slots_on_one_node() {
+        let h = Hasher {
+            bucket_slots: 4,
+            ..hasher()
+        };
+        for k in 0..300u32 {
+            let c = h.candidates(&k.to_le_bytes());
+            assert_eq!(c.len(), 12);
+            for bucket in c.chunks(4) {
+                assert_eq!(bucket[0].slot % 4, 0);
+                for (j, s) in bucket.iter().enumerate() {
+                    assert_eq!((s.node, s.slot), (bucket[0].node, bucket[0].slot + j as u32));
+                }
+            }
+            let mut firsts: Vec<_> = c.chunks(4).map(|b| b[0]).collect();
+            firsts.sort();
+            firsts.dedup();
+            assert_eq!(firsts.len(), 3, "distinct buckets");
+            assert!(h.same_bucket(1, 3) && !h.same_bucket(3, 4));
         }
     }
 

@@ -82,6 +82,7 @@ impl PilafLayout {
             hasher: Hasher {
                 seed: cfg.hash_seed,
                 candidates: ways,
+                bucket_slots: 1,
                 nodes: 1,
                 slots_per_node: cfg.index_slots_per_node,
                 filter_bits: 0,

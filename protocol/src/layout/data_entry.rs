@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! byte 0   state word     (compare-and-swapped by NICs only)
-//!           63          36 35        20 19 18 17       11 10  8 7   5 4  3 2   0
-//!          +--------------+------------+-----+-----------+-----+-----+----+-----+
-//!          |  value len   |  key len   |  0  |incarnation| dst | src |kind|state|
-//!          +--------------+------------+-----+-----------+-----+-----+----+-----+
+//!           63          36 35      24 23       17 16   11 10    5 4  3 2   0
+//!          +--------------+----------+-----------+-------+-------+----+-----+
+//!          |  value len   | key len  |incarnation|  dst  |  src  |kind|state|
+//!          +--------------+----------+-----------+-------+-------+----+-----+
 //! byte 8   owner deadline (ns): after it, any client may reclaim the entry
 //! byte 16  recycle word:  bit 63 recycle flag | bits 0-62 expiration time (ns)
 //! byte 24  previous version: the index table entry this entry replaced
@@ -15,12 +15,13 @@
 //!
 //! The metadata is 32 bytes. Header and key come first, so a client can read
 //! them without the value (the paper's "multiple reads"). `src`/`dst` are used
-//! by MIGRATE copies: candidate positions (in the key's cuckoo candidate list)
-//! of the source and destination index table entries. `incarnation` is the
+//! by MIGRATE copies: candidate positions (in the key's list of candidate
+//! slots: N buckets of B slots, so up to 64 positions) of the source and
+//! destination index table entries. `incarnation` is the
 //! entry's reuse count modulo 128, which every index word naming the entry
 //! carries too ([`crate::layout::IndexEntry`]): a commit or abort CAS that
 //! expects one incarnation's `Writing` word cannot match the next
-//! incarnation's. Bits 18 and 19 are spare.
+//! incarnation's. Keys are at most [`MAX_KEY_LEN_FIELD`] (4,095) bytes.
 
 use crate::layout::MAX_INCARNATION;
 
@@ -131,15 +132,22 @@ pub struct StateWord {
 /// Largest value length the state word can describe.
 pub const MAX_VALUE_LEN_FIELD: u32 = (1 << 28) - 1;
 
+/// Largest key length the state word can describe.
+pub const MAX_KEY_LEN_FIELD: u16 = (1 << 12) - 1;
+
+/// Largest candidate position (`src`, `dst`) the state word can describe:
+/// N candidate buckets of B slots each, N and B at most 8.
+pub const MAX_CANDIDATE_POSITION: u8 = (1 << 6) - 1;
+
 impl StateWord {
     /// Encodes the word.
     pub fn encode(self) -> u64 {
         self.state.code()
             | (self.kind.map_or(0, DteKind::code) << 3)
-            | ((u64::from(self.src) & 0x7) << 5)
-            | ((u64::from(self.dst) & 0x7) << 8)
-            | ((u64::from(self.incarnation) & u64::from(MAX_INCARNATION)) << 11)
-            | (u64::from(self.key_len) << 20)
+            | ((u64::from(self.src) & u64::from(MAX_CANDIDATE_POSITION)) << 5)
+            | ((u64::from(self.dst) & u64::from(MAX_CANDIDATE_POSITION)) << 11)
+            | ((u64::from(self.incarnation) & u64::from(MAX_INCARNATION)) << 17)
+            | ((u64::from(self.key_len) & u64::from(MAX_KEY_LEN_FIELD)) << 24)
             | ((u64::from(self.value_len) & u64::from(MAX_VALUE_LEN_FIELD)) << 36)
     }
 
@@ -148,10 +156,10 @@ impl StateWord {
         StateWord {
             state: DteState::from_code(w & 0x7),
             kind: DteKind::from_code((w >> 3) & 0x3),
-            src: ((w >> 5) & 0x7) as u8,
-            dst: ((w >> 8) & 0x7) as u8,
-            incarnation: ((w >> 11) & u64::from(MAX_INCARNATION)) as u8,
-            key_len: ((w >> 20) & 0xffff) as u16,
+            src: ((w >> 5) & u64::from(MAX_CANDIDATE_POSITION)) as u8,
+            dst: ((w >> 11) & u64::from(MAX_CANDIDATE_POSITION)) as u8,
+            incarnation: ((w >> 17) & u64::from(MAX_INCARNATION)) as u8,
+            key_len: ((w >> 24) & u64::from(MAX_KEY_LEN_FIELD)) as u16,
             value_len: ((w >> 36) & u64::from(MAX_VALUE_LEN_FIELD)) as u32,
         }
     }
@@ -384,10 +392,10 @@ mod tests {
                 let w = StateWord {
                     state,
                     kind,
-                    src: 7,
-                    dst: 7,
+                    src: MAX_CANDIDATE_POSITION,
+                    dst: MAX_CANDIDATE_POSITION - 1,
                     incarnation: MAX_INCARNATION,
-                    key_len: u16::MAX,
+                    key_len: MAX_KEY_LEN_FIELD,
                     value_len: MAX_VALUE_LEN_FIELD,
                 };
                 assert_eq!(StateWord::decode(w.encode()), w);

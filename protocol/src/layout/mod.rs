@@ -11,7 +11,7 @@ mod index_entry;
 
 pub use data_entry::{
     DataEntryHeader, DataLayout, DteKind, DteState, RecycleWord, StateWord, HEADER_BYTES,
-    MAX_VALUE_LEN_FIELD,
+    MAX_CANDIDATE_POSITION, MAX_KEY_LEN_FIELD, MAX_VALUE_LEN_FIELD,
 };
 pub use index_entry::{
     next_incarnation, IndexEntry, INCARNATION_BITS, MAX_FILTER_BITS, MAX_INCARNATION,

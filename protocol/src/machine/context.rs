@@ -137,6 +137,45 @@ impl Cx<'_> {
         }
     }
 
+    /// Whether candidate positions `i` and `j` are slots of one bucket.
+    pub(crate) fn same_bucket(&self, i: usize, j: usize) -> bool {
+        self.client.hasher.same_bucket(i, j)
+    }
+
+    /// Slots per candidate bucket (B).
+    pub(crate) fn bucket_len(&self) -> usize {
+        self.client.hasher.bucket_len()
+    }
+
+    /// Reads candidate buckets `buckets` (bucket numbers: bucket `k` is
+    /// positions `k*B .. k*B+B` of `cands`, the key's candidate list), one
+    /// READ of B words each, in the order given;
+    /// [`bucket_words`](crate::machine::io::bucket_words) reads the results.
+    pub(crate) fn read_buckets(&mut self, cands: &[IteAddr], buckets: &[usize]) {
+        let b = self.bucket_len();
+        for &k in buckets {
+            if let Some(&first) = cands.get(k * b) {
+                self.read_bucket(first);
+            }
+        }
+    }
+
+    /// Every candidate bucket number of `cands`, last first (the order of
+    /// every re-reading pass).
+    pub(crate) fn all_buckets_reversed(&self, cands: &[IteAddr]) -> Vec<usize> {
+        (0..cands.len().div_ceil(self.bucket_len())).rev().collect()
+    }
+
+    /// Reads the bucket whose first slot is `first`: its B index words in
+    /// one READ.
+    pub(crate) fn read_bucket(&mut self, first: IteAddr) -> usize {
+        let len = 8 * self.bucket_len() as u32;
+        self.io.issue(Op::Read {
+            addr: first.remote(),
+            len,
+        })
+    }
+
     pub(crate) fn read_ite(&mut self, ite: IteAddr) -> usize {
         self.io.issue(Op::Read {
             addr: ite.remote(),

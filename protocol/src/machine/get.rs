@@ -1,9 +1,10 @@
 //! GET: forward pass over the candidates, previous versions, reverse pass.
 //!
 //! Steps (docs/protocol.md, "GET"):
-//! 1. For each candidate index table entry in order: read it; skip it if empty
-//!    or its filter bits differ; otherwise get its data table entry (local
-//!    cache, local data table by CPU, or RDMA READ).
+//! 1. For each candidate index table entry in order: read it (a bucket's B
+//!    entries come in one READ, posted when the pass reaches the bucket);
+//!    skip it if empty or its filter bits differ; otherwise get its data
+//!    table entry (local cache, local data table by CPU, or RDMA READ).
 //! 2. Key differs: next candidate. `Valid`: return the value (with
 //!    `multiple_reads`, read it now: header and key came first; the whole
 //!    entry is then cached like any other). `Deleted`: not found.
@@ -11,13 +12,13 @@
 //!    remember the entry and go on.
 //! 3. No answer after all candidates: re-read the state words of the remembered
 //!    in-progress entries (any change: conflict), then re-read every candidate
-//!    index table entry (any change: conflict). Otherwise: not found.
+//!    bucket, last first (any changed entry: conflict). Otherwise: not found.
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
 use crate::layout::{DteState, IndexEntry};
 use crate::machine::context::{Cx, DteView};
-use crate::machine::io::{bytes, word, Results};
+use crate::machine::io::{bucket_words, buckets_unchanged, bytes, word, Results};
 use crate::machine::Logic;
 use crate::time::Nanos;
 
@@ -29,7 +30,7 @@ enum Phase {
     AwaitValue(DteView),
     AwaitPrev,
     AwaitStates,
-    AwaitReverse,
+    AwaitReverse(Vec<usize>),
 }
 
 /// The logic of one GET attempt.
@@ -66,9 +67,27 @@ impl GetLogic {
         if self.i >= self.cands.len() {
             return self.reverse_pass(cx);
         }
+        if let Some(&w) = self.words.get(self.i) {
+            // A later slot of the bucket the last READ brought.
+            return self.on_word(cx, w);
+        }
         self.posted_at = cx.now;
-        cx.read_ite(self.cands[self.i]);
+        cx.read_bucket(self.cands[self.i]);
         self.phase = Phase::AwaitIte;
+        None
+    }
+
+    /// Follows candidate `self.i`, whose index word is `w`.
+    fn on_word(&mut self, cx: &mut Cx<'_>, w: IndexEntry) -> Out {
+        let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
+            return self.next(cx);
+        };
+        let read_at = self.read_at(cx, cx.client.faults.get_hit_time_from_completion);
+        if let Some(v) = cx.cached_view(w, read_at) {
+            return self.evaluate(cx, v, read_at);
+        }
+        cx.read_dte(dte, !cx.cfg().multiple_reads);
+        self.phase = Phase::AwaitDte;
         None
     }
 
@@ -143,10 +162,9 @@ impl GetLogic {
     }
 
     fn reverse_ites(&mut self, cx: &mut Cx<'_>) -> Out {
-        for &c in self.cands.iter().rev() {
-            cx.read_ite(c);
-        }
-        self.phase = Phase::AwaitReverse;
+        let buckets = cx.all_buckets_reversed(&self.cands);
+        cx.read_buckets(&self.cands, &buckets);
+        self.phase = Phase::AwaitReverse(buckets);
         None
     }
 }
@@ -172,21 +190,12 @@ impl Logic for GetLogic {
                 self.read_candidate(cx)
             }
             Phase::AwaitIte => {
-                let w = match word(&results[0]) {
-                    Ok(w) => IndexEntry(w),
+                match bucket_words(&results, cx.bucket_len()) {
+                    Ok(ws) => self.words.extend(ws.into_iter().flatten()),
                     Err(e) => return Some(Err(e)),
-                };
-                self.words.push(w);
-                let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
-                    return self.next(cx);
-                };
-                let read_at = self.read_at(cx, cx.client.faults.get_hit_time_from_completion);
-                if let Some(v) = cx.cached_view(w, read_at) {
-                    return self.evaluate(cx, v, read_at);
                 }
-                cx.read_dte(dte, !cx.cfg().multiple_reads);
-                self.phase = Phase::AwaitDte;
-                None
+                let w = self.words[self.i];
+                self.on_word(cx, w)
             }
             Phase::AwaitDte => {
                 let dte = self.words[self.i].dte()?;
@@ -224,15 +233,12 @@ impl Logic for GetLogic {
                 }
                 self.reverse_ites(cx)
             }
-            Phase::AwaitReverse => {
-                for (r, w) in results.iter().zip(self.words.iter().rev()) {
-                    match word(r) {
-                        Ok(now) if now == w.0 => {}
-                        Ok(_) => return Some(Err(Error::Conflict)),
-                        Err(e) => return Some(Err(e)),
-                    }
+            Phase::AwaitReverse(buckets) => {
+                match buckets_unchanged(&buckets, &results, &self.words, cx.bucket_len(), None) {
+                    Ok(true) => Some(Ok(None)),
+                    Ok(false) => Some(Err(Error::Conflict)),
+                    Err(e) => Some(Err(e)),
                 }
-                Some(Ok(None))
             }
         }
     }

@@ -7,6 +7,7 @@
 
 use crate::addr::NodeId;
 use crate::error::Error;
+use crate::layout::IndexEntry;
 use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
 use crate::stats::OpStats;
 
@@ -120,6 +121,58 @@ pub(crate) fn word(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
         ))),
         Err(e) => Err(e.clone().into()),
     }
+}
+
+/// Reads the results of [`Cx::read_buckets`](crate::machine::context::Cx):
+/// the `b` index words of each READ, one vector per READ.
+pub(crate) fn bucket_words(
+    results: &[Result<OpOutput, FabricError>],
+    b: usize,
+) -> Result<Vec<Vec<IndexEntry>>, Error> {
+    let mut buckets = Vec::with_capacity(results.len());
+    for r in results {
+        let raw = bytes(r)?;
+        if raw.len() < 8 * b {
+            return Err(Error::Corrupt(format!(
+                "expected a {}-byte bucket read, got {} bytes",
+                8 * b,
+                raw.len()
+            )));
+        }
+        let words: Vec<IndexEntry> = raw[..8 * b]
+            .chunks_exact(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(c);
+                IndexEntry(u64::from_le_bytes(w))
+            })
+            .collect();
+        buckets.push(words);
+    }
+    Ok(buckets)
+}
+
+/// Whether the buckets re-read (`buckets`, bucket numbers in the order they
+/// were read, and `results`, their completions) still hold the words first
+/// read (`seen`, in candidate order), every slot but `skip` compared; `Err`
+/// for a failed READ.
+pub(crate) fn buckets_unchanged(
+    buckets: &[usize],
+    results: &[Result<OpOutput, FabricError>],
+    seen: &[IndexEntry],
+    b: usize,
+    skip: Option<usize>,
+) -> Result<bool, Error> {
+    let now = bucket_words(results, b)?;
+    for (&k, words) in buckets.iter().zip(&now) {
+        for (j, w) in words.iter().enumerate() {
+            let pos = k * b + j;
+            if Some(pos) != skip && seen.get(pos) != Some(w) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(now.len() == buckets.len())
 }
 
 /// Reads a result as bytes.

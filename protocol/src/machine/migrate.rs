@@ -35,7 +35,7 @@ use crate::error::Error;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
-use crate::machine::io::{cas_previous, commit_won, word, written, Results};
+use crate::machine::io::{bucket_words, cas_previous, commit_won, word, written, Results};
 use crate::machine::recover::{Destination, Recover};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -218,10 +218,11 @@ impl Migrate {
                     cx.io.stats.helps += 1;
                     return self.clear_src(cx, None);
                 }
-                self.mv.alt = (0..cands.len()).filter(|&j| j != src).collect();
-                for &j in &self.mv.alt {
-                    cx.read_ite(cands[j]);
-                }
+                // Every other candidate of Y's, read by bucket: each bucket
+                // holding one (Y's own too, unless Y's entry is all of it).
+                let buckets = alternative_buckets(cands.len(), cx.bucket_len(), src);
+                self.mv.alt = alternatives(&buckets, cx.bucket_len(), src);
+                cx.read_buckets(&cands, &buckets);
                 self.mv.cands = cands;
                 self.mv.src = src;
                 self.mv.y = Some(y);
@@ -233,12 +234,22 @@ impl Migrate {
 
     fn on_alt(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
         let f = self.top()?;
-        self.mv.alt_words.clear();
-        for r in results {
-            match word(r) {
-                Ok(w) => self.mv.alt_words.push(IndexEntry(w)),
-                Err(e) => return Some(Err(e)),
-            }
+        let b = cx.bucket_len();
+        let buckets = alternative_buckets(self.mv.cands.len(), b, self.mv.src);
+        let words = match bucket_words(results, b) {
+            Ok(ws) => ws,
+            Err(e) => return Some(Err(e)),
+        };
+        let src = self.mv.src;
+        self.mv.alt_words = buckets
+            .iter()
+            .zip(words)
+            .flat_map(|(&k, ws)| ws.into_iter().enumerate().map(move |(j, w)| (k * b + j, w)))
+            .filter(|&(pos, _)| pos != src)
+            .map(|(_, w)| w)
+            .collect();
+        if self.mv.alt_words.len() != self.mv.alt.len() {
+            return Some(Err(Error::Corrupt("short bucket read".into())));
         }
         if let Some(k) = self.mv.alt_words.iter().position(|&w| w == self.mv.w) {
             // Two of the key's entries name Y: Y is a committed MIGRATE copy
@@ -271,10 +282,14 @@ impl Migrate {
         if f.depth >= cx.cfg().max_migrate_depth {
             return self.frame_failed(cx);
         }
+        // Deeper through Y's other buckets only: a slot of its own bucket is
+        // full (the bucket was read whole) and frees nothing the PUT could
+        // not use directly.
         let next = self
             .mv
             .alt
             .iter()
+            .filter(|&&j| !cx.same_bucket(j, self.mv.src))
             .map(|&j| self.mv.cands[j])
             .filter(|c| !self.path.contains(c))
             .nth(usize::from(f.next_alt));
@@ -586,4 +601,20 @@ impl Migrate {
             }
         }
     }
+}
+
+/// The buckets (numbers) holding a candidate other than position `src`
+/// among `n` candidates of buckets of `b`: all of them, or with one-slot
+/// buckets all but `src`'s own.
+fn alternative_buckets(n: usize, b: usize, src: usize) -> Vec<usize> {
+    (0..n.div_ceil(b)).filter(|&k| b > 1 || k != src).collect()
+}
+
+/// The candidate positions other than `src` in `buckets`, in order.
+fn alternatives(buckets: &[usize], b: usize, src: usize) -> Vec<usize> {
+    buckets
+        .iter()
+        .flat_map(|&k| k * b..k * b + b)
+        .filter(|&j| j != src)
+        .collect()
 }

@@ -167,7 +167,7 @@ impl CuckooSearch {
     /// next level, and still execute a path of that level's length, at the
     /// costs measured so far: a round trip (elapsed time per round) for each
     /// round of the path, and the elapsed time per request for the level's
-    /// own requests (one per entry plus N - 1 alternatives each), whichever
+    /// own requests (one per entry plus (N - 1) B alternatives each), whichever
     /// is dearer.
     fn affordable_width(&self, cx: &Cx<'_>) -> usize {
         if self.rounds == 0 {
@@ -185,7 +185,9 @@ impl CuckooSearch {
             .saturating_sub(margin)
             .saturating_sub(path)
             .saturating_sub(2 * rtt);
-        let per_entry = per_request.saturating_mul(u64::from(cx.cfg().candidates).max(1));
+        let alternatives = u64::from(cx.cfg().candidates.saturating_sub(1))
+            * u64::from(cx.cfg().bucket_slots.max(1));
+        let per_entry = per_request.saturating_mul(1 + alternatives);
         if per_entry == 0 {
             return usize::MAX;
         }
@@ -291,7 +293,9 @@ impl CuckooSearch {
                 continue;
             }
             for (j, &c) in cands.iter().enumerate() {
-                if j == pos || self.visited.contains(&c) {
+                // Through the key's other buckets: its own bucket's slots are
+                // full (read whole) and a move within it frees nothing new.
+                if cx.same_bucket(j, pos) || self.visited.contains(&c) {
                     continue;
                 }
                 self.visited.push(c);

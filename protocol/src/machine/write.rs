@@ -1,7 +1,8 @@
 //! PUT and DELETE: candidate choice, install, verification, commit.
 //!
 //! Steps (docs/protocol.md, "PUT" and "DELETE"):
-//! 1. Read all N candidate index table entries in one round; read the header
+//! 1. Read all N candidate buckets (B index table entries each, one READ per
+//!    bucket) in one round; read the header
 //!    and key of every entry whose filter bits match (cache, CPU or RDMA READ).
 //! 2. Help or back off: an in-progress entry of the key whose owner is past its
 //!    deadline is reclaimed, an aborted one is restored, a committed MIGRATE
@@ -13,7 +14,8 @@
 //! 4. Write the new entry (state `Writing`, previous version = the candidate's
 //!    word) into the client's own data table by CPU.
 //! 5. CAS the candidate from the word read to the new entry.
-//! 6. Verify: re-read the other candidates; any change means a concurrent
+//! 6. Verify: re-read the other candidates (every bucket holding one); any
+//!    change means a concurrent
 //!    operation may have created a second entry for the key: abort (state CAS
 //!    `Writing -> Aborted`, restore the candidate) and report a conflict.
 //! 7. Commit: CAS the state word `Writing -> Valid` (PUT) or `-> Deleted`
@@ -43,7 +45,9 @@ use crate::error::Error;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
-use crate::machine::io::{cas_previous, commit_won, word, written, Results};
+use crate::machine::io::{
+    bucket_words, buckets_unchanged, cas_previous, commit_won, written, Results,
+};
 use crate::machine::migrate::Migrate;
 use crate::machine::recover::{Destination, Recover};
 use crate::machine::search::{CuckooSearch, Found};
@@ -66,7 +70,7 @@ enum Phase {
     AwaitScanDtes(Vec<usize>),
     Recovering(Recover),
     AwaitHelp,
-    AwaitCertify,
+    AwaitCertify(Vec<usize>),
     Searching(Box<CuckooSearch>),
     Migrating(Box<Migrate>),
     AwaitAllocScan,
@@ -151,20 +155,16 @@ impl WriteLogic {
             return conflict();
         }
         self.scan_posted_at = cx.now;
-        for &c in &self.cands {
-            cx.read_ite(c);
-        }
+        let buckets: Vec<usize> = (0..self.cands.len().div_ceil(cx.bucket_len())).collect();
+        cx.read_buckets(&self.cands, &buckets);
         self.phase = Phase::AwaitScan;
         None
     }
 
     fn on_scan(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
-        self.words.clear();
-        for r in results {
-            match word(r) {
-                Ok(w) => self.words.push(IndexEntry(w)),
-                Err(e) => return Some(Err(e)),
-            }
+        match bucket_words(results, cx.bucket_len()) {
+            Ok(ws) => self.words = ws.into_iter().flatten().collect(),
+            Err(e) => return Some(Err(e)),
         }
         self.views = vec![None; self.cands.len()];
         // A cached entry stays valid for T from when its index entry was read,
@@ -242,10 +242,9 @@ impl WriteLogic {
         self.existed = false;
         if self.is_delete() {
             // Certify absence: every candidate unchanged since it was read.
-            for &c in self.cands.iter().rev() {
-                cx.read_ite(c);
-            }
-            self.phase = Phase::AwaitCertify;
+            let buckets = cx.all_buckets_reversed(&self.cands);
+            cx.read_buckets(&self.cands, &buckets);
+            self.phase = Phase::AwaitCertify(buckets);
             return None;
         }
         if let Some(e) = self.words.iter().position(|w| w.is_empty()) {
@@ -420,29 +419,29 @@ impl WriteLogic {
         if cx.client.faults.skip_put_verify {
             return self.commit(cx);
         }
-        let others: Vec<usize> = (0..self.cands.len())
-            .rev()
-            .filter(|&j| j != self.target)
+        // Every bucket holding a candidate other than the target, last first
+        // (the target's own bucket too, unless the target is all of it).
+        let b = cx.bucket_len();
+        let others: Vec<usize> = cx
+            .all_buckets_reversed(&self.cands)
+            .into_iter()
+            .filter(|&k| b > 1 || k != self.target)
             .collect();
         if others.is_empty() {
             return self.commit(cx);
         }
-        for &j in &others {
-            cx.read_ite(self.cands[j]);
-        }
+        cx.read_buckets(&self.cands, &others);
         self.phase = Phase::AwaitVerify(others);
         None
     }
 
     fn on_verify(&mut self, cx: &mut Cx<'_>, others: &[usize], results: &Results) -> Out {
-        for (&j, r) in others.iter().zip(results) {
-            match word(r) {
-                Ok(w) if w == self.words[j].0 => {}
-                Ok(_) => return self.abort(cx, Error::Conflict, false),
-                Err(e) => return self.abort(cx, e, false),
-            }
+        let b = cx.bucket_len();
+        match buckets_unchanged(others, results, &self.words, b, Some(self.target)) {
+            Ok(true) => self.commit(cx),
+            Ok(false) => self.abort(cx, Error::Conflict, false),
+            Err(e) => self.abort(cx, e, false),
         }
-        self.commit(cx)
     }
 
     /// Aborts our installed, uncommitted entry, then reports `reason`
@@ -720,18 +719,14 @@ impl Logic for WriteLogic {
                 Ok(_) => self.scan(cx),
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitCertify => {
+            Phase::AwaitCertify(buckets) => {
                 if cx.overran() {
                     return Some(Err(Error::Timeout));
                 }
-                let unchanged = results
-                    .iter()
-                    .zip(self.words.iter().rev())
-                    .all(|(r, w)| matches!(word(r), Ok(x) if x == w.0));
-                if unchanged {
-                    Some(Ok(false))
-                } else {
-                    conflict()
+                let b = cx.bucket_len();
+                match buckets_unchanged(&buckets, &results, &self.words, b, None) {
+                    Ok(true) => Some(Ok(false)),
+                    Ok(false) | Err(_) => conflict(),
                 }
             }
             Phase::AwaitAllocScan => match self.alloc.finish(cx, results) {
