@@ -387,6 +387,47 @@ pub fn get_races_migrate(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// `get-races-migrate` in associative buckets (one node, three buckets of
+/// B = 2 entries, N = 2): K sits in its second bucket, beside `g1`, and the
+/// bucket of its first has room; `q`'s buckets (K's second and a full one)
+/// are full and only K can move. A GET of K reads its first bucket (word by
+/// word), a MIGRATE moves K into it, the GET reads the second: its reverse
+/// pass must see the first bucket changed.
+pub fn get_in_a_bucket_races_migrate(faults: Faults) -> World {
+    let mut c = cfg(1, 6, 2, 3);
+    c.bucket_slots = 2;
+    c.dtes_per_node = 24;
+    let (b0, b1, b2) = ([0, 1], [2, 3], [4, 5]);
+    let order = |a: [u32; 2], b: [u32; 2]| [a, b].concat();
+    let f = key_where(&c, "f", |k| k == slots(&order(b0, b2)));
+    let z = key_where(&c, "z", |k| k == slots(&order(b0, b2)));
+    let k = key_where(&c, "k", |k| k == slots(&order(b0, b1)));
+    let g1 = key_where(&c, "g", |k| k == slots(&order(b1, b2)));
+    let g2 = key_where(&c, "h", |k| k == slots(&order(b2, b1)));
+    let g3 = key_where(&c, "i", |k| k == slots(&order(b2, b1)));
+    let q = key_where(&c, "q", |k| k == slots(&order(b1, b2)));
+    let mut w = world(
+        "get-in-a-bucket-races-migrate",
+        c,
+        vec![
+            client(0, 0, vec![get(&k)]),
+            client(0, 1, vec![put(&q, "v-q")]),
+        ],
+    );
+    let v = |s: &str| Some(s.as_bytes().to_vec());
+    w.preload = vec![
+        (f, v("v-f")),
+        (z.clone(), v("v-z")),
+        (k, v("v-k")),
+        (g1, v("v-g")),
+        (g2, v("v-h")),
+        (g3, v("v-i")),
+        (z, None),
+    ];
+    w.expect = vec![Expect::Migration];
+    with_faults(w, faults)
+}
+
 /// Two PUTs of one absent key while a third client deletes the key that
 /// occupies the first candidate: without verification both commit.
 pub fn puts_race_a_delete(faults: Faults) -> World {
@@ -395,6 +436,31 @@ pub fn puts_race_a_delete(faults: Faults) -> World {
     let x = key_where(&c, "x", |k| k == slots(&[0, 2]));
     let mut w = world(
         "puts-race-a-delete",
+        c,
+        vec![
+            client(0, 0, vec![put(&k, "v-a")]),
+            client(0, 1, vec![put(&k, "v-b")]),
+            client(0, 2, vec![del(&x)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.preload = vec![(x, Some(b"v-x".to_vec()))];
+    with_faults(w, faults)
+}
+
+/// `puts-race-a-delete` in associative buckets (N = 2 buckets of B = 2
+/// entries on one node): both PUTs of `k` see `x` in the first slot of its
+/// first bucket, one before and one after `x`'s DELETE unlinks it, so they
+/// install in two slots of one bucket; each one's verification must re-read
+/// its own bucket too. Bucket READs land word by word.
+pub fn puts_race_in_a_bucket(faults: Faults) -> World {
+    let mut c = cfg(1, 4, 2, 4);
+    c.bucket_slots = 2;
+    let k = key_where(&c, "k", |k| k == slots(&[0, 1, 2, 3]));
+    let x = key_where(&c, "x", |k| k == slots(&[0, 1, 2, 3]));
+    let mut w = world(
+        "puts-race-in-a-bucket",
         c,
         vec![
             client(0, 0, vec![put(&k, "v-a")]),
@@ -993,6 +1059,18 @@ pub const WORLDS: &[WorldRow] = &[
         build: puts_race_a_delete,
         ci: exhaustive(Group::Untimed, 50_494),
         catches: &[catch("skip-put-verify", &["one committed version per key"], "a PUT without its verification commits twice")],
+    },
+    WorldRow {
+        name: "get-in-a-bucket-races-migrate",
+        build: get_in_a_bucket_races_migrate,
+        ci: exhaustive(Group::Untimed, 1_965),
+        catches: &[catch("skip-get-reverse-pass", &[LINEARIZABLE], "a GET without its reverse pass misses a key moved into a bucket it read")],
+    },
+    WorldRow {
+        name: "puts-race-in-a-bucket",
+        build: puts_race_in_a_bucket,
+        ci: exhaustive(Group::Untimed, 135_564),
+        catches: &[catch("verify-other-buckets-only", &["one committed version per key"], "a PUT that verifies only the other buckets commits twice in its own")],
     },
     WorldRow {
         name: "migrate-install-fails",

@@ -103,6 +103,11 @@ pub struct Faults {
     /// repeat those of its earlier incarnations, and a CAS that lands after
     /// its entry was reused can match them (A2′, as before the tags).
     pub ignore_incarnations: bool,
+    /// Associative buckets' rule of one-entry buckets carried over: a PUT's
+    /// verification re-reads only the buckets other than its target's, so a
+    /// second entry of the key installed in another slot of the target's own
+    /// bucket goes unseen.
+    pub verify_other_buckets_only: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -112,7 +117,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 23] = [
+    pub const NAMES: [&'static str; 24] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -136,6 +141,7 @@ impl Faults {
         "trust-remote-mark-stamp",
         "fence-seal-flips",
         "ignore-incarnations",
+        "verify-other-buckets-only",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -166,6 +172,7 @@ impl Faults {
             "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,
             "fence-seal-flips" => &mut self.fence_seal_flips,
             "ignore-incarnations" => &mut self.ignore_incarnations,
+            "verify-other-buckets-only" => &mut self.verify_other_buckets_only,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

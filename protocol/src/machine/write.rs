@@ -422,10 +422,11 @@ impl WriteLogic {
         // Every bucket holding a candidate other than the target, last first
         // (the target's own bucket too, unless the target is all of it).
         let b = cx.bucket_len();
+        let own_bucket_too = b > 1 && !cx.client.faults.verify_other_buckets_only;
         let others: Vec<usize> = cx
             .all_buckets_reversed(&self.cands)
             .into_iter()
-            .filter(|&k| b > 1 || k != self.target)
+            .filter(|&k| own_bucket_too || k != self.target / b)
             .collect();
         if others.is_empty() {
             return self.commit(cx);
