@@ -61,6 +61,11 @@ pub struct SwarmArgs {
     /// NessieHY, Pilaf and Cell, whose outcomes rest on no landing time.
     #[arg(long, conflicts_with = "late_landing")]
     pub late_request_landings: bool,
+    /// Nessie's index in associative buckets (`SwarmCase::with_buckets`:
+    /// buckets of 2 or 4 entries, tight tables), every other draw of each
+    /// case as without it. A baseline's cases are unchanged.
+    #[arg(long)]
+    pub buckets: bool,
 }
 
 fn describe(run: &CaseRun) {
@@ -98,6 +103,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         if args.late_request_landings {
             case = case.with_late_landings();
         }
+        if args.buckets {
+            case = case.with_buckets();
+        }
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -111,7 +119,11 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let (late, late_requests) = (args.late_landing, args.late_request_landings);
+    let (late, late_requests, buckets) = (
+        args.late_landing,
+        args.late_request_landings,
+        args.buckets,
+    );
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
@@ -123,6 +135,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         }
         if late_requests {
             *c = c.clone().with_late_landings();
+        }
+        if buckets {
+            *c = c.clone().with_buckets();
         }
     })
     .map_err(|e| e.to_string())?;

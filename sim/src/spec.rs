@@ -315,6 +315,10 @@ pub struct Tuning {
     pub index_slots_per_node: Option<u32>,
     /// Candidate buckets per key (hash functions).
     pub candidates: Option<u8>,
+    /// Index table entries per bucket (B; default 1). Slots per node derived
+    /// from the load factor are rounded up to a multiple of it.
+    #[serde(default)]
+    pub bucket_slots: Option<u8>,
     /// Filter bits per index table entry.
     pub filter_bits: Option<u8>,
     /// Entries in each client's cache (0: off).
@@ -729,6 +733,12 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
     cfg.retry.max_attempts = 0;
     let d = Config::default();
     cfg.candidates = t.candidates.unwrap_or(d.candidates);
+    cfg.bucket_slots = t.bucket_slots.unwrap_or(d.bucket_slots);
+    if t.index_slots_per_node.is_none() {
+        cfg.index_slots_per_node = cfg
+            .index_slots_per_node
+            .next_multiple_of(u32::from(cfg.bucket_slots.max(1)));
+    }
     cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);
     cfg.cache_capacity = t.cache_capacity.unwrap_or(d.cache_capacity);
     cfg.previous_versions = t.previous_versions.unwrap_or(d.previous_versions);

@@ -215,6 +215,7 @@ impl SwarmCase {
         let tuning = Tuning {
             index_slots_per_node: Some(slots),
             candidates: Some(candidates),
+            bucket_slots: None,
             filter_bits: Some(pick(&mut d, &[0u8, 4, 8])),
             cache_capacity: Some(pick(&mut d, &[0usize, 4, 1024])),
             previous_versions: Some(d.chance(700)),
@@ -414,6 +415,7 @@ impl SwarmCase {
             let t = &mut case.tuning;
             t.index_slots_per_node = None;
             t.candidates = None;
+            t.bucket_slots = None;
             t.filter_bits = None;
             t.cache_capacity = None;
             t.previous_versions = None;
@@ -457,6 +459,31 @@ impl SwarmCase {
         self.chaos.late_landing = true;
         self.chaos.delay_permille = self.chaos.delay_permille.max(250);
         self.chaos.max_delay_ns = self.chaos.max_delay_ns.max(3 * expiration_ns);
+        self
+    }
+
+    /// This case in associative buckets (Nessie's index with `bucket_slots`
+    /// B of 2 or 4, drawn from a dice stream of its own so that every other
+    /// draw of the case stays as it was), in tight tables: as few buckets as
+    /// hold the keys, but at least one more than a key's candidates, spread
+    /// over the nodes in whole buckets. A baseline's case is returned as it
+    /// is: its index has one entry per candidate.
+    pub fn with_buckets(mut self) -> SwarmCase {
+        if self.system != SystemKind::Nessie {
+            return self;
+        }
+        let mut d = Dice::new(self.seed.wrapping_mul(0x6a09_e667_f3bc_c909) ^ 0xb0c4_e75e);
+        let b = pick(&mut d, &[2u8, 2, 4]);
+        let t = &mut self.tuning;
+        let n = u32::from(t.candidates.unwrap_or(2));
+        let bucket = u32::from(b);
+        // As few buckets as hold the keys, but one more than a key's
+        // candidates (else every key's buckets are all of them and nothing
+        // can move), and a spare one in a quarter of the cases.
+        let spare = u32::from(d.chance(250));
+        let buckets = (self.keys as u32).div_ceil(bucket).max(n + 1) + spare;
+        t.index_slots_per_node = Some(buckets.div_ceil(u32::from(self.nodes)) * bucket);
+        t.bucket_slots = Some(b);
         self
     }
 

@@ -131,6 +131,47 @@ fn late_landings_are_harmless_with_incarnation_tags_and_caught_without() {
 /// incarnation tags (and fails with `--faults ignore-incarnations`).
 const A2_NEGATIVE_CONTROL_SEED: u64 = 20_403;
 
+/// The same fault mixes with Nessie's index in associative buckets
+/// (`SwarmCase::with_buckets`: buckets of 2 or 4 entries in tight tables,
+/// every other draw as in the cases above; `nessie swarm --buckets`): the
+/// correct protocol passes 1,000 of them (40,000 from the CLI), and the
+/// broken variants of the PUT's verification are caught, the one that
+/// carries the one-entry rule over to buckets (`verify-other-buckets-only`:
+/// its own bucket not re-read) among them.
+#[test]
+fn buckets_survive_the_fault_mixes_and_their_broken_verifications_are_caught() {
+    let _limit = time_limit(
+        "buckets_survive_the_fault_mixes_and_their_broken_verifications_are_caught",
+        "0..1000",
+        Duration::from_secs(120),
+    );
+    let s = swarm_with(0..1_000, Faults::default(), false, |c| {
+        *c = c.clone().with_buckets();
+    })
+    .unwrap();
+    common::no_failure(&s, "nessie in buckets");
+    assert_eq!(s.passed, 1_000);
+    assert_eq!(s.inconclusive, 0, "{s:?}");
+    assert!(s.migrations > 50, "{s:?}");
+    assert!(s.crashes > 1_000 && s.torn > 10_000, "{s:?}");
+    for (name, first) in FOUND_IN_BUCKETS {
+        let s = swarm_with(0..first + 1, faults(name), true, |c| {
+            *c = c.clone().with_buckets();
+        })
+        .unwrap();
+        let failure = s
+            .failure
+            .unwrap_or_else(|| panic!("{name}: not caught in seeds 0..={first}"));
+        assert_eq!(failure.case.seed, first, "{name}");
+        assert!(failure.case.tuning.bucket_slots.is_some(), "{name}");
+    }
+}
+
+/// Broken verifications the bucketed swarm finds, and the first seed that
+/// shows each (searching from seed 0).
+const FOUND_IN_BUCKETS: [(&str, u64); 2] =
+    [("skip-put-verify", 2), ("verify-other-buckets-only", 31)];
+
 /// Broken variants the swarm finds within a few hundred seeds, and the
 /// first seed that shows each (searching from seed 0).
 const FOUND_FROM_ZERO: [(&str, u64); 11] = [
