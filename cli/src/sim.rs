@@ -76,6 +76,14 @@ pub struct SimArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Cuckoo candidates per key (N) of every cuckoo-hashed system
+    /// (default: the protocol's, 3).
+    #[arg(long)]
+    pub candidates: Option<u8>,
+    /// Entries per candidate bucket (B) of Nessie's index (default 1; the
+    /// papers' systems keep one entry per candidate).
+    #[arg(long)]
+    pub bucket_slots: Option<u8>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -113,7 +121,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             for &depth in &args.depth {
                 for &v in &args.value_sizes {
                     for &system in &systems {
-                        let spec = SimSpec {
+                        let mut spec = SimSpec {
                             system,
                             server_workers: args.server_workers,
                             profile: profile.clone(),
@@ -133,6 +141,8 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                             seed: args.seed,
                             ..SimSpec::default()
                         };
+                        spec.tuning.candidates = args.candidates;
+                        spec.tuning.bucket_slots = args.bucket_slots;
                         let point = Point {
                             system,
                             nodes,

@@ -250,3 +250,47 @@ fn get_of_an_absent_key_skips_another_keys_entry_by_its_filter_bits() {
         "{s}"
     );
 }
+
+/// Two candidate buckets of four entries (`bucket_slots` 4): every figure of
+/// a one-entry index's quiet case holds with a bucket READ (32 B) where a
+/// word READ was.
+fn bucketed() -> Config {
+    Config {
+        candidates: 2,
+        bucket_slots: 4,
+        ..cfg(0)
+    }
+}
+
+#[test]
+fn in_buckets_a_remote_get_is_one_bucket_read_and_one_data_read() {
+    let cluster = SimCluster::new(bucketed());
+    let key = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
+    let mut writer = cluster.client(2, 0);
+    writer.put(&key, b"value").unwrap();
+    let mut reader = cluster.client(0, 0);
+    assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
+    let s = reader.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.cas()), (1, 1, 0), "{s}");
+    assert_eq!(s.round_trips, 2);
+    assert_eq!(s.fabric_bytes, 32 + cluster.cfg.layout().entry_bytes());
+}
+
+#[test]
+fn in_buckets_an_absent_get_reads_each_bucket_twice_in_three_round_trips() {
+    let cluster = SimCluster::new(bucketed());
+    let key = remote_key(&cluster.cfg, "absent");
+    let mut c = cluster.client(0, 0);
+    assert_eq!(c.get(&key).unwrap(), None);
+    let s = c.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (4, 0, 3), "{s}");
+}
+
+#[test]
+fn in_buckets_a_quiet_insert_is_four_bucket_reads_one_cas_in_three_round_trips() {
+    let cluster = SimCluster::new(bucketed());
+    let s = insert_cost(&cluster);
+    assert_eq!((s.index_reads, s.data_reads, s.writes), (4, 0, 0), "{s}");
+    assert_eq!((s.index_cas, s.data_cas), (1, 1), "{s}");
+    assert_eq!((s.round_trips, s.loopback_rounds), (3, 1), "{s}");
+}
