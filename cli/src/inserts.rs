@@ -97,6 +97,9 @@ pub struct Row {
     pub max_round_trips: u64,
     /// Inserts refused with `TableFull`.
     pub refused: u64,
+    /// Inserts that ran out of time (`Timeout`: every attempt's search was
+    /// cut by its budget before the client's operation timeout).
+    pub timed_out: u64,
 }
 
 /// One fill: a series per (N, search), and the load at the first refusal.
@@ -170,6 +173,7 @@ pub fn fill(
             avg_round_trips: 0.0,
             max_round_trips: 0,
             refused: 0,
+            timed_out: 0,
         })
         .collect();
     let top = loads.last().copied().unwrap_or(0.0);
@@ -181,15 +185,18 @@ pub fn fill(
         let r = client.put(format!("key-{k}").as_bytes(), b"v");
         k += 1;
         let rt = client.last_stats().round_trips;
-        let refused = match r {
+        let (refused, timed_out) = match r {
             Ok(_) => {
                 stored += 1;
-                false
+                (false, false)
             }
             Err(Error::TableFull { .. }) => {
                 first_refusal.get_or_insert(load);
-                true
+                (true, false)
             }
+            // Not a refusal: no attempt could afford its search within the
+            // operation timeout (the key may fit; the table is not full).
+            Err(Error::Timeout) => (false, true),
             Err(e) => return Err(e),
         };
         for row in rows.iter_mut() {
@@ -198,12 +205,13 @@ pub fn fill(
                 row.avg_round_trips += rt as f64;
                 row.max_round_trips = row.max_round_trips.max(rt);
                 row.refused += u64::from(refused);
+                row.timed_out += u64::from(timed_out);
             }
         }
-        if first_refusal.is_some() && refused && load < top - args.window {
-            // Refusals below the last window: keep filling (another key may
+        if (refused || timed_out) && load < top - args.window {
+            // Failures below the last window: keep filling (another key may
             // still fit), but stop once most inserts fail.
-            if rows.iter().map(|r| r.refused).sum::<u64>() > entries / 20 {
+            if rows.iter().map(|r| r.refused + r.timed_out).sum::<u64>() > entries / 20 {
                 break;
             }
         }
@@ -244,8 +252,8 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         args.nodes, args.slots_per_node, args.max_depth
     );
     println!(
-        "{:>4} {:>3} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>10}",
-        "N", "B", "search", "load", "inserts", "avg RTs", "max", "refused", "paper N=2"
+        "{:>4} {:>3} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>9} {:>10}",
+        "N", "B", "search", "load", "inserts", "avg RTs", "max", "refused", "timed out", "paper N=2"
     );
     for f in &fills {
         for r in &f.rows {
@@ -259,7 +267,7 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
                 SearchArg::DepthFirst => "depth-first",
             };
             println!(
-                "{:>4} {:>3} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>10}",
+                "{:>4} {:>3} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>9} {:>10}",
                 f.candidates,
                 f.bucket_slots,
                 search,
@@ -268,6 +276,7 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
                 r.avg_round_trips,
                 r.max_round_trips,
                 r.refused,
+                r.timed_out,
                 paper
             );
         }

@@ -35,7 +35,7 @@
 //! seconds): the search ends [`Found::Unaffordable`], which the PUT reports
 //! as the retryable `Timeout` (issue 24, hole 3; nothing was written).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use crate::addr::IteAddr;
 use crate::error::Error;
@@ -94,7 +94,9 @@ impl Phase {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CuckooSearch {
     nodes: Vec<Node>,
-    visited: Vec<IteAddr>,
+    /// Entries already on some level (a set: a search near full visits
+    /// thousands).
+    visited: BTreeSet<IteAddr>,
     frontier: Vec<usize>,
     depth: u8,
     started: Nanos,
@@ -139,7 +141,7 @@ impl CuckooSearch {
             .collect();
         let mut s = CuckooSearch {
             frontier: (0..nodes.len()).collect(),
-            visited: cands.to_vec(),
+            visited: cands.iter().copied().collect(),
             nodes,
             depth: 1,
             started: cx.now,
@@ -295,10 +297,9 @@ impl CuckooSearch {
             for (j, &c) in cands.iter().enumerate() {
                 // Through the key's other buckets: its own bucket's slots are
                 // full (read whole) and a move within it frees nothing new.
-                if cx.same_bucket(j, pos) || self.visited.contains(&c) {
+                if cx.same_bucket(j, pos) || !self.visited.insert(c) {
                     continue;
                 }
-                self.visited.push(c);
                 self.nodes.push(Node {
                     slot: c,
                     word: IndexEntry::NEVER_USED,
@@ -414,7 +415,7 @@ mod tests {
                     parent: None,
                 })
                 .collect(),
-            visited: Vec::new(),
+            visited: BTreeSet::new(),
             frontier: (0..frontier).collect(),
             depth: 2,
             started: Nanos(1_000_000),
