@@ -154,8 +154,9 @@ pub(crate) fn bucket_words(
 
 /// Whether the buckets re-read (`buckets`, bucket numbers in the order they
 /// were read, and `results`, their completions) still hold the words first
-/// read (`seen`, in candidate order), every slot but `skip` compared; `Err`
-/// for a failed READ.
+/// read (`seen`, in candidate order), every slot but `skip` compared. The
+/// results are taken in order: the first changed word answers `Ok(false)`,
+/// the first failed READ before it `Err`.
 pub(crate) fn buckets_unchanged(
     buckets: &[usize],
     results: &[Result<OpOutput, FabricError>],
@@ -163,16 +164,16 @@ pub(crate) fn buckets_unchanged(
     b: usize,
     skip: Option<usize>,
 ) -> Result<bool, Error> {
-    let now = bucket_words(results, b)?;
-    for (&k, words) in buckets.iter().zip(&now) {
-        for (j, w) in words.iter().enumerate() {
+    for (&k, r) in buckets.iter().zip(results) {
+        let words = bucket_words(std::slice::from_ref(r), b)?;
+        for (j, w) in words.iter().flatten().enumerate() {
             let pos = k * b + j;
             if Some(pos) != skip && seen.get(pos) != Some(w) {
                 return Ok(false);
             }
         }
     }
-    Ok(now.len() == buckets.len())
+    Ok(results.len() >= buckets.len())
 }
 
 /// Reads a result as bytes.
