@@ -136,8 +136,12 @@ pub struct Store {
     pub max_value_len: u32,
     /// Most clients any node runs (each owns an equal share of its data table).
     pub clients_per_node: u16,
-    /// Cuckoo candidates per key.
+    /// Cuckoo candidates per key (candidate buckets).
     pub candidates: u8,
+    /// Index table entries per candidate bucket (1: the papers' one entry
+    /// per candidate; 4 fills the index past 0.95 with two candidates).
+    /// `regions.index_slots_per_node` must be a multiple of it.
+    pub bucket_slots: u8,
     /// Seed of the candidate and filter hashes.
     pub hash_seed: u64,
     /// Expiration period T in milliseconds.
@@ -159,6 +163,7 @@ impl Default for Store {
             max_value_len: 256,
             clients_per_node: d.clients_per_node,
             candidates: d.candidates,
+            bucket_slots: d.bucket_slots,
             hash_seed: d.hash_seed,
             expiration_ms: 200,
             clock_skew_ms: 1,
@@ -616,6 +621,7 @@ impl ClusterFile {
             max_key_len: s.max_key_len,
             max_value_len: s.max_value_len,
             candidates: s.candidates,
+            bucket_slots: s.bucket_slots,
             hash_seed: s.hash_seed,
             expiration: Duration::from_millis(s.expiration_ms),
             clock_skew: Duration::from_millis(s.clock_skew_ms),
@@ -717,6 +723,21 @@ mod tests {
             f.addr(NodeId(2)).unwrap(),
             "192.168.10.3:7471".parse().unwrap()
         );
+    }
+
+    /// `[store] bucket_slots` shapes the index in buckets; a bucket size
+    /// that does not divide the index table is refused with the field named.
+    #[test]
+    fn a_bucketed_index_is_configured_and_checked() {
+        let node = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n";
+        let store = |b: u8| format!("{}[store]\ncandidates = 2\nbucket_slots = {b}\n{node}", with_nodes(""));
+        let f = ClusterFile::parse(&store(4)).unwrap();
+        let cfg = f.protocol_config().unwrap();
+        assert_eq!((cfg.candidates, cfg.bucket_slots), (2, 4));
+        let e = ClusterFile::parse(&store(3)).unwrap_err().to_string();
+        assert!(e.contains("index_slots_per_node"), "{e}");
+        let e = ClusterFile::parse(&store(9)).unwrap_err().to_string();
+        assert!(e.contains("bucket_slots"), "{e}");
     }
 
     /// The type of service is set only when configured: unset, the host's
