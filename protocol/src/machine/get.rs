@@ -18,7 +18,7 @@ use crate::addr::{DteAddr, IteAddr};
 use crate::error::Error;
 use crate::layout::{DteState, IndexEntry};
 use crate::machine::context::{Cx, DteView};
-use crate::machine::io::{bucket_words, buckets_unchanged, bytes, word, Results};
+use crate::machine::io::{bucket_of, buckets_unchanged, bytes, word, Results};
 use crate::machine::Logic;
 use crate::time::Nanos;
 
@@ -190,8 +190,8 @@ impl Logic for GetLogic {
                 self.read_candidate(cx)
             }
             Phase::AwaitIte => {
-                match bucket_words(&results, cx.bucket_len()) {
-                    Ok(ws) => self.words.extend(ws.into_iter().flatten()),
+                match bucket_of(&results[0], cx.bucket_len()) {
+                    Ok(ws) => self.words.extend(ws),
                     Err(e) => return Some(Err(e)),
                 }
                 let w = self.words[self.i];

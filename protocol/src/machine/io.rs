@@ -123,33 +123,37 @@ pub(crate) fn word(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
     }
 }
 
+/// The `b` index words of one bucket READ's completion.
+pub(crate) fn bucket_of(
+    r: &Result<OpOutput, FabricError>,
+    b: usize,
+) -> Result<impl Iterator<Item = IndexEntry> + '_, Error> {
+    let raw = bytes(r)?;
+    if raw.len() < 8 * b {
+        return Err(Error::Corrupt(format!(
+            "expected a {}-byte bucket read, got {} bytes",
+            8 * b,
+            raw.len()
+        )));
+    }
+    Ok(raw[..8 * b].chunks_exact(8).map(|c| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        IndexEntry(u64::from_le_bytes(w))
+    }))
+}
+
 /// Reads the results of [`Cx::read_buckets`](crate::machine::context::Cx):
-/// the `b` index words of each READ, one vector per READ.
+/// the `b` index words of each READ, one READ after the other.
 pub(crate) fn bucket_words(
     results: &[Result<OpOutput, FabricError>],
     b: usize,
-) -> Result<Vec<Vec<IndexEntry>>, Error> {
-    let mut buckets = Vec::with_capacity(results.len());
+) -> Result<Vec<IndexEntry>, Error> {
+    let mut words = Vec::with_capacity(results.len() * b);
     for r in results {
-        let raw = bytes(r)?;
-        if raw.len() < 8 * b {
-            return Err(Error::Corrupt(format!(
-                "expected a {}-byte bucket read, got {} bytes",
-                8 * b,
-                raw.len()
-            )));
-        }
-        let words: Vec<IndexEntry> = raw[..8 * b]
-            .chunks_exact(8)
-            .map(|c| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(c);
-                IndexEntry(u64::from_le_bytes(w))
-            })
-            .collect();
-        buckets.push(words);
+        words.extend(bucket_of(r, b)?);
     }
-    Ok(buckets)
+    Ok(words)
 }
 
 /// Whether the buckets re-read (`buckets`, bucket numbers in the order they
@@ -165,10 +169,9 @@ pub(crate) fn buckets_unchanged(
     skip: Option<usize>,
 ) -> Result<bool, Error> {
     for (&k, r) in buckets.iter().zip(results) {
-        let words = bucket_words(std::slice::from_ref(r), b)?;
-        for (j, w) in words.iter().flatten().enumerate() {
+        for (j, w) in bucket_of(r, b)?.enumerate() {
             let pos = k * b + j;
-            if Some(pos) != skip && seen.get(pos) != Some(w) {
+            if Some(pos) != skip && seen.get(pos) != Some(&w) {
                 return Ok(false);
             }
         }

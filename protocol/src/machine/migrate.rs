@@ -243,8 +243,8 @@ impl Migrate {
         let src = self.mv.src;
         self.mv.alt_words = buckets
             .iter()
+            .flat_map(|&k| k * b..k * b + b)
             .zip(words)
-            .flat_map(|(&k, ws)| ws.into_iter().enumerate().map(move |(j, w)| (k * b + j, w)))
             .filter(|&(pos, _)| pos != src)
             .map(|(_, w)| w)
             .collect();

@@ -163,7 +163,7 @@ impl WriteLogic {
 
     fn on_scan(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
         match bucket_words(results, cx.bucket_len()) {
-            Ok(ws) => self.words = ws.into_iter().flatten().collect(),
+            Ok(ws) => self.words = ws,
             Err(e) => return Some(Err(e)),
         }
         self.views = vec![None; self.cands.len()];
