@@ -253,7 +253,16 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
     );
     println!(
         "{:>4} {:>3} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>9} {:>10}",
-        "N", "B", "search", "load", "inserts", "avg RTs", "max", "refused", "timed out", "paper N=2"
+        "N",
+        "B",
+        "search",
+        "load",
+        "inserts",
+        "avg RTs",
+        "max",
+        "refused",
+        "timed out",
+        "paper N=2"
     );
     for f in &fills {
         for r in &f.rows {
@@ -281,7 +290,10 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
             );
         }
         match f.first_refusal_load {
-            Some(l) => println!("{:>4} {:>3} {:>14} first refusal at load {l:.3}", "", "", ""),
+            Some(l) => println!(
+                "{:>4} {:>3} {:>14} first refusal at load {l:.3}",
+                "", "", ""
+            ),
             None => println!("{:>4} {:>3} {:>14} no refusal", "", "", ""),
         }
     }

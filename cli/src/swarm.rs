@@ -119,11 +119,8 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let (late, late_requests, buckets) = (
-        args.late_landing,
-        args.late_request_landings,
-        args.buckets,
-    );
+    let (late, late_requests, buckets) =
+        (args.late_landing, args.late_request_landings, args.buckets);
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;

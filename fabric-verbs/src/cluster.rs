@@ -730,7 +730,12 @@ mod tests {
     #[test]
     fn a_bucketed_index_is_configured_and_checked() {
         let node = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n";
-        let store = |b: u8| format!("{}[store]\ncandidates = 2\nbucket_slots = {b}\n{node}", with_nodes(""));
+        let store = |b: u8| {
+            format!(
+                "{}[store]\ncandidates = 2\nbucket_slots = {b}\n{node}",
+                with_nodes("")
+            )
+        };
         let f = ClusterFile::parse(&store(4)).unwrap();
         let cfg = f.protocol_config().unwrap();
         assert_eq!((cfg.candidates, cfg.bucket_slots), (2, 4));

@@ -1063,7 +1063,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "get-in-a-bucket-races-migrate",
         build: get_in_a_bucket_races_migrate,
-        ci: exhaustive(Group::Untimed, 1_965),
+        ci: exhaustive(Group::Untimed, 1_951),
         catches: &[catch("skip-get-reverse-pass", &[LINEARIZABLE], "a GET without its reverse pass misses a key moved into a bucket it read")],
     },
     WorldRow {

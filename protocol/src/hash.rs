@@ -175,7 +175,10 @@ mod tests {
             for bucket in c.chunks(4) {
                 assert_eq!(bucket[0].slot % 4, 0);
                 for (j, s) in bucket.iter().enumerate() {
-                    assert_eq!((s.node, s.slot), (bucket[0].node, bucket[0].slot + j as u32));
+                    assert_eq!(
+                        (s.node, s.slot),
+                        (bucket[0].node, bucket[0].slot + j as u32)
+                    );
                 }
             }
             let mut firsts: Vec<_> = c.chunks(4).map(|b| b[0]).collect();

@@ -283,7 +283,11 @@ fn in_buckets_an_absent_get_reads_each_bucket_twice_in_three_round_trips() {
     let mut c = cluster.client(0, 0);
     assert_eq!(c.get(&key).unwrap(), None);
     let s = c.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (4, 0, 3), "{s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.round_trips),
+        (4, 0, 3),
+        "{s}"
+    );
 }
 
 #[test]

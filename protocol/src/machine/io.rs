@@ -7,8 +7,8 @@
 
 use crate::addr::NodeId;
 use crate::error::Error;
-use crate::layout::IndexEntry;
 use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
+use crate::layout::IndexEntry;
 use crate::stats::OpStats;
 
 /// What a machine wants from its driver next.

@@ -5,10 +5,10 @@
 //! Level by level, in two rounds per level whatever its width:
 //! 1. read the header and key of the data table entry each frontier index
 //!    table entry names (one round);
-//! 2. read every not yet visited alternative candidate of those keys (one
-//!    round). An empty one ends the search: the path from the PUT's
-//!    candidate down to its parent is the chain of moves to make, deepest
-//!    first (docs/protocol.md §5.5).
+//! 2. read every not yet visited alternative candidate of those keys, in
+//!    their other buckets, one READ per bucket (one round). An empty one
+//!    ends the search: the path from the PUT's candidate down to its parent
+//!    is the chain of moves to make, deepest first (docs/protocol.md §5.5).
 //!
 //! An entry that its own MIGRATE step can free without moving anything (a
 //! tombstone, a committed copy still linked at its source, an abandoned
@@ -41,7 +41,7 @@ use crate::addr::IteAddr;
 use crate::error::Error;
 use crate::layout::{DteKind, DteState, IndexEntry};
 use crate::machine::context::Cx;
-use crate::machine::io::{word, Results};
+use crate::machine::io::{bucket_of, Results};
 use crate::time::{duration_nanos, Nanos};
 
 /// Rounds one move of a path costs when executed (read the source entry and
@@ -76,10 +76,12 @@ enum Phase {
         children: Vec<usize>,
     },
     /// Reading the index table entries of `children` (a round's share of
-    /// the frontier's alternatives); `rest`: those still to read.
+    /// the frontier's alternatives) by bucket, one READ for each of
+    /// `buckets` (first entries); `rest`: those still to read.
     AwaitAlternatives {
         children: Vec<usize>,
         rest: Vec<usize>,
+        buckets: Vec<IteAddr>,
     },
 }
 
@@ -88,6 +90,14 @@ impl Phase {
         rest: Vec::new(),
         children: Vec::new(),
     };
+}
+
+/// The first entry of the bucket (of `b` entries) holding `slot`.
+fn bucket_start(slot: IteAddr, b: usize) -> IteAddr {
+    IteAddr {
+        node: slot.node,
+        slot: slot.slot - slot.slot % b as u32,
+    }
 }
 
 /// The breadth-first search sub-machine.
@@ -169,7 +179,7 @@ impl CuckooSearch {
     /// next level, and still execute a path of that level's length, at the
     /// costs measured so far: a round trip (elapsed time per round) for each
     /// round of the path, and the elapsed time per request for the level's
-    /// own requests (one per entry plus (N - 1) B alternatives each), whichever
+    /// own requests (one per entry plus its N - 1 other buckets), whichever
     /// is dearer.
     fn affordable_width(&self, cx: &Cx<'_>) -> usize {
         if self.rounds == 0 {
@@ -187,9 +197,7 @@ impl CuckooSearch {
             .saturating_sub(margin)
             .saturating_sub(path)
             .saturating_sub(2 * rtt);
-        let alternatives = u64::from(cx.cfg().candidates.saturating_sub(1))
-            * u64::from(cx.cfg().bucket_slots.max(1));
-        let per_entry = per_request.saturating_mul(1 + alternatives);
+        let per_entry = per_request.saturating_mul(u64::from(cx.cfg().candidates).max(1));
         if per_entry == 0 {
             return usize::MAX;
         }
@@ -245,11 +253,23 @@ impl CuckooSearch {
     /// alternatives of this level still to read).
     fn read_alternative_round(&mut self, cx: &mut Cx<'_>, mut children: Vec<usize>) -> Out {
         let rest = children.split_off(children.len().min(MAX_FRONTIER));
+        // One READ per bucket holding alternatives (with one-entry buckets,
+        // one per alternative).
+        let b = cx.bucket_len();
+        let mut buckets: Vec<IteAddr> = Vec::new();
         for &c in &children {
-            cx.read_ite(self.nodes[c].slot);
+            let start = bucket_start(self.nodes[c].slot, b);
+            if !buckets.contains(&start) {
+                buckets.push(start);
+                cx.read_bucket(start);
+            }
         }
-        self.requests += children.len() as u64;
-        self.phase = Phase::AwaitAlternatives { children, rest };
+        self.requests += buckets.len() as u64;
+        self.phase = Phase::AwaitAlternatives {
+            children,
+            rest,
+            buckets,
+        };
         None
     }
 
@@ -323,14 +343,24 @@ impl CuckooSearch {
         self.read_alternative_round(cx, children)
     }
 
-    fn on_alternatives(&mut self, children: Vec<usize>, results: &Results) -> Out {
+    fn on_alternatives(
+        &mut self,
+        cx: &Cx<'_>,
+        children: Vec<usize>,
+        buckets: &[IteAddr],
+        results: &Results,
+    ) -> Out {
         // Two frontier entries naming one data table entry would read it
         // twice (within this round, or against an earlier round's share).
         let mut seen: HashSet<IndexEntry> =
             self.frontier.iter().map(|&f| self.nodes[f].word).collect();
-        for (&c, r) in children.iter().zip(results) {
-            let w = match word(r) {
-                Ok(w) => IndexEntry(w),
+        let b = cx.bucket_len();
+        for &c in &children {
+            let slot = self.nodes[c].slot;
+            let start = bucket_start(slot, b);
+            let k = buckets.iter().position(|&s| s == start)?;
+            let w = match bucket_of(results.get(k)?, b) {
+                Ok(mut words) => words.nth((slot.slot - start.slot) as usize)?,
                 Err(e) => return Some(Err(e)),
             };
             self.nodes[c].word = w;
@@ -354,8 +384,12 @@ impl CuckooSearch {
         self.rounds += 1;
         match std::mem::replace(&mut self.phase, Phase::KEYS) {
             Phase::AwaitKeys { rest, children } => self.on_keys(cx, &results, rest, children),
-            Phase::AwaitAlternatives { children, rest } => {
-                if let Some(out) = self.on_alternatives(children, &results) {
+            Phase::AwaitAlternatives {
+                children,
+                rest,
+                buckets,
+            } => {
+                if let Some(out) = self.on_alternatives(cx, children, &buckets, &results) {
                     return Some(out);
                 }
                 if !rest.is_empty() {
