@@ -165,7 +165,8 @@ impl Config {
             "1 to 8",
         )?;
         check(
-            self.index_slots_per_node % u32::from(self.bucket_slots.max(1)) == 0,
+            self.index_slots_per_node
+                .is_multiple_of(u32::from(self.bucket_slots.max(1))),
             "index_slots_per_node",
             self.index_slots_per_node,
             "a multiple of `bucket_slots`",
