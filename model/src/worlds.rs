@@ -303,6 +303,19 @@ pub fn crash_and_reclaim() -> World {
     w
 }
 
+/// `crash-and-reclaim` in buckets (N = 2 buckets of B = 2, one bucket on
+/// each node, so the key's four candidates span both): the crasher's PUT may
+/// stop anywhere and the other client reclaims its entry, whose recovery
+/// reads the key's candidates by bucket.
+pub fn crash_and_reclaim_in_buckets() -> World {
+    let mut w = crash_and_reclaim();
+    w.name = "crash-and-reclaim-in-buckets".into();
+    let mut c = (*w.cfg).clone();
+    c.bucket_slots = 2;
+    w.cfg = Arc::new(c);
+    w
+}
+
 /// Three clients on three nodes, two keys, N = 3, one index entry per node:
 /// every PUT of a new key contends for the same three entries.
 pub fn three_clients_two_keys() -> World {
@@ -1082,6 +1095,12 @@ pub const WORLDS: &[WorldRow] = &[
         name: "crash-and-reclaim",
         build: |f| with_faults(crash_and_reclaim(), f),
         ci: exhaustive(Group::Timed, 3_881_913),
+        catches: &[],
+    },
+    WorldRow {
+        name: "crash-and-reclaim-in-buckets",
+        build: |f| with_faults(crash_and_reclaim_in_buckets(), f),
+        ci: exhaustive(Group::Timed, 4_313_045),
         catches: &[],
     },
     WorldRow {
