@@ -31,6 +31,14 @@ pub struct RunArgs {
     /// Recursive MIGRATE depth before a PUT reports the index table full.
     #[arg(long, default_value_t = 6)]
     migrate_depth: u8,
+    /// Cuckoo candidates (buckets) per key (default: the protocol's, 3).
+    #[arg(long)]
+    candidates: Option<u8>,
+    /// Index entries per candidate bucket (default 1; 4 with `--candidates
+    /// 2` fills the index past 0.95). The index tables are rounded up to
+    /// whole buckets.
+    #[arg(long)]
+    bucket_slots: Option<u8>,
     /// How a PUT searches for a chain of MIGRATEs when its candidates are
     /// all taken.
     #[arg(long, value_enum, default_value = "breadth-first")]
@@ -92,10 +100,19 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
         expiration: Duration::from_millis(200),
     })
     .map_err(Error::from)?;
-    Ok(Config {
+    let candidates = args.candidates.unwrap_or(cfg.candidates);
+    let bucket_slots = args.bucket_slots.unwrap_or(cfg.bucket_slots);
+    let cfg = Config {
         migrate_search: args.migrate_search.config(),
+        candidates,
+        bucket_slots,
+        index_slots_per_node: cfg
+            .index_slots_per_node
+            .next_multiple_of(u32::from(bucket_slots.max(1))),
         ..cfg
-    })
+    };
+    cfg.validate().map_err(Error::from)?;
+    Ok(cfg)
 }
 
 /// Runs the workload and prints the report.
@@ -108,9 +125,9 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let spec = m.spec(Duration::from_secs_f64(args.seconds));
     workload::check(&spec, &*cfg)?;
     println!(
-        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}, index load {:.2}, N = {}",
+        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}, index load {:.2}, N = {}, B = {}",
         cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_size, m.describe(),
-        args.load_factor, cfg.candidates
+        args.load_factor, cfg.candidates, cfg.bucket_slots
     );
     // Each client thread is a Nessie client, or a pipeline of `depth` of
     // them (client ids `t x depth ..`); both preload their share of the keys

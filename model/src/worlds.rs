@@ -447,33 +447,27 @@ pub fn puts_race_a_delete(faults: Faults) -> World {
     let c = cfg(1, 3, 2, 4);
     let k = key_where(&c, "k", |k| k == slots(&[0, 1]));
     let x = key_where(&c, "x", |k| k == slots(&[0, 2]));
-    let mut w = world(
-        "puts-race-a-delete",
-        c,
-        vec![
-            client(0, 0, vec![put(&k, "v-a")]),
-            client(0, 1, vec![put(&k, "v-b")]),
-            client(0, 2, vec![del(&x)]),
-        ],
-    );
-    w.torn = false;
-    w.max_attempts = 1;
-    w.preload = vec![(x, Some(b"v-x".to_vec()))];
-    with_faults(w, faults)
+    puts_race("puts-race-a-delete", c, k, x, faults)
 }
 
 /// `puts-race-a-delete` in associative buckets (N = 2 buckets of B = 2
 /// entries on one node): both PUTs of `k` see `x` in the first slot of its
 /// first bucket, one before and one after `x`'s DELETE unlinks it, so they
 /// install in two slots of one bucket; each one's verification must re-read
-/// its own bucket too. Bucket READs land word by word.
+/// its own bucket too.
 pub fn puts_race_in_a_bucket(faults: Faults) -> World {
     let mut c = cfg(1, 4, 2, 4);
     c.bucket_slots = 2;
     let k = key_where(&c, "k", |k| k == slots(&[0, 1, 2, 3]));
     let x = key_where(&c, "x", |k| k == slots(&[0, 1, 2, 3]));
+    puts_race("puts-race-in-a-bucket", c, k, x, faults)
+}
+
+/// The story of the two worlds above: two PUTs of `k` and a DELETE of the
+/// preloaded `x`, one attempt each, transfers landing whole.
+fn puts_race(name: &str, c: Config, k: Vec<u8>, x: Vec<u8>, faults: Faults) -> World {
     let mut w = world(
-        "puts-race-in-a-bucket",
+        name,
         c,
         vec![
             client(0, 0, vec![put(&k, "v-a")]),

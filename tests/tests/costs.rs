@@ -40,23 +40,28 @@ fn warm(c: &mut nessie_protocol::Client<nessie_fabric_sim::SimEndpoint>) {
     c.put(b"warm-up", b"x").unwrap();
 }
 
-#[test]
-fn remote_get_is_one_index_read_and_one_data_read() {
-    let cluster = SimCluster::new(cfg(0));
+/// What a GET costs a client on node 0 of a key whose first candidate is
+/// on node 1, written by a client on node 2 (its entry remote too).
+fn remote_get_cost(cfg: Config) -> OpStats {
+    let cluster = SimCluster::new(cfg);
     let key = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
     let mut writer = cluster.client(2, 0);
     writer.put(&key, b"value").unwrap();
     let mut reader = cluster.client(0, 0);
     assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
-    let s = reader.last_stats();
+    reader.last_stats()
+}
+
+#[test]
+fn remote_get_is_one_index_read_and_one_data_read() {
+    let s = remote_get_cost(cfg(0));
     assert_eq!(
         (s.index_reads, s.data_reads, s.writes, s.cas()),
         (1, 1, 0, 0),
         "{s}"
     );
     assert_eq!(s.round_trips, 2);
-    let dte = cluster.cfg.layout().entry_bytes();
-    assert_eq!(s.fabric_bytes, 8 + dte);
+    assert_eq!(s.fabric_bytes, 8 + cfg(0).layout().entry_bytes());
 }
 
 #[test]
@@ -84,13 +89,18 @@ fn cached_and_local_gets_skip_the_data_read() {
     );
 }
 
-#[test]
-fn get_of_an_absent_key_reads_every_candidate_twice() {
-    let cluster = SimCluster::new(cfg(0));
+/// What a GET of an absent remote key costs a client on node 0.
+fn absent_get_cost(cfg: Config) -> OpStats {
+    let cluster = SimCluster::new(cfg);
     let key = remote_key(&cluster.cfg, "absent");
     let mut c = cluster.client(0, 0);
     assert_eq!(c.get(&key).unwrap(), None);
-    let s = c.last_stats();
+    c.last_stats()
+}
+
+#[test]
+fn get_of_an_absent_key_reads_every_candidate_twice() {
+    let s = absent_get_cost(cfg(0));
     assert_eq!(
         (s.index_reads, s.data_reads, s.round_trips),
         (6, 0, 4),
@@ -264,25 +274,15 @@ fn bucketed() -> Config {
 
 #[test]
 fn in_buckets_a_remote_get_is_one_bucket_read_and_one_data_read() {
-    let cluster = SimCluster::new(bucketed());
-    let key = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
-    let mut writer = cluster.client(2, 0);
-    writer.put(&key, b"value").unwrap();
-    let mut reader = cluster.client(0, 0);
-    assert_eq!(reader.get(&key).unwrap(), Some(b"value".to_vec()));
-    let s = reader.last_stats();
+    let s = remote_get_cost(bucketed());
     assert_eq!((s.index_reads, s.data_reads, s.cas()), (1, 1, 0), "{s}");
     assert_eq!(s.round_trips, 2);
-    assert_eq!(s.fabric_bytes, 32 + cluster.cfg.layout().entry_bytes());
+    assert_eq!(s.fabric_bytes, 32 + bucketed().layout().entry_bytes());
 }
 
 #[test]
 fn in_buckets_an_absent_get_reads_each_bucket_twice_in_three_round_trips() {
-    let cluster = SimCluster::new(bucketed());
-    let key = remote_key(&cluster.cfg, "absent");
-    let mut c = cluster.client(0, 0);
-    assert_eq!(c.get(&key).unwrap(), None);
-    let s = c.last_stats();
+    let s = absent_get_cost(bucketed());
     assert_eq!(
         (s.index_reads, s.data_reads, s.round_trips),
         (4, 0, 3),
