@@ -605,6 +605,53 @@ fn late_install_world(
     with_faults(w, faults)
 }
 
+/// `late-migrate-install` in buckets (one node, three buckets of B = 2, N =
+/// 2): p's buckets (b1, b2) are full (m and g in b1, h and i in b2), m's
+/// other bucket b0 has room (x was deleted from it), so the PUT of p moves m
+/// from b1 into b0 through the MIGRATE frame, whose copy records bucketed
+/// candidate positions; the owner may stall past its deadline while the
+/// other client updates m (reclaiming the move) and reads it. Random walks
+/// in CI; exhausted by the CLI (docs/verification.md).
+pub fn late_migrate_install_in_buckets(faults: Faults) -> World {
+    let mut c = cfg(1, 6, 2, 3);
+    c.bucket_slots = 2;
+    c.dtes_per_node = 24;
+    let order = |a: u32, b: u32| slots(&[2 * a, 2 * a + 1, 2 * b, 2 * b + 1]);
+    let x = key_where(&c, "x", |k| k == order(0, 2));
+    let f = key_where(&c, "f", |k| k == order(0, 2));
+    let m = key_where(&c, "m", |k| k == order(0, 1));
+    let g = key_where(&c, "g", |k| k == order(1, 0));
+    let h = key_where(&c, "h", |k| k == order(2, 0));
+    let i = key_where(&c, "i", |k| k == order(2, 0));
+    let p = key_where(&c, "p", |k| k == order(1, 2));
+    let mut w = world(
+        "late-migrate-install-in-buckets",
+        c,
+        vec![
+            client(0, 0, vec![put(&p, "v-p")]),
+            client(0, 1, vec![put(&m, "v-m2"), get(&m)]),
+        ],
+    );
+    let v = |s: &str| Some(s.as_bytes().to_vec());
+    w.torn = false;
+    w.max_ticks = PAST_DEADLINE + 1;
+    w.max_delays = 2;
+    w.max_attempts = 1;
+    w.expect = vec![Expect::Reclaim, Expect::Migration];
+    // x and f fill b0 so that m lands in b1, beside g; h and i fill b2;
+    // then x goes, leaving m's first bucket room.
+    w.preload = vec![
+        (x.clone(), v("v-x")),
+        (f, v("v-f")),
+        (m, v("v-m")),
+        (g, v("v-g")),
+        (h, v("v-h")),
+        (i, v("v-i")),
+        (x, None),
+    ];
+    with_faults(w, faults)
+}
+
 /// `late-migrate-install` across two nodes, with clocks apart: m has
 /// candidates [(1, 0), (0, 0)] and sits at (0, 0), its other candidate (1, 0)
 /// empty; the MIGRATE owner on node 0 locks m's source and may stall until
@@ -1126,6 +1173,12 @@ pub const WORLDS: &[WorldRow] = &[
         // not linearizable) and `... --faults
         // rollback-destination-to-previous --attempts 2` (the key's entry
         // named twice blocks the key).
+        catches: &[],
+    },
+    WorldRow {
+        name: "late-migrate-install-in-buckets",
+        build: late_migrate_install_in_buckets,
+        ci: CiCheck::Walks,
         catches: &[],
     },
     WorldRow {
