@@ -1,0 +1,585 @@
+//! The discrete-event engine: the clients as their real machines (Nessie's
+//! here; the other systems' clients in `kv.rs` and their server workers in
+//! `servers.rs`), in virtual time, over a hardware
+//! [`Profile`](crate::Profile).
+//!
+//! One event queue ordered by (time, sequence number): nothing depends on
+//! wall-clock time, threads or hash-map order, so a run is a function of
+//! its [`SimSpec`] (a test asserts it). A NIC request travels as four
+//! events: it is serialised out of the sender's NIC (queue, processing cost,
+//! bytes at link speed), crosses the wire, is processed by the responder's
+//! NIC (plus an atomic's extra cost) and **executes on memory at that
+//! instant**, then the response travels back the same way and completes at
+//! the sender. The CPU path (a client's own data table) costs a copy. Each
+//! poll of a machine costs one protocol step of CPU before its requests go
+//! out. Clients retry like `Client` (back-off doubling from 1 µs, jittered
+//! from a seeded generator), and a Nessie client routes its completions by
+//! request id like `Client` (the client core's [`Router`]), so a completion
+//! that comes after its round was given up reaches the client core, which
+//! drops it.
+//!
+//! With [`Chaos`](crate::Chaos) the same engine injects the environment's
+//! faults (the fault swarm, [`crate::swarm`]): the network side lives in
+//! [`crate::network`], the clients' side (pauses, crashes, restarts,
+//! outages) here.
+//!
+//! Simplifications, stated: a transfer executes whole at one instant (the
+//! torn reads of multi-word transfers are the model checker's business, not
+//! a performance question); each client thread has a core of its own (no
+//! CPU contention between client threads; the operations in flight of one
+//! thread, its CPU copies and background threads do share it).
+//!
+//! One file per concern: this one holds the state and the event loop;
+//! `setup` builds a cluster, `workload` draws operations (and runs the
+//! preload and the final sweep), `attempt` runs an operation's attempts,
+//! `client_faults` the clients' faults and `report` what a run reports.
+
+use nessie_protocol::rng::{unit, xorshift64};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nessie_baselines::retry::{Jitter, RetryBudget};
+use nessie_check::memory::{InFlight, Memory, WordOrder};
+use nessie_check::{ret_of, Event, Failure, Ret};
+use nessie_protocol::client::retries;
+use nessie_protocol::layout::StateWord;
+use nessie_protocol::pipeline::RequestMachine;
+use nessie_protocol::route::Router;
+use nessie_protocol::{
+    ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Poll,
+    PutMachine, Region, RemoteAddr, WorkRequest,
+};
+use nessie_protocol::{Request, Response};
+
+use crate::chaos::{Chaos, Dice};
+use crate::nic::NicRequest;
+use crate::profile::Profile;
+use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
+use crate::systems::{Actor, KvMachine, Servers};
+use crate::zipf::ScrambledZipfian;
+use nessie_baselines::AnyCore;
+use nessie_systems::SystemKind;
+use nessie_workload::ycsb::{YcsbDraw, YcsbGen, MAX_SCAN_LEN};
+
+mod attempt;
+mod client_faults;
+mod report;
+mod setup;
+mod workload;
+
+/// The virtual time (ns) of a history stamp ([`SimReport::history`]'s
+/// stamps are picoseconds, raised where needed to keep them strictly
+/// increasing; this is their nanosecond, which may lie a little after the
+/// event's own when over a thousand events share one instant).
+///
+/// [`SimReport::history`]: crate::SimReport::history
+pub fn stamp_ns(stamp: u64) -> u64 {
+    stamp / 1000
+}
+
+/// Virtual time starts here (ns), so that no deadline is near zero.
+pub(crate) const EPOCH: u64 = 1_000_000_000;
+
+pub(crate) struct CurrentOp {
+    /// The operation, its key and value as bytes.
+    pub(crate) request: Request,
+    /// Its key's number.
+    pub(crate) key: u64,
+    pub(crate) started: u64,
+    /// The history's stamp of the invocation ([`Engine::stamp`]).
+    invoked: u64,
+    /// Virtual time of the current attempt's first step (its deadline is
+    /// one expiration period later, on the client's own clock).
+    attempt_started: Option<u64>,
+    pub(crate) attempts: u32,
+    backoff_ns: u64,
+    pub(crate) stats: OpStats,
+    /// An operation of the final sweep.
+    sweep: bool,
+    /// A baseline's retry budget, between its attempts.
+    pub(crate) budget: Option<RetryBudget>,
+    /// An operation of the preload of a server-driven system (not measured).
+    pub(crate) preload: bool,
+}
+
+/// What the workload (or the final sweep) drew for an operation, by key
+/// number, before its bytes: [`Draw::request`] makes it the operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Draw {
+    Get,
+    Put,
+    Delete,
+    /// A Cell range scan from the operation's key up to (not including)
+    /// key `to`, at most `limit` entries.
+    Scan {
+        to: u64,
+        limit: usize,
+    },
+}
+
+impl Draw {
+    /// The operation on key number `key` (keys of `key_size` bytes), a PUT
+    /// storing `value`.
+    fn request(self, key: u64, value: Vec<u8>, key_size: u32) -> Request {
+        let k = key_of(key, key_size);
+        match self {
+            Draw::Get => Request::Get(k),
+            Draw::Put => Request::Put(k, value),
+            Draw::Delete => Request::Delete(k),
+            Draw::Scan { to, limit } => Request::Scan {
+                from: k,
+                to: Some(key_of(to, key_size)),
+                limit,
+            },
+        }
+    }
+}
+
+/// A client's machine of the operation in flight.
+pub(crate) enum ClientMachine {
+    /// Nessie's.
+    Nessie(Box<RequestMachine>),
+    /// Another system's.
+    Kv(KvMachine),
+}
+
+pub(crate) struct SimClient {
+    /// The client thread (core) whose CPU its polls take.
+    pub(crate) core: usize,
+    /// Open loop: when its next operation arrives (0: not drawn yet).
+    next_arrival: u64,
+    pub(crate) state: ClientState,
+    pub(crate) machine: Option<ClientMachine>,
+    pub(crate) op: Option<CurrentOp>,
+    /// A baseline's sans-IO core, between attempts (`None` while an
+    /// attempt's machine holds it, and for Nessie).
+    pub(crate) kv_core: Option<AnyCore>,
+    /// A baseline client's back-off jitter, between operations.
+    pub(crate) jitter: Option<Jitter>,
+    /// A Cell client's machines (caches, selector, request slot).
+    pub(crate) cell: Option<nessie_cell::CellMachines>,
+    /// What its machine waits for: the response slot's control word to
+    /// carry `seq` (a write landing there wakes it), until `deadline`.
+    pub(crate) awaiting: Option<(u64, u32)>,
+    /// The resolution its next wake-up delivers.
+    pub(crate) due: Option<crate::systems::Shared>,
+    /// Keys it still preloads (a server-driven system's preload, in
+    /// virtual time), last first.
+    pub(crate) preload: Vec<u64>,
+    /// Its last round was CPU accesses only (a baseline client's next poll
+    /// costs no protocol step: the copy was charged).
+    pub(crate) local_round: bool,
+    /// Requests of the current round still to complete.
+    pub(crate) outstanding: usize,
+    /// Numbers the client's rounds (and incarnations): completions and
+    /// wake-ups of an older round are not counted against the current one.
+    pub(crate) round: u64,
+    rng: u64,
+    /// Its YCSB generator, when the spec runs one of YCSB's workloads
+    /// ([`SimSpec::ycsb`]).
+    ycsb: Option<YcsbGen>,
+    /// How far this client's clock runs ahead of virtual time (A1).
+    pub(crate) clock_offset: u64,
+    /// Crashed (or its node is out), since this time.
+    pub(crate) down_since: Option<u64>,
+    /// A straggler (see [`Chaos::straggler_step_ns`]).
+    straggler: bool,
+    /// The straggler's slowness before its next step has been spent.
+    slowed: bool,
+    /// State words the current attempt has posted a commit CAS to: the
+    /// margin rule lets it settle those by aborting at any time.
+    commits: Vec<RemoteAddr>,
+    /// Numbers the client's processes: a restart is a new process, whose
+    /// new queue pairs never see a completion of its predecessor's.
+    pub(crate) incarnation: u64,
+    /// A Nessie client's request-id routing (the client core's, as `Client`
+    /// runs it on its endpoint): posted requests carry ids unique to the
+    /// process, and a completion that comes after its round was given up
+    /// is routed to the machine that posted it, or dropped if that machine
+    /// is done (the test-only switch `machine_local_request_ids` reinstates
+    /// issue 24's hole 2).
+    pub(crate) router: Router,
+    /// Completions held back by a late-completion fault until the client
+    /// posts a later round (requests' slots).
+    pub(crate) late: Vec<usize>,
+}
+
+impl SimClient {
+    /// The client's clock at virtual time `now`.
+    pub(crate) fn clock(&self, now: u64) -> Nanos {
+        Nanos(now + self.clock_offset)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ev {
+    Poll(usize),
+    /// Look again at a round whose completions may never come (client,
+    /// round).
+    Wake(usize, u64),
+    Restart(usize),
+    NodeDown(usize),
+    NodeUp(usize),
+    Arrive(usize),
+    Land(usize),
+    Back(usize),
+    Complete(usize),
+    /// A client's wait (back-off, response) is over (client, round).
+    KvDue(usize, u64),
+    /// A server worker steps.
+    WorkerPoll(usize),
+    /// A server worker's wait is over (worker, round).
+    WorkerDue(usize, u64),
+    /// A server worker's round may be past its deadline with completions
+    /// missing (worker, round).
+    WorkerWake(usize, u64),
+    /// A crashed server worker's replacement starts.
+    WorkerRestart(usize),
+    /// The preload of a server-driven system is done: the measured
+    /// workload starts.
+    Measure,
+    /// A Cell server node fails for good.
+    ServerFail(usize),
+    /// A Cell server node's failure is detected: a survivor recovers.
+    Detect(usize),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // A min-heap on (time, sequence).
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Nic {
+    pub(crate) tx_free: u64,
+    pub(crate) rx_free: u64,
+    /// Transmit-queue time in the measured window spent on per-request
+    /// processing, and on serialising bytes at link speed.
+    pub(crate) tx_op_ns: u64,
+    pub(crate) tx_wire_ns: u64,
+    /// Receive-queue time in the measured window.
+    pub(crate) rx_ns: u64,
+}
+
+pub(crate) struct Engine {
+    pub(crate) p: Profile,
+    pub(crate) spec: SimSpec,
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) mem: Memory,
+    pub(crate) clients: Vec<SimClient>,
+    pub(crate) nics: Vec<Nic>,
+    /// When each core (client threads', then server workers') is next free.
+    pub(crate) cores: Vec<u64>,
+    /// Busy background threads sharing each core.
+    background: Vec<u64>,
+    /// The server side of a server-driven system.
+    pub(crate) servers: Option<Servers>,
+    /// Makes a baseline client's core afresh, for a restarted client.
+    pub(crate) core_maker: Option<crate::systems::CoreMaker>,
+    /// Makes a restarted Cell client's machines.
+    pub(crate) cell_maker: Option<crate::systems::CellMaker>,
+    /// Cell's server nodes (their counters).
+    pub(crate) cell_servers: Vec<Arc<nessie_cell::server::ServerNode>>,
+    /// Cell's meganode searches (server-side, client-side) when the
+    /// measured workload started.
+    pub(crate) cell_searches_before: (u64, u64),
+    /// Cell's region directory.
+    pub(crate) dir: Option<Arc<nessie_cell::region::Directory>>,
+    /// When the measured workload started (after a server-driven system's
+    /// preload; [`EPOCH`] otherwise).
+    pub(crate) measure_from: u64,
+    /// Clients still preloading.
+    pub(crate) preloading: usize,
+    /// The faults of the measured workload, held back during a preload.
+    pub(crate) held_chaos: Option<Chaos>,
+    pub(crate) node_down: Vec<bool>,
+    /// The queue pairs that fail during the run, drawn in advance
+    /// ([`Chaos::link_failure_permille`]).
+    pub(crate) link_failures: Vec<crate::nic::LinkFailure>,
+    pub(crate) reqs: Vec<Option<NicRequest>>,
+    pub(crate) free_reqs: Vec<usize>,
+    queue: BinaryHeap<Scheduled>,
+    seq: u64,
+    events: u64,
+    pub(crate) end: u64,
+    pub(crate) horizon: u64,
+    pub(crate) get_lat: Vec<u64>,
+    put_lat: Vec<u64>,
+    deletes: u64,
+    failures: u64,
+    unknown: u64,
+    stuck: u64,
+    /// The final sweep's operations still to run (last first) and whether
+    /// it has started.
+    sweep: Vec<(u64, Draw)>,
+    sweeping: bool,
+    sweep_failures: Vec<String>,
+    /// Virtual time of the last event processed.
+    pub(crate) now: u64,
+    stats: OpStats,
+    history: Vec<Event>,
+    history_stats: Vec<OpStats>,
+    next_value: u64,
+    /// The last stamp given to a history event ([`Engine::stamp`]).
+    last_stamp: u64,
+    /// Data table entries recycled for reuse by operations of the workload
+    /// (not the final sweep): reuse while clients race.
+    recycled_in_race: u64,
+    /// Operations that ended (however), counted apart from the history, so
+    /// that a history that lost operations is seen.
+    completed_ops: u64,
+    /// Cell's range scans that ended (counted apart from recording).
+    completed_scans: u64,
+    /// The scans' history (Cell's range-aware checker's vocabulary).
+    scans: Vec<Event>,
+    pub(crate) dice: Dice,
+    /// The dice of the rare fates ([`Dice::rare_fate`]) and of a duplicate's
+    /// landing, a stream apart from [`Engine::dice`].
+    pub(crate) rare_dice: Dice,
+    pub(crate) counts: ChaosCounts,
+    /// Cell's failed servers and their recovery.
+    pub(crate) lost_servers: crate::failures::Failures,
+    /// The client that runs the final sweep (the first on a node that did
+    /// not fail for good).
+    sweeper: usize,
+    corrupt: Vec<String>,
+    margin_breaches: Vec<String>,
+    /// Breaches of I4's first step ([`crate::audit`]).
+    pub(crate) marked_linked: Vec<String>,
+    /// The key generator of a Zipf workload (`None`: uniform keys).
+    zipf: Option<ScrambledZipfian>,
+    /// The client threads' time in the measured window with an operation
+    /// under way.
+    client_busy_ns: u64,
+}
+
+/// The key that key number `k` names, `size` bytes long (at least 8).
+pub(crate) fn key_of(k: u64, size: u32) -> Vec<u8> {
+    // Keys of 16 bytes or more read `k` and 15 digits; shorter ones (at
+    // least 8 bytes) are the number's 8 big-endian bytes, which keep keys
+    // distinct and in order where the 16 characters would be cut.
+    let mut v = if size >= 16 {
+        format!("k{k:015}").into_bytes()
+    } else {
+        k.to_be_bytes().to_vec()
+    };
+    v.resize(size.max(8) as usize, b'.');
+    v
+}
+
+/// How often the sweep's fresh process looks again whether the recovery
+/// it waits for has ended.
+const SWEEPER_WAIT_NS: u64 = 50_000;
+
+/// A duration in whole nanoseconds (saturating).
+pub(crate) fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl SimClient {
+    /// Hands `completion` to the running machine: a Nessie machine through
+    /// the client core's request-id routing (which drops a completion whose
+    /// machine is done), a baseline's directly.
+    fn hand_in(&mut self, completion: nessie_protocol::Completion) {
+        match self.machine.as_mut() {
+            Some(ClientMachine::Nessie(m)) => {
+                if let Some((_, completion)) = self.router.inbound(completion) {
+                    m.complete(completion);
+                }
+            }
+            Some(ClientMachine::Kv(m)) => {
+                m.complete(completion);
+            }
+            None => {}
+        }
+    }
+}
+
+/// A fresh request-id routing for a client process of `spec`.
+fn router(spec: &SimSpec) -> Router {
+    let mut r = Router::new(1);
+    r.reinstate_machine_local_ids(spec.faults.machine_local_request_ids);
+    r
+}
+
+/// Runs a simulation.
+pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
+    let wall = Instant::now();
+    let mut e = Engine::new(spec)?;
+    if e.servers.is_some() {
+        e.start_servers();
+    } else {
+        e.preload()?;
+    }
+    for c in 0..e.clients.len() {
+        e.schedule(EPOCH, Ev::Poll(c));
+    }
+    if e.preloading > 0 {
+        // A server-driven system preloads by its clients' own PUTs, in
+        // virtual time: without faults, as Nessie's preload (at once, before
+        // time starts) is. The faults start with the measured workload.
+        e.held_chaos = Some(e.spec.chaos);
+        e.spec.chaos = Chaos {
+            skew: e.spec.chaos.skew,
+            ..Chaos::NONE
+        };
+    } else {
+        e.plan_faults();
+    }
+    e.horizon = if e.preloading > 0 {
+        // The measured workload starts once the preload is done; a preload
+        // that takes longer than every operation's longest is a failure.
+        let per_client = spec.keys.div_ceil(e.clients.len() as u64) + 1;
+        EPOCH.saturating_add(e.drain_ns().saturating_mul(per_client))
+    } else {
+        e.end + e.drain_ns()
+    };
+    loop {
+        match e.next_event() {
+            Some((at, ev)) => e.handle(at, ev),
+            None => {
+                e.give_up_on_stuck();
+                if e.spec.final_sweep && !e.sweeping {
+                    e.start_sweep();
+                    continue;
+                }
+                break;
+            }
+        }
+    }
+    // At quiescence, no data table entry leaked beyond what the protocol
+    // admits (crate::audit).
+    let dtes = e.audit_dtes(e.now, e.stats.leaked, e.counts.crashes + e.stuck);
+    let mut report = e.report(wall.elapsed());
+    report.dtes = dtes;
+    Ok(report)
+}
+
+impl Engine {
+    /// The next event due by the horizon (`None`: the queue is empty or the
+    /// horizon has come).
+    pub(crate) fn next_event(&mut self) -> Option<(u64, Ev)> {
+        // Peek first: an event past the horizon stays queued (the final
+        // sweep keeps a CPU access's completion).
+        match self.queue.peek() {
+            Some(s) if s.at <= self.horizon => self.queue.pop().map(|s| (s.at, s.ev)),
+            Some(_) => {
+                self.now = self.horizon;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The earliest time from `t` at which the client thread of `core` has
+    /// its core: with b background threads on the core, round robin gives it
+    /// the first slice of every b + 1 (each core's rounds offset by its
+    /// number, so that cores do not switch in lockstep).
+    pub(crate) fn running_at(&self, core: usize, t: u64) -> u64 {
+        let b = self.background[core];
+        let slice = self.p.time_slice_ns.max(1);
+        if b == 0 {
+            return t;
+        }
+        let period = slice * (b + 1);
+        let offset = (core as u64 % (b + 1)) * slice;
+        let phase = (t + period - offset % period) % period;
+        if phase < slice {
+            t
+        } else {
+            t + (period - phase)
+        }
+    }
+
+    /// Processes one event.
+    pub(crate) fn handle(&mut self, at: u64, ev: Ev) {
+        self.now = at;
+        self.events += 1;
+        match ev {
+            Ev::Poll(c) => self.on_poll(c, at),
+            Ev::Wake(c, round) => self.on_wake(c, round, at),
+            Ev::Restart(c) => self.on_restart(c, at),
+            Ev::NodeDown(n) => self.on_node_down(n, at),
+            Ev::NodeUp(n) => self.on_node_up(n, at),
+            Ev::Arrive(r) => self.on_arrive(r, at),
+            Ev::Land(r) => self.on_land(r, at),
+            Ev::Back(r) => self.on_back(r, at),
+            Ev::Complete(r) => self.on_complete(r, at),
+            Ev::KvDue(c, round) => self.on_kv_due(c, round, at),
+            Ev::WorkerPoll(w) => self.step_worker(w, at),
+            Ev::WorkerDue(w, round) => self.on_worker_due(w, round, at),
+            Ev::WorkerWake(w, round) => self.on_worker_wake(w, round, at),
+            Ev::WorkerRestart(w) => self.restart_worker(w, at),
+            Ev::Measure => self.start_measuring(at),
+            Ev::ServerFail(n) => self.fail_server(n, at),
+            Ev::Detect(n) => self.on_detect(n, at),
+        }
+    }
+
+    pub(crate) fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    /// The longest an operation started before the end may legitimately
+    /// run past it: its retries stop at the operation timeout, and its last
+    /// attempt then runs to its deadline plus a margin, after the longest
+    /// back-off, with up to four of the longest pauses and the longest wait
+    /// for its core.
+    pub(crate) fn drain_ns(&self) -> u64 {
+        let expiration = nanos(self.cfg.expiration);
+        // A client thread sharing its core with b background threads may wait
+        // b slices before it notices its deadline.
+        let descheduled = self.background.iter().max().copied().unwrap_or(0) * self.p.time_slice_ns;
+        let attempt = expiration
+            .saturating_add(2 * self.margin_ns())
+            .saturating_add(self.max_backoff_ns())
+            .saturating_add(self.spec.chaos.max_pause_ns)
+            .saturating_add(descheduled);
+        nanos(self.cfg.retry.op_timeout).saturating_add(attempt.saturating_mul(4))
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::key_of;
+
+    /// Key numbers name distinct keys, in their order (Cell's scans), at
+    /// every key size the simulator takes, the 8 bytes of RCuckoo's
+    /// setting included.
+    #[test]
+    fn key_numbers_name_distinct_ordered_keys_at_every_size() {
+        for size in [1, 8, 12, 16, 32] {
+            let keys: Vec<Vec<u8>> = (0..2_000u64)
+                .chain([1 << 39, (1 << 39) + 1, 999_999_999_999_999])
+                .map(|k| key_of(k, size))
+                .collect();
+            assert!(
+                keys.windows(2).all(|w| w[0] < w[1]),
+                "{size} B keys: not distinct and ordered"
+            );
+            assert!(keys.iter().all(|k| k.len() == size.max(8) as usize));
+        }
+    }
+}

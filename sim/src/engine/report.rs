@@ -1,0 +1,152 @@
+//! What a run reports: throughput, latency, NIC and CPU busy times, the
+//! systems' own counters, the history and the faults injected.
+
+use super::*;
+
+impl Engine {
+    /// Cuckoo paths the baselines' servers moved over the run (their
+    /// nodes' move epochs advance by two per path).
+    /// Meganode searches Cell's clients sent to the server and did
+    /// themselves so far ((0, 0) for another system; a restarted client's
+    /// count starts again).
+    pub(crate) fn cell_searches(&self) -> (u64, u64) {
+        self.clients
+            .iter()
+            .filter_map(|cl| cl.cell.as_ref())
+            .map(|m| {
+                let s = &m.core().stats;
+                (s.server_searches, s.client_searches)
+            })
+            .fold((0, 0), |(a, b), (s, c)| (a + s, b + c))
+    }
+
+    /// The share of the measured workload's meganode searches Cell's
+    /// clients sent to the server, % (0 for another system).
+    pub(super) fn server_search_pct(&self) -> f64 {
+        let (s, c) = self.cell_searches();
+        let (s0, c0) = self.cell_searches_before;
+        let (server, client) = (s.saturating_sub(s0), c.saturating_sub(c0));
+        100.0 * server as f64 / (server + client).max(1) as f64
+    }
+
+    /// A counter of Cell's servers, summed over the nodes (0 for another
+    /// system).
+    pub(super) fn cell_count(
+        &self,
+        counter: impl Fn(&nessie_cell::server::ServerCounters) -> &std::sync::atomic::AtomicU64,
+    ) -> u64 {
+        self.cell_servers
+            .iter()
+            .map(|st| counter(&st.counters).load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
+    }
+
+    pub(super) fn cuckoo_moves(&self) -> u64 {
+        let Some(epoch) = self.servers.as_ref().and_then(|sv| sv.epoch) else {
+            return 0;
+        };
+        (0..self.spec.nodes)
+            .map(|n| self.mem.word(NodeId(n), Region::Data, epoch).unwrap_or(0) / 2)
+            .sum()
+    }
+
+    pub(super) fn report(&mut self, wall: std::time::Duration) -> SimReport {
+        fn avg(v: &[u64]) -> f64 {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<u64>() as f64 / v.len() as f64 / 1000.0
+            }
+        }
+        fn p99(v: &mut [u64]) -> f64 {
+            if v.is_empty() {
+                return 0.0;
+            }
+            v.sort_unstable();
+            v[((v.len() - 1) as f64 * 0.99).round() as usize] as f64 / 1000.0
+        }
+        let ops = (self.get_lat.len() + self.put_lat.len()) as u64 + self.deletes;
+        let n = ops.max(1) as f64;
+        let lock_waits = self.servers.as_ref().map_or(0, |sv| sv.lock_waits);
+        let (server_ops, busy, scan, workers, server_requests, server_errors) = match &self.servers
+        {
+            Some(sv) => (
+                sv.stats.cas(),
+                sv.workers.iter().map(|w| w.busy_ns).sum::<u64>(),
+                sv.workers.iter().map(|w| w.scan_ns).sum::<u64>(),
+                sv.workers.len() as f64,
+                sv.requests,
+                sv.counters
+                    .errors
+                    .lock()
+                    .map(|e| e.iter().take(16).map(|e| e.to_string()).collect())
+                    .unwrap_or_default(),
+            ),
+            None => (0, 0, 0, 0.0, 0, Vec::new()),
+        };
+        let window = (self.spec.seconds * 1e9).max(1.0);
+        // The busiest node's share of the window, per NIC resource.
+        let busiest =
+            |f: fn(&Nic) -> u64| 100.0 * self.nics.iter().map(f).max().unwrap_or(0) as f64 / window;
+        SimReport {
+            system: self.spec.system,
+            nic_tx_op_busy_pct: busiest(|n| n.tx_op_ns),
+            client_busy_pct: 100.0 * self.client_busy_ns as f64
+                / (self.clients.len().max(1) as f64 * window),
+            link_busy_pct: busiest(|n| n.tx_wire_ns),
+            nic_rx_busy_pct: busiest(|n| n.rx_ns),
+            nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
+            server_busy_pct: if workers > 0.0 {
+                100.0 * busy as f64 / (workers * window)
+            } else {
+                0.0
+            },
+            server_scan_pct: if workers > 0.0 {
+                100.0 * scan as f64 / (workers * window)
+            } else {
+                0.0
+            },
+            server_requests,
+            server_lock_waits: lock_waits,
+            server_errors,
+            ops,
+            gets: self.get_lat.len() as u64,
+            puts: self.put_lat.len() as u64,
+            deletes: self.deletes,
+            failures: self.failures,
+            unknown: self.unknown,
+            stuck: self.stuck,
+            sweep_failures: std::mem::take(&mut self.sweep_failures),
+            recovery_failures: self.recovery_failures(),
+            unreachable_meganodes: self.unreachable_meganodes(),
+            ops_per_sec: ops as f64 / self.spec.seconds,
+            get_avg_us: avg(&self.get_lat),
+            get_p99_us: p99(&mut self.get_lat),
+            put_avg_us: avg(&self.put_lat),
+            put_p99_us: p99(&mut self.put_lat),
+            bytes_per_op: self.stats.fabric_bytes as f64 / n,
+            round_trips_per_op: self.stats.round_trips as f64 / n,
+            migrations: self.stats.migrations
+                + self.cuckoo_moves()
+                + self.cell_count(|c| &c.meganode_splits),
+            node_splits: self.cell_count(|c| &c.node_splits),
+            measured_from_ns: self.measure_from,
+            server_search_pct: self.server_search_pct(),
+            recoveries: self.stats.recoveries,
+            events: self.events,
+            chaos: self.counts,
+            corrupt: std::mem::take(&mut self.corrupt),
+            margin_breaches: std::mem::take(&mut self.margin_breaches),
+            marked_linked: std::mem::take(&mut self.marked_linked),
+            wall_seconds: wall.as_secs_f64(),
+            events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
+            history: std::mem::take(&mut self.history),
+            completed_ops: self.completed_ops,
+            completed_scans: self.completed_scans,
+            scans: std::mem::take(&mut self.scans),
+            recycled_in_race: self.recycled_in_race,
+            history_stats: std::mem::take(&mut self.history_stats),
+            dtes: None,
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! A cluster in its initial state: the configuration, the clients (each
+//! with its clock offset, generators and, for the baselines and Cell, their
+//! machines), the servers of a server-driven system and the planned faults.
+
+use super::*;
+
+impl Engine {
+    /// A cluster in its initial state: nothing preloaded, nothing scheduled.
+    pub(crate) fn new(spec: &SimSpec) -> Result<Engine, SimError> {
+        let cfg = Arc::new(config(spec)?);
+        let mut dice = Dice::new(spec.seed);
+        let skew = u64::try_from(cfg.clock_skew.as_nanos()).unwrap_or(u64::MAX);
+        let mut setup = match spec.system {
+            SystemKind::Nessie => None,
+            SystemKind::Cell => Some(crate::systems::cell(spec, &cfg)?),
+            other => Some(crate::systems::baseline(
+                other,
+                &cfg,
+                spec.server_workers,
+                spec.hy,
+                spec.server_faults,
+                spec.seed,
+            )?),
+        };
+        let mut clients = Vec::new();
+        let per_node = cfg.clients_per_node;
+        // YCSB's E scans 1 to 100 entries (`maxscanlength`); Cell pages at
+        // most its scan page.
+        let max_scan = match spec.system {
+            SystemKind::Cell => MAX_SCAN_LEN.min(crate::systems::cell_config(spec, &cfg).scan_page),
+            _ => MAX_SCAN_LEN,
+        };
+        for n in 0..spec.nodes {
+            for i in 0..per_node {
+                let core = usize::from(n) * usize::from(spec.clients_per_node)
+                    + usize::from(i / spec.depth);
+                let id = ClientId {
+                    node: NodeId(n),
+                    index: i,
+                };
+                let mut state = ClientState::new(cfg.clone(), id)?;
+                state.faults = spec.faults;
+                let kv_core = setup
+                    .as_mut()
+                    .and_then(|s| (!s.cores.is_empty()).then(|| s.cores.remove(0)));
+                let cell = setup
+                    .as_mut()
+                    .and_then(|s| (!s.cell.is_empty()).then(|| s.cell.remove(0)));
+                clients.push(SimClient {
+                    next_arrival: 0,
+                    state,
+                    machine: None,
+                    op: None,
+                    jitter: kv_core.as_ref().map(|_| Jitter::new(id)),
+                    kv_core,
+                    cell,
+                    awaiting: None,
+                    due: None,
+                    preload: Vec::new(),
+                    local_round: false,
+                    outstanding: 0,
+                    round: 0,
+                    rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        | 1,
+                    ycsb: spec
+                        .ycsb
+                        .map(|w| YcsbGen::new(w, spec.keys, clients.len() as u64, max_scan)),
+                    clock_offset: if spec.chaos.skew {
+                        dice.below(skew + 1)
+                    } else {
+                        0
+                    },
+                    down_since: None,
+                    straggler: spec.chaos.straggler_step_ns > 0 && dice.chance(500),
+                    slowed: false,
+                    commits: Vec::new(),
+                    incarnation: 0,
+                    router: router(spec),
+                    late: Vec::new(),
+                    core,
+                });
+            }
+        }
+        if spec.chaos.skew && clients.len() > 1 {
+            // Reach the full allowance: the first clock is exact, the last one
+            // the full skew ahead.
+            clients[0].clock_offset = 0;
+            let last = clients.len() - 1;
+            clients[last].clock_offset = skew;
+        }
+        // Cores: each node's client threads, then every node's server
+        // workers; background threads spread over a node's cores in that
+        // order.
+        let nodes = usize::from(spec.nodes);
+        let cpn = usize::from(spec.clients_per_node);
+        let workers = setup.as_ref().map_or(0, |s| s.servers.workers_per_node);
+        let node_cores = (cpn + workers) as u64;
+        let b = u64::from(spec.background_per_node);
+        let share = |pos: usize| b / node_cores + u64::from((pos as u64) < b % node_cores);
+        let mut background: Vec<u64> = (0..nodes * cpn).map(|core| share(core % cpn)).collect();
+        let mut mem = match &setup {
+            Some(s) => Memory::with_topology(s.topology),
+            None => Memory::new(&cfg),
+        };
+        let cell_servers = setup
+            .as_ref()
+            .map(|s| s.cell_servers.clone())
+            .unwrap_or_default();
+        if let Some(st) = cell_servers.first() {
+            // Cell's first meganode, before time starts.
+            let mut m = nessie_cell::bootstrap_machine(st, 1);
+            crate::systems::run_at_once(&mut mem, st, &mut m, Nanos(EPOCH / 2))?;
+        }
+        let dir = setup.as_ref().and_then(|s| s.dir.clone());
+        let core_maker = setup.as_mut().and_then(|s| s.maker.take());
+        let cell_maker = setup.as_mut().and_then(|s| s.cell_maker.take());
+        let mut servers = setup.map(|s| s.servers);
+        if let Some(sv) = servers.as_mut() {
+            for (w, worker) in sv.workers.iter_mut().enumerate() {
+                worker.core = nodes * cpn + w;
+                // Request workers share their node's cores with background
+                // threads; Cell's maintenance and recovery threads run on
+                // cores of their own.
+                background.push(if worker.maint.is_some() || worker.recovery {
+                    0
+                } else {
+                    share(cpn + w % workers)
+                });
+            }
+        }
+        Ok(Engine {
+            p: spec.profile.clone(),
+            spec: spec.clone(),
+            mem,
+            cfg,
+            nics: vec![Nic::default(); usize::from(spec.nodes)],
+            cores: vec![0; background.len()],
+            background,
+            servers,
+            core_maker,
+            cell_maker,
+            cell_servers,
+            cell_searches_before: (0, 0),
+            dir,
+            measure_from: EPOCH,
+            preloading: 0,
+            held_chaos: None,
+            node_down: vec![false; usize::from(spec.nodes)],
+            link_failures: Vec::new(),
+            clients,
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            events: 0,
+            end: EPOCH + (spec.seconds * 1e9) as u64,
+            horizon: u64::MAX,
+            get_lat: Vec::new(),
+            put_lat: Vec::new(),
+            deletes: 0,
+            failures: 0,
+            unknown: 0,
+            stuck: 0,
+            sweep: Vec::new(),
+            sweeping: false,
+            sweep_failures: Vec::new(),
+            now: EPOCH,
+            stats: OpStats::default(),
+            history: Vec::new(),
+            history_stats: Vec::new(),
+            next_value: 0,
+            last_stamp: 0,
+            recycled_in_race: 0,
+            completed_ops: 0,
+            completed_scans: 0,
+            scans: Vec::new(),
+            dice,
+            rare_dice: Dice::new(spec.seed ^ 0x5eed_0fd0_b1e5),
+            counts: ChaosCounts::default(),
+            lost_servers: crate::failures::Failures::new(nodes, spec.seed),
+            sweeper: 0,
+            corrupt: Vec::new(),
+            margin_breaches: Vec::new(),
+            marked_linked: Vec::new(),
+            zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
+            client_busy_ns: 0,
+        })
+    }
+}

@@ -1,0 +1,288 @@
+//! The workload side of the engine: the preload, the next operation each
+//! client draws (uniform, Zipf or a YCSB generator, open or closed loop), and
+//! the final sweep that writes and reads back every key after the faults.
+
+use super::*;
+
+impl Engine {
+    /// Starts the final sweep: the faults and the background threads stop
+    /// (clocks stay skewed), any request still in flight at the horizon is
+    /// dropped (never landing, which A2 allows), and one client alone
+    /// writes and then reads every key (the first client on a node that did
+    /// not fail for good; a fresh process if a server did). (A client
+    /// thread that background threads deschedule for longer than its
+    /// operation timeout times out whatever the protocol's state: the sweep
+    /// asks only what a lone client on a core of its own can do.)
+    pub(super) fn start_sweep(&mut self) {
+        self.sweeping = true;
+        if let Some(sv) = self.servers.as_ref() {
+            // The baselines' tables count their reuse themselves.
+            self.recycled_in_race += sv.reused();
+        }
+        // A CPU access in progress still completes (it crosses no network:
+        // dropping its completion would leave a server worker waiting for
+        // it for good); everything else in flight is dropped. The
+        // background threads stop now, so an access whose thread waited for
+        // its core behind them (up to a time slice per thread, longer than
+        // the lone client's operation timeout) completes now, and every
+        // core is free from now on (the copies' own cost, tens of ns, is
+        // not charged).
+        let now = self.now;
+        let cpu: Vec<Scheduled> = std::mem::take(&mut self.queue)
+            .into_iter()
+            .filter(|s| {
+                matches!(s.ev, Ev::Complete(r)
+                    if self.reqs[r].as_ref().is_some_and(NicRequest::is_cpu))
+            })
+            .map(|s| Scheduled {
+                at: s.at.min(now),
+                ..s
+            })
+            .collect();
+        self.queue.extend(cpu);
+        self.cores.iter_mut().for_each(|c| *c = (*c).min(now));
+        for c in 0..self.clients.len() {
+            // Held completions are dropped with everything in flight.
+            self.drop_late(c);
+        }
+        self.background.iter_mut().for_each(|b| *b = 0);
+        self.spec.chaos = Chaos {
+            skew: self.spec.chaos.skew,
+            ..Chaos::NONE
+        };
+        for (n, d) in self.node_down.iter_mut().enumerate() {
+            *d = self.lost_servers.is_failed(n);
+        }
+        self.link_failures.clear();
+        for k in (0..self.spec.keys).rev() {
+            self.sweep.push((k, Draw::Get));
+            self.sweep.push((k, Draw::Put));
+        }
+        self.resume_workers(now);
+        self.detect_all_failures(now);
+        self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
+        let lost = &self.lost_servers;
+        self.sweeper = (0..self.clients.len())
+            .find(|&c| !lost.is_failed(usize::from(self.clients[c].state.id.node.0)))
+            .unwrap_or(0);
+        let c = self.sweeper;
+        if self.lost_servers.any() && self.clients[c].down_since.is_none() {
+            // Servers failed for good: the sweeper is a fresh process, whose
+            // directory names where their regions went (a process that
+            // lived through the failure would first meet the failed server,
+            // an unknown outcome for a write, as it would in any client);
+            // it starts once the recoveries have ended (`on_restart`).
+            self.crash(c, now);
+        }
+        if self.clients[c].down_since.is_some() {
+            self.schedule(now, Ev::Restart(c));
+        } else {
+            self.schedule(now, Ev::Poll(c));
+        }
+    }
+
+    /// Writes the preloaded keys once, executing each request at once (no
+    /// time).
+    pub(super) fn preload(&mut self) -> Result<(), SimError> {
+        let n = self.clients.len() as u64;
+        let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
+        for k in 0..preloaded {
+            // Every key a value of its own (a GET of another key's entry
+            // shows), numbered with the workload's writes.
+            let value = nessie_check::unique_value(
+                &key_of(k, self.spec.key_size),
+                k % n,
+                self.next_value,
+                self.spec.value_size as usize,
+            );
+            self.next_value += 1;
+            let c = &mut self.clients[(k % n) as usize];
+            let own = c.state.id.node;
+            let mut m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
+            let now = Nanos(EPOCH / 2);
+            let mut stored = true;
+            loop {
+                match m.poll(&mut c.state, now) {
+                    Poll::Post(wrs) => {
+                        for wr in wrs {
+                            let id = wr.id;
+                            let result = InFlight::new(wr, 0).run_to_end(
+                                &mut self.mem,
+                                own,
+                                WordOrder::Ascending,
+                            );
+                            m.complete(nessie_protocol::Completion { id, result });
+                        }
+                    }
+                    Poll::Pending => {
+                        return Err(SimError::Spec(
+                            "preload: a machine waits with nothing posted".into(),
+                        ))
+                    }
+                    Poll::Done(Ok(_)) => break,
+                    // A tight index may not take every key: the key starts
+                    // absent (nothing of the failed PUT took effect).
+                    Poll::Done(Err(Error::TableFull { .. } | Error::DataTableFull { .. })) => {
+                        stored = false;
+                        break;
+                    }
+                    Poll::Done(Err(e)) => return Err(e.into()),
+                }
+            }
+            if stored {
+                self.completed_ops += 1;
+            }
+            if self.spec.record_history && stored {
+                self.history_stats.push(m.stats());
+                let invoke = self.stamp(0);
+                let response = self.stamp(0);
+                self.history.push(Event {
+                    client: (k % n) as usize,
+                    request: Request::Put(key_of(k, self.spec.key_size), value.clone()),
+                    ret: Ok(Response::Put(false)),
+                    invoke,
+                    response,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn next_op(&mut self, c: usize, now: u64) -> bool {
+        let (key, kind, sweep) = if self.preloading > 0 {
+            // A server-driven system's preload: each client PUTs its share
+            // of the keys, then waits for the measured workload.
+            match self.clients[c].preload.pop() {
+                Some(k) => (k, Draw::Put, false),
+                None => return false,
+            }
+        } else if now < self.end {
+            let spec = &self.spec;
+            let cl = &mut self.clients[c];
+            if let (SystemKind::Cell, false, Some(servers)) = (
+                spec.system,
+                spec.cell_run.clients_beside_servers,
+                spec.cell_run.server_nodes,
+            ) {
+                if cl.state.id.node.0 < servers {
+                    return false; // a server node's clients only preload
+                }
+            }
+            if let Some(spike) = spec.spike {
+                if cl.state.id.index >= spike.first_index {
+                    // A spike client: idle outside the spike's window.
+                    let from = self.measure_from + (spike.from_s * 1e9) as u64;
+                    let until = self.measure_from + (spike.until_s * 1e9) as u64;
+                    if now >= until {
+                        return false;
+                    }
+                    if now < from {
+                        self.schedule(from, Ev::Poll(c));
+                        return false;
+                    }
+                    if cl.next_arrival != 0 && cl.next_arrival < from {
+                        cl.next_arrival = from;
+                    }
+                }
+            }
+            if let Some(rate) = spec.arrival_rate_per_client {
+                // Open loop: Poisson arrivals; an idle thread waits for the
+                // next one, a busy one takes it as soon as it is free.
+                let gap = |rng: &mut u64| {
+                    let u = unit(xorshift64(rng));
+                    (-(1.0 - u).ln() / rate * 1e9) as u64
+                };
+                if cl.next_arrival == 0 {
+                    cl.next_arrival = now + gap(&mut cl.rng);
+                }
+                if cl.next_arrival > now {
+                    let at = cl.next_arrival;
+                    self.schedule(at, Ev::Poll(c));
+                    return false;
+                }
+                cl.next_arrival += gap(&mut cl.rng).max(1);
+            }
+            if let Some(gen) = cl.ycsb.as_mut() {
+                let rng = &mut cl.rng;
+                let (key, kind) = match gen.next(&mut || unit(xorshift64(rng))) {
+                    YcsbDraw::Read(k) => (k, Draw::Get),
+                    YcsbDraw::Write(k) => (k, Draw::Put),
+                    // From the key, as many keys on as entries asked for.
+                    YcsbDraw::Scan(k, len) => (
+                        k,
+                        Draw::Scan {
+                            to: k + u64::from(len),
+                            limit: len as usize,
+                        },
+                    ),
+                };
+                (key, kind, false)
+            } else {
+                let draw = xorshift64(&mut cl.rng);
+                let key = match &self.zipf {
+                    Some(z) => z.key(unit(draw)),
+                    None => draw % spec.keys,
+                };
+                let roll = xorshift64(&mut cl.rng) % 100;
+                let kind = if roll < u64::from(spec.get_pct) {
+                    Draw::Get
+                } else if roll < u64::from(spec.get_pct + spec.delete_pct) {
+                    Draw::Delete
+                } else if spec.system == SystemKind::Cell
+                    && roll < u64::from(spec.get_pct + spec.delete_pct + spec.scan_pct)
+                {
+                    // Up to four keys on, at most three entries: short scans
+                    // that meet the limit and scans that end at their bound.
+                    let span = 1 + xorshift64(&mut cl.rng) % 4;
+                    let limit = 1 + (xorshift64(&mut cl.rng) % 3) as usize;
+                    Draw::Scan {
+                        to: key + span,
+                        limit,
+                    }
+                } else {
+                    Draw::Put
+                };
+                (key, kind, false)
+            }
+        } else if self.sweeping && c == self.sweeper {
+            let Some((key, kind)) = self.sweep.pop() else {
+                return false;
+            };
+            (key, kind, true)
+        } else {
+            return false;
+        };
+        let spec = &self.spec;
+        // Every PUT writes a value of its own, so that a stale read shows.
+        let value = nessie_check::unique_value(
+            &key_of(key, spec.key_size),
+            c as u64,
+            self.next_value,
+            spec.value_size as usize,
+        );
+        self.next_value += 1;
+        let request = kind.request(key, value, spec.key_size);
+        let preload = self.preloading > 0;
+        let invoked = self.stamp(now);
+        let cl = &mut self.clients[c];
+        let budget = cl
+            .jitter
+            .clone()
+            .map(|j| RetryBudget::new(cl.clock(now), &self.cfg.retry, j));
+        cl.op = Some(CurrentOp {
+            request,
+            key,
+            started: now,
+            invoked,
+            attempt_started: None,
+            attempts: 0,
+            backoff_ns: nanos(self.cfg.retry.initial_backoff).max(1),
+            stats: OpStats::default(),
+            sweep,
+            budget,
+            preload,
+        });
+        self.start_attempt(c);
+        true
+    }
+}
