@@ -162,7 +162,7 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
     let c = usize::from(1 - home.0);
     let t0 = crate::engine::EPOCH + 10_000;
     e.schedule(t0, Ev::Poll(c));
-    while e.get_lat.is_empty() {
+    while e.tally.get_lat.is_empty() {
         let (at, ev) = e.next_event().expect("the GET finishes");
         e.handle(at, ev);
     }
@@ -181,7 +181,7 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
     // found no response yet, so the landing wakes it: 4,519 + 100 (its miss
     // on the control word) = 4,619, one step (300) and the response read
     // back by CPU (24 B twice: 5 + 5, no step after a CPU access): 4,929.
-    assert_eq!(e.get_lat, vec![4_929]);
+    assert_eq!(e.tally.get_lat, vec![4_929]);
     let busy: u64 = e
         .servers
         .as_ref()

@@ -20,7 +20,7 @@ impl Engine {
         now: u64,
     ) {
         if self.spec.system != SystemKind::Nessie
-            || self.marked_linked.len() >= 16
+            || self.watch.marked_linked.len() >= 16
             || result.is_err()
         {
             return;
@@ -43,7 +43,7 @@ impl Engine {
             }
         };
         if let Some(b) = breach {
-            self.marked_linked.push(b);
+            self.watch.marked_linked.push(b);
         }
     }
 

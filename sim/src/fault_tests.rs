@@ -313,7 +313,7 @@ fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
     // Unlinked: a mark is fine.
     e.post(Actor::Client(0), write(mark.clone()), 0);
     run(&mut e);
-    assert!(e.marked_linked.is_empty());
+    assert!(e.watch.marked_linked.is_empty());
     // Linking the marked entry is not.
     let link = WorkRequest {
         id: OpId(2),
@@ -322,14 +322,24 @@ fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
     let now = e.now;
     e.post(Actor::Client(0), link, now);
     run(&mut e);
-    assert_eq!(e.marked_linked.len(), 1, "{:?}", e.marked_linked);
-    assert!(e.marked_linked[0].contains("linked entry DTE 1/2"));
+    assert_eq!(
+        e.watch.marked_linked.len(),
+        1,
+        "{:?}",
+        e.watch.marked_linked
+    );
+    assert!(e.watch.marked_linked[0].contains("linked entry DTE 1/2"));
     // Nor marking it while it is linked.
     let now = e.now;
     e.post(Actor::Client(0), write(mark), now);
     run(&mut e);
-    assert_eq!(e.marked_linked.len(), 2, "{:?}", e.marked_linked);
-    assert!(e.marked_linked[1].contains("while an index table entry names it"));
+    assert_eq!(
+        e.watch.marked_linked.len(),
+        2,
+        "{:?}",
+        e.watch.marked_linked
+    );
+    assert!(e.watch.marked_linked[1].contains("while an index table entry names it"));
 }
 
 /// A four-word WRITE to node 1's data region at offset 64.

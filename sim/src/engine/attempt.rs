@@ -128,8 +128,8 @@ impl Engine {
             let Some([last, deadline, _]) = bounds else {
                 continue;
             };
-            if start >= last && self.margin_breaches.len() < 16 {
-                self.margin_breaches.push(format!(
+            if start >= last && self.watch.margin_breaches.len() < 16 {
+                self.watch.margin_breaches.push(format!(
                     "client {c} posted {what} to {addr:?} {} ns before its attempt's \
                      deadline (margin {} ns)",
                     deadline as i64 - start as i64,
@@ -296,7 +296,7 @@ impl Engine {
         }
         if let (true, Err(e)) = (op.sweep, &r) {
             if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
-                self.sweep_failures.push(format!(
+                self.sweep.failures.push(format!(
                     "{} of key {} by a lone client after the faults stopped: {e}",
                     op.request.name(),
                     op.key
@@ -309,11 +309,12 @@ impl Engine {
         }
         let ret = ret_of(&r);
         if ret == Err(Failure::Unknown) && !matches!(op.request, Request::Scan { .. }) {
-            self.unknown += 1;
+            self.tally.unknown += 1;
         }
         if let Err(Error::Corrupt(m)) = &r {
-            if self.corrupt.len() < 16 {
-                self.corrupt
+            if self.watch.corrupt.len() < 16 {
+                self.watch
+                    .corrupt
                     .push(format!("{}: {m}", self.clients[c].state.id));
             }
         }
@@ -324,12 +325,12 @@ impl Engine {
         }
         match r {
             Ok(_) => match op.request {
-                Request::Get(_) => self.get_lat.push(now - op.started),
-                Request::Put(..) => self.put_lat.push(now - op.started),
-                Request::Delete(_) => self.deletes += 1,
+                Request::Get(_) => self.tally.get_lat.push(now - op.started),
+                Request::Put(..) => self.tally.put_lat.push(now - op.started),
+                Request::Delete(_) => self.tally.deletes += 1,
                 Request::Scan { .. } => {}
             },
-            Err(_) => self.failures += 1,
+            Err(_) => self.tally.failures += 1,
         }
         self.schedule(now, Ev::Poll(c));
     }
@@ -342,8 +343,8 @@ impl Engine {
     /// equal stamps for concurrent operations and miss a client's stale read
     /// of its own write).
     pub(super) fn stamp(&mut self, now: u64) -> u64 {
-        self.last_stamp = (now.saturating_mul(1000)).max(self.last_stamp + 1);
-        self.last_stamp
+        self.rec.last_stamp = (now.saturating_mul(1000)).max(self.rec.last_stamp + 1);
+        self.rec.last_stamp
     }
 
     /// Records client `c`'s finished operation `op` with `ret`: a scan in
@@ -352,9 +353,9 @@ impl Engine {
     pub(super) fn record(&mut self, c: usize, op: &CurrentOp, ret: Ret, now: u64) {
         let scan = matches!(op.request, Request::Scan { .. });
         if scan {
-            self.completed_scans += 1;
+            self.rec.completed_scans += 1;
         } else {
-            self.completed_ops += 1;
+            self.rec.completed_ops += 1;
         }
         if !self.spec.record_history {
             return;
@@ -368,10 +369,10 @@ impl Engine {
             response,
         };
         if scan {
-            self.scans.push(event);
+            self.rec.scans.push(event);
         } else {
-            self.history_stats.push(op.stats);
-            self.history.push(event);
+            self.rec.history_stats.push(op.stats);
+            self.rec.history.push(event);
         }
     }
 

@@ -12,15 +12,15 @@ impl Engine {
             self.drop_attempt(c);
             if let Some(op) = self.clients[c].op.take() {
                 if op.sweep {
-                    self.sweep_failures.push(format!(
+                    self.sweep.failures.push(format!(
                         "{} of key {} by a lone client after the faults stopped never finished",
                         op.request.name(),
                         op.key
                     ));
                 }
-                self.stuck += 1;
-                self.unknown += 1;
-                self.failures += 1;
+                self.tally.stuck += 1;
+                self.tally.unknown += 1;
+                self.tally.failures += 1;
                 self.stats += op.stats;
                 self.record(c, &op, Err(Failure::Unknown), self.horizon);
             }
@@ -42,8 +42,8 @@ impl Engine {
         self.counts.crashes += 1;
         if let Some(op) = self.clients[c].op.take() {
             self.stats += op.stats;
-            self.unknown += 1;
-            self.failures += 1;
+            self.tally.unknown += 1;
+            self.tally.failures += 1;
             self.record(c, &op, Err(Failure::Unknown), now);
         }
         let after = self.spec.chaos.restart_after_ns.max(self.margin_ns() + 1);
@@ -65,7 +65,7 @@ impl Engine {
             self.schedule(earliest, Ev::Restart(c));
             return;
         }
-        if self.sweeping && c == self.sweeper && self.lost_servers.recovering() {
+        if self.sweep.running && c == self.sweep.client && self.lost_servers.recovering() {
             // The sweep's fresh process starts once the faults stopped, and
             // a recovery still moving a failed server's regions is one of
             // them: its directory would name the failed server (Cell's

@@ -320,35 +320,13 @@ pub(crate) struct Engine {
     events: u64,
     pub(crate) end: u64,
     pub(crate) horizon: u64,
-    pub(crate) get_lat: Vec<u64>,
-    put_lat: Vec<u64>,
-    deletes: u64,
-    failures: u64,
-    unknown: u64,
-    stuck: u64,
-    /// The final sweep's operations still to run (last first) and whether
-    /// it has started.
-    sweep: Vec<(u64, Draw)>,
-    sweeping: bool,
-    sweep_failures: Vec<String>,
     /// Virtual time of the last event processed.
     pub(crate) now: u64,
     stats: OpStats,
-    history: Vec<Event>,
-    history_stats: Vec<OpStats>,
     next_value: u64,
-    /// The last stamp given to a history event ([`Engine::stamp`]).
-    last_stamp: u64,
     /// Data table entries recycled for reuse by operations of the workload
     /// (not the final sweep): reuse while clients race.
     recycled_in_race: u64,
-    /// Operations that ended (however), counted apart from the history, so
-    /// that a history that lost operations is seen.
-    completed_ops: u64,
-    /// Cell's range scans that ended (counted apart from recording).
-    completed_scans: u64,
-    /// The scans' history (Cell's range-aware checker's vocabulary).
-    scans: Vec<Event>,
     pub(crate) dice: Dice,
     /// The dice of the rare fates ([`Dice::rare_fate`]) and of a duplicate's
     /// landing, a stream apart from [`Engine::dice`].
@@ -356,18 +334,76 @@ pub(crate) struct Engine {
     pub(crate) counts: ChaosCounts,
     /// Cell's failed servers and their recovery.
     pub(crate) lost_servers: crate::failures::Failures,
-    /// The client that runs the final sweep (the first on a node that did
-    /// not fail for good).
-    sweeper: usize,
-    corrupt: Vec<String>,
-    margin_breaches: Vec<String>,
-    /// Breaches of I4's first step ([`crate::audit`]).
-    pub(crate) marked_linked: Vec<String>,
     /// The key generator of a Zipf workload (`None`: uniform keys).
     zipf: Option<ScrambledZipfian>,
     /// The client threads' time in the measured window with an operation
     /// under way.
     client_busy_ns: u64,
+    /// How the operations ended (latencies, failures).
+    pub(crate) tally: Tally,
+    /// The history and what was counted apart from it.
+    pub(crate) rec: Recording,
+    /// What the watches saw (corrupt state, margin breaches, I4).
+    pub(crate) watch: Watches,
+    /// The final sweep.
+    pub(crate) sweep: Sweep,
+}
+
+/// How the operations of a run ended.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Latencies (ns) of the measured GETs and PUTs.
+    pub(crate) get_lat: Vec<u64>,
+    pub(crate) put_lat: Vec<u64>,
+    /// Measured DELETEs.
+    pub(crate) deletes: u64,
+    /// Operations that failed, that ended with an unknown outcome, and that
+    /// were still running at the horizon.
+    pub(crate) failures: u64,
+    pub(crate) unknown: u64,
+    pub(crate) stuck: u64,
+}
+
+/// The run's history, and what is counted apart from it so that a history
+/// that lost operations is seen.
+#[derive(Default)]
+pub(crate) struct Recording {
+    /// The operations' events and each one's counters.
+    pub(crate) history: Vec<Event>,
+    pub(crate) history_stats: Vec<OpStats>,
+    /// The scans' history (Cell's range-aware checker's vocabulary).
+    pub(crate) scans: Vec<Event>,
+    /// The last stamp given to a history event ([`Engine::stamp`]).
+    pub(crate) last_stamp: u64,
+    /// Operations and Cell range scans that ended (however).
+    pub(crate) completed_ops: u64,
+    pub(crate) completed_scans: u64,
+}
+
+/// What the engine's watches saw.
+#[derive(Default)]
+pub(crate) struct Watches {
+    /// Corrupt state reported by a machine.
+    pub(crate) corrupt: Vec<String>,
+    /// Mutations posted inside the last margin (the margin monitor).
+    pub(crate) margin_breaches: Vec<String>,
+    /// Breaches of I4's first step ([`crate::audit`]).
+    pub(crate) marked_linked: Vec<String>,
+}
+
+/// The final sweep: after the faults, a lone client writes and reads back
+/// every key.
+#[derive(Default)]
+pub(crate) struct Sweep {
+    /// Its operations still to run (last first).
+    pub(crate) ops: Vec<(u64, Draw)>,
+    /// Whether it has started.
+    pub(crate) running: bool,
+    /// What it could not do.
+    pub(crate) failures: Vec<String>,
+    /// The client that runs it (the first on a node that did not fail for
+    /// good).
+    pub(crate) client: usize,
 }
 
 /// The key that key number `k` names, `size` bytes long (at least 8).
@@ -456,7 +492,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
             Some((at, ev)) => e.handle(at, ev),
             None => {
                 e.give_up_on_stuck();
-                if e.spec.final_sweep && !e.sweeping {
+                if e.spec.final_sweep && !e.sweep.running {
                     e.start_sweep();
                     continue;
                 }
@@ -466,7 +502,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     }
     // At quiescence, no data table entry leaked beyond what the protocol
     // admits (crate::audit).
-    let dtes = e.audit_dtes(e.now, e.stats.leaked, e.counts.crashes + e.stuck);
+    let dtes = e.audit_dtes(e.now, e.stats.leaked, e.counts.crashes + e.tally.stuck);
     let mut report = e.report(wall.elapsed());
     report.dtes = dtes;
     Ok(report)

@@ -65,7 +65,7 @@ impl Engine {
             v.sort_unstable();
             v[((v.len() - 1) as f64 * 0.99).round() as usize] as f64 / 1000.0
         }
-        let ops = (self.get_lat.len() + self.put_lat.len()) as u64 + self.deletes;
+        let ops = (self.tally.get_lat.len() + self.tally.put_lat.len()) as u64 + self.tally.deletes;
         let n = ops.max(1) as f64;
         let lock_waits = self.servers.as_ref().map_or(0, |sv| sv.lock_waits);
         let (server_ops, busy, scan, workers, server_requests, server_errors) = match &self.servers
@@ -110,20 +110,20 @@ impl Engine {
             server_lock_waits: lock_waits,
             server_errors,
             ops,
-            gets: self.get_lat.len() as u64,
-            puts: self.put_lat.len() as u64,
-            deletes: self.deletes,
-            failures: self.failures,
-            unknown: self.unknown,
-            stuck: self.stuck,
-            sweep_failures: std::mem::take(&mut self.sweep_failures),
+            gets: self.tally.get_lat.len() as u64,
+            puts: self.tally.put_lat.len() as u64,
+            deletes: self.tally.deletes,
+            failures: self.tally.failures,
+            unknown: self.tally.unknown,
+            stuck: self.tally.stuck,
+            sweep_failures: std::mem::take(&mut self.sweep.failures),
             recovery_failures: self.recovery_failures(),
             unreachable_meganodes: self.unreachable_meganodes(),
             ops_per_sec: ops as f64 / self.spec.seconds,
-            get_avg_us: avg(&self.get_lat),
-            get_p99_us: p99(&mut self.get_lat),
-            put_avg_us: avg(&self.put_lat),
-            put_p99_us: p99(&mut self.put_lat),
+            get_avg_us: avg(&self.tally.get_lat),
+            get_p99_us: p99(&mut self.tally.get_lat),
+            put_avg_us: avg(&self.tally.put_lat),
+            put_p99_us: p99(&mut self.tally.put_lat),
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
             migrations: self.stats.migrations
@@ -135,17 +135,17 @@ impl Engine {
             recoveries: self.stats.recoveries,
             events: self.events,
             chaos: self.counts,
-            corrupt: std::mem::take(&mut self.corrupt),
-            margin_breaches: std::mem::take(&mut self.margin_breaches),
-            marked_linked: std::mem::take(&mut self.marked_linked),
+            corrupt: std::mem::take(&mut self.watch.corrupt),
+            margin_breaches: std::mem::take(&mut self.watch.margin_breaches),
+            marked_linked: std::mem::take(&mut self.watch.marked_linked),
             wall_seconds: wall.as_secs_f64(),
             events_per_wall_sec: self.events as f64 / wall.as_secs_f64().max(1e-9),
-            history: std::mem::take(&mut self.history),
-            completed_ops: self.completed_ops,
-            completed_scans: self.completed_scans,
-            scans: std::mem::take(&mut self.scans),
+            history: std::mem::take(&mut self.rec.history),
+            completed_ops: self.rec.completed_ops,
+            completed_scans: self.rec.completed_scans,
+            scans: std::mem::take(&mut self.rec.scans),
             recycled_in_race: self.recycled_in_race,
-            history_stats: std::mem::take(&mut self.history_stats),
+            history_stats: std::mem::take(&mut self.rec.history_stats),
             dtes: None,
         }
     }

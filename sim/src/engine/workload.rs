@@ -14,7 +14,7 @@ impl Engine {
     /// operation timeout times out whatever the protocol's state: the sweep
     /// asks only what a lone client on a core of its own can do.)
     pub(super) fn start_sweep(&mut self) {
-        self.sweeping = true;
+        self.sweep.running = true;
         if let Some(sv) = self.servers.as_ref() {
             // The baselines' tables count their reuse themselves.
             self.recycled_in_race += sv.reused();
@@ -55,17 +55,17 @@ impl Engine {
         }
         self.link_failures.clear();
         for k in (0..self.spec.keys).rev() {
-            self.sweep.push((k, Draw::Get));
-            self.sweep.push((k, Draw::Put));
+            self.sweep.ops.push((k, Draw::Get));
+            self.sweep.ops.push((k, Draw::Put));
         }
         self.resume_workers(now);
         self.detect_all_failures(now);
         self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
         let lost = &self.lost_servers;
-        self.sweeper = (0..self.clients.len())
+        self.sweep.client = (0..self.clients.len())
             .find(|&c| !lost.is_failed(usize::from(self.clients[c].state.id.node.0)))
             .unwrap_or(0);
-        let c = self.sweeper;
+        let c = self.sweep.client;
         if self.lost_servers.any() && self.clients[c].down_since.is_none() {
             // Servers failed for good: the sweeper is a fresh process, whose
             // directory names where their regions went (a process that
@@ -130,13 +130,13 @@ impl Engine {
                 }
             }
             if stored {
-                self.completed_ops += 1;
+                self.rec.completed_ops += 1;
             }
             if self.spec.record_history && stored {
-                self.history_stats.push(m.stats());
+                self.rec.history_stats.push(m.stats());
                 let invoke = self.stamp(0);
                 let response = self.stamp(0);
-                self.history.push(Event {
+                self.rec.history.push(Event {
                     client: (k % n) as usize,
                     request: Request::Put(key_of(k, self.spec.key_size), value.clone()),
                     ret: Ok(Response::Put(false)),
@@ -244,8 +244,8 @@ impl Engine {
                 };
                 (key, kind, false)
             }
-        } else if self.sweeping && c == self.sweeper {
-            let Some((key, kind)) = self.sweep.pop() else {
+        } else if self.sweep.running && c == self.sweep.client {
+            let Some((key, kind)) = self.sweep.ops.pop() else {
                 return false;
             };
             (key, kind, true)
