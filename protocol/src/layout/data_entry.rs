@@ -17,8 +17,8 @@
 //! them without the value (the paper's "multiple reads"). `src`/`dst` are used
 //! by MIGRATE copies: candidate positions (in the key's list of candidate
 //! slots: N buckets of B slots, so up to 64 positions) of the source and
-//! destination index table entries. `incarnation` is the
-//! entry's reuse count modulo 128, which every index word naming the entry
+//! destination index table entries. `incarnation` is the entry's reuse count
+//! modulo 128, which every index word naming the entry
 //! carries too ([`crate::layout::IndexEntry`]): a commit or abort CAS that
 //! expects one incarnation's `Writing` word cannot match the next
 //! incarnation's. Keys are at most [`MAX_KEY_LEN_FIELD`] (4,095) bytes.

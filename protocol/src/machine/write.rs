@@ -2,8 +2,8 @@
 //!
 //! Steps (docs/protocol.md, "PUT" and "DELETE"):
 //! 1. Read all N candidate buckets (B index table entries each, one READ per
-//!    bucket) in one round; read the header
-//!    and key of every entry whose filter bits match (cache, CPU or RDMA READ).
+//!    bucket) in one round; read the header and key of every entry whose
+//!    filter bits match (cache, CPU or RDMA READ).
 //! 2. Help or back off: an in-progress entry of the key whose owner is past its
 //!    deadline is reclaimed, an aborted one is restored, a committed MIGRATE
 //!    copy still linked at its source has its source cleared (then restart);
@@ -15,9 +15,9 @@
 //!    word) into the client's own data table by CPU.
 //! 5. CAS the candidate from the word read to the new entry.
 //! 6. Verify: re-read the other candidates (every bucket holding one); any
-//!    change means a concurrent
-//!    operation may have created a second entry for the key: abort (state CAS
-//!    `Writing -> Aborted`, restore the candidate) and report a conflict.
+//!    change means a concurrent operation may have created a second entry
+//!    for the key: abort (state CAS `Writing -> Aborted`, restore the
+//!    candidate) and report a conflict.
 //! 7. Commit: CAS the state word `Writing -> Valid` (PUT) or `-> Deleted`
 //!    (DELETE) through the NIC. This is the linearization point. If its
 //!    completion fails or never arrives, the owner settles the outcome with
