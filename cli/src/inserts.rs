@@ -236,6 +236,10 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
     for &b in &args.bucket_slots {
         for &n in &args.candidates {
             for &s in &args.search {
+                if b > 1 && s == SearchArg::DepthFirst {
+                    // Refused by the configuration: buckets search breadth first.
+                    continue;
+                }
                 fills.push(fill(args, n, b, s)?);
             }
         }

@@ -179,6 +179,17 @@ impl Config {
             "the cluster needs at least `candidates` buckets",
         )?;
         check(
+            self.bucket_slots <= 1 || self.migrate_search == MigrateSearch::BreadthFirst,
+            "migrate_search",
+            format!(
+                "{:?} with bucket_slots {}",
+                self.migrate_search, self.bucket_slots
+            ),
+            "breadth first with buckets: the depth-first search (kept for comparison with \
+             one-entry candidates) branches B(N-1) ways a move with no budget, so near full a \
+             lone PUT's every attempt can run out of time (the bucketed swarm's case 98,439)",
+        )?;
+        check(
             self.filter_bits <= MAX_FILTER_BITS,
             "filter_bits",
             self.filter_bits,
@@ -441,6 +452,14 @@ mod tests {
                     ..Config::default()
                 },
                 "max_key_len",
+            ),
+            (
+                Config {
+                    bucket_slots: 2,
+                    migrate_search: MigrateSearch::DepthFirst,
+                    ..Config::default()
+                },
+                "migrate_search",
             ),
             (
                 Config {

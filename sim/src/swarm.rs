@@ -466,8 +466,8 @@ impl SwarmCase {
     /// B of 2 or 4, drawn from a dice stream of its own so that every other
     /// draw of the case stays as it was), in tight tables: as few buckets as
     /// hold the keys, but at least one more than a key's candidates, spread
-    /// over the nodes in whole buckets. A baseline's case is returned as it
-    /// is: its index has one entry per candidate.
+    /// over the nodes in whole buckets, searched breadth first. A baseline's
+    /// case is returned as it is: its index has one entry per candidate.
     pub fn with_buckets(mut self) -> SwarmCase {
         if self.system != SystemKind::Nessie {
             return self;
@@ -484,6 +484,9 @@ impl SwarmCase {
         let buckets = (self.keys as u32).div_ceil(bucket).max(n + 1) + spare;
         t.index_slots_per_node = Some(buckets.div_ceil(u32::from(self.nodes)) * bucket);
         t.bucket_slots = Some(b);
+        // Buckets take the breadth-first search (`Config::validate` refuses
+        // the depth-first one with them).
+        t.depth_first_migrate = Some(false);
         self
     }
 
