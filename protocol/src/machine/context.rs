@@ -160,10 +160,30 @@ impl Cx<'_> {
         }
     }
 
+    /// Every candidate bucket number of `cands`, in order.
+    pub(crate) fn all_buckets(&self, cands: &[IteAddr]) -> std::ops::Range<usize> {
+        0..cands.len().div_ceil(self.bucket_len())
+    }
+
     /// Every candidate bucket number of `cands`, last first (the order of
     /// every re-reading pass).
     pub(crate) fn all_buckets_reversed(&self, cands: &[IteAddr]) -> Vec<usize> {
-        (0..cands.len().div_ceil(self.bucket_len())).rev().collect()
+        self.all_buckets(cands).rev().collect()
+    }
+
+    /// The candidate buckets of `cands` (numbers, in order) holding a
+    /// candidate other than position `pos`: all of them, but `pos`'s own
+    /// when it holds nothing else (one-entry buckets) or `skip_own`.
+    pub(crate) fn buckets_beside(
+        &self,
+        cands: &[IteAddr],
+        pos: usize,
+        skip_own: bool,
+    ) -> Vec<usize> {
+        let b = self.bucket_len();
+        self.all_buckets(cands)
+            .filter(|&k| k != pos / b || (b > 1 && !skip_own))
+            .collect()
     }
 
     /// Reads the bucket whose first slot is `first`: its B index words in

@@ -30,7 +30,7 @@ enum Phase {
     AwaitValue(DteView),
     AwaitPrev,
     AwaitStates,
-    AwaitReverse(Vec<usize>),
+    AwaitReverse,
 }
 
 /// The logic of one GET attempt.
@@ -164,7 +164,7 @@ impl GetLogic {
     fn reverse_ites(&mut self, cx: &mut Cx<'_>) -> Out {
         let buckets = cx.all_buckets_reversed(&self.cands);
         cx.read_buckets(&self.cands, &buckets);
-        self.phase = Phase::AwaitReverse(buckets);
+        self.phase = Phase::AwaitReverse;
         None
     }
 }
@@ -233,7 +233,8 @@ impl Logic for GetLogic {
                 }
                 self.reverse_ites(cx)
             }
-            Phase::AwaitReverse(buckets) => {
+            Phase::AwaitReverse => {
+                let buckets = cx.all_buckets_reversed(&self.cands);
                 match buckets_unchanged(&buckets, &results, &self.words, cx.bucket_len(), None) {
                     Ok(true) => Some(Ok(None)),
                     Ok(false) => Some(Err(Error::Conflict)),

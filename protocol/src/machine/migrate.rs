@@ -220,7 +220,7 @@ impl Migrate {
                 }
                 // Every other candidate of Y's, read by bucket: each bucket
                 // holding one (Y's own too, unless Y's entry is all of it).
-                let buckets = alternative_buckets(cands.len(), cx.bucket_len(), src);
+                let buckets = cx.buckets_beside(&cands, src, false);
                 self.mv.alt = alternatives(&buckets, cx.bucket_len(), src);
                 cx.read_buckets(&cands, &buckets);
                 self.mv.cands = cands;
@@ -235,7 +235,7 @@ impl Migrate {
     fn on_alt(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
         let f = self.top()?;
         let b = cx.bucket_len();
-        let buckets = alternative_buckets(self.mv.cands.len(), b, self.mv.src);
+        let buckets = cx.buckets_beside(&self.mv.cands, self.mv.src, false);
         let words = match bucket_words(results, b) {
             Ok(ws) => ws,
             Err(e) => return Some(Err(e)),
@@ -601,13 +601,6 @@ impl Migrate {
             }
         }
     }
-}
-
-/// The buckets (numbers) holding a candidate other than position `src`
-/// among `n` candidates of buckets of `b`: all of them, or with one-slot
-/// buckets all but `src`'s own.
-fn alternative_buckets(n: usize, b: usize, src: usize) -> Vec<usize> {
-    (0..n.div_ceil(b)).filter(|&k| b > 1 || k != src).collect()
 }
 
 /// The candidate positions other than `src` in `buckets`, in order.

@@ -70,7 +70,7 @@ enum Phase {
     AwaitScanDtes(Vec<usize>),
     Recovering(Recover),
     AwaitHelp,
-    AwaitCertify(Vec<usize>),
+    AwaitCertify,
     Searching(Box<CuckooSearch>),
     Migrating(Box<Migrate>),
     AwaitAllocScan,
@@ -155,7 +155,7 @@ impl WriteLogic {
             return conflict();
         }
         self.scan_posted_at = cx.now;
-        let buckets: Vec<usize> = (0..self.cands.len().div_ceil(cx.bucket_len())).collect();
+        let buckets: Vec<usize> = cx.all_buckets(&self.cands).collect();
         cx.read_buckets(&self.cands, &buckets);
         self.phase = Phase::AwaitScan;
         None
@@ -244,7 +244,7 @@ impl WriteLogic {
             // Certify absence: every candidate unchanged since it was read.
             let buckets = cx.all_buckets_reversed(&self.cands);
             cx.read_buckets(&self.cands, &buckets);
-            self.phase = Phase::AwaitCertify(buckets);
+            self.phase = Phase::AwaitCertify;
             return None;
         }
         if let Some(e) = self.words.iter().position(|w| w.is_empty()) {
@@ -421,13 +421,9 @@ impl WriteLogic {
         }
         // Every bucket holding a candidate other than the target, last first
         // (the target's own bucket too, unless the target is all of it).
-        let b = cx.bucket_len();
-        let own_bucket_too = b > 1 && !cx.client.faults.verify_other_buckets_only;
-        let others: Vec<usize> = cx
-            .all_buckets_reversed(&self.cands)
-            .into_iter()
-            .filter(|&k| own_bucket_too || k != self.target / b)
-            .collect();
+        let skip_own = cx.client.faults.verify_other_buckets_only;
+        let mut others = cx.buckets_beside(&self.cands, self.target, skip_own);
+        others.reverse();
         if others.is_empty() {
             return self.commit(cx);
         }
@@ -720,10 +716,11 @@ impl Logic for WriteLogic {
                 Ok(_) => self.scan(cx),
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitCertify(buckets) => {
+            Phase::AwaitCertify => {
                 if cx.overran() {
                     return Some(Err(Error::Timeout));
                 }
+                let buckets = cx.all_buckets_reversed(&self.cands);
                 let b = cx.bucket_len();
                 match buckets_unchanged(&buckets, &results, &self.words, b, None) {
                     Ok(true) => Some(Ok(false)),
