@@ -225,12 +225,18 @@ fn a_full_table_and_a_full_extent_area_are_typed_errors() {
     assert!(!c.put(b"b", b"2").expect("put"));
     assert_eq!(
         c.put(b"a", b"3"),
-        Err(Error::DataTableFull { node: NodeId(0) })
+        Err(Error::DataTableFull {
+            node: NodeId(0),
+            class: 0
+        })
     );
     assert_eq!(c.get(b"a").expect("get"), Some(b"1".to_vec()));
     assert_eq!(
         c.put(b"c", b"4"),
-        Err(Error::DataTableFull { node: NodeId(0) })
+        Err(Error::DataTableFull {
+            node: NodeId(0),
+            class: 0
+        })
     );
 }
 

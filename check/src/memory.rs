@@ -131,12 +131,13 @@ impl Memory {
 
     /// A data table entry as stored: header, key, value.
     pub fn entry(&self, cfg: &Config, d: DteAddr) -> Option<(DataEntryHeader, Vec<u8>, Vec<u8>)> {
-        let l = cfg.layout();
+        let tables = cfg.data_tables();
+        let l = tables.layout_of(d);
         let raw = self
             .read(
                 d.node(),
                 Region::Data,
-                l.entry_offset(d.index),
+                tables.entry_offset(d),
                 l.entry_bytes(),
             )
             .ok()?;

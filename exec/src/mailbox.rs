@@ -381,7 +381,7 @@ impl Response {
         match self.status {
             Status::Found | Status::Absent => None,
             Status::TableFull => Some(Error::TableFull { depth: 0 }),
-            Status::DataTableFull => Some(Error::DataTableFull { node }),
+            Status::DataTableFull => Some(Error::DataTableFull { node, class: 0 }),
             Status::BadRequest => Some(Error::Corrupt(format!(
                 "server on {node} rejected a request as malformed"
             ))),

@@ -772,12 +772,8 @@ impl World {
         let f = &s.clients[c].pending[i];
         if let Op::LocalWrite { offset, data } = &f.wr.op {
             if data.len() > 8 {
-                let index = (offset / self.cfg.layout().entry_bytes()) as u32;
-                let d = DteAddr {
-                    table: own.0,
-                    index,
-                };
-                if s.mem.entry_in_use(&self.cfg, d) {
+                let d = self.cfg.data_tables().entry_at(own, *offset);
+                if d.is_some_and(|d| s.mem.entry_in_use(&self.cfg, d)) {
                     s.flags.reused_linked = true;
                 }
             }

@@ -105,26 +105,44 @@ impl fmt::Display for IteAddr {
 
 /// The position of one data table entry: a data-table id and an entry number.
 ///
-/// Data-table ids name data tables uniquely in the deployment; in this
-/// implementation data table `d` lives on node `d`.
+/// The data-table id names one table of the deployment: the node holding it
+/// (low [`NODE_BITS`](crate::layout::NODE_BITS) bits) and its value class
+/// (high bits; class 0 is the main table, docs/protocol.md §2.1 and §2.3).
+/// A deployment of one class has data-table id = node, as before classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DteAddr {
-    /// Data-table id (DTI).
+    /// Data-table id (DTI): node and value class.
     pub table: u16,
     /// Entry number within the data table.
     pub index: u32,
 }
 
 impl DteAddr {
+    /// Entry `index` of the table of value class `class` on `node`.
+    pub fn new(node: NodeId, class: u8, index: u32) -> Self {
+        DteAddr {
+            table: (u16::from(class) << crate::layout::NODE_BITS) | node.0,
+            index,
+        }
+    }
+
     /// The node that holds this data table entry.
     pub fn node(self) -> NodeId {
-        NodeId(self.table)
+        NodeId(self.table & ((1 << crate::layout::NODE_BITS) - 1))
+    }
+
+    /// The value class of the entry's table.
+    pub fn class(self) -> u8 {
+        (self.table >> crate::layout::NODE_BITS) as u8
     }
 }
 
 impl fmt::Display for DteAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DTE {}/{}", self.table, self.index)
+        match self.class() {
+            0 => write!(f, "DTE {}/{}", self.node().0, self.index),
+            c => write!(f, "DTE {}/c{c}/{}", self.node().0, self.index),
+        }
     }
 }
 

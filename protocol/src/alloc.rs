@@ -19,18 +19,131 @@
 //! The allocator is sans-IO: the sweep's header reads are
 //! issued by the state machine that needs an entry, and their results are fed
 //! to [`DteAllocator::collect`].
+//!
+//! A client owns one share of each value class's table
+//! (docs/protocol.md §2.3): [`Allocator`] keeps a [`DteAllocator`] per class
+//! and hands each entry to the share it belongs to.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::addr::DteAddr;
+use crate::addr::{ClientId, DteAddr};
+use crate::config::Config;
 use crate::layout::{next_incarnation, DataEntryHeader, DteState};
 use crate::time::{duration_nanos, Nanos};
 
 /// Headers read per sweep batch.
 pub const SWEEP_BATCH: u32 = 256;
 
-/// A client's allocator over its share of a data table.
+/// A client's allocator over its shares of every value class's table, one
+/// [`DteAllocator`] per class (class 0 first).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Allocator {
+    shares: Vec<DteAllocator>,
+}
+
+impl Allocator {
+    /// The allocator of client `id` under `cfg`: of each class's entries on
+    /// its node, the `id.index`-th of `clients_per_node` equal shares.
+    pub fn new(cfg: &Config, id: ClientId) -> Allocator {
+        let clients = u32::from(cfg.clients_per_node.max(1));
+        let shares = cfg
+            .data_tables()
+            .classes()
+            .map(|(class, c)| {
+                let per = c.dtes_per_node / clients;
+                DteAllocator::new(
+                    DteAddr::new(id.node, class, 0).table,
+                    u32::from(id.index) * per,
+                    per,
+                )
+            })
+            .collect();
+        Allocator { shares }
+    }
+
+    /// The share of class `class`, if the deployment has that class.
+    pub fn share(&self, class: u8) -> Option<&DteAllocator> {
+        self.shares.get(usize::from(class))
+    }
+
+    /// The share of class `class`, mutably.
+    pub fn share_mut(&mut self, class: u8) -> Option<&mut DteAllocator> {
+        self.shares.get_mut(usize::from(class))
+    }
+
+    /// The share `dte` belongs to, mutably.
+    fn share_of(&mut self, dte: DteAddr) -> Option<&mut DteAllocator> {
+        self.share_mut(dte.class())
+    }
+
+    /// Marks every owned entry of every class free without reading it
+    /// ([`DteAllocator::assume_zeroed`]).
+    pub fn assume_zeroed(&mut self) {
+        self.shares.iter_mut().for_each(DteAllocator::assume_zeroed);
+    }
+
+    /// Every entry this client owns, class by class.
+    pub fn owned(&self) -> impl Iterator<Item = DteAddr> + '_ {
+        self.shares.iter().flat_map(DteAllocator::owned)
+    }
+
+    /// Takes a free entry of class `class`, if its share has one.
+    pub fn allocate(&mut self, class: u8) -> Option<DteAddr> {
+        self.share_mut(class)?.allocate()
+    }
+
+    /// The incarnation an entry handed out carries
+    /// ([`DteAllocator::incarnation`]).
+    pub fn incarnation(&self, dte: DteAddr) -> u8 {
+        self.share(dte.class()).map_or(0, |s| s.incarnation(dte))
+    }
+
+    /// Returns an entry that was never published
+    /// ([`DteAllocator::release_unpublished`]).
+    pub fn release_unpublished(&mut self, dte: DteAddr) {
+        if let Some(s) = self.share_of(dte) {
+            s.release_unpublished(dte);
+        }
+    }
+
+    /// The next entries of class `class` to sweep
+    /// ([`DteAllocator::next_sweep`]).
+    pub fn next_sweep(&mut self, class: u8) -> Vec<DteAddr> {
+        self.share_mut(class)
+            .map_or_else(Vec::new, DteAllocator::next_sweep)
+    }
+
+    /// Feeds one swept header to its share ([`DteAllocator::collect`]).
+    pub fn collect(
+        &mut self,
+        dte: DteAddr,
+        header: &DataEntryHeader,
+        now: Nanos,
+        skew: Duration,
+        expiration: Duration,
+    ) -> bool {
+        self.share_of(dte)
+            .is_some_and(|s| s.collect(dte, header, now, skew, expiration))
+    }
+
+    /// Frees an entry regardless of its expiration
+    /// ([`DteAllocator::collect_hastily`], the broken variant).
+    pub fn collect_hastily(&mut self, dte: DteAddr, header: &DataEntryHeader) {
+        if let Some(s) = self.share_of(dte) {
+            s.collect_hastily(dte, header);
+        }
+    }
+
+    /// Whether `dte` is known free ([`DteAllocator::is_known_free`]).
+    pub fn is_known_free(&self, dte: DteAddr) -> bool {
+        self.share(dte.class())
+            .is_some_and(|s| s.is_known_free(dte))
+    }
+}
+
+/// A client's allocator over its share of one data table (one value class
+/// of its node).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DteAllocator {
     table: u16,
@@ -48,7 +161,8 @@ pub struct DteAllocator {
 }
 
 impl DteAllocator {
-    /// An allocator for entries `first..first + count` of data table `table`.
+    /// An allocator for entries `first..first + count` of data table `table`
+    /// (a data-table id: [`DteAddr::table`]).
     pub fn new(table: u16, first: u32, count: u32) -> DteAllocator {
         DteAllocator {
             table,

@@ -6,7 +6,7 @@ use crate::addr::ClientId;
 use crate::error::{ConfigError, Error};
 use crate::fabric::Topology;
 use crate::hash::Hasher;
-use crate::layout::{DataLayout, MAX_FILTER_BITS};
+use crate::layout::{DataLayout, DataTables, ValueClass, MAX_CLASSES, MAX_FILTER_BITS, MAX_NODES};
 
 /// Exponential back-off with jitter, and the client-level retry budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,8 +50,14 @@ pub struct Config {
     pub clients_per_node: u16,
     /// Largest key in bytes.
     pub max_key_len: u32,
-    /// Largest value in bytes.
+    /// Largest value in bytes: the values of the main data table (value
+    /// class 0, `dtes_per_node` entries per node).
     pub max_value_len: u32,
+    /// Smaller value classes, ascending (empty: one class, every entry
+    /// sized to `max_value_len`). Each is a data table of its own on every
+    /// node, after the main one in the data region; a PUT writes its entry
+    /// in the smallest class its value fits (docs/protocol.md §2.3).
+    pub value_classes: Vec<ValueClass>,
     /// Cuckoo candidates per key (N), 1 to 8: the buckets a key may live in.
     pub candidates: u8,
     /// Index table entries per bucket (B), 1 to 8: a key may live in any slot
@@ -93,6 +99,7 @@ impl Default for Config {
             clients_per_node: 4,
             max_key_len: 128,
             max_value_len: 256,
+            value_classes: Vec::new(),
             candidates: 3,
             bucket_slots: 1,
             filter_bits: 7,
@@ -146,6 +153,12 @@ impl Config {
     /// Checks every field; the protocol only runs with a validated configuration.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check(self.nodes >= 1, "nodes", self.nodes, "at least 1")?;
+        check(
+            self.nodes <= MAX_NODES,
+            "nodes",
+            self.nodes,
+            "at most 1,022 (the index word's 10-bit node field)",
+        )?;
         check(
             self.index_slots_per_node >= 1,
             "index_slots_per_node",
@@ -228,6 +241,7 @@ impl Config {
             self.dtes_per_node,
             "data table too large",
         )?;
+        self.validate_value_classes()?;
         check(
             !self.expiration.is_zero(),
             "expiration",
@@ -261,6 +275,52 @@ impl Config {
         Ok(())
     }
 
+    fn validate_value_classes(&self) -> Result<(), ConfigError> {
+        let classes = &self.value_classes;
+        check(
+            classes.len() < MAX_CLASSES,
+            "value_classes",
+            classes.len(),
+            "at most 63 classes besides the main one (the index word's 6-bit class field)",
+        )?;
+        let mut below = 0u32;
+        for c in classes {
+            check(
+                c.max_value_len >= 1 && c.max_value_len > below,
+                "value_classes",
+                c.max_value_len,
+                "each class's max_value_len at least 1 and larger than the class before it",
+            )?;
+            check(
+                c.max_value_len < self.max_value_len,
+                "value_classes",
+                c.max_value_len,
+                "each class smaller than max_value_len (the main class, the largest)",
+            )?;
+            check(
+                c.dtes_per_node / u32::from(self.clients_per_node.max(1)) >= 2,
+                "value_classes",
+                c.dtes_per_node,
+                "each client needs at least 2 data table entries of each class",
+            )?;
+            below = c.max_value_len;
+        }
+        let tables = self.data_tables();
+        let exact = tables.classes().try_fold(0u64, |sum, (k, c)| {
+            tables
+                .layout(k)
+                .entry_bytes()
+                .checked_mul(u64::from(c.dtes_per_node))
+                .and_then(|b| sum.checked_add(b))
+        });
+        check(
+            exact.is_some(),
+            "value_classes",
+            classes.len(),
+            "data region too large",
+        )
+    }
+
     /// Checks a key: 1 to `max_key_len` bytes, else [`Error::EmptyKey`] or
     /// [`Error::KeyTooLarge`].
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
@@ -289,7 +349,21 @@ impl Config {
         Ok(())
     }
 
-    /// Data table entry sizes.
+    /// The data tables of every value class, class 0 (the main one) first:
+    /// where each lies in a node's data region and its entries' sizes.
+    pub fn data_tables(&self) -> DataTables<'_> {
+        DataTables::new(
+            self.max_key_len,
+            ValueClass {
+                max_value_len: self.max_value_len,
+                dtes_per_node: self.dtes_per_node,
+            },
+            &self.value_classes,
+        )
+    }
+
+    /// Entry sizes of the main data table (value class 0; a class's own:
+    /// [`DataTables::layout`]).
     pub fn layout(&self) -> DataLayout {
         DataLayout {
             max_key: self.max_key_len,
@@ -309,7 +383,8 @@ impl Config {
         }
     }
 
-    /// Data table entries owned by each client.
+    /// Main-class data table entries owned by each client (each class's
+    /// table is shared out the same way: [`crate::alloc::Allocator`]).
     pub fn dtes_per_client(&self) -> u32 {
         self.dtes_per_node / u32::from(self.clients_per_node)
     }
@@ -347,7 +422,7 @@ impl Config {
         Topology {
             nodes: self.nodes,
             index_slots_per_node: self.index_slots_per_node,
-            data_bytes_per_node: self.layout().entry_bytes() * u64::from(self.dtes_per_node),
+            data_bytes_per_node: self.data_tables().region_bytes(),
         }
     }
 

@@ -53,7 +53,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use nessie_check::memory::Memory;
-use nessie_protocol::alloc::DteAllocator;
+use nessie_protocol::alloc::{Allocator, DteAllocator};
 use nessie_protocol::layout::{DataEntryHeader, RecycleWord, HEADER_BYTES};
 use nessie_protocol::{ClientId, Config, DteAddr, Nanos, Op, Region};
 use serde::Serialize;
@@ -86,7 +86,7 @@ pub struct Share<'a> {
     pub id: ClientId,
     /// Its allocator: the entries it owns and, if the client is up, those it
     /// knows to be free.
-    pub alloc: &'a DteAllocator,
+    pub alloc: &'a Allocator,
     /// Whether the client is up (a crashed client's free list died with it).
     pub up: bool,
 }
@@ -143,7 +143,7 @@ impl DteAudit {
 
 /// The header of `d` as stored (`None` if out of range).
 pub(crate) fn header(mem: &Memory, cfg: &Config, d: DteAddr) -> Option<DataEntryHeader> {
-    let offset = cfg.layout().entry_offset(d.index);
+    let offset = cfg.data_tables().entry_offset(d);
     let raw = mem
         .read(d.node(), Region::Data, offset, HEADER_BYTES)
         .ok()?;
@@ -252,15 +252,9 @@ pub(crate) fn watched(cfg: &Config, node: usize, op: &Op) -> Option<Watched> {
     if !RecycleWord::decode(u64::from_le_bytes(word)).recycle {
         return None;
     }
-    let entry_bytes = cfg.layout().entry_bytes();
     let rel = offset.checked_sub(RECYCLE_WORD)?;
-    if entry_bytes == 0 || rel % entry_bytes != 0 {
-        return None;
-    }
-    Some(Watched::Mark(DteAddr {
-        table: u16::try_from(node).ok()?,
-        index: u32::try_from(rel / entry_bytes).ok()?,
-    }))
+    let node = nessie_protocol::NodeId(u16::try_from(node).ok()?);
+    cfg.data_tables().entry_at(node, rel).map(Watched::Mark)
 }
 
 #[cfg(test)]
@@ -281,7 +275,7 @@ mod tests {
     }
 
     /// The one share of the tests' single client, up or down.
-    fn share(alloc: &DteAllocator, up: bool) -> [Share<'_>; 1] {
+    fn share(alloc: &Allocator, up: bool) -> [Share<'_>; 1] {
         [Share {
             id: ClientId {
                 node: NodeId(0),
@@ -349,7 +343,13 @@ mod tests {
             ite.remote(),
             IndexEntry::new(d(0), 0, 0).0.to_le_bytes().to_vec(),
         );
-        let mut alloc = DteAllocator::new(0, 0, 4);
+        let mut alloc = Allocator::new(
+            &cfg,
+            ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+        );
         let one = share(&alloc, true);
         let a = audit(&mem, &cfg, &one, Nanos(10_000_000), 0, 0);
         assert_eq!((a.live, a.reusable, a.leaked, a.admitted), (1, 2, 1, 0));
@@ -390,7 +390,13 @@ mod tests {
             ite.remote(),
             IndexEntry::new(d(1), 0, 0).0.to_le_bytes().to_vec(),
         );
-        let alloc = DteAllocator::new(0, 0, 4);
+        let alloc = Allocator::new(
+            &cfg,
+            ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+        );
         let a = audit(&mem, &cfg, &share(&alloc, false), Nanos(0), 0, 0);
         assert_eq!((a.live, a.reusable, a.leaked), (2, 2, 0));
     }
@@ -418,7 +424,13 @@ mod tests {
             write(mem, ite.remote(), w.0.to_le_bytes().to_vec());
         };
         link(&mut mem, 0, 5);
-        let alloc = DteAllocator::new(0, 0, 4);
+        let alloc = Allocator::new(
+            &cfg,
+            ClientId {
+                node: NodeId(0),
+                index: 0,
+            },
+        );
         let one = share(&alloc, true);
         assert_eq!(audit(&mem, &cfg, &one, Nanos(0), 0, 0).stale_links, 0);
         link(&mut mem, 1, 4);

@@ -75,7 +75,7 @@ impl SimCluster {
             .read_bytes(
                 dte.node(),
                 Region::Data,
-                self.cfg.layout().entry_offset(dte.index),
+                self.cfg.data_tables().entry_offset(dte),
                 32,
             )
             .expect("the entry is in the data table");

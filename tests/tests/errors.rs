@@ -107,17 +107,26 @@ fn full_data_table_reports_data_table_full_until_entries_expire() {
     // Three old versions are unlinked but not expired; the fourth is live.
     assert_eq!(
         c.put(b"k", b"v5"),
-        Err(Error::DataTableFull { node: NodeId(0) })
+        Err(Error::DataTableFull {
+            node: NodeId(0),
+            class: 0
+        })
     );
     assert_eq!(
         c.put(b"other", b"x"),
-        Err(Error::DataTableFull { node: NodeId(0) })
+        Err(Error::DataTableFull {
+            node: NodeId(0),
+            class: 0
+        })
     );
     assert_eq!(c.get(b"k").unwrap(), Some(b"v4".to_vec()));
     cluster.fabric.advance(cluster.cfg.expiration / 2);
     assert_eq!(
         c.put(b"k", b"v5"),
-        Err(Error::DataTableFull { node: NodeId(0) }),
+        Err(Error::DataTableFull {
+            node: NodeId(0),
+            class: 0
+        }),
         "not before expiration"
     );
     cluster

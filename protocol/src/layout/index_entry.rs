@@ -9,9 +9,12 @@
 //!
 //! `P` (present) is 1 when the entry refers to a data table entry. An empty
 //! entry has `P = 0` and keeps the other 63 bits of the last reference it held
-//! (a never-used entry is all zero). The data-table id field holds the node
-//! number plus one, so that no emptied word equals the never-used word 0 (the
-//! emptied word of entry 0 of node 0 with filter 0 would otherwise be 0).
+//! (a never-used entry is all zero). The data-table id field holds the
+//! table's id plus one (its node in the low 10 bits, its value class in the
+//! high 6: [`DteAddr`]; nodes are at most 1,022, so the one never carries
+//! into the class), so that no emptied word equals the never-used word 0
+//! (the emptied word of entry 0 of node 0 with filter 0 would otherwise be
+//! 0).
 //!
 //! The **incarnation** (7 bits) is the data table entry's reuse count
 //! (modulo 128), which its state word carries too: each reuse of an entry

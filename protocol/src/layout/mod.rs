@@ -8,6 +8,7 @@
 
 mod data_entry;
 mod index_entry;
+mod tables;
 
 pub use data_entry::{
     DataEntryHeader, DataLayout, DteKind, DteState, RecycleWord, StateWord, HEADER_BYTES,
@@ -16,6 +17,7 @@ pub use data_entry::{
 pub use index_entry::{
     next_incarnation, IndexEntry, INCARNATION_BITS, MAX_FILTER_BITS, MAX_INCARNATION,
 };
+pub use tables::{DataTables, ValueClass, MAX_CLASSES, MAX_NODES, NODE_BITS};
 
 /// Largest value length a data table entry can describe.
 pub fn data_entry_max_value() -> u32 {

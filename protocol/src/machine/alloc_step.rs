@@ -6,27 +6,32 @@ use crate::layout::DataEntryHeader;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, Results};
 
-/// A pending sweep: the entries whose headers were requested.
+/// A pending sweep: the value class asked for and the entries whose
+/// headers were requested.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct AllocStep {
+    class: u8,
     targets: Vec<DteAddr>,
 }
 
 impl AllocStep {
-    /// Takes a free entry if the allocator has one (`Ok(Some)`); otherwise
-    /// issues a sweep batch (`Ok(None)`: call `finish` with the results).
-    pub fn start(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
-        if let Some(d) = cx.client.alloc.allocate() {
+    /// Takes a free entry of value class `class` if the allocator has one
+    /// (`Ok(Some)`); otherwise issues a sweep batch of that class's share
+    /// (`Ok(None)`: call `finish` with the results).
+    pub fn start(&mut self, cx: &mut Cx<'_>, class: u8) -> Result<Option<DteAddr>, Error> {
+        self.class = class;
+        if let Some(d) = cx.client.alloc.allocate(class) {
             return Ok(Some(d));
         }
         self.sweep(cx)
     }
 
     fn sweep(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
-        self.targets = cx.client.alloc.next_sweep();
+        self.targets = cx.client.alloc.next_sweep(self.class);
         if self.targets.is_empty() {
             return Err(Error::DataTableFull {
                 node: cx.client.id.node,
+                class: self.class,
             });
         }
         for &d in &self.targets {
@@ -51,7 +56,7 @@ impl AllocStep {
                 cx.io.stats.recycled += 1;
             }
         }
-        match cx.client.alloc.allocate() {
+        match cx.client.alloc.allocate(self.class) {
             Some(d) => Ok(Some(d)),
             None => self.sweep(cx),
         }

@@ -9,14 +9,14 @@
 use std::sync::Arc;
 
 use crate::addr::{ClientId, DteAddr, IteAddr, RemoteAddr};
-use crate::alloc::DteAllocator;
+use crate::alloc::Allocator;
 use crate::cache::DteCache;
 use crate::config::Config;
 use crate::error::Error;
 use crate::fabric::Op;
 use crate::faults::Faults;
 use crate::hash::Hasher;
-use crate::layout::{DataEntryHeader, DataLayout, IndexEntry, RecycleWord, HEADER_BYTES};
+use crate::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
 use crate::machine::io::{bytes, Io};
 use crate::time::{duration_nanos, Nanos};
 
@@ -27,14 +27,14 @@ pub struct ClientState {
     pub id: ClientId,
     /// The deployment's configuration (validated).
     pub cfg: Arc<Config>,
-    /// Allocator over the client's share of its node's data table.
-    pub alloc: DteAllocator,
+    /// Allocator over the client's shares of its node's data tables (one
+    /// per value class).
+    pub alloc: Allocator,
     /// Local cache of remote committed data table entries.
     pub cache: DteCache,
     /// Test-only protocol fault switches (all off by default).
     pub faults: Faults,
     pub(crate) hasher: Hasher,
-    pub(crate) layout: DataLayout,
 }
 
 impl ClientState {
@@ -42,14 +42,12 @@ impl ClientState {
     pub fn new(cfg: Arc<Config>, id: ClientId) -> Result<ClientState, Error> {
         cfg.validate()?;
         id.check_in(cfg.nodes, cfg.clients_per_node)?;
-        let per = cfg.dtes_per_client();
         Ok(ClientState {
             id,
-            alloc: DteAllocator::new(id.node.0, u32::from(id.index) * per, per),
+            alloc: Allocator::new(&cfg, id),
             cache: DteCache::new(cfg.cache_capacity),
             faults: Faults::default(),
             hasher: cfg.hasher(),
-            layout: cfg.layout(),
             cfg,
         })
     }
@@ -123,7 +121,7 @@ impl Cx<'_> {
     }
 
     fn dte_op(&self, dte: DteAddr, offset: u64, len: u64) -> Op {
-        let base = self.client.layout.entry_offset(dte.index) + offset;
+        let base = self.client.cfg.data_tables().entry_offset(dte) + offset;
         if self.is_local(dte) {
             Op::LocalRead {
                 offset: base,
@@ -205,7 +203,7 @@ impl Cx<'_> {
 
     /// Reads an entry: header and key, plus the value when `with_value`.
     pub(crate) fn read_dte(&mut self, dte: DteAddr, with_value: bool) -> usize {
-        let l = self.client.layout;
+        let l = self.client.cfg.data_tables().layout_of(dte);
         let len = if with_value {
             l.entry_bytes()
         } else {
@@ -217,7 +215,7 @@ impl Cx<'_> {
 
     /// Reads just the value area of an entry.
     pub(crate) fn read_value(&mut self, dte: DteAddr) -> usize {
-        let l = self.client.layout;
+        let l = self.client.cfg.data_tables().layout_of(dte);
         let op = self.dte_op(
             dte,
             l.header_and_key_bytes(),
@@ -249,7 +247,7 @@ impl Cx<'_> {
     /// CASes an entry's state word through the NIC (loopback when local): the
     /// owner's commit and a reclaimer's abort must be serialised by one atomic unit.
     pub(crate) fn cas_state(&mut self, dte: DteAddr, expect: u64, new: u64) -> usize {
-        let offset = self.client.layout.entry_offset(dte.index);
+        let offset = self.client.cfg.data_tables().entry_offset(dte);
         if self.client.faults.cpu_state_flip && self.is_local(dte) {
             // Broken variant: the owner flips its own entry with a plain CPU
             // store, which a concurrent NIC CAS does not serialise against.
@@ -279,7 +277,7 @@ impl Cx<'_> {
 
     /// Writes a whole entry into the local data table by CPU.
     pub(crate) fn write_local_dte(&mut self, dte: DteAddr, data: Vec<u8>) -> usize {
-        let offset = self.client.layout.entry_offset(dte.index);
+        let offset = self.client.cfg.data_tables().entry_offset(dte);
         self.io.issue(Op::LocalWrite { offset, data })
     }
 
@@ -292,7 +290,7 @@ impl Cx<'_> {
     /// late.
     pub(crate) fn mark_recycle(&mut self, dte: DteAddr, seen: RecycleWord) -> usize {
         let expires = self.now.plus(self.cfg().expiration).0;
-        let offset = self.client.layout.entry_offset(dte.index) + 16;
+        let offset = self.client.cfg.data_tables().entry_offset(dte) + 16;
         if self.is_local(dte) {
             let data = RecycleWord::marked(expires).encode().to_le_bytes().to_vec();
             return self.io.issue(Op::LocalWrite { offset, data });
@@ -331,7 +329,7 @@ impl Cx<'_> {
         let raw = bytes(r)?;
         let header = DataEntryHeader::decode(raw)
             .ok_or_else(|| Error::Corrupt(format!("{dte}: short read")))?;
-        let l = self.client.layout;
+        let l = self.client.cfg.data_tables().layout_of(dte);
         let key = l.key(&header, raw).map(<[u8]>::to_vec).unwrap_or_default();
         let value = if raw.len() as u64 >= l.entry_bytes() {
             l.value(&header, raw).map(<[u8]>::to_vec)
@@ -356,7 +354,7 @@ impl Cx<'_> {
         let extend = ite_read_at.plus(self.cfg().expiration);
         let raw = self.client.cache.get(ite.0, self.now, extend)?.to_vec();
         let header = DataEntryHeader::decode(&raw)?;
-        let l = self.client.layout;
+        let l = self.client.cfg.data_tables().layout_of(dte);
         let key = l.key(&header, &raw)?.to_vec();
         let value = l.value(&header, &raw).map(<[u8]>::to_vec);
         Some(DteView {
@@ -379,13 +377,32 @@ impl Cx<'_> {
         }
     }
 
-    /// The entry bytes for a new entry.
+    /// The entry bytes for a new entry at `dte`.
     pub(crate) fn encode_entry(
         &self,
+        dte: DteAddr,
         header: &DataEntryHeader,
         key: &[u8],
         value: &[u8],
     ) -> Vec<u8> {
-        self.client.layout.encode_entry(header, key, value)
+        self.client
+            .cfg
+            .data_tables()
+            .layout_of(dte)
+            .encode_entry(header, key, value)
+    }
+
+    /// The value class a new entry holding `value_len` bytes is written in:
+    /// the smallest it fits ([`Error::ValueTooLarge`] past the largest,
+    /// which `check_value` refuses before any machine starts).
+    pub(crate) fn class_for(&self, value_len: usize) -> Result<u8, Error> {
+        self.client
+            .cfg
+            .data_tables()
+            .class_for(value_len)
+            .ok_or(Error::ValueTooLarge {
+                len: value_len,
+                max: self.cfg().max_value_len,
+            })
     }
 }

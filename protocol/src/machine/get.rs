@@ -28,7 +28,7 @@ enum Phase {
     AwaitIte,
     AwaitDte,
     AwaitValue(DteView),
-    AwaitPrev,
+    AwaitPrev(DteAddr),
     AwaitStates,
     AwaitReverse,
 }
@@ -134,7 +134,7 @@ impl GetLogic {
                 match prev.dte() {
                     Some(p) => {
                         cx.read_dte(p, true);
-                        self.phase = Phase::AwaitPrev;
+                        self.phase = Phase::AwaitPrev(p);
                         None
                     }
                     None => {
@@ -222,7 +222,7 @@ impl Logic for GetLogic {
                 }
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitPrev => self.on_prev(cx, &results),
+            Phase::AwaitPrev(p) => self.on_prev(cx, &results, p),
             Phase::AwaitStates => {
                 for (r, &(_, expected)) in results.iter().zip(&self.uncommitted) {
                     match word(r) {
@@ -246,7 +246,7 @@ impl Logic for GetLogic {
 }
 
 impl GetLogic {
-    fn on_prev(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+    fn on_prev(&mut self, cx: &mut Cx<'_>, results: &Results, p: DteAddr) -> Out {
         let raw = match bytes(&results[0]) {
             Ok(b) => b,
             Err(e) => return Some(Err(e)),
@@ -255,7 +255,7 @@ impl GetLogic {
         let Some(header) = header else {
             return Some(Err(Error::Conflict));
         };
-        let l = cx.client.layout;
+        let l = cx.cfg().data_tables().layout_of(p);
         let key_ok = l.key(&header, raw) == Some(&self.key[..]);
         match header.state.state {
             DteState::Valid if key_ok => Some(

@@ -306,7 +306,17 @@ impl Migrate {
     }
 
     fn copy(&mut self, cx: &mut Cx<'_>) -> Out {
-        match self.alloc.start(cx) {
+        let len = self
+            .mv
+            .y
+            .as_ref()
+            .and_then(|y| y.value.as_ref())
+            .map_or(0, Vec::len);
+        let class = match cx.class_for(len) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        match self.alloc.start(cx, class) {
             Ok(Some(d)) => self.write_copy(cx, d),
             Ok(None) => {
                 self.phase = Phase::AwaitAllocScan;
@@ -333,7 +343,7 @@ impl Migrate {
             recycle: RecycleWord::unmarked(cx.deadline.0),
             prev: self.mv.w.0,
         };
-        let bytes = cx.encode_entry(&header, &y.key, &value);
+        let bytes = cx.encode_entry(d, &header, &y.key, &value);
         cx.write_local_dte(d, bytes);
         self.mv.copy = Some(d);
         self.mv.header = Some(header);

@@ -345,7 +345,15 @@ impl WriteLogic {
     }
 
     fn prepare(&mut self, cx: &mut Cx<'_>) -> Out {
-        match self.alloc.start(cx) {
+        let len = match &self.kind {
+            WriteKind::Put(v) => v.len(),
+            WriteKind::Delete => 0,
+        };
+        let class = match cx.class_for(len) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        match self.alloc.start(cx, class) {
             Ok(Some(d)) => self.write_entry(cx, d),
             Ok(None) => {
                 self.phase = Phase::AwaitAllocScan;
@@ -374,7 +382,7 @@ impl WriteLogic {
             recycle: RecycleWord::unmarked(cx.deadline.0),
             prev: self.words[self.target].0,
         };
-        let bytes = cx.encode_entry(&header, &self.key, value);
+        let bytes = cx.encode_entry(d, &header, &self.key, value);
         cx.write_local_dte(d, bytes);
         self.new_dte = Some(d);
         self.new_header = Some(header);

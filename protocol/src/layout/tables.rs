@@ -1,0 +1,212 @@
+//! A node's data region: one data table per **value class**, laid end to end.
+//!
+//! A value class is a data table whose entries hold values up to its
+//! `max_value_len` (issue 41: values of any size in one deployment without
+//! reserving the largest value for every key). Class 0 is the main table
+//! (`Config::max_value_len`, `Config::dtes_per_node`), at offset 0 of the
+//! data region, so that a deployment of one class is laid out exactly as
+//! before classes; classes 1.. are the smaller ones (`Config::value_classes`,
+//! ascending), each after the one before. A PUT writes its entry in the
+//! smallest class its value fits.
+//!
+//! A class is named by the data-table id an index word carries
+//! ([`DteAddr::table`]): its low [`NODE_BITS`] bits are the node, its high
+//! bits the class (docs/protocol.md §2.1).
+
+use crate::addr::{DteAddr, NodeId};
+use crate::layout::DataLayout;
+
+/// Bits of a data-table id that name the node (the rest name the class).
+pub const NODE_BITS: u32 = 10;
+
+/// Most nodes a deployment can have: the index word stores the node plus
+/// one in [`NODE_BITS`] bits.
+pub const MAX_NODES: u16 = (1 << NODE_BITS) - 2;
+
+/// Most value classes (the 6 class bits of the data-table id).
+pub const MAX_CLASSES: usize = 1 << (16 - NODE_BITS);
+
+/// One value class: the values it holds and its entries on each node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ValueClass {
+    /// Largest value an entry of the class holds, in bytes.
+    pub max_value_len: u32,
+    /// Entries of the class on each node (each client owns an equal share).
+    pub dtes_per_node: u32,
+}
+
+/// Where each class's table lies in a node's data region, and its entries'
+/// geometry: a view of a configuration's classes (it allocates nothing, so
+/// checkers may ask it for every entry they decode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DataTables<'a> {
+    max_key: u32,
+    main: ValueClass,
+    smaller: &'a [ValueClass],
+}
+
+impl<'a> DataTables<'a> {
+    /// The tables for keys up to `max_key` bytes of the main class `main`
+    /// (class 0) and the classes `smaller` (classes 1.., in order), laid out
+    /// one after the other.
+    pub fn new(max_key: u32, main: ValueClass, smaller: &'a [ValueClass]) -> DataTables<'a> {
+        DataTables {
+            max_key,
+            main,
+            smaller,
+        }
+    }
+
+    /// Number of classes.
+    pub fn len(&self) -> usize {
+        1 + self.smaller.len()
+    }
+
+    /// Whether there is no class (never: the main class always exists).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Class `class`, if it exists.
+    pub fn class(&self, class: u8) -> Option<ValueClass> {
+        match class {
+            0 => Some(self.main),
+            c => self.smaller.get(usize::from(c) - 1).copied(),
+        }
+    }
+
+    /// Every class, class 0 first.
+    pub fn classes(&self) -> impl Iterator<Item = (u8, ValueClass)> + 'a {
+        std::iter::once(self.main)
+            .chain(self.smaller.iter().copied())
+            .enumerate()
+            .map(|(i, c)| (i as u8, c))
+    }
+
+    fn geometry(&self, c: ValueClass) -> DataLayout {
+        DataLayout {
+            max_key: self.max_key,
+            max_value: c.max_value_len,
+        }
+    }
+
+    fn table_bytes(&self, c: ValueClass) -> u64 {
+        self.geometry(c)
+            .entry_bytes()
+            .saturating_mul(u64::from(c.dtes_per_node))
+    }
+
+    /// The geometry of class `class`'s entries (class 0's for a class that
+    /// does not exist: no index word of a deployment names one, and a reader
+    /// that follows a word of another deployment finds a key that is not its
+    /// own).
+    pub fn layout(&self, class: u8) -> DataLayout {
+        self.geometry(self.class(class).unwrap_or(self.main))
+    }
+
+    /// The geometry of `dte`'s entry (its class's).
+    pub fn layout_of(&self, dte: DteAddr) -> DataLayout {
+        self.layout(dte.class())
+    }
+
+    /// Byte offset of class `class`'s table in the data region (0 for a
+    /// class that does not exist, as [`DataTables::layout`]).
+    pub fn table_offset(&self, class: u8) -> u64 {
+        if self.class(class).is_none() {
+            return 0;
+        }
+        self.classes()
+            .take(usize::from(class))
+            .fold(0u64, |at, (_, c)| at.saturating_add(self.table_bytes(c)))
+    }
+
+    /// Byte offset of `dte` in its node's data region.
+    pub fn entry_offset(&self, dte: DteAddr) -> u64 {
+        self.table_offset(dte.class()) + self.layout_of(dte).entry_offset(dte.index)
+    }
+
+    /// The smallest class whose entries hold a value of `len` bytes.
+    pub fn class_for(&self, len: usize) -> Option<u8> {
+        self.classes()
+            .filter(|(_, c)| len <= c.max_value_len as usize)
+            .min_by_key(|(_, c)| c.max_value_len)
+            .map(|(i, _)| i)
+    }
+
+    /// Bytes of one node's data region (every class's table).
+    pub fn region_bytes(&self) -> u64 {
+        self.classes()
+            .fold(0u64, |at, (_, c)| at.saturating_add(self.table_bytes(c)))
+    }
+
+    /// The entry that begins at byte `offset` of `node`'s data region, if
+    /// one does.
+    pub fn entry_at(&self, node: NodeId, offset: u64) -> Option<DteAddr> {
+        let mut at = 0u64;
+        for (class, c) in self.classes() {
+            let bytes = self.table_bytes(c);
+            if offset < at.saturating_add(bytes) {
+                let entry = self.geometry(c).entry_bytes();
+                let rel = offset - at;
+                if entry == 0 || rel % entry != 0 {
+                    return None;
+                }
+                return Some(DteAddr::new(node, class, u32::try_from(rel / entry).ok()?));
+            }
+            at = at.saturating_add(bytes);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALLER: [ValueClass; 2] = [
+        ValueClass {
+            max_value_len: 16,
+            dtes_per_node: 10,
+        },
+        ValueClass {
+            max_value_len: 64,
+            dtes_per_node: 6,
+        },
+    ];
+
+    fn tables() -> DataTables<'static> {
+        let main = ValueClass {
+            max_value_len: 1024,
+            dtes_per_node: 4,
+        };
+        DataTables::new(8, main, &SMALLER)
+    }
+
+    /// Class 0 sits at offset 0 with the one-class geometry; the others
+    /// follow it, each after the one before.
+    #[test]
+    fn classes_lie_end_to_end_from_the_main_table() {
+        let t = tables();
+        let main = (32 + 8 + 1024) * 4;
+        assert_eq!(t.table_offset(0), 0);
+        assert_eq!(t.table_offset(1), main);
+        assert_eq!(t.table_offset(2), main + (32 + 8 + 16) * 10);
+        assert_eq!(t.region_bytes(), main + 56 * 10 + (32 + 8 + 64) * 6);
+        let d = DteAddr::new(NodeId(5), 2, 3);
+        assert_eq!(t.entry_offset(d), t.table_offset(2) + 3 * 104);
+        assert_eq!(t.entry_at(NodeId(5), t.entry_offset(d)), Some(d));
+        assert_eq!(t.entry_at(NodeId(5), t.entry_offset(d) + 8), None);
+        assert_eq!(t.entry_at(NodeId(5), t.region_bytes()), None);
+    }
+
+    #[test]
+    fn a_value_goes_to_the_smallest_class_it_fits() {
+        let t = tables();
+        assert_eq!(t.class_for(0), Some(1));
+        assert_eq!(t.class_for(16), Some(1));
+        assert_eq!(t.class_for(17), Some(2));
+        assert_eq!(t.class_for(65), Some(0));
+        assert_eq!(t.class_for(1024), Some(0));
+        assert_eq!(t.class_for(1025), None);
+    }
+}
