@@ -6,7 +6,9 @@ use crate::addr::ClientId;
 use crate::error::{ConfigError, Error};
 use crate::fabric::Topology;
 use crate::hash::Hasher;
-use crate::layout::{DataLayout, DataTables, ValueClass, MAX_CLASSES, MAX_FILTER_BITS, MAX_NODES};
+use crate::layout::{
+    DataLayout, DataTables, SizeClass, HEADER_BYTES, MAX_CLASSES, MAX_FILTER_BITS, MAX_NODES,
+};
 
 /// Exponential back-off with jitter, and the client-level retry budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,14 +52,15 @@ pub struct Config {
     pub clients_per_node: u16,
     /// Largest key in bytes.
     pub max_key_len: u32,
-    /// Largest value in bytes: the values of the main data table (value
-    /// class 0, `dtes_per_node` entries per node).
+    /// Largest value in bytes. The main data table (size class 0,
+    /// `dtes_per_node` entries per node) holds any key with any value.
     pub max_value_len: u32,
-    /// Smaller value classes, ascending (empty: one class, every entry
-    /// sized to `max_value_len`). Each is a data table of its own on every
-    /// node, after the main one in the data region; a PUT writes its entry
-    /// in the smallest class its value fits (docs/protocol.md §2.3).
-    pub value_classes: Vec<ValueClass>,
+    /// Smaller size classes, ascending by entry size (empty: one class,
+    /// every entry sized for the largest key and value). Each is a data
+    /// table of its own on every node, after the main one in the data
+    /// region; a PUT writes its entry in the smallest class its key and
+    /// value fit (docs/protocol.md §2.3).
+    pub size_classes: Vec<SizeClass>,
     /// Cuckoo candidates per key (N), 1 to 8: the buckets a key may live in.
     pub candidates: u8,
     /// Index table entries per bucket (B), 1 to 8: a key may live in any slot
@@ -99,7 +102,7 @@ impl Default for Config {
             clients_per_node: 4,
             max_key_len: 128,
             max_value_len: 256,
-            value_classes: Vec::new(),
+            size_classes: Vec::new(),
             candidates: 3,
             bucket_slots: 1,
             filter_bits: 7,
@@ -241,7 +244,7 @@ impl Config {
             self.dtes_per_node,
             "data table too large",
         )?;
-        self.validate_value_classes()?;
+        self.validate_size_classes()?;
         check(
             !self.expiration.is_zero(),
             "expiration",
@@ -275,35 +278,40 @@ impl Config {
         Ok(())
     }
 
-    fn validate_value_classes(&self) -> Result<(), ConfigError> {
-        let classes = &self.value_classes;
+    fn validate_size_classes(&self) -> Result<(), ConfigError> {
+        let classes = &self.size_classes;
         check(
             classes.len() < MAX_CLASSES,
-            "value_classes",
+            "size_classes",
             classes.len(),
             "at most 63 classes besides the main one (the index word's 6-bit class field)",
         )?;
+        let main = self.layout().entry_bytes();
         let mut below = 0u32;
         for c in classes {
             check(
-                c.max_value_len >= 1 && c.max_value_len > below,
-                "value_classes",
-                c.max_value_len,
-                "each class's max_value_len at least 1 and larger than the class before it",
+                c.entry_bytes.is_multiple_of(8)
+                    && u64::from(c.entry_bytes) >= HEADER_BYTES + 8
+                    && c.entry_bytes > below,
+                "size_classes",
+                c.entry_bytes,
+                "each class's entry_bytes a multiple of 8, at least 40 (the 32-byte header \
+                 and 8 bytes of key) and larger than the class before it",
             )?;
             check(
-                c.max_value_len < self.max_value_len,
-                "value_classes",
-                c.max_value_len,
-                "each class smaller than max_value_len (the main class, the largest)",
+                u64::from(c.entry_bytes) < main,
+                "size_classes",
+                c.entry_bytes,
+                "each class smaller than the main class's entries (header, longest key, \
+                 largest value)",
             )?;
             check(
                 c.dtes_per_node / u32::from(self.clients_per_node.max(1)) >= 2,
-                "value_classes",
+                "size_classes",
                 c.dtes_per_node,
                 "each client needs at least 2 data table entries of each class",
             )?;
-            below = c.max_value_len;
+            below = c.entry_bytes;
         }
         let tables = self.data_tables();
         let exact = tables.classes().try_fold(0u64, |sum, (k, c)| {
@@ -315,7 +323,7 @@ impl Config {
         });
         check(
             exact.is_some(),
-            "value_classes",
+            "size_classes",
             classes.len(),
             "data region too large",
         )
@@ -354,21 +362,18 @@ impl Config {
     pub fn data_tables(&self) -> DataTables<'_> {
         DataTables::new(
             self.max_key_len,
-            ValueClass {
-                max_value_len: self.max_value_len,
+            SizeClass {
+                entry_bytes: u32::try_from(self.layout().entry_bytes()).unwrap_or(u32::MAX),
                 dtes_per_node: self.dtes_per_node,
             },
-            &self.value_classes,
+            &self.size_classes,
         )
     }
 
     /// Entry sizes of the main data table (value class 0; a class's own:
     /// [`DataTables::layout`]).
     pub fn layout(&self) -> DataLayout {
-        DataLayout {
-            max_key: self.max_key_len,
-            max_value: self.max_value_len,
-        }
+        DataLayout::for_sizes(self.max_key_len, self.max_value_len)
     }
 
     /// Candidate and filter hashing.

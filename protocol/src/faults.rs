@@ -108,6 +108,12 @@ pub struct Faults {
     /// second entry of the key installed in another slot of the target's own
     /// bucket goes unseen.
     pub verify_other_buckets_only: bool,
+    /// Value classes' offset rule forgotten in one place (issue 41): a
+    /// recycle mark addresses its entry with the main class's geometry
+    /// (entry number times the main entry size, the rule before classes),
+    /// so the mark of an entry of a smaller class lands on another entry,
+    /// which may be linked.
+    pub mark_by_main_class_offset: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -117,7 +123,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 24] = [
+    pub const NAMES: [&'static str; 25] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -142,6 +148,7 @@ impl Faults {
         "fence-seal-flips",
         "ignore-incarnations",
         "verify-other-buckets-only",
+        "mark-by-main-class-offset",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -173,6 +180,7 @@ impl Faults {
             "fence-seal-flips" => &mut self.fence_seal_flips,
             "ignore-incarnations" => &mut self.ignore_incarnations,
             "verify-other-buckets-only" => &mut self.verify_other_buckets_only,
+            "mark-by-main-class-offset" => &mut self.mark_by_main_class_offset,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

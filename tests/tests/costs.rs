@@ -195,11 +195,12 @@ fn quiet_delete_installs_a_tombstone_then_unlinks_it() {
     assert_eq!((s.local_writes, s.leaked), (3, 0), "{s}");
 }
 
-/// With `multiple_reads`, a remote GET reads the entry's header and key,
-/// then its value area: together exactly one entry's bytes, as a single
-/// whole-entry READ would move.
+/// With `multiple_reads`, a remote GET reads the entry's header and the
+/// longest key, then exactly its value (padded to 8 bytes), at its place
+/// after the entry's own key: fewer bytes than a whole-entry READ moves
+/// when the value is shorter than the largest.
 #[test]
-fn multiple_reads_get_reads_the_header_and_key_then_the_rest_of_the_entry() {
+fn multiple_reads_get_reads_the_header_and_key_then_exactly_the_value() {
     let cluster = SimCluster::new(Config {
         multiple_reads: true,
         ..cfg(0)
@@ -214,8 +215,9 @@ fn multiple_reads_get_reads_the_header_and_key_then_the_rest_of_the_entry() {
         (1, 2, 3),
         "{s}"
     );
-    let dte = cluster.cfg.layout().entry_bytes();
-    assert_eq!(s.fabric_bytes, 8 + dte, "{s}");
+    let header_and_key = cluster.cfg.layout().header_and_key_bytes();
+    assert_eq!(header_and_key, 32 + 128);
+    assert_eq!(s.fabric_bytes, 8 + header_and_key + 8, "{s}");
 }
 
 /// The cache holds remote entries only: a GET of the reader's own (local)

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use nessie_protocol::layout::ValueClass;
+use nessie_protocol::layout::SizeClass;
 use nessie_protocol::{Config, Error};
 use nessie_tests::{time_limit, SimCluster};
 use proptest::prelude::*;
@@ -33,16 +33,17 @@ proptest! {
     fn behaves_like_a_map(ops in proptest::collection::vec((0usize..4, op()), 1..120),
                           slots in 4u32..8, candidates in 2u8..4, classes in any::<bool>()) {
         let _limit = time_limit("behaves_like_a_map", "-", Duration::from_secs(60));
-        // With value classes of 8 and 20 B besides the main 40 B, updates
-        // move keys between tables and MIGRATE copies each in its class.
-        let value_classes = if classes {
-            [8, 20].map(|max_value_len| ValueClass { max_value_len, dtes_per_node: 64 }).to_vec()
+        // With size classes of 48 and 64 B entries besides the main 112 B
+        // (32 + 128 + 40 with padding), updates move keys between tables
+        // and MIGRATE copies each in its class.
+        let size_classes = if classes {
+            [48, 64].map(|entry_bytes| SizeClass { entry_bytes, dtes_per_node: 64 }).to_vec()
         } else {
             Vec::new()
         };
         let cfg = Config {
             nodes: 2, index_slots_per_node: slots, candidates, clients_per_node: 2,
-            max_value_len: 40, value_classes, max_migrate_depth: 6, ..Config::default()
+            max_value_len: 40, size_classes, max_migrate_depth: 6, ..Config::default()
         };
         let cluster = SimCluster::new(cfg);
         let mut clients = cluster.all_clients();

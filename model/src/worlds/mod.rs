@@ -340,6 +340,12 @@ pub const WORLDS: &[WorldRow] = &[
         catches: &[catch("verify-other-buckets-only", &["one committed version per key"], "a PUT that verifies only the other buckets commits twice in its own")],
     },
     WorldRow {
+        name: "update-across-classes",
+        build: update_across_classes,
+        ci: exhaustive(Group::Untimed, 2_333),
+        catches: &[catch("mark-by-main-class-offset", &["no linked entry is marked for recycling"], "a mark by the main class's offsets marks another key's linked entry")],
+    },
+    WorldRow {
         name: "migrate-install-fails",
         build: migrate_install_fails,
         ci: exhaustive(Group::Untimed, 2_151),

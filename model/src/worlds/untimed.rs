@@ -256,6 +256,37 @@ pub fn get_races_migrate(faults: Faults) -> World {
     with_faults(w, faults)
 }
 
+/// Size classes (issue 41): the main class of 56 B entries (8 B keys, 16 B
+/// values) and a class of 48 B (16 B of key and value). Client 0 wrote A
+/// (10 B: the main class, its entry 0 there) and B (2 B: the small class,
+/// its entry 0 there); it updates B with 10 B, across
+/// classes, while client 1 reads B, falling back to the small class's
+/// previous version while the update is uncommitted. The update marks the
+/// small entry it replaced, by CPU store: at its class's offset, not at
+/// the main table's entry 0, which A links. Client 1 then writes Q, whose
+/// candidates A and B hold: a MIGRATE copies one of them into client 1's
+/// share of the copy's class.
+pub fn update_across_classes(faults: Faults) -> World {
+    let mut c = cfg(1, 4, 2, 2);
+    c.size_classes = vec![nessie_protocol::layout::SizeClass {
+        entry_bytes: 48,
+        dtes_per_node: 8,
+    }];
+    let a = key_where(&c, "a", |k| k == slots(&[0, 1]));
+    let b = key_where(&c, "b", |k| k == slots(&[2, 3]));
+    let q = key_where(&c, "q", |k| k == slots(&[0, 2]));
+    let mut w = world(
+        "update-across-classes",
+        c,
+        vec![
+            client(0, 0, vec![put(&b, "v-b-main-2")]),
+            client(0, 1, vec![get(&b), put(&q, "q1")]),
+        ],
+    );
+    w.prelude = vec![(0, put(&a, "v-a-main-1")), (0, put(&b, "b1"))];
+    with_faults(w, faults)
+}
+
 /// `get-races-migrate` in associative buckets (one node, three buckets of
 /// B = 2 entries, N = 2): K sits in its second bucket, beside `g1`, and the
 /// bucket of its first has room; `q`'s buckets (K's second and a full one)

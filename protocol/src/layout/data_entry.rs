@@ -296,13 +296,17 @@ impl DataEntryHeader {
     }
 }
 
-/// Sizes and offsets of data table entries for a configuration.
+/// Sizes and offsets of the data table entries of one table (one size
+/// class): a 32-byte header, then the key and the value, each padded to 8
+/// bytes, in the entry's **payload** of fixed size. The value begins right
+/// after the entry's own key, so a class's payload is shared between key
+/// and value (issue 41: a short key leaves its room to the value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DataLayout {
-    /// Largest key in bytes.
+    /// Largest key in bytes (of the deployment).
     pub max_key: u32,
-    /// Largest value in bytes.
-    pub max_value: u32,
+    /// Bytes after the header: the key and the value, each padded to 8.
+    pub payload: u32,
 }
 
 fn pad8(n: u64) -> u64 {
@@ -310,14 +314,38 @@ fn pad8(n: u64) -> u64 {
 }
 
 impl DataLayout {
-    /// Bytes of header plus padded key (what a header-and-key read fetches).
+    /// The layout of entries that hold any key up to `max_key` bytes with
+    /// any value up to `max_value` bytes (the main table's).
+    pub fn for_sizes(max_key: u32, max_value: u32) -> DataLayout {
+        let payload = pad8(u64::from(max_key)) + pad8(u64::from(max_value));
+        DataLayout {
+            max_key,
+            payload: u32::try_from(payload).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Whether an entry of this layout holds a key of `key_len` and a value
+    /// of `value_len` bytes.
+    pub fn fits(&self, key_len: usize, value_len: usize) -> bool {
+        key_len <= self.max_key as usize
+            && pad8(key_len as u64) + pad8(value_len as u64) <= u64::from(self.payload)
+    }
+
+    /// Bytes a read of the header and a key of unknown length fetches: the
+    /// header and the longest key, within the entry.
     pub fn header_and_key_bytes(&self) -> u64 {
-        HEADER_BYTES + pad8(u64::from(self.max_key))
+        (HEADER_BYTES + pad8(u64::from(self.max_key))).min(self.entry_bytes())
+    }
+
+    /// Where the value of an entry whose key is `key_len` bytes begins,
+    /// from the entry's start.
+    pub fn value_start(&self, key_len: usize) -> u64 {
+        HEADER_BYTES + pad8(key_len as u64)
     }
 
     /// Bytes of one whole entry.
     pub fn entry_bytes(&self) -> u64 {
-        self.header_and_key_bytes() + pad8(u64::from(self.max_value))
+        HEADER_BYTES + u64::from(self.payload)
     }
 
     /// Offset of entry `index` within its data table.
@@ -325,29 +353,24 @@ impl DataLayout {
         u64::from(index) * self.entry_bytes()
     }
 
-    /// Offset of the value of entry `index`.
-    pub fn value_offset(&self, index: u32) -> u64 {
-        self.entry_offset(index) + self.header_and_key_bytes()
-    }
-
-    /// Encodes a whole entry (header, key, value) ready to be written.
+    /// Encodes a whole entry (header, key, value) ready to be written: only
+    /// as many bytes as the key and value take (the rest of the entry is
+    /// never read as part of them).
     pub fn encode_entry(&self, header: &DataEntryHeader, key: &[u8], value: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.entry_bytes() as usize);
+        let start = self.value_start(key.len()) as usize;
+        let mut out = Vec::with_capacity(start + pad8(value.len() as u64) as usize);
         out.extend_from_slice(&header.encode());
         out.extend_from_slice(key);
-        out.resize(self.header_and_key_bytes() as usize, 0);
+        out.resize(start, 0);
         out.extend_from_slice(value);
-        out.resize(
-            (self.header_and_key_bytes() + pad8(value.len() as u64)) as usize,
-            0,
-        );
+        out.resize(start + pad8(value.len() as u64) as usize, 0);
         out
     }
 
     /// The key of an entry read into `bytes` (header first), if well-formed.
     pub fn key<'a>(&self, header: &DataEntryHeader, bytes: &'a [u8]) -> Option<&'a [u8]> {
         let len = usize::from(header.state.key_len);
-        if len > self.max_key as usize {
+        if len > self.max_key as usize || pad8(len as u64) > u64::from(self.payload) {
             return None;
         }
         bytes.get(HEADER_BYTES as usize..HEADER_BYTES as usize + len)
@@ -356,11 +379,12 @@ impl DataLayout {
     /// The value of an entry read into `bytes` (header first), if well-formed
     /// and fully read.
     pub fn value<'a>(&self, header: &DataEntryHeader, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let key_len = usize::from(header.state.key_len);
         let len = header.state.value_len as usize;
-        if len > self.max_value as usize {
+        if !self.fits(key_len, len) {
             return None;
         }
-        let start = self.header_and_key_bytes() as usize;
+        let start = self.value_start(key_len) as usize;
         bytes.get(start..start + len)
     }
 }
@@ -459,14 +483,21 @@ mod tests {
 
     #[test]
     fn layout_keeps_header_and_key_before_value() {
-        let l = DataLayout {
-            max_key: 13,
-            max_value: 100,
-        };
+        let l = DataLayout::for_sizes(13, 100);
         assert_eq!(l.header_and_key_bytes(), 32 + 16);
         assert_eq!(l.entry_bytes(), 32 + 16 + 104);
         assert_eq!(l.entry_offset(2), 2 * 152);
-        assert_eq!(l.value_offset(1), 152 + 48);
+        assert_eq!(l.value_start(13), 48);
+        // A shorter key leaves its room to the value.
+        assert_eq!(l.value_start(3), 40);
+        assert!(l.fits(3, 112) && !l.fits(3, 113) && !l.fits(13, 105));
+        // A small class's payload: a header-and-key read stays in the entry.
+        let small = DataLayout {
+            max_key: 13,
+            payload: 16,
+        };
+        assert_eq!(small.header_and_key_bytes(), 48);
+        assert!(small.fits(8, 8) && !small.fits(9, 1) && !small.fits(14, 0));
     }
 
     proptest! {
@@ -476,7 +507,7 @@ mod tests {
                               deadline in any::<u64>(), prev in any::<u64>(),
                               expires in 0u64..(1 << 62), recycle in any::<bool>(),
                               remote in any::<bool>()) {
-            let l = DataLayout { max_key: 24, max_value: 64 };
+            let l = DataLayout::for_sizes(24, 64);
             let h = DataEntryHeader {
                 state: StateWord { state: DteState::Writing, kind: Some(DteKind::Put), src: 1, dst: 2,
                                    incarnation: 9, key_len: key.len() as u16, value_len: value.len() as u32 },

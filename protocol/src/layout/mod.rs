@@ -17,7 +17,7 @@ pub use data_entry::{
 pub use index_entry::{
     next_incarnation, IndexEntry, INCARNATION_BITS, MAX_FILTER_BITS, MAX_INCARNATION,
 };
-pub use tables::{DataTables, ValueClass, MAX_CLASSES, MAX_NODES, NODE_BITS};
+pub use tables::{DataTables, SizeClass, MAX_CLASSES, MAX_NODES, NODE_BITS};
 
 /// Largest value length a data table entry can describe.
 pub fn data_entry_max_value() -> u32 {

@@ -1,13 +1,15 @@
-//! A node's data region: one data table per **value class**, laid end to end.
+//! A node's data region: one data table per **size class**, laid end to end.
 //!
-//! A value class is a data table whose entries hold values up to its
-//! `max_value_len` (issue 41: values of any size in one deployment without
-//! reserving the largest value for every key). Class 0 is the main table
-//! (`Config::max_value_len`, `Config::dtes_per_node`), at offset 0 of the
-//! data region, so that a deployment of one class is laid out exactly as
-//! before classes; classes 1.. are the smaller ones (`Config::value_classes`,
-//! ascending), each after the one before. A PUT writes its entry in the
-//! smallest class its value fits.
+//! A size class is a data table of entries of one size, whose payload (key
+//! and value, each padded to 8 bytes) holds what fits (issue 41: values of
+//! any size in one deployment without reserving the largest value for every
+//! key). Class 0 is the main table (entries for any key up to
+//! `Config::max_key_len` with any value up to `Config::max_value_len`,
+//! `Config::dtes_per_node` of them), at offset 0 of the data region, so that
+//! a deployment of one class is laid out exactly as before classes; classes
+//! 1.. are the smaller ones (`Config::size_classes`, ascending), each after
+//! the one before. A PUT writes its entry in the smallest class its key and
+//! value fit.
 //!
 //! A class is named by the data-table id an index word carries
 //! ([`DteAddr::table`]): its low [`NODE_BITS`] bits are the node, its high
@@ -26,11 +28,12 @@ pub const MAX_NODES: u16 = (1 << NODE_BITS) - 2;
 /// Most value classes (the 6 class bits of the data-table id).
 pub const MAX_CLASSES: usize = 1 << (16 - NODE_BITS);
 
-/// One value class: the values it holds and its entries on each node.
+/// One size class: the size of its entries and their number on each node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ValueClass {
-    /// Largest value an entry of the class holds, in bytes.
-    pub max_value_len: u32,
+pub struct SizeClass {
+    /// Bytes of each entry: the 32-byte header and a payload for the key
+    /// and the value, each padded to 8 (a multiple of 8, at least 40).
+    pub entry_bytes: u32,
     /// Entries of the class on each node (each client owns an equal share).
     pub dtes_per_node: u32,
 }
@@ -41,15 +44,15 @@ pub struct ValueClass {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DataTables<'a> {
     max_key: u32,
-    main: ValueClass,
-    smaller: &'a [ValueClass],
+    main: SizeClass,
+    smaller: &'a [SizeClass],
 }
 
 impl<'a> DataTables<'a> {
     /// The tables for keys up to `max_key` bytes of the main class `main`
     /// (class 0) and the classes `smaller` (classes 1.., in order), laid out
     /// one after the other.
-    pub fn new(max_key: u32, main: ValueClass, smaller: &'a [ValueClass]) -> DataTables<'a> {
+    pub fn new(max_key: u32, main: SizeClass, smaller: &'a [SizeClass]) -> DataTables<'a> {
         DataTables {
             max_key,
             main,
@@ -68,7 +71,7 @@ impl<'a> DataTables<'a> {
     }
 
     /// Class `class`, if it exists.
-    pub fn class(&self, class: u8) -> Option<ValueClass> {
+    pub fn class(&self, class: u8) -> Option<SizeClass> {
         match class {
             0 => Some(self.main),
             c => self.smaller.get(usize::from(c) - 1).copied(),
@@ -76,21 +79,23 @@ impl<'a> DataTables<'a> {
     }
 
     /// Every class, class 0 first.
-    pub fn classes(&self) -> impl Iterator<Item = (u8, ValueClass)> + 'a {
+    pub fn classes(&self) -> impl Iterator<Item = (u8, SizeClass)> + 'a {
         std::iter::once(self.main)
             .chain(self.smaller.iter().copied())
             .enumerate()
             .map(|(i, c)| (i as u8, c))
     }
 
-    fn geometry(&self, c: ValueClass) -> DataLayout {
+    fn geometry(&self, c: SizeClass) -> DataLayout {
         DataLayout {
             max_key: self.max_key,
-            max_value: c.max_value_len,
+            payload: c
+                .entry_bytes
+                .saturating_sub(crate::layout::HEADER_BYTES as u32),
         }
     }
 
-    fn table_bytes(&self, c: ValueClass) -> u64 {
+    fn table_bytes(&self, c: SizeClass) -> u64 {
         self.geometry(c)
             .entry_bytes()
             .saturating_mul(u64::from(c.dtes_per_node))
@@ -125,11 +130,12 @@ impl<'a> DataTables<'a> {
         self.table_offset(dte.class()) + self.layout_of(dte).entry_offset(dte.index)
     }
 
-    /// The smallest class whose entries hold a value of `len` bytes.
-    pub fn class_for(&self, len: usize) -> Option<u8> {
+    /// The smallest class whose entries hold a key of `key_len` and a value
+    /// of `value_len` bytes.
+    pub fn class_for(&self, key_len: usize, value_len: usize) -> Option<u8> {
         self.classes()
-            .filter(|(_, c)| len <= c.max_value_len as usize)
-            .min_by_key(|(_, c)| c.max_value_len)
+            .filter(|&(_, c)| self.geometry(c).fits(key_len, value_len))
+            .min_by_key(|(_, c)| c.entry_bytes)
             .map(|(i, _)| i)
     }
 
@@ -163,20 +169,20 @@ impl<'a> DataTables<'a> {
 mod tests {
     use super::*;
 
-    const SMALLER: [ValueClass; 2] = [
-        ValueClass {
-            max_value_len: 16,
+    const SMALLER: [SizeClass; 2] = [
+        SizeClass {
+            entry_bytes: 64,
             dtes_per_node: 10,
         },
-        ValueClass {
-            max_value_len: 64,
+        SizeClass {
+            entry_bytes: 128,
             dtes_per_node: 6,
         },
     ];
 
     fn tables() -> DataTables<'static> {
-        let main = ValueClass {
-            max_value_len: 1024,
+        let main = SizeClass {
+            entry_bytes: 32 + 8 + 1024,
             dtes_per_node: 4,
         };
         DataTables::new(8, main, &SMALLER)
@@ -190,23 +196,27 @@ mod tests {
         let main = (32 + 8 + 1024) * 4;
         assert_eq!(t.table_offset(0), 0);
         assert_eq!(t.table_offset(1), main);
-        assert_eq!(t.table_offset(2), main + (32 + 8 + 16) * 10);
-        assert_eq!(t.region_bytes(), main + 56 * 10 + (32 + 8 + 64) * 6);
+        assert_eq!(t.table_offset(2), main + 64 * 10);
+        assert_eq!(t.region_bytes(), main + 64 * 10 + 128 * 6);
         let d = DteAddr::new(NodeId(5), 2, 3);
-        assert_eq!(t.entry_offset(d), t.table_offset(2) + 3 * 104);
+        assert_eq!(t.entry_offset(d), t.table_offset(2) + 3 * 128);
         assert_eq!(t.entry_at(NodeId(5), t.entry_offset(d)), Some(d));
         assert_eq!(t.entry_at(NodeId(5), t.entry_offset(d) + 8), None);
         assert_eq!(t.entry_at(NodeId(5), t.region_bytes()), None);
     }
 
+    /// Key and value share a class's payload: the class a write takes
+    /// depends on both.
     #[test]
-    fn a_value_goes_to_the_smallest_class_it_fits() {
+    fn a_write_goes_to_the_smallest_class_its_key_and_value_fit() {
         let t = tables();
-        assert_eq!(t.class_for(0), Some(1));
-        assert_eq!(t.class_for(16), Some(1));
-        assert_eq!(t.class_for(17), Some(2));
-        assert_eq!(t.class_for(65), Some(0));
-        assert_eq!(t.class_for(1024), Some(0));
-        assert_eq!(t.class_for(1025), None);
+        assert_eq!(t.class_for(8, 0), Some(1));
+        assert_eq!(t.class_for(8, 24), Some(1));
+        assert_eq!(t.class_for(1, 25), Some(2));
+        assert_eq!(t.class_for(8, 88), Some(2));
+        assert_eq!(t.class_for(8, 89), Some(0));
+        assert_eq!(t.class_for(8, 1024), Some(0));
+        assert_eq!(t.class_for(8, 1025), None);
+        assert_eq!(t.class_for(9, 0), None);
     }
 }

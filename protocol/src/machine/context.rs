@@ -213,14 +213,11 @@ impl Cx<'_> {
         self.io.issue(op)
     }
 
-    /// Reads just the value area of an entry.
-    pub(crate) fn read_value(&mut self, dte: DteAddr) -> usize {
+    /// Reads the value of an entry whose header and key were read: exactly
+    /// its `value_len` bytes (padded to 8), after its key of `key_len`.
+    pub(crate) fn read_value(&mut self, dte: DteAddr, key_len: usize, value_len: usize) -> usize {
         let l = self.client.cfg.data_tables().layout_of(dte);
-        let op = self.dte_op(
-            dte,
-            l.header_and_key_bytes(),
-            l.entry_bytes() - l.header_and_key_bytes(),
-        );
+        let op = self.dte_op(dte, l.value_start(key_len), (value_len as u64).div_ceil(8) * 8);
         self.io.issue(op)
     }
 
@@ -290,7 +287,13 @@ impl Cx<'_> {
     /// late.
     pub(crate) fn mark_recycle(&mut self, dte: DteAddr, seen: RecycleWord) -> usize {
         let expires = self.now.plus(self.cfg().expiration).0;
-        let offset = self.client.cfg.data_tables().entry_offset(dte) + 16;
+        let at = if self.client.faults.mark_by_main_class_offset {
+            // Broken variant: the offset rule before value classes.
+            self.cfg().layout().entry_offset(dte.index)
+        } else {
+            self.cfg().data_tables().entry_offset(dte)
+        };
+        let offset = at + 16;
         if self.is_local(dte) {
             let data = RecycleWord::marked(expires).encode().to_le_bytes().to_vec();
             return self.io.issue(Op::LocalWrite { offset, data });
@@ -392,14 +395,15 @@ impl Cx<'_> {
             .encode_entry(header, key, value)
     }
 
-    /// The value class a new entry holding `value_len` bytes is written in:
-    /// the smallest it fits ([`Error::ValueTooLarge`] past the largest,
-    /// which `check_value` refuses before any machine starts).
-    pub(crate) fn class_for(&self, value_len: usize) -> Result<u8, Error> {
+    /// The size class a new entry of a key of `key_len` and a value of
+    /// `value_len` bytes is written in: the smallest they fit
+    /// ([`Error::ValueTooLarge`] past the largest, which `check_value`
+    /// refuses before any machine starts).
+    pub(crate) fn class_for(&self, key_len: usize, value_len: usize) -> Result<u8, Error> {
         self.client
             .cfg
             .data_tables()
-            .class_for(value_len)
+            .class_for(key_len, value_len)
             .ok_or(Error::ValueTooLarge {
                 len: value_len,
                 max: self.cfg().max_value_len,

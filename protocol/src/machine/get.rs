@@ -120,7 +120,8 @@ impl GetLogic {
                     Some(Ok(Some(value.clone())))
                 }
                 None => {
-                    cx.read_value(v.addr);
+                    let state = v.header.state;
+                    cx.read_value(v.addr, usize::from(state.key_len), state.value_len as usize);
                     self.phase = Phase::AwaitValue(v);
                     None
                 }
@@ -212,7 +213,11 @@ impl Logic for GetLogic {
                         return Some(Err(Error::Corrupt("short value read".into())));
                     };
                     // The entry is committed (hence immutable): the two reads
-                    // together are the whole entry, which the cache may keep.
+                    // together are its header, key and value, which the
+                    // cache may keep.
+                    let start = cx.cfg().data_tables().layout_of(v.addr);
+                    v.raw
+                        .truncate(start.value_start(usize::from(v.header.state.key_len)) as usize);
                     v.raw.extend_from_slice(b);
                     v.value = Some(value.clone());
                     let broken = cx.client.faults.get_value_insert_time_from_completion;

@@ -306,13 +306,10 @@ impl Migrate {
     }
 
     fn copy(&mut self, cx: &mut Cx<'_>) -> Out {
-        let len = self
-            .mv
-            .y
-            .as_ref()
-            .and_then(|y| y.value.as_ref())
-            .map_or(0, Vec::len);
-        let class = match cx.class_for(len) {
+        let (key_len, len) = self.mv.y.as_ref().map_or((0, 0), |y| {
+            (y.key.len(), y.value.as_ref().map_or(0, Vec::len))
+        });
+        let class = match cx.class_for(key_len, len) {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
         };

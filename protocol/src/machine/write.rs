@@ -349,7 +349,7 @@ impl WriteLogic {
             WriteKind::Put(v) => v.len(),
             WriteKind::Delete => 0,
         };
-        let class = match cx.class_for(len) {
+        let class = match cx.class_for(self.key.len(), len) {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
         };

@@ -1,28 +1,29 @@
-//! Values of any size in one deployment (issue 41): each value class is a
+//! Values of any size in one deployment (issue 41): each size class is a
 //! data table of its own on every node, a PUT writes its entry in the
-//! smallest class its value fits, the index word names the class, and every
-//! reader reads an entry with its class's geometry. The story, class by
-//! class: where a value goes, what an update across classes leaves behind,
-//! what a full class says, and what a value past the largest says.
+//! smallest class its key and value fit, the index word names the class,
+//! and every reader reads an entry with its class's geometry. The story,
+//! class by class: where a value goes, what an update across classes leaves
+//! behind, what a full class says, and what a value past the largest says.
 
 use std::time::Duration;
 
-use nessie_protocol::layout::ValueClass;
+use nessie_protocol::layout::SizeClass;
 use nessie_protocol::{Config, Error, IndexEntry, IteAddr, NodeId};
 use nessie_tests::{find_key, SimCluster};
 
-/// Main class 256 B; smaller classes of 16 and 64 B.
+/// Main class of 416 B entries (128 B keys, 256 B values); smaller classes
+/// of 64 and 128 B entries (32 and 96 B for key and value).
 fn classes() -> Config {
     Config {
         clients_per_node: 2,
         cache_capacity: 0,
-        value_classes: vec![
-            ValueClass {
-                max_value_len: 16,
+        size_classes: vec![
+            SizeClass {
+                entry_bytes: 64,
                 dtes_per_node: 64,
             },
-            ValueClass {
-                max_value_len: 64,
+            SizeClass {
+                entry_bytes: 128,
                 dtes_per_node: 32,
             },
         ],
@@ -55,8 +56,10 @@ fn a_value_is_written_in_the_smallest_class_it_fits_and_read_back_whole() {
     let cluster = SimCluster::new(classes());
     let mut writer = cluster.client(0, 0);
     let mut reader = cluster.client(2, 1);
-    for (len, class) in [(0, 1), (16, 1), (17, 2), (64, 2), (65, 0), (256, 0)] {
-        let key = format!("k{len}").into_bytes();
+    // Keys of 4 B (8 with padding): 24 B of value fit 64 B entries, 88 B
+    // fit 128 B ones.
+    for (len, class) in [(0, 1), (24, 1), (25, 2), (88, 2), (89, 0), (256, 0)] {
+        let key = format!("k{len:03}").into_bytes();
         let value = vec![len as u8 ^ 0x5a; len];
         writer.put(&key, &value).unwrap();
         let w = linked(&cluster, &key);
@@ -80,11 +83,11 @@ fn an_update_across_classes_reads_back_and_recycles_the_entry_it_replaced() {
     );
     assert!(cluster.marked_for_recycling(small));
     assert_eq!(cluster.client(0, 1).get(&key).unwrap(), Some(vec![7; 200]));
-    c.put(&key, &[9; 40]).unwrap();
+    c.put(&key, &[9; 60]).unwrap();
     let mid = linked(&cluster, &key);
     assert_eq!(mid.dte().unwrap().class(), 2);
     assert!(cluster.marked_for_recycling(big));
-    assert_eq!(cluster.client(2, 0).get(&key).unwrap(), Some(vec![9; 40]));
+    assert_eq!(cluster.client(2, 0).get(&key).unwrap(), Some(vec![9; 60]));
     assert!(c.delete(&key).unwrap());
     assert_eq!(cluster.client(2, 0).get(&key).unwrap(), None);
 }
@@ -94,7 +97,7 @@ fn an_update_across_classes_reads_back_and_recycles_the_entry_it_replaced() {
 #[test]
 fn a_full_class_says_which_and_the_other_classes_still_write() {
     let mut cfg = classes();
-    cfg.value_classes[0].dtes_per_node = 4; // 2 per client
+    cfg.size_classes[0].dtes_per_node = 4; // 2 per client
     cfg.expiration = Duration::from_secs(3600);
     cfg.retry.max_attempts = 3;
     let cluster = SimCluster::manual_clock(cfg);
@@ -124,7 +127,8 @@ fn a_value_past_the_largest_class_is_refused_with_the_limit() {
 }
 
 /// A remote GET of a small value reads one index word and its class's
-/// entry, not the main class's: two round trips, 8 + 32 + key + 16 bytes.
+/// entry, not the main class's: two round trips, 8 + 64 bytes. With
+/// `multiple_reads`, the header and key, then exactly the value.
 #[test]
 fn a_remote_get_reads_exactly_its_class_entry() {
     let cluster = SimCluster::new(classes());
@@ -139,8 +143,27 @@ fn a_remote_get_reads_exactly_its_class_entry() {
         "{s}"
     );
     let entry = cluster.cfg.data_tables().layout(1).entry_bytes();
-    assert_eq!(entry, 32 + 128 + 16);
+    assert_eq!(entry, 64);
     assert_eq!(s.fabric_bytes, 8 + entry, "{s}");
+}
+
+/// With `multiple_reads`, a GET of a 200 B value in the main class reads
+/// the header and the longest key, then exactly the value's 200 B after
+/// its own key.
+#[test]
+fn with_multiple_reads_the_value_read_is_exactly_the_value() {
+    let cfg = Config {
+        multiple_reads: true,
+        ..classes()
+    };
+    let cluster = SimCluster::new(cfg);
+    let key = find_key(&cluster.cfg, "m", |c: &[IteAddr]| c[0].node == NodeId(1));
+    cluster.client(2, 0).put(&key, &[5; 200]).unwrap();
+    let mut reader = cluster.client(0, 0);
+    assert_eq!(reader.get(&key).unwrap(), Some(vec![5; 200]));
+    let s = reader.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (1, 2, 3), "{s}");
+    assert_eq!(s.fabric_bytes, 8 + (32 + 128) + 200, "{s}");
 }
 
 /// Configurations the index word cannot name, or classes out of order, are
@@ -152,17 +175,19 @@ fn classes_out_of_order_too_many_or_too_large_are_refused() {
         f(&mut c);
         c.validate().unwrap_err().to_string()
     };
-    assert!(bad(|c| c.value_classes.swap(0, 1)).contains("value_classes"));
-    assert!(bad(|c| c.value_classes[1].max_value_len = 256).contains("value_classes"));
-    assert!(bad(|c| c.value_classes[0].dtes_per_node = 3).contains("value_classes"));
+    assert!(bad(|c| c.size_classes.swap(0, 1)).contains("size_classes"));
+    assert!(bad(|c| c.size_classes[1].entry_bytes = 416).contains("size_classes"));
+    assert!(bad(|c| c.size_classes[1].entry_bytes = 100).contains("size_classes"));
+    assert!(bad(|c| c.size_classes[0].entry_bytes = 32).contains("size_classes"));
+    assert!(bad(|c| c.size_classes[0].dtes_per_node = 3).contains("size_classes"));
     assert!(bad(|c| {
-        c.value_classes = (1..=64)
-            .map(|n| ValueClass {
-                max_value_len: n,
+        c.size_classes = (0..64)
+            .map(|n| SizeClass {
+                entry_bytes: 40 + 8 * n,
                 dtes_per_node: 8,
             })
             .collect()
     })
-    .contains("value_classes"));
+    .contains("size_classes"));
     assert!(bad(|c| c.nodes = 1023).contains("nodes"));
 }
