@@ -77,6 +77,8 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         keys,
         key_size: args.key_size() as u32,
         value_size,
+        value_sizes: nessie_workload::ValueSizes::Fixed,
+        size_classes: false,
         load_factor: args.load_factor,
         migrate_depth: 6,
         expiration: Duration::from_millis(args.expiration_ms),

@@ -11,6 +11,7 @@ use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
 
+use nessie_systems::sizing::Footprint;
 use nessie_workload::{self as workload, Blocking, MixArgs, Pipelined, Worker, WorkloadError};
 
 /// Options of `nessie run`.
@@ -50,6 +51,12 @@ pub struct RunArgs {
     /// depth; each in-flight operation runs as its own protocol client).
     #[arg(long, default_value_t = 1)]
     depth: u16,
+    /// Size classes: a ladder of data tables of entry sizes from 64 B up by
+    /// a quarter, each provisioned for its share of `--value-sizes`,
+    /// instead of every entry sized for `--value-size` (docs/protocol.md
+    /// §2.3).
+    #[arg(long)]
+    size_classes: bool,
 }
 
 /// What went wrong before the run could start.
@@ -95,6 +102,8 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
         keys: u64::from(args.mix.keys),
         key_size: args.mix.key_size,
         value_size: args.mix.value_size,
+        value_sizes: args.mix.value_sizes,
+        size_classes: args.size_classes,
         load_factor: args.load_factor,
         migrate_depth: args.migrate_depth,
         expiration: Duration::from_millis(200),
@@ -125,9 +134,13 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let spec = m.spec(Duration::from_secs_f64(args.seconds));
     workload::check(&spec, &*cfg)?;
     println!(
-        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values of {} B, {}, index load {:.2}, N = {}, B = {}",
-        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_size, m.describe(),
-        args.load_factor, cfg.candidates, cfg.bucket_slots
+        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values {} up to {} B, {}, index load {:.2}, N = {}, B = {}, {}",
+        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_sizes, m.value_size, m.describe(),
+        args.load_factor, cfg.candidates, cfg.bucket_slots,
+        match cfg.size_classes.len() {
+            0 => format!("one size class ({} B entries)", cfg.layout().entry_bytes()),
+            n => format!("{} size classes ({} to {} B entries)", n + 1, cfg.size_classes[0].entry_bytes, cfg.layout().entry_bytes()),
+        }
     );
     // Each client thread is a Nessie client, or a pipeline of `depth` of
     // them (client ids `t x depth ..`); both preload their share of the keys
@@ -163,5 +176,9 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         workload::run_workers("nessie", workers, &spec, &[])?
     };
     println!("\n{report}");
+    let footprint = Footprint::measure(&cfg, |node, region, offset, len| {
+        fabric.read_bytes(node, region, offset, len).ok()
+    });
+    println!("memory: {footprint}");
     Ok(())
 }

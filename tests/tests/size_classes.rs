@@ -162,7 +162,11 @@ fn with_multiple_reads_the_value_read_is_exactly_the_value() {
     let mut reader = cluster.client(0, 0);
     assert_eq!(reader.get(&key).unwrap(), Some(vec![5; 200]));
     let s = reader.last_stats();
-    assert_eq!((s.index_reads, s.data_reads, s.round_trips), (1, 2, 3), "{s}");
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.round_trips),
+        (1, 2, 3),
+        "{s}"
+    );
     assert_eq!(s.fabric_bytes, 8 + (32 + 128) + 200, "{s}");
 }
 

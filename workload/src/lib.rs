@@ -12,6 +12,8 @@
 //!   bench`'s measured slices run it too, with their own key distributions,
 //!   open-loop arrivals and histograms.
 //! - [`mix`]: keys, the preload and the mixed GET/PUT/DELETE source.
+//! - [`sizes`]: how long its values are ([`ValueSizes`]: fixed, uniform or
+//!   Facebook's ETC mix).
 //! - [`spec`]: what a run is asked to do ([`WorkloadSpec`]), checked first.
 //! - [`run`](mod@run): a run over client threads ([`run_workers`]):
 //!   preload, start barrier (optionally one wall-clock instant on every
@@ -40,6 +42,7 @@ pub mod metrics;
 pub mod mix;
 pub mod report;
 pub mod run;
+pub mod sizes;
 pub mod spec;
 pub mod testing;
 pub mod ycsb;
@@ -50,6 +53,7 @@ pub use history::{error_kind, history_client, monotonic_ns, Failed, HistoryRecor
 pub use latency::Latencies;
 pub use report::{KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, ServerLoad, Worker};
+pub use sizes::ValueSizes;
 pub use spec::{
     check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,
 };

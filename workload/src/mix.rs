@@ -4,9 +4,10 @@
 //! in the spec's proportions, or one of YCSB's core workloads:
 //! [`crate::ycsb`]). Every PUT, the preload's included, writes a
 //! value of its own ([`nessie_check::unique_value`]: the writing thread's
-//! history id, a sequence number and the key, at the spec's value size), so
-//! that a recorded history names the write each read returned, and a read
-//! of another key's entry shows.
+//! history id, a sequence number and the key, at a size drawn from the
+//! spec's value sizes for that write number: [`crate::sizes`]), so that a
+//! recorded history names the write each read returned, and a read of
+//! another key's entry shows.
 //!
 //! Keys are `key-<12 digits>` padded with `.` to the key size (the same keys
 //! as `nessie bench`'s).
@@ -16,6 +17,7 @@ use nessie_protocol::rng::{unit, xorshift64};
 use nessie_protocol::KvRequest;
 
 use super::driver::{Next, Source};
+use super::sizes::{size_bits, ValueSizes};
 use super::spec::WorkloadSpec;
 use super::ycsb::{YcsbDraw, YcsbGen};
 
@@ -43,10 +45,42 @@ pub struct Preload {
     step: u64,
     keys: u64,
     key_size: u32,
-    value_size: usize,
+    sizes: ValueDraw,
     writer: u64,
     key: Vec<u8>,
     value: Vec<u8>,
+}
+
+/// How one thread sizes its values: the spec's distribution and largest
+/// size, the smallest size a value may have (8 B when recorded, each
+/// value being a write of its own), and the thread's seed, so that each
+/// write's size follows from its write number alone.
+#[derive(Clone, Copy, Debug)]
+struct ValueDraw {
+    sizes: ValueSizes,
+    max: u32,
+    min: u32,
+    seed: u64,
+}
+
+impl ValueDraw {
+    fn new(spec: &WorkloadSpec, writer: u64) -> ValueDraw {
+        ValueDraw {
+            sizes: spec.value_sizes,
+            max: spec.value_size,
+            min: if spec.record {
+                nessie_check::MIN_RECORDED_VALUE_SIZE as u32
+            } else {
+                1
+            },
+            seed: spec.seed ^ writer.wrapping_mul(0xd6e8_feb8_6659_fd93),
+        }
+    }
+
+    /// The size of write number `n`.
+    fn size(&self, n: u64) -> usize {
+        self.sizes.size(self.max, self.min, size_bits(self.seed, n)) as usize
+    }
 }
 
 impl Preload {
@@ -59,7 +93,7 @@ impl Preload {
             step: step.max(1),
             keys: u64::from(spec.keys),
             key_size: spec.key_size,
-            value_size: spec.value_size as usize,
+            sizes: ValueDraw::new(spec, writer),
             writer,
             key: Vec::new(),
             value: Vec::new(),
@@ -78,7 +112,7 @@ impl Source for Preload {
             &self.key,
             self.writer,
             self.next,
-            self.value_size,
+            self.sizes.size(self.next),
         );
         self.next += self.step;
         Some(Next {
@@ -103,7 +137,7 @@ pub struct Mix {
     delete_pct: u32,
     scan_pct: u32,
     scan_len: usize,
-    value_size: usize,
+    sizes: ValueDraw,
     writer: u64,
     n: u64,
     key: Vec<u8>,
@@ -115,6 +149,13 @@ impl Mix {
     /// draws its own sequence from `spec.seed`).
     pub fn new(spec: &WorkloadSpec, node: u16, client: u16) -> Mix {
         let stream = ((u64::from(node) << 16) | u64::from(client)) + 1;
+        let writer = super::history::history_client(
+            nessie_protocol::ClientId {
+                node: nessie_protocol::NodeId(node),
+                index: client,
+            },
+            0,
+        );
         Mix {
             ycsb: spec.ycsb.map(|w| {
                 // Node and client numbers below 1,024 keep every key number
@@ -129,14 +170,8 @@ impl Mix {
             delete_pct: spec.delete_pct,
             scan_pct: spec.scan_pct,
             scan_len: spec.scan_len as usize,
-            value_size: spec.value_size as usize,
-            writer: super::history::history_client(
-                nessie_protocol::ClientId {
-                    node: nessie_protocol::NodeId(node),
-                    index: client,
-                },
-                0,
-            ),
+            sizes: ValueDraw::new(spec, writer),
+            writer,
             n: 0,
             key: Vec::new(),
             value: Vec::new(),
@@ -196,7 +231,7 @@ impl Source for Mix {
                     &self.key,
                     self.writer,
                     self.keys + n,
-                    self.value_size,
+                    self.sizes.size(self.keys + n),
                 );
                 KvRequest::Put(&self.key, &self.value)
             }

@@ -24,9 +24,16 @@ pub struct MixArgs {
     /// max_key_len`).
     #[arg(long, default_value_t = 32)]
     pub key_size: u32,
-    /// Value size in bytes (`nessie node`: at most `[store] max_value_len`).
+    /// Value size in bytes, the largest with `--value-sizes` (`nessie
+    /// node`: at most `[store] max_value_len`).
     #[arg(long, default_value_t = 256)]
     pub value_size: u32,
+    /// How value sizes are drawn: fixed (every value `--value-size` bytes),
+    /// uniform (from 1, or 8 when recording, to `--value-size`) or etc
+    /// (Facebook's ETC pool, SIGMETRICS'12: median 168 B, mean 330 B, a
+    /// long tail, cut at `--value-size`).
+    #[arg(long, value_enum, default_value_t = crate::ValueSizes::Fixed)]
+    pub value_sizes: crate::ValueSizes,
     /// Percent of GETs (the rest are PUTs, minus DELETEs).
     #[arg(long, default_value_t = 90)]
     pub get_pct: u32,
@@ -71,6 +78,7 @@ impl MixArgs {
             keys: self.keys,
             key_size: self.key_size,
             value_size: self.value_size,
+            value_sizes: self.value_sizes,
             get_pct: self.get_pct,
             delete_pct: self.delete_pct,
             duration,
@@ -96,8 +104,10 @@ pub struct WorkloadSpec {
     pub keys: u32,
     /// Key size in bytes (at least 8).
     pub key_size: u32,
-    /// Value size in bytes.
+    /// Value size in bytes (the largest, when sizes vary).
     pub value_size: u32,
+    /// How value sizes are drawn ([`crate::ValueSizes`]).
+    pub value_sizes: crate::ValueSizes,
     /// Percent of GETs.
     pub get_pct: u32,
     /// Percent of DELETEs.

@@ -154,7 +154,7 @@ impl<'a> DataTables<'a> {
             if offset < at.saturating_add(bytes) {
                 let entry = self.geometry(c).entry_bytes();
                 let rel = offset - at;
-                if entry == 0 || rel % entry != 0 {
+                if entry == 0 || !rel.is_multiple_of(entry) {
                     return None;
                 }
                 return Some(DteAddr::new(node, class, u32::try_from(rel / entry).ok()?));

@@ -217,7 +217,11 @@ impl Cx<'_> {
     /// its `value_len` bytes (padded to 8), after its key of `key_len`.
     pub(crate) fn read_value(&mut self, dte: DteAddr, key_len: usize, value_len: usize) -> usize {
         let l = self.client.cfg.data_tables().layout_of(dte);
-        let op = self.dte_op(dte, l.value_start(key_len), (value_len as u64).div_ceil(8) * 8);
+        let op = self.dte_op(
+            dte,
+            l.value_start(key_len),
+            (value_len as u64).div_ceil(8) * 8,
+        );
         self.io.issue(op)
     }
 
