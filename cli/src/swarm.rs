@@ -66,6 +66,12 @@ pub struct SwarmArgs {
     /// case as without it. A baseline's cases are unchanged.
     #[arg(long)]
     pub buckets: bool,
+    /// Nessie's data tables in size classes (`SwarmCase::with_size_classes`:
+    /// a ladder of classes as large as the main table, values of uniform
+    /// sizes up to 24, 64 or 160 B), every other draw of each case as
+    /// without it. A baseline's cases are unchanged.
+    #[arg(long)]
+    pub size_classes: bool,
 }
 
 fn describe(run: &CaseRun) {
@@ -106,6 +112,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         if args.buckets {
             case = case.with_buckets();
         }
+        if args.size_classes {
+            case = case.with_size_classes();
+        }
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -119,8 +128,12 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let (late, late_requests, buckets) =
-        (args.late_landing, args.late_request_landings, args.buckets);
+    let (late, late_requests, buckets, classes) = (
+        args.late_landing,
+        args.late_request_landings,
+        args.buckets,
+        args.size_classes,
+    );
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
@@ -135,6 +148,9 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         }
         if buckets {
             *c = c.clone().with_buckets();
+        }
+        if classes {
+            *c = c.clone().with_size_classes();
         }
     })
     .map_err(|e| e.to_string())?;

@@ -249,8 +249,11 @@ pub struct SimSpec {
     pub keys: u64,
     /// Key size in bytes.
     pub key_size: u32,
-    /// Value size in bytes.
+    /// Value size in bytes (the largest, when sizes vary).
     pub value_size: u32,
+    /// How value sizes are drawn, per write from the seed (fixed: every
+    /// value `value_size` bytes).
+    pub value_sizes: nessie_workload::ValueSizes,
     /// Percentage of GETs (the rest are PUTs of existing keys).
     pub get_pct: u32,
     /// Percentage of range scans (Cell only; taken from the PUTs' share):
@@ -348,6 +351,11 @@ pub struct Tuning {
     /// counted.
     #[serde(default)]
     pub op_timeout_us: Option<u64>,
+    /// Size classes below the main one: the ladder of
+    /// `nessie_systems::sizing::class_ladder`, each class with as many
+    /// entries as the main table (default: one class).
+    #[serde(default)]
+    pub size_classes: Option<bool>,
 }
 
 impl Default for SimSpec {
@@ -369,6 +377,7 @@ impl Default for SimSpec {
             keys: 1000,
             key_size: 32,
             value_size: 256,
+            value_sizes: nessie_workload::ValueSizes::Fixed,
             get_pct: 50,
             scan_pct: 0,
             zipf_theta: None,
@@ -738,6 +747,15 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         cfg.index_slots_per_node = cfg
             .index_slots_per_node
             .next_multiple_of(u32::from(cfg.bucket_slots.max(1)));
+    }
+    if t.size_classes == Some(true) {
+        cfg.size_classes = nessie_systems::sizing::class_ladder(cfg.layout().entry_bytes())
+            .into_iter()
+            .map(|entry_bytes| nessie_protocol::layout::SizeClass {
+                entry_bytes,
+                dtes_per_node: cfg.dtes_per_node,
+            })
+            .collect();
     }
     cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);
     cfg.cache_capacity = t.cache_capacity.unwrap_or(d.cache_capacity);

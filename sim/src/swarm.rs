@@ -99,6 +99,9 @@ pub struct SwarmCase {
     /// Percentage of range scans (Cell only).
     #[serde(default)]
     pub scan_pct: u32,
+    /// How value sizes are drawn (fixed unless the case has size classes).
+    #[serde(default)]
+    pub value_sizes: nessie_workload::ValueSizes,
 }
 
 /// NessieHY's optional GET optimisations in a case (the baselines'
@@ -228,6 +231,7 @@ impl SwarmCase {
             initial_backoff_us: None,
             max_backoff_us: None,
             op_timeout_us: None,
+            size_classes: None,
         };
         let get_pct = 20 + d.below(50) as u32;
         let mut case = SwarmCase {
@@ -251,6 +255,7 @@ impl SwarmCase {
             server_faults: ServerFaults::default(),
             cell: CellShape::default(),
             scan_pct: 0,
+            value_sizes: nessie_workload::ValueSizes::Fixed,
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -490,6 +495,23 @@ impl SwarmCase {
         self
     }
 
+    /// This case with size classes (Nessie only; issue 41): a ladder of
+    /// classes below the main one, each with as many entries as it (few:
+    /// reuse within each class is the point), and values of uniform sizes
+    /// up to 24, 64 or 160 bytes, so that updates move keys between
+    /// classes and MIGRATEs copy entries of each. Drawn from a dice stream
+    /// of its own: every other draw of the case stays.
+    pub fn with_size_classes(mut self) -> SwarmCase {
+        if self.system != SystemKind::Nessie {
+            return self;
+        }
+        let mut d = Dice::new(self.seed.wrapping_mul(0xbb67_ae85_84ca_a73b) ^ 0x5123_c1a5);
+        self.value_size = pick(&mut d, &[24u32, 64, 160]);
+        self.value_sizes = nessie_workload::ValueSizes::Uniform;
+        self.tuning.size_classes = Some(true);
+        self
+    }
+
     /// This case with late landings unbounded for the request channels of
     /// NessieSD, NessieHY, Pilaf and Cell, whose outcomes rest on no landing
     /// time: mutations that reach their responder after their landing
@@ -535,6 +557,7 @@ impl SwarmCase {
             server_faults: self.server_faults,
             cell: self.cell,
             scan_pct: self.scan_pct,
+            value_sizes: self.value_sizes,
             ..SimSpec::default()
         }
     }

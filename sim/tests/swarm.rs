@@ -172,6 +172,49 @@ fn buckets_survive_the_fault_mixes_and_their_broken_verifications_are_caught() {
 const FOUND_IN_BUCKETS: [(&str, u64); 2] =
     [("skip-put-verify", 2), ("verify-other-buckets-only", 31)];
 
+/// The same fault mixes with Nessie's data tables in size classes
+/// (`SwarmCase::with_size_classes`: a ladder of classes, values of uniform
+/// sizes, so that updates move keys between classes; `nessie swarm
+/// --size-classes`): the correct protocol passes 1,000 of them (50,000
+/// from the CLI), and a recycle mark that forgets its entry's class
+/// (`mark-by-main-class-offset`) is caught by the I4 watch: it marks a
+/// linked entry of the main table.
+#[test]
+fn size_classes_survive_the_fault_mixes_and_their_broken_mark_is_caught() {
+    let _limit = time_limit(
+        "size_classes_survive_the_fault_mixes_and_their_broken_mark_is_caught",
+        "0..1000",
+        Duration::from_secs(120),
+    );
+    let s = swarm_with(0..1_000, Faults::default(), false, |c| {
+        *c = c.clone().with_size_classes();
+    })
+    .unwrap();
+    common::no_failure(&s, "nessie in size classes");
+    assert_eq!(s.passed, 1_000);
+    assert_eq!(s.inconclusive, 0, "{s:?}");
+    assert!(s.migrations > 50, "{s:?}");
+    assert!(s.crashes > 1_000 && s.torn > 10_000, "{s:?}");
+    let (name, first) = FOUND_IN_SIZE_CLASSES;
+    let s = swarm_with(0..first + 1, faults(name), true, |c| {
+        *c = c.clone().with_size_classes();
+    })
+    .unwrap();
+    let failure = s
+        .failure
+        .unwrap_or_else(|| panic!("{name}: not caught in seeds 0..={first}"));
+    assert_eq!(failure.case.seed, first, "{name}");
+    assert!(
+        matches!(&failure.verdict, Verdict::Fail(m) if m.contains("a linked entry was marked for recycling")),
+        "{name}: {:?}",
+        failure.verdict
+    );
+}
+
+/// The broken mark the size-class swarm finds, and the first seed that
+/// shows it (searching from seed 0).
+const FOUND_IN_SIZE_CLASSES: (&str, u64) = ("mark-by-main-class-offset", 1);
+
 /// Broken variants the swarm finds within a few hundred seeds, and the
 /// first seed that shows each (searching from seed 0).
 const FOUND_FROM_ZERO: [(&str, u64); 11] = [

@@ -83,6 +83,19 @@ impl Engine {
 
     /// Writes the preloaded keys once, executing each request at once (no
     /// time).
+    /// The size of the next value written (write number `next_value`),
+    /// drawn from the spec's value sizes and seed alone, so that fixed
+    /// sizes leave every other draw of the run as it was.
+    fn value_size(&self) -> usize {
+        let min = if self.spec.record_history {
+            nessie_check::MIN_RECORDED_VALUE_SIZE as u32
+        } else {
+            1
+        };
+        let bits = nessie_workload::sizes::size_bits(self.spec.seed, self.next_value);
+        self.spec.value_sizes.size(self.spec.value_size, min, bits) as usize
+    }
+
     pub(super) fn preload(&mut self) -> Result<(), SimError> {
         let n = self.clients.len() as u64;
         let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
@@ -93,7 +106,7 @@ impl Engine {
                 &key_of(k, self.spec.key_size),
                 k % n,
                 self.next_value,
-                self.spec.value_size as usize,
+                self.value_size(),
             );
             self.next_value += 1;
             let c = &mut self.clients[(k % n) as usize];
@@ -258,7 +271,7 @@ impl Engine {
             &key_of(key, spec.key_size),
             c as u64,
             self.next_value,
-            spec.value_size as usize,
+            self.value_size(),
         );
         self.next_value += 1;
         let request = kind.request(key, value, spec.key_size);
