@@ -728,7 +728,7 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
                     a.leaked,
                     a.admitted,
                     a.counted,
-                    crate::audit::LEAKS_PER_CRASH,
+                    a.per_crash,
                     a.crashes,
                     a.leaks.join("; ")
                 )),
