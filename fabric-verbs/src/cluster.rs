@@ -20,6 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use nessie_protocol::layout::SizeClass;
 use nessie_protocol::{Config, ConfigError, NodeId, Topology};
 use serde::Deserialize;
 
@@ -127,7 +128,7 @@ pub struct Regions {
 }
 
 /// The protocol's table shape, identical on every node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Store {
     /// Largest key in bytes.
@@ -153,6 +154,24 @@ pub struct Store {
     /// mutation must take effect within it (A2). Default: 10 ms, at most a
     /// quarter of `expiration_ms`.
     pub deadline_margin_ms: Option<u64>,
+    /// Size classes below the main one (docs/protocol.md §2.3), ascending
+    /// by entry size, each taking `percent` of the data region; the main
+    /// class (entries for the longest key and the largest value) takes
+    /// the rest. Empty: one class, every entry sized for the largest.
+    pub size_classes: Vec<ClassShare>,
+}
+
+/// One size class of `[store] size_classes`: its entry size and its share
+/// of each node's data region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassShare {
+    /// Bytes of each entry (header, key and value; a multiple of 8, at
+    /// least 40).
+    pub entry_bytes: u32,
+    /// Percent of the data region the class's table takes (1 to 99; all
+    /// classes together below 100, the main class taking the rest).
+    pub percent: u8,
 }
 
 impl Default for Store {
@@ -168,6 +187,7 @@ impl Default for Store {
             expiration_ms: 200,
             clock_skew_ms: 1,
             deadline_margin_ms: None,
+            size_classes: Vec::new(),
         }
     }
 }
@@ -631,9 +651,32 @@ impl ClusterFile {
             Some(ms) => Duration::from_millis(ms),
             None => cfg.deadline_margin.min(cfg.expiration / 4),
         };
-        let entry = cfg.layout().entry_bytes().max(1);
-        let dtes = (self.regions.data_bytes_per_node / entry).min(u64::from(u32::MAX));
-        cfg.dtes_per_node = dtes as u32;
+        let bytes = self.regions.data_bytes_per_node;
+        let taken: u64 = s.size_classes.iter().map(|c| u64::from(c.percent)).sum();
+        if s.size_classes.iter().any(|c| c.percent == 0) || taken >= 100 {
+            return Err(ClusterError::OutOfRange {
+                field: "[store] size_classes",
+                value: format!("{taken} percent in all"),
+                reason: "each class's percent at least 1, all classes together below 100 \
+                         (the main class takes the rest)",
+            });
+        }
+        let entries = |share: u64, entry: u64| {
+            (bytes / 100 * share / entry.max(1)).min(u64::from(u32::MAX)) as u32
+        };
+        cfg.size_classes = s
+            .size_classes
+            .iter()
+            .map(|c| SizeClass {
+                entry_bytes: c.entry_bytes,
+                dtes_per_node: entries(u64::from(c.percent), u64::from(c.entry_bytes)),
+            })
+            .collect();
+        cfg.dtes_per_node = if s.size_classes.is_empty() {
+            (bytes / cfg.layout().entry_bytes().max(1)).min(u64::from(u32::MAX)) as u32
+        } else {
+            entries(100 - taken, cfg.layout().entry_bytes())
+        };
         Ok(cfg)
     }
 
@@ -662,7 +705,15 @@ impl ClusterFile {
     pub fn fingerprint(&self) -> u64 {
         // FNV-1a over a canonical rendering: stable across builds and hosts.
         // A Nessie cluster renders exactly as before systems existed.
-        let mut text = format!("{:?}|{:?}", self.regions, self.store);
+        let classes = &self.store.size_classes;
+        let shape = Store {
+            size_classes: Vec::new(),
+            ..self.store.clone()
+        };
+        let mut text = format!("{:?}|{:?}", self.regions, shape);
+        if !classes.is_empty() {
+            text.push_str(&format!("|classes={classes:?}"));
+        }
         for n in &self.nodes {
             text.push_str(&format!("|{}@{}:{}", n.id, n.address, n.port));
         }
@@ -743,6 +794,56 @@ mod tests {
         assert!(e.contains("index_slots_per_node"), "{e}");
         let e = ClusterFile::parse(&store(9)).unwrap_err().to_string();
         assert!(e.contains("bucket_slots"), "{e}");
+    }
+
+    /// `[store] size_classes` splits the data region: each class its
+    /// percent, the main class the rest; classes change the fingerprint
+    /// (an empty list is no classes); bad
+    /// shares and bad classes are refused, naming the field.
+    #[test]
+    fn size_classes_split_the_data_region() {
+        let node = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n";
+        let file = |classes: &str| {
+            format!(
+                "{}[store]\nmax_value_len = 1000\n{classes}{node}",
+                with_nodes("")
+            )
+        };
+        let plain = ClusterFile::parse(&file("")).unwrap();
+        let classes = "size_classes = [{ entry_bytes = 64, percent = 40 }, { entry_bytes = 256, percent = 30 }]\n";
+        let f = ClusterFile::parse(&file(classes)).unwrap();
+        let cfg = f.protocol_config().unwrap();
+        cfg.validate().unwrap();
+        let bytes = f.regions.data_bytes_per_node;
+        assert_eq!(cfg.size_classes.len(), 2);
+        assert_eq!(
+            u64::from(cfg.size_classes[0].dtes_per_node),
+            bytes / 100 * 40 / 64
+        );
+        assert_eq!(
+            u64::from(cfg.size_classes[1].dtes_per_node),
+            bytes / 100 * 30 / 256
+        );
+        assert_eq!(
+            u64::from(cfg.dtes_per_node),
+            bytes / 100 * 30 / cfg.layout().entry_bytes()
+        );
+        assert!(cfg.topology().data_bytes_per_node <= bytes);
+        assert_ne!(plain.fingerprint(), f.fingerprint());
+        let plain_again = ClusterFile::parse(&file("size_classes = []\n")).unwrap();
+        assert_eq!(plain.fingerprint(), plain_again.fingerprint());
+        let e = ClusterFile::parse(&file(
+            "size_classes = [{ entry_bytes = 64, percent = 100 }]\n",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("size_classes"), "{e}");
+        let e = ClusterFile::parse(&file(
+            "size_classes = [{ entry_bytes = 60, percent = 10 }]\n",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("size_classes"), "{e}");
     }
 
     /// The type of service is set only when configured: unset, the host's
