@@ -43,6 +43,10 @@ pub enum Experiment {
     CellMixed,
     /// Range scans of 1, 10 and 50 entries with 5 % inserts (YCSB-E-like).
     CellScan,
+    /// Values of Facebook's ETC mix (up to 16 KiB) and YCSB's fixed 1 KiB:
+    /// Nessie with fixed entries and with size classes beside the other
+    /// systems, throughput and memory per byte stored (issue 41).
+    SizeMix,
 }
 
 impl Experiment {
@@ -60,6 +64,7 @@ impl Experiment {
             Experiment::CellSpike => "cell-spike",
             Experiment::CellMixed => "cell-mixed",
             Experiment::CellScan => "cell-scan",
+            Experiment::SizeMix => "size-mix",
         }
     }
 
@@ -112,6 +117,8 @@ Experiments (--experiment NAME):
   cell-spike      Cell Fig. 7: open-loop searches at a base load, a 2.5x load spike, and back
   cell-mixed      Cell Fig. 9: get/put mixes incl. YCSB-A/B and 100 % insert, server-side only vs selector
   cell-scan       Cell range scans of 1/10/50 entries with 5 % inserts (YCSB-E-like)
+  size-mix        Facebook's ETC value sizes (up to --value-size, 16 KiB) and YCSB's 1 KiB: Nessie in fixed
+                  entries and in size classes beside the others, throughput and memory per byte stored
 The cell-* experiments run Cell variants only (--systems does not apply).
 Systems: nessie, nessie-sd, nessie-hy, pilaf, cell (locality selector), cell-server, cell-client.
 Without --experiment: one mixed workload on every selected system.
@@ -149,6 +156,10 @@ pub struct BenchArgs {
     /// of Figs 13, 4 and 14).
     #[arg(long, value_parser = parse_size)]
     pub value_size: Option<u64>,
+    /// How value sizes are drawn (at most the value size): fixed, uniform,
+    /// or etc (Facebook's ETC pool). size-mix sets its own.
+    #[arg(long, value_enum, default_value_t = nessie_workload::ValueSizes::Fixed)]
+    pub value_sizes: nessie_workload::ValueSizes,
     /// Percent of GETs; the rest are PUTs of existing keys.
     #[arg(long, default_value_t = 90.0)]
     pub get_pct: f64,
@@ -276,20 +287,26 @@ impl BenchArgs {
 
     /// Key size: `--key-size`, else the experiment's default.
     pub fn key_size(&self) -> u64 {
-        self.key_size
-            .unwrap_or(if self.experiment.is_some_and(Experiment::is_cell) {
+        self.key_size.unwrap_or(
+            if self.experiment.is_some_and(Experiment::is_cell)
+                || self.experiment == Some(Experiment::SizeMix)
+            {
                 32
             } else {
                 128
-            })
+            },
+        )
     }
 
     /// The value size: `--value-size`, else the experiment's paper setting.
     pub fn value_size(&self) -> u64 {
         self.value_size.unwrap_or(match self.experiment {
-            Some(Experiment::Breakdown | Experiment::CpuContention | Experiment::CpuLoad) => {
-                16 << 10
-            }
+            Some(
+                Experiment::Breakdown
+                | Experiment::CpuContention
+                | Experiment::CpuLoad
+                | Experiment::SizeMix,
+            ) => 16 << 10,
             _ => 256,
         })
     }

@@ -139,6 +139,10 @@ struct BenchSource<'a> {
     gen: OpGen,
     w: &'a Workload,
     value: &'a [u8],
+    /// Values written so far (each PUT's size is drawn from its number and
+    /// the thread's seed: [`Workload::value_len`]).
+    puts: u64,
+    seed: u64,
     key: Vec<u8>,
     /// Arrivals per second of this thread (0: closed loop).
     rate: f64,
@@ -159,7 +163,11 @@ impl Source for BenchSource<'_> {
         write_key(&mut self.key, k, self.w.key_size);
         let op = match kind {
             Draw::Get => KvRequest::Get(&self.key),
-            Draw::Put => KvRequest::Put(&self.key, self.value),
+            Draw::Put => {
+                let len = self.w.value_len(self.seed, self.puts);
+                self.puts += 1;
+                KvRequest::Put(&self.key, &self.value[..len])
+            }
             Draw::Scan if self.scans => KvRequest::Scan {
                 from: &self.key,
                 to: None,
@@ -249,6 +257,8 @@ fn slice(
                         gen: OpGen::with_zipf(w, zipf.clone(), nodes, id.node.0, id.index, stream),
                         w,
                         value,
+                        puts: 0,
+                        seed: w.seed ^ (u64::from(id.node.0) << 16 | u64::from(id.index)) ^ stream,
                         key: Vec::with_capacity(w.key_size as usize),
                         rate: per_client_rate,
                         next: None,

@@ -66,6 +66,17 @@ fn params(kv: &[(&str, f64)]) -> BTreeMap<String, f64> {
 
 /// The base workload and store configuration for values of `value_size`.
 fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchError> {
+    shape_of(args, value_size, args.value_sizes, false)
+}
+
+/// The workload and store configuration for values of up to `value_size`
+/// bytes drawn from `value_sizes`, in size classes or not.
+fn shape_of(
+    args: &BenchArgs,
+    value_size: u32,
+    value_sizes: nessie_workload::ValueSizes,
+    size_classes: bool,
+) -> Result<(Workload, Config), BenchError> {
     let budget = args.data_budget_mib << 20;
     let keys = args
         .keys
@@ -77,8 +88,8 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         keys,
         key_size: args.key_size() as u32,
         value_size,
-        value_sizes: nessie_workload::ValueSizes::Fixed,
-        size_classes: false,
+        value_sizes,
+        size_classes,
         load_factor: args.load_factor,
         migrate_depth: 6,
         expiration: Duration::from_millis(args.expiration_ms),
@@ -87,6 +98,7 @@ fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchE
         keys,
         key_size: args.key_size() as u32,
         value_size,
+        value_sizes,
         get_pct: args.get_pct,
         distribution: args.distribution(),
         zipf_theta: args.zipf_theta,
@@ -346,8 +358,56 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group>, Be
             }
             vec![one(plain(kinds, &cfg, &w, args), points)]
         }
+        Some(Experiment::SizeMix) => size_mix_groups(args, kinds)?,
         Some(e) => cell_groups(args, e, &w),
     })
+}
+
+/// size-mix: Facebook's ETC value sizes up to the value size (16 KiB by
+/// default) and YCSB's fixed 1 KiB, each a group of Nessie in fixed entries
+/// and in size classes (provisioned for the mix) beside the other selected
+/// key-value systems in their fixed slots, at `--get-pct`.
+fn size_mix_groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group>, BenchError> {
+    use nessie_workload::ValueSizes;
+    let mut groups = Vec::new();
+    for (sizes, max) in [
+        (ValueSizes::Etc, args.value_size() as u32),
+        (ValueSizes::Fixed, 1 << 10),
+    ] {
+        let (w, fixed) = shape_of(args, max, sizes, false)?;
+        let (_, classes) = shape_of(args, max, sizes, true)?;
+        let workers = args.server_workers;
+        let variants = kinds
+            .iter()
+            .flat_map(|&k| match k {
+                SystemChoice::Kv(KvSystem::Nessie) => vec![
+                    Variant::plain(KvSystem::Nessie, &fixed, workers)
+                        .tuned("nessie fixed", |_, _| {}),
+                    Variant::plain(KvSystem::Nessie, &classes, workers)
+                        .tuned("nessie classes", |_, _| {}),
+                ],
+                SystemChoice::Kv(k) => vec![Variant::plain(k, &fixed, workers)],
+                SystemChoice::Cell(_) => Vec::new(),
+            })
+            .collect();
+        let label = match sizes {
+            ValueSizes::Fixed => format!("values of {max} B, {}% GET", w.get_pct),
+            _ => format!("{sizes} values up to {max} B, {}% GET", w.get_pct),
+        };
+        let code = if sizes == ValueSizes::Fixed { 0.0 } else { 1.0 };
+        let p = point(
+            label,
+            params(&[("etc", code), ("value_size", f64::from(max))]),
+            plan(args, w.clone()),
+        );
+        groups.push(Group {
+            variants,
+            preload: w,
+            points: vec![p],
+            latency_us: None,
+        });
+    }
+    Ok(groups)
 }
 
 /// Client counts of cell-clients (Fig. 4: 1 to 12 client processes).

@@ -54,11 +54,28 @@ pub struct SystemResult {
     pub server_requests: u64,
     /// Errors the server workers met.
     pub server_errors: Vec<String>,
+    /// What Nessie's store held after the point (`None` for the other
+    /// systems): keys, bytes stored, bytes of their entries, bytes reserved.
+    pub memory: Option<MemoryUse>,
+}
+
+/// A store's memory per byte of keys and values it holds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MemoryUse {
+    /// Keys held.
+    pub keys: u64,
+    /// Bytes of their keys and values.
+    pub stored_bytes: u64,
+    /// Bytes of the data table entries holding them, per byte stored.
+    pub entry_overhead: f64,
+    /// Bytes of index and data regions reserved, per byte stored.
+    pub reserved_overhead: f64,
 }
 
 impl SystemResult {
-    /// The result of `sys` from `acc`; `value_size` for the goodput.
-    pub fn new(sys: &Started, acc: &SysAcc, value_size: u32) -> SystemResult {
+    /// The result of `sys` from `acc`; `value_bytes` (the mean value
+    /// length) for the goodput.
+    pub fn new(sys: &Started, acc: &SysAcc, value_bytes: f64) -> SystemResult {
         let secs = acc.wall.as_secs_f64();
         let ops = acc.get.ops + acc.put.ops + acc.scan.ops;
         let per_s = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
@@ -74,7 +91,7 @@ impl SystemResult {
             seconds: secs,
             ops,
             throughput: per_s(ops as f64),
-            goodput_bytes_per_s: per_s((acc.get.found + acc.put.ok) as f64 * f64::from(value_size)),
+            goodput_bytes_per_s: per_s((acc.get.found + acc.put.ok) as f64 * value_bytes),
             ratio: None,
             get: acc.get.report(),
             put: acc.put.report(),
@@ -90,6 +107,12 @@ impl SystemResult {
             cores_busy: per_s(cpu),
             server_requests: acc.server_requests,
             server_errors: sys.deployment.server_errors(),
+            memory: sys.deployment.footprint().map(|f| MemoryUse {
+                keys: f.keys,
+                stored_bytes: f.stored,
+                entry_overhead: f.entry_overhead(),
+                reserved_overhead: f.reserved_overhead(),
+            }),
         }
     }
 }
@@ -142,6 +165,7 @@ pub fn compact(p: &PointResult) -> String {
     // Columns only ordered stores have: scans, and Cell's server-side share.
     let scans = p.systems.iter().any(|r| r.scan.is_some());
     let share = p.systems.iter().any(|r| r.server_share_pct.is_some());
+    let memory = p.systems.iter().any(|r| r.memory.is_some());
     let _ = write!(
         s,
         "{:<18} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>7} {:>6}",
@@ -163,6 +187,9 @@ pub fn compact(p: &PointResult) -> String {
     }
     if share {
         let _ = write!(s, " {:>7}", "srv %");
+    }
+    if memory {
+        let _ = write!(s, " {:>9} {:>9}", "entry B/B", "rsvd B/B");
     }
     let _ = writeln!(s);
     for r in &p.systems {
@@ -201,6 +228,15 @@ pub fn compact(p: &PointResult) -> String {
                 " {:>7}",
                 r.server_share_pct.map_or("-".into(), |x| format!("{x:.0}"))
             );
+        }
+        if memory {
+            let (e, r) = r.memory.map_or(("-".into(), "-".into()), |m| {
+                (
+                    format!("{:.2}", m.entry_overhead),
+                    format!("{:.1}", m.reserved_overhead),
+                )
+            });
+            let _ = write!(s, " {e:>9} {r:>9}");
         }
         let _ = writeln!(s);
     }

@@ -16,6 +16,8 @@ use nessie_protocol::KvClient;
 use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
 use nessie_protocol::{Request, Response};
 
+use nessie_systems::sizing::Footprint;
+
 use crate::cell::CellSpec;
 use crate::error::BenchError;
 use crate::pipe::PipeClient;
@@ -127,6 +129,11 @@ pub trait Servers: Send + Sync {
     fn stop(&mut self);
     /// Waits until background work (Cell's meganode splits) is done.
     fn settle(&self) {}
+    /// What Nessie's store holds, read from its memory at rest (`None` for
+    /// the other systems, whose layouts differ).
+    fn footprint(&self) -> Option<Footprint> {
+        None
+    }
 }
 
 impl Servers for Deployment<SimFabric> {
@@ -150,6 +157,14 @@ impl Servers for Deployment<SimFabric> {
     }
     fn stop(&mut self) {
         Deployment::stop(self)
+    }
+    fn footprint(&self) -> Option<Footprint> {
+        let sys = self.system();
+        (sys.kind == KvSystem::Nessie).then(|| {
+            Footprint::measure(&sys.store, |node, region, offset, len| {
+                self.fabric().read_bytes(node, region, offset, len).ok()
+            })
+        })
     }
 }
 
@@ -385,9 +400,10 @@ impl Started {
                         if let AnyClient::Pipe(p) = c {
                             // All at once, so that they spread over the
                             // pipeline's clients (and their data tables).
-                            let reqs = (0..w.keys)
-                                .filter(|&k| mine(k))
-                                .map(|k| Request::Put(key_of(k, w.key_size), value.clone()));
+                            let reqs = (0..w.keys).filter(|&k| mine(k)).map(|k| {
+                                let len = w.value_len(w.seed, k);
+                                Request::Put(key_of(k, w.key_size), value[..len].to_vec())
+                            });
                             return p.run_all(reqs).into_iter().find_map(|r| {
                                 r.err().map(|e| {
                                     abort.store(true, Ordering::Relaxed);
@@ -402,7 +418,8 @@ impl Started {
                             if abort.load(Ordering::Relaxed) {
                                 return None;
                             }
-                            if let Err(e) = c.put(&key_of(k, w.key_size), value) {
+                            let len = w.value_len(w.seed, k);
+                            if let Err(e) = c.put(&key_of(k, w.key_size), &value[..len]) {
                                 abort.store(true, Ordering::Relaxed);
                                 let dbg = match c {
                                     AnyClient::Cell(c) => format!("{:?}", c.stats()),

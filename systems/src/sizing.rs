@@ -76,8 +76,9 @@ pub fn store_config(shape: &Shape) -> Result<Config, ConfigError> {
     }
     // Each class gets its share of the entries a client needs (the share
     // of the run's writes that land in it, measured over 100,000 draws),
-    // with the same slack, at least a few entries (2 for classes past 64
-    // KiB, 16 below).
+    // with the same slack and four standard deviations more (a class that
+    // takes few writes sees bursts), at least a few entries (2 for classes
+    // past 64 KiB, 16 below).
     let ladder = class_ladder(cfg.layout().entry_bytes());
     cfg.size_classes = ladder
         .iter()
@@ -102,7 +103,8 @@ pub fn store_config(shape: &Shape) -> Result<Config, ConfigError> {
         } else {
             16
         };
-        per_node(((need * share).ceil() as u64).max(floor))
+        let mean = need * share;
+        per_node(((mean + 4.0 * mean.sqrt()).ceil() as u64).max(floor))
     };
     let counts: Vec<u32> = shares
         .iter()

@@ -134,7 +134,7 @@ fn run_group(
         let results: Vec<SystemResult> = systems
             .iter()
             .zip(&accs)
-            .map(|(s, a)| SystemResult::new(s, a, plan.workload.value_size))
+            .map(|(s, a)| SystemResult::new(s, a, plan.workload.mean_value_len()))
             .collect();
         if p.load.is_none() && p.load_of.is_none() {
             peaks = results.iter().map(|r| r.throughput).collect();

@@ -319,6 +319,16 @@ pub fn write_all(
                 false,
             )?;
         }
+        Some(Experiment::SizeMix) => {
+            chart(
+                "size-mix.svg",
+                "Value size mixes: fixed entries vs size classes",
+                "value mix (0: 1 KiB fixed, 1: ETC)",
+                "kops/s",
+                by_system(points, |_| true, |p| param(p, "etc"), kops),
+                false,
+            )?;
+        }
         Some(Experiment::CellScan) => {
             chart(
                 "cell-scan.svg",
