@@ -45,6 +45,25 @@ fn value_sweep_covers_256_b_to_128_kib_at_three_get_ratios() {
     }
 }
 
+/// size-mix: ETC values and YCSB's 1 KiB, Nessie in fixed entries and in
+/// size classes beside another system; only Nessie reports its memory, and
+/// classes hold the ETC mix in far fewer entry bytes per byte stored.
+#[test]
+fn size_mix_compares_fixed_entries_with_size_classes() {
+    let v = experiment("size-mix", "nessie,nessie-hy");
+    let ps = points(&v);
+    assert_eq!(ps.len(), 2);
+    assert_eq!(f(&v, "/points/0/params/etc"), 1.0);
+    assert_eq!(f(&v, "/points/1/params/value_size"), 1024.0);
+    assert_eq!(v["points"][0]["systems"][0]["label"], "nessie fixed");
+    assert_eq!(v["points"][0]["systems"][1]["label"], "nessie classes");
+    assert!(v["points"][0]["systems"][2]["memory"].is_null());
+    let fixed = f(&v, "/points/0/systems/0/memory/entry_overhead");
+    let classes = f(&v, "/points/0/systems/1/memory/entry_overhead");
+    assert!(classes < 1.5 && fixed > 10.0, "{classes} vs {fixed}");
+    assert!(f(&v, "/points/0/systems/1/memory/keys") > 0.0);
+}
+
 #[test]
 fn zipf_compares_uniform_and_zipf() {
     let v = experiment("zipf", "nessie,nessie-hy");
