@@ -195,3 +195,32 @@ fn classes_out_of_order_too_many_or_too_large_are_refused() {
     .contains("size_classes"));
     assert!(bad(|c| c.nodes = 1023).contains("nodes"));
 }
+
+/// Several MiB and a few bytes in one deployment: a 3 MiB value in the
+/// main class of 4 MiB entries, a 10-byte one in a 64-byte class, each read
+/// back whole by a remote client; the 4 MiB class is not paid by the small
+/// value.
+#[test]
+fn mebibytes_and_bytes_live_side_by_side() {
+    let cfg = Config {
+        nodes: 2,
+        clients_per_node: 1,
+        dtes_per_node: 4,
+        max_value_len: 4 << 20,
+        size_classes: vec![SizeClass {
+            entry_bytes: 64,
+            dtes_per_node: 64,
+        }],
+        ..Config::default()
+    };
+    let cluster = SimCluster::new(cfg);
+    let mut writer = cluster.client(0, 0);
+    let big: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+    writer.put(b"big", &big).unwrap();
+    writer.put(b"small", b"ten bytes!").unwrap();
+    let mut reader = cluster.client(1, 0);
+    assert_eq!(reader.get(b"big").unwrap(), Some(big));
+    assert_eq!(reader.get(b"small").unwrap(), Some(b"ten bytes!".to_vec()));
+    assert_eq!(linked(&cluster, b"big").dte().unwrap().class(), 0);
+    assert_eq!(linked(&cluster, b"small").dte().unwrap().class(), 1);
+}
