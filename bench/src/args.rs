@@ -158,8 +158,8 @@ pub struct BenchArgs {
     pub value_size: Option<u64>,
     /// How value sizes are drawn (at most the value size): fixed, uniform,
     /// or etc (Facebook's ETC pool). size-mix sets its own.
-    #[arg(long, value_enum, default_value_t = nessie_workload::ValueSizes::Fixed)]
-    pub value_sizes: nessie_workload::ValueSizes,
+    #[arg(long, value_enum, default_value_t = nessie_workload::ValueMix::Fixed)]
+    pub value_mix: nessie_workload::ValueMix,
     /// Percent of GETs; the rest are PUTs of existing keys.
     #[arg(long, default_value_t = 90.0)]
     pub get_pct: f64,

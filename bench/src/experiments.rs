@@ -66,15 +66,15 @@ fn params(kv: &[(&str, f64)]) -> BTreeMap<String, f64> {
 
 /// The base workload and store configuration for values of `value_size`.
 fn shape(args: &BenchArgs, value_size: u32) -> Result<(Workload, Config), BenchError> {
-    shape_of(args, value_size, args.value_sizes, false)
+    shape_of(args, value_size, args.value_mix, false)
 }
 
 /// The workload and store configuration for values of up to `value_size`
-/// bytes drawn from `value_sizes`, in size classes or not.
+/// bytes drawn from `value_mix`, in size classes or not.
 fn shape_of(
     args: &BenchArgs,
     value_size: u32,
-    value_sizes: nessie_workload::ValueSizes,
+    value_mix: nessie_workload::ValueMix,
     size_classes: bool,
 ) -> Result<(Workload, Config), BenchError> {
     let budget = args.data_budget_mib << 20;
@@ -88,7 +88,7 @@ fn shape_of(
         keys,
         key_size: args.key_size() as u32,
         value_size,
-        value_sizes,
+        value_mix,
         size_classes,
         load_factor: args.load_factor,
         migrate_depth: 6,
@@ -98,7 +98,7 @@ fn shape_of(
         keys,
         key_size: args.key_size() as u32,
         value_size,
-        value_sizes,
+        value_mix,
         get_pct: args.get_pct,
         distribution: args.distribution(),
         zipf_theta: args.zipf_theta,
@@ -368,11 +368,11 @@ pub fn groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group>, Be
 /// and in size classes (provisioned for the mix) beside the other selected
 /// key-value systems in their fixed slots, at `--get-pct`.
 fn size_mix_groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group>, BenchError> {
-    use nessie_workload::ValueSizes;
+    use nessie_workload::ValueMix;
     let mut groups = Vec::new();
     for (sizes, max) in [
-        (ValueSizes::Etc, args.value_size() as u32),
-        (ValueSizes::Fixed, 1 << 10),
+        (ValueMix::Etc, args.value_size() as u32),
+        (ValueMix::Fixed, 1 << 10),
     ] {
         let (w, fixed) = shape_of(args, max, sizes, false)?;
         let (_, classes) = shape_of(args, max, sizes, true)?;
@@ -391,10 +391,10 @@ fn size_mix_groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group
             })
             .collect();
         let label = match sizes {
-            ValueSizes::Fixed => format!("values of {max} B, {}% GET", w.get_pct),
+            ValueMix::Fixed => format!("values of {max} B, {}% GET", w.get_pct),
             _ => format!("{sizes} values up to {max} B, {}% GET", w.get_pct),
         };
-        let code = if sizes == ValueSizes::Fixed { 0.0 } else { 1.0 };
+        let code = if sizes == ValueMix::Fixed { 0.0 } else { 1.0 };
         let p = point(
             label,
             params(&[("etc", code), ("value_size", f64::from(max))]),

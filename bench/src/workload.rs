@@ -18,10 +18,10 @@
 //! PUT allocates it), so locality persists when a node's clients update their
 //! own working set.
 
-use nessie_workload::sizes::size_bits;
+use nessie_workload::value_mix::size_bits;
 use nessie_workload::ycsb::{YcsbDraw, YcsbGen};
 use nessie_workload::zipf::ScrambledZipfian;
-use nessie_workload::{ValueSizes, Ycsb};
+use nessie_workload::{ValueMix, Ycsb};
 
 /// A small, fast, seedable generator (SplitMix64).
 #[derive(Clone, Debug)]
@@ -71,7 +71,7 @@ pub struct Workload {
     /// Value size in bytes (the largest, when sizes vary).
     pub value_size: u32,
     /// How value sizes are drawn (fixed: every value `value_size` bytes).
-    pub value_sizes: ValueSizes,
+    pub value_mix: ValueMix,
     /// Percent of GETs; the rest are PUTs of existing keys.
     pub get_pct: f64,
     /// Key distribution.
@@ -99,15 +99,14 @@ pub struct Workload {
 
 impl Workload {
     /// The length of write number `n` of a writer seeded `seed`: drawn from
-    /// [`Workload::value_sizes`], at most `value_size`.
+    /// [`Workload::value_mix`], at most `value_size`.
     pub fn value_len(&self, seed: u64, n: u64) -> usize {
-        self.value_sizes
-            .size(self.value_size, 1, size_bits(seed, n)) as usize
+        self.value_mix.size(self.value_size, 1, size_bits(seed, n)) as usize
     }
 
     /// The mean value length (for goodput), over 10,000 draws.
     pub fn mean_value_len(&self) -> f64 {
-        self.value_sizes.mean(self.value_size, 1, 10_000)
+        self.value_mix.mean(self.value_size, 1, 10_000)
     }
 
     /// The key generator of a Zipf workload (`None` for the others).
@@ -267,7 +266,7 @@ mod tests {
             keys: 1000,
             key_size: 32,
             value_size: 8,
-            value_sizes: ValueSizes::Fixed,
+            value_mix: ValueMix::Fixed,
             get_pct: 90.0,
             distribution: d,
             zipf_theta: 0.99,

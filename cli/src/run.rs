@@ -52,7 +52,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     depth: u16,
     /// Size classes: a ladder of data tables of entry sizes from 64 B up by
-    /// a quarter, each provisioned for its share of `--value-sizes`,
+    /// a quarter, each provisioned for its share of `--value-mix`,
     /// instead of every entry sized for `--value-size` (docs/protocol.md
     /// §2.3).
     #[arg(long)]
@@ -102,7 +102,7 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
         keys: u64::from(args.mix.keys),
         key_size: args.mix.key_size,
         value_size: args.mix.value_size,
-        value_sizes: args.mix.value_sizes,
+        value_mix: args.mix.value_mix,
         size_classes: args.size_classes,
         load_factor: args.load_factor,
         migrate_depth: args.migrate_depth,
@@ -135,7 +135,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     workload::check(&spec, &*cfg)?;
     println!(
         "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values {} up to {} B, {}, index load {:.2}, N = {}, B = {}, {}",
-        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_sizes, m.value_size, m.describe(),
+        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_mix, m.value_size, m.describe(),
         args.load_factor, cfg.candidates, cfg.bucket_slots,
         match cfg.size_classes.len() {
             0 => format!("one size class ({} B entries)", cfg.layout().entry_bytes()),

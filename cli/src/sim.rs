@@ -84,6 +84,16 @@ pub struct SimArgs {
     /// papers' systems keep one entry per candidate).
     #[arg(long)]
     pub bucket_slots: Option<u8>,
+    /// How each write's value size is drawn, at most the point's value
+    /// size: fixed (every value that size), uniform, or etc (Facebook's ETC
+    /// pool).
+    #[arg(long, value_enum, default_value_t = nessie_workload::ValueMix::Fixed)]
+    pub value_mix: nessie_workload::ValueMix,
+    /// Nessie's data tables in size classes (a ladder of entry sizes from
+    /// 64 B up by a quarter below the main entry, docs/protocol.md §2.3)
+    /// instead of every entry sized for the largest value.
+    #[arg(long)]
+    pub size_classes: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -132,6 +142,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                             keys: args.keys,
                             key_size: args.key_size,
                             value_size: v,
+                            value_mix: args.value_mix,
                             get_pct,
                             zipf_theta: zipf,
                             ycsb: args.workload,
@@ -143,6 +154,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                         };
                         spec.tuning.candidates = args.candidates;
                         spec.tuning.bucket_slots = args.bucket_slots;
+                        spec.tuning.size_classes = args.size_classes.then_some(true);
                         let point = Point {
                             system,
                             nodes,

@@ -16,7 +16,7 @@ fn dte_bytes(nodes: u16) -> f64 {
         keys: 1,
         key_size: 128,
         value_size: 256,
-        value_sizes: nessie_workload::ValueSizes::Fixed,
+        value_mix: nessie_workload::ValueMix::Fixed,
         size_classes: false,
         load_factor: 0.5,
         migrate_depth: 6,

@@ -628,7 +628,7 @@ fn three_processes(t: u16, system: &str) {
     let nessie = system == "nessie";
     let c = Cluster::with_store(t, if nessie { SIZE_CLASSES } else { "" });
     let sizes: &[&str] = if nessie {
-        &["--value-sizes", "uniform"]
+        &["--value-mix", "uniform"]
     } else {
         &[]
     };

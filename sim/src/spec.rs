@@ -253,7 +253,7 @@ pub struct SimSpec {
     pub value_size: u32,
     /// How value sizes are drawn, per write from the seed (fixed: every
     /// value `value_size` bytes).
-    pub value_sizes: nessie_workload::ValueSizes,
+    pub value_mix: nessie_workload::ValueMix,
     /// Percentage of GETs (the rest are PUTs of existing keys).
     pub get_pct: u32,
     /// Percentage of range scans (Cell only; taken from the PUTs' share):
@@ -377,7 +377,7 @@ impl Default for SimSpec {
             keys: 1000,
             key_size: 32,
             value_size: 256,
-            value_sizes: nessie_workload::ValueSizes::Fixed,
+            value_mix: nessie_workload::ValueMix::Fixed,
             get_pct: 50,
             scan_pct: 0,
             zipf_theta: None,

@@ -101,7 +101,7 @@ pub struct SwarmCase {
     pub scan_pct: u32,
     /// How value sizes are drawn (fixed unless the case has size classes).
     #[serde(default)]
-    pub value_sizes: nessie_workload::ValueSizes,
+    pub value_mix: nessie_workload::ValueMix,
 }
 
 /// NessieHY's optional GET optimisations in a case (the baselines'
@@ -255,7 +255,7 @@ impl SwarmCase {
             server_faults: ServerFaults::default(),
             cell: CellShape::default(),
             scan_pct: 0,
-            value_sizes: nessie_workload::ValueSizes::Fixed,
+            value_mix: nessie_workload::ValueMix::Fixed,
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -507,7 +507,7 @@ impl SwarmCase {
         }
         let mut d = Dice::new(self.seed.wrapping_mul(0xbb67_ae85_84ca_a73b) ^ 0x5123_c1a5);
         self.value_size = pick(&mut d, &[24u32, 64, 160]);
-        self.value_sizes = nessie_workload::ValueSizes::Uniform;
+        self.value_mix = nessie_workload::ValueMix::Uniform;
         self.tuning.size_classes = Some(true);
         self
     }
@@ -557,7 +557,7 @@ impl SwarmCase {
             server_faults: self.server_faults,
             cell: self.cell,
             scan_pct: self.scan_pct,
-            value_sizes: self.value_sizes,
+            value_mix: self.value_mix,
             ..SimSpec::default()
         }
     }

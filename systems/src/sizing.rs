@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use nessie_protocol::layout::{DataEntryHeader, IndexEntry, SizeClass, HEADER_BYTES};
 use nessie_protocol::{Config, ConfigError, NodeId, Region};
-use nessie_workload::sizes::size_bits;
-use nessie_workload::ValueSizes;
+use nessie_workload::value_mix::size_bits;
+use nessie_workload::ValueMix;
 
 /// The shape of a simulated store.
 #[derive(Clone, Debug)]
@@ -26,8 +26,8 @@ pub struct Shape {
     /// Largest value.
     pub value_size: u32,
     /// How value sizes are drawn (at most `value_size`).
-    pub value_sizes: ValueSizes,
-    /// Size classes below the main one (a ladder for `value_sizes`), or
+    pub value_mix: ValueMix,
+    /// Size classes below the main one (a ladder for `value_mix`), or
     /// every entry sized for the largest value.
     pub size_classes: bool,
     /// Index load factor after the preload.
@@ -87,7 +87,7 @@ pub fn store_config(shape: &Shape) -> Result<Config, ConfigError> {
             dtes_per_node: 0,
         })
         .collect();
-    let shares = class_shares(&cfg, shape.value_sizes, shape.key_size, shape.value_size);
+    let shares = class_shares(&cfg, shape.value_mix, shape.key_size, shape.value_size);
     let mean_entry: f64 = shares
         .iter()
         .enumerate()
@@ -152,7 +152,7 @@ pub fn class_ladder(main_entry: u64) -> Vec<u32> {
 /// The share of writes of keys of `key_size` bytes with values drawn from
 /// `sizes` (at most `max`) that each class of `cfg` takes (class 0 first),
 /// over 100,000 draws.
-pub fn class_shares(cfg: &Config, sizes: ValueSizes, key_size: u32, max: u32) -> Vec<f64> {
+pub fn class_shares(cfg: &Config, sizes: ValueMix, key_size: u32, max: u32) -> Vec<f64> {
     const DRAWS: u64 = 100_000;
     let tables = cfg.data_tables();
     let mut counts = vec![0u64; tables.len()];
@@ -262,7 +262,7 @@ mod tests {
             keys: 6000,
             key_size: 128,
             value_size: 256,
-            value_sizes: ValueSizes::Fixed,
+            value_mix: ValueMix::Fixed,
             size_classes: false,
             load_factor: 0.5,
             migrate_depth: 6,
@@ -297,7 +297,7 @@ mod tests {
             keys: 60_000,
             key_size: 32,
             value_size: 1 << 20,
-            value_sizes: ValueSizes::Etc,
+            value_mix: ValueMix::Etc,
             size_classes: true,
             load_factor: 0.5,
             migrate_depth: 6,
@@ -305,7 +305,7 @@ mod tests {
         };
         let cfg = store_config(&s).unwrap();
         assert!(cfg.size_classes.len() > 30, "{}", cfg.size_classes.len());
-        let shares = class_shares(&cfg, ValueSizes::Etc, 32, 1 << 20);
+        let shares = class_shares(&cfg, ValueMix::Etc, 32, 1 << 20);
         assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         let busiest = (1..shares.len())
             .max_by(|&a, &b| shares[a].total_cmp(&shares[b]))

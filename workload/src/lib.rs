@@ -12,7 +12,7 @@
 //!   bench`'s measured slices run it too, with their own key distributions,
 //!   open-loop arrivals and histograms.
 //! - [`mix`]: keys, the preload and the mixed GET/PUT/DELETE source.
-//! - [`sizes`]: how long its values are ([`ValueSizes`]: fixed, uniform or
+//! - [`value_mix`]: how long its values are ([`ValueMix`]: fixed, uniform or
 //!   Facebook's ETC mix).
 //! - [`spec`]: what a run is asked to do ([`WorkloadSpec`]), checked first.
 //! - [`run`](mod@run): a run over client threads ([`run_workers`]):
@@ -42,9 +42,9 @@ pub mod metrics;
 pub mod mix;
 pub mod report;
 pub mod run;
-pub mod sizes;
 pub mod spec;
 pub mod testing;
+pub mod value_mix;
 pub mod ycsb;
 pub mod zipf;
 
@@ -53,8 +53,8 @@ pub use history::{error_kind, history_client, monotonic_ns, Failed, HistoryRecor
 pub use latency::Latencies;
 pub use report::{KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, ServerLoad, Worker};
-pub use sizes::ValueSizes;
 pub use spec::{
     check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,
 };
+pub use value_mix::ValueMix;
 pub use ycsb::Ycsb;

@@ -5,7 +5,7 @@
 //! [`crate::ycsb`]). Every PUT, the preload's included, writes a
 //! value of its own ([`nessie_check::unique_value`]: the writing thread's
 //! history id, a sequence number and the key, at a size drawn from the
-//! spec's value sizes for that write number: [`crate::sizes`]), so that a
+//! spec's value sizes for that write number: [`crate::value_mix`]), so that a
 //! recorded history names the write each read returned, and a read of
 //! another key's entry shows.
 //!
@@ -17,8 +17,8 @@ use nessie_protocol::rng::{unit, xorshift64};
 use nessie_protocol::KvRequest;
 
 use super::driver::{Next, Source};
-use super::sizes::{size_bits, ValueSizes};
 use super::spec::WorkloadSpec;
+use super::value_mix::{size_bits, ValueMix};
 use super::ycsb::{YcsbDraw, YcsbGen};
 
 /// The bytes of key `i`.
@@ -57,7 +57,7 @@ pub struct Preload {
 /// write's size follows from its write number alone.
 #[derive(Clone, Copy, Debug)]
 struct ValueDraw {
-    sizes: ValueSizes,
+    mix: ValueMix,
     max: u32,
     min: u32,
     seed: u64,
@@ -66,7 +66,7 @@ struct ValueDraw {
 impl ValueDraw {
     fn new(spec: &WorkloadSpec, writer: u64) -> ValueDraw {
         ValueDraw {
-            sizes: spec.value_sizes,
+            mix: spec.value_mix,
             max: spec.value_size,
             min: if spec.record {
                 nessie_check::MIN_RECORDED_VALUE_SIZE as u32
@@ -79,7 +79,7 @@ impl ValueDraw {
 
     /// The size of write number `n`.
     fn size(&self, n: u64) -> usize {
-        self.sizes.size(self.max, self.min, size_bits(self.seed, n)) as usize
+        self.mix.size(self.max, self.min, size_bits(self.seed, n)) as usize
     }
 }
 

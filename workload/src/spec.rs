@@ -24,7 +24,7 @@ pub struct MixArgs {
     /// max_key_len`).
     #[arg(long, default_value_t = 32)]
     pub key_size: u32,
-    /// Value size in bytes, the largest with `--value-sizes` (`nessie
+    /// Value size in bytes, the largest with `--value-mix` (`nessie
     /// node`: at most `[store] max_value_len`).
     #[arg(long, default_value_t = 256)]
     pub value_size: u32,
@@ -32,8 +32,8 @@ pub struct MixArgs {
     /// uniform (from 1, or 8 when recording, to `--value-size`) or etc
     /// (Facebook's ETC pool, SIGMETRICS'12: median 168 B, mean 330 B, a
     /// long tail, cut at `--value-size`).
-    #[arg(long, value_enum, default_value_t = crate::ValueSizes::Fixed)]
-    pub value_sizes: crate::ValueSizes,
+    #[arg(long, value_enum, default_value_t = crate::ValueMix::Fixed)]
+    pub value_mix: crate::ValueMix,
     /// Percent of GETs (the rest are PUTs, minus DELETEs).
     #[arg(long, default_value_t = 90)]
     pub get_pct: u32,
@@ -78,7 +78,7 @@ impl MixArgs {
             keys: self.keys,
             key_size: self.key_size,
             value_size: self.value_size,
-            value_sizes: self.value_sizes,
+            value_mix: self.value_mix,
             get_pct: self.get_pct,
             delete_pct: self.delete_pct,
             duration,
@@ -106,8 +106,8 @@ pub struct WorkloadSpec {
     pub key_size: u32,
     /// Value size in bytes (the largest, when sizes vary).
     pub value_size: u32,
-    /// How value sizes are drawn ([`crate::ValueSizes`]).
-    pub value_sizes: crate::ValueSizes,
+    /// How value sizes are drawn ([`crate::ValueMix`]).
+    pub value_mix: crate::ValueMix,
     /// Percent of GETs.
     pub get_pct: u32,
     /// Percent of DELETEs.

@@ -13,7 +13,7 @@ pub fn spec() -> WorkloadSpec {
         keys: 200,
         key_size: 16,
         value_size: 32,
-        value_sizes: crate::ValueSizes::Fixed,
+        value_mix: crate::ValueMix::Fixed,
         get_pct: 80,
         delete_pct: 5,
         duration: Duration::from_millis(200),

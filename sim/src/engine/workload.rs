@@ -92,8 +92,8 @@ impl Engine {
         } else {
             1
         };
-        let bits = nessie_workload::sizes::size_bits(self.spec.seed, self.next_value);
-        self.spec.value_sizes.size(self.spec.value_size, min, bits) as usize
+        let bits = nessie_workload::value_mix::size_bits(self.spec.seed, self.next_value);
+        self.spec.value_mix.size(self.spec.value_size, min, bits) as usize
     }
 
     pub(super) fn preload(&mut self) -> Result<(), SimError> {

@@ -1,4 +1,4 @@
-//! How long the values a workload writes are ([`ValueSizes`]), drawn per
+//! How long the values a workload writes are ([`ValueMix`]), drawn per
 //! write from the run's seed without taking from any generator's stream
 //! ([`size_bits`]), so that a run with fixed sizes draws exactly the keys
 //! and operations it drew before sizes could vary.
@@ -26,7 +26,7 @@ use clap::ValueEnum;
     serde::Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
-pub enum ValueSizes {
+pub enum ValueMix {
     /// Every value exactly `--value-size` bytes (the default).
     #[default]
     Fixed,
@@ -41,16 +41,16 @@ pub enum ValueSizes {
 const ETC_SCALE: f64 = 214.476;
 const ETC_SHAPE: f64 = 0.348_238;
 
-impl ValueSizes {
+impl ValueMix {
     /// A value size between `min` and `max` (inclusive; `min` is raised to
     /// at most `max`) for 64 random bits `bits`.
     pub fn size(self, max: u32, min: u32, bits: u64) -> u32 {
         let min = min.min(max);
         let u = (bits >> 11) as f64 / (1u64 << 53) as f64;
         let drawn = match self {
-            ValueSizes::Fixed => return max,
-            ValueSizes::Uniform => u64::from(min) + (bits % (u64::from(max - min) + 1)),
-            ValueSizes::Etc => {
+            ValueMix::Fixed => return max,
+            ValueMix::Uniform => u64::from(min) + (bits % (u64::from(max - min) + 1)),
+            ValueMix::Etc => {
                 // Inverse CDF of the Generalized Pareto distribution.
                 let x = ETC_SCALE * ((1.0 - u).powf(-ETC_SHAPE) - 1.0) / ETC_SHAPE;
                 if x.is_finite() {
@@ -73,12 +73,12 @@ impl ValueSizes {
     }
 }
 
-impl std::fmt::Display for ValueSizes {
+impl std::fmt::Display for ValueMix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            ValueSizes::Fixed => "fixed",
-            ValueSizes::Uniform => "uniform",
-            ValueSizes::Etc => "etc",
+            ValueMix::Fixed => "fixed",
+            ValueMix::Uniform => "uniform",
+            ValueMix::Etc => "etc",
         })
     }
 }
@@ -101,9 +101,9 @@ mod tests {
 
     #[test]
     fn fixed_is_the_largest_and_uniform_spans_the_range() {
-        assert_eq!(ValueSizes::Fixed.size(256, 8, 12345), 256);
+        assert_eq!(ValueMix::Fixed.size(256, 8, 12345), 256);
         let sizes: Vec<u32> = (0..10_000)
-            .map(|i| ValueSizes::Uniform.size(64, 8, size_bits(1, i)))
+            .map(|i| ValueMix::Uniform.size(64, 8, size_bits(1, i)))
             .collect();
         assert_eq!(sizes.iter().min(), Some(&8));
         assert_eq!(sizes.iter().max(), Some(&64));
@@ -115,18 +115,18 @@ mod tests {
     #[test]
     fn etc_has_the_papers_median_mean_and_tail() {
         let mut sizes: Vec<u32> = (0..200_000)
-            .map(|i| ValueSizes::Etc.size(1 << 20, 1, size_bits(7, i)))
+            .map(|i| ValueMix::Etc.size(1 << 20, 1, size_bits(7, i)))
             .collect();
         sizes.sort_unstable();
         let median = sizes[sizes.len() / 2];
         assert!((160..=176).contains(&median), "median {median}");
-        let mean = ValueSizes::Etc.mean(1 << 20, 1, 200_000);
+        let mean = ValueMix::Etc.mean(1 << 20, 1, 200_000);
         assert!((300.0..360.0).contains(&mean), "mean {mean}");
         let past_4k = sizes.iter().filter(|&&s| s > 4096).count();
         assert!(
             (300..900).contains(&past_4k),
             "{past_4k} of 200,000 past 4 KiB"
         );
-        assert_eq!(ValueSizes::Etc.size(100, 8, u64::MAX), 100);
+        assert_eq!(ValueMix::Etc.size(100, 8, u64::MAX), 100);
     }
 }
