@@ -149,26 +149,48 @@ fn buckets_survive_the_fault_mixes_and_their_broken_verifications_are_caught() {
         "0..1000",
         Duration::from_secs(120),
     );
+    let caught = family_holds_and_catches(
+        "nessie in buckets",
+        SwarmCase::with_buckets,
+        &FOUND_IN_BUCKETS,
+    );
+    for ((name, _), failure) in FOUND_IN_BUCKETS.iter().zip(&caught) {
+        assert!(failure.case.tuning.bucket_slots.is_some(), "{name}");
+    }
+}
+
+/// A family of cases (`family` turns each drawn case into one of its own):
+/// the correct protocol passes seeds 0-999 of it, among them MIGRATEs,
+/// crashes and torn transfers, and each broken variant of `catches` fails
+/// first at its seed (searching from 0); returns those failures.
+fn family_holds_and_catches(
+    label: &str,
+    family: fn(SwarmCase) -> SwarmCase,
+    catches: &[(&str, u64)],
+) -> Vec<nessie_sim::swarm::CaseRun> {
     let s = swarm_with(0..1_000, Faults::default(), false, |c| {
-        *c = c.clone().with_buckets();
+        *c = family(c.clone());
     })
     .unwrap();
-    common::no_failure(&s, "nessie in buckets");
+    common::no_failure(&s, label);
     assert_eq!(s.passed, 1_000);
     assert_eq!(s.inconclusive, 0, "{s:?}");
     assert!(s.migrations > 50, "{s:?}");
     assert!(s.crashes > 1_000 && s.torn > 10_000, "{s:?}");
-    for (name, first) in FOUND_IN_BUCKETS {
-        let s = swarm_with(0..first + 1, faults(name), true, |c| {
-            *c = c.clone().with_buckets();
+    catches
+        .iter()
+        .map(|&(name, first)| {
+            let s = swarm_with(0..first + 1, faults(name), true, |c| {
+                *c = family(c.clone());
+            })
+            .unwrap();
+            let failure = s
+                .failure
+                .unwrap_or_else(|| panic!("{name}: not caught in seeds 0..={first}"));
+            assert_eq!(failure.case.seed, first, "{name}");
+            failure
         })
-        .unwrap();
-        let failure = s
-            .failure
-            .unwrap_or_else(|| panic!("{name}: not caught in seeds 0..={first}"));
-        assert_eq!(failure.case.seed, first, "{name}");
-        assert!(failure.case.tuning.bucket_slots.is_some(), "{name}");
-    }
+        .collect()
 }
 
 /// Broken verifications the bucketed swarm finds, and the first seed that
@@ -190,28 +212,15 @@ fn size_classes_survive_the_fault_mixes_and_their_broken_mark_is_caught() {
         "0..1000",
         Duration::from_secs(120),
     );
-    let s = swarm_with(0..1_000, Faults::default(), false, |c| {
-        *c = c.clone().with_size_classes();
-    })
-    .unwrap();
-    common::no_failure(&s, "nessie in size classes");
-    assert_eq!(s.passed, 1_000);
-    assert_eq!(s.inconclusive, 0, "{s:?}");
-    assert!(s.migrations > 50, "{s:?}");
-    assert!(s.crashes > 1_000 && s.torn > 10_000, "{s:?}");
-    let (name, first) = FOUND_IN_SIZE_CLASSES;
-    let s = swarm_with(0..first + 1, faults(name), true, |c| {
-        *c = c.clone().with_size_classes();
-    })
-    .unwrap();
-    let failure = s
-        .failure
-        .unwrap_or_else(|| panic!("{name}: not caught in seeds 0..={first}"));
-    assert_eq!(failure.case.seed, first, "{name}");
+    let caught = family_holds_and_catches(
+        "nessie in size classes",
+        SwarmCase::with_size_classes,
+        &[FOUND_IN_SIZE_CLASSES],
+    );
     assert!(
-        matches!(&failure.verdict, Verdict::Fail(m) if m.contains("a linked entry was marked for recycling")),
-        "{name}: {:?}",
-        failure.verdict
+        matches!(&caught[0].verdict, Verdict::Fail(m) if m.contains("a linked entry was marked for recycling")),
+        "{:?}",
+        caught[0].verdict
     );
 }
 
