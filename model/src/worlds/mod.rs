@@ -276,7 +276,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "three-candidates",
         build: |f| with_faults(three_candidates(), f),
-        ci: exhaustive(Group::Untimed, 15_342),
+        ci: exhaustive(Group::Untimed, 15_335),
         catches: &[],
     },
     WorldRow {
