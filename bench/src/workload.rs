@@ -18,10 +18,9 @@
 //! PUT allocates it), so locality persists when a node's clients update their
 //! own working set.
 
-use nessie_workload::value_mix::size_bits;
 use nessie_workload::ycsb::{YcsbDraw, YcsbGen};
 use nessie_workload::zipf::ScrambledZipfian;
-use nessie_workload::{ValueMix, Ycsb};
+use nessie_workload::{ValueDraw, ValueMix, Ycsb};
 
 /// A small, fast, seedable generator (SplitMix64).
 #[derive(Clone, Debug)]
@@ -101,7 +100,13 @@ impl Workload {
     /// The length of write number `n` of a writer seeded `seed`: drawn from
     /// [`Workload::value_mix`], at most `value_size`.
     pub fn value_len(&self, seed: u64, n: u64) -> usize {
-        self.value_mix.size(self.value_size, 1, size_bits(seed, n)) as usize
+        ValueDraw {
+            mix: self.value_mix,
+            max: self.value_size,
+            min: 1,
+            seed,
+        }
+        .size(n)
     }
 
     /// The mean value length (for goodput), over 10,000 draws.

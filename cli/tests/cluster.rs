@@ -621,9 +621,8 @@ fn scrape_until(t: u16, n: u16, metric: &str, at_least: f64) -> f64 {
 /// Three processes of `system` run 40 operations per client from one start
 /// instant; the merged history is linearizable and the merged report
 /// counts every operation. Their metrics endpoints show the counters move.
-/// Three processes of `system` on one device, started together, 40
-/// operations per client recorded; Nessie's in size classes
-/// ([`SIZE_CLASSES`], values of uniform sizes).
+/// Nessie's run in size classes ([`SIZE_CLASSES`], values of uniform
+/// sizes).
 fn three_processes(t: u16, system: &str) {
     let nessie = system == "nessie";
     let c = Cluster::with_store(t, if nessie { SIZE_CLASSES } else { "" });

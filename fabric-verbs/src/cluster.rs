@@ -128,7 +128,7 @@ pub struct Regions {
 }
 
 /// The protocol's table shape, identical on every node.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Store {
     /// Largest key in bytes.
@@ -159,6 +159,27 @@ pub struct Store {
     /// class (entries for the longest key and the largest value) takes
     /// the rest. Empty: one class, every entry sized for the largest.
     pub size_classes: Vec<ClassShare>,
+}
+
+/// Renders as before size classes when there are none (the fingerprint
+/// hashes this rendering: a one-class cluster keeps its fingerprint).
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Store");
+        d.field("max_key_len", &self.max_key_len)
+            .field("max_value_len", &self.max_value_len)
+            .field("clients_per_node", &self.clients_per_node)
+            .field("candidates", &self.candidates)
+            .field("bucket_slots", &self.bucket_slots)
+            .field("hash_seed", &self.hash_seed)
+            .field("expiration_ms", &self.expiration_ms)
+            .field("clock_skew_ms", &self.clock_skew_ms)
+            .field("deadline_margin_ms", &self.deadline_margin_ms);
+        if !self.size_classes.is_empty() {
+            d.field("size_classes", &self.size_classes);
+        }
+        d.finish()
+    }
 }
 
 /// One size class of `[store] size_classes`: its entry size and its share
@@ -705,15 +726,7 @@ impl ClusterFile {
     pub fn fingerprint(&self) -> u64 {
         // FNV-1a over a canonical rendering: stable across builds and hosts.
         // A Nessie cluster renders exactly as before systems existed.
-        let classes = &self.store.size_classes;
-        let shape = Store {
-            size_classes: Vec::new(),
-            ..self.store.clone()
-        };
-        let mut text = format!("{:?}|{:?}", self.regions, shape);
-        if !classes.is_empty() {
-            text.push_str(&format!("|classes={classes:?}"));
-        }
+        let mut text = format!("{:?}|{:?}", self.regions, self.store);
         for n in &self.nodes {
             text.push_str(&format!("|{}@{}:{}", n.id, n.address, n.port));
         }
@@ -797,8 +810,9 @@ mod tests {
     }
 
     /// `[store] size_classes` splits the data region: each class its
-    /// percent, the main class the rest; classes change the fingerprint
-    /// (an empty list is no classes); bad
+    /// percent, the main class the rest; classes change the fingerprint,
+    /// and a file without them renders (and so fingerprints) exactly as
+    /// before classes; bad
     /// shares and bad classes are refused, naming the field.
     #[test]
     fn size_classes_split_the_data_region() {
@@ -832,6 +846,12 @@ mod tests {
         assert_ne!(plain.fingerprint(), f.fingerprint());
         let plain_again = ClusterFile::parse(&file("size_classes = []\n")).unwrap();
         assert_eq!(plain.fingerprint(), plain_again.fingerprint());
+        assert_eq!(
+            format!("{:?}", Store::default()),
+            "Store { max_key_len: 32, max_value_len: 256, clients_per_node: 4, candidates: 3, \
+             bucket_slots: 1, hash_seed: 86197635606885, expiration_ms: 200, clock_skew_ms: 1, \
+             deadline_margin_ms: None }"
+        );
         let e = ClusterFile::parse(&file(
             "size_classes = [{ entry_bytes = 64, percent = 100 }]\n",
         ))

@@ -160,7 +160,7 @@ impl Config {
             self.nodes <= MAX_NODES,
             "nodes",
             self.nodes,
-            "at most 1,022 (the index word's 10-bit node field)",
+            "at most 1,023 (the index word's 10-bit node field holds the id plus one)",
         )?;
         check(
             self.index_slots_per_node >= 1,
@@ -313,16 +313,8 @@ impl Config {
             )?;
             below = c.entry_bytes;
         }
-        let tables = self.data_tables();
-        let exact = tables.classes().try_fold(0u64, |sum, (k, c)| {
-            tables
-                .layout(k)
-                .entry_bytes()
-                .checked_mul(u64::from(c.dtes_per_node))
-                .and_then(|b| sum.checked_add(b))
-        });
         check(
-            exact.is_some(),
+            self.data_tables().checked_region_bytes().is_some(),
             "size_classes",
             classes.len(),
             "data region too large",

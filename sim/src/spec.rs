@@ -749,13 +749,8 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
             .next_multiple_of(u32::from(cfg.bucket_slots.max(1)));
     }
     if t.size_classes == Some(true) {
-        cfg.size_classes = nessie_systems::sizing::class_ladder(cfg.layout().entry_bytes())
-            .into_iter()
-            .map(|entry_bytes| nessie_protocol::layout::SizeClass {
-                entry_bytes,
-                dtes_per_node: cfg.dtes_per_node,
-            })
-            .collect();
+        cfg.size_classes =
+            nessie_systems::sizing::ladder_classes(cfg.layout().entry_bytes(), cfg.dtes_per_node);
     }
     cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);
     cfg.cache_capacity = t.cache_capacity.unwrap_or(d.cache_capacity);

@@ -79,14 +79,7 @@ pub fn store_config(shape: &Shape) -> Result<Config, ConfigError> {
     // with the same slack and four standard deviations more (a class that
     // takes few writes sees bursts), at least a few entries (2 for classes
     // past 64 KiB, 16 below).
-    let ladder = class_ladder(cfg.layout().entry_bytes());
-    cfg.size_classes = ladder
-        .iter()
-        .map(|&entry_bytes| SizeClass {
-            entry_bytes,
-            dtes_per_node: 0,
-        })
-        .collect();
+    cfg.size_classes = ladder_classes(cfg.layout().entry_bytes(), 0);
     let shares = class_shares(&cfg, shape.value_mix, shape.key_size, shape.value_size);
     let mean_entry: f64 = shares
         .iter()
@@ -147,6 +140,18 @@ pub fn class_ladder(main_entry: u64) -> Vec<u32> {
         }
         ratio *= CLASS_RATIO;
     }
+}
+
+/// The size classes of [`class_ladder`] below a main entry of `main_entry`
+/// bytes, each with `dtes_per_node` entries.
+pub fn ladder_classes(main_entry: u64, dtes_per_node: u32) -> Vec<SizeClass> {
+    class_ladder(main_entry)
+        .into_iter()
+        .map(|entry_bytes| SizeClass {
+            entry_bytes,
+            dtes_per_node,
+        })
+        .collect()
 }
 
 /// The share of writes of keys of `key_size` bytes with values drawn from

@@ -33,8 +33,8 @@ proptest! {
     fn behaves_like_a_map(ops in proptest::collection::vec((0usize..4, op()), 1..120),
                           slots in 4u32..8, candidates in 2u8..4, classes in any::<bool>()) {
         let _limit = time_limit("behaves_like_a_map", "-", Duration::from_secs(60));
-        // With size classes of 48 and 64 B entries besides the main 112 B
-        // (32 + 128 + 40 with padding), updates move keys between tables
+        // With size classes of 48 and 64 B entries besides the main 200 B
+        // (32 + 128 + 40), updates move keys between tables
         // and MIGRATE copies each in its class.
         let size_classes = if classes {
             [48, 64].map(|entry_bytes| SizeClass { entry_bytes, dtes_per_node: 64 }).to_vec()

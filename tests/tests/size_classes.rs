@@ -193,7 +193,10 @@ fn classes_out_of_order_too_many_or_too_large_are_refused() {
             .collect()
     })
     .contains("size_classes"));
-    assert!(bad(|c| c.nodes = 1023).contains("nodes"));
+    assert!(bad(|c| c.nodes = 1024).contains("nodes"));
+    let mut most = classes();
+    most.nodes = 1023;
+    most.validate().unwrap();
 }
 
 /// Several MiB and a few bytes in one deployment: a 3 MiB value in the

@@ -56,5 +56,5 @@ pub use run::{run_workers, ServerLoad, Worker};
 pub use spec::{
     check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,
 };
-pub use value_mix::ValueMix;
+pub use value_mix::{ValueDraw, ValueMix};
 pub use ycsb::Ycsb;

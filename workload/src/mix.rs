@@ -18,7 +18,7 @@ use nessie_protocol::KvRequest;
 
 use super::driver::{Next, Source};
 use super::spec::WorkloadSpec;
-use super::value_mix::{size_bits, ValueMix};
+use super::value_mix::ValueDraw;
 use super::ycsb::{YcsbDraw, YcsbGen};
 
 /// The bytes of key `i`.
@@ -51,35 +51,20 @@ pub struct Preload {
     value: Vec<u8>,
 }
 
-/// How one thread sizes its values: the spec's distribution and largest
-/// size, the smallest size a value may have (8 B when recorded, each
-/// value being a write of its own), and the thread's seed, so that each
-/// write's size follows from its write number alone.
-#[derive(Clone, Copy, Debug)]
-struct ValueDraw {
-    mix: ValueMix,
-    max: u32,
-    min: u32,
-    seed: u64,
-}
-
-impl ValueDraw {
-    fn new(spec: &WorkloadSpec, writer: u64) -> ValueDraw {
-        ValueDraw {
-            mix: spec.value_mix,
-            max: spec.value_size,
-            min: if spec.record {
-                nessie_check::MIN_RECORDED_VALUE_SIZE as u32
-            } else {
-                1
-            },
-            seed: spec.seed ^ writer.wrapping_mul(0xd6e8_feb8_6659_fd93),
-        }
-    }
-
-    /// The size of write number `n`.
-    fn size(&self, n: u64) -> usize {
-        self.mix.size(self.max, self.min, size_bits(self.seed, n)) as usize
+/// How a thread of `spec` sizes its values: the spec's mix and largest
+/// size, at least 8 B when recorded (each value a write of its own), drawn
+/// from the spec's seed and the thread's history id `writer`.
+fn value_draw(spec: &WorkloadSpec, writer: u64) -> ValueDraw {
+    let min = if spec.record {
+        nessie_check::MIN_RECORDED_VALUE_SIZE as u32
+    } else {
+        1
+    };
+    ValueDraw {
+        mix: spec.value_mix,
+        max: spec.value_size,
+        min,
+        seed: spec.seed ^ writer.wrapping_mul(0xd6e8_feb8_6659_fd93),
     }
 }
 
@@ -93,7 +78,7 @@ impl Preload {
             step: step.max(1),
             keys: u64::from(spec.keys),
             key_size: spec.key_size,
-            sizes: ValueDraw::new(spec, writer),
+            sizes: value_draw(spec, writer),
             writer,
             key: Vec::new(),
             value: Vec::new(),
@@ -170,7 +155,7 @@ impl Mix {
             delete_pct: spec.delete_pct,
             scan_pct: spec.scan_pct,
             scan_len: spec.scan_len as usize,
-            sizes: ValueDraw::new(spec, writer),
+            sizes: value_draw(spec, writer),
             writer,
             n: 0,
             key: Vec::new(),

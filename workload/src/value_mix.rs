@@ -83,6 +83,29 @@ impl std::fmt::Display for ValueMix {
     }
 }
 
+/// How one writer sizes its values: a mix, the largest and smallest size,
+/// and the writer's seed, so that each write's size follows from its write
+/// number alone (the workload's threads, the simulator's clients and the
+/// bench's threads all draw through it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueDraw {
+    /// The distribution.
+    pub mix: ValueMix,
+    /// The largest size, bytes.
+    pub max: u32,
+    /// The smallest size, bytes (raised to at most `max`).
+    pub min: u32,
+    /// The writer's seed.
+    pub seed: u64,
+}
+
+impl ValueDraw {
+    /// The size of write number `n`, bytes.
+    pub fn size(&self, n: u64) -> usize {
+        self.mix.size(self.max, self.min, size_bits(self.seed, n)) as usize
+    }
+}
+
 /// 64 random bits for write number `n` of the writer seeded `seed`
 /// (splitmix64 of the two).
 pub fn size_bits(seed: u64, n: u64) -> u64 {

@@ -130,6 +130,28 @@ fn sizing_lines(cfg: &nessie_protocol::Config, args: &InfoArgs) -> Vec<String> {
             SIZING_HEADROOM * 100.0
         ));
     }
+    if !cfg.size_classes.is_empty() {
+        // Each class is a table of its own: the figures above are the main
+        // class's, and each smaller class takes the writes its keys and
+        // values fit.
+        let clients = u32::from(cfg.clients_per_node.max(1));
+        let classes: Vec<String> = cfg
+            .data_tables()
+            .classes()
+            .map(|(c, class)| {
+                let per = class.dtes_per_node / clients;
+                format!(
+                    "class {c} ({} B entries): {per} per client, {:.0} PUTs/s landing in it per client with no live key there",
+                    class.entry_bytes,
+                    f64::from(per) / cfg.reuse_after().as_secs_f64().max(1e-9)
+                )
+            })
+            .collect();
+        out.push(format!(
+            "size classes (the figures above are class 0's): {}",
+            classes.join("; ")
+        ));
+    }
     out
 }
 

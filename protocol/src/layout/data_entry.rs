@@ -9,8 +9,9 @@
 //! byte 8   owner deadline (ns): after it, any client may reclaim the entry
 //! byte 16  recycle word:  bit 63 recycle flag | bits 0-62 expiration time (ns)
 //! byte 24  previous version: the index table entry this entry replaced
-//! byte 32  key   (max key length, padded to 8 bytes)
-//!  ...     value (max value length, padded to 8 bytes)
+//! byte 32  key   (key len, padded to 8 bytes)
+//!  ...     value (value len, padded to 8 bytes), right after the key
+//!  ...     the rest of the size class's payload, unused
 //! ```
 //!
 //! The metadata is 32 bytes. Header and key come first, so a client can read

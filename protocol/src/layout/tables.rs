@@ -21,9 +21,9 @@ use crate::layout::DataLayout;
 /// Bits of a data-table id that name the node (the rest name the class).
 pub const NODE_BITS: u32 = 10;
 
-/// Most nodes a deployment can have: the index word stores the node plus
-/// one in [`NODE_BITS`] bits.
-pub const MAX_NODES: u16 = (1 << NODE_BITS) - 2;
+/// Most nodes a deployment can have (ids 0 to 1,022): the index word
+/// stores the node plus one in [`NODE_BITS`] bits.
+pub const MAX_NODES: u16 = (1 << NODE_BITS) - 1;
 
 /// Most value classes (the 6 class bits of the data-table id).
 pub const MAX_CLASSES: usize = 1 << (16 - NODE_BITS);
@@ -139,10 +139,20 @@ impl<'a> DataTables<'a> {
             .map(|(i, _)| i)
     }
 
-    /// Bytes of one node's data region (every class's table).
+    /// Bytes of one node's data region (every class's table; saturated at
+    /// `u64::MAX`, which a validated configuration never reaches).
     pub fn region_bytes(&self) -> u64 {
-        self.classes()
-            .fold(0u64, |at, (_, c)| at.saturating_add(self.table_bytes(c)))
+        self.checked_region_bytes().unwrap_or(u64::MAX)
+    }
+
+    /// Bytes of one node's data region, if they fit in 64 bits.
+    pub fn checked_region_bytes(&self) -> Option<u64> {
+        self.classes().try_fold(0u64, |at, (_, c)| {
+            self.geometry(c)
+                .entry_bytes()
+                .checked_mul(u64::from(c.dtes_per_node))
+                .and_then(|b| at.checked_add(b))
+        })
     }
 
     /// The entry that begins at byte `offset` of `node`'s data region, if

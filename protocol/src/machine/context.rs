@@ -338,11 +338,9 @@ impl Cx<'_> {
             .ok_or_else(|| Error::Corrupt(format!("{dte}: short read")))?;
         let l = self.client.cfg.data_tables().layout_of(dte);
         let key = l.key(&header, raw).map(<[u8]>::to_vec).unwrap_or_default();
-        let value = if raw.len() as u64 >= l.entry_bytes() {
-            l.value(&header, raw).map(<[u8]>::to_vec)
-        } else {
-            None
-        };
+        // The value, when the read holds all of it (a whole-entry read, or
+        // a header-and-key read whose key and value are short enough).
+        let value = l.value(&header, raw).map(<[u8]>::to_vec);
         Ok(DteView {
             addr: dte,
             header,

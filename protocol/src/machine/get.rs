@@ -121,7 +121,22 @@ impl GetLogic {
                 }
                 None => {
                     let state = v.header.state;
-                    cx.read_value(v.addr, usize::from(state.key_len), state.value_len as usize);
+                    let (key_len, value_len) =
+                        (usize::from(state.key_len), state.value_len as usize);
+                    if !cx
+                        .cfg()
+                        .data_tables()
+                        .layout_of(v.addr)
+                        .fits(key_len, value_len)
+                    {
+                        // A committed header whose lengths do not fit its
+                        // class: reading on would return its neighbours.
+                        return Some(Err(Error::Corrupt(format!(
+                            "{}: a value of {value_len} B after a key of {key_len} B does not fit its class",
+                            v.addr
+                        ))));
+                    }
+                    cx.read_value(v.addr, key_len, value_len);
                     self.phase = Phase::AwaitValue(v);
                     None
                 }
@@ -215,9 +230,9 @@ impl Logic for GetLogic {
                     // The entry is committed (hence immutable): the two reads
                     // together are its header, key and value, which the
                     // cache may keep.
-                    let start = cx.cfg().data_tables().layout_of(v.addr);
+                    let layout = cx.cfg().data_tables().layout_of(v.addr);
                     v.raw
-                        .truncate(start.value_start(usize::from(v.header.state.key_len)) as usize);
+                        .truncate(layout.value_start(usize::from(v.header.state.key_len)) as usize);
                     v.raw.extend_from_slice(b);
                     v.value = Some(value.clone());
                     let broken = cx.client.faults.get_value_insert_time_from_completion;

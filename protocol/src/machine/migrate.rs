@@ -306,10 +306,14 @@ impl Migrate {
     }
 
     fn copy(&mut self, cx: &mut Cx<'_>) -> Out {
-        let (key_len, len) = self.mv.y.as_ref().map_or((0, 0), |y| {
-            (y.key.len(), y.value.as_ref().map_or(0, Vec::len))
-        });
-        let class = match cx.class_for(key_len, len) {
+        let y = self.mv.y.as_ref()?;
+        let Some(value) = y.value.as_ref() else {
+            return Some(Err(Error::Corrupt(format!(
+                "{}: a MIGRATE's source read without its value",
+                y.addr
+            ))));
+        };
+        let class = match cx.class_for(y.key.len(), value.len()) {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
         };

@@ -81,21 +81,26 @@ impl Engine {
         }
     }
 
-    /// Writes the preloaded keys once, executing each request at once (no
-    /// time).
     /// The size of the next value written (write number `next_value`),
-    /// drawn from the spec's value sizes and seed alone, so that fixed
-    /// sizes leave every other draw of the run as it was.
+    /// drawn from the spec's value mix and seed alone, so that fixed sizes
+    /// leave every other draw of the run as it was.
     fn value_size(&self) -> usize {
         let min = if self.spec.record_history {
             nessie_check::MIN_RECORDED_VALUE_SIZE as u32
         } else {
             1
         };
-        let bits = nessie_workload::value_mix::size_bits(self.spec.seed, self.next_value);
-        self.spec.value_mix.size(self.spec.value_size, min, bits) as usize
+        nessie_workload::ValueDraw {
+            mix: self.spec.value_mix,
+            max: self.spec.value_size,
+            min,
+            seed: self.spec.seed,
+        }
+        .size(self.next_value)
     }
 
+    /// Writes the preloaded keys once, executing each request at once (no
+    /// time).
     pub(super) fn preload(&mut self) -> Result<(), SimError> {
         let n = self.clients.len() as u64;
         let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
