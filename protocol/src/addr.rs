@@ -106,19 +106,19 @@ impl fmt::Display for IteAddr {
 /// The position of one data table entry: a data-table id and an entry number.
 ///
 /// The data-table id names one table of the deployment: the node holding it
-/// (low [`NODE_BITS`](crate::layout::NODE_BITS) bits) and its value class
+/// (low [`NODE_BITS`](crate::layout::NODE_BITS) bits) and its size class
 /// (high bits; class 0 is the main table, docs/protocol.md §2.1 and §2.3).
 /// A deployment of one class has data-table id = node, as before classes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DteAddr {
-    /// Data-table id (DTI): node and value class.
+    /// Data-table id (DTI): node and size class.
     pub table: u16,
     /// Entry number within the data table.
     pub index: u32,
 }
 
 impl DteAddr {
-    /// Entry `index` of the table of value class `class` on `node`.
+    /// Entry `index` of the table of size class `class` on `node`.
     pub fn new(node: NodeId, class: u8, index: u32) -> Self {
         DteAddr {
             table: (u16::from(class) << crate::layout::NODE_BITS) | node.0,
@@ -131,7 +131,7 @@ impl DteAddr {
         NodeId(self.table & ((1 << crate::layout::NODE_BITS) - 1))
     }
 
-    /// The value class of the entry's table.
+    /// The size class of the entry's table.
     pub fn class(self) -> u8 {
         (self.table >> crate::layout::NODE_BITS) as u8
     }

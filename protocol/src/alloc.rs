@@ -20,7 +20,7 @@
 //! issued by the state machine that needs an entry, and their results are fed
 //! to [`DteAllocator::collect`].
 //!
-//! A client owns one share of each value class's table
+//! A client owns one share of each size class's table
 //! (docs/protocol.md §2.3): [`Allocator`] keeps a [`DteAllocator`] per class
 //! and hands each entry to the share it belongs to.
 
@@ -35,7 +35,7 @@ use crate::time::{duration_nanos, Nanos};
 /// Headers read per sweep batch.
 pub const SWEEP_BATCH: u32 = 256;
 
-/// A client's allocator over its shares of every value class's table, one
+/// A client's allocator over its shares of every size class's table, one
 /// [`DteAllocator`] per class (class 0 first).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Allocator {
@@ -142,7 +142,7 @@ impl Allocator {
     }
 }
 
-/// A client's allocator over its share of one data table (one value class
+/// A client's allocator over its share of one data table (one size class
 /// of its node).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DteAllocator {

@@ -349,7 +349,7 @@ impl Config {
         Ok(())
     }
 
-    /// The data tables of every value class, class 0 (the main one) first:
+    /// The data tables of every size class, class 0 (the main one) first:
     /// where each lies in a node's data region and its entries' sizes.
     pub fn data_tables(&self) -> DataTables<'_> {
         DataTables::new(
@@ -362,7 +362,7 @@ impl Config {
         )
     }
 
-    /// Entry sizes of the main data table (value class 0; a class's own:
+    /// Entry sizes of the main data table (size class 0; a class's own:
     /// [`DataTables::layout`]).
     pub fn layout(&self) -> DataLayout {
         DataLayout::for_sizes(self.max_key_len, self.max_value_len)

@@ -43,12 +43,12 @@ pub enum Error {
     /// The client's share of its node's data table has no entry free or
     /// expired: enlarge the data table or shorten the expiration period.
     #[error(
-        "data table full: no free or expired data table entry of value class {class} on {node}"
+        "data table full: no free or expired data table entry of size class {class} on {node}"
     )]
     DataTableFull {
         /// The client's node.
         node: NodeId,
-        /// The value class whose share is full (0: the main table).
+        /// The size class whose share is full (0: the main table).
         class: u8,
     },
     /// The operation ran out of time (its attempt deadline or the client's

@@ -10,7 +10,7 @@
 //! `P` (present) is 1 when the entry refers to a data table entry. An empty
 //! entry has `P = 0` and keeps the other 63 bits of the last reference it held
 //! (a never-used entry is all zero). The data-table id field holds the
-//! table's id plus one (its node in the low 10 bits, its value class in the
+//! table's id plus one (its node in the low 10 bits, its size class in the
 //! high 6: [`DteAddr`]; node ids are at most 1,022, so the one never carries
 //! into the class), so that no emptied word equals the never-used word 0
 //! (the emptied word of entry 0 of node 0 with filter 0 would otherwise be

@@ -25,7 +25,7 @@ pub const NODE_BITS: u32 = 10;
 /// stores the node plus one in [`NODE_BITS`] bits.
 pub const MAX_NODES: u16 = (1 << NODE_BITS) - 1;
 
-/// Most value classes (the 6 class bits of the data-table id).
+/// Most size classes (the 6 class bits of the data-table id).
 pub const MAX_CLASSES: usize = 1 << (16 - NODE_BITS);
 
 /// One size class: the size of its entries and their number on each node.

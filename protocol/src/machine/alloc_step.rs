@@ -6,7 +6,7 @@ use crate::layout::DataEntryHeader;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, Results};
 
-/// A pending sweep: the value class asked for and the entries whose
+/// A pending sweep: the size class asked for and the entries whose
 /// headers were requested.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct AllocStep {
@@ -15,7 +15,7 @@ pub(crate) struct AllocStep {
 }
 
 impl AllocStep {
-    /// Takes a free entry of value class `class` if the allocator has one
+    /// Takes a free entry of size class `class` if the allocator has one
     /// (`Ok(Some)`); otherwise issues a sweep batch of that class's share
     /// (`Ok(None)`: call `finish` with the results).
     pub fn start(&mut self, cx: &mut Cx<'_>, class: u8) -> Result<Option<DteAddr>, Error> {

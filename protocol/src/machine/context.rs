@@ -28,7 +28,7 @@ pub struct ClientState {
     /// The deployment's configuration (validated).
     pub cfg: Arc<Config>,
     /// Allocator over the client's shares of its node's data tables (one
-    /// per value class).
+    /// per size class).
     pub alloc: Allocator,
     /// Local cache of remote committed data table entries.
     pub cache: DteCache,
@@ -292,7 +292,7 @@ impl Cx<'_> {
     pub(crate) fn mark_recycle(&mut self, dte: DteAddr, seen: RecycleWord) -> usize {
         let expires = self.now.plus(self.cfg().expiration).0;
         let at = if self.client.faults.mark_by_main_class_offset {
-            // Broken variant: the offset rule before value classes.
+            // Broken variant: the offset rule before size classes.
             self.cfg().layout().entry_offset(dte.index)
         } else {
             self.cfg().data_tables().entry_offset(dte)
