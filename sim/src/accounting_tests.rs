@@ -13,8 +13,13 @@ use crate::TPDS;
 
 /// An idle two-node cluster with one client per node (nothing scheduled).
 fn idle() -> Engine {
+    idle_on(TPDS)
+}
+
+/// [`idle`] on hardware `profile`.
+fn idle_on(profile: crate::Profile) -> Engine {
     let spec = SimSpec {
-        profile: TPDS,
+        profile,
         nodes: 2,
         clients_per_node: 1,
         keys: 10,
@@ -26,7 +31,12 @@ fn idle() -> Engine {
 
 /// Posts `ops` from client 0 at time 0 and returns when each completes.
 fn complete_times(ops: Vec<Op>) -> Vec<u64> {
-    let mut e = idle();
+    complete_times_on(TPDS, ops)
+}
+
+/// [`complete_times`] on hardware `profile`.
+fn complete_times_on(profile: crate::Profile, ops: Vec<Op>) -> Vec<u64> {
+    let mut e = idle_on(profile);
     for (i, op) in ops.into_iter().enumerate() {
         let wr = WorkRequest {
             id: OpId(i as u64),
@@ -234,4 +244,31 @@ fn nic_busy_time_splits_processing_from_bytes_in_the_measured_window() {
         vec![(1_000, 120, 1_000), (1_000, 104_952, 1_000)]
     );
     assert_eq!(busy(0), vec![(0, 0, 0), (0, 0, 0)]);
+}
+
+/// The modern profile's NIC (issue 43's calibration): 16 processing units
+/// per direction, so 32 small READs posted at once overlap (one unit would
+/// take 32 x 100 ns per direction for them); CASes on independent words
+/// go through the atomic unit 20 ns apart, and CASes on one word 330 ns
+/// apart (about 50 M and 3 M a second: docs/simulation.md).
+#[test]
+fn the_modern_nic_processes_in_parallel_and_caps_atomics_per_unit_and_per_word() {
+    let spread = |ops: Vec<Op>| {
+        let t = complete_times_on(crate::MODERN, ops);
+        t.iter().max().unwrap() - t.iter().min().unwrap()
+    };
+    let reads = spread((0..32).map(|_| read(1, 8)).collect());
+    assert!(reads < 16 * 100, "32 READs spread over {reads} ns");
+    let cas = |word: u64| Op::Cas {
+        addr: RemoteAddr::index(NodeId(1), 8 * word),
+        expect: 0,
+        new: 1,
+    };
+    let one_word = spread((0..32).map(|_| cas(0)).collect());
+    assert!(one_word >= 31 * 330, "one word: {one_word} ns");
+    let many_words = spread((0..32).map(cas).collect());
+    assert!(
+        many_words >= 31 * 20 && many_words < one_word / 4,
+        "independent words: {many_words} ns (one word: {one_word})"
+    );
 }

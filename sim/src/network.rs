@@ -234,11 +234,19 @@ impl Engine {
     /// `to`; returns when they arrive there.
     pub(crate) fn transmit(&mut self, from: usize, to: usize, at: u64, bytes: u64) -> u64 {
         let measuring = self.measuring(at);
+        let units = self.p.nic_units as usize;
         let nic = &mut self.nics[from];
-        let start = at.max(nic.tx_free);
         let wire = self.p.wire_time(bytes);
-        let done = start + self.p.nic_op_ns + wire;
-        nic.tx_free = done;
+        let done = if units <= 1 {
+            let start = at.max(nic.tx_free);
+            nic.tx_free = start + self.p.nic_op_ns + wire;
+            nic.tx_free
+        } else {
+            // A processing unit, then the link, one transfer at a time.
+            let processed = serve_on_a_unit(&mut nic.tx_units, units, at, self.p.nic_op_ns);
+            nic.link_free = processed.max(nic.link_free) + wire;
+            nic.link_free
+        };
         if measuring {
             nic.tx_op_ns += self.p.nic_op_ns;
             nic.tx_wire_ns += wire;
@@ -276,16 +284,45 @@ impl Engine {
             self.fail(r, at, FabricError::Timeout);
             return;
         }
-        let atomic = matches!(req.wr.op, Op::Cas { .. });
+        let atomic = match req.wr.op {
+            Op::Cas { addr, .. } => Some((req.dst, addr.region, addr.offset)),
+            _ => None,
+        };
         let measuring = self.measuring(now);
+        let units = self.p.nic_units as usize;
         let nic = &mut self.nics[req.dst];
-        let start = now.max(nic.rx_free);
-        let cost = self.p.nic_op_ns + if atomic { self.p.atomic_ns } else { 0 };
-        let done = start + cost;
-        nic.rx_free = done;
-        if measuring {
-            nic.rx_ns += cost;
-        }
+        let done = if units <= 1 {
+            let start = now.max(nic.rx_free);
+            let cost = self.p.nic_op_ns
+                + if atomic.is_some() {
+                    self.p.atomic_ns
+                } else {
+                    0
+                };
+            nic.rx_free = start + cost;
+            if measuring {
+                nic.rx_ns += cost;
+            }
+            nic.rx_free
+        } else {
+            let processed = serve_on_a_unit(&mut nic.rx_units, units, now, self.p.nic_op_ns);
+            if measuring {
+                nic.rx_ns += self.p.nic_op_ns;
+            }
+            match atomic {
+                // The atomic unit, and the word's last CAS, then the PCIe
+                // round trip to host memory; the processing unit is free.
+                Some(word) => {
+                    let word_free = self.atomic_words.get(&word).copied().unwrap_or(0);
+                    let start = processed.max(nic.atomic_free).max(word_free);
+                    nic.atomic_free = start + self.p.atomic_unit_ns;
+                    self.atomic_words
+                        .insert(word, start + self.p.atomic_word_ns);
+                    start + self.p.atomic_ns
+                }
+                None => processed,
+            }
+        };
         self.schedule(done, Ev::Land(r));
     }
 
@@ -499,10 +536,14 @@ impl Engine {
             return;
         };
         let measuring = self.measuring(now);
+        let units = self.p.nic_units as usize;
         let nic = &mut self.nics[req.src];
-        let start = now.max(nic.rx_free);
-        let done = start + self.p.nic_op_ns;
-        nic.rx_free = done;
+        let done = if units <= 1 {
+            nic.rx_free = now.max(nic.rx_free) + self.p.nic_op_ns;
+            nic.rx_free
+        } else {
+            serve_on_a_unit(&mut nic.rx_units, units, now, self.p.nic_op_ns)
+        };
         if measuring {
             nic.rx_ns += self.p.nic_op_ns;
         }
@@ -600,4 +641,16 @@ impl Engine {
             self.free_reqs.push(r);
         }
     }
+}
+
+/// Serves `cost` ns on the first of `units` processing units (their next
+/// free instants) to be free at or after `at`; returns when it is done.
+fn serve_on_a_unit(free: &mut [u64], units: usize, at: u64, cost: u64) -> u64 {
+    let n = units.min(free.len());
+    let units = &mut free[..n];
+    let Some(next) = units.iter_mut().min_by_key(|f| **f) else {
+        return at + cost;
+    };
+    *next = at.max(*next) + cost;
+    *next
 }

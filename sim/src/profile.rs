@@ -1,9 +1,10 @@
 //! Hardware profiles: the constants of the simulated cluster, each with
 //! where it comes from.
 //!
-//! A profile describes one node's NIC (a queue per direction that serves
-//! one request at a time: a fixed processing cost plus the bytes at link
-//! speed), the wire and switch between two NICs, the loopback path a NIC
+//! A profile describes one node's NIC (per direction, one queue that serves
+//! one request at a time, a fixed processing cost plus the bytes at link
+//! speed; or several processing units in parallel, the link, and an atomic
+//! unit with its ceilings), the wire and switch between two NICs, the loopback path a NIC
 //! takes for a request to its own node, the extra cost of an atomic at the
 //! responder (a PCIe round trip to host memory), and the CPU cost of one
 //! protocol step (one poll of a state machine) and of copying bytes; and,
@@ -29,6 +30,20 @@ pub struct Profile {
     pub loopback_ns: u64,
     /// Extra responder cost of a CAS (PCIe atomic), in ns.
     pub atomic_ns: u64,
+    /// Processing units per direction of a NIC. One: each direction is one
+    /// queue serving a request at a time, its processing and its bytes on
+    /// the wire together, and a CAS holds the receive queue for its
+    /// `atomic_ns` too (the TPDS calibration). More: requests are processed
+    /// by the first free unit, in parallel, then their bytes cross the link
+    /// one transfer at a time, and a CAS goes on to the atomic unit
+    /// (`atomic_unit_ns`, `atomic_word_ns`) while its unit serves others.
+    pub nic_units: u32,
+    /// With several units: the NIC's atomic unit is busy this long per CAS
+    /// (its ceiling for CASes on independent words), in ns.
+    pub atomic_unit_ns: u64,
+    /// With several units: the least time between two CASes on one word
+    /// (the ceiling on one contended word), in ns.
+    pub atomic_word_ns: u64,
     /// Header bytes on the wire per request or response (transport headers).
     pub header_bytes: u64,
     /// CPU cost of one protocol step (a poll of a machine), in ns.
@@ -95,6 +110,9 @@ pub const TPDS: Profile = Profile {
     wire_ns: 500,
     loopback_ns: 400,
     atomic_ns: 500,
+    nic_units: 1,
+    atomic_unit_ns: 0,
+    atomic_word_ns: 0,
     header_bytes: 58,
     cpu_step_ns: 300,
     cpu_copy_bytes_per_ns: 5.0,
@@ -106,10 +124,22 @@ pub const TPDS: Profile = Profile {
     slot_check_ns: 10,
 };
 
-/// A current cluster for what-if runs: 100 Gb/s NICs (ConnectX-6 class).
+/// A current cluster for what-if runs: 100 Gb/s NICs (ConnectX-5/6 class).
 /// - `nic_op_ns` 100 and `wire_ns` 300: a small READ in about 1.6-2 µs end
 ///   to end through one switch (vendor figures for CX-6, eRPC's measurements).
-/// - `atomic_ns` 200: atomics still cost a PCIe round trip at the responder.
+/// - `nic_units` 16: 16 processing units of 100 ns each, 160 M requests a
+///   second per direction, in the 150-200 M messages a second that
+///   ConnectX-5/6 process with their parallel processing units (vendor
+///   figures; Kalia et al., ATC'16 "Design guidelines for high performance
+///   RDMA systems", §3: NICs process requests on several units in
+///   parallel). Until issue 43 the NIC was one 100 ns server, about 10 M
+///   requests a second, and bound every run at about 5 M a second per
+///   node.
+/// - `atomic_ns` 200: atomics still cost a PCIe round trip at the
+///   responder; `atomic_unit_ns` 20: the atomic unit's ceiling, about 50 M
+///   CASes a second on independent words, and `atomic_word_ns` 330: about
+///   3 M a second on one contended word (ATC'16 §3.3 and Fig. 6;
+///   RCuckoo's Fig. 1 measures the same two ceilings on ConnectX-5).
 /// - `cpu_step_ns` 150: one poll on a current 3 GHz core (this machine's
 ///   order of magnitude); the server costs scale the same way (estimates:
 ///   `server_request_ns` 150, `local_access_ns` and `detect_ns` 90, a DRAM
@@ -122,6 +152,9 @@ pub const MODERN: Profile = Profile {
     wire_ns: 300,
     loopback_ns: 200,
     atomic_ns: 200,
+    nic_units: 16,
+    atomic_unit_ns: 20,
+    atomic_word_ns: 330,
     header_bytes: 58,
     cpu_step_ns: 150,
     cpu_copy_bytes_per_ns: 10.0,

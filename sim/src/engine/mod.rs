@@ -36,7 +36,7 @@
 
 use nessie_protocol::rng::{unit, xorshift64};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -266,10 +266,24 @@ impl PartialOrd for Scheduled {
     }
 }
 
+/// Most parallel processing units a profile's NIC may have per direction.
+pub(crate) const MAX_NIC_UNITS: usize = 32;
+
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Nic {
+    /// With one unit (`Profile::nic_units`): when the transmit queue is
+    /// next free (processing and wire together).
     pub(crate) tx_free: u64,
+    /// With one unit: when the receive queue is next free.
     pub(crate) rx_free: u64,
+    /// With several units: when each transmit processing unit is next free.
+    pub(crate) tx_units: [u64; MAX_NIC_UNITS],
+    /// With several units: when each receive processing unit is next free.
+    pub(crate) rx_units: [u64; MAX_NIC_UNITS],
+    /// With several units: when the link (transmit direction) is next free.
+    pub(crate) link_free: u64,
+    /// When the atomic unit is next free (`Profile::atomic_unit_ns`).
+    pub(crate) atomic_free: u64,
     /// Transmit-queue time in the measured window spent on per-request
     /// processing, and on serialising bytes at link speed.
     pub(crate) tx_op_ns: u64,
@@ -285,6 +299,10 @@ pub(crate) struct Engine {
     pub(crate) mem: Memory,
     pub(crate) clients: Vec<SimClient>,
     pub(crate) nics: Vec<Nic>,
+    /// When each word a CAS executed on (node, region, offset) next takes
+    /// another CAS (`Profile::atomic_word_ns`: one contended word's
+    /// ceiling).
+    pub(crate) atomic_words: HashMap<(usize, Region, u64), u64>,
     /// When each core (client threads', then server workers') is next free.
     pub(crate) cores: Vec<u64>,
     /// Busy background threads sharing each core.

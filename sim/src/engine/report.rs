@@ -88,13 +88,15 @@ impl Engine {
         // The busiest node's share of the window, per NIC resource.
         let busiest =
             |f: fn(&Nic) -> u64| 100.0 * self.nics.iter().map(f).max().unwrap_or(0) as f64 / window;
+        // A direction's processing is shared by its units.
+        let units = f64::from(self.p.nic_units.max(1));
         SimReport {
             system: self.spec.system,
-            nic_tx_op_busy_pct: busiest(|n| n.tx_op_ns),
+            nic_tx_op_busy_pct: busiest(|n| n.tx_op_ns) / units,
             client_busy_pct: 100.0 * self.client_busy_ns as f64
                 / (self.clients.len().max(1) as f64 * window),
             link_busy_pct: busiest(|n| n.tx_wire_ns),
-            nic_rx_busy_pct: busiest(|n| n.rx_ns),
+            nic_rx_busy_pct: busiest(|n| n.rx_ns) / units,
             nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
             server_busy_pct: if workers > 0.0 {
                 100.0 * busy as f64 / (workers * window)

@@ -134,6 +134,7 @@ impl Engine {
             mem,
             cfg,
             nics: vec![Nic::default(); usize::from(spec.nodes)],
+            atomic_words: HashMap::new(),
             cores: vec![0; background.len()],
             background,
             servers,
