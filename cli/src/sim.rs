@@ -192,7 +192,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         args.seconds, args.seed
     );
     println!(
-        "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>13} {:>11} {:>7} {:>11}",
+        "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>9} {:>6} {:>13} {:>11} {:>7} {:>11}",
         "system",
         "nodes",
         "bg",
@@ -207,6 +207,8 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         "B/op",
         "RTs/op",
         "NIC/op",
+        "CAS/op",
+        "CAS cap M",
         "srv %",
         "busiest",
         "events",
@@ -215,7 +217,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
     );
     for (p, r) in &points {
         println!(
-            "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11.0} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>7.2} {:>6.1} {:>13} {:>11} {:>7.2} {:>11.0}",
+            "{:<10} {:>6} {:>5} {:>5} {:>8} {:>11.0} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.0} {:>7.2} {:>7.2} {:>6.2} {:>9} {:>6.1} {:>13} {:>11} {:>7.2} {:>11.0}",
             p.system.name(),
             p.nodes,
             p.background,
@@ -230,6 +232,12 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
             r.bytes_per_op,
             r.round_trips_per_op,
             r.nic_ops_per_op,
+            r.cas_per_op,
+            if r.cas_ceiling_ops_per_sec.is_finite() {
+                format!("{:.1}", r.cas_ceiling_ops_per_sec / 1e6)
+            } else {
+                "-".into()
+            },
             r.server_busy_pct,
             busiest(r),
             r.events,

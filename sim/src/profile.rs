@@ -170,6 +170,18 @@ pub const MODERN: Profile = Profile {
 pub const PROFILES: [&Profile; 2] = [&TPDS, &MODERN];
 
 impl Profile {
+    /// CASes per second one node's NIC serves when it serves nothing else:
+    /// its atomic unit's ceiling, or with none (one server per direction)
+    /// its receive queue's, each CAS holding it for `nic_op_ns + atomic_ns`.
+    pub fn cas_ceiling_per_node(&self) -> f64 {
+        let ns = if self.atomic_unit_ns > 0 {
+            self.atomic_unit_ns
+        } else {
+            self.nic_op_ns + self.atomic_ns
+        };
+        1e9 / ns.max(1) as f64
+    }
+
     /// The profile called `name`.
     pub fn by_name(name: &str) -> Option<&'static Profile> {
         PROFILES.iter().copied().find(|p| p.name == name)

@@ -429,6 +429,15 @@ pub struct SimReport {
     /// NIC operations per operation: the clients' READs, WRITEs and CASes,
     /// the servers' response WRITEs and their claim CASes (loopback).
     pub nic_ops_per_op: f64,
+    /// CASes per operation, the clients' and the servers' (issue 43: every
+    /// CAS-per-write design is bounded by the NICs' atomic units).
+    pub cas_per_op: f64,
+    /// The operations per second the cluster's NICs could serve if CASes
+    /// were all they did, at this run's CASes per operation, spread over
+    /// the nodes (each node's atomic unit, `Profile::atomic_unit_ns`, or
+    /// with none the receive queue a CAS holds for `nic_op_ns +
+    /// atomic_ns`); infinite for a run without CASes.
+    pub cas_ceiling_ops_per_sec: f64,
     /// Share of the server workers' time spent on requests (the rest they
     /// poll idle, burning their core all the same), percent.
     pub server_busy_pct: f64,

@@ -98,6 +98,9 @@ impl Engine {
             link_busy_pct: busiest(|n| n.tx_wire_ns),
             nic_rx_busy_pct: busiest(|n| n.rx_ns) / units,
             nic_ops_per_op: (self.stats.fabric_ops() + server_ops) as f64 / n,
+            cas_per_op: (self.stats.cas() + server_ops) as f64 / n,
+            cas_ceiling_ops_per_sec: self.p.cas_ceiling_per_node() * f64::from(self.spec.nodes)
+                / ((self.stats.cas() + server_ops) as f64 / n),
             server_busy_pct: if workers > 0.0 {
                 100.0 * busy as f64 / (workers * window)
             } else {
