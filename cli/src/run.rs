@@ -134,8 +134,13 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let spec = m.spec(Duration::from_secs_f64(args.seconds));
     workload::check(&spec, &*cfg)?;
     println!(
-        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, values {} up to {} B, {}, index load {:.2}, N = {}, B = {}, {}",
-        cfg.nodes, m.clients, args.depth, m.keys, m.key_size, m.value_mix, m.value_size, m.describe(),
+        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, {}, {}, index load {:.2}, N = {}, B = {}, {}",
+        cfg.nodes, m.clients, args.depth, m.keys, m.key_size,
+        match m.value_mix {
+            nessie_workload::ValueMix::Fixed => format!("values of {} B", m.value_size),
+            mix => format!("{mix} values up to {} B", m.value_size),
+        },
+        m.describe(),
         args.load_factor, cfg.candidates, cfg.bucket_slots,
         match cfg.size_classes.len() {
             0 => format!("one size class ({} B entries)", cfg.layout().entry_bytes()),
