@@ -1,9 +1,9 @@
 //! YCSB's core workloads A to F (Cooper et al., "Benchmarking Cloud
 //! Serving Systems with YCSB", SoCC 2010, Table 2; the `workloads/workloada`
 //! ... `workloadf` files of YCSB), as named mixes (`--workload ycsb-a`):
-//! `nessie run` and `nessie node run` (through [`crate::Mix`]) and `nessie
-//! bench` run all six with [`YcsbGen`]; `nessie sim` runs A, B and C (its
-//! clients draw no inserts, read-modify-writes or scans of these mixes yet).
+//! `nessie run` and `nessie node run` (through [`crate::Mix`]), `nessie
+//! bench` and `nessie sim` (each simulated client its own generator) run
+//! all six with [`YcsbGen`] (E's scans on Cell).
 //!
 //! | workload | operations | keys |
 //! |---|---|---|
