@@ -238,9 +238,8 @@ impl Engine {
         let nic = &mut self.nics[from];
         let wire = self.p.wire_time(bytes);
         let done = if units <= 1 {
-            let start = at.max(nic.tx_free);
-            nic.tx_free = start + self.p.nic_op_ns + wire;
-            nic.tx_free
+            // One server for processing and wire together.
+            serve_on_a_unit(&mut nic.tx_units, 1, at, self.p.nic_op_ns + wire)
         } else {
             // A processing unit, then the link, one transfer at a time.
             let processed = serve_on_a_unit(&mut nic.tx_units, units, at, self.p.nic_op_ns);
@@ -292,18 +291,17 @@ impl Engine {
         let units = self.p.nic_units as usize;
         let nic = &mut self.nics[req.dst];
         let done = if units <= 1 {
-            let start = now.max(nic.rx_free);
+            // One server, which a CAS holds for its atomic too.
             let cost = self.p.nic_op_ns
                 + if atomic.is_some() {
                     self.p.atomic_ns
                 } else {
                     0
                 };
-            nic.rx_free = start + cost;
             if measuring {
                 nic.rx_ns += cost;
             }
-            nic.rx_free
+            serve_on_a_unit(&mut nic.rx_units, 1, now, cost)
         } else {
             let processed = serve_on_a_unit(&mut nic.rx_units, units, now, self.p.nic_op_ns);
             if measuring {
@@ -538,12 +536,7 @@ impl Engine {
         let measuring = self.measuring(now);
         let units = self.p.nic_units as usize;
         let nic = &mut self.nics[req.src];
-        let done = if units <= 1 {
-            nic.rx_free = now.max(nic.rx_free) + self.p.nic_op_ns;
-            nic.rx_free
-        } else {
-            serve_on_a_unit(&mut nic.rx_units, units, now, self.p.nic_op_ns)
-        };
+        let done = serve_on_a_unit(&mut nic.rx_units, units.max(1), now, self.p.nic_op_ns);
         if measuring {
             nic.rx_ns += self.p.nic_op_ns;
         }

@@ -271,14 +271,11 @@ pub(crate) const MAX_NIC_UNITS: usize = 32;
 
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Nic {
-    /// With one unit (`Profile::nic_units`): when the transmit queue is
-    /// next free (processing and wire together).
-    pub(crate) tx_free: u64,
-    /// With one unit: when the receive queue is next free.
-    pub(crate) rx_free: u64,
-    /// With several units: when each transmit processing unit is next free.
+    /// When each transmit processing unit is next free (with one unit,
+    /// `Profile::nic_units`, the one queue serving processing and wire
+    /// together).
     pub(crate) tx_units: [u64; MAX_NIC_UNITS],
-    /// With several units: when each receive processing unit is next free.
+    /// When each receive processing unit is next free.
     pub(crate) rx_units: [u64; MAX_NIC_UNITS],
     /// With several units: when the link (transmit direction) is next free.
     pub(crate) link_free: u64,
