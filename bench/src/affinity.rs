@@ -60,10 +60,32 @@ impl CoreSplit {
 
     /// Moves every server thread of this process (by name, see the module
     /// documentation) to the server cores; how many it moved.
+    ///
+    /// Linux's listing of `/proc/self/task` can skip a thread when another
+    /// thread ends while it is read (the listing resumes by position), so
+    /// the listing is read again until a pass finds no server thread it
+    /// had not moved (at most four passes; moving a thread twice is
+    /// harmless).
     pub fn pin_server_threads(&self) -> Result<usize, BenchError> {
+        let mut moved = std::collections::BTreeSet::new();
+        for _ in 0..4 {
+            let before = moved.len();
+            self.pin_listed_server_threads(&mut moved)?;
+            if moved.len() == before && before > 0 {
+                break;
+            }
+        }
+        Ok(moved.len())
+    }
+
+    /// One pass over `/proc/self/task`: moves the server threads not in
+    /// `moved` and adds them to it.
+    fn pin_listed_server_threads(
+        &self,
+        moved: &mut std::collections::BTreeSet<i32>,
+    ) -> Result<(), BenchError> {
         let tasks = fs::read_dir("/proc/self/task")
             .map_err(|e| BenchError::Cores(format!("listing /proc/self/task: {e}")))?;
-        let mut moved = 0;
         for task in tasks.flatten() {
             let Some(tid) = task
                 .file_name()
@@ -72,6 +94,9 @@ impl CoreSplit {
             else {
                 continue;
             };
+            if moved.contains(&tid) {
+                continue;
+            }
             // A thread that ended meanwhile has no comm any more: skipped.
             let Ok(name) = fs::read_to_string(task.path().join("comm")) else {
                 continue;
@@ -81,10 +106,10 @@ impl CoreSplit {
                 .any(|p| name.trim_end().starts_with(p))
             {
                 set_affinity(tid, &self.servers)?;
-                moved += 1;
+                moved.insert(tid);
             }
         }
-        Ok(moved)
+        Ok(())
     }
 
     /// Moves the calling thread to the client cores.
