@@ -81,9 +81,6 @@ pub trait ClientLogic: 'static {
         budget: &'a mut RetryBudget,
     ) -> impl Future<Output = Attempt> + 'a;
 
-    /// The request channel (its test-only fault switches).
-    fn rpc_mut(&mut self) -> &mut RpcClient;
-
     /// Cache hits so far (0 for a system without a client cache).
     fn cache_hits(&self) -> u64 {
         0
@@ -107,6 +104,9 @@ pub struct CoreSwitches {
     /// A client-driven GET does not compare entry and extent checksums
     /// (Pilaf).
     pub skip_checksums: bool,
+    /// Freed KV blocks are reused at once, without waiting out T plus the
+    /// skew (RACE).
+    pub reuse_without_hold: bool,
 }
 
 /// The request channel of a baseline's client `id` over `mailbox`, shaped by

@@ -1,4 +1,4 @@
-//! [`Deployment`]: one of the four compared systems started on a fabric, with
+//! [`Deployment`]: one of the five key-value systems started on a fabric, with
 //! the server workers of the server-driven designs, handing out
 //! [`KvClient`]s. Every system takes its shape from Nessie's [`Config`]
 //! (nodes, clients per node, index table entries and data table entries per
@@ -18,14 +18,15 @@ use crate::design::{AnyCore, AnyTable};
 use crate::hy::{HyCore, HyOptions};
 use crate::pilaf::client::PilafCore;
 use crate::pilaf::{PilafLayout, PilafTable};
+use crate::race::{RaceCore, RaceLayout};
 use crate::sd::SdCore;
 use nessie_exec::mailbox::MailboxLayout;
 use nessie_exec::rpc::{RpcClient, RpcFaults};
 use nessie_exec::server::ServerPool;
 use nessie_protocol::KvClient;
 
-/// The four key-value systems a [`Deployment`] starts: Nessie and the
-/// Nessie papers' three baselines. The one name of "which system" above
+/// The five key-value systems a [`Deployment`] starts: Nessie, the Nessie
+/// papers' three baselines and RACE hashing. The one name of "which system" above
 /// this crate, Cell included, is `nessie_systems::SystemKind`; this is the
 /// part of it this crate deploys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,15 +39,19 @@ pub enum KvSystem {
     NessieHy,
     /// Pilaf: self-verifying cuckoo hash, client GETs, server PUT/DELETE.
     Pilaf,
+    /// RACE hashing (ATC'21): client-driven, associative buckets with
+    /// overflow, lock-free CAS on out-of-place KV blocks.
+    Race,
 }
 
 impl KvSystem {
-    /// All four, in the order reports list them.
-    pub const ALL: [KvSystem; 4] = [
+    /// All five, in the order reports list them.
+    pub const ALL: [KvSystem; 5] = [
         KvSystem::Nessie,
         KvSystem::NessieSd,
         KvSystem::NessieHy,
         KvSystem::Pilaf,
+        KvSystem::Race,
     ];
 
     /// The name used on the command line and in reports.
@@ -56,12 +61,13 @@ impl KvSystem {
             KvSystem::NessieSd => "nessie-sd",
             KvSystem::NessieHy => "nessie-hy",
             KvSystem::Pilaf => "pilaf",
+            KvSystem::Race => "race",
         }
     }
 
     /// Whether the system runs server workers.
     pub fn has_servers(self) -> bool {
-        self != KvSystem::Nessie
+        !matches!(self, KvSystem::Nessie | KvSystem::Race)
     }
 }
 
@@ -118,34 +124,40 @@ impl SystemConfig {
                 index_slots_per_node: 1,
                 data_bytes_per_node: PilafLayout::new(&self.store).region_bytes(),
             },
+            KvSystem::Race => Topology {
+                nodes: self.store.nodes,
+                index_slots_per_node: 1,
+                data_bytes_per_node: RaceLayout::new(&self.store).region_bytes(),
+            },
         }
     }
 
-    /// The request mailbox of the server-driven systems (`None` for Nessie).
+    /// The request mailbox of the server-driven systems (`None` for Nessie
+    /// and RACE).
     pub fn mailbox(&self) -> Option<MailboxLayout> {
         match self.kind {
-            KvSystem::Nessie => None,
+            KvSystem::Nessie | KvSystem::Race => None,
             KvSystem::NessieSd | KvSystem::NessieHy => Some(self.coupled().mailbox),
             KvSystem::Pilaf => Some(PilafLayout::new(&self.store).mailbox),
         }
     }
 
     /// The offset of each node's move-epoch word in its data region (two
-    /// increments per cuckoo path moved; `None` for Nessie).
+    /// increments per cuckoo path moved; `None` for Nessie and RACE).
     pub fn epoch(&self) -> Option<u64> {
         match self.kind {
-            KvSystem::Nessie => None,
+            KvSystem::Nessie | KvSystem::Race => None,
             KvSystem::NessieSd | KvSystem::NessieHy => Some(self.coupled().epoch),
             KvSystem::Pilaf => Some(PilafLayout::new(&self.store).epoch),
         }
     }
 
     /// One `node`'s tables, the handler of its server workers (`None` for
-    /// Nessie, which has no server side).
+    /// Nessie and RACE, which have no server side).
     pub fn node_table(&self, node: NodeId) -> Option<AnyTable> {
         let cfg = &self.store;
         match self.kind {
-            KvSystem::Nessie => None,
+            KvSystem::Nessie | KvSystem::Race => None,
             KvSystem::NessieSd | KvSystem::NessieHy => {
                 Some(AnyTable::new(CoupledTable::new(self.coupled(), node, cfg)))
             }
@@ -157,17 +169,29 @@ impl SystemConfig {
         }
     }
 
-    /// A client core whose requests go through `rpc` (`None` for Nessie,
-    /// whose client is the protocol crate's own), its test-only switches set
-    /// to `switches`. The threaded client and the cluster simulator run the
-    /// same core.
-    pub fn core(&self, rpc: RpcClient, switches: CoreSwitches) -> Option<AnyCore> {
+    /// The core of client `id`, its requests going through `rpc` (the
+    /// server-driven systems': `None` for Nessie, whose client is the
+    /// protocol crate's own, and for a server-driven system given no
+    /// channel), its test-only switches set to `switches`. The threaded
+    /// client and the cluster simulator run the same core.
+    pub fn core(
+        &self,
+        id: ClientId,
+        rpc: Option<RpcClient>,
+        switches: CoreSwitches,
+    ) -> Option<AnyCore> {
         let cfg = Arc::new(self.store.clone());
-        let mut core: AnyCore = match self.kind {
-            KvSystem::Nessie => return None,
-            KvSystem::NessieSd => Box::new(SdCore::new(cfg, self.coupled(), rpc)),
-            KvSystem::NessieHy => Box::new(HyCore::new(cfg, self.coupled(), self.hy, rpc)),
-            KvSystem::Pilaf => Box::new(PilafCore::new(cfg, PilafLayout::new(&self.store), rpc)),
+        let mut core: AnyCore = match (self.kind, rpc) {
+            (KvSystem::Nessie, _) => return None,
+            (KvSystem::Race, _) => Box::new(RaceCore::new(cfg, RaceLayout::new(&self.store), id)),
+            (_, None) => return None,
+            (KvSystem::NessieSd, Some(rpc)) => Box::new(SdCore::new(cfg, self.coupled(), rpc)),
+            (KvSystem::NessieHy, Some(rpc)) => {
+                Box::new(HyCore::new(cfg, self.coupled(), self.hy, rpc))
+            }
+            (KvSystem::Pilaf, Some(rpc)) => {
+                Box::new(PilafCore::new(cfg, PilafLayout::new(&self.store), rpc))
+            }
         };
         core.set_switches(switches);
         Some(core)
@@ -230,12 +254,10 @@ impl SystemConfig {
             }
             rpc
         });
-        Ok(
-            match rpc.and_then(|rpc| self.core(rpc, CoreSwitches::default())) {
-                Some(core) => Box::new(BlockingClient::from_core(core, id, ep)?),
-                None => Box::new(Client::new(Arc::new(cfg.clone()), id, ep)?),
-            },
-        )
+        Ok(match self.core(id, rpc, CoreSwitches::default()) {
+            Some(core) => Box::new(BlockingClient::from_core(core, id, ep)?),
+            None => Box::new(Client::new(Arc::new(cfg.clone()), id, ep)?),
+        })
     }
 }
 

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use nessie_exec::machine::{Io, Never, Plain};
 use nessie_exec::mailbox::{Request, Status};
-use nessie_exec::rpc::RpcClient;
 use nessie_exec::server::Handler;
 use nessie_protocol::{Config, Error, KvRequest};
 
@@ -41,8 +40,6 @@ pub trait DynClientLogic: fmt::Debug + Send {
         op: KvRequest<'a>,
         budget: &'a mut RetryBudget,
     ) -> BoxFuture<'a, Attempt>;
-    /// [`ClientLogic::rpc_mut`].
-    fn rpc_mut(&mut self) -> &mut RpcClient;
     /// [`ClientLogic::cache_hits`].
     fn cache_hits(&self) -> u64;
     /// [`ClientLogic::set_switches`].
@@ -67,10 +64,6 @@ impl<C: ClientLogic + fmt::Debug + Send> DynClientLogic for C {
         Box::pin(ClientLogic::attempt(self, io, op, budget))
     }
 
-    fn rpc_mut(&mut self) -> &mut RpcClient {
-        ClientLogic::rpc_mut(self)
-    }
-
     fn cache_hits(&self) -> u64 {
         ClientLogic::cache_hits(self)
     }
@@ -80,8 +73,8 @@ impl<C: ClientLogic + fmt::Debug + Send> DynClientLogic for C {
     }
 }
 
-/// Any baseline's client core (NessieSD's, NessieHY's, Pilaf's, or a new
-/// one's), made by [`SystemConfig::core`](crate::SystemConfig::core).
+/// Any baseline's client core (NessieSD's, NessieHY's, Pilaf's, RACE's, or
+/// a new one's), made by [`SystemConfig::core`](crate::SystemConfig::core).
 pub type AnyCore = Box<dyn DynClientLogic>;
 
 impl ClientLogic for AnyCore {
@@ -100,10 +93,6 @@ impl ClientLogic for AnyCore {
         budget: &'a mut RetryBudget,
     ) -> impl Future<Output = Attempt> + 'a {
         (**self).attempt_boxed(io, op, budget)
-    }
-
-    fn rpc_mut(&mut self) -> &mut RpcClient {
-        (**self).rpc_mut()
     }
 
     fn cache_hits(&self) -> u64 {

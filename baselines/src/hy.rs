@@ -233,10 +233,6 @@ impl ClientLogic for HyCore {
         }
     }
 
-    fn rpc_mut(&mut self) -> &mut RpcClient {
-        &mut self.rpc
-    }
-
     fn cache_hits(&self) -> u64 {
         self.cache.hit_miss().0
     }

@@ -10,9 +10,12 @@
 //!   READ of the partially-coupled tables, server-driven PUT and DELETE.
 //! - **Pilaf** ([`pilaf`]): a server-side 3-way cuckoo hash of self-verifying
 //!   entries (CRC64), client GETs by RDMA READ, server-driven PUT and DELETE.
+//! - **RACE hashing** ([`race`], ATC'21): fully client-driven like Nessie;
+//!   associative buckets with shared overflow buckets, lock-free CAS on
+//!   slots that point to out-of-place KV blocks.
 //!
 //! [`nessie_protocol::KvClient`] is the one interface over these and Nessie's own client, and
-//! [`Deployment`] starts any of the four systems (with its server workers) on
+//! [`Deployment`] starts any of the five systems (with its server workers) on
 //! a fabric.
 //!
 //! **Sans-IO.** Clients and server workers are async logic over a machine's
@@ -33,6 +36,7 @@ pub mod deployment;
 pub mod design;
 pub mod hy;
 pub mod pilaf;
+pub mod race;
 pub mod retry;
 pub mod sd;
 

@@ -46,10 +46,6 @@ impl ClientLogic for SdCore {
         let home = self.layout.home(op.key());
         Attempt::Done(server_driven(io, &mut self.rpc, home, op).await)
     }
-
-    fn rpc_mut(&mut self) -> &mut RpcClient {
-        &mut self.rpc
-    }
 }
 
 /// A NessieSD client (blocking).

@@ -29,7 +29,7 @@ pub struct SwarmArgs {
     /// Runs spent shrinking a failure.
     #[arg(long, default_value_t = 200)]
     pub shrink_budget: usize,
-    /// The system under test (nessie, nessie-sd, nessie-hy, pilaf, cell):
+    /// The system under test (nessie, nessie-sd, nessie-hy, pilaf, race, cell):
     /// the others take Nessie's shapes, workloads, network faults and client
     /// crashes, and draw server workers and what is their own (NessieHY's
     /// GET optimisations, per-node table sizes, Cell's node and meganode
@@ -43,7 +43,8 @@ pub struct SwarmArgs {
     /// rerun-duplicates, and Cell's recovery-opens-early,
     /// recovery-forgets-finished-splits, recovery-undoes-copied-splits,
     /// recovery-ignores-live-splitter, recovery-keeps-orphans,
-    /// unclaimed-server-requests), to watch the swarm catch them.
+    /// unclaimed-server-requests; RACE's reuse-without-hold), to watch
+    /// the swarm catch them.
     #[arg(long, value_delimiter = ',')]
     pub server_faults: Vec<String>,
     /// The A2 negative control (`SwarmCase::without_a2`): mutations that
@@ -72,6 +73,19 @@ pub struct SwarmArgs {
     /// without it. A baseline's cases are unchanged.
     #[arg(long)]
     pub size_classes: bool,
+    /// Only the faults that change when requests land and steps run
+    /// (`SwarmCase::with_timing_faults_only`: delays, pauses, torn
+    /// transfers, duplicated WRITEs, skew), none that fails a request or a
+    /// process: the family in which RACE, whose published duplicate check
+    /// cannot survive an interrupted insert, is checked for the rest.
+    #[arg(long)]
+    pub timing_faults_only: bool,
+    /// Every key preloaded and no DELETE (`SwarmCase::without_inserts`):
+    /// no insert races another. The family in which RACE, whose published
+    /// duplicate check leaves duplicates that a later DELETE resurrects,
+    /// holds under every fault.
+    #[arg(long)]
+    pub without_inserts: bool,
 }
 
 fn describe(run: &CaseRun) {
@@ -115,6 +129,12 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         if args.size_classes {
             case = case.with_size_classes();
         }
+        if args.timing_faults_only {
+            case = case.with_timing_faults_only();
+        }
+        if args.without_inserts {
+            case = case.without_inserts();
+        }
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -128,11 +148,13 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let (late, late_requests, buckets, classes) = (
+    let (late, late_requests, buckets, classes, timing, no_inserts) = (
         args.late_landing,
         args.late_request_landings,
         args.buckets,
         args.size_classes,
+        args.timing_faults_only,
+        args.without_inserts,
     );
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
@@ -151,6 +173,12 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         }
         if classes {
             *c = c.clone().with_size_classes();
+        }
+        if timing {
+            *c = c.clone().with_timing_faults_only();
+        }
+        if no_inserts {
+            *c = c.clone().without_inserts();
         }
     })
     .map_err(|e| e.to_string())?;

@@ -41,14 +41,12 @@ use crate::nic::NicRequest;
 use crate::systems::{poll_worker, Actor, Shared, Stepped, Wait, WorkerState};
 
 impl Engine {
-    /// Starts the server workers and hands each client its share of the
+    /// Starts the server workers (RACE has none) and hands each client its share of the
     /// keys to preload (by its own PUTs, in virtual time, before the
     /// measured workload).
     pub(crate) fn start_servers(&mut self) {
-        let Some(sv) = self.servers.as_ref() else {
-            return;
-        };
-        for w in 0..sv.workers.len() {
+        let workers = self.servers.as_ref().map_or(0, |sv| sv.workers.len());
+        for w in 0..workers {
             self.schedule(EPOCH, Ev::WorkerPoll(w));
         }
         let n = self.clients.len() as u64;

@@ -38,6 +38,12 @@ pub struct ServerFaults {
     /// ([`PilafClient::set_skip_checksums`](nessie_baselines::pilaf::PilafClient::set_skip_checksums)).
     #[serde(default)]
     pub skip_checksums: bool,
+    /// RACE's clients reuse a freed KV block at once instead of after T
+    /// plus the skew ([`RaceCore::set_reuse_without_hold`](nessie_baselines::race::RaceCore::set_reuse_without_hold)):
+    /// a reader that read a slot before its block was unlinked can read the
+    /// block's next contents.
+    #[serde(default)]
+    pub reuse_without_hold: bool,
     /// Server workers take a request from its slot without checking its
     /// checksum and control word, so a slot that two WRITEs landed in word
     /// by word (a torn transfer) is served as one request
@@ -99,7 +105,7 @@ pub struct ServerFaults {
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "skip-claims",
         "skip-epoch-check",
         "settle-by-landing-bound",
@@ -114,6 +120,7 @@ impl ServerFaults {
         "recovery-ignores-live-splitter",
         "recovery-keeps-orphans",
         "unclaimed-server-requests",
+        "reuse-without-hold",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -135,6 +142,7 @@ impl ServerFaults {
                 "recovery-ignores-live-splitter" => f.recovery_ignores_live_splitter = true,
                 "recovery-keeps-orphans" => f.recovery_keeps_orphans = true,
                 "unclaimed-server-requests" => f.unclaimed_server_requests = true,
+                "reuse-without-hold" => f.reuse_without_hold = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",

@@ -460,7 +460,7 @@ fn system_config(
 ) -> Result<SystemConfig, Error> {
     let kind = system
         .kv()
-        .filter(|k| k.has_servers())
+        .filter(|k| *k != nessie_baselines::KvSystem::Nessie)
         .ok_or_else(|| Error::Corrupt(format!("{system} is not one of the baselines")))?;
     Ok(SystemConfig {
         kind,
@@ -515,8 +515,8 @@ impl Servers {
 
 /// A system other than Nessie, set up for a run.
 pub(crate) struct Setup {
-    /// The server side.
-    pub(crate) servers: Servers,
+    /// The server side (`None`: RACE, which has none).
+    pub(crate) servers: Option<Servers>,
     /// Each client's core (client `c` is id `(c / cpn, c % cpn)`), for the
     /// baselines.
     pub(crate) cores: Vec<AnyCore>,
@@ -539,7 +539,8 @@ pub(crate) struct Setup {
 /// of its predecessor's state survives but its slots on the nodes).
 pub(crate) struct CoreMaker {
     sys: SystemConfig,
-    mailbox: MailboxLayout,
+    /// The request slots (`None`: a system without servers, RACE).
+    mailbox: Option<MailboxLayout>,
     faults: ServerFaults,
 }
 
@@ -551,23 +552,32 @@ impl CoreMaker {
     /// claim words before its first PUT or DELETE on each node).
     pub(crate) fn core(&self, g: u32, entropy: u64, restarted: bool) -> AnyCore {
         let cfg = &self.sys.store;
-        let rpc = rpc_channel(
-            RpcClient::with_first_seq(
-                self.mailbox,
-                g,
-                entropy,
-                cfg.retry.op_timeout,
-                cfg.deadline_margin,
-            ),
-            restarted,
-            self.faults.settle_by_landing_bound,
-        );
+        let rpc = self.mailbox.map(|mailbox| {
+            rpc_channel(
+                RpcClient::with_first_seq(
+                    mailbox,
+                    g,
+                    entropy,
+                    cfg.retry.op_timeout,
+                    cfg.deadline_margin,
+                ),
+                restarted,
+                self.faults.settle_by_landing_bound,
+            )
+        });
         let switches = CoreSwitches {
             skip_epoch_check: self.faults.skip_epoch_check,
             skip_checksums: self.faults.skip_checksums,
+            reuse_without_hold: self.faults.reuse_without_hold,
         };
-        self.sys.core(rpc, switches).expect(
-            "baseline() made a CoreMaker only for a system with a mailbox, which has a core",
+        let cpn = u32::from(cfg.clients_per_node.max(1));
+        let id = nessie_protocol::ClientId {
+            node: NodeId((g / cpn) as u16),
+            index: (g % cpn) as u16,
+        };
+        self.sys.core(id, rpc, switches).expect(
+            "baseline() made a CoreMaker only for a system with a core: a server-driven one \
+             with its mailbox, or RACE",
         )
     }
 }
@@ -579,8 +589,9 @@ fn worker_machine<H: Handler<Ext = Plain>>(node: NodeId, worker: Worker<H>) -> W
     }))
 }
 
-/// Sets up NessieSD, NessieHY or Pilaf shaped by `cfg` (Nessie's
-/// configuration for the spec) with `workers` server workers per node.
+/// Sets up NessieSD, NessieHY, Pilaf or RACE shaped by `cfg` (Nessie's
+/// configuration for the spec) with `workers` server workers per node (RACE
+/// has none).
 pub(crate) fn baseline(
     system: SystemKind,
     cfg: &Config,
@@ -604,11 +615,27 @@ pub(crate) fn baseline(
         faults.rerun_duplicates,
         std::sync::atomic::Ordering::Relaxed,
     );
-    let (Some(mailbox), Some(epoch)) = (sys.mailbox(), sys.epoch()) else {
-        return Err(Error::Corrupt(format!("{system} has no server side")));
-    };
-    let (workers_list, reuse) = shared_tables(&sys, &counters, mailbox);
     let topology = sys.topology();
+    let mailbox = sys.mailbox();
+    let servers = match (mailbox, sys.epoch()) {
+        (Some(mailbox), Some(epoch)) => {
+            let (workers_list, reuse) = shared_tables(&sys, &counters, mailbox);
+            let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
+            let mut servers = Servers::new(
+                mailbox,
+                (0..clients_total).map(|c| Some(Actor::Client(c))).collect(),
+                w,
+                Vec::new(),
+                workers_list,
+                counters,
+            );
+            servers.reuse = reuse;
+            servers.epoch = Some(epoch);
+            Some(servers)
+        }
+        // A fully client-driven system (RACE): no server side.
+        _ => None,
+    };
     let maker = CoreMaker {
         sys,
         mailbox,
@@ -621,17 +648,6 @@ pub(crate) fn baseline(
             cores.push(maker.core(g, seed, false));
         }
     }
-    let clients_total = usize::from(cfg.nodes) * usize::from(cpn);
-    let mut servers = Servers::new(
-        mailbox,
-        (0..clients_total).map(|c| Some(Actor::Client(c))).collect(),
-        w,
-        Vec::new(),
-        workers_list,
-        counters,
-    );
-    servers.reuse = reuse;
-    servers.epoch = Some(epoch);
     Ok(Setup {
         servers,
         cores,
@@ -908,7 +924,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
         .collect();
     let servers = Servers::new(layout.mailbox, slot_owner, w, maint, workers, counters);
     Ok(Setup {
-        servers,
+        servers: Some(servers),
         cores: Vec::new(),
         maker: None,
         cell,

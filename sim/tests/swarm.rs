@@ -924,3 +924,85 @@ fn nessie_survives_requests_that_vanish() {
     assert!(correct.failure.is_none(), "{:?}", correct.failure);
     assert!(correct.vanished > 0, "{correct:?}");
 }
+
+/// RACE hashing (issue 43), swarmed like every other system. As published
+/// (ATC'21 §4.2, as docs/baselines.md reads it), an insert is linked before
+/// its duplicate check, and a DELETE removes the first slot holding the key:
+/// a key inserted twice at once stays in two slots until the check, and
+/// longer when an update lands on the second slot meanwhile (the check's
+/// CAS then fails and is not retried). A DELETE that removes the first
+/// slot then resurrects the second's older value. So RACE's histories hold
+/// only where no insert races another: with every key preloaded and no
+/// DELETE (`SwarmCase::without_inserts`, `nessie swarm --system race
+/// --without-inserts`), 400 cases of every fault pass here (20,000 from
+/// the CLI), and reusing a freed KV block without its hold
+/// (`reuse-without-hold`) is caught at seed 2.
+#[test]
+fn race_survives_every_fault_when_no_insert_races_another_and_early_reuse_is_caught() {
+    const RACE_CASES: u64 = 400;
+    let race =
+        |c: &mut SwarmCase| *c = SwarmCase::for_system(c.seed, SystemKind::Race).without_inserts();
+    let s = swarm_with(0..RACE_CASES, Faults::default(), false, race).unwrap();
+    common::no_failure(&s, "race");
+    assert_eq!(s.passed, RACE_CASES as usize);
+    assert_eq!(s.inconclusive, 0, "{s:?}");
+    assert!(s.checked_ops > 150_000, "{s:?}");
+    assert!(s.crashes > 5_000 && s.torn > 50_000, "{s:?}");
+    assert!(s.unknown_ops > 5_000 && s.lost_completions > 1_000, "{s:?}");
+    let s = swarm_with(0..3, Faults::default(), true, |c| {
+        race(c);
+        c.server_faults = ServerFaults::named(&["reuse-without-hold"]).unwrap();
+    })
+    .unwrap();
+    let failure = s
+        .failure
+        .expect("reuse-without-hold: not caught in seeds 0..=2");
+    assert_eq!(failure.case.seed, 2);
+}
+
+/// What the swarm found in RACE as published, with no fault at all: case
+/// 245 on a hot key (27 clients, six keys, 19 % DELETEs). Two inserts of
+/// one key link two slots; an update lands on the second before the first
+/// insert's duplicate check, whose CAS then fails; a DELETE removes the
+/// first slot, and the second's older value comes back. The same case
+/// without inserts racing passes. (With every fault, the first failing
+/// case is 854.)
+#[test]
+fn race_as_published_resurrects_a_duplicate_with_no_fault_at_all() {
+    let mut case = SwarmCase::for_system(245, SystemKind::Race);
+    case.chaos = Chaos::NONE;
+    let run = case.run(Faults::default()).unwrap();
+    assert!(
+        matches!(run.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
+        "{:?}",
+        run.verdict
+    );
+    let quiet = case.without_inserts().run(Faults::default()).unwrap();
+    assert!(
+        matches!(quiet.verdict, Verdict::Pass(_)),
+        "{:?}",
+        quiet.verdict
+    );
+}
+
+/// RACE's PUT cannot say whether the key existed: two inserts of one key
+/// that race each both saw it absent, and both answer so, though one of
+/// them is the other's overwrite. The swarm checks RACE's histories with
+/// PUT answers free (`CheckConfig::put_existence`); checked as every other
+/// system's, case 44 fails on exactly that.
+#[test]
+fn race_put_answers_are_not_linearizable_and_are_left_unchecked() {
+    let run = SwarmCase::for_system(44, SystemKind::Race)
+        .run(Faults::default())
+        .unwrap();
+    assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
+    let strict = nessie_check::check(
+        &run.report.history,
+        &nessie_check::CheckConfig::steps(1_000_000),
+    );
+    assert!(
+        matches!(strict.verdict, nessie_check::Verdict::NotLinearizable(_)),
+        "{:?}",
+        strict.verdict
+    );
+}

@@ -1,5 +1,5 @@
 //! [`SystemKind`]: the one name of "which system" (Nessie, NessieSD,
-//! NessieHY, Pilaf, Cell) on the command line, in specifications and in
+//! NessieHY, Pilaf, RACE, Cell) on the command line, in specifications and in
 //! reports. The four key-value systems that `nessie-baselines` deploys are
 //! its [`KvSystem`]s; Cell is `nessie-cell`'s.
 
@@ -9,7 +9,7 @@ use std::str::FromStr;
 use nessie_baselines::KvSystem;
 use serde::{Deserialize, Serialize};
 
-/// The systems compared: Nessie, the papers' baselines and Cell.
+/// The systems compared: Nessie, the papers' baselines, RACE and Cell.
 ///
 /// The key-value systems come first, in [`KvSystem`]'s order, so that
 /// [`SystemKind::kv`] and `From<KvSystem>` are one index (checked when this
@@ -29,17 +29,21 @@ pub enum SystemKind {
     NessieHy,
     /// Pilaf: self-verifying cuckoo hash, client GETs, server PUT/DELETE.
     Pilaf,
+    /// RACE hashing (ATC'21): client-driven, associative buckets with
+    /// overflow, lock-free CAS on out-of-place KV blocks.
+    Race,
     /// Cell: a B-link tree of meganodes, searched by clients or servers.
     Cell,
 }
 
 impl SystemKind {
     /// Every system, in the order reports list them.
-    pub const ALL: [SystemKind; 5] = [
+    pub const ALL: [SystemKind; 6] = [
         SystemKind::Nessie,
         SystemKind::NessieSd,
         SystemKind::NessieHy,
         SystemKind::Pilaf,
+        SystemKind::Race,
         SystemKind::Cell,
     ];
 
@@ -148,6 +152,6 @@ mod tests {
         assert_eq!(SystemKind::FAMILY, SystemKind::ALL[..4]);
         assert!(SystemKind::ALL
             .iter()
-            .all(|k| k.has_servers() == (*k != SystemKind::Nessie)));
+            .all(|k| k.has_servers() == !matches!(k, SystemKind::Nessie | SystemKind::Race)));
     }
 }

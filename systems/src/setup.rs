@@ -97,20 +97,21 @@ impl NodeSetup {
     }
 
     /// Endpoints this node's server threads keep open beside its clients'
-    /// (each with a queue pair to every node): none for Nessie, one per
-    /// worker for NessieSD, NessieHY and Pilaf, and for Cell one per
-    /// worker and its maintenance thread's.
+    /// (each with a queue pair to every node): none for Nessie and RACE,
+    /// one per worker for NessieSD, NessieHY and Pilaf, and for Cell one
+    /// per worker and its maintenance thread's.
     pub fn server_endpoints(&self) -> u16 {
         match self {
-            NodeSetup::Kv(_) if self.kind() == SystemKind::Nessie => 0,
+            NodeSetup::Kv(s) if !s.kind.has_servers() => 0,
             NodeSetup::Kv(s) => s.server_workers,
             NodeSetup::Cell(c, _) => c.server_workers.saturating_add(1),
         }
     }
 
-    /// Server worker threads per node.
+    /// Server worker threads per node (none for Nessie and RACE).
     pub fn server_workers(&self) -> u16 {
         match self {
+            NodeSetup::Kv(s) if !s.kind.has_servers() => 0,
             NodeSetup::Kv(s) => s.server_workers,
             NodeSetup::Cell(c, _) => c.server_workers,
         }

@@ -219,10 +219,6 @@ impl ClientLogic for PilafCore {
         }
     }
 
-    fn rpc_mut(&mut self) -> &mut RpcClient {
-        &mut self.rpc
-    }
-
     fn set_switches(&mut self, switches: CoreSwitches) {
         self.skip_epoch_check = switches.skip_epoch_check;
         self.skip_checksums = switches.skip_checksums;

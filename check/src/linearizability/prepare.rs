@@ -125,8 +125,10 @@ pub(super) const JUNK: u32 = 1;
 pub(super) enum Kind {
     /// A GET that returned this value (or [`ABSENT`]).
     Get(u32),
-    /// A PUT of `value` that reported whether the key existed.
-    Put { value: u32, existed: bool },
+    /// A PUT of `value` that reported whether the key existed (`None`: a
+    /// system whose PUT cannot know, whose answer is not checked:
+    /// [`CheckConfig::put_existence`](super::CheckConfig::put_existence)).
+    Put { value: u32, existed: Option<bool> },
     /// A DELETE that reported whether the key existed.
     Delete { existed: bool },
     /// An unknown PUT that a read proves took effect (point 4).
@@ -138,7 +140,12 @@ impl Kind {
     pub(super) fn holds(self, s: u32) -> bool {
         match self {
             Kind::Get(v) => s == v,
-            Kind::Put { existed, .. } | Kind::Delete { existed } => (s != ABSENT) == existed,
+            Kind::Put { existed: None, .. } => true,
+            Kind::Put {
+                existed: Some(existed),
+                ..
+            }
+            | Kind::Delete { existed } => (s != ABSENT) == existed,
             Kind::Forced(_) => true,
         }
     }
@@ -194,7 +201,10 @@ impl Effect {
             // Some value present that no GET returned.
             (Effect::Junk, k) => matches!(
                 k,
-                Kind::Put { existed: true, .. } | Kind::Delete { existed: true }
+                Kind::Put {
+                    existed: Some(true) | None,
+                    ..
+                } | Kind::Delete { existed: true }
             ),
             (Effect::Value(v), k) => k.holds(v),
         }
@@ -241,10 +251,12 @@ pub(super) struct Obvious {
 
 /// Prepares `events` (one key's, failed reads and not-committed operations
 /// already left out; `pred[i]` is event `i`'s program predecessor, an index
-/// into `events`).
+/// into `events`); `put_existence`: a PUT's answer (whether the key
+/// existed) is checked.
 pub(super) fn prepare<'a>(
     events: &[&'a Event],
     pred: &[Option<usize>],
+    put_existence: bool,
 ) -> Result<Prepared, Obvious> {
     let mut values: HashMap<&'a [u8], u32> = HashMap::new();
     let intern = |v: &'a [u8], values: &mut HashMap<&'a [u8], u32>| -> u32 {
@@ -310,7 +322,7 @@ pub(super) fn prepare<'a>(
             }
             (Request::Put(..), Ok(Response::Put(existed))) => Kind::Put {
                 value: value_of[i],
-                existed: *existed,
+                existed: put_existence.then_some(*existed),
             },
             (Request::Delete(_), Ok(Response::Delete(existed))) => {
                 Kind::Delete { existed: *existed }

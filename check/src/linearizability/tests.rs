@@ -238,7 +238,7 @@ fn thousands_of_unknown_writes_on_one_key_are_cheap() {
     }
     h.push(ev(0, get(), got("before"), t, t + 1));
     h.push(ev(0, put("after"), Ok(Response::Put(true)), t + 2, t + 3));
-    let report = check(&h, &CheckConfig { max_steps: 10_000 });
+    let report = check(&h, &CheckConfig::steps(10_000));
     assert!(report.is_linearizable(), "{report}");
     assert_eq!(report.unknown, 3000);
     assert!(report.steps < 100, "{report}");

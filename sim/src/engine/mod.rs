@@ -474,7 +474,7 @@ fn router(spec: &SimSpec) -> Router {
 pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     let wall = Instant::now();
     let mut e = Engine::new(spec)?;
-    if e.servers.is_some() {
+    if e.spec.system != SystemKind::Nessie {
         e.start_servers();
     } else {
         e.preload()?;

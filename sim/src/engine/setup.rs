@@ -93,7 +93,10 @@ impl Engine {
         // order.
         let nodes = usize::from(spec.nodes);
         let cpn = usize::from(spec.clients_per_node);
-        let workers = setup.as_ref().map_or(0, |s| s.servers.workers_per_node);
+        let workers = setup
+            .as_ref()
+            .and_then(|s| s.servers.as_ref())
+            .map_or(0, |s| s.workers_per_node);
         let node_cores = (cpn + workers) as u64;
         let b = u64::from(spec.background_per_node);
         let share = |pos: usize| b / node_cores + u64::from((pos as u64) < b % node_cores);
@@ -114,7 +117,7 @@ impl Engine {
         let dir = setup.as_ref().and_then(|s| s.dir.clone());
         let core_maker = setup.as_mut().and_then(|s| s.maker.take());
         let cell_maker = setup.as_mut().and_then(|s| s.cell_maker.take());
-        let mut servers = setup.map(|s| s.servers);
+        let mut servers = setup.and_then(|s| s.servers);
         if let Some(sv) = servers.as_mut() {
             for (w, worker) in sv.workers.iter_mut().enumerate() {
                 worker.core = nodes * cpn + w;

@@ -1,0 +1,204 @@
+//! A RACE client's KV blocks: its share of its node's blocks, handed out
+//! for out-of-place writes and taken back after a quarantine.
+//!
+//! RACE (§3, "out-of-place KV blocks") leaves reclamation to the memory
+//! allocator and says nothing of when a block unlinked by one client may be
+//! reused under another's READ. Here, as for Pilaf's extents and NessieHY's
+//! entries, a block is reused only after the expiration period T plus the
+//! clock skew has passed since it was freed, and every RACE attempt acts on
+//! nothing it read after T − margin from its start: a reader that read a
+//! slot before the unlink has finished with the block before it is reused.
+//!
+//! Freeing: the client whose CAS unlinked a block marks it freed with a CAS
+//! on its header word (`LIVE(seq) -> FREED(seq)`, so a late or duplicated
+//! mark cannot free the block's next incarnation). Its owner learns of the
+//! mark when its sweep reads the header, and counts T plus the skew from
+//! that first sighting on its own clock; a block it freed itself it counts
+//! from its own mark. A block whose linking CAS failed was never published
+//! and is free at once. A sweep trusts only headers it read: a restarted
+//! client (whose allocator is new) reuses only never-written and freed
+//! blocks, never a live one.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use nessie_protocol::{Error, Nanos, NodeId, Op};
+
+use super::layout::{block_word, split_block_word, RaceLayout, FREED, LIVE, NEVER_WRITTEN};
+use nessie_exec::bytes::word;
+use nessie_exec::machine::{Io, OpClass};
+
+/// Headers read per sweep step.
+const SWEEP_BATCH: u32 = 256;
+
+/// A block handed out: where it is and the header word it is written with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Index within the share.
+    pub index: u32,
+    /// Offset in the node's data region.
+    pub offset: u64,
+    /// Its sequence number in this use.
+    pub seq: u32,
+}
+
+impl Block {
+    /// The header word the block is written with.
+    pub fn live_word(&self) -> u64 {
+        block_word(self.seq, LIVE)
+    }
+}
+
+/// One client's share of its node's KV blocks.
+#[derive(Debug)]
+pub struct BlockAlloc {
+    layout: RaceLayout,
+    node: NodeId,
+    index: u16,
+    /// Blocks free now, with the sequence number of their next use.
+    ready: VecDeque<(u32, u32)>,
+    /// Blocks this client freed itself: reusable at the instant given.
+    quarantine: VecDeque<(u32, u32, Nanos)>,
+    /// Blocks another client marked freed: when the sweep first saw it.
+    sighted: HashMap<u32, Nanos>,
+    /// Blocks handed out or found live: not free until a sweep says so.
+    out: Vec<bool>,
+    cursor: u32,
+    hold: Duration,
+}
+
+impl BlockAlloc {
+    /// The share of client `index` on `node`; freed blocks wait `hold` (T
+    /// plus the clock skew).
+    pub fn new(layout: RaceLayout, node: NodeId, index: u16, hold: Duration) -> BlockAlloc {
+        BlockAlloc {
+            layout,
+            node,
+            index,
+            ready: VecDeque::new(),
+            quarantine: VecDeque::new(),
+            sighted: HashMap::new(),
+            out: vec![true; layout.blocks_per_client as usize],
+            cursor: 0,
+            hold,
+        }
+    }
+
+    fn block(&mut self, index: u32, seq: u32) -> Block {
+        self.out[index as usize] = true;
+        Block {
+            index,
+            offset: self.layout.block_offset(self.index, index),
+            seq,
+        }
+    }
+
+    /// A block to write, sweeping the share's headers (CPU reads) when none
+    /// is known free; [`Error::DataTableFull`] when a whole sweep finds none.
+    pub async fn take(&mut self, io: &Io) -> Result<Block, Error> {
+        let now = io.now();
+        if let Some(&(i, seq, at)) = self.quarantine.front() {
+            if at <= now {
+                self.quarantine.pop_front();
+                return Ok(self.block(i, seq));
+            }
+        }
+        if let Some((i, seq)) = self.ready.pop_front() {
+            return Ok(self.block(i, seq));
+        }
+        let n = self.layout.blocks_per_client;
+        let mut swept = 0;
+        while swept < n {
+            let batch = SWEEP_BATCH.min(n - swept);
+            let mut ops = Vec::new();
+            let start = self.cursor;
+            for k in 0..batch {
+                let i = (start + k) % n;
+                ops.push(Op::LocalRead {
+                    offset: self.layout.block_offset(self.index, i),
+                    len: 8,
+                });
+            }
+            let results = io.round(ops, OpClass::Data).await;
+            for (k, r) in results.iter().enumerate() {
+                let i = (start + k as u32) % n;
+                let Ok(bytes) = nessie_exec::machine::read_bytes(r) else {
+                    continue;
+                };
+                self.classify(i, word(bytes, 0), now);
+            }
+            self.cursor = (start + batch) % n;
+            swept += batch;
+            if let Some((i, seq)) = self.ready.pop_front() {
+                return Ok(self.block(i, seq));
+            }
+        }
+        Err(Error::DataTableFull {
+            node: self.node,
+            class: 0,
+        })
+    }
+
+    /// What a sweep learns from block `i`'s header word `w` at `now`.
+    fn classify(&mut self, i: u32, w: u64, now: Nanos) {
+        let (seq, state) = split_block_word(w);
+        if !self.out[i as usize] || self.quarantine.iter().any(|q| q.0 == i) {
+            return;
+        }
+        match state {
+            NEVER_WRITTEN if w == 0 => {
+                self.out[i as usize] = false;
+                self.ready.push_back((i, 0));
+            }
+            FREED => {
+                let first = *self.sighted.entry(i).or_insert(now);
+                if now.since(first) >= self.hold {
+                    self.sighted.remove(&i);
+                    self.out[i as usize] = false;
+                    self.ready.push_back((i, seq.wrapping_add(1)));
+                }
+            }
+            _ => {
+                self.sighted.remove(&i);
+            }
+        }
+    }
+
+    /// `b` was never published (its linking CAS failed): free at once.
+    pub fn unpublished(&mut self, b: Block) {
+        self.out[b.index as usize] = false;
+        self.ready.push_back((b.index, b.seq));
+    }
+
+    /// This client freed its own block `offset` (seq `seq`) at `now`: free
+    /// after the hold. `false` if the offset is not one of the share's.
+    pub fn freed_own(&mut self, offset: u64, seq: u32, now: Nanos) -> bool {
+        let base = self.layout.block_offset(self.index, 0);
+        let end = self
+            .layout
+            .block_offset(self.index, self.layout.blocks_per_client);
+        if offset < base
+            || offset >= end
+            || !(offset - base).is_multiple_of(self.layout.block_bytes)
+        {
+            return false;
+        }
+        let i = ((offset - base) / self.layout.block_bytes) as u32;
+        if !self.quarantine.iter().any(|q| q.0 == i) {
+            self.quarantine
+                .push_back((i, seq.wrapping_add(1), now.plus(self.hold)));
+        }
+        true
+    }
+
+    /// Sets the hold before a freed block is reused (test-only: zero under
+    /// the `reuse-without-hold` switch).
+    pub fn set_hold(&mut self, hold: Duration) {
+        self.hold = hold;
+    }
+
+    /// The node and share index this allocator serves.
+    pub fn owner(&self) -> (NodeId, u16) {
+        (self.node, self.index)
+    }
+}

@@ -1,0 +1,191 @@
+//! RACE hashing (ATC'21) as a system of this workspace: its story as tests.
+//! Fully client-driven: no server workers; it must behave like a map,
+//! stay linearizable under concurrency (the WGL checker), cost what the
+//! paper says its operations cost, free what it unlinks, and fail with
+//! typed errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use nessie_baselines::race::RaceClient;
+use nessie_baselines::{KvSystem, SystemConfig};
+use nessie_check::time_limit;
+use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_protocol::{ClientId, Config, Error, Fabric, KvClient, NodeId};
+
+fn small(nodes: u16, slots: u32, blocks: u32) -> Config {
+    Config {
+        nodes,
+        index_slots_per_node: slots,
+        dtes_per_node: blocks,
+        clients_per_node: 2,
+        max_key_len: 32,
+        max_value_len: 64,
+        expiration: Duration::from_millis(50),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn race_behaves_like_a_map_and_has_no_servers() {
+    let d = start_kind(KvSystem::Race, small(2, 84, 4096));
+    assert_eq!(d.server_requests(), 0);
+    matches_btreemap(&d, 3000, 40, 31);
+    assert_eq!(d.server_requests(), 0, "nothing but one-sided requests");
+}
+
+#[test]
+fn race_is_linearizable_on_hot_keys() {
+    let _limit = time_limit(
+        "race_is_linearizable_on_hot_keys",
+        "-",
+        Duration::from_secs(120),
+    );
+    // Four hot keys, concurrent inserts of one key after its deletes: the
+    // duplicate check runs.
+    let d = start_kind(KvSystem::Race, small(3, 84, 4096));
+    assert!(linearizable_workload(&d, 300, 4, 50, 41) >= 1800);
+}
+
+fn race_client(
+    cfg: &Config,
+    fabric: &SimFabric,
+    node: u16,
+) -> RaceClient<nessie_fabric_sim::SimEndpoint> {
+    let id = ClientId {
+        node: NodeId(node),
+        index: 0,
+    };
+    RaceClient::new(
+        std::sync::Arc::new(cfg.clone()),
+        id,
+        fabric.open(id.node).unwrap(),
+    )
+    .unwrap()
+}
+
+fn fabric(cfg: &Config) -> SimFabric {
+    let sys = SystemConfig::new(KvSystem::Race, cfg.clone());
+    SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap()
+}
+
+#[test]
+fn an_insert_is_three_round_trips_and_an_update_two_when_the_blocks_are_local() {
+    let cfg = small(2, 84, 256);
+    let f = fabric(&cfg);
+    // A key whose home is the other node: every bucket READ is remote.
+    let mut c = race_client(&cfg, &f, 0);
+    let key = (0..1000u32)
+        .map(|i| format!("key{i}").into_bytes())
+        .find(|k| nessie_baselines::race::RaceLayout::new(&cfg).place(k).home == NodeId(1))
+        .unwrap();
+    assert!(!c.put(&key, b"one").unwrap());
+    let s = c.last_stats();
+    // Buckets (and a CPU write of the block), CAS, buckets again.
+    assert_eq!(
+        (s.round_trips, s.index_reads, s.index_cas),
+        (3, 4, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.local_writes, 1);
+    assert_eq!(c.get(&key).unwrap().as_deref(), Some(&b"one"[..]));
+    let s = c.last_stats();
+    // Buckets, then the block (on our own node: a CPU read).
+    assert_eq!(
+        (s.round_trips, s.index_reads, s.local_reads),
+        (1, 2, 1),
+        "{s:?}"
+    );
+    assert!(c.put(&key, b"two").unwrap());
+    let s = c.last_stats();
+    // Buckets, the old block, the slot CAS, the old block's free mark.
+    assert_eq!((s.round_trips, s.index_cas, s.data_cas), (2, 1, 1), "{s:?}");
+    assert!(c.delete(&key).unwrap());
+    assert_eq!(c.get(&key).unwrap(), None);
+    assert!(!c.delete(&key).unwrap());
+}
+
+#[test]
+fn a_remote_get_reads_its_block_with_one_more_round_trip() {
+    let cfg = small(2, 84, 256);
+    let f = fabric(&cfg);
+    let mut writer = race_client(&cfg, &f, 1);
+    let mut reader = race_client(&cfg, &f, 0);
+    let key = (0..1000u32)
+        .map(|i| format!("key{i}").into_bytes())
+        .find(|k| nessie_baselines::race::RaceLayout::new(&cfg).place(k).home == NodeId(1))
+        .unwrap();
+    writer.put(&key, b"v").unwrap();
+    assert_eq!(reader.get(&key).unwrap().as_deref(), Some(&b"v"[..]));
+    let s = reader.last_stats();
+    assert_eq!(
+        (s.round_trips, s.index_reads, s.data_reads),
+        (2, 2, 1),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn freed_blocks_come_back_after_the_hold_and_a_full_share_says_so() {
+    // Two blocks per client: every update frees one, which is reused only
+    // after T plus the skew.
+    let cfg = small(1, 84, 4);
+    let f = fabric(&cfg);
+    let mut c = race_client(&cfg, &f, 0);
+    c.put(b"k", b"0").unwrap();
+    c.put(b"k", b"1").unwrap();
+    // Both blocks are out (one linked, one in quarantine).
+    assert_eq!(
+        c.put(b"k", b"2"),
+        Err(Error::DataTableFull {
+            node: NodeId(0),
+            class: 0
+        })
+    );
+    std::thread::sleep(cfg.expiration + cfg.clock_skew + Duration::from_millis(20));
+    for i in 0..20u8 {
+        assert!(c.put(b"k", &[i]).unwrap());
+        std::thread::sleep(cfg.expiration + cfg.clock_skew + Duration::from_millis(5));
+    }
+    assert_eq!(c.get(b"k").unwrap(), Some(vec![19]));
+    assert_eq!(c.counters().leaked, 0);
+}
+
+#[test]
+fn bad_input_gets_typed_errors() {
+    let d = start_kind(KvSystem::Race, small(2, 84, 256));
+    let mut c = client(&d, 0, 0);
+    assert!(matches!(c.put(b"", b"v"), Err(Error::EmptyKey { .. })));
+    assert!(matches!(
+        c.put(&[1; 33], b"v"),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    assert_eq!(
+        c.put(b"k", &[0; 65]),
+        Err(Error::ValueTooLarge { len: 65, max: 64 })
+    );
+    assert_eq!(c.get(b"k").unwrap(), None);
+}
+
+#[test]
+fn a_full_table_is_table_full() {
+    // Two groups on one node: 42 slots, a key's 28 candidates among them.
+    let d = start_kind(KvSystem::Race, small(1, 42, 4096));
+    let mut c = client(&d, 0, 0);
+    let mut full = None;
+    for i in 0..60u32 {
+        match c.put(&i.to_le_bytes(), b"v") {
+            Ok(false) => {}
+            Err(e) => {
+                full = Some((i, e));
+                break;
+            }
+            Ok(true) => panic!("key {i} was new"),
+        }
+    }
+    let (i, e) = full.expect("42 slots take at most 42 keys");
+    assert_eq!(e, Error::TableFull { depth: 0 });
+    assert!(i >= 28, "filled to {i}");
+}
