@@ -966,7 +966,7 @@ fn race_survives_every_fault_when_no_insert_races_another_and_early_reuse_is_cau
 /// insert's duplicate check, whose CAS then fails; a DELETE removes the
 /// first slot, and the second's older value comes back. The same case
 /// without inserts racing passes. (With every fault, the first failing
-/// case is 854.)
+/// case is 484: `nessie swarm --system race` stops there.)
 #[test]
 fn race_as_published_resurrects_a_duplicate_with_no_fault_at_all() {
     let mut case = SwarmCase::for_system(245, SystemKind::Race);
@@ -989,10 +989,10 @@ fn race_as_published_resurrects_a_duplicate_with_no_fault_at_all() {
 /// that race each both saw it absent, and both answer so, though one of
 /// them is the other's overwrite. The swarm checks RACE's histories with
 /// PUT answers free (`CheckConfig::put_existence`); checked as every other
-/// system's, case 44 fails on exactly that.
+/// system's, case 53 fails on exactly that.
 #[test]
 fn race_put_answers_are_not_linearizable_and_are_left_unchecked() {
-    let run = SwarmCase::for_system(44, SystemKind::Race)
+    let run = SwarmCase::for_system(53, SystemKind::Race)
         .run(Faults::default())
         .unwrap();
     assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);

@@ -30,6 +30,8 @@ use nessie_exec::machine::{Io, OpClass};
 
 /// Headers read per sweep step.
 const SWEEP_BATCH: u32 = 256;
+/// Headers each allocation sweeps ahead.
+const AHEAD: u32 = 32;
 
 /// A block handed out: where it is and the header word it is written with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,32 +105,18 @@ impl BlockAlloc {
                 return Ok(self.block(i, seq));
             }
         }
+        let n = self.layout.blocks_per_client;
+        // Sweep ahead, a few headers per allocation, while blocks are still
+        // free: the sighting of a remote free mark starts its hold, so a
+        // share swept only when dry would wait out a whole hold with
+        // nothing to write.
+        self.sweep_batch(io, now, AHEAD).await;
         if let Some((i, seq)) = self.ready.pop_front() {
             return Ok(self.block(i, seq));
         }
-        let n = self.layout.blocks_per_client;
         let mut swept = 0;
         while swept < n {
-            let batch = SWEEP_BATCH.min(n - swept);
-            let mut ops = Vec::new();
-            let start = self.cursor;
-            for k in 0..batch {
-                let i = (start + k) % n;
-                ops.push(Op::LocalRead {
-                    offset: self.layout.block_offset(self.index, i),
-                    len: 8,
-                });
-            }
-            let results = io.round(ops, OpClass::Data).await;
-            for (k, r) in results.iter().enumerate() {
-                let i = (start + k as u32) % n;
-                let Ok(bytes) = nessie_exec::machine::read_bytes(r) else {
-                    continue;
-                };
-                self.classify(i, word(bytes, 0), now);
-            }
-            self.cursor = (start + batch) % n;
-            swept += batch;
+            swept += self.sweep_batch(io, now, SWEEP_BATCH).await;
             if let Some((i, seq)) = self.ready.pop_front() {
                 return Ok(self.block(i, seq));
             }
@@ -137,6 +125,29 @@ impl BlockAlloc {
             node: self.node,
             class: 0,
         })
+    }
+
+    /// Reads the share's next `batch` headers (CPU reads, one round) and
+    /// learns from them; how many it read.
+    async fn sweep_batch(&mut self, io: &Io, now: Nanos, batch: u32) -> u32 {
+        let n = self.layout.blocks_per_client;
+        let batch = batch.min(n);
+        let start = self.cursor;
+        let ops = (0..batch)
+            .map(|k| Op::LocalRead {
+                offset: self.layout.block_offset(self.index, (start + k) % n),
+                len: 8,
+            })
+            .collect();
+        let results = io.round(ops, OpClass::Data).await;
+        for (k, r) in results.iter().enumerate() {
+            let i = (start + k as u32) % n;
+            if let Ok(bytes) = nessie_exec::machine::read_bytes(r) {
+                self.classify(i, word(bytes, 0), now);
+            }
+        }
+        self.cursor = (start + batch) % n;
+        batch
     }
 
     /// What a sweep learns from block `i`'s header word `w` at `now`.
