@@ -1,19 +1,24 @@
 //! RACE hashing (ATC'21) as a system of this workspace: its story as tests.
 //! Fully client-driven: no server workers; it must behave like a map,
 //! stay linearizable under concurrency (the WGL checker), cost what the
-//! paper says its operations cost, free what it unlinks, and fail with
-//! typed errors.
+//! paper says its operations cost, free what it unlinks, fail with typed
+//! errors, and answer honestly under a fault at every step.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::faulty::{Arm, FaultyFabric, SUPPORTED};
 use common::*;
 use nessie_baselines::race::RaceClient;
+use nessie_baselines::race::RaceLayout;
+use nessie_baselines::Deployment;
 use nessie_baselines::{KvSystem, SystemConfig};
 use nessie_check::time_limit;
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::{ClientId, Config, Error, Fabric, KvClient, NodeId};
+use nessie_protocol::{OpKind, Outcome, TransportFault};
 
 fn small(nodes: u16, slots: u32, blocks: u32) -> Config {
     Config {
@@ -79,7 +84,7 @@ fn an_insert_is_three_round_trips_and_an_update_two_when_the_blocks_are_local() 
     let mut c = race_client(&cfg, &f, 0);
     let key = (0..1000u32)
         .map(|i| format!("key{i}").into_bytes())
-        .find(|k| nessie_baselines::race::RaceLayout::new(&cfg).place(k).home == NodeId(1))
+        .find(|k| RaceLayout::new(&cfg).place(k).home == NodeId(1))
         .unwrap();
     assert!(!c.put(&key, b"one").unwrap());
     let s = c.last_stats();
@@ -115,7 +120,7 @@ fn a_remote_get_reads_its_block_with_one_more_round_trip() {
     let mut reader = race_client(&cfg, &f, 0);
     let key = (0..1000u32)
         .map(|i| format!("key{i}").into_bytes())
-        .find(|k| nessie_baselines::race::RaceLayout::new(&cfg).place(k).home == NodeId(1))
+        .find(|k| RaceLayout::new(&cfg).place(k).home == NodeId(1))
         .unwrap();
     writer.put(&key, b"v").unwrap();
     assert_eq!(reader.get(&key).unwrap().as_deref(), Some(&b"v"[..]));
@@ -188,4 +193,161 @@ fn a_full_table_is_table_full() {
     let (i, e) = full.expect("42 slots take at most 42 keys");
     assert_eq!(e, Error::TableFull { depth: 0 });
     assert!(i >= 28, "filled to {i}");
+}
+
+/// What a client's operation did to the key, in honesty's terms: `Ok` means
+/// committed; `OutcomeUnknown` may be either; every other error means
+/// nothing was committed, now or later.
+fn honest(
+    what: &str,
+    outcome: Outcome,
+    committed_now: bool,
+    committed_later: bool,
+) -> Option<String> {
+    match outcome {
+        Outcome::Committed if !committed_now => Some(format!("{what}: Ok but not in effect")),
+        Outcome::NotCommitted if committed_now || committed_later => {
+            Some(format!("{what}: reported not committed, but in effect"))
+        }
+        _ => None,
+    }
+}
+
+/// RACE's operations with a fault at each of their fabric operations in
+/// turn (each of the wrapper's faults: not executed, executed then failed,
+/// completion lost, vanished; CPU accesses only fail, before or after):
+/// an insert, an update and a DELETE, each of a key homed on the other
+/// node, so every bucket READ and slot CAS crosses the fabric. Each result's
+/// class is checked against what the key holds right after and a while
+/// later, and all three classes are seen.
+#[test]
+fn every_fault_at_every_step_gives_an_honest_outcome() {
+    let _limit = time_limit(
+        "every_fault_at_every_step_gives_an_honest_outcome",
+        "-",
+        Duration::from_secs(120),
+    );
+    let (seen, lies) = fault_matrix(false);
+    assert!(lies.is_empty(), "dishonest outcomes:\n{}", lies.join("\n"));
+    for c in ["committed", "not committed", "unknown"] {
+        assert!(seen.contains_key(c), "no {c} outcome in {seen:?}");
+    }
+}
+
+/// The matrix has teeth: a client that reports a slot CAS of unknown
+/// outcome as a `Timeout` (the test-only switch
+/// `RaceCore::set_unknown_as_timeout`) is caught lying.
+#[test]
+fn teeth_a_race_client_that_reports_unknown_outcomes_as_timeouts_is_caught() {
+    let _limit = time_limit(
+        "teeth_a_race_client_that_reports_unknown_outcomes_as_timeouts_is_caught",
+        "-",
+        Duration::from_secs(120),
+    );
+    let (_, lies) = fault_matrix(true);
+    assert!(
+        !lies.is_empty(),
+        "a Timeout after a linked CAS must be caught"
+    );
+}
+
+/// Runs the matrix; what outcome classes it saw, and the lies it found.
+fn fault_matrix(unknown_as_timeout: bool) -> (BTreeMap<&'static str, usize>, Vec<String>) {
+    let mut cfg = small(2, 4200, 4096);
+    cfg.retry.op_timeout = Duration::from_millis(120);
+    let sys = SystemConfig::new(KvSystem::Race, cfg.clone());
+    let fabric =
+        FaultyFabric::new(SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap());
+    let d = Deployment::start(sys, fabric.clone()).unwrap();
+    let layout = RaceLayout::new(&cfg);
+    let mut reader = d
+        .client(ClientId {
+            node: NodeId(0),
+            index: 1,
+        })
+        .unwrap();
+    let id = ClientId {
+        node: NodeId(0),
+        index: 0,
+    };
+    let mut writer = RaceClient::new(
+        std::sync::Arc::new(cfg.clone()),
+        id,
+        fabric.open(id.node).unwrap(),
+    )
+    .unwrap();
+    writer.core_mut().set_unknown_as_timeout(unknown_as_timeout);
+    let ctl = fabric.endpoints(NodeId(0))[1].clone();
+    let mut n = 0u32;
+    let mut fresh = || loop {
+        n += 1;
+        let k = format!("key-{n}").into_bytes();
+        if layout.place(&k).home == NodeId(1) {
+            return k;
+        }
+    };
+    let mut seen: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut lies = Vec::new();
+    for op in ["insert", "update", "delete"] {
+        // The operation's steps, traced on a clean run.
+        let key = fresh();
+        if op != "insert" {
+            writer.put(&key, b"old").unwrap();
+        }
+        ctl.start_trace();
+        match op {
+            "delete" => assert!(writer.delete(&key).unwrap()),
+            _ => {
+                writer.put(&key, b"new").unwrap();
+            }
+        }
+        let steps = ctl.take_trace();
+        assert!(steps.len() >= 3, "{op}: {steps:?}");
+        for (i, step) in steps.iter().enumerate() {
+            let faults: &[TransportFault] =
+                if matches!(step.kind, OpKind::LocalRead | OpKind::LocalWrite) {
+                    &[
+                        TransportFault::FailBeforeExecuting,
+                        TransportFault::FailAfterExecuting,
+                    ]
+                } else {
+                    &SUPPORTED
+                };
+            for &fault in faults {
+                let key = fresh();
+                if op != "insert" {
+                    writer.put(&key, b"old").unwrap();
+                }
+                ctl.arm(Arm {
+                    trigger: None,
+                    nth: i as u64 + 1,
+                    fault,
+                })
+                .unwrap();
+                let r = match op {
+                    "delete" => writer.delete(&key).map(|_| ()),
+                    _ => writer.put(&key, b"new").map(|_| ()),
+                };
+                ctl.disarm();
+                let in_effect = |v: Option<Vec<u8>>| match op {
+                    "delete" => v.is_none(),
+                    _ => v.as_deref() == Some(&b"new"[..]),
+                };
+                let now = in_effect(reader.get(&key).unwrap());
+                std::thread::sleep(Duration::from_millis(30));
+                let later = in_effect(reader.get(&key).unwrap());
+                let outcome = Outcome::of(&r);
+                *seen
+                    .entry(match outcome {
+                        Outcome::Committed => "committed",
+                        Outcome::NotCommitted => "not committed",
+                        Outcome::Unknown => "unknown",
+                    })
+                    .or_default() += 1;
+                let what = format!("{op}, step {} ({:?}), {fault:?}: {r:?}", i + 1, step.kind);
+                lies.extend(honest(&what, outcome, now, later));
+            }
+        }
+    }
+    (seen, lies)
 }

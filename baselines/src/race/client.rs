@@ -116,6 +116,7 @@ pub struct RaceCore {
     id: ClientId,
     alloc: BlockAlloc,
     counters: RaceCounters,
+    unknown_as_timeout: bool,
 }
 
 impl RaceCore {
@@ -128,12 +129,20 @@ impl RaceCore {
             layout,
             id,
             counters: RaceCounters::default(),
+            unknown_as_timeout: false,
         }
     }
 
     /// What this client counted so far.
     pub fn counters(&self) -> RaceCounters {
         self.counters
+    }
+
+    /// Test-only fault switch: a slot CAS whose outcome is unknown is
+    /// reported as a retryable [`Error::Timeout`] (which promises nothing
+    /// was committed), the lie the honest-outcome matrix must catch.
+    pub fn set_unknown_as_timeout(&mut self, on: bool) {
+        self.unknown_as_timeout = on;
     }
 
     /// Test-only fault switch: freed blocks are reused at once, without
@@ -408,6 +417,9 @@ impl RaceCore {
     fn unknown(&mut self, block: Option<Block>, e: Error) -> Attempt {
         if block.is_some() {
             self.counters.leaked += 1;
+        }
+        if self.unknown_as_timeout {
+            return Attempt::Done(Err(Error::Timeout));
         }
         Attempt::Done(Err(Error::OutcomeUnknown(format!(
             "race: a slot CAS's outcome is unknown ({e})"
