@@ -7,13 +7,18 @@
 //! MIGRATE search (breadth first, depth first), and reports the round trips of the inserts
 //! made just below each index load factor: average, maximum, and how many
 //! were refused. The workshop paper's Table 1 (two hash functions) is
-//! printed beside N = 2.
+//! printed beside N = 2. RACE hashing (`--race`, on by default) fills its
+//! own subtables of as many slots the same way: two combined buckets of a
+//! main and an overflow bucket of 7 slots each per key, no resizing.
 
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use nessie_fabric_sim::{SimConfig, SimFabric};
-use nessie_protocol::{Client, ClientId, Config, Error, Fabric, MigrateSearch, NodeId};
+use nessie_baselines::{KvSystem, SystemConfig};
+use nessie_protocol::{
+    Client, ClientId, Config, Error, Fabric, KvClient, MigrateSearch, NodeId,
+};
 use serde::Serialize;
 
 /// Options of `nessie inserts`.
@@ -56,6 +61,10 @@ pub struct InsertsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also fill RACE hashing's subtables (as many slots per node; `false`
+    /// to leave it out).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub race: bool,
 }
 
 /// A MIGRATE search on the command line.
@@ -105,6 +114,8 @@ pub struct Row {
 /// One fill: a series per (N, search), and the load at the first refusal.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fill {
+    /// The system filled (`nessie` or `race`).
+    pub system: &'static str,
     /// Candidates (buckets) per key.
     pub candidates: u8,
     /// Entries per bucket.
@@ -127,14 +138,13 @@ pub const WORKSHOP_TABLE_1: [(f64, f64); 5] = [
     (0.9, 13.3),
 ];
 
-/// Fills one index and measures it.
+/// Fills one Nessie index and measures it.
 pub fn fill(
     args: &InsertsArgs,
     candidates: u8,
     bucket_slots: u8,
     search: SearchArg,
 ) -> Result<Fill, Error> {
-    let entries = u64::from(args.nodes) * u64::from(args.slots_per_node);
     let cfg = Arc::new(Config {
         nodes: args.nodes,
         index_slots_per_node: args.slots_per_node,
@@ -155,11 +165,51 @@ pub fn fill(
     let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))
         .map_err(|e| Error::Corrupt(e.to_string()))?;
     let ep = fabric.open(NodeId(0))?;
-    let id = ClientId {
-        node: NodeId(0),
-        index: 0,
+    let mut client = Client::new(cfg, ONE_CLIENT, ep)?;
+    fill_with(args, "nessie", (candidates, bucket_slots, search), &mut client)
+}
+
+/// The one client of a fill.
+const ONE_CLIENT: ClientId = ClientId {
+    node: NodeId(0),
+    index: 0,
+};
+
+/// Fills RACE hashing's subtables (as many slots per node as Nessie's
+/// index: `index_slots_per_node`, in groups of 21) and measures them. Its
+/// rows say N = 2 (two combined buckets) and B = 14 (a main and an overflow
+/// bucket of 7 slots each); RACE has no MIGRATE, so the search is moot.
+pub fn fill_race(args: &InsertsArgs) -> Result<Fill, Error> {
+    let cfg = Config {
+        nodes: args.nodes,
+        index_slots_per_node: args.slots_per_node,
+        dtes_per_node: u32::from(args.nodes) * args.slots_per_node * 2,
+        expiration: std::time::Duration::from_millis(50),
+        clients_per_node: 1,
+        max_key_len: 16,
+        max_value_len: 8,
+        ..Config::default()
     };
-    let mut client = Client::new(cfg, id, ep)?;
+    let sys = SystemConfig::new(KvSystem::Race, cfg);
+    let fabric = SimFabric::new(SimConfig::from_topology(sys.topology()))
+        .map_err(|e| Error::Corrupt(e.to_string()))?;
+    let mut client = sys.client(&fabric, ONE_CLIENT)?;
+    fill_with(
+        args,
+        "race",
+        (2, 14, SearchArg::BreadthFirst),
+        client.as_mut(),
+    )
+}
+
+/// Fills the store `client` writes to with new keys, measuring each insert.
+fn fill_with(
+    args: &InsertsArgs,
+    system: &'static str,
+    (candidates, bucket_slots, search): (u8, u8, SearchArg),
+    client: &mut dyn KvClient,
+) -> Result<Fill, Error> {
+    let entries = u64::from(args.nodes) * u64::from(args.slots_per_node);
     let mut loads: Vec<f64> = args.loads.clone();
     loads.sort_by(f64::total_cmp);
     let mut rows: Vec<Row> = loads
@@ -222,6 +272,7 @@ pub fn fill(
         }
     }
     Ok(Fill {
+        system,
         candidates,
         bucket_slots,
         search,
@@ -244,6 +295,9 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
             }
         }
     }
+    if args.race {
+        fills.push(fill_race(args)?);
+    }
     if args.json {
         println!(
             "{}",
@@ -256,7 +310,8 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         args.nodes, args.slots_per_node, args.max_depth
     );
     println!(
-        "{:>4} {:>3} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>9} {:>10}",
+        "{:>6} {:>4} {:>3} {:>14} {:>6} {:>8} {:>9} {:>7} {:>8} {:>9} {:>10}",
+        "system",
         "N",
         "B",
         "search",
@@ -272,15 +327,19 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         for r in &f.rows {
             let paper = WORKSHOP_TABLE_1
                 .iter()
-                .find(|(l, _)| (l - r.load).abs() < 1e-9 && f.candidates == 2)
+                .find(|(l, _)| {
+                    (l - r.load).abs() < 1e-9 && f.candidates == 2 && f.system == "nessie"
+                })
                 .map(|(_, v)| format!("{v:.1}"))
                 .unwrap_or_default();
-            let search = match f.search {
-                SearchArg::BreadthFirst => "breadth-first",
-                SearchArg::DepthFirst => "depth-first",
+            let search = match (f.system, f.search) {
+                ("race", _) => "-",
+                (_, SearchArg::BreadthFirst) => "breadth-first",
+                (_, SearchArg::DepthFirst) => "depth-first",
             };
             println!(
-                "{:>4} {:>3} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>9} {:>10}",
+                "{:>6} {:>4} {:>3} {:>14} {:>6.2} {:>8} {:>9.1} {:>7} {:>8} {:>9} {:>10}",
+                f.system,
                 f.candidates,
                 f.bucket_slots,
                 search,
@@ -295,10 +354,10 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         }
         match f.first_refusal_load {
             Some(l) => println!(
-                "{:>4} {:>3} {:>14} first refusal at load {l:.3}",
-                "", "", ""
+                "{:>6} {:>4} {:>3} {:>14} first refusal at load {l:.3}",
+                "", "", "", ""
             ),
-            None => println!("{:>4} {:>3} {:>14} no refusal", "", "", ""),
+            None => println!("{:>6} {:>4} {:>3} {:>14} no refusal", "", "", "", ""),
         }
     }
     Ok(())

@@ -585,6 +585,7 @@ fn workshop_table_1() -> Result<(), SimError> {
         max_depth: 10,
         search: vec![SearchArg::BreadthFirst],
         json: false,
+        race: false,
     };
     let fill = inserts::fill(&args, 2, 1, SearchArg::BreadthFirst)?;
     let buckets = inserts::fill(&args, 2, 4, SearchArg::BreadthFirst)?;
