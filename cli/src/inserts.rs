@@ -14,11 +14,9 @@
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_baselines::{KvSystem, SystemConfig};
-use nessie_protocol::{
-    Client, ClientId, Config, Error, Fabric, KvClient, MigrateSearch, NodeId,
-};
+use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_protocol::{Client, ClientId, Config, Error, Fabric, KvClient, MigrateSearch, NodeId};
 use serde::Serialize;
 
 /// Options of `nessie inserts`.
@@ -166,7 +164,12 @@ pub fn fill(
         .map_err(|e| Error::Corrupt(e.to_string()))?;
     let ep = fabric.open(NodeId(0))?;
     let mut client = Client::new(cfg, ONE_CLIENT, ep)?;
-    fill_with(args, "nessie", (candidates, bucket_slots, search), &mut client)
+    fill_with(
+        args,
+        "nessie",
+        (candidates, bucket_slots, search),
+        &mut client,
+    )
 }
 
 /// The one client of a fill.
