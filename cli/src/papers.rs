@@ -10,7 +10,9 @@
 //! locality experiments (Fig. 4, Table 2, Fig. 7) are in `papers/cell_locality.rs`.
 //! Then the runs beyond the papers: throughput, p99 and the busiest
 //! resource from 3 to 1,000 nodes, at depth 1 and 8, on both hardware
-//! profiles. `--only` runs some of these parts.
+//! profiles; and which store to use (`peers.rs`): YCSB's core workloads on
+//! every key-value system side by side, and what an insert costs and how
+//! full each index gets. `--only` runs some of these parts.
 
 use clap::Args;
 use nessie_protocol::Request;
@@ -20,6 +22,7 @@ use nessie_systems::SystemKind;
 use crate::inserts::{self, InsertsArgs, SearchArg, WORKSHOP_TABLE_1};
 
 mod cell_locality;
+mod peers;
 pub use cell_locality::{CELL_FIG_4_PEAKS, CELL_TABLE_2};
 
 /// Options of `nessie papers`.
@@ -36,7 +39,7 @@ pub struct PapersArgs {
     #[arg(long)]
     pub no_scale: bool,
     /// Run only these sections (comma separated: tpds, workshop, pilaf,
-    /// cell, scale); all by default.
+    /// cell, scale, peers); all by default.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Seed.
@@ -99,7 +102,7 @@ fn cell(sim: f64, paper: Option<f64>) -> String {
 
 /// A number as the tables print it: thousands separated, one decimal below
 /// 100.
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     if !v.is_finite() {
         return "-".into();
     }
@@ -178,7 +181,7 @@ fn split_get_heavy(system: SystemKind) -> (u16, u16) {
     }
 }
 
-fn run(spec: &SimSpec, label: &str) -> Result<SimReport, SimError> {
+pub(crate) fn run(spec: &SimSpec, label: &str) -> Result<SimReport, SimError> {
     let r = simulate(spec)?;
     eprintln!(
         "  {label}: {} ops/s, {} events in {:.1} s",
@@ -203,7 +206,7 @@ pub fn papers(args: &PapersArgs) -> Result<(), SimError> {
         args.seconds, args.seed
     );
     println!("Each cell: prediction / paper (their ratio, prediction / paper); a bare number has no published counterpart.\n");
-    const SECTIONS: [&str; 5] = ["tpds", "workshop", "pilaf", "cell", "scale"];
+    const SECTIONS: [&str; 6] = ["tpds", "workshop", "pilaf", "cell", "scale", "peers"];
     if let Some(bad) = args.only.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
         return Err(SimError::Spec(format!(
             "unknown section {bad:?} (expected one of {SECTIONS:?})"
@@ -228,6 +231,9 @@ pub fn papers(args: &PapersArgs) -> Result<(), SimError> {
     }
     if !args.no_scale && runs("scale") {
         scale(args)?;
+    }
+    if !args.no_scale && runs("peers") {
+        peers::which_store(args)?;
     }
     println!(
         "\nWall time: {:.0} s on this machine.",

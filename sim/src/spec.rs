@@ -424,10 +424,14 @@ pub struct SimReport {
     pub ops_per_sec: f64,
     /// Average GET latency, µs.
     pub get_avg_us: f64,
+    /// Median GET latency, µs.
+    pub get_p50_us: f64,
     /// 99th-percentile GET latency, µs.
     pub get_p99_us: f64,
     /// Average PUT latency, µs.
     pub put_avg_us: f64,
+    /// Median PUT latency, µs.
+    pub put_p50_us: f64,
     /// 99th-percentile PUT latency, µs.
     pub put_p99_us: f64,
     /// Fabric bytes per operation (requests and responses' payloads).

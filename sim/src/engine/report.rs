@@ -58,12 +58,12 @@ impl Engine {
                 v.iter().sum::<u64>() as f64 / v.len() as f64 / 1000.0
             }
         }
-        fn p99(v: &mut [u64]) -> f64 {
+        fn quantile(v: &mut [u64], q: f64) -> f64 {
             if v.is_empty() {
                 return 0.0;
             }
             v.sort_unstable();
-            v[((v.len() - 1) as f64 * 0.99).round() as usize] as f64 / 1000.0
+            v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0
         }
         let ops = (self.tally.get_lat.len() + self.tally.put_lat.len()) as u64 + self.tally.deletes;
         let n = ops.max(1) as f64;
@@ -126,9 +126,11 @@ impl Engine {
             unreachable_meganodes: self.unreachable_meganodes(),
             ops_per_sec: ops as f64 / self.spec.seconds,
             get_avg_us: avg(&self.tally.get_lat),
-            get_p99_us: p99(&mut self.tally.get_lat),
+            get_p50_us: quantile(&mut self.tally.get_lat, 0.5),
+            get_p99_us: quantile(&mut self.tally.get_lat, 0.99),
             put_avg_us: avg(&self.tally.put_lat),
-            put_p99_us: p99(&mut self.tally.put_lat),
+            put_p50_us: quantile(&mut self.tally.put_lat, 0.5),
+            put_p99_us: quantile(&mut self.tally.put_lat, 0.99),
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
             migrations: self.stats.migrations
