@@ -181,6 +181,23 @@ fn split_get_heavy(system: SystemKind) -> (u16, u16) {
     }
 }
 
+/// The busiest resource of a run and its busy share (%): the busiest
+/// node's NIC transmit queue (per-request processing), its link (bytes),
+/// its receive queue, or the server workers' cores (their requests' CPU
+/// with the scan of their request slots).
+pub(crate) fn busiest(r: &SimReport) -> (&'static str, f64) {
+    [
+        ("NIC tx", r.nic_tx_op_busy_pct),
+        ("link", r.link_busy_pct),
+        ("NIC rx", r.nic_rx_busy_pct),
+        ("worker (with scan)", r.server_busy_pct + r.server_scan_pct),
+    ]
+    .into_iter()
+    .max_by(|a, b| a.1.total_cmp(&b.1))
+    .unwrap_or(("-", 0.0))
+}
+
+/// Runs `spec`, saying on stderr how fast (`label` names the run).
 pub(crate) fn run(spec: &SimSpec, label: &str) -> Result<SimReport, SimError> {
     let r = simulate(spec)?;
     eprintln!(
@@ -710,13 +727,6 @@ fn scale(args: &PapersArgs) -> Result<(), SimError> {
                         &format!("{} {system} {nodes} nodes depth {depth}", profile.name),
                     )?;
                     let with_scan = r.server_busy_pct + r.server_scan_pct;
-                    let mut res = [
-                        ("NIC tx", r.nic_tx_op_busy_pct),
-                        ("link", r.link_busy_pct),
-                        ("NIC rx", r.nic_rx_busy_pct),
-                        ("worker (with scan)", with_scan),
-                    ];
-                    res.sort_by(|a, b| b.1.total_cmp(&a.1));
                     let workers = if system.has_servers() {
                         format!("{:.0} / {:.0}", r.server_busy_pct, with_scan)
                     } else {
@@ -732,7 +742,7 @@ fn scale(args: &PapersArgs) -> Result<(), SimError> {
                         r.nic_tx_op_busy_pct,
                         r.link_busy_pct,
                         r.nic_rx_busy_pct,
-                        res[0].0,
+                        busiest(&r).0,
                     );
                 }
             }

@@ -10,7 +10,7 @@ use nessie_sim::{Profile, SimError, SimSpec};
 use nessie_systems::SystemKind;
 use nessie_workload::Ycsb;
 
-use super::{num, run, PapersArgs};
+use super::{busiest, num, run, PapersArgs};
 use crate::inserts::{self, InsertsArgs, SearchArg};
 
 /// The key-value systems compared (Cell's ordered store runs E alone).
@@ -53,13 +53,7 @@ pub fn which_store(args: &PapersArgs) -> Result<(), SimError> {
                     };
                     let label = format!("{} {nodes} nodes {} {system}", profile.name, w.name());
                     let r = run(&spec, &label)?;
-                    let mut res = [
-                        ("NIC tx", r.nic_tx_op_busy_pct),
-                        ("link", r.link_busy_pct),
-                        ("NIC rx", r.nic_rx_busy_pct),
-                        ("workers", r.server_busy_pct + r.server_scan_pct),
-                    ];
-                    res.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    let (resource, busy) = busiest(&r);
                     let put = if r.puts == 0 {
                         "-".to_string()
                     } else {
@@ -79,8 +73,8 @@ pub fn which_store(args: &PapersArgs) -> Result<(), SimError> {
                         num(r.get_p99_us),
                         r.round_trips_per_op,
                         r.cas_per_op,
-                        res[0].0,
-                        res[0].1,
+                        resource,
+                        busy,
                     );
                 }
             }
