@@ -10,11 +10,13 @@
 //!   the client's own share) and READ the two combined buckets, then READ
 //!   the fingerprint matches' blocks. If a position holds the key, CAS its
 //!   slot from the old block to the new one (an update: three round trips,
-//!   the paper's "read KV, then CAS"). Else CAS an empty slot of the less
-//!   loaded main bucket (then overflow bucket) to the new block, and READ
-//!   the two combined buckets again to find **duplicates** a concurrent
-//!   insert of the same key made: the first position holding the key is
-//!   kept, every other one is emptied by CAS (an insert: four round trips).
+//!   the paper's "read KV, then CAS", and the old block's free mark, a CAS
+//!   on its owner's node). Else CAS an empty slot of the less loaded main
+//!   bucket (then overflow bucket) to the new block, and READ the two
+//!   combined buckets again to find **duplicates** a concurrent insert of
+//!   the same key made: the first position holding the key is kept, every
+//!   other one is emptied by CAS (an insert: three round trips when no
+//!   other slot shares its fingerprint, one more to read those that do).
 //! - **DELETE**: find the key as a PUT does and CAS its slot to empty.
 //!
 //! The client whose CAS unlinked a block marks it freed ([`super::alloc`]).
@@ -174,7 +176,7 @@ impl RaceCore {
         }
     }
 
-    /// READs the two combined buckets; `Err(None)`: past the deadline
+    /// READs the two combined buckets; `Ok(Err(()))`: past the deadline
     /// (retry).
     async fn read_buckets(
         &self,
@@ -487,6 +489,12 @@ impl RaceCore {
         }
         holders.sort_unstable_by_key(|h| h.0);
         for &(p, w, header) in holders.iter().skip(1) {
+            if io.now().plus(self.cfg.deadline_margin) >= deadline {
+                // No CAS on a word read this attempt after its margin (the
+                // word could recur once its block is reused).
+                self.counters.duplicate_checks_skipped += 1;
+                return;
+            }
             match self.cas_slot(io, place, p, w, 0).await {
                 Ok(prev) if prev == w => {
                     self.counters.duplicates_removed += 1;
