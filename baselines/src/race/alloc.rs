@@ -61,6 +61,8 @@ pub struct BlockAlloc {
     ready: VecDeque<(u32, u32)>,
     /// Blocks this client freed itself: reusable at the instant given.
     quarantine: VecDeque<(u32, u32, Nanos)>,
+    /// Which blocks are in `quarantine`.
+    held: Vec<bool>,
     /// Blocks another client marked freed: when the sweep first saw it.
     sighted: HashMap<u32, Nanos>,
     /// Blocks handed out or found live: not free until a sweep says so.
@@ -79,6 +81,7 @@ impl BlockAlloc {
             index,
             ready: VecDeque::new(),
             quarantine: VecDeque::new(),
+            held: vec![false; layout.blocks_per_client as usize],
             sighted: HashMap::new(),
             out: vec![true; layout.blocks_per_client as usize],
             cursor: 0,
@@ -102,6 +105,7 @@ impl BlockAlloc {
         if let Some(&(i, seq, at)) = self.quarantine.front() {
             if at <= now {
                 self.quarantine.pop_front();
+                self.held[i as usize] = false;
                 return Ok(self.block(i, seq));
             }
         }
@@ -153,7 +157,7 @@ impl BlockAlloc {
     /// What a sweep learns from block `i`'s header word `w` at `now`.
     fn classify(&mut self, i: u32, w: u64, now: Nanos) {
         let (seq, state) = split_block_word(w);
-        if !self.out[i as usize] || self.quarantine.iter().any(|q| q.0 == i) {
+        if !self.out[i as usize] || self.held[i as usize] {
             return;
         }
         match state {
@@ -195,7 +199,8 @@ impl BlockAlloc {
             return false;
         }
         let i = ((offset - base) / self.layout.block_bytes) as u32;
-        if !self.quarantine.iter().any(|q| q.0 == i) {
+        if !self.held[i as usize] {
+            self.held[i as usize] = true;
             self.quarantine
                 .push_back((i, seq.wrapping_add(1), now.plus(self.hold)));
         }
