@@ -989,20 +989,22 @@ fn race_as_published_resurrects_a_duplicate_with_no_fault_at_all() {
 /// that race each both saw it absent, and both answer so, though one of
 /// them is the other's overwrite. The swarm checks RACE's histories with
 /// PUT answers free (`CheckConfig::put_existence`); checked as every other
-/// system's, case 53 fails on exactly that.
+/// system's, some of the first 300 cases that pass fail on exactly that
+/// (the first was case 53 before RACE's CAS rounds were bounded by their
+/// attempts' deadlines, which moved every schedule).
 #[test]
 fn race_put_answers_are_not_linearizable_and_are_left_unchecked() {
-    let run = SwarmCase::for_system(53, SystemKind::Race)
-        .run(Faults::default())
-        .unwrap();
-    assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
-    let strict = nessie_check::check(
-        &run.report.history,
-        &nessie_check::CheckConfig::steps(1_000_000),
-    );
-    assert!(
-        matches!(strict.verdict, nessie_check::Verdict::NotLinearizable(_)),
-        "{:?}",
-        strict.verdict
-    );
+    let caught = (0..300).find(|&seed| {
+        let run = SwarmCase::for_system(seed, SystemKind::Race)
+            .run(Faults::default())
+            .unwrap();
+        let strict = nessie_check::check(
+            &run.report.history,
+            &nessie_check::CheckConfig::steps(1_000_000),
+        );
+        matches!(run.verdict, Verdict::Pass(_))
+            && matches!(strict.verdict, nessie_check::Verdict::NotLinearizable(_))
+    });
+    assert!(caught.is_some(), "no case of 0..300 needs PUT answers free");
+    eprintln!("PUT answers: case {caught:?} passes only with them free");
 }

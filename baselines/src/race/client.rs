@@ -262,18 +262,19 @@ impl RaceCore {
         })
     }
 
-    /// One CAS on the home node's slot at `position`.
+    /// One CAS on the home node's slot at `position`, posted before the
+    /// attempt's margin and given up at its `deadline` (a completion that
+    /// has not come by then is an unknown outcome, as any failed one).
     async fn cas_slot(
         &self,
         io: &Io,
         place: &KeyPlace,
-        position: usize,
-        expect: u64,
-        new: u64,
+        (position, expect, new): (usize, u64, u64),
+        deadline: Nanos,
     ) -> Result<u64, Error> {
         let addr = RemoteAddr::data(place.home, place.slot_offset(position));
         let r = io
-            .round(vec![Op::Cas { addr, expect, new }], OpClass::Index)
+            .round_by(vec![Op::Cas { addr, expect, new }], OpClass::Index, deadline)
             .await;
         cas_previous(&r[0])
     }
@@ -282,14 +283,17 @@ impl RaceCore {
     /// its header word from the live word read with it.
     async fn free_block(&mut self, io: &Io, slot: Slot, header: u64) {
         let (seq, _) = split_block_word(header);
+        // A mark names the block's sequence number, so it is harmless
+        // whenever it lands: it is given one margin.
         let r = io
-            .round(
+            .round_by(
                 vec![Op::Cas {
                     addr: slot.addr(),
                     expect: header,
                     new: block_word(seq, FREED),
                 }],
                 OpClass::Data,
+                io.now().plus(self.cfg.deadline_margin),
             )
             .await;
         match cas_previous(&r[0]) {
@@ -376,7 +380,7 @@ impl RaceCore {
             // Update or delete in place: one CAS on the key's slot.
             (Some(f), new) => {
                 let prev = match self
-                    .cas_slot(io, place, f.position, f.word, new.unwrap_or(0))
+                    .cas_slot(io, place, (f.position, f.word, new.unwrap_or(0)), deadline)
                     .await
                 {
                     Ok(prev) => prev,
@@ -399,7 +403,7 @@ impl RaceCore {
                     // RACE would resize here (§3.4); not built.
                     return Ok(Attempt::Done(Err(Error::TableFull { depth: 0 })));
                 };
-                let prev = match self.cas_slot(io, place, p, 0, new).await {
+                let prev = match self.cas_slot(io, place, (p, 0, new), deadline).await {
                     Ok(prev) => prev,
                     Err(e) => return Ok(self.unknown(block.map(|b| b.0), e)),
                 };
@@ -495,7 +499,7 @@ impl RaceCore {
                 self.counters.duplicate_checks_skipped += 1;
                 return;
             }
-            match self.cas_slot(io, place, p, w, 0).await {
+            match self.cas_slot(io, place, (p, w, 0), deadline).await {
                 Ok(prev) if prev == w => {
                     self.counters.duplicates_removed += 1;
                     if let Some(s) = Slot::from_word(w) {
