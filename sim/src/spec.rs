@@ -438,6 +438,11 @@ pub struct SimReport {
     pub bytes_per_op: f64,
     /// Remote round trips per operation.
     pub round_trips_per_op: f64,
+    /// Remote round trips per GET that succeeded (its attempts' together).
+    pub round_trips_per_get: f64,
+    /// Remote round trips per PUT that succeeded (inserts and updates, their
+    /// attempts' together).
+    pub round_trips_per_put: f64,
     /// NIC operations per operation: the clients' READs, WRITEs and CASes,
     /// the servers' response WRITEs and their claim CASes (loopback).
     pub nic_ops_per_op: f64,

@@ -274,7 +274,11 @@ impl RaceCore {
     ) -> Result<u64, Error> {
         let addr = RemoteAddr::data(place.home, place.slot_offset(position));
         let r = io
-            .round_by(vec![Op::Cas { addr, expect, new }], OpClass::Index, deadline)
+            .round_by(
+                vec![Op::Cas { addr, expect, new }],
+                OpClass::Index,
+                deadline,
+            )
             .await;
         cas_previous(&r[0])
     }

@@ -27,10 +27,10 @@ pub fn which_store(args: &PapersArgs) -> Result<(), SimError> {
     eprintln!("Which store");
     println!("## Which store: YCSB A-F on every key-value system, 3 to 100 nodes, both profiles\n");
     println!(
-        "YCSB's core workloads (Zipfian 0.99; D: 5 % inserts, latest), 2 client threads per node with 4 operations in flight each, one server worker per node for the server-driven systems, 1 KiB values, 200 keys per node, {} simulated s per point. Mops/s; GET and PUT p50 / p99 in µs; round trips and CASes per operation; the cluster's NICs' CAS ceiling (Mops/s if CASes were all they did); the busiest resource. E (scans) needs an ordered store: Cell's figures are in docs/benchmarks.md. The peers' published YCSB figures are not printed beside these: their clusters, NICs and client counts are not yet mapped onto the simulator's settings.\n",
+        "YCSB's core workloads (Zipfian 0.99; D: 5 % inserts, latest), 2 client threads per node with 4 operations in flight each, one server worker per node for the server-driven systems, 1 KiB values, 200 keys per node, {} simulated s per point. Mops/s; GET and PUT p50 / p99 in µs; round trips per GET and per PUT (updates, and D's inserts); CASes per operation; the cluster's NICs' CAS ceiling (Mops/s if CASes were all they did); the busiest resource. E (scans) needs an ordered store: Cell's figures are in docs/benchmarks.md. The peers' published YCSB figures are not printed beside these: their clusters, NICs and client counts are not yet mapped onto the simulator's settings.\n",
         args.scale_seconds
     );
-    println!("| profile | nodes | workload | system | Mops/s | GET p50 / p99 | PUT p50 / p99 | RTs/op | CAS/op | CAS cap M | busiest |");
+    println!("| profile | nodes | workload | system | Mops/s | GET p50 / p99 | PUT p50 / p99 | RTs per GET / PUT | CAS/op | CAS cap M | busiest |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for profile in nessie_sim::PROFILES {
         let profile: Profile = profile.clone();
@@ -64,14 +64,21 @@ pub fn which_store(args: &PapersArgs) -> Result<(), SimError> {
                     } else {
                         "-".into()
                     };
+                    let rts = if r.puts == 0 {
+                        format!("{:.2} / -", r.round_trips_per_get)
+                    } else {
+                        format!(
+                            "{:.2} / {:.2}",
+                            r.round_trips_per_get, r.round_trips_per_put
+                        )
+                    };
                     println!(
-                        "| {} | {nodes} | {} | {system} | {:.2} | {} / {} | {put} | {:.2} | {:.2} | {cap} | {} {:.0} % |",
+                        "| {} | {nodes} | {} | {system} | {:.2} | {} / {} | {put} | {rts} | {:.2} | {cap} | {} {:.0} % |",
                         profile.name,
                         w.name(),
                         r.ops_per_sec / 1e6,
                         num(r.get_p50_us),
                         num(r.get_p99_us),
-                        r.round_trips_per_op,
                         r.cas_per_op,
                         resource,
                         busy,

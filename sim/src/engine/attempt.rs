@@ -325,8 +325,14 @@ impl Engine {
         }
         match r {
             Ok(_) => match op.request {
-                Request::Get(_) => self.tally.get_lat.push(now - op.started),
-                Request::Put(..) => self.tally.put_lat.push(now - op.started),
+                Request::Get(_) => {
+                    self.tally.get_lat.push(now - op.started);
+                    self.tally.get_round_trips += op.stats.round_trips;
+                }
+                Request::Put(..) => {
+                    self.tally.put_lat.push(now - op.started);
+                    self.tally.put_round_trips += op.stats.round_trips;
+                }
                 Request::Delete(_) => self.tally.deletes += 1,
                 Request::Scan { .. } => {}
             },

@@ -370,6 +370,9 @@ pub(crate) struct Tally {
     /// Latencies (ns) of the measured GETs and PUTs.
     pub(crate) get_lat: Vec<u64>,
     pub(crate) put_lat: Vec<u64>,
+    /// Remote round trips of the measured GETs and PUTs that succeeded.
+    pub(crate) get_round_trips: u64,
+    pub(crate) put_round_trips: u64,
     /// Measured DELETEs.
     pub(crate) deletes: u64,
     /// Operations that failed, that ended with an unknown outcome, and that

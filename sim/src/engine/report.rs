@@ -131,6 +131,10 @@ impl Engine {
             put_avg_us: avg(&self.tally.put_lat),
             put_p50_us: quantile(&mut self.tally.put_lat, 0.5),
             put_p99_us: quantile(&mut self.tally.put_lat, 0.99),
+            round_trips_per_get: self.tally.get_round_trips as f64
+                / (self.tally.get_lat.len().max(1)) as f64,
+            round_trips_per_put: self.tally.put_round_trips as f64
+                / (self.tally.put_lat.len().max(1)) as f64,
             bytes_per_op: self.stats.fabric_bytes as f64 / n,
             round_trips_per_op: self.stats.round_trips as f64 / n,
             migrations: self.stats.migrations
