@@ -230,26 +230,42 @@ impl Engine {
         self.preloading == 0 && at >= self.measure_from && at < self.end
     }
 
+    /// How much of the busy interval `[from, to)` lies in the measured
+    /// window: a resource's busy share counts the time it served in the
+    /// window, not the work that arrived there (a saturated queue's backlog
+    /// past the window's end made the receive queue of a TPDS node report
+    /// 111 % busy).
+    fn in_window(&self, from: u64, to: u64) -> u64 {
+        if self.preloading > 0 {
+            return 0;
+        }
+        to.min(self.end).saturating_sub(from.max(self.measure_from))
+    }
+
     /// Sends `bytes` out of `from`'s NIC (its transmit queue) at `at` towards
     /// `to`; returns when they arrive there.
     pub(crate) fn transmit(&mut self, from: usize, to: usize, at: u64, bytes: u64) -> u64 {
-        let measuring = self.measuring(at);
         let units = self.p.nic_units as usize;
-        let nic = &mut self.nics[from];
+        let op = self.p.nic_op_ns;
         let wire = self.p.wire_time(bytes);
-        let done = if units <= 1 {
+        let nic = &mut self.nics[from];
+        let (processed, done) = if units <= 1 {
             // One server for processing and wire together.
-            serve_on_a_unit(&mut nic.tx_units, 1, at, self.p.nic_op_ns + wire)
+            let done = serve_on_a_unit(&mut nic.tx_units, 1, at, op + wire);
+            (done - wire, done)
         } else {
             // A processing unit, then the link, one transfer at a time.
-            let processed = serve_on_a_unit(&mut nic.tx_units, units, at, self.p.nic_op_ns);
+            let processed = serve_on_a_unit(&mut nic.tx_units, units, at, op);
             nic.link_free = processed.max(nic.link_free) + wire;
-            nic.link_free
+            (processed, nic.link_free)
         };
-        if measuring {
-            nic.tx_op_ns += self.p.nic_op_ns;
-            nic.tx_wire_ns += wire;
-        }
+        let (op_busy, wire_busy) = (
+            self.in_window(processed - op, processed),
+            self.in_window(done - wire, done),
+        );
+        let nic = &mut self.nics[from];
+        nic.tx_op_ns += op_busy;
+        nic.tx_wire_ns += wire_busy;
         done + if from == to {
             self.p.loopback_ns
         } else {
@@ -287,7 +303,6 @@ impl Engine {
             Op::Cas { addr, .. } => Some((req.dst, addr.region, addr.offset)),
             _ => None,
         };
-        let measuring = self.measuring(now);
         let units = self.p.nic_units as usize;
         let nic = &mut self.nics[req.dst];
         let done = if units <= 1 {
@@ -298,15 +313,16 @@ impl Engine {
                 } else {
                     0
                 };
-            if measuring {
-                nic.rx_ns += cost;
-            }
-            serve_on_a_unit(&mut nic.rx_units, 1, now, cost)
+            let done = serve_on_a_unit(&mut nic.rx_units, 1, now, cost);
+            let busy = self.in_window(done - cost, done);
+            self.nics[req.dst].rx_ns += busy;
+            done
         } else {
-            let processed = serve_on_a_unit(&mut nic.rx_units, units, now, self.p.nic_op_ns);
-            if measuring {
-                nic.rx_ns += self.p.nic_op_ns;
-            }
+            let op = self.p.nic_op_ns;
+            let processed = serve_on_a_unit(&mut nic.rx_units, units, now, op);
+            let busy = self.in_window(processed - op, processed);
+            let nic = &mut self.nics[req.dst];
+            nic.rx_ns += busy;
             match atomic {
                 // The atomic unit, and the word's last CAS, then the PCIe
                 // round trip to host memory; the processing unit is free.
@@ -533,13 +549,11 @@ impl Engine {
         let Some(req) = self.reqs[r].as_ref() else {
             return;
         };
-        let measuring = self.measuring(now);
         let units = self.p.nic_units as usize;
-        let nic = &mut self.nics[req.src];
-        let done = serve_on_a_unit(&mut nic.rx_units, units.max(1), now, self.p.nic_op_ns);
-        if measuring {
-            nic.rx_ns += self.p.nic_op_ns;
-        }
+        let op = self.p.nic_op_ns;
+        let src = req.src;
+        let done = serve_on_a_unit(&mut self.nics[src].rx_units, units.max(1), now, op);
+        self.nics[src].rx_ns += self.in_window(done - op, done);
         self.schedule(done, Ev::Complete(r));
     }
 
