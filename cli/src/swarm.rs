@@ -33,7 +33,9 @@ pub struct SwarmArgs {
     /// the others take Nessie's shapes, workloads, network faults and client
     /// crashes, and draw server workers and what is their own (NessieHY's
     /// GET optimisations, per-node table sizes, Cell's node and meganode
-    /// sizes: `SwarmCase::for_system`).
+    /// sizes: `SwarmCase::for_system`). RACE as published fails where
+    /// racing inserts of a key meet a DELETE (first at case 484;
+    /// docs/baselines.md): `--without-inserts` is the family it holds in.
     #[arg(long, default_value = "nessie")]
     pub system: String,
     /// The server-driven systems' test-only fault switches to run instead
