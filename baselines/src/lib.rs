@@ -26,6 +26,30 @@
 //! ([`client::ClientLogic`]), its retries ([`retry`],
 //! [`client::BlockingClient`]), and the handlers on the node's tables. The
 //! cluster simulator (`nessie-sim`) runs the same machines in virtual time.
+//!
+//! # Any system behind one interface
+//!
+//! A [`Deployment`] starts a system (with its server workers, if it has
+//! any) on a fabric and hands out clients; every client is a
+//! [`KvClient`](nessie_protocol::KvClient), Nessie's own included:
+//!
+//! ```
+//! use nessie_baselines::{Deployment, KvSystem, SystemConfig};
+//! use nessie_fabric_sim::{SimConfig, SimFabric};
+//! use nessie_protocol::{ClientId, Config, NodeId};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! for kind in [KvSystem::Nessie, KvSystem::Pilaf, KvSystem::Race] {
+//!     let sys = SystemConfig::new(kind, Config { nodes: 3, ..Config::default() });
+//!     let fabric = SimFabric::new(SimConfig::from_topology(sys.topology()))?;
+//!     let deployment = Deployment::start(sys, fabric)?;
+//!     let mut client = deployment.client(ClientId { node: NodeId(1), index: 0 })?;
+//!     client.put(b"k", b"v")?;
+//!     assert_eq!(client.get(b"k")?.as_deref(), Some(&b"v"[..]), "{kind}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 

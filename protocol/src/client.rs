@@ -24,6 +24,41 @@ use crate::route::Router;
 use crate::stats::OpStats;
 
 /// A Nessie client bound to one endpoint.
+///
+/// Every error says what it promises about a write ([`Error::outcome`]):
+/// only [`Error::OutcomeUnknown`] leaves it open, and such a write is never
+/// retried by the client. To learn its fate, read the key (a value unique to
+/// the write tells it apart); retry it only if the read shows it did not
+/// take effect and nothing else wrote the key since.
+///
+/// ```
+/// use std::sync::Arc;
+/// use nessie_fabric_sim::{SimConfig, SimFabric};
+/// use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, Outcome};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cfg = Arc::new(Config { nodes: 3, ..Config::default() });
+/// let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))?;
+/// let id = ClientId { node: NodeId(0), index: 0 };
+/// let mut client = Client::new(cfg.clone(), id, fabric.open(NodeId(0))?)?;
+/// // Two clients with one id would share a data table share: refused.
+/// let twin = Client::new(cfg.clone(), id, fabric.open(NodeId(0))?);
+/// assert!(matches!(twin, Err(Error::ClientIdInUse(_))));
+///
+/// match client.put(b"order-17", b"paid") {
+///     Ok(existed) => println!("written (the key existed before: {existed})"),
+///     Err(e) if e.outcome() == Outcome::Unknown => {
+///         // It may have taken effect: read before deciding to write again.
+///         let now = client.get(b"order-17")?;
+///         println!("outcome unknown; the key now holds {now:?}");
+///     }
+///     Err(e) => println!("not written, nothing will be: {e}"),
+/// }
+/// assert_eq!(client.get(b"order-17")?.as_deref(), Some(&b"paid"[..]));
+/// println!("that PUT cost {:?}", client.last_stats());
+/// # Ok(())
+/// # }
+/// ```
 pub struct Client<E: Endpoint> {
     state: ClientState,
     ep: E,

@@ -23,6 +23,34 @@
 //!
 //! The precise protocol, with every departure from the papers, is in
 //! `docs/protocol.md` of the repository.
+//!
+//! # A first PUT and GET
+//!
+//! A three-node cluster on the in-process simulated fabric
+//! (`nessie-fabric-sim`; the verbs backend, `nessie-fabric-verbs`, hands out
+//! endpoints of a real RDMA cluster the same way), a client on each of two
+//! nodes:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use nessie_fabric_sim::{SimConfig, SimFabric};
+//! use nessie_protocol::{Client, ClientId, Config, Fabric, NodeId};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = Arc::new(Config { nodes: 3, ..Config::default() });
+//! cfg.validate()?;
+//! let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))?;
+//! let id = |node| ClientId { node: NodeId(node), index: 0 };
+//! let mut alice = Client::new(cfg.clone(), id(0), fabric.open(NodeId(0))?)?;
+//! let mut bob = Client::new(cfg.clone(), id(2), fabric.open(NodeId(2))?)?;
+//!
+//! assert!(!alice.put(b"greeting", b"hello")?, "the key was new");
+//! assert_eq!(bob.get(b"greeting")?.as_deref(), Some(&b"hello"[..]));
+//! assert!(bob.delete(b"greeting")?, "it existed");
+//! assert_eq!(alice.get(b"greeting")?, None);
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 
