@@ -69,6 +69,14 @@ impl KvSystem {
     pub fn has_servers(self) -> bool {
         !matches!(self, KvSystem::Nessie | KvSystem::Race)
     }
+
+    /// Whether a PUT's answer (whether the key existed) is one its history
+    /// is held to: RACE's insert cannot know it when a concurrent insert of
+    /// the key races it (docs/baselines.md), so its histories are checked
+    /// with `nessie_check::CheckConfig::put_existence` off.
+    pub fn put_answers_existence(self) -> bool {
+        self != KvSystem::Race
+    }
 }
 
 impl fmt::Display for KvSystem {

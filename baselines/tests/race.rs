@@ -71,6 +71,18 @@ fn race_client(
     .unwrap()
 }
 
+/// The next key (counting on from `n`) whose home is `node`.
+fn key_homed_on(cfg: &Config, node: NodeId, n: &mut u32) -> Vec<u8> {
+    let layout = RaceLayout::new(cfg);
+    loop {
+        *n += 1;
+        let k = format!("key-{n}").into_bytes();
+        if layout.place(&k).home == node {
+            return k;
+        }
+    }
+}
+
 fn fabric(cfg: &Config) -> SimFabric {
     let sys = SystemConfig::new(KvSystem::Race, cfg.clone());
     SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap()
@@ -82,10 +94,7 @@ fn an_insert_is_three_round_trips_and_an_update_two_when_the_blocks_are_local() 
     let f = fabric(&cfg);
     // A key whose home is the other node: every bucket READ is remote.
     let mut c = race_client(&cfg, &f, 0);
-    let key = (0..1000u32)
-        .map(|i| format!("key{i}").into_bytes())
-        .find(|k| RaceLayout::new(&cfg).place(k).home == NodeId(1))
-        .unwrap();
+    let key = key_homed_on(&cfg, NodeId(1), &mut 0);
     assert!(!c.put(&key, b"one").unwrap());
     let s = c.last_stats();
     // Buckets (and a CPU write of the block), CAS, buckets again.
@@ -118,10 +127,7 @@ fn a_remote_get_reads_its_block_with_one_more_round_trip() {
     let f = fabric(&cfg);
     let mut writer = race_client(&cfg, &f, 1);
     let mut reader = race_client(&cfg, &f, 0);
-    let key = (0..1000u32)
-        .map(|i| format!("key{i}").into_bytes())
-        .find(|k| RaceLayout::new(&cfg).place(k).home == NodeId(1))
-        .unwrap();
+    let key = key_homed_on(&cfg, NodeId(1), &mut 0);
     writer.put(&key, b"v").unwrap();
     assert_eq!(reader.get(&key).unwrap().as_deref(), Some(&b"v"[..]));
     let s = reader.last_stats();
@@ -259,7 +265,6 @@ fn fault_matrix(unknown_as_timeout: bool) -> (BTreeMap<&'static str, usize>, Vec
     let fabric =
         FaultyFabric::new(SimFabric::new(SimConfig::from_topology(sys.topology())).unwrap());
     let d = Deployment::start(sys, fabric.clone()).unwrap();
-    let layout = RaceLayout::new(&cfg);
     let mut reader = d
         .client(ClientId {
             node: NodeId(0),
@@ -279,13 +284,7 @@ fn fault_matrix(unknown_as_timeout: bool) -> (BTreeMap<&'static str, usize>, Vec
     writer.core_mut().set_unknown_as_timeout(unknown_as_timeout);
     let ctl = fabric.endpoints(NodeId(0))[1].clone();
     let mut n = 0u32;
-    let mut fresh = || loop {
-        n += 1;
-        let k = format!("key-{n}").into_bytes();
-        if layout.place(&k).home == NodeId(1) {
-            return k;
-        }
-    };
+    let mut fresh = || key_homed_on(&cfg, NodeId(1), &mut n);
     let mut seen: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut lies = Vec::new();
     for op in ["insert", "update", "delete"] {

@@ -34,7 +34,8 @@ pub mod wgl;
 
 pub use history::{ret_of, Event, Failure, Recorder, Ret};
 pub use linearizability::{
-    check, check_history, CheckConfig, CheckError, CheckReport, Inconclusive, Verdict, Violation,
+    check, check_history, check_history_with, CheckConfig, CheckError, CheckReport, Inconclusive,
+    Verdict, Violation,
 };
 pub use values::{unique_value, write_unique_value, MIN_RECORDED_VALUE_SIZE};
 pub use watchdog::{time_limit, TimeLimit};

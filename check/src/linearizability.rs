@@ -286,7 +286,13 @@ fn short_ret(r: &Ret) -> String {
 /// key. Returns how many events were checked (failed reads and
 /// not-committed operations are left out).
 pub fn check_history(events: &[Event], max_steps: u64) -> Result<usize, CheckError> {
-    let report = check(events, &CheckConfig::steps(max_steps));
+    check_history_with(events, &CheckConfig::steps(max_steps))
+}
+
+/// [`check_history`] under `cfg` (a system whose PUT cannot say whether
+/// its key existed is checked with [`CheckConfig::put_existence`] off).
+pub fn check_history_with(events: &[Event], cfg: &CheckConfig) -> Result<usize, CheckError> {
+    let report = check(events, cfg);
     match report.verdict {
         Verdict::Linearizable => Ok(report.checked),
         Verdict::NotLinearizable(v) => Err(CheckError::NotLinearizable(v)),

@@ -46,9 +46,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_check::ordered as cell_check;
-use nessie_check::{CheckError, Event};
+use nessie_check::{check_history_with, CheckConfig, CheckError, Event};
 use nessie_fabric_verbs::lossy_link::{LinkEnd, LossyLink};
 use nessie_protocol::Response;
+use nessie_systems::SystemKind;
 use nessie_workload::{monotonic_ns, HistoryRecord};
 
 fn env(name: &str) -> Option<String> {
@@ -398,18 +399,13 @@ fn assert_linearizable(what: &str, system: &str, history: &[HistoryRecord], proc
     }
     // RACE's PUT cannot say whether its key existed (docs/baselines.md):
     // its answers are not held to it, its writes are.
-    let check_history = |evs: &[Event], steps: u64| -> Result<usize, CheckError> {
-        let cfg = nessie_check::CheckConfig {
-            max_steps: steps,
-            put_existence: system != "race",
+    let kind: SystemKind = system.parse().expect("a system name");
+    let check_history = |evs: &[Event], max_steps: u64| {
+        let cfg = CheckConfig {
+            max_steps,
+            put_existence: kind.put_answers_existence(),
         };
-        let r = nessie_check::check(evs, &cfg);
-        match r.verdict {
-            nessie_check::Verdict::Linearizable => Ok(r.checked),
-            nessie_check::Verdict::NotLinearizable(v) => Err(CheckError::NotLinearizable(v)),
-            nessie_check::Verdict::Inconclusive(i) => Err(CheckError::Inconclusive(i)),
-            nessie_check::Verdict::Malformed(m) => Err(CheckError::Malformed(m)),
-        }
+        check_history_with(evs, &cfg)
     };
     let evs = events(history);
     let keys = evs

@@ -747,9 +747,9 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
                 max_steps: CHECK_STEPS,
                 // RACE's PUT cannot know whether the key existed when a
                 // concurrent insert races it (docs/baselines.md; the test
-                // `race_put_answers_are_not_linearizable` in
-                // sim/tests/swarm.rs shows the case the swarm found).
-                put_existence: report.system != SystemKind::Race,
+                // `race_put_answers_are_not_linearizable_and_are_left_unchecked`
+                // in sim/tests/swarm.rs finds the case).
+                put_existence: report.system.put_answers_existence(),
             },
         );
         match r.verdict {

@@ -69,6 +69,12 @@ impl SystemKind {
         }
     }
 
+    /// Whether a PUT's answer (whether the key existed) is one its history
+    /// is held to ([`KvSystem::put_answers_existence`]; Cell's is).
+    pub fn put_answers_existence(self) -> bool {
+        self.kv().is_none_or(KvSystem::put_answers_existence)
+    }
+
     /// Whether the system runs server workers.
     pub fn has_servers(self) -> bool {
         // Cell's nodes are all servers; the key-value systems say so

@@ -212,9 +212,4 @@ impl BlockAlloc {
     pub fn set_hold(&mut self, hold: Duration) {
         self.hold = hold;
     }
-
-    /// The node and share index this allocator serves.
-    pub fn owner(&self) -> (NodeId, u16) {
-        (self.node, self.index)
-    }
 }

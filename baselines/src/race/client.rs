@@ -124,9 +124,8 @@ pub struct RaceCore {
 impl RaceCore {
     /// The core of client `id` (its blocks are its share on its node).
     pub fn new(cfg: Arc<Config>, layout: RaceLayout, id: ClientId) -> RaceCore {
-        let hold = cfg.expiration + cfg.clock_skew;
         RaceCore {
-            alloc: BlockAlloc::new(layout, id.node, id.index, hold),
+            alloc: BlockAlloc::new(layout, id.node, id.index, hold(&cfg)),
             cfg,
             layout,
             id,
@@ -151,12 +150,11 @@ impl RaceCore {
     /// waiting out T plus the skew, so a reader that read a slot before its
     /// block was unlinked can read the block's next contents.
     pub fn set_reuse_without_hold(&mut self, on: bool) {
-        let hold = if on {
+        self.alloc.set_hold(if on {
             std::time::Duration::ZERO
         } else {
-            self.cfg.expiration + self.cfg.clock_skew
-        };
-        self.alloc.set_hold(hold);
+            hold(&self.cfg)
+        });
     }
 
     /// The last instant an attempt started at `start` may act on what it
@@ -541,16 +539,7 @@ impl ClientLogic for RaceCore {
         }
         match op {
             KvRequest::Get(k) | KvRequest::Delete(k) => cfg.check_key(k),
-            KvRequest::Put(k, v) => {
-                cfg.check_key(k)?;
-                if v.len() > cfg.max_value_len as usize {
-                    return Err(Error::ValueTooLarge {
-                        len: v.len(),
-                        max: cfg.max_value_len,
-                    });
-                }
-                Ok(())
-            }
+            KvRequest::Put(k, v) => cfg.check_key(k).and_then(|()| cfg.check_value(v)),
             KvRequest::Scan { .. } => Err(Error::Unsupported("scan")),
         }
     }
@@ -572,6 +561,11 @@ impl ClientLogic for RaceCore {
     fn set_switches(&mut self, switches: CoreSwitches) {
         self.set_reuse_without_hold(switches.reuse_without_hold);
     }
+}
+
+/// How long a freed block waits before reuse: T plus the clock skew.
+fn hold(cfg: &Config) -> std::time::Duration {
+    cfg.expiration + cfg.clock_skew
 }
 
 /// A RACE client (blocking).
