@@ -731,3 +731,33 @@ fn large_histories_with_many_unknown_outcomes_have_known_verdicts() {
         }
     }
 }
+
+/// With PUT answers free (`CheckConfig::put_existence` off, RACE's
+/// histories), two racing inserts that both answer "new" pass, and what
+/// the writes did is still held to account: a stale read and a lost write
+/// are rejected as before.
+#[test]
+fn put_answers_free_still_rejects_stale_reads_and_lost_writes() {
+    let free = CheckConfig {
+        put_existence: false,
+        ..CheckConfig::steps(10_000)
+    };
+    let racing_inserts = vec![
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 3),
+        ev(1, put("b"), Ok(Response::Put(false)), 1, 4),
+        ev(2, get(), got("b"), 5, 6),
+    ];
+    assert!(check_history(&racing_inserts, 10_000).is_err());
+    assert_eq!(check_history_with(&racing_inserts, &free), Ok(3));
+    let stale = vec![
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(0, put("b"), Ok(Response::Put(true)), 2, 3),
+        ev(1, get(), got("a"), 4, 5),
+    ];
+    assert!(check_history_with(&stale, &free).is_err_and(|e| e.is_violation()));
+    let lost = vec![
+        ev(0, put("a"), Ok(Response::Put(false)), 0, 1),
+        ev(1, get(), Ok(Response::Get(None)), 2, 3),
+    ];
+    assert!(check_history_with(&lost, &free).is_err_and(|e| e.is_violation()));
+}
