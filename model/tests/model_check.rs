@@ -389,7 +389,7 @@ fn an_overrunning_owner_is_harmless_when_it_commits_by_nic_cas() {
     let overrun = broken(|f| f.ignore_deadline = true);
     all_hold(vec![(
         worlds::late_owner_commit(overrun, Faults::default()),
-        992_393,
+        1_045_301,
     )]);
 }
 
@@ -423,8 +423,8 @@ fn edge_worlds_hold_every_property() {
 fn late_landings_no_longer_break_the_migrate_and_commit_stories() {
     let f = Faults::default();
     all_hold(vec![
-        (late(worlds::late_migrate_install(f)), 6_524_136),
-        (late(worlds::late_owner_commit(f, f)), 617_063),
+        (late(worlds::late_migrate_install(f)), 6_375_319),
+        (late(worlds::late_owner_commit(f, f)), 594_524),
     ]);
 }
 

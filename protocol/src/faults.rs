@@ -114,6 +114,20 @@ pub struct Faults {
     /// so the mark of an entry of a smaller class lands on another entry,
     /// which may be linked.
     pub mark_by_main_class_offset: bool,
+    /// An update skips its verification even when the key's holder is a
+    /// committed MIGRATE copy linked at its destination, as updates of any
+    /// other holder do: a scan that read the copy's source before the key
+    /// was written there and its destination after the copy committed does
+    /// not see the source still linked, and the update commits while the
+    /// source still names the copy (two committed versions of the key).
+    pub skip_copy_update_verify: bool,
+    /// A PUT whose search finds no chain answers `TableFull` on its scan
+    /// alone, without re-reading the key's candidates: a scan that
+    /// straddled a MIGRATE of the key (one bucket read before the copy
+    /// landed, the other after the source was cleared) refuses an update
+    /// of a present key as an insert into a full table (the swarm's case
+    /// 30,014).
+    pub table_full_uncertified: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -123,7 +137,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 25] = [
+    pub const NAMES: [&'static str; 27] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -149,6 +163,8 @@ impl Faults {
         "ignore-incarnations",
         "verify-other-buckets-only",
         "mark-by-main-class-offset",
+        "skip-copy-update-verify",
+        "table-full-uncertified",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -181,6 +197,8 @@ impl Faults {
             "ignore-incarnations" => &mut self.ignore_incarnations,
             "verify-other-buckets-only" => &mut self.verify_other_buckets_only,
             "mark-by-main-class-offset" => &mut self.mark_by_main_class_offset,
+            "skip-copy-update-verify" => &mut self.skip_copy_update_verify,
+            "table-full-uncertified" => &mut self.table_full_uncertified,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

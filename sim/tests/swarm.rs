@@ -131,9 +131,12 @@ fn late_landings_are_harmless_with_incarnation_tags_and_caught_without() {
     assert!(s.late_landings > 200, "{s:?}");
 }
 
-/// The first seed at which `nessie swarm --late-landing` failed before the
-/// incarnation tags (and fails with `--faults ignore-incarnations`).
-const A2_NEGATIVE_CONTROL_SEED: u64 = 20_403;
+/// The first seed at which `nessie swarm --late-landing` fails with
+/// `--faults ignore-incarnations` (20,403 before updates skipped their
+/// verification, and the first failure of the correct protocol before the
+/// incarnation tags): an update's install CAS is its only check, so
+/// without the tags a late one lands on a word that recurred far sooner.
+const A2_NEGATIVE_CONTROL_SEED: u64 = 67;
 
 /// The same fault mixes with Nessie's index in associative buckets
 /// (`SwarmCase::with_buckets`: buckets of 2 or 4 entries in tight tables,
@@ -196,7 +199,7 @@ fn family_holds_and_catches(
 /// Broken verifications the bucketed swarm finds, and the first seed that
 /// shows each (searching from seed 0).
 const FOUND_IN_BUCKETS: [(&str, u64); 2] =
-    [("skip-put-verify", 2), ("verify-other-buckets-only", 31)];
+    [("skip-put-verify", 2), ("verify-other-buckets-only", 68)];
 
 /// The same fault mixes with Nessie's data tables in size classes
 /// (`SwarmCase::with_size_classes`: a ladder of classes, values of uniform
@@ -230,10 +233,12 @@ fn size_classes_survive_the_fault_mixes_and_their_broken_mark_is_caught() {
 /// the data-table audit when it admitted two leaks per crash whatever the
 /// classes. A PUT's entry of class 5 timed out before its install (returned
 /// unpublished, its header `Writing`); the client went on with a DELETE in
-/// class 1 and crashed after unlinking the DELETE's tombstone: the
-/// tombstone and the value it replaced were never marked, and the restarted
-/// process never reuses the class-5 entry. Three leaks for one crash, which
-/// `leaks_per_crash` now admits (one per class, plus one).
+/// class 1 and crashed after unlinking the DELETE's tombstone: three leaks
+/// for one crash, which `leaks_per_crash` now admits (one per class, plus
+/// one). Since updates and DELETEs skip their verification the case runs
+/// another schedule (one crash, two leaks, four counted by the operations)
+/// and no seed below 1,000,000 of the family showed more than two per
+/// crash (searched just before `TableFull` was certified); the case stays as the audit's regression: it passes, audited.
 #[test]
 fn a_crash_leaks_at_most_one_unpublished_entry_per_size_class() {
     let case = SwarmCase::for_system(26_759, SystemKind::Nessie)
@@ -242,9 +247,12 @@ fn a_crash_leaks_at_most_one_unpublished_entry_per_size_class() {
     let run = case.run(Faults::default()).unwrap();
     assert!(matches!(run.verdict, Verdict::Pass(_)), "{:?}", run.verdict);
     let a = run.report.dtes.expect("audited");
-    assert_eq!((a.leaked, a.crashes, a.counted), (3, 1, 0), "{a:?}");
-    assert!(a.leaked > leaks_per_crash(1), "more than one class admits");
-    assert!(a.per_crash > 3 && a.leaked <= a.admitted, "{a:?}");
+    assert_eq!((a.leaked, a.crashes, a.counted), (2, 1, 4), "{a:?}");
+    assert!(
+        a.leaked <= a.counted + leaks_per_crash(1) * a.crashes,
+        "{a:?}"
+    );
+    assert!(a.admitted >= a.counted + leaks_per_crash(2), "{a:?}");
 }
 
 /// The broken mark the size-class swarm finds, and the first seed that
@@ -259,22 +267,22 @@ const FOUND_FROM_ZERO: [(&str, u64); 11] = [
     ("reuse-before-expiry", 1),
     ("errors-after-commit-retryable", 1),
     ("skip-recycle-mark", 1),
-    ("rollback-destination-to-previous", 39),
     // Issue 24's hole 2: a completion that outlived its round (delayed, or
     // held back by a late-completion fault) answers the next machine's
     // request of the same number.
-    ("machine-local-request-ids", 67),
-    ("unfenced-migrate-install", 160),
-    ("skip-migrate-rollback", 165),
+    ("machine-local-request-ids", 7),
+    ("skip-migrate-rollback", 31),
+    ("rollback-destination-to-previous", 77),
+    ("unfenced-migrate-install", 120),
     ("skip-put-verify", 267),
-    ("skip-get-reverse-pass", 592),
+    ("skip-get-reverse-pass", 1_023),
 ];
 
 #[test]
 fn the_swarm_catches_each_broken_variant_from_seed_zero() {
     let _limit = time_limit(
         "the_swarm_catches_each_broken_variant_from_seed_zero",
-        "0..=592",
+        "0..=1023",
         Duration::from_secs(180),
     );
     for (name, first) in FOUND_FROM_ZERO {
@@ -289,26 +297,31 @@ fn the_swarm_catches_each_broken_variant_from_seed_zero() {
 /// Rarer catches, and the first seed that shows each (searching from seed
 /// 0; too far for CI to search): the case fails with the switch on and
 /// passes with it off (so the switch, not the simulator, is at fault).
-const FOUND_LATER: [(&str, u64); 7] = [
-    ("conflict-ends-put", 2_613),
-    ("fence-stops-at-present-word", 3_757),
-    ("get-value-insert-time-from-completion", 18_943),
-    ("cache-time-from-completion", 21_372),
-    ("get-hit-time-from-completion", 21_372),
-    ("get-insert-time-from-completion", 41_614),
+const FOUND_LATER: [(&str, u64); 8] = [
+    ("conflict-ends-put", 253),
+    ("fence-stops-at-present-word", 976),
     // Two fencers of one MIGRATE copy (its owner, and a writer that met
-    // the copy aborted) flipped its never-used destination back to the
-    // word the owner's pending install expected; the install landed on it
-    // (the I4 watch). Found with the correct protocol of the time, once
-    // the simulator woke each machine at its own `poll_timeout`.
-    ("fence-seal-flips", 48_969),
+    // the copy aborted) flip its never-used destination back to the word
+    // the owner's pending install expects; the install lands on it (the I4
+    // watch). First found at case 48,969 with the correct protocol of the
+    // time, once the simulator woke each machine at its own `poll_timeout`.
+    ("fence-seal-flips", 2_635),
+    ("cache-time-from-completion", 6_206),
+    ("get-insert-time-from-completion", 16_668),
+    ("get-hit-time-from-completion", 26_291),
+    ("get-value-insert-time-from-completion", 27_585),
+    // A scan that straddled a MIGRATE of its key saw it nowhere and the
+    // PUT answered `TableFull` without certifying the key absent: found
+    // with the correct protocol of the time once updates skipped their
+    // verification.
+    ("table-full-uncertified", 30_014),
 ];
 
 #[test]
 fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
     let _limit = time_limit(
         "rarer_catches_are_caught_by_the_seed_that_shows_each",
-        "2613, 3757, 18943, 21372, 41614, 48969",
+        "253, 976, 2635, 6206, 16668, 26291, 27585, 30014",
         Duration::from_secs(60),
     );
     for (name, seed) in FOUND_LATER {
@@ -325,7 +338,7 @@ fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
 }
 
 /// Issue 24's hole 1, found through the owner's own error-completion path:
-/// in case 3,757 a MIGRATE owner's install reports an error and lands
+/// in case 976 a MIGRATE owner's install reports an error and lands
 /// after the owner's first fence CAS found the destination empty; its
 /// second fence CAS finds the copy, and the broken fence stops there, so
 /// the owner restores the source and marks the copy still linked at the
@@ -336,11 +349,11 @@ fn rarer_catches_are_caught_by_the_seed_that_shows_each() {
 fn an_install_that_errs_then_lands_between_fence_tries_is_caught_with_the_broken_fence() {
     let _limit = time_limit(
         "an_install_that_errs_then_lands_between_fence_tries_is_caught_with_the_broken_fence",
-        3_757,
+        976,
         Duration::from_secs(60),
     );
     let name = "fence-stops-at-present-word";
-    let case = SwarmCase::from_seed(3_757);
+    let case = SwarmCase::from_seed(976);
     assert!(case.chaos.error_then_land_permille > 0);
     let broken = case.run(faults(name)).unwrap();
     let Verdict::Fail(m) = &broken.verdict else {
@@ -400,13 +413,13 @@ fn a_silent_leak_is_caught_by_the_data_table_audit() {
 fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports() {
     let _limit = time_limit(
         "an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports",
-        160,
+        120,
         Duration::from_secs(60),
     );
     // The broken variant posts its MIGRATE install checking only the
-    // deadline: in case 160 a client posts an index CAS with 243 us of its
-    // 300 us margin left. The correct protocol runs the same case cleanly.
-    let case = SwarmCase::from_seed(160);
+    // deadline: in case 120 a client posts an index CAS inside its margin.
+    // The correct protocol runs the same case cleanly.
+    let case = SwarmCase::from_seed(120);
     let broken = case.run(faults("unfenced-migrate-install")).unwrap();
     assert!(
         !broken.report.margin_breaches.is_empty(),
@@ -439,12 +452,12 @@ fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports
 fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure() {
     let _limit = time_limit(
         "a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness_failure",
-        39,
+        77,
         Duration::from_secs(60),
     );
     // rollback-destination-to-previous leaves two index entries naming one
     // data table entry: every later write of that key backs off forever.
-    let case = SwarmCase::from_seed(39);
+    let case = SwarmCase::from_seed(77);
     let run = case
         .run(faults("rollback-destination-to-previous"))
         .unwrap();
@@ -464,10 +477,10 @@ fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness
 fn a_failing_case_replays_exactly_from_its_json() {
     let _limit = time_limit(
         "a_failing_case_replays_exactly_from_its_json",
-        160,
+        120,
         Duration::from_secs(60),
     );
-    let case = SwarmCase::from_seed(160);
+    let case = SwarmCase::from_seed(120);
     let json = serde_json::to_string(&case).unwrap();
     let replayed: SwarmCase = serde_json::from_str(&json).unwrap();
     assert_eq!(replayed, case);

@@ -196,10 +196,15 @@ fn shuttle_and_the_history_checker_catch_reuse_before_expiry() {
         6,
         Duration::from_secs(120),
     );
-    let broken = cached_readers(Faults {
-        reuse_before_expiry: true,
-        ..Faults::default()
-    });
+    // With the incarnation tags off too, as every checker hunts a switch
+    // they cover (`Faults::for_catching`).
+    let broken = cached_readers(
+        Faults {
+            reuse_before_expiry: true,
+            ..Faults::default()
+        }
+        .for_catching(),
+    );
     // Shuttle's panic hook reports this expected failure with a replay string.
     let caught = std::panic::catch_unwind(move || random(broken, 6, 1000)).is_err();
     assert!(caught, "no schedule exposed the early reuse");

@@ -27,15 +27,19 @@ pub fn crash_and_reclaim() -> World {
 }
 
 /// `crash-and-reclaim` in buckets (N = 2 buckets of B = 2, one bucket on
-/// each node, so the key's four candidates span both): the crasher's PUT may
-/// stop anywhere and the other client reclaims its entry, whose recovery
-/// reads the key's candidates by bucket.
+/// each node, so the key's four candidates span both), the key absent at
+/// the start: the crasher's insert may stop anywhere (its verification
+/// re-reads its own bucket) and the other client reclaims its entry, whose
+/// recovery reads the key's candidates by bucket.
 pub fn crash_and_reclaim_in_buckets() -> World {
     let mut w = crash_and_reclaim();
     w.name = "crash-and-reclaim-in-buckets".into();
     let mut c = (*w.cfg).clone();
     c.bucket_slots = 2;
     w.cfg = Arc::new(c);
+    // The key starts absent: both PUTs are inserts, which verify (an
+    // update of a preloaded key would not), re-reading their own bucket.
+    w.preload = Vec::new();
     w
 }
 

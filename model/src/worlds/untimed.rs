@@ -368,6 +368,31 @@ fn puts_race(name: &str, c: Config, k: Vec<u8>, x: Vec<u8>, faults: Faults) -> W
     with_faults(w, faults)
 }
 
+/// An update that meets a committed MIGRATE copy must verify: `m` is
+/// inserted at entry 0 while another client's PUT of `p` (entries 0 and 2,
+/// `g` preloaded at 2) then moves it to entry 1, and a third client updates
+/// `m`. The updater's scan can read entry 0 before `m` was written there and
+/// entry 1 after the copy committed: only its verification sees entry 0
+/// still naming the copy, which its commit would leave a second committed
+/// version of `m`.
+pub fn insert_migrate_update(faults: Faults) -> World {
+    let c = cfg(1, 4, 2, 4);
+    let (m, g, p) = migrate_keys(&c);
+    let mut w = world(
+        "insert-migrate-update",
+        c,
+        vec![
+            client(0, 0, vec![put(&m, "v-m")]),
+            client(0, 1, vec![put(&p, "v-p")]),
+            client(0, 2, vec![put(&m, "v-m2")]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 1;
+    w.preload = vec![(g, Some(b"v-g".to_vec()))];
+    with_faults(w, faults)
+}
+
 /// A MIGRATE whose install at the destination fails because another PUT took
 /// the destination first.
 pub fn migrate_install_fails(faults: Faults) -> World {

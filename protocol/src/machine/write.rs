@@ -10,14 +10,17 @@
 //!    an in-progress entry of the key within its deadline means conflict.
 //! 3. Choose the candidate: the one holding the key if any (never more than one),
 //!    else the first empty one, else MIGRATE to free one (then restart).
-//!    DELETE of an absent key certifies absence by re-reading all candidates.
+//!    DELETE of an absent key certifies absence by re-reading all candidates,
+//!    and so does a PUT before it answers `TableFull`.
 //! 4. Write the new entry (state `Writing`, previous version = the candidate's
 //!    word) into the client's own data table by CPU.
 //! 5. CAS the candidate from the word read to the new entry.
-//! 6. Verify: re-read the other candidates (every bucket holding one); any
-//!    change means a concurrent operation may have created a second entry
-//!    for the key: abort (state CAS `Writing -> Aborted`, restore the
-//!    candidate) and report a conflict.
+//! 6. Verify (inserts, and updates of a committed MIGRATE copy): re-read the
+//!    other candidates (every bucket holding one); any change means a
+//!    concurrent operation may have created a second entry for the key:
+//!    abort (state CAS `Writing -> Aborted`, restore the candidate) and
+//!    report a conflict. An update of any other holder skips it: its install
+//!    CAS landed on the key's one committed version.
 //! 7. Commit: CAS the state word `Writing -> Valid` (PUT) or `-> Deleted`
 //!    (DELETE) through the NIC. This is the linearization point. If its
 //!    completion fails or never arrives, the owner settles the outcome with
@@ -70,7 +73,12 @@ enum Phase {
     AwaitScanDtes(Vec<usize>),
     Recovering(Recover),
     AwaitHelp,
-    AwaitCertify,
+    /// Re-reading every candidate bucket to certify the key absent: for a
+    /// DELETE that found no holder (answers `false`), or for a PUT whose
+    /// search found no chain (`refusal`: answers `TableFull`).
+    AwaitCertify {
+        refusal: bool,
+    },
     Searching(Box<CuckooSearch>),
     Migrating(Box<Migrate>),
     AwaitAllocScan,
@@ -105,6 +113,10 @@ pub struct WriteLogic {
     settling: bool,
     target: usize,
     existed: bool,
+    /// Whether the install is verified (step 6): always for an insert (no
+    /// holder) and after a holder that is a committed MIGRATE copy; an
+    /// update of any other holder commits on its install alone.
+    verify: bool,
     alloc: AllocStep,
     new_dte: Option<DteAddr>,
     new_header: Option<DataEntryHeader>,
@@ -139,6 +151,7 @@ impl WriteLogic {
             settling: false,
             target: 0,
             existed: false,
+            verify: true,
             alloc: AllocStep::default(),
             new_dte: None,
             new_header: None,
@@ -237,15 +250,19 @@ impl WriteLogic {
                 return Some(Ok(false));
             }
             self.target = c;
+            // An update's install CAS is its own check: it lands only on the
+            // holder's word, the key's one committed version at that instant
+            // (I1), linked nowhere else unless it is a MIGRATE copy whose
+            // source the scan may have read before the key was there.
+            let copy =
+                self.views[c].as_ref().and_then(|v| v.header.state.kind) == Some(DteKind::Migrate);
+            self.verify = copy && !cx.client.faults.skip_copy_update_verify;
             return self.prepare(cx);
         }
         self.existed = false;
+        self.verify = true;
         if self.is_delete() {
-            // Certify absence: every candidate unchanged since it was read.
-            let buckets = cx.all_buckets_reversed(&self.cands);
-            cx.read_buckets(&self.cands, &buckets);
-            self.phase = Phase::AwaitCertify;
-            return None;
+            return self.certify_absence(cx, false);
         }
         if let Some(e) = self.words.iter().position(|w| w.is_empty()) {
             self.target = e;
@@ -264,13 +281,35 @@ impl WriteLogic {
                 // Some source met interference: worth another attempt.
                 return conflict();
             }
-            return Some(Err(Error::TableFull {
-                depth: cx.cfg().max_migrate_depth,
-            }));
+            return self.refuse(cx);
         }
         let m = Migrate::new(self.cands[self.migrate_source], self.cands.clone());
         self.phase = Phase::Migrating(Box::new(m));
         self.step_migrate(cx, Vec::new())
+    }
+
+    /// Re-reads every candidate bucket, so that an answer resting on the
+    /// key's absence (a DELETE's `false`, a PUT's `TableFull`) holds at an
+    /// instant: the scan's reads may straddle a MIGRATE of the key (one
+    /// bucket read before the copy landed there, the other after its
+    /// source was cleared), and then saw the key nowhere.
+    fn certify_absence(&mut self, cx: &mut Cx<'_>, refusal: bool) -> Out {
+        let buckets = cx.all_buckets_reversed(&self.cands);
+        cx.read_buckets(&self.cands, &buckets);
+        self.phase = Phase::AwaitCertify { refusal };
+        None
+    }
+
+    /// No chain of moves frees a candidate: `TableFull`, once the key's
+    /// absence is certified (a refused insert of a key that was present
+    /// would be a wrong answer, never retried).
+    fn refuse(&mut self, cx: &mut Cx<'_>) -> Out {
+        if cx.client.faults.table_full_uncertified {
+            return Some(Err(Error::TableFull {
+                depth: cx.cfg().max_migrate_depth,
+            }));
+        }
+        self.certify_absence(cx, true)
     }
 
     fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
@@ -302,9 +341,7 @@ impl WriteLogic {
             // An entry in progress kept the search from exploring all it
             // could: another attempt may find a path.
             Ok(Found::NoPath { blocked: true, .. }) => conflict(),
-            Ok(Found::NoPath { .. }) => Some(Err(Error::TableFull {
-                depth: cx.cfg().max_migrate_depth,
-            })),
+            Ok(Found::NoPath { .. }) => self.refuse(cx),
             // The table may have room; this attempt could not afford to look
             // (issue 24, hole 3): nothing was written, a fresh attempt may.
             Ok(Found::Unaffordable) => Some(Err(Error::Timeout)),
@@ -424,7 +461,7 @@ impl WriteLogic {
             cx.client.alloc.release_unpublished(d);
             return conflict();
         }
-        if cx.client.faults.skip_put_verify {
+        if !self.verify || cx.client.faults.skip_put_verify {
             return self.commit(cx);
         }
         // Every bucket holding a candidate other than the target, last first
@@ -724,13 +761,16 @@ impl Logic for WriteLogic {
                 Ok(_) => self.scan(cx),
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitCertify => {
+            Phase::AwaitCertify { refusal } => {
                 if cx.overran() {
                     return Some(Err(Error::Timeout));
                 }
                 let buckets = cx.all_buckets_reversed(&self.cands);
                 let b = cx.bucket_len();
                 match buckets_unchanged(&buckets, &results, &self.words, b, None) {
+                    Ok(true) if refusal => Some(Err(Error::TableFull {
+                        depth: cx.cfg().max_migrate_depth,
+                    })),
                     Ok(true) => Some(Ok(false)),
                     Ok(false) | Err(_) => conflict(),
                 }
