@@ -13,26 +13,10 @@ use serde::Serialize;
 /// Buckets of the per-operation count histograms (the last one is "or more").
 pub const COUNT_BUCKETS: usize = 16;
 
-/// The short name of an error kind, as reports list failures.
+/// The short name of an error kind, as reports list failures
+/// ([`Error::kind`]).
 pub fn error_kind(e: &Error) -> &'static str {
-    match e {
-        Error::Conflict => "conflict",
-        Error::TableFull { .. } => "index-table-full",
-        Error::DataTableFull { .. } => "data-table-full",
-        Error::Timeout => "timeout",
-        Error::EmptyKey { .. } => "empty-key",
-        Error::KeyTooLarge { .. } => "key-too-large",
-        Error::ValueTooLarge { .. } => "value-too-large",
-        Error::Unreachable(_) => "unreachable",
-        Error::Fabric(_) => "fabric",
-        Error::Config(_) => "config",
-        Error::EndpointNode { .. } => "endpoint-node",
-        Error::TopologyMismatch { .. } => "topology-mismatch",
-        Error::ClientIdInUse(_) => "client-id-in-use",
-        Error::Corrupt(_) => "corrupt",
-        Error::Unsupported(_) => "unsupported",
-        Error::OutcomeUnknown(_) => "outcome-unknown",
-    }
+    e.kind()
 }
 
 fn histogram() -> Histogram<u64> {

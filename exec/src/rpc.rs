@@ -48,7 +48,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_protocol::{
-    ClientId, Config, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr,
+    ClientId, Config, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr, UnknownOutcome,
+    UnknownStep,
 };
 
 use crate::bytes::word;
@@ -151,7 +152,7 @@ enum Settled {
     /// The server claimed it and answered within the grace period.
     Answered(Response),
     /// Claimed but no answer, or the claim word could not be reached.
-    Unknown(String),
+    Unknown(UnknownOutcome),
 }
 
 impl RpcClient {
@@ -300,7 +301,7 @@ impl RpcCall {
             Some(Ok(_)) => match self.await_response(io, local, deadline).await {
                 // A GET commits nothing: its malformed response is just corrupt.
                 Some(Err(Error::OutcomeUnknown(why))) if !mutation => {
-                    return Err(Error::Corrupt(why))
+                    return Err(Error::Corrupt(why.to_string()))
                 }
                 Some(r) => return r,
                 None => (Error::Timeout, true),
@@ -324,10 +325,9 @@ impl RpcCall {
                 Ok(w) if tag_of(w) == self.tag && split_ctrl(w).0 == self.seq => {}
                 Ok(_) => return Err(cause),
                 Err(e) => {
-                    return Err(Error::OutcomeUnknown(format!(
-                        "{:?} request to {}: {cause}; its slot could not be read ({e})",
-                        self.op, self.home
-                    )))
+                    tracing::debug!(op = ?self.op, home = %self.home, %cause, "its slot could not be read");
+                    let step = UnknownStep::ServerRequest { node: self.home };
+                    return Err(UnknownOutcome::new(step, e).into());
                 }
             }
         }
@@ -336,10 +336,10 @@ impl RpcCall {
             Settled::Cancelled => Err(cause),
             Settled::Answered(r) => Ok(r),
             Settled::Unknown(_) if self.unknown_as_timeout => Err(cause),
-            Settled::Unknown(why) => Err(Error::OutcomeUnknown(format!(
-                "{:?} request to {}: {cause}; {why}",
-                self.op, self.home
-            ))),
+            Settled::Unknown(why) => {
+                tracing::debug!(op = ?self.op, home = %self.home, %cause, %why, "outcome unknown");
+                Err(Error::OutcomeUnknown(why))
+            }
         }
     }
 
@@ -454,7 +454,8 @@ impl RpcCall {
                     // A response only exists once the server ran the
                     // request: a malformed one leaves its outcome open.
                     return Some(Response::from_message(&m).ok_or_else(|| {
-                        Error::OutcomeUnknown(format!("response with unknown status {}", m.code))
+                        UnknownOutcome::new(UnknownStep::UnknownStatus { code: m.code }, None)
+                            .into()
                     }));
                 }
             }
@@ -475,10 +476,8 @@ impl RpcCall {
         loop {
             let left = deadline.since(io.now());
             if left.is_zero() {
-                return Settled::Unknown(match last_error {
-                    Some(e) => format!("its claim word could not be reached to cancel it ({e})"),
-                    None => "it could not be cancelled in time".into(),
-                });
+                let step = UnknownStep::ServerRequest { node: self.home };
+                return Settled::Unknown(UnknownOutcome::new(step, last_error));
             }
             let expect = self.claim;
             match self.cas_claim_word(io, cancel, self.cas_limit(left)).await {
@@ -495,21 +494,19 @@ impl RpcCall {
                         return Settled::Cancelled;
                     }
                     if s == self.seq && state == CLAIMED {
+                        let step = UnknownStep::ClaimedUnanswered { node: self.home };
                         return match self.await_response(io, local, deadline).await {
                             Some(Ok(r)) => Settled::Answered(r),
-                            Some(Err(e)) => Settled::Unknown(e.to_string()),
-                            None => Settled::Unknown(
-                                "the server claimed it but its response did not arrive".into(),
-                            ),
+                            Some(Err(e)) => Settled::Unknown(UnknownOutcome::new(step, e)),
+                            None => Settled::Unknown(UnknownOutcome::new(step, None)),
                         };
                     }
                     if previous != 0 && tag_of(previous) != self.tag {
                         // Another process of this client opened the word
                         // since: this request is dead from then on, but
                         // may have run before.
-                        return Settled::Unknown(
-                            "another process of this client took over its claim word".into(),
-                        );
+                        let step = UnknownStep::ClaimTakenOver { node: self.home };
+                        return Settled::Unknown(UnknownOutcome::new(step, None));
                     }
                     // The word held an older request's decision than we
                     // knew: try again from it.

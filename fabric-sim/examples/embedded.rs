@@ -83,8 +83,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// completion was lost after the write may have executed), and the client
 /// never retries that as if nothing happened. Reading the key back tells:
 /// if it holds the value, the write took effect (or a later equal write
-/// did); if not, it did not, and writing again is safe. Every other error
-/// committed nothing.
+/// did); if not, it has not yet, and writing again settles it (the new PUT
+/// aborts the pending entry or finds it committed before it installs its
+/// own: the `outcome_unknown` example). Every other error committed
+/// nothing.
 fn write(
     client: &mut Client<impl nessie_protocol::Endpoint>,
     key: &[u8],
@@ -97,5 +99,13 @@ fn write(
             Some(v) if v == value => Ok(()),
             _ => client.put(key, value).map(|_| ()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_example_runs() {
+        super::main().expect("the example runs to the end");
     }
 }

@@ -91,3 +91,11 @@ fn block_on<F: Future>(fut: F) -> F::Output {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_example_runs() {
+        super::main().expect("the example runs to the end");
+    }
+}

@@ -28,8 +28,13 @@ use crate::stats::OpStats;
 /// Every error says what it promises about a write ([`Error::outcome`]):
 /// only [`Error::OutcomeUnknown`] leaves it open, and such a write is never
 /// retried by the client. To learn its fate, read the key (a value unique to
-/// the write tells it apart); retry it only if the read shows it did not
-/// take effect and nothing else wrote the key since.
+/// the write tells it apart): if it shows the write's value, it took effect;
+/// if it shows what the key held before, it has not *yet* (its commit could
+/// still land until its pending entry is aborted), and writing the value
+/// again settles it (that PUT aborts the pending entry, or finds it
+/// committed, before installing its own); if it shows another value,
+/// another client wrote the key since. The `outcome_unknown` example of
+/// `nessie-fabric-sim` provokes both fates and handles them.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -96,6 +101,19 @@ impl<E: Endpoint> Client<E> {
     }
 
     /// Reads `key`: its value, or `None` if absent.
+    ///
+    /// # Errors
+    ///
+    /// A GET changes nothing, so no error leaves anything to settle:
+    /// - [`Error::EmptyKey`], [`Error::KeyTooLarge`]: refused before anything
+    ///   was posted.
+    /// - [`Error::Unreachable`]: a node holding one of the key's candidates
+    ///   (or the data table entry they name) does not answer.
+    /// - [`Error::Timeout`]: the client's operation timeout passed while its
+    ///   attempts met interference (a writer of the key in progress);
+    ///   calling again may succeed.
+    /// - [`Error::Fabric`], [`Error::Corrupt`]: the fabric failed otherwise,
+    ///   or memory did not decode as this configuration lays it out.
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         let span = tracing::debug_span!("get", client = %self.state.id, key_len = key.len());
         let _g = span.enter();
@@ -103,6 +121,28 @@ impl<E: Endpoint> Client<E> {
     }
 
     /// Stores `value` under `key`; returns whether the key existed before.
+    ///
+    /// # Errors
+    ///
+    /// Every error but the last means the PUT did not take effect and never
+    /// will ([`Error::outcome`] is [`crate::Outcome::NotCommitted`]):
+    /// - [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`]
+    ///   (`max` is the largest size class's limit): refused before anything
+    ///   was posted.
+    /// - [`Error::TableFull`]: the key was absent (certified by a re-read of
+    ///   every candidate, docs/protocol.md §5.5) and no chain of MIGRATE moves
+    ///   within the depth frees a candidate. Retrying finds the same table.
+    /// - [`Error::DataTableFull`]: this client's share of the value's size
+    ///   class on its node has no free or expired entry; a retry after the
+    ///   expiration period may find one.
+    /// - [`Error::Unreachable`]: a node holding a candidate does not answer.
+    /// - [`Error::Timeout`]: the operation timeout passed; nothing committed.
+    /// - [`Error::Fabric`], [`Error::Corrupt`]: as for [`Client::get`].
+    /// - [`Error::OutcomeUnknown`]: the commit's completion failed and the
+    ///   CAS settling it failed too ([`crate::UnknownStep::Commit`]): the
+    ///   value may be stored now or later. Read the key to learn which (see
+    ///   [`Client`]); do not retry as if nothing happened (a retry's answer
+    ///   "existed" may then be this write's own).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error> {
         let span = tracing::debug_span!("put", client = %self.state.id, key_len = key.len(), value_len = value.len());
         let _g = span.enter();
@@ -110,6 +150,13 @@ impl<E: Endpoint> Client<E> {
     }
 
     /// Deletes `key`; returns whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::put`] (a DELETE of a present key writes a tombstone
+    /// entry, so it can meet [`Error::DataTableFull`]), except that it never
+    /// answers [`Error::ValueTooLarge`] or [`Error::TableFull`]: a DELETE
+    /// of an absent key certifies the absence and answers `Ok(false)`.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool, Error> {
         let span = tracing::debug_span!("delete", client = %self.state.id, key_len = key.len());
         let _g = span.enter();

@@ -8,6 +8,7 @@ use crate::fabric::{FabricError, Topology};
 
 /// Why a configuration was rejected.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A field is outside its allowed range.
     #[error("invalid configuration: {field} = {value}: {reason}")]
@@ -22,7 +23,17 @@ pub enum ConfigError {
 }
 
 /// Why an operation failed.
+///
+/// Which of these an operation can return, and what each promises about a
+/// write, is said on each method of [`crate::Client`]; in short, every
+/// error but [`Error::OutcomeUnknown`] means the operation did not take
+/// effect and never will ([`Error::outcome`]), and [`Error::is_retryable`]
+/// says which are worth trying again as they are. The enum is
+/// `#[non_exhaustive]`: new failures (of new features) can be added without
+/// breaking a caller, who matches the ones it handles and treats the rest by
+/// [`Error::outcome`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A concurrent operation interfered; nothing was changed. Retrying after
     /// a back-off may succeed (the `Client` does so itself).
@@ -124,9 +135,98 @@ pub enum Error {
     /// The operation may or may not have taken effect: a completion was lost
     /// or failed after the work it reports on may already have executed
     /// (e.g. the commit compare-and-swap). It is never retried as if nothing
-    /// happened; read the key back to learn the outcome.
+    /// happened; read the key back to learn the outcome (the
+    /// `outcome_unknown` example of `nessie-fabric-sim` shows how). The
+    /// [`UnknownOutcome`] says which step may have landed and what hid it.
     #[error("outcome unknown: {0}")]
-    OutcomeUnknown(String),
+    OutcomeUnknown(UnknownOutcome),
+}
+
+/// Why an operation's outcome is unknown: the step that may or may not
+/// have taken effect, and what hid its effect from the client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{step}{}", cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())]
+pub struct UnknownOutcome {
+    /// The step whose effect is unknown.
+    pub step: UnknownStep,
+    /// The failure that hid it (the completion's error, or the error of the
+    /// request that tried to settle it); `None` when no answer came in time.
+    pub cause: Option<Box<Error>>,
+}
+
+impl UnknownOutcome {
+    /// The outcome of `step` is unknown; `cause` hid it.
+    pub fn new(step: UnknownStep, cause: impl Into<Option<Error>>) -> UnknownOutcome {
+        UnknownOutcome {
+            step,
+            cause: cause.into().map(Box::new),
+        }
+    }
+}
+
+impl From<UnknownOutcome> for Error {
+    fn from(u: UnknownOutcome) -> Error {
+        Error::OutcomeUnknown(u)
+    }
+}
+
+/// The step of a write whose effect may or may not have landed (what an
+/// [`Error::OutcomeUnknown`] reports on). What to do about each is the same:
+/// read the key back (a value unique to the write tells whether it landed),
+/// and never retry the write as if nothing happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnknownStep {
+    /// Nessie: the compare-and-swap committing the write's new data table
+    /// entry, and the one that tried to settle it, both failed or went
+    /// unanswered (docs/protocol.md §5.2, "settling a commit").
+    #[error("the commit of the new data table entry and the CAS settling it both failed")]
+    Commit,
+    /// A compare-and-swap linking or unlinking a slot (RACE's slot CAS).
+    #[error("a slot CAS may have landed")]
+    SlotCas,
+    /// A request to a server (NessieSD, NessieHY, Pilaf) that was posted,
+    /// went unanswered, and whose cancel could not settle whether the server
+    /// ran it.
+    #[error("a request to {node} may have run: its answer never came and its cancel failed")]
+    ServerRequest {
+        /// The server's node.
+        node: NodeId,
+    },
+    /// A request to a server that the server claimed (it runs or ran it)
+    /// but whose answer did not arrive.
+    #[error("the server on {node} claimed the request but its answer did not arrive")]
+    ClaimedUnanswered {
+        /// The server's node.
+        node: NodeId,
+    },
+    /// Another process of this client took over a request's claim word
+    /// before the request was settled: it may have run before.
+    #[error("another process of this client took over the request's claim word on {node}")]
+    ClaimTakenOver {
+        /// The server's node.
+        node: NodeId,
+    },
+    /// A server answered with a status this client does not know: the server
+    /// ran the request, with an effect the client cannot read.
+    #[error("the server answered with unknown status {code}")]
+    UnknownStatus {
+        /// The status code.
+        code: u8,
+    },
+    /// A pipelined operation that the pipeline stopped before it finished.
+    #[error("the pipeline stopped before the operation finished")]
+    Unfinished,
+    /// Cell: a write its server did not answer in time.
+    #[error("the server did not answer a write in time")]
+    ServerSilent,
+    /// Cell: a directory update whose commit failed and whose read-back
+    /// failed too.
+    #[error("a directory update's commit failed and reading it back failed")]
+    DirectoryUpdate,
+    /// Cell: a split abandoned after its copy was made but not logged.
+    #[error("a split's copy was made but could not be logged")]
+    SplitCopy,
 }
 
 /// What the caller can know about an operation's effect.
@@ -167,6 +267,30 @@ impl Error {
     /// attempt met interference or ran out of time, and committed nothing.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::Conflict | Error::Timeout)
+    }
+
+    /// A short, stable name of the error's kind (`"conflict"`,
+    /// `"index-table-full"`, `"outcome-unknown"`, ...), as reports and
+    /// metrics label failures.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Conflict => "conflict",
+            Error::TableFull { .. } => "index-table-full",
+            Error::DataTableFull { .. } => "data-table-full",
+            Error::Timeout => "timeout",
+            Error::EmptyKey { .. } => "empty-key",
+            Error::KeyTooLarge { .. } => "key-too-large",
+            Error::ValueTooLarge { .. } => "value-too-large",
+            Error::Unreachable(_) => "unreachable",
+            Error::Fabric(_) => "fabric",
+            Error::Config(_) => "config",
+            Error::EndpointNode { .. } => "endpoint-node",
+            Error::TopologyMismatch { .. } => "topology-mismatch",
+            Error::ClientIdInUse(_) => "client-id-in-use",
+            Error::Corrupt(_) => "corrupt",
+            Error::Unsupported(_) => "unsupported",
+            Error::OutcomeUnknown(_) => "outcome-unknown",
+        }
     }
 
     /// What this error says about the operation's effect: only

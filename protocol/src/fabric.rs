@@ -141,8 +141,10 @@ pub struct Completion {
     pub result: Result<OpOutput, FabricError>,
 }
 
-/// Errors reported by a fabric for one operation or endpoint.
+/// Errors reported by a fabric for one operation or endpoint
+/// (`#[non_exhaustive]`: a new backend may report new ones).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum FabricError {
     /// The node id is not part of the cluster.
     #[error("unknown node {0}")]

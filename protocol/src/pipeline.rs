@@ -52,7 +52,7 @@ use crate::addr::NodeId;
 use crate::client::{check_endpoint, given_up, retries};
 use crate::config::Config;
 use crate::error::ConfigError;
-use crate::error::Error;
+use crate::error::{Error, UnknownOutcome, UnknownStep};
 use crate::fabric::{ClientClaim, Completion, Endpoint};
 use crate::kv::{Request, Response};
 use crate::machine::{ClientId, ClientState, GetMachine, Machine, Poll, PutMachine};
@@ -516,11 +516,7 @@ fn batch_results(results: Vec<Option<Result<Response, Error>>>) -> Vec<Result<Re
     results
         .into_iter()
         .map(|r| {
-            r.unwrap_or_else(|| {
-                Err(Error::OutcomeUnknown(
-                    "the pipeline stopped before the operation finished".into(),
-                ))
-            })
+            r.unwrap_or_else(|| Err(UnknownOutcome::new(UnknownStep::Unfinished, None).into()))
         })
         .collect()
 }

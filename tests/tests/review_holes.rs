@@ -1278,10 +1278,20 @@ fn the_outcome_of_every_error_class() {
         assert_eq!(e.outcome(), Outcome::NotCommitted, "{e}");
     }
     assert_eq!(
-        Error::OutcomeUnknown("x".into()).outcome(),
+        nessie_protocol::Error::OutcomeUnknown(nessie_protocol::UnknownOutcome::new(
+            nessie_protocol::UnknownStep::Unfinished,
+            None
+        ))
+        .outcome(),
         Outcome::Unknown
     );
-    assert!(!Error::OutcomeUnknown("x".into()).is_retryable());
+    assert!(
+        !nessie_protocol::Error::OutcomeUnknown(nessie_protocol::UnknownOutcome::new(
+            nessie_protocol::UnknownStep::Unfinished,
+            None
+        ))
+        .is_retryable()
+    );
 }
 
 // ----- issue 24: recycle marks that need neither A1 nor A2 ------------------

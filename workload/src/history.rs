@@ -301,8 +301,11 @@ mod tests {
                 ..put.clone()
             },
             HistoryRecord {
-                ret: Err(Failed::of(&Error::OutcomeUnknown(
-                    "a lost completion".into(),
+                ret: Err(Failed::of(&nessie_protocol::Error::OutcomeUnknown(
+                    nessie_protocol::UnknownOutcome::new(
+                        nessie_protocol::UnknownStep::Unfinished,
+                        None,
+                    ),
                 ))),
                 ..put.clone()
             },
@@ -336,12 +339,20 @@ mod tests {
         assert_eq!(ev(Error::Conflict), Err(Failure::NotCommitted));
         assert_eq!(ev(Error::Timeout), Err(Failure::NotCommitted));
         assert_eq!(
-            ev(Error::OutcomeUnknown("lost".into())),
+            ev(nessie_protocol::Error::OutcomeUnknown(
+                nessie_protocol::UnknownOutcome::new(
+                    nessie_protocol::UnknownStep::Unfinished,
+                    None
+                )
+            )),
             Err(Failure::Unknown)
         );
         assert_eq!(ev(Error::TableFull { depth: 3 }), Err(Failure::Full));
         assert!(put(Error::Conflict).committed_nothing());
-        assert!(!put(Error::OutcomeUnknown("lost".into())).committed_nothing());
+        assert!(!put(nessie_protocol::Error::OutcomeUnknown(
+            nessie_protocol::UnknownOutcome::new(nessie_protocol::UnknownStep::Unfinished, None)
+        ))
+        .committed_nothing());
         assert_eq!(put(Error::Conflict).event().client, 2_001_001);
         let id = ClientId {
             node: NodeId(2),

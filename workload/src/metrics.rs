@@ -54,7 +54,12 @@ mod tests {
         assert_eq!(outcome_label(Ok(())), "ok");
         assert_eq!(outcome_label(Err(&Error::Timeout)), "failed");
         assert_eq!(
-            outcome_label(Err(&Error::OutcomeUnknown("lost".into()))),
+            outcome_label(Err(&nessie_protocol::Error::OutcomeUnknown(
+                nessie_protocol::UnknownOutcome::new(
+                    nessie_protocol::UnknownStep::Unfinished,
+                    None
+                )
+            ))),
             "unknown"
         );
     }

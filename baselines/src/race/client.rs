@@ -48,7 +48,7 @@ use super::layout::{
 use crate::client::{Attempt, BlockingClient, ClientLogic, CoreSwitches};
 use crate::retry::RetryBudget;
 use nessie_exec::machine::{cas_previous, read_bytes, Io, OpClass, Results};
-use nessie_protocol::RemoteAddr;
+use nessie_protocol::{RemoteAddr, UnknownOutcome, UnknownStep};
 
 /// What a RACE client counted beyond [`nessie_protocol::OpStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -429,9 +429,7 @@ impl RaceCore {
         if self.unknown_as_timeout {
             return Attempt::Done(Err(Error::Timeout));
         }
-        Attempt::Done(Err(Error::OutcomeUnknown(format!(
-            "race: a slot CAS's outcome is unknown ({e})"
-        ))))
+        Attempt::Done(Err(UnknownOutcome::new(UnknownStep::SlotCas, e).into()))
     }
 
     /// §4.2's duplicate check after an insert linked `ours` at `position`:

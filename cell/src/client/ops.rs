@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_protocol::{
     ClientId, ConfigError, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr,
+    UnknownOutcome, UnknownStep,
 };
 
 use super::cache::{NodeCache, RangeCache};
@@ -602,9 +603,9 @@ impl Cl {
         }
         match e {
             Error::Unreachable(n) => Ok(Try::Retry(Why::Unreachable(n))),
-            Error::Timeout if write => Err(Error::OutcomeUnknown(
-                "the server did not answer a write in time".into(),
-            )),
+            Error::Timeout if write => {
+                Err(UnknownOutcome::new(UnknownStep::ServerSilent, None).into())
+            }
             Error::Timeout => Ok(Try::Retry(Why::Timeout)),
             other => Err(other),
         }

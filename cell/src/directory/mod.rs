@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{cas_previous, read_bytes, written};
-use nessie_protocol::{ConfigError, Error, NodeId, Op, RemoteAddr};
+use nessie_protocol::{ConfigError, Error, NodeId, Op, RemoteAddr, UnknownOutcome, UnknownStep};
 
 use crate::config::{CellConfig, CellFaults, DirectoryPlace};
 use crate::machine::{Io, OpClass};
@@ -429,9 +429,10 @@ impl FabricDirectory {
                         }
                         Ok(_) => {}
                         Err(e2) => {
-                            return Err(Error::OutcomeUnknown(format!(
-                                "directory update {u:?}: commit failed ({e}), reading it back failed ({e2})"
-                            )))
+                            tracing::debug!(update = ?u, commit = %e, "reading a failed commit back failed");
+                            return Err(
+                                UnknownOutcome::new(UnknownStep::DirectoryUpdate, e2).into()
+                            );
                         }
                     }
                 }

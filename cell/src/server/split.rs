@@ -40,7 +40,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Error, NodeId, Op};
+use nessie_protocol::{Error, NodeId, Op, UnknownOutcome, UnknownStep};
 
 use super::alloc::{GateMode, NodePool};
 use super::tree::{Descent, Goal};
@@ -208,8 +208,11 @@ impl Srv {
             return Err(why);
         }
         if let Err(e) = self.log(x, vec![LogRecord::SplitCopied { new: y }]).await {
-            self.abandon(y, Err(Error::OutcomeUnknown("copied".into())))
-                .await;
+            self.abandon(
+                y,
+                Err(UnknownOutcome::new(UnknownStep::SplitCopy, None).into()),
+            )
+            .await;
             return Err(format!("logging the copy: {e}"));
         }
         Ok(y)

@@ -314,7 +314,12 @@ mod tests {
         ops::record(0, Ok(()), Duration::from_micros(30), 1);
         ops::record(
             1,
-            Err(&nessie_protocol::Error::OutcomeUnknown("lost".into())),
+            Err(&nessie_protocol::Error::OutcomeUnknown(
+                nessie_protocol::UnknownOutcome::new(
+                    nessie_protocol::UnknownStep::Unfinished,
+                    None,
+                ),
+            )),
             Duration::from_millis(3),
             3,
         );

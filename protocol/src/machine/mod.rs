@@ -55,10 +55,11 @@ pub trait Machine {
     /// quinn-proto's `Connection::poll_timeout`). `None`: only a completion
     /// moves it. A driver waits for completions until then and no longer
     /// ([`crate::time::wait_for`]).
-    fn poll_timeout(&self, client: &ClientState) -> Option<Nanos> {
-        let _ = client;
-        None
-    }
+    ///
+    /// Required, with no default: a machine that forgot it would answer
+    /// "never" and a driver would wait on a completion that a lost request
+    /// never brings.
+    fn poll_timeout(&self, client: &ClientState) -> Option<Nanos>;
 }
 
 /// The protocol logic of one operation attempt, driven by [`OpMachine`].

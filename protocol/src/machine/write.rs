@@ -44,7 +44,7 @@
 
 use crate::addr::{DteAddr, IteAddr};
 use crate::config::MigrateSearch;
-use crate::error::Error;
+use crate::error::{Error, UnknownOutcome, UnknownStep};
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};
@@ -570,9 +570,8 @@ impl WriteLogic {
         };
         if self.settling {
             self.unknown_commit(cx);
-            return Some(Err(Error::OutcomeUnknown(format!(
-                "the commit of {d} and the CAS settling it both failed: {e}"
-            ))));
+            tracing::debug!(dte = %d, error = %e, "the settling CAS failed too");
+            return Some(Err(UnknownOutcome::new(UnknownStep::Commit, e).into()));
         }
         self.settling = true;
         cx.io.stats.settled_commits += 1;
@@ -605,9 +604,7 @@ impl WriteLogic {
             Ok(_) => Some(Err(Error::Timeout)),
             Err(e) => {
                 self.unknown_commit(cx);
-                Some(Err(Error::OutcomeUnknown(format!(
-                    "the commit's completion failed and so did the CAS settling it: {e}"
-                ))))
+                Some(Err(UnknownOutcome::new(UnknownStep::Commit, e).into()))
             }
         }
     }
