@@ -1,4 +1,4 @@
-//! The systems floor: the five systems (Nessie, NessieSD, NessieHY, Pilaf,
+//! The systems floor: the six systems (Nessie, NessieSD, NessieHY, Pilaf, RACE,
 //! Cell) behind one [`SystemKind`], between the crates that build them
 //! (`nessie-baselines`, `nessie-cell`) and the ones that run them
 //! (`nessie-sim`, the `nessie` command).
@@ -10,9 +10,12 @@
 //!   quarantine's headroom).
 //! - [`node`]: a key-value system on one node of any fabric: its regions
 //!   checked, its server workers started, its clients running the workload.
-//! - [`setup`]: [`NodeSetup`], any of the five systems shaped for a
+//! - [`setup`]: [`NodeSetup`], any of the six systems shaped for a
 //!   cluster's store, started on one node of any fabric and running the
 //!   workload there: what `nessie node` runs.
+//! - [`connect`]: [`Connect`], the front door: any system as a whole
+//!   cluster in this process or as the nodes this process hosts on any
+//!   fabric, handing out clients with ids no live client holds.
 //! - [`cell`]: Cell on one node of any fabric: its configuration from the
 //!   cluster's store, its server node, its clients running the workload with
 //!   range scans.
@@ -20,11 +23,13 @@
 #![warn(missing_docs)]
 
 pub mod cell;
+pub mod connect;
 pub mod kind;
 pub mod node;
 pub mod setup;
 pub mod sizing;
 
+pub use connect::{Cluster, Connect};
 pub use kind::{SystemKind, UnknownSystem};
 pub use node::SystemError;
 pub use setup::{NodeServers, NodeSetup, ServerSummary};

@@ -51,6 +51,9 @@ pub enum SystemError {
     /// The workload was refused or failed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),
+    /// The in-process simulated fabric refused the system's shape.
+    #[error(transparent)]
+    SimFabric(#[from] nessie_fabric_sim::SimConfigError),
 }
 
 /// Checks that a fabric of topology `have` can host `sys`: the same number

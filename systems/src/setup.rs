@@ -1,4 +1,4 @@
-//! [`NodeSetup`]: one of the five systems shaped for a cluster's store, as
+//! [`NodeSetup`]: one of the six systems shaped for a cluster's store, as
 //! every node of a deployment is given it alike, and what one node's
 //! process does with it on any fabric: start its server side
 //! ([`NodeSetup::start`]: a key-value system's server workers, or Cell's

@@ -1,0 +1,347 @@
+//! [`Connect`]: the one front door to every system. A builder names the
+//! system and the store's shape and yields a [`Cluster`]: either a whole
+//! cluster in this process on the simulated fabric ([`Connect::in_process`])
+//! or the nodes this process hosts on any fabric, such as a node of an RDMA
+//! cluster started from its cluster file ([`Connect::hosting`]). A cluster
+//! hands out clients of its system ([`Cluster::client`]), each a
+//! [`KvClient`] with an id of its own: the next one no live client on that
+//! node holds, claimed on the fabric so that no two clients ever act as one
+//! (two would share request slots or data table entries and lose writes).
+//!
+//! It is the systems floor's [`NodeSetup`] (what `nessie node` runs) with
+//! its clients: one implementation of each system, used alike by the
+//! bench, the simulator, `nessie node` and this door.
+//!
+//! ```
+//! use nessie_protocol::{KvClient, NodeId};
+//! use nessie_systems::{Connect, SystemKind};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! for kind in SystemKind::ALL {
+//!     let cluster = Connect::new(kind).in_process()?;
+//!     let mut alice = cluster.client(NodeId(0))?;
+//!     let mut bob = cluster.client(NodeId(1))?;
+//!     alice.put(b"greeting", b"hello")?;
+//!     assert_eq!(bob.get(b"greeting")?.as_deref(), Some(&b"hello"[..]), "{kind}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use nessie_baselines::HyOptions;
+use nessie_cell::CellClient;
+use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_protocol::{ClientId, Config, Error, Fabric, KvClient, NodeId};
+
+use crate::cell::CellShape;
+use crate::kind::SystemKind;
+use crate::node::SystemError;
+use crate::setup::{NodeServers, NodeSetup};
+
+/// What a cluster is to be: the system, the store's shape and the system's
+/// options (module documentation).
+#[derive(Clone, Debug)]
+pub struct Connect {
+    kind: SystemKind,
+    store: Config,
+    server_workers: u16,
+    hy: HyOptions,
+    shape: CellShape,
+}
+
+impl Connect {
+    /// `kind` on a store of three nodes with the protocol's defaults
+    /// (`Config::default()` otherwise), one server worker per node where
+    /// the system has servers, NessieHY's default options and Cell's
+    /// default shape.
+    pub fn new(kind: SystemKind) -> Connect {
+        Connect {
+            kind,
+            store: Config {
+                nodes: 3,
+                ..Config::default()
+            },
+            server_workers: 1,
+            hy: HyOptions::default(),
+            shape: CellShape::default(),
+        }
+    }
+
+    /// The store's shape: nodes, table sizes, key and value limits, clients
+    /// per node (the ids a node can hand out), timing.
+    pub fn store(mut self, store: Config) -> Connect {
+        self.store = store;
+        self
+    }
+
+    /// Server worker threads per node (systems with servers only).
+    pub fn server_workers(mut self, workers: u16) -> Connect {
+        self.server_workers = workers;
+        self
+    }
+
+    /// NessieHY's options (NessieHY only).
+    pub fn hy(mut self, hy: HyOptions) -> Connect {
+        self.hy = hy;
+        self
+    }
+
+    /// Cell's tree shape (Cell only).
+    pub fn cell_shape(mut self, shape: CellShape) -> Connect {
+        self.shape = shape;
+        self
+    }
+
+    /// The shaped system, as every node of a deployment is given it.
+    ///
+    /// # Errors
+    ///
+    /// [`SystemError::Store`] with [`Error::Config`]: an invalid store or
+    /// option (no server workers, a Cell shape the store cannot hold).
+    pub fn setup(&self) -> Result<NodeSetup, SystemError> {
+        self.store.validate().map_err(Error::from)?;
+        NodeSetup::new(
+            self.kind,
+            self.store.clone(),
+            self.server_workers,
+            self.hy,
+            self.shape,
+        )
+    }
+
+    /// A whole cluster in this process: a simulated fabric shaped for the
+    /// system, every node's server side started.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connect::setup`]; [`SystemError::SimFabric`] if the simulated
+    /// fabric refuses the shape; [`SystemError::Store`] if a node's server
+    /// side cannot start (a thread that cannot be spawned).
+    pub fn in_process(self) -> Result<Cluster<SimFabric>, SystemError> {
+        let setup = self.setup()?;
+        let fabric = SimFabric::new(SimConfig::from_topology(setup.topology()))?;
+        let nodes: Vec<NodeId> = (0..self.store.nodes).map(NodeId).collect();
+        Cluster::start(setup, self.store, fabric, &nodes)
+    }
+
+    /// The nodes `hosted` of a cluster whose memory `fabric` reaches (in
+    /// RDMA terms: this process registered those nodes' regions and
+    /// connected to the others, e.g. `VerbsFabric::start_file` of
+    /// `nessie-fabric-verbs`): their server side is started here; the other
+    /// nodes' processes start theirs. Clients run on hosted nodes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connect::setup`]; [`SystemError::RegionsTooSmall`] if the
+    /// fabric's regions do not fit the system.
+    pub fn hosting<F>(self, fabric: F, hosted: &[NodeId]) -> Result<Cluster<F>, SystemError>
+    where
+        F: Fabric,
+        F::Endpoint: 'static,
+    {
+        let setup = self.setup()?;
+        Cluster::start(setup, self.store, fabric, hosted)
+    }
+}
+
+/// A system's nodes as this process has them: the fabric, the server side
+/// of the hosted nodes, and the clients it hands out (module documentation).
+/// Dropping it stops the hosted nodes' servers; clients already handed out
+/// then fail their requests to them.
+pub struct Cluster<F: Fabric> {
+    setup: NodeSetup,
+    store: Config,
+    hosted: Vec<NodeId>,
+    // Declared before the fabric, so that the servers stop first.
+    servers: Vec<NodeServers>,
+    fabric: F,
+}
+
+impl<F> Cluster<F>
+where
+    F: Fabric,
+    F::Endpoint: 'static,
+{
+    fn start(
+        setup: NodeSetup,
+        store: Config,
+        fabric: F,
+        hosted: &[NodeId],
+    ) -> Result<Cluster<F>, SystemError> {
+        let servers = hosted
+            .iter()
+            .map(|&n| setup.start(&fabric, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cluster {
+            setup,
+            store,
+            hosted: hosted.to_vec(),
+            servers,
+            fabric,
+        })
+    }
+
+    /// A client on `node` with the first id no live client holds there.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClientIdInUse`] naming the node's last id when every one
+    /// of its `clients_per_node` ids is held; [`Error::Config`] if `node`
+    /// is not hosted here (its clients write into its memory);
+    /// [`Error::Unreachable`] and fabric errors opening the endpoint.
+    pub fn client(&self, node: NodeId) -> Result<Box<dyn KvClient>, Error> {
+        let per_node = self.store().clients_per_node.max(1);
+        let mut last = None;
+        for index in 0..per_node {
+            match self.client_with_id(ClientId { node, index }) {
+                Err(Error::ClientIdInUse(id)) => last = Some(id),
+                other => return other,
+            }
+        }
+        Err(Error::ClientIdInUse(
+            last.unwrap_or(ClientId { node, index: 0 }),
+        ))
+    }
+
+    /// A client with the id `id` (tests and tools pick ids by hand; the
+    /// same check applies: an id a live client holds is refused).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClientIdInUse`] if a live client holds `id`; otherwise as
+    /// [`Cluster::client`].
+    pub fn client_with_id(&self, id: ClientId) -> Result<Box<dyn KvClient>, Error> {
+        if !self.hosted.contains(&id.node) {
+            return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
+                field: "client node",
+                value: id.node.to_string(),
+                reason: "a client runs on a node this process hosts",
+            }));
+        }
+        match &self.setup {
+            NodeSetup::Kv(sys) => sys.client(&self.fabric, id),
+            NodeSetup::Cell(cfg, _) => {
+                let ep = self.fabric.open(id.node)?;
+                Ok(Box::new(CellClient::over_fabric(cfg.clone(), id, ep)?))
+            }
+        }
+    }
+
+    /// The system.
+    pub fn kind(&self) -> SystemKind {
+        self.setup.kind()
+    }
+
+    /// The store's shape.
+    pub fn store(&self) -> &Config {
+        &self.store
+    }
+
+    /// The nodes this process hosts.
+    pub fn hosted(&self) -> &[NodeId] {
+        &self.hosted
+    }
+
+    /// The fabric (the simulated one's fault switches, counters and nodes
+    /// going down are on it).
+    pub fn fabric(&self) -> &F {
+        &self.fabric
+    }
+
+    /// The hosted nodes' server side, in [`Cluster::hosted`]'s order.
+    pub fn servers(&self) -> &[NodeServers] {
+        &self.servers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The front door's story: every system through one builder, clients
+    //! that take the next free id, and ids that are never handed out twice.
+
+    use super::*;
+
+    fn small() -> Config {
+        Config {
+            nodes: 2,
+            index_slots_per_node: 256,
+            dtes_per_node: 512,
+            clients_per_node: 2,
+            max_key_len: 32,
+            max_value_len: 64,
+            ..Config::default()
+        }
+    }
+
+    fn cluster(kind: SystemKind) -> Cluster<SimFabric> {
+        Connect::new(kind)
+            .store(small())
+            .cell_shape(CellShape {
+                meganode_nodes: 16,
+                ..CellShape::default()
+            })
+            .in_process()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_system_serves_a_put_and_a_get_through_one_door() {
+        for kind in SystemKind::ALL {
+            let c = cluster(kind);
+            assert_eq!(c.kind(), kind);
+            let mut a = c.client(NodeId(0)).unwrap();
+            let mut b = c.client(NodeId(1)).unwrap();
+            assert!(!a.put(b"k", b"v1").unwrap(), "{kind}: the key was new");
+            assert_eq!(b.get(b"k").unwrap().as_deref(), Some(&b"v1"[..]), "{kind}");
+            assert!(b.delete(b"k").unwrap(), "{kind}");
+            assert_eq!(a.get(b"k").unwrap(), None, "{kind}");
+        }
+    }
+
+    #[test]
+    fn clients_take_the_next_free_id_and_no_id_is_handed_out_twice() {
+        for kind in SystemKind::ALL {
+            let c = cluster(kind);
+            let first = c.client(NodeId(0)).unwrap();
+            let by_hand = c.client_with_id(ClientId {
+                node: NodeId(0),
+                index: 0,
+            });
+            assert!(
+                matches!(by_hand, Err(Error::ClientIdInUse(_))),
+                "{kind}: a held id was handed out again"
+            );
+            let second = c.client(NodeId(0)).unwrap();
+            let third = c.client(NodeId(0));
+            assert!(
+                matches!(third, Err(Error::ClientIdInUse(_))),
+                "{kind}: two ids per node, three clients"
+            );
+            drop(first);
+            assert!(c.client(NodeId(0)).is_ok(), "{kind}: a dropped client's id");
+            drop(second);
+        }
+    }
+
+    #[test]
+    fn a_client_on_a_node_not_hosted_here_is_refused() {
+        let setup = Connect::new(SystemKind::Nessie).store(small());
+        let topo = setup.setup().unwrap().topology();
+        let fabric = SimFabric::new(SimConfig::from_topology(topo)).unwrap();
+        let c = setup.hosting(fabric, &[NodeId(1)]).unwrap();
+        assert!(matches!(c.client(NodeId(0)), Err(Error::Config(_))));
+        let mut b = c.client(NodeId(1)).unwrap();
+        b.put(b"k", b"v").unwrap();
+        assert_eq!(b.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+
+    #[test]
+    fn an_invalid_store_is_refused_before_anything_starts() {
+        let bad = Config {
+            nodes: 0,
+            ..small()
+        };
+        let r = Connect::new(SystemKind::Nessie).store(bad).in_process();
+        assert!(matches!(r, Err(SystemError::Store(Error::Config(_)))));
+    }
+}
