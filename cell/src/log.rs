@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nessie_exec::mailbox::CRC64;
+use nessie_protocol::TransportError;
 use nessie_protocol::{Error, FabricError, NodeId};
 
 use crate::ptr::RegionId;
@@ -172,7 +173,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn io_error(what: &str, e: std::io::Error) -> Error {
-    Error::Fabric(FabricError::Transport(format!("region log: {what}: {e}")))
+    Error::Fabric(FabricError::Transport(TransportError::Endpoint(format!(
+        "region log: {what}: {e}"
+    ))))
 }
 
 /// Where a [`LogSink`] keeps its logs.

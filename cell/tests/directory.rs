@@ -33,6 +33,7 @@ use nessie_cell::{CellConfig, CellFaults, RegionId};
 use nessie_exec::blocking::Driver;
 use nessie_exec::machine::Step;
 use nessie_fabric_sim::{Injection, LatencyModel, SimConfig, SimEndpoint, SimFabric};
+use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Endpoint, Error, Fabric, FabricError, Nanos, NodeId, Op, OpKind, Region,
     TransportFault, WorkRequest,
@@ -395,7 +396,7 @@ impl Endpoint for LateBody {
                 });
                 self.failed.push(Completion {
                     id: wr.id,
-                    result: Err(FabricError::Transport("queue pair failed".into())),
+                    result: Err(FabricError::Transport(TransportError::QueuePairFailed)),
                 });
                 return Ok(());
             }

@@ -61,9 +61,13 @@ impl Memory {
         };
         let w = byte / 8;
         if w >= u64::from(limit) || node.0 >= self.nodes {
-            return Err(FabricError::Transport(format!(
-                "model: {node} {region} byte {byte:#x} out of range"
-            )));
+            return Err(FabricError::OutOfRange {
+                node,
+                region,
+                offset: byte,
+                len: 8,
+                size: u64::from(limit) * 8,
+            });
         }
         Ok(self.base(node, region) + w as usize)
     }

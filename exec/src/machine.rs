@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Error, FabricError, Nanos, NodeId, Op, OpId, OpOutput, OpStats, WorkRequest,
 };
@@ -336,7 +337,7 @@ impl<X: Ext> Io<X> {
             .await
         {
             Got::Round(r) => r,
-            _ => vec![Err(FabricError::Transport("mismatched resolution".into())); n],
+            _ => vec![Err(FabricError::Transport(TransportError::Mismatch)); n],
         }
     }
 
@@ -462,9 +463,8 @@ fn read_output(r: Option<Result<OpOutput, FabricError>>) -> Result<Vec<u8>, Erro
 
 /// The error of a completion whose output is not what the operation returns.
 pub fn unexpected(o: Option<Result<OpOutput, FabricError>>) -> Error {
-    Error::Fabric(FabricError::Transport(format!(
-        "unexpected completion output {o:?}"
-    )))
+    tracing::debug!(output = ?o, "a completion that does not answer its request");
+    Error::Fabric(FabricError::Transport(TransportError::Mismatch))
 }
 
 /// The bytes of the single READ of a round's results (taken, not copied).

@@ -13,6 +13,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::time::duration_nanos;
+use nessie_protocol::TransportError;
 use nessie_protocol::{
     ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region, TransportFault,
 };
@@ -105,7 +106,7 @@ impl Injection {
     pub fn next(fault: TransportFault, count: u64) -> Injection {
         Injection {
             fault,
-            error: FabricError::Transport("injected fault".into()),
+            error: FabricError::Transport(TransportError::Injected(fault)),
             only: None,
             skip: 0,
             count,
@@ -511,7 +512,7 @@ impl SimFabric {
     }
 
     /// Makes the next `n` NIC operations (READ, WRITE, CAS) targeting `node`
-    /// complete with `FabricError::Transport("injected fault")` without
+    /// complete with `TransportError::Injected(FailBeforeExecuting)` without
     /// touching memory. Replaces any injection still pending; `0` cancels.
     pub fn fail_next_ops(&self, node: NodeId, n: u64) -> Result<(), FabricError> {
         let n = Injection::next(TransportFault::FailBeforeExecuting, n);
@@ -519,7 +520,7 @@ impl SimFabric {
             InjectError::Fabric(e) => e,
             // A failure of every kind of NIC operation with the default
             // schedule is always valid.
-            other => FabricError::Transport(other.to_string()),
+            other => FabricError::Transport(TransportError::Endpoint(other.to_string())),
         })
     }
 

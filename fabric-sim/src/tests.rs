@@ -5,6 +5,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Endpoint, Fabric, FabricError, NodeId, Op, OpId, OpKind, OpOutput, Region,
     RemoteAddr, TransportFault, WorkRequest,
@@ -283,7 +284,9 @@ fn node_down_and_injected_faults_leave_memory_alone() {
     f.set_node_down(N1, false).expect("up");
 
     f.fail_next_ops(N1, 2).expect("inject");
-    let injected = Err(FabricError::Transport("injected fault".into()));
+    let injected = Err(FabricError::Transport(TransportError::Injected(
+        TransportFault::FailBeforeExecuting,
+    )));
     assert_eq!(run(&mut ep, write.clone()), injected);
     // Local operations are not NIC operations and do not consume faults.
     assert_eq!(
@@ -600,7 +603,9 @@ fn error_then_land_reports_an_error_and_lands_right_before_the_next_operation() 
         .expect("inject");
     assert_eq!(
         cas(&mut ep, addr, 0, 9),
-        Err(FabricError::Transport("injected fault".into())),
+        Err(FabricError::Transport(TransportError::Injected(
+            TransportFault::ErrorThenLand
+        ))),
         "the error completion comes first"
     );
     assert_eq!(f.read_word(N1, Region::Index, 16), Ok(0), "not landed yet");

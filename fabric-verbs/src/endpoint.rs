@@ -88,7 +88,7 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::{
     Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region, RemoteAddr,
-    WorkRequest,
+    TransportError, WorkRequest,
 };
 use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
@@ -589,9 +589,8 @@ impl VerbsEndpoint {
             return Ok((Buf::Arena { offset, len: len64 }, slice));
         }
         let mr = Mr::alloc(&self.node.pd, len64, RegionKind::Staging).map_err(|e| {
-            FabricError::Transport(format!(
-                "staging buffer exhausted and a temporary one failed: {e}"
-            ))
+            tracing::warn!(error = %e, "staging buffer exhausted and a temporary one failed");
+            FabricError::Transport(TransportError::Staging)
         })?;
         let slice = LocalSlice {
             addr: mr.addr(),
@@ -645,9 +644,10 @@ impl VerbsEndpoint {
         self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
         let max = self.node.info.limits.max_msg_sz;
         if max > 0 && len > max {
-            return Err(FabricError::Transport(format!(
-                "a transfer of {len} bytes exceeds the port's largest message ({max})"
-            )));
+            return Err(FabricError::Transport(TransportError::MessageTooLarge {
+                len,
+                max,
+            }));
         }
         self.ensure_up(addr.node)?;
         // ...then translate with what the node advertised on the connection we
@@ -680,7 +680,7 @@ impl VerbsEndpoint {
             };
             if ok.is_none() {
                 self.release(f);
-                return Err(FabricError::Transport("staging copy out of range".into()));
+                return Err(FabricError::Transport(TransportError::Staging));
             }
         }
         let wr_id = self.insert(f);
@@ -791,10 +791,10 @@ impl VerbsEndpoint {
             if let Some(f) = self.take(wr_id) {
                 let e = match f.nic {
                     NicOp::Read => FabricError::Timeout,
-                    NicOp::Write | NicOp::Cas => FabricError::Transport(format!(
-                        "not sent: its landing window ({:?} from when the protocol issued it) passed before it could be posted, so it never executed",
-                        timing.landing_deadline
-                    )),
+                    NicOp::Write | NicOp::Cas => {
+                        tracing::debug!(window = ?timing.landing_deadline, "not sent: its landing window passed");
+                        FabricError::Transport(TransportError::LandingWindowPassed)
+                    }
                 };
                 tracing::debug!(node = %f.node, id = f.id.0, "backlogged request expired unposted");
                 self.finish(f, Err(e), out);
@@ -940,7 +940,9 @@ impl VerbsEndpoint {
                     self.next_check = Some(self.next_check.map_or(due, |d| d.min(due)));
                 }
             } else if let Some(f) = self.take(wr_id) {
-                let e = FabricError::Transport(err.clone().unwrap_or_else(|| "not posted".into()));
+                let e = FabricError::Transport(TransportError::Endpoint(
+                    err.clone().unwrap_or_else(|| "not posted".into()),
+                ));
                 self.finish(f, Err(e), out);
             }
         }
@@ -1063,12 +1065,10 @@ impl VerbsEndpoint {
         let t = &self.node.timing;
         match f.nic {
             NicOp::Read => FabricError::Timeout,
-            NicOp::Write | NicOp::Cas => FabricError::Transport(format!(
-                "no completion from {} within the landing deadline ({:?}): its queue pair was moved to the error state, so this {} took effect within the deadline margin or never will (outcome unknown)",
-                f.node,
-                t.landing_deadline,
-                if f.nic == NicOp::Cas { "CAS" } else { "WRITE" }
-            )),
+            NicOp::Write | NicOp::Cas => {
+                tracing::debug!(node = %f.node, deadline = ?t.landing_deadline, nic = ?f.nic, "no completion within the landing deadline");
+                FabricError::Transport(TransportError::LandingDeadline)
+            }
         }
     }
 
@@ -1157,9 +1157,7 @@ impl VerbsEndpoint {
                 let err = if f.expired {
                     self.expired_error(&f)
                 } else {
-                    FabricError::Transport(format!(
-                        "the queue pair to {node} failed and gave no completion for this request (it may have executed)"
-                    ))
+                    FabricError::Transport(TransportError::QueuePairFailed)
                 };
                 self.finish(f, Err(err), out);
             }
@@ -1230,7 +1228,7 @@ impl VerbsEndpoint {
                     NicOp::Read => self
                         .read_buf(&f, f.len as usize)
                         .map(OpOutput::Read)
-                        .ok_or_else(|| FabricError::Transport("staging read out of range".into())),
+                        .ok_or(FabricError::Transport(TransportError::Staging)),
                     NicOp::Write => Ok(OpOutput::Written),
                     NicOp::Cas => self
                         .read_buf(&f, 8)
@@ -1241,7 +1239,7 @@ impl VerbsEndpoint {
                                 previous: previous(w, self.node.atomic_order().returns, f.stores),
                             }
                         })
-                        .ok_or_else(|| FabricError::Transport("staging read out of range".into())),
+                        .ok_or(FabricError::Transport(TransportError::Staging)),
                 },
                 Err(e) => {
                     // The provider moved the QP to the error state.

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Fabric, FabricError, NodeId, Topology};
+use nessie_protocol::{Fabric, FabricError, NodeId, Topology, TransportError};
 
 use crate::byteorder::AtomicOrder;
 use crate::clock_check::{check_now, ClockChecker, ClockLedger};
@@ -286,8 +286,10 @@ impl Fabric for VerbsFabric {
             return Err(FabricError::UnknownNode(node));
         }
         self.open_endpoint(node).map_err(|e| match e {
-            VerbsError::Timeout { .. } => FabricError::Transport(format!("{node}: {e}")),
-            other => FabricError::Transport(other.to_string()),
+            VerbsError::Timeout { .. } => {
+                FabricError::Transport(TransportError::Endpoint(format!("{node}: {e}")))
+            }
+            other => FabricError::Transport(TransportError::Endpoint(other.to_string())),
         })
     }
 }
@@ -340,7 +342,7 @@ mod tests {
             Err(FabricError::UnknownNode(NodeId(1)))
         ));
         assert!(
-            matches!(f.open(NodeId(0)), Err(FabricError::Transport(m)) if m.contains("not hosted"))
+            matches!(f.open(NodeId(0)), Err(FabricError::Transport(TransportError::Endpoint(m))) if m.contains("not hosted"))
         );
         assert!(matches!(
             VerbsFabric::start(cluster("any"), &[NodeId(4)]),

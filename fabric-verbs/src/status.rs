@@ -6,7 +6,7 @@
 //! endpoint reconnects the queue pair once they have drained
 //! ([`crate::endpoint`]). `docs/deploy.md` explains each status for operators.
 
-use nessie_protocol::{FabricError, NodeId};
+use nessie_protocol::{DeviceStatus, FabricError, NodeId, TransportError};
 use rdma_sys::ibv_wc_status as S;
 
 /// Every status `ibv_wc_status` defines (rdma-core), in numeric order.
@@ -71,16 +71,21 @@ pub fn status_name(status: u32) -> &'static str {
 /// Maps the status of a completion of a request to `node` to the protocol's
 /// result: `Ok(())` for success, otherwise the typed error.
 pub fn map_status(status: u32, vendor_err: u32, node: NodeId) -> Result<(), FabricError> {
-    let name = status_name(status);
+    let device = DeviceStatus {
+        code: status,
+        name: status_name(status),
+        vendor: vendor_err,
+    };
     let transport = |what: &str| {
-        Err(FabricError::Transport(format!(
-            "{name} on the queue pair to {node} (vendor error {vendor_err:#x}): {what}"
-        )))
+        tracing::debug!(%node, status = %device, "{what}");
+        Err(FabricError::Transport(TransportError::Device(device)))
     };
     let remote = |what: &str| {
-        Err(FabricError::RemoteAccess(format!(
-            "{name} from {node} (vendor error {vendor_err:#x}): {what}"
-        )))
+        tracing::debug!(%node, status = %device, "{what}");
+        Err(FabricError::RemoteAccess {
+            node,
+            status: device,
+        })
     };
     match status {
         S::IBV_WC_SUCCESS => Ok(()),
@@ -95,9 +100,9 @@ pub fn map_status(status: u32, vendor_err: u32, node: NodeId) -> Result<(), Fabr
         S::IBV_WC_REM_OP_ERR => remote("the remote NIC could not complete the operation"),
         S::IBV_WC_REM_INV_RD_REQ_ERR => remote("invalid RDMA READ request"),
         S::IBV_WC_REM_ABORT_ERR => remote("the remote side aborted the operation"),
-        S::IBV_WC_WR_FLUSH_ERR => transport(
-            "flushed: the queue pair is in the error state after an earlier failure (it is reconnected when drained)",
-        ),
+        // Flushed: the queue pair is in the error state after an earlier
+        // failure (it is reconnected when drained); the request never ran.
+        S::IBV_WC_WR_FLUSH_ERR => Err(FabricError::Transport(TransportError::Flushed)),
         S::IBV_WC_RNR_RETRY_EXC_ERR => {
             transport("receiver not ready retries exceeded (no receive buffer posted)")
         }
@@ -114,9 +119,7 @@ pub fn map_status(status: u32, vendor_err: u32, node: NodeId) -> Result<(), Fabr
         S::IBV_WC_FATAL_ERR => transport("fatal device error"),
         S::IBV_WC_GENERAL_ERR => transport("general error"),
         S::IBV_WC_TM_ERR | S::IBV_WC_TM_RNDV_INCOMPLETE => transport("tag matching error"),
-        other => Err(FabricError::Transport(format!(
-            "unknown completion status {other} on the queue pair to {node} (vendor error {vendor_err:#x})"
-        ))),
+        _ => transport("unknown completion status"),
     }
 }
 
@@ -161,17 +164,20 @@ mod tests {
                 | S::IBV_WC_REM_OP_ERR
                 | S::IBV_WC_REM_INV_RD_REQ_ERR
                 | S::IBV_WC_REM_ABORT_ERR => match got {
-                    Err(F::RemoteAccess(m)) => {
-                        assert!(
-                            m.contains(status_name(s)) && m.contains("node3") && m.contains("0x51"),
-                            "{m}"
-                        )
+                    Err(F::RemoteAccess { node, status }) => {
+                        assert_eq!(node, N);
+                        assert_eq!((status.code, status.vendor), (s, 0x51));
+                        assert_eq!(status.name, status_name(s));
                     }
                     other => panic!("{}: {other:?}", status_name(s)),
                 },
+                S::IBV_WC_WR_FLUSH_ERR => {
+                    assert_eq!(got, Err(F::Transport(TransportError::Flushed)))
+                }
                 _ => match got {
-                    Err(F::Transport(m)) => {
-                        assert!(m.contains(status_name(s)) && m.contains("node3"), "{m}")
+                    Err(F::Transport(TransportError::Device(status))) => {
+                        assert_eq!((status.code, status.vendor), (s, 0x51));
+                        assert_eq!(status.name, status_name(s));
                     }
                     other => panic!("{}: {other:?}", status_name(s)),
                 },
@@ -181,12 +187,13 @@ mod tests {
 
     #[test]
     fn flush_says_flushed_and_unknown_is_transport() {
-        match map_status(S::IBV_WC_WR_FLUSH_ERR, 0, N) {
-            Err(FabricError::Transport(m)) => assert!(m.contains("flushed"), "{m}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(
-            matches!(map_status(77, 0, N), Err(FabricError::Transport(m)) if m.contains("unknown"))
+        assert_eq!(
+            map_status(S::IBV_WC_WR_FLUSH_ERR, 0, N),
+            Err(FabricError::Transport(TransportError::Flushed))
         );
+        assert!(matches!(
+            map_status(77, 0, N),
+            Err(FabricError::Transport(TransportError::Device(d))) if d.name == "unknown ibv_wc_status"
+        ));
     }
 }

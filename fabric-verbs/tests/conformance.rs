@@ -270,7 +270,7 @@ fn an_unsignaled_write_the_nic_refuses_completes_with_its_error() {
     );
     assert_eq!(got[0].id, OpId(2));
     assert!(
-        matches!(got[0].result, Err(FabricError::RemoteAccess(_))),
+        matches!(got[0].result, Err(FabricError::RemoteAccess { .. })),
         "{:?}",
         got[0].result
     );

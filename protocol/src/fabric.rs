@@ -174,16 +174,94 @@ pub enum FabricError {
     /// The operation did not complete in time (e.g. RDMA retry count exceeded).
     #[error("operation timed out on the fabric")]
     Timeout,
-    /// The remote NIC refused the access (rights, rkey or registration).
-    #[error("remote access error: {0}")]
-    RemoteAccess(String),
-    /// Any other transport failure, described.
+    /// The remote NIC refused the access (rights, rkey, registration, or a
+    /// request it does not allow): the device's status, from `node`.
+    #[error("{node} refused the access: {status}")]
+    RemoteAccess {
+        /// The node whose NIC refused it.
+        node: NodeId,
+        /// The completion status the device reported.
+        status: DeviceStatus,
+    },
+    /// Another transport failure ([`TransportError`] says which, and what
+    /// it implies about the request's execution).
     #[error("transport error: {0}")]
-    Transport(String),
+    Transport(TransportError),
     /// No completion arrived by the attempt's deadline: the operation may or
     /// may not have executed (the driver stopped waiting for it).
     #[error("no completion arrived by the attempt's deadline")]
     NoCompletion,
+}
+
+/// A completion status a device reported (`ibv_wc_status`): its code, its
+/// name and the vendor's syndrome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceStatus {
+    /// The status code.
+    pub code: u32,
+    /// Its name (`IBV_WC_REM_ACCESS_ERR`, ...).
+    pub name: &'static str,
+    /// The vendor's error syndrome.
+    pub vendor: u32,
+}
+
+impl std::fmt::Display for DeviceStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (vendor error {:#x})", self.name, self.vendor)
+    }
+}
+
+/// What went wrong with a request on its way ([`FabricError::Transport`]),
+/// with what each says about whether it executed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// Posted to, or waiting on, a queue pair in the error state after an
+    /// earlier failure: flushed. It never executed.
+    #[error("flushed: the queue pair is in the error state (the request never executed)")]
+    Flushed,
+    /// The queue pair failed after the request was sent and gave no good
+    /// completion for it: it may have executed.
+    #[error("the queue pair failed after the request was sent (it may have executed)")]
+    QueuePairFailed,
+    /// A WRITE or CAS not sent: its landing window (from when the protocol
+    /// issued it) passed before it could be posted. It never executed.
+    #[error("not sent: its landing window passed before it could be posted (it never executed)")]
+    LandingWindowPassed,
+    /// No completion within the landing deadline: its queue pair was moved
+    /// to the error state, so the request took effect within the deadline
+    /// margin or never will (its outcome is unknown to the requester).
+    #[error(
+        "no completion within the landing deadline: the queue pair was failed, so the request \
+         took effect within the margin or never will (outcome unknown)"
+    )]
+    LandingDeadline,
+    /// A fault a simulated fabric or a test injected: which one.
+    #[error("injected fault: {0:?}")]
+    Injected(TransportFault),
+    /// The device reported an error status for the request.
+    #[error("{0}")]
+    Device(DeviceStatus),
+    /// A transfer longer than the port's largest message: not posted.
+    #[error("a transfer of {len} bytes exceeds the port's largest message ({max})")]
+    MessageTooLarge {
+        /// Bytes asked for.
+        len: u32,
+        /// The port's largest message.
+        max: u32,
+    },
+    /// The endpoint's staging buffers could not hold the transfer: not
+    /// posted.
+    #[error("the endpoint's staging buffers could not hold the transfer")]
+    Staging,
+    /// The endpoint could not post the request or reach the node (a
+    /// connection that could not be made): not posted. The backend's words.
+    #[error("{0}")]
+    Endpoint(String),
+    /// A completion that does not answer its request (a driver's bug, or a
+    /// harness's): nothing can be said of the request.
+    #[error("a completion that does not answer its request")]
+    Mismatch,
 }
 
 impl FabricError {

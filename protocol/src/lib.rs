@@ -84,7 +84,7 @@ pub use stats::OpStats;
 
 pub use addr::{ClientId, DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
-    ClientClaim, Completion, Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology,
-    TransportFault, WorkRequest,
+    ClientClaim, Completion, DeviceStatus, Endpoint, Fabric, FabricError, Op, OpId, OpKind,
+    OpOutput, Topology, TransportError, TransportFault, WorkRequest,
 };
 pub use time::Nanos;

@@ -11,7 +11,9 @@
 //! deadline that enforces A2.
 
 use nessie_check::memory::{transfer_words, InFlight, WordOrder};
-use nessie_protocol::{FabricError, NodeId, Op, OpOutput, TransportFault, WorkRequest};
+use nessie_protocol::{
+    FabricError, NodeId, Op, OpOutput, TransportError, TransportFault, WorkRequest,
+};
 
 use crate::engine::{Engine, Ev};
 use crate::nic::NicRequest;
@@ -114,9 +116,7 @@ impl Engine {
             // nothing executes.
             self.counts.link_errors += 1;
             let r = self.store(NicRequest {
-                result: Some(Err(FabricError::Transport(
-                    "queue pair in the error state: flushed".into(),
-                ))),
+                result: Some(Err(FabricError::Transport(TransportError::Flushed))),
                 ..base
             });
             self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
@@ -167,9 +167,9 @@ impl Engine {
             let orphan = self.store(req.orphan(None));
             self.schedule(land_at, Ev::Arrive(orphan));
             req.wr = placeholder(&req.wr);
-            req.result = Some(Err(FabricError::Transport(
-                "injected: failed (the request may still land)".into(),
-            )));
+            req.result = Some(Err(FabricError::Transport(TransportError::Injected(
+                TransportFault::ErrorThenLand,
+            ))));
             let r = self.store(req);
             self.schedule(error_at, Ev::Complete(r));
             return;
@@ -375,7 +375,7 @@ impl Engine {
             self.fail(
                 r,
                 now,
-                FabricError::Transport("landing deadline passed: queue pair flushed".into()),
+                FabricError::Transport(TransportError::LandingWindowPassed),
             );
             return;
         }
@@ -394,11 +394,7 @@ impl Engine {
                 self.counts.link_errors += 1;
                 if !on_the_wire {
                     self.counts.partly_placed += u64::from(placed);
-                    self.fail(
-                        r,
-                        now,
-                        FabricError::Transport("queue pair failed: flushed".into()),
-                    );
+                    self.fail(r, now, FabricError::Transport(TransportError::Flushed));
                     return;
                 }
             }
@@ -408,7 +404,13 @@ impl Engine {
         };
         if !placed && req.fate == Some(TransportFault::FailBeforeExecuting) {
             self.counts.failed_before_exec += 1;
-            self.fail(r, now, FabricError::Transport("injected: failed".into()));
+            self.fail(
+                r,
+                now,
+                FabricError::Transport(TransportError::Injected(
+                    TransportFault::FailBeforeExecuting,
+                )),
+            );
             return;
         }
         if req.torn {
@@ -479,7 +481,9 @@ impl Engine {
                 self.fail(
                     r,
                     now,
-                    FabricError::Transport("injected: failed with the transfer part placed".into()),
+                    FabricError::Transport(TransportError::Injected(
+                        TransportFault::FailBeforeExecuting,
+                    )),
                 );
             }
             None => {
@@ -512,13 +516,11 @@ impl Engine {
         let (dst, src, resp) = (req.dst, req.src, req.resp_bytes);
         req.result = Some(if req.fate == Some(TransportFault::FailAfterExecuting) {
             self.counts.failed_after_exec += 1;
-            Err(FabricError::Transport(
-                "injected: failed after executing".into(),
-            ))
+            Err(FabricError::Transport(TransportError::Injected(
+                TransportFault::FailAfterExecuting,
+            )))
         } else if req.link_error {
-            Err(FabricError::Transport(
-                "queue pair failed after the request executed".into(),
-            ))
+            Err(FabricError::Transport(TransportError::QueuePairFailed))
         } else {
             result
         });
@@ -572,9 +574,7 @@ impl Engine {
             // Executed, and the queue pair failed before its completion
             // came back: the completion reports an error.
             self.counts.link_errors += 1;
-            req.result = Some(Err(FabricError::Transport(
-                "queue pair failed after the request executed".into(),
-            )));
+            req.result = Some(Err(FabricError::Transport(TransportError::QueuePairFailed)));
         }
         self.free_reqs.push(r);
         if req.fate == Some(TransportFault::LoseCompletion) {

@@ -34,6 +34,7 @@
 
 use nessie_exec::mailbox::{payload_len, TRAILER_BYTES};
 use nessie_exec::watch::SlotWatch;
+use nessie_protocol::TransportError;
 use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
 
 use crate::engine::{Engine, Ev, EPOCH};
@@ -649,7 +650,7 @@ impl Engine {
             id: req.wr.id,
             result: req
                 .result
-                .unwrap_or(Err(FabricError::Transport("simulator: no result".into()))),
+                .unwrap_or(Err(FabricError::Transport(TransportError::Mismatch))),
         });
         if m.outstanding() == 0 && matches!(wk.state, WorkerState::Completions) {
             wk.state = WorkerState::Running;

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nessie_fabric_sim::{SimEndpoint, SimFabric};
+use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Op, OpId, OpKind, Topology,
     TransportFault, WorkRequest,
@@ -204,9 +205,9 @@ impl FaultyEndpoint {
                 continue;
             }
             if self.failed.remove(&c.id) {
-                c.result = Err(FabricError::Transport(
-                    "injected fault: failed after executing".into(),
-                ));
+                c.result = Err(FabricError::Transport(TransportError::Injected(
+                    TransportFault::FailAfterExecuting,
+                )));
             }
             kept.push(c);
         }
@@ -242,9 +243,9 @@ impl Endpoint for FaultyEndpoint {
         match fault {
             TransportFault::FailBeforeExecuting => self.made_up.push(Completion {
                 id,
-                result: Err(FabricError::Transport(
-                    "injected fault: not executed".into(),
-                )),
+                result: Err(FabricError::Transport(TransportError::Injected(
+                    TransportFault::FailBeforeExecuting,
+                ))),
             }),
             TransportFault::FailAfterExecuting => {
                 self.failed.insert(id);
@@ -259,7 +260,9 @@ impl Endpoint for FaultyEndpoint {
             | TransportFault::LateCompletion
             | TransportFault::DuplicateWrite => self.made_up.push(Completion {
                 id,
-                result: Err(FabricError::Transport(Unsupported(fault).to_string())),
+                result: Err(FabricError::Transport(TransportError::Endpoint(
+                    Unsupported(fault).to_string(),
+                ))),
             }),
         }
         Ok(())

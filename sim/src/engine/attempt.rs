@@ -417,7 +417,7 @@ impl Engine {
             result: req
                 .result
                 .unwrap_or(Err(nessie_protocol::FabricError::Transport(
-                    "simulator: no result".into(),
+                    nessie_protocol::TransportError::Mismatch,
                 ))),
         };
         if req.round != cl.round {
