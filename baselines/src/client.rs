@@ -16,6 +16,7 @@
 //! ([`nessie_protocol::Response`]), so a driver can run any
 //! system's operations side by side.
 
+use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -267,5 +268,8 @@ impl<C: ClientLogic + Send, E: Endpoint> KvClient for BlockingClient<C, E> {
 }
 
 fn mismatch(r: Response) -> Error {
-    Error::Corrupt(format!("an operation answered {r:?}"))
+    Error::corrupt(
+        CorruptionKind::Completion,
+        format!("an operation answered {r:?}"),
+    )
 }

@@ -18,6 +18,7 @@
 //! invisible) between two increments of the node's *move epoch*, which a
 //! client GET that found nothing checks before it reports the key absent.
 
+use nessie_protocol::CorruptionKind;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -341,10 +342,10 @@ impl CoupledTable {
             .await?;
         match self.layout.entry_value(&bytes) {
             Some(v) => Ok((Status::Found, v.to_vec())),
-            None => Err(Error::Corrupt(format!(
-                "data table entry {} on {} is malformed",
-                f.dte, self.node
-            ))),
+            None => Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!("data table entry {} on {} is malformed", f.dte, self.node),
+            )),
         }
     }
 
@@ -416,10 +417,13 @@ impl CuckooTable for CoupledTable {
             .await?;
         match self.layout.entry_key(&head) {
             Some(k) => Ok(Some(k.to_vec())),
-            None => Err(Error::Corrupt(format!(
-                "data table entry {} on {} is malformed",
-                dte.index, self.node
-            ))),
+            None => Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!(
+                    "data table entry {} on {} is malformed",
+                    dte.index, self.node
+                ),
+            )),
         }
     }
 

@@ -10,6 +10,7 @@
 //! A client needs no server state at all: [`crate::CellClient::over_fabric`]
 //! reads the directory over the fabric like everything else.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,8 +44,9 @@ impl Srv {
             {
                 Ok(Some(a)) => break a,
                 Ok(None) => {
-                    return Err(Error::Corrupt(
-                        "no region slot for the first meganode".into(),
+                    return Err(Error::corrupt(
+                        CorruptionKind::Setup,
+                        "no region slot for the first meganode",
                     ))
                 }
                 // A directory node whose process has not initialised the
@@ -58,9 +60,10 @@ impl Srv {
             }
         };
         if id != ROOT_REGION {
-            return Err(Error::Corrupt(format!(
-                "the first region is {id}, not {ROOT_REGION}"
-            )));
+            return Err(Error::corrupt(
+                CorruptionKind::Setup,
+                format!("the first region is {id}, not {ROOT_REGION}"),
+            ));
         }
         let h = self
             .st

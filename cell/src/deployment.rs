@@ -6,6 +6,7 @@
 //! out on any node. Node processes that share nothing but the fabric start
 //! the same [`CellNode`]s one by one ([`CellNode::start_alone`]).
 
+use nessie_protocol::CorruptionKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -317,7 +318,7 @@ where
     ) -> Result<(Arc<ServerNode>, Machine<SplitOutcome>), Error> {
         let node = self
             .holder(region)
-            .ok_or_else(|| Error::Corrupt(format!("unknown {region}")))?;
+            .ok_or_else(|| Error::corrupt(CorruptionKind::Memory, format!("unknown {region}")))?;
         let st = self.server(node).ok_or(Error::Unreachable(node))?.clone();
         let s = st.clone();
         let m = machine(

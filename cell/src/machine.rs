@@ -18,6 +18,7 @@
 //! meganode splits, multi-part scans) have too many states to write out by
 //! hand legibly: hence async code, as for the baselines.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -203,8 +204,9 @@ impl Io {
     /// validations change nothing and go unclaimed (the slots' GET).
     pub async fn rpc(&self, to: NodeId, request: CellRequest) -> Result<CellResponse, Error> {
         let Some(chan) = &self.chan else {
-            return Err(Error::Corrupt(
-                "server workers do not call other servers".into(),
+            return Err(Error::corrupt(
+                CorruptionKind::Bug,
+                "server workers do not call other servers",
             ));
         };
         let op = match request {
@@ -226,9 +228,13 @@ impl Io {
         chan.rpc().finish(&call);
         let r = r?;
         match r.status {
-            Status::Found => CellResponse::decode(&r.value)
-                .ok_or_else(|| Error::Corrupt(format!("malformed reply from {to}"))),
-            other => Err(Error::Corrupt(format!("{to} answered {other:?}"))),
+            Status::Found => CellResponse::decode(&r.value).ok_or_else(|| {
+                Error::corrupt(CorruptionKind::Reply, format!("malformed reply from {to}"))
+            }),
+            other => Err(Error::corrupt(
+                CorruptionKind::Reply,
+                format!("{to} answered {other:?}"),
+            )),
         }
     }
 
@@ -236,9 +242,10 @@ impl Io {
     pub async fn log(&self, region: RegionId, records: Vec<LogRecord>) -> Result<(), Error> {
         match self.base.ext(Effect::Log { region, records }).await? {
             Resolution::Logged(r) => r,
-            other => Err(Error::Corrupt(format!(
-                "expected a log result, got {other:?}"
-            ))),
+            other => Err(Error::corrupt(
+                CorruptionKind::Completion,
+                format!("expected a log result, got {other:?}"),
+            )),
         }
     }
 
@@ -246,9 +253,10 @@ impl Io {
     pub async fn read_log(&self, region: RegionId) -> Result<Vec<LogRecord>, Error> {
         match self.base.ext(Effect::ReadLog { region }).await? {
             Resolution::Records(r) => r,
-            other => Err(Error::Corrupt(format!(
-                "expected a log's records, got {other:?}"
-            ))),
+            other => Err(Error::corrupt(
+                CorruptionKind::Completion,
+                format!("expected a log's records, got {other:?}"),
+            )),
         }
     }
 
@@ -256,9 +264,10 @@ impl Io {
     pub async fn remove_log(&self, region: RegionId) -> Result<(), Error> {
         match self.base.ext(Effect::RemoveLog { region }).await? {
             Resolution::Logged(r) => r,
-            other => Err(Error::Corrupt(format!(
-                "expected a log result, got {other:?}"
-            ))),
+            other => Err(Error::corrupt(
+                CorruptionKind::Completion,
+                format!("expected a log result, got {other:?}"),
+            )),
         }
     }
 

@@ -42,6 +42,7 @@
 //! by a queued [`Job::Drop`]), removes it from the directory and deletes
 //! its log.
 
+use nessie_protocol::CorruptionKind;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -274,10 +275,12 @@ impl Srv {
     /// above the split key invalidated (and reusable only after the
     /// grace), then `SplitFinish`.
     async fn settle_forward(&self, x: RegionId, split: &[u8], y: RegionId) -> Result<(), Error> {
-        let h = self
-            .st
-            .hosted(x)
-            .ok_or_else(|| Error::Corrupt(format!("{x} is not held by {}", self.st.node)))?;
+        let h = self.st.hosted(x).ok_or_else(|| {
+            Error::corrupt(
+                CorruptionKind::Bug,
+                format!("{x} is not held by {}", self.st.node),
+            )
+        })?;
         if !self.relinked(x, split, y).await? {
             self.relink(x, split, y).await?;
         }
@@ -400,10 +403,10 @@ impl Srv {
                 .allocate(&self.io, self.st.node, self.st.node)
                 .await?
             else {
-                return Err(Error::Corrupt(format!(
-                    "no free region slot on {} for {r}",
-                    self.st.node
-                )));
+                return Err(Error::corrupt(
+                    CorruptionKind::Bug,
+                    format!("no free region slot on {} for {r}", self.st.node),
+                ));
             };
             if let Err(e) = self.rebuild(r, slot, &records, gate).await {
                 self.st.unhost(r);
@@ -749,8 +752,9 @@ where
         mut observe: impl FnMut(RecoveryStage, &Self),
     ) -> Result<RecoveryReport, Error> {
         if self.logs().is_none() {
-            return Err(Error::Corrupt(
-                "recovery needs region logs (log_dir)".into(),
+            return Err(Error::corrupt(
+                CorruptionKind::Bug,
+                "recovery needs region logs (log_dir)",
             ));
         }
         let Some(&first) = failed.first() else {

@@ -4,6 +4,7 @@
 //! Cell's servers are the same polling server workers the other
 //! server-driven systems use.
 
+use nessie_protocol::CorruptionKind;
 use nessie_protocol::{Error, NodeId};
 
 use crate::ptr::{NodePtr, RegionId};
@@ -505,7 +506,10 @@ impl CellResponse {
     /// The error a `Failed` reply stands for, naming `node`.
     pub fn failure(&self, node: NodeId) -> Option<Error> {
         match self {
-            CellResponse::Failed(why) => Some(Error::Corrupt(format!("server on {node}: {why}"))),
+            CellResponse::Failed(why) => Some(Error::corrupt(
+                CorruptionKind::Reply,
+                format!("server on {node}: {why}"),
+            )),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@
 //! own subtables of as many slots the same way: two combined buckets of a
 //! main and an overflow bucket of 7 slots each per key, no resizing.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
@@ -161,7 +162,7 @@ pub fn fill(
         ..Config::default()
     });
     let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))
-        .map_err(|e| Error::Corrupt(e.to_string()))?;
+        .map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
     let ep = fabric.open(NodeId(0))?;
     let mut client = Client::new(cfg, ONE_CLIENT, ep)?;
     fill_with(
@@ -195,7 +196,7 @@ pub fn fill_race(args: &InsertsArgs) -> Result<Fill, Error> {
     };
     let sys = SystemConfig::new(KvSystem::Race, cfg);
     let fabric = SimFabric::new(SimConfig::from_topology(sys.topology()))
-        .map_err(|e| Error::Corrupt(e.to_string()))?;
+        .map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
     let mut client = sys.client(&fabric, ONE_CLIENT)?;
     fill_with(
         args,
@@ -304,7 +305,8 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&fills).map_err(|e| Error::Corrupt(e.to_string()))?
+            serde_json::to_string_pretty(&fills)
+                .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?
         );
         return Ok(());
     }

@@ -6,6 +6,7 @@
 //! (the depths interleaved over several rounds, so that all of them see the
 //! same machine), and reports operations per second and the ratio to depth 1.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -74,7 +75,8 @@ pub fn compare(args: &PipelineArgs) -> Result<Vec<DepthFigures>, Error> {
     });
     let latency = LatencyModel::per_op(Duration::from_nanos((args.latency_us * 1000.0) as u64));
     let sim = SimConfig::from_topology(cfg.topology()).with_latency(latency);
-    let fabric = SimFabric::new(sim).map_err(|e| Error::Corrupt(e.to_string()))?;
+    let fabric =
+        SimFabric::new(sim).map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
     let id = ClientId {
         node: NodeId(1),
         index: 0,
@@ -150,7 +152,8 @@ pub fn pipeline(args: &PipelineArgs) -> Result<(), Error> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&figures).map_err(|e| Error::Corrupt(e.to_string()))?
+            serde_json::to_string_pretty(&figures)
+                .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?
         );
         return Ok(());
     }

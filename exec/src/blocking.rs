@@ -15,6 +15,7 @@
 //! very worker it waits for. The driver's own polling reads are numbered
 //! apart from the machines' work requests and never counted.
 
+use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::pin::pin;
 use std::pin::Pin;
@@ -154,7 +155,10 @@ impl<E: Endpoint> Driver<E> {
         ext: &mut dyn FnMut(X::Effect) -> X::Resolution,
     ) -> Result<T, Error> {
         let Some((exec, fut)) = m.parts() else {
-            return Err(Error::Corrupt("machine run after it finished".into()));
+            return Err(Error::corrupt(
+                CorruptionKind::Bug,
+                "machine run after it finished",
+            ));
         };
         let r = self.drive(exec, fut, ext);
         m.finish();

@@ -36,6 +36,7 @@
 //! [`Machine`] owns a boxed one, for drivers that keep machines across
 //! events. The executor is a no-op-waker loop: no runtime, no threads.
 
+use nessie_protocol::CorruptionKind;
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -276,9 +277,10 @@ impl<X: Ext> Future for Await<X> {
 }
 
 fn mismatched<T>(what: &str) -> Result<T, Error> {
-    Err(Error::Corrupt(format!(
-        "mismatched resolution: expected {what}"
-    )))
+    Err(Error::corrupt(
+        CorruptionKind::Completion,
+        format!("mismatched resolution: expected {what}"),
+    ))
 }
 
 impl<X: Ext> Io<X> {
@@ -476,7 +478,10 @@ pub fn read_one(mut r: Results) -> Result<Vec<u8>, Error> {
 pub fn read_bytes(r: &Result<OpOutput, FabricError>) -> Result<&[u8], Error> {
     match r {
         Ok(OpOutput::Read(b)) => Ok(b),
-        Ok(other) => Err(Error::Corrupt(format!("expected a read, got {other:?}"))),
+        Ok(other) => Err(Error::corrupt(
+            CorruptionKind::Completion,
+            format!("expected a read, got {other:?}"),
+        )),
         Err(e) => Err(e.clone().into()),
     }
 }
@@ -611,10 +616,7 @@ impl<X: Ext> Exec<X> {
                         self.awaiting_effect = true;
                         Step::Effect(e)
                     }
-                    None => Step::Done(Err(Error::Corrupt(
-                        "machine made no progress (it awaited something the executor does not drive)"
-                            .into(),
-                    ))),
+                    None => Step::Done(Err(Error::corrupt(CorruptionKind::Bug, "machine made no progress (it awaited something the executor does not drive)"))),
                 }
             }
         }
@@ -790,8 +792,9 @@ impl<T: 'static, X: Ext> Machine<T, X> {
     /// Takes one step at time `now`.
     pub fn poll(&mut self, now: Nanos) -> Step<Result<T, Error>, X> {
         let Some(fut) = self.fut.as_mut() else {
-            return Step::Done(Err(Error::Corrupt(
-                "machine polled after it finished".into(),
+            return Step::Done(Err(Error::corrupt(
+                CorruptionKind::Bug,
+                "machine polled after it finished",
             )));
         };
         let step = self.exec.poll(fut.as_mut(), now);

@@ -51,6 +51,7 @@
 //! overwritten by a restarted client's cancels); it also never runs a
 //! request whose claim word already named it as claimed when it started.
 
+use nessie_protocol::CorruptionKind;
 use nessie_protocol::{Error, NodeId, RemoteAddr};
 
 use crate::bytes::{round8, word};
@@ -382,9 +383,10 @@ impl Response {
             Status::Found | Status::Absent => None,
             Status::TableFull => Some(Error::TableFull { depth: 0 }),
             Status::DataTableFull => Some(Error::DataTableFull { node, class: 0 }),
-            Status::BadRequest => Some(Error::Corrupt(format!(
-                "server on {node} rejected a request as malformed"
-            ))),
+            Status::BadRequest => Some(Error::corrupt(
+                CorruptionKind::Reply,
+                format!("server on {node} rejected a request as malformed"),
+            )),
         }
     }
 }

@@ -43,6 +43,7 @@
 //! threaded driver polls the slot, the simulator wakes the machine when the
 //! server's WRITE lands.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -301,7 +302,7 @@ impl RpcCall {
             Some(Ok(_)) => match self.await_response(io, local, deadline).await {
                 // A GET commits nothing: its malformed response is just corrupt.
                 Some(Err(Error::OutcomeUnknown(why))) if !mutation => {
-                    return Err(Error::Corrupt(why.to_string()))
+                    return Err(Error::corrupt(CorruptionKind::Reply, why.to_string()))
                 }
                 Some(r) => return r,
                 None => (Error::Timeout, true),

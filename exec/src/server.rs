@@ -18,6 +18,7 @@
 //! cores than threads still makes progress. The CPU time they burn is
 //! measured ([`ServerPool::cpu_time`]): the papers' energy proxy.
 
+use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -472,7 +473,12 @@ impl ServerPool {
             let t = std::thread::Builder::new()
                 .name(format!("server-{}-{w}", node.0))
                 .spawn(move || run_thread(Driver::new(ep), worker, &shared))
-                .map_err(|e| Error::Corrupt(format!("cannot spawn a server worker: {e}")))?;
+                .map_err(|e| {
+                    Error::corrupt(
+                        CorruptionKind::Resource,
+                        format!("cannot spawn a server worker: {e}"),
+                    )
+                })?;
             threads.push(t);
         }
         Ok(ServerPool {

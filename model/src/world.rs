@@ -37,6 +37,7 @@
 //! - `Land(c, i)`: client `c`'s orphan `i` lands, whole.
 //! - `Deliver(c, i)`: client `c`'s held completion `i` arrives.
 
+use nessie_protocol::CorruptionKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -345,7 +346,9 @@ fn run_atomically(
     loop {
         match m.poll(st, now) {
             Poll::Done(r) => return r.map(|_| ()),
-            Poll::Pending => return Err(Error::Corrupt("preload machine stuck".into())),
+            Poll::Pending => {
+                return Err(Error::corrupt(CorruptionKind::Bug, "preload machine stuck"))
+            }
             Poll::Post(wrs) => {
                 for wr in wrs {
                     let id = wr.id;
@@ -388,9 +391,9 @@ impl World {
             states.push(state);
         }
         for (c, op) in &self.prelude {
-            let st = states
-                .get_mut(*c)
-                .ok_or_else(|| Error::Corrupt(format!("prelude names client {c}")))?;
+            let st = states.get_mut(*c).ok_or_else(|| {
+                Error::corrupt(CorruptionKind::Bug, format!("prelude names client {c}"))
+            })?;
             let now = self.now_at(START, *c);
             run_atomically(&mut mem, st, op, now)?;
         }

@@ -124,10 +124,14 @@ pub enum Error {
     /// one process; identity across processes is the deployment's duty.)
     #[error("{0} is already in use on this fabric")]
     ClientIdInUse(ClientId),
-    /// A data table entry did not decode (memory not laid out by this
-    /// configuration).
-    #[error("corrupt data table entry: {0}")]
-    Corrupt(String),
+    /// Something did not decode or did not hold together: memory not laid
+    /// out as this configuration lays it out, a completion or a server's
+    /// answer that does not fit its request, a resource the store could not
+    /// have, or a bug. [`Corruption::kind`] says which, for a program to act
+    /// on; its detail is for people. Nothing was committed by the attempt
+    /// that met it.
+    #[error("{0}")]
+    Corrupt(Corruption),
     /// The system does not offer this operation (a range scan of a store
     /// that is not ordered): refused before anything was done.
     #[error("this system does not offer {0}")]
@@ -140,6 +144,65 @@ pub enum Error {
     /// [`UnknownOutcome`] says which step may have landed and what hid it.
     #[error("outcome unknown: {0}")]
     OutcomeUnknown(UnknownOutcome),
+}
+
+/// What an [`Error::Corrupt`] met: its kind, for a program to act on, and a
+/// detail for people (where, what was expected).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{kind}: {detail}")]
+pub struct Corruption {
+    /// What kind of thing did not hold together.
+    pub kind: CorruptionKind,
+    /// Where and how, in words.
+    pub detail: String,
+}
+
+impl Corruption {
+    /// A corruption of `kind`, described by `detail`.
+    pub fn new(kind: CorruptionKind, detail: impl Into<String>) -> Corruption {
+        Corruption {
+            kind,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl Error {
+    /// An [`Error::Corrupt`] of `kind`, described by `detail`.
+    pub fn corrupt(kind: CorruptionKind, detail: impl Into<String>) -> Error {
+        Error::Corrupt(Corruption::new(kind, detail))
+    }
+}
+
+/// What kind of thing an [`Error::Corrupt`] found not holding together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptionKind {
+    /// Memory that does not decode as this configuration lays it out (an
+    /// entry, a bucket, a checksum that fails, a tree that breaks its
+    /// invariants): a store written by another configuration, or damaged.
+    /// Retrying will meet it again.
+    #[error("corrupt memory")]
+    Memory,
+    /// A completion that does not answer its request (a READ answered by a
+    /// CAS's output, fewer bytes than asked): a fabric's or a driver's bug.
+    #[error("a completion that does not fit its request")]
+    Completion,
+    /// A server's answer that does not decode, or a server that refused a
+    /// request as malformed.
+    #[error("a malformed exchange with a server")]
+    Reply,
+    /// Something the store needs could not be had (a thread that could not
+    /// be spawned, room a node reserved): retrying later may succeed.
+    #[error("a resource could not be had")]
+    Resource,
+    /// A store or tool set up in a way it cannot run (a recovery with no
+    /// logs, a system name that is not one, a directory initialised twice).
+    #[error("a set-up that cannot run")]
+    Setup,
+    /// A state machine or its driver broke its own contract: a bug.
+    #[error("a bug")]
+    Bug,
 }
 
 /// Why an operation's outcome is unknown: the step that may or may not

@@ -112,10 +112,32 @@ pub enum Response {
 /// A key-value client of any of the compared systems.
 pub trait KvClient: Send {
     /// Reads `key`: its value, or `None` if absent.
+    ///
+    /// # Errors
+    ///
+    /// Never [`Error::OutcomeUnknown`] (a read changes nothing); otherwise
+    /// as each system says ([`crate::Client::get`] for Nessie): refused
+    /// keys, [`Error::Unreachable`], [`Error::Timeout`], fabric and
+    /// corruption errors.
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
-    /// Stores `value` under `key`; returns whether the key existed before.
+    /// Stores `value` under `key`; returns whether the key existed before
+    /// (RACE cannot tell: `KvSystem::put_answers_existence` of
+    /// `nessie-baselines`).
+    ///
+    /// # Errors
+    ///
+    /// Every error but [`Error::OutcomeUnknown`] promises that nothing was
+    /// written and nothing will be ([`Error::outcome`]);
+    /// [`Error::OutcomeUnknown`] says which step may have landed
+    /// ([`crate::UnknownStep`]): read the key to learn the write's fate
+    /// ([`crate::Client::put`] for Nessie, and the `outcome_unknown` example
+    /// of `nessie-fabric-sim`).
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool, Error>;
     /// Deletes `key`; returns whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`KvClient::put`].
     fn delete(&mut self, key: &[u8]) -> Result<bool, Error>;
     /// The entries with `from <= key < to`, at most `limit`, in key order,
     /// as of one instant ([`Request::Scan`]): the optional capability of an

@@ -75,7 +75,9 @@ pub mod time;
 
 pub use client::Client;
 pub use config::{Config, MigrateSearch, RetryPolicy};
-pub use error::{ConfigError, Error, Outcome, UnknownOutcome, UnknownStep};
+pub use error::{
+    ConfigError, Corruption, CorruptionKind, Error, Outcome, UnknownOutcome, UnknownStep,
+};
 pub use faults::{Faults, UnknownFault};
 pub use kv::{Entries, KvClient, KvRequest, Request, Response};
 pub use layout::{DataEntryHeader, DteKind, DteState, IndexEntry};

@@ -305,6 +305,13 @@ impl<E: Endpoint> Pipeline<E> {
     /// Runs `requests` with up to `depth` in flight and returns their
     /// results in request order, once all of them have finished.
     ///
+    /// Each result is what [`Client`](crate::Client)'s method of that
+    /// operation returns, with the same errors and the same promises (its
+    /// "Errors" sections), and one more: an operation the pipeline could not
+    /// finish answers [`Error::OutcomeUnknown`] with
+    /// [`UnknownStep::Unfinished`], never an error that promises nothing
+    /// happened.
+    ///
     /// Operations the caller [submitted](Pipeline::submit) before keep their
     /// place in the queue and their tags (which need not differ from batch
     /// positions): those that finish meanwhile are kept for the next
@@ -609,7 +616,12 @@ impl<E: Endpoint> AsyncPipeline<E> {
         Pipeline::new(cfg, node, first_index, depth, ep).map(AsyncPipeline::wrap)
     }
 
-    /// Starts `req`; the future resolves to its result.
+    /// Starts `req`; the future resolves to its result, and to no other
+    /// operation's: a future answers for its own operation only. The result
+    /// carries the errors, and the promises, of
+    /// [`Client`](crate::Client)'s method of that operation. A dropped
+    /// future's operation still runs to its end (it may take effect); its
+    /// answer is discarded.
     pub fn call(&self, req: Request) -> OpFuture<E> {
         let mut s = self.inner.borrow_mut();
         let tag = s.next_tag;

@@ -10,6 +10,7 @@
 //! threaded `BlockingClient` does.
 
 use nessie_baselines::client::Attempt;
+use nessie_protocol::CorruptionKind;
 use nessie_protocol::{Error, OpStats, Region};
 
 use crate::engine::{ClientMachine, Engine, Ev};
@@ -95,7 +96,10 @@ impl Engine {
                 }
             }
             Wait::Request(_) | Wait::Lock(_) => {
-                let err = Error::Corrupt("a client machine waited for a server's request".into());
+                let err = Error::corrupt(
+                    CorruptionKind::Bug,
+                    "a client machine waited for a server's request",
+                );
                 cl.machine = None;
                 self.finish_kv(c, Err(err), OpStats::default(), t);
             }

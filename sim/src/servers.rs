@@ -34,6 +34,7 @@
 
 use nessie_exec::mailbox::{payload_len, TRAILER_BYTES};
 use nessie_exec::watch::SlotWatch;
+use nessie_protocol::CorruptionKind;
 use nessie_protocol::TransportError;
 use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
 
@@ -575,7 +576,7 @@ impl Engine {
         let sv = self.servers.as_mut().expect("servers");
         let mut errs = sv.counters.errors.lock().unwrap_or_else(|e| e.into_inner());
         if errs.len() < 64 {
-            errs.push(nessie_protocol::Error::Corrupt(why));
+            errs.push(nessie_protocol::Error::corrupt(CorruptionKind::Bug, why));
         }
         drop(errs);
         sv.workers[w].machine = None;

@@ -19,6 +19,7 @@
 //! resolve the effects that need no time (Cell's directory snapshots and
 //! log appends), so the engine sees only posts, waits and results.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -461,7 +462,12 @@ fn system_config(
     let kind = system
         .kv()
         .filter(|k| *k != nessie_baselines::KvSystem::Nessie)
-        .ok_or_else(|| Error::Corrupt(format!("{system} is not one of the baselines")))?;
+        .ok_or_else(|| {
+            Error::corrupt(
+                CorruptionKind::Setup,
+                format!("{system} is not one of the baselines"),
+            )
+        })?;
     Ok(SystemConfig {
         kind,
         store: cfg.clone(),
@@ -963,8 +969,9 @@ pub(crate) fn run_at_once(
             Stepped::Wait(Wait::Backoff(_)) => m.resolve(Resolution::Waited),
             Stepped::Done(r) => return r,
             Stepped::Pending | Stepped::Wait(_) => {
-                return Err(Error::Corrupt(
-                    "a machine run at once waited for another".into(),
+                return Err(Error::corrupt(
+                    CorruptionKind::Bug,
+                    "a machine run at once waited for another",
                 ))
             }
         }

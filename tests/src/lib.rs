@@ -9,6 +9,7 @@ pub mod step;
 
 pub use nessie_check::{time_limit, TimeLimit};
 
+use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::thread;
 
@@ -181,7 +182,7 @@ pub fn rec_delete<C: KvClient + ?Sized>(
 
 /// A client answered an operation with another operation's response.
 fn answered(r: Response) -> Error {
-    Error::Corrupt(format!("answered with {r:?}"))
+    Error::corrupt(CorruptionKind::Completion, format!("answered with {r:?}"))
 }
 
 /// The value size of [`Workload::new`]: room for a unique tag

@@ -17,6 +17,7 @@
 //!   (plus the clock skew) before reuse; clients end every GET attempt within
 //!   T of its start, so an extent is never rewritten under a client's READ.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,10 +83,13 @@ impl PilafTable {
         match self.layout.decode_entry(&bytes, true) {
             EntryRead::Empty => Ok(None),
             EntryRead::Used(e) => Ok(Some(e)),
-            EntryRead::Torn => Err(Error::Corrupt(format!(
-                "hash table entry {slot} on {} fails its checksum",
-                self.node
-            ))),
+            EntryRead::Torn => Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!(
+                    "hash table entry {slot} on {} fails its checksum",
+                    self.node
+                ),
+            )),
         }
     }
 
@@ -94,10 +98,10 @@ impl PilafTable {
         let bytes = io.local_read(e.extent, e.extent_read_len()).await?;
         match e.verify_extent(&bytes, true) {
             Some((k, v)) => Ok((k.to_vec(), v.to_vec())),
-            None => Err(Error::Corrupt(format!(
-                "extent at {} on {} fails its checksum",
-                e.extent, self.node
-            ))),
+            None => Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!("extent at {} on {} fails its checksum", e.extent, self.node),
+            )),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod ops;
 pub mod selector;
 
+use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -360,11 +361,13 @@ impl<E: Endpoint> KvClient for CellClient<E> {
 pub fn client_effect(e: Effect, snapshot: impl FnOnce() -> Arc<RegionMap>) -> Resolution {
     match e {
         Effect::Regions => Resolution::Regions(snapshot()),
-        Effect::Log { .. } | Effect::RemoveLog { .. } => {
-            Resolution::Logged(Err(Error::Corrupt("clients do not log".into())))
-        }
-        Effect::ReadLog { .. } => {
-            Resolution::Records(Err(Error::Corrupt("clients do not read logs".into())))
-        }
+        Effect::Log { .. } | Effect::RemoveLog { .. } => Resolution::Logged(Err(Error::corrupt(
+            CorruptionKind::Bug,
+            "clients do not log",
+        ))),
+        Effect::ReadLog { .. } => Resolution::Records(Err(Error::corrupt(
+            CorruptionKind::Bug,
+            "clients do not read logs",
+        ))),
     }
 }

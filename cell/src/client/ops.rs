@@ -18,6 +18,7 @@
 //! if none changed, all held their contents at one instant (a double
 //! collect), and the scan is linearizable.
 
+use nessie_protocol::CorruptionKind;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_protocol::{
@@ -417,7 +418,10 @@ impl Cl {
                 Ok(Ok(p))
             }
             Err(e) => read_failed(e),
-            Ok(o) => Err(Error::Corrupt(format!("root word read returned {o:?}"))),
+            Ok(o) => Err(Error::corrupt(
+                CorruptionKind::Completion,
+                format!("root word read returned {o:?}"),
+            )),
         }
     }
 
@@ -451,7 +455,12 @@ impl Cl {
             let bytes = match &r[0] {
                 Ok(OpOutput::Read(b)) => b,
                 Err(e) => return read_failed(e),
-                Ok(o) => return Err(Error::Corrupt(format!("node read returned {o:?}"))),
+                Ok(o) => {
+                    return Err(Error::corrupt(
+                        CorruptionKind::Completion,
+                        format!("node read returned {o:?}"),
+                    ))
+                }
             };
             let mut c = self.core();
             c.selector
@@ -583,7 +592,12 @@ impl Cl {
             let b = match r {
                 Ok(OpOutput::Read(b)) => b,
                 Err(err) => return read_failed(err),
-                Ok(o) => return Err(Error::Corrupt(format!("extent read returned {o:?}"))),
+                Ok(o) => {
+                    return Err(Error::corrupt(
+                        CorruptionKind::Completion,
+                        format!("extent read returned {o:?}"),
+                    ))
+                }
             };
             match extent::verify(b, e, key, skip) {
                 ExtentRead::Value(v) => out.push(v),
@@ -678,7 +692,10 @@ impl Cl {
                         CellResponse::Busy => return Ok(Try::Retry(Why::Busy)),
                         other => {
                             return Err(other.failure(host).unwrap_or_else(|| {
-                                Error::Corrupt(format!("unexpected reply to a search: {other:?}"))
+                                Error::corrupt(
+                                    CorruptionKind::Reply,
+                                    format!("unexpected reply to a search: {other:?}"),
+                                )
                             }))
                         }
                     }
@@ -812,7 +829,10 @@ impl Cl {
                 CellResponse::Busy => return Ok(Try::Retry(Why::Busy)),
                 other => {
                     return Err(other.failure(host).unwrap_or_else(|| {
-                        Error::Corrupt(format!("unexpected reply to a write: {other:?}"))
+                        Error::corrupt(
+                            CorruptionKind::Reply,
+                            format!("unexpected reply to a write: {other:?}"),
+                        )
                     }))
                 }
             }
@@ -918,7 +938,10 @@ impl Cl {
                         CellResponse::Busy => return Ok(Try::Retry(Why::Busy)),
                         other => {
                             return Err(other.failure(host).unwrap_or_else(|| {
-                                Error::Corrupt(format!("unexpected reply to a scan: {other:?}"))
+                                Error::corrupt(
+                                    CorruptionKind::Reply,
+                                    format!("unexpected reply to a scan: {other:?}"),
+                                )
                             }))
                         }
                     }

@@ -54,6 +54,7 @@
 
 pub mod table;
 
+use nessie_protocol::CorruptionKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -231,11 +232,14 @@ impl FabricDirectory {
                 return Err(Error::Unreachable(self.layout.node));
             };
             if cur.copy >= self.layout.copies() {
-                return Err(Error::Corrupt(format!(
-                    "the directory's current word names copy {} of {}",
-                    cur.copy,
-                    self.layout.copies()
-                )));
+                return Err(Error::corrupt(
+                    CorruptionKind::Memory,
+                    format!(
+                        "the directory's current word names copy {} of {}",
+                        cur.copy,
+                        self.layout.copies()
+                    ),
+                ));
             }
             let r = io
                 .round_within(
@@ -266,7 +270,10 @@ impl FabricDirectory {
     fn check(&self, b: &[u8], cur: Current) -> Result<Option<Table>, Error> {
         let n = b.len();
         if n < 16 {
-            return Err(Error::Corrupt(format!("a directory copy of {n} bytes")));
+            return Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!("a directory copy of {n} bytes"),
+            ));
         }
         let (head, tail) = (word(b, 0), word(b, n - 8));
         let checked = !self.faults.directory_skip_version_check;
@@ -276,10 +283,13 @@ impl FabricDirectory {
         match Table::decode(&b[8..n - 8], &self.layout) {
             Ok(t) if !checked || t.map.epoch == cur.version => Ok(Some(t)),
             Ok(_) => Ok(None),
-            Err(why) => Err(Error::Corrupt(format!(
-                "directory copy {} (version {}): {why}",
-                cur.copy, cur.version
-            ))),
+            Err(why) => Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!(
+                    "directory copy {} (version {}): {why}",
+                    cur.copy, cur.version
+                ),
+            )),
         }
     }
 
@@ -287,10 +297,13 @@ impl FabricDirectory {
     /// versions even, each round awaited.
     async fn write_copy(&self, io: &Io, copy: u32, version: u64, t: &Table) -> Result<(), Error> {
         let body = t.encode(&self.layout).ok_or_else(|| {
-            Error::Corrupt(format!(
-                "the directory table of {} regions does not fit its area",
-                t.map.regions.len()
-            ))
+            Error::corrupt(
+                CorruptionKind::Resource,
+                format!(
+                    "the directory table of {} regions does not fit its area",
+                    t.map.regions.len()
+                ),
+            )
         })?;
         let at = self.layout.copy_at(copy);
         let tail = at + self.layout.copy_bytes - 8;
@@ -332,9 +345,10 @@ impl FabricDirectory {
         let cur = Current { copy, version: 1 };
         let prev = self.cas_current(io, 0, cur).await?;
         if prev != 0 {
-            return Err(Error::Corrupt(format!(
-                "the directory on {me} was initialised already (current word {prev:#x})"
-            )));
+            return Err(Error::corrupt(
+                CorruptionKind::Setup,
+                format!("the directory on {me} was initialised already (current word {prev:#x})"),
+            ));
         }
         self.remember(first.map);
         Ok(())

@@ -16,6 +16,7 @@ pub mod runtime;
 pub mod split;
 pub mod tree;
 
+use nessie_protocol::CorruptionKind;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -365,12 +366,15 @@ impl Reservation {
 
     pub(crate) fn node(&mut self) -> Result<NodePtr, Error> {
         if self.left == 0 {
-            return Err(Error::Corrupt("node reservation exhausted".into()));
+            return Err(Error::corrupt(
+                CorruptionKind::Resource,
+                "node reservation exhausted",
+            ));
         }
         let i = lock(&self.h.alloc)
             .nodes
             .take_reserved()
-            .ok_or_else(|| Error::Corrupt("reserved node missing".into()))?;
+            .ok_or_else(|| Error::corrupt(CorruptionKind::Bug, "reserved node missing"))?;
         self.left -= 1;
         Ok(NodePtr::new(self.h.id, i))
     }
@@ -425,10 +429,9 @@ impl Srv {
         if let Some(h) = self.st.hosted(region) {
             return Ok(Place::Local(h.base + offset));
         }
-        let info = self
-            .region(region)
-            .await?
-            .ok_or_else(|| Error::Corrupt(format!("unknown region {region}")))?;
+        let info = self.region(region).await?.ok_or_else(|| {
+            Error::corrupt(CorruptionKind::Memory, format!("unknown region {region}"))
+        })?;
         Ok(Place::Remote(RemoteAddr::data(
             info.node,
             self.st.layout.slot_base(info.slot) + offset,
@@ -506,10 +509,12 @@ impl Srv {
     }
 
     fn local_base(&self, region: RegionId) -> Result<u64, Error> {
-        self.st
-            .hosted(region)
-            .map(|h| h.base)
-            .ok_or_else(|| Error::Corrupt(format!("{region} is not held by {}", self.st.node)))
+        self.st.hosted(region).map(|h| h.base).ok_or_else(|| {
+            Error::corrupt(
+                CorruptionKind::Bug,
+                format!("{region} is not held by {}", self.st.node),
+            )
+        })
     }
 
     /// Writes `node` to `ptr` (held here, locked by the caller, currently at

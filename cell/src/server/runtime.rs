@@ -7,6 +7,7 @@
 //! its own request slot. Workers never wait for another server, so two
 //! servers splitting into each other cannot deadlock.
 
+use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,7 +96,10 @@ impl Srv {
 
 /// Recovery without region logs.
 fn no_logs() -> Error {
-    Error::Corrupt("recovery needs region logs (log_dir)".into())
+    Error::corrupt(
+        CorruptionKind::Setup,
+        "recovery needs region logs (log_dir)",
+    )
 }
 
 /// Performs Cell's own effects of a server machine (log appends,
@@ -360,7 +364,12 @@ impl Maintenance {
                     mark = now;
                 }
             })
-            .map_err(|e| Error::Corrupt(format!("cannot spawn a maintenance thread: {e}")))?;
+            .map_err(|e| {
+                Error::corrupt(
+                    CorruptionKind::Resource,
+                    format!("cannot spawn a maintenance thread: {e}"),
+                )
+            })?;
         Ok(Maintenance {
             stop,
             paused,

@@ -35,6 +35,7 @@
 //! an invalid node, or, once the node is reused, a node whose min and max do
 //! not cover its key (§2.4).
 
+use nessie_protocol::CorruptionKind;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -125,10 +126,12 @@ impl Srv {
         x: RegionId,
         onto: Option<NodeId>,
     ) -> Result<SplitOutcome, Error> {
-        let h = self
-            .st
-            .hosted(x)
-            .ok_or_else(|| Error::Corrupt(format!("{x} is not held by {}", self.st.node)))?;
+        let h = self.st.hosted(x).ok_or_else(|| {
+            Error::corrupt(
+                CorruptionKind::Bug,
+                format!("{x} is not held by {}", self.st.node),
+            )
+        })?;
         let root = self.read_node(NodePtr::root_of(x)).await?;
         if root.leaf || root.entries.len() < 2 {
             return Ok(SplitOutcome::NotSplittable);
@@ -321,13 +324,21 @@ impl Srv {
             .entries
             .iter()
             .position(|e| e.key.as_slice() == split)
-            .ok_or_else(|| Error::Corrupt(format!("split key left the root of {x}")))?;
+            .ok_or_else(|| {
+                Error::corrupt(
+                    CorruptionKind::Memory,
+                    format!("split key left the root of {x}"),
+                )
+            })?;
         let mut left = root.entries[i - 1].child();
         let mut first_right = root.entries[i].child();
         let mut right_nodes = Vec::new();
         for _level in (0..root.level).rev() {
             let (Some(mut b), Some(fr)) = (left, first_right) else {
-                return Err(Error::Corrupt("relink: missing child".into()));
+                return Err(Error::corrupt(
+                    CorruptionKind::Memory,
+                    "relink: missing child",
+                ));
             };
             // X_right at this level: from its first node rightwards within X.
             let mut p = fr;
@@ -345,7 +356,10 @@ impl Srv {
             let mut n = self.read_node(b).await?;
             while n.max.as_deref() != Some(split) {
                 if n.right.is_null() || n.right.region != x {
-                    return Err(Error::Corrupt(format!("relink: no boundary in {x}")));
+                    return Err(Error::corrupt(
+                        CorruptionKind::Memory,
+                        format!("relink: no boundary in {x}"),
+                    ));
                 }
                 b = n.right;
                 n = self.read_node(b).await?;
@@ -432,7 +446,8 @@ impl Srv {
         let mut first = src_root.entries[i].child();
         for level in (0..src_root.level).rev() {
             let mut list = Vec::new();
-            let mut p = first.ok_or_else(|| Error::Corrupt("copy: missing child".into()))?;
+            let mut p = first
+                .ok_or_else(|| Error::corrupt(CorruptionKind::Memory, "copy: missing child"))?;
             while !p.is_null() && p.region == source {
                 let n = self.read_node(p).await?;
                 if !n.valid {
@@ -580,13 +595,16 @@ impl Srv {
             let bytes = self.read_extents(&ptrs).await?;
             for ((e, p), b) in chunk.iter_mut().zip(&ptrs).zip(bytes) {
                 if extent::verify(&b, p, &e.key, false) == extent::ExtentRead::Mismatch {
-                    return Err(Error::Corrupt(format!(
-                        "copy: extent of {:?} fails its CRC",
-                        e.key
-                    )));
+                    return Err(Error::corrupt(
+                        CorruptionKind::Memory,
+                        format!("copy: extent of {:?} fails its CRC", e.key),
+                    ));
                 }
                 let np = self.write_extent(h, &b).await?.ok_or_else(|| {
-                    Error::Corrupt("copy: the new meganode's heap is full".into())
+                    Error::corrupt(
+                        CorruptionKind::Resource,
+                        "copy: the new meganode's heap is full",
+                    )
                 })?;
                 e.payload = Payload::Extent(np);
             }
@@ -926,10 +944,9 @@ impl Srv {
     }
 
     async fn holder(&self, region: RegionId) -> Result<NodeId, Error> {
-        self.region(region)
-            .await?
-            .map(|i| i.node)
-            .ok_or_else(|| Error::Corrupt(format!("unknown region {region}")))
+        self.region(region).await?.map(|i| i.node).ok_or_else(|| {
+            Error::corrupt(CorruptionKind::Memory, format!("unknown region {region}"))
+        })
     }
 
     /// The root word, read wherever region 1 is.

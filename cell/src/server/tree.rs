@@ -10,6 +10,7 @@
 //! A server searches across every meganode it holds and answers
 //! `Continue` with the pointer where its meganodes end.
 
+use nessie_protocol::CorruptionKind;
 use nessie_protocol::{Error, Op};
 
 use super::{lock, GatePass, Hosted, NodeLock, Reservation, Srv};
@@ -126,9 +127,12 @@ impl Srv {
                     Goal::ParentOf { .. } => Descent::Restart(RestartCause::Structure),
                 });
             }
-            let (child, clo, chi) = node
-                .child_for(key)
-                .ok_or_else(|| Error::Corrupt(format!("inner node {ptr} has no entries")))?;
+            let (child, clo, chi) = node.child_for(key).ok_or_else(|| {
+                Error::corrupt(
+                    CorruptionKind::Memory,
+                    format!("inner node {ptr} has no entries"),
+                )
+            })?;
             if let Goal::ParentOf { below, child: new } = goal {
                 if node.level == 0 && !node.bottom && (child.region == below || child.region == new)
                 {
@@ -139,7 +143,10 @@ impl Srv {
             hi = chi;
             ptr = child;
         }
-        Err(Error::Corrupt("descent did not converge".into()))
+        Err(Error::corrupt(
+            CorruptionKind::Memory,
+            "descent did not converge",
+        ))
     }
 
     /// `Search`: the value (or presence) of `key`, or where to continue.
@@ -383,10 +390,10 @@ impl Srv {
             .unwrap_or(root);
         for _ in 0..ATTEMPTS {
             let Some(ptr) = self.find_level(h, level, &key, hint).await? else {
-                return Err(Error::Corrupt(format!(
-                    "no level {level} in meganode {}",
-                    h.id
-                )));
+                return Err(Error::corrupt(
+                    CorruptionKind::Memory,
+                    format!("no level {level} in meganode {}", h.id),
+                ));
             };
             match self.lock_covering(ptr, &key, level).await? {
                 Ok((ptr, mut node, guard)) => {
@@ -399,10 +406,10 @@ impl Srv {
                 // The node changed level (node 0 grew): find the level again.
                 Err(Ok(_)) => hint = root,
                 Err(Err(_)) => {
-                    return Err(Error::Corrupt(format!(
-                        "no node for a separator in {}",
-                        h.id
-                    )))
+                    return Err(Error::corrupt(
+                        CorruptionKind::Memory,
+                        format!("no node for a separator in {}", h.id),
+                    ))
                 }
             }
         }
@@ -431,10 +438,10 @@ impl Srv {
             }
             if n.cover(key) == Cover::Right {
                 if n.right.is_null() || n.right.region != h.id {
-                    return Err(Error::Corrupt(format!(
-                        "separator beyond meganode {}",
-                        h.id
-                    )));
+                    return Err(Error::corrupt(
+                        CorruptionKind::Memory,
+                        format!("separator beyond meganode {}", h.id),
+                    ));
                 }
                 ptr = n.right;
                 continue;
@@ -442,9 +449,9 @@ impl Srv {
             if n.level == level {
                 return Ok(Some(ptr));
             }
-            let (c, _, _) = n
-                .child_for(key)
-                .ok_or_else(|| Error::Corrupt("inner node without entries".into()))?;
+            let (c, _, _) = n.child_for(key).ok_or_else(|| {
+                Error::corrupt(CorruptionKind::Memory, "inner node without entries")
+            })?;
             ptr = c;
         }
         Ok(None)

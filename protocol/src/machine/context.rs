@@ -6,6 +6,7 @@
 //! operations of the protocol by name (read an index table entry, CAS a data
 //! table entry's state word, mark an entry for recycling, ...).
 
+use crate::error::CorruptionKind;
 use std::sync::Arc;
 
 use crate::addr::{ClientId, DteAddr, IteAddr, RemoteAddr};
@@ -334,8 +335,9 @@ impl Cx<'_> {
         r: &Result<crate::fabric::OpOutput, crate::fabric::FabricError>,
     ) -> Result<DteView, Error> {
         let raw = bytes(r)?;
-        let header = DataEntryHeader::decode(raw)
-            .ok_or_else(|| Error::Corrupt(format!("{dte}: short read")))?;
+        let header = DataEntryHeader::decode(raw).ok_or_else(|| {
+            Error::corrupt(CorruptionKind::Completion, format!("{dte}: short read"))
+        })?;
         let l = self.client.cfg.data_tables().layout_of(dte);
         let key = l.key(&header, raw).map(<[u8]>::to_vec).unwrap_or_default();
         // The value, when the read holds all of it (a whole-entry read, or

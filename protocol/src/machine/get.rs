@@ -15,6 +15,7 @@
 //!    bucket, last first (any changed entry: conflict). Otherwise: not found.
 
 use crate::addr::{DteAddr, IteAddr};
+use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::layout::{DteState, IndexEntry};
 use crate::machine::context::{Cx, DteView};
@@ -131,7 +132,7 @@ impl GetLogic {
                     {
                         // A committed header whose lengths do not fit its
                         // class: reading on would return its neighbours.
-                        return Some(Err(Error::Corrupt(format!(
+                        return Some(Err(Error::corrupt(CorruptionKind::Memory, format!(
                             "{}: a value of {value_len} B after a key of {key_len} B does not fit its class",
                             v.addr
                         ))));
@@ -225,7 +226,10 @@ impl Logic for GetLogic {
                 Ok(b) => {
                     let len = v.header.state.value_len as usize;
                     let Some(value) = b.get(..len).map(<[u8]>::to_vec) else {
-                        return Some(Err(Error::Corrupt("short value read".into())));
+                        return Some(Err(Error::corrupt(
+                            CorruptionKind::Completion,
+                            "short value read",
+                        )));
                     };
                     // The entry is committed (hence immutable): the two reads
                     // together are its header, key and value, which the

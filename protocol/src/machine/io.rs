@@ -6,6 +6,7 @@
 //! batch, matches completions to it by id, and counts what was issued.
 
 use crate::addr::NodeId;
+use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
 use crate::layout::IndexEntry;
@@ -116,9 +117,10 @@ pub(crate) fn word(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
             w.copy_from_slice(&b[..8]);
             Ok(u64::from_le_bytes(w))
         }
-        Ok(other) => Err(Error::Corrupt(format!(
-            "expected an 8-byte read, got {other:?}"
-        ))),
+        Ok(other) => Err(Error::corrupt(
+            CorruptionKind::Completion,
+            format!("expected an 8-byte read, got {other:?}"),
+        )),
         Err(e) => Err(e.clone().into()),
     }
 }
@@ -130,11 +132,14 @@ pub(crate) fn bucket_of(
 ) -> Result<impl Iterator<Item = IndexEntry> + '_, Error> {
     let raw = bytes(r)?;
     if raw.len() < 8 * b {
-        return Err(Error::Corrupt(format!(
-            "expected a {}-byte bucket read, got {} bytes",
-            8 * b,
-            raw.len()
-        )));
+        return Err(Error::corrupt(
+            CorruptionKind::Completion,
+            format!(
+                "expected a {}-byte bucket read, got {} bytes",
+                8 * b,
+                raw.len()
+            ),
+        ));
     }
     Ok(raw[..8 * b].chunks_exact(8).map(|c| {
         let mut w = [0u8; 8];
@@ -183,7 +188,10 @@ pub(crate) fn buckets_unchanged(
 pub(crate) fn bytes(r: &Result<OpOutput, FabricError>) -> Result<&[u8], Error> {
     match r {
         Ok(OpOutput::Read(b)) => Ok(b),
-        Ok(other) => Err(Error::Corrupt(format!("expected a read, got {other:?}"))),
+        Ok(other) => Err(Error::corrupt(
+            CorruptionKind::Completion,
+            format!("expected a read, got {other:?}"),
+        )),
         Err(e) => Err(e.clone().into()),
     }
 }
@@ -192,9 +200,10 @@ pub(crate) fn bytes(r: &Result<OpOutput, FabricError>) -> Result<&[u8], Error> {
 pub(crate) fn cas_previous(r: &Result<OpOutput, FabricError>) -> Result<u64, Error> {
     match r {
         Ok(OpOutput::Cas { previous }) => Ok(*previous),
-        Ok(other) => Err(Error::Corrupt(format!(
-            "expected a CAS completion, got {other:?}"
-        ))),
+        Ok(other) => Err(Error::corrupt(
+            CorruptionKind::Completion,
+            format!("expected a CAS completion, got {other:?}"),
+        )),
         Err(e) => Err(e.clone().into()),
     }
 }

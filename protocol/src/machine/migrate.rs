@@ -31,6 +31,7 @@
 //! in `OpStats::leaked`.
 
 use crate::addr::{DteAddr, IteAddr};
+use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
@@ -249,7 +250,10 @@ impl Migrate {
             .map(|(_, w)| w)
             .collect();
         if self.mv.alt_words.len() != self.mv.alt.len() {
-            return Some(Err(Error::Corrupt("short bucket read".into())));
+            return Some(Err(Error::corrupt(
+                CorruptionKind::Completion,
+                "short bucket read",
+            )));
         }
         if let Some(k) = self.mv.alt_words.iter().position(|&w| w == self.mv.w) {
             // Two of the key's entries name Y: Y is a committed MIGRATE copy
@@ -308,10 +312,10 @@ impl Migrate {
     fn copy(&mut self, cx: &mut Cx<'_>) -> Out {
         let y = self.mv.y.as_ref()?;
         let Some(value) = y.value.as_ref() else {
-            return Some(Err(Error::Corrupt(format!(
-                "{}: a MIGRATE's source read without its value",
-                y.addr
-            ))));
+            return Some(Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!("{}: a MIGRATE's source read without its value", y.addr),
+            )));
         };
         let class = match cx.class_for(y.key.len(), value.len()) {
             Ok(c) => c,

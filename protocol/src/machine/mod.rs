@@ -27,6 +27,7 @@ pub use io::Poll;
 pub use search::MAX_FRONTIER;
 pub use write::{WriteKind, WriteLogic};
 
+use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::fabric::Completion;
 use crate::stats::OpStats;
@@ -148,8 +149,9 @@ impl<L: Logic> Machine for OpMachine<L> {
 
     fn poll(&mut self, client: &mut ClientState, now: Nanos) -> Poll<Result<L::Output, Error>> {
         if self.done {
-            return Poll::Done(Err(Error::Corrupt(
-                "machine polled after it finished".into(),
+            return Poll::Done(Err(Error::corrupt(
+                CorruptionKind::Bug,
+                "machine polled after it finished",
             )));
         }
         let deadline = *self
@@ -195,7 +197,10 @@ impl<L: Logic> Machine for OpMachine<L> {
             }
         }
         self.done = true;
-        Poll::Done(Err(Error::Corrupt("state machine made no progress".into())))
+        Poll::Done(Err(Error::corrupt(
+            CorruptionKind::Bug,
+            "state machine made no progress",
+        )))
     }
 
     fn complete(&mut self, completion: Completion) {

@@ -44,6 +44,7 @@
 //! not, nobody else will ever meet the entry.
 
 use crate::addr::{DteAddr, IteAddr};
+use crate::error::CorruptionKind;
 use crate::error::Error;
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, StateWord};
 use crate::machine::context::{Cx, DteView};
@@ -263,10 +264,10 @@ impl Recover {
             cands.get(usize::from(self.header.state.dst)),
         ) {
             (Some(&src), Some(&dst)) => Ok((src, dst)),
-            _ => Err(Error::Corrupt(format!(
-                "{}: migrate positions out of range",
-                self.addr
-            ))),
+            _ => Err(Error::corrupt(
+                CorruptionKind::Memory,
+                format!("{}: migrate positions out of range", self.addr),
+            )),
         }
     }
 
