@@ -112,6 +112,7 @@ fn serve_requests(
             }
             Step::Effect(Effect::AwaitLock(_)) => m.resolve(Resolution::Waited),
             Step::Effect(e) => panic!("unexpected effect {e:?}"),
+            Step::PostChain(_) => panic!("server workers post no chains"),
             Step::Post(wrs) | Step::PostDetached(wrs) => {
                 for wr in wrs {
                     let result = match &wr.op {

@@ -118,6 +118,7 @@ impl<T: 'static, E: Endpoint> Stepper<T, E> {
                     return None;
                 }
                 Step::Post(wrs) => self.post(wrs),
+                Step::PostChain(_) => panic!("the directory posts no chains"),
                 // The directory awaits every round; nothing it posts is
                 // detached, but a detached post is posted, not held.
                 Step::PostDetached(wrs) => {

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use nessie_protocol::{
-    Completion, Endpoint, Error, Nanos, Op, OpId, OpOutput, OpStats, WorkRequest,
+    ChainLink, Completion, Endpoint, Error, Nanos, Op, OpId, OpOutput, OpStats, WorkRequest,
 };
 
 use crate::machine::{Effect, Exec, Ext, Io, Machine, Never, Plain, Resolution, Step};
@@ -136,6 +136,12 @@ impl<E: Endpoint> Driver<E> {
                         self.wait(exec);
                     }
                 }
+                Step::PostChain(chain) => {
+                    self.post_chain(exec, chain, now);
+                    if exec.outstanding() > 0 {
+                        self.wait(exec);
+                    }
+                }
                 Step::PostDetached(wrs) => self.post_detached(exec, wrs, now),
                 Step::Pending => self.wait(exec),
                 Step::Effect(e) => {
@@ -186,6 +192,23 @@ impl<E: Endpoint> Driver<E> {
                 if !exec.refuse(id, e.clone()) {
                     tracing::warn!(error = %e, "a detached post was refused");
                 }
+            }
+        }
+        self.next_id = self.next_id.max(exec.next_id());
+    }
+
+    /// Posts a machine's chain (`Endpoint::post_chain`). One the endpoint
+    /// refuses posted nothing: every request of it fails with the refusal.
+    pub fn post_chain<X: Ext>(
+        &mut self,
+        exec: &mut Exec<X>,
+        chain: Vec<(WorkRequest, ChainLink)>,
+        issued: Nanos,
+    ) {
+        let ids: Vec<_> = chain.iter().map(|(wr, _)| wr.id).collect();
+        if let Err(e) = self.ep.post_chain(chain, issued) {
+            for id in ids {
+                exec.refuse(id, e.clone());
             }
         }
         self.next_id = self.next_id.max(exec.next_id());

@@ -48,7 +48,8 @@ use std::time::Duration;
 
 use nessie_protocol::TransportError;
 use nessie_protocol::{
-    Completion, Error, FabricError, Nanos, NodeId, Op, OpId, OpOutput, OpStats, WorkRequest,
+    ChainLink, Completion, Error, FabricError, Nanos, NodeId, Op, OpId, OpOutput, OpStats,
+    WorkRequest,
 };
 
 use crate::lock::{TableGuard, TableLock};
@@ -175,6 +176,10 @@ impl<X: Ext> fmt::Debug for Resolution<X> {
 pub enum Step<T, X: Ext> {
     /// Post these work requests (one round, all awaited).
     Post(Vec<WorkRequest>),
+    /// Post these work requests as one chain to one node, in order, each
+    /// after its predecessor as its link says (`Endpoint::post_chain`), all
+    /// awaited as one round.
+    PostChain(Vec<(WorkRequest, ChainLink)>),
     /// Post these work requests without awaiting them (a detached post: a
     /// server's response). Drivers post them unsignaled
     /// (`Endpoint::post_unsignaled`): a success need not complete, and a
@@ -192,6 +197,7 @@ impl<T: fmt::Debug, X: Ext> fmt::Debug for Step<T, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Step::Post(w) => f.debug_tuple("Post").field(w).finish(),
+            Step::PostChain(w) => f.debug_tuple("PostChain").field(w).finish(),
             Step::PostDetached(w) => f.debug_tuple("PostDetached").field(w).finish(),
             Step::Effect(e) => f.debug_tuple("Effect").field(e).finish(),
             Step::Pending => f.write_str("Pending"),
@@ -206,6 +212,8 @@ enum Want<X: Ext> {
         class: OpClass,
         deadline: Option<Nanos>,
         detached: bool,
+        /// A chain: each request's link to its predecessor.
+        links: Option<Vec<ChainLink>>,
     },
     Effect(Effect<X>),
 }
@@ -325,6 +333,32 @@ impl<X: Ext> Io<X> {
     }
 
     async fn round_with(&self, ops: Vec<Op>, class: OpClass, deadline: Option<Nanos>) -> Results {
+        self.round_linked(ops, None, class, deadline).await
+    }
+
+    /// Runs `chain`, requests to one node, as one round posted as a chain:
+    /// they execute in order, each after its predecessor as its [`ChainLink`]
+    /// says (`Endpoint::post_chain`: what a fault of one does to those
+    /// behind it), all awaited; missing completions count as
+    /// [`FabricError::Timeout`] once `deadline` has passed. One round trip.
+    pub async fn chain_by(
+        &self,
+        chain: Vec<(Op, ChainLink)>,
+        class: OpClass,
+        deadline: Nanos,
+    ) -> Results {
+        let (ops, links) = chain.into_iter().unzip();
+        self.round_linked(ops, Some(links), class, Some(deadline))
+            .await
+    }
+
+    async fn round_linked(
+        &self,
+        ops: Vec<Op>,
+        links: Option<Vec<ChainLink>>,
+        class: OpClass,
+        deadline: Option<Nanos>,
+    ) -> Results {
         if ops.is_empty() {
             return Vec::new();
         }
@@ -335,6 +369,7 @@ impl<X: Ext> Io<X> {
                 class,
                 deadline,
                 detached: false,
+                links,
             })
             .await
         {
@@ -373,6 +408,7 @@ impl<X: Ext> Io<X> {
             class,
             deadline: None,
             detached: true,
+            links: None,
         })
         .await;
     }
@@ -604,12 +640,13 @@ impl<X: Ext> Exec<X> {
                         class,
                         deadline,
                         detached,
+                        links,
                     }) => {
                         let wrs = self.issue(ops, class, deadline, detached, now);
-                        if detached {
-                            Step::PostDetached(wrs)
-                        } else {
-                            Step::Post(wrs)
+                        match links {
+                            Some(links) => Step::PostChain(wrs.into_iter().zip(links).collect()),
+                            None if detached => Step::PostDetached(wrs),
+                            None => Step::Post(wrs),
                         }
                     }
                     Some(Want::Effect(e)) => {

@@ -600,6 +600,7 @@ where
                 break;
             }
             Step::Post(wrs) => driver.post(&mut exec, wrs, now),
+            Step::PostChain(chain) => driver.post_chain(&mut exec, chain, now),
             Step::PostDetached(wrs) => driver.post_detached(&mut exec, wrs, now),
             Step::Pending => driver.wait(&mut exec),
             Step::Effect(Effect::AwaitRequest(watch)) => {

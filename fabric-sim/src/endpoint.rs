@@ -8,12 +8,12 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    ClientClaim, ClientId, Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Topology,
-    WorkRequest,
+    ChainLink, ClientClaim, ClientId, Completion, Endpoint, Fabric, FabricError, Nanos, NodeId,
+    Topology, TransportError, WorkRequest,
 };
 
 use crate::counters::OpCounters;
-use crate::fabric::{Delivery, Later, SimFabric};
+use crate::fabric::{Blocked, Delivery, Later, SimFabric};
 use crate::sync::{self, Arc, Condvar, Mutex};
 
 /// The longest a wait sleeps before it looks at completions held until a
@@ -185,6 +185,13 @@ impl SimEndpoint {
         if self.fabric.node_state(self.node)?.is_down() {
             return Err(FabricError::NodeDown(self.node));
         }
+        self.execute(wr, signaled).map(|_| ())
+    }
+
+    /// Performs `wr` now and queues its completion (unless it succeeded
+    /// and `signaled` is false); what its fate means for requests chained
+    /// behind it.
+    fn execute(&mut self, wr: WorkRequest, signaled: bool) -> Result<Option<Blocked>, FabricError> {
         self.count_post();
         let posted = Instant::now();
         let (kind, bytes, nic) = (wr.op.kind(), wr.op.bytes(), wr.op.remote_addr().is_some());
@@ -193,6 +200,7 @@ impl SimEndpoint {
         // line it sits on bounced between cores on the quiet path.
         let fabric = &self.fabric;
         let done = fabric.execute(self.node, &wr.op);
+        let blocks = done.blocks();
         let (result, delivery) = (done.result, done.delivery);
         let ok = result.is_ok();
         self.counters.record(kind, bytes, ok);
@@ -203,13 +211,13 @@ impl SimEndpoint {
             tracing::trace!(node = %self.node, id = wr.id.0, ?result, "sim endpoint: operation failed");
         }
         if ok && !signaled {
-            return Ok(());
+            return Ok(blocks);
         }
         let until = match delivery {
             Delivery::Now => None,
             Delivery::Never => {
                 tracing::trace!(node = %self.node, id = wr.id.0, "sim endpoint: completion lost (injected)");
-                return Ok(());
+                return Ok(blocks);
             }
             Delivery::Late(Later::OnRequest) => Some(Until::Request),
             Delivery::Late(Later::AfterOps(n)) => Some(Until::Posts(n)),
@@ -224,7 +232,7 @@ impl SimEndpoint {
                 completion: Completion { id: wr.id, result },
                 until,
             });
-            return Ok(());
+            return Ok(blocks);
         }
         let delay = if nic {
             self.fabric.config().latency.delay(bytes)
@@ -233,7 +241,36 @@ impl SimEndpoint {
         };
         let ready = posted.checked_add(delay).unwrap_or(posted);
         self.enqueue(ready, Completion { id: wr.id, result });
-        Ok(())
+        Ok(blocks)
+    }
+
+    /// A chained request behind a failure: flushed, or executed (or parked
+    /// to land) behind it, reporting the queue pair's failure
+    /// ([`Endpoint::post_chain`]). What it leaves for the requests behind
+    /// it.
+    fn behind(&mut self, wr: WorkRequest, link: ChainLink, blocked: Blocked) -> Blocked {
+        self.count_post();
+        let (kind, bytes) = (wr.op.kind(), wr.op.bytes());
+        let (result, blocked) = match (blocked, link) {
+            (Blocked::NotExecuted, _)
+            | (Blocked::Failed | Blocked::Lands(_), ChainLink::Fenced) => (
+                Err(FabricError::Transport(TransportError::Flushed)),
+                Blocked::NotExecuted,
+            ),
+            (Blocked::Failed, ChainLink::Ordered) => {
+                (self.fabric.execute_behind(&wr.op, None), blocked)
+            }
+            (Blocked::Lands(later), ChainLink::Ordered) => {
+                (self.fabric.execute_behind(&wr.op, Some(later)), blocked)
+            }
+        };
+        self.counters.record(kind, bytes, false);
+        tracing::trace!(node = %self.node, id = wr.id.0, ?blocked, "sim endpoint: chained behind a failure");
+        let delay = self.fabric.config().latency.delay(bytes);
+        let posted = Instant::now();
+        let ready = posted.checked_add(delay).unwrap_or(posted);
+        self.enqueue(ready, Completion { id: wr.id, result });
+        blocked
     }
 }
 
@@ -259,6 +296,39 @@ impl Endpoint for SimEndpoint {
     /// carries any error of the operation itself).
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
         self.post_as(wr, true)
+    }
+
+    /// The chain executes at once, in order, as posted; a fault of one
+    /// request decides the fate of those behind it as the trait says
+    /// (`Blocked`): flushed, executed behind an executed failure, or parked
+    /// to land right after a request that lands later.
+    fn post_chain(
+        &mut self,
+        chain: Vec<(WorkRequest, ChainLink)>,
+        _issued: Nanos,
+    ) -> Result<(), FabricError> {
+        let node = chain
+            .first()
+            .and_then(|(wr, _)| wr.op.remote_addr())
+            .map(|a| a.node);
+        if chain
+            .iter()
+            .any(|(wr, _)| node.is_none() || wr.op.remote_addr().map(|a| a.node) != node)
+        {
+            return Err(FabricError::Transport(TransportError::ChainAcrossNodes));
+        }
+        self.gate.pass();
+        if self.fabric.node_state(self.node)?.is_down() {
+            return Err(FabricError::NodeDown(self.node));
+        }
+        let mut blocked = None;
+        for (wr, link) in chain {
+            blocked = match blocked {
+                None => self.execute(wr, true)?,
+                Some(b) => Some(self.behind(wr, link, b)),
+            };
+        }
+        Ok(())
     }
 
     /// As [`Endpoint::post`], but a successful operation queues no

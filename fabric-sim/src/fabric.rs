@@ -221,6 +221,44 @@ pub(crate) struct Executed<'a> {
     pub result: Result<OpOutput, FabricError>,
     /// How its completion is delivered.
     pub delivery: Delivery,
+    /// The injected fault that hit it, and when its deferred part happens.
+    pub fault: Option<(TransportFault, Later)>,
+}
+
+impl Executed<'_> {
+    /// What this request's fate means for the requests chained behind it
+    /// ([`nessie_protocol::Endpoint::post_chain`]): `None` if it executed
+    /// and completes normally (late, or with a duplicated WRITE's copy to
+    /// land later, maybe behind the chain).
+    pub(crate) fn blocks(&self) -> Option<Blocked> {
+        match (&self.result, self.fault) {
+            (_, Some((TransportFault::ErrorThenLand, later))) => Some(Blocked::Lands(later)),
+            (_, Some((TransportFault::FailAfterExecuting | TransportFault::LoseCompletion, _))) => {
+                Some(Blocked::Failed)
+            }
+            (_, Some((TransportFault::FailBeforeExecuting | TransportFault::Vanish, _))) => {
+                Some(Blocked::NotExecuted)
+            }
+            (Ok(_), _) => None,
+            // Refused before executing (its node down, out of range).
+            (Err(_), _) => Some(Blocked::NotExecuted),
+        }
+    }
+}
+
+/// What a failure ahead in a chain does to the requests behind it
+/// ([`nessie_protocol::Endpoint::post_chain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// Something ahead did not execute: everything behind is flushed.
+    NotExecuted,
+    /// Something ahead executed and then failed (or lost its completion):
+    /// a fenced request is flushed, an ordered one executes and reports
+    /// the queue pair's failure.
+    Failed,
+    /// Something ahead reported an error and lands later: a fenced request
+    /// is flushed, an ordered one lands after it and reports the failure.
+    Lands(Later),
 }
 
 /// A request parked at its target node, to land later.
@@ -705,6 +743,7 @@ impl SimFabric {
                     target: None,
                     result: Err(e),
                     delivery: Delivery::Now,
+                    fault: None,
                 }
             }
         };
@@ -714,6 +753,7 @@ impl SimFabric {
                 target: Some(target),
                 result: self.perform(target, op),
                 delivery: Delivery::Now,
+                fault: None,
             };
         }
         if target.is_down() {
@@ -721,6 +761,7 @@ impl SimFabric {
                 target: Some(target),
                 result: Err(FabricError::NodeDown(target_id)),
                 delivery: Delivery::Now,
+                fault: None,
             };
         }
         let fault = match target.quiet() {
@@ -737,6 +778,7 @@ impl SimFabric {
                 target: Some(target),
                 result: self.perform(target, op),
                 delivery: Delivery::Now,
+                fault: None,
             };
         };
         tracing::trace!(node = %target_id, %fault, op = ?op.kind(), "sim fabric: injected fault hits");
@@ -763,7 +805,29 @@ impl SimFabric {
             target: Some(target),
             result,
             delivery,
+            fault: Some((fault, later)),
         }
+    }
+
+    /// A chained request behind a failure ([`Blocked`]): executes `op` at its
+    /// node now, with no fault of its own (it was on the wire), or parks it
+    /// to land `later`, behind the request that failed ahead of it. Its
+    /// completion reports the queue pair's failure either way.
+    pub(crate) fn execute_behind(
+        &self,
+        op: &Op,
+        later: Option<Later>,
+    ) -> Result<OpOutput, FabricError> {
+        let node = op.remote_addr().map_or(NodeId(0), |a| a.node);
+        let target = self.node_state(node)?;
+        match later {
+            Some(later) => target.park(TransportFault::ErrorThenLand, op.clone(), later),
+            None if !target.is_down() => {
+                let _ = self.perform(target, op);
+            }
+            None => {}
+        }
+        Err(FabricError::Transport(TransportError::QueuePairFailed))
     }
 
     /// Executes `op` on `target`'s memory (a NIC operation on the region it

@@ -42,6 +42,8 @@ pub mod memory;
 pub mod sync;
 
 #[cfg(test)]
+mod chain_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{

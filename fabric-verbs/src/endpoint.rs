@@ -87,8 +87,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region, RemoteAddr,
-    TransportError, WorkRequest,
+    ChainLink, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region,
+    RemoteAddr, TransportError, WorkRequest,
 };
 use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
@@ -247,6 +247,9 @@ struct InFlight {
     /// Unsignaled, its deadline passed before anything asked whether it
     /// was done, and it was given one more landing deadline for a probe.
     extended: bool,
+    /// Posted with `IBV_SEND_FENCE` whatever the queue pair's outstanding
+    /// requests (a fenced link of a chain, `Endpoint::post_chain`).
+    fenced: bool,
 }
 
 /// One slot of the request slab; `gen` tells a reused slot's requests apart.
@@ -672,6 +675,7 @@ impl VerbsEndpoint {
             signal,
             signaled: true,
             extended: false,
+            fenced: false,
         };
         if let Some(data) = data {
             let ok = match &f.buf {
@@ -832,7 +836,7 @@ impl VerbsEndpoint {
             let wr_id = self.peers[i].backlog[k];
             let Some(f) = self.slot(wr_id) else { continue };
             let local = self.slice_of(f);
-            let fence = needs_fence(f.nic, out_kinds);
+            let fence = f.fenced || needs_fence(f.nic, out_kinds);
             let wr: SendWr = match f.nic {
                 NicOp::Read => read_wr(wr_id, local, f.remote, fence),
                 NicOp::Write => write_wr(wr_id, local, f.remote, fence).inline(max_inline),
@@ -1378,6 +1382,71 @@ impl Endpoint for VerbsEndpoint {
     ) -> Result<(), FabricError> {
         let at = self.issued_instant(issued);
         self.accept(wr, Signal::Unsignaled, at)
+    }
+
+    /// Requests of one round to a node already go in posting order on its
+    /// queue pair, with the fences the policy asks for (module
+    /// documentation); a chain adds `IBV_SEND_FENCE` on its fenced links.
+    /// It is checked whole first (one remote node, ranges, message sizes),
+    /// so a refusal posted nothing; a request that cannot be accepted after
+    /// that (staging buffers) completes with its error, and those behind it
+    /// are flushed, as the queue pair would flush them.
+    fn post_chain(
+        &mut self,
+        chain: Vec<(WorkRequest, ChainLink)>,
+        issued: Nanos,
+    ) -> Result<(), FabricError> {
+        let node = chain
+            .first()
+            .and_then(|(wr, _)| wr.op.remote_addr())
+            .map(|a| a.node);
+        for (wr, _) in &chain {
+            let Some(addr) = wr.op.remote_addr().filter(|a| Some(a.node) == node) else {
+                return Err(FabricError::Transport(TransportError::ChainAcrossNodes));
+            };
+            let len = match &wr.op {
+                Op::Read { len, .. } => u64::from(*len),
+                Op::Write { data, .. } => data.len() as u64,
+                _ => 8,
+            };
+            self.book
+                .resolve(addr, len, matches!(wr.op, Op::Cas { .. }))?;
+            let max = u64::from(self.node.info.limits.max_msg_sz);
+            if max > 0 && len > max {
+                return Err(FabricError::Transport(TransportError::MessageTooLarge {
+                    len: len as u32,
+                    max: max as u32,
+                }));
+            }
+        }
+        let at = self.issued_instant(issued);
+        let mut failed = false;
+        for (k, (wr, link)) in chain.into_iter().enumerate() {
+            let id = wr.id;
+            if failed {
+                self.ready.push_back(Completion {
+                    id,
+                    result: Err(FabricError::Transport(TransportError::Flushed)),
+                });
+                continue;
+            }
+            match self.accept(wr, Signal::Caller, at) {
+                Ok(()) if k > 0 && link == ChainLink::Fenced => {
+                    let node = node.map_or(0, |n| usize::from(n.0));
+                    if let Some(&wr_id) = self.peers[node].backlog.back() {
+                        if let Some(f) = self.slot_mut(wr_id) {
+                            f.fenced = true;
+                        }
+                    }
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    failed = true;
+                    self.ready.push_back(Completion { id, result: Err(e) });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) {

@@ -262,6 +262,30 @@ pub enum TransportError {
     /// harness's): nothing can be said of the request.
     #[error("a completion that does not answer its request")]
     Mismatch,
+    /// A chain whose requests do not all go to one remote node: nothing of
+    /// it was posted.
+    #[error("a chain's requests must all go to one remote node (nothing was posted)")]
+    ChainAcrossNodes,
+    /// The endpoint does not post chains ([`Endpoint::post_chain`]):
+    /// nothing of the chain was posted.
+    #[error("this endpoint does not post ordered chains (nothing was posted)")]
+    ChainsUnsupported,
+}
+
+/// How a request of a chain follows the request before it
+/// ([`Endpoint::post_chain`]; the first request's link is ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChainLink {
+    /// Executes after its predecessor executed, on the same queue pair,
+    /// without waiting for its completion (RC's order: WRITEs in a row, a
+    /// CAS releasing a lock behind the WRITEs it guards). Since it may be on
+    /// the wire before its predecessor fails, it may execute although it
+    /// reports an error.
+    Ordered,
+    /// `IBV_SEND_FENCE`: sent only once every earlier request of the chain
+    /// has completed; if one failed, it is flushed and never executes (a
+    /// READ of the rows a lock's CAS just took).
+    Fenced,
 }
 
 impl FabricError {
@@ -532,6 +556,34 @@ pub trait Endpoint: Send {
     ) -> Result<(), FabricError> {
         let _ = issued;
         self.post_unsignaled(wr)
+    }
+
+    /// Posts `chain`, requests to one node, to execute in order on one
+    /// queue pair, each after its predecessor as its [`ChainLink`] says; the
+    /// protocol issued them at `issued` (as [`Endpoint::post_issued`]).
+    /// Every request completes as if posted alone, and what a fault of one
+    /// does to the requests behind it is the fault vocabulary's chain
+    /// meaning (docs/verification.md, "Chains"):
+    /// - not executed (failed before executing, vanished, its node down):
+    ///   everything behind it is flushed ([`TransportError::Flushed`]);
+    /// - executed, then failed or its completion lost or late: a fenced
+    ///   request behind it is flushed; an ordered one executes and reports
+    ///   [`TransportError::QueuePairFailed`], as does everything behind it;
+    /// - an error first, landing later: a fenced request behind it is
+    ///   flushed; an ordered one lands after it, later, and reports
+    ///   [`TransportError::QueuePairFailed`];
+    /// - a duplicated WRITE: its copy may land after the requests behind it
+    ///   (RC's go-back-N retransmission).
+    ///
+    /// An error here means nothing of the chain was posted. The default
+    /// refuses every chain ([`TransportError::ChainsUnsupported`]).
+    fn post_chain(
+        &mut self,
+        chain: Vec<(WorkRequest, ChainLink)>,
+        issued: Nanos,
+    ) -> Result<(), FabricError> {
+        let _ = (chain, issued);
+        Err(FabricError::Transport(TransportError::ChainsUnsupported))
     }
 
     /// Appends the completions that have arrived to `out` without blocking.

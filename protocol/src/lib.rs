@@ -86,7 +86,7 @@ pub use stats::OpStats;
 
 pub use addr::{ClientId, DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
-    ClientClaim, Completion, DeviceStatus, Endpoint, Fabric, FabricError, Op, OpId, OpKind,
-    OpOutput, Topology, TransportError, TransportFault, WorkRequest,
+    ChainLink, ClientClaim, Completion, DeviceStatus, Endpoint, Fabric, FabricError, Op, OpId,
+    OpKind, OpOutput, Topology, TransportError, TransportFault, WorkRequest,
 };
 pub use time::Nanos;

@@ -34,7 +34,9 @@ use nessie_exec::rpc::RpcClient;
 use nessie_exec::server::{Handler, Worker, WorkerCounters};
 use nessie_exec::watch::SlotWatch;
 use nessie_protocol::Request;
-use nessie_protocol::{Config, Error, Nanos, NodeId, Topology, WorkRequest};
+use nessie_protocol::{
+    Config, Error, FabricError, Nanos, NodeId, Topology, TransportError, WorkRequest,
+};
 
 use nessie_cell::config::Sizing;
 use nessie_cell::machine::{CellExt, Channel};
@@ -193,6 +195,15 @@ fn step<T: 'static, X: Ext>(
     loop {
         return match m.poll(now) {
             Step::Post(wrs) => Stepped::Post(wrs),
+            Step::PostChain(chain) => {
+                // The cluster simulator does not model chains yet: refused
+                // as an endpoint without them refuses (nothing posted).
+                for (wr, _) in chain {
+                    let refusal = FabricError::Transport(TransportError::ChainsUnsupported);
+                    m.refuse(wr.id, refusal);
+                }
+                continue;
+            }
             Step::PostDetached(wrs) => Stepped::PostDetached(wrs),
             Step::Pending => Stepped::Pending,
             Step::Done(r) => Stepped::Done(r),

@@ -504,6 +504,7 @@ impl<T: Clone + 'static> Stepper<T> {
                     return Some(Did::Done);
                 }
                 Step::Pending => self.mio.driver.wait(self.m.exec()),
+                Step::PostChain(_) => panic!("Cell's machines post no chains"),
                 Step::PostDetached(wrs) => {
                     let now = self.mio.driver.now();
                     self.mio.driver.post_detached(self.m.exec(), wrs, now);
