@@ -102,6 +102,13 @@ fn row_word(f: &SimFabric) -> u64 {
     f.read_word(N1, Region::Data, ROW).expect("row word")
 }
 
+/// The completion of the chain's second request.
+fn second<'a>(out: &'a [Completion], what: &str) -> &'a Completion {
+    out.iter()
+        .find(|c| c.id == OpId(2))
+        .unwrap_or_else(|| panic!("{what}"))
+}
+
 fn flushed() -> Result<OpOutput, FabricError> {
     Err(FabricError::Transport(TransportError::Flushed))
 }
@@ -141,19 +148,13 @@ fn a_request_that_never_executed_flushes_everything_behind_it() {
         let mut ep = f.open(N0).expect("open");
         hit_first(&f, fault);
         let out = chain(&mut ep, take_and_read());
-        let behind = out
-            .iter()
-            .find(|c| c.id == OpId(2))
-            .expect("the READ completes");
+        let behind = second(&out, "the READ completes");
         assert_eq!(behind.result, flushed(), "{fault:?}");
         assert_eq!(lock_word(&f), 0, "{fault:?}: the CAS never ran");
         f.write_word(N1, Region::Index, LOCK, 1).expect("lock held");
         hit_first(&f, fault);
         let out = chain(&mut ep, write_and_release(9));
-        let behind = out
-            .iter()
-            .find(|c| c.id == OpId(2))
-            .expect("the CAS completes");
+        let behind = second(&out, "the CAS completes");
         assert_eq!(behind.result, flushed(), "{fault:?}");
         assert_eq!(
             (lock_word(&f), row_word(&f)),
@@ -173,10 +174,7 @@ fn behind_an_executed_failure_a_fenced_request_is_flushed_and_an_ordered_one_run
         let mut ep = f.open(N0).expect("open");
         hit_first(&f, fault);
         let out = chain(&mut ep, take_and_read());
-        let behind = out
-            .iter()
-            .find(|c| c.id == OpId(2))
-            .expect("the READ completes");
+        let behind = second(&out, "the READ completes");
         assert_eq!(
             behind.result,
             flushed(),
@@ -185,10 +183,7 @@ fn behind_an_executed_failure_a_fenced_request_is_flushed_and_an_ordered_one_run
         assert_eq!(lock_word(&f), 1, "{fault:?}: the lock was taken");
         hit_first(&f, fault);
         let out = chain(&mut ep, write_and_release(9));
-        let behind = out
-            .iter()
-            .find(|c| c.id == OpId(2))
-            .expect("the CAS completes");
+        let behind = second(&out, "the CAS completes");
         assert_eq!(behind.result, failed(), "{fault:?}");
         assert_eq!(
             (lock_word(&f), row_word(&f)),
@@ -231,10 +226,7 @@ fn a_late_completion_holds_nothing_behind_it() {
     let mut ep = f.open(N0).expect("open");
     hit_first(&f, TransportFault::LateCompletion);
     let out = chain(&mut ep, take_and_read());
-    let behind = out
-        .iter()
-        .find(|c| c.id == OpId(2))
-        .expect("the READ completes");
+    let behind = second(&out, "the READ completes");
     assert!(behind.result.is_ok(), "{:?}", behind.result);
     assert_eq!(lock_word(&f), 1);
 }

@@ -307,16 +307,7 @@ impl Endpoint for SimEndpoint {
         chain: Vec<(WorkRequest, ChainLink)>,
         _issued: Nanos,
     ) -> Result<(), FabricError> {
-        let node = chain
-            .first()
-            .and_then(|(wr, _)| wr.op.remote_addr())
-            .map(|a| a.node);
-        if chain
-            .iter()
-            .any(|(wr, _)| node.is_none() || wr.op.remote_addr().map(|a| a.node) != node)
-        {
-            return Err(FabricError::Transport(TransportError::ChainAcrossNodes));
-        }
+        nessie_protocol::chain_node(&chain)?;
         self.gate.pass();
         if self.fabric.node_state(self.node)?.is_down() {
             return Err(FabricError::NodeDown(self.node));

@@ -272,6 +272,27 @@ pub enum TransportError {
     ChainsUnsupported,
 }
 
+/// The one remote node every request of `chain` goes to
+/// ([`Endpoint::post_chain`]); `Ok(None)` for an empty chain.
+///
+/// # Errors
+///
+/// [`TransportError::ChainAcrossNodes`] if the requests go to several
+/// nodes, or one of them to local memory.
+pub fn chain_node(chain: &[(WorkRequest, ChainLink)]) -> Result<Option<NodeId>, FabricError> {
+    let node = chain
+        .first()
+        .and_then(|(wr, _)| wr.op.remote_addr())
+        .map(|a| a.node);
+    if chain
+        .iter()
+        .any(|(wr, _)| node.is_none() || wr.op.remote_addr().map(|a| a.node) != node)
+    {
+        return Err(FabricError::Transport(TransportError::ChainAcrossNodes));
+    }
+    Ok(node)
+}
+
 /// How a request of a chain follows the request before it
 /// ([`Endpoint::post_chain`]; the first request's link is ignored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

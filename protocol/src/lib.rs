@@ -86,7 +86,7 @@ pub use stats::OpStats;
 
 pub use addr::{ClientId, DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
-    ChainLink, ClientClaim, Completion, DeviceStatus, Endpoint, Fabric, FabricError, Op, OpId,
-    OpKind, OpOutput, Topology, TransportError, TransportFault, WorkRequest,
+    chain_node, ChainLink, ClientClaim, Completion, DeviceStatus, Endpoint, Fabric, FabricError,
+    Op, OpId, OpKind, OpOutput, Topology, TransportError, TransportFault, WorkRequest,
 };
 pub use time::Nanos;

@@ -260,18 +260,7 @@ mod tests {
     //! that take the next free id, and ids that are never handed out twice.
 
     use super::*;
-
-    fn small() -> Config {
-        Config {
-            nodes: 2,
-            index_slots_per_node: 256,
-            dtes_per_node: 512,
-            clients_per_node: 2,
-            max_key_len: 32,
-            max_value_len: 64,
-            ..Config::default()
-        }
-    }
+    use crate::testing::small_store as small;
 
     fn cluster(kind: SystemKind) -> Cluster<SimFabric> {
         Connect::new(kind)

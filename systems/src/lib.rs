@@ -33,3 +33,22 @@ pub use connect::{Cluster, Connect};
 pub use kind::{SystemKind, UnknownSystem};
 pub use node::SystemError;
 pub use setup::{NodeServers, NodeSetup, ServerSummary};
+
+/// What the crate's tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use nessie_protocol::Config;
+
+    /// A two-node store small enough for every system's tests.
+    pub(crate) fn small_store() -> Config {
+        Config {
+            nodes: 2,
+            index_slots_per_node: 256,
+            dtes_per_node: 512,
+            clients_per_node: 2,
+            max_key_len: 32,
+            max_value_len: 64,
+            ..Config::default()
+        }
+    }
+}

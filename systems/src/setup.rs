@@ -225,17 +225,7 @@ mod tests {
     use nessie_fabric_sim::{SimConfig, SimFabric};
     use nessie_workload::testing::spec;
 
-    fn store() -> Config {
-        Config {
-            nodes: 2,
-            index_slots_per_node: 256,
-            dtes_per_node: 512,
-            clients_per_node: 2,
-            max_key_len: 32,
-            max_value_len: 64,
-            ..Config::default()
-        }
-    }
+    use crate::testing::small_store as store;
 
     fn shape() -> CellShape {
         CellShape {
