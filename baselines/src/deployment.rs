@@ -109,6 +109,21 @@ impl SystemConfig {
         }
     }
 
+    /// Refuses a store this system cannot run on, before anything starts:
+    /// an invalid store, or (RACE) a layout whose addresses do not fit its
+    /// slot words ([`RaceLayout::check`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] saying which.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.store.validate()?;
+        if self.kind == KvSystem::Race {
+            RaceLayout::new(&self.store).check()?;
+        }
+        Ok(())
+    }
+
     /// The partially-coupled layout (NessieSD and NessieHY).
     pub fn coupled(&self) -> CoupledLayout {
         let filter = match self.kind {
@@ -296,7 +311,7 @@ where
     /// Starts `sys` on `fabric`, whose regions must be zeroed and at least as
     /// large as [`SystemConfig::topology`] asks.
     pub fn start(sys: SystemConfig, fabric: F) -> Result<Deployment<F>, Error> {
-        sys.store.validate()?;
+        sys.validate()?;
         let need = sys.topology();
         let have = fabric.topology();
         if have.nodes < need.nodes

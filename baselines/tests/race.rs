@@ -386,3 +386,34 @@ fn with_a_node_down_every_key_homed_on_a_live_node_is_written() {
     eprintln!("node 2 of 3 down: RACE wrote {written} of 60 keys, Nessie {nessie_written}");
     assert!(written >= 30, "{written} of 60");
 }
+
+/// A store whose blocks do not fit RACE's slot words (a block of more than
+/// 255 units of 64 bytes) is refused before anything starts, by every way
+/// in: the system's validation, a deployment, a client made by hand. (The
+/// check ran on every operation before; now it runs once.)
+#[test]
+fn a_layout_beyond_the_slot_words_is_refused_before_anything_starts() {
+    let cfg = Config {
+        max_value_len: 20_000,
+        ..small(2, 64, 16)
+    };
+    let sys = SystemConfig::new(KvSystem::Race, cfg.clone());
+    let layout_refused = |r: &Error| matches!(r, Error::Config(nessie_protocol::ConfigError::OutOfRange { field, .. }) if *field == "race layout");
+    assert!(layout_refused(&sys.validate().unwrap_err()));
+    let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology())).unwrap();
+    let started = Deployment::start(sys, fabric.clone());
+    assert!(started.as_ref().is_err_and(layout_refused), "a deployment");
+    let id = ClientId {
+        node: NodeId(0),
+        index: 0,
+    };
+    let client = RaceClient::new(
+        std::sync::Arc::new(cfg),
+        id,
+        fabric.open(NodeId(0)).unwrap(),
+    );
+    assert!(client.as_ref().is_err_and(layout_refused), "a client");
+    // The same store with small values runs.
+    let fine = SystemConfig::new(KvSystem::Race, small(2, 64, 16));
+    assert!(fine.validate().is_ok());
+}

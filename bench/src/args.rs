@@ -120,7 +120,7 @@ Experiments (--experiment NAME):
   size-mix        Facebook's ETC value sizes (up to --value-size, 16 KiB) and YCSB's 1 KiB: Nessie in fixed
                   entries and in size classes beside the others, throughput and memory per byte stored
 The cell-* experiments run Cell variants only (--systems does not apply).
-Systems: nessie, nessie-sd, nessie-hy, pilaf, cell (locality selector), cell-server, cell-client.
+Systems: nessie, nessie-sd, nessie-hy, pilaf, race, cell (locality selector), cell-server, cell-client.
 Without --experiment: one mixed workload on every selected system.
 All systems of a point are measured interleaved, in alternating slices.")]
 pub struct BenchArgs {

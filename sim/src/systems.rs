@@ -479,12 +479,14 @@ fn system_config(
                 format!("{system} is not one of the baselines"),
             )
         })?;
-    Ok(SystemConfig {
+    let sys = SystemConfig {
         kind,
         store: cfg.clone(),
         server_workers: workers.max(1),
         hy,
-    })
+    };
+    sys.validate()?;
+    Ok(sys)
 }
 
 impl Servers {

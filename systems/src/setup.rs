@@ -58,11 +58,13 @@ impl NodeSetup {
             cfg.validate()?;
             return Ok(NodeSetup::Cell(Arc::new(cfg), shape));
         };
-        Ok(NodeSetup::Kv(SystemConfig {
+        let sys = SystemConfig {
             server_workers,
             hy,
             ..SystemConfig::new(kv, store)
-        }))
+        };
+        sys.validate()?;
+        Ok(NodeSetup::Kv(sys))
     }
 
     /// The system.

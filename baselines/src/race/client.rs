@@ -36,9 +36,7 @@
 
 use std::sync::Arc;
 
-use nessie_protocol::{
-    ClientId, Config, ConfigError, Endpoint, Error, KvRequest, Nanos, Op, Response,
-};
+use nessie_protocol::{ClientId, Config, Endpoint, Error, KvRequest, Nanos, Op, Response};
 
 use super::alloc::{Block, BlockAlloc};
 use super::layout::{
@@ -526,15 +524,9 @@ impl ClientLogic for RaceCore {
     }
 
     fn check(&self, op: KvRequest<'_>) -> Result<(), Error> {
+        // The layout was checked when the client or deployment was made
+        // (`RaceLayout::check`).
         let cfg = &self.cfg;
-        if !self.layout.fits_slot_words() {
-            return Err(Error::Config(ConfigError::OutOfRange {
-                field: "race layout",
-                value: format!("{:?}", self.layout),
-                reason: "a slot word addresses at most 256 nodes, blocks of 255 units of 64 bytes \
-                         and regions below 2^40 bytes",
-            }));
-        }
         match op {
             KvRequest::Get(k) | KvRequest::Delete(k) => cfg.check_key(k),
             KvRequest::Put(k, v) => cfg.check_key(k).and_then(|()| cfg.check_value(v)),
@@ -571,8 +563,15 @@ pub type RaceClient<E> = BlockingClient<RaceCore, E>;
 
 impl<E: Endpoint> BlockingClient<RaceCore, E> {
     /// Client `id` on endpoint `ep` (an endpoint on `id.node`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid store or a layout whose addresses
+    /// do not fit a slot word ([`RaceLayout::check`]); otherwise as
+    /// [`BlockingClient::from_core`].
     pub fn new(cfg: Arc<Config>, id: ClientId, ep: E) -> Result<RaceClient<E>, Error> {
         let layout = RaceLayout::new(&cfg);
+        layout.check()?;
         BlockingClient::from_core(RaceCore::new(cfg, layout, id), id, ep)
     }
 

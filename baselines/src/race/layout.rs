@@ -27,7 +27,7 @@
 //! position holding the key, and insert's duplicate check keeps the first
 //! (§3.3 "the client keeps the first and deletes the others").
 
-use nessie_protocol::{hash::stable_hash, Config, NodeId, RemoteAddr};
+use nessie_protocol::{hash::stable_hash, Config, ConfigError, NodeId, RemoteAddr};
 
 use nessie_exec::bytes::{round8, word};
 use nessie_exec::mailbox::CRC64;
@@ -229,6 +229,24 @@ impl RaceLayout {
     /// blocks of at most 255 units, regions below 2^40 bytes).
     pub fn fits_slot_words(&self) -> bool {
         self.nodes <= 256 && self.block_bytes / BLOCK_UNIT <= 255 && self.region_bytes() < 1 << 40
+    }
+
+    /// Refuses a layout whose addresses do not fit a slot word
+    /// ([`RaceLayout::fits_slot_words`]), before anything runs on it.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::OutOfRange`] naming the layout.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.fits_slot_words() {
+            return Ok(());
+        }
+        Err(ConfigError::OutOfRange {
+            field: "race layout",
+            value: format!("{self:?}"),
+            reason: "a slot word addresses at most 256 nodes, blocks of 255 units of 64 bytes \
+                     and regions below 2^40 bytes",
+        })
     }
 
     /// Where `key` lives.
