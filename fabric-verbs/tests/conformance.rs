@@ -4,7 +4,7 @@
 //! Needs an RDMA device: set `NESSIE_VERBS_DEVICE` (e.g. `rxe0`, `mlx5_0`).
 //! Each test starts a 2-node cluster in this process: two nodes (own PD,
 //! regions and `rdma_cm` listener each) on the device's IP address, on ports
-//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number (26 ports). The address is
+//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number (28 ports). The address is
 //! `NESSIE_VERBS_ADDR` or the IPv4 address of the port's first RoCE v2 GID;
 //! `NESSIE_VERBS_PORT` (default 1) selects the device port.
 //!
@@ -415,4 +415,99 @@ fn a_write_issued_a_landing_deadline_ago_is_never_sent() {
         Ok(OpOutput::Read(bytes)) => assert_eq!(bytes, vec![0x55; 16]),
         other => panic!("{other:?}"),
     }
+}
+
+/// A chain (`Endpoint::post_chain`) on real RDMA: a CAS taking a lock word
+/// with a fenced READ behind it, and a WRITE with a CAS ordered behind it,
+/// run in order on the node's queue pair (the READ sees what the WRITE
+/// before it wrote); and behind a WRITE the remote NIC refuses (to the
+/// index region, registered without remote write) a fenced READ is flushed
+/// with an error, never executed, as docs/verification.md's "Chains" says.
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn a_chain_runs_in_order_and_a_fenced_request_behind_a_refusal_is_flushed() {
+    use nessie_protocol::{
+        ChainLink, Completion, Endpoint, Fabric, FabricError, Nanos, Op, OpId, OpOutput,
+        RemoteAddr, WorkRequest,
+    };
+    use std::time::{Duration, Instant};
+    let (f, _) = fabric(13);
+    let mut ep = f.open(NodeId(0)).expect("open");
+    let row = RemoteAddr::data(NodeId(1), 512);
+    let lock = RemoteAddr::data(NodeId(1), 504);
+    let wr = |id: u64, op: Op, link: ChainLink| (WorkRequest { id: OpId(id), op }, link);
+    let collect = |ep: &mut nessie_fabric_verbs::VerbsEndpoint, n: usize| {
+        let mut got: Vec<Completion> = Vec::new();
+        let start = Instant::now();
+        while got.len() < n && start.elapsed() < Duration::from_secs(10) {
+            ep.wait(&mut got, Duration::from_millis(10));
+        }
+        got.sort_by_key(|c| c.id);
+        got
+    };
+    // WRITE the row, release-style CAS ordered behind it, then a fenced
+    // READ of the row: in order, each sees the one before.
+    let chain = vec![
+        wr(
+            1,
+            Op::Write {
+                addr: row,
+                data: vec![7; 16],
+            },
+            ChainLink::Ordered,
+        ),
+        wr(
+            2,
+            Op::Cas {
+                addr: lock,
+                expect: 0,
+                new: 1,
+            },
+            ChainLink::Ordered,
+        ),
+        wr(3, Op::Read { addr: row, len: 16 }, ChainLink::Fenced),
+    ];
+    ep.post_chain(chain, ep.now()).expect("posted");
+    let got = collect(&mut ep, 3);
+    eprintln!("in order: {got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[0].result, Ok(OpOutput::Written));
+    assert_eq!(got[1].result, Ok(OpOutput::Cas { previous: 0 }));
+    assert_eq!(got[2].result, Ok(OpOutput::Read(vec![7; 16])));
+    // A refused WRITE, a fenced READ behind it: flushed.
+    let chain = vec![
+        wr(
+            4,
+            Op::Write {
+                addr: RemoteAddr::index(NodeId(1), 0),
+                data: vec![1; 8],
+            },
+            ChainLink::Ordered,
+        ),
+        wr(5, Op::Read { addr: row, len: 16 }, ChainLink::Fenced),
+    ];
+    ep.post_chain(chain, ep.now())
+        .expect("posted (the NIC refuses it, not the endpoint)");
+    let got = collect(&mut ep, 2);
+    eprintln!("behind a refusal: {got:?}");
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        matches!(got[0].result, Err(FabricError::RemoteAccess { .. })),
+        "{:?}",
+        got[0].result
+    );
+    assert!(got[1].result.is_err(), "flushed: {:?}", got[1].result);
+    // A chain across nodes is refused whole, nothing posted.
+    let across = vec![
+        wr(6, Op::Read { addr: row, len: 8 }, ChainLink::Ordered),
+        wr(
+            7,
+            Op::Read {
+                addr: RemoteAddr::data(NodeId(0), 512),
+                len: 8,
+            },
+            ChainLink::Fenced,
+        ),
+    ];
+    assert!(ep.post_chain(across, Nanos(0)).is_err());
 }
