@@ -18,11 +18,10 @@
 //! - the key holds what it held before: it has not taken effect *yet*. Its
 //!   entry is still pending, and its commit (a request the NIC may still
 //!   hold) could land until the entry is aborted. Writing the value again
-//!   settles it: that PUT aborts the pending entry (docs/protocol.md §5.6;
-//!   the writer's own next write waits out its deadline plus the skew
-//!   first) or finds it committed, before it installs its own, so once it
-//!   returns the earlier write can no longer land and the key holds the
-//!   value exactly once;
+//!   settles it: that PUT aborts the pending entry (a reclaim,
+//!   docs/protocol.md §5.6) or finds it committed, before it installs its
+//!   own, so once it returns the earlier write can no longer land and the
+//!   key holds the value exactly once;
 //! - anything else: another client wrote the key since, and whether to write
 //!   again is the application's decision, not the store's.
 //!
