@@ -9,7 +9,6 @@ pub mod step;
 
 pub use nessie_check::{time_limit, TimeLimit};
 
-use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::thread;
 
@@ -18,8 +17,8 @@ use nessie_fabric_sim::{ClockMode, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::layout::DataEntryHeader;
 use nessie_protocol::rng::xorshift64;
 use nessie_protocol::{
-    Client, ClientId, ClientState, Config, Error, Fabric, Faults, IndexEntry, KvClient, KvRequest,
-    NodeId, OpStats, Region, Response,
+    Client, ClientId, ClientState, Config, CorruptionKind, Error, Fabric, Faults, IndexEntry,
+    KvClient, KvRequest, NodeId, OpStats, Region, Response,
 };
 
 /// A simulated cluster: the fabric and the configuration its clients share.
@@ -334,6 +333,18 @@ pub fn two_move_chain(cfg: &Config) -> [Vec<u8>; 4] {
         find_key(cfg, "g", |k| k == [slot(2), slot(3)]),
         find_key(cfg, "n", |k| k == [slot(1), slot(2)]),
         find_key(cfg, "p", |k| k == [slot(0), slot(1)]),
+    ]
+}
+
+/// The keys of a one-move story in a node of four entries (`tiny_config`):
+/// `[m, g, p]` with m's candidates slots 0 and 1, g's 2 and 3, and p's 0
+/// and 2. Once m (at slot 0) and g (at slot 2) are written, p's insert finds
+/// both its candidates taken and MIGRATEs m from slot 0 to slot 1.
+pub fn one_move(cfg: &Config) -> [Vec<u8>; 3] {
+    [
+        find_key(cfg, "m", |k| k == [slot(0), slot(1)]),
+        find_key(cfg, "g", |k| k == [slot(2), slot(3)]),
+        find_key(cfg, "p", |k| k == [slot(0), slot(2)]),
     ]
 }
 

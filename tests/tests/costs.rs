@@ -2,7 +2,7 @@
 //! the figures docs/protocol.md states ("Costs") and compares with the paper.
 
 use nessie_protocol::{Config, IteAddr, NodeId, OpStats};
-use nessie_tests::{find_key, slot, SimCluster};
+use nessie_tests::{find_key, SimCluster};
 
 /// Client under test runs on node 0; keys are chosen so that none of their
 /// candidates is on node 0 (every index access is remote).
@@ -164,9 +164,7 @@ fn quiet_update_of_a_local_entry_is_two_round_trips_a_cpu_read_and_a_recycle_mar
 fn an_update_over_a_migrate_copy_verifies_and_the_next_one_does_not() {
     let cluster = SimCluster::new(nessie_tests::tiny_config());
     let c = cluster.cfg.clone();
-    let m = find_key(&c, "m", |k| k == [slot(0), slot(1)]);
-    let g = find_key(&c, "g", |k| k == [slot(2), slot(3)]);
-    let p = find_key(&c, "p", |k| k == [slot(0), slot(2)]);
+    let [m, g, p] = nessie_tests::one_move(&c);
     let mut w = cluster.client(0, 0);
     w.put(&g, b"g").unwrap();
     w.put(&m, b"m1").unwrap();

@@ -968,9 +968,7 @@ fn a_migrate_whose_mark_of_the_old_entry_fails_counts_a_leak() {
         ..tiny_config()
     });
     let c = &cluster.cfg;
-    let m = find_key(c, "m", |k| k == [slot(0), slot(1)]);
-    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
-    let p = find_key(c, "p", |k| k == [slot(0), slot(2)]);
+    let [m, g, p] = nessie_tests::one_move(c);
     let mut b = cluster.client(1, 0);
     b.put(&m, b"mv").unwrap();
     b.put(&g, b"gv").unwrap();

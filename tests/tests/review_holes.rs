@@ -830,9 +830,7 @@ fn hole3_an_install_and_an_abort_whose_completions_failed_count_a_leak() {
 /// copy commits: slots 0 and 1 both name the committed copy.
 fn crashed_mover(cluster: &SimCluster) -> (Vec<u8>, Vec<u8>, nessie_protocol::Client<SimEndpoint>) {
     let c = &cluster.cfg;
-    let m = find_key(c, "m", |k| k == [slot(0), slot(1)]);
-    let g = find_key(c, "g", |k| k == [slot(2), slot(3)]);
-    let p = find_key(c, "p", |k| k == [slot(0), slot(2)]);
+    let [m, g, p] = nessie_tests::one_move(c);
     let mut b = cluster.client(0, 1);
     b.put(&m, b"mv").unwrap();
     b.put(&g, b"gv").unwrap();
