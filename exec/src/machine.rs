@@ -36,7 +36,6 @@
 //! [`Machine`] owns a boxed one, for drivers that keep machines across
 //! events. The executor is a no-op-waker loop: no runtime, no threads.
 
-use nessie_protocol::CorruptionKind;
 use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
@@ -46,10 +45,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use nessie_protocol::TransportError;
 use nessie_protocol::{
-    ChainLink, Completion, Error, FabricError, Nanos, NodeId, Op, OpId, OpOutput, OpStats,
-    WorkRequest,
+    ChainLink, Completion, CorruptionKind, Error, FabricError, Nanos, NodeId, Op, OpId, OpOutput,
+    OpStats, TransportError, WorkRequest,
 };
 
 use crate::lock::{TableGuard, TableLock};
@@ -332,10 +330,6 @@ impl<X: Ext> Io<X> {
         .await
     }
 
-    async fn round_with(&self, ops: Vec<Op>, class: OpClass, deadline: Option<Nanos>) -> Results {
-        self.round_linked(ops, None, class, deadline).await
-    }
-
     /// Runs `chain`, requests to one node, as one round posted as a chain:
     /// they execute in order, each after its predecessor as its [`ChainLink`]
     /// says (`Endpoint::post_chain`: what a fault of one does to those
@@ -352,6 +346,7 @@ impl<X: Ext> Io<X> {
             .await
     }
 
+    /// One round of `ops` (a chain if `links` is given), awaited.
     async fn round_linked(
         &self,
         ops: Vec<Op>,
@@ -382,19 +377,19 @@ impl<X: Ext> Io<X> {
     /// completions time out after the handle's limit, if it has one);
     /// results in order.
     pub async fn round(&self, ops: Vec<Op>, class: OpClass) -> Results {
-        self.round_with(ops, class, None).await
+        self.round_linked(ops, None, class, None).await
     }
 
     /// [`Io::round`] whose missing completions count as
     /// [`FabricError::Timeout`] once `deadline` has passed.
     pub async fn round_by(&self, ops: Vec<Op>, class: OpClass, deadline: Nanos) -> Results {
-        self.round_with(ops, class, Some(deadline)).await
+        self.round_linked(ops, None, class, Some(deadline)).await
     }
 
     /// [`Io::round_by`] with the deadline `within` from now.
     pub async fn round_within(&self, ops: Vec<Op>, class: OpClass, within: Duration) -> Results {
         let deadline = self.now().plus(within);
-        self.round_with(ops, class, Some(deadline)).await
+        self.round_linked(ops, None, class, Some(deadline)).await
     }
 
     /// Posts `ops` without waiting for their completions (a server's

@@ -234,22 +234,39 @@ impl SimEndpoint {
             });
             return Ok(blocks);
         }
-        let delay = if nic {
-            self.fabric.config().latency.delay(bytes)
-        } else {
-            Duration::ZERO
-        };
-        let ready = posted.checked_add(delay).unwrap_or(posted);
-        self.enqueue(ready, Completion { id: wr.id, result });
+        self.complete_after_latency(
+            posted,
+            nic.then_some(bytes),
+            Completion { id: wr.id, result },
+        );
         Ok(blocks)
+    }
+
+    /// Queues `completion`, ready the fabric's latency for a NIC operation
+    /// of `nic_bytes` after `posted` (a CPU access, `None`: at once).
+    fn complete_after_latency(
+        &mut self,
+        posted: Instant,
+        nic_bytes: Option<u64>,
+        completion: Completion,
+    ) {
+        let delay = nic_bytes.map_or(Duration::ZERO, |b| self.fabric.config().latency.delay(b));
+        let ready = posted.checked_add(delay).unwrap_or(posted);
+        self.enqueue(ready, completion);
     }
 
     /// A chained request behind a failure: flushed, or executed (or parked
     /// to land) behind it, reporting the queue pair's failure
     /// ([`Endpoint::post_chain`]). What it leaves for the requests behind
     /// it.
-    fn behind(&mut self, wr: WorkRequest, link: ChainLink, blocked: Blocked) -> Blocked {
+    fn behind(
+        &mut self,
+        node: NodeId,
+        (wr, link): (WorkRequest, ChainLink),
+        blocked: Blocked,
+    ) -> Blocked {
         self.count_post();
+        let posted = Instant::now();
         let (kind, bytes) = (wr.op.kind(), wr.op.bytes());
         let (result, blocked) = match (blocked, link) {
             (Blocked::NotExecuted, _)
@@ -258,18 +275,16 @@ impl SimEndpoint {
                 Blocked::NotExecuted,
             ),
             (Blocked::Failed, ChainLink::Ordered) => {
-                (self.fabric.execute_behind(&wr.op, None), blocked)
+                (self.fabric.execute_behind(node, &wr.op, None), blocked)
             }
-            (Blocked::Lands(later), ChainLink::Ordered) => {
-                (self.fabric.execute_behind(&wr.op, Some(later)), blocked)
-            }
+            (Blocked::Lands(later), ChainLink::Ordered) => (
+                self.fabric.execute_behind(node, &wr.op, Some(later)),
+                blocked,
+            ),
         };
         self.counters.record(kind, bytes, false);
         tracing::trace!(node = %self.node, id = wr.id.0, ?blocked, "sim endpoint: chained behind a failure");
-        let delay = self.fabric.config().latency.delay(bytes);
-        let posted = Instant::now();
-        let ready = posted.checked_add(delay).unwrap_or(posted);
-        self.enqueue(ready, Completion { id: wr.id, result });
+        self.complete_after_latency(posted, Some(bytes), Completion { id: wr.id, result });
         blocked
     }
 }
@@ -307,7 +322,9 @@ impl Endpoint for SimEndpoint {
         chain: Vec<(WorkRequest, ChainLink)>,
         _issued: Nanos,
     ) -> Result<(), FabricError> {
-        nessie_protocol::chain_node(&chain)?;
+        let Some(node) = nessie_protocol::chain_node(&chain)? else {
+            return Ok(());
+        };
         self.gate.pass();
         if self.fabric.node_state(self.node)?.is_down() {
             return Err(FabricError::NodeDown(self.node));
@@ -316,7 +333,7 @@ impl Endpoint for SimEndpoint {
         for (wr, link) in chain {
             blocked = match blocked {
                 None => self.execute(wr, true)?,
-                Some(b) => Some(self.behind(wr, link, b)),
+                Some(b) => Some(self.behind(node, (wr, link), b)),
             };
         }
         Ok(())

@@ -13,9 +13,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::time::duration_nanos;
-use nessie_protocol::TransportError;
 use nessie_protocol::{
-    ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region, TransportFault,
+    ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
+    TransportError, TransportFault,
 };
 
 use crate::config::{ClockMode, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START};
@@ -809,16 +809,16 @@ impl SimFabric {
         }
     }
 
-    /// A chained request behind a failure ([`Blocked`]): executes `op` at its
-    /// node now, with no fault of its own (it was on the wire), or parks it
+    /// A chained request behind a failure ([`Blocked`]): executes `op` at
+    /// `node` now, with no fault of its own (it was on the wire), or parks it
     /// to land `later`, behind the request that failed ahead of it. Its
     /// completion reports the queue pair's failure either way.
     pub(crate) fn execute_behind(
         &self,
+        node: NodeId,
         op: &Op,
         later: Option<Later>,
     ) -> Result<OpOutput, FabricError> {
-        let node = op.remote_addr().map_or(NodeId(0), |a| a.node);
         let target = self.node_state(node)?;
         match later {
             Some(later) => target.park(TransportFault::ErrorThenLand, op.clone(), later),

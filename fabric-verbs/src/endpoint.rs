@@ -631,6 +631,33 @@ impl VerbsEndpoint {
         }
     }
 
+    /// The typed refusals of a NIC operation that need no connection: its
+    /// range and alignment in the node's regions, and the port's largest
+    /// message.
+    fn check_transfer(&self, addr: RemoteAddr, len: u32, cas: bool) -> Result<(), FabricError> {
+        self.book.resolve(addr, u64::from(len), cas)?;
+        let max = self.node.info.limits.max_msg_sz;
+        if max > 0 && len > max {
+            return Err(FabricError::Transport(TransportError::MessageTooLarge {
+                len,
+                max,
+            }));
+        }
+        Ok(())
+    }
+
+    /// The length of a WRITE of `data` at `addr`, as a work request
+    /// carries it (at most `u32::MAX` bytes).
+    fn write_len(addr: RemoteAddr, data: &[u8]) -> Result<u32, FabricError> {
+        u32::try_from(data.len()).map_err(|_| FabricError::OutOfRange {
+            node: addr.node,
+            region: addr.region,
+            offset: addr.offset,
+            len: data.len() as u64,
+            size: u64::from(u32::MAX),
+        })
+    }
+
     /// Accepts a NIC operation into its queue pair's next batch.
     #[allow(clippy::too_many_arguments)]
     fn nic(
@@ -644,14 +671,7 @@ impl VerbsEndpoint {
         (signal, accepted): (Signal, Instant),
     ) -> Result<(), FabricError> {
         // Typed range/alignment errors first (no connection needed for them)...
-        self.book.resolve(addr, u64::from(len), nic == NicOp::Cas)?;
-        let max = self.node.info.limits.max_msg_sz;
-        if max > 0 && len > max {
-            return Err(FabricError::Transport(TransportError::MessageTooLarge {
-                len,
-                max,
-            }));
-        }
+        self.check_transfer(addr, len, nic == NicOp::Cas)?;
         self.ensure_up(addr.node)?;
         // ...then translate with what the node advertised on the connection we
         // post on: a re-dial (e.g. after the node restarted) replaces its
@@ -1315,13 +1335,7 @@ impl VerbsEndpoint {
                 self.nic(wr.id, addr, NicOp::Read, len, None, (0, 0), posting)
             }
             Op::Write { addr, data } => {
-                let len = u32::try_from(data.len()).map_err(|_| FabricError::OutOfRange {
-                    node: addr.node,
-                    region: addr.region,
-                    offset: addr.offset,
-                    len: data.len() as u64,
-                    size: u64::from(u32::MAX),
-                })?;
+                let len = Self::write_len(addr, &data)?;
                 self.nic(wr.id, addr, NicOp::Write, len, Some(&data), (0, 0), posting)
             }
             Op::Cas { addr, expect, new } => {
@@ -1397,24 +1411,16 @@ impl Endpoint for VerbsEndpoint {
         issued: Nanos,
     ) -> Result<(), FabricError> {
         let node = nessie_protocol::chain_node(&chain)?;
+        // Every request of a chain is remote (`chain_node`): the checks
+        // `nic` makes before it accepts one, for all of them first.
         for (wr, _) in &chain {
-            let Some(addr) = wr.op.remote_addr() else {
-                continue;
+            let (addr, len, cas) = match &wr.op {
+                Op::Read { addr, len } => (*addr, *len, false),
+                Op::Write { addr, data } => (*addr, Self::write_len(*addr, data)?, false),
+                Op::Cas { addr, .. } => (*addr, 8, true),
+                Op::LocalRead { .. } | Op::LocalWrite { .. } => continue,
             };
-            let len = match &wr.op {
-                Op::Read { len, .. } => u64::from(*len),
-                Op::Write { data, .. } => data.len() as u64,
-                _ => 8,
-            };
-            self.book
-                .resolve(addr, len, matches!(wr.op, Op::Cas { .. }))?;
-            let max = u64::from(self.node.info.limits.max_msg_sz);
-            if max > 0 && len > max {
-                return Err(FabricError::Transport(TransportError::MessageTooLarge {
-                    len: len as u32,
-                    max: max as u32,
-                }));
-            }
+            self.check_transfer(addr, len, cas)?;
         }
         let at = self.issued_instant(issued);
         let mut failed = false;
