@@ -16,11 +16,12 @@
 //! ([`nessie_protocol::Response`]), so a driver can run any
 //! system's operations side by side.
 
-use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::sync::Arc;
 
-use nessie_protocol::{ClientClaim, ClientId, Config, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{
+    ClientClaim, ClientId, Config, CorruptionKind, Endpoint, Error, NodeId, OpStats,
+};
 use nessie_protocol::{KvRequest, Response};
 
 use crate::retry::{Jitter, RetryBudget};

@@ -18,14 +18,13 @@
 //! invisible) between two increments of the node's *move epoch*, which a
 //! client GET that found nothing checks before it reports the key absent.
 
-use nessie_protocol::CorruptionKind;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nessie_protocol::{
     hash::{stable_hash, Hasher},
-    Config, DteAddr, Error, IndexEntry, Nanos, NodeId,
+    Config, CorruptionKind, DteAddr, Error, IndexEntry, Nanos, NodeId,
 };
 
 use crate::cuckoo::{self, CuckooTable};

@@ -10,12 +10,11 @@
 //! A client needs no server state at all: [`crate::CellClient::over_fabric`]
 //! reads the directory over the fabric like everything else.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_exec::server::ServerPool;
-use nessie_protocol::{ConfigError, Error, Fabric, NodeId, Op, OpStats};
+use nessie_protocol::{ConfigError, CorruptionKind, Error, Fabric, NodeId, Op, OpStats};
 
 use crate::config::{CellConfig, DirectoryPlace, ROOT_WORD_OFFSET};
 use crate::directory::RegionTable;

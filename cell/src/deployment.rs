@@ -6,12 +6,13 @@
 //! out on any node. Node processes that share nothing but the fabric start
 //! the same [`CellNode`]s one by one ([`CellNode::start_alone`]).
 
-use nessie_protocol::CorruptionKind;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nessie_protocol::{ClientId, ConfigError, Endpoint, Error, Fabric, NodeId, OpStats, Topology};
+use nessie_protocol::{
+    ClientId, ConfigError, CorruptionKind, Endpoint, Error, Fabric, NodeId, OpStats, Topology,
+};
 
 use crate::client::CellClient;
 use crate::cluster::CellNode;

@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nessie_exec::mailbox::CRC64;
-use nessie_protocol::TransportError;
-use nessie_protocol::{Error, FabricError, NodeId};
+use nessie_protocol::{Error, FabricError, NodeId, TransportError};
 
 use crate::ptr::RegionId;
 

@@ -18,14 +18,13 @@
 //! meganode splits, multi-part scans) have too many states to write out by
 //! hand legibly: hence async code, as for the baselines.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nessie_exec::machine::{self as exec, Ext};
 use nessie_exec::mailbox::{RpcOp, Status};
 use nessie_exec::rpc::RpcClient;
-use nessie_protocol::{Error, Nanos, NodeId, Op, OpStats};
+use nessie_protocol::{CorruptionKind, Error, Nanos, NodeId, Op, OpStats};
 
 use crate::log::LogRecord;
 use crate::ptr::RegionId;

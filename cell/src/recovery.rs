@@ -42,12 +42,11 @@
 //! by a queued [`Job::Drop`]), removes it from the directory and deletes
 //! its log.
 
-use nessie_protocol::CorruptionKind;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Error, Fabric, NodeId, Op};
+use nessie_protocol::{CorruptionKind, Error, Fabric, NodeId, Op};
 
 use crate::deployment::CellDeployment;
 use crate::log::LogRecord;

@@ -4,8 +4,7 @@
 //! Cell's servers are the same polling server workers the other
 //! server-driven systems use.
 
-use nessie_protocol::CorruptionKind;
-use nessie_protocol::{Error, NodeId};
+use nessie_protocol::{CorruptionKind, Error, NodeId};
 
 use crate::ptr::{NodePtr, RegionId};
 

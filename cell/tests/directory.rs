@@ -33,10 +33,9 @@ use nessie_cell::{CellConfig, CellFaults, RegionId};
 use nessie_exec::blocking::Driver;
 use nessie_exec::machine::Step;
 use nessie_fabric_sim::{Injection, LatencyModel, SimConfig, SimEndpoint, SimFabric};
-use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Endpoint, Error, Fabric, FabricError, Nanos, NodeId, Op, OpKind, Region,
-    TransportFault, WorkRequest,
+    TransportError, TransportFault, WorkRequest,
 };
 
 fn cfg(faults: CellFaults) -> CellConfig {

@@ -11,13 +11,14 @@
 //! own subtables of as many slots the same way: two combined buckets of a
 //! main and an overflow bucket of 7 slots each per key, no resizing.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use nessie_baselines::{KvSystem, SystemConfig};
 use nessie_fabric_sim::{SimConfig, SimFabric};
-use nessie_protocol::{Client, ClientId, Config, Error, Fabric, KvClient, MigrateSearch, NodeId};
+use nessie_protocol::{
+    Client, ClientId, Config, CorruptionKind, Error, Fabric, KvClient, MigrateSearch, NodeId,
+};
 use serde::Serialize;
 
 /// Options of `nessie inserts`.

@@ -6,7 +6,6 @@
 //! (the depths interleaved over several rounds, so that all of them see the
 //! same machine), and reports operations per second and the ratio to depth 1.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use clap::Args;
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimFabric};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::Request;
-use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId};
+use nessie_protocol::{Client, ClientId, Config, CorruptionKind, Error, Fabric, NodeId};
 use serde::Serialize;
 
 /// Options of `nessie pipeline`.

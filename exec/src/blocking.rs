@@ -15,14 +15,14 @@
 //! very worker it waits for. The driver's own polling reads are numbered
 //! apart from the machines' work requests and never counted.
 
-use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::pin::pin;
 use std::pin::Pin;
 use std::time::Duration;
 
 use nessie_protocol::{
-    ChainLink, Completion, Endpoint, Error, Nanos, Op, OpId, OpOutput, OpStats, WorkRequest,
+    ChainLink, Completion, CorruptionKind, Endpoint, Error, Nanos, Op, OpId, OpOutput, OpStats,
+    WorkRequest,
 };
 
 use crate::machine::{Effect, Exec, Ext, Io, Machine, Never, Plain, Resolution, Step};

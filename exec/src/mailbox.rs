@@ -51,8 +51,7 @@
 //! overwritten by a restarted client's cancels); it also never runs a
 //! request whose claim word already named it as claimed when it started.
 
-use nessie_protocol::CorruptionKind;
-use nessie_protocol::{Error, NodeId, RemoteAddr};
+use nessie_protocol::{CorruptionKind, Error, NodeId, RemoteAddr};
 
 use crate::bytes::{round8, word};
 use crate::machine::{Ext, Io};

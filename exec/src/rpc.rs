@@ -43,14 +43,13 @@
 //! threaded driver polls the slot, the simulator wakes the machine when the
 //! server's WRITE lands.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_protocol::{
-    ClientId, Config, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr, UnknownOutcome,
-    UnknownStep,
+    ClientId, Config, CorruptionKind, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr,
+    UnknownOutcome, UnknownStep,
 };
 
 use crate::bytes::word;

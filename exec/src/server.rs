@@ -18,7 +18,6 @@
 //! cores than threads still makes progress. The CPU time they burn is
 //! measured ([`ServerPool::cpu_time`]): the papers' energy proxy.
 
-use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nessie_protocol::{Error, Fabric, NodeId, Op, OpStats, RemoteAddr};
+use nessie_protocol::{CorruptionKind, Error, Fabric, NodeId, Op, OpStats, RemoteAddr};
 
 use crate::blocking::Driver;
 use crate::cpu::thread_cpu_time;

@@ -5,10 +5,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Endpoint, Fabric, FabricError, NodeId, Op, OpId, OpKind, OpOutput, Region,
-    RemoteAddr, TransportFault, WorkRequest,
+    RemoteAddr, TransportError, TransportFault, WorkRequest,
 };
 
 use crate::sync::atomic::{AtomicBool, Ordering};

@@ -37,7 +37,6 @@
 //! - `Land(c, i)`: client `c`'s orphan `i` lands, whole.
 //! - `Deliver(c, i)`: client `c`'s held completion `i` arrives.
 
-use nessie_protocol::CorruptionKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -48,8 +47,8 @@ use nessie_protocol::machine::ClientState;
 use nessie_protocol::pipeline::RequestMachine;
 use nessie_protocol::route::Router;
 use nessie_protocol::{
-    ClientId, Completion, Config, DteAddr, Error, FabricError, Faults, Machine, Nanos, NodeId, Op,
-    OpStats, Poll, Request, Response, TransportFault,
+    ClientId, Completion, Config, CorruptionKind, DteAddr, Error, FabricError, Faults, Machine,
+    Nanos, NodeId, Op, OpStats, Poll, Request, Response, TransportFault,
 };
 use stateright::{Model, Property};
 

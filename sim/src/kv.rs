@@ -10,8 +10,7 @@
 //! threaded `BlockingClient` does.
 
 use nessie_baselines::client::Attempt;
-use nessie_protocol::CorruptionKind;
-use nessie_protocol::{Error, OpStats, Region};
+use nessie_protocol::{CorruptionKind, Error, OpStats, Region};
 
 use crate::engine::{ClientMachine, Engine, Ev};
 use crate::systems::{poll_kv, Actor, KvDone, Shared, Stepped, Wait};

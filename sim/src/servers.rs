@@ -34,9 +34,9 @@
 
 use nessie_exec::mailbox::{payload_len, TRAILER_BYTES};
 use nessie_exec::watch::SlotWatch;
-use nessie_protocol::CorruptionKind;
-use nessie_protocol::TransportError;
-use nessie_protocol::{Completion, FabricError, Nanos, Op, Region, WorkRequest};
+use nessie_protocol::{
+    Completion, CorruptionKind, FabricError, Nanos, Op, Region, TransportError, WorkRequest,
+};
 
 use crate::engine::{Engine, Ev, EPOCH};
 use crate::nic::NicRequest;

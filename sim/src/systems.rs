@@ -19,7 +19,6 @@
 //! resolve the effects that need no time (Cell's directory snapshots and
 //! log appends), so the engine sees only posts, waits and results.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +34,8 @@ use nessie_exec::server::{Handler, Worker, WorkerCounters};
 use nessie_exec::watch::SlotWatch;
 use nessie_protocol::Request;
 use nessie_protocol::{
-    Config, Error, FabricError, Nanos, NodeId, Topology, TransportError, WorkRequest,
+    Config, CorruptionKind, Error, FabricError, Nanos, NodeId, Topology, TransportError,
+    WorkRequest,
 };
 
 use nessie_cell::config::Sizing;

@@ -17,11 +17,10 @@
 //!   (plus the clock skew) before reuse; clients end every GET attempt within
 //!   T of its start, so an extent is never rewritten under a client's READ.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Config, Error, NodeId};
+use nessie_protocol::{Config, CorruptionKind, Error, NodeId};
 
 use super::layout::{encode_extent, EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
 use crate::coupled::{Allocator, Guarded};

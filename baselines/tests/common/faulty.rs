@@ -17,10 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nessie_fabric_sim::{SimEndpoint, SimFabric};
-use nessie_protocol::TransportError;
 use nessie_protocol::{
     Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Op, OpId, OpKind, Topology,
-    TransportFault, WorkRequest,
+    TransportError, TransportFault, WorkRequest,
 };
 
 /// The faults this wrapper implements.

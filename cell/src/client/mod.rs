@@ -8,14 +8,13 @@ pub mod cache;
 pub mod ops;
 pub mod selector;
 
-use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_exec::blocking::Driver;
 use nessie_exec::rpc::RpcClient;
 use nessie_protocol::KvClient;
-use nessie_protocol::{ClientClaim, ClientId, Endpoint, Error, NodeId, OpStats};
+use nessie_protocol::{ClientClaim, ClientId, CorruptionKind, Endpoint, Error, NodeId, OpStats};
 
 use crate::config::{CellConfig, CellFaults, SearchMode};
 use crate::directory::FabricDirectory;

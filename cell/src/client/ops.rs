@@ -18,12 +18,11 @@
 //! if none changed, all held their contents at one instant (a double
 //! collect), and the scan is linearizable.
 
-use nessie_protocol::CorruptionKind;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_protocol::{
-    ClientId, ConfigError, Error, FabricError, Nanos, NodeId, Op, OpOutput, RemoteAddr,
-    UnknownOutcome, UnknownStep,
+    ClientId, ConfigError, CorruptionKind, Error, FabricError, Nanos, NodeId, Op, OpOutput,
+    RemoteAddr, UnknownOutcome, UnknownStep,
 };
 
 use super::cache::{NodeCache, RangeCache};

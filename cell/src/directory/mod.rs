@@ -54,14 +54,15 @@
 
 pub mod table;
 
-use nessie_protocol::CorruptionKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{cas_previous, read_bytes, written};
-use nessie_protocol::{ConfigError, Error, NodeId, Op, RemoteAddr, UnknownOutcome, UnknownStep};
+use nessie_protocol::{
+    ConfigError, CorruptionKind, Error, NodeId, Op, RemoteAddr, UnknownOutcome, UnknownStep,
+};
 
 use crate::config::{CellConfig, CellFaults, DirectoryPlace};
 use crate::machine::{Io, OpClass};

@@ -16,13 +16,12 @@ pub mod runtime;
 pub mod split;
 pub mod tree;
 
-use nessie_protocol::CorruptionKind;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use nessie_protocol::{Error, NodeId, Op, RemoteAddr};
+use nessie_protocol::{CorruptionKind, Error, NodeId, Op, RemoteAddr};
 
 use crate::config::{CellConfig, Layout, ROOT_WORD_OFFSET};
 use crate::directory::RegionTable;

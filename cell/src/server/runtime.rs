@@ -7,7 +7,6 @@
 //! its own request slot. Workers never wait for another server, so two
 //! servers splitting into each other cannot deadlock.
 
-use nessie_protocol::CorruptionKind;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +18,7 @@ use nessie_exec::cpu::thread_cpu_time;
 use nessie_exec::mailbox::{Request, Status};
 use nessie_exec::rpc::RpcClient;
 use nessie_exec::server::Handler;
-use nessie_protocol::{ClientId, Endpoint, Error};
+use nessie_protocol::{ClientId, CorruptionKind, Endpoint, Error};
 use tracing::Instrument;
 
 use super::split::SplitOutcome;

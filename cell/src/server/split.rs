@@ -35,13 +35,12 @@
 //! an invalid node, or, once the node is reused, a node whose min and max do
 //! not cover its key (§2.4).
 
-use nessie_protocol::CorruptionKind;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Error, NodeId, Op, UnknownOutcome, UnknownStep};
+use nessie_protocol::{CorruptionKind, Error, NodeId, Op, UnknownOutcome, UnknownStep};
 
 use super::alloc::{GateMode, NodePool};
 use super::tree::{Descent, Goal};

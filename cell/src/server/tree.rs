@@ -10,8 +10,7 @@
 //! A server searches across every meganode it holds and answers
 //! `Continue` with the pointer where its meganodes end.
 
-use nessie_protocol::CorruptionKind;
-use nessie_protocol::{Error, Op};
+use nessie_protocol::{CorruptionKind, Error, Op};
 
 use super::{lock, GatePass, Hosted, NodeLock, Reservation, Srv};
 use crate::extent::{self, ExtentRead};

@@ -6,14 +6,13 @@
 //! operations of the protocol by name (read an index table entry, CAS a data
 //! table entry's state word, mark an entry for recycling, ...).
 
-use crate::error::CorruptionKind;
 use std::sync::Arc;
 
 use crate::addr::{ClientId, DteAddr, IteAddr, RemoteAddr};
 use crate::alloc::Allocator;
 use crate::cache::DteCache;
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{CorruptionKind, Error};
 use crate::fabric::Op;
 use crate::faults::Faults;
 use crate::hash::Hasher;

@@ -15,8 +15,7 @@
 //!    bucket, last first (any changed entry: conflict). Otherwise: not found.
 
 use crate::addr::{DteAddr, IteAddr};
-use crate::error::CorruptionKind;
-use crate::error::Error;
+use crate::error::{CorruptionKind, Error};
 use crate::layout::{DteState, IndexEntry};
 use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{bucket_of, buckets_unchanged, bytes, word, Results};

@@ -6,8 +6,7 @@
 //! batch, matches completions to it by id, and counts what was issued.
 
 use crate::addr::NodeId;
-use crate::error::CorruptionKind;
-use crate::error::Error;
+use crate::error::{CorruptionKind, Error};
 use crate::fabric::{Completion, FabricError, Op, OpId, OpOutput, WorkRequest};
 use crate::layout::IndexEntry;
 use crate::stats::OpStats;

@@ -31,8 +31,7 @@
 //! in `OpStats::leaked`.
 
 use crate::addr::{DteAddr, IteAddr};
-use crate::error::CorruptionKind;
-use crate::error::Error;
+use crate::error::{CorruptionKind, Error};
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, RecycleWord, StateWord};
 use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::{Cx, DteView};

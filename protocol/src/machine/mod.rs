@@ -27,8 +27,7 @@ pub use io::Poll;
 pub use search::MAX_FRONTIER;
 pub use write::{WriteKind, WriteLogic};
 
-use crate::error::CorruptionKind;
-use crate::error::Error;
+use crate::error::{CorruptionKind, Error};
 use crate::fabric::Completion;
 use crate::stats::OpStats;
 use crate::time::Nanos;

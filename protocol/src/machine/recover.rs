@@ -44,8 +44,7 @@
 //! not, nobody else will ever meet the entry.
 
 use crate::addr::{DteAddr, IteAddr};
-use crate::error::CorruptionKind;
-use crate::error::Error;
+use crate::error::{CorruptionKind, Error};
 use crate::layout::{DataEntryHeader, DteKind, DteState, IndexEntry, StateWord};
 use crate::machine::context::{Cx, DteView};
 use crate::machine::io::{cas_previous, written, Results};
