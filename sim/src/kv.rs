@@ -35,21 +35,18 @@ impl Engine {
                 self.step_kv(c, start, t);
             }
             Stepped::Post(wrs) => {
-                cl.round += 1;
-                cl.outstanding = wrs.len();
-                cl.local_round = wrs.iter().all(|w| w.op.remote_addr().is_none());
-                let round = cl.round;
-                // Completions may never come: look again once the machine
-                // gives up on them (its round's deadline, on its clock).
-                let wake = m
-                    .deadline()
-                    .map(|d| d.0.saturating_sub(cl.clock_offset).max(t) + 1);
+                let local = wrs.iter().all(|w| w.op.remote_addr().is_none());
+                let (round, wake) = self.kv_round(c, wrs.len(), local, t);
                 for wr in wrs {
                     self.post(Actor::Client(c), wr, t);
                 }
-                if let (Some(at), true) = (wake, self.spec.chaos.any()) {
-                    self.schedule(at, Ev::Wake(c, round));
-                }
+                self.wake_kv(c, round, wake);
+            }
+            Stepped::PostChain(chain) => {
+                // A chain goes to one remote node.
+                let (round, wake) = self.kv_round(c, chain.len(), false, t);
+                self.post_chain(Actor::Client(c), chain, t);
+                self.wake_kv(c, round, wake);
             }
             Stepped::Wait(w) => self.kv_wait(c, w, t),
             Stepped::Done(r) => {
@@ -57,6 +54,32 @@ impl Engine {
                 cl.machine = None;
                 self.finish_kv(c, r, stats, t);
             }
+        }
+    }
+
+    /// Client `c` posts a round of `n` requests at `t` (`local`: all to
+    /// its own memory, by its CPU); returns the round's number and when to
+    /// look again if its completions never come (its machine's deadline, on
+    /// its clock).
+    fn kv_round(&mut self, c: usize, n: usize, local: bool, t: u64) -> (u64, Option<u64>) {
+        let cl = &mut self.clients[c];
+        cl.round += 1;
+        cl.outstanding = n;
+        cl.local_round = local;
+        let Some(ClientMachine::Kv(m)) = cl.machine.as_mut() else {
+            return (cl.round, None);
+        };
+        let wake = m
+            .deadline()
+            .map(|d| d.0.saturating_sub(cl.clock_offset).max(t) + 1);
+        (cl.round, wake)
+    }
+
+    /// Wakes client `c` at `wake` to look at round `round` again, if faults
+    /// may keep its completions from coming.
+    fn wake_kv(&mut self, c: usize, round: u64, wake: Option<u64>) {
+        if let (Some(at), true) = (wake, self.spec.chaos.any()) {
+            self.schedule(at, Ev::Wake(c, round));
         }
     }
 

@@ -34,6 +34,7 @@
 
 pub mod audit;
 mod cell_audit;
+mod chain;
 pub mod chaos;
 pub mod engine;
 mod engine_audit;
@@ -52,6 +53,8 @@ pub use nessie_workload::Ycsb;
 
 #[cfg(test)]
 mod accounting_tests;
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod fault_tests;
 

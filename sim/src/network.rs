@@ -15,8 +15,9 @@ use nessie_protocol::{
     FabricError, NodeId, Op, OpOutput, TransportError, TransportFault, WorkRequest,
 };
 
+use crate::chain::Gate;
 use crate::engine::{Engine, Ev};
-use crate::nic::NicRequest;
+use crate::nic::{ChainSlot, NicRequest};
 use crate::systems::Actor;
 use nessie_systems::SystemKind;
 
@@ -30,6 +31,20 @@ fn placeholder(wr: &WorkRequest) -> WorkRequest {
 impl Engine {
     /// Hands one work request of `actor` to its NIC (or CPU) at `t`.
     pub(crate) fn post(&mut self, actor: Actor, wr: WorkRequest, t: u64) {
+        self.post_linked(actor, wr, t, None);
+    }
+
+    /// What every request of `actor` starts as at `t`: nothing executed, no
+    /// fault, the work request's id kept (its operation goes to whoever
+    /// executes it); with where it goes and the bytes it moves each way
+    /// (`None` for the wire: the CPU path, its bytes copied).
+    fn request(
+        &self,
+        actor: Actor,
+        wr: &WorkRequest,
+        t: u64,
+        chain: Option<ChainSlot>,
+    ) -> (NicRequest, u64, u64, Option<u64>) {
         let (src, round, incarnation) = match actor {
             Actor::Client(c) => (
                 usize::from(self.clients[c].state.id.node.0),
@@ -48,13 +63,11 @@ impl Engine {
             Op::Write { addr, data } => (usize::from(addr.node.0), data.len() as u64, 0, None),
             Op::Cas { addr, .. } => (usize::from(addr.node.0), 24, 8, None),
         };
-        // What every request starts as: nothing executed, no fault, the work
-        // request's id kept (its operation goes to whoever executes it).
         let base = NicRequest {
             actor,
             round,
             incarnation,
-            wr: placeholder(&wr),
+            wr: placeholder(wr),
             src,
             dst,
             resp_bytes: 0,
@@ -66,8 +79,37 @@ impl Engine {
             place_only: None,
             link_error: false,
             cpu: false,
+            chain,
             result: None,
         };
+        (base, req_bytes, resp_bytes, cpu_bytes)
+    }
+
+    /// A link of a chain that is never sent (flushed behind a failed
+    /// predecessor), stored so that it can complete with its error.
+    pub(crate) fn unsent_request(
+        &mut self,
+        actor: Actor,
+        wr: WorkRequest,
+        t: u64,
+        slot: ChainSlot,
+    ) -> usize {
+        let (base, ..) = self.request(actor, &wr, t, Some(slot));
+        self.store(base)
+    }
+
+    /// Hands one work request of `actor` to its NIC (or CPU) at `t`, as
+    /// link `chain` of an ordered chain if it is one ([`crate::chain`]).
+    pub(crate) fn post_linked(
+        &mut self,
+        actor: Actor,
+        wr: WorkRequest,
+        t: u64,
+        chain: Option<ChainSlot>,
+    ) {
+        let (base, req_bytes, resp_bytes, cpu_bytes) = self.request(actor, &wr, t, chain);
+        let src = base.src;
+        let dst = base.dst;
         if let Some(bytes) = cpu_bytes {
             // The CPU path: the poster's own memory, executed now, complete
             // after the copy, which the thread makes on its own core (after
@@ -119,6 +161,9 @@ impl Engine {
                 result: Some(Err(FabricError::Transport(TransportError::Flushed))),
                 ..base
             });
+            if let Some(slot) = chain {
+                self.link_not_executed(slot, t);
+            }
             self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
             return;
         }
@@ -126,6 +171,10 @@ impl Engine {
             None => self.rare_dice.rare_fate(&self.spec.chaos),
             fate => fate,
         };
+        #[cfg(test)]
+        if let Some(forced) = self.forced_fates.pop_front() {
+            fate = forced;
+        }
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
         let delay = self.dice.delay_out(&self.spec.chaos, margin);
         if delay > 0 {
@@ -141,6 +190,11 @@ impl Engine {
             // Never executes, never completes: the round gives it up at its
             // deadline.
             self.counts.vanished += 1;
+            if let Some(slot) = chain {
+                // Its queue pair gives it up: every link behind is flushed.
+                self.link_not_executed(slot, t);
+                self.link_completed(slot, false, t);
+            }
             return;
         }
         if fate == Some(TransportFault::DuplicateWrite) && !matches!(wr.op, Op::Write { .. }) {
@@ -274,8 +328,13 @@ impl Engine {
     }
 
     /// Fails request `r` without executing it; its error completion reaches
-    /// the requester at `at` (an orphan's goes nowhere: it is dropped).
-    fn fail(&mut self, r: usize, at: u64, err: FabricError) {
+    /// the requester at `at` (an orphan's goes nowhere: it is dropped). A
+    /// link of a chain that never executes flushes the link waiting behind
+    /// it.
+    pub(crate) fn fail_request(&mut self, r: usize, at: u64, err: FabricError) {
+        if let Some(slot) = self.reqs[r].as_ref().and_then(|q| q.chain) {
+            self.link_not_executed(slot, at);
+        }
         if self.reqs[r].as_ref().is_some_and(|q| q.orphan) {
             self.reqs[r] = None;
             self.free_reqs.push(r);
@@ -292,11 +351,29 @@ impl Engine {
         let Some(req) = self.reqs[r].as_ref() else {
             return;
         };
+        if let Some(slot) = req.chain {
+            // A link waits for its predecessor (flushed if it never
+            // executes), at a node up or down.
+            match self.chain_gate(slot, r) {
+                Gate::Go { errored } => {
+                    if errored {
+                        if let Some(q) = self.reqs[r].as_mut() {
+                            q.link_error = true;
+                        }
+                    }
+                }
+                Gate::Park => return,
+                Gate::Flush => return self.flush_link(r, now),
+            }
+        }
+        let Some(req) = self.reqs[r].as_ref() else {
+            return;
+        };
         if self.node_down[req.dst] {
             // The transport retries, then gives up: nothing executed.
             self.counts.unreachable += 1;
             let at = now + self.spec.chaos.unreachable_after_ns;
-            self.fail(r, at, FabricError::Timeout);
+            self.fail_request(r, at, FabricError::Timeout);
             return;
         }
         let atomic = match req.wr.op {
@@ -356,7 +433,7 @@ impl Engine {
             self.counts.unreachable += 1;
             self.counts.partly_placed += u64::from(placed);
             let at = now + self.spec.chaos.unreachable_after_ns;
-            self.fail(r, at, FabricError::Timeout);
+            self.fail_request(r, at, FabricError::Timeout);
             return;
         }
         let late = mutation && now > posted + margin;
@@ -372,7 +449,7 @@ impl Engine {
             // only that it failed.
             self.counts.landing_deadline_refusals += 1;
             self.counts.partly_placed += u64::from(placed);
-            self.fail(
+            self.fail_request(
                 r,
                 now,
                 FabricError::Transport(TransportError::LandingWindowPassed),
@@ -394,7 +471,7 @@ impl Engine {
                 self.counts.link_errors += 1;
                 if !on_the_wire {
                     self.counts.partly_placed += u64::from(placed);
-                    self.fail(r, now, FabricError::Transport(TransportError::Flushed));
+                    self.fail_request(r, now, FabricError::Transport(TransportError::Flushed));
                     return;
                 }
             }
@@ -404,7 +481,7 @@ impl Engine {
         };
         if !placed && req.fate == Some(TransportFault::FailBeforeExecuting) {
             self.counts.failed_before_exec += 1;
-            self.fail(
+            self.fail_request(
                 r,
                 now,
                 FabricError::Transport(TransportError::Injected(
@@ -478,7 +555,7 @@ impl Engine {
                 // the rest never lands.
                 self.counts.failed_after_exec += 1;
                 self.counts.partly_placed += 1;
-                self.fail(
+                self.fail_request(
                     r,
                     now,
                     FabricError::Transport(TransportError::Injected(
@@ -497,6 +574,24 @@ impl Engine {
     /// orphan is done; anything else sends its completion back (an error if
     /// a fault says so).
     fn executed(&mut self, r: usize, result: Result<OpOutput, FabricError>, now: u64) {
+        if let Some(q) = self.reqs[r].as_ref() {
+            // A link of a chain: the links behind it may go on (behind an
+            // error-then-land link, whose error came first, or a failure
+            // after executing, reporting the queue pair's failure), unless
+            // the responder refused it (a remote access error executes
+            // nothing).
+            let errored = q.orphan
+                || q.link_error
+                || matches!(
+                    q.fate,
+                    Some(TransportFault::FailAfterExecuting | TransportFault::LoseCompletion)
+                );
+            match (q.chain, result.is_ok()) {
+                (Some(slot), true) => self.link_executed(slot, errored, now),
+                (Some(slot), false) => self.link_not_executed(slot, now),
+                (None, _) => {}
+            }
+        }
         if let Some(q) = self.reqs[r].as_ref().filter(|q| q.orphan) {
             // An error-then-land request or a duplicate's copy landed:
             // nobody hears of it.
@@ -560,6 +655,21 @@ impl Engine {
     }
 
     pub(crate) fn on_complete(&mut self, r: usize, now: u64) {
+        if let Some((slot, ok)) = self.reqs[r].as_ref().and_then(|q| {
+            let lost = q.fate == Some(TransportFault::LoseCompletion);
+            q.chain
+                .map(|s| (s, !lost && matches!(q.result, Some(Ok(_)))))
+        }) {
+            // The requester's NIC has the completion (a late one is late to
+            // its software only): a fenced link behind it goes, or is
+            // flushed. A lost completion is the queue pair's failure: the
+            // fenced link is flushed.
+            let failed_since = self.reqs[r].as_ref().is_some_and(|q| {
+                !q.link_error && self.link_failed_since(q.actor, q.dst, q.posted, now)
+            });
+            let ok = ok && !failed_since;
+            self.link_completed(slot, ok, now);
+        }
         if self.hold_late(r) {
             return;
         }

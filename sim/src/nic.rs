@@ -1,10 +1,11 @@
 //! What travels through the simulated fabric ([`crate::network`]): a work
 //! request on its way ([`NicRequest`]: who posted it, its fault, how far a
-//! torn transfer got) and a queue pair failing as a whole ([`LinkFailure`]).
-//! The engine holds them; the network's event handlers move them.
+//! torn transfer got), the ordered chain a request may belong to
+//! ([`Chain`]) and a queue pair failing as a whole ([`LinkFailure`]). The
+//! engine holds them; the network's event handlers move them.
 
 use nessie_check::memory::InFlight;
-use nessie_protocol::{FabricError, OpOutput, TransportFault, WorkRequest};
+use nessie_protocol::{ChainLink, FabricError, OpOutput, TransportFault, WorkRequest};
 
 use crate::systems::Actor;
 
@@ -41,6 +42,8 @@ pub(crate) struct NicRequest {
     pub(crate) link_error: bool,
     /// An access to the poster's own memory by its CPU (no queue pair).
     pub(crate) cpu: bool,
+    /// Its place in an ordered chain ([`Chain`]), if it belongs to one.
+    pub(crate) chain: Option<ChainSlot>,
     pub(crate) result: Option<Result<OpOutput, FabricError>>,
 }
 
@@ -61,9 +64,52 @@ impl NicRequest {
             orphan: true,
             placing: None,
             result: None,
+            // A duplicate's copy is not the chain's link: the original is.
+            chain: self
+                .chain
+                .filter(|_| fate != Some(TransportFault::DuplicateWrite)),
             ..*self
         }
     }
+}
+
+/// A request's place in an ordered chain: which chain, which link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChainSlot {
+    pub(crate) chain: u64,
+    pub(crate) pos: usize,
+}
+
+/// What a link of a chain has come to at its responder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LinkState {
+    /// Not yet executed, nor known never to.
+    Pending,
+    /// Executed; `errored` if its queue pair failed with it (its completion
+    /// reports an error), so every link behind it reports one too.
+    Executed { errored: bool },
+    /// Never executes (failed before executing, refused, flushed).
+    NotExecuted,
+}
+
+/// The requests of one ordered chain
+/// ([`Endpoint::post_chain`](nessie_protocol::Endpoint::post_chain)), on
+/// one queue pair to one node: an ordered link is sent behind its
+/// predecessor and executes only after it executed; a fenced link is sent
+/// only once its predecessor completed, and is flushed if it failed.
+pub(crate) struct Chain {
+    /// Who posted it.
+    pub(crate) actor: crate::systems::Actor,
+    /// How each link follows the one before it (the first's is ignored).
+    pub(crate) links: Vec<ChainLink>,
+    /// Each link's request until it is sent (a fenced link and the ordered
+    /// ones behind it wait for the fenced one's predecessor to complete).
+    pub(crate) unsent: Vec<Option<WorkRequest>>,
+    /// What each link came to.
+    pub(crate) states: Vec<LinkState>,
+    /// A link that reached its responder before its predecessor executed,
+    /// held there until it does.
+    pub(crate) parked: Vec<Option<usize>>,
 }
 
 /// One queue pair failing as a whole: `actor`'s to `node`, from `at` until

@@ -382,6 +382,17 @@ impl Engine {
                     // A detached post (the unsignaled response): go on. Its
                     // completion, if one comes, is of an earlier round.
                 }
+                Stepped::PostChain(chain) => {
+                    // No server machine posts one today; it would go as a
+                    // client's does, one round.
+                    let wk = &mut self.servers.as_mut().expect("servers").workers[w];
+                    wk.round += 1;
+                    let claim = chain.iter().any(|(wr, _)| matches!(wr.op, Op::Cas { .. }));
+                    wk.claim_round = claim.then_some(wk.round);
+                    self.post_chain(Actor::Worker(w), chain, t);
+                    self.set_worker_state(w, WorkerState::Completions);
+                    break;
+                }
                 Stepped::Pending => {
                     self.set_worker_state(w, WorkerState::Completions);
                     break;

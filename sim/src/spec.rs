@@ -668,6 +668,14 @@ pub struct ChaosCounts {
     pub late_landings: u64,
     /// Requests to an unreachable node.
     pub unreachable: u64,
+    /// Ordered chains posted
+    /// ([`Endpoint::post_chain`](nessie_protocol::Endpoint::post_chain)).
+    pub chained: u64,
+    /// Links of a chain that reached their responder before their
+    /// predecessor executed and waited for it.
+    pub chain_waits: u64,
+    /// Links of a chain flushed, never executed, behind a link that failed.
+    pub chain_flushed: u64,
     /// Client pauses.
     pub pauses: u64,
     /// Client crashes (including those of node outages).

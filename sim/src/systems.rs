@@ -34,8 +34,7 @@ use nessie_exec::server::{Handler, Worker, WorkerCounters};
 use nessie_exec::watch::SlotWatch;
 use nessie_protocol::Request;
 use nessie_protocol::{
-    Config, CorruptionKind, Error, FabricError, Nanos, NodeId, Topology, TransportError,
-    WorkRequest,
+    ChainLink, Config, CorruptionKind, Error, Nanos, NodeId, Topology, WorkRequest,
 };
 
 use nessie_cell::config::Sizing;
@@ -175,6 +174,8 @@ impl Shared {
 pub(crate) enum Stepped<T> {
     /// Post these (one round).
     Post(Vec<WorkRequest>),
+    /// Post these as one ordered chain to one node (one round).
+    PostChain(Vec<(WorkRequest, ChainLink)>),
     /// Post these without awaiting them (a server's unsignaled response).
     PostDetached(Vec<WorkRequest>),
     /// Completions outstanding.
@@ -195,15 +196,17 @@ fn step<T: 'static, X: Ext>(
     loop {
         return match m.poll(now) {
             Step::Post(wrs) => Stepped::Post(wrs),
-            Step::PostChain(chain) => {
-                // The cluster simulator does not model chains yet: refused
-                // as an endpoint without them refuses (nothing posted).
-                for (wr, _) in chain {
-                    let refusal = FabricError::Transport(TransportError::ChainsUnsupported);
-                    m.refuse(wr.id, refusal);
+            Step::PostChain(chain) => match nessie_protocol::chain_node(&chain) {
+                Ok(_) => Stepped::PostChain(chain),
+                Err(refusal) => {
+                    // Not one remote node: refused, nothing posted, as an
+                    // endpoint refuses it.
+                    for (wr, _) in chain {
+                        m.refuse(wr.id, refusal.clone());
+                    }
+                    continue;
                 }
-                continue;
-            }
+            },
             Step::PostDetached(wrs) => Stepped::PostDetached(wrs),
             Step::Pending => Stepped::Pending,
             Step::Done(r) => Stepped::Done(r),
@@ -241,6 +244,7 @@ fn poll_cell(m: &mut Machine<Response, CellExt>, dir: &Directory, now: Nanos) ->
     let mut ext = |e| nessie_cell::client::client_effect(e, || dir.snapshot());
     match step(m, now, &mut ext) {
         Stepped::Post(w) => Stepped::Post(w),
+        Stepped::PostChain(w) => Stepped::PostChain(w),
         Stepped::PostDetached(w) => Stepped::PostDetached(w),
         Stepped::Pending => Stepped::Pending,
         Stepped::Wait(w) => Stepped::Wait(w),
@@ -966,6 +970,16 @@ pub(crate) fn run_at_once(
         match step(m, now, &mut |e| local_effect(st, e)) {
             Stepped::Post(wrs) => {
                 for wr in wrs {
+                    let id = wr.id;
+                    let result =
+                        InFlight::new(wr, 0).run_to_end(mem, st.node, WordOrder::Ascending);
+                    m.complete(Completion { id, result });
+                }
+            }
+            Stepped::PostChain(chain) => {
+                // At once, in order: every link executes behind the one
+                // before it.
+                for (wr, _) in chain {
                     let id = wr.id;
                     let result =
                         InFlight::new(wr, 0).run_to_end(mem, st.node, WordOrder::Ascending);

@@ -330,6 +330,14 @@ pub(crate) struct Engine {
     pub(crate) link_failures: Vec<crate::nic::LinkFailure>,
     pub(crate) reqs: Vec<Option<NicRequest>>,
     pub(crate) free_reqs: Vec<usize>,
+    /// The ordered chains with a link not yet settled, by number.
+    pub(crate) chains: HashMap<u64, crate::nic::Chain>,
+    /// The next chain's number.
+    pub(crate) next_chain: u64,
+    /// The fates of the next requests posted, in order, whatever the dice
+    /// draw (tests hit one request of a chain).
+    #[cfg(test)]
+    pub(crate) forced_fates: std::collections::VecDeque<Option<nessie_protocol::TransportFault>>,
     queue: BinaryHeap<Scheduled>,
     seq: u64,
     events: u64,

@@ -154,6 +154,10 @@ impl Engine {
             clients,
             reqs: Vec::new(),
             free_reqs: Vec::new(),
+            chains: HashMap::new(),
+            next_chain: 0,
+            #[cfg(test)]
+            forced_fates: std::collections::VecDeque::new(),
             queue: BinaryHeap::new(),
             seq: 0,
             events: 0,
