@@ -19,6 +19,7 @@ use crate::hy::{HyCore, HyOptions};
 use crate::pilaf::client::PilafCore;
 use crate::pilaf::{PilafLayout, PilafTable};
 use crate::race::{RaceCore, RaceLayout};
+use crate::rcuckoo::{RcuckooCore, RcuckooLayout};
 use crate::sd::SdCore;
 use nessie_exec::mailbox::MailboxLayout;
 use nessie_exec::rpc::{RpcClient, RpcFaults};
@@ -42,16 +43,20 @@ pub enum KvSystem {
     /// RACE hashing (ATC'21): client-driven, associative buckets with
     /// overflow, lock-free CAS on out-of-place KV blocks.
     Race,
+    /// RCuckoo (ATC'25): client-driven, dependent cuckoo hashing over rows
+    /// read lock-free, writes under locks taken by CAS.
+    Rcuckoo,
 }
 
 impl KvSystem {
-    /// All five, in the order reports list them.
-    pub const ALL: [KvSystem; 5] = [
+    /// All six, in the order reports list them.
+    pub const ALL: [KvSystem; 6] = [
         KvSystem::Nessie,
         KvSystem::NessieSd,
         KvSystem::NessieHy,
         KvSystem::Pilaf,
         KvSystem::Race,
+        KvSystem::Rcuckoo,
     ];
 
     /// The name used on the command line and in reports.
@@ -62,12 +67,13 @@ impl KvSystem {
             KvSystem::NessieHy => "nessie-hy",
             KvSystem::Pilaf => "pilaf",
             KvSystem::Race => "race",
+            KvSystem::Rcuckoo => "rcuckoo",
         }
     }
 
     /// Whether the system runs server workers.
     pub fn has_servers(self) -> bool {
-        !matches!(self, KvSystem::Nessie | KvSystem::Race)
+        !matches!(self, KvSystem::Nessie | KvSystem::Race | KvSystem::Rcuckoo)
     }
 
     /// Whether a PUT's answer (whether the key existed) is one its history
@@ -118,8 +124,10 @@ impl SystemConfig {
     /// [`Error::Config`] saying which.
     pub fn validate(&self) -> Result<(), Error> {
         self.store.validate()?;
-        if self.kind == KvSystem::Race {
-            RaceLayout::new(&self.store).check()?;
+        match self.kind {
+            KvSystem::Race => RaceLayout::new(&self.store).check()?,
+            KvSystem::Rcuckoo => RcuckooLayout::new(&self.store).check()?,
+            _ => {}
         }
         Ok(())
     }
@@ -152,6 +160,15 @@ impl SystemConfig {
                 index_slots_per_node: 1,
                 data_bytes_per_node: RaceLayout::new(&self.store).region_bytes(),
             },
+            // The lock table in the index region, one word per lock.
+            KvSystem::Rcuckoo => {
+                let l = RcuckooLayout::new(&self.store);
+                Topology {
+                    nodes: self.store.nodes,
+                    index_slots_per_node: l.locks(),
+                    data_bytes_per_node: l.region_bytes(),
+                }
+            }
         }
     }
 
@@ -159,7 +176,7 @@ impl SystemConfig {
     /// and RACE).
     pub fn mailbox(&self) -> Option<MailboxLayout> {
         match self.kind {
-            KvSystem::Nessie | KvSystem::Race => None,
+            KvSystem::Nessie | KvSystem::Race | KvSystem::Rcuckoo => None,
             KvSystem::NessieSd | KvSystem::NessieHy => Some(self.coupled().mailbox),
             KvSystem::Pilaf => Some(PilafLayout::new(&self.store).mailbox),
         }
@@ -169,7 +186,7 @@ impl SystemConfig {
     /// increments per cuckoo path moved; `None` for Nessie and RACE).
     pub fn epoch(&self) -> Option<u64> {
         match self.kind {
-            KvSystem::Nessie | KvSystem::Race => None,
+            KvSystem::Nessie | KvSystem::Race | KvSystem::Rcuckoo => None,
             KvSystem::NessieSd | KvSystem::NessieHy => Some(self.coupled().epoch),
             KvSystem::Pilaf => Some(PilafLayout::new(&self.store).epoch),
         }
@@ -180,7 +197,7 @@ impl SystemConfig {
     pub fn node_table(&self, node: NodeId) -> Option<AnyTable> {
         let cfg = &self.store;
         match self.kind {
-            KvSystem::Nessie | KvSystem::Race => None,
+            KvSystem::Nessie | KvSystem::Race | KvSystem::Rcuckoo => None,
             KvSystem::NessieSd | KvSystem::NessieHy => {
                 Some(AnyTable::new(CoupledTable::new(self.coupled(), node, cfg)))
             }
@@ -207,6 +224,9 @@ impl SystemConfig {
         let mut core: AnyCore = match (self.kind, rpc) {
             (KvSystem::Nessie, _) => return None,
             (KvSystem::Race, _) => Box::new(RaceCore::new(cfg, RaceLayout::new(&self.store), id)),
+            (KvSystem::Rcuckoo, _) => {
+                Box::new(RcuckooCore::new(cfg, RcuckooLayout::new(&self.store), id))
+            }
             (_, None) => return None,
             (KvSystem::NessieSd, Some(rpc)) => Box::new(SdCore::new(cfg, self.coupled(), rpc)),
             (KvSystem::NessieHy, Some(rpc)) => {

@@ -61,6 +61,7 @@ pub mod design;
 pub mod hy;
 pub mod pilaf;
 pub mod race;
+pub mod rcuckoo;
 pub mod retry;
 pub mod sd;
 

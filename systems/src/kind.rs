@@ -1,5 +1,5 @@
 //! [`SystemKind`]: the one name of "which system" (Nessie, NessieSD,
-//! NessieHY, Pilaf, RACE, Cell) on the command line, in specifications and in
+//! NessieHY, Pilaf, RACE, RCuckoo, Cell) on the command line, in specifications and in
 //! reports. The four key-value systems that `nessie-baselines` deploys are
 //! its [`KvSystem`]s; Cell is `nessie-cell`'s.
 
@@ -9,7 +9,8 @@ use std::str::FromStr;
 use nessie_baselines::KvSystem;
 use serde::{Deserialize, Serialize};
 
-/// The systems compared: Nessie, the papers' baselines, RACE and Cell.
+/// The systems compared: Nessie, the papers' baselines, RACE, RCuckoo and
+/// Cell.
 ///
 /// The key-value systems come first, in [`KvSystem`]'s order, so that
 /// [`SystemKind::kv`] and `From<KvSystem>` are one index (checked when this
@@ -32,18 +33,22 @@ pub enum SystemKind {
     /// RACE hashing (ATC'21): client-driven, associative buckets with
     /// overflow, lock-free CAS on out-of-place KV blocks.
     Race,
+    /// RCuckoo (ATC'25): client-driven, dependent cuckoo hashing over rows
+    /// read lock-free, writes under locks taken by CAS.
+    Rcuckoo,
     /// Cell: a B-link tree of meganodes, searched by clients or servers.
     Cell,
 }
 
 impl SystemKind {
     /// Every system, in the order reports list them.
-    pub const ALL: [SystemKind; 6] = [
+    pub const ALL: [SystemKind; 7] = [
         SystemKind::Nessie,
         SystemKind::NessieSd,
         SystemKind::NessieHy,
         SystemKind::Pilaf,
         SystemKind::Race,
+        SystemKind::Rcuckoo,
         SystemKind::Cell,
     ];
 
@@ -156,8 +161,10 @@ mod tests {
         let e = "btree".parse::<SystemKind>().unwrap_err();
         assert!(e.to_string().contains("\"btree\"") && e.to_string().contains("cell"));
         assert_eq!(SystemKind::FAMILY, SystemKind::ALL[..4]);
-        assert!(SystemKind::ALL
-            .iter()
-            .all(|k| k.has_servers() == !matches!(k, SystemKind::Nessie | SystemKind::Race)));
+        assert!(SystemKind::ALL.iter().all(|k| k.has_servers()
+            == !matches!(
+                k,
+                SystemKind::Nessie | SystemKind::Race | SystemKind::Rcuckoo
+            )));
     }
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use nessie_protocol::{Error, Nanos, NodeId, Op};
 
-use super::layout::{block_word, split_block_word, RaceLayout, FREED, LIVE, NEVER_WRITTEN};
+use super::layout::{block_word, split_block_word, BlockArea, FREED, LIVE, NEVER_WRITTEN};
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{Io, OpClass};
 
@@ -54,7 +54,7 @@ impl Block {
 /// One client's share of its node's KV blocks.
 #[derive(Debug)]
 pub struct BlockAlloc {
-    layout: RaceLayout,
+    area: BlockArea,
     node: NodeId,
     index: u16,
     /// Blocks free now, with the sequence number of their next use.
@@ -72,18 +72,18 @@ pub struct BlockAlloc {
 }
 
 impl BlockAlloc {
-    /// The share of client `index` on `node`; freed blocks wait `hold` (T
-    /// plus the clock skew).
-    pub fn new(layout: RaceLayout, node: NodeId, index: u16, hold: Duration) -> BlockAlloc {
+    /// The share of client `index` on `node` in `area`; freed blocks wait
+    /// `hold` (T plus the clock skew).
+    pub fn new(area: BlockArea, node: NodeId, index: u16, hold: Duration) -> BlockAlloc {
         BlockAlloc {
-            layout,
+            area,
             node,
             index,
             ready: VecDeque::new(),
             quarantine: VecDeque::new(),
-            held: vec![false; layout.blocks_per_client as usize],
+            held: vec![false; area.blocks_per_client as usize],
             sighted: HashMap::new(),
-            out: vec![true; layout.blocks_per_client as usize],
+            out: vec![true; area.blocks_per_client as usize],
             cursor: 0,
             hold,
         }
@@ -93,7 +93,7 @@ impl BlockAlloc {
         self.out[index as usize] = true;
         Block {
             index,
-            offset: self.layout.block_offset(self.index, index),
+            offset: self.area.block_offset(self.index, index),
             seq,
         }
     }
@@ -109,7 +109,7 @@ impl BlockAlloc {
                 return Ok(self.block(i, seq));
             }
         }
-        let n = self.layout.blocks_per_client;
+        let n = self.area.blocks_per_client;
         // Sweep ahead, a few headers per allocation, while blocks are still
         // free: the sighting of a remote free mark starts its hold, so a
         // share swept only when dry would wait out a whole hold with
@@ -134,12 +134,12 @@ impl BlockAlloc {
     /// Reads the share's next `batch` headers (CPU reads, one round) and
     /// learns from them; how many it read.
     async fn sweep_batch(&mut self, io: &Io, now: Nanos, batch: u32) -> u32 {
-        let n = self.layout.blocks_per_client;
+        let n = self.area.blocks_per_client;
         let batch = batch.min(n);
         let start = self.cursor;
         let ops = (0..batch)
             .map(|k| Op::LocalRead {
-                offset: self.layout.block_offset(self.index, (start + k) % n),
+                offset: self.area.block_offset(self.index, (start + k) % n),
                 len: 8,
             })
             .collect();
@@ -188,23 +188,59 @@ impl BlockAlloc {
     /// This client freed its own block `offset` (seq `seq`) at `now`: free
     /// after the hold. `false` if the offset is not one of the share's.
     pub fn freed_own(&mut self, offset: u64, seq: u32, now: Nanos) -> bool {
-        let base = self.layout.block_offset(self.index, 0);
+        let base = self.area.block_offset(self.index, 0);
         let end = self
-            .layout
-            .block_offset(self.index, self.layout.blocks_per_client);
-        if offset < base
-            || offset >= end
-            || !(offset - base).is_multiple_of(self.layout.block_bytes)
+            .area
+            .block_offset(self.index, self.area.blocks_per_client);
+        if offset < base || offset >= end || !(offset - base).is_multiple_of(self.area.block_bytes)
         {
             return false;
         }
-        let i = ((offset - base) / self.layout.block_bytes) as u32;
+        let i = ((offset - base) / self.area.block_bytes) as u32;
         if !self.held[i as usize] {
             self.held[i as usize] = true;
             self.quarantine
                 .push_back((i, seq.wrapping_add(1), now.plus(self.hold)));
         }
         true
+    }
+
+    /// Marks the block at `offset` on `node` freed (its unlinker's duty): a
+    /// CAS on its header word from `header`, the live word it was linked
+    /// with, to the same sequence number freed, so a late or duplicated
+    /// mark cannot free its next use. The mark is harmless whenever it
+    /// lands, so it is given `within`. `false` if its outcome is unknown
+    /// (the block stays out of circulation: leaked).
+    pub async fn mark_freed(
+        &mut self,
+        io: &Io,
+        (node, offset): (NodeId, u64),
+        header: u64,
+        within: Duration,
+    ) -> bool {
+        let (seq, _) = split_block_word(header);
+        let addr = nessie_protocol::RemoteAddr::data(node, offset);
+        let r = io
+            .round_within(
+                vec![Op::Cas {
+                    addr,
+                    expect: header,
+                    new: block_word(seq, FREED),
+                }],
+                OpClass::Data,
+                within,
+            )
+            .await;
+        match nessie_exec::machine::cas_previous(&r[0]) {
+            Ok(prev) if prev == header => {
+                if node == self.node {
+                    self.freed_own(offset, seq, io.now());
+                }
+                true
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
     }
 
     /// Sets the hold before a freed block is reused (test-only: zero under

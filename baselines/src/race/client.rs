@@ -40,8 +40,8 @@ use nessie_protocol::{ClientId, Config, Endpoint, Error, KvRequest, Nanos, Op, R
 
 use super::alloc::{Block, BlockAlloc};
 use super::layout::{
-    block_len, block_word, split_block_word, BlockRead, KeyPlace, RaceLayout, Slot, BLOCK_UNIT,
-    COMBINED_BYTES, FREED, POSITIONS, SLOTS_PER_BUCKET,
+    block_len, BlockRead, KeyPlace, RaceLayout, Slot, BLOCK_UNIT, COMBINED_BYTES, POSITIONS,
+    SLOTS_PER_BUCKET,
 };
 use crate::client::{Attempt, BlockingClient, ClientLogic, CoreSwitches};
 use crate::retry::RetryBudget;
@@ -123,7 +123,7 @@ impl RaceCore {
     /// The core of client `id` (its blocks are its share on its node).
     pub fn new(cfg: Arc<Config>, layout: RaceLayout, id: ClientId) -> RaceCore {
         RaceCore {
-            alloc: BlockAlloc::new(layout, id.node, id.index, hold(&cfg)),
+            alloc: BlockAlloc::new(layout.blocks(), id.node, id.index, hold(&cfg)),
             cfg,
             layout,
             id,
@@ -279,31 +279,16 @@ impl RaceCore {
         cas_previous(&r[0])
     }
 
-    /// Marks the block `slot` names freed (its unlinker's duty): a CAS on
-    /// its header word from the live word read with it.
+    /// Marks the block `slot` names freed (its unlinker's duty), from the
+    /// live header word read with it.
     async fn free_block(&mut self, io: &Io, slot: Slot, header: u64) {
-        let (seq, _) = split_block_word(header);
-        // A mark names the block's sequence number, so it is harmless
-        // whenever it lands: it is given one margin.
-        let r = io
-            .round_by(
-                vec![Op::Cas {
-                    addr: slot.addr(),
-                    expect: header,
-                    new: block_word(seq, FREED),
-                }],
-                OpClass::Data,
-                io.now().plus(self.cfg.deadline_margin),
-            )
-            .await;
-        match cas_previous(&r[0]) {
-            Ok(prev) if prev == header => {
-                if slot.node == self.id.node {
-                    self.alloc.freed_own(slot.offset, seq, io.now());
-                }
-            }
-            Ok(_) => {}
-            Err(_) => self.counters.leaked += 1,
+        let within = self.cfg.deadline_margin;
+        if !self
+            .alloc
+            .mark_freed(io, (slot.node, slot.offset), header, within)
+            .await
+        {
+            self.counters.leaked += 1;
         }
     }
 

@@ -94,6 +94,47 @@ pub struct RaceLayout {
     pub seed: u64,
 }
 
+/// Where the clients' KV blocks lie in a node's data region: one share
+/// per client of the node, each `blocks_per_client` blocks of
+/// `block_bytes`, from `base` on. RACE's blocks and RCuckoo's extents
+/// ([`crate::rcuckoo`]) are both such blocks, handed out by
+/// [`super::alloc::BlockAlloc`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockArea {
+    /// Offset of the first block.
+    pub base: u64,
+    /// Bytes of every block (a multiple of [`BLOCK_UNIT`]).
+    pub block_bytes: u64,
+    /// Blocks of each client's share.
+    pub blocks_per_client: u32,
+}
+
+impl BlockArea {
+    /// The area of `clients_per_node` shares of `dtes_per_node` blocks in
+    /// all, each block holding the largest key and value of `cfg`, from
+    /// `base` on.
+    pub fn new(cfg: &Config, base: u64) -> BlockArea {
+        let cpn = cfg.clients_per_node.max(1);
+        BlockArea {
+            base,
+            block_bytes: block_len(cfg.max_key_len as usize, cfg.max_value_len as usize),
+            blocks_per_client: (cfg.dtes_per_node / u32::from(cpn)).max(1),
+        }
+    }
+
+    /// Offset of block `i` of the share of client `index` on its node.
+    pub fn block_offset(&self, index: u16, i: u32) -> u64 {
+        self.base
+            + (u64::from(index) * u64::from(self.blocks_per_client) + u64::from(i))
+                * self.block_bytes
+    }
+
+    /// Bytes of the area with `clients_per_node` shares.
+    pub fn bytes(&self, clients_per_node: u16) -> u64 {
+        u64::from(clients_per_node) * u64::from(self.blocks_per_client) * self.block_bytes
+    }
+}
+
 /// A key's place: its home node, two combined buckets and fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyPlace {
@@ -198,19 +239,14 @@ impl RaceLayout {
     pub fn new(cfg: &Config) -> RaceLayout {
         let slots = u64::from(cfg.index_slots_per_node.max(1));
         let groups = slots.div_ceil(3 * SLOTS_PER_BUCKET as u64).max(2) as u32;
-        let cpn = cfg.clients_per_node.max(1);
-        let block_bytes = (BLOCK_HEADER
-            + round8(u64::from(cfg.max_key_len))
-            + round8(u64::from(cfg.max_value_len)))
-        .div_ceil(BLOCK_UNIT)
-            * BLOCK_UNIT;
+        let blocks = BlockArea::new(cfg, u64::from(groups) * GROUP_BYTES);
         RaceLayout {
             nodes: cfg.nodes,
             groups,
-            block_base: u64::from(groups) * GROUP_BYTES,
-            block_bytes,
-            blocks_per_client: (cfg.dtes_per_node / u32::from(cpn)).max(1),
-            clients_per_node: cpn,
+            block_base: blocks.base,
+            block_bytes: blocks.block_bytes,
+            blocks_per_client: blocks.blocks_per_client,
+            clients_per_node: cfg.clients_per_node.max(1),
             max_key: cfg.max_key_len,
             max_value: cfg.max_value_len,
             seed: cfg.hash_seed,
@@ -219,10 +255,7 @@ impl RaceLayout {
 
     /// Bytes of each node's data region.
     pub fn region_bytes(&self) -> u64 {
-        self.block_base
-            + u64::from(self.clients_per_node)
-                * u64::from(self.blocks_per_client)
-                * self.block_bytes
+        self.block_base + self.blocks().bytes(self.clients_per_node)
     }
 
     /// Whether the layout's addresses fit a slot word (at most 256 nodes,
@@ -277,9 +310,16 @@ impl RaceLayout {
 
     /// Offset of block `i` of the share of client `index` on its node.
     pub fn block_offset(&self, index: u16, i: u32) -> u64 {
-        self.block_base
-            + (u64::from(index) * u64::from(self.blocks_per_client) + u64::from(i))
-                * self.block_bytes
+        self.blocks().block_offset(index, i)
+    }
+
+    /// Where the KV blocks lie.
+    pub fn blocks(&self) -> BlockArea {
+        BlockArea {
+            base: self.block_base,
+            block_bytes: self.block_bytes,
+            blocks_per_client: self.blocks_per_client,
+        }
     }
 
     /// The bytes of a KV block holding `key` and `value` under `header`.
