@@ -107,8 +107,13 @@ pub struct CoreSwitches {
     /// (Pilaf).
     pub skip_checksums: bool,
     /// Freed KV blocks are reused at once, without waiting out T plus the
-    /// skew (RACE).
+    /// skew (RACE, and RCuckoo's extents).
     pub reuse_without_hold: bool,
+    /// A writer posts its row WRITEs however late its attempt runs, as
+    /// RCuckoo is published (§4.4: "a slow client is not fenced"), instead
+    /// of giving up once its attempt's deadline passed, after which a
+    /// stranded lock may be taken over (RCuckoo).
+    pub unfenced_writes: bool,
 }
 
 /// The request channel of a baseline's client `id` over `mailbox`, shaped by

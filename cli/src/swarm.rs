@@ -88,6 +88,40 @@ pub struct SwarmArgs {
     /// holds under every fault.
     #[arg(long)]
     pub without_inserts: bool,
+    /// No duplicated WRITEs (`SwarmCase::without_duplicate_writes`): the
+    /// family in which RCuckoo, whose published design writes rows in
+    /// place under locks and cannot survive a row WRITE replayed after its
+    /// lock was released, is checked for every other fault.
+    #[arg(long)]
+    pub without_duplicate_writes: bool,
+}
+
+impl SwarmArgs {
+    /// `case` in the families these arguments name.
+    fn family(&self, mut case: SwarmCase) -> SwarmCase {
+        if self.late_landing {
+            case = case.without_a2();
+        }
+        if self.late_request_landings {
+            case = case.with_late_landings();
+        }
+        if self.buckets {
+            case = case.with_buckets();
+        }
+        if self.size_classes {
+            case = case.with_size_classes();
+        }
+        if self.timing_faults_only {
+            case = case.with_timing_faults_only();
+        }
+        if self.without_inserts {
+            case = case.without_inserts();
+        }
+        if self.without_duplicate_writes {
+            case = case.without_duplicate_writes();
+        }
+        case
+    }
 }
 
 fn describe(run: &CaseRun) {
@@ -117,26 +151,9 @@ fn describe(run: &CaseRun) {
 pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     let faults = Faults::named(&args.faults).map_err(|e| e.to_string())?;
     if let Some(json) = &args.replay {
-        let mut case: SwarmCase =
+        let case: SwarmCase =
             serde_json::from_str(json).map_err(|e| format!("--replay: not a case: {e}"))?;
-        if args.late_landing {
-            case = case.without_a2();
-        }
-        if args.late_request_landings {
-            case = case.with_late_landings();
-        }
-        if args.buckets {
-            case = case.with_buckets();
-        }
-        if args.size_classes {
-            case = case.with_size_classes();
-        }
-        if args.timing_faults_only {
-            case = case.with_timing_faults_only();
-        }
-        if args.without_inserts {
-            case = case.without_inserts();
-        }
+        let case = args.family(case);
         let run = case.run(faults).map_err(|e| e.to_string())?;
         describe(&run);
         return match &run.verdict {
@@ -150,38 +167,13 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     let seeds = args.first_seed..args.first_seed + args.cases;
-    let (late, late_requests, buckets, classes, timing, no_inserts) = (
-        args.late_landing,
-        args.late_request_landings,
-        args.buckets,
-        args.size_classes,
-        args.timing_faults_only,
-        args.without_inserts,
-    );
     let system: nessie_systems::SystemKind = args.system.parse().map_err(|e| format!("{e}"))?;
     let server_faults =
         nessie_sim::ServerFaults::named(&args.server_faults).map_err(|e| e.to_string())?;
     let s = run_swarm(seeds, faults, true, |c| {
-        *c = SwarmCase::for_system(c.seed, system);
-        c.server_faults = server_faults;
-        if late {
-            *c = c.clone().without_a2();
-        }
-        if late_requests {
-            *c = c.clone().with_late_landings();
-        }
-        if buckets {
-            *c = c.clone().with_buckets();
-        }
-        if classes {
-            *c = c.clone().with_size_classes();
-        }
-        if timing {
-            *c = c.clone().with_timing_faults_only();
-        }
-        if no_inserts {
-            *c = c.clone().without_inserts();
-        }
+        let mut case = SwarmCase::for_system(c.seed, system);
+        case.server_faults = server_faults;
+        *c = args.family(case);
     })
     .map_err(|e| e.to_string())?;
     println!(

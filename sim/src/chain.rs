@@ -57,10 +57,13 @@ impl Engine {
         self.counts.chained += 1;
         let n = chain.len();
         let (unsent, links) = chain.into_iter().map(|(wr, l)| (Some(wr), l)).unzip();
+        let (_, round, incarnation) = self.poster(actor);
         self.chains.insert(
             id,
             Chain {
                 actor,
+                round,
+                incarnation,
                 links,
                 unsent,
                 states: vec![LinkState::Pending; n],

@@ -353,3 +353,30 @@ fn a_link_to_a_node_that_is_down_flushes_the_links_behind_it() {
         assert!(e.chains.is_empty());
     }
 }
+
+/// A fenced link sent (or flushed) after its poster gave up the chain's
+/// round answers that round, not the poster's next: found by the swarm
+/// (RCuckoo, case 7 of its family without duplicated WRITEs), where the
+/// late link's completion was counted against the next round, which then
+/// waited for ever.
+#[test]
+fn a_link_sent_after_its_round_was_given_up_answers_that_round() {
+    for first in [None, Some(TransportFault::FailBeforeExecuting)] {
+        let mut e = engine(Chaos::NONE, 1);
+        e.forced_fates = [first, None].into_iter().collect();
+        let round = e.clients[0].round;
+        e.post_chain(Actor::Client(0), take_and_read(ChainLink::Fenced), 0);
+        // The poster gives the round up before the CAS completes.
+        e.clients[0].round += 1;
+        let mut rounds = Vec::new();
+        while let Some((at, ev)) = e.next_event() {
+            if let Ev::Complete(r) = ev {
+                if let Some(q) = e.reqs[r].as_ref() {
+                    rounds.push((q.wr.id.0, q.round));
+                }
+            }
+            e.handle(at, ev);
+        }
+        assert_eq!(rounds, vec![(1, round), (2, round)], "{first:?}");
+    }
+}

@@ -45,17 +45,11 @@ impl Engine {
         t: u64,
         chain: Option<ChainSlot>,
     ) -> (NicRequest, u64, u64, Option<u64>) {
-        let (src, round, incarnation) = match actor {
-            Actor::Client(c) => (
-                usize::from(self.clients[c].state.id.node.0),
-                self.clients[c].round,
-                self.clients[c].incarnation,
-            ),
-            Actor::Worker(w) => {
-                let (src, round) = self.worker_src(w);
-                (src, round, 0)
-            }
-        };
+        let (src, round, incarnation) = self.poster(actor);
+        // A link of a chain answers the round the chain was posted in.
+        let (round, incarnation) = chain
+            .and_then(|s| self.chains.get(&s.chain))
+            .map_or((round, incarnation), |ch| (ch.round, ch.incarnation));
         let (dst, req_bytes, resp_bytes, cpu_bytes) = match &wr.op {
             Op::LocalRead { len, .. } => (src, 0, 0, Some(u64::from(*len))),
             Op::LocalWrite { data, .. } => (src, 0, 0, Some(data.len() as u64)),
@@ -83,6 +77,21 @@ impl Engine {
             result: None,
         };
         (base, req_bytes, resp_bytes, cpu_bytes)
+    }
+
+    /// Where `actor` posts from, and its current round and incarnation.
+    pub(crate) fn poster(&self, actor: Actor) -> (usize, u64, u64) {
+        match actor {
+            Actor::Client(c) => (
+                usize::from(self.clients[c].state.id.node.0),
+                self.clients[c].round,
+                self.clients[c].incarnation,
+            ),
+            Actor::Worker(w) => {
+                let (src, round) = self.worker_src(w);
+                (src, round, 0)
+            }
+        }
     }
 
     /// A link of a chain that is never sent (flushed behind a failed

@@ -100,6 +100,10 @@ pub(crate) enum LinkState {
 pub(crate) struct Chain {
     /// Who posted it.
     pub(crate) actor: crate::systems::Actor,
+    /// The poster's round and incarnation when it posted the chain: a link
+    /// sent or flushed later still answers that round.
+    pub(crate) round: u64,
+    pub(crate) incarnation: u64,
     /// How each link follows the one before it (the first's is ignored).
     pub(crate) links: Vec<ChainLink>,
     /// Each link's request until it is sent (a fenced link and the ordered

@@ -44,6 +44,13 @@ pub struct ServerFaults {
     /// block's next contents.
     #[serde(default)]
     pub reuse_without_hold: bool,
+    /// RCuckoo's writers post their row WRITEs however late their attempt
+    /// runs, as RCuckoo is published (§4.4: "a slow client is not fenced";
+    /// [`RcuckooCore::set_unfenced_writes`](nessie_baselines::rcuckoo::RcuckooCore::set_unfenced_writes)):
+    /// a writer paused past the takeover of its locks writes over the rows
+    /// others wrote since.
+    #[serde(default)]
+    pub unfenced_writes: bool,
     /// Server workers take a request from its slot without checking its
     /// checksum and control word, so a slot that two WRITEs landed in word
     /// by word (a torn transfer) is served as one request
@@ -105,7 +112,7 @@ pub struct ServerFaults {
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "skip-claims",
         "skip-epoch-check",
         "settle-by-landing-bound",
@@ -121,6 +128,7 @@ impl ServerFaults {
         "recovery-keeps-orphans",
         "unclaimed-server-requests",
         "reuse-without-hold",
+        "unfenced-writes",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -143,6 +151,7 @@ impl ServerFaults {
                 "recovery-keeps-orphans" => f.recovery_keeps_orphans = true,
                 "unclaimed-server-requests" => f.unclaimed_server_requests = true,
                 "reuse-without-hold" => f.reuse_without_hold = true,
+                "unfenced-writes" => f.unfenced_writes = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",

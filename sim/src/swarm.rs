@@ -542,6 +542,15 @@ impl SwarmCase {
         self
     }
 
+    /// This case without duplicated WRITEs: the family in which a design
+    /// that writes in place under locks (RCuckoo, docs/baselines.md), whose
+    /// row WRITE replayed after its lock was released undoes a later
+    /// writer's row, is checked for every other fault.
+    pub fn without_duplicate_writes(mut self) -> SwarmCase {
+        self.chaos.duplicate_write_permille = 0;
+        self
+    }
+
     /// This case with only the faults that change *when* requests land and
     /// steps run (delays, pauses, torn transfers, duplicated WRITEs, clock
     /// skew, stragglers), none that fails a request or a process (errors,

@@ -592,6 +592,7 @@ impl CoreMaker {
             skip_epoch_check: self.faults.skip_epoch_check,
             skip_checksums: self.faults.skip_checksums,
             reuse_without_hold: self.faults.reuse_without_hold,
+            unfenced_writes: self.faults.unfenced_writes,
         };
         let cpn = u32::from(cfg.clients_per_node.max(1));
         let id = nessie_protocol::ClientId {

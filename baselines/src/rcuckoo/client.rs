@@ -61,7 +61,8 @@ pub struct RcuckooCounters {
     pub torn_rows: u64,
     /// Lock sets not taken whole (released and backed off).
     pub lock_conflicts: u64,
-    /// Locks whose release had an unknown outcome: they may stay held.
+    /// Locks whose release had an unknown outcome: they may stay held
+    /// until a waiter takes them over.
     pub locks_leaked: u64,
     /// Extents kept out of circulation (a write or free mark with an
     /// unknown outcome).
@@ -70,11 +71,21 @@ pub struct RcuckooCounters {
     pub moved: u64,
     /// Inserts that widened their locked window.
     pub widened: u64,
+    /// Stranded locks this client took over and repaired (§4).
+    pub repairs: u64,
+    /// Entries a repair cleared (torn by a writer that died).
+    pub repaired_entries: u64,
+    /// Duplicates of a key (left by an interrupted cuckoo move) an update
+    /// or DELETE removed.
+    pub duplicates_removed: u64,
+    /// Writes given up before posting, their attempt's deadline passed.
+    pub writes_fenced: u64,
 }
 
-/// A lock set held, with the rows read under it.
+/// A lock set held (each lock with this client's acquisition word in it),
+/// with the rows read under it.
 struct Held {
-    locks: Vec<u32>,
+    locks: Vec<(u32, u64)>,
     rows: HashMap<u32, Row>,
 }
 
@@ -82,10 +93,7 @@ struct Held {
 enum Take {
     /// Held, with the rows asked for read.
     Held(Held),
-    /// Not taken whole (released); try again after a back-off.
-    Busy,
-    /// Past the attempt's deadline, or a row read under the locks was torn
-    /// (released).
+    /// Not taken (what was taken is released); try again after a back-off.
     Retry,
 }
 
@@ -97,8 +105,15 @@ pub struct RcuckooCore {
     id: ClientId,
     alloc: BlockAlloc,
     counters: RcuckooCounters,
-    /// This client's word in a lock it holds.
-    tag: u64,
+    /// This client's acquisitions so far (each lock word it writes is new).
+    acquisitions: u32,
+    /// Locks found held, with the word and when this client first saw it:
+    /// a word unchanged past [`RcuckooCore::repair_after`] is a stranded
+    /// lock (§4.1).
+    stuck: HashMap<(NodeId, u32), (u64, Nanos)>,
+    /// Rows found torn, and when first (a writer that died mid-WRITE).
+    torn_since: HashMap<(NodeId, u32), Nanos>,
+    unfenced_writes: bool,
 }
 
 impl RcuckooCore {
@@ -106,11 +121,14 @@ impl RcuckooCore {
     pub fn new(cfg: Arc<Config>, layout: RcuckooLayout, id: ClientId) -> RcuckooCore {
         RcuckooCore {
             alloc: BlockAlloc::new(layout.extents, id.node, id.index, hold(&cfg)),
-            tag: ((u64::from(id.node.0) + 1) << 32) | (u64::from(id.index) + 1),
             cfg,
             layout,
             id,
             counters: RcuckooCounters::default(),
+            acquisitions: 0,
+            stuck: HashMap::new(),
+            torn_since: HashMap::new(),
+            unfenced_writes: false,
         }
     }
 
@@ -119,10 +137,40 @@ impl RcuckooCore {
         self.counters
     }
 
+    /// Test-only fault switch: post row WRITEs however late the attempt
+    /// runs (RCuckoo as published, §4.4), so that a writer paused past the
+    /// takeover of its locks writes over the repairer's and later writers'
+    /// rows.
+    pub fn set_unfenced_writes(&mut self, on: bool) {
+        self.unfenced_writes = on;
+    }
+
     /// The last instant an attempt started at `start` may act on what it
-    /// read (an extent it read a pointer to is not reused before T).
+    /// read or post a WRITE (an extent it read a pointer to is not reused
+    /// before T; a lock it holds is not taken over before
+    /// [`RcuckooCore::repair_after`]).
     fn deadline(&self, start: Nanos) -> Nanos {
         start.plus(self.cfg.expiration.saturating_sub(self.cfg.deadline_margin))
+    }
+
+    /// How long a lock word must stay unchanged, as seen by one waiter,
+    /// before the waiter takes the lock over (§4.1's failure timeout). A
+    /// live holder acquired it after its attempt started and posts nothing
+    /// after its deadline (T − margin from the start), and every request it
+    /// posted lands within the margin (A2); with the skew between their
+    /// clocks, T + skew + 2 margins after the waiter first saw the word the
+    /// holder is done or will never write again.
+    fn repair_after(&self) -> Duration {
+        self.cfg.expiration + self.cfg.clock_skew + 2 * self.cfg.deadline_margin
+    }
+
+    /// A fresh acquisition word: this client's node and index, and a number
+    /// no earlier acquisition of its process used.
+    fn next_word(&mut self) -> u64 {
+        self.acquisitions = self.acquisitions.wrapping_add(1).max(1);
+        ((u64::from(self.id.node.0) + 1) << 48)
+            | ((u64::from(self.id.index) + 1) << 32)
+            | u64::from(self.acquisitions)
     }
 
     /// READs of `rows` on `home`: one covering READ per run of adjacent
@@ -148,29 +196,31 @@ impl RcuckooCore {
         out
     }
 
-    /// Decodes the rows of `reads` from their results; `None` if one is
-    /// torn.
+    /// Decodes the rows of `reads` from their results; `Err(row)` names a
+    /// torn one.
     fn decode_rows(
         &mut self,
+        home: NodeId,
         reads: &[(u32, u32, Op)],
         results: &[Result<nessie_protocol::OpOutput, nessie_protocol::FabricError>],
-    ) -> Result<Option<HashMap<u32, Row>>, Error> {
+    ) -> Result<Result<HashMap<u32, Row>, u32>, Error> {
         let rb = self.layout.row_bytes() as usize;
         let mut rows = HashMap::new();
         for ((first, last, _), r) in reads.iter().zip(results) {
             let bytes = read_bytes(r)?;
             for (k, row) in (*first..=*last).enumerate() {
-                let Some(decoded) = bytes
+                let decoded = bytes
                     .get(k * rb..(k + 1) * rb)
-                    .and_then(|b| self.layout.decode_row(b))
-                else {
+                    .and_then(|b| self.layout.decode_row(b));
+                let Some(decoded) = decoded else {
                     self.counters.torn_rows += 1;
-                    return Ok(None);
+                    return Ok(Err(row));
                 };
+                self.torn_since.remove(&(home, row));
                 rows.insert(row, decoded);
             }
         }
-        Ok(Some(rows))
+        Ok(Ok(rows))
     }
 
     async fn get(&mut self, io: &Io, key: &[u8]) -> Result<Attempt, Error> {
@@ -182,15 +232,19 @@ impl RcuckooCore {
         if io.now() > deadline {
             return Ok(Attempt::Retry);
         }
-        let Some(rows) = self.decode_rows(&reads, &r)? else {
-            return Ok(Attempt::Retry);
+        let rows = match self.decode_rows(place.home, &reads, &r)? {
+            Ok(rows) => rows,
+            Err(torn) => {
+                self.torn_row(io, place.home, torn, deadline).await;
+                return Ok(Attempt::Retry);
+            }
         };
         let entry = place
             .rows
             .iter()
             .find_map(|row| rows[row].find(key).map(|p| rows[row].entries[p].clone()));
         let value = match entry {
-            None => None,
+            None | Some(Entry::Empty) => None,
             Some(Entry::Inline { value, .. }) => Some(value),
             Some(Entry::Extent {
                 node,
@@ -204,9 +258,29 @@ impl RcuckooCore {
                 Some(v) => Some(v),
                 None => return Ok(Attempt::Retry),
             },
-            Some(Entry::Empty) => None,
         };
         Ok(Attempt::Done(Ok(Response::Get(value))))
+    }
+
+    /// A GET met `row` torn. A row stays torn only if its writer died
+    /// mid-WRITE holding its lock; a live writer's WRITE lands within a
+    /// margin. Once the row has been torn for a margin, this client looks
+    /// at its lock: taking it (free, or stranded past
+    /// [`RcuckooCore::repair_after`]) repairs the rows under it, and a
+    /// holder's word is noted, which starts the failure timeout.
+    async fn torn_row(&mut self, io: &Io, home: NodeId, row: u32, deadline: Nanos) {
+        let now = io.now();
+        let since = *self.torn_since.entry((home, row)).or_insert(now);
+        if now.since(since) < self.cfg.deadline_margin {
+            return;
+        }
+        let lock = self.layout.lock_of(row);
+        let rows: Vec<u32> = self.layout.rows_of(lock).collect();
+        // Taking the lock notes a holder's word, and takes it over once it
+        // has been stranded long enough.
+        if let Take::Held(held) = self.take(io, home, &[lock], &rows, deadline).await {
+            self.release(io, home, &held.locks).await;
+        }
     }
 
     /// READs the extent an entry of `key` names and checks it is the one
@@ -245,7 +319,10 @@ impl RcuckooCore {
 
     /// Takes `locks` (ascending) on `home` in one chain, with READs of
     /// `rows` fenced behind the CASes; releases what it got if it did not
-    /// get them all.
+    /// get them all. A lock whose holder's word has not changed for
+    /// [`RcuckooCore::repair_after`] is taken over from it and its rows
+    /// repaired (§4). A torn row read under the locks (its writer died
+    /// mid-WRITE) is repaired in place.
     async fn take(
         &mut self,
         io: &Io,
@@ -253,15 +330,17 @@ impl RcuckooCore {
         locks: &[u32],
         rows: &[u32],
         deadline: Nanos,
-    ) -> Result<Take, Error> {
+    ) -> Take {
+        let words: Vec<u64> = locks.iter().map(|_| self.next_word()).collect();
         let reads = self.row_reads(home, rows);
         let mut chain: Vec<(Op, ChainLink)> = locks
             .iter()
-            .map(|&l| {
+            .zip(&words)
+            .map(|(&l, &w)| {
                 let op = Op::Cas {
                     addr: self.layout.lock_addr(home, l),
                     expect: 0,
-                    new: self.tag,
+                    new: w,
                 };
                 (op, ChainLink::Ordered)
             })
@@ -275,44 +354,144 @@ impl RcuckooCore {
         // Each lock CAS: taken, held by another, or unknown (an error: it
         // may have taken the lock, which the release then gives back).
         let mut got = Vec::new();
-        let mut all = true;
-        for (&l, r) in locks.iter().zip(&r) {
+        let mut held_by = Vec::new();
+        let mut unknown = false;
+        for ((&l, &w), r) in locks.iter().zip(&words).zip(&r) {
             match cas_previous(r) {
-                Ok(0) => got.push(l),
-                Ok(_) => all = false,
+                Ok(0) => got.push((l, w)),
+                Ok(other) => held_by.push((l, other)),
                 Err(_) => {
-                    all = false;
-                    got.push(l);
+                    unknown = true;
+                    got.push((l, w));
                 }
             }
         }
-        if !all {
-            self.counters.lock_conflicts += 1;
+        if unknown || !held_by.is_empty() {
+            self.counters.lock_conflicts += u64::from(!held_by.is_empty());
             self.release(io, home, &got).await;
-            return Ok(if io.now() > deadline {
-                Take::Retry
-            } else {
-                Take::Busy
-            });
-        }
-        let rows_read = match self.decode_rows(&reads, &r[locks.len()..]) {
-            Ok(Some(rows)) if io.now() <= deadline => rows,
-            // Torn under the locks (a writer that died mid-write: the
-            // repair is not built), a failed READ, or too late.
-            _ => {
-                self.release(io, home, locks).await;
-                return Ok(Take::Retry);
+            for (l, word) in held_by {
+                self.note_holder(io, home, l, word, deadline).await;
             }
+            return Take::Retry;
+        }
+        for &(l, _) in &got {
+            self.stuck.remove(&(home, l));
+        }
+        let mut held = Held {
+            locks: got,
+            rows: HashMap::new(),
         };
-        Ok(Take::Held(Held {
-            locks: locks.to_vec(),
-            rows: rows_read,
-        }))
+        match self.decode_rows(home, &reads, &r[locks.len()..]) {
+            Ok(Ok(rows)) if io.now() <= deadline => held.rows = rows,
+            Ok(Err(_)) if io.now() <= deadline => {
+                // Torn under our locks: its writer died mid-WRITE.
+                self.repair(io, home, &mut held, &reads, &r[locks.len()..], deadline)
+                    .await;
+                return Take::Retry;
+            }
+            _ => {
+                self.release(io, home, &held.locks).await;
+                return Take::Retry;
+            }
+        }
+        Take::Held(held)
     }
 
-    /// Releases `locks` on `home` (a CAS from this client's tag each, so a
-    /// lock it does not hold is left alone).
-    async fn release(&mut self, io: &Io, home: NodeId, locks: &[u32]) {
+    /// Lock `lock` was found held with `word`: remembered, and taken over
+    /// (with its rows repaired) once the same word has stood for
+    /// [`RcuckooCore::repair_after`] (the holder died, or is too slow ever
+    /// to write again).
+    async fn note_holder(&mut self, io: &Io, home: NodeId, lock: u32, word: u64, deadline: Nanos) {
+        let now = io.now();
+        let seen = self.stuck.entry((home, lock)).or_insert((word, now));
+        if seen.0 != word {
+            *seen = (word, now);
+            return;
+        }
+        if now.since(seen.1) < self.repair_after() || now > deadline {
+            return;
+        }
+        // Take it over: a CAS from the stranded word, so one waiter wins.
+        let ours = self.next_word();
+        let addr = self.layout.lock_addr(home, lock);
+        let rows: Vec<u32> = self.layout.rows_of(lock).collect();
+        let reads = self.row_reads(home, &rows);
+        let mut chain = vec![(
+            Op::Cas {
+                addr,
+                expect: word,
+                new: ours,
+            },
+            ChainLink::Ordered,
+        )];
+        chain.extend(
+            reads
+                .iter()
+                .map(|(_, _, op)| (op.clone(), ChainLink::Fenced)),
+        );
+        let r = io.chain_by(chain, OpClass::Index, deadline).await;
+        self.stuck.remove(&(home, lock));
+        match cas_previous(&r[0]) {
+            Ok(prev) if prev == word => {}
+            // Another waiter took it over, or it moved on.
+            Ok(_) => return,
+            Err(_) => {
+                self.release(io, home, &[(lock, ours)]).await;
+                return;
+            }
+        }
+        self.counters.repairs += 1;
+        let mut held = Held {
+            locks: vec![(lock, ours)],
+            rows: HashMap::new(),
+        };
+        self.repair(io, home, &mut held, &reads, &r[1..], deadline)
+            .await;
+    }
+
+    /// Repairs the rows under `held`, read by `reads` (§4.3): a row whose
+    /// CRC fails was torn by a writer that died mid-WRITE; each entry that
+    /// fails its own check is the one that writer was changing, and reads
+    /// as empty (a moved entry is still at its other row, a new key was
+    /// never acknowledged); the row is written back whole. Duplicates an
+    /// interrupted move left are removed by the next update or DELETE of
+    /// their key. Then the locks are released.
+    async fn repair(
+        &mut self,
+        io: &Io,
+        home: NodeId,
+        held: &mut Held,
+        reads: &[(u32, u32, Op)],
+        results: &[Result<nessie_protocol::OpOutput, nessie_protocol::FabricError>],
+        deadline: Nanos,
+    ) {
+        let rb = self.layout.row_bytes() as usize;
+        let mut fixed = Vec::new();
+        for ((first, last, _), r) in reads.iter().zip(results) {
+            let Ok(bytes) = read_bytes(r) else {
+                self.release(io, home, &held.locks).await;
+                return;
+            };
+            for (k, row) in (*first..=*last).enumerate() {
+                let b = bytes.get(k * rb..(k + 1) * rb).unwrap_or_default();
+                if self.layout.decode_row(b).is_some() {
+                    continue;
+                }
+                let (repaired, cleared) = self.layout.decode_row_lenient(b);
+                self.counters.repaired_entries += cleared as u64;
+                fixed.push((row, repaired));
+            }
+        }
+        if fixed.is_empty() {
+            self.release(io, home, &held.locks).await;
+            return;
+        }
+        let _ = self.write_rows(io, home, held, fixed, deadline).await;
+    }
+
+    /// Releases `locks` on `home` (a CAS from this client's word in each,
+    /// so a lock it does not hold is left alone).
+    async fn release(&mut self, io: &Io, home: NodeId, locks: &[(u32, u64)]) {
         if locks.is_empty() {
             return;
         }
@@ -323,62 +502,194 @@ impl RcuckooCore {
         self.counters.locks_leaked += r.iter().filter(|r| cas_previous(r).is_err()).count() as u64;
     }
 
-    fn release_ops(&self, home: NodeId, locks: &[u32]) -> Vec<Op> {
+    fn release_ops(&self, home: NodeId, locks: &[(u32, u64)]) -> Vec<Op> {
         locks
             .iter()
-            .map(|&l| Op::Cas {
+            .map(|&(l, w)| Op::Cas {
                 addr: self.layout.lock_addr(home, l),
-                expect: self.tag,
+                expect: w,
                 new: 0,
             })
             .collect()
     }
 
     /// WRITEs `rows` (each with its version bumped) in order, then releases
-    /// the held locks behind them, in one ordered chain; an error if a
-    /// WRITE's or a release's outcome is unknown.
+    /// the held locks behind them, in one ordered chain, posted only before
+    /// `deadline` (after it the locks may be taken over). If a completion
+    /// reports an error, the lock words tell what happened once every
+    /// request has landed or never will: a release that took effect ran
+    /// after every WRITE had (the chain is ordered), so the rows are
+    /// written; locks all still ours mean a WRITE did not run (or ran part
+    /// placed), and the rows are read back to post again only the images
+    /// that did not land (a row's earlier image posted again after its
+    /// later one would undo it under the readers). `Err` if the rows' fate
+    /// cannot be learnt.
     async fn write_rows(
         &mut self,
         io: &Io,
         home: NodeId,
         held: &Held,
         rows: Vec<(u32, Row)>,
+        deadline: Nanos,
     ) -> Result<(), Error> {
-        let n = rows.len();
-        let mut chain: Vec<(Op, ChainLink)> = rows
+        let images: Vec<(u32, Row, Vec<u8>)> = rows
             .into_iter()
             .map(|(r, mut row)| {
                 row.version = row.version.wrapping_add(1);
-                let op = Op::Write {
-                    addr: self.layout.row_addr(home, r),
-                    data: self.layout.encode_row(&row),
-                };
-                (op, ChainLink::Ordered)
+                let bytes = self.layout.encode_row(&row);
+                (r, row, bytes)
             })
             .collect();
-        chain.extend(
-            self.release_ops(home, &held.locks)
-                .into_iter()
-                .map(|op| (op, ChainLink::Ordered)),
-        );
-        let deadline = io.now().plus(self.cfg.deadline_margin);
-        let r = io.chain_by(chain, OpClass::Index, deadline).await;
-        let wrote = r[..n].iter().map(written).find_map(Result::err);
-        let released = r[n..].iter().map(cas_previous).find_map(Result::err);
-        match (wrote, released) {
-            (None, None) => Ok(()),
-            (Some(e), _) => {
-                // The rows may or may not be written, the locks may or may
-                // not be released: give back what is still ours.
-                self.release(io, home, &held.locks).await;
-                Err(UnknownOutcome::new(UnknownStep::Commit, e).into())
+        let mut pending: Vec<usize> = (0..images.len()).collect();
+        let mut last = None;
+        for _ in 0..3 {
+            if io.now() > deadline && !self.unfenced_writes {
+                // Past the deadline a waiter may have taken the locks over:
+                // nothing more is written. With nothing written yet the
+                // locks are given back (a release CAS leaves a lock taken
+                // over alone); after a failed write they are left to a
+                // waiter's repair.
+                self.counters.writes_fenced += 1;
+                return match last {
+                    None => {
+                        self.release(io, home, &held.locks).await;
+                        Err(Error::Timeout)
+                    }
+                    Some(e) => {
+                        self.counters.locks_leaked += held.locks.len() as u64;
+                        Err(UnknownOutcome::new(UnknownStep::Commit, e).into())
+                    }
+                };
             }
-            (None, Some(_)) => {
-                // Written; a release may not have landed.
-                self.release(io, home, &held.locks).await;
-                Ok(())
+            let n = pending.len();
+            let mut chain: Vec<(Op, ChainLink)> = pending
+                .iter()
+                .map(|&i| {
+                    let (r, _, data) = &images[i];
+                    let op = Op::Write {
+                        addr: self.layout.row_addr(home, *r),
+                        data: data.clone(),
+                    };
+                    (op, ChainLink::Ordered)
+                })
+                .collect();
+            chain.extend(
+                self.release_ops(home, &held.locks)
+                    .into_iter()
+                    .map(|op| (op, ChainLink::Ordered)),
+            );
+            let posted = io.now();
+            let within = posted.plus(self.cfg.deadline_margin);
+            let r = io.chain_by(chain, OpClass::Index, within).await;
+            let failed = r[..n]
+                .iter()
+                .map(written)
+                .chain(r[n..].iter().map(|r| cas_previous(r).map(|_| ())))
+                .find_map(Result::err);
+            let Some(e) = failed else {
+                return Ok(());
+            };
+            last = Some(e);
+            // Which locks are still ours, once every request of the chain
+            // has landed or never will (A2: within the margin of posting;
+            // a WRITE whose error came first lands later, and the releases
+            // ordered behind it run after it)? And, if all are, which rows
+            // hold which image?
+            let settled = posted.plus(self.cfg.deadline_margin);
+            if io.now() < settled {
+                io.backoff(Duration::from_nanos(settled.0 - io.now().0))
+                    .await;
+            }
+            // A lock word that is no longer ours says our release ran only
+            // while no waiter can have taken the lock over: a read posted by
+            // the deadline plus a margin lands (A2) before any waiter's
+            // failure timeout has run out (`repair_after`).
+            if io.now() > deadline.plus(self.cfg.deadline_margin) {
+                break;
+            }
+            let mut written_rows: Vec<u32> = pending.iter().map(|&i| images[i].0).collect();
+            written_rows.sort_unstable();
+            written_rows.dedup();
+            let reads = self.row_reads(home, &written_rows);
+            let ops = held
+                .locks
+                .iter()
+                .map(|&(l, _)| Op::Read {
+                    addr: self.layout.lock_addr(home, l),
+                    len: 8,
+                })
+                .chain(reads.iter().map(|(_, _, op)| op.clone()))
+                .collect();
+            let got = io
+                .round_within(ops, OpClass::Index, self.cfg.deadline_margin)
+                .await;
+            let (words, row_bytes) = got.split_at(held.locks.len());
+            let mut ours = Vec::new();
+            for (&(l, w), r) in held.locks.iter().zip(words) {
+                if read_bytes(r).is_ok_and(|b| nessie_exec::bytes::word(b, 0) == w) {
+                    ours.push((l, w));
+                }
+            }
+            // Not learnt: the locks stay, for a waiter's repair.
+            if words.iter().any(|r| read_bytes(r).is_err())
+                || row_bytes.iter().any(|r| read_bytes(r).is_err())
+            {
+                break;
+            }
+            if ours.len() < held.locks.len() {
+                // A release ran, so every WRITE ran before it.
+                self.release(io, home, &ours).await;
+                return Ok(());
+            }
+            pending = self.unlanded(&images, &pending, &reads, row_bytes);
+        }
+        self.counters.locks_leaked += held.locks.len() as u64;
+        Err(UnknownOutcome::new(UnknownStep::Commit, last.unwrap_or(Error::Timeout)).into())
+    }
+
+    /// Which of the `pending` images did not land, from the rows read back
+    /// by `reads` under our locks: for each row, those after the last of
+    /// its images it holds (all of them if it holds none; its last if it
+    /// is torn, a WRITE part placed).
+    fn unlanded(
+        &self,
+        images: &[(u32, Row, Vec<u8>)],
+        pending: &[usize],
+        reads: &[(u32, u32, Op)],
+        results: &[Result<nessie_protocol::OpOutput, nessie_protocol::FabricError>],
+    ) -> Vec<usize> {
+        let rb = self.layout.row_bytes() as usize;
+        let mut now: HashMap<u32, Option<Row>> = HashMap::new();
+        for ((first, last, _), r) in reads.iter().zip(results) {
+            let bytes = read_bytes(r).unwrap_or_default();
+            for (k, row) in (*first..=*last).enumerate() {
+                let b = bytes.get(k * rb..(k + 1) * rb).unwrap_or_default();
+                now.insert(row, self.layout.decode_row(b));
             }
         }
+        let mut out = Vec::new();
+        let rows: Vec<u32> = pending.iter().map(|&i| images[i].0).collect();
+        for &i in pending {
+            let r = images[i].0;
+            let mine: Vec<usize> = pending
+                .iter()
+                .zip(&rows)
+                .filter(|(_, &row)| row == r)
+                .map(|(&j, _)| j)
+                .collect();
+            let keep = match now.get(&r) {
+                Some(Some(current)) => match mine.iter().rposition(|&j| images[j].1 == *current) {
+                    Some(at) => mine[at + 1..].contains(&i),
+                    None => true,
+                },
+                // Torn: its last image.
+                _ => mine.last() == Some(&i),
+            };
+            if keep {
+                out.push(i);
+            }
+        }
+        out
     }
 
     async fn write(&mut self, io: &Io, op: KvRequest<'_>) -> Result<Attempt, Error> {
@@ -419,16 +730,13 @@ impl RcuckooCore {
             _ => (None, None),
         };
         let outcome = self.write_locked(io, op, entry, deadline).await;
-        let linked = matches!(
-            outcome,
-            Ok(Attempt::Done(
-                Ok(Response::Put(_)) | Err(Error::OutcomeUnknown(_))
-            ))
-        );
-        if let (false, Some(b)) = (linked, extent) {
-            self.alloc.unpublished(b);
-        } else if let (Ok(Attempt::Done(Err(_))), Some(_)) = (&outcome, extent) {
-            self.counters.extents_leaked += 1;
+        match (&outcome, extent) {
+            (Ok(Attempt::Done(Ok(Response::Put(_)))), _) | (_, None) => {}
+            (Ok(Attempt::Done(Err(Error::OutcomeUnknown(_)))), Some(_)) => {
+                self.counters.extents_leaked += 1;
+            }
+            // Nothing linked the extent.
+            (_, Some(b)) => self.alloc.unpublished(b),
         }
         outcome
     }
@@ -447,35 +755,75 @@ impl RcuckooCore {
         locks.dedup();
         let held = match self
             .take(io, place.home, &locks, &place.rows, deadline)
-            .await?
+            .await
         {
             Take::Held(h) => h,
-            Take::Busy | Take::Retry => return Ok(Attempt::Retry),
+            Take::Retry => return Ok(Attempt::Retry),
         };
-        let found = place
-            .rows
+        // Where the key is: in its first row, its second, or (a writer died
+        // mid-move or mid-update) more than one entry.
+        let mut rows = place.rows.to_vec();
+        rows.dedup();
+        let found: Vec<(u32, Vec<usize>)> = rows
             .iter()
-            .find_map(|&r| held.rows[&r].find(key).map(|p| (r, p)));
-        match (found, entry) {
-            (None, None) => {
+            .map(|&r| (r, held.rows[&r].find_all(key)))
+            .filter(|(_, ps)| !ps.is_empty())
+            .collect();
+        if found.is_empty() {
+            let Some(entry) = entry else {
                 self.release(io, place.home, &held.locks).await;
-                Ok(Attempt::Done(Ok(Response::Delete(false))))
-            }
-            (Some((r, p)), entry) => {
-                let mut row = held.rows[&r].clone();
-                let old =
-                    std::mem::replace(&mut row.entries[p], entry.clone().unwrap_or(Entry::Empty));
-                if let Err(e) = self.write_rows(io, place.home, &held, vec![(r, row)]).await {
-                    return Ok(Attempt::Done(Err(e)));
-                }
-                self.free_extent(io, &old).await;
-                Ok(Attempt::Done(Ok(match entry {
-                    None => Response::Delete(true),
-                    Some(_) => Response::Put(true),
-                })))
-            }
-            (None, Some(entry)) => self.insert(io, place, held, entry, deadline).await,
+                return Ok(Attempt::Done(Ok(Response::Delete(false))));
+            };
+            return self.insert(io, place, held, entry, deadline).await;
         }
+        // The first holder takes the new entry (or is emptied); every other
+        // entry of the key is emptied, each row in one image.
+        let mut old = Vec::new();
+        let mut changed = Vec::new();
+        for (i, (r, ps)) in found.iter().enumerate() {
+            let mut row = held.rows[r].clone();
+            // How many of the key's entries in this row, from the first,
+            // stay (the one replaced in place).
+            let keep = match (&entry, i, row.free()) {
+                // Our entries are wider than a word, so a row WRITE torn
+                // inside one (part placed, its writer dead) leaves it
+                // unreadable, and the repair empties it: replaced in place,
+                // the key would be lost. With a free entry in the row, the
+                // new entry is written there first and the old ones emptied
+                // by a second WRITE of the row: a tear of either loses
+                // nothing that was committed.
+                (Some(e), 0, Some(q)) => {
+                    row.entries[q] = e.clone();
+                    changed.push((*r, row.clone()));
+                    row.version = row.version.wrapping_add(1);
+                    0
+                }
+                (Some(e), 0, None) => {
+                    old.push(std::mem::replace(&mut row.entries[ps[0]], e.clone()));
+                    1
+                }
+                _ => 0,
+            };
+            for &p in &ps[keep..] {
+                old.push(std::mem::replace(&mut row.entries[p], Entry::Empty));
+            }
+            changed.push((*r, row));
+        }
+        self.counters.duplicates_removed +=
+            found.iter().map(|(_, ps)| ps.len() as u64).sum::<u64>() - 1;
+        if let Err(e) = self
+            .write_rows(io, place.home, &held, changed, deadline)
+            .await
+        {
+            return Ok(Attempt::Done(Err(e)));
+        }
+        for o in &old {
+            self.free_extent(io, o).await;
+        }
+        Ok(Attempt::Done(Ok(match entry {
+            None => Response::Delete(true),
+            Some(_) => Response::Put(true),
+        })))
     }
 
     /// Inserts `entry` (its key absent from both its rows, checked under
@@ -489,33 +837,37 @@ impl RcuckooCore {
         entry: Entry,
         deadline: Nanos,
     ) -> Result<Attempt, Error> {
-        for &r in &place.rows {
-            if let Some(p) = held.rows[&r].free() {
+        let key_locks: Vec<u32> = held.locks.iter().map(|&(l, _)| l).collect();
+        let mut widen = 0u32;
+        loop {
+            if let Some(&r) = place.rows.iter().find(|r| held.rows[r].free().is_some()) {
                 let mut row = held.rows[&r].clone();
+                let p = row.free().unwrap_or_default();
                 row.entries[p] = entry;
                 return Ok(Attempt::Done(
-                    self.write_rows(io, place.home, &held, vec![(r, row)])
+                    self.write_rows(io, place.home, &held, vec![(r, row)], deadline)
                         .await
                         .map(|()| Response::Put(false)),
                 ));
             }
-        }
-        let key_locks = held.locks.clone();
-        let mut widen = 0u32;
-        loop {
             // Every row the held locks cover, read under them.
             let missing: Vec<u32> = held
                 .locks
                 .iter()
-                .flat_map(|&l| self.layout.rows_of(l))
+                .flat_map(|&(l, _)| self.layout.rows_of(l))
                 .filter(|r| !held.rows.contains_key(r))
                 .collect();
             if !missing.is_empty() {
                 let reads = self.row_reads(place.home, &missing);
                 let ops = reads.iter().map(|(_, _, op)| op.clone()).collect();
                 let r = io.round_by(ops, OpClass::Index, deadline).await;
-                match self.decode_rows(&reads, &r) {
-                    Ok(Some(rows)) if io.now() <= deadline => held.rows.extend(rows),
+                match self.decode_rows(place.home, &reads, &r) {
+                    Ok(Ok(rows)) if io.now() <= deadline => held.rows.extend(rows),
+                    Ok(Err(_)) if io.now() <= deadline => {
+                        self.repair(io, place.home, &mut held, &reads, &r, deadline)
+                            .await;
+                        return Ok(Attempt::Retry);
+                    }
                     _ => {
                         self.release(io, place.home, &held.locks).await;
                         return Ok(Attempt::Retry);
@@ -526,7 +878,7 @@ impl RcuckooCore {
                 let rows = self.apply_path(&held.rows, &path, entry);
                 self.counters.moved += path.len() as u64 - 1;
                 return Ok(Attempt::Done(
-                    self.write_rows(io, place.home, &held, rows)
+                    self.write_rows(io, place.home, &held, rows, deadline)
                         .await
                         .map(|()| Response::Put(false)),
                 ));
@@ -542,14 +894,18 @@ impl RcuckooCore {
             self.counters.widened += 1;
             let mut locks: Vec<u32> = key_locks
                 .iter()
-                .flat_map(|&l| (0..=2 * widen).map(move |d| (l + all + d - widen) % all))
+                .flat_map(|&l| {
+                    (0..=2 * i64::from(widen)).map(move |d| {
+                        (i64::from(l) + d - i64::from(widen)).rem_euclid(i64::from(all)) as u32
+                    })
+                })
                 .collect();
             locks.sort_unstable();
             locks.dedup();
             let rows: Vec<u32> = locks.iter().flat_map(|&l| self.layout.rows_of(l)).collect();
-            held = match self.take(io, place.home, &locks, &rows, deadline).await? {
+            held = match self.take(io, place.home, &locks, &rows, deadline).await {
                 Take::Held(h) => h,
-                Take::Busy | Take::Retry => return Ok(Attempt::Retry),
+                Take::Retry => return Ok(Attempt::Retry),
             };
             // The key may have been inserted while no lock was held.
             if place
@@ -559,17 +915,6 @@ impl RcuckooCore {
             {
                 self.release(io, place.home, &held.locks).await;
                 return Ok(Attempt::Retry);
-            }
-            for &r in &place.rows {
-                if let Some(p) = held.rows[&r].free() {
-                    let mut row = held.rows[&r].clone();
-                    row.entries[p] = entry;
-                    return Ok(Attempt::Done(
-                        self.write_rows(io, place.home, &held, vec![(r, row)])
-                            .await
-                            .map(|()| Response::Put(false)),
-                    ));
-                }
             }
         }
     }
@@ -700,6 +1045,7 @@ impl ClientLogic for RcuckooCore {
         } else {
             hold(&self.cfg)
         });
+        self.set_unfenced_writes(switches.unfenced_writes);
     }
 }
 

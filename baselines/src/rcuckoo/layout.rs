@@ -3,12 +3,14 @@
 //! §3.1 and §3.3).
 //!
 //! ```text
-//! index region: lock table, one word per lock (0: free; else the holder's tag)
+//! index region: lock table, one word per lock (0: free; else the holder's
+//!               acquisition word: its node, index and acquisition number)
 //! data region:  | rows | extents: client 0's share | client 1's | ... |
 //! row:   8 entries | version word (bits 0-7) | CRC64 of everything before it
 //! entry: header word | key (the longest key, padded to 8) | two payload words
 //!   header: 0 empty; else bit 0 set, bit 1 extent, bits 8-19 key length,
-//!           bits 20-47 value length
+//!           bits 20-47 value length, bits 48-63 a check over the entry (the
+//!           low bits of a CRC64 of its bytes with the check zeroed)
 //!   payload, inline: the value (at most 16 bytes)
 //!   payload, extent: node (bits 48-63) | offset (bits 0-47); the extent's
 //!           live header word (RACE's KV block format, `crate::race::layout`)
@@ -125,6 +127,14 @@ impl Row {
     /// The position of `key` in the row.
     pub fn find(&self, key: &[u8]) -> Option<usize> {
         self.entries.iter().position(|e| e.key() == Some(key))
+    }
+
+    /// Every position holding `key` (more than one only where a writer died
+    /// between adding a key's new entry and emptying its old one).
+    pub fn find_all(&self, key: &[u8]) -> Vec<usize> {
+        (0..self.entries.len())
+            .filter(|&p| self.entries[p].key() == Some(key))
+            .collect()
     }
 
     /// The first empty position.
@@ -244,6 +254,17 @@ impl RcuckooLayout {
 
     fn encode_entry(&self, e: &Entry, b: &mut Vec<u8>) {
         let start = b.len();
+        self.encode_unchecked(e, b);
+        if b[start..start + 8] != [0; 8] {
+            let check = CRC64.checksum(&b[start..]) & 0xffff;
+            let header = word(b, start) | (check << 48);
+            b[start..start + 8].copy_from_slice(&header.to_le_bytes());
+        }
+    }
+
+    /// An entry's bytes with its check zeroed.
+    fn encode_unchecked(&self, e: &Entry, b: &mut Vec<u8>) {
+        let start = b.len();
         let (key, header, payload): (&[u8], u64, [u64; 2]) = match e {
             Entry::Empty => (&[], 0, [0, 0]),
             Entry::Inline { key, value } => {
@@ -300,10 +321,42 @@ impl RcuckooLayout {
         })
     }
 
+    /// Decodes a row whose CRC may not match (a repairer's view of a row
+    /// torn by a writer that died): each entry that fails its own check
+    /// (the one the torn WRITE was changing) reads as empty. The second
+    /// value counts them.
+    pub fn decode_row_lenient(&self, bytes: &[u8]) -> (Row, usize) {
+        let e = self.entry_bytes() as usize;
+        let n = self.row_bytes() as usize;
+        let mut cleared = 0;
+        let entries = (0..ENTRIES_PER_ROW)
+            .map(|i| {
+                bytes
+                    .get(i * e..(i + 1) * e)
+                    .and_then(|b| self.decode_entry(b))
+                    .unwrap_or_else(|| {
+                        cleared += 1;
+                        Entry::Empty
+                    })
+            })
+            .collect();
+        let version = if bytes.len() >= n {
+            word(bytes, n - 16) as u8
+        } else {
+            0
+        };
+        (Row { entries, version }, cleared)
+    }
+
     fn decode_entry(&self, b: &[u8]) -> Option<Entry> {
         let header = word(b, 0);
         if header == 0 {
             return Some(Entry::Empty);
+        }
+        let mut unchecked = b.to_vec();
+        unchecked[..8].copy_from_slice(&(header & ((1 << 48) - 1)).to_le_bytes());
+        if CRC64.checksum(&unchecked) & 0xffff != header >> 48 {
+            return None;
         }
         let extent = header & 2 != 0;
         let klen = ((header >> 8) & 0xfff) as usize;
@@ -373,10 +426,15 @@ mod tests {
         };
         let b = l.encode_row(&row);
         assert_eq!(b.len() as u64, l.row_bytes());
-        assert_eq!(l.decode_row(&b), Some(row));
+        assert_eq!(l.decode_row(&b), Some(row.clone()));
         let mut torn = b.clone();
         torn[40] ^= 1;
         assert_eq!(l.decode_row(&torn), None);
+        // A repairer reads the torn entry as empty, the others as written.
+        let (lenient, cleared) = l.decode_row_lenient(&torn);
+        assert_eq!(cleared, 1);
+        assert_eq!(lenient.entries[0], Entry::Empty);
+        assert_eq!(lenient.entries[5], row.entries[5]);
         assert_eq!(
             l.decode_row(&vec![0; l.row_bytes() as usize]),
             Some(Row::empty())
