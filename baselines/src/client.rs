@@ -114,6 +114,16 @@ pub struct CoreSwitches {
     /// of giving up once its attempt's deadline passed, after which a
     /// stranded lock may be taken over (RCuckoo).
     pub unfenced_writes: bool,
+    /// A repair empties every entry a torn row WRITE left unreadable,
+    /// instead of restoring the one an update was replacing (RCuckoo; the
+    /// paper's repair, which its 8-byte entries allow, lets a key whose
+    /// update tore vanish from our wider entries).
+    pub repair_empties_torn: bool,
+    /// A GET that finds its key in neither row answers "absent" at once, as
+    /// RCuckoo is published, without reading the rows again: its two READs
+    /// can straddle a cuckoo move of the key (the copy to the second row
+    /// after the first READ, the emptying of the first before the second).
+    pub skip_miss_check: bool,
 }
 
 /// The request channel of a baseline's client `id` over `mailbox`, shaped by

@@ -94,6 +94,12 @@ pub struct SwarmArgs {
     /// lock was released, is checked for every other fault.
     #[arg(long)]
     pub without_duplicate_writes: bool,
+    /// Long pauses (`SwarmCase::with_long_pauses`: one poll in twenty
+    /// descheduled for up to four expiration periods): the family in which
+    /// RCuckoo's writer, unfenced as published (`--server-faults
+    /// unfenced-writes`), writes after its locks were taken over.
+    #[arg(long)]
+    pub long_pauses: bool,
 }
 
 impl SwarmArgs {
@@ -119,6 +125,9 @@ impl SwarmArgs {
         }
         if self.without_duplicate_writes {
             case = case.without_duplicate_writes();
+        }
+        if self.long_pauses {
+            case = case.with_long_pauses();
         }
         case
     }

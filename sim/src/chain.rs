@@ -64,6 +64,7 @@ impl Engine {
                 actor,
                 round,
                 incarnation,
+                chaos: self.spec.chaos,
                 links,
                 unsent,
                 states: vec![LinkState::Pending; n],

@@ -117,6 +117,11 @@ impl Engine {
         chain: Option<ChainSlot>,
     ) {
         let (base, req_bytes, resp_bytes, cpu_bytes) = self.request(actor, &wr, t, chain);
+        // A chain's links meet the faults of the instant it was posted (a
+        // fenced link leaves later, but was posted then).
+        let chaos = chain
+            .and_then(|s| self.chains.get(&s.chain))
+            .map_or(self.spec.chaos, |ch| ch.chaos);
         let src = base.src;
         let dst = base.dst;
         if let Some(bytes) = cpu_bytes {
@@ -176,8 +181,8 @@ impl Engine {
             self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
             return;
         }
-        let mut fate = match self.dice.fate(&self.spec.chaos) {
-            None => self.rare_dice.rare_fate(&self.spec.chaos),
+        let mut fate = match self.dice.fate(&chaos) {
+            None => self.rare_dice.rare_fate(&chaos),
             fate => fate,
         };
         #[cfg(test)]
@@ -185,7 +190,7 @@ impl Engine {
             fate = forced;
         }
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
-        let delay = self.dice.delay_out(&self.spec.chaos, margin);
+        let delay = self.dice.delay_out(&chaos, margin);
         if delay > 0 {
             self.counts.delayed += 1;
         }
@@ -211,7 +216,7 @@ impl Engine {
             // from the responder's replay cache.
             fate = None;
         }
-        let torn = transfer_words(&wr.op) > 1 && self.dice.chance(self.spec.chaos.torn_permille);
+        let torn = transfer_words(&wr.op) > 1 && self.dice.chance(chaos.torn_permille);
         let mut req = NicRequest {
             wr,
             resp_bytes,

@@ -104,6 +104,8 @@ pub(crate) struct Chain {
     /// sent or flushed later still answers that round.
     pub(crate) round: u64,
     pub(crate) incarnation: u64,
+    /// The faults in force when it was posted, which every link meets.
+    pub(crate) chaos: crate::Chaos,
     /// How each link follows the one before it (the first's is ignored).
     pub(crate) links: Vec<ChainLink>,
     /// Each link's request until it is sent (a fenced link and the ordered

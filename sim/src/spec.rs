@@ -51,6 +51,17 @@ pub struct ServerFaults {
     /// others wrote since.
     #[serde(default)]
     pub unfenced_writes: bool,
+    /// RCuckoo's repair empties every entry a torn row WRITE left
+    /// unreadable, as the paper's does, instead of restoring the one an
+    /// update was replacing: a key whose update tore in a writer that died
+    /// vanishes.
+    #[serde(default)]
+    pub repair_empties_torn: bool,
+    /// RCuckoo's GETs answer "absent" after one READ of each row, as
+    /// published, without reading them again: two READs that straddle a
+    /// cuckoo move of the key miss it.
+    #[serde(default)]
+    pub skip_miss_check: bool,
     /// Server workers take a request from its slot without checking its
     /// checksum and control word, so a slot that two WRITEs landed in word
     /// by word (a torn transfer) is served as one request
@@ -112,7 +123,7 @@ pub struct ServerFaults {
 
 impl ServerFaults {
     /// The switches' names, as `nessie swarm --server-faults` takes them.
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 18] = [
         "skip-claims",
         "skip-epoch-check",
         "settle-by-landing-bound",
@@ -129,6 +140,8 @@ impl ServerFaults {
         "unclaimed-server-requests",
         "reuse-without-hold",
         "unfenced-writes",
+        "repair-empties-torn",
+        "skip-miss-check",
     ];
 
     /// The switches named in `names` (each one of [`ServerFaults::NAMES`]).
@@ -152,6 +165,8 @@ impl ServerFaults {
                 "unclaimed-server-requests" => f.unclaimed_server_requests = true,
                 "reuse-without-hold" => f.reuse_without_hold = true,
                 "unfenced-writes" => f.unfenced_writes = true,
+                "repair-empties-torn" => f.repair_empties_torn = true,
+                "skip-miss-check" => f.skip_miss_check = true,
                 other => {
                     return Err(SimError::Spec(format!(
                         "unknown server fault {other:?} (expected one of {:?})",

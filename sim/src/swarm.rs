@@ -445,6 +445,12 @@ impl SwarmCase {
         let roomy = case.keys as u32 + 1;
         let slots = if d.chance(500) { tight } else { roomy };
         t.index_slots_per_node = Some(slots.max(candidates));
+        if system == SystemKind::Rcuckoo && slots == tight {
+            // Rows of two in tight tables, so that a few keys fill them and
+            // cuckoo paths run (RCuckoo's rows are its buckets).
+            t.bucket_slots = Some(2);
+            t.index_slots_per_node = Some(slots.max(2 * candidates).next_multiple_of(2));
+        }
         t.previous_versions = None;
         t.depth_first_migrate = None;
         if system != SystemKind::NessieHy {
@@ -539,6 +545,19 @@ impl SwarmCase {
     pub fn without_inserts(mut self) -> SwarmCase {
         self.preload_pct = 100;
         self.delete_pct = 0;
+        self
+    }
+
+    /// This case with long pauses: a client is descheduled at one poll in
+    /// twenty for up to four expiration periods, past the instant others
+    /// may take over what it holds (RCuckoo's stranded locks): the family in
+    /// which a writer that does not fence itself by its deadline (the
+    /// paper's, `unfenced-writes`) writes over rows written since.
+    pub fn with_long_pauses(mut self) -> SwarmCase {
+        let expiration_ns = self.tuning.expiration_us.unwrap_or(1_000) * 1_000;
+        self.chaos.pause_permille = 50;
+        self.chaos.max_pause_ns = self.chaos.max_pause_ns.max(4 * expiration_ns);
+        self.chaos.boundary_pauses = false;
         self
     }
 

@@ -593,6 +593,8 @@ impl CoreMaker {
             skip_checksums: self.faults.skip_checksums,
             reuse_without_hold: self.faults.reuse_without_hold,
             unfenced_writes: self.faults.unfenced_writes,
+            repair_empties_torn: self.faults.repair_empties_torn,
+            skip_miss_check: self.faults.skip_miss_check,
         };
         let cpn = u32::from(cfg.clients_per_node.max(1));
         let id = nessie_protocol::ClientId {

@@ -42,10 +42,10 @@ use nessie_protocol::{
     Response, UnknownOutcome, UnknownStep,
 };
 
-use super::layout::{Entry, KeyRows, RcuckooLayout, Row, INLINE_MAX};
+use super::layout::{extent_of, Entry, EntryRead, KeyRows, RcuckooLayout, Row, INLINE_MAX};
 use crate::client::{Attempt, BlockingClient, ClientLogic, CoreSwitches};
 use crate::race::alloc::BlockAlloc;
-use crate::race::layout::{BlockRead, RaceLayout};
+use crate::race::layout::{split_block_word, BlockRead, RaceLayout, LIVE};
 use crate::retry::RetryBudget;
 use nessie_exec::machine::{cas_previous, read_bytes, written, Io, OpClass};
 
@@ -73,8 +73,8 @@ pub struct RcuckooCounters {
     pub widened: u64,
     /// Stranded locks this client took over and repaired (§4).
     pub repairs: u64,
-    /// Entries a repair cleared (torn by a writer that died).
-    pub repaired_entries: u64,
+    /// Rows a repair wrote back (torn by a writer that died).
+    pub repaired_rows: u64,
     /// Duplicates of a key (left by an interrupted cuckoo move) an update
     /// or DELETE removed.
     pub duplicates_removed: u64,
@@ -114,6 +114,8 @@ pub struct RcuckooCore {
     /// Rows found torn, and when first (a writer that died mid-WRITE).
     torn_since: HashMap<(NodeId, u32), Nanos>,
     unfenced_writes: bool,
+    repair_empties_torn: bool,
+    skip_miss_check: bool,
 }
 
 impl RcuckooCore {
@@ -129,6 +131,8 @@ impl RcuckooCore {
             stuck: HashMap::new(),
             torn_since: HashMap::new(),
             unfenced_writes: false,
+            repair_empties_torn: false,
+            skip_miss_check: false,
         }
     }
 
@@ -165,8 +169,16 @@ impl RcuckooCore {
     }
 
     /// A fresh acquisition word: this client's node and index, and a number
-    /// no earlier acquisition of its process used.
-    fn next_word(&mut self) -> u64 {
+    /// no earlier acquisition of this client used, in this process or an
+    /// earlier one: the count starts at the microseconds of the clock when
+    /// the process first takes a lock (an acquisition takes at least a
+    /// round trip, so an earlier process never counted that far; the count
+    /// wraps after 71 minutes). A waiter that saw a word before its holder
+    /// died must never see it again from the holder's next process.
+    fn next_word(&mut self, now: Nanos) -> u64 {
+        if self.acquisitions == 0 {
+            self.acquisitions = (now.0 / 1_000) as u32;
+        }
         self.acquisitions = self.acquisitions.wrapping_add(1).max(1);
         ((u64::from(self.id.node.0) + 1) << 48)
             | ((u64::from(self.id.index) + 1) << 32)
@@ -243,6 +255,24 @@ impl RcuckooCore {
             .rows
             .iter()
             .find_map(|row| rows[row].find(key).map(|p| rows[row].entries[p].clone()));
+        if entry.is_none() && !self.skip_miss_check {
+            // A miss is certain only if the rows did not change: the two
+            // READs may have straddled a cuckoo move of the key (the copy
+            // into the second row after its READ, the first row emptied
+            // before its READ). Read again: the second READ of each row
+            // executes after both first READs, hence after any move they
+            // straddled, which changed a row the second round then sees
+            // changed. Unchanged rows confirm the miss; changed ones retry.
+            let ops = reads.iter().map(|(_, _, op)| op.clone()).collect();
+            let again = io.round_by(ops, OpClass::Index, deadline).await;
+            if io.now() > deadline {
+                return Ok(Attempt::Retry);
+            }
+            match self.decode_rows(place.home, &reads, &again)? {
+                Ok(second) if second == rows => {}
+                _ => return Ok(Attempt::Retry),
+            }
+        }
         let value = match entry {
             None | Some(Entry::Empty) => None,
             Some(Entry::Inline { value, .. }) => Some(value),
@@ -331,7 +361,12 @@ impl RcuckooCore {
         rows: &[u32],
         deadline: Nanos,
     ) -> Take {
-        let words: Vec<u64> = locks.iter().map(|_| self.next_word()).collect();
+        if io.now() > deadline {
+            // Nothing is posted past the attempt's deadline but releases.
+            return Take::Retry;
+        }
+        let now = io.now();
+        let words: Vec<u64> = locks.iter().map(|_| self.next_word(now)).collect();
         let reads = self.row_reads(home, rows);
         let mut chain: Vec<(Op, ChainLink)> = locks
             .iter()
@@ -412,7 +447,7 @@ impl RcuckooCore {
             return;
         }
         // Take it over: a CAS from the stranded word, so one waiter wins.
-        let ours = self.next_word();
+        let ours = self.next_word(io.now());
         let addr = self.layout.lock_addr(home, lock);
         let rows: Vec<u32> = self.layout.rows_of(lock).collect();
         let reads = self.row_reads(home, &rows);
@@ -441,6 +476,7 @@ impl RcuckooCore {
             }
         }
         self.counters.repairs += 1;
+        io.count(|s| s.recoveries += 1);
         let mut held = Held {
             locks: vec![(lock, ours)],
             rows: HashMap::new(),
@@ -449,13 +485,18 @@ impl RcuckooCore {
             .await;
     }
 
-    /// Repairs the rows under `held`, read by `reads` (§4.3): a row whose
-    /// CRC fails was torn by a writer that died mid-WRITE; each entry that
-    /// fails its own check is the one that writer was changing, and reads
-    /// as empty (a moved entry is still at its other row, a new key was
-    /// never acknowledged); the row is written back whole. Duplicates an
-    /// interrupted move left are removed by the next update or DELETE of
-    /// their key. Then the locks are released.
+    /// Repairs the rows under `held`, read by `reads` (§4.3). A row whose
+    /// CRC fails was torn by a writer that died mid-WRITE, in the one entry
+    /// that WRITE changed ([`EntryRead`]): an entry whose header or key was
+    /// being written (an insert, or a move into it) held nothing committed
+    /// that is not elsewhere (a moved entry is still in its other row) and
+    /// is emptied; an entry torn between its type and value words, or whose
+    /// extent's header is not its type word, is restored to the entry the
+    /// WRITE replaced, from what its value word still names (an inline
+    /// value, or the old extent, which stays live until its replacement
+    /// committed). The rows are written back whole, then the locks
+    /// released. Duplicates an interrupted move left are removed by the
+    /// next update or DELETE of their key.
     async fn repair(
         &mut self,
         io: &Io,
@@ -466,7 +507,7 @@ impl RcuckooCore {
         deadline: Nanos,
     ) {
         let rb = self.layout.row_bytes() as usize;
-        let mut fixed = Vec::new();
+        let mut torn: Vec<(u32, Vec<EntryRead>, u8)> = Vec::new();
         for ((first, last, _), r) in reads.iter().zip(results) {
             let Ok(bytes) = read_bytes(r) else {
                 self.release(io, home, &held.locks).await;
@@ -474,17 +515,87 @@ impl RcuckooCore {
             };
             for (k, row) in (*first..=*last).enumerate() {
                 let b = bytes.get(k * rb..(k + 1) * rb).unwrap_or_default();
-                if self.layout.decode_row(b).is_some() {
-                    continue;
+                if self.layout.decode_row(b).is_none() {
+                    let (entries, version) = self.layout.decode_row_lenient(b);
+                    torn.push((row, entries, version));
                 }
-                let (repaired, cleared) = self.layout.decode_row_lenient(b);
-                self.counters.repaired_entries += cleared as u64;
-                fixed.push((row, repaired));
             }
         }
-        if fixed.is_empty() {
+        if torn.is_empty() {
             self.release(io, home, &held.locks).await;
             return;
+        }
+        // The extents the torn rows' entries name, read in one round.
+        let mut named: Vec<(NodeId, u64)> = Vec::new();
+        for (_, entries, _) in &torn {
+            for e in entries {
+                match e {
+                    EntryRead::Whole(Entry::Extent { node, offset, .. }) => {
+                        named.push((*node, *offset));
+                    }
+                    EntryRead::Split { value, .. } if value >> 63 == 0 => {
+                        named.push(extent_of(*value));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        named.sort_unstable();
+        named.dedup();
+        let len = self.layout.extents.block_bytes as u32;
+        let ops = named
+            .iter()
+            .map(|&(node, offset)| Op::Read {
+                addr: RemoteAddr::data(node, offset),
+                len,
+            })
+            .collect();
+        let r = io.round_by(ops, OpClass::Data, deadline).await;
+        let mut live: HashMap<(NodeId, u64), (u64, Vec<u8>)> = HashMap::new();
+        for (at, r) in named.iter().zip(&r) {
+            let Ok(bytes) = read_bytes(r) else {
+                self.release(io, home, &held.locks).await;
+                return;
+            };
+            if let BlockRead::Whole { header, key, .. } = RaceLayout::decode_block(bytes) {
+                if split_block_word(header).1 == LIVE {
+                    live.insert(*at, (header, key.to_vec()));
+                }
+            }
+        }
+        let restore = |key: &[u8], at: (NodeId, u64)| match live.get(&at) {
+            Some((header, k)) if k == key => Entry::Extent {
+                key: key.to_vec(),
+                node: at.0,
+                offset: at.1,
+                header: *header,
+            },
+            _ => Entry::Empty,
+        };
+        let empties = self.repair_empties_torn;
+        let mut fixed = Vec::new();
+        for (row, entries, version) in torn {
+            let entries = entries
+                .into_iter()
+                .map(|e| match e {
+                    EntryRead::Whole(Entry::Extent {
+                        key, node, offset, ..
+                    }) => restore(&key, (node, offset)),
+                    EntryRead::Whole(e) => e,
+                    EntryRead::Broken => Entry::Empty,
+                    EntryRead::Split { .. } if empties => Entry::Empty,
+                    EntryRead::Split { key, value, .. } if value >> 63 == 1 => {
+                        let len = ((value >> 56) & 0x7) as usize;
+                        Entry::Inline {
+                            key,
+                            value: value.to_le_bytes()[..len].to_vec(),
+                        }
+                    }
+                    EntryRead::Split { key, value, .. } => restore(&key, extent_of(value)),
+                })
+                .collect();
+            self.counters.repaired_rows += 1;
+            fixed.push((row, Row { entries, version }));
         }
         let _ = self.write_rows(io, home, held, fixed, deadline).await;
     }
@@ -720,7 +831,6 @@ impl RcuckooCore {
                 written(&r[0])?;
                 let e = Entry::Extent {
                     key: key.to_vec(),
-                    len: value.len() as u32,
                     node: self.id.node,
                     offset: b.offset,
                     header: b.live_word(),
@@ -782,23 +892,11 @@ impl RcuckooCore {
         let mut changed = Vec::new();
         for (i, (r, ps)) in found.iter().enumerate() {
             let mut row = held.rows[r].clone();
-            // How many of the key's entries in this row, from the first,
-            // stay (the one replaced in place).
-            let keep = match (&entry, i, row.free()) {
-                // Our entries are wider than a word, so a row WRITE torn
-                // inside one (part placed, its writer dead) leaves it
-                // unreadable, and the repair empties it: replaced in place,
-                // the key would be lost. With a free entry in the row, the
-                // new entry is written there first and the old ones emptied
-                // by a second WRITE of the row: a tear of either loses
-                // nothing that was committed.
-                (Some(e), 0, Some(q)) => {
-                    row.entries[q] = e.clone();
-                    changed.push((*r, row.clone()));
-                    row.version = row.version.wrapping_add(1);
-                    0
-                }
-                (Some(e), 0, None) => {
+            // The first entry of the key is replaced in place (its header
+            // and key stay; a torn WRITE of its type and value words is
+            // repairable, `RcuckooCore::repair`), every other one emptied.
+            let keep = match (&entry, i) {
+                (Some(e), 0) => {
                     old.push(std::mem::replace(&mut row.entries[ps[0]], e.clone()));
                     1
                 }
@@ -876,7 +974,9 @@ impl RcuckooCore {
             }
             if let Some(path) = self.search(&place, &held.rows) {
                 let rows = self.apply_path(&held.rows, &path, entry);
-                self.counters.moved += path.len() as u64 - 1;
+                let moves = path.len() as u64 - 1;
+                self.counters.moved += moves;
+                io.count(|s| s.migrations += moves);
                 return Ok(Attempt::Done(
                     self.write_rows(io, place.home, &held, rows, deadline)
                         .await
@@ -884,6 +984,9 @@ impl RcuckooCore {
                 ));
             }
             self.release(io, place.home, &held.locks).await;
+            if io.now() > deadline {
+                return Ok(Attempt::Retry);
+            }
             let all = self.layout.locks();
             if widen >= MAX_WIDEN || held.locks.len() as u32 >= all {
                 return Ok(Attempt::Done(Err(Error::TableFull {
@@ -1046,6 +1149,8 @@ impl ClientLogic for RcuckooCore {
             hold(&self.cfg)
         });
         self.set_unfenced_writes(switches.unfenced_writes);
+        self.repair_empties_torn = switches.repair_empties_torn;
+        self.skip_miss_check = switches.skip_miss_check;
     }
 }
 

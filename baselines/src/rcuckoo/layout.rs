@@ -7,14 +7,24 @@
 //!               acquisition word: its node, index and acquisition number)
 //! data region:  | rows | extents: client 0's share | client 1's | ... |
 //! row:   8 entries | version word (bits 0-7) | CRC64 of everything before it
-//! entry: header word | key (the longest key, padded to 8) | two payload words
-//!   header: 0 empty; else bit 0 set, bit 1 extent, bits 8-19 key length,
-//!           bits 20-47 value length, bits 48-63 a check over the entry (the
-//!           low bits of a CRC64 of its bytes with the check zeroed)
-//!   payload, inline: the value (at most 16 bytes)
-//!   payload, extent: node (bits 48-63) | offset (bits 0-47); the extent's
-//!           live header word (RACE's KV block format, `crate::race::layout`)
+//! entry: header word | key (the longest key, padded to 8) | type word | value word
+//!   header: 0 empty; else bit 0 set, bits 8-19 key length, bits 48-63 a
+//!           check over the header and the key (the low bits of a CRC64)
+//!   inline: type 0; value word: bit 63 set, bits 56-58 the length, the
+//!           value (at most 7 bytes) in bits 0-55
+//!   extent: type: the extent's live header word (RACE's KV block format,
+//!           `crate::race::layout`, never 0); value word: bit 63 clear,
+//!           node (bits 48-62) | offset (bits 0-47)
 //! ```
+//!
+//! A key's entry never changes its header and key while it holds the key:
+//! an update changes the type word and then the value word (a row WRITE
+//! lands in ascending order). An inline value replaces an inline value in
+//! one word; every other state a WRITE torn between the two words leaves
+//! is recognisable (the type and the value word disagree, or the extent's
+//! header word is not the type word), and a repairer restores the entry it
+//! replaced from what the value word still names (§4.3's repair, for
+//! entries wider than the paper's 8 bytes, which a torn WRITE can split).
 //!
 //! A key's **home** node is a hash of the key (RCuckoo shards its table
 //! over memory servers, §3: "straightforward to shard"); on it, its two
@@ -29,14 +39,18 @@ use crate::race::layout::{BlockArea, BLOCK_UNIT};
 use nessie_exec::bytes::{round8, word};
 use nessie_exec::mailbox::CRC64;
 
-/// Entries in a row (the paper's setting).
+/// Entries in a row (the paper's setting), unless the store's
+/// `bucket_slots` asks for rows of its own width (a row is RCuckoo's
+/// bucket; the swarm's tight tables use rows of 2 so that a few keys fill
+/// them and cuckoo paths run).
 pub const ENTRIES_PER_ROW: usize = 8;
 /// Rows one lock covers (the paper's setting, §3.4).
 pub const ROWS_PER_LOCK: u32 = 16;
 /// The locality `f` of the dependent hashing (the paper's setting, §3.3).
 pub const LOCALITY: f64 = 2.3;
-/// Values of at most this many bytes are stored in their entry.
-pub const INLINE_MAX: usize = 16;
+/// Values of at most this many bytes are stored in their entry (with
+/// their length, in one word, so that an update replaces them at once).
+pub const INLINE_MAX: usize = 7;
 
 const HOME_SEED: u64 = 0x7263_7563_686f_6d65;
 const H1_SEED: u64 = 0x7263_7563_0000_0001;
@@ -50,6 +64,8 @@ pub struct RcuckooLayout {
     pub nodes: u16,
     /// Rows per node.
     pub rows: u32,
+    /// Entries per row.
+    pub entries_per_row: usize,
     /// Bytes of an entry's key field (the longest key, padded to 8).
     pub key_field: u64,
     /// Where the extents lie in the data region.
@@ -85,8 +101,6 @@ pub enum Entry {
     Extent {
         /// The key.
         key: Vec<u8>,
-        /// The value's length.
-        len: u32,
         /// Where the extent is.
         node: NodeId,
         /// Its offset in that node's data region.
@@ -116,10 +130,10 @@ pub struct Row {
 }
 
 impl Row {
-    /// An empty row (never written).
-    pub fn empty() -> Row {
+    /// An empty row of `entries` entries (never written).
+    pub fn empty(entries: usize) -> Row {
         Row {
-            entries: vec![Entry::Empty; ENTRIES_PER_ROW],
+            entries: vec![Entry::Empty; entries],
             version: 0,
         }
     }
@@ -145,14 +159,20 @@ impl Row {
 
 impl RcuckooLayout {
     /// The layout for `cfg`: as many entries per node as Nessie's index
-    /// has (`index_slots_per_node`, in rows of 8), and `dtes_per_node`
-    /// extents per node shared by its clients.
+    /// has (`index_slots_per_node`, in rows of 8, or of `bucket_slots` when
+    /// it is above 1), and `dtes_per_node` extents per node shared by its
+    /// clients.
     pub fn new(cfg: &Config) -> RcuckooLayout {
-        let rows = (cfg.index_slots_per_node as usize / ENTRIES_PER_ROW).max(2) as u32;
+        let entries_per_row = match cfg.bucket_slots {
+            0 | 1 => ENTRIES_PER_ROW,
+            b => usize::from(b),
+        };
+        let rows = (cfg.index_slots_per_node as usize / entries_per_row).max(2) as u32;
         let key_field = round8(u64::from(cfg.max_key_len));
         let mut l = RcuckooLayout {
             nodes: cfg.nodes,
             rows,
+            entries_per_row,
             key_field,
             extents: BlockArea::new(cfg, 0),
             clients_per_node: cfg.clients_per_node.max(1),
@@ -169,7 +189,7 @@ impl RcuckooLayout {
 
     /// Bytes of a row: its entries, its version word and its CRC word.
     pub fn row_bytes(&self) -> u64 {
-        ENTRIES_PER_ROW as u64 * self.entry_bytes() + 16
+        self.entries_per_row as u64 * self.entry_bytes() + 16
     }
 
     /// Locks per node.
@@ -254,48 +274,36 @@ impl RcuckooLayout {
 
     fn encode_entry(&self, e: &Entry, b: &mut Vec<u8>) {
         let start = b.len();
-        self.encode_unchecked(e, b);
-        if b[start..start + 8] != [0; 8] {
-            let check = CRC64.checksum(&b[start..]) & 0xffff;
-            let header = word(b, start) | (check << 48);
-            b[start..start + 8].copy_from_slice(&header.to_le_bytes());
-        }
-    }
-
-    /// An entry's bytes with its check zeroed.
-    fn encode_unchecked(&self, e: &Entry, b: &mut Vec<u8>) {
-        let start = b.len();
-        let (key, header, payload): (&[u8], u64, [u64; 2]) = match e {
-            Entry::Empty => (&[], 0, [0, 0]),
+        let (key, words): (&[u8], [u64; 2]) = match e {
+            Entry::Empty => (&[], [0, 0]),
             Entry::Inline { key, value } => {
-                let mut v = [0u8; INLINE_MAX];
+                let mut v = [0u8; 8];
                 v[..value.len()].copy_from_slice(value);
-                (
-                    key,
-                    entry_header(false, key.len(), value.len() as u64),
-                    [word(&v, 0), word(&v, 8)],
-                )
+                let w = (word(&v, 0) & ((1 << 56) - 1)) | ((value.len() as u64) << 56) | (1 << 63);
+                (key, [0, w])
             }
             Entry::Extent {
                 key,
-                len,
                 node,
                 offset,
                 header,
             } => (
                 key,
-                entry_header(true, key.len(), u64::from(*len)),
                 [
-                    (u64::from(node.0) << 48) | (offset & ((1 << 48) - 1)),
                     *header,
+                    ((u64::from(node.0) & 0x7fff) << 48) | (offset & ((1 << 48) - 1)),
                 ],
             ),
+        };
+        let header = match e {
+            Entry::Empty => 0,
+            _ => key_header(key),
         };
         b.extend_from_slice(&header.to_le_bytes());
         b.extend_from_slice(key);
         b.resize(start + 8 + self.key_field as usize, 0);
-        b.extend_from_slice(&payload[0].to_le_bytes());
-        b.extend_from_slice(&payload[1].to_le_bytes());
+        b.extend_from_slice(&words[0].to_le_bytes());
+        b.extend_from_slice(&words[1].to_le_bytes());
     }
 
     /// Decodes a row read back; `None` if its CRC does not match (a row
@@ -312,7 +320,7 @@ impl RcuckooLayout {
             return None;
         }
         let e = self.entry_bytes() as usize;
-        let entries = (0..ENTRIES_PER_ROW)
+        let entries = (0..self.entries_per_row)
             .map(|i| self.decode_entry(&bytes[i * e..(i + 1) * e]))
             .collect::<Option<Vec<_>>>()?;
         Some(Row {
@@ -322,22 +330,16 @@ impl RcuckooLayout {
     }
 
     /// Decodes a row whose CRC may not match (a repairer's view of a row
-    /// torn by a writer that died): each entry that fails its own check
-    /// (the one the torn WRITE was changing) reads as empty. The second
-    /// value counts them.
-    pub fn decode_row_lenient(&self, bytes: &[u8]) -> (Row, usize) {
+    /// torn by a writer that died): each entry as it reads
+    /// ([`EntryRead`]).
+    pub fn decode_row_lenient(&self, bytes: &[u8]) -> (Vec<EntryRead>, u8) {
         let e = self.entry_bytes() as usize;
         let n = self.row_bytes() as usize;
-        let mut cleared = 0;
-        let entries = (0..ENTRIES_PER_ROW)
+        let entries = (0..self.entries_per_row)
             .map(|i| {
                 bytes
                     .get(i * e..(i + 1) * e)
-                    .and_then(|b| self.decode_entry(b))
-                    .unwrap_or_else(|| {
-                        cleared += 1;
-                        Entry::Empty
-                    })
+                    .map_or(EntryRead::Broken, |b| self.read_entry(b))
             })
             .collect();
         let version = if bytes.len() >= n {
@@ -345,51 +347,91 @@ impl RcuckooLayout {
         } else {
             0
         };
-        (Row { entries, version }, cleared)
+        (entries, version)
     }
 
     fn decode_entry(&self, b: &[u8]) -> Option<Entry> {
+        match self.read_entry(b) {
+            EntryRead::Whole(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn read_entry(&self, b: &[u8]) -> EntryRead {
         let header = word(b, 0);
         if header == 0 {
-            return Some(Entry::Empty);
+            return EntryRead::Whole(Entry::Empty);
         }
-        let mut unchecked = b.to_vec();
-        unchecked[..8].copy_from_slice(&(header & ((1 << 48) - 1)).to_le_bytes());
-        if CRC64.checksum(&unchecked) & 0xffff != header >> 48 {
-            return None;
-        }
-        let extent = header & 2 != 0;
         let klen = ((header >> 8) & 0xfff) as usize;
-        let vlen = (header >> 20) & ((1 << 28) - 1);
-        if klen as u64 > self.key_field {
-            return None;
+        if klen as u64 > self.key_field || b.len() < 24 + self.key_field as usize {
+            return EntryRead::Broken;
         }
         let key = b[8..8 + klen].to_vec();
+        if key_header(&key) != header {
+            return EntryRead::Broken;
+        }
         let p = 8 + self.key_field as usize;
-        let (p0, p1) = (word(b, p), word(b, p + 8));
-        Some(if extent {
-            Entry::Extent {
-                key,
-                len: vlen as u32,
-                node: NodeId((p0 >> 48) as u16),
-                offset: p0 & ((1 << 48) - 1),
-                header: p1,
+        let (kind, value) = (word(b, p), word(b, p + 8));
+        let inline = value >> 63 == 1;
+        match (kind, inline) {
+            (0, true) => {
+                let len = ((value >> 56) & 0x7) as usize;
+                EntryRead::Whole(Entry::Inline {
+                    key,
+                    value: value.to_le_bytes()[..len].to_vec(),
+                })
             }
-        } else {
-            if vlen as usize > INLINE_MAX {
-                return None;
+            (h, false) if h != 0 => {
+                let (node, offset) = extent_of(value);
+                EntryRead::Whole(Entry::Extent {
+                    key,
+                    node,
+                    offset,
+                    header: h,
+                })
             }
-            let v = [p0.to_le_bytes(), p1.to_le_bytes()].concat();
-            Entry::Inline {
-                key,
-                value: v[..vlen as usize].to_vec(),
-            }
-        })
+            _ => EntryRead::Split { key, kind, value },
+        }
     }
 }
 
-fn entry_header(extent: bool, key_len: usize, value_len: u64) -> u64 {
-    1 | (u64::from(extent) << 1) | ((key_len as u64 & 0xfff) << 8) | (value_len << 20)
+/// An entry as a repairer reads it from a row that may be torn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryRead {
+    /// Whole (its type and value words agree; an extent's block is still
+    /// to be checked).
+    Whole(Entry),
+    /// Its header or key was being written (an insert or a move into it):
+    /// it held no committed key, or one whose copy is in its other row.
+    Broken,
+    /// A WRITE torn between its type and value words: the key, and the two
+    /// words as they are.
+    Split {
+        /// The key.
+        key: Vec<u8>,
+        /// The type word.
+        kind: u64,
+        /// The value word.
+        value: u64,
+    },
+}
+
+/// The extent an extent entry's value word names: its node and offset.
+pub fn extent_of(value: u64) -> (NodeId, u64) {
+    (
+        NodeId(((value >> 48) & 0x7fff) as u16),
+        value & ((1 << 48) - 1),
+    )
+}
+
+/// The header word of an entry holding `key`: its length and a check over
+/// both.
+fn key_header(key: &[u8]) -> u64 {
+    let h = 1 | ((key.len() as u64 & 0xfff) << 8);
+    let mut d = CRC64.digest();
+    d.update(&h.to_le_bytes());
+    d.update(key);
+    h | ((d.finalize() & 0xffff) << 48)
 }
 
 #[cfg(test)]
@@ -411,15 +453,14 @@ mod tests {
     #[test]
     fn rows_decode_what_they_encode_and_reject_tearing() {
         let l = layout();
-        let mut row = Row::empty();
+        let mut row = Row::empty(8);
         row.version = 9;
         row.entries[0] = Entry::Inline {
             key: b"short".to_vec(),
-            value: b"sixteen bytes!!!".to_vec(),
+            value: b"seven!!".to_vec(),
         };
         row.entries[5] = Entry::Extent {
             key: b"a longer key, 20 B..".to_vec(),
-            len: 100,
             node: NodeId(2),
             offset: 4096,
             header: 0x1_01,
@@ -428,16 +469,26 @@ mod tests {
         assert_eq!(b.len() as u64, l.row_bytes());
         assert_eq!(l.decode_row(&b), Some(row.clone()));
         let mut torn = b.clone();
-        torn[40] ^= 1;
+        torn[10] ^= 1;
         assert_eq!(l.decode_row(&torn), None);
-        // A repairer reads the torn entry as empty, the others as written.
-        let (lenient, cleared) = l.decode_row_lenient(&torn);
-        assert_eq!(cleared, 1);
-        assert_eq!(lenient.entries[0], Entry::Empty);
-        assert_eq!(lenient.entries[5], row.entries[5]);
+        // A repairer reads the torn key as broken, the others as written.
+        let (lenient, _) = l.decode_row_lenient(&torn);
+        assert_eq!(lenient[0], EntryRead::Broken);
+        assert_eq!(lenient[5], EntryRead::Whole(row.entries[5].clone()));
+        // A WRITE torn between an entry's type and value words.
+        let e = l.entry_bytes() as usize;
+        let mut split = b.clone();
+        let type_word = 5 * e + 8 + l.key_field as usize;
+        split[type_word..type_word + 8].copy_from_slice(&0u64.to_le_bytes());
+        let (lenient, _) = l.decode_row_lenient(&split);
+        assert!(
+            matches!(lenient[5], EntryRead::Split { kind: 0, .. }),
+            "{:?}",
+            lenient[5]
+        );
         assert_eq!(
             l.decode_row(&vec![0; l.row_bytes() as usize]),
-            Some(Row::empty())
+            Some(Row::empty(8))
         );
     }
 
