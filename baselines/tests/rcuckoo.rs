@@ -53,9 +53,18 @@ fn rcuckoo_client(
     fabric: &SimFabric,
     node: u16,
 ) -> RcuckooClient<nessie_fabric_sim::SimEndpoint> {
+    client_number(cfg, fabric, node, 0)
+}
+
+fn client_number(
+    cfg: &Config,
+    fabric: &SimFabric,
+    node: u16,
+    index: u16,
+) -> RcuckooClient<nessie_fabric_sim::SimEndpoint> {
     let id = ClientId {
         node: NodeId(node),
-        index: 0,
+        index,
     };
     RcuckooClient::new(
         std::sync::Arc::new(cfg.clone()),
@@ -151,4 +160,76 @@ fn bad_input_gets_typed_errors() {
         Err(Error::ValueTooLarge { len: 65, max: 64 })
     );
     assert_eq!(c.get(b"k").unwrap(), None);
+}
+
+/// Runs one request on `ep` and returns its result.
+fn one(
+    ep: &mut nessie_fabric_sim::SimEndpoint,
+    op: nessie_protocol::Op,
+) -> Result<nessie_protocol::OpOutput, nessie_protocol::FabricError> {
+    use nessie_protocol::{Endpoint, OpId, WorkRequest};
+    ep.post(WorkRequest { id: OpId(1), op }).unwrap();
+    let mut out = Vec::new();
+    while out.is_empty() {
+        ep.wait(&mut out, Duration::from_millis(10));
+    }
+    out.remove(0).result
+}
+
+/// A writer that died in the middle of an update, holding the key's lock:
+/// its row WRITE placed the entry's new type word (the new extent's header)
+/// and not its value word, nor the row's CRC. A reader meets the torn row,
+/// takes the stranded lock over once its word has stood for the failure
+/// timeout (T + skew + 2 margins), and repairs the row to the entry the
+/// update was replacing: the old value, still in its extent. The paper's
+/// repair, which empties an unreadable entry (`repair-empties-torn`), loses
+/// the key instead.
+#[test]
+fn a_stranded_lock_is_taken_over_and_a_torn_update_repaired_to_the_old_value() {
+    use nessie_protocol::{Op, RemoteAddr};
+    for empties in [false, true] {
+        let cfg = small(1, 1024, 256);
+        let f = fabric(&cfg);
+        let layout = RcuckooLayout::new(&cfg);
+        let mut writer = rcuckoo_client(&cfg, &f, 0);
+        let old = [1u8; 40];
+        assert!(!writer.put(b"k", &old).unwrap());
+        let place = layout.place(b"k");
+        let row_at = layout.row_addr(NodeId(0), place.rows[0]);
+        let mut raw = f.open(NodeId(0)).unwrap();
+        let read = Op::Read {
+            addr: row_at,
+            len: layout.row_bytes() as u32,
+        };
+        let Ok(nessie_protocol::OpOutput::Read(mut row)) = one(&mut raw, read) else {
+            panic!("row read")
+        };
+        // The dead writer's lock, and its torn row: the first entry's type
+        // word replaced, the CRC not.
+        let lock = layout.lock_addr(NodeId(0), layout.lock_of(place.rows[0]));
+        let cas = Op::Cas {
+            addr: lock,
+            expect: 0,
+            new: 0xdead,
+        };
+        assert!(one(&mut raw, cas).is_ok());
+        let type_word = 8 + layout.key_field as usize;
+        row[type_word..type_word + 8].copy_from_slice(&0x77_01u64.to_le_bytes());
+        let write = Op::Write {
+            addr: RemoteAddr::data(NodeId(0), row_at.offset),
+            data: row,
+        };
+        assert!(one(&mut raw, write).is_ok());
+        let mut reader = client_number(&cfg, &f, 0, 1);
+        reader.core_mut().set_repair_empties_torn(empties);
+        let got = reader.get(b"k").unwrap();
+        assert_eq!(reader.counters().repairs, 1, "{:?}", reader.counters());
+        if empties {
+            assert_eq!(got, None, "the paper's repair loses the key");
+        } else {
+            assert_eq!(got.as_deref(), Some(&old[..]));
+            assert!(reader.put(b"k", b"new").unwrap());
+            assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"new"[..]));
+        }
+    }
 }

@@ -131,7 +131,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "nessie,nessie-sd,nessie-hy,pilaf,race"
+        default_value = "nessie,nessie-sd,nessie-hy,pilaf,race,rcuckoo"
     )]
     pub systems: Vec<String>,
     /// Nodes in the simulated cluster.

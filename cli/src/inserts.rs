@@ -61,8 +61,8 @@ pub struct InsertsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also fill RACE hashing's subtables (as many slots per node; `false`
-    /// to leave it out).
+    /// Also fill the one-sided peers' tables, RACE hashing's subtables and
+    /// RCuckoo's rows (as many slots per node; `false` to leave them out).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub race: bool,
 }
@@ -180,11 +180,10 @@ const ONE_CLIENT: ClientId = ClientId {
     index: 0,
 };
 
-/// Fills RACE hashing's subtables (as many slots per node as Nessie's
-/// index: `index_slots_per_node`, in groups of 21) and measures them. Its
-/// rows say N = 2 (two combined buckets) and B = 14 (a main and an overflow
-/// bucket of 7 slots each); RACE has no MIGRATE, so the search is moot.
-pub fn fill_race(args: &InsertsArgs) -> Result<Fill, Error> {
+/// Fills a one-sided peer's table (RACE's subtables: two combined
+/// buckets of 14 slots per key; RCuckoo's rows: two rows of 8 per key) as
+/// `fill` does Nessie's, with as many slots per node.
+pub fn fill_peer(args: &InsertsArgs, kind: KvSystem) -> Result<Fill, Error> {
     let cfg = Config {
         nodes: args.nodes,
         index_slots_per_node: args.slots_per_node,
@@ -195,16 +194,15 @@ pub fn fill_race(args: &InsertsArgs) -> Result<Fill, Error> {
         max_value_len: 8,
         ..Config::default()
     };
-    let sys = SystemConfig::new(KvSystem::Race, cfg);
+    let sys = SystemConfig::new(kind, cfg);
     let fabric = SimFabric::new(SimConfig::from_topology(sys.topology()))
         .map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
     let mut client = sys.client(&fabric, ONE_CLIENT)?;
-    fill_with(
-        args,
-        "race",
-        (2, 14, SearchArg::BreadthFirst),
-        client.as_mut(),
-    )
+    let shape = match kind {
+        KvSystem::Rcuckoo => (2, 8, SearchArg::BreadthFirst),
+        _ => (2, 14, SearchArg::BreadthFirst),
+    };
+    fill_with(args, kind.name(), shape, client.as_mut())
 }
 
 /// Fills the store `client` writes to with new keys, measuring each insert.
@@ -301,7 +299,8 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         }
     }
     if args.race {
-        fills.push(fill_race(args)?);
+        fills.push(fill_peer(args, KvSystem::Race)?);
+        fills.push(fill_peer(args, KvSystem::Rcuckoo)?);
     }
     if args.json {
         println!(
@@ -340,6 +339,7 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
                 .unwrap_or_default();
             let search = match (f.system, f.search) {
                 ("race", _) => "-",
+                ("rcuckoo", _) => "breadth-first",
                 (_, SearchArg::BreadthFirst) => "breadth-first",
                 (_, SearchArg::DepthFirst) => "depth-first",
             };

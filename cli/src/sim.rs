@@ -13,12 +13,12 @@ use nessie_systems::SystemKind;
 #[derive(Args, Debug, Clone)]
 pub struct SimArgs {
     /// Systems to simulate side by side, comma separated: nessie, nessie-sd,
-    /// nessie-hy, pilaf, race, cell (default: the key-value systems, the
-    /// Nessie family and RACE hashing; all but cell).
+    /// nessie-hy, pilaf, race, rcuckoo, cell (default: the key-value
+    /// systems, the Nessie family, RACE hashing and RCuckoo; all but cell).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "nessie,nessie-sd,nessie-hy,pilaf,race"
+        default_value = "nessie,nessie-sd,nessie-hy,pilaf,race,rcuckoo"
     )]
     pub systems: Vec<String>,
     /// Server worker threads per node of the server-driven systems (each

@@ -141,6 +141,13 @@ impl RcuckooCore {
         self.counters
     }
 
+    /// Test-only fault switch: a repair empties every entry a torn row
+    /// WRITE left unreadable, as the paper's repair does, instead of
+    /// restoring the one an update was replacing.
+    pub fn set_repair_empties_torn(&mut self, on: bool) {
+        self.repair_empties_torn = on;
+    }
+
     /// Test-only fault switch: post row WRITEs however late the attempt
     /// runs (RCuckoo as published, §4.4), so that a writer paused past the
     /// takeover of its locks writes over the repairer's and later writers'
@@ -578,6 +585,17 @@ impl RcuckooCore {
             let entries = entries
                 .into_iter()
                 .map(|e| match e {
+                    // An extent entry whose type word is not its extent's
+                    // header: torn between its words (the paper's repair,
+                    // `repair-empties-torn`, empties it).
+                    EntryRead::Whole(Entry::Extent {
+                        node,
+                        offset,
+                        header,
+                        ..
+                    }) if empties && live.get(&(node, offset)).map(|l| l.0) != Some(header) => {
+                        Entry::Empty
+                    }
                     EntryRead::Whole(Entry::Extent {
                         key, node, offset, ..
                     }) => restore(&key, (node, offset)),
@@ -1149,7 +1167,7 @@ impl ClientLogic for RcuckooCore {
             hold(&self.cfg)
         });
         self.set_unfenced_writes(switches.unfenced_writes);
-        self.repair_empties_torn = switches.repair_empties_torn;
+        self.set_repair_empties_torn(switches.repair_empties_torn);
         self.skip_miss_check = switches.skip_miss_check;
     }
 }

@@ -6,6 +6,7 @@
 //! the load and how full each index gets before its first refusal (`nessie
 //! inserts`' fills of Nessie's index and RACE's subtables). Issue 43.
 
+use nessie_baselines::KvSystem;
 use nessie_sim::{Profile, SimError, SimSpec};
 use nessie_systems::SystemKind;
 use nessie_workload::Ycsb;
@@ -14,12 +15,13 @@ use super::{busiest, num, run, PapersArgs};
 use crate::inserts::{self, InsertsArgs, SearchArg};
 
 /// The key-value systems compared (Cell's ordered store runs E alone).
-const SYSTEMS: [SystemKind; 5] = [
+const SYSTEMS: [SystemKind; 6] = [
     SystemKind::Nessie,
     SystemKind::NessieSd,
     SystemKind::NessieHy,
     SystemKind::Pilaf,
     SystemKind::Race,
+    SystemKind::Rcuckoo,
 ];
 
 /// Prints the section.
@@ -97,7 +99,7 @@ pub fn which_store(args: &PapersArgs) -> Result<(), SimError> {
 fn inserts_and_fill() -> Result<(), SimError> {
     eprintln!("Which store: inserts");
     println!("### Round trips per insert and the fill reached\n");
-    println!("One client inserts new keys into an empty store (3 nodes x 2,048 slots, `nessie inserts`); average remote round trips of the inserts made within 0.02 below each load, and the load at the first refusal (`TableFull`; none of these stores grows: Nessie's growth is issue 39's, RACE's resizing is not built). The server-driven systems insert by their servers' CPU (one request round trip, whatever the load).\n");
+    println!("One client inserts new keys into an empty store (3 nodes x 2,048 slots, `nessie inserts`); average remote round trips of the inserts made within 0.02 below each load, and the load at the first refusal (`TableFull`; none of these stores grows: Nessie's growth is issue 39's, RACE's resizing is not built, RCuckoo's paper defers resizing). The server-driven systems insert by their servers' CPU (one request round trip, whatever the load).\n");
     let args = InsertsArgs {
         candidates: vec![2, 3],
         bucket_slots: vec![1, 4],
@@ -120,7 +122,14 @@ fn inserts_and_fill() -> Result<(), SimError> {
             "Nessie, N = 2, B = 4",
             inserts::fill(&args, 2, 4, SearchArg::BreadthFirst).map_err(to_sim)?,
         ),
-        ("RACE", inserts::fill_race(&args).map_err(to_sim)?),
+        (
+            "RACE",
+            inserts::fill_peer(&args, KvSystem::Race).map_err(to_sim)?,
+        ),
+        (
+            "RCuckoo",
+            inserts::fill_peer(&args, KvSystem::Rcuckoo).map_err(to_sim)?,
+        ),
     ];
     print!("| store |");
     for l in &args.loads {
