@@ -522,7 +522,7 @@ const CELL_KEYS: &str = "400";
 /// workers for the server-driven systems and Cell, Cell's meganode size.
 fn shape(system: &str) -> Vec<&'static str> {
     match system {
-        "nessie" | "race" => vec![],
+        "nessie" | "race" | "rcuckoo" => vec![],
         "cell" => vec!["--server-workers", "1", "--cell-meganode-nodes", "16"],
         _ => vec!["--server-workers", "1"],
     }
@@ -579,6 +579,18 @@ fn three_node_processes_give_linearizable_histories_for_every_system() {
 #[ignore = "needs an RDMA device: run with --ignored inside the soft-RoCE guest (tools/softroce/run.sh)"]
 fn race_three_node_processes_give_linearizable_histories_without_racing_inserts() {
     for_systems(&["race"], 40, three_processes);
+}
+
+/// RCuckoo (issue 43) on real RDMA, three processes that host their
+/// clients' extents and their shards of rows and locks: its lock CASes with
+/// the row READs fenced behind them, and its row WRITEs with the releases
+/// ordered behind them, are chains on the verbs endpoint (`IBV_SEND_FENCE`
+/// on the fenced links); the merged history is checked like every other
+/// system's, DELETEs and racing inserts included.
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored inside the soft-RoCE guest (tools/softroce/run.sh)"]
+fn rcuckoo_three_node_processes_give_linearizable_histories() {
+    for_systems(&["rcuckoo"], 41, three_processes);
 }
 
 /// RACE's keys in its three-process story (node 0 preloads them).
@@ -729,8 +741,8 @@ fn three_processes(t: u16, system: &str) {
         checks >= 1.0,
         "{system}: no clock check on node 0's endpoint"
     );
-    // Nessie and RACE have no server threads (and no such series).
-    let servers = !matches!(system, "nessie" | "race");
+    // Nessie, RACE and RCuckoo have no server threads (and no such series).
+    let servers = !matches!(system, "nessie" | "race" | "rcuckoo");
     let served: Vec<f64> = (0..3)
         .filter(|_| servers)
         .map(|n| scrape_until(t, n, "nessie_server_requests_total", 1.0))
