@@ -126,6 +126,17 @@ pub struct CoreSwitches {
     pub skip_miss_check: bool,
 }
 
+/// The limits a one-sided store's operation is held to: its key and value
+/// against `cfg`'s (no request message to fit), and no range scan (RACE's
+/// and RCuckoo's indexes are not ordered).
+pub fn check_one_sided(cfg: &Config, op: KvRequest<'_>) -> Result<(), Error> {
+    match op {
+        KvRequest::Get(k) | KvRequest::Delete(k) => cfg.check_key(k),
+        KvRequest::Put(k, v) => cfg.check_key(k).and_then(|()| cfg.check_value(v)),
+        KvRequest::Scan { .. } => Err(Error::Unsupported("scan")),
+    }
+}
+
 /// The request channel of a baseline's client `id` over `mailbox`, shaped by
 /// Nessie's `cfg` (its operation timeout, and its deadline margin as the
 /// landing bound); its sequence numbers are drawn from the clock.

@@ -13,26 +13,13 @@ use nessie_protocol::{
 
 use crate::chaos::Chaos;
 use crate::engine::{Engine, Ev};
-use crate::spec::SimSpec;
 use crate::systems::Actor;
-use crate::TPDS;
 use nessie_systems::SystemKind;
 
-/// A two-node cluster (RACE's clients: completions by round), one client
-/// per node, with `chaos`.
+/// A two-node cluster, one client per node (RACE's: completions by round),
+/// with `chaos`.
 fn engine(chaos: Chaos, seed: u64) -> Engine {
-    let spec = SimSpec {
-        profile: TPDS,
-        system: SystemKind::Race,
-        nodes: 2,
-        clients_per_node: 1,
-        keys: 4,
-        value_size: 64,
-        chaos,
-        seed,
-        ..SimSpec::default()
-    };
-    Engine::new(&spec).unwrap()
+    crate::fault_tests::engine(SystemKind::Race, chaos, seed)
 }
 
 const LOCK: u64 = 0;
@@ -109,6 +96,21 @@ fn write_and_release(link: ChainLink) -> Vec<(WorkRequest, ChainLink)> {
 /// in completion order (a lost completion included: the NIC had it).
 type Seen = Vec<(u64, Result<OpOutput, FabricError>)>;
 
+/// Runs every event of `e`, and returns `what` of each request whose
+/// completion reached its requester's NIC, in that order.
+fn completed<T>(e: &mut Engine, what: impl Fn(&crate::nic::NicRequest) -> Option<T>) -> Vec<T> {
+    let mut seen = Vec::new();
+    while let Some((at, ev)) = e.next_event() {
+        if let Ev::Complete(r) = ev {
+            if let Some(t) = e.reqs[r].as_ref().and_then(&what) {
+                seen.push(t);
+            }
+        }
+        e.handle(at, ev);
+    }
+    seen
+}
+
 /// Posts `chain` with the first link hit by `first` (the others by
 /// nothing), runs every event, and returns the completions.
 fn run_chain(
@@ -120,18 +122,7 @@ fn run_chain(
         .chain(std::iter::repeat_n(None, chain.len() - 1))
         .collect();
     e.post_chain(Actor::Client(0), chain, 0);
-    let mut seen = Vec::new();
-    while let Some((at, ev)) = e.next_event() {
-        if let Ev::Complete(r) = ev {
-            if let Some(q) = e.reqs[r].as_ref() {
-                if let Some(result) = q.result.clone() {
-                    seen.push((q.wr.id.0, result));
-                }
-            }
-        }
-        e.handle(at, ev);
-    }
-    seen
+    completed(e, |q| q.result.clone().map(|r| (q.wr.id.0, r)))
 }
 
 fn word(e: &Engine, region: Region, offset: u64) -> u64 {
@@ -368,15 +359,7 @@ fn a_link_sent_after_its_round_was_given_up_answers_that_round() {
         e.post_chain(Actor::Client(0), take_and_read(ChainLink::Fenced), 0);
         // The poster gives the round up before the CAS completes.
         e.clients[0].round += 1;
-        let mut rounds = Vec::new();
-        while let Some((at, ev)) = e.next_event() {
-            if let Ev::Complete(r) = ev {
-                if let Some(q) = e.reqs[r].as_ref() {
-                    rounds.push((q.wr.id.0, q.round));
-                }
-            }
-            e.handle(at, ev);
-        }
+        let rounds = completed(&mut e, |q| Some((q.wr.id.0, q.round)));
         assert_eq!(rounds, vec![(1, round), (2, round)], "{first:?}");
     }
 }
@@ -395,15 +378,7 @@ fn a_fenced_link_meets_the_faults_of_the_instant_its_chain_was_posted() {
         lose_completion_permille: 1_000,
         ..Chaos::NONE
     };
-    let mut completed = Vec::new();
-    while let Some((at, ev)) = e.next_event() {
-        if let Ev::Complete(r) = ev {
-            if let Some(q) = e.reqs[r].as_ref() {
-                completed.push((q.wr.id.0, q.fate));
-            }
-        }
-        e.handle(at, ev);
-    }
-    assert_eq!(completed, vec![(1, None), (2, None)]);
+    let fates = completed(&mut e, |q| Some((q.wr.id.0, q.fate)));
+    assert_eq!(fates, vec![(1, None), (2, None)]);
     assert_eq!(e.counts.lost_completions, 0);
 }

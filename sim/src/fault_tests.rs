@@ -20,7 +20,7 @@ use nessie_systems::SystemKind;
 
 /// A two-node cluster, one client per node, with `chaos` (nothing
 /// scheduled, nothing preloaded).
-fn engine(system: SystemKind, chaos: Chaos, seed: u64) -> Engine {
+pub(crate) fn engine(system: SystemKind, chaos: Chaos, seed: u64) -> Engine {
     let spec = SimSpec {
         profile: TPDS,
         system,

@@ -43,7 +43,7 @@ use super::layout::{
     block_len, BlockRead, KeyPlace, RaceLayout, Slot, BLOCK_UNIT, COMBINED_BYTES, POSITIONS,
     SLOTS_PER_BUCKET,
 };
-use crate::client::{Attempt, BlockingClient, ClientLogic, CoreSwitches};
+use crate::client::{check_one_sided, Attempt, BlockingClient, ClientLogic, CoreSwitches};
 use crate::retry::RetryBudget;
 use nessie_exec::machine::{cas_previous, read_bytes, Io, OpClass, Results};
 use nessie_protocol::{RemoteAddr, UnknownOutcome, UnknownStep};
@@ -511,12 +511,7 @@ impl ClientLogic for RaceCore {
     fn check(&self, op: KvRequest<'_>) -> Result<(), Error> {
         // The layout was checked when the client or deployment was made
         // (`RaceLayout::check`).
-        let cfg = &self.cfg;
-        match op {
-            KvRequest::Get(k) | KvRequest::Delete(k) => cfg.check_key(k),
-            KvRequest::Put(k, v) => cfg.check_key(k).and_then(|()| cfg.check_value(v)),
-            KvRequest::Scan { .. } => Err(Error::Unsupported("scan")),
-        }
+        check_one_sided(&self.cfg, op)
     }
 
     async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, _budget: &mut RetryBudget) -> Attempt {
