@@ -383,14 +383,19 @@ impl Engine {
                     // completion, if one comes, is of an earlier round.
                 }
                 Stepped::PostChain(chain) => {
-                    // No server machine posts one today; it would go as a
-                    // client's does, one round.
+                    // No server machine posts one today; it goes as a
+                    // posted round does, awaited, and looked at again when
+                    // the machine gives its completions up.
                     let wk = &mut self.servers.as_mut().expect("servers").workers[w];
                     wk.round += 1;
                     let claim = chain.iter().any(|(wr, _)| matches!(wr.op, Op::Cas { .. }));
                     wk.claim_round = claim.then_some(wk.round);
                     self.post_chain(Actor::Worker(w), chain, t);
                     self.set_worker_state(w, WorkerState::Completions);
+                    if let (Some(d), true) = (m.deadline(), self.spec.chaos.any()) {
+                        let round = self.worker_src(w).1;
+                        self.schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
+                    }
                     break;
                 }
                 Stepped::Pending => {
