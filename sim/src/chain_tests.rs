@@ -200,22 +200,42 @@ fn a_failure_before_executing_flushes_the_link_behind_it_fenced_or_ordered() {
     }
 }
 
+/// A failure after executing, and a lost completion (the queue pair's
+/// failure after the link executed): an ordered link behind executes and
+/// reports it, a fenced one is flushed.
 #[test]
 fn behind_a_failure_after_executing_an_ordered_link_executes_and_a_fenced_one_is_flushed() {
-    let first = Some(TransportFault::FailAfterExecuting);
-    let mut e = engine(Chaos::NONE, 1);
-    let seen = run_chain(&mut e, first, write_and_release(ChainLink::Ordered));
-    assert_eq!(
-        result_of(&seen, 2),
-        Some(&Err(FabricError::Transport(
-            TransportError::QueuePairFailed
-        )))
-    );
-    assert_eq!(word(&e, Region::Data, ROW), 6, "both executed, in order");
-    let mut e = engine(Chaos::NONE, 1);
-    let seen = run_chain(&mut e, first, take_and_read(ChainLink::Fenced));
-    assert!(flushed(result_of(&seen, 2)), "{seen:?}");
-    assert_eq!(word(&e, Region::Index, LOCK), 7, "the CAS executed");
+    for fault in [
+        TransportFault::FailAfterExecuting,
+        TransportFault::LoseCompletion,
+    ] {
+        let first = Some(fault);
+        let mut e = engine(Chaos::NONE, 1);
+        let seen = run_chain(&mut e, first, write_and_release(ChainLink::Ordered));
+        assert_eq!(
+            result_of(&seen, 2),
+            Some(&Err(FabricError::Transport(
+                TransportError::QueuePairFailed
+            ))),
+            "{fault:?}"
+        );
+        assert_eq!(
+            word(&e, Region::Data, ROW),
+            6,
+            "{fault:?}: both executed, in order"
+        );
+        let mut e = engine(Chaos::NONE, 1);
+        let seen = run_chain(&mut e, first, take_and_read(ChainLink::Fenced));
+        assert!(flushed(result_of(&seen, 2)), "{fault:?}: {seen:?}");
+        assert_eq!(
+            word(&e, Region::Index, LOCK),
+            7,
+            "{fault:?}: the CAS executed"
+        );
+        if fault == TransportFault::LoseCompletion {
+            assert_eq!(e.counts.lost_completions, 1);
+        }
+    }
 }
 
 /// An error completion whose request lands later: an ordered link lands
@@ -241,26 +261,6 @@ fn behind_an_error_that_lands_later_an_ordered_link_lands_after_it_and_a_fenced_
         assert!(flushed(result_of(&seen, 2)), "seed {seed}: {seen:?}");
         assert_ne!(word(&e, Region::Data, ROW), 6, "seed {seed}");
     }
-}
-
-/// A lost completion is its queue pair's failure after the link executed:
-/// an ordered link behind executes and reports it, a fenced one is flushed.
-#[test]
-fn behind_a_lost_completion_an_ordered_link_executes_and_a_fenced_one_is_flushed() {
-    let first = Some(TransportFault::LoseCompletion);
-    let mut e = engine(Chaos::NONE, 1);
-    let seen = run_chain(&mut e, first, write_and_release(ChainLink::Ordered));
-    assert_eq!(
-        result_of(&seen, 2),
-        Some(&Err(FabricError::Transport(
-            TransportError::QueuePairFailed
-        )))
-    );
-    assert_eq!(word(&e, Region::Data, ROW), 6);
-    let mut e = engine(Chaos::NONE, 1);
-    let seen = run_chain(&mut e, first, take_and_read(ChainLink::Fenced));
-    assert!(flushed(result_of(&seen, 2)), "{seen:?}");
-    assert_eq!(e.counts.lost_completions, 1);
 }
 
 /// A late completion is late to the software only: the NIC had it, and

@@ -22,9 +22,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use nessie_protocol::{Error, Nanos, NodeId, Op};
+use nessie_protocol::{Config, Error, Nanos, NodeId, Op, RemoteAddr};
 
-use super::layout::{block_word, split_block_word, BlockArea, FREED, LIVE, NEVER_WRITTEN};
+use super::layout::{
+    block_word, split_block_word, BlockArea, RaceLayout, FREED, LIVE, NEVER_WRITTEN,
+};
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{Io, OpClass};
 
@@ -32,6 +34,24 @@ use nessie_exec::machine::{Io, OpClass};
 const SWEEP_BATCH: u32 = 256;
 /// Headers each allocation sweeps ahead.
 const AHEAD: u32 = 32;
+
+/// How long a freed block waits before reuse: T plus the clock skew.
+pub fn quarantine(cfg: &Config) -> Duration {
+    cfg.expiration + cfg.clock_skew
+}
+
+/// The READ of `len` bytes of a block at `addr` by a client on `own`: a CPU
+/// read of its own node's memory, a NIC READ of another's.
+pub fn block_read(own: NodeId, addr: RemoteAddr, len: u32) -> Op {
+    if addr.node == own {
+        Op::LocalRead {
+            offset: addr.offset,
+            len,
+        }
+    } else {
+        Op::Read { addr, len }
+    }
+}
 
 /// A block handed out: where it is and the header word it is written with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,5 +267,35 @@ impl BlockAlloc {
     /// the `reuse-without-hold` switch).
     pub fn set_hold(&mut self, hold: Duration) {
         self.hold = hold;
+    }
+
+    /// Test-only fault switch: freed blocks are reused at once (`on`) or
+    /// after `cfg`'s [`quarantine`].
+    pub fn reuse_without_hold(&mut self, on: bool, cfg: &Config) {
+        self.set_hold(if on { Duration::ZERO } else { quarantine(cfg) });
+    }
+
+    /// A block written out of place with `key` and `value` under its live
+    /// header word (a CPU write into this client's share), before anything
+    /// links it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DataTableFull`] when the share has no free block, or the
+    /// write's error.
+    pub async fn write_block(&mut self, io: &Io, key: &[u8], value: &[u8]) -> Result<Block, Error> {
+        let b = self.take(io).await?;
+        let data = RaceLayout::encode_block(b.live_word(), key, value);
+        let r = io
+            .round(
+                vec![Op::LocalWrite {
+                    offset: b.offset,
+                    data,
+                }],
+                OpClass::Data,
+            )
+            .await;
+        nessie_exec::machine::written(&r[0])?;
+        Ok(b)
     }
 }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use nessie_protocol::{ClientId, Config, Endpoint, Error, KvRequest, Nanos, Op, Response};
 
-use super::alloc::{Block, BlockAlloc};
+use super::alloc::{block_read, quarantine, Block, BlockAlloc};
 use super::layout::{
     block_len, BlockRead, KeyPlace, RaceLayout, Slot, BLOCK_UNIT, COMBINED_BYTES, POSITIONS,
     SLOTS_PER_BUCKET,
@@ -123,7 +123,7 @@ impl RaceCore {
     /// The core of client `id` (its blocks are its share on its node).
     pub fn new(cfg: Arc<Config>, layout: RaceLayout, id: ClientId) -> RaceCore {
         RaceCore {
-            alloc: BlockAlloc::new(layout.blocks(), id.node, id.index, hold(&cfg)),
+            alloc: BlockAlloc::new(layout.blocks(), id.node, id.index, quarantine(&cfg)),
             cfg,
             layout,
             id,
@@ -148,28 +148,13 @@ impl RaceCore {
     /// waiting out T plus the skew, so a reader that read a slot before its
     /// block was unlinked can read the block's next contents.
     pub fn set_reuse_without_hold(&mut self, on: bool) {
-        self.alloc.set_hold(if on {
-            std::time::Duration::ZERO
-        } else {
-            hold(&self.cfg)
-        });
+        self.alloc.reuse_without_hold(on, &self.cfg);
     }
 
     /// The last instant an attempt started at `start` may act on what it
     /// read, or post a CAS.
     fn deadline(&self, start: Nanos) -> Nanos {
         start.plus(self.cfg.expiration.saturating_sub(self.cfg.deadline_margin))
-    }
-
-    fn read_op(&self, own: nessie_protocol::NodeId, addr: RemoteAddr, len: u32) -> Op {
-        if addr.node == own {
-            Op::LocalRead {
-                offset: addr.offset,
-                len,
-            }
-        } else {
-            Op::Read { addr, len }
-        }
     }
 
     /// READs the two combined buckets; `Ok(Err(()))`: past the deadline
@@ -214,7 +199,7 @@ impl RaceCore {
         let own = io.own();
         let ops = matches
             .iter()
-            .map(|(_, s)| self.read_op(own, s.addr(), s.read_len()))
+            .map(|(_, s)| block_read(own, s.addr(), s.read_len()))
             .collect();
         let r: Results = io.round_by(ops, OpClass::Data, deadline).await;
         if io.now() > deadline {
@@ -300,18 +285,7 @@ impl RaceCore {
         // The new block, written out of place before anything links it.
         let block = match op {
             KvRequest::Put(_, value) => {
-                let b = self.alloc.take(io).await?;
-                let bytes = RaceLayout::encode_block(b.live_word(), key, value);
-                let r = io
-                    .round(
-                        vec![Op::LocalWrite {
-                            offset: b.offset,
-                            data: bytes,
-                        }],
-                        OpClass::Data,
-                    )
-                    .await;
-                nessie_exec::machine::written(&r[0])?;
+                let b = self.alloc.write_block(io, key, value).await?;
                 Some((b, block_len(key.len(), value.len())))
             }
             _ => None,
@@ -452,7 +426,7 @@ impl RaceCore {
         let own = io.own();
         let ops = others
             .iter()
-            .map(|(_, s)| self.read_op(own, s.addr(), s.read_len()))
+            .map(|(_, s)| block_read(own, s.addr(), s.read_len()))
             .collect();
         let r = io.round_by(ops, OpClass::Data, deadline).await;
         if io.now().plus(self.cfg.deadline_margin) >= deadline {
@@ -531,11 +505,6 @@ impl ClientLogic for RaceCore {
     fn set_switches(&mut self, switches: CoreSwitches) {
         self.set_reuse_without_hold(switches.reuse_without_hold);
     }
-}
-
-/// How long a freed block waits before reuse: T plus the clock skew.
-fn hold(cfg: &Config) -> std::time::Duration {
-    cfg.expiration + cfg.clock_skew
 }
 
 /// A RACE client (blocking).

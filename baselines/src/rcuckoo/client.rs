@@ -46,10 +46,10 @@ mod repair;
 
 use super::layout::{Entry, KeyRows, RcuckooLayout, Row, INLINE_MAX};
 use crate::client::{check_one_sided, Attempt, BlockingClient, ClientLogic, CoreSwitches};
-use crate::race::alloc::BlockAlloc;
+use crate::race::alloc::{block_read, quarantine, BlockAlloc};
 use crate::race::layout::{BlockRead, RaceLayout};
 use crate::retry::RetryBudget;
-use nessie_exec::machine::{read_bytes, written, Io, OpClass};
+use nessie_exec::machine::{read_bytes, Io, OpClass};
 
 /// How deep the insert's breadth-first search goes (the paper's setting).
 const SEARCH_DEPTH: usize = 5;
@@ -124,7 +124,7 @@ impl RcuckooCore {
     /// The core of client `id` (its extents are its share on its node).
     pub fn new(cfg: Arc<Config>, layout: RcuckooLayout, id: ClientId) -> RcuckooCore {
         RcuckooCore {
-            alloc: BlockAlloc::new(layout.extents, id.node, id.index, hold(&cfg)),
+            alloc: BlockAlloc::new(layout.extents, id.node, id.index, quarantine(&cfg)),
             cfg,
             layout,
             id,
@@ -313,14 +313,7 @@ impl RcuckooCore {
         deadline: Nanos,
     ) -> Result<Option<Vec<u8>>, Error> {
         let len = self.layout.extents.block_bytes as u32;
-        let op = if node == io.own() {
-            Op::LocalRead { offset, len }
-        } else {
-            Op::Read {
-                addr: RemoteAddr::data(node, offset),
-                len,
-            }
-        };
+        let op = block_read(io.own(), RemoteAddr::data(node, offset), len);
         let r = io.round_by(vec![op], OpClass::Data, deadline).await;
         if io.now() > deadline {
             return Ok(None);
@@ -349,18 +342,7 @@ impl RcuckooCore {
                 None,
             ),
             KvRequest::Put(_, value) => {
-                let b = self.alloc.take(io).await?;
-                let bytes = RaceLayout::encode_block(b.live_word(), key, value);
-                let r = io
-                    .round(
-                        vec![Op::LocalWrite {
-                            offset: b.offset,
-                            data: bytes,
-                        }],
-                        OpClass::Data,
-                    )
-                    .await;
-                written(&r[0])?;
+                let b = self.alloc.write_block(io, key, value).await?;
                 let e = Entry::Extent {
                     key: key.to_vec(),
                     node: self.id.node,
@@ -670,20 +652,12 @@ impl ClientLogic for RcuckooCore {
     }
 
     fn set_switches(&mut self, switches: CoreSwitches) {
-        self.alloc.set_hold(if switches.reuse_without_hold {
-            Duration::ZERO
-        } else {
-            hold(&self.cfg)
-        });
+        self.alloc
+            .reuse_without_hold(switches.reuse_without_hold, &self.cfg);
         self.set_unfenced_writes(switches.unfenced_writes);
         self.set_repair_empties_torn(switches.repair_empties_torn);
         self.skip_miss_check = switches.skip_miss_check;
     }
-}
-
-/// How long a freed extent waits before reuse: T plus the clock skew.
-fn hold(cfg: &Config) -> Duration {
-    cfg.expiration + cfg.clock_skew
 }
 
 /// An RCuckoo client (blocking).
