@@ -171,8 +171,8 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
     );
     let c = usize::from(1 - home.0);
     let t0 = crate::engine::EPOCH + 10_000;
-    e.schedule(t0, Ev::Poll(c));
-    while e.tally.get_lat.is_empty() {
+    e.events.schedule(t0, Ev::Poll(c));
+    while e.workload.tally.get_lat.is_empty() {
         let (at, ev) = e.next_event().expect("the GET finishes");
         e.handle(at, ev);
     }
@@ -191,8 +191,9 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
     // found no response yet, so the landing wakes it: 4,519 + 100 (its miss
     // on the control word) = 4,619, one step (300) and the response read
     // back by CPU (24 B twice: 5 + 5, no step after a CPU access): 4,929.
-    assert_eq!(e.tally.get_lat, vec![4_929]);
+    assert_eq!(e.workload.tally.get_lat, vec![4_929]);
     let busy: u64 = e
+        .server_side
         .servers
         .as_ref()
         .unwrap()
@@ -205,6 +206,7 @@ fn one_server_driven_request_takes_the_hand_computed_time() {
     assert_eq!(busy, 327 + 105 + 108 + 102 + 3 * 102 + 16 + 2 * 4 * 102);
     // The idle worker's scan before it took the request: 110.
     let scan: u64 = e
+        .server_side
         .servers
         .as_ref()
         .unwrap()
@@ -234,7 +236,8 @@ fn nic_busy_time_splits_processing_from_bytes_in_the_measured_window() {
         while let Some((t, ev)) = e.next_event() {
             e.handle(t, ev);
         }
-        e.nics
+        e.net
+            .nics
             .iter()
             .map(|n| (n.tx_op_ns, n.tx_wire_ns, n.rx_ns))
             .collect::<Vec<_>>()
@@ -255,7 +258,7 @@ fn nic_busy_time_splits_processing_from_bytes_in_the_measured_window() {
 #[test]
 fn a_saturated_nic_counts_only_the_busy_time_inside_the_window() {
     let mut e = idle();
-    let end = e.end;
+    let end = e.events.end;
     for i in 0..2_000 {
         let wr = WorkRequest {
             id: OpId(i),
@@ -267,7 +270,7 @@ fn a_saturated_nic_counts_only_the_busy_time_inside_the_window() {
         e.handle(t, ev);
     }
     // TPDS: one server per direction, processing and bytes together.
-    for n in &e.nics {
+    for n in &e.net.nics {
         assert!(
             n.tx_op_ns + n.tx_wire_ns <= 10_000,
             "tx {} + {}",
@@ -276,7 +279,7 @@ fn a_saturated_nic_counts_only_the_busy_time_inside_the_window() {
         );
         assert!(n.rx_ns <= 10_000, "rx {}", n.rx_ns);
     }
-    let sender = &e.nics[0];
+    let sender = &e.net.nics[0];
     assert!(
         sender.tx_op_ns + sender.tx_wire_ns >= 9_000,
         "the window's last 10 µs were busy: {} + {}",

@@ -18,7 +18,10 @@ impl Engine {
     /// The meganodes Cell's directory lists that its tree does not reach
     /// now, each with where it is held (empty for another system).
     pub(crate) fn unreachable_meganodes(&self) -> Vec<String> {
-        let (Some(dir), Some(st)) = (self.dir.as_ref(), self.cell_servers.first()) else {
+        let (Some(dir), Some(st)) = (
+            self.server_side.dir.as_ref(),
+            self.server_side.cell_servers.first(),
+        ) else {
             return Vec::new();
         };
         let map = dir.snapshot();
@@ -26,7 +29,7 @@ impl Engine {
         let bytes = |region: RegionId, offset: u64, len: u64| {
             let info = map.get(region)?;
             let at = layout.slot_base(info.slot) + offset;
-            self.mem.read(info.node, Region::Data, at, len).ok()
+            self.cluster.mem.read(info.node, Region::Data, at, len).ok()
         };
         let node = |p: NodePtr| {
             let b = bytes(p.region, layout.node_offset(p.index), layout.node_bytes)?;

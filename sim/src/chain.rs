@@ -52,13 +52,13 @@ impl Engine {
         chain: Vec<(WorkRequest, ChainLink)>,
         t: u64,
     ) {
-        let id = self.next_chain;
-        self.next_chain += 1;
-        self.counts.chained += 1;
+        let id = self.net.next_chain;
+        self.net.next_chain += 1;
+        self.chaos.counts.chained += 1;
         let n = chain.len();
         let (unsent, links) = chain.into_iter().map(|(wr, l)| (Some(wr), l)).unzip();
         let (_, round, incarnation) = self.poster(actor);
-        self.chains.insert(
+        self.net.chains.insert(
             id,
             Chain {
                 actor,
@@ -79,7 +79,7 @@ impl Engine {
     fn send_links(&mut self, id: u64, from: usize, t: u64) {
         let mut pos = from;
         loop {
-            let Some(ch) = self.chains.get_mut(&id) else {
+            let Some(ch) = self.net.chains.get_mut(&id) else {
                 return;
             };
             if pos >= ch.unsent.len() || (pos > from && ch.links[pos] == ChainLink::Fenced) {
@@ -96,7 +96,7 @@ impl Engine {
 
     /// Whether the link in `slot`, at its responder, may execute.
     pub(crate) fn chain_gate(&mut self, slot: ChainSlot, r: usize) -> Gate {
-        let Some(ch) = self.chains.get_mut(&slot.chain) else {
+        let Some(ch) = self.net.chains.get_mut(&slot.chain) else {
             return Gate::Go { errored: false };
         };
         if slot.pos == 0 {
@@ -107,7 +107,7 @@ impl Engine {
             LinkState::NotExecuted => Gate::Flush,
             LinkState::Pending => {
                 ch.parked[slot.pos] = Some(r);
-                self.counts.chain_waits += 1;
+                self.chaos.counts.chain_waits += 1;
                 Gate::Park
             }
         }
@@ -120,7 +120,7 @@ impl Engine {
         let Some(parked) = self.settle(slot, LinkState::Executed { errored }) else {
             return;
         };
-        self.schedule(now, Ev::Arrive(parked));
+        self.events.schedule(now, Ev::Arrive(parked));
     }
 
     /// The link in `slot` will never execute: a link waiting behind it is
@@ -135,21 +135,21 @@ impl Engine {
 
     /// Flushes request `r`, a link behind one that never executes.
     pub(crate) fn flush_link(&mut self, r: usize, now: u64) {
-        self.counts.chain_flushed += 1;
+        self.chaos.counts.chain_flushed += 1;
         self.fail_request(r, now, FabricError::Transport(TransportError::Flushed));
     }
 
     /// Records what link `slot` came to; returns the link parked behind it,
     /// if any. Forgets a chain whose every link is settled.
     fn settle(&mut self, slot: ChainSlot, state: LinkState) -> Option<usize> {
-        let ch = self.chains.get_mut(&slot.chain)?;
+        let ch = self.net.chains.get_mut(&slot.chain)?;
         if ch.states[slot.pos] != LinkState::Pending {
             return None;
         }
         ch.states[slot.pos] = state;
         let parked = ch.parked.get_mut(slot.pos + 1).and_then(Option::take);
         if ch.states.iter().all(|s| *s != LinkState::Pending) {
-            self.chains.remove(&slot.chain);
+            self.net.chains.remove(&slot.chain);
         }
         parked
     }
@@ -159,7 +159,7 @@ impl Engine {
     /// after an error, flushed with every link behind it.
     pub(crate) fn link_completed(&mut self, slot: ChainSlot, ok: bool, now: u64) {
         let next = slot.pos + 1;
-        let Some(ch) = self.chains.get_mut(&slot.chain) else {
+        let Some(ch) = self.net.chains.get_mut(&slot.chain) else {
             return;
         };
         if ch.links.get(next) != Some(&ChainLink::Fenced) || ch.unsent[next].is_none() {

@@ -102,7 +102,7 @@ fn completed<T>(e: &mut Engine, what: impl Fn(&crate::nic::NicRequest) -> Option
     let mut seen = Vec::new();
     while let Some((at, ev)) = e.next_event() {
         if let Ev::Complete(r) = ev {
-            if let Some(t) = e.reqs[r].as_ref().and_then(&what) {
+            if let Some(t) = e.net.reqs[r].as_ref().and_then(&what) {
                 seen.push(t);
             }
         }
@@ -118,7 +118,7 @@ fn run_chain(
     first: Option<TransportFault>,
     chain: Vec<(WorkRequest, ChainLink)>,
 ) -> Seen {
-    e.forced_fates = std::iter::once(first)
+    e.net.forced_fates = std::iter::once(first)
         .chain(std::iter::repeat_n(None, chain.len() - 1))
         .collect();
     e.post_chain(Actor::Client(0), chain, 0);
@@ -126,7 +126,7 @@ fn run_chain(
 }
 
 fn word(e: &Engine, region: Region, offset: u64) -> u64 {
-    e.mem.word(NodeId(1), region, offset).unwrap()
+    e.cluster.mem.word(NodeId(1), region, offset).unwrap()
 }
 
 fn result_of(seen: &Seen, id: u64) -> Option<&Result<OpOutput, FabricError>> {
@@ -150,7 +150,7 @@ fn a_fenced_read_sees_the_lock_its_cas_took_and_an_ordered_cas_sees_the_write() 
             Some(&Ok(OpOutput::Read(7u64.to_le_bytes().to_vec()))),
             "seed {seed}: {seen:?}"
         );
-        assert_eq!(e.counts.chained, 1);
+        assert_eq!(e.chaos.counts.chained, 1);
         let mut e = engine(Chaos::NONE, seed);
         let seen = run_chain(&mut e, None, write_and_release(ChainLink::Ordered));
         assert_eq!(
@@ -158,7 +158,7 @@ fn a_fenced_read_sees_the_lock_its_cas_took_and_an_ordered_cas_sees_the_write() 
             Some(&Ok(OpOutput::Cas { previous: 5 }))
         );
         assert_eq!(word(&e, Region::Data, ROW), 6);
-        assert!(e.chains.is_empty(), "a settled chain is forgotten");
+        assert!(e.net.chains.is_empty(), "a settled chain is forgotten");
     }
 }
 
@@ -180,7 +180,7 @@ fn an_ordered_link_that_arrives_first_waits_for_its_predecessor() {
             Some(&Ok(OpOutput::Cas { previous: 5 })),
             "seed {seed}"
         );
-        waited += e.counts.chain_waits;
+        waited += e.chaos.counts.chain_waits;
     }
     assert!(
         waited > 0,
@@ -196,7 +196,7 @@ fn a_failure_before_executing_flushes_the_link_behind_it_fenced_or_ordered() {
         let seen = run_chain(&mut e, first, write_and_release(link));
         assert!(flushed(result_of(&seen, 2)), "{link:?}: {seen:?}");
         assert_eq!(word(&e, Region::Data, ROW), 0, "{link:?}: nothing executed");
-        assert_eq!(e.counts.chain_flushed, 1);
+        assert_eq!(e.chaos.counts.chain_flushed, 1);
     }
 }
 
@@ -233,7 +233,7 @@ fn behind_a_failure_after_executing_an_ordered_link_executes_and_a_fenced_one_is
             "{fault:?}: the CAS executed"
         );
         if fault == TransportFault::LoseCompletion {
-            assert_eq!(e.counts.lost_completions, 1);
+            assert_eq!(e.chaos.counts.lost_completions, 1);
         }
     }
 }
@@ -250,10 +250,10 @@ fn behind_an_error_that_lands_later_an_ordered_link_lands_after_it_and_a_fenced_
         match result_of(&seen, 2) {
             Some(Err(FabricError::Transport(TransportError::QueuePairFailed))) => {
                 assert_eq!(word(&e, Region::Data, ROW), 6, "seed {seed}: in order");
-                assert_eq!(e.counts.orphans_landed, 1);
+                assert_eq!(e.chaos.counts.orphans_landed, 1);
             }
             // The WRITE was refused at its landing deadline: never executed.
-            r if flushed(r) => assert_eq!(e.counts.landing_deadline_refusals, 1),
+            r if flushed(r) => assert_eq!(e.chaos.counts.landing_deadline_refusals, 1),
             r => panic!("seed {seed}: {r:?}"),
         }
         let mut e = engine(Chaos::NONE, seed);
@@ -288,7 +288,7 @@ fn a_vanished_link_never_executes_and_every_link_behind_it_is_flushed() {
         assert_eq!(seen.len(), 1, "{link:?}: {seen:?}");
         assert!(flushed(result_of(&seen, 2)), "{link:?}: {seen:?}");
         assert_eq!(word(&e, Region::Data, ROW), 0);
-        assert!(e.chains.is_empty());
+        assert!(e.net.chains.is_empty());
     }
 }
 
@@ -329,7 +329,7 @@ fn an_ordered_link_behind_a_torn_write_executes_after_its_last_word() {
         result_of(&seen, 2),
         Some(&Ok(OpOutput::Cas { previous: 5 }))
     );
-    assert_eq!(e.counts.torn, 1);
+    assert_eq!(e.chaos.counts.torn, 1);
     assert_eq!(word(&e, Region::Data, ROW + 8), 9);
 }
 
@@ -337,11 +337,11 @@ fn an_ordered_link_behind_a_torn_write_executes_after_its_last_word() {
 fn a_link_to_a_node_that_is_down_flushes_the_links_behind_it() {
     for link in [ChainLink::Ordered, ChainLink::Fenced] {
         let mut e = engine(Chaos::NONE, 1);
-        e.node_down[1] = true;
+        e.cluster.node_down[1] = true;
         let seen = run_chain(&mut e, None, write_and_release(link));
         assert_eq!(result_of(&seen, 1), Some(&Err(FabricError::Timeout)));
         assert!(flushed(result_of(&seen, 2)), "{link:?}: {seen:?}");
-        assert!(e.chains.is_empty());
+        assert!(e.net.chains.is_empty());
     }
 }
 
@@ -354,7 +354,7 @@ fn a_link_to_a_node_that_is_down_flushes_the_links_behind_it() {
 fn a_link_sent_after_its_round_was_given_up_answers_that_round() {
     for first in [None, Some(TransportFault::FailBeforeExecuting)] {
         let mut e = engine(Chaos::NONE, 1);
-        e.forced_fates = [first, None].into_iter().collect();
+        e.net.forced_fates = [first, None].into_iter().collect();
         let round = e.clients[0].round;
         e.post_chain(Actor::Client(0), take_and_read(ChainLink::Fenced), 0);
         // The poster gives the round up before the CAS completes.
@@ -380,5 +380,5 @@ fn a_fenced_link_meets_the_faults_of_the_instant_its_chain_was_posted() {
     };
     let fates = completed(&mut e, |q| Some((q.wr.id.0, q.fate)));
     assert_eq!(fates, vec![(1, None), (2, None)]);
-    assert_eq!(e.counts.lost_completions, 0);
+    assert_eq!(e.chaos.counts.lost_completions, 0);
 }

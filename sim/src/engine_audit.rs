@@ -20,7 +20,7 @@ impl Engine {
         now: u64,
     ) {
         if self.spec.system != SystemKind::Nessie
-            || self.watch.marked_linked.len() >= 16
+            || self.checks.marked_linked.len() >= 16
             || result.is_err()
         {
             return;
@@ -28,7 +28,7 @@ impl Engine {
         let breach = match w {
             None => return,
             Some(Watched::Mark(d)) => self
-                .mem
+                .cluster.mem
                 .index_words()
                 .any(|w| w.dte() == Some(d))
                 .then(|| format!("entry {d} was marked for recycling at {now} ns while an index table entry names it")),
@@ -37,13 +37,13 @@ impl Engine {
                 IndexEntry(new)
                     .dte()
                     .filter(|&d| {
-                        linked && header(&self.mem, &self.cfg, d).is_some_and(|h| h.recycle.recycle)
+                        linked && header(&self.cluster.mem, &self.cfg, d).is_some_and(|h| h.recycle.recycle)
                     })
                     .map(|d| format!("an index CAS linked entry {d} at {now} ns, which is marked for recycling"))
             }
         };
         if let Some(b) = breach {
-            self.watch.marked_linked.push(b);
+            self.checks.marked_linked.push(b);
         }
     }
 
@@ -80,7 +80,7 @@ impl Engine {
             })
             .collect();
         Some(audit(
-            &self.mem,
+            &self.cluster.mem,
             &self.cfg,
             &shares,
             Nanos(now),

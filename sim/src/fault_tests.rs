@@ -144,9 +144,9 @@ fn an_error_then_land_cas_reports_its_error_then_executes_by_its_landing_deadlin
             let mut error_at = None;
             let mut land_at = None;
             while let Some((at, ev)) = e.next_event() {
-                let before = e.mem.word(NodeId(1), Region::Index, 8).unwrap();
+                let before = e.cluster.mem.word(NodeId(1), Region::Index, 8).unwrap();
                 e.handle(at, ev);
-                let after = e.mem.word(NodeId(1), Region::Index, 8).unwrap();
+                let after = e.cluster.mem.word(NodeId(1), Region::Index, 8).unwrap();
                 match ev {
                     Ev::Complete(_) => error_at = Some(at),
                     Ev::Land(_) if before != after => land_at = Some(at),
@@ -155,11 +155,11 @@ fn an_error_then_land_cas_reports_its_error_then_executes_by_its_landing_deadlin
             }
             let (error_at, land_at) = (error_at.unwrap(), land_at);
             assert!(error_at <= m, "seed {seed}: the error by the deadline");
-            assert_eq!(e.counts.error_then_land, 1);
+            assert_eq!(e.chaos.counts.error_then_land, 1);
             match land_at {
                 Some(t) => {
                     assert!(t >= error_at, "seed {seed}: landed before its error");
-                    assert_eq!(e.counts.orphans_landed, 1);
+                    assert_eq!(e.chaos.counts.orphans_landed, 1);
                     if t > m {
                         assert!(late_landing, "seed {seed}: landed past A2 at {t}");
                         landed_late += 1;
@@ -168,7 +168,7 @@ fn an_error_then_land_cas_reports_its_error_then_executes_by_its_landing_deadlin
                 // Reaching the responder after the deadline: refused (A2).
                 None => {
                     assert!(!late_landing);
-                    assert_eq!(e.counts.landing_deadline_refusals, 1);
+                    assert_eq!(e.chaos.counts.landing_deadline_refusals, 1);
                 }
             }
         }
@@ -195,8 +195,8 @@ fn an_error_then_land_read_just_fails() {
     };
     e.post(Actor::Client(0), wr, 0);
     run(&mut e);
-    assert_eq!(e.counts.error_then_land, 0);
-    assert_eq!(e.counts.failed_before_exec, 1);
+    assert_eq!(e.chaos.counts.error_then_land, 0);
+    assert_eq!(e.chaos.counts.failed_before_exec, 1);
 }
 
 #[test]
@@ -211,26 +211,33 @@ fn a_late_completion_waits_for_a_later_round_and_dies_with_its_process() {
             id: OpId(1),
             op: cas(0, 0, 1),
         };
-        e.post(Actor::Client(0), wr, e.now);
+        e.post(Actor::Client(0), wr, e.events.now);
     };
     post(&mut e);
     run(&mut e);
-    assert_eq!(e.mem.word(NodeId(1), Region::Index, 0), Ok(1), "executed");
+    assert_eq!(
+        e.cluster.mem.word(NodeId(1), Region::Index, 0),
+        Ok(1),
+        "executed"
+    );
     assert_eq!(e.clients[0].late.len(), 1, "held while its round runs");
-    assert_eq!(e.counts.late_completions, 1);
-    assert_eq!(e.counts.stale_completions, 0, "not delivered yet");
+    assert_eq!(e.chaos.counts.late_completions, 1);
+    assert_eq!(e.chaos.counts.stale_completions, 0, "not delivered yet");
     // The client gives the round up and posts another: handed in then.
     e.clients[0].round += 1;
-    let t = e.now;
+    let t = e.events.now;
     e.release_late(0, t);
     assert!(e.clients[0].late.is_empty());
     run(&mut e);
-    assert_eq!(e.counts.stale_completions, 1, "delivered after its round");
+    assert_eq!(
+        e.chaos.counts.stale_completions, 1,
+        "delivered after its round"
+    );
     // Another, and the client crashes before a later round: dropped.
     post(&mut e);
     run(&mut e);
     assert_eq!(e.clients[0].late.len(), 1);
-    let now = e.now;
+    let now = e.events.now;
     e.crash(0, now);
     assert!(e.clients[0].late.is_empty());
     e.clients[0].down_since = None;
@@ -238,7 +245,7 @@ fn a_late_completion_waits_for_a_later_round_and_dies_with_its_process() {
     e.release_late(0, now);
     run(&mut e);
     assert_eq!(
-        e.counts.stale_completions, 1,
+        e.chaos.counts.stale_completions, 1,
         "a crashed process hears nothing"
     );
 }
@@ -259,8 +266,8 @@ fn a_baselines_late_completion_is_a_lost_one() {
     };
     e.post(Actor::Client(0), wr, 0);
     run(&mut e);
-    assert_eq!(e.counts.lost_completions, 1);
-    assert_eq!(e.counts.late_completions, 0);
+    assert_eq!(e.chaos.counts.lost_completions, 1);
+    assert_eq!(e.chaos.counts.late_completions, 0);
     assert!(e.clients[0].late.is_empty());
 }
 
@@ -313,33 +320,33 @@ fn the_i4_watch_reports_a_mark_on_a_linked_entry_and_a_link_of_a_marked_one() {
     // Unlinked: a mark is fine.
     e.post(Actor::Client(0), write(mark.clone()), 0);
     run(&mut e);
-    assert!(e.watch.marked_linked.is_empty());
+    assert!(e.checks.marked_linked.is_empty());
     // Linking the marked entry is not.
     let link = WorkRequest {
         id: OpId(2),
         op: cas(0, 0, word),
     };
-    let now = e.now;
+    let now = e.events.now;
     e.post(Actor::Client(0), link, now);
     run(&mut e);
     assert_eq!(
-        e.watch.marked_linked.len(),
+        e.checks.marked_linked.len(),
         1,
         "{:?}",
-        e.watch.marked_linked
+        e.checks.marked_linked
     );
-    assert!(e.watch.marked_linked[0].contains("linked entry DTE 1/2"));
+    assert!(e.checks.marked_linked[0].contains("linked entry DTE 1/2"));
     // Nor marking it while it is linked.
-    let now = e.now;
+    let now = e.events.now;
     e.post(Actor::Client(0), write(mark), now);
     run(&mut e);
     assert_eq!(
-        e.watch.marked_linked.len(),
+        e.checks.marked_linked.len(),
         2,
         "{:?}",
-        e.watch.marked_linked
+        e.checks.marked_linked
     );
-    assert!(e.watch.marked_linked[1].contains("while an index table entry names it"));
+    assert!(e.checks.marked_linked[1].contains("while an index table entry names it"));
 }
 
 /// A four-word WRITE to node 1's data region at offset 64.
@@ -355,7 +362,12 @@ fn four_words(id: u64) -> WorkRequest {
 
 fn data_words(e: &Engine) -> Vec<u64> {
     (0..4)
-        .map(|i| e.mem.word(NodeId(1), Region::Data, 64 + 8 * i).unwrap())
+        .map(|i| {
+            e.cluster
+                .mem
+                .word(NodeId(1), Region::Data, 64 + 8 * i)
+                .unwrap()
+        })
         .collect()
 }
 
@@ -381,8 +393,8 @@ fn a_torn_write_lands_one_word_at_a_time_in_ascending_order() {
     }
     assert_eq!(placed.len(), 4);
     assert!(placed.windows(2).all(|w| w[0] < w[1]), "{placed:?}");
-    assert_eq!(e.counts.torn, 1);
-    assert_eq!(e.counts.partly_placed, 0);
+    assert_eq!(e.chaos.counts.torn, 1);
+    assert_eq!(e.chaos.counts.partly_placed, 0);
 }
 
 #[test]
@@ -401,8 +413,8 @@ fn a_failure_after_executing_stops_a_torn_write_part_placed() {
         let placed = w.iter().take_while(|&&x| x != 0).count();
         assert!((1..4).contains(&placed), "seed {seed}: {w:?}");
         assert!(w[placed..].iter().all(|&x| x == 0), "seed {seed}: {w:?}");
-        assert_eq!(e.counts.partly_placed, 1);
-        assert_eq!(e.counts.failed_after_exec, 1);
+        assert_eq!(e.chaos.counts.partly_placed, 1);
+        assert_eq!(e.chaos.counts.failed_after_exec, 1);
         stopped_at.insert(placed);
     }
     assert_eq!(stopped_at.len(), 3, "every prefix occurs: {stopped_at:?}");
@@ -411,7 +423,7 @@ fn a_failure_after_executing_stops_a_torn_write_part_placed() {
 #[test]
 fn a_failed_queue_pair_refuses_its_own_posts_and_no_one_elses() {
     let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
-    e.link_failures.push(crate::nic::LinkFailure {
+    e.net.link_failures.push(crate::nic::LinkFailure {
         actor: Actor::Client(0),
         node: 1,
         at: 0,
@@ -422,11 +434,11 @@ fn a_failed_queue_pair_refuses_its_own_posts_and_no_one_elses() {
     e.post(Actor::Client(0), four_words(1), 10);
     run(&mut e);
     assert_eq!(data_words(&e), vec![0; 4]);
-    assert_eq!(e.counts.link_errors, 1);
+    assert_eq!(e.chaos.counts.link_errors, 1);
     e.post(Actor::Client(1), four_words(2), 20);
     run(&mut e);
     assert_ne!(data_words(&e), vec![0; 4]);
-    assert_eq!(e.counts.link_errors, 1);
+    assert_eq!(e.chaos.counts.link_errors, 1);
 }
 
 #[test]
@@ -436,7 +448,7 @@ fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
         let mut e = engine(SystemKind::Nessie, Chaos::NONE, seed);
         // The queue pair fails right after the post, before the request
         // reaches node 1.
-        e.link_failures.push(crate::nic::LinkFailure {
+        e.net.link_failures.push(crate::nic::LinkFailure {
             actor: Actor::Client(0),
             node: 1,
             at: 1,
@@ -444,7 +456,7 @@ fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
         });
         e.post(Actor::Client(0), four_words(1), 0);
         run(&mut e);
-        assert_eq!(e.counts.link_errors, 1, "seed {seed}");
+        assert_eq!(e.chaos.counts.link_errors, 1, "seed {seed}");
         if data_words(&e) == vec![0; 4] {
             flushed += 1;
         } else {
@@ -460,11 +472,11 @@ fn requests_outstanding_when_their_queue_pair_fails_complete_with_errors() {
 #[test]
 fn an_event_past_the_horizon_stays_queued() {
     let mut e = engine(SystemKind::Nessie, Chaos::NONE, 1);
-    e.horizon = 100;
-    e.schedule(200, Ev::Poll(0));
+    e.events.horizon = 100;
+    e.events.schedule(200, Ev::Poll(0));
     assert!(e.next_event().is_none());
-    assert_eq!(e.now, 100);
-    e.horizon = 300;
+    assert_eq!(e.events.now, 100);
+    e.events.horizon = 300;
     assert!(matches!(e.next_event(), Some((200, Ev::Poll(0)))));
 }
 
@@ -510,8 +522,8 @@ fn a_vanished_request_never_executes_and_never_completes() {
     e.post(Actor::Client(0), wr, 0);
     let events = run(&mut e);
     assert!(events.is_empty(), "{events:?}");
-    assert_eq!(e.mem.word(NodeId(1), Region::Index, 8).unwrap(), 0);
-    assert_eq!(e.counts.vanished, 1);
+    assert_eq!(e.cluster.mem.word(NodeId(1), Region::Index, 8).unwrap(), 0);
+    assert_eq!(e.chaos.counts.vanished, 1);
 }
 
 /// A duplicated WRITE executes, completes once, and its copy executes once
@@ -548,20 +560,20 @@ fn a_duplicated_write_completes_once_and_lands_again_by_its_landing_deadline() {
                     },
                 };
                 InFlight::new(zero, at)
-                    .run_to_end(&mut e.mem, NodeId(0), WordOrder::Ascending)
+                    .run_to_end(&mut e.cluster.mem, NodeId(0), WordOrder::Ascending)
                     .unwrap();
             }
         }
         assert_eq!(completions, 1, "seed {seed}: one completion");
-        assert_eq!(e.counts.duplicate_writes, 1);
+        assert_eq!(e.chaos.counts.duplicate_writes, 1);
         match landings.as_slice() {
             [_, copy] => {
                 assert!(*copy <= m, "seed {seed}: the copy landed past A2 at {copy}");
-                assert_eq!(e.counts.duplicates_landed, 1);
+                assert_eq!(e.chaos.counts.duplicates_landed, 1);
                 again += 1;
             }
             [_] => {
-                assert_eq!(e.counts.landing_deadline_refusals, 1, "seed {seed}");
+                assert_eq!(e.chaos.counts.landing_deadline_refusals, 1, "seed {seed}");
                 refused += 1;
             }
             other => panic!("seed {seed}: {other:?}"),
@@ -583,6 +595,6 @@ fn a_duplicated_cas_or_read_executes_once() {
     };
     e.post(Actor::Client(0), wr, 0);
     run(&mut e);
-    assert_eq!(e.mem.word(NodeId(1), Region::Index, 8).unwrap(), 42);
-    assert_eq!(e.counts.duplicate_writes, 0);
+    assert_eq!(e.cluster.mem.word(NodeId(1), Region::Index, 8).unwrap(), 42);
+    assert_eq!(e.chaos.counts.duplicate_writes, 0);
 }

@@ -79,7 +79,7 @@ impl Engine {
     /// may keep its completions from coming.
     fn wake_kv(&mut self, c: usize, round: u64, wake: Option<u64>) {
         if let (Some(at), true) = (wake, self.spec.chaos.any()) {
-            self.schedule(at, Ev::Wake(c, round));
+            self.events.schedule(at, Ev::Wake(c, round));
         }
     }
 
@@ -95,7 +95,7 @@ impl Engine {
                 cl.due = Some(Shared::Waited);
                 // A spinning thread's re-check costs at least a miss.
                 let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
-                self.schedule(t + d.max(detect), Ev::KvDue(c, round));
+                self.events.schedule(t + d.max(detect), Ev::KvDue(c, round));
             }
             Wait::Response {
                 ctrl,
@@ -103,18 +103,18 @@ impl Engine {
                 deadline,
             } => {
                 let node = cl.state.id.node;
-                let word = self.mem.word(node, Region::Data, ctrl).unwrap_or(0);
+                let word = self.cluster.mem.word(node, Region::Data, ctrl).unwrap_or(0);
                 let cl = &mut self.clients[c];
                 if word as u32 == seq {
                     cl.due = Some(Shared::Landed(true));
-                    self.schedule(t + detect, Ev::KvDue(c, round));
+                    self.events.schedule(t + detect, Ev::KvDue(c, round));
                 } else {
                     // The response WRITE landing wakes it (Engine::landed);
                     // else its deadline (the client's clock) does.
                     cl.awaiting = Some((ctrl, seq));
                     cl.due = Some(Shared::Landed(false));
                     let at = deadline.0.saturating_sub(cl.clock_offset).max(t) + 1;
-                    self.schedule(at, Ev::KvDue(c, round));
+                    self.events.schedule(at, Ev::KvDue(c, round));
                 }
             }
             Wait::Request(_) | Wait::Lock(_) => {
@@ -154,7 +154,7 @@ impl Engine {
             return;
         }
         let node = cl.state.id.node;
-        if self.mem.word(node, Region::Data, ctrl).unwrap_or(0) as u32 != seq {
+        if self.cluster.mem.word(node, Region::Data, ctrl).unwrap_or(0) as u32 != seq {
             return;
         }
         let cl = &mut self.clients[c];
@@ -162,7 +162,8 @@ impl Engine {
         cl.round += 1;
         cl.due = Some(Shared::Landed(true));
         let round = cl.round;
-        self.schedule(now + self.p.detect_ns, Ev::KvDue(c, round));
+        self.events
+            .schedule(now + self.p.detect_ns, Ev::KvDue(c, round));
     }
 
     /// Client `c`'s machine finished with `r` (it issued `stats`).
@@ -187,7 +188,7 @@ impl Engine {
                             op.budget = Some(budget);
                             self.start_attempt(c);
                             let at = now + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
-                            self.schedule(at, Ev::Poll(c));
+                            self.events.schedule(at, Ev::Poll(c));
                         }
                         Err(e) => {
                             cl.jitter = Some(budget.into_jitter());

@@ -44,6 +44,7 @@ pub mod network;
 mod nic;
 pub mod profile;
 mod server_failure;
+mod server_side;
 mod servers;
 pub mod spec;
 pub mod swarm;

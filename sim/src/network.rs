@@ -48,7 +48,7 @@ impl Engine {
         let (src, round, incarnation) = self.poster(actor);
         // A link of a chain answers the round the chain was posted in.
         let (round, incarnation) = chain
-            .and_then(|s| self.chains.get(&s.chain))
+            .and_then(|s| self.net.chains.get(&s.chain))
             .map_or((round, incarnation), |ch| (ch.round, ch.incarnation));
         let (dst, req_bytes, resp_bytes, cpu_bytes) = match &wr.op {
             Op::LocalRead { len, .. } => (src, 0, 0, Some(u64::from(*len))),
@@ -120,7 +120,7 @@ impl Engine {
         // A chain's links meet the faults of the instant it was posted (a
         // fenced link leaves later, but was posted then).
         let chaos = chain
-            .and_then(|s| self.chains.get(&s.chain))
+            .and_then(|s| self.net.chains.get(&s.chain))
             .map_or(self.spec.chaos, |ch| ch.chaos);
         let src = base.src;
         let dst = base.dst;
@@ -136,7 +136,7 @@ impl Engine {
             };
             let watched = crate::audit::watched(&self.cfg, src, &wr.op);
             let result = InFlight::new(wr, 0).run_to_end(
-                &mut self.mem,
+                &mut self.cluster.mem,
                 NodeId(src as u16),
                 WordOrder::Ascending,
             );
@@ -156,21 +156,23 @@ impl Engine {
             });
             let core = match actor {
                 Actor::Client(c) => self.clients[c].core,
-                Actor::Worker(w) => self.servers.as_ref().expect("servers").workers[w].core,
+                Actor::Worker(w) => {
+                    self.server_side.servers.as_ref().expect("servers").workers[w].core
+                }
             };
-            let begin = self.running_at(core, t.max(self.cores[core]));
+            let begin = self.running_at(core, t.max(self.cluster.cores[core]));
             let at = begin + cost;
-            self.cores[core] = at;
+            self.cluster.cores[core] = at;
             if let Actor::Worker(w) = actor {
                 self.worker_cpu(w, cost, begin);
             }
-            self.schedule(at, Ev::Complete(r));
+            self.events.schedule(at, Ev::Complete(r));
             return;
         }
         if self.link_down(actor, dst, t) {
             // Posted to a queue pair in the error state: refused at once,
             // nothing executes.
-            self.counts.link_errors += 1;
+            self.chaos.counts.link_errors += 1;
             let r = self.store(NicRequest {
                 result: Some(Err(FabricError::Transport(TransportError::Flushed))),
                 ..base
@@ -178,21 +180,21 @@ impl Engine {
             if let Some(slot) = chain {
                 self.link_not_executed(slot, t);
             }
-            self.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
+            self.events.schedule(t + self.p.nic_op_ns, Ev::Complete(r));
             return;
         }
-        let mut fate = match self.dice.fate(&chaos) {
-            None => self.rare_dice.rare_fate(&chaos),
+        let mut fate = match self.chaos.dice.fate(&chaos) {
+            None => self.chaos.rare_dice.rare_fate(&chaos),
             fate => fate,
         };
         #[cfg(test)]
-        if let Some(forced) = self.forced_fates.pop_front() {
+        if let Some(forced) = self.net.forced_fates.pop_front() {
             fate = forced;
         }
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
-        let delay = self.dice.delay_out(&chaos, margin);
+        let delay = self.chaos.dice.delay_out(&chaos, margin);
         if delay > 0 {
-            self.counts.delayed += 1;
+            self.chaos.counts.delayed += 1;
         }
         let arrives = self.transmit(src, dst, t, req_bytes) + delay;
         let mutation = matches!(wr.op, Op::Write { .. } | Op::Cas { .. });
@@ -203,7 +205,7 @@ impl Engine {
         if fate == Some(TransportFault::Vanish) {
             // Never executes, never completes: the round gives it up at its
             // deadline.
-            self.counts.vanished += 1;
+            self.chaos.counts.vanished += 1;
             if let Some(slot) = chain {
                 // Its queue pair gives it up: every link behind is flushed.
                 self.link_not_executed(slot, t);
@@ -216,7 +218,7 @@ impl Engine {
             // from the responder's replay cache.
             fate = None;
         }
-        let torn = transfer_words(&wr.op) > 1 && self.dice.chance(chaos.torn_permille);
+        let torn = transfer_words(&wr.op) > 1 && self.chaos.dice.chance(chaos.torn_permille);
         let mut req = NicRequest {
             wr,
             resp_bytes,
@@ -229,17 +231,18 @@ impl Engine {
             // land by its landing deadline (or, A2 dropped, whenever).
             let late = self.late_landing_bound(margin);
             let (error_at, land_at) =
-                self.dice
+                self.chaos
+                    .dice
                     .error_then_land(t, arrives, t + margin, self.reaction_ns(), late);
-            self.counts.error_then_land += 1;
+            self.chaos.counts.error_then_land += 1;
             let orphan = self.store(req.orphan(None));
-            self.schedule(land_at, Ev::Arrive(orphan));
+            self.events.schedule(land_at, Ev::Arrive(orphan));
             req.wr = placeholder(&req.wr);
             req.result = Some(Err(FabricError::Transport(TransportError::Injected(
                 TransportFault::ErrorThenLand,
             ))));
             let r = self.store(req);
-            self.schedule(error_at, Ev::Complete(r));
+            self.events.schedule(error_at, Ev::Complete(r));
             return;
         }
         if fate == Some(TransportFault::DuplicateWrite) {
@@ -248,18 +251,19 @@ impl Engine {
             // (by the landing deadline, or whenever with A2 dropped): a
             // retransmission the fabric held.
             let (late, soon) = (self.late_landing_bound(margin), self.reaction_ns());
-            let (_, land_at) = self
-                .rare_dice
-                .error_then_land(t, arrives, t + margin, soon, late);
-            self.counts.duplicate_writes += 1;
+            let (_, land_at) =
+                self.chaos
+                    .rare_dice
+                    .error_then_land(t, arrives, t + margin, soon, late);
+            self.chaos.counts.duplicate_writes += 1;
             let copy = self.store(NicRequest {
                 torn: false,
                 ..req.orphan(req.fate)
             });
-            self.schedule(land_at, Ev::Arrive(copy));
+            self.events.schedule(land_at, Ev::Arrive(copy));
         }
         let r = self.store(req);
-        self.schedule(arrives, Ev::Arrive(r));
+        self.events.schedule(arrives, Ev::Arrive(r));
     }
 
     /// How long after its earliest instant an orphan may land with A2
@@ -281,21 +285,21 @@ impl Engine {
     }
 
     fn store(&mut self, req: NicRequest) -> usize {
-        match self.free_reqs.pop() {
+        match self.net.free_reqs.pop() {
             Some(i) => {
-                self.reqs[i] = Some(req);
+                self.net.reqs[i] = Some(req);
                 i
             }
             None => {
-                self.reqs.push(Some(req));
-                self.reqs.len() - 1
+                self.net.reqs.push(Some(req));
+                self.net.reqs.len() - 1
             }
         }
     }
 
     /// Whether an instant lies in the measured window (after any preload).
     pub(crate) fn measuring(&self, at: u64) -> bool {
-        self.preloading == 0 && at >= self.measure_from && at < self.end
+        self.workload.preloading == 0 && at >= self.workload.measure_from && at < self.events.end
     }
 
     /// How much of the busy interval `[from, to)` lies in the measured
@@ -304,10 +308,11 @@ impl Engine {
     /// past the window's end made the receive queue of a TPDS node report
     /// 111 % busy).
     fn in_window(&self, from: u64, to: u64) -> u64 {
-        if self.preloading > 0 {
+        if self.workload.preloading > 0 {
             return 0;
         }
-        to.min(self.end).saturating_sub(from.max(self.measure_from))
+        to.min(self.events.end)
+            .saturating_sub(from.max(self.workload.measure_from))
     }
 
     /// Sends `bytes` out of `from`'s NIC (its transmit queue) at `at` towards
@@ -316,7 +321,7 @@ impl Engine {
         let units = self.p.nic_units as usize;
         let op = self.p.nic_op_ns;
         let wire = self.p.wire_time(bytes);
-        let nic = &mut self.nics[from];
+        let nic = &mut self.net.nics[from];
         let (processed, done) = if units <= 1 {
             // One server for processing and wire together.
             let done = serve_on_a_unit(&mut nic.tx_units, 1, at, op + wire);
@@ -331,7 +336,7 @@ impl Engine {
             self.in_window(processed - op, processed),
             self.in_window(done - wire, done),
         );
-        let nic = &mut self.nics[from];
+        let nic = &mut self.net.nics[from];
         nic.tx_op_ns += op_busy;
         nic.tx_wire_ns += wire_busy;
         done + if from == to {
@@ -346,23 +351,23 @@ impl Engine {
     /// link of a chain that never executes flushes the link waiting behind
     /// it.
     pub(crate) fn fail_request(&mut self, r: usize, at: u64, err: FabricError) {
-        if let Some(slot) = self.reqs[r].as_ref().and_then(|q| q.chain) {
+        if let Some(slot) = self.net.reqs[r].as_ref().and_then(|q| q.chain) {
             self.link_not_executed(slot, at);
         }
-        if self.reqs[r].as_ref().is_some_and(|q| q.orphan) {
-            self.reqs[r] = None;
-            self.free_reqs.push(r);
+        if self.net.reqs[r].as_ref().is_some_and(|q| q.orphan) {
+            self.net.reqs[r] = None;
+            self.net.free_reqs.push(r);
             return;
         }
-        if let Some(req) = self.reqs[r].as_mut() {
+        if let Some(req) = self.net.reqs[r].as_mut() {
             req.result = Some(Err(err));
             req.wr = placeholder(&req.wr);
         }
-        self.schedule(at, Ev::Complete(r));
+        self.events.schedule(at, Ev::Complete(r));
     }
 
     pub(crate) fn on_arrive(&mut self, r: usize, now: u64) {
-        let Some(req) = self.reqs[r].as_ref() else {
+        let Some(req) = self.net.reqs[r].as_ref() else {
             return;
         };
         if let Some(slot) = req.chain {
@@ -371,7 +376,7 @@ impl Engine {
             match self.chain_gate(slot, r) {
                 Gate::Go { errored } => {
                     if errored {
-                        if let Some(q) = self.reqs[r].as_mut() {
+                        if let Some(q) = self.net.reqs[r].as_mut() {
                             q.link_error = true;
                         }
                     }
@@ -380,12 +385,12 @@ impl Engine {
                 Gate::Flush => return self.flush_link(r, now),
             }
         }
-        let Some(req) = self.reqs[r].as_ref() else {
+        let Some(req) = self.net.reqs[r].as_ref() else {
             return;
         };
-        if self.node_down[req.dst] {
+        if self.cluster.node_down[req.dst] {
             // The transport retries, then gives up: nothing executed.
-            self.counts.unreachable += 1;
+            self.chaos.counts.unreachable += 1;
             let at = now + self.spec.chaos.unreachable_after_ns;
             self.fail_request(r, at, FabricError::Timeout);
             return;
@@ -395,7 +400,7 @@ impl Engine {
             _ => None,
         };
         let units = self.p.nic_units as usize;
-        let nic = &mut self.nics[req.dst];
+        let nic = &mut self.net.nics[req.dst];
         let done = if units <= 1 {
             // One server, which a CAS holds for its atomic too.
             let cost = self.p.nic_op_ns
@@ -406,34 +411,35 @@ impl Engine {
                 };
             let done = serve_on_a_unit(&mut nic.rx_units, 1, now, cost);
             let busy = self.in_window(done - cost, done);
-            self.nics[req.dst].rx_ns += busy;
+            self.net.nics[req.dst].rx_ns += busy;
             done
         } else {
             let op = self.p.nic_op_ns;
             let processed = serve_on_a_unit(&mut nic.rx_units, units, now, op);
             let busy = self.in_window(processed - op, processed);
-            let nic = &mut self.nics[req.dst];
+            let nic = &mut self.net.nics[req.dst];
             nic.rx_ns += busy;
             match atomic {
                 // The atomic unit, and the word's last CAS, then the PCIe
                 // round trip to host memory; the processing unit is free.
                 Some(word) => {
-                    let word_free = self.atomic_words.get(&word).copied().unwrap_or(0);
+                    let word_free = self.net.atomic_words.get(&word).copied().unwrap_or(0);
                     let start = processed.max(nic.atomic_free).max(word_free);
                     nic.atomic_free = start + self.p.atomic_unit_ns;
-                    self.atomic_words
+                    self.net
+                        .atomic_words
                         .insert(word, start + self.p.atomic_word_ns);
                     start + self.p.atomic_ns
                 }
                 None => processed,
             }
         };
-        self.schedule(done, Ev::Land(r));
+        self.events.schedule(done, Ev::Land(r));
     }
 
     pub(crate) fn on_land(&mut self, r: usize, now: u64) {
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
-        let Some(req) = self.reqs[r].as_mut() else {
+        let Some(req) = self.net.reqs[r].as_mut() else {
             return;
         };
         let mutation = matches!(req.wr.op, Op::Write { .. } | Op::Cas { .. })
@@ -443,9 +449,9 @@ impl Engine {
                 .is_some_and(|p| matches!(p.wr.op, Op::Write { .. }));
         let (dst, actor, posted, orphan) = (req.dst, req.actor, req.posted, req.orphan);
         let placed = req.placing.is_some();
-        if self.node_down[dst] {
-            self.counts.unreachable += 1;
-            self.counts.partly_placed += u64::from(placed);
+        if self.cluster.node_down[dst] {
+            self.chaos.counts.unreachable += 1;
+            self.chaos.counts.partly_placed += u64::from(placed);
             let at = now + self.spec.chaos.unreachable_after_ns;
             self.fail_request(r, at, FabricError::Timeout);
             return;
@@ -454,15 +460,15 @@ impl Engine {
         if late && self.spec.chaos.late_landing {
             // A2 dropped (negative control): it executes all the same.
             if !placed {
-                self.counts.late_landings += 1;
+                self.chaos.counts.late_landings += 1;
             }
         } else if late {
             // A2, enforced by the requester: past its landing deadline the
             // queue pair was moved to the error state, so the request (or
             // the rest of a torn one) never executes; the requester learns
             // only that it failed.
-            self.counts.landing_deadline_refusals += 1;
-            self.counts.partly_placed += u64::from(placed);
+            self.chaos.counts.landing_deadline_refusals += 1;
+            self.chaos.counts.partly_placed += u64::from(placed);
             self.fail_request(
                 r,
                 now,
@@ -475,26 +481,26 @@ impl Engine {
             // flushed before it executes (or before the rest of a torn
             // transfer does), or, already on the wire, it executes and its
             // completion reports an error. Decided once.
-            let decided = self.reqs[r].as_ref().is_some_and(|q| q.link_error);
+            let decided = self.net.reqs[r].as_ref().is_some_and(|q| q.link_error);
             if !decided {
-                let on_the_wire = !placed && self.dice.chance(500);
-                let Some(req) = self.reqs[r].as_mut() else {
+                let on_the_wire = !placed && self.chaos.dice.chance(500);
+                let Some(req) = self.net.reqs[r].as_mut() else {
                     return;
                 };
                 req.link_error = true;
-                self.counts.link_errors += 1;
+                self.chaos.counts.link_errors += 1;
                 if !on_the_wire {
-                    self.counts.partly_placed += u64::from(placed);
+                    self.chaos.counts.partly_placed += u64::from(placed);
                     self.fail_request(r, now, FabricError::Transport(TransportError::Flushed));
                     return;
                 }
             }
         }
-        let Some(req) = self.reqs[r].as_mut() else {
+        let Some(req) = self.net.reqs[r].as_mut() else {
             return;
         };
         if !placed && req.fate == Some(TransportFault::FailBeforeExecuting) {
-            self.counts.failed_before_exec += 1;
+            self.chaos.counts.failed_before_exec += 1;
             self.fail_request(
                 r,
                 now,
@@ -516,7 +522,7 @@ impl Engine {
         };
         let watched = crate::audit::watched(&self.cfg, dst, &wr.op);
         let result = InFlight::new(wr, 0).run_to_end(
-            &mut self.mem,
+            &mut self.cluster.mem,
             NodeId(src as u16),
             WordOrder::Ascending,
         );
@@ -531,16 +537,16 @@ impl Engine {
     /// order); the next one later, unless this was the last or a failure
     /// after executing stops the transfer here, part placed.
     fn land_one_word(&mut self, r: usize, now: u64) {
-        let Some(mut req) = self.reqs[r].take() else {
+        let Some(mut req) = self.net.reqs[r].take() else {
             return;
         };
         if req.placing.is_none() {
-            self.counts.torn += 1;
+            self.chaos.counts.torn += 1;
             let wr = placeholder(&req.wr);
             let wr = std::mem::replace(&mut req.wr, wr);
             let n = transfer_words(&wr.op);
             if req.fate == Some(TransportFault::FailAfterExecuting) && n > 1 {
-                req.place_only = Some(1 + self.dice.below(u64::from(n - 1)) as u32);
+                req.place_only = Some(1 + self.chaos.dice.below(u64::from(n - 1)) as u32);
             }
             req.placing = Some(InFlight::new(wr, req.posted));
         }
@@ -551,14 +557,14 @@ impl Engine {
             _ => None,
         };
         let step = placing.step(
-            &mut self.mem,
+            &mut self.cluster.mem,
             NodeId(req.src as u16),
             true,
             WordOrder::Ascending,
         );
         let placed = placing.words;
         let (dst, stop) = (req.dst, req.place_only);
-        self.reqs[r] = Some(req);
+        self.net.reqs[r] = Some(req);
         if let (Some(offset), None | Some(Ok(_))) = (write_at, &step) {
             self.landed(dst, offset, 8, now);
         }
@@ -567,8 +573,8 @@ impl Engine {
             None if stop == Some(placed) => {
                 // A failure after executing met the transfer part placed:
                 // the rest never lands.
-                self.counts.failed_after_exec += 1;
-                self.counts.partly_placed += 1;
+                self.chaos.counts.failed_after_exec += 1;
+                self.chaos.counts.partly_placed += 1;
                 self.fail_request(
                     r,
                     now,
@@ -578,8 +584,8 @@ impl Engine {
                 );
             }
             None => {
-                let gap = 1 + self.dice.below(2 * self.p.nic_op_ns + self.p.wire_ns);
-                self.schedule(now + gap, Ev::Land(r));
+                let gap = 1 + self.chaos.dice.below(2 * self.p.nic_op_ns + self.p.wire_ns);
+                self.events.schedule(now + gap, Ev::Land(r));
             }
         }
     }
@@ -588,7 +594,7 @@ impl Engine {
     /// orphan is done; anything else sends its completion back (an error if
     /// a fault says so).
     fn executed(&mut self, r: usize, result: Result<OpOutput, FabricError>, now: u64) {
-        if let Some(q) = self.reqs[r].as_ref() {
+        if let Some(q) = self.net.reqs[r].as_ref() {
             // A link of a chain: the links behind it may go on (behind an
             // error-then-land link, whose error came first, or a failure
             // after executing, reporting the queue pair's failure), unless
@@ -606,25 +612,25 @@ impl Engine {
                 (None, _) => {}
             }
         }
-        if let Some(q) = self.reqs[r].as_ref().filter(|q| q.orphan) {
+        if let Some(q) = self.net.reqs[r].as_ref().filter(|q| q.orphan) {
             // An error-then-land request or a duplicate's copy landed:
             // nobody hears of it.
             if q.fate == Some(TransportFault::DuplicateWrite) {
-                self.counts.duplicates_landed += 1;
+                self.chaos.counts.duplicates_landed += 1;
             } else {
-                self.counts.orphans_landed += 1;
+                self.chaos.counts.orphans_landed += 1;
             }
-            self.reqs[r] = None;
-            self.free_reqs.push(r);
+            self.net.reqs[r] = None;
+            self.net.free_reqs.push(r);
             return;
         }
-        let Some(req) = self.reqs[r].as_mut() else {
+        let Some(req) = self.net.reqs[r].as_mut() else {
             return;
         };
         req.placing = None;
         let (dst, src, resp) = (req.dst, req.src, req.resp_bytes);
         req.result = Some(if req.fate == Some(TransportFault::FailAfterExecuting) {
-            self.counts.failed_after_exec += 1;
+            self.chaos.counts.failed_after_exec += 1;
             Err(FabricError::Transport(TransportError::Injected(
                 TransportFault::FailAfterExecuting,
             )))
@@ -633,17 +639,18 @@ impl Engine {
         } else {
             result
         });
-        let delay = self.dice.delay(&self.spec.chaos);
+        let delay = self.chaos.dice.delay(&self.spec.chaos);
         if delay > 0 {
-            self.counts.delayed += 1;
+            self.chaos.counts.delayed += 1;
         }
         let arrives = self.transmit(dst, src, now, resp) + delay;
-        self.schedule(arrives, Ev::Back(r));
+        self.events.schedule(arrives, Ev::Back(r));
     }
 
     /// Whether `actor`'s queue pair to `node` is down at `t`.
     fn link_down(&self, actor: Actor, node: usize, t: u64) -> bool {
-        self.link_failures
+        self.net
+            .link_failures
             .iter()
             .any(|f| f.actor == actor && f.node == node && f.at <= t && t < f.until)
     }
@@ -651,25 +658,26 @@ impl Engine {
     /// Whether `actor`'s queue pair to `node` failed after `posted`, by
     /// `now` (a request posted at `posted` was outstanding then).
     fn link_failed_since(&self, actor: Actor, node: usize, posted: u64, now: u64) -> bool {
-        self.link_failures
+        self.net
+            .link_failures
             .iter()
             .any(|f| f.actor == actor && f.node == node && posted < f.at && f.at <= now)
     }
 
     pub(crate) fn on_back(&mut self, r: usize, now: u64) {
-        let Some(req) = self.reqs[r].as_ref() else {
+        let Some(req) = self.net.reqs[r].as_ref() else {
             return;
         };
         let units = self.p.nic_units as usize;
         let op = self.p.nic_op_ns;
         let src = req.src;
-        let done = serve_on_a_unit(&mut self.nics[src].rx_units, units.max(1), now, op);
-        self.nics[src].rx_ns += self.in_window(done - op, done);
-        self.schedule(done, Ev::Complete(r));
+        let done = serve_on_a_unit(&mut self.net.nics[src].rx_units, units.max(1), now, op);
+        self.net.nics[src].rx_ns += self.in_window(done - op, done);
+        self.events.schedule(done, Ev::Complete(r));
     }
 
     pub(crate) fn on_complete(&mut self, r: usize, now: u64) {
-        if let Some((slot, ok)) = self.reqs[r].as_ref().and_then(|q| {
+        if let Some((slot, ok)) = self.net.reqs[r].as_ref().and_then(|q| {
             let lost = q.fate == Some(TransportFault::LoseCompletion);
             q.chain
                 .map(|s| (s, !lost && matches!(q.result, Some(Ok(_)))))
@@ -678,7 +686,7 @@ impl Engine {
             // its software only): a fenced link behind it goes, or is
             // flushed. A lost completion is the queue pair's failure: the
             // fenced link is flushed.
-            let failed_since = self.reqs[r].as_ref().is_some_and(|q| {
+            let failed_since = self.net.reqs[r].as_ref().is_some_and(|q| {
                 !q.link_error && self.link_failed_since(q.actor, q.dst, q.posted, now)
             });
             let ok = ok && !failed_since;
@@ -687,7 +695,7 @@ impl Engine {
         if self.hold_late(r) {
             return;
         }
-        let Some(mut req) = self.reqs[r].take() else {
+        let Some(mut req) = self.net.reqs[r].take() else {
             return;
         };
         if !req.cpu
@@ -697,12 +705,12 @@ impl Engine {
         {
             // Executed, and the queue pair failed before its completion
             // came back: the completion reports an error.
-            self.counts.link_errors += 1;
+            self.chaos.counts.link_errors += 1;
             req.result = Some(Err(FabricError::Transport(TransportError::QueuePairFailed)));
         }
-        self.free_reqs.push(r);
+        self.net.free_reqs.push(r);
         if req.fate == Some(TransportFault::LoseCompletion) {
-            self.counts.lost_completions += 1;
+            self.chaos.counts.lost_completions += 1;
             return;
         }
         self.deliver(req, now);
@@ -718,7 +726,7 @@ impl Engine {
     /// the completion is lost.
     fn hold_late(&mut self, r: usize) -> bool {
         let nessie = self.spec.system == SystemKind::Nessie;
-        let Some(req) = self.reqs[r].as_mut() else {
+        let Some(req) = self.net.reqs[r].as_mut() else {
             return false;
         };
         if req.fate != Some(TransportFault::LateCompletion) {
@@ -736,7 +744,7 @@ impl Engine {
         if cl.down_since.is_some() || req.incarnation != cl.incarnation {
             return false;
         }
-        self.counts.late_completions += 1;
+        self.chaos.counts.late_completions += 1;
         if req.round != cl.round {
             return false;
         }
@@ -755,12 +763,12 @@ impl Engine {
         let margin = u64::try_from(self.cfg.deadline_margin.as_nanos()).unwrap_or(u64::MAX);
         let soon = 2 * self.p.nic_op_ns + self.p.wire_ns;
         for r in std::mem::take(&mut self.clients[c].late) {
-            let d = if self.dice.chance(500) {
-                self.dice.below(soon)
+            let d = if self.chaos.dice.chance(500) {
+                self.chaos.dice.below(soon)
             } else {
-                self.dice.below(margin)
+                self.chaos.dice.below(margin)
             };
-            self.schedule(t + d, Ev::Complete(r));
+            self.events.schedule(t + d, Ev::Complete(r));
         }
     }
 
@@ -768,8 +776,8 @@ impl Engine {
     /// never reach anyone.
     pub(crate) fn drop_late(&mut self, c: usize) {
         for r in std::mem::take(&mut self.clients[c].late) {
-            self.reqs[r] = None;
-            self.free_reqs.push(r);
+            self.net.reqs[r] = None;
+            self.net.free_reqs.push(r);
         }
     }
 }

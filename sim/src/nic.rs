@@ -1,13 +1,82 @@
-//! What travels through the simulated fabric ([`crate::network`]): a work
-//! request on its way ([`NicRequest`]: who posted it, its fault, how far a
-//! torn transfer got), the ordered chain a request may belong to
+//! The simulated fabric's state ([`Network`]): each node's NIC ([`Nic`]),
+//! a work request on its way ([`NicRequest`]: who posted it, its fault, how
+//! far a torn transfer got), the ordered chain a request may belong to
 //! ([`Chain`]) and a queue pair failing as a whole ([`LinkFailure`]). The
-//! engine holds them; the network's event handlers move them.
+//! engine owns a [`Network`]; the network's event handlers
+//! ([`crate::network`], [`crate::chain`]) move what is in it.
+
+use std::collections::HashMap;
 
 use nessie_check::memory::InFlight;
-use nessie_protocol::{ChainLink, FabricError, OpOutput, TransportFault, WorkRequest};
+use nessie_protocol::{ChainLink, FabricError, OpOutput, Region, TransportFault, WorkRequest};
 
 use crate::systems::Actor;
+
+/// The NICs of the cluster and everything on its way between them.
+pub(crate) struct Network {
+    /// Each node's NIC.
+    pub(crate) nics: Vec<Nic>,
+    /// When each word a CAS executed on (node, region, offset) next takes
+    /// another CAS (`Profile::atomic_word_ns`: one contended word's
+    /// ceiling).
+    pub(crate) atomic_words: HashMap<(usize, Region, u64), u64>,
+    /// The queue pairs that fail during the run, drawn in advance
+    /// ([`Chaos::link_failure_permille`](crate::Chaos::link_failure_permille)).
+    pub(crate) link_failures: Vec<LinkFailure>,
+    /// The requests on their way, by slot (`None`: a free slot).
+    pub(crate) reqs: Vec<Option<NicRequest>>,
+    /// Free slots of `reqs`.
+    pub(crate) free_reqs: Vec<usize>,
+    /// The ordered chains with a link not yet settled, by number.
+    pub(crate) chains: HashMap<u64, Chain>,
+    /// The next chain's number.
+    pub(crate) next_chain: u64,
+    /// The fates of the next requests posted, in order, whatever the dice
+    /// draw (tests hit one request of a chain).
+    #[cfg(test)]
+    pub(crate) forced_fates: std::collections::VecDeque<Option<TransportFault>>,
+}
+
+impl Network {
+    /// `nodes` idle NICs, nothing on its way.
+    pub(crate) fn new(nodes: usize) -> Network {
+        Network {
+            nics: vec![Nic::default(); nodes],
+            atomic_words: HashMap::new(),
+            link_failures: Vec::new(),
+            reqs: Vec::new(),
+            free_reqs: Vec::new(),
+            chains: HashMap::new(),
+            next_chain: 0,
+            #[cfg(test)]
+            forced_fates: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+/// Most parallel processing units a profile's NIC may have per direction.
+pub(crate) const MAX_NIC_UNITS: usize = 32;
+
+/// A node's NIC: when its units are next free, and its busy times.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Nic {
+    /// When each transmit processing unit is next free (with one unit,
+    /// `Profile::nic_units`, the one queue serving processing and wire
+    /// together).
+    pub(crate) tx_units: [u64; MAX_NIC_UNITS],
+    /// When each receive processing unit is next free.
+    pub(crate) rx_units: [u64; MAX_NIC_UNITS],
+    /// With several units: when the link (transmit direction) is next free.
+    pub(crate) link_free: u64,
+    /// When the atomic unit is next free (`Profile::atomic_unit_ns`).
+    pub(crate) atomic_free: u64,
+    /// Transmit-queue time in the measured window spent on per-request
+    /// processing, and on serialising bytes at link speed.
+    pub(crate) tx_op_ns: u64,
+    pub(crate) tx_wire_ns: u64,
+    /// Receive-queue time in the measured window.
+    pub(crate) rx_ns: u64,
+}
 
 /// A NIC request on its way through the simulated fabric.
 pub(crate) struct NicRequest {

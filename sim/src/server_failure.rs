@@ -61,7 +61,7 @@ fn mid_split_victim(dice: &mut Dice, permille: u32, own: usize, servers: u64) ->
 impl Engine {
     /// Cell's server nodes, as many as it has (0 for another system).
     fn server_count(&self) -> usize {
-        self.cell_servers.len()
+        self.server_side.cell_servers.len()
     }
 
     /// Draws the run's server failures at any instant, in advance: per
@@ -74,12 +74,12 @@ impl Engine {
         if permille == 0 || servers < 2 {
             return;
         }
-        let mut at = self.measure_from;
-        while at < self.end {
-            if self.lost_servers.dice.chance(permille) {
-                let n = self.lost_servers.dice.below(servers) as usize;
-                let when = at + self.lost_servers.dice.below(1_000_000);
-                self.schedule(when, Ev::ServerFail(n));
+        let mut at = self.workload.measure_from;
+        while at < self.events.end {
+            if self.server_side.lost_servers.dice.chance(permille) {
+                let n = self.server_side.lost_servers.dice.below(servers) as usize;
+                let when = at + self.server_side.lost_servers.dice.below(1_000_000);
+                self.events.schedule(when, Ev::ServerFail(n));
             }
             at += 1_000_000;
         }
@@ -97,7 +97,7 @@ impl Engine {
         own: usize,
         t: u64,
     ) -> (Stepped<()>, bool) {
-        let mut dice = std::mem::replace(&mut self.lost_servers.dice, Dice::new(1));
+        let mut dice = std::mem::replace(&mut self.server_side.lost_servers.dice, Dice::new(1));
         let mut victims = Vec::new();
         let permille = self.spec.chaos.split_failure_permille;
         let servers = self.server_count() as u64;
@@ -117,7 +117,7 @@ impl Engine {
             victims.push(n);
             n == own
         });
-        self.lost_servers.dice = dice;
+        self.server_side.lost_servers.dice = dice;
         for n in victims {
             self.fail_mid_split(n, t);
         }
@@ -134,11 +134,16 @@ impl Engine {
         // points, where recovery's decisions differ, get their share.
         let permille = self.spec.chaos.split_failure_permille / 10;
         let servers = self.server_count() as u64;
-        let Some(n) = mid_split_victim(&mut self.lost_servers.dice, permille, own, servers) else {
+        let Some(n) = mid_split_victim(
+            &mut self.server_side.lost_servers.dice,
+            permille,
+            own,
+            servers,
+        ) else {
             return false;
         };
         self.fail_mid_split(n, now);
-        self.lost_servers.is_failed(own)
+        self.server_side.lost_servers.is_failed(own)
     }
 
     /// A recovery thread (worker `w`) that just posted a step is
@@ -152,31 +157,38 @@ impl Engine {
     /// which a region rebuilt with its split still open must refuse writes.
     pub(crate) fn maybe_pause_recovery(&mut self, w: usize) {
         let chaos = self.spec.chaos;
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
-        if !wk.recovery || !self.lost_servers.dice.chance(chaos.pause_permille.max(100)) {
+        if !wk.recovery
+            || !self
+                .server_side
+                .lost_servers
+                .dice
+                .chance(chaos.pause_permille.max(100))
+        {
             return;
         }
         wk.charge += self
+            .server_side
             .lost_servers
             .dice
             .below(chaos.max_pause_ns.max(chaos.recover_after_ns).max(1));
-        self.counts.pauses += 1;
+        self.chaos.counts.pauses += 1;
     }
 
     /// Server `n` fails at a crash point of a meganode split.
     fn fail_mid_split(&mut self, n: usize, now: u64) {
-        let before = self.counts.server_failures;
+        let before = self.chaos.counts.server_failures;
         self.fail_server(n, now);
-        self.counts.mid_split_failures += self.counts.server_failures - before;
+        self.chaos.counts.mid_split_failures += self.chaos.counts.server_failures - before;
     }
 
     /// Which servers failed for good, by server node.
     fn servers_down(&self) -> Vec<bool> {
         (0..self.server_count())
-            .map(|n| self.lost_servers.is_failed(n))
+            .map(|n| self.server_side.lost_servers.is_failed(n))
             .collect()
     }
 
@@ -194,12 +206,12 @@ impl Engine {
         if !self.can_fail(n) {
             return;
         }
-        self.lost_servers.failed[n] = true;
-        self.lost_servers.failed_at[n] = now;
-        self.counts.server_failures += 1;
-        self.node_down[n] = true;
+        self.server_side.lost_servers.failed[n] = true;
+        self.server_side.lost_servers.failed_at[n] = now;
+        self.chaos.counts.server_failures += 1;
+        self.cluster.node_down[n] = true;
         self.crash_clients_on(n, now);
-        if let Some(sv) = self.servers.as_mut() {
+        if let Some(sv) = self.server_side.servers.as_mut() {
             sv.workers
                 .iter_mut()
                 .filter(|wk| usize::from(wk.node.0) == n)
@@ -207,6 +219,7 @@ impl Engine {
             sv.lock_waiters[n].clear();
         }
         if self
+            .server_side
             .lost_servers
             .running
             .as_ref()
@@ -214,10 +227,10 @@ impl Engine {
         {
             // The recovering server itself: the next recovery takes over
             // what it moved, with everything else failed so far.
-            self.lost_servers.running = None;
+            self.server_side.lost_servers.running = None;
         }
         let after = self.spec.chaos.recover_after_ns;
-        self.schedule(now + after, Ev::Detect(n));
+        self.events.schedule(now + after, Ev::Detect(n));
     }
 
     /// The failure of node `n` is detected: the directory marks it failed
@@ -229,32 +242,32 @@ impl Engine {
 
     /// The directory marks failed server `n` failed.
     fn mark_detected(&mut self, n: usize) {
-        if let Some(dir) = self.dir.as_ref() {
+        if let Some(dir) = self.server_side.dir.as_ref() {
             dir.set_failed(NodeId(n as u16), true);
         }
-        self.lost_servers.detected[n] = true;
+        self.server_side.lost_servers.detected[n] = true;
     }
 
     /// Starts a recovery on a survivor drawn, unless one runs (then another
     /// runs after it).
     fn start_recovery(&mut self, now: u64) {
-        if self.lost_servers.running.is_some() {
-            self.lost_servers.again = true;
+        if self.server_side.lost_servers.running.is_some() {
+            self.server_side.lost_servers.again = true;
             return;
         }
-        let f = &self.lost_servers;
+        let f = &self.server_side.lost_servers;
         let covers: Vec<usize> = (0..self.server_count())
             .filter(|&m| f.detected[m] && !f.recovered[m])
             .collect();
         let live: Vec<usize> = (0..self.server_count())
-            .filter(|&m| !self.lost_servers.is_failed(m))
+            .filter(|&m| !self.server_side.lost_servers.is_failed(m))
             .collect();
         if covers.is_empty() || live.is_empty() {
             return;
         }
-        let node = live[self.lost_servers.dice.below(live.len() as u64) as usize];
-        let st = self.cell_servers[node].clone();
-        let Some(sv) = self.servers.as_mut() else {
+        let node = live[self.server_side.lost_servers.dice.below(live.len() as u64) as usize];
+        let st = self.server_side.cell_servers[node].clone();
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let Some(w) = sv
@@ -270,8 +283,8 @@ impl Engine {
         wk.machine = Some(WorkerMachine::Cell(m, st));
         wk.state = WorkerState::Running;
         wk.round += 1;
-        self.lost_servers.running = Some((node, covers));
-        self.schedule(now, Ev::WorkerPoll(w));
+        self.server_side.lost_servers.running = Some((node, covers));
+        self.events.schedule(now, Ev::WorkerPoll(w));
     }
 
     /// The recovery job of `node`'s maintenance thread ended with
@@ -282,25 +295,25 @@ impl Engine {
         result: Result<(), nessie_protocol::Error>,
         now: u64,
     ) {
-        let Some((running, covers)) = self.lost_servers.running.take() else {
+        let Some((running, covers)) = self.server_side.lost_servers.running.take() else {
             return;
         };
         if running != node {
-            self.lost_servers.running = Some((running, covers));
+            self.server_side.lost_servers.running = Some((running, covers));
             return;
         }
         match result {
             Ok(()) => {
-                self.counts.server_recoveries += 1;
+                self.chaos.counts.server_recoveries += 1;
                 for m in covers {
-                    self.lost_servers.recovered[m] = true;
+                    self.server_side.lost_servers.recovered[m] = true;
                 }
             }
-            Err(e) => self.lost_servers.problems.push(format!(
+            Err(e) => self.server_side.lost_servers.problems.push(format!(
                 "the recovery node {node} ran at {now} ns failed: {e}"
             )),
         }
-        if std::mem::take(&mut self.lost_servers.again) {
+        if std::mem::take(&mut self.server_side.lost_servers.again) {
             self.start_recovery(now);
         }
     }
@@ -310,13 +323,16 @@ impl Engine {
     /// sweep meets every region recovered or being recovered.
     pub(crate) fn detect_all_failures(&mut self, now: u64) {
         let undetected = (0..self.server_count())
-            .filter(|&m| self.lost_servers.is_failed(m) && !self.lost_servers.recovered[m])
+            .filter(|&m| {
+                self.server_side.lost_servers.is_failed(m)
+                    && !self.server_side.lost_servers.recovered[m]
+            })
             .count();
         if undetected == 0 {
             return;
         }
         for m in 0..self.server_count() {
-            if self.lost_servers.is_failed(m) {
+            if self.server_side.lost_servers.is_failed(m) {
                 self.mark_detected(m);
             }
         }
@@ -326,12 +342,14 @@ impl Engine {
     /// What went wrong with recovery over the run: the recoveries that
     /// failed, and each failed server no recovery took over.
     pub(crate) fn recovery_failures(&mut self) -> Vec<String> {
-        let mut out = std::mem::take(&mut self.lost_servers.problems);
+        let mut out = std::mem::take(&mut self.server_side.lost_servers.problems);
         for m in 0..self.server_count() {
-            if self.lost_servers.is_failed(m) && !self.lost_servers.recovered[m] {
+            if self.server_side.lost_servers.is_failed(m)
+                && !self.server_side.lost_servers.recovered[m]
+            {
                 out.push(format!(
                     "server {m} failed at {} ns and no recovery took its regions over",
-                    self.lost_servers.failed_at[m]
+                    self.server_side.lost_servers.failed_at[m]
                 ));
             }
         }

@@ -47,16 +47,20 @@ impl Engine {
     /// keys to preload (by its own PUTs, in virtual time, before the
     /// measured workload).
     pub(crate) fn start_servers(&mut self) {
-        let workers = self.servers.as_ref().map_or(0, |sv| sv.workers.len());
+        let workers = self
+            .server_side
+            .servers
+            .as_ref()
+            .map_or(0, |sv| sv.workers.len());
         for w in 0..workers {
-            self.schedule(EPOCH, Ev::WorkerPoll(w));
+            self.events.schedule(EPOCH, Ev::WorkerPoll(w));
         }
         let n = self.clients.len() as u64;
         let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
         for k in (0..preloaded).rev() {
             self.clients[(k % n) as usize].preload.push(k);
         }
-        self.preloading = self
+        self.workload.preloading = self
             .clients
             .iter()
             .filter(|c| !c.preload.is_empty())
@@ -65,40 +69,40 @@ impl Engine {
 
     /// The preload is done: the measured workload starts now.
     pub(crate) fn start_measuring(&mut self, now: u64) {
-        self.measure_from = now;
-        self.cell_searches_before = self.cell_searches();
-        self.end = now + (self.spec.seconds * 1e9) as u64;
-        if let Some(chaos) = self.held_chaos.take() {
+        self.workload.measure_from = now;
+        self.server_side.cell_searches_before = self.cell_searches();
+        self.events.end = now + (self.spec.seconds * 1e9) as u64;
+        if let Some(chaos) = self.chaos.held.take() {
             self.spec.chaos = chaos;
             self.plan_faults();
         }
-        self.horizon = self.end + self.drain_ns();
+        self.events.horizon = self.events.end + self.drain_ns();
         for c in 0..self.clients.len() {
-            self.schedule(now, Ev::Poll(c));
+            self.events.schedule(now, Ev::Poll(c));
         }
     }
 
     /// The node a worker posts from, and its current round.
     pub(crate) fn worker_src(&self, w: usize) -> (usize, u64) {
-        let wk = &self.servers.as_ref().expect("servers").workers[w];
+        let wk = &self.server_side.servers.as_ref().expect("servers").workers[w];
         (usize::from(wk.node.0), wk.round)
     }
 
     /// Worker `w` works from `at` for `ns` (its core is busy until then).
     pub(crate) fn worker_cpu(&mut self, w: usize, ns: u64, at: u64) {
         let measuring = self.measuring(at);
-        let wk = &mut self.servers.as_mut().expect("servers").workers[w];
+        let wk = &mut self.server_side.servers.as_mut().expect("servers").workers[w];
         if measuring {
             wk.busy_ns += ns;
         }
         let core = wk.core;
-        self.cores[core] = self.cores[core].max(at + ns);
+        self.cluster.cores[core] = self.cluster.cores[core].max(at + ns);
     }
 
     /// A write of `len` bytes at `offset` of `node`'s data region executed
     /// at `now`: a request or a response may have landed.
     pub(crate) fn landed(&mut self, node: usize, offset: u64, len: u64, now: u64) {
-        let Some(sv) = self.servers.as_ref() else {
+        let Some(sv) = self.server_side.servers.as_ref() else {
             return;
         };
         let mb = sv.mailbox;
@@ -136,7 +140,7 @@ impl Engine {
     /// detection delay.
     fn request_landed(&mut self, w: usize, position: usize, now: u64) {
         let measuring = self.measuring(now);
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
@@ -145,7 +149,7 @@ impl Engine {
             return;
         };
         let watch = watch.clone();
-        if let Some((i, ctrl, _)) = scan(&self.mem, wk, &watch) {
+        if let Some((i, ctrl, _)) = scan(&self.cluster.mem, wk, &watch) {
             // An idle worker scans round and round: where its scan stands
             // when the WRITE lands is uniform, so it notices after half a
             // scan on average.
@@ -159,14 +163,14 @@ impl Engine {
             wk.due = Some(Shared::Request(i, ctrl));
             wk.state = WorkerState::Due;
             let round = wk.round;
-            self.schedule(at, Ev::WorkerDue(w, round));
+            self.events.schedule(at, Ev::WorkerDue(w, round));
         }
     }
 
     /// Worker `w`'s wait of round `round` is over.
     pub(crate) fn on_worker_due(&mut self, w: usize, round: u64, now: u64) {
         let measuring = self.measuring(now);
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
@@ -174,13 +178,16 @@ impl Engine {
             return;
         }
         if matches!(wk.due, Some(Shared::Request(..)))
-            && self.dice.chance(self.spec.chaos.server_crash_permille)
+            && self
+                .chaos
+                .dice
+                .chance(self.spec.chaos.server_crash_permille)
         {
             // A crash point: about to take a request from its slot.
             self.crash_worker(w, now);
             return;
         }
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         let wk = &mut sv.workers[w];
         let Some(due) = wk.due.take() else {
             return;
@@ -193,6 +200,7 @@ impl Engine {
             let bytes = end
                 .and_then(|end| {
                     let t = self
+                        .cluster
                         .mem
                         .read(wk.node, Region::Data, end - TRAILER_BYTES, TRAILER_BYTES)
                         .ok()?;
@@ -221,7 +229,7 @@ impl Engine {
     pub(crate) fn crash_worker(&mut self, w: usize, now: u64) {
         let margin = crate::engine::nanos(self.cfg.deadline_margin);
         let after = self.spec.chaos.server_restart_after_ns.max(margin + 1);
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
@@ -231,15 +239,15 @@ impl Engine {
         wk.go_down();
         let node = usize::from(wk.node.0);
         sv.lock_waiters[node].retain(|&x| x != w);
-        self.counts.server_crashes += 1;
-        self.schedule(now + after, Ev::WorkerRestart(w));
+        self.chaos.counts.server_crashes += 1;
+        self.events.schedule(now + after, Ev::WorkerRestart(w));
     }
 
     /// A fresh worker replaces crashed worker `w`: it knows nothing of the
     /// requests its predecessor served or the claim words it saw, and scans
     /// all its slots.
     pub(crate) fn restart_worker(&mut self, w: usize, now: u64) {
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
@@ -255,7 +263,7 @@ impl Engine {
         wk.cursor = 0;
         wk.watch = None;
         wk.landed = (0..wk.slots as usize).collect();
-        self.schedule(now, Ev::WorkerPoll(w));
+        self.events.schedule(now, Ev::WorkerPoll(w));
     }
 
     /// The event queue was cleared (the final sweep starts; requests in
@@ -266,7 +274,7 @@ impl Engine {
     /// requests to land, and lock waiters for the holder's release, as
     /// before.
     pub(crate) fn resume_workers(&mut self, now: u64) {
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let mut due = Vec::new();
@@ -287,7 +295,7 @@ impl Engine {
             }
         }
         for (at, ev) in due {
-            self.schedule(at, ev);
+            self.events.schedule(at, ev);
         }
     }
 
@@ -295,7 +303,7 @@ impl Engine {
     /// completions missing: if it still waits for them, it steps (and its
     /// machine gives up on them).
     pub(crate) fn on_worker_wake(&mut self, w: usize, round: u64, now: u64) {
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
@@ -309,18 +317,18 @@ impl Engine {
     /// Steps worker `w` until it waits.
     pub(crate) fn step_worker(&mut self, w: usize, now: u64) {
         let (core, node) = {
-            let wk = &self.servers.as_ref().expect("servers").workers[w];
+            let wk = &self.server_side.servers.as_ref().expect("servers").workers[w];
             (wk.core, wk.node)
         };
-        let start = self.running_at(core, now.max(self.cores[core]));
+        let start = self.running_at(core, now.max(self.cluster.cores[core]));
         if start > now {
-            self.schedule(start, Ev::WorkerPoll(w));
+            self.events.schedule(start, Ev::WorkerPoll(w));
             return;
         }
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         let wk = &mut sv.workers[w];
         let mut t = start + std::mem::take(&mut wk.charge);
-        self.cores[core] = t;
+        self.cluster.cores[core] = t;
         let Some(mut m) = wk.machine.take() else {
             return;
         };
@@ -339,7 +347,7 @@ impl Engine {
             }
             match stepped {
                 Stepped::Post(wrs) | Stepped::PostDetached(wrs) => {
-                    let wk = &mut self.servers.as_mut().expect("servers").workers[w];
+                    let wk = &mut self.server_side.servers.as_mut().expect("servers").workers[w];
                     wk.round += 1;
                     let claim = wrs.iter().any(|wr| matches!(wr.op, Op::Cas { .. }));
                     wk.claim_round = claim.then_some(wk.round);
@@ -351,20 +359,25 @@ impl Engine {
                             let crc = self.p.crc_time(len);
                             self.worker_cpu(w, crc, t);
                             t += crc;
-                            self.cores[core] = self.cores[core].max(t);
+                            self.cluster.cores[core] = self.cluster.cores[core].max(t);
                         }
                         self.post(Actor::Worker(w), wr, t);
                     }
-                    t = t.max(self.cores[core]);
+                    t = t.max(self.cluster.cores[core]);
                     if splitting && self.maybe_fail_mid_split(usize::from(node.0), t) {
                         // A crash point of a meganode split: its server
                         // failed right after posting this step.
                         return;
                     }
                     self.maybe_pause_recovery(w);
-                    if responded && self.dice.chance(self.spec.chaos.server_crash_permille) {
+                    if responded
+                        && self
+                            .chaos
+                            .dice
+                            .chance(self.spec.chaos.server_crash_permille)
+                    {
                         // A crash point: right after posting a response.
-                        self.cores[core] = self.cores[core].max(t);
+                        self.cluster.cores[core] = self.cluster.cores[core].max(t);
                         self.crash_worker(w, t);
                         self.wake_lock_waiters(usize::from(node.0), t);
                         return;
@@ -375,7 +388,8 @@ impl Engine {
                             // Completions may never come: look again once
                             // the machine gives up on them.
                             let round = self.worker_src(w).1;
-                            self.schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
+                            self.events
+                                .schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
                         }
                         break;
                     }
@@ -386,7 +400,7 @@ impl Engine {
                     // No server machine posts one today; it goes as a
                     // posted round does, awaited, and looked at again when
                     // the machine gives its completions up.
-                    let wk = &mut self.servers.as_mut().expect("servers").workers[w];
+                    let wk = &mut self.server_side.servers.as_mut().expect("servers").workers[w];
                     wk.round += 1;
                     let claim = chain.iter().any(|(wr, _)| matches!(wr.op, Op::Cas { .. }));
                     wk.claim_round = claim.then_some(wk.round);
@@ -394,7 +408,8 @@ impl Engine {
                     self.set_worker_state(w, WorkerState::Completions);
                     if let (Some(d), true) = (m.deadline(), self.spec.chaos.any()) {
                         let round = self.worker_src(w).1;
-                        self.schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
+                        self.events
+                            .schedule(d.0.max(t) + 1, Ev::WorkerWake(w, round));
                     }
                     break;
                 }
@@ -407,7 +422,7 @@ impl Engine {
                         m.resolve(Shared::Waited);
                         continue;
                     }
-                    let sv = self.servers.as_mut().expect("servers");
+                    let sv = self.server_side.servers.as_mut().expect("servers");
                     sv.lock_waits += 1;
                     sv.workers[w].round += 1;
                     sv.workers[w].state = WorkerState::Lock(l);
@@ -415,7 +430,7 @@ impl Engine {
                     break;
                 }
                 Stepped::Wait(Wait::Backoff(d)) => {
-                    let sv = self.servers.as_mut().expect("servers");
+                    let sv = self.server_side.servers.as_mut().expect("servers");
                     let wk = &mut sv.workers[w];
                     wk.round += 1;
                     wk.due = Some(Shared::Waited);
@@ -423,17 +438,18 @@ impl Engine {
                     let round = wk.round;
                     // A spinning thread's re-check costs at least a miss.
                     let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
-                    self.schedule(t + d.max(self.p.detect_ns), Ev::WorkerDue(w, round));
+                    self.events
+                        .schedule(t + d.max(self.p.detect_ns), Ev::WorkerDue(w, round));
                     break;
                 }
                 Stepped::Wait(Wait::Request(watch)) => {
                     self.request_done(w, &mut m, t);
                     let measuring = self.measuring(t);
-                    let sv = self.servers.as_mut().expect("servers");
+                    let sv = self.server_side.servers.as_mut().expect("servers");
                     let wk = &mut sv.workers[w];
                     wk.round += 1;
                     wk.watch = Some(watch.clone());
-                    match scan(&self.mem, wk, &watch) {
+                    match scan(&self.cluster.mem, wk, &watch) {
                         Some((i, ctrl, examined)) => {
                             // A worker back from a request resumes its scan
                             // at its cursor: it pays for the slots it passes
@@ -446,7 +462,7 @@ impl Engine {
                                 wk.scan_ns += find;
                             }
                             let at = t + find;
-                            self.schedule(at, Ev::WorkerDue(w, round));
+                            self.events.schedule(at, Ev::WorkerDue(w, round));
                         }
                         None => wk.state = WorkerState::Idle(watch),
                     }
@@ -458,9 +474,9 @@ impl Engine {
                     deadline,
                 }) => {
                     // Only Cell's maintenance thread sends requests.
-                    let word = self.mem.word(node, Region::Data, ctrl).unwrap_or(0);
+                    let word = self.cluster.mem.word(node, Region::Data, ctrl).unwrap_or(0);
                     let detect = self.p.detect_ns;
-                    let sv = self.servers.as_mut().expect("servers");
+                    let sv = self.server_side.servers.as_mut().expect("servers");
                     let wk = &mut sv.workers[w];
                     if wk.maint.is_none() {
                         self.worker_failed(w, "a server worker waited for a response".into());
@@ -477,15 +493,15 @@ impl Engine {
                         wk.due = Some(Shared::Landed(false));
                         deadline.0.max(t) + 1
                     };
-                    self.schedule(at, Ev::WorkerDue(w, round));
+                    self.events.schedule(at, Ev::WorkerDue(w, round));
                     break;
                 }
                 Stepped::Done(r) => {
-                    let sv = self.servers.as_mut().expect("servers");
+                    let sv = self.server_side.servers.as_mut().expect("servers");
                     if sv.workers[w].recovery {
                         // A recovery ended (crate::server_failure).
                         sv.workers[w].state = WorkerState::Jobs;
-                        self.cores[core] = self.cores[core].max(t);
+                        self.cluster.cores[core] = self.cluster.cores[core].max(t);
                         self.recovery_done(usize::from(node.0), r, t);
                         self.check_jobs(usize::from(node.0), t);
                         return;
@@ -501,7 +517,7 @@ impl Engine {
                             }
                         }
                         sv.workers[w].state = WorkerState::Jobs;
-                        self.cores[core] = self.cores[core].max(t);
+                        self.cluster.cores[core] = self.cluster.cores[core].max(t);
                         self.check_jobs(usize::from(node.0), t);
                         return;
                     }
@@ -514,9 +530,9 @@ impl Engine {
                 }
             }
         }
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         sv.workers[w].machine = Some(m);
-        self.cores[core] = self.cores[core].max(t);
+        self.cluster.cores[core] = self.cluster.cores[core].max(t);
         self.wake_lock_waiters(usize::from(node.0), t);
         self.check_jobs(usize::from(node.0), t);
     }
@@ -524,7 +540,7 @@ impl Engine {
     /// Starts Cell's maintenance thread of `node` on its next job, if it is
     /// idle and the node's workers queued one.
     pub(crate) fn check_jobs(&mut self, node: usize, t: u64) {
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let Some(Some(m)) = sv.maint.get(node).copied() else {
@@ -548,39 +564,46 @@ impl Engine {
         wk.machine = Some(crate::systems::maintenance_job(maint, job.clone()));
         wk.job = Some(job);
         wk.state = WorkerState::Running;
-        self.schedule(t, Ev::WorkerPoll(m));
+        self.events.schedule(t, Ev::WorkerPoll(m));
     }
 
     /// A response landed in the slot of worker `w` (Cell's maintenance
     /// thread): wakes it if it waits for that sequence number.
     fn worker_response_landed(&mut self, w: usize, ctrl: u64, now: u64) {
         let detect = self.p.detect_ns;
-        let Some(sv) = self.servers.as_mut() else {
+        let Some(sv) = self.server_side.servers.as_mut() else {
             return;
         };
         let wk = &mut sv.workers[w];
         let Some((at, seq)) = wk.awaiting else {
             return;
         };
-        if at != ctrl || self.mem.word(wk.node, Region::Data, ctrl).unwrap_or(0) as u32 != seq {
+        if at != ctrl
+            || self
+                .cluster
+                .mem
+                .word(wk.node, Region::Data, ctrl)
+                .unwrap_or(0) as u32
+                != seq
+        {
             return;
         }
         wk.awaiting = None;
         wk.round += 1;
         wk.due = Some(Shared::Landed(true));
         let round = wk.round;
-        self.schedule(now + detect, Ev::WorkerDue(w, round));
+        self.events.schedule(now + detect, Ev::WorkerDue(w, round));
     }
 
     fn set_worker_state(&mut self, w: usize, s: WorkerState) {
-        self.servers.as_mut().expect("servers").workers[w].state = s;
+        self.server_side.servers.as_mut().expect("servers").workers[w].state = s;
     }
 
     /// Worker `w` finished its request at `t`: the fabric work of its claim
     /// and response.
     fn request_done(&mut self, w: usize, m: &mut crate::systems::WorkerMachine, t: u64) {
         let measuring = self.measuring(t);
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         let s = m.take_stats();
         let _ = w;
         if measuring {
@@ -589,7 +612,7 @@ impl Engine {
     }
 
     fn worker_failed(&mut self, w: usize, why: String) {
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         let mut errs = sv.counters.errors.lock().unwrap_or_else(|e| e.into_inner());
         if errs.len() < 64 {
             errs.push(nessie_protocol::Error::corrupt(CorruptionKind::Bug, why));
@@ -600,7 +623,7 @@ impl Engine {
 
     /// Workers of `node` waiting for its table lock try again if it is free.
     fn wake_lock_waiters(&mut self, node: usize, t: u64) {
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         if sv.lock_waiters[node].is_empty() {
             return;
         }
@@ -623,14 +646,14 @@ impl Engine {
             due.push((w, wk.round));
         }
         for (w, round) in due {
-            self.schedule(t, Ev::WorkerDue(w, round));
+            self.events.schedule(t, Ev::WorkerDue(w, round));
         }
     }
 
     /// The bytes of `wr` if it writes a response (it ends at a response
     /// slot's end).
     fn response_bytes(&self, wr: &WorkRequest) -> Option<u64> {
-        let mb = self.servers.as_ref()?.mailbox;
+        let mb = self.server_side.servers.as_ref()?.mailbox;
         let (offset, len) = match &wr.op {
             Op::Write { addr, data } => (addr.offset, data.len() as u64),
             Op::LocalWrite { offset, data } => (*offset, data.len() as u64),
@@ -645,20 +668,23 @@ impl Engine {
     /// Delivers a completion to worker `w` (a stale one, of a detached post
     /// or an earlier round, is dropped).
     pub(crate) fn deliver_worker(&mut self, w: usize, req: NicRequest, now: u64) {
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         let wk = &mut sv.workers[w];
         if req.round != wk.round {
             return;
         }
         if wk.claim_round == Some(req.round)
-            && self.dice.chance(self.spec.chaos.server_crash_permille)
+            && self
+                .chaos
+                .dice
+                .chance(self.spec.chaos.server_crash_permille)
         {
             // A crash point: its claim CAS completes (it may have landed),
             // and the worker dies before it learns how.
             self.crash_worker(w, now);
             return;
         }
-        let sv = self.servers.as_mut().expect("servers");
+        let sv = self.server_side.servers.as_mut().expect("servers");
         let wk = &mut sv.workers[w];
         let Some(m) = wk.machine.as_mut() else {
             return;
@@ -671,7 +697,7 @@ impl Engine {
         });
         if m.outstanding() == 0 && matches!(wk.state, WorkerState::Completions) {
             wk.state = WorkerState::Running;
-            self.schedule(now, Ev::WorkerPoll(w));
+            self.events.schedule(now, Ev::WorkerPoll(w));
         }
     }
 }

@@ -29,7 +29,7 @@ impl Engine {
         cl.awaiting = None;
         cl.due = None;
         let req = op.request.clone();
-        if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.dir.as_ref()) {
+        if let (Some(cm), Some(dir)) = (cl.cell.as_ref(), self.server_side.dir.as_ref()) {
             cl.machine = Some(ClientMachine::Kv(KvMachine::Cell(
                 cm.request(&req, 1),
                 dir.clone(),
@@ -56,23 +56,24 @@ impl Engine {
             return;
         }
         let chaos = self.spec.chaos;
-        if self.dice.chance(chaos.pause_permille) {
+        if self.chaos.dice.chance(chaos.pause_permille) {
             // The client thread is descheduled before this step.
-            self.counts.pauses += 1;
+            self.chaos.counts.pauses += 1;
             let boundary = match self.deadline_boundaries(c) {
-                Some(b) if chaos.boundary_pauses && self.dice.chance(500) => {
-                    let b = b[self.dice.below(3) as usize];
+                Some(b) if chaos.boundary_pauses && self.chaos.dice.chance(500) => {
+                    let b = b[self.chaos.dice.below(3) as usize];
                     let half = self.margin_ns() / 2;
-                    Some(b.saturating_sub(half) + self.dice.below(2 * half + 1))
+                    Some(b.saturating_sub(half) + self.chaos.dice.below(2 * half + 1))
                         .filter(|&t| t > now)
                 }
                 _ => None,
             };
-            let resume = boundary.unwrap_or_else(|| now + 1 + self.dice.below(chaos.max_pause_ns));
-            self.schedule(resume, Ev::Poll(c));
+            let resume =
+                boundary.unwrap_or_else(|| now + 1 + self.chaos.dice.below(chaos.max_pause_ns));
+            self.events.schedule(resume, Ev::Poll(c));
             return;
         }
-        if self.clients[c].op.is_some() && self.dice.chance(chaos.crash_permille) {
+        if self.clients[c].op.is_some() && self.chaos.dice.chance(chaos.crash_permille) {
             self.crash(c, now);
             return;
         }
@@ -128,8 +129,8 @@ impl Engine {
             let Some([last, deadline, _]) = bounds else {
                 continue;
             };
-            if start >= last && self.watch.margin_breaches.len() < 16 {
-                self.watch.margin_breaches.push(format!(
+            if start >= last && self.checks.margin_breaches.len() < 16 {
+                self.checks.margin_breaches.push(format!(
                     "client {c} posted {what} to {addr:?} {} ns before its attempt's \
                      deadline (margin {} ns)",
                     deadline as i64 - start as i64,
@@ -148,19 +149,19 @@ impl Engine {
         // early would hand the NICs requests stamped in the future, and a
         // NIC's queue must see its requests in time order.)
         let core = self.clients[c].core;
-        let start = self.running_at(core, now.max(self.cores[core]));
+        let start = self.running_at(core, now.max(self.cluster.cores[core]));
         if start > now {
-            self.schedule(start, Ev::Poll(c));
+            self.events.schedule(start, Ev::Poll(c));
             return;
         }
         if self.clients[c].straggler && !self.clients[c].slowed {
             // A straggler is slow to get to its step (it reads its clock
             // only then: the protocol's time checks use the time a request
             // is posted).
-            let slow = self.dice.below(self.spec.chaos.straggler_step_ns + 1);
+            let slow = self.chaos.dice.below(self.spec.chaos.straggler_step_ns + 1);
             self.clients[c].slowed = true;
-            self.cores[core] = start + slow;
-            self.schedule(start + slow, Ev::Poll(c));
+            self.cluster.cores[core] = start + slow;
+            self.events.schedule(start + slow, Ev::Poll(c));
             return;
         }
         self.clients[c].slowed = false;
@@ -173,12 +174,12 @@ impl Engine {
                     self.p.cpu_step_ns
                 };
             cl.local_round = false;
-            self.cores[core] = t;
+            self.cluster.cores[core] = t;
             self.step_kv(c, start, t);
             return;
         }
         let t = start + self.p.cpu_step_ns;
-        self.cores[core] = t;
+        self.cluster.cores[core] = t;
         if let Some(op) = self.clients[c].op.as_mut() {
             op.attempt_started.get_or_insert(start);
         }
@@ -244,7 +245,7 @@ impl Engine {
             .poll_timeout(&cl.state)
             .map(|give_up| give_up.0.saturating_sub(cl.clock_offset));
         if let Some(at) = at.filter(|&at| at > now) {
-            self.schedule(at, Ev::Wake(c, round));
+            self.events.schedule(at, Ev::Wake(c, round));
         }
     }
 
@@ -268,7 +269,7 @@ impl Engine {
                 let at = now + op.backoff_ns / 2 + jitter;
                 op.backoff_ns = (op.backoff_ns * 2).min(max_backoff);
                 self.start_attempt(c);
-                self.schedule(at, Ev::Poll(c));
+                self.events.schedule(at, Ev::Poll(c));
                 return;
             }
         }
@@ -286,59 +287,59 @@ impl Engine {
             // Not measured; in the history all the same.
             self.record(c, &op, ret_of(&r), now);
             if self.clients[c].preload.is_empty() {
-                self.preloading -= 1;
-                if self.preloading == 0 {
-                    self.schedule(now, Ev::Measure);
+                self.workload.preloading -= 1;
+                if self.workload.preloading == 0 {
+                    self.events.schedule(now, Ev::Measure);
                 }
             }
-            self.schedule(now, Ev::Poll(c));
+            self.events.schedule(now, Ev::Poll(c));
             return;
         }
         if let (true, Err(e)) = (op.sweep, &r) {
             if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
-                self.sweep.failures.push(format!(
+                self.workload.sweep.failures.push(format!(
                     "{} of key {} by a lone client after the faults stopped: {e}",
                     op.request.name(),
                     op.key
                 ));
             }
         }
-        self.stats += op.stats;
+        self.workload.stats += op.stats;
         if !op.sweep {
-            self.recycled_in_race += op.stats.recycled;
+            self.workload.recycled_in_race += op.stats.recycled;
         }
         let ret = ret_of(&r);
         if ret == Err(Failure::Unknown) && !matches!(op.request, Request::Scan { .. }) {
-            self.tally.unknown += 1;
+            self.workload.tally.unknown += 1;
         }
         if let Err(Error::Corrupt(m)) = &r {
-            if self.watch.corrupt.len() < 16 {
-                self.watch
+            if self.checks.corrupt.len() < 16 {
+                self.checks
                     .corrupt
                     .push(format!("{}: {m}", self.clients[c].state.id));
             }
         }
         self.record(c, &op, ret, now);
         if !op.sweep {
-            let from = op.started.max(self.measure_from);
-            self.client_busy_ns += now.min(self.end).saturating_sub(from);
+            let from = op.started.max(self.workload.measure_from);
+            self.workload.client_busy_ns += now.min(self.events.end).saturating_sub(from);
         }
         match r {
             Ok(_) => match op.request {
                 Request::Get(_) => {
-                    self.tally.get_lat.push(now - op.started);
-                    self.tally.get_round_trips += op.stats.round_trips;
+                    self.workload.tally.get_lat.push(now - op.started);
+                    self.workload.tally.get_round_trips += op.stats.round_trips;
                 }
                 Request::Put(..) => {
-                    self.tally.put_lat.push(now - op.started);
-                    self.tally.put_round_trips += op.stats.round_trips;
+                    self.workload.tally.put_lat.push(now - op.started);
+                    self.workload.tally.put_round_trips += op.stats.round_trips;
                 }
-                Request::Delete(_) => self.tally.deletes += 1,
+                Request::Delete(_) => self.workload.tally.deletes += 1,
                 Request::Scan { .. } => {}
             },
-            Err(_) => self.tally.failures += 1,
+            Err(_) => self.workload.tally.failures += 1,
         }
-        self.schedule(now, Ev::Poll(c));
+        self.events.schedule(now, Ev::Poll(c));
     }
 
     /// A stamp for the history at virtual time `now`: picoseconds
@@ -349,8 +350,9 @@ impl Engine {
     /// equal stamps for concurrent operations and miss a client's stale read
     /// of its own write).
     pub(super) fn stamp(&mut self, now: u64) -> u64 {
-        self.rec.last_stamp = (now.saturating_mul(1000)).max(self.rec.last_stamp + 1);
-        self.rec.last_stamp
+        self.workload.rec.last_stamp =
+            (now.saturating_mul(1000)).max(self.workload.rec.last_stamp + 1);
+        self.workload.rec.last_stamp
     }
 
     /// Records client `c`'s finished operation `op` with `ret`: a scan in
@@ -359,9 +361,9 @@ impl Engine {
     pub(super) fn record(&mut self, c: usize, op: &CurrentOp, ret: Ret, now: u64) {
         let scan = matches!(op.request, Request::Scan { .. });
         if scan {
-            self.rec.completed_scans += 1;
+            self.workload.rec.completed_scans += 1;
         } else {
-            self.rec.completed_ops += 1;
+            self.workload.rec.completed_ops += 1;
         }
         if !self.spec.record_history {
             return;
@@ -375,10 +377,10 @@ impl Engine {
             response,
         };
         if scan {
-            self.rec.scans.push(event);
+            self.workload.rec.scans.push(event);
         } else {
-            self.rec.history_stats.push(op.stats);
-            self.rec.history.push(event);
+            self.workload.rec.history_stats.push(op.stats);
+            self.workload.rec.history.push(event);
         }
     }
 
@@ -389,7 +391,7 @@ impl Engine {
     pub(super) fn drop_attempt(&mut self, c: usize) {
         let cl = &mut self.clients[c];
         if let Some(ClientMachine::Nessie(m)) = cl.machine.take() {
-            self.stats.leaked += m.stats().leaked;
+            self.workload.stats.leaked += m.stats().leaked;
         }
         cl.router.retire(0);
         cl.outstanding = 0;
@@ -428,12 +430,12 @@ impl Engine {
             // request of a round it has left) or drops it if that machine
             // is done; a baseline's client drops it.
             if self.spec.system == SystemKind::Nessie {
-                self.counts.stale_completions += 1;
+                self.chaos.counts.stale_completions += 1;
                 cl.hand_in(completion);
             }
             return;
         }
-        if self.dice.chance(self.spec.chaos.crash_permille) && self.clients[c].op.is_some() {
+        if self.chaos.dice.chance(self.spec.chaos.crash_permille) && self.clients[c].op.is_some() {
             self.crash(c, now);
             return;
         }
@@ -442,7 +444,7 @@ impl Engine {
         if cl.outstanding > 0 {
             cl.outstanding -= 1;
             if cl.outstanding == 0 {
-                self.schedule(now, Ev::Poll(c));
+                self.events.schedule(now, Ev::Poll(c));
             }
         }
     }

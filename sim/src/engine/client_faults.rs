@@ -12,17 +12,17 @@ impl Engine {
             self.drop_attempt(c);
             if let Some(op) = self.clients[c].op.take() {
                 if op.sweep {
-                    self.sweep.failures.push(format!(
+                    self.workload.sweep.failures.push(format!(
                         "{} of key {} by a lone client after the faults stopped never finished",
                         op.request.name(),
                         op.key
                     ));
                 }
-                self.tally.stuck += 1;
-                self.tally.unknown += 1;
-                self.tally.failures += 1;
-                self.stats += op.stats;
-                self.record(c, &op, Err(Failure::Unknown), self.horizon);
+                self.workload.tally.stuck += 1;
+                self.workload.tally.unknown += 1;
+                self.workload.tally.failures += 1;
+                self.workload.stats += op.stats;
+                self.record(c, &op, Err(Failure::Unknown), self.events.horizon);
             }
         }
     }
@@ -39,15 +39,15 @@ impl Engine {
         cl.incarnation += 1;
         self.drop_attempt(c);
         self.drop_late(c);
-        self.counts.crashes += 1;
+        self.chaos.counts.crashes += 1;
         if let Some(op) = self.clients[c].op.take() {
-            self.stats += op.stats;
-            self.tally.unknown += 1;
-            self.tally.failures += 1;
+            self.workload.stats += op.stats;
+            self.workload.tally.unknown += 1;
+            self.workload.tally.failures += 1;
             self.record(c, &op, Err(Failure::Unknown), now);
         }
         let after = self.spec.chaos.restart_after_ns.max(self.margin_ns() + 1);
-        self.schedule(now + after, Ev::Restart(c));
+        self.events.schedule(now + after, Ev::Restart(c));
     }
 
     /// A crashed client comes back as a fresh process (no sooner than one
@@ -57,21 +57,24 @@ impl Engine {
             return;
         };
         let node = usize::from(self.clients[c].state.id.node.0);
-        if self.node_down[node] {
+        if self.cluster.node_down[node] {
             return; // the node's return restarts it
         }
         let earliest = since + self.margin_ns() + 1;
         if now < earliest {
-            self.schedule(earliest, Ev::Restart(c));
+            self.events.schedule(earliest, Ev::Restart(c));
             return;
         }
-        if self.sweep.running && c == self.sweep.client && self.lost_servers.recovering() {
+        if self.workload.sweep.running
+            && c == self.workload.sweep.client
+            && self.server_side.lost_servers.recovering()
+        {
             // The sweep's fresh process starts once the faults stopped, and
             // a recovery still moving a failed server's regions is one of
             // them: its directory would name the failed server (Cell's
             // client then meets it: an unknown outcome for a write, as any
             // process that read the directory before the move would).
-            self.schedule(now + SWEEPER_WAIT_NS, Ev::Restart(c));
+            self.events.schedule(now + SWEEPER_WAIT_NS, Ev::Restart(c));
             return;
         }
         let id = self.clients[c].state.id;
@@ -79,7 +82,7 @@ impl Engine {
             return; // the configuration was validated at the start
         };
         state.faults = self.spec.faults;
-        if let Some(maker) = &self.core_maker {
+        if let Some(maker) = &self.server_side.core_maker {
             // A baseline client's core died with its process (it was inside
             // the machine of the operation it crashed in): the new process
             // makes its own, its sequence numbers drawn afresh as the
@@ -88,7 +91,7 @@ impl Engine {
             let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             self.clients[c].kv_core = Some(maker.core(g, entropy, true));
         }
-        if let Some(maker) = &self.cell_maker {
+        if let Some(maker) = &self.server_side.cell_maker {
             // Likewise a Cell client: caches, selector and request channel
             // died with the process.
             let entropy = self.spec.seed ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -102,7 +105,7 @@ impl Engine {
         cl.state = state;
         cl.router = router;
         cl.down_since = None;
-        self.schedule(now, Ev::Poll(c));
+        self.events.schedule(now, Ev::Poll(c));
     }
 
     /// Draws the run's node outages and failed queue pairs in advance (once
@@ -119,17 +122,17 @@ impl Engine {
         if chaos.outage_permille == 0 {
             return;
         }
-        let mut at = self.measure_from;
-        let mut busy_until = vec![0u64; self.node_down.len()];
-        while at < self.end {
-            if self.dice.chance(chaos.outage_permille) {
-                let n = self.dice.below(self.node_down.len() as u64) as usize;
+        let mut at = self.workload.measure_from;
+        let mut busy_until = vec![0u64; self.cluster.node_down.len()];
+        while at < self.events.end {
+            if self.chaos.dice.chance(chaos.outage_permille) {
+                let n = self.chaos.dice.below(self.cluster.node_down.len() as u64) as usize;
                 if at >= busy_until[n] {
-                    let down = at + self.dice.below(1_000_000);
+                    let down = at + self.chaos.dice.below(1_000_000);
                     let up = down + chaos.outage_ns.max(self.margin_ns() + 1);
                     busy_until[n] = up + 1;
-                    self.schedule(down, Ev::NodeDown(n));
-                    self.schedule(up, Ev::NodeUp(n));
+                    self.events.schedule(down, Ev::NodeDown(n));
+                    self.events.schedule(up, Ev::NodeUp(n));
                 }
             }
             at += 1_000_000;
@@ -145,22 +148,26 @@ impl Engine {
         if chaos.link_failure_permille == 0 {
             return;
         }
-        let workers = self.servers.as_ref().map_or(0, |s| s.workers.len());
+        let workers = self
+            .server_side
+            .servers
+            .as_ref()
+            .map_or(0, |s| s.workers.len());
         let actors = (self.clients.len() + workers) as u64;
-        let nodes = self.node_down.len() as u64;
-        let mut at = self.measure_from;
-        while at < self.end {
-            if self.dice.chance(chaos.link_failure_permille) {
-                let a = self.dice.below(actors) as usize;
+        let nodes = self.cluster.node_down.len() as u64;
+        let mut at = self.workload.measure_from;
+        while at < self.events.end {
+            if self.chaos.dice.chance(chaos.link_failure_permille) {
+                let a = self.chaos.dice.below(actors) as usize;
                 let actor = if a < self.clients.len() {
                     Actor::Client(a)
                 } else {
                     Actor::Worker(a - self.clients.len())
                 };
-                let node = self.dice.below(nodes) as usize;
-                let down = at + self.dice.below(1_000_000);
-                self.counts.link_failures += 1;
-                self.link_failures.push(crate::nic::LinkFailure {
+                let node = self.chaos.dice.below(nodes) as usize;
+                let down = at + self.chaos.dice.below(1_000_000);
+                self.chaos.counts.link_failures += 1;
+                self.net.link_failures.push(crate::nic::LinkFailure {
                     actor,
                     node,
                     at: down,
@@ -172,8 +179,8 @@ impl Engine {
     }
 
     pub(super) fn on_node_down(&mut self, n: usize, now: u64) {
-        self.node_down[n] = true;
-        self.counts.outages += 1;
+        self.cluster.node_down[n] = true;
+        self.chaos.counts.outages += 1;
         self.crash_clients_on(n, now);
     }
 
@@ -187,13 +194,13 @@ impl Engine {
     }
 
     pub(super) fn on_node_up(&mut self, n: usize, now: u64) {
-        if self.lost_servers.is_failed(n) {
+        if self.server_side.lost_servers.is_failed(n) {
             return; // a server that failed for good never comes back
         }
-        self.node_down[n] = false;
+        self.cluster.node_down[n] = false;
         for c in 0..self.clients.len() {
             if usize::from(self.clients[c].state.id.node.0) == n {
-                self.schedule(now, Ev::Restart(c));
+                self.events.schedule(now, Ev::Restart(c));
             }
         }
     }

@@ -35,8 +35,6 @@
 //! `client_faults` the clients' faults and `report` what a run reports.
 
 use nessie_protocol::rng::{unit, xorshift64};
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -53,11 +51,12 @@ use nessie_protocol::{
 };
 use nessie_protocol::{Request, Response};
 
-use crate::chaos::{Chaos, Dice};
-use crate::nic::NicRequest;
+use crate::chaos::{Chaos, ChaosState, Dice};
+use crate::nic::{Network, Nic, NicRequest};
 use crate::profile::Profile;
+use crate::server_side::ServerSide;
 use crate::spec::{config, ChaosCounts, SimError, SimReport, SimSpec};
-use crate::systems::{Actor, KvMachine, Servers};
+use crate::systems::{Actor, KvMachine};
 use crate::zipf::ScrambledZipfian;
 use nessie_baselines::AnyCore;
 use nessie_systems::SystemKind;
@@ -65,9 +64,15 @@ use nessie_workload::ycsb::{YcsbDraw, YcsbGen, MAX_SCAN_LEN};
 
 mod attempt;
 mod client_faults;
+mod cluster;
+mod events;
 mod report;
 mod setup;
 mod workload;
+
+pub(crate) use cluster::Cluster;
+pub(crate) use events::{Ev, Events};
+pub(crate) use workload::Workload;
 
 /// The virtual time (ns) of a history stamp ([`SimReport::history`]'s
 /// stamps are picoseconds, raised where needed to keep them strictly
@@ -213,197 +218,29 @@ impl SimClient {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ev {
-    Poll(usize),
-    /// Look again at a round whose completions may never come (client,
-    /// round).
-    Wake(usize, u64),
-    Restart(usize),
-    NodeDown(usize),
-    NodeUp(usize),
-    Arrive(usize),
-    Land(usize),
-    Back(usize),
-    Complete(usize),
-    /// A client's wait (back-off, response) is over (client, round).
-    KvDue(usize, u64),
-    /// A server worker steps.
-    WorkerPoll(usize),
-    /// A server worker's wait is over (worker, round).
-    WorkerDue(usize, u64),
-    /// A server worker's round may be past its deadline with completions
-    /// missing (worker, round).
-    WorkerWake(usize, u64),
-    /// A crashed server worker's replacement starts.
-    WorkerRestart(usize),
-    /// The preload of a server-driven system is done: the measured
-    /// workload starts.
-    Measure,
-    /// A Cell server node fails for good.
-    ServerFail(usize),
-    /// A Cell server node's failure is detected: a survivor recovers.
-    Detect(usize),
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl Ord for Scheduled {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // A min-heap on (time, sequence).
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-/// Most parallel processing units a profile's NIC may have per direction.
-pub(crate) const MAX_NIC_UNITS: usize = 32;
-
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Nic {
-    /// When each transmit processing unit is next free (with one unit,
-    /// `Profile::nic_units`, the one queue serving processing and wire
-    /// together).
-    pub(crate) tx_units: [u64; MAX_NIC_UNITS],
-    /// When each receive processing unit is next free.
-    pub(crate) rx_units: [u64; MAX_NIC_UNITS],
-    /// With several units: when the link (transmit direction) is next free.
-    pub(crate) link_free: u64,
-    /// When the atomic unit is next free (`Profile::atomic_unit_ns`).
-    pub(crate) atomic_free: u64,
-    /// Transmit-queue time in the measured window spent on per-request
-    /// processing, and on serialising bytes at link speed.
-    pub(crate) tx_op_ns: u64,
-    pub(crate) tx_wire_ns: u64,
-    /// Receive-queue time in the measured window.
-    pub(crate) rx_ns: u64,
-}
-
 pub(crate) struct Engine {
+    /// The hardware the run simulates.
     pub(crate) p: Profile,
+    /// What the run simulates (its faults held back during a preload).
     pub(crate) spec: SimSpec,
+    /// The protocol's configuration.
     pub(crate) cfg: Arc<Config>,
-    pub(crate) mem: Memory,
+    /// Virtual time and the events to come.
+    pub(crate) events: Events,
+    /// The machines: memory, nodes up or down, cores.
+    pub(crate) cluster: Cluster,
+    /// The client threads, each running its system's machines.
     pub(crate) clients: Vec<SimClient>,
-    pub(crate) nics: Vec<Nic>,
-    /// When each word a CAS executed on (node, region, offset) next takes
-    /// another CAS (`Profile::atomic_word_ns`: one contended word's
-    /// ceiling).
-    pub(crate) atomic_words: HashMap<(usize, Region, u64), u64>,
-    /// When each core (client threads', then server workers') is next free.
-    pub(crate) cores: Vec<u64>,
-    /// Busy background threads sharing each core.
-    background: Vec<u64>,
-    /// The server side of a server-driven system.
-    pub(crate) servers: Option<Servers>,
-    /// Makes a baseline client's core afresh, for a restarted client.
-    pub(crate) core_maker: Option<crate::systems::CoreMaker>,
-    /// Makes a restarted Cell client's machines.
-    pub(crate) cell_maker: Option<crate::systems::CellMaker>,
-    /// Cell's server nodes (their counters).
-    pub(crate) cell_servers: Vec<Arc<nessie_cell::server::ServerNode>>,
-    /// Cell's meganode searches (server-side, client-side) when the
-    /// measured workload started.
-    pub(crate) cell_searches_before: (u64, u64),
-    /// Cell's region directory.
-    pub(crate) dir: Option<Arc<nessie_cell::region::Directory>>,
-    /// When the measured workload started (after a server-driven system's
-    /// preload; [`EPOCH`] otherwise).
-    pub(crate) measure_from: u64,
-    /// Clients still preloading.
-    pub(crate) preloading: usize,
-    /// The faults of the measured workload, held back during a preload.
-    pub(crate) held_chaos: Option<Chaos>,
-    pub(crate) node_down: Vec<bool>,
-    /// The queue pairs that fail during the run, drawn in advance
-    /// ([`Chaos::link_failure_permille`]).
-    pub(crate) link_failures: Vec<crate::nic::LinkFailure>,
-    pub(crate) reqs: Vec<Option<NicRequest>>,
-    pub(crate) free_reqs: Vec<usize>,
-    /// The ordered chains with a link not yet settled, by number.
-    pub(crate) chains: HashMap<u64, crate::nic::Chain>,
-    /// The next chain's number.
-    pub(crate) next_chain: u64,
-    /// The fates of the next requests posted, in order, whatever the dice
-    /// draw (tests hit one request of a chain).
-    #[cfg(test)]
-    pub(crate) forced_fates: std::collections::VecDeque<Option<nessie_protocol::TransportFault>>,
-    queue: BinaryHeap<Scheduled>,
-    seq: u64,
-    events: u64,
-    pub(crate) end: u64,
-    pub(crate) horizon: u64,
-    /// Virtual time of the last event processed.
-    pub(crate) now: u64,
-    stats: OpStats,
-    next_value: u64,
-    /// Data table entries recycled for reuse by operations of the workload
-    /// (not the final sweep): reuse while clients race.
-    recycled_in_race: u64,
-    pub(crate) dice: Dice,
-    /// The dice of the rare fates ([`Dice::rare_fate`]) and of a duplicate's
-    /// landing, a stream apart from [`Engine::dice`].
-    pub(crate) rare_dice: Dice,
-    pub(crate) counts: ChaosCounts,
-    /// Cell's failed servers and their recovery.
-    pub(crate) lost_servers: crate::failures::Failures,
-    /// The key generator of a Zipf workload (`None`: uniform keys).
-    zipf: Option<ScrambledZipfian>,
-    /// The client threads' time in the measured window with an operation
-    /// under way.
-    client_busy_ns: u64,
-    /// How the operations ended (latencies, failures).
-    pub(crate) tally: Tally,
-    /// The history and what was counted apart from it.
-    pub(crate) rec: Recording,
-    /// What the watches saw (corrupt state, margin breaches, I4).
-    pub(crate) watch: Watches,
-    /// The final sweep.
-    pub(crate) sweep: Sweep,
-}
-
-/// How the operations of a run ended.
-#[derive(Default)]
-pub(crate) struct Tally {
-    /// Latencies (ns) of the measured GETs and PUTs.
-    pub(crate) get_lat: Vec<u64>,
-    pub(crate) put_lat: Vec<u64>,
-    /// Remote round trips of the measured GETs and PUTs that succeeded.
-    pub(crate) get_round_trips: u64,
-    pub(crate) put_round_trips: u64,
-    /// Measured DELETEs.
-    pub(crate) deletes: u64,
-    /// Operations that failed, that ended with an unknown outcome, and that
-    /// were still running at the horizon.
-    pub(crate) failures: u64,
-    pub(crate) unknown: u64,
-    pub(crate) stuck: u64,
-}
-
-/// The run's history, and what is counted apart from it so that a history
-/// that lost operations is seen.
-#[derive(Default)]
-pub(crate) struct Recording {
-    /// The operations' events and each one's counters.
-    pub(crate) history: Vec<Event>,
-    pub(crate) history_stats: Vec<OpStats>,
-    /// The scans' history (Cell's range-aware checker's vocabulary).
-    pub(crate) scans: Vec<Event>,
-    /// The last stamp given to a history event ([`Engine::stamp`]).
-    pub(crate) last_stamp: u64,
-    /// Operations and Cell range scans that ended (however).
-    pub(crate) completed_ops: u64,
-    pub(crate) completed_scans: u64,
+    /// The NICs and what travels between them.
+    pub(crate) net: Network,
+    /// The faults injected, and their dice.
+    pub(crate) chaos: ChaosState,
+    /// A server-driven system's servers (and Cell's failed ones).
+    pub(crate) server_side: ServerSide,
+    /// The operations drawn, and how they ended.
+    pub(crate) workload: Workload,
+    /// The checkers watching the run.
+    pub(crate) checks: Watches,
 }
 
 /// What the engine's watches saw.
@@ -415,21 +252,6 @@ pub(crate) struct Watches {
     pub(crate) margin_breaches: Vec<String>,
     /// Breaches of I4's first step ([`crate::audit`]).
     pub(crate) marked_linked: Vec<String>,
-}
-
-/// The final sweep: after the faults, a lone client writes and reads back
-/// every key.
-#[derive(Default)]
-pub(crate) struct Sweep {
-    /// Its operations still to run (last first).
-    pub(crate) ops: Vec<(u64, Draw)>,
-    /// Whether it has started.
-    pub(crate) running: bool,
-    /// What it could not do.
-    pub(crate) failures: Vec<String>,
-    /// The client that runs it (the first on a node that did not fail for
-    /// good).
-    pub(crate) client: usize,
 }
 
 /// The key that key number `k` names, `size` bytes long (at least 8).
@@ -491,13 +313,13 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
         e.preload()?;
     }
     for c in 0..e.clients.len() {
-        e.schedule(EPOCH, Ev::Poll(c));
+        e.events.schedule(EPOCH, Ev::Poll(c));
     }
-    if e.preloading > 0 {
+    if e.workload.preloading > 0 {
         // A server-driven system preloads by its clients' own PUTs, in
         // virtual time: without faults, as Nessie's preload (at once, before
         // time starts) is. The faults start with the measured workload.
-        e.held_chaos = Some(e.spec.chaos);
+        e.chaos.held = Some(e.spec.chaos);
         e.spec.chaos = Chaos {
             skew: e.spec.chaos.skew,
             ..Chaos::NONE
@@ -505,20 +327,20 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     } else {
         e.plan_faults();
     }
-    e.horizon = if e.preloading > 0 {
+    e.events.horizon = if e.workload.preloading > 0 {
         // The measured workload starts once the preload is done; a preload
         // that takes longer than every operation's longest is a failure.
         let per_client = spec.keys.div_ceil(e.clients.len() as u64) + 1;
         EPOCH.saturating_add(e.drain_ns().saturating_mul(per_client))
     } else {
-        e.end + e.drain_ns()
+        e.events.end + e.drain_ns()
     };
     loop {
         match e.next_event() {
             Some((at, ev)) => e.handle(at, ev),
             None => {
                 e.give_up_on_stuck();
-                if e.spec.final_sweep && !e.sweep.running {
+                if e.spec.final_sweep && !e.workload.sweep.running {
                     e.start_sweep();
                     continue;
                 }
@@ -528,7 +350,11 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     }
     // At quiescence, no data table entry leaked beyond what the protocol
     // admits (crate::audit).
-    let dtes = e.audit_dtes(e.now, e.stats.leaked, e.counts.crashes + e.tally.stuck);
+    let dtes = e.audit_dtes(
+        e.events.now,
+        e.workload.stats.leaked,
+        e.chaos.counts.crashes + e.workload.tally.stuck,
+    );
     let mut report = e.report(wall.elapsed());
     report.dtes = dtes;
     Ok(report)
@@ -536,44 +362,21 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
 
 impl Engine {
     /// The next event due by the horizon (`None`: the queue is empty or the
-    /// horizon has come).
+    /// horizon has come; an event past it stays queued: the final sweep
+    /// keeps a CPU access's completion).
     pub(crate) fn next_event(&mut self) -> Option<(u64, Ev)> {
-        // Peek first: an event past the horizon stays queued (the final
-        // sweep keeps a CPU access's completion).
-        match self.queue.peek() {
-            Some(s) if s.at <= self.horizon => self.queue.pop().map(|s| (s.at, s.ev)),
-            Some(_) => {
-                self.now = self.horizon;
-                None
-            }
-            None => None,
-        }
+        self.events.next()
     }
 
-    /// The earliest time from `t` at which the client thread of `core` has
-    /// its core: with b background threads on the core, round robin gives it
-    /// the first slice of every b + 1 (each core's rounds offset by its
-    /// number, so that cores do not switch in lockstep).
+    /// The earliest time from `t` at which the thread of `core` has its
+    /// core ([`Cluster::running_at`]).
     pub(crate) fn running_at(&self, core: usize, t: u64) -> u64 {
-        let b = self.background[core];
-        let slice = self.p.time_slice_ns.max(1);
-        if b == 0 {
-            return t;
-        }
-        let period = slice * (b + 1);
-        let offset = (core as u64 % (b + 1)) * slice;
-        let phase = (t + period - offset % period) % period;
-        if phase < slice {
-            t
-        } else {
-            t + (period - phase)
-        }
+        self.cluster.running_at(core, t, self.p.time_slice_ns)
     }
 
     /// Processes one event.
     pub(crate) fn handle(&mut self, at: u64, ev: Ev) {
-        self.now = at;
-        self.events += 1;
+        self.events.advance(at);
         match ev {
             Ev::Poll(c) => self.on_poll(c, at),
             Ev::Wake(c, round) => self.on_wake(c, round, at),
@@ -595,15 +398,6 @@ impl Engine {
         }
     }
 
-    pub(crate) fn schedule(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Scheduled {
-            at,
-            seq: self.seq,
-            ev,
-        });
-    }
-
     /// The longest an operation started before the end may legitimately
     /// run past it: its retries stop at the operation timeout, and its last
     /// attempt then runs to its deadline plus a margin, after the longest
@@ -613,7 +407,8 @@ impl Engine {
         let expiration = nanos(self.cfg.expiration);
         // A client thread sharing its core with b background threads may wait
         // b slices before it notices its deadline.
-        let descheduled = self.background.iter().max().copied().unwrap_or(0) * self.p.time_slice_ns;
+        let descheduled =
+            self.cluster.background.iter().max().copied().unwrap_or(0) * self.p.time_slice_ns;
         let attempt = expiration
             .saturating_add(2 * self.margin_ns())
             .saturating_add(self.max_backoff_ns())

@@ -4,6 +4,101 @@
 
 use super::*;
 
+/// The workload's state: the operations still to draw and how those drawn
+/// ended.
+pub(crate) struct Workload {
+    /// The key generator of a Zipf workload (`None`: uniform keys).
+    pub(crate) zipf: Option<ScrambledZipfian>,
+    /// Numbers the values PUTs store.
+    pub(crate) next_value: u64,
+    /// Clients still preloading.
+    pub(crate) preloading: usize,
+    /// When the measured workload started (after a server-driven system's
+    /// preload; [`EPOCH`] otherwise).
+    pub(crate) measure_from: u64,
+    /// Data table entries recycled for reuse by operations of the workload
+    /// (not the final sweep): reuse while clients race.
+    pub(crate) recycled_in_race: u64,
+    /// The client threads' time in the measured window with an operation
+    /// under way.
+    pub(crate) client_busy_ns: u64,
+    /// The operations' counters, summed.
+    pub(crate) stats: OpStats,
+    /// How the operations ended (latencies, failures).
+    pub(crate) tally: Tally,
+    /// The history and what was counted apart from it.
+    pub(crate) rec: Recording,
+    /// The final sweep.
+    pub(crate) sweep: Sweep,
+}
+
+impl Workload {
+    /// Nothing drawn yet, for `spec`.
+    pub(crate) fn new(spec: &SimSpec) -> Workload {
+        Workload {
+            zipf: spec.zipf_theta.map(|t| ScrambledZipfian::new(spec.keys, t)),
+            next_value: 0,
+            preloading: 0,
+            measure_from: EPOCH,
+            recycled_in_race: 0,
+            client_busy_ns: 0,
+            stats: OpStats::default(),
+            tally: Tally::default(),
+            rec: Recording::default(),
+            sweep: Sweep::default(),
+        }
+    }
+}
+
+/// How the operations of a run ended.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Latencies (ns) of the measured GETs and PUTs.
+    pub(crate) get_lat: Vec<u64>,
+    pub(crate) put_lat: Vec<u64>,
+    /// Remote round trips of the measured GETs and PUTs that succeeded.
+    pub(crate) get_round_trips: u64,
+    pub(crate) put_round_trips: u64,
+    /// Measured DELETEs.
+    pub(crate) deletes: u64,
+    /// Operations that failed, that ended with an unknown outcome, and that
+    /// were still running at the horizon.
+    pub(crate) failures: u64,
+    pub(crate) unknown: u64,
+    pub(crate) stuck: u64,
+}
+
+/// The run's history, and what is counted apart from it so that a history
+/// that lost operations is seen.
+#[derive(Default)]
+pub(crate) struct Recording {
+    /// The operations' events and each one's counters.
+    pub(crate) history: Vec<Event>,
+    pub(crate) history_stats: Vec<OpStats>,
+    /// The scans' history (Cell's range-aware checker's vocabulary).
+    pub(crate) scans: Vec<Event>,
+    /// The last stamp given to a history event ([`Engine::stamp`]).
+    pub(crate) last_stamp: u64,
+    /// Operations and Cell range scans that ended (however).
+    pub(crate) completed_ops: u64,
+    pub(crate) completed_scans: u64,
+}
+
+/// The final sweep: after the faults, a lone client writes and reads back
+/// every key.
+#[derive(Default)]
+pub(crate) struct Sweep {
+    /// Its operations still to run (last first).
+    pub(crate) ops: Vec<(u64, Draw)>,
+    /// Whether it has started.
+    pub(crate) running: bool,
+    /// What it could not do.
+    pub(crate) failures: Vec<String>,
+    /// The client that runs it (the first on a node that did not fail for
+    /// good).
+    pub(crate) client: usize,
+}
+
 impl Engine {
     /// Starts the final sweep: the faults and the background threads stop
     /// (clocks stay skewed), any request still in flight at the horizon is
@@ -14,10 +109,10 @@ impl Engine {
     /// operation timeout times out whatever the protocol's state: the sweep
     /// asks only what a lone client on a core of its own can do.)
     pub(super) fn start_sweep(&mut self) {
-        self.sweep.running = true;
-        if let Some(sv) = self.servers.as_ref() {
+        self.workload.sweep.running = true;
+        if let Some(sv) = self.server_side.servers.as_ref() {
             // The baselines' tables count their reuse themselves.
-            self.recycled_in_race += sv.reused();
+            self.workload.recycled_in_race += sv.reused();
         }
         // A CPU access in progress still completes (it crosses no network:
         // dropping its completion would leave a server worker waiting for
@@ -27,46 +122,42 @@ impl Engine {
         // the lone client's operation timeout) completes now, and every
         // core is free from now on (the copies' own cost, tens of ns, is
         // not charged).
-        let now = self.now;
-        let cpu: Vec<Scheduled> = std::mem::take(&mut self.queue)
-            .into_iter()
-            .filter(|s| {
-                matches!(s.ev, Ev::Complete(r)
-                    if self.reqs[r].as_ref().is_some_and(NicRequest::is_cpu))
-            })
-            .map(|s| Scheduled {
-                at: s.at.min(now),
-                ..s
-            })
-            .collect();
-        self.queue.extend(cpu);
-        self.cores.iter_mut().for_each(|c| *c = (*c).min(now));
+        let reqs = &self.net.reqs;
+        self.events.keep_only(
+            |ev| matches!(*ev, Ev::Complete(r) if reqs[r].as_ref().is_some_and(NicRequest::is_cpu)),
+        );
+        let now = self.events.now;
+        self.cluster
+            .cores
+            .iter_mut()
+            .for_each(|c| *c = (*c).min(now));
         for c in 0..self.clients.len() {
             // Held completions are dropped with everything in flight.
             self.drop_late(c);
         }
-        self.background.iter_mut().for_each(|b| *b = 0);
+        self.cluster.background.iter_mut().for_each(|b| *b = 0);
         self.spec.chaos = Chaos {
             skew: self.spec.chaos.skew,
             ..Chaos::NONE
         };
-        for (n, d) in self.node_down.iter_mut().enumerate() {
-            *d = self.lost_servers.is_failed(n);
+        for (n, d) in self.cluster.node_down.iter_mut().enumerate() {
+            *d = self.server_side.lost_servers.is_failed(n);
         }
-        self.link_failures.clear();
+        self.net.link_failures.clear();
         for k in (0..self.spec.keys).rev() {
-            self.sweep.ops.push((k, Draw::Get));
-            self.sweep.ops.push((k, Draw::Put));
+            self.workload.sweep.ops.push((k, Draw::Get));
+            self.workload.sweep.ops.push((k, Draw::Put));
         }
         self.resume_workers(now);
         self.detect_all_failures(now);
-        self.horizon = now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
-        let lost = &self.lost_servers;
-        self.sweep.client = (0..self.clients.len())
+        self.events.horizon =
+            now.saturating_add(self.drain_ns().saturating_mul(2 * self.spec.keys + 1));
+        let lost = &self.server_side.lost_servers;
+        self.workload.sweep.client = (0..self.clients.len())
             .find(|&c| !lost.is_failed(usize::from(self.clients[c].state.id.node.0)))
             .unwrap_or(0);
-        let c = self.sweep.client;
-        if self.lost_servers.any() && self.clients[c].down_since.is_none() {
+        let c = self.workload.sweep.client;
+        if self.server_side.lost_servers.any() && self.clients[c].down_since.is_none() {
             // Servers failed for good: the sweeper is a fresh process, whose
             // directory names where their regions went (a process that
             // lived through the failure would first meet the failed server,
@@ -75,9 +166,9 @@ impl Engine {
             self.crash(c, now);
         }
         if self.clients[c].down_since.is_some() {
-            self.schedule(now, Ev::Restart(c));
+            self.events.schedule(now, Ev::Restart(c));
         } else {
-            self.schedule(now, Ev::Poll(c));
+            self.events.schedule(now, Ev::Poll(c));
         }
     }
 
@@ -96,7 +187,7 @@ impl Engine {
             min,
             seed: self.spec.seed,
         }
-        .size(self.next_value)
+        .size(self.workload.next_value)
     }
 
     /// Writes the preloaded keys once, executing each request at once (no
@@ -110,10 +201,10 @@ impl Engine {
             let value = nessie_check::unique_value(
                 &key_of(k, self.spec.key_size),
                 k % n,
-                self.next_value,
+                self.workload.next_value,
                 self.value_size(),
             );
-            self.next_value += 1;
+            self.workload.next_value += 1;
             let c = &mut self.clients[(k % n) as usize];
             let own = c.state.id.node;
             let mut m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
@@ -125,7 +216,7 @@ impl Engine {
                         for wr in wrs {
                             let id = wr.id;
                             let result = InFlight::new(wr, 0).run_to_end(
-                                &mut self.mem,
+                                &mut self.cluster.mem,
                                 own,
                                 WordOrder::Ascending,
                             );
@@ -148,13 +239,13 @@ impl Engine {
                 }
             }
             if stored {
-                self.rec.completed_ops += 1;
+                self.workload.rec.completed_ops += 1;
             }
             if self.spec.record_history && stored {
-                self.rec.history_stats.push(m.stats());
+                self.workload.rec.history_stats.push(m.stats());
                 let invoke = self.stamp(0);
                 let response = self.stamp(0);
-                self.rec.history.push(Event {
+                self.workload.rec.history.push(Event {
                     client: (k % n) as usize,
                     request: Request::Put(key_of(k, self.spec.key_size), value.clone()),
                     ret: Ok(Response::Put(false)),
@@ -167,14 +258,14 @@ impl Engine {
     }
 
     pub(super) fn next_op(&mut self, c: usize, now: u64) -> bool {
-        let (key, kind, sweep) = if self.preloading > 0 {
+        let (key, kind, sweep) = if self.workload.preloading > 0 {
             // A server-driven system's preload: each client PUTs its share
             // of the keys, then waits for the measured workload.
             match self.clients[c].preload.pop() {
                 Some(k) => (k, Draw::Put, false),
                 None => return false,
             }
-        } else if now < self.end {
+        } else if now < self.events.end {
             let spec = &self.spec;
             let cl = &mut self.clients[c];
             if let (SystemKind::Cell, false, Some(servers)) = (
@@ -189,13 +280,13 @@ impl Engine {
             if let Some(spike) = spec.spike {
                 if cl.state.id.index >= spike.first_index {
                     // A spike client: idle outside the spike's window.
-                    let from = self.measure_from + (spike.from_s * 1e9) as u64;
-                    let until = self.measure_from + (spike.until_s * 1e9) as u64;
+                    let from = self.workload.measure_from + (spike.from_s * 1e9) as u64;
+                    let until = self.workload.measure_from + (spike.until_s * 1e9) as u64;
                     if now >= until {
                         return false;
                     }
                     if now < from {
-                        self.schedule(from, Ev::Poll(c));
+                        self.events.schedule(from, Ev::Poll(c));
                         return false;
                     }
                     if cl.next_arrival != 0 && cl.next_arrival < from {
@@ -215,7 +306,7 @@ impl Engine {
                 }
                 if cl.next_arrival > now {
                     let at = cl.next_arrival;
-                    self.schedule(at, Ev::Poll(c));
+                    self.events.schedule(at, Ev::Poll(c));
                     return false;
                 }
                 cl.next_arrival += gap(&mut cl.rng).max(1);
@@ -237,7 +328,7 @@ impl Engine {
                 (key, kind, false)
             } else {
                 let draw = xorshift64(&mut cl.rng);
-                let key = match &self.zipf {
+                let key = match &self.workload.zipf {
                     Some(z) => z.key(unit(draw)),
                     None => draw % spec.keys,
                 };
@@ -262,8 +353,8 @@ impl Engine {
                 };
                 (key, kind, false)
             }
-        } else if self.sweep.running && c == self.sweep.client {
-            let Some((key, kind)) = self.sweep.ops.pop() else {
+        } else if self.workload.sweep.running && c == self.workload.sweep.client {
+            let Some((key, kind)) = self.workload.sweep.ops.pop() else {
                 return false;
             };
             (key, kind, true)
@@ -275,12 +366,12 @@ impl Engine {
         let value = nessie_check::unique_value(
             &key_of(key, spec.key_size),
             c as u64,
-            self.next_value,
+            self.workload.next_value,
             self.value_size(),
         );
-        self.next_value += 1;
+        self.workload.next_value += 1;
         let request = kind.request(key, value, spec.key_size);
-        let preload = self.preloading > 0;
+        let preload = self.workload.preloading > 0;
         let invoked = self.stamp(now);
         let cl = &mut self.clients[c];
         let budget = cl
