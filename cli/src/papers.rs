@@ -209,7 +209,12 @@ pub(crate) fn run(spec: &SimSpec, label: &str) -> Result<SimReport, SimError> {
     if r.stuck > 0 || !r.corrupt.is_empty() || !r.server_errors.is_empty() {
         eprintln!(
             "  warning: {label}: {} stuck, {:?} {:?}",
-            r.stuck, r.corrupt, r.server_errors
+            r.stuck,
+            r.corrupt
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            r.server_errors
         );
     }
     Ok(r)

@@ -247,7 +247,8 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         );
     }
     for (p, r) in &points {
-        for e in r.server_errors.iter().chain(&r.corrupt) {
+        let corrupt = r.corrupt.iter().map(ToString::to_string);
+        for e in r.server_errors.iter().cloned().chain(corrupt) {
             println!("warning: {} at {} nodes: {e}", p.system.name(), p.nodes);
         }
         if r.stuck > 0 {

@@ -252,7 +252,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
     println!("shrunk to:");
     describe(&small);
     let why = match &small.verdict {
-        Verdict::Fail(m) => m.clone(),
+        Verdict::Fail(m) => m.to_string(),
         other => format!("{other:?}"),
     };
     println!("{why}");

@@ -12,12 +12,13 @@ use nessie_cell::node::Node;
 use nessie_cell::ptr::{NodePtr, RegionId, ROOT_REGION};
 use nessie_protocol::Region;
 
+use crate::checks::UnreachableMeganode;
 use crate::engine::Engine;
 
 impl Engine {
     /// The meganodes Cell's directory lists that its tree does not reach
     /// now, each with where it is held (empty for another system).
-    pub(crate) fn unreachable_meganodes(&self) -> Vec<String> {
+    pub(crate) fn unreachable_meganodes(&self) -> Vec<UnreachableMeganode> {
         let (Some(dir), Some(st)) = (
             self.server_side.dir.as_ref(),
             self.server_side.cell_servers.first(),
@@ -39,7 +40,7 @@ impl Engine {
             .and_then(|b| b.try_into().ok())
             .map(|w| NodePtr::decode(u64::from_le_bytes(w)))
         else {
-            return vec!["the root word is unreadable".into()];
+            return vec![UnreachableMeganode::RootUnreadable];
         };
         let mut reached = BTreeSet::from([ROOT_REGION]);
         let mut todo = vec![root];
@@ -58,7 +59,12 @@ impl Engine {
         map.regions
             .iter()
             .filter(|(r, _)| !reached.contains(r))
-            .map(|(r, i)| format!("{r} ({:?} on {} slot {})", i.state, i.node, i.slot))
+            .map(|(&region, i)| UnreachableMeganode::Orphan {
+                region,
+                state: i.state,
+                node: i.node,
+                slot: i.slot,
+            })
             .collect()
     }
 }

@@ -8,6 +8,7 @@ use nessie_protocol::{FabricError, Nanos, OpOutput};
 use nessie_systems::SystemKind;
 
 use crate::audit::{audit, header, DteAudit, Share, Watched};
+use crate::checks::MarkedLinked;
 use crate::engine::{nanos, Engine};
 
 impl Engine {
@@ -20,7 +21,7 @@ impl Engine {
         now: u64,
     ) {
         if self.spec.system != SystemKind::Nessie
-            || self.checks.marked_linked.len() >= 16
+            || !self.checks.marked_linked.wants_more()
             || result.is_err()
         {
             return;
@@ -28,22 +29,26 @@ impl Engine {
         let breach = match w {
             None => return,
             Some(Watched::Mark(d)) => self
-                .cluster.mem
+                .cluster
+                .mem
                 .index_words()
                 .any(|w| w.dte() == Some(d))
-                .then(|| format!("entry {d} was marked for recycling at {now} ns while an index table entry names it")),
+                .then_some(MarkedLinked::Marked { entry: d, at: now }),
             Some(Watched::Link { expect, new }) => {
-                let linked = matches!(result, Ok(OpOutput::Cas { previous }) if *previous == expect);
+                let linked =
+                    matches!(result, Ok(OpOutput::Cas { previous }) if *previous == expect);
                 IndexEntry(new)
                     .dte()
                     .filter(|&d| {
-                        linked && header(&self.cluster.mem, &self.cfg, d).is_some_and(|h| h.recycle.recycle)
+                        linked
+                            && header(&self.cluster.mem, &self.cfg, d)
+                                .is_some_and(|h| h.recycle.recycle)
                     })
-                    .map(|d| format!("an index CAS linked entry {d} at {now} ns, which is marked for recycling"))
+                    .map(|d| MarkedLinked::Linked { entry: d, at: now })
             }
         };
         if let Some(b) = breach {
-            self.checks.marked_linked.push(b);
+            self.checks.marked_linked.record(b);
         }
     }
 

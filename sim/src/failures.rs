@@ -20,7 +20,7 @@ pub(crate) struct Failures {
     /// A failure was detected while a recovery ran: run another after it.
     pub(crate) again: bool,
     /// Why recoveries failed.
-    pub(crate) problems: Vec<String>,
+    pub(crate) problems: Vec<crate::checks::RecoveryFailure>,
     /// The draws of failures, a stream apart from the engine's other dice
     /// (a case with failures off draws nothing; turning them off keeps
     /// every other draw of a case).

@@ -36,6 +36,7 @@ pub mod audit;
 mod cell_audit;
 mod chain;
 pub mod chaos;
+pub mod checks;
 pub mod engine;
 mod engine_audit;
 mod failures;
@@ -61,6 +62,7 @@ mod fault_tests;
 
 pub use audit::DteAudit;
 pub use chaos::Chaos;
+pub use checks::CaseFailure;
 pub use engine::{simulate, stamp_ns};
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
 pub use spec::{

@@ -34,6 +34,7 @@ use nessie_cell::server::runtime::recovery_machine;
 use nessie_protocol::{Nanos, NodeId};
 
 use crate::chaos::Dice;
+use crate::checks::RecoveryFailure;
 use crate::engine::{Engine, Ev};
 use crate::systems::{poll_worker, SimWorker, Stepped, WorkerMachine, WorkerState};
 
@@ -309,9 +310,15 @@ impl Engine {
                     self.server_side.lost_servers.recovered[m] = true;
                 }
             }
-            Err(e) => self.server_side.lost_servers.problems.push(format!(
-                "the recovery node {node} ran at {now} ns failed: {e}"
-            )),
+            Err(error) => self
+                .server_side
+                .lost_servers
+                .problems
+                .push(RecoveryFailure::Failed {
+                    node,
+                    at: now,
+                    error,
+                }),
         }
         if std::mem::take(&mut self.server_side.lost_servers.again) {
             self.start_recovery(now);
@@ -341,16 +348,16 @@ impl Engine {
 
     /// What went wrong with recovery over the run: the recoveries that
     /// failed, and each failed server no recovery took over.
-    pub(crate) fn recovery_failures(&mut self) -> Vec<String> {
+    pub(crate) fn recovery_failures(&mut self) -> Vec<RecoveryFailure> {
         let mut out = std::mem::take(&mut self.server_side.lost_servers.problems);
         for m in 0..self.server_count() {
             if self.server_side.lost_servers.is_failed(m)
                 && !self.server_side.lost_servers.recovered[m]
             {
-                out.push(format!(
-                    "server {m} failed at {} ns and no recovery took its regions over",
-                    self.server_side.lost_servers.failed_at[m]
-                ));
+                out.push(RecoveryFailure::NotTakenOver {
+                    server: m,
+                    failed_at: self.server_side.lost_servers.failed_at[m],
+                });
             }
         }
         out

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::DteAudit;
 use crate::chaos::Chaos;
+use crate::checks::{
+    CorruptState, MarginBreach, MarkedLinked, RecoveryFailure, SweepFailure, UnreachableMeganode,
+};
 use crate::profile::Profile;
 
 /// Test-only fault switches of the server-driven systems, so that the
@@ -509,10 +512,10 @@ pub struct SimReport {
     pub server_errors: Vec<String>,
     /// Recoveries of failed Cell servers that failed, and failed servers
     /// no recovery took over by the end (each fails a swarm case).
-    pub recovery_failures: Vec<String>,
+    pub recovery_failures: Vec<RecoveryFailure>,
     /// Meganodes Cell's directory lists that its tree does not reach at
     /// the end of the run (orphans holding a region slot).
-    pub unreachable_meganodes: Vec<String>,
+    pub unreachable_meganodes: Vec<UnreachableMeganode>,
     /// Events processed.
     pub events: u64,
     /// MIGRATEs run (nested ones included) by every operation; for
@@ -542,12 +545,12 @@ pub struct SimReport {
     pub stuck: u64,
     /// PUTs of the final sweep ([`SimSpec::final_sweep`]) that failed for
     /// another reason than a full table: each one is a liveness failure.
-    pub sweep_failures: Vec<String>,
+    pub sweep_failures: Vec<SweepFailure>,
     /// The injected faults and what the clients made of them.
     pub chaos: ChaosCounts,
     /// Messages of operations that reported a corrupt state (a protocol
     /// invariant broken; the first 16).
-    pub corrupt: Vec<String>,
+    pub corrupt: Vec<CorruptState>,
     /// Mutations (CASes and WRITEs through the NIC) that an operation attempt
     /// posted although its clock, read for that step, showed less than one
     /// deadline margin left before the attempt's deadline: breaches of the
@@ -556,13 +559,13 @@ pub struct SimReport {
     /// after the deadline, when others may already be reclaiming (the first
     /// 16).
     #[serde(default)]
-    pub margin_breaches: Vec<String>,
+    pub margin_breaches: Vec<MarginBreach>,
     /// Breaches of I4's first step seen while the run went on (Nessie
     /// only): a recycle mark landed on an entry an index table entry
     /// names, or an index CAS linked an entry marked for recycling (the
     /// first 16; [`crate::audit`]).
     #[serde(default)]
-    pub marked_linked: Vec<String>,
+    pub marked_linked: Vec<MarkedLinked>,
     /// Wall-clock seconds the simulation took (not deterministic).
     pub wall_seconds: f64,
     /// Events per wall-clock second (not deterministic).

@@ -29,6 +29,7 @@ use nessie_protocol::{Faults, Request, Response};
 
 use crate::audit::DteAudit;
 use crate::chaos::{Chaos, Dice};
+use crate::checks::CaseFailure;
 use crate::engine::simulate;
 use crate::spec::{CellShape, ServerFaults, SimError, SimReport, SimSpec, Tuning};
 use nessie_systems::SystemKind;
@@ -137,9 +138,9 @@ pub enum Verdict {
     /// The history is linearizable (this many operations checked) and no
     /// operation reported a corrupt state.
     Pass(usize),
-    /// The history is not linearizable, or an operation reported a corrupt
-    /// state: the protocol is wrong (the description says where).
-    Fail(String),
+    /// A checker found something: the protocol is wrong (the failure says
+    /// which checker and where).
+    Fail(CaseFailure),
     /// The checker ran out of steps: no verdict (and no pass).
     Inconclusive(String),
 }
@@ -693,13 +694,13 @@ fn scan_reads(report: &SimReport) -> Vec<nessie_check::Event> {
 /// committed are left out by it, as by the per-key checker; a read that
 /// failed says nothing. `Ok(true)`: linearizable; `Ok(false)`: the
 /// search gave up within its step budget.
-fn range_check(report: &SimReport) -> Result<bool, String> {
+fn range_check(report: &SimReport) -> Result<bool, nessie_check::ordered::Violation> {
     let mut events = report.history.clone();
     events.extend(report.scans.iter().cloned());
     match nessie_check::ordered::check(&events, RANGE_CHECK_STEPS) {
         Ok(_) => Ok(true),
         Err(v) if v.reason.starts_with("search gave up") => Ok(false),
-        Err(v) => Err(format!("not linearizable with its range scans: {v}")),
+        Err(v) => Err(v),
     }
 }
 
@@ -719,53 +720,53 @@ pub fn verdict_of(report: &SimReport) -> Verdict {
 /// must find no more leaked entries than the protocol admits.
 pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
     let mut whole = None;
-    let verdict = if report.stuck > 0 {
-        Verdict::Fail(format!(
-            "{} operation(s) never finished: still running at the horizon, \
-                 past every deadline the protocol promises to return by",
-            report.stuck
-        ))
-    } else if let Some(f) = report.recovery_failures.first() {
-        Verdict::Fail(format!(
-            "{f} ({} recovery failure(s))",
-            report.recovery_failures.len()
-        ))
-    } else if let Some(f) = report.sweep_failures.first() {
-        Verdict::Fail(format!(
-            "{f} ({} sweep operation(s) failed)",
-            report.sweep_failures.len()
-        ))
-    } else if let Some(b) = report.margin_breaches.first() {
-        Verdict::Fail(format!(
-            "the margin rule is broken: {b} ({} breach(es))",
-            report.margin_breaches.len()
-        ))
-    } else if let Some(m) = report.marked_linked.first() {
-        Verdict::Fail(format!(
-            "a linked entry was marked for recycling (I4): {m} ({} in all)",
-            report.marked_linked.len()
-        ))
-    } else if let Some(c) = report.corrupt.first() {
-        Verdict::Fail(format!(
-            "an operation reported a corrupt state ({} in all): {c}",
-            report.corrupt.len()
-        ))
-    } else if let Some(m) = report.unreachable_meganodes.first() {
-        Verdict::Fail(format!(
-            "a meganode is listed but unreachable in the tree at quiescence: {m} ({} in all)",
-            report.unreachable_meganodes.len()
-        ))
+    let failure = if report.stuck > 0 {
+        Some(CaseFailure::Stuck {
+            operations: report.stuck,
+        })
+    } else {
+        CaseFailure::first_of(&report.recovery_failures, |first, count| {
+            CaseFailure::Recovery { first, count }
+        })
+        .or_else(|| {
+            CaseFailure::first_of(&report.sweep_failures, |first, count| CaseFailure::Sweep {
+                first,
+                count,
+            })
+        })
+        .or_else(|| {
+            CaseFailure::first_of(&report.margin_breaches, |first, count| {
+                CaseFailure::MarginRule { first, count }
+            })
+        })
+        .or_else(|| {
+            CaseFailure::first_of(&report.marked_linked, |first, count| {
+                CaseFailure::MarkedLinked { first, count }
+            })
+        })
+        .or_else(|| {
+            CaseFailure::first_of(&report.corrupt, |first, count| CaseFailure::Corrupt {
+                first,
+                count,
+            })
+        })
+        .or_else(|| {
+            CaseFailure::first_of(&report.unreachable_meganodes, |first, count| {
+                CaseFailure::UnreachableMeganode { first, count }
+            })
+        })
+    };
+    let verdict = if let Some(f) = failure {
+        Verdict::Fail(f)
     } else if report.history.len() as u64 != report.completed_ops
         || report.scans.len() as u64 != report.completed_scans
     {
         // Every operation that ended must reach the checker: a history that
         // lost some (or recording switched off) could hide anything.
-        Verdict::Fail(format!(
-            "the history holds {} operations but {} ended: it is truncated, and its check \
-             would prove nothing",
-            report.history.len(),
-            report.completed_ops
-        ))
+        Verdict::Fail(CaseFailure::TruncatedHistory {
+            held: report.history.len(),
+            ended: report.completed_ops,
+        })
     } else {
         let mut history = report.history.clone();
         history.extend(scan_reads(report));
@@ -784,40 +785,34 @@ pub fn verdict_and_scans(report: &SimReport) -> (Verdict, Option<bool>) {
             // Every case ends with a lone client's sweep that writes and
             // reads back every key, so nothing to check is itself a failure.
             nessie_check::Verdict::Linearizable if r.checked == 0 => {
-                Verdict::Fail("no operation was checked: an empty history is no pass".into())
+                Verdict::Fail(CaseFailure::NothingChecked)
             }
             nessie_check::Verdict::Linearizable => match report.dtes.as_ref() {
-                Some(a) if a.stale_links > 0 => Verdict::Fail(format!(
-                    "index words of an earlier incarnation link reused entries: {} at \
-                     quiescence: {}",
-                    a.stale_links,
-                    a.stale.join("; ")
-                )),
-                Some(a) if a.unexplained() > 0 => Verdict::Fail(format!(
-                    "data table entries leaked: {} neither named nor reusable at quiescence, \
-                     {} admitted ({} counted by the operations, {} per crash x {}): {}",
-                    a.leaked,
-                    a.admitted,
-                    a.counted,
-                    a.per_crash,
-                    a.crashes,
-                    a.leaks.join("; ")
-                )),
+                Some(a) if a.stale_links > 0 => Verdict::Fail(CaseFailure::StaleLinks {
+                    count: a.stale_links,
+                    stale: a.stale.clone(),
+                }),
+                Some(a) if a.unexplained() > 0 => Verdict::Fail(CaseFailure::Leaked {
+                    leaked: a.leaked,
+                    admitted: a.admitted,
+                    counted: a.counted,
+                    per_crash: a.per_crash,
+                    crashes: a.crashes,
+                    leaks: a.leaks.clone(),
+                }),
                 _ if report.scans.is_empty() => Verdict::Pass(r.checked),
                 _ => match range_check(report) {
                     Ok(w) => {
                         whole = Some(w);
                         Verdict::Pass(r.checked)
                     }
-                    Err(v) => Verdict::Fail(v),
+                    Err(v) => Verdict::Fail(CaseFailure::ScansNotLinearizable(v)),
                 },
             },
             nessie_check::Verdict::NotLinearizable(v) => {
-                Verdict::Fail(format!("not linearizable: {v}"))
+                Verdict::Fail(CaseFailure::NotLinearizable(v))
             }
-            nessie_check::Verdict::Malformed(m) => {
-                Verdict::Fail(format!("the recorded history is malformed: {m}"))
-            }
+            nessie_check::Verdict::Malformed(m) => Verdict::Fail(CaseFailure::MalformedHistory(m)),
             nessie_check::Verdict::Inconclusive(i) => Verdict::Inconclusive(i.to_string()),
         }
     };

@@ -18,11 +18,11 @@ mod common;
 use std::time::Duration;
 
 use nessie_check::time_limit;
-use nessie_protocol::Faults;
+use nessie_protocol::{Faults, Region};
 use nessie_sim::audit::leaks_per_crash;
 use nessie_sim::{
-    shrink, simulate, swarm, swarm_system, swarm_with, verdict_of, Chaos, ServerFaults, SwarmCase,
-    Verdict,
+    shrink, simulate, swarm, swarm_system, swarm_with, verdict_of, CaseFailure, Chaos,
+    ServerFaults, SwarmCase, Verdict,
 };
 use nessie_systems::SystemKind;
 
@@ -118,7 +118,10 @@ fn late_landings_are_harmless_with_incarnation_tags_and_caught_without() {
     );
     let untagged = case.run(faults("ignore-incarnations")).unwrap();
     assert!(
-        matches!(untagged.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
+        matches!(
+            untagged.verdict,
+            Verdict::Fail(CaseFailure::NotLinearizable(_))
+        ),
         "{:?}",
         untagged.verdict
     );
@@ -221,7 +224,10 @@ fn size_classes_survive_the_fault_mixes_and_their_broken_mark_is_caught() {
         &[FOUND_IN_SIZE_CLASSES],
     );
     assert!(
-        matches!(&caught[0].verdict, Verdict::Fail(m) if m.contains("a linked entry was marked for recycling")),
+        matches!(
+            &caught[0].verdict,
+            Verdict::Fail(CaseFailure::MarkedLinked { .. })
+        ),
         "{:?}",
         caught[0].verdict
     );
@@ -356,12 +362,13 @@ fn an_install_that_errs_then_lands_between_fence_tries_is_caught_with_the_broken
     let case = SwarmCase::from_seed(976);
     assert!(case.chaos.error_then_land_permille > 0);
     let broken = case.run(faults(name)).unwrap();
-    let Verdict::Fail(m) = &broken.verdict else {
-        panic!("{:?}", broken.verdict)
-    };
     assert!(
-        m.starts_with("a linked entry was marked for recycling (I4)"),
-        "{m}"
+        matches!(
+            broken.verdict,
+            Verdict::Fail(CaseFailure::MarkedLinked { .. })
+        ),
+        "{:?}",
+        broken.verdict
     );
     assert!(!broken.report.marked_linked.is_empty());
     assert!(broken.report.chaos.orphans_landed > 0);
@@ -384,11 +391,15 @@ fn an_install_that_errs_then_lands_between_fence_tries_is_caught_with_the_broken
 fn a_silent_leak_is_caught_by_the_data_table_audit() {
     let case = SwarmCase::from_seed(1);
     let broken = case.run(faults("skip-recycle-mark")).unwrap();
-    let Verdict::Fail(m) = &broken.verdict else {
+    let Verdict::Fail(CaseFailure::Leaked { leaks, .. }) = &broken.verdict else {
         panic!("{:?}", broken.verdict)
     };
-    assert!(m.starts_with("data table entries leaked"), "{m}");
-    assert!(m.contains("Valid Some(Put), recycle flag false"), "{m}");
+    assert!(
+        leaks
+            .iter()
+            .any(|l| l.contains("Valid Some(Put), recycle flag false")),
+        "{leaks:?}"
+    );
     let a = broken.report.dtes.as_ref().unwrap();
     assert!(a.leaked > a.admitted, "{a:?}");
     assert!(
@@ -426,10 +437,14 @@ fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports
         "{:?}",
         broken.verdict
     );
-    let Verdict::Fail(m) = &broken.verdict else {
-        panic!("{:?}", broken.verdict)
-    };
-    assert!(m.contains("margin rule"), "{m}");
+    assert!(
+        matches!(
+            broken.verdict,
+            Verdict::Fail(CaseFailure::MarginRule { .. })
+        ),
+        "{:?}",
+        broken.verdict
+    );
     let correct = case.run(Faults::default()).unwrap();
     assert!(correct.report.margin_breaches.is_empty());
     assert!(
@@ -444,8 +459,8 @@ fn an_install_posted_inside_the_last_margin_is_a_margin_breach_the_swarm_reports
         .run(faults("ignore-deadline"))
         .unwrap();
     let b = &run.report.margin_breaches;
-    assert!(b.iter().any(|b| b.contains("region: Data")), "{b:?}");
-    assert!(b.iter().any(|b| b.contains("region: Index")), "{b:?}");
+    assert!(b.iter().any(|b| b.addr.region == Region::Data), "{b:?}");
+    assert!(b.iter().any(|b| b.addr.region == Region::Index), "{b:?}");
 }
 
 #[test]
@@ -462,10 +477,11 @@ fn a_lone_writer_after_the_faults_finds_every_key_writable_or_reports_a_liveness
         .run(faults("rollback-destination-to-previous"))
         .unwrap();
     assert!(!run.report.sweep_failures.is_empty(), "{:?}", run.verdict);
-    let Verdict::Fail(m) = &run.verdict else {
-        panic!("{:?}", run.verdict)
-    };
-    assert!(m.contains("lone client"), "{m}");
+    assert!(
+        matches!(run.verdict, Verdict::Fail(CaseFailure::Sweep { .. })),
+        "{:?}",
+        run.verdict
+    );
     // ignore-deadline waits forever for a lost completion.
     let run = SwarmCase::from_seed(3)
         .run(faults("ignore-deadline"))
@@ -528,7 +544,10 @@ fn a_truncated_or_unrecorded_history_fails_the_case() {
     let mut truncated = run.report;
     truncated.history.pop();
     assert!(
-        matches!(verdict_of(&truncated), Verdict::Fail(ref m) if m.contains("truncated")),
+        matches!(
+            verdict_of(&truncated),
+            Verdict::Fail(CaseFailure::TruncatedHistory { .. })
+        ),
         "{:?}",
         verdict_of(&truncated)
     );
@@ -721,7 +740,10 @@ fn settling_by_the_landing_bound_is_caught_once_landings_are_late() {
             .unwrap_or_else(|| panic!("{system}: not caught in seeds 0..={seed}"));
         assert_eq!(failure.case.seed, seed, "{system}");
         assert!(
-            matches!(failure.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
+            matches!(
+                failure.verdict,
+                Verdict::Fail(CaseFailure::NotLinearizable(_))
+            ),
             "{system}, seed {seed}: {:?}",
             failure.verdict
         );
@@ -929,7 +951,7 @@ fn nessie_survives_requests_that_vanish() {
     let broken = swarm_with(0..20, faults("ignore-deadline"), true, only_vanish).unwrap();
     let f = broken.failure.expect("ignore-deadline caught");
     assert!(
-        matches!(&f.verdict, Verdict::Fail(m) if m.contains("never finished")),
+        matches!(&f.verdict, Verdict::Fail(CaseFailure::Stuck { .. })),
         "{:?}",
         f.verdict
     );
@@ -986,7 +1008,7 @@ fn race_as_published_resurrects_a_duplicate_with_no_fault_at_all() {
     case.chaos = Chaos::NONE;
     let run = case.run(Faults::default()).unwrap();
     assert!(
-        matches!(run.verdict, Verdict::Fail(ref m) if m.contains("not linearizable")),
+        matches!(run.verdict, Verdict::Fail(CaseFailure::NotLinearizable(_))),
         "{:?}",
         run.verdict
     );
@@ -1081,7 +1103,10 @@ fn rcuckoos_published_get_and_unfenced_writer_are_caught_at_their_seeds() {
         case.server_faults = ServerFaults::named(&[name]).unwrap();
         let broken = case.run(Faults::default()).unwrap();
         assert!(
-            matches!(&broken.verdict, Verdict::Fail(m) if m.contains("not linearizable")),
+            matches!(
+                &broken.verdict,
+                Verdict::Fail(CaseFailure::NotLinearizable(_))
+            ),
             "{name}: {:?}",
             broken.verdict
         );
@@ -1099,7 +1124,7 @@ fn rcuckoo_as_published_cannot_survive_a_duplicated_row_write() {
     assert!(case.chaos.duplicate_write_permille > 0);
     let run = case.run(Faults::default()).unwrap();
     assert!(
-        matches!(&run.verdict, Verdict::Fail(m) if m.contains("not linearizable")),
+        matches!(&run.verdict, Verdict::Fail(CaseFailure::NotLinearizable(_))),
         "{:?}",
         run.verdict
     );

@@ -4,6 +4,7 @@
 //! operations, and recording them in the history.
 
 use super::*;
+use crate::checks::{CorruptState, MarginBreach, Mutation, SweepFailure};
 
 impl Engine {
     pub(super) fn margin_ns(&self) -> u64 {
@@ -116,26 +117,27 @@ impl Engine {
                     match StateWord::decode(*new).state {
                         DteState::Valid | DteState::Deleted => {
                             self.clients[c].commits.push(*addr);
-                            ("a commit CAS", addr)
+                            (Mutation::CommitCas, addr)
                         }
                         DteState::Aborted if self.clients[c].commits.contains(addr) => continue,
-                        _ => ("a state CAS", addr),
+                        _ => (Mutation::StateCas, addr),
                     }
                 }
-                Op::Cas { addr, .. } => ("an index CAS", addr),
-                Op::Write { addr, .. } => ("a WRITE", addr),
+                Op::Cas { addr, .. } => (Mutation::IndexCas, addr),
+                Op::Write { addr, .. } => (Mutation::Write, addr),
                 _ => continue,
             };
             let Some([last, deadline, _]) = bounds else {
                 continue;
             };
-            if start >= last && self.checks.margin_breaches.len() < 16 {
-                self.checks.margin_breaches.push(format!(
-                    "client {c} posted {what} to {addr:?} {} ns before its attempt's \
-                     deadline (margin {} ns)",
-                    deadline as i64 - start as i64,
-                    self.margin_ns()
-                ));
+            if start >= last && self.checks.margin.wants_more() {
+                self.checks.margin.record(MarginBreach {
+                    client: c,
+                    mutation: what,
+                    addr: *addr,
+                    before_deadline_ns: deadline as i64 - start as i64,
+                    margin_ns: self.margin_ns(),
+                });
             }
         }
     }
@@ -297,11 +299,11 @@ impl Engine {
         }
         if let (true, Err(e)) = (op.sweep, &r) {
             if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
-                self.workload.sweep.failures.push(format!(
-                    "{} of key {} by a lone client after the faults stopped: {e}",
-                    op.request.name(),
-                    op.key
-                ));
+                self.workload.sweep.failures.push(SweepFailure {
+                    op: op.request.name(),
+                    key: op.key,
+                    error: Some(e.clone()),
+                });
             }
         }
         self.workload.stats += op.stats;
@@ -313,11 +315,10 @@ impl Engine {
             self.workload.tally.unknown += 1;
         }
         if let Err(Error::Corrupt(m)) = &r {
-            if self.checks.corrupt.len() < 16 {
-                self.checks
-                    .corrupt
-                    .push(format!("{}: {m}", self.clients[c].state.id));
-            }
+            self.checks.corrupt.record(CorruptState {
+                client: self.clients[c].state.id,
+                corruption: m.clone(),
+            });
         }
         self.record(c, &op, ret, now);
         if !op.sweep {

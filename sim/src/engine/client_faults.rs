@@ -12,11 +12,14 @@ impl Engine {
             self.drop_attempt(c);
             if let Some(op) = self.clients[c].op.take() {
                 if op.sweep {
-                    self.workload.sweep.failures.push(format!(
-                        "{} of key {} by a lone client after the faults stopped never finished",
-                        op.request.name(),
-                        op.key
-                    ));
+                    self.workload
+                        .sweep
+                        .failures
+                        .push(crate::checks::SweepFailure {
+                            op: op.request.name(),
+                            key: op.key,
+                            error: None,
+                        });
                 }
                 self.workload.tally.stuck += 1;
                 self.workload.tally.unknown += 1;

@@ -52,6 +52,7 @@ use nessie_protocol::{
 use nessie_protocol::{Request, Response};
 
 use crate::chaos::{Chaos, ChaosState, Dice};
+use crate::checks::Checks;
 use crate::nic::{Network, Nic, NicRequest};
 use crate::profile::Profile;
 use crate::server_side::ServerSide;
@@ -240,18 +241,7 @@ pub(crate) struct Engine {
     /// The operations drawn, and how they ended.
     pub(crate) workload: Workload,
     /// The checkers watching the run.
-    pub(crate) checks: Watches,
-}
-
-/// What the engine's watches saw.
-#[derive(Default)]
-pub(crate) struct Watches {
-    /// Corrupt state reported by a machine.
-    pub(crate) corrupt: Vec<String>,
-    /// Mutations posted inside the last margin (the margin monitor).
-    pub(crate) margin_breaches: Vec<String>,
-    /// Breaches of I4's first step ([`crate::audit`]).
-    pub(crate) marked_linked: Vec<String>,
+    pub(crate) checks: Checks,
 }
 
 /// The key that key number `k` names, `size` bytes long (at least 8).

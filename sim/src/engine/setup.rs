@@ -160,7 +160,7 @@ impl Engine {
                 lost_servers: crate::failures::Failures::new(nodes, spec.seed),
             },
             workload: Workload::new(spec),
-            checks: Watches::default(),
+            checks: Checks::default(),
         })
     }
 }

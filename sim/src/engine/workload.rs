@@ -93,7 +93,7 @@ pub(crate) struct Sweep {
     /// Whether it has started.
     pub(crate) running: bool,
     /// What it could not do.
-    pub(crate) failures: Vec<String>,
+    pub(crate) failures: Vec<crate::checks::SweepFailure>,
     /// The client that runs it (the first on a node that did not fail for
     /// good).
     pub(crate) client: usize,

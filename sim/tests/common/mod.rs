@@ -53,7 +53,7 @@ pub fn switch_caught_at(system: SystemKind, name: &str, seed: u64, shows: &str) 
     broken.server_faults = ServerFaults::named(&[name]).unwrap();
     let run = broken.run(Faults::default()).unwrap();
     assert!(
-        matches!(run.verdict, Verdict::Fail(ref m) if m.contains(shows)),
+        matches!(run.verdict, Verdict::Fail(ref m) if m.to_string().contains(shows)),
         "{system} {name} at {seed}, expected {shows:?}: {:?}",
         run.verdict
     );
