@@ -427,18 +427,3 @@ impl Dice {
         }
     }
 }
-
-/// The faults of a run as they are injected: the dice they are drawn from,
-/// what was injected, and the measured workload's faults while a preload
-/// holds them back.
-pub(crate) struct ChaosState {
-    /// The faults' dice.
-    pub(crate) dice: Dice,
-    /// The dice of the rare fates ([`Dice::rare_fate`]) and of a
-    /// duplicate's landing, a stream apart from `dice`.
-    pub(crate) rare_dice: Dice,
-    /// What was injected.
-    pub(crate) counts: crate::spec::ChaosCounts,
-    /// The faults of the measured workload, held back during a preload.
-    pub(crate) held: Option<Chaos>,
-}

@@ -1,7 +1,7 @@
 //! The simulator's checkers and the one typed failure each reports.
 //!
 //! While a run goes on, three watches look at what the machines do
-//! ([`Checks`]): the margin monitor (a mutation posted inside its attempt's
+//! (`Checks`): the margin monitor (a mutation posted inside its attempt's
 //! last margin: [`MarginBreach`], `engine::attempt`), the I4 watch (an entry
 //! marked for recycling while an index word names it, or linked while
 //! marked: [`MarkedLinked`], `engine_audit`) and the corrupt-state watch (a
@@ -26,7 +26,7 @@ use serde::{Serialize, Serializer};
 
 /// How many findings a watch keeps (the first ones; a run that breaks a
 /// rule once usually breaks it many times).
-pub(crate) const KEPT: usize = 16;
+pub const KEPT: usize = 16;
 
 /// One watch's findings, the first [`KEPT`].
 pub(crate) struct Watch<T> {

@@ -11,14 +11,18 @@
 //! - [`spec`]: what to simulate (which system: `nessie_systems::SystemKind`)
 //!   and what a run reports.
 //! - [`profile`]: the hardware constants, each with its source.
-//! - [`engine`]: the event loop and the clients (crashes, restarts, pauses);
-//!   its other event handlers are `impl Engine` blocks in files of their
-//!   own: [`network`] (the NIC and wire model, and the network's faults,
-//!   moving the `nic` module's requests), `server_failure` (Cell servers
-//!   failing for good and their recovery, over `failures`' state), `kv`
-//!   and `servers` (the other systems' clients and server workers, set up
-//!   by `systems`), `engine_audit` and `cell_audit` (the audits' side in
-//!   the engine).
+//! - [`engine`]: the event loop and the clients (crashes, restarts, pauses),
+//!   over the engine's owned parts (events, cluster, network, chaos, server
+//!   side, workload, checks: each a type in a file of its own); its other
+//!   event handlers are `impl Engine` blocks in files of their own:
+//!   [`network`] (the NIC and wire model, and the network's faults, moving
+//!   the `nic` module's requests), `chain` (ordered chains),
+//!   `server_failure` (Cell servers failing for good and their recovery,
+//!   over `failures`' state), `kv` and `servers` (the other systems'
+//!   clients and server workers, set up by `systems`), `engine_audit` and
+//!   `cell_audit` (the audits' side in the engine).
+//! - [`checks`]: the checkers' typed findings and [`CaseFailure`], the one
+//!   failure a swarm case's verdict names.
 //! - [`audit`]: the data-table audit at quiescence (no entry leaks beyond
 //!   what the protocol admits).
 //! - [`chaos`]: the injected faults, within the protocol's timing assumptions.

@@ -104,7 +104,7 @@ impl Engine {
         slot: ChainSlot,
     ) -> usize {
         let (base, ..) = self.request(actor, &wr, t, Some(slot));
-        self.store(base)
+        self.net.store(base)
     }
 
     /// Hands one work request of `actor` to its NIC (or CPU) at `t`, as
@@ -149,7 +149,7 @@ impl Engine {
             if let Some((offset, len)) = written {
                 self.landed(src, offset, len, t);
             }
-            let r = self.store(NicRequest {
+            let r = self.net.store(NicRequest {
                 cpu: true,
                 result: Some(result),
                 ..base
@@ -169,11 +169,11 @@ impl Engine {
             self.events.schedule(at, Ev::Complete(r));
             return;
         }
-        if self.link_down(actor, dst, t) {
+        if self.net.link_down(actor, dst, t) {
             // Posted to a queue pair in the error state: refused at once,
             // nothing executes.
             self.chaos.counts.link_errors += 1;
-            let r = self.store(NicRequest {
+            let r = self.net.store(NicRequest {
                 result: Some(Err(FabricError::Transport(TransportError::Flushed))),
                 ..base
             });
@@ -235,13 +235,13 @@ impl Engine {
                     .dice
                     .error_then_land(t, arrives, t + margin, self.reaction_ns(), late);
             self.chaos.counts.error_then_land += 1;
-            let orphan = self.store(req.orphan(None));
+            let orphan = self.net.store(req.orphan(None));
             self.events.schedule(land_at, Ev::Arrive(orphan));
             req.wr = placeholder(&req.wr);
             req.result = Some(Err(FabricError::Transport(TransportError::Injected(
                 TransportFault::ErrorThenLand,
             ))));
-            let r = self.store(req);
+            let r = self.net.store(req);
             self.events.schedule(error_at, Ev::Complete(r));
             return;
         }
@@ -256,13 +256,13 @@ impl Engine {
                     .rare_dice
                     .error_then_land(t, arrives, t + margin, soon, late);
             self.chaos.counts.duplicate_writes += 1;
-            let copy = self.store(NicRequest {
+            let copy = self.net.store(NicRequest {
                 torn: false,
                 ..req.orphan(req.fate)
             });
             self.events.schedule(land_at, Ev::Arrive(copy));
         }
-        let r = self.store(req);
+        let r = self.net.store(req);
         self.events.schedule(arrives, Ev::Arrive(r));
     }
 
@@ -282,19 +282,6 @@ impl Engine {
         let p = &self.p;
         let round_trip = 2 * (2 * p.nic_op_ns + p.wire_ns) + p.atomic_ns + p.cpu_step_ns;
         4 * round_trip
-    }
-
-    fn store(&mut self, req: NicRequest) -> usize {
-        match self.net.free_reqs.pop() {
-            Some(i) => {
-                self.net.reqs[i] = Some(req);
-                i
-            }
-            None => {
-                self.net.reqs.push(Some(req));
-                self.net.reqs.len() - 1
-            }
-        }
     }
 
     /// Whether an instant lies in the measured window (after any preload).
@@ -355,8 +342,7 @@ impl Engine {
             self.link_not_executed(slot, at);
         }
         if self.net.reqs[r].as_ref().is_some_and(|q| q.orphan) {
-            self.net.reqs[r] = None;
-            self.net.free_reqs.push(r);
+            self.net.release(r);
             return;
         }
         if let Some(req) = self.net.reqs[r].as_mut() {
@@ -476,7 +462,7 @@ impl Engine {
             );
             return;
         }
-        if !orphan && self.link_failed_since(actor, dst, posted, now) {
+        if !orphan && self.net.link_failed_since(actor, dst, posted, now) {
             // The requester's queue pair failed while this was outstanding:
             // flushed before it executes (or before the rest of a torn
             // transfer does), or, already on the wire, it executes and its
@@ -620,8 +606,7 @@ impl Engine {
             } else {
                 self.chaos.counts.orphans_landed += 1;
             }
-            self.net.reqs[r] = None;
-            self.net.free_reqs.push(r);
+            self.net.release(r);
             return;
         }
         let Some(req) = self.net.reqs[r].as_mut() else {
@@ -647,23 +632,6 @@ impl Engine {
         self.events.schedule(arrives, Ev::Back(r));
     }
 
-    /// Whether `actor`'s queue pair to `node` is down at `t`.
-    fn link_down(&self, actor: Actor, node: usize, t: u64) -> bool {
-        self.net
-            .link_failures
-            .iter()
-            .any(|f| f.actor == actor && f.node == node && f.at <= t && t < f.until)
-    }
-
-    /// Whether `actor`'s queue pair to `node` failed after `posted`, by
-    /// `now` (a request posted at `posted` was outstanding then).
-    fn link_failed_since(&self, actor: Actor, node: usize, posted: u64, now: u64) -> bool {
-        self.net
-            .link_failures
-            .iter()
-            .any(|f| f.actor == actor && f.node == node && posted < f.at && f.at <= now)
-    }
-
     pub(crate) fn on_back(&mut self, r: usize, now: u64) {
         let Some(req) = self.net.reqs[r].as_ref() else {
             return;
@@ -687,7 +655,7 @@ impl Engine {
             // flushed. A lost completion is the queue pair's failure: the
             // fenced link is flushed.
             let failed_since = self.net.reqs[r].as_ref().is_some_and(|q| {
-                !q.link_error && self.link_failed_since(q.actor, q.dst, q.posted, now)
+                !q.link_error && self.net.link_failed_since(q.actor, q.dst, q.posted, now)
             });
             let ok = ok && !failed_since;
             self.link_completed(slot, ok, now);
@@ -701,7 +669,9 @@ impl Engine {
         if !req.cpu
             && !req.link_error
             && matches!(req.result, Some(Ok(_)))
-            && self.link_failed_since(req.actor, req.dst, req.posted, now)
+            && self
+                .net
+                .link_failed_since(req.actor, req.dst, req.posted, now)
         {
             // Executed, and the queue pair failed before its completion
             // came back: the completion reports an error.
@@ -776,8 +746,7 @@ impl Engine {
     /// never reach anyone.
     pub(crate) fn drop_late(&mut self, c: usize) {
         for r in std::mem::take(&mut self.clients[c].late) {
-            self.net.reqs[r] = None;
-            self.net.free_reqs.push(r);
+            self.net.release(r);
         }
     }
 }

@@ -52,6 +52,47 @@ impl Network {
             forced_fates: std::collections::VecDeque::new(),
         }
     }
+
+    /// Keeps `req` in a free slot; returns the slot.
+    pub(crate) fn store(&mut self, req: NicRequest) -> usize {
+        match self.free_reqs.pop() {
+            Some(i) => {
+                self.reqs[i] = Some(req);
+                i
+            }
+            None => {
+                self.reqs.push(Some(req));
+                self.reqs.len() - 1
+            }
+        }
+    }
+
+    /// Frees slot `r` (its request is gone).
+    pub(crate) fn release(&mut self, r: usize) {
+        self.reqs[r] = None;
+        self.free_reqs.push(r);
+    }
+
+    /// Whether `actor`'s queue pair to `node` is down at `t`.
+    pub(crate) fn link_down(&self, actor: Actor, node: usize, t: u64) -> bool {
+        self.link_failures
+            .iter()
+            .any(|f| f.actor == actor && f.node == node && f.at <= t && t < f.until)
+    }
+
+    /// Whether `actor`'s queue pair to `node` failed after `posted`, by
+    /// `now` (a request posted at `posted` was outstanding then).
+    pub(crate) fn link_failed_since(
+        &self,
+        actor: Actor,
+        node: usize,
+        posted: u64,
+        now: u64,
+    ) -> bool {
+        self.link_failures
+            .iter()
+            .any(|f| f.actor == actor && f.node == node && posted < f.at && f.at <= now)
+    }
 }
 
 /// Most parallel processing units a profile's NIC may have per direction.

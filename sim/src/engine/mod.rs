@@ -29,10 +29,21 @@
 //! CPU contention between client threads; the operations in flight of one
 //! thread, its CPU copies and background threads do share it).
 //!
-//! One file per concern: this one holds the state and the event loop;
-//! `setup` builds a cluster, `workload` draws operations (and runs the
-//! preload and the final sweep), `attempt` runs an operation's attempts,
-//! `client_faults` the clients' faults and `report` what a run reports.
+//! The engine is owned parts, each a type in a file of its own: the
+//! `Events` (virtual time and the queue, `events.rs`), the `Cluster`
+//! (memory, nodes up or down, cores, `cluster.rs`), the clients (`SimClient`,
+//! here), the `Network` (NICs and what travels between them, `nic.rs`), the
+//! `ChaosState` (the faults' dice and counts, `chaos_state.rs`), the
+//! `ServerSide` (a server-driven system's workers, Cell's servers and their
+//! failures, `server_side.rs`), the `Workload` (what is drawn and how it
+//! ended, `workload.rs`) and the `Checks` (the watches, each recording a
+//! typed finding, `checks.rs`). The event handlers are `impl Engine` blocks,
+//! one file per concern: this one holds the event loop; `setup` builds a
+//! cluster, `workload` draws operations (and runs the preload and the final
+//! sweep), `attempt` runs an operation's attempts, `client_faults` the
+//! clients' faults and `report` what a run reports; the network's, chains',
+//! other systems' and servers' handlers are in the crate root (`network`,
+//! `chain`, `kv`, `servers`, `server_failure`).
 
 use nessie_protocol::rng::{unit, xorshift64};
 use std::sync::Arc;
@@ -51,7 +62,7 @@ use nessie_protocol::{
 };
 use nessie_protocol::{Request, Response};
 
-use crate::chaos::{Chaos, ChaosState, Dice};
+use crate::chaos::{Chaos, Dice};
 use crate::checks::Checks;
 use crate::nic::{Network, Nic, NicRequest};
 use crate::profile::Profile;
@@ -64,6 +75,7 @@ use nessie_systems::SystemKind;
 use nessie_workload::ycsb::{YcsbDraw, YcsbGen, MAX_SCAN_LEN};
 
 mod attempt;
+mod chaos_state;
 mod client_faults;
 mod cluster;
 mod events;
@@ -71,6 +83,7 @@ mod report;
 mod setup;
 mod workload;
 
+pub(crate) use chaos_state::ChaosState;
 pub(crate) use cluster::Cluster;
 pub(crate) use events::{Ev, Events};
 pub(crate) use workload::Workload;
