@@ -26,7 +26,7 @@
 //! - [`audit`]: the data-table audit at quiescence (no entry leaks beyond
 //!   what the protocol admits).
 //! - [`chaos`]: the injected faults, within the protocol's timing assumptions.
-//! - [`swarm`]: the fault swarm: seeded cases, checked, replayed, shrunk.
+//! - [`swarm`](mod@swarm): the fault swarm: seeded cases, checked, replayed, shrunk.
 //! - [`zipf`]: YCSB's Zipfian key generators (`SimSpec::zipf_theta`), the
 //!   workload crate's, re-exported.
 //!

@@ -1,7 +1,7 @@
 //! The discrete-event engine: the clients as their real machines (Nessie's
 //! here; the other systems' clients in `kv.rs` and their server workers in
 //! `servers.rs`), in virtual time, over a hardware
-//! [`Profile`](crate::Profile).
+//! [`Profile`].
 //!
 //! One event queue ordered by (time, sequence number): nothing depends on
 //! wall-clock time, threads or hash-map order, so a run is a function of
@@ -18,8 +18,8 @@
 //! that comes after its round was given up reaches the client core, which
 //! drops it.
 //!
-//! With [`Chaos`](crate::Chaos) the same engine injects the environment's
-//! faults (the fault swarm, [`crate::swarm`]): the network side lives in
+//! With [`Chaos`] the same engine injects the environment's
+//! faults (the fault swarm, [`crate::swarm`](mod@crate::swarm)): the network side lives in
 //! [`crate::network`], the clients' side (pauses, crashes, restarts,
 //! outages) here.
 //!
