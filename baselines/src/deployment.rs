@@ -83,6 +83,13 @@ impl KvSystem {
     pub fn put_answers_existence(self) -> bool {
         self != KvSystem::Race
     }
+
+    /// Whether the system places keys in rows of entries it reads whole
+    /// (RCuckoo's rows of `bucket_slots`, its buckets): a test that wants
+    /// cuckoo paths in a small table shrinks the rows too.
+    pub fn places_in_rows(self) -> bool {
+        self == KvSystem::Rcuckoo
+    }
 }
 
 impl fmt::Display for KvSystem {

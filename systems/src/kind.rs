@@ -80,6 +80,12 @@ impl SystemKind {
         self.kv().is_none_or(KvSystem::put_answers_existence)
     }
 
+    /// Whether the system places keys in rows it reads whole
+    /// ([`KvSystem::places_in_rows`]; Cell does not).
+    pub fn places_in_rows(self) -> bool {
+        self.kv().is_some_and(KvSystem::places_in_rows)
+    }
+
     /// Whether the system runs server workers.
     pub fn has_servers(self) -> bool {
         // Cell's nodes are all servers; the key-value systems say so

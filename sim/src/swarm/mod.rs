@@ -419,7 +419,7 @@ impl SwarmCase {
         let roomy = case.keys as u32 + 1;
         let slots = if d.chance(500) { tight } else { roomy };
         t.index_slots_per_node = Some(slots.max(candidates));
-        if system == SystemKind::Rcuckoo && slots == tight {
+        if system.places_in_rows() && slots == tight {
             // Rows of two in tight tables, so that a few keys fill them and
             // cuckoo paths run (RCuckoo's rows are its buckets).
             t.bucket_slots = Some(2);
