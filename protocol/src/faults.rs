@@ -98,6 +98,15 @@ pub struct Faults {
     /// one hands a pending install that expects the never-used word its
     /// word back.
     pub fence_seal_flips: bool,
+    /// The MIGRATE fence's seal before the swarm's case 26,582 (found on
+    /// 2026-11-30): over a word that does not name the copy's entry, the
+    /// copy's emptied word. Two fencers of one copy that each find another
+    /// word (the first an older empty word, the second a seal a fencer of
+    /// another copy wrote over the first one's) both write that same word,
+    /// so the destination returns to a word it held before, and a pending
+    /// install of the other copy that read it then lands and links that
+    /// copy, aborted and marked (I4).
+    pub fence_seals_with_copy_word: bool,
     /// Issue 39's incarnation tags switched off: every reuse of a data
     /// table entry carries incarnation 0, so its index and state words
     /// repeat those of its earlier incarnations, and a CAS that lands after
@@ -137,7 +146,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 27] = [
+    pub const NAMES: [&'static str; 28] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -160,6 +169,7 @@ impl Faults {
         "blind-recycle-mark",
         "trust-remote-mark-stamp",
         "fence-seal-flips",
+        "fence-seals-with-copy-word",
         "ignore-incarnations",
         "verify-other-buckets-only",
         "mark-by-main-class-offset",
@@ -194,6 +204,7 @@ impl Faults {
             "blind-recycle-mark" => &mut self.blind_recycle_mark,
             "trust-remote-mark-stamp" => &mut self.trust_remote_mark_stamp,
             "fence-seal-flips" => &mut self.fence_seal_flips,
+            "fence-seals-with-copy-word" => &mut self.fence_seals_with_copy_word,
             "ignore-incarnations" => &mut self.ignore_incarnations,
             "verify-other-buckets-only" => &mut self.verify_other_buckets_only,
             "mark-by-main-class-offset" => &mut self.mark_by_main_class_offset,

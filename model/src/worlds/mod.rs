@@ -246,6 +246,14 @@ pub const CAUGHT_ELSEWHERE: &[(&str, &str)] = &[
          ignore-incarnations`, docs/verification.md)",
     ),
     (
+        "fence-seals-with-copy-word",
+        "needs two MIGRATE copies with one destination, an install of the second held in the \
+         fabric, and two fencers of the first with the second's fence between them: beyond the \
+         worlds' sizes; the swarm (sim/tests/swarm.rs, \
+         rarer_catches_are_caught_by_the_seed_that_shows_each, case 26,582, which the correct \
+         protocol of the time failed once each seed drew its own workload)",
+    ),
+    (
         "table-full-uncertified",
         "needs a PUT's scan to straddle a MIGRATE of its key in a full table with no chain, beyond \
          the worlds' tables: the swarm (sim/tests/swarm.rs, \

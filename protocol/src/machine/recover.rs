@@ -327,25 +327,27 @@ impl Recover {
             Ok((_, dst)) => dst,
             Err(e) => return self.give_up(cx, e),
         };
-        // The seal: over a word naming the copy's entry (the copy itself, a
-        // seal another fencer of it wrote, or its emptied word from an
-        // earlier incarnation), that word's next seal; over any other word,
-        // the copy's emptied word. Fencers of one copy, however many race,
-        // only move the destination forward from the word its install
-        // expects, never back to it. (The broken variant flips between the
-        // copy's emptied word and the never-used word: a second fencer that
-        // finds the first one's seal flips it back to the never-used word a
-        // pending install may expect.)
+        // The seal is the word found's next seal: the emptied word naming
+        // the same entry (or none, over the never-used word), its filter
+        // bits one more. Every fence CAS, whichever copy it fences, moves
+        // the destination forward from the word it found, never back to a
+        // word the destination held before, so no pending install (of this
+        // copy or another) ever finds its expected word again. (The first
+        // broken variant flips between the copy's emptied word and the
+        // never-used word; the second writes the copy's emptied word over
+        // a word naming another entry, which two fencers of one copy then
+        // both write, with another copy's seal between them.)
         let seal = if cx.client.faults.fence_seal_flips {
             if expect == self.word.emptied() {
                 IndexEntry::NEVER_USED
             } else {
                 self.word.emptied()
             }
-        } else if expect.names_same_entry(self.word) {
-            expect.next_seal()
-        } else {
+        } else if cx.client.faults.fence_seals_with_copy_word && !expect.names_same_entry(self.word)
+        {
             self.word.emptied()
+        } else {
+            expect.next_seal()
         };
         cx.cas_ite(dst, expect, seal);
         self.phase = Phase::AwaitFence { expect, tries };
