@@ -100,6 +100,11 @@ pub struct SwarmArgs {
     /// unfenced-writes`), writes after its locks were taken over.
     #[arg(long)]
     pub long_pauses: bool,
+    /// Draw each case's workload as before 2026-11-30, when seeds 2j and
+    /// 2j + 1 drew the same operations (`SwarmCase::with_paired_workload_seeds`):
+    /// to reproduce a seed the docs or a test pinned before then.
+    #[arg(long)]
+    pub paired_workload_seeds: bool,
 }
 
 impl SwarmArgs {
@@ -128,6 +133,9 @@ impl SwarmArgs {
         }
         if self.long_pauses {
             case = case.with_long_pauses();
+        }
+        if self.paired_workload_seeds {
+            case = case.with_paired_workload_seeds();
         }
         case
     }

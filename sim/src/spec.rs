@@ -319,6 +319,13 @@ pub struct SimSpec {
     pub load_factor: f64,
     /// Seed of every generator.
     pub seed: u64,
+    /// Seed each client's workload generator as before 2026-11-30
+    /// (`(seed ^ k C) | 1`, `k` the client's number), under which seeds 2j
+    /// and 2j + 1 draw the same operations for every client: only to replay
+    /// a case printed before then exactly (a [`crate::SwarmCase`]'s JSON
+    /// without the field). Off, each client's stream is a SplitMix64 mix of
+    /// the seed and its number, distinct for every seed.
+    pub paired_workload_seeds: bool,
     /// Record every operation's invocation and response (in virtual time)
     /// for the linearizability checker ([`SimReport::history`]).
     pub record_history: bool,
@@ -422,6 +429,7 @@ impl Default for SimSpec {
             seconds: 0.01,
             load_factor: 0.4,
             seed: 1,
+            paired_workload_seeds: false,
             record_history: false,
             faults: Faults::default(),
             entries_per_client: None,

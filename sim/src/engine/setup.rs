@@ -60,8 +60,7 @@ impl Engine {
                     local_round: false,
                     outstanding: 0,
                     round: 0,
-                    rng: spec.seed ^ (clients.len() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                        | 1,
+                    rng: workload_stream(spec, clients.len() as u64),
                     ycsb: spec
                         .ycsb
                         .map(|w| YcsbGen::new(w, spec.keys, clients.len() as u64, max_scan)),
@@ -162,5 +161,18 @@ impl Engine {
             workload: Workload::new(spec),
             checks: Checks::default(),
         })
+    }
+}
+
+/// The seed of client `k`'s workload generator (an xorshift state: odd,
+/// so never zero): a SplitMix64 mix of the spec's seed and `k`, so that no
+/// two seeds draw the same stream; or, for a case printed before
+/// 2026-11-30, the seeding of then ([`SimSpec::paired_workload_seeds`]).
+fn workload_stream(spec: &SimSpec, k: u64) -> u64 {
+    let mut s = spec.seed ^ (k + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    if spec.paired_workload_seeds {
+        s | 1
+    } else {
+        nessie_protocol::rng::splitmix64(&mut s) | 1
     }
 }

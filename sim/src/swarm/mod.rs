@@ -96,6 +96,17 @@ pub struct SwarmCase {
     /// How value sizes are drawn (fixed unless the case has size classes).
     #[serde(default)]
     pub value_mix: nessie_workload::ValueMix,
+    /// The clients' workload generators seeded as before 2026-11-30, when
+    /// seeds 2j and 2j + 1 drew the same operations
+    /// ([`SimSpec::paired_workload_seeds`]): true for a case's JSON printed
+    /// before then (it has no such field), so that it replays exactly;
+    /// false for every case drawn now.
+    #[serde(default = "printed_before_distinct_streams")]
+    pub paired_workload_seeds: bool,
+}
+
+fn printed_before_distinct_streams() -> bool {
+    true
 }
 
 /// NessieHY's optional GET optimisations in a case (the baselines'
@@ -230,6 +241,7 @@ impl SwarmCase {
             cell: CellShape::default(),
             scan_pct: 0,
             value_mix: nessie_workload::ValueMix::Fixed,
+            paired_workload_seeds: false,
         };
         // Drawn last, so that the draws above are those of every earlier
         // version of the generator.
@@ -434,6 +446,15 @@ impl SwarmCase {
         case
     }
 
+    /// This case as it was drawn before 2026-11-30, its clients' workload
+    /// generators seeded so that seeds 2j and 2j + 1 drew the same
+    /// operations ([`SwarmCase::paired_workload_seeds`]): how a test replays
+    /// exactly a case found and pinned before then.
+    pub fn with_paired_workload_seeds(mut self) -> SwarmCase {
+        self.paired_workload_seeds = true;
+        self
+    }
+
     /// This case with A2 dropped, the negative control of the timing
     /// assumption: mutations that reach their responder after their landing
     /// deadline execute anyway ([`Chaos::late_landing`]), and a quarter of
@@ -598,6 +619,7 @@ impl SwarmCase {
             cell: self.cell,
             scan_pct: self.scan_pct,
             value_mix: self.value_mix,
+            paired_workload_seeds: self.paired_workload_seeds,
             ..SimSpec::default()
         }
     }

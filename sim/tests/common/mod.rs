@@ -30,7 +30,7 @@ pub fn switch_caught_only_with(
     shows: &str,
 ) {
     switch_caught_at(system, name, seed, shows);
-    let mut without = SwarmCase::for_system(seed, system);
+    let mut without = SwarmCase::for_system(seed, system).with_paired_workload_seeds();
     assert!(
         without.chaos.kinds().contains(&fault),
         "{system} {seed}: no {fault}"
@@ -45,10 +45,22 @@ pub fn switch_caught_only_with(
     );
 }
 
-/// Case `seed` of `system` fails with the server-driven systems' switch
-/// `name` on, the verdict saying `shows`, and passes with it off.
+/// Case `seed` of `system`, as pinned before 2026-11-30 (its workload drawn
+/// with that day's seeding: `SwarmCase::with_paired_workload_seeds`), fails
+/// with the server-driven systems' switch `name` on, the verdict saying
+/// `shows`, and passes with it off.
 pub fn switch_caught_at(system: SystemKind, name: &str, seed: u64, shows: &str) {
-    let case = SwarmCase::for_system(seed, system);
+    switch_caught_in(
+        SwarmCase::for_system(seed, system).with_paired_workload_seeds(),
+        name,
+        shows,
+    );
+}
+
+/// `case` fails with the server-driven systems' switch `name` on, the
+/// verdict saying `shows`, and passes with it off.
+pub fn switch_caught_in(case: SwarmCase, name: &str, shows: &str) {
+    let (system, seed) = (case.system, case.seed);
     let mut broken = case.clone();
     broken.server_faults = ServerFaults::named(&[name]).unwrap();
     let run = broken.run(Faults::default()).unwrap();
