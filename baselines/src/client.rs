@@ -38,6 +38,11 @@ pub enum Attempt {
     Done(Result<Response, Error>),
     /// Try again after a back-off (nothing was committed).
     Retry,
+    /// Try again after a back-off, but no later than this instant (on the
+    /// client's clock): the attempt waits for something due then (RCuckoo:
+    /// the instant a stranded lock may be taken over), which a back-off
+    /// doubled past it would overshoot. Nothing was committed.
+    RetryAt(nessie_protocol::Nanos),
 }
 
 /// Why a client-driven GET attempt must be retried (it raced a cuckoo move,
@@ -254,6 +259,12 @@ impl<C: ClientLogic, E: Endpoint> BlockingClient<C, E> {
                     Ok(d) => self.driver.endpoint().backoff(d),
                     Err(e) => break Err(e),
                 },
+                Ok(Attempt::RetryAt(due)) => {
+                    match budget.next_backoff_until(self.driver.now(), due) {
+                        Ok(d) => self.driver.endpoint().backoff(d),
+                        Err(e) => break Err(e),
+                    }
+                }
                 Err(e) => break Err(e),
             }
         };

@@ -64,6 +64,14 @@ impl RetryBudget {
         Ok(d)
     }
 
+    /// [`RetryBudget::next_backoff`], cut so that the next attempt comes no
+    /// later than `due` (an instant the attempt waits for; the back-off
+    /// still doubles).
+    pub fn next_backoff_until(&mut self, now: Nanos, due: Nanos) -> Result<Duration, Error> {
+        let d = self.next_backoff(now)?;
+        Ok(d.min(Duration::from_nanos(due.0.saturating_sub(now.0))))
+    }
+
     /// The jitter source, for the client's next operation.
     pub fn into_jitter(self) -> Jitter {
         self.jitter

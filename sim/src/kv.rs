@@ -183,18 +183,24 @@ impl Engine {
                         cl.jitter = Some(budget.into_jitter());
                         self.complete_op(c, res, now);
                     }
-                    Attempt::Retry => match budget.next_backoff(clock) {
-                        Ok(d) => {
-                            op.budget = Some(budget);
-                            self.start_attempt(c);
-                            let at = now + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
-                            self.events.schedule(at, Ev::Poll(c));
+                    Attempt::Retry | Attempt::RetryAt(_) => {
+                        let next = match attempt {
+                            Attempt::RetryAt(due) => budget.next_backoff_until(clock, due),
+                            _ => budget.next_backoff(clock),
+                        };
+                        match next {
+                            Ok(d) => {
+                                op.budget = Some(budget);
+                                self.start_attempt(c);
+                                let at = now + u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 4);
+                                self.events.schedule(at, Ev::Poll(c));
+                            }
+                            Err(e) => {
+                                cl.jitter = Some(budget.into_jitter());
+                                self.complete_op(c, Err(e), now);
+                            }
                         }
-                        Err(e) => {
-                            cl.jitter = Some(budget.into_jitter());
-                            self.complete_op(c, Err(e), now);
-                        }
-                    },
+                    }
                 }
             }
             Ok(KvDone::Cell(resp)) => self.complete_op(c, Ok(resp), now),

@@ -115,6 +115,10 @@ pub struct RcuckooCore {
     stuck: HashMap<(NodeId, u32), (u64, Nanos)>,
     /// Rows found torn, and when first (a writer that died mid-WRITE).
     torn_since: HashMap<(NodeId, u32), Nanos>,
+    /// The earliest instant a wait this attempt deferred is due (a
+    /// stranded lock's takeover, a torn row's repair): the next attempt
+    /// comes no later ([`Attempt::RetryAt`]).
+    wake_at: Option<Nanos>,
     unfenced_writes: bool,
     repair_empties_torn: bool,
     skip_miss_check: bool,
@@ -132,6 +136,7 @@ impl RcuckooCore {
             acquisitions: 0,
             stuck: HashMap::new(),
             torn_since: HashMap::new(),
+            wake_at: None,
             unfenced_writes: false,
             repair_empties_torn: false,
             skip_miss_check: false,
@@ -638,12 +643,18 @@ impl ClientLogic for RcuckooCore {
     }
 
     async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, _budget: &mut RetryBudget) -> Attempt {
+        self.wake_at = None;
         let r = match op {
             KvRequest::Get(key) => self.get(io, key).await,
             KvRequest::Put(..) | KvRequest::Delete(_) => self.write(io, op).await,
             KvRequest::Scan { .. } => Err(Error::Unsupported("scan")),
         };
         match r {
+            // A wait deferred to a later attempt: no back-off past it.
+            Ok(Attempt::Retry) => match self.wake_at.take() {
+                Some(due) => Attempt::RetryAt(due),
+                None => Attempt::Retry,
+            },
             Ok(a) => a,
             // A READ (or the extent's CPU write) failed before anything was
             // written: nothing committed.

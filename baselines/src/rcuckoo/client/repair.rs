@@ -22,6 +22,7 @@ impl RcuckooCore {
         let now = io.now();
         let since = *self.torn_since.entry((home, row)).or_insert(now);
         if now.since(since) < self.cfg.deadline_margin {
+            self.wake_by(since.plus(self.cfg.deadline_margin));
             return;
         }
         let lock = self.layout.lock_of(row);
@@ -31,6 +32,11 @@ impl RcuckooCore {
         if let Take::Held(held) = self.take(io, home, &[lock], &rows, deadline).await {
             self.release(io, home, &held.locks).await;
         }
+    }
+
+    /// The next attempt is to come by `due` at the latest.
+    fn wake_by(&mut self, due: Nanos) {
+        self.wake_at = Some(self.wake_at.map_or(due, |w| w.min(due)));
     }
 
     /// Lock `lock` was found held with `word`: remembered, and taken over
@@ -49,9 +55,10 @@ impl RcuckooCore {
         let seen = self.stuck.entry((home, lock)).or_insert((word, now));
         if seen.0 != word {
             *seen = (word, now);
-            return;
         }
-        if now.since(seen.1) < self.repair_after() || now > deadline {
+        let first = seen.1;
+        if now.since(first) < self.repair_after() || now > deadline {
+            self.wake_by(first.plus(self.repair_after()));
             return;
         }
         // Take it over: a CAS from the stranded word, so one waiter wins.
