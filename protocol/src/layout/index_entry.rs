@@ -99,9 +99,9 @@ impl IndexEntry {
     }
 
     /// The emptied word naming the same entry, its filter bits one more
-    /// (wrapping): a MIGRATE fence's next seal over this word, so that the
-    /// fencers of one copy only ever move its destination forward, never
-    /// back to a word a pending install expects (docs/protocol.md §5.6).
+    /// (wrapping): a MIGRATE fence's seal over this word, so that every
+    /// fence CAS moves a destination forward, never back to a word a
+    /// pending install expects (docs/protocol.md §5.6).
     pub fn next_seal(self) -> IndexEntry {
         let count = (self.filter() + 1) & FILTER_MASK as u16;
         IndexEntry(

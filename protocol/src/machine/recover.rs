@@ -15,16 +15,15 @@
 //!    destination** first. CAS it from the copy to a seal; if the CAS finds
 //!    an empty word instead (the install has not landed yet, or another
 //!    fencer sealed it), CAS that word to a seal; and if a CAS finds the
-//!    copy (the install landed in between), CAS the copy again. A seal over
-//!    a word that names the copy's data table entry (the copy, another
-//!    fencer's seal, or the copy's emptied word from an earlier incarnation,
-//!    which a pending install may expect: index words name an entry, not
-//!    its incarnation) is that word's next seal (the emptied word, its
-//!    filter bits one more); over any other word it is the copy's emptied
-//!    word. So every fencer of one copy moves the destination forward from
-//!    the word the install expects and none moves it back (two fencers that
-//!    flipped between two seals once handed a pending install its word
-//!    back: the swarm's case 48,969). The fence ends once one of its own
+//!    copy (the install landed in between), CAS the copy again. The seal is
+//!    always the found word's next seal (the emptied word naming the same
+//!    entry and incarnation, its filter bits one more), so every fence CAS,
+//!    of whichever copy, moves the destination forward and none moves it
+//!    back to a word it held, which a pending install may expect (two
+//!    fencers that flipped between two seals once handed a pending install
+//!    its word back: the swarm's case 48,969; two fencers of one copy that
+//!    both wrote its emptied word around another copy's seal did so again:
+//!    case 26,582). The fence ends once one of its own
 //!    CASes replaced the word it expected, or the destination holds another
 //!    present word. Each CAS's result says exactly what the destination
 //!    holds; only then may the copy be unlinked at its source and marked.
