@@ -77,3 +77,46 @@ impl RetryBudget {
         self.jitter
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nessie_protocol::NodeId;
+
+    fn budget() -> RetryBudget {
+        let policy = RetryPolicy {
+            initial_backoff: Duration::from_micros(100),
+            max_backoff: Duration::from_millis(1),
+            op_timeout: Duration::from_millis(5),
+            max_attempts: 0,
+        };
+        let id = ClientId {
+            node: NodeId(0),
+            index: 0,
+        };
+        RetryBudget::new(Nanos(0), &policy, Jitter::new(id))
+    }
+
+    /// A retry asked for by an instant comes no later than it, however far
+    /// the back-off has doubled (RCuckoo's waiter, whose back-off had
+    /// overshot a stranded lock's takeover: swarm case 12,983); the
+    /// operation timeout still ends the retries.
+    #[test]
+    fn a_retry_due_at_an_instant_is_not_backed_off_past_it() {
+        let mut b = budget();
+        for _ in 0..5 {
+            b.next_backoff(Nanos(0)).unwrap();
+        }
+        let plain = b.clone().next_backoff(Nanos(1_000)).unwrap();
+        assert!(plain >= Duration::from_micros(500), "{plain:?}");
+        let cut = b.next_backoff_until(Nanos(1_000), Nanos(21_000)).unwrap();
+        assert_eq!(cut, Duration::from_micros(20));
+        // Due already: at once.
+        let now = b.next_backoff_until(Nanos(30_000), Nanos(21_000)).unwrap();
+        assert_eq!(now, Duration::ZERO);
+        assert!(matches!(
+            b.next_backoff_until(Nanos(5_000_000), Nanos(6_000_000)),
+            Err(Error::Timeout)
+        ));
+    }
+}
