@@ -45,6 +45,16 @@ pub enum Attempt {
     RetryAt(nessie_protocol::Nanos),
 }
 
+impl Attempt {
+    /// The instant a retry is to come by ([`Attempt::RetryAt`]), if any.
+    pub fn due(&self) -> Option<nessie_protocol::Nanos> {
+        match self {
+            Attempt::RetryAt(due) => Some(*due),
+            _ => None,
+        }
+    }
+}
+
 /// Why a client-driven GET attempt must be retried (it raced a cuckoo move,
 /// read a torn extent or ran past its deadline; nothing was returned).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,16 +265,10 @@ impl<C: ClientLogic, E: Endpoint> BlockingClient<C, E> {
             stats += s;
             match r {
                 Ok(Attempt::Done(r)) => break r,
-                Ok(Attempt::Retry) => match budget.next_backoff(self.driver.now()) {
+                Ok(a) => match budget.next_backoff_by(self.driver.now(), a.due()) {
                     Ok(d) => self.driver.endpoint().backoff(d),
                     Err(e) => break Err(e),
                 },
-                Ok(Attempt::RetryAt(due)) => {
-                    match budget.next_backoff_until(self.driver.now(), due) {
-                        Ok(d) => self.driver.endpoint().backoff(d),
-                        Err(e) => break Err(e),
-                    }
-                }
                 Err(e) => break Err(e),
             }
         };

@@ -65,11 +65,14 @@ impl RetryBudget {
     }
 
     /// [`RetryBudget::next_backoff`], cut so that the next attempt comes no
-    /// later than `due` (an instant the attempt waits for; the back-off
+    /// later than `due` when the attempt waits for an instant (the back-off
     /// still doubles).
-    pub fn next_backoff_until(&mut self, now: Nanos, due: Nanos) -> Result<Duration, Error> {
+    pub fn next_backoff_by(&mut self, now: Nanos, due: Option<Nanos>) -> Result<Duration, Error> {
         let d = self.next_backoff(now)?;
-        Ok(d.min(Duration::from_nanos(due.0.saturating_sub(now.0))))
+        Ok(match due {
+            Some(due) => d.min(Duration::from_nanos(due.0.saturating_sub(now.0))),
+            None => d,
+        })
     }
 
     /// The jitter source, for the client's next operation.
@@ -109,13 +112,17 @@ mod tests {
         }
         let plain = b.clone().next_backoff(Nanos(1_000)).unwrap();
         assert!(plain >= Duration::from_micros(500), "{plain:?}");
-        let cut = b.next_backoff_until(Nanos(1_000), Nanos(21_000)).unwrap();
+        let cut = b
+            .next_backoff_by(Nanos(1_000), Some(Nanos(21_000)))
+            .unwrap();
         assert_eq!(cut, Duration::from_micros(20));
         // Due already: at once.
-        let now = b.next_backoff_until(Nanos(30_000), Nanos(21_000)).unwrap();
+        let now = b
+            .next_backoff_by(Nanos(30_000), Some(Nanos(21_000)))
+            .unwrap();
         assert_eq!(now, Duration::ZERO);
         assert!(matches!(
-            b.next_backoff_until(Nanos(5_000_000), Nanos(6_000_000)),
+            b.next_backoff_by(Nanos(5_000_000), Some(Nanos(6_000_000))),
             Err(Error::Timeout)
         ));
     }

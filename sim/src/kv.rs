@@ -184,11 +184,7 @@ impl Engine {
                         self.complete_op(c, res, now);
                     }
                     Attempt::Retry | Attempt::RetryAt(_) => {
-                        let next = match attempt {
-                            Attempt::RetryAt(due) => budget.next_backoff_until(clock, due),
-                            _ => budget.next_backoff(clock),
-                        };
-                        match next {
+                        match budget.next_backoff_by(clock, attempt.due()) {
                             Ok(d) => {
                                 op.budget = Some(budget);
                                 self.start_attempt(c);
