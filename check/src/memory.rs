@@ -4,8 +4,11 @@
 //! the same semantics as `fabric-sim` (word-atomic, transfers not atomic).
 
 use nessie_protocol::layout::{DataEntryHeader, IndexEntry};
+use std::collections::BTreeMap;
+
 use nessie_protocol::{
-    Config, DteAddr, FabricError, IteAddr, NodeId, Op, OpOutput, Region, Topology,
+    window_carries, BoundWindow, Config, DteAddr, FabricError, IteAddr, NodeId, Op, OpOutput,
+    Region, Topology, WindowId, WindowKey,
 };
 
 /// The order in which the words of one modelled transfer land.
@@ -17,13 +20,15 @@ pub enum WordOrder {
     Descending,
 }
 
-/// Fabric memory: node 0's index region, node 0's data region, node 1's ...
+/// Fabric memory: node 0's index region, node 0's data region, node 1's ...;
+/// and the memory windows every node's agent has bound.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Memory {
     words: Vec<u64>,
     nodes: u16,
     index_words: u32,
     data_words: u32,
+    windows: BTreeMap<WindowId, BoundWindow>,
 }
 
 impl Memory {
@@ -42,7 +47,39 @@ impl Memory {
             nodes: topo.nodes,
             index_words,
             data_words,
+            windows: BTreeMap::new(),
         }
+    }
+
+    /// Binds `window` again over `len` bytes at `offset` of its node's data
+    /// region, under its next key ([`Op::BindWindow`]).
+    pub fn bind_window(
+        &mut self,
+        window: WindowId,
+        offset: u64,
+        len: u64,
+    ) -> Result<WindowKey, FabricError> {
+        let size = u64::from(self.data_words) * 8;
+        if window.node.0 >= self.nodes || offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(FabricError::OutOfRange {
+                node: window.node,
+                region: Region::Data,
+                offset,
+                len,
+                size,
+            });
+        }
+        let w = self.windows.entry(window).or_insert(BoundWindow::UNBOUND);
+        *w = w.rebound(offset, len);
+        Ok(w.key)
+    }
+
+    /// Whether `window` lets a request carrying `key` change the word at
+    /// `offset` of its node's data region now.
+    pub fn window_admits(&self, window: WindowId, key: WindowKey, offset: u64) -> bool {
+        self.windows
+            .get(&window)
+            .is_some_and(|w| w.admits(key, offset))
     }
 
     fn base(&self, node: NodeId, region: Region) -> usize {
@@ -170,7 +207,7 @@ impl Memory {
 /// How many 8-byte words a READ or WRITE moves (1 for a CAS or anything
 /// else): the units in which a transfer lands when it tears.
 pub fn transfer_words(op: &Op) -> u32 {
-    let len = match op {
+    let len = match op.unwindowed() {
         Op::Read { len, .. } => u64::from(*len),
         Op::Write { data, .. } => data.len() as u64,
         _ => 8,
@@ -206,7 +243,11 @@ impl InFlight {
     pub fn is_mutation(&self) -> bool {
         matches!(
             self.wr.op,
-            Op::Cas { .. } | Op::Write { .. } | Op::LocalWrite { .. }
+            Op::Cas { .. }
+                | Op::Write { .. }
+                | Op::LocalWrite { .. }
+                | Op::Windowed { .. }
+                | Op::BindWindow { .. }
         )
     }
 
@@ -228,8 +269,33 @@ impl InFlight {
         torn: bool,
         order: WordOrder,
     ) -> Option<Result<OpOutput, FabricError>> {
-        match self.wr.op.clone() {
+        let (op, window) = match self.wr.op.clone() {
+            Op::Windowed { window, key, op } if window_carries(window, &op) => {
+                (*op, Some((window, key)))
+            }
+            Op::Windowed { window, key, .. } => {
+                return Some(Err(FabricError::WindowRefused { window, key }))
+            }
+            op => (op, None),
+        };
+        // A windowed request's word lands only if the window admits it
+        // when it lands (a rebind between two words tears the WRITE).
+        let admitted = |mem: &Memory, offset: u64| -> Result<(), FabricError> {
+            match window {
+                Some((w, key)) if !mem.window_admits(w, key, offset) => {
+                    Err(FabricError::WindowRefused { window: w, key })
+                }
+                _ => Ok(()),
+            }
+        };
+        match op {
+            Op::Windowed { .. } => unreachable!("a window carries no window"),
+            Op::BindWindow { index, offset, len } => Some(
+                mem.bind_window(WindowId { node: own, index }, offset, len)
+                    .map(|key| OpOutput::Bound { key }),
+            ),
             Op::Cas { addr, expect, new } => Some((|| {
+                admitted(mem, addr.offset)?;
                 let prev = mem.word(addr.node, addr.region, addr.offset)?;
                 if prev == expect {
                     mem.set(addr.node, addr.region, addr.offset, new)?;
@@ -272,9 +338,9 @@ impl InFlight {
                 let n = if torn { 1 } else { total - self.words };
                 for _ in 0..n {
                     let i = self.word_index(order, total);
-                    if let Err(e) =
+                    if let Err(e) = admitted(mem, addr.offset + 8 * u64::from(i)).and_then(|()| {
                         mem.write_chunk(addr.node, addr.region, addr.offset, &data, i as usize)
-                    {
+                    }) {
                         return Some(Err(e));
                     }
                     self.words += 1;
@@ -303,5 +369,107 @@ impl InFlight {
             WordOrder::Ascending => self.words,
             WordOrder::Descending => total - 1 - self.words,
         }
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    //! Memory windows in the model's fabric: a word of a windowed request
+    //! lands only if the window admits it when it lands, so a rebind between
+    //! two words of a WRITE tears it, and a request that lands after the
+    //! rebind changes nothing.
+
+    use super::*;
+    use nessie_protocol::{OpId, RemoteAddr, WorkRequest};
+
+    const N1: NodeId = NodeId(1);
+    const WINDOW: WindowId = WindowId { node: N1, index: 3 };
+
+    fn memory() -> Memory {
+        Memory::with_topology(Topology {
+            nodes: 2,
+            index_slots_per_node: 8,
+            data_bytes_per_node: 1024,
+        })
+    }
+
+    fn windowed_write(key: WindowKey, words: usize, value: u8) -> InFlight {
+        let op = Op::Windowed {
+            window: WINDOW,
+            key,
+            op: Box::new(Op::Write {
+                addr: RemoteAddr::data(N1, 256),
+                data: vec![value; 8 * words],
+            }),
+        };
+        InFlight::new(WorkRequest { id: OpId(1), op }, 0)
+    }
+
+    fn words(mem: &Memory) -> Vec<u64> {
+        (0..4)
+            .map(|i| mem.word(N1, Region::Data, 256 + 8 * i).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_rebind_between_two_words_tears_the_write_and_refuses_the_rest() {
+        let mut mem = memory();
+        let k1 = mem.bind_window(WINDOW, 256, 32).unwrap();
+        let mut w = windowed_write(k1, 4, 0xAA);
+        let a = u64::from_le_bytes([0xAA; 8]);
+        assert_eq!(
+            w.step(&mut mem, NodeId(0), true, WordOrder::Ascending),
+            None
+        );
+        assert_eq!(
+            w.step(&mut mem, NodeId(0), true, WordOrder::Ascending),
+            None
+        );
+        let k2 = mem.bind_window(WINDOW, 256, 32).unwrap();
+        assert_ne!(k1, k2);
+        assert_eq!(
+            w.step(&mut mem, NodeId(0), true, WordOrder::Ascending),
+            Some(Err(FabricError::WindowRefused {
+                window: WINDOW,
+                key: k1
+            }))
+        );
+        assert_eq!(words(&mem), vec![a, a, 0, 0], "the words before the rebind");
+        let mut late = windowed_write(k1, 4, 0xBB);
+        assert!(late
+            .run_to_end(&mut mem, NodeId(0), WordOrder::Descending)
+            .is_err());
+        assert_eq!(words(&mem), vec![a, a, 0, 0], "nothing after it");
+        let mut fresh = windowed_write(k2, 4, 0xCC);
+        assert_eq!(
+            fresh.run_to_end(&mut mem, NodeId(0), WordOrder::Ascending),
+            Ok(OpOutput::Written)
+        );
+        assert_eq!(words(&mem), vec![u64::from_le_bytes([0xCC; 8]); 4]);
+    }
+
+    #[test]
+    fn the_agents_bind_runs_on_its_own_node_and_stays_inside_the_region() {
+        let mut mem = memory();
+        let bind = |index, offset, len| {
+            InFlight::new(
+                WorkRequest {
+                    id: OpId(2),
+                    op: Op::BindWindow { index, offset, len },
+                },
+                0,
+            )
+        };
+        let r = bind(3, 256, 32).run_to_end(&mut mem, N1, WordOrder::Ascending);
+        assert!(matches!(r, Ok(OpOutput::Bound { key }) if key != WindowKey(0)));
+        assert!(mem.window_admits(WINDOW, WindowKey(1), 256));
+        assert!(
+            !mem.window_admits(WINDOW, WindowKey(1), 288),
+            "past its end"
+        );
+        assert!(matches!(
+            bind(3, 1000, 32).run_to_end(&mut mem, N1, WordOrder::Ascending),
+            Err(FabricError::OutOfRange { .. })
+        ));
     }
 }

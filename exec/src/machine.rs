@@ -780,10 +780,13 @@ pub fn count(stats: &mut OpStats, op: &Op, index: bool) {
         Op::Cas { .. } if index => stats.index_cas += 1,
         Op::Cas { .. } => stats.data_cas += 1,
         Op::LocalRead { .. } => stats.local_reads += 1,
-        Op::LocalWrite { .. } => stats.local_writes += 1,
+        Op::LocalWrite { .. } | Op::BindWindow { .. } => stats.local_writes += 1,
+        Op::Windowed { op, .. } => return count(stats, op, index),
     }
     match op {
-        Op::LocalRead { .. } | Op::LocalWrite { .. } => stats.local_bytes += op.bytes(),
+        Op::LocalRead { .. } | Op::LocalWrite { .. } | Op::BindWindow { .. } => {
+            stats.local_bytes += op.bytes()
+        }
         _ => stats.fabric_bytes += op.bytes(),
     }
 }

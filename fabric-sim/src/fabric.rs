@@ -23,6 +23,7 @@ use crate::counters::{AtomicCounters, OpCounters};
 use crate::memory::{NodeMemory, WordOrder};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{self, Arc, Mutex};
+use crate::window::Windows;
 
 /// When the deferred part of an injected fault happens: the landing of an
 /// [`TransportFault::ErrorThenLand`] request or of a
@@ -305,6 +306,8 @@ pub(crate) struct NodeState {
     injection: Mutex<Option<Injection>>,
     /// Requests parked here, to land later, in the order they were parked.
     parked: Mutex<Vec<Parked>>,
+    /// The node's memory windows.
+    windows: Windows,
     /// Clock skew in nanoseconds, an `i64` stored as its bit pattern.
     skew: AtomicU64,
     pub(crate) counters: AtomicCounters,
@@ -439,6 +442,7 @@ impl SimFabric {
                     faults: AtomicU64::new(0),
                     injection: Mutex::new(None),
                     parked: Mutex::new(Vec::new()),
+                    windows: Windows::default(),
                     skew: AtomicU64::new(0),
                     counters: AtomicCounters::new(),
                 })
@@ -869,6 +873,16 @@ impl SimFabric {
                         self.inner.config.yield_inside_cas,
                     )
                     .map(|previous| OpOutput::Cas { previous })
+            }
+            Op::Windowed { window, key, op } => target
+                .windows
+                .through(*window, *key, op, |op| self.perform(target, op)),
+            Op::BindWindow { index, offset, len } => {
+                let data = target.memory.region(Region::Data);
+                target
+                    .windows
+                    .bind(data.node(), *index, *offset, *len, data.size())
+                    .map(|key| OpOutput::Bound { key })
             }
         }
     }

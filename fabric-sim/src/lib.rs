@@ -40,11 +40,14 @@ pub mod endpoint;
 pub mod fabric;
 pub mod memory;
 pub mod sync;
+mod window;
 
 #[cfg(test)]
 mod chain_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod window_tests;
 
 pub use config::{
     ClockMode, LatencyModel, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START,

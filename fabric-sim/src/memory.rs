@@ -118,6 +118,11 @@ impl RegionMemory {
         })
     }
 
+    /// The node whose region this is.
+    pub(crate) fn node(&self) -> NodeId {
+        self.node
+    }
+
     /// Size of the region in bytes.
     pub(crate) fn size(&self) -> u64 {
         self.size

@@ -1348,6 +1348,9 @@ impl VerbsEndpoint {
                 let len = data.len() as u64;
                 self.local(wr.id, offset, len, Some(data), signal)
             }
+            Op::Windowed { .. } | Op::BindWindow { .. } => {
+                Err(FabricError::Transport(TransportError::WindowsUnsupported))
+            }
         }
     }
 
@@ -1419,6 +1422,9 @@ impl Endpoint for VerbsEndpoint {
                 Op::Write { addr, data } => (*addr, Self::write_len(*addr, data)?, false),
                 Op::Cas { addr, .. } => (*addr, 8, true),
                 Op::LocalRead { .. } | Op::LocalWrite { .. } => continue,
+                Op::Windowed { .. } | Op::BindWindow { .. } => {
+                    return Err(FabricError::Transport(TransportError::WindowsUnsupported))
+                }
             };
             self.check_transfer(addr, len, cas)?;
         }

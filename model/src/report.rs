@@ -5,8 +5,8 @@ use nessie_protocol::Op;
 
 use crate::world::{Action, World, WorldState};
 
-fn op(op: &Op) -> String {
-    match op {
+fn op(request: &Op) -> String {
+    match request {
         Op::Read { addr, len } => format!("RDMA READ {len} B at {addr}"),
         Op::Write { addr, data } => format!("RDMA WRITE {} B at {addr}", data.len()),
         Op::Cas { addr, expect, new } => {
@@ -18,6 +18,16 @@ fn op(op: &Op) -> String {
         Op::LocalWrite { offset, data } => format!(
             "CPU write {} B to the local data table at {offset:#x}",
             data.len()
+        ),
+        Op::Windowed {
+            window,
+            key,
+            op: inner,
+        } => {
+            format!("{} through {window} under key {}", op(inner), key.0)
+        }
+        Op::BindWindow { index, offset, len } => format!(
+            "agent binds window {index} over {len} B of the local data table at {offset:#x}"
         ),
     }
 }

@@ -61,6 +61,111 @@ pub enum Op {
         /// The bytes to write.
         data: Vec<u8>,
     },
+    /// A WRITE or CAS (`op`) through memory window `window` under `key`
+    /// (an RDMA memory window's rkey): it changes a word only if, when that
+    /// word lands, the window is bound under `key` and covers the word;
+    /// otherwise it is refused ([`FabricError::WindowRefused`]), however
+    /// late it lands. A WRITE of several words checks each word as it lands,
+    /// so one that meets a rebind half-way lands torn (the packets before
+    /// the revocation, as on a NIC). Anything but a WRITE or CAS on the
+    /// window's node's data region is refused.
+    Windowed {
+        /// The window the request goes through.
+        window: WindowId,
+        /// The key it carries.
+        key: WindowKey,
+        /// The WRITE or CAS.
+        op: Box<Op>,
+    },
+    /// The memory node's agent (the CPU of the endpoint's own node) revokes
+    /// window `index` of the node and binds it again, under a fresh key,
+    /// over `len` bytes at `offset` of its data region: from the completion
+    /// on, every request carrying an earlier key is refused, wherever it is
+    /// on its way. Never faults; completes with [`OpOutput::Bound`].
+    BindWindow {
+        /// The window's index on the node.
+        index: u32,
+        /// First byte of the data region it covers.
+        offset: u64,
+        /// How many bytes it covers.
+        len: u64,
+    },
+}
+
+/// A memory window of a node's data region ([`Op::Windowed`],
+/// [`Op::BindWindow`]): a range its memory node's agent binds under a key
+/// and revokes by binding it again, so that writers whose key was revoked
+/// can no longer change it, whenever their requests land.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowId {
+    /// The node whose data region the window covers.
+    pub node: NodeId,
+    /// The window's index on that node.
+    pub index: u32,
+}
+
+impl std::fmt::Display for WindowId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:window{}", self.node, self.index)
+    }
+}
+
+/// The key a window is bound under (an RDMA memory window's rkey). Each
+/// bind of a window gives it a key it never had before (0 is never a key:
+/// an unbound window refuses everything). On a NIC the key is the rkey's
+/// low 8 bits, so a key recurs after 256 binds of one window; the
+/// simulated fabrics count further, and a protocol that relies on keys
+/// keeps binds of a window at least a lease apart (docs/protocol.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WindowKey(pub u32);
+
+/// A bound window as a fabric keeps it: its key and the range it covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BoundWindow {
+    /// The key it is bound under (0: never bound).
+    pub key: WindowKey,
+    /// First byte of the data region it covers.
+    pub offset: u64,
+    /// How many bytes it covers.
+    pub len: u64,
+}
+
+impl BoundWindow {
+    /// A window never bound: it refuses everything.
+    pub const UNBOUND: BoundWindow = BoundWindow {
+        key: WindowKey(0),
+        offset: 0,
+        len: 0,
+    };
+
+    /// The window bound again over `offset..offset + len` under the next key.
+    pub fn rebound(self, offset: u64, len: u64) -> BoundWindow {
+        BoundWindow {
+            key: WindowKey(self.key.0.wrapping_add(1).max(1)),
+            offset,
+            len,
+        }
+    }
+
+    /// Whether a word (8 bytes at `offset`) of a request carrying `key` may
+    /// land: the key is the current one and the window covers the word.
+    pub fn admits(&self, key: WindowKey, offset: u64) -> bool {
+        self.key.0 != 0
+            && key == self.key
+            && offset >= self.offset
+            && offset.saturating_add(8) <= self.offset.saturating_add(self.len)
+    }
+}
+
+/// Whether a windowed request's inner operation is one a window carries: a
+/// WRITE or CAS on the window's own node's data region.
+pub fn window_carries(window: WindowId, op: &Op) -> bool {
+    match op {
+        Op::Write { addr, .. } | Op::Cas { addr, .. } => {
+            addr.node == window.node && addr.region == Region::Data
+        }
+        _ => false,
+    }
 }
 
 impl Op {
@@ -71,7 +176,8 @@ impl Op {
             Op::Write { .. } => OpKind::Write,
             Op::Cas { .. } => OpKind::Cas,
             Op::LocalRead { .. } => OpKind::LocalRead,
-            Op::LocalWrite { .. } => OpKind::LocalWrite,
+            Op::LocalWrite { .. } | Op::BindWindow { .. } => OpKind::LocalWrite,
+            Op::Windowed { op, .. } => op.kind(),
         }
     }
 
@@ -81,6 +187,8 @@ impl Op {
             Op::Read { len, .. } | Op::LocalRead { len, .. } => u64::from(*len),
             Op::Write { data, .. } | Op::LocalWrite { data, .. } => data.len() as u64,
             Op::Cas { .. } => 8,
+            Op::Windowed { op, .. } => op.bytes(),
+            Op::BindWindow { .. } => 0,
         }
     }
 
@@ -88,7 +196,16 @@ impl Op {
     pub fn remote_addr(&self) -> Option<RemoteAddr> {
         match self {
             Op::Read { addr, .. } | Op::Write { addr, .. } | Op::Cas { addr, .. } => Some(*addr),
-            Op::LocalRead { .. } | Op::LocalWrite { .. } => None,
+            Op::LocalRead { .. } | Op::LocalWrite { .. } | Op::BindWindow { .. } => None,
+            Op::Windowed { op, .. } => op.remote_addr(),
+        }
+    }
+
+    /// The operation a window carries (`self` when it goes through none).
+    pub fn unwindowed(&self) -> &Op {
+        match self {
+            Op::Windowed { op, .. } => op.unwindowed(),
+            op => op,
         }
     }
 }
@@ -129,6 +246,11 @@ pub enum OpOutput {
     Cas {
         /// The word as the NIC found it.
         previous: u64,
+    },
+    /// A window was bound ([`Op::BindWindow`]) under `key`.
+    Bound {
+        /// The window's new key.
+        key: WindowKey,
     },
 }
 
@@ -191,6 +313,19 @@ pub enum FabricError {
     /// may not have executed (the driver stopped waiting for it).
     #[error("no completion arrived by the attempt's deadline")]
     NoCompletion,
+    /// A request through a memory window ([`Op::Windowed`]) was refused: the
+    /// window had been bound again under another key (or never bound), or
+    /// does not cover the address, or carries no such request. The words
+    /// before the first refused one landed (none, unless a rebind met a
+    /// WRITE half-way); on a NIC the queue pair also fails
+    /// (`IBV_WC_REM_ACCESS_ERR`), flushing what was posted behind it.
+    #[error("{window} refused a request carrying key {key:?} (revoked, uncovered or not a WRITE or CAS)")]
+    WindowRefused {
+        /// The window.
+        window: WindowId,
+        /// The key the request carried.
+        key: WindowKey,
+    },
 }
 
 /// A completion status a device reported (`ibv_wc_status`): its code, its
@@ -270,6 +405,10 @@ pub enum TransportError {
     /// nothing of the chain was posted.
     #[error("this endpoint does not post ordered chains (nothing was posted)")]
     ChainsUnsupported,
+    /// The endpoint does not carry memory windows ([`Op::Windowed`],
+    /// [`Op::BindWindow`]): nothing was posted.
+    #[error("this endpoint does not carry memory windows (nothing was posted)")]
+    WindowsUnsupported,
 }
 
 /// The one remote node every request of `chain` goes to

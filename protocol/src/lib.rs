@@ -86,7 +86,8 @@ pub use stats::OpStats;
 
 pub use addr::{ClientId, DteAddr, IteAddr, NodeId, Region, RemoteAddr};
 pub use fabric::{
-    chain_node, ChainLink, ClientClaim, Completion, DeviceStatus, Endpoint, Fabric, FabricError,
-    Op, OpId, OpKind, OpOutput, Topology, TransportError, TransportFault, WorkRequest,
+    chain_node, window_carries, BoundWindow, ChainLink, ClientClaim, Completion, DeviceStatus,
+    Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology, TransportError,
+    TransportFault, WindowId, WindowKey, WorkRequest,
 };
 pub use time::Nanos;

@@ -70,10 +70,13 @@ impl OpStats {
             Op::Cas { addr, .. } if addr.region == Region::Index => self.index_cas += 1,
             Op::Cas { .. } => self.data_cas += 1,
             Op::LocalRead { .. } => self.local_reads += 1,
-            Op::LocalWrite { .. } => self.local_writes += 1,
+            Op::LocalWrite { .. } | Op::BindWindow { .. } => self.local_writes += 1,
+            Op::Windowed { op, .. } => return self.count(op),
         }
         match op {
-            Op::LocalRead { .. } | Op::LocalWrite { .. } => self.local_bytes += op.bytes(),
+            Op::LocalRead { .. } | Op::LocalWrite { .. } | Op::BindWindow { .. } => {
+                self.local_bytes += op.bytes()
+            }
             _ => self.fabric_bytes += op.bytes(),
         }
     }

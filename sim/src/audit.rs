@@ -251,7 +251,7 @@ const RECYCLE_WORD: u64 = 16;
 /// own node for a CPU store), if anything: a recycle mark (an 8-byte WRITE
 /// or CPU store of a recycle word with the flag set) or an index CAS.
 pub(crate) fn watched(cfg: &Config, node: usize, op: &Op) -> Option<Watched> {
-    let (offset, data) = match op {
+    let (offset, data) = match op.unwindowed() {
         Op::Cas { addr, expect, new } if addr.region == Region::Index => {
             return Some(Watched::Link {
                 expect: *expect,

@@ -63,6 +63,8 @@ mod accounting_tests;
 mod chain_tests;
 #[cfg(test)]
 mod fault_tests;
+#[cfg(test)]
+mod window_tests;
 
 pub use audit::DteAudit;
 pub use chaos::Chaos;

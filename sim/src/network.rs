@@ -50,9 +50,12 @@ impl Engine {
         let (round, incarnation) = chain
             .and_then(|s| self.net.chains.get(&s.chain))
             .map_or((round, incarnation), |ch| (ch.round, ch.incarnation));
-        let (dst, req_bytes, resp_bytes, cpu_bytes) = match &wr.op {
+        let (dst, req_bytes, resp_bytes, cpu_bytes) = match wr.op.unwindowed() {
             Op::LocalRead { len, .. } => (src, 0, 0, Some(u64::from(*len))),
             Op::LocalWrite { data, .. } => (src, 0, 0, Some(data.len() as u64)),
+            Op::BindWindow { .. } => (src, 0, 0, Some(0)),
+            // A window's key travels in the request's header.
+            Op::Windowed { .. } => unreachable!("unwindowed"),
             Op::Read { addr, len } => (usize::from(addr.node.0), 16, u64::from(*len), None),
             Op::Write { addr, data } => (usize::from(addr.node.0), data.len() as u64, 0, None),
             Op::Cas { addr, .. } => (usize::from(addr.node.0), 24, 8, None),
@@ -197,7 +200,7 @@ impl Engine {
             self.chaos.counts.delayed += 1;
         }
         let arrives = self.transmit(src, dst, t, req_bytes) + delay;
-        let mutation = matches!(wr.op, Op::Write { .. } | Op::Cas { .. });
+        let mutation = matches!(wr.op.unwindowed(), Op::Write { .. } | Op::Cas { .. });
         if fate == Some(TransportFault::ErrorThenLand) && !mutation {
             // A READ executed after its error completion changes nothing.
             fate = Some(TransportFault::FailBeforeExecuting);
@@ -213,7 +216,9 @@ impl Engine {
             }
             return;
         }
-        if fate == Some(TransportFault::DuplicateWrite) && !matches!(wr.op, Op::Write { .. }) {
+        if fate == Some(TransportFault::DuplicateWrite)
+            && !matches!(wr.op.unwindowed(), Op::Write { .. })
+        {
             // A READ repeated changes nothing; a duplicate atomic is answered
             // from the responder's replay cache.
             fate = None;
@@ -381,7 +386,7 @@ impl Engine {
             self.fail_request(r, at, FabricError::Timeout);
             return;
         }
-        let atomic = match req.wr.op {
+        let atomic = match *req.wr.op.unwindowed() {
             Op::Cas { addr, .. } => Some((req.dst, addr.region, addr.offset)),
             _ => None,
         };
@@ -428,11 +433,11 @@ impl Engine {
         let Some(req) = self.net.reqs[r].as_mut() else {
             return;
         };
-        let mutation = matches!(req.wr.op, Op::Write { .. } | Op::Cas { .. })
+        let mutation = matches!(req.wr.op.unwindowed(), Op::Write { .. } | Op::Cas { .. })
             || req
                 .placing
                 .as_ref()
-                .is_some_and(|p| matches!(p.wr.op, Op::Write { .. }));
+                .is_some_and(|p| matches!(p.wr.op.unwindowed(), Op::Write { .. }));
         let (dst, actor, posted, orphan) = (req.dst, req.actor, req.posted, req.orphan);
         let placed = req.placing.is_some();
         if self.cluster.node_down[dst] {
@@ -502,7 +507,7 @@ impl Engine {
         let wr = placeholder(&req.wr);
         let wr = std::mem::replace(&mut req.wr, wr);
         let src = req.src;
-        let written = match &wr.op {
+        let written = match wr.op.unwindowed() {
             Op::Write { addr, data } => Some((addr.offset, data.len() as u64)),
             _ => None,
         };
@@ -538,7 +543,7 @@ impl Engine {
         }
         let placing = req.placing.as_mut().expect("set above");
         let word = u64::from(placing.words);
-        let write_at = match &placing.wr.op {
+        let write_at = match placing.wr.op.unwindowed() {
             Op::Write { addr, .. } => Some(addr.offset + 8 * word),
             _ => None,
         };

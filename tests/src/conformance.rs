@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nessie_protocol::{
     Client, ClientId, Completion, Config, Endpoint, Fabric, FabricError, NodeId, Op, OpId,
-    OpOutput, RemoteAddr, WorkRequest,
+    OpOutput, RemoteAddr, WindowId, WorkRequest,
 };
 
 /// Waits (at most `within`) until `done` holds for the completions
@@ -107,6 +107,74 @@ pub fn read_write_round_trip<F: Fabric>(f: &F) {
         .expect("read");
         assert_eq!(got, OpOutput::Read(data), "range {offset}+{len}");
     }
+}
+
+/// A memory window bound by the agent on node 1 carries WRITEs and CASes
+/// from node 0 under its key; binding it again revokes that key (what was
+/// written stays, nothing more lands under it); it refuses what it does not
+/// cover. A device test of the windows themselves (late landings under
+/// every fault) is each simulated fabric's own.
+pub fn windows_carry_their_key_until_rebound<F: Fabric>(f: &F) {
+    let mut agent = f.open(NodeId(1)).expect("agent");
+    let mut ep = f.open(NodeId(0)).expect("open");
+    let window = WindowId {
+        node: NodeId(1),
+        index: 0,
+    };
+    let bind = Op::BindWindow {
+        index: 0,
+        offset: 512,
+        len: 256,
+    };
+    let Ok(OpOutput::Bound { key: k1 }) = run(&mut agent, bind.clone()) else {
+        panic!("the agent binds the window");
+    };
+    let through = |key, op| Op::Windowed {
+        window,
+        key,
+        op: Box::new(op),
+    };
+    let write = |value: u64| Op::Write {
+        addr: remote(1, 520),
+        data: value.to_le_bytes().to_vec(),
+    };
+    assert_eq!(run(&mut ep, through(k1, write(3))), Ok(OpOutput::Written));
+    let cas = Op::Cas {
+        addr: remote(1, 520),
+        expect: 3,
+        new: 4,
+    };
+    assert_eq!(
+        run(&mut ep, through(k1, cas)),
+        Ok(OpOutput::Cas { previous: 3 })
+    );
+    let Ok(OpOutput::Bound { key: k2 }) = run(&mut agent, bind) else {
+        panic!("the agent binds it again");
+    };
+    assert_ne!(k1, k2);
+    assert!(run(&mut ep, through(k1, write(5))).is_err(), "revoked");
+    assert!(run(&mut ep, through(k2, write(0x77))).is_ok());
+    let uncovered = Op::Write {
+        addr: remote(1, 1024),
+        data: vec![1; 8],
+    };
+    assert!(run(&mut ep, through(k2, uncovered)).is_err(), "uncovered");
+    let words = run(
+        &mut ep,
+        Op::Read {
+            addr: remote(1, 520),
+            len: 8,
+        },
+    );
+    assert_eq!(words, Ok(OpOutput::Read(0x77u64.to_le_bytes().to_vec())));
+    let past = run(
+        &mut ep,
+        Op::Read {
+            addr: remote(1, 1024),
+            len: 8,
+        },
+    );
+    assert_eq!(past, Ok(OpOutput::Read(vec![0; 8])));
 }
 
 /// CAS swaps exactly when the word equals `expect` and always returns the

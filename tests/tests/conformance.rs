@@ -49,8 +49,26 @@ fn protocol_runs_on_the_fabric() {
     conformance::protocol_runs_on_the_fabric(&fabric(), cfg());
 }
 
+#[test]
+fn windows_carry_their_key_until_rebound() {
+    conformance::windows_carry_their_key_until_rebound(&fabric());
+}
+
+#[test]
+fn a_fabric_that_ignores_window_keys_is_rejected() {
+    let f = broken::Broken(fabric(), broken::Flaw::KeyBlind);
+    let caught =
+        std::panic::catch_unwind(|| conformance::windows_carry_their_key_until_rebound(&f))
+            .is_err();
+    assert!(
+        caught,
+        "the conformance suite accepted a NIC blind to window keys"
+    );
+}
+
 /// A deliberately broken fabric: its CAS swaps whatever the word holds
-/// (a WRITE dressed as a CAS). The suite must reject it.
+/// (a WRITE dressed as a CAS), or its NIC carries a windowed request under
+/// whatever key it holds. The suite must reject each.
 mod broken {
     use std::time::Duration;
 
@@ -59,24 +77,40 @@ mod broken {
         Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Op, Topology, WorkRequest,
     };
 
-    pub struct AlwaysSwap(pub SimFabric);
-    pub struct AlwaysSwapEndpoint(SimEndpoint);
+    /// What is wrong with the fabric.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Flaw {
+        /// Its CAS always swaps.
+        AlwaysSwap,
+        /// Its NIC ignores window keys (a windowed request runs as a plain one).
+        KeyBlind,
+    }
 
-    impl Fabric for AlwaysSwap {
-        type Endpoint = AlwaysSwapEndpoint;
+    pub struct Broken(pub SimFabric, pub Flaw);
+    pub struct BrokenEndpoint(SimEndpoint, Flaw);
+
+    impl Fabric for Broken {
+        type Endpoint = BrokenEndpoint;
         fn topology(&self) -> Topology {
             self.0.topology()
         }
-        fn open(&self, node: NodeId) -> Result<AlwaysSwapEndpoint, FabricError> {
-            self.0.open(node).map(AlwaysSwapEndpoint)
+        fn open(&self, node: NodeId) -> Result<BrokenEndpoint, FabricError> {
+            let flaw = self.1;
+            self.0.open(node).map(|ep| BrokenEndpoint(ep, flaw))
         }
     }
 
-    impl Endpoint for AlwaysSwapEndpoint {
+    impl Endpoint for BrokenEndpoint {
         fn node(&self) -> NodeId {
             self.0.node()
         }
         fn post(&mut self, mut wr: WorkRequest) -> Result<(), FabricError> {
+            if self.1 == Flaw::KeyBlind {
+                if let Op::Windowed { op, .. } = wr.op {
+                    wr.op = *op;
+                }
+                return self.0.post(wr);
+            }
             if let Op::Cas { addr, new, .. } = wr.op {
                 // Read the word, then CAS with it as the expectation: always swaps.
                 let current = self
@@ -105,7 +139,7 @@ mod broken {
 
 #[test]
 fn a_fabric_whose_cas_always_swaps_is_rejected() {
-    let f = broken::AlwaysSwap(fabric());
+    let f = broken::Broken(fabric(), broken::Flaw::AlwaysSwap);
     let caught =
         std::panic::catch_unwind(|| conformance::cas_semantics_and_byte_order(&f)).is_err();
     assert!(

@@ -225,11 +225,14 @@ impl Endpoint for FaultyEndpoint {
         let traced = Traced {
             kind: wr.op.kind(),
             node: wr.op.remote_addr().map_or(me, |a| a.node),
-            offset: match &wr.op {
+            offset: match wr.op.unwindowed() {
                 Op::Read { addr, .. } | Op::Write { addr, .. } | Op::Cas { addr, .. } => {
                     addr.offset
                 }
-                Op::LocalRead { offset, .. } | Op::LocalWrite { offset, .. } => *offset,
+                Op::LocalRead { offset, .. }
+                | Op::LocalWrite { offset, .. }
+                | Op::BindWindow { offset, .. } => *offset,
+                Op::Windowed { .. } => unreachable!("unwindowed"),
             },
         };
         let Some(fault) = self.control.decide(&traced) else {
