@@ -46,7 +46,7 @@ impl Allocator {
     /// The allocator of client `id` under `cfg`: of each class's entries on
     /// its node, the `id.index`-th of `clients_per_node` equal shares.
     pub fn new(cfg: &Config, id: ClientId) -> Allocator {
-        let clients = u32::from(cfg.clients_per_node.max(1));
+        let clients = u32::from(cfg.shares_per_node().max(1));
         let shares = cfg
             .data_tables()
             .classes()
@@ -60,6 +60,44 @@ impl Allocator {
             })
             .collect();
         Allocator { shares }
+    }
+
+    /// The allocator of client without storage `id`: as [`Allocator::new`],
+    /// with each share in generations ([`DteAllocator::pure`]).
+    pub fn new_pure(cfg: &Config, id: ClientId) -> Allocator {
+        let mut a = Allocator::new(cfg, id);
+        a.shares.iter_mut().for_each(|s| s.pure = true);
+        a
+    }
+
+    /// Starts a new window generation in every share
+    /// ([`DteAllocator::begin_generation`]).
+    pub fn begin_generation(&mut self) {
+        self.shares
+            .iter_mut()
+            .for_each(DteAllocator::begin_generation);
+    }
+
+    /// Whether a new window generation would free entries of class `class`
+    /// ([`DteAllocator::spent_in_generation`]).
+    pub fn spent_in_generation(&self, class: u8) -> bool {
+        self.share(class)
+            .is_some_and(DteAllocator::spent_in_generation)
+    }
+
+    /// The state and recycle words `dte` holds, as this allocator last knew
+    /// them ([`DteAllocator::claim_words`]).
+    pub fn claim_words(&self, dte: DteAddr) -> (u64, u64) {
+        self.share(dte.class())
+            .map_or((0, 0), |s| s.claim_words(dte))
+    }
+
+    /// Sets entry `dte` aside until the next generation
+    /// ([`DteAllocator::quarantine`]).
+    pub fn quarantine(&mut self, dte: DteAddr) {
+        if let Some(s) = self.share_of(dte) {
+            s.quarantine(dte);
+        }
     }
 
     /// The share of class `class`, if the deployment has that class.
@@ -86,6 +124,12 @@ impl Allocator {
     /// Every entry this client owns, class by class.
     pub fn owned(&self) -> impl Iterator<Item = DteAddr> + '_ {
         self.shares.iter().flat_map(DteAllocator::owned)
+    }
+
+    /// Whether `dte` is one of this client's entries.
+    pub fn owns(&self, dte: DteAddr) -> bool {
+        self.share(dte.class())
+            .is_some_and(|s| s.rel(dte).is_some())
     }
 
     /// Takes a free entry of class `class`, if its share has one.
@@ -158,6 +202,20 @@ pub struct DteAllocator {
     remote_seen: Vec<u64>,
     /// For each entry: the incarnation its next (or current) use carries.
     incarnations: Vec<u8>,
+    /// The share of a client without storage, used in generations of its
+    /// windows (docs/protocol.md §2.4): an entry written in a generation is
+    /// never reused before the next one (a duplicate of its WRITE may land
+    /// until the window is bound again).
+    pure: bool,
+    /// For each entry: its state and recycle words as last swept (what a
+    /// pure client's claim CASes expect).
+    claim_words: Vec<(u64, u64)>,
+    /// For each entry: handed out in the current generation (pure only).
+    in_generation: Vec<bool>,
+    /// For each entry: handed out and never linked (its data round or its
+    /// install failed): free at the first sweep of the next generation,
+    /// whatever its header says (pure only).
+    never_linked: Vec<bool>,
 }
 
 impl DteAllocator {
@@ -174,6 +232,41 @@ impl DteAllocator {
             in_free: vec![false; count as usize],
             remote_seen: vec![0; count as usize],
             incarnations: vec![0; count as usize],
+            pure: false,
+            claim_words: vec![(0, 0); count as usize],
+            in_generation: vec![false; count as usize],
+            never_linked: vec![false; count as usize],
+        }
+    }
+
+    /// Starts a new window generation (pure shares): the window was bound
+    /// again, so nothing written under the old key lands any more, and
+    /// entries handed out in the old generation follow the usual rules
+    /// again; the next sweep looks at every entry.
+    pub fn begin_generation(&mut self) {
+        self.in_generation.iter_mut().for_each(|g| *g = false);
+        self.fruitless = 0;
+    }
+
+    /// Whether a new generation would let a sweep free entries: some entry
+    /// was handed out in this one (pure shares; never for others).
+    pub fn spent_in_generation(&self) -> bool {
+        self.pure && self.in_generation.iter().any(|&g| g)
+    }
+
+    /// The state and recycle words `dte` held when it was last found free
+    /// (zero for a never-written entry).
+    pub fn claim_words(&self, dte: DteAddr) -> (u64, u64) {
+        self.rel(dte)
+            .map_or((0, 0), |rel| self.claim_words[rel as usize])
+    }
+
+    /// Sets aside an entry handed out whose data round failed (its words
+    /// unknown) or that was never linked: a pure share frees it at the
+    /// first sweep of the next generation, which reads its words.
+    pub fn quarantine(&mut self, dte: DteAddr) {
+        if let Some(rel) = self.rel(dte) {
+            self.never_linked[rel as usize] = true;
         }
     }
 
@@ -199,6 +292,7 @@ impl DteAllocator {
         let i = self.free.pop_front()?;
         self.in_free[i as usize] = false;
         self.remote_seen[i as usize] = 0;
+        self.in_generation[i as usize] = self.pure;
         Some(self.addr(i))
     }
 
@@ -238,6 +332,11 @@ impl DteAllocator {
     /// exists; advancing it would let failed installs, which need no T
     /// between them, run through the 128 incarnations quickly).
     pub fn release_unpublished(&mut self, dte: DteAddr) {
+        if self.pure {
+            // Its WRITEs may still land again until the window is bound
+            // anew: free in the next generation.
+            return self.quarantine(dte);
+        }
         if let Some(rel) = self.rel(dte) {
             if !self.in_free[rel as usize] {
                 // Reused first: it is warm in the cache and known to be free.
@@ -310,6 +409,19 @@ impl DteAllocator {
             return false;
         };
         self.fruitless += 1;
+        let r = rel as usize;
+        if self.pure && self.in_generation[r] {
+            return false;
+        }
+        if self.never_linked[r] {
+            // No index word names it: free at once in its incarnation, to
+            // be claimed from the words it holds now.
+            self.never_linked[r] = false;
+            self.claim_words[r] = (header.state.encode(), header.recycle.encode());
+            self.fruitless = 0;
+            self.push_free(rel);
+            return true;
+        }
         let seen = &mut self.remote_seen[rel as usize];
         let remote = header.recycle.recycle && header.recycle.remote;
         if !remote {
@@ -325,6 +437,7 @@ impl DteAllocator {
         if free {
             self.fruitless = 0;
             self.advance(rel, header);
+            self.claim_words[r] = (header.state.encode(), header.recycle.encode());
             self.push_free(rel);
         }
         free

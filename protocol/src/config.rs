@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::addr::ClientId;
 use crate::error::{ConfigError, Error};
-use crate::fabric::Topology;
+use crate::fabric::{Topology, WindowId};
 use crate::hash::Hasher;
 use crate::layout::{
     DataLayout, DataTables, SizeClass, HEADER_BYTES, MAX_CLASSES, MAX_FILTER_BITS, MAX_NODES,
@@ -50,6 +50,13 @@ pub struct Config {
     pub dtes_per_node: u32,
     /// Clients per node; each owns an equal share of its node's data table.
     pub clients_per_node: u16,
+    /// Clients without storage per node (0: none): each holds a share of
+    /// the node's data tables, as a client of the node does, but runs
+    /// elsewhere and writes its entries over the fabric through memory
+    /// windows the node's agent binds, never by CPU (docs/protocol.md §2.4).
+    /// Their ids on the node follow the node's own clients':
+    /// `clients_per_node .. clients_per_node + pure_clients_per_node`.
+    pub pure_clients_per_node: u16,
     /// Largest key in bytes.
     pub max_key_len: u32,
     /// Largest value in bytes. The main data table (size class 0,
@@ -100,6 +107,7 @@ impl Default for Config {
             index_slots_per_node: 4096,
             dtes_per_node: 4096,
             clients_per_node: 4,
+            pure_clients_per_node: 0,
             max_key_len: 128,
             max_value_len: 256,
             size_classes: Vec::new(),
@@ -218,10 +226,10 @@ impl Config {
             "at least 1",
         )?;
         check(
-            self.dtes_per_node / u32::from(self.clients_per_node.max(1)) >= 2,
+            self.dtes_per_node / u32::from(self.shares_per_node().max(1)) >= 2,
             "dtes_per_node",
             self.dtes_per_node,
-            "each client needs at least 2 data table entries",
+            "each client (with storage or without) needs at least 2 data table entries",
         )?;
         check(
             (1..=u32::from(crate::layout::MAX_KEY_LEN_FIELD)).contains(&self.max_key_len),
@@ -306,7 +314,7 @@ impl Config {
                  largest value)",
             )?;
             check(
-                c.dtes_per_node / u32::from(self.clients_per_node.max(1)) >= 2,
+                c.dtes_per_node / u32::from(self.shares_per_node().max(1)) >= 2,
                 "size_classes",
                 c.dtes_per_node,
                 "each client needs at least 2 data table entries of each class",
@@ -383,7 +391,66 @@ impl Config {
     /// Main-class data table entries owned by each client (each class's
     /// table is shared out the same way: [`crate::alloc::Allocator`]).
     pub fn dtes_per_client(&self) -> u32 {
-        self.dtes_per_node / u32::from(self.clients_per_node)
+        self.dtes_per_node / u32::from(self.shares_per_node().max(1))
+    }
+
+    /// Shares of each data table per node: one per client of the node and
+    /// one per client without storage it hosts.
+    pub fn shares_per_node(&self) -> u16 {
+        self.clients_per_node
+            .saturating_add(self.pure_clients_per_node)
+    }
+
+    /// Whether `id` is a client without storage: it writes its share
+    /// through memory windows, never by CPU (docs/protocol.md §2.4).
+    pub fn is_pure(&self, id: ClientId) -> bool {
+        id.index >= self.clients_per_node
+    }
+
+    /// The memory window through which client without storage `id` writes
+    /// its share of size class `class` (`None` for a client of a node):
+    /// each pure client of a node has one window per class, bound over
+    /// exactly its share ([`Config::share_range`]).
+    pub fn window_of(&self, id: ClientId, class: u8) -> Option<WindowId> {
+        if !self.is_pure(id) || usize::from(class) >= self.data_tables().len() {
+            return None;
+        }
+        let pure = u32::from(id.index - self.clients_per_node);
+        let classes = self.data_tables().len() as u32;
+        Some(WindowId {
+            node: id.node,
+            index: pure * classes + u32::from(class),
+        })
+    }
+
+    /// Bytes of one lease block (docs/protocol.md §2.4): the lease word and
+    /// one key word per size class.
+    pub fn lease_block_bytes(&self) -> u64 {
+        8 * (1 + self.data_tables().len() as u64)
+    }
+
+    /// Where client without storage `id`'s lease block lies in its node's
+    /// data region (after every class's table): its lease word, then the key
+    /// of each class's window, which the node's agent writes.
+    pub fn lease_block(&self, id: ClientId) -> Option<u64> {
+        if !self.is_pure(id) || id.index >= self.shares_per_node() {
+            return None;
+        }
+        let pure = u64::from(id.index - self.clients_per_node);
+        Some(self.data_tables().region_bytes() + pure * self.lease_block_bytes())
+    }
+
+    /// The bytes of its node's data region that client `id`'s share of size
+    /// class `class` occupies: (offset, length).
+    pub fn share_range(&self, id: ClientId, class: u8) -> Option<(u64, u64)> {
+        let tables = self.data_tables();
+        let c = tables.class(class)?;
+        let per = c.dtes_per_node / u32::from(self.shares_per_node().max(1));
+        let first = crate::addr::DteAddr::new(id.node, class, u32::from(id.index) * per);
+        Some((
+            tables.entry_offset(first),
+            u64::from(per) * u64::from(c.entry_bytes),
+        ))
     }
 
     /// How long a data table entry whose value a PUT replaced stays
@@ -419,7 +486,10 @@ impl Config {
         Topology {
             nodes: self.nodes,
             index_slots_per_node: self.index_slots_per_node,
-            data_bytes_per_node: self.data_tables().region_bytes(),
+            data_bytes_per_node: self
+                .data_tables()
+                .region_bytes()
+                .saturating_add(u64::from(self.pure_clients_per_node) * self.lease_block_bytes()),
         }
     }
 

@@ -68,6 +68,7 @@ pub mod kv;
 pub mod layout;
 pub mod machine;
 pub mod pipeline;
+pub mod pure;
 pub mod rng;
 pub mod route;
 pub mod stats;

@@ -1,25 +1,45 @@
-//! Getting a fresh data table entry, scanning for expired ones when needed.
+//! Getting a fresh data table entry, scanning for expired ones when needed;
+//! for a client without storage, first getting keys of its windows from its
+//! lease block (docs/protocol.md §2.4).
 
 use crate::addr::DteAddr;
 use crate::error::Error;
 use crate::layout::DataEntryHeader;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, Results};
+use crate::pure::{LeaseBlock, LeaseWord};
 
-/// A pending sweep: the size class asked for and the entries whose
-/// headers were requested.
+/// A pending allocation: the size class asked for, and what was asked of
+/// the fabric last.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct AllocStep {
     class: u8,
-    targets: Vec<DteAddr>,
+    stage: Stage,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+enum Stage {
+    /// Nothing was asked.
+    #[default]
+    Idle,
+    /// The headers of these entries were requested.
+    Sweep(Vec<DteAddr>),
+    /// The lease block was requested.
+    Lease,
+    /// A newer generation was requested in the lease word.
+    Request,
 }
 
 impl AllocStep {
     /// Takes a free entry of size class `class` if the allocator has one
-    /// (`Ok(Some)`); otherwise issues a sweep batch of that class's share
-    /// (`Ok(None)`: call `finish` with the results).
+    /// (`Ok(Some)`); otherwise issues a sweep batch of that class's share,
+    /// or a client without storage's READ of its lease block (`Ok(None)`:
+    /// call `finish` with the results).
     pub fn start(&mut self, cx: &mut Cx<'_>, class: u8) -> Result<Option<DteAddr>, Error> {
         self.class = class;
+        if cx.client.pure.as_ref().is_some_and(|p| p.needs_keys()) {
+            return self.read_lease(cx);
+        }
         if let Some(d) = cx.client.alloc.allocate(class) {
             return Ok(Some(d));
         }
@@ -27,24 +47,56 @@ impl AllocStep {
     }
 
     fn sweep(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
-        self.targets = cx.client.alloc.next_sweep(self.class);
-        if self.targets.is_empty() {
+        let targets = cx.client.alloc.next_sweep(self.class);
+        if targets.is_empty() {
+            if let Some(p) = cx.client.pure.as_mut() {
+                if cx.client.alloc.spent_in_generation(self.class) {
+                    // Entries written in this generation are reusable only
+                    // in the next one.
+                    p.want = Some(p.generation + 1);
+                    return self.read_lease(cx);
+                }
+            }
             return Err(Error::DataTableFull {
                 node: cx.client.id.node,
                 class: self.class,
             });
         }
-        for &d in &self.targets {
+        for &d in &targets {
             cx.read_header(d);
         }
+        self.stage = Stage::Sweep(targets);
         Ok(None)
     }
 
-    /// Collects the swept headers; allocates, or sweeps the next batch.
+    fn read_lease(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
+        cx.read_lease_block();
+        self.stage = Stage::Lease;
+        Ok(None)
+    }
+
+    /// Collects the results of what was issued last; allocates, or issues
+    /// the next step.
     pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<Option<DteAddr>, Error> {
+        match std::mem::take(&mut self.stage) {
+            Stage::Idle => Err(Error::Conflict),
+            Stage::Sweep(targets) => self.collect(cx, &targets, results),
+            Stage::Lease => self.on_lease(cx, &results),
+            // Asked: the agent binds in its own time; a later attempt reads
+            // the grant.
+            Stage::Request => Err(Error::Timeout),
+        }
+    }
+
+    fn collect(
+        &mut self,
+        cx: &mut Cx<'_>,
+        targets: &[DteAddr],
+        results: Results,
+    ) -> Result<Option<DteAddr>, Error> {
         let (skew, expiration) = (cx.cfg().clock_skew, cx.cfg().expiration);
         let hasty = cx.client.faults.reuse_before_expiry;
-        for (&d, r) in self.targets.iter().zip(&results) {
+        for (&d, r) in targets.iter().zip(&results) {
             let Some(h) = bytes(r).ok().and_then(DataEntryHeader::decode) else {
                 continue;
             };
@@ -60,5 +112,41 @@ impl AllocStep {
             Some(d) => Ok(Some(d)),
             None => self.sweep(cx),
         }
+    }
+
+    /// The lease block read: adopt a granted generation the client waits
+    /// for, or ask for it, or wait (a retryable timeout: nothing written).
+    fn on_lease(&mut self, cx: &mut Cx<'_>, results: &Results) -> Result<Option<DteAddr>, Error> {
+        let block = results
+            .first()
+            .and_then(|r| bytes(r).ok())
+            .and_then(LeaseBlock::decode);
+        let (Some(block), Some(p)) = (block, cx.client.pure.as_mut()) else {
+            return Err(Error::Timeout);
+        };
+        // A client that starts asks for a generation past any granted, so
+        // that no key an earlier holder of its share had stays good.
+        let want = *p.want.get_or_insert(block.lease.granted + 1);
+        if block.lease.granted >= want {
+            let Some(keys) = block.granted_keys() else {
+                // Read while the agent stored it: read again later.
+                return Err(Error::Timeout);
+            };
+            p.generation = block.lease.granted;
+            p.keys = keys;
+            p.want = None;
+            cx.client.alloc.begin_generation();
+            return self.start(cx, self.class);
+        }
+        if block.lease.requested >= want {
+            return Err(Error::Timeout);
+        }
+        let ask = LeaseWord {
+            requested: want,
+            granted: block.lease.granted,
+        };
+        cx.cas_lease_word(block.lease, ask);
+        self.stage = Stage::Request;
+        Ok(None)
     }
 }

@@ -13,11 +13,12 @@ use crate::alloc::Allocator;
 use crate::cache::DteCache;
 use crate::config::Config;
 use crate::error::{CorruptionKind, Error};
-use crate::fabric::Op;
+use crate::fabric::{FabricError, Op, OpOutput, WindowKey};
 use crate::faults::Faults;
 use crate::hash::Hasher;
 use crate::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
-use crate::machine::io::{bytes, Io};
+use crate::machine::io::{bytes, written, Io, Results};
+use crate::pure::{LeaseWord, PureWindows};
 use crate::time::{duration_nanos, Nanos};
 
 /// What a client keeps between operations.
@@ -34,6 +35,8 @@ pub struct ClientState {
     pub cache: DteCache,
     /// Test-only protocol fault switches (all off by default).
     pub faults: Faults,
+    /// A client without storage's windows (`None` for a client of a node).
+    pub pure: Option<PureWindows>,
     pub(crate) hasher: Hasher,
 }
 
@@ -41,12 +44,18 @@ impl ClientState {
     /// The state of client `id` under `cfg` (validated here).
     pub fn new(cfg: Arc<Config>, id: ClientId) -> Result<ClientState, Error> {
         cfg.validate()?;
-        id.check_in(cfg.nodes, cfg.clients_per_node)?;
+        id.check_in(cfg.nodes, cfg.shares_per_node())?;
+        let pure = cfg.is_pure(id);
         Ok(ClientState {
             id,
-            alloc: Allocator::new(&cfg, id),
+            alloc: if pure {
+                Allocator::new_pure(&cfg, id)
+            } else {
+                Allocator::new(&cfg, id)
+            },
             cache: DteCache::new(cfg.cache_capacity),
             faults: Faults::default(),
+            pure: pure.then(PureWindows::default),
             hasher: cfg.hasher(),
             cfg,
         })
@@ -95,7 +104,7 @@ impl Cx<'_> {
     }
 
     pub(crate) fn is_local(&self, dte: DteAddr) -> bool {
-        dte.node() == self.client.id.node
+        self.client.pure.is_none() && dte.node() == self.client.id.node
     }
 
     /// Whether the attempt may still start a mutation: its deadline minus the
@@ -276,10 +285,135 @@ impl Cx<'_> {
         }
     }
 
-    /// Writes a whole entry into the local data table by CPU.
-    pub(crate) fn write_local_dte(&mut self, dte: DteAddr, data: Vec<u8>) -> usize {
+    /// Writes a fresh entry of this client's share: by CPU into the local
+    /// data table, or, for a client without storage, through its window
+    /// (docs/protocol.md §2.4): its state and recycle words each by a CAS
+    /// that expects what the entry held when it was found free (a CAS is
+    /// never duplicated, so no copy can later undo the commit or a recycle
+    /// mark), its deadline and the rest by WRITEs, all in one round.
+    /// [`Cx::dte_written`] checks the round's results.
+    pub(crate) fn write_dte(&mut self, dte: DteAddr, data: Vec<u8>) {
         let offset = self.client.cfg.data_tables().entry_offset(dte);
-        self.io.issue(Op::LocalWrite { offset, data })
+        let Some(pure) = &self.client.pure else {
+            self.io.issue(Op::LocalWrite { offset, data });
+            return;
+        };
+        let window = self.client.cfg.window_of(self.client.id, dte.class());
+        let key = pure.keys.get(usize::from(dte.class())).copied();
+        let (Some(window), Some(key)) = (window, key) else {
+            // No key for the class (never: a write starts after its keys):
+            // a request the fabric refuses, so the round fails cleanly.
+            self.io.issue(Op::Windowed {
+                window: crate::fabric::WindowId {
+                    node: dte.node(),
+                    index: u32::MAX,
+                },
+                key: WindowKey(0),
+                op: Box::new(Op::Write {
+                    addr: RemoteAddr::data(dte.node(), offset),
+                    data,
+                }),
+            });
+            return;
+        };
+        let (state, recycle) = self.client.alloc.claim_words(dte);
+        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
+        let at = |delta: u64| RemoteAddr::data(dte.node(), offset + delta);
+        let through = |op: Op| Op::Windowed {
+            window,
+            key,
+            op: Box::new(op),
+        };
+        let parts = [
+            Op::Cas {
+                addr: at(0),
+                expect: state,
+                new: word(0),
+            },
+            Op::Cas {
+                addr: at(16),
+                expect: recycle,
+                new: word(16),
+            },
+            Op::Write {
+                addr: at(8),
+                data: data[8..16].to_vec(),
+            },
+            Op::Write {
+                addr: at(24),
+                data: data[24..].to_vec(),
+            },
+        ];
+        for op in parts {
+            self.io.issue(through(op));
+        }
+    }
+
+    /// Reads this client without storage's lease block (its lease word and
+    /// key words, one READ).
+    pub(crate) fn read_lease_block(&mut self) {
+        let cfg = &self.client.cfg;
+        let offset = cfg.lease_block(self.client.id).unwrap_or(0);
+        let len = cfg.lease_block_bytes() as u32;
+        self.io.issue(Op::Read {
+            addr: RemoteAddr::data(self.client.id.node, offset),
+            len,
+        });
+    }
+
+    /// Asks for a newer generation: CASes the lease word from `seen` to
+    /// `ask`.
+    pub(crate) fn cas_lease_word(&mut self, seen: LeaseWord, ask: LeaseWord) {
+        let offset = self.client.cfg.lease_block(self.client.id).unwrap_or(0);
+        self.io.issue(Op::Cas {
+            addr: RemoteAddr::data(self.client.id.node, offset),
+            expect: seen.encode(),
+            new: ask.encode(),
+        });
+    }
+
+    /// Whether the round of [`Cx::write_dte`] wrote entry `dte` whole. A
+    /// client without storage's entry whose round failed, or found other
+    /// words than it expected, is never linked and waits for the next
+    /// generation ([`crate::alloc::Allocator::quarantine`]); a refused
+    /// window means its keys were revoked (its lease was taken back): it
+    /// asks for a newer generation, and the attempt is retried (nothing was
+    /// linked).
+    pub(crate) fn dte_written(&mut self, dte: DteAddr, results: &Results) -> Result<(), Error> {
+        if self.client.pure.is_none() {
+            return results.first().map_or(Err(Error::Conflict), written);
+        }
+        let expected = self.client.alloc.claim_words(dte);
+        let mut outcome = Ok(());
+        for (i, r) in results.iter().enumerate() {
+            let fine = match (i, r) {
+                (0, Ok(OpOutput::Cas { previous })) => *previous == expected.0,
+                (1, Ok(OpOutput::Cas { previous })) => *previous == expected.1,
+                (_, Ok(OpOutput::Written)) => true,
+                (_, Err(FabricError::WindowRefused { .. })) => {
+                    if let Some(p) = self.client.pure.as_mut() {
+                        p.revoked();
+                    }
+                    outcome = Err(Error::Timeout);
+                    continue;
+                }
+                (_, Err(e)) => {
+                    outcome = outcome.and(Err(e.clone().into()));
+                    continue;
+                }
+                _ => false,
+            };
+            if !fine {
+                outcome = outcome.and(Err(Error::Conflict));
+            }
+        }
+        if results.len() < 4 {
+            outcome = outcome.and(Err(Error::Conflict));
+        }
+        if outcome.is_err() {
+            self.client.alloc.quarantine(dte);
+        }
+        outcome
     }
 
     /// Marks an entry for recycling: reusable T after now. Only called by the
@@ -304,8 +438,11 @@ impl Cx<'_> {
         }
         // Stamped by this client's clock, which the owner's need not agree
         // with: marked remote, and the owner counts T from when it sees it
-        // (unless the test-only switch has the owner trust the stamp).
-        let word = if self.client.faults.trust_remote_mark_stamp {
+        // (unless the test-only switch has the owner trust the stamp). A
+        // client without storage marking its own entry is the owner: its
+        // stamp is its own clock's.
+        let own = self.client.alloc.owns(dte);
+        let word = if self.client.faults.trust_remote_mark_stamp || own {
             RecycleWord::marked(expires)
         } else {
             RecycleWord::marked_remotely(expires)

@@ -348,7 +348,7 @@ impl Migrate {
             prev: self.mv.w.0,
         };
         let bytes = cx.encode_entry(d, &header, &y.key, &value);
-        cx.write_local_dte(d, bytes);
+        cx.write_dte(d, bytes);
         self.mv.copy = Some(d);
         self.mv.header = Some(header);
         self.phase = Phase::AwaitCopy;
@@ -584,9 +584,10 @@ impl Migrate {
                 }
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitCopy => match written(&results[0]) {
-                Ok(()) => self.lock(cx),
-                Err(e) => Some(Err(e)),
+            Phase::AwaitCopy => match self.mv.copy.map(|d| cx.dte_written(d, &results)) {
+                Some(Ok(())) => self.lock(cx),
+                None => Some(Err(Error::Conflict)),
+                Some(Err(e)) => Some(Err(e)),
             },
             Phase::AwaitLock => self.on_lock(cx, &results),
             Phase::AwaitInstall => self.on_install(cx, &results),

@@ -420,7 +420,7 @@ impl WriteLogic {
             prev: self.words[self.target].0,
         };
         let bytes = cx.encode_entry(d, &header, &self.key, value);
-        cx.write_local_dte(d, bytes);
+        cx.write_dte(d, bytes);
         self.new_dte = Some(d);
         self.new_header = Some(header);
         self.phase = Phase::AwaitWrite;
@@ -780,9 +780,10 @@ impl Logic for WriteLogic {
                 }
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitWrite => match written(&results[0]) {
-                Ok(()) => self.install(cx),
-                Err(e) => Some(Err(e)),
+            Phase::AwaitWrite => match self.new_dte.map(|d| cx.dte_written(d, &results)) {
+                Some(Ok(())) => self.install(cx),
+                None => conflict(),
+                Some(Err(e)) => Some(Err(e)),
             },
             Phase::AwaitInstall => self.on_install(cx, &results),
             Phase::AwaitVerify(others) => self.on_verify(cx, &others, &results),

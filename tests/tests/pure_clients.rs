@@ -1,0 +1,191 @@
+//! Clients without storage (issue 41, docs/protocol.md §2.4), the story on
+//! the simulated fabric: a client that hosts no data table writes its
+//! entries over the fabric through memory windows the node's agent binds;
+//! it asks for its first keys when it starts, writes each entry of its share
+//! once per generation of its windows, and asks for the next generation
+//! when its share has nothing left to reuse; a window bound again under it
+//! (its lease taken back) refuses its WRITEs, and it asks again. Clients of
+//! the nodes read what it wrote, and it reads theirs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use nessie_fabric_sim::SimEndpoint;
+use nessie_protocol::pure::{serve_once, LeaseBlock};
+use nessie_protocol::{
+    Client, ClientId, Config, Endpoint, Fabric, NodeId, Op, OpId, OpOutput, Region, WorkRequest,
+};
+use nessie_tests::SimCluster;
+
+/// Two nodes, one client of each node and one client without storage on
+/// each; shares of 8 entries, so a few dozen PUTs run through generations.
+fn config() -> Config {
+    Config {
+        nodes: 2,
+        index_slots_per_node: 64,
+        dtes_per_node: 16,
+        clients_per_node: 1,
+        pure_clients_per_node: 1,
+        candidates: 2,
+        cache_capacity: 0,
+        expiration: Duration::from_millis(5),
+        clock_skew: Duration::from_micros(100),
+        deadline_margin: Duration::from_millis(1),
+        ..Config::default()
+    }
+}
+
+/// The pure client of node 1.
+const PURE: ClientId = ClientId {
+    node: NodeId(1),
+    index: 1,
+};
+
+/// Node `node`'s agent, serving lease blocks until the guard drops.
+struct Agent {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Agent {
+    fn start(cluster: &SimCluster, node: u16) -> Agent {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut ep = cluster.fabric.open(NodeId(node)).expect("agent endpoint");
+        let cfg = cluster.cfg.clone();
+        let halt = stop.clone();
+        let thread = thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                serve_once(&cfg, &mut ep, Duration::from_millis(100)).expect("agent pass");
+                thread::sleep(Duration::from_micros(200));
+            }
+        });
+        Agent {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn pure_client(cluster: &SimCluster) -> Client<SimEndpoint> {
+    let ep = cluster.fabric.open(PURE.node).expect("endpoint");
+    Client::new(cluster.cfg.clone(), PURE, ep).expect("a client without storage")
+}
+
+fn lease_block(cluster: &SimCluster) -> LeaseBlock {
+    let offset = cluster.cfg.lease_block(PURE).expect("a pure client");
+    let bytes = cluster
+        .fabric
+        .read_bytes(
+            PURE.node,
+            Region::Data,
+            offset,
+            cluster.cfg.lease_block_bytes(),
+        )
+        .expect("lease block");
+    LeaseBlock::decode(&bytes).expect("decodes")
+}
+
+#[test]
+fn a_client_without_storage_writes_through_its_windows_and_others_read_it() {
+    let cluster = SimCluster::new(config());
+    let _agent = Agent::start(&cluster, 1);
+    let mut pure = pure_client(&cluster);
+    let mut local = cluster.client(0, 0);
+    assert_eq!(pure.put(b"k1", b"from the pure client"), Ok(false));
+    assert_eq!(
+        local.get(b"k1").unwrap().as_deref(),
+        Some(&b"from the pure client"[..])
+    );
+    assert_eq!(local.put(b"k2", b"from node 0"), Ok(false));
+    assert_eq!(
+        pure.get(b"k2").unwrap().as_deref(),
+        Some(&b"from node 0"[..])
+    );
+    let block = lease_block(&cluster);
+    assert_eq!(block.lease.granted, 1, "its first generation");
+    assert!(block.granted_keys().is_some());
+    let stats = pure.last_stats();
+    assert_eq!(
+        stats.local_writes, 0,
+        "a client without storage writes no CPU memory"
+    );
+}
+
+#[test]
+fn its_share_runs_through_generations_of_its_windows() {
+    let cluster = SimCluster::new(config());
+    let _agent = Agent::start(&cluster, 1);
+    let mut pure = pure_client(&cluster);
+    let mut local = cluster.client(0, 0);
+    // 8 entries per share: 40 updates need several generations, each
+    // entry reused only once its window was bound again (and T passed).
+    for i in 0..40u32 {
+        let value = format!("v{i}");
+        // Faster than T, a share has nothing expired to reuse (as any
+        // client's): wait for T and write again.
+        let mut tries = 0;
+        while let Err(e) = pure.put(b"key", value.as_bytes()) {
+            assert!(
+                matches!(e, nessie_protocol::Error::DataTableFull { .. }) && tries < 100,
+                "put {i}: {e}"
+            );
+            tries += 1;
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(
+            local.get(b"key").unwrap().as_deref(),
+            Some(value.as_bytes())
+        );
+    }
+    let block = lease_block(&cluster);
+    assert!(
+        block.lease.granted >= 4,
+        "40 entries from a share of 8: generation {}",
+        block.lease.granted
+    );
+}
+
+#[test]
+fn a_window_bound_again_under_it_refuses_its_writes_and_it_asks_again() {
+    let cluster = SimCluster::new(config());
+    let _agent = Agent::start(&cluster, 1);
+    let mut pure = pure_client(&cluster);
+    pure.put(b"a", b"1").expect("put");
+    let before = lease_block(&cluster).lease.granted;
+    // The node binds the client's windows again without being asked (as
+    // when it takes a lease back): the client's keys are dead.
+    let mut node = cluster.fabric.open(NodeId(1)).expect("node");
+    for class in 0..cluster.cfg.data_tables().len() as u8 {
+        let w = cluster.cfg.window_of(PURE, class).expect("window");
+        let (offset, len) = cluster.cfg.share_range(PURE, class).expect("share");
+        node.post(WorkRequest {
+            id: OpId(1),
+            op: Op::BindWindow {
+                index: w.index,
+                offset,
+                len,
+            },
+        })
+        .expect("bind");
+        let mut out = Vec::new();
+        node.wait(&mut out, Duration::from_millis(50));
+        assert!(matches!(out[0].result, Ok(OpOutput::Bound { .. })));
+    }
+    pure.put(b"b", b"2")
+        .expect("a later PUT gets new keys and succeeds");
+    assert!(lease_block(&cluster).lease.granted > before);
+    let mut local = cluster.client(0, 0);
+    assert_eq!(local.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(local.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
