@@ -58,6 +58,9 @@ pub fn describe(world: &World, before: &WorldState, action: &Action) -> String {
             "client {c}: {} lands late",
             op(&client(*c).orphans[*i].wr.op)
         ),
+        Action::Agent(n) => {
+            format!("node {n}'s agent binds the windows its clients without storage asked for")
+        }
         Action::Deliver(c, i) => format!(
             "client {c}: the held completion of request {} arrives",
             client(*c).late[*i].id.0

@@ -36,6 +36,9 @@
 //!   `machine_local_request_ids` reinstates issue 24's hole 2).
 //! - `Land(c, i)`: client `c`'s orphan `i` lands, whole.
 //! - `Deliver(c, i)`: client `c`'s held completion `i` arrives.
+//! - `Agent(n)`: node `n`'s agent makes one pass over its lease blocks
+//!   (atomically: its CPU), binding the windows of every client without
+//!   storage that asked for a newer generation (docs/protocol.md §2.4).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hash;
@@ -45,6 +48,7 @@ use std::time::Duration;
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
 use nessie_protocol::pipeline::RequestMachine;
+use nessie_protocol::pure::{AgentPass, LeaseBlock, LeaseWord, PureWindows};
 use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, Completion, Config, CorruptionKind, DteAddr, Error, FabricError, Faults, Machine,
@@ -97,6 +101,9 @@ pub enum Expect {
     OrphanLanded,
     /// A completion arrived after its round had been given up.
     LateDelivered,
+    /// A client without storage wrote in a later generation of its
+    /// windows than its first (its agent bound them again on its request).
+    NewGeneration,
 }
 
 /// A small cluster and workload to explore.
@@ -329,6 +336,8 @@ pub enum Action {
     Land(usize, usize),
     /// Held completion `i` of client `c` arrives.
     Deliver(usize, usize),
+    /// Node `n`'s agent makes one pass over its lease blocks.
+    Agent(u16),
 }
 
 /// Clock value at the start of every world.
@@ -387,6 +396,9 @@ impl World {
             let mut state = ClientState::new(self.cfg.clone(), c.id)?;
             state.alloc.assume_zeroed();
             state.faults = c.faults;
+            if state.pure.is_some() {
+                state.pure = Some(self.first_generation(&mut mem, c.id)?);
+            }
             states.push(state);
         }
         for (c, op) in &self.prelude {
@@ -423,6 +435,60 @@ impl World {
             faults: 0,
             history: WorldHistory::default(),
             flags: Flags::default(),
+        })
+    }
+
+    /// Grants client without storage `id` its first generation before the
+    /// world starts (its request and the agent's pass, atomically), so that
+    /// the explored part begins with its keys.
+    fn first_generation(&self, mem: &mut Memory, id: ClientId) -> Result<PureWindows, Error> {
+        let bug = |what: &str| Error::corrupt(CorruptionKind::Bug, what.to_string());
+        let at = self
+            .cfg
+            .lease_block(id)
+            .ok_or_else(|| bug("no lease block"))?;
+        let ask = LeaseWord {
+            requested: 1,
+            granted: 0,
+        };
+        let wr = nessie_protocol::WorkRequest {
+            id: nessie_protocol::OpId(0),
+            op: Op::LocalWrite {
+                offset: at,
+                data: ask.encode().to_le_bytes().to_vec(),
+            },
+        };
+        InFlight::new(wr, 0)
+            .run_to_end(mem, id.node, WordOrder::Ascending)
+            .map_err(|e| bug(&e.to_string()))?;
+        agent_pass(&self.cfg, mem, id.node);
+        let bytes = mem
+            .read(
+                id.node,
+                nessie_protocol::Region::Data,
+                at,
+                self.cfg.lease_block_bytes(),
+            )
+            .map_err(|e| bug(&e.to_string()))?;
+        let keys = LeaseBlock::decode(&bytes)
+            .and_then(|b| b.granted_keys())
+            .ok_or_else(|| bug("the agent granted no keys"))?;
+        Ok(PureWindows {
+            generation: 1,
+            keys,
+            want: None,
+        })
+    }
+
+    /// Whether a client without storage of node `n` waits for its agent.
+    fn lease_pending(&self, s: &WorldState, n: NodeId) -> bool {
+        self.clients.iter().any(|c| {
+            c.id.node == n
+                && self.cfg.lease_block(c.id).is_some_and(|at| {
+                    s.mem
+                        .word(n, nessie_protocol::Region::Data, at)
+                        .is_ok_and(|w| LeaseWord::decode(w).pending())
+                })
         })
     }
 
@@ -780,10 +846,16 @@ impl World {
                 }
             }
         }
+        let rewrites = self.cfg.is_pure(self.clients[c].id)
+            && self.rewrites_linked(&s.mem, f.wr.op.unwindowed());
         let mutation = f.is_mutation();
         let r = &mut s.clients[c];
         let f = &mut r.pending[i];
+        let before = f.words;
         if let Some(result) = f.step(&mut s.mem, own, self.torn, self.word_order) {
+            if rewrites && (result.is_ok() || f.words > before) {
+                s.flags.reused_linked = true;
+            }
             let id = f.wr.id;
             r.pending.swap_remove(i);
             deliver(r, Completion { id, result });
@@ -839,11 +911,34 @@ impl World {
         }
     }
 
+    /// Whether a client without storage's WRITE `op` would change an entry
+    /// that an index word still links (a copy of the entry's own WRITE,
+    /// landing again with the same bytes, changes nothing).
+    fn rewrites_linked(&self, mem: &Memory, op: &Op) -> bool {
+        let Op::Write { addr, data } = op else {
+            return false;
+        };
+        if addr.region != nessie_protocol::Region::Data {
+            return false;
+        }
+        let tables = self.cfg.data_tables();
+        let Some(d) = tables.entry_at(addr.node, addr.offset) else {
+            return false;
+        };
+        let now = mem.read(addr.node, addr.region, addr.offset, data.len() as u64);
+        mem.entry_in_use(&self.cfg, d) && now.is_ok_and(|b| b != *data)
+    }
+
     /// Orphan `i` of client `c` lands, whole.
     fn land(&self, s: &mut WorldState, c: usize, i: usize) {
         let own = self.clients[c].id.node;
         let mut f = s.clients[c].orphans.swap_remove(i);
-        let _ = f.run_to_end(&mut s.mem, own, self.word_order);
+        let rewrites = self.cfg.is_pure(self.clients[c].id)
+            && self.rewrites_linked(&s.mem, f.wr.op.unwindowed());
+        let landed = f.run_to_end(&mut s.mem, own, self.word_order).is_ok();
+        if rewrites && landed {
+            s.flags.reused_linked = true;
+        }
         s.flags.reached.insert(Expect::OrphanLanded);
         self.check_memory(s);
     }
@@ -935,6 +1030,11 @@ impl Model for World {
                 actions.push(Action::Crash(c));
             }
         }
+        for n in 0..self.cfg.nodes {
+            if self.lease_pending(s, NodeId(n)) {
+                actions.push(Action::Agent(n));
+            }
+        }
     }
 
     fn next_state(&self, last: &WorldState, action: Action) -> Option<WorldState> {
@@ -964,6 +1064,7 @@ impl Model for World {
             Action::Fault(c, i, f) => self.fault(&mut s, c, i, f),
             Action::Land(c, i) => self.land(&mut s, c, i),
             Action::Deliver(c, i) => self.deliver_late(&mut s, c, i),
+            Action::Agent(n) => agent_pass(&self.cfg, &mut s.mem, NodeId(n)),
         }
         for r in &s.clients {
             let (hits, _) = r.state.cache.hit_miss();
@@ -971,6 +1072,12 @@ impl Model for World {
                 s.flags.reached.insert(Expect::CacheHit);
                 break;
             }
+        }
+        if s.clients
+            .iter()
+            .any(|r| r.state.pure.as_ref().is_some_and(|p| p.generation > 1))
+        {
+            s.flags.reached.insert(Expect::NewGeneration);
         }
         self.check_quiescence(&mut s);
         Some(s)
@@ -1011,6 +1118,25 @@ impl Model for World {
 
 /// Hands `c` to `r`'s running machine through its router (which drops a
 /// completion whose request belongs to no running machine).
+/// One pass of node `node`'s agent, its CPU accesses run atomically.
+fn agent_pass(cfg: &Config, mem: &mut Memory, node: NodeId) {
+    let mut pass = AgentPass::new(node);
+    let mut ops = pass.start(cfg);
+    while !ops.is_empty() {
+        let results: Vec<_> = ops
+            .into_iter()
+            .map(|op| {
+                let wr = nessie_protocol::WorkRequest {
+                    id: nessie_protocol::OpId(0),
+                    op,
+                };
+                InFlight::new(wr, 0).run_to_end(mem, node, WordOrder::Ascending)
+            })
+            .collect();
+        ops = pass.advance(cfg, &results);
+    }
+}
+
 fn deliver(r: &mut ClientRun, c: Completion) {
     if let Some((_, c)) = r.router.inbound(c) {
         if let Some(m) = r.machine.as_mut() {
@@ -1040,6 +1166,7 @@ fn expect_property(e: Expect) -> Property<World> {
         Expect::SoloAttempt => reached!(Expect::SoloAttempt),
         Expect::OrphanLanded => reached!(Expect::OrphanLanded),
         Expect::LateDelivered => reached!(Expect::LateDelivered),
+        Expect::NewGeneration => reached!(Expect::NewGeneration),
     }
 }
 
@@ -1057,5 +1184,6 @@ pub fn expect_name(e: Expect) -> &'static str {
         Expect::SoloAttempt => "an attempt ran alone",
         Expect::OrphanLanded => "a request landed after its error completion",
         Expect::LateDelivered => "a completion arrived after its round was given up",
+        Expect::NewGeneration => "a client without storage wrote in a later generation",
     }
 }

@@ -137,6 +137,15 @@ pub struct Faults {
     /// of a present key as an insert into a full table (the swarm's case
     /// 30,014).
     pub table_full_uncertified: bool,
+    /// A client without storage writes its entry whole with one WRITE, its
+    /// state and recycle words included, instead of setting those two by
+    /// CAS (docs/protocol.md §2.4): a duplicate of the WRITE that lands
+    /// after the commit turns the committed entry back into a writing one.
+    pub pure_state_by_write: bool,
+    /// A client without storage writes its entries with plain WRITEs and
+    /// CASes, not through its windows: a request of an earlier generation
+    /// that lands late changes an entry reused in a later one.
+    pub pure_unwindowed: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -146,7 +155,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 28] = [
+    pub const NAMES: [&'static str; 30] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -175,6 +184,8 @@ impl Faults {
         "mark-by-main-class-offset",
         "skip-copy-update-verify",
         "table-full-uncertified",
+        "pure-state-by-write",
+        "pure-unwindowed",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -210,6 +221,8 @@ impl Faults {
             "mark-by-main-class-offset" => &mut self.mark_by_main_class_offset,
             "skip-copy-update-verify" => &mut self.skip_copy_update_verify,
             "table-full-uncertified" => &mut self.table_full_uncertified,
+            "pure-state-by-write" => &mut self.pure_state_by_write,
+            "pure-unwindowed" => &mut self.pure_unwindowed,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -19,9 +19,11 @@ use nessie_protocol::{
 use crate::world::{ClientSpec, Expect, World, CLASSIC_FAULTS};
 use nessie_check::memory::WordOrder;
 
+mod pure;
 mod timed;
 mod untimed;
 
+pub use pure::*;
 pub use timed::*;
 pub use untimed::*;
 
@@ -549,6 +551,31 @@ pub const WORLDS: &[WorldRow] = &[
         build: duplicate_mark,
         ci: CiCheck::OwnTest,
         catches: &[],
+    },
+    WorldRow {
+        name: "pure-duplicated-writes",
+        build: pure_duplicated_writes,
+        ci: exhaustive(Group::Edges, 7_406),
+        catches: &[catch(
+            "pure-state-by-write",
+            &[
+                LINEARIZABLE,
+                "no linked entry is reused",
+                "acknowledged writes survive at quiescence",
+            ],
+            "a duplicated whole-entry WRITE lands after the commit and turns the entry back to \
+             writing",
+        )],
+    },
+    WorldRow {
+        name: "pure-generations",
+        build: pure_generations,
+        ci: exhaustive(Group::Edges, 132_916),
+        catches: &[catch(
+            "pure-unwindowed",
+            &[LINEARIZABLE, "acknowledged writes survive at quiescence"],
+            "a WRITE of the first generation lands on the entry reused in the second",
+        )],
     },
 ];
 

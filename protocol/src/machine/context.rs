@@ -319,11 +319,21 @@ impl Cx<'_> {
         let (state, recycle) = self.client.alloc.claim_words(dte);
         let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
         let at = |delta: u64| RemoteAddr::data(dte.node(), offset + delta);
-        let through = |op: Op| Op::Windowed {
-            window,
-            key,
-            op: Box::new(op),
+        let unwindowed = self.client.faults.pure_unwindowed;
+        let through = |op: Op| match unwindowed {
+            // Broken variant: no window, so no revocation.
+            true => op,
+            false => Op::Windowed {
+                window,
+                key,
+                op: Box::new(op),
+            },
         };
+        if self.client.faults.pure_state_by_write {
+            // Broken variant: the state and recycle words in the WRITE.
+            self.io.issue(through(Op::Write { addr: at(0), data }));
+            return;
+        }
         let parts = [
             Op::Cas {
                 addr: at(0),
@@ -407,7 +417,12 @@ impl Cx<'_> {
                 outcome = outcome.and(Err(Error::Conflict));
             }
         }
-        if results.len() < 4 {
+        let parts = if self.client.faults.pure_state_by_write {
+            1
+        } else {
+            4
+        };
+        if results.len() < parts {
             outcome = outcome.and(Err(Error::Conflict));
         }
         if outcome.is_err() {

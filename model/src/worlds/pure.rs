@@ -1,0 +1,68 @@
+//! Clients without storage (docs/protocol.md §2.4): a client that hosts no
+//! data table writes its entries through memory windows, and its WRITEs may
+//! land twice or late. Each world has one such client on node 1 (its share
+//! of two entries there) and a reader of node 0.
+
+use super::*;
+
+/// Two nodes of two index entries (N = 2), one client of each node and one
+/// client without storage on each, two data entries per share.
+fn pure_cfg() -> Config {
+    let mut c = cfg(2, 2, 2, 1);
+    c.pure_clients_per_node = 1;
+    c.dtes_per_node = 4;
+    c
+}
+
+/// The client without storage of node 1.
+fn pure_client(program: Vec<Request>) -> ClientSpec {
+    client(1, 1, program)
+}
+
+/// A client without storage PUTs a key while a reader of node 0 reads it
+/// twice; one of its WRITEs is duplicated, and the copy lands whenever the
+/// model likes, after the commit included. The entry's state and recycle
+/// words are set by CAS, never duplicated, so the copy rewrites bytes that
+/// already hold what it carries.
+pub fn pure_duplicated_writes(faults: Faults) -> World {
+    let k = b"k";
+    let mut w = world(
+        "pure-duplicated-writes",
+        pure_cfg(),
+        vec![
+            pure_client(vec![put(k, "first-value-aaaa")]),
+            client(0, 0, vec![get(k), get(k)]),
+        ],
+    );
+    w.max_faults = 1;
+    w.faults = vec![TransportFault::DuplicateWrite];
+    w.expect = vec![Expect::OrphanLanded];
+    with_faults(w, faults)
+}
+
+/// A client without storage updates a key twice; a request of its first
+/// write's data round reports an error and lands later, at any time (no
+/// landing bound). Its share of two entries runs out in the first
+/// generation (one entry set aside by the failed round, one linked), so the
+/// second PUT asks node 1's agent for the next generation, which binds its
+/// windows again; the entry set aside is reused then, and the late request,
+/// carrying the old key, can no longer land on it. A reader of node 0 reads
+/// the key.
+pub fn pure_generations(faults: Faults) -> World {
+    let k = b"k";
+    let mut w = world(
+        "pure-generations",
+        pure_cfg(),
+        vec![
+            pure_client(vec![put(k, "a-value"), put(k, "b-value")]),
+            client(0, 0, vec![get(k)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 3;
+    w.max_faults = 1;
+    w.faults = vec![TransportFault::ErrorThenLand];
+    w.late_landing = true;
+    w.expect = vec![Expect::OrphanLanded, Expect::NewGeneration];
+    with_faults(w, faults)
+}
