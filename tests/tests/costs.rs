@@ -1,7 +1,7 @@
 //! Fabric-operation counts of the quiet cases, asserted exactly. These are
 //! the figures docs/protocol.md states ("Costs") and compares with the paper.
 
-use nessie_protocol::{Config, IteAddr, NodeId, OpStats};
+use nessie_protocol::{Config, Fabric, IteAddr, NodeId, OpStats};
 use nessie_tests::{find_key, SimCluster};
 
 /// Client under test runs on node 0; keys are chosen so that none of their
@@ -336,4 +336,61 @@ fn in_buckets_a_quiet_insert_is_four_bucket_reads_one_cas_in_three_round_trips()
     assert_eq!((s.index_reads, s.data_reads, s.writes), (4, 0, 0), "{s}");
     assert_eq!((s.index_cas, s.data_cas), (1, 1), "{s}");
     assert_eq!((s.round_trips, s.loopback_rounds), (3, 1), "{s}");
+}
+
+/// A client without storage of node 0 (its share on node 0, every index
+/// access remote): its GET costs what a node's client's remote GET does;
+/// its insert adds one round, the data round through its window (two CASes
+/// claiming the entry's state and recycle words, two WRITEs), and its
+/// commit is a remote CAS, not a loopback one: five remote round trips
+/// against three and a loopback commit (docs/protocol.md §5.4).
+#[test]
+fn a_client_without_storage_pays_one_data_round_more_per_write() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mut c = cfg(0);
+    c.pure_clients_per_node = 1;
+    let cluster = SimCluster::new(c);
+    let pure_id = nessie_protocol::ClientId {
+        node: NodeId(0),
+        index: 2,
+    };
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let agent = {
+        let mut ep = cluster.fabric.open(NodeId(0)).unwrap();
+        let (cfg, stop) = (cluster.cfg.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                nessie_protocol::pure::serve_once(
+                    &cfg,
+                    &mut ep,
+                    std::time::Duration::from_millis(50),
+                )
+                .unwrap();
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+        })
+    };
+    let ep = cluster.fabric.open(NodeId(0)).unwrap();
+    let mut pure = nessie_protocol::Client::new(cluster.cfg.clone(), pure_id, ep).unwrap();
+    // Its first write gets its keys and sweeps its share.
+    pure.put(b"warm-up", b"x").unwrap();
+    let key = remote_key(&cluster.cfg, "new");
+    assert!(!pure.put(&key, b"v").unwrap());
+    let s = pure.last_stats();
+    assert_eq!((s.index_reads, s.data_reads, s.writes), (5, 0, 2), "{s}");
+    assert_eq!((s.index_cas, s.data_cas), (1, 3), "{s}");
+    assert_eq!((s.local_reads, s.local_writes), (0, 0), "{s}");
+    assert_eq!((s.round_trips, s.loopback_rounds), (5, 0), "{s}");
+    let mut writer = cluster.client(2, 0);
+    let gkey = find_key(&cluster.cfg, "g", |c| c[0].node == NodeId(1));
+    writer.put(&gkey, b"value").unwrap();
+    assert_eq!(pure.get(&gkey).unwrap(), Some(b"value".to_vec()));
+    let s = pure.last_stats();
+    assert_eq!(
+        (s.index_reads, s.data_reads, s.round_trips),
+        (1, 1, 2),
+        "{s}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    agent.join().unwrap();
 }

@@ -61,6 +61,12 @@ impl ClientState {
         })
     }
 
+    /// The node this client runs on: its id's node, or `None` for a client
+    /// without storage (it runs on no node; its id's node hosts its share).
+    pub fn home(&self) -> Option<crate::addr::NodeId> {
+        self.pure.is_none().then_some(self.id.node)
+    }
+
     /// Checks a key against the configuration ([`Config::check_key`]).
     pub fn check_key(&self, key: &[u8]) -> Result<(), Error> {
         self.cfg.check_key(key)

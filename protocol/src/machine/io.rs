@@ -52,15 +52,16 @@ impl Io {
     }
 
     /// The work requests to post, once; `own` is the client's node (NIC
-    /// operations to it are loopback).
-    pub fn take_outbox(&mut self, own: NodeId) -> Vec<WorkRequest> {
+    /// operations to it are loopback; `None` for a client without storage,
+    /// which is on no node).
+    pub fn take_outbox(&mut self, own: Option<NodeId>) -> Vec<WorkRequest> {
         let nodes = || {
             self.outbox
                 .iter()
                 .filter_map(|wr| wr.op.remote_addr())
                 .map(|a| a.node)
         };
-        if nodes().any(|n| n != own) {
+        if nodes().any(|n| Some(n) != own) {
             self.stats.round_trips += 1;
         } else if nodes().next().is_some() {
             self.stats.loopback_rounds += 1;

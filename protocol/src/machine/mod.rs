@@ -158,7 +158,7 @@ impl<L: Logic> Machine for OpMachine<L> {
             .get_or_insert_with(|| now.plus(client.cfg.expiration));
         if self.io.has_outbox() {
             self.round_posted_at = now;
-            return Poll::Post(self.io.take_outbox(client.id.node));
+            return Poll::Post(self.io.take_outbox(client.home()));
         }
         if !self.io.round_complete() {
             // Every wait ends by the attempt's deadline (a round posted later,
@@ -192,7 +192,7 @@ impl<L: Logic> Machine for OpMachine<L> {
             }
             if self.io.has_outbox() {
                 self.round_posted_at = now;
-                return Poll::Post(self.io.take_outbox(client.id.node));
+                return Poll::Post(self.io.take_outbox(client.home()));
             }
         }
         self.done = true;
