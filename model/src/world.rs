@@ -48,7 +48,7 @@ use std::time::Duration;
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
 use nessie_protocol::pipeline::RequestMachine;
-use nessie_protocol::pure::{AgentPass, LeaseBlock, LeaseWord, PureWindows};
+use nessie_protocol::pure::{Agent, LeaseBlock, LeaseWord, PureWindows};
 use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, Completion, Config, CorruptionKind, DteAddr, Error, FabricError, Faults, Machine,
@@ -104,6 +104,9 @@ pub enum Expect {
     /// A client without storage wrote in a later generation of its
     /// windows than its first (its agent bound them again on its request).
     NewGeneration,
+    /// A client without storage's operation ended because its agent took
+    /// its share back (its heartbeat stood still for the lease term).
+    LeaseTakenBack,
 }
 
 /// A small cluster and workload to explore.
@@ -315,6 +318,8 @@ pub struct WorldState {
     pub history: WorldHistory,
     /// Recorded violations and events.
     pub flags: Flags,
+    /// Each node's agent (what it recorded of its clients' heartbeats).
+    pub agents: Vec<Agent>,
 }
 
 /// What the model may do next.
@@ -392,12 +397,14 @@ impl World {
             run_atomically(&mut mem, &mut st, &op, Nanos(START))?;
         }
         let mut states = Vec::new();
+        let mut agents: Vec<Agent> = (0..self.cfg.nodes).map(|n| Agent::new(NodeId(n))).collect();
         for c in &self.clients {
             let mut state = ClientState::new(self.cfg.clone(), c.id)?;
             state.alloc.assume_zeroed();
             state.faults = c.faults;
             if state.pure.is_some() {
-                state.pure = Some(self.first_generation(&mut mem, c.id)?);
+                let nonce = states.len() as u32 + 1;
+                state.pure = Some(self.first_generation(&mut mem, &mut agents, c.id, nonce)?);
             }
             states.push(state);
         }
@@ -435,19 +442,28 @@ impl World {
             faults: 0,
             history: WorldHistory::default(),
             flags: Flags::default(),
+            agents,
         })
     }
 
-    /// Grants client without storage `id` its first generation before the
-    /// world starts (its request and the agent's pass, atomically), so that
-    /// the explored part begins with its keys.
-    fn first_generation(&self, mem: &mut Memory, id: ClientId) -> Result<PureWindows, Error> {
+    /// Client without storage `id`, nonce `nonce`, takes its share and is
+    /// granted its first generation before the world starts (its CAS and
+    /// its agent's pass, atomically), so that the explored part begins with
+    /// its keys.
+    fn first_generation(
+        &self,
+        mem: &mut Memory,
+        agents: &mut [Agent],
+        id: ClientId,
+        nonce: u32,
+    ) -> Result<PureWindows, Error> {
         let bug = |what: &str| Error::corrupt(CorruptionKind::Bug, what.to_string());
         let at = self
             .cfg
             .lease_block(id)
             .ok_or_else(|| bug("no lease block"))?;
-        let ask = LeaseWord {
+        let take = LeaseWord {
+            holder: nonce,
             requested: 1,
             granted: 0,
         };
@@ -455,41 +471,56 @@ impl World {
             id: nessie_protocol::OpId(0),
             op: Op::LocalWrite {
                 offset: at,
-                data: ask.encode().to_le_bytes().to_vec(),
+                data: take.encode().to_le_bytes().to_vec(),
             },
         };
         InFlight::new(wr, 0)
             .run_to_end(mem, id.node, WordOrder::Ascending)
             .map_err(|e| bug(&e.to_string()))?;
-        agent_pass(&self.cfg, mem, id.node);
-        let bytes = mem
-            .read(
-                id.node,
-                nessie_protocol::Region::Data,
-                at,
-                self.cfg.lease_block_bytes(),
-            )
-            .map_err(|e| bug(&e.to_string()))?;
-        let keys = LeaseBlock::decode(&bytes)
-            .and_then(|b| b.granted_keys())
+        let agent = agents
+            .get_mut(usize::from(id.node.0))
+            .ok_or_else(|| bug("no agent"))?;
+        agent_pass(&self.cfg, mem, agent, START);
+        let block = self.lease_block(mem, id).ok_or_else(|| bug("no block"))?;
+        let keys = block
+            .granted_keys(nonce)
             .ok_or_else(|| bug("the agent granted no keys"))?;
-        Ok(PureWindows {
-            generation: 1,
-            keys,
-            want: None,
-        })
+        let mut p = PureWindows::new(nonce);
+        p.held = true;
+        p.generation = 1;
+        p.keys = keys;
+        p.beat = block.beat;
+        Ok(p)
     }
 
-    /// Whether a client without storage of node `n` waits for its agent.
-    fn lease_pending(&self, s: &WorldState, n: NodeId) -> bool {
-        self.clients.iter().any(|c| {
-            c.id.node == n
-                && self.cfg.lease_block(c.id).is_some_and(|at| {
-                    s.mem
-                        .word(n, nessie_protocol::Region::Data, at)
-                        .is_ok_and(|w| LeaseWord::decode(w).pending())
-                })
-        })
+    fn lease_block(&self, mem: &Memory, id: ClientId) -> Option<LeaseBlock> {
+        let at = self.cfg.lease_block(id)?;
+        let len = self.cfg.lease_block_bytes();
+        let bytes = mem
+            .read(id.node, nessie_protocol::Region::Data, at, len)
+            .ok()?;
+        LeaseBlock::decode(&bytes)
+    }
+
+    /// Whether node `n`'s agent has something to do now: a pass would grant
+    /// a request or take a share back (it would make more requests than its
+    /// read), or record a heartbeat it has not seen.
+    fn agent_has_work(&self, s: &WorldState, n: NodeId) -> bool {
+        let Some(agent) = s.agents.get(usize::from(n.0)) else {
+            return false;
+        };
+        if !self
+            .clients
+            .iter()
+            .any(|c| c.id.node == n && self.cfg.is_pure(c.id))
+        {
+            return false;
+        }
+        let mut mem = s.mem.clone();
+        let mut a = agent.clone();
+        let now = s.clock + self.offset(n);
+        let ops = agent_pass(&self.cfg, &mut mem, &mut a, now);
+        ops > 1 || a.records() != agent.records()
     }
 
     /// The initial map (the preload's effect).
@@ -654,6 +685,9 @@ impl World {
         if stats.recoveries > 0 && result.is_ok() && op.is_write() {
             reached.insert(Expect::Reclaim);
         }
+        if matches!(result, Err(Error::LeaseLost(_))) {
+            reached.insert(Expect::LeaseTakenBack);
+        }
         let ret = match result {
             Ok(r) => Ok(Ok(r)),
             Err(Error::TableFull { .. }) => Ok(Err(Failure::Full)),
@@ -682,7 +716,8 @@ impl World {
                 | Error::Timeout
                 | Error::DataTableFull { .. }
                 | Error::Fabric(_)
-                | Error::Unreachable(_),
+                | Error::Unreachable(_)
+                | Error::LeaseLost(_),
             ) => Next::Void,
             Err(e) => Next::Unexpected(format!("client {c}: {e}")),
         };
@@ -1031,7 +1066,7 @@ impl Model for World {
             }
         }
         for n in 0..self.cfg.nodes {
-            if self.lease_pending(s, NodeId(n)) {
+            if self.agent_has_work(s, NodeId(n)) {
                 actions.push(Action::Agent(n));
             }
         }
@@ -1064,7 +1099,13 @@ impl Model for World {
             Action::Fault(c, i, f) => self.fault(&mut s, c, i, f),
             Action::Land(c, i) => self.land(&mut s, c, i),
             Action::Deliver(c, i) => self.deliver_late(&mut s, c, i),
-            Action::Agent(n) => agent_pass(&self.cfg, &mut s.mem, NodeId(n)),
+            Action::Agent(n) => {
+                let now = s.clock + self.offset(NodeId(n));
+                if let Some(agent) = s.agents.get_mut(usize::from(n)) {
+                    agent_pass(&self.cfg, &mut s.mem, agent, now);
+                }
+                self.check_memory(&mut s);
+            }
         }
         for r in &s.clients {
             let (hits, _) = r.state.cache.hit_miss();
@@ -1118,11 +1159,14 @@ impl Model for World {
 
 /// Hands `c` to `r`'s running machine through its router (which drops a
 /// completion whose request belongs to no running machine).
-/// One pass of node `node`'s agent, its CPU accesses run atomically.
-fn agent_pass(cfg: &Config, mem: &mut Memory, node: NodeId) {
-    let mut pass = AgentPass::new(node);
-    let mut ops = pass.start(cfg);
+/// One pass of `agent` at `now`, its requests (the node's CPU and its
+/// loopback CASes) run atomically; returns how many it made.
+fn agent_pass(cfg: &Config, mem: &mut Memory, agent: &mut Agent, now: u64) -> usize {
+    let node = agent.node();
+    let mut ops = agent.start(cfg, now);
+    let mut made = 0;
     while !ops.is_empty() {
+        made += ops.len();
         let results: Vec<_> = ops
             .into_iter()
             .map(|op| {
@@ -1133,8 +1177,9 @@ fn agent_pass(cfg: &Config, mem: &mut Memory, node: NodeId) {
                 InFlight::new(wr, 0).run_to_end(mem, node, WordOrder::Ascending)
             })
             .collect();
-        ops = pass.advance(cfg, &results);
+        ops = agent.advance(cfg, &results);
     }
+    made
 }
 
 fn deliver(r: &mut ClientRun, c: Completion) {
@@ -1167,6 +1212,7 @@ fn expect_property(e: Expect) -> Property<World> {
         Expect::OrphanLanded => reached!(Expect::OrphanLanded),
         Expect::LateDelivered => reached!(Expect::LateDelivered),
         Expect::NewGeneration => reached!(Expect::NewGeneration),
+        Expect::LeaseTakenBack => reached!(Expect::LeaseTakenBack),
     }
 }
 
@@ -1185,5 +1231,6 @@ pub fn expect_name(e: Expect) -> &'static str {
         Expect::OrphanLanded => "a request landed after its error completion",
         Expect::LateDelivered => "a completion arrived after its round was given up",
         Expect::NewGeneration => "a client without storage wrote in a later generation",
+        Expect::LeaseTakenBack => "a client without storage lost its share to its agent",
     }
 }

@@ -57,6 +57,12 @@ pub struct Config {
     /// Their ids on the node follow the node's own clients':
     /// `clients_per_node .. clients_per_node + pure_clients_per_node`.
     pub pure_clients_per_node: u16,
+    /// How long a client without storage's heartbeat may stand still before
+    /// its node's agent takes its share back (binding its windows again:
+    /// docs/protocol.md §2.4). Safety does not rest on it; it only decides
+    /// how soon a dead client's share is reused, and a client that writes
+    /// less often than this loses its share (`Error::LeaseLost`).
+    pub lease_term: Duration,
     /// Largest key in bytes.
     pub max_key_len: u32,
     /// Largest value in bytes. The main data table (size class 0,
@@ -108,6 +114,7 @@ impl Default for Config {
             dtes_per_node: 4096,
             clients_per_node: 4,
             pure_clients_per_node: 0,
+            lease_term: Duration::from_secs(3),
             max_key_len: 128,
             max_value_len: 256,
             size_classes: Vec::new(),
@@ -423,10 +430,10 @@ impl Config {
         })
     }
 
-    /// Bytes of one lease block (docs/protocol.md §2.4): the lease word and
-    /// one key word per size class.
+    /// Bytes of one lease block (docs/protocol.md §2.4): the lease word,
+    /// the heartbeat and one key word per size class.
     pub fn lease_block_bytes(&self) -> u64 {
-        8 * (1 + self.data_tables().len() as u64)
+        8 * (2 + self.data_tables().len() as u64)
     }
 
     /// Where client without storage `id`'s lease block lies in its node's

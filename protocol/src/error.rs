@@ -124,6 +124,14 @@ pub enum Error {
     /// one process; identity across processes is the deployment's duty.)
     #[error("{0} is already in use on this fabric")]
     ClientIdInUse(ClientId),
+    /// A client without storage lost its share: its node's agent took it
+    /// back after its heartbeat stood still for the lease term (it wrote
+    /// nothing for that long, or was paused), binding its windows again so
+    /// that nothing it had posted lands any more. Nothing of the failed
+    /// attempt was linked; its earlier committed writes stay. The client
+    /// cannot write again: make a new one (docs/protocol.md §2.4).
+    #[error("{0} lost its lease on its share (its node's agent took it back)")]
+    LeaseLost(ClientId),
     /// Something did not decode or did not hold together: memory not laid
     /// out as this configuration lays it out, a completion or a server's
     /// answer that does not fit its request, a resource the store could not
@@ -350,6 +358,7 @@ impl Error {
             Error::EndpointNode { .. } => "endpoint-node",
             Error::TopologyMismatch { .. } => "topology-mismatch",
             Error::ClientIdInUse(_) => "client-id-in-use",
+            Error::LeaseLost(_) => "lease-lost",
             Error::Corrupt(_) => "corrupt",
             Error::Unsupported(_) => "unsupported",
             Error::OutcomeUnknown(_) => "outcome-unknown",

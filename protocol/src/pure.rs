@@ -10,51 +10,69 @@
 //! under it lands after the bind completes, however long the fabric held
 //! it. Safety rests on that, not on any clock.
 //!
-//! The client asks for a generation in its lease block: a [`LeaseWord`]
-//! (generations requested and granted, which it CASes to request the
-//! next) and one [`KeyWord`] per class, which the agent writes after
-//! binding. The agent is the node's CPU, off every request's path: it
-//! sweeps its lease blocks ([`AgentPass`]), binds the windows of each
-//! request and writes the keys and the grant in one CPU store. A client
-//! adopts keys only when every key word names the generation the lease word
-//! grants, so a READ torn across the agent's store is never taken for a
+//! The client takes its share and asks for generations in its lease block:
+//! a [`LeaseWord`] (the holder's nonce and the generations requested and
+//! granted, which it CASes to take the share and to ask for the next), a
+//! heartbeat it advances by CAS while it writes, and one [`KeyWord`] per
+//! class, which the agent writes after binding. The agent ([`Agent`]) is
+//! the node's CPU, off every request's path: it binds the windows of each
+//! request, stores the keys and grants it, and takes back a share whose
+//! heartbeat stood still for the lease term (binding its windows again, so
+//! nothing of the old holder lands after). A client adopts keys only when
+//! the lease word names it and every key word names the generation it
+//! grants, so a READ torn across the agent's stores is never taken for a
 //! grant.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::addr::{ClientId, NodeId};
+use crate::addr::{ClientId, NodeId, RemoteAddr};
 use crate::config::Config;
 use crate::fabric::{
     Completion, Endpoint, FabricError, Op, OpId, OpOutput, WindowKey, WorkRequest,
 };
 
-/// The first word of a lease block: the generations of the client's windows
-/// it requested and the agent granted.
+/// The first word of a lease block: who holds the share (a nonce the
+/// client drew, 0: nobody) and the generations of its windows it requested
+/// and the agent granted. One word, so that one READ sees the three
+/// together: a client adopts keys only while the word names it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LeaseWord {
-    /// The newest generation the client asked for.
+    /// The holder's nonce (24 bits; 0: free).
+    pub holder: u32,
+    /// The newest generation the holder asked for (20 bits).
     pub requested: u32,
-    /// The newest generation the agent bound.
+    /// The newest generation the agent bound (20 bits).
     pub granted: u32,
 }
 
+/// Largest generation a lease word holds (they wrap past it).
+pub const MAX_GENERATION: u32 = (1 << 20) - 1;
+
+/// Largest holder nonce.
+pub const MAX_NONCE: u32 = (1 << 24) - 1;
+
 impl LeaseWord {
-    /// The word as stored: requested in the high half.
+    /// The word as stored: holder in the top 24 bits, then requested, then
+    /// granted (20 bits each).
     pub fn encode(self) -> u64 {
-        (u64::from(self.requested) << 32) | u64::from(self.granted)
+        (u64::from(self.holder & MAX_NONCE) << 40)
+            | (u64::from(self.requested & MAX_GENERATION) << 20)
+            | u64::from(self.granted & MAX_GENERATION)
     }
 
     /// The lease word `w` encodes.
     pub fn decode(w: u64) -> LeaseWord {
         LeaseWord {
-            requested: (w >> 32) as u32,
-            granted: w as u32,
+            holder: (w >> 40) as u32,
+            requested: ((w >> 20) as u32) & MAX_GENERATION,
+            granted: (w as u32) & MAX_GENERATION,
         }
     }
 
     /// Whether a request is waiting for the agent.
     pub fn pending(self) -> bool {
-        self.requested > self.granted
+        self.holder != 0 && self.requested != self.granted
     }
 }
 
@@ -83,11 +101,16 @@ impl KeyWord {
     }
 }
 
-/// A lease block as read: the lease word and each class's key word.
+/// A lease block as read: the lease word, the holder's heartbeat and each
+/// class's key word.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeaseBlock {
     /// The lease word.
     pub lease: LeaseWord,
+    /// The heartbeat: a count the holder advances by CAS while it runs
+    /// (the agent takes the share back when it stands still for the lease
+    /// term).
+    pub beat: u64,
     /// One key word per size class.
     pub keys: Vec<KeyWord>,
 }
@@ -100,32 +123,48 @@ impl LeaseBlock {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
         let lease = LeaseWord::decode(words.next()?);
+        let beat = words.next()?;
         Some(LeaseBlock {
             lease,
+            beat,
             keys: words.map(KeyWord::decode).collect(),
         })
     }
 
     /// The block's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        std::iter::once(self.lease.encode())
+        [self.lease.encode(), self.beat]
+            .into_iter()
             .chain(self.keys.iter().map(|k| k.encode()))
             .flat_map(u64::to_le_bytes)
             .collect()
     }
 
-    /// The keys of the granted generation, if every key word names it (a
-    /// block read while the agent stored it may mix two).
-    pub fn granted_keys(&self) -> Option<Vec<WindowKey>> {
+    /// The keys of the granted generation for holder `nonce`, if the lease
+    /// word names it and every key word names that generation (a block read
+    /// while the agent stored it may mix two).
+    pub fn granted_keys(&self, nonce: u32) -> Option<Vec<WindowKey>> {
         let g = self.lease.granted;
-        (g > 0 && self.keys.iter().all(|k| k.generation == g))
-            .then(|| self.keys.iter().map(|k| k.key).collect())
+        (nonce != 0
+            && self.lease.holder == nonce
+            && g > 0
+            && self.keys.iter().all(|k| k.generation == g))
+        .then(|| self.keys.iter().map(|k| k.key).collect())
     }
 }
 
-/// What a client without storage knows of its windows.
+/// What a client without storage knows of its lease and windows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PureWindows {
+    /// Its nonce: what its lease word holds while it holds the share (drawn
+    /// when the client is made; never 0).
+    pub nonce: u32,
+    /// Whether it took the share (its nonce was seen in the lease word).
+    pub held: bool,
+    /// Its heartbeat count as it last set or saw it.
+    pub beat: u64,
+    /// When its next heartbeat is due (its clock).
+    pub beat_due: u64,
     /// The generation its keys belong to (0: none yet).
     pub generation: u32,
     /// The key of each size class's window in that generation (empty: none
@@ -138,6 +177,14 @@ pub struct PureWindows {
 }
 
 impl PureWindows {
+    /// The state of a client that drew `nonce` (made non-zero and 24 bits).
+    pub fn new(nonce: u32) -> PureWindows {
+        PureWindows {
+            nonce: (nonce & MAX_NONCE).max(1),
+            ..PureWindows::default()
+        }
+    }
+
     /// Whether the client must get (newer) keys before it writes.
     pub fn needs_keys(&self) -> bool {
         self.keys.is_empty() || self.want.is_some()
@@ -150,41 +197,60 @@ impl PureWindows {
     }
 }
 
-/// One pass of a node's agent over its lease blocks: reads them (one CPU
-/// read), binds the windows of every block whose client asked for a newer
-/// generation, and writes the keys and the grant (one CPU store per block).
-/// Sans-IO: [`AgentPass::start`] gives the read, [`AgentPass::advance`]
-/// takes the results of what it gave last and gives what comes next.
+/// A node's agent: the node's CPU, off every request's path. Each pass
+/// ([`Agent::start`], [`Agent::advance`]) reads the node's lease blocks (one
+/// CPU read); binds the windows of every block whose holder asked for a
+/// newer generation, stores their keys (a CPU store of the key words) and
+/// grants it (a loopback CAS of the lease word: clients CAS it too); and
+/// takes back every share whose heartbeat stood still for the lease term by
+/// the agent's own clock: binds its windows again (revoking the holder's
+/// keys, whatever its requests' landing delays) and frees it (loopback CASes
+/// of the lease and heartbeat words). Sans-IO: each step takes the results
+/// of the requests it gave last, in order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct AgentPass {
+pub struct Agent {
     node: NodeId,
+    /// Per held share: the heartbeat last seen and since when (ns, the
+    /// agent's clock).
+    beats: BTreeMap<u16, (u64, u64)>,
+    now: u64,
     stage: Stage,
+}
+
+/// What a pass does for one share.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Plan {
+    share: u16,
+    lease: LeaseWord,
+    beat: u64,
+    reclaim: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Stage {
     Read,
-    Bind(Vec<(u16, LeaseWord)>),
-    Store,
+    Bind(Vec<Plan>),
+    Keys(Vec<Plan>),
+    Words,
     Done,
 }
 
-impl AgentPass {
-    /// A pass of node `node`'s agent.
-    pub fn new(node: NodeId) -> AgentPass {
-        AgentPass {
+impl Agent {
+    /// The agent of node `node`.
+    pub fn new(node: NodeId) -> Agent {
+        Agent {
             node,
-            stage: Stage::Read,
+            beats: BTreeMap::new(),
+            now: 0,
+            stage: Stage::Done,
         }
     }
 
-    /// The pass's first request: the CPU read of every lease block (none
-    /// when the node hosts no client without storage).
-    pub fn start(&mut self, cfg: &Config) -> Vec<Op> {
-        let first = ClientId {
-            node: self.node,
-            index: cfg.clients_per_node,
-        };
+    /// Starts a pass at `now` (the node's clock): the CPU read of every
+    /// lease block (none when the node hosts no client without storage).
+    pub fn start(&mut self, cfg: &Config, now: u64) -> Vec<Op> {
+        self.now = now;
+        let first = self.client(cfg, 0);
         match cfg.lease_block(first) {
             Some(offset) if cfg.pure_clients_per_node > 0 => {
                 self.stage = Stage::Read;
@@ -195,87 +261,34 @@ impl AgentPass {
             }
             _ => {
                 self.stage = Stage::Done;
+                self.now = 0;
                 Vec::new()
             }
         }
     }
 
     /// Takes the results of the requests given last (in order) and gives
-    /// the next ones; empty once the pass is over. A failed CPU access ends
-    /// the pass (the next pass starts over).
+    /// the next ones; empty once the pass is over. A failed access ends the
+    /// pass (the next pass starts over).
     pub fn advance(&mut self, cfg: &Config, results: &[Result<OpOutput, FabricError>]) -> Vec<Op> {
-        let classes = cfg.data_tables().len() as u32;
-        match std::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Read => {
-                let Some(Ok(OpOutput::Read(bytes))) = results.first() else {
-                    return Vec::new();
-                };
-                let block = cfg.lease_block_bytes() as usize;
-                let pending: Vec<(u16, LeaseWord)> = bytes
-                    .chunks(block)
-                    .enumerate()
-                    .filter_map(|(j, b)| {
-                        let lease = LeaseBlock::decode(b)?.lease;
-                        lease.pending().then_some((j as u16, lease))
-                    })
-                    .collect();
-                let mut ops = Vec::new();
-                for &(j, _) in &pending {
-                    let id = self.pure_client(cfg, j);
-                    for class in 0..classes as u8 {
-                        if let (Some(w), Some((offset, len))) =
-                            (cfg.window_of(id, class), cfg.share_range(id, class))
-                        {
-                            ops.push(Op::BindWindow {
-                                index: w.index,
-                                offset,
-                                len,
-                            });
-                        }
-                    }
+        let (ops, next) = match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Read => match results.first() {
+                Some(Ok(OpOutput::Read(bytes))) => {
+                    let plans = self.plan(cfg, bytes);
+                    (self.binds(cfg, &plans), Stage::Bind(plans))
                 }
-                if !ops.is_empty() {
-                    self.stage = Stage::Bind(pending);
-                }
-                ops
-            }
-            Stage::Bind(pending) => {
-                let mut keys = results.iter().map(|r| match r {
-                    Ok(OpOutput::Bound { key }) => Some(*key),
-                    _ => None,
-                });
-                let mut ops = Vec::new();
-                for (j, lease) in pending {
-                    let bound: Option<Vec<WindowKey>> =
-                        (0..classes).map(|_| keys.next().flatten()).collect();
-                    let (Some(bound), Some(offset)) =
-                        (bound, cfg.lease_block(self.pure_client(cfg, j)))
-                    else {
-                        continue;
-                    };
-                    let g = lease.requested;
-                    let block = LeaseBlock {
-                        lease: LeaseWord {
-                            requested: g,
-                            granted: g,
-                        },
-                        keys: bound
-                            .into_iter()
-                            .map(|key| KeyWord { generation: g, key })
-                            .collect(),
-                    };
-                    ops.push(Op::LocalWrite {
-                        offset,
-                        data: block.encode(),
-                    });
-                }
-                if !ops.is_empty() {
-                    self.stage = Stage::Store;
-                }
-                ops
-            }
-            Stage::Store | Stage::Done => Vec::new(),
+                _ => (Vec::new(), Stage::Done),
+            },
+            Stage::Bind(plans) => self.store_keys(cfg, plans, results),
+            Stage::Keys(plans) => (self.words(cfg, &plans), Stage::Words),
+            Stage::Words | Stage::Done => (Vec::new(), Stage::Done),
+        };
+        self.stage = if ops.is_empty() { Stage::Done } else { next };
+        if self.stage == Stage::Done {
+            // What a pass saw lives on in `beats` alone.
+            self.now = 0;
         }
+        ops
     }
 
     /// Whether the pass is over.
@@ -283,28 +296,179 @@ impl AgentPass {
         self.stage == Stage::Done
     }
 
-    fn pure_client(&self, cfg: &Config, j: u16) -> ClientId {
+    /// The agent's node.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The heartbeats it recorded: per share, the count and since when.
+    pub fn records(&self) -> &BTreeMap<u16, (u64, u64)> {
+        &self.beats
+    }
+
+    fn client(&self, cfg: &Config, share: u16) -> ClientId {
         ClientId {
             node: self.node,
-            index: cfg.clients_per_node + j,
+            index: cfg.clients_per_node + share,
         }
+    }
+
+    /// What to do for each share: grant a pending request, take back a
+    /// share whose heartbeat stood still for the lease term.
+    fn plan(&mut self, cfg: &Config, bytes: &[u8]) -> Vec<Plan> {
+        let term = crate::time::duration_nanos(cfg.lease_term);
+        let mut plans = Vec::new();
+        for (j, b) in bytes.chunks(cfg.lease_block_bytes() as usize).enumerate() {
+            let share = j as u16;
+            let Some(block) = LeaseBlock::decode(b) else {
+                continue;
+            };
+            if block.lease.holder == 0 {
+                self.beats.remove(&share);
+                continue;
+            }
+            let since = match self.beats.get(&share) {
+                Some(&(beat, since)) if beat == block.beat => since,
+                _ => {
+                    self.beats.insert(share, (block.beat, self.now));
+                    self.now
+                }
+            };
+            let reclaim = self.now.saturating_sub(since) >= term;
+            if reclaim || block.lease.pending() {
+                plans.push(Plan {
+                    share,
+                    lease: block.lease,
+                    beat: block.beat,
+                    reclaim,
+                });
+            }
+        }
+        plans
+    }
+
+    /// Binds every window of every planned share again.
+    fn binds(&self, cfg: &Config, plans: &[Plan]) -> Vec<Op> {
+        let mut ops = Vec::new();
+        for p in plans {
+            let id = self.client(cfg, p.share);
+            for class in 0..cfg.data_tables().len() as u8 {
+                if let (Some(w), Some((offset, len))) =
+                    (cfg.window_of(id, class), cfg.share_range(id, class))
+                {
+                    ops.push(Op::BindWindow {
+                        index: w.index,
+                        offset,
+                        len,
+                    });
+                }
+            }
+        }
+        ops
+    }
+
+    /// Stores the keys of every granted share (a reclaimed one keeps its
+    /// revoked keys: no grant names them).
+    fn store_keys(
+        &mut self,
+        cfg: &Config,
+        plans: Vec<Plan>,
+        results: &[Result<OpOutput, FabricError>],
+    ) -> (Vec<Op>, Stage) {
+        let classes = cfg.data_tables().len();
+        let mut keys = results.iter().map(|r| match r {
+            Ok(OpOutput::Bound { key }) => Some(*key),
+            _ => None,
+        });
+        let mut ops = Vec::new();
+        let mut bound = Vec::new();
+        for p in plans {
+            let got: Option<Vec<WindowKey>> = (0..classes).map(|_| keys.next().flatten()).collect();
+            let Some(got) = got else {
+                continue;
+            };
+            if !p.reclaim {
+                let g = p.lease.requested;
+                let words: Vec<u8> = got
+                    .into_iter()
+                    .flat_map(|key| KeyWord { generation: g, key }.encode().to_le_bytes())
+                    .collect();
+                let offset = cfg.lease_block(self.client(cfg, p.share)).unwrap_or(0) + 16;
+                ops.push(Op::LocalWrite {
+                    offset,
+                    data: words,
+                });
+            }
+            bound.push(p);
+        }
+        if ops.is_empty() && !bound.is_empty() {
+            // Only take-backs: straight to the words.
+            return (self.words(cfg, &bound), Stage::Words);
+        }
+        (ops, Stage::Keys(bound))
+    }
+
+    /// The lease (and heartbeat) words of every planned share, by loopback
+    /// CAS: a grant names the generation the holder asked for; a take-back
+    /// frees the share.
+    fn words(&mut self, cfg: &Config, plans: &[Plan]) -> Vec<Op> {
+        let mut ops = Vec::new();
+        for p in plans {
+            let at = cfg.lease_block(self.client(cfg, p.share)).unwrap_or(0);
+            let lease = if p.reclaim {
+                self.beats.remove(&p.share);
+                ops.push(Op::Cas {
+                    addr: RemoteAddr::data(self.node, at + 8),
+                    expect: p.beat,
+                    new: 0,
+                });
+                LeaseWord {
+                    holder: 0,
+                    requested: p.lease.granted,
+                    granted: p.lease.granted,
+                }
+            } else {
+                LeaseWord {
+                    granted: p.lease.requested,
+                    ..p.lease
+                }
+            };
+            ops.push(Op::Cas {
+                addr: RemoteAddr::data(self.node, at),
+                expect: p.lease.encode(),
+                new: lease.encode(),
+            });
+        }
+        ops
     }
 }
 
-/// Runs one pass of node `ep.node()`'s agent on `ep` (an endpoint of that
-/// node: every request is the node's CPU), waiting at most `within` for
-/// each step. Returns how many requests it made.
+/// A nonce for a client without storage made in this process: the
+/// process, the wall clock and a counter, mixed (never 0).
+pub fn draw_nonce() -> u32 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut seed = t ^ (u64::from(std::process::id()) << 32) ^ NEXT.fetch_add(1, Ordering::Relaxed);
+    ((crate::rng::splitmix64(&mut seed) as u32) & MAX_NONCE).max(1)
+}
+
+/// Runs one pass of `agent` on `ep` (an endpoint of the agent's node: the
+/// node's CPU and its loopback), waiting at most `within` for each step.
+/// Returns how many requests it made.
 ///
 /// # Errors
 ///
 /// The fabric's error if a request could not be posted.
 pub fn serve_once<E: Endpoint>(
+    agent: &mut Agent,
     cfg: &Config,
     ep: &mut E,
     within: Duration,
 ) -> Result<usize, FabricError> {
-    let mut pass = AgentPass::new(ep.node());
-    let mut ops = pass.start(cfg);
+    let mut ops = agent.start(cfg, ep.now().0);
     let mut made = 0;
     while !ops.is_empty() {
         let n = ops.len();
@@ -322,7 +486,7 @@ pub fn serve_once<E: Endpoint>(
         }
         got.sort_by_key(|c| c.id.0);
         let results: Vec<_> = got.into_iter().map(|c| c.result).collect();
-        ops = pass.advance(cfg, &results);
+        ops = agent.advance(cfg, &results);
     }
     Ok(made)
 }
@@ -334,6 +498,7 @@ mod tests {
     #[test]
     fn words_round_trip_and_a_mixed_block_grants_nothing() {
         let lease = LeaseWord {
+            holder: 77,
             requested: 3,
             granted: 2,
         };
@@ -346,10 +511,12 @@ mod tests {
         assert_eq!(KeyWord::decode(key.encode()), key);
         let block = LeaseBlock {
             lease,
+            beat: 5,
             keys: vec![key, key],
         };
         assert_eq!(LeaseBlock::decode(&block.encode()), Some(block.clone()));
-        assert_eq!(block.granted_keys(), Some(vec![WindowKey(9); 2]));
+        assert_eq!(block.granted_keys(77), Some(vec![WindowKey(9); 2]));
+        assert_eq!(block.granted_keys(78), None, "another holder's keys");
         let torn = LeaseBlock {
             keys: vec![
                 key,
@@ -360,6 +527,6 @@ mod tests {
             ],
             ..block
         };
-        assert_eq!(torn.granted_keys(), None, "a READ torn across the store");
+        assert_eq!(torn.granted_keys(77), None, "a READ torn across the store");
     }
 }

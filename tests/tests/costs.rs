@@ -346,7 +346,6 @@ fn in_buckets_a_quiet_insert_is_four_bucket_reads_one_cas_in_three_round_trips()
 /// against three and a loopback commit (docs/protocol.md §5.4).
 #[test]
 fn a_client_without_storage_pays_one_data_round_more_per_write() {
-    use std::sync::atomic::{AtomicBool, Ordering};
     let mut c = cfg(0);
     c.pure_clients_per_node = 1;
     let cluster = SimCluster::new(c);
@@ -354,22 +353,7 @@ fn a_client_without_storage_pays_one_data_round_more_per_write() {
         node: NodeId(0),
         index: 2,
     };
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let agent = {
-        let mut ep = cluster.fabric.open(NodeId(0)).unwrap();
-        let (cfg, stop) = (cluster.cfg.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                nessie_protocol::pure::serve_once(
-                    &cfg,
-                    &mut ep,
-                    std::time::Duration::from_millis(50),
-                )
-                .unwrap();
-                std::thread::sleep(std::time::Duration::from_micros(100));
-            }
-        })
-    };
+    let _agent = cluster.agent(0);
     let ep = cluster.fabric.open(NodeId(0)).unwrap();
     let mut pure = nessie_protocol::Client::new(cluster.cfg.clone(), pure_id, ep).unwrap();
     // Its first write gets its keys and sweeps its share.
@@ -391,6 +375,4 @@ fn a_client_without_storage_pays_one_data_round_more_per_write() {
         (1, 1, 2),
         "{s}"
     );
-    stop.store(true, Ordering::Relaxed);
-    agent.join().unwrap();
 }

@@ -7,13 +7,11 @@
 //! (its lease taken back) refuses its WRITEs, and it asks again. Clients of
 //! the nodes read what it wrote, and it reads theirs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use nessie_fabric_sim::SimEndpoint;
-use nessie_protocol::pure::{serve_once, LeaseBlock};
+use nessie_protocol::pure::LeaseBlock;
 use nessie_protocol::{
     Client, ClientId, Config, Endpoint, Fabric, NodeId, Op, OpId, OpOutput, Region, WorkRequest,
 };
@@ -43,40 +41,6 @@ const PURE: ClientId = ClientId {
     index: 1,
 };
 
-/// Node `node`'s agent, serving lease blocks until the guard drops.
-struct Agent {
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Agent {
-    fn start(cluster: &SimCluster, node: u16) -> Agent {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut ep = cluster.fabric.open(NodeId(node)).expect("agent endpoint");
-        let cfg = cluster.cfg.clone();
-        let halt = stop.clone();
-        let thread = thread::spawn(move || {
-            while !halt.load(Ordering::Relaxed) {
-                serve_once(&cfg, &mut ep, Duration::from_millis(100)).expect("agent pass");
-                thread::sleep(Duration::from_micros(200));
-            }
-        });
-        Agent {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 fn pure_client(cluster: &SimCluster) -> Client<SimEndpoint> {
     let ep = cluster.fabric.open(PURE.node).expect("endpoint");
     Client::new(cluster.cfg.clone(), PURE, ep).expect("a client without storage")
@@ -99,7 +63,7 @@ fn lease_block(cluster: &SimCluster) -> LeaseBlock {
 #[test]
 fn a_client_without_storage_writes_through_its_windows_and_others_read_it() {
     let cluster = SimCluster::new(config());
-    let _agent = Agent::start(&cluster, 1);
+    let _agent = cluster.agent(1);
     let mut pure = pure_client(&cluster);
     let mut local = cluster.client(0, 0);
     assert_eq!(pure.put(b"k1", b"from the pure client"), Ok(false));
@@ -114,7 +78,7 @@ fn a_client_without_storage_writes_through_its_windows_and_others_read_it() {
     );
     let block = lease_block(&cluster);
     assert_eq!(block.lease.granted, 1, "its first generation");
-    assert!(block.granted_keys().is_some());
+    assert!(block.granted_keys(block.lease.holder).is_some());
     let stats = pure.last_stats();
     assert_eq!(
         stats.local_writes, 0,
@@ -125,7 +89,7 @@ fn a_client_without_storage_writes_through_its_windows_and_others_read_it() {
 #[test]
 fn its_share_runs_through_generations_of_its_windows() {
     let cluster = SimCluster::new(config());
-    let _agent = Agent::start(&cluster, 1);
+    let _agent = cluster.agent(1);
     let mut pure = pure_client(&cluster);
     let mut local = cluster.client(0, 0);
     // 8 entries per share: 40 updates need several generations, each
@@ -159,7 +123,7 @@ fn its_share_runs_through_generations_of_its_windows() {
 #[test]
 fn a_window_bound_again_under_it_refuses_its_writes_and_it_asks_again() {
     let cluster = SimCluster::new(config());
-    let _agent = Agent::start(&cluster, 1);
+    let _agent = cluster.agent(1);
     let mut pure = pure_client(&cluster);
     pure.put(b"a", b"1").expect("put");
     let before = lease_block(&cluster).lease.granted;
@@ -188,4 +152,56 @@ fn a_window_bound_again_under_it_refuses_its_writes_and_it_asks_again() {
     let mut local = cluster.client(0, 0);
     assert_eq!(local.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(local.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+/// Identity by lease: a share whose holder stopped (here: dropped without a
+/// word) stays its holder's until the agent takes it back, the lease term
+/// after its last heartbeat; a client made with the same id meanwhile is
+/// refused on its first write (`ClientIdInUse`), then takes the share.
+#[test]
+fn a_share_is_its_holders_until_the_agent_takes_it_back() {
+    let cfg = Config {
+        lease_term: Duration::from_millis(60),
+        ..config()
+    };
+    let cluster = SimCluster::new(cfg);
+    let _agent = cluster.agent(1);
+    let mut first = pure_client(&cluster);
+    first.put(b"a", b"1").expect("put");
+    drop(first);
+    let mut second = pure_client(&cluster);
+    assert_eq!(
+        second.put(b"b", b"2"),
+        Err(nessie_protocol::Error::ClientIdInUse(PURE)),
+        "the first holder's lease stands"
+    );
+    thread::sleep(Duration::from_millis(150));
+    second
+        .put(b"b", b"2")
+        .expect("the share was taken back and is free");
+    let mut local = cluster.client(0, 0);
+    assert_eq!(local.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(local.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+/// A holder whose heartbeat stands still for the lease term (it wrote
+/// nothing for that long) loses its share: its next write says so, with
+/// nothing of it linked, and its earlier writes stay.
+#[test]
+fn a_holder_silent_for_the_lease_term_loses_its_share() {
+    let cfg = Config {
+        lease_term: Duration::from_millis(60),
+        ..config()
+    };
+    let cluster = SimCluster::new(cfg);
+    let _agent = cluster.agent(1);
+    let mut pure = pure_client(&cluster);
+    pure.put(b"a", b"1").expect("put");
+    thread::sleep(Duration::from_millis(150));
+    assert_eq!(
+        pure.put(b"a", b"2"),
+        Err(nessie_protocol::Error::LeaseLost(PURE))
+    );
+    let mut local = cluster.client(0, 0);
+    assert_eq!(local.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
 }

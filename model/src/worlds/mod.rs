@@ -555,7 +555,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "pure-duplicated-writes",
         build: pure_duplicated_writes,
-        ci: exhaustive(Group::Edges, 7_406),
+        ci: exhaustive(Group::Edges, 19_947),
         catches: &[catch(
             "pure-state-by-write",
             &[
@@ -570,12 +570,18 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "pure-generations",
         build: pure_generations,
-        ci: exhaustive(Group::Edges, 132_916),
+        ci: exhaustive(Group::Edges, 291_338),
         catches: &[catch(
             "pure-unwindowed",
             &[LINEARIZABLE, "acknowledged writes survive at quiescence"],
             "a WRITE of the first generation lands on the entry reused in the second",
         )],
+    },
+    WorldRow {
+        name: "pure-lease-taken-back",
+        build: pure_lease_taken_back,
+        ci: exhaustive(Group::Edges, 1_111_767),
+        catches: &[],
     },
 ];
 

@@ -66,3 +66,31 @@ pub fn pure_generations(faults: Faults) -> World {
     w.expect = vec![Expect::OrphanLanded, Expect::NewGeneration];
     with_faults(w, faults)
 }
+
+/// A client without storage updates a key twice while its node's agent
+/// may take its share back: the lease term is 3 ns, and the clock may jump
+/// past it before the client's heartbeat (which rides on its writes) lands,
+/// so the agent may bind its windows again with its first write's requests
+/// anywhere on their way, and its later writes end with `LeaseLost`. What
+/// it wrote before stays; nothing it posted under the old key lands after;
+/// its install and commit, not windowed, finish its own operation. A
+/// client of node 0 reads the key.
+pub fn pure_lease_taken_back(faults: Faults) -> World {
+    let k = b"k";
+    let mut c = pure_cfg();
+    c.lease_term = Duration::from_nanos(3);
+    let mut w = world(
+        "pure-lease-taken-back",
+        c,
+        vec![
+            pure_client(vec![put(k, "a-value"), put(k, "b-value")]),
+            client(0, 0, vec![get(k)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 2;
+    w.max_ticks = 4;
+    w.max_delays = 1;
+    w.expect = vec![Expect::LeaseTakenBack];
+    with_faults(w, faults)
+}

@@ -114,38 +114,67 @@ impl AllocStep {
         }
     }
 
-    /// The lease block read: adopt a granted generation the client waits
-    /// for, or ask for it, or wait (a retryable timeout: nothing written).
+    /// The lease block read: take the share if it is free (asking for a
+    /// generation with the same CAS), adopt a granted generation the client
+    /// waits for, or ask for it, or wait (a retryable timeout: nothing
+    /// written). A share another holds is refused (`ClientIdInUse`); a share
+    /// this client held and lost (the agent took it back) ends the client
+    /// (`LeaseLost`).
     fn on_lease(&mut self, cx: &mut Cx<'_>, results: &Results) -> Result<Option<DteAddr>, Error> {
         let block = results
             .first()
             .and_then(|r| bytes(r).ok())
             .and_then(LeaseBlock::decode);
+        let id = cx.client.id;
         let (Some(block), Some(p)) = (block, cx.client.pure.as_mut()) else {
             return Err(Error::Timeout);
         };
-        // A client that starts asks for a generation past any granted, so
-        // that no key an earlier holder of its share had stays good.
-        let want = *p.want.get_or_insert(block.lease.granted + 1);
-        if block.lease.granted >= want {
-            let Some(keys) = block.granted_keys() else {
+        let lease = block.lease;
+        if !p.held {
+            if lease.holder == p.nonce {
+                p.held = true;
+            } else if lease.holder == 0 {
+                // Take it, asking for a generation past any granted (so
+                // that no key an earlier holder had stays good).
+                let want = lease.granted + 1;
+                p.want = Some(want);
+                let take = LeaseWord {
+                    holder: p.nonce,
+                    requested: want,
+                    granted: lease.granted,
+                };
+                cx.cas_lease_word(lease, take);
+                self.stage = Stage::Request;
+                return Ok(None);
+            } else {
+                return Err(Error::ClientIdInUse(id));
+            }
+        }
+        if lease.holder != p.nonce {
+            return Err(Error::LeaseLost(id));
+        }
+        let want = *p.want.get_or_insert(lease.granted + 1);
+        if lease.granted >= want {
+            let Some(keys) = block.granted_keys(p.nonce) else {
                 // Read while the agent stored it: read again later.
                 return Err(Error::Timeout);
             };
-            p.generation = block.lease.granted;
+            p.generation = lease.granted;
             p.keys = keys;
             p.want = None;
+            p.beat = block.beat;
+            p.beat_due = 0;
             cx.client.alloc.begin_generation();
             return self.start(cx, self.class);
         }
-        if block.lease.requested >= want {
+        if lease.requested >= want {
             return Err(Error::Timeout);
         }
         let ask = LeaseWord {
             requested: want,
-            granted: block.lease.granted,
+            ..lease
         };
-        cx.cas_lease_word(block.lease, ask);
+        cx.cas_lease_word(lease, ask);
         self.stage = Stage::Request;
         Ok(None)
     }

@@ -55,7 +55,7 @@ impl ClientState {
             },
             cache: DteCache::new(cfg.cache_capacity),
             faults: Faults::default(),
-            pure: pure.then(PureWindows::default),
+            pure: pure.then(|| PureWindows::new(crate::pure::draw_nonce())),
             hasher: cfg.hasher(),
             cfg,
         })
@@ -363,10 +363,54 @@ impl Cx<'_> {
         for op in parts {
             self.io.issue(through(op));
         }
+        self.beat_if_due();
     }
 
-    /// Reads this client without storage's lease block (its lease word and
-    /// key words, one READ).
+    /// A client without storage's heartbeat, when due: a CAS advancing the
+    /// count in its lease block (outside its windows), in the round of its
+    /// data writes; [`Cx::dte_written`] reads its result.
+    fn beat_if_due(&mut self) {
+        let Some(p) = &self.client.pure else {
+            return;
+        };
+        if self.now.0 < p.beat_due {
+            return;
+        }
+        let Some(at) = self.client.cfg.lease_block(self.client.id) else {
+            return;
+        };
+        self.io.issue(Op::Cas {
+            addr: RemoteAddr::data(self.client.id.node, at + 8),
+            expect: p.beat,
+            new: p.beat.wrapping_add(1),
+        });
+    }
+
+    /// The heartbeat's result: advanced (the next one due a third of the
+    /// lease term on), or found another count (the agent took the share
+    /// back and reset it: the keys are dead, and the lease block will say
+    /// so), or failed (tried again with the next write).
+    fn on_beat(&mut self, r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
+        let third = duration_nanos(self.cfg().lease_term) / 3;
+        let Some(p) = self.client.pure.as_mut() else {
+            return Ok(());
+        };
+        match r {
+            Ok(OpOutput::Cas { previous }) if *previous == p.beat => {
+                p.beat = p.beat.wrapping_add(1);
+                p.beat_due = self.now.0.saturating_add(third);
+                Ok(())
+            }
+            Ok(OpOutput::Cas { .. }) => {
+                p.revoked();
+                Err(Error::Timeout)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads this client without storage's lease block (its lease word,
+    /// heartbeat and key words, one READ).
     pub(crate) fn read_lease_block(&mut self) {
         let cfg = &self.client.cfg;
         let offset = cfg.lease_block(self.client.id).unwrap_or(0);
@@ -400,8 +444,16 @@ impl Cx<'_> {
             return results.first().map_or(Err(Error::Conflict), written);
         }
         let expected = self.client.alloc.claim_words(dte);
+        let parts = if self.client.faults.pure_state_by_write {
+            1
+        } else {
+            4
+        };
         let mut outcome = Ok(());
-        for (i, r) in results.iter().enumerate() {
+        if let Some(beat) = results.get(parts) {
+            outcome = self.on_beat(beat);
+        }
+        for (i, r) in results.iter().take(parts).enumerate() {
             let fine = match (i, r) {
                 (0, Ok(OpOutput::Cas { previous })) => *previous == expected.0,
                 (1, Ok(OpOutput::Cas { previous })) => *previous == expected.1,
@@ -423,11 +475,6 @@ impl Cx<'_> {
                 outcome = outcome.and(Err(Error::Conflict));
             }
         }
-        let parts = if self.client.faults.pure_state_by_write {
-            1
-        } else {
-            4
-        };
         if results.len() < parts {
             outcome = outcome.and(Err(Error::Conflict));
         }
