@@ -27,6 +27,7 @@ pub mod history;
 pub mod linearizability;
 pub mod memory;
 pub mod ordered;
+pub mod pure;
 pub mod synthetic;
 pub mod values;
 pub mod watchdog;

@@ -45,10 +45,11 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nessie_check::pure::agent_pass;
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
 use nessie_protocol::pipeline::RequestMachine;
-use nessie_protocol::pure::{Agent, LeaseBlock, LeaseWord, PureWindows};
+use nessie_protocol::pure::Agent;
 use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, Completion, Config, CorruptionKind, DteAddr, Error, FabricError, Faults, Machine,
@@ -404,7 +405,10 @@ impl World {
             state.faults = c.faults;
             if state.pure.is_some() {
                 let nonce = states.len() as u32 + 1;
-                state.pure = Some(self.first_generation(&mut mem, &mut agents, c.id, nonce)?);
+                let agent = &mut agents[usize::from(c.id.node.0)];
+                let p = nessie_check::pure::boot(&self.cfg, &mut mem, agent, c.id, nonce, START)
+                    .map_err(|e| Error::corrupt(CorruptionKind::Bug, e))?;
+                state.pure = Some(p);
             }
             states.push(state);
         }
@@ -444,62 +448,6 @@ impl World {
             flags: Flags::default(),
             agents,
         })
-    }
-
-    /// Client without storage `id`, nonce `nonce`, takes its share and is
-    /// granted its first generation before the world starts (its CAS and
-    /// its agent's pass, atomically), so that the explored part begins with
-    /// its keys.
-    fn first_generation(
-        &self,
-        mem: &mut Memory,
-        agents: &mut [Agent],
-        id: ClientId,
-        nonce: u32,
-    ) -> Result<PureWindows, Error> {
-        let bug = |what: &str| Error::corrupt(CorruptionKind::Bug, what.to_string());
-        let at = self
-            .cfg
-            .lease_block(id)
-            .ok_or_else(|| bug("no lease block"))?;
-        let take = LeaseWord {
-            holder: nonce,
-            requested: 1,
-            granted: 0,
-        };
-        let wr = nessie_protocol::WorkRequest {
-            id: nessie_protocol::OpId(0),
-            op: Op::LocalWrite {
-                offset: at,
-                data: take.encode().to_le_bytes().to_vec(),
-            },
-        };
-        InFlight::new(wr, 0)
-            .run_to_end(mem, id.node, WordOrder::Ascending)
-            .map_err(|e| bug(&e.to_string()))?;
-        let agent = agents
-            .get_mut(usize::from(id.node.0))
-            .ok_or_else(|| bug("no agent"))?;
-        agent_pass(&self.cfg, mem, agent, START);
-        let block = self.lease_block(mem, id).ok_or_else(|| bug("no block"))?;
-        let keys = block
-            .granted_keys(nonce)
-            .ok_or_else(|| bug("the agent granted no keys"))?;
-        let mut p = PureWindows::new(nonce);
-        p.held = true;
-        p.generation = 1;
-        p.keys = keys;
-        p.beat = block.beat;
-        Ok(p)
-    }
-
-    fn lease_block(&self, mem: &Memory, id: ClientId) -> Option<LeaseBlock> {
-        let at = self.cfg.lease_block(id)?;
-        let len = self.cfg.lease_block_bytes();
-        let bytes = mem
-            .read(id.node, nessie_protocol::Region::Data, at, len)
-            .ok()?;
-        LeaseBlock::decode(&bytes)
     }
 
     /// Whether node `n`'s agent has something to do now: a pass would grant
@@ -1159,29 +1107,6 @@ impl Model for World {
 
 /// Hands `c` to `r`'s running machine through its router (which drops a
 /// completion whose request belongs to no running machine).
-/// One pass of `agent` at `now`, its requests (the node's CPU and its
-/// loopback CASes) run atomically; returns how many it made.
-fn agent_pass(cfg: &Config, mem: &mut Memory, agent: &mut Agent, now: u64) -> usize {
-    let node = agent.node();
-    let mut ops = agent.start(cfg, now);
-    let mut made = 0;
-    while !ops.is_empty() {
-        made += ops.len();
-        let results: Vec<_> = ops
-            .into_iter()
-            .map(|op| {
-                let wr = nessie_protocol::WorkRequest {
-                    id: nessie_protocol::OpId(0),
-                    op,
-                };
-                InFlight::new(wr, 0).run_to_end(mem, node, WordOrder::Ascending)
-            })
-            .collect();
-        ops = agent.advance(cfg, &results);
-    }
-    made
-}
-
 fn deliver(r: &mut ClientRun, c: Completion) {
     if let Some((_, c)) = r.router.inbound(c) {
         if let Some(m) = r.machine.as_mut() {
