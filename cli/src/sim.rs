@@ -95,6 +95,12 @@ pub struct SimArgs {
     /// instead of every entry sized for the largest value.
     #[arg(long)]
     pub size_classes: bool,
+    /// Half of Nessie's clients (at least one per node) without storage:
+    /// they write their shares through memory windows their node's agent
+    /// binds (docs/protocol.md §2.4), their requests leaving from their
+    /// share's node.
+    #[arg(long)]
+    pub pure_clients: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -156,6 +162,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                         spec.tuning.candidates = args.candidates;
                         spec.tuning.bucket_slots = args.bucket_slots;
                         spec.tuning.size_classes = args.size_classes.then_some(true);
+                        spec.tuning.pure_clients = args.pure_clients.then_some(true);
                         let point = Point {
                             system,
                             nodes,

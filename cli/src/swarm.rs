@@ -75,6 +75,12 @@ pub struct SwarmArgs {
     /// without it. A baseline's cases are unchanged.
     #[arg(long)]
     pub size_classes: bool,
+    /// Half of Nessie's clients without storage (`SwarmCase::with_pure_clients`:
+    /// they write their shares through memory windows their node's agent
+    /// binds, and hold them by lease), every other draw of each case as
+    /// without it. A baseline's cases are unchanged.
+    #[arg(long)]
+    pub pure_clients: bool,
     /// Only the faults that change when requests land and steps run
     /// (`SwarmCase::with_timing_faults_only`: delays, pauses, torn
     /// transfers, duplicated WRITEs, skew), none that fails a request or a
@@ -121,6 +127,9 @@ impl SwarmArgs {
         }
         if self.size_classes {
             case = case.with_size_classes();
+        }
+        if self.pure_clients {
+            case = case.with_pure_clients();
         }
         if self.timing_faults_only {
             case = case.with_timing_faults_only();

@@ -92,6 +92,25 @@ impl Allocator {
             .map_or((0, 0), |s| s.claim_words(dte))
     }
 
+    /// How many entries are set aside for the next generation
+    /// ([`DteAllocator::quarantine`]): what a client without storage leaves
+    /// behind if its process ends now (those whose state word it claimed
+    /// stay unusable; the others a later sweep frees).
+    pub fn set_aside(&self) -> u64 {
+        self.shares
+            .iter()
+            .map(|s| s.never_linked.iter().filter(|&&n| n).count() as u64)
+            .sum()
+    }
+
+    /// Returns an entry handed out and never written
+    /// ([`DteAllocator::release_unwritten`]).
+    pub fn release_unwritten(&mut self, dte: DteAddr) {
+        if let Some(s) = self.share_of(dte) {
+            s.release_unwritten(dte);
+        }
+    }
+
     /// Sets entry `dte` aside until the next generation
     /// ([`DteAllocator::quarantine`]).
     pub fn quarantine(&mut self, dte: DteAddr) {
@@ -261,6 +280,19 @@ impl DteAllocator {
             .map_or((0, 0), |rel| self.claim_words[rel as usize])
     }
 
+    /// Returns an entry handed out and never written (nothing was posted
+    /// to it): free at once, in its incarnation and with its words, even in
+    /// a pure share's generation.
+    pub fn release_unwritten(&mut self, dte: DteAddr) {
+        if let Some(rel) = self.rel(dte) {
+            self.in_generation[rel as usize] = false;
+            if !self.in_free[rel as usize] {
+                self.in_free[rel as usize] = true;
+                self.free.push_front(rel);
+            }
+        }
+    }
+
     /// Sets aside an entry handed out whose data round failed (its words
     /// unknown) or that was never linked: a pure share frees it at the
     /// first sweep of the next generation, which reads its words.
@@ -293,6 +325,10 @@ impl DteAllocator {
         self.in_free[i as usize] = false;
         self.remote_seen[i as usize] = 0;
         self.in_generation[i as usize] = self.pure;
+        // What was set aside of an earlier use says nothing of this one
+        // (left set, a sweep of a later generation would free the entry
+        // while this use links it: the pure swarm's case 32).
+        self.never_linked[i as usize] = false;
         Some(self.addr(i))
     }
 
@@ -413,6 +449,16 @@ impl DteAllocator {
         if self.pure && self.in_generation[r] {
             return false;
         }
+        if self.pure && header.state.encode() == 0 && !header.is_never_written() {
+            // A pure share's entry whose state word was never claimed (a
+            // data round of an ended process that landed in part): no index
+            // word ever named it, in any incarnation.
+            self.claim_words[r] = (0, header.recycle.encode());
+            self.incarnations[r] = 0;
+            self.fruitless = 0;
+            self.push_free(rel);
+            return true;
+        }
         if self.never_linked[r] {
             // No index word names it: free at once in its incarnation, to
             // be claimed from the words it holds now.
@@ -463,9 +509,12 @@ impl DteAllocator {
     /// (swept and found reusable, or returned unpublished), i.e. the next
     /// allocations will hand it out. Such an entry's header need not say so:
     /// an unpublished entry keeps the header of the write that never got
-    /// linked. (The simulator's data-table audit asks this.)
+    /// linked; or, in a pure share, one set aside for the next generation
+    /// ([`DteAllocator::quarantine`]), which the first sweep of that
+    /// generation frees. (The simulator's data-table audit asks this.)
     pub fn is_known_free(&self, dte: DteAddr) -> bool {
-        self.rel(dte).is_some_and(|rel| self.in_free[rel as usize])
+        self.rel(dte)
+            .is_some_and(|rel| self.in_free[rel as usize] || self.never_linked[rel as usize])
     }
 }
 

@@ -227,10 +227,10 @@ impl Config {
             "at most 15",
         )?;
         check(
-            self.clients_per_node >= 1,
+            self.shares_per_node() >= 1,
             "clients_per_node",
             self.clients_per_node,
-            "at least 1",
+            "at least 1 client per node, with storage or without",
         )?;
         check(
             self.dtes_per_node / u32::from(self.shares_per_node().max(1)) >= 2,

@@ -398,6 +398,12 @@ pub struct Tuning {
     /// entries as the main table (default: one class).
     #[serde(default)]
     pub size_classes: Option<bool>,
+    /// Clients without storage (Nessie only; issue 41, docs/protocol.md
+    /// §2.4): half of each node's protocol clients (at least one) hold a
+    /// share of the node's data tables and write it through memory windows
+    /// the node's agent binds, with a lease term of two expiration periods.
+    #[serde(default)]
+    pub pure_clients: Option<bool>,
 }
 
 impl Default for SimSpec {
@@ -715,6 +721,11 @@ pub struct ChaosCounts {
     pub pauses: u64,
     /// Client crashes (including those of node outages).
     pub crashes: u64,
+    /// Clients without storage whose agent took their share back (each
+    /// replaced by a new client, as a process whose client ended; the
+    /// data-table audit admits what each may leave behind as for a crash).
+    #[serde(default)]
+    pub lease_losses: u64,
     /// Server worker crashes
     /// ([`Chaos::server_crash_permille`](crate::Chaos::server_crash_permille)).
     pub server_crashes: u64,
@@ -820,6 +831,12 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
     if t.size_classes == Some(true) {
         cfg.size_classes =
             nessie_systems::sizing::ladder_classes(cfg.layout().entry_bytes(), cfg.dtes_per_node);
+    }
+    if t.pure_clients == Some(true) {
+        let pure = (protocol_clients_per_node / 2).max(1);
+        cfg.pure_clients_per_node = pure;
+        cfg.clients_per_node = protocol_clients_per_node - pure;
+        cfg.lease_term = cfg.expiration * 2;
     }
     cfg.filter_bits = t.filter_bits.unwrap_or(d.filter_bits);
     cfg.cache_capacity = t.cache_capacity.unwrap_or(d.cache_capacity);

@@ -580,7 +580,7 @@ pub const WORLDS: &[WorldRow] = &[
     WorldRow {
         name: "pure-lease-taken-back",
         build: pure_lease_taken_back,
-        ci: exhaustive(Group::Edges, 1_111_767),
+        ci: exhaustive(Group::Edges, 1_084_336),
         catches: &[],
     },
 ];

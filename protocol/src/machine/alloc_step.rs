@@ -136,6 +136,12 @@ impl AllocStep {
             } else if lease.holder == 0 {
                 // Take it, asking for a generation past any granted (so
                 // that no key an earlier holder had stays good).
+                if !cx.may_mutate() {
+                    return Err(Error::Timeout);
+                }
+                let Some(p) = cx.client.pure.as_mut() else {
+                    return Err(Error::Timeout);
+                };
                 let want = lease.granted + 1;
                 p.want = Some(want);
                 let take = LeaseWord {
@@ -167,7 +173,7 @@ impl AllocStep {
             cx.client.alloc.begin_generation();
             return self.start(cx, self.class);
         }
-        if lease.requested >= want {
+        if lease.requested >= want || !cx.may_mutate() {
             return Err(Error::Timeout);
         }
         let ask = LeaseWord {

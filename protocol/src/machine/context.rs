@@ -298,11 +298,25 @@ impl Cx<'_> {
     /// never duplicated, so no copy can later undo the commit or a recycle
     /// mark), its deadline and the rest by WRITEs, all in one round.
     /// [`Cx::dte_written`] checks the round's results.
-    pub(crate) fn write_dte(&mut self, dte: DteAddr, data: Vec<u8>) {
+    ///
+    /// # Errors
+    ///
+    /// `Timeout` (nothing posted, the entry free again) when a client
+    /// without storage's attempt may no longer start a mutation: its data
+    /// round is one, posted through the NIC, and keeps the margin rule as
+    /// every other mutation does.
+    pub(crate) fn write_dte(&mut self, dte: DteAddr, data: Vec<u8>) -> Result<(), Error> {
         let offset = self.client.cfg.data_tables().entry_offset(dte);
-        let Some(pure) = &self.client.pure else {
+        if self.client.pure.is_none() {
             self.io.issue(Op::LocalWrite { offset, data });
-            return;
+            return Ok(());
+        }
+        if !self.may_mutate() {
+            self.client.alloc.release_unwritten(dte);
+            return Err(Error::Timeout);
+        }
+        let Some(pure) = &self.client.pure else {
+            return Ok(());
         };
         let window = self.client.cfg.window_of(self.client.id, dte.class());
         let key = pure.keys.get(usize::from(dte.class())).copied();
@@ -320,7 +334,7 @@ impl Cx<'_> {
                     data,
                 }),
             });
-            return;
+            return Ok(());
         };
         let (state, recycle) = self.client.alloc.claim_words(dte);
         let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
@@ -338,7 +352,7 @@ impl Cx<'_> {
         if self.client.faults.pure_state_by_write {
             // Broken variant: the state and recycle words in the WRITE.
             self.io.issue(through(Op::Write { addr: at(0), data }));
-            return;
+            return Ok(());
         }
         let parts = [
             Op::Cas {
@@ -364,6 +378,7 @@ impl Cx<'_> {
             self.io.issue(through(op));
         }
         self.beat_if_due();
+        Ok(())
     }
 
     /// A client without storage's heartbeat, when due: a CAS advancing the

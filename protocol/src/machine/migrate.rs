@@ -348,7 +348,9 @@ impl Migrate {
             prev: self.mv.w.0,
         };
         let bytes = cx.encode_entry(d, &header, &y.key, &value);
-        cx.write_dte(d, bytes);
+        if let Err(e) = cx.write_dte(d, bytes) {
+            return Some(Err(e));
+        }
         self.mv.copy = Some(d);
         self.mv.header = Some(header);
         self.phase = Phase::AwaitCopy;

@@ -420,7 +420,9 @@ impl WriteLogic {
             prev: self.words[self.target].0,
         };
         let bytes = cx.encode_entry(d, &header, &self.key, value);
-        cx.write_dte(d, bytes);
+        if let Err(e) = cx.write_dte(d, bytes) {
+            return Some(Err(e));
+        }
         self.new_dte = Some(d);
         self.new_header = Some(header);
         self.phase = Phase::AwaitWrite;

@@ -112,7 +112,8 @@ impl Engine {
     pub(super) fn watch_margin(&mut self, c: usize, start: u64, wrs: &[WorkRequest]) {
         let bounds = self.deadline_boundaries(c);
         for wr in wrs {
-            let (what, addr) = match &wr.op {
+            // A request through a window is the mutation it carries.
+            let (what, addr) = match wr.op.unwindowed() {
                 Op::Cas { addr, new, .. } if addr.region == Region::Data => {
                     match StateWord::decode(*new).state {
                         DteState::Valid | DteState::Deleted => {
@@ -266,6 +267,25 @@ impl Engine {
         op.stats += stats;
         if let Err(e) = &r {
             let elapsed = std::time::Duration::from_nanos(now - op.started);
+            let pure = cl.state.pure.is_some() && elapsed < self.cfg.retry.op_timeout;
+            if pure && matches!(e, Error::ClientIdInUse(_)) {
+                // A client without storage whose share a dead process
+                // still holds: as an application would, it tries again
+                // once the agent may have taken the share back.
+                let at = now + nanos(self.cfg.lease_term) / 4;
+                self.start_attempt(c);
+                self.events.schedule(at, Ev::Poll(c));
+                return;
+            }
+            if pure && matches!(e, Error::LeaseLost(_)) {
+                // Its share was taken back (nothing of the attempt was
+                // linked): the application makes a new client, which takes
+                // the share anew, and writes again.
+                self.new_pure_process(c);
+                self.start_attempt(c);
+                self.events.schedule(now, Ev::Poll(c));
+                return;
+            }
             if retries(&self.cfg.retry, e, op.attempts, elapsed) {
                 let jitter = xorshift64(&mut cl.rng) % (op.backoff_ns / 2 + 1);
                 let at = now + op.backoff_ns / 2 + jitter;
@@ -275,7 +295,13 @@ impl Engine {
                 return;
             }
         }
+        let lost = matches!(r, Err(Error::LeaseLost(_)));
         self.complete_op(c, r, now);
+        if lost {
+            // Out of time with its share taken back: its next operation
+            // runs in a new client.
+            self.new_pure_process(c);
+        }
     }
 
     /// Ends client `c`'s operation with `r` (all its attempts done): records

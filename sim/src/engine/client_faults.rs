@@ -40,6 +40,9 @@ impl Engine {
         }
         cl.down_since = Some(now);
         cl.incarnation += 1;
+        // A client without storage's entries set aside for its next
+        // generation go with its process (docs/protocol.md §2.4).
+        self.workload.stats.leaked += cl.state.alloc.set_aside();
         self.drop_attempt(c);
         self.drop_late(c);
         self.chaos.counts.crashes += 1;
@@ -51,6 +54,26 @@ impl Engine {
         }
         let after = self.spec.chaos.restart_after_ns.max(self.margin_ns() + 1);
         self.events.schedule(now + after, Ev::Restart(c));
+    }
+
+    /// Client without storage `c` lost its share (`LeaseLost`): the
+    /// application replaces it with a new client, which draws a nonce of its
+    /// own and takes its share anew on its first write.
+    pub(super) fn new_pure_process(&mut self, c: usize) {
+        let id = self.clients[c].state.id;
+        let Ok(mut state) = ClientState::new(self.cfg.clone(), id) else {
+            return; // the configuration was validated at the start
+        };
+        state.faults = self.spec.faults;
+        self.chaos.counts.lease_losses += 1;
+        let cl = &mut self.clients[c];
+        cl.incarnation += 1;
+        let nonce = super::cluster::pure_nonce(self.spec.seed, c, cl.incarnation);
+        state.pure = Some(nessie_protocol::pure::PureWindows::new(nonce));
+        self.workload.stats.leaked += cl.state.alloc.set_aside();
+        cl.state = state;
+        cl.router = super::router(&self.spec);
+        cl.late.clear();
     }
 
     /// A crashed client comes back as a fresh process (no sooner than one
@@ -85,6 +108,14 @@ impl Engine {
             return; // the configuration was validated at the start
         };
         state.faults = self.spec.faults;
+        if state.pure.is_some() {
+            // A new process draws a nonce of its own: it must take its
+            // share anew, once its agent took it back from the process that
+            // died holding it.
+            let nonce =
+                super::cluster::pure_nonce(self.spec.seed, c, self.clients[c].incarnation + 1);
+            state.pure = Some(nessie_protocol::pure::PureWindows::new(nonce));
+        }
         if let Some(maker) = &self.server_side.core_maker {
             // A baseline client's core died with its process (it was inside
             // the machine of the operation it crashed in): the new process

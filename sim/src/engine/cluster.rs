@@ -3,8 +3,9 @@
 //! workers and background threads share.
 
 use nessie_check::memory::Memory;
+use nessie_protocol::pure::Agent;
 
-/// The nodes' memory, whether each is up, and their cores.
+/// The nodes' memory, whether each is up, their cores, and their agents.
 pub(crate) struct Cluster {
     /// Every node's registered memory.
     pub(crate) mem: Memory,
@@ -14,6 +15,19 @@ pub(crate) struct Cluster {
     pub(crate) cores: Vec<u64>,
     /// Busy background threads sharing each core.
     pub(crate) background: Vec<u64>,
+    /// Each node's agent for its clients without storage (docs/protocol.md
+    /// §2.4): a pass every [`AGENT_PERIOD_NS`], off every request's path.
+    pub(crate) agents: Vec<Agent>,
+}
+
+/// How often a node's agent makes a pass over its lease blocks.
+pub(crate) const AGENT_PERIOD_NS: u64 = 10_000;
+
+/// The nonce of client `c`'s incarnation `incarnation` in a run of `seed`
+/// (a client without storage's lease holder: each process draws its own).
+pub(crate) fn pure_nonce(seed: u64, c: usize, incarnation: u64) -> u32 {
+    let mut s = seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (incarnation << 40);
+    nessie_protocol::rng::splitmix64(&mut s) as u32
 }
 
 impl Cluster {

@@ -36,6 +36,8 @@ pub(crate) enum Ev {
     ServerFail(usize),
     /// A Cell server node's failure is detected: a survivor recovers.
     Detect(usize),
+    /// A node's agent makes a pass over its lease blocks.
+    Agent(usize),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -109,6 +111,11 @@ impl Events {
             }
             None => None,
         }
+    }
+
+    /// Whether some scheduled event is not one `pred` accepts.
+    pub(crate) fn any_but(&self, pred: impl Fn(&Ev) -> bool) -> bool {
+        self.queue.iter().any(|s| !pred(&s.ev))
     }
 
     /// Time moves to `at`, where an event is processed.

@@ -318,6 +318,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     for c in 0..e.clients.len() {
         e.events.schedule(EPOCH, Ev::Poll(c));
     }
+    e.start_agents();
     if e.workload.preloading > 0 {
         // A server-driven system preloads by its clients' own PUTs, in
         // virtual time: without faults, as Nessie's preload (at once, before
@@ -356,7 +357,7 @@ pub fn simulate(spec: &SimSpec) -> Result<SimReport, SimError> {
     let dtes = e.audit_dtes(
         e.events.now,
         e.workload.stats.leaked,
-        e.chaos.counts.crashes + e.workload.tally.stuck,
+        e.chaos.counts.crashes + e.chaos.counts.lease_losses + e.workload.tally.stuck,
     );
     let mut report = e.report(wall.elapsed());
     report.dtes = dtes;
@@ -398,6 +399,33 @@ impl Engine {
             Ev::Measure => self.start_measuring(at),
             Ev::ServerFail(n) => self.fail_server(n, at),
             Ev::Detect(n) => self.on_detect(n, at),
+            Ev::Agent(n) => self.on_agent(n, at),
+        }
+    }
+
+    /// Node `n`'s agent makes a pass (atomically: its CPU and loopback, off
+    /// every request's path) unless the node is down, and the next one is
+    /// due a period later while anything but the agents is still to happen.
+    fn on_agent(&mut self, n: usize, now: u64) {
+        if !self.cluster.node_down[n] {
+            if let Some(agent) = self.cluster.agents.get_mut(n) {
+                nessie_check::pure::agent_pass(&self.cfg, &mut self.cluster.mem, agent, now);
+            }
+        }
+        if self.events.any_but(|ev| matches!(ev, Ev::Agent(_))) {
+            self.events
+                .schedule(now + cluster::AGENT_PERIOD_NS, Ev::Agent(n));
+        }
+    }
+
+    /// Schedules every node's agent now (at the start, and when the final
+    /// sweep has dropped what was scheduled), if it has clients without
+    /// storage to serve.
+    pub(crate) fn start_agents(&mut self) {
+        if self.cfg.pure_clients_per_node > 0 {
+            for n in 0..usize::from(self.cfg.nodes) {
+                self.events.schedule(self.events.now, Ev::Agent(n));
+            }
         }
     }
 

@@ -3,6 +3,8 @@
 //! machines), the servers of a server-driven system and the planned faults.
 
 use super::*;
+use cluster::pure_nonce;
+use nessie_protocol::pure::Agent;
 
 impl Engine {
     /// A cluster in its initial state: nothing preloaded, nothing scheduled.
@@ -23,7 +25,7 @@ impl Engine {
             )?),
         };
         let mut clients = Vec::new();
-        let per_node = cfg.clients_per_node;
+        let per_node = cfg.shares_per_node();
         // YCSB's E scans 1 to 100 entries (`maxscanlength`); Cell pages at
         // most its scan page.
         let max_scan = match spec.system {
@@ -104,6 +106,18 @@ impl Engine {
             Some(s) => Memory::with_topology(s.topology),
             None => Memory::new(&cfg),
         };
+        let mut agents: Vec<Agent> = (0..spec.nodes).map(|n| Agent::new(NodeId(n))).collect();
+        for (c, client) in clients.iter_mut().enumerate() {
+            let id = client.state.id;
+            if client.state.pure.is_some() {
+                // Each begins holding its share and its first keys.
+                let nonce = pure_nonce(spec.seed, c, 0);
+                let agent = &mut agents[usize::from(id.node.0)];
+                let p = nessie_check::pure::boot(&cfg, &mut mem, agent, id, nonce, EPOCH)
+                    .map_err(SimError::Spec)?;
+                client.state.pure = Some(p);
+            }
+        }
         let cell_servers = setup
             .as_ref()
             .map(|s| s.cell_servers.clone())
@@ -140,6 +154,7 @@ impl Engine {
                 node_down: vec![false; nodes],
                 cores: vec![0; background.len()],
                 background,
+                agents,
             },
             clients,
             net: Network::new(nodes),

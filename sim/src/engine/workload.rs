@@ -126,6 +126,7 @@ impl Engine {
         self.events.keep_only(
             |ev| matches!(*ev, Ev::Complete(r) if reqs[r].as_ref().is_some_and(NicRequest::is_cpu)),
         );
+        self.start_agents();
         let now = self.events.now;
         self.cluster
             .cores
@@ -232,6 +233,13 @@ impl Engine {
                     // A tight index may not take every key: the key starts
                     // absent (nothing of the failed PUT took effect).
                     Poll::Done(Err(Error::TableFull { .. } | Error::DataTableFull { .. })) => {
+                        stored = false;
+                        break;
+                    }
+                    // A client without storage whose share is spent in its
+                    // first generation waits for its agent, which runs only
+                    // once time starts: as full as a share at one instant.
+                    Poll::Done(Err(Error::Timeout)) if c.state.pure.is_some() => {
                         stored = false;
                         break;
                     }

@@ -217,6 +217,7 @@ impl SwarmCase {
             max_backoff_us: None,
             op_timeout_us: None,
             size_classes: None,
+            pure_clients: None,
         };
         let get_pct = 20 + d.below(50) as u32;
         let mut case = SwarmCase {
@@ -513,6 +514,18 @@ impl SwarmCase {
         self
     }
 
+    /// This case with clients without storage (Nessie only; issue 41): half
+    /// of each node's clients (at least one) write their shares through
+    /// memory windows that their node's agent binds, take their shares by
+    /// lease, and lose them when they stall past the lease term (two
+    /// expiration periods), under every fault of the case.
+    pub fn with_pure_clients(mut self) -> SwarmCase {
+        if self.system == SystemKind::Nessie {
+            self.tuning.pure_clients = Some(true);
+        }
+        self
+    }
+
     /// This case with late landings unbounded for the request channels of
     /// NessieSD, NessieHY, Pilaf and Cell, whose outcomes rest on no landing
     /// time: mutations that reach their responder after their landing
@@ -710,6 +723,9 @@ pub struct SwarmSummary {
     pub node_splits: u64,
     /// Entries of crashed or overrunning owners recovered.
     pub recoveries: u64,
+    /// Clients without storage whose agent took their share back (each
+    /// replaced by a new client).
+    pub lease_losses: u64,
     /// The data-table audits summed over every case ([`crate::audit`]):
     /// entries live, reusable and leaked at quiescence, and leaks admitted
     /// (the per-case leak descriptions are not kept).
@@ -767,6 +783,7 @@ pub fn swarm_with(
         s.cases += 1;
         s.unknown_ops += run.report.unknown;
         s.crashes += run.report.chaos.crashes;
+        s.lease_losses += run.report.chaos.lease_losses;
         s.server_crashes += run.report.chaos.server_crashes;
         s.server_failures += run.report.chaos.server_failures;
         s.mid_split_failures += run.report.chaos.mid_split_failures;
