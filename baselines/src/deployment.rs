@@ -294,7 +294,12 @@ impl SystemConfig {
         F::Endpoint: 'static,
     {
         let cfg = &self.store;
-        id.check_in(cfg.nodes, cfg.clients_per_node)?;
+        // Nessie's clients without storage follow a node's own clients.
+        let ids = match self.kind {
+            KvSystem::Nessie => cfg.shares_per_node(),
+            _ => cfg.clients_per_node,
+        };
+        id.check_in(cfg.nodes, ids)?;
         let ep = fabric.open(id.node)?;
         let rpc = self.mailbox().map(|mailbox| {
             let mut rpc = rpc_channel(mailbox, id, cfg);

@@ -483,7 +483,12 @@ impl DteAllocator {
         if free {
             self.fruitless = 0;
             self.advance(rel, header);
-            self.claim_words[r] = (header.state.encode(), header.recycle.encode());
+            if self.pure {
+                // Only a pure share claims by CAS (a node's client writes
+                // by CPU), and its model state should not tell apart what
+                // it never uses.
+                self.claim_words[r] = (header.state.encode(), header.recycle.encode());
+            }
             self.push_free(rel);
         }
         free

@@ -203,6 +203,39 @@ where
         ))
     }
 
+    /// A client without storage whose share is on `node` (docs/protocol.md
+    /// §2.4): the first of the node's `pure_clients_per_node` shares no live
+    /// client of this process holds. It writes its share through memory
+    /// windows the node's agent binds (started with the node), takes the
+    /// share by a lease on its first write and keeps it while it writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] for another system than Nessie or a store
+    /// with no client without storage; [`Error::ClientIdInUse`] naming the
+    /// node's last share when every one is held here (a share held by a
+    /// client of another process is refused on the first write, also
+    /// `ClientIdInUse`); otherwise as [`Cluster::client`].
+    pub fn pure_client(&self, node: NodeId) -> Result<Box<dyn KvClient>, Error> {
+        let store = self.store();
+        if self.kind() != SystemKind::Nessie || store.pure_clients_per_node == 0 {
+            return Err(Error::Unsupported(
+                "clients without storage (Nessie with pure_clients_per_node > 0)",
+            ));
+        }
+        let mut last = None;
+        for index in store.clients_per_node..store.shares_per_node() {
+            match self.client_with_id(ClientId { node, index }) {
+                Err(Error::ClientIdInUse(id)) => last = Some(id),
+                other => return other,
+            }
+        }
+        Err(Error::ClientIdInUse(last.unwrap_or(ClientId {
+            node,
+            index: store.clients_per_node,
+        })))
+    }
+
     /// A client with the id `id` (tests and tools pick ids by hand; the
     /// same check applies: an id a live client holds is refused).
     ///

@@ -16,12 +16,15 @@
 //! - [`connect`]: [`Connect`], the front door: any system as a whole
 //!   cluster in this process or as the nodes this process hosts on any
 //!   fabric, handing out clients with ids no live client holds.
+//! - [`agent`]: the agent of a Nessie node hosting clients without
+//!   storage, on a thread of its own.
 //! - [`cell`]: Cell on one node of any fabric: its configuration from the
 //!   cluster's store, its server node, its clients running the workload with
 //!   range scans.
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod cell;
 pub mod connect;
 pub mod kind;

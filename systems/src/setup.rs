@@ -16,6 +16,7 @@ use nessie_exec::server::ServerPool;
 use nessie_protocol::{Config, Error, Fabric, NodeId, Topology};
 use nessie_workload::{ServerLoad, WorkloadError, WorkloadReport, WorkloadSpec};
 
+use crate::agent::{AgentThread, AGENT_PERIOD};
 use crate::cell::{cell_config, run_cell, start_cell_node, CellShape};
 use crate::kind::SystemKind;
 use crate::node::{run_system, start_node_servers, SystemError};
@@ -137,6 +138,13 @@ impl NodeSetup {
         F::Endpoint: 'static,
     {
         Ok(match self {
+            NodeSetup::Kv(s) if s.kind == KvSystem::Nessie && s.store.pure_clients_per_node > 0 => {
+                // Check the regions as for any system, then the agent.
+                start_node_servers(s, fabric, node)?;
+                let ep = fabric.open(node).map_err(Error::Fabric)?;
+                let cfg = Arc::new(s.store.clone());
+                NodeServers::Agent(AgentThread::start(cfg, ep, AGENT_PERIOD))
+            }
             NodeSetup::Kv(s) => NodeServers::Kv(start_node_servers(s, fabric, node)?),
             NodeSetup::Cell(c, _) => NodeServers::Cell(start_cell_node(c, fabric, node)?),
         })
@@ -168,6 +176,9 @@ impl NodeSetup {
 pub enum NodeServers {
     /// A server-driven system's workers (`None`: Nessie has none).
     Kv(Option<ServerPool>),
+    /// A Nessie node's agent for its clients without storage (it serves no
+    /// request: it binds their windows and takes back their shares).
+    Agent(AgentThread),
     /// Cell's server node: workers and maintenance thread.
     Cell(CellNode),
 }
@@ -188,6 +199,7 @@ impl NodeServers {
     pub fn load(&self) -> Vec<&dyn ServerLoad> {
         match self {
             NodeServers::Kv(p) => p.iter().map(|p| p as &dyn ServerLoad).collect(),
+            NodeServers::Agent(_) => Vec::new(),
             NodeServers::Cell(c) => vec![c as &dyn ServerLoad],
         }
     }
@@ -195,7 +207,7 @@ impl NodeServers {
     /// What they did so far (`None`: no server thread runs here).
     pub fn summary(&self) -> Option<ServerSummary> {
         match self {
-            NodeServers::Kv(None) => None,
+            NodeServers::Kv(None) | NodeServers::Agent(_) => None,
             NodeServers::Kv(Some(p)) => Some(ServerSummary {
                 cpu: p.cpu_time(),
                 requests: p.requests(),
@@ -213,7 +225,7 @@ impl NodeServers {
     pub fn cell(&self) -> Option<&CellNode> {
         match self {
             NodeServers::Cell(c) => Some(c),
-            NodeServers::Kv(_) => None,
+            NodeServers::Kv(_) | NodeServers::Agent(_) => None,
         }
     }
 }

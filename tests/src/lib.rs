@@ -125,30 +125,14 @@ impl SimCluster {
     }
 
     /// Node `node`'s agent serving its clients without storage on a thread
-    /// of its own, a pass every 200 µs, until the guard drops
-    /// (docs/protocol.md §2.4).
-    pub fn agent(&self, node: u16) -> AgentThread {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let mut ep = self.fabric.open(NodeId(node)).expect("agent endpoint");
-        let cfg = self.cfg.clone();
-        let halt = stop.clone();
-        let thread = thread::spawn(move || {
-            let mut agent = nessie_protocol::pure::Agent::new(NodeId(node));
-            while !halt.load(std::sync::atomic::Ordering::Relaxed) {
-                nessie_protocol::pure::serve_once(
-                    &mut agent,
-                    &cfg,
-                    &mut ep,
-                    std::time::Duration::from_millis(100),
-                )
-                .expect("agent pass");
-                thread::sleep(std::time::Duration::from_micros(200));
-            }
-        });
-        AgentThread {
-            stop,
-            thread: Some(thread),
-        }
+    /// of its own until the guard drops (docs/protocol.md §2.4).
+    pub fn agent(&self, node: u16) -> nessie_systems::agent::AgentThread {
+        let ep = self.fabric.open(NodeId(node)).expect("agent endpoint");
+        nessie_systems::agent::AgentThread::start(
+            self.cfg.clone(),
+            ep,
+            nessie_systems::agent::AGENT_PERIOD,
+        )
     }
 
     /// Every client slot of the cluster, `clients_per_node` on each node.
@@ -160,22 +144,6 @@ impl SimCluster {
             }
         }
         out
-    }
-}
-
-/// A node's agent running on a thread ([`SimCluster::agent`]); stops when
-/// dropped.
-pub struct AgentThread {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Drop for AgentThread {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
