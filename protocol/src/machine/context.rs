@@ -13,12 +13,12 @@ use crate::alloc::Allocator;
 use crate::cache::DteCache;
 use crate::config::Config;
 use crate::error::{CorruptionKind, Error};
-use crate::fabric::{FabricError, Op, OpOutput, WindowKey};
+use crate::fabric::Op;
 use crate::faults::Faults;
 use crate::hash::Hasher;
 use crate::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
 use crate::machine::io::{bytes, written, Io, Results};
-use crate::pure::{LeaseWord, PureWindows};
+use crate::pure::PureWindows;
 use crate::time::{duration_nanos, Nanos};
 
 /// What a client keeps between operations.
@@ -292,211 +292,29 @@ impl Cx<'_> {
     }
 
     /// Writes a fresh entry of this client's share: by CPU into the local
-    /// data table, or, for a client without storage, through its window
-    /// (docs/protocol.md §2.4): its state and recycle words each by a CAS
-    /// that expects what the entry held when it was found free (a CAS is
-    /// never duplicated, so no copy can later undo the commit or a recycle
-    /// mark), its deadline and the rest by WRITEs, all in one round.
-    /// [`Cx::dte_written`] checks the round's results.
+    /// data table, or through its windows for a client without storage
+    /// ([`Cx::write_pure_dte`]). [`Cx::dte_written`] checks the round's
+    /// results.
     ///
     /// # Errors
     ///
-    /// `Timeout` (nothing posted, the entry free again) when a client
-    /// without storage's attempt may no longer start a mutation: its data
-    /// round is one, posted through the NIC, and keeps the margin rule as
-    /// every other mutation does.
+    /// As [`Cx::write_pure_dte`] (a node's client's CPU write cannot fail).
     pub(crate) fn write_dte(&mut self, dte: DteAddr, data: Vec<u8>) -> Result<(), Error> {
+        if self.client.pure.is_some() {
+            return self.write_pure_dte(dte, data);
+        }
         let offset = self.client.cfg.data_tables().entry_offset(dte);
-        if self.client.pure.is_none() {
-            self.io.issue(Op::LocalWrite { offset, data });
-            return Ok(());
-        }
-        if !self.may_mutate() {
-            self.client.alloc.release_unwritten(dte);
-            return Err(Error::Timeout);
-        }
-        let Some(pure) = &self.client.pure else {
-            return Ok(());
-        };
-        let window = self.client.cfg.window_of(self.client.id, dte.class());
-        let key = pure.keys.get(usize::from(dte.class())).copied();
-        let (Some(window), Some(key)) = (window, key) else {
-            // No key for the class (never: a write starts after its keys):
-            // a request the fabric refuses, so the round fails cleanly.
-            self.io.issue(Op::Windowed {
-                window: crate::fabric::WindowId {
-                    node: dte.node(),
-                    index: u32::MAX,
-                },
-                key: WindowKey(0),
-                op: Box::new(Op::Write {
-                    addr: RemoteAddr::data(dte.node(), offset),
-                    data,
-                }),
-            });
-            return Ok(());
-        };
-        let (state, recycle) = self.client.alloc.claim_words(dte);
-        let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
-        let at = |delta: u64| RemoteAddr::data(dte.node(), offset + delta);
-        let unwindowed = self.client.faults.pure_unwindowed;
-        let through = |op: Op| match unwindowed {
-            // Broken variant: no window, so no revocation.
-            true => op,
-            false => Op::Windowed {
-                window,
-                key,
-                op: Box::new(op),
-            },
-        };
-        if self.client.faults.pure_state_by_write {
-            // Broken variant: the state and recycle words in the WRITE.
-            self.io.issue(through(Op::Write { addr: at(0), data }));
-            return Ok(());
-        }
-        let parts = [
-            Op::Cas {
-                addr: at(0),
-                expect: state,
-                new: word(0),
-            },
-            Op::Cas {
-                addr: at(16),
-                expect: recycle,
-                new: word(16),
-            },
-            Op::Write {
-                addr: at(8),
-                data: data[8..16].to_vec(),
-            },
-            Op::Write {
-                addr: at(24),
-                data: data[24..].to_vec(),
-            },
-        ];
-        for op in parts {
-            self.io.issue(through(op));
-        }
-        self.beat_if_due();
+        self.io.issue(Op::LocalWrite { offset, data });
         Ok(())
     }
 
-    /// A client without storage's heartbeat, when due: a CAS advancing the
-    /// count in its lease block (outside its windows), in the round of its
-    /// data writes; [`Cx::dte_written`] reads its result.
-    fn beat_if_due(&mut self) {
-        let Some(p) = &self.client.pure else {
-            return;
-        };
-        if self.now.0 < p.beat_due {
-            return;
-        }
-        let Some(at) = self.client.cfg.lease_block(self.client.id) else {
-            return;
-        };
-        self.io.issue(Op::Cas {
-            addr: RemoteAddr::data(self.client.id.node, at + 8),
-            expect: p.beat,
-            new: p.beat.wrapping_add(1),
-        });
-    }
-
-    /// The heartbeat's result: advanced (the next one due a third of the
-    /// lease term on), or found another count (the agent took the share
-    /// back and reset it: the keys are dead, and the lease block will say
-    /// so), or failed (tried again with the next write).
-    fn on_beat(&mut self, r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
-        let third = duration_nanos(self.cfg().lease_term) / 3;
-        let Some(p) = self.client.pure.as_mut() else {
-            return Ok(());
-        };
-        match r {
-            Ok(OpOutput::Cas { previous }) if *previous == p.beat => {
-                p.beat = p.beat.wrapping_add(1);
-                p.beat_due = self.now.0.saturating_add(third);
-                Ok(())
-            }
-            Ok(OpOutput::Cas { .. }) => {
-                p.revoked();
-                Err(Error::Timeout)
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Reads this client without storage's lease block (its lease word,
-    /// heartbeat and key words, one READ).
-    pub(crate) fn read_lease_block(&mut self) {
-        let cfg = &self.client.cfg;
-        let offset = cfg.lease_block(self.client.id).unwrap_or(0);
-        let len = cfg.lease_block_bytes() as u32;
-        self.io.issue(Op::Read {
-            addr: RemoteAddr::data(self.client.id.node, offset),
-            len,
-        });
-    }
-
-    /// Asks for a newer generation: CASes the lease word from `seen` to
-    /// `ask`.
-    pub(crate) fn cas_lease_word(&mut self, seen: LeaseWord, ask: LeaseWord) {
-        let offset = self.client.cfg.lease_block(self.client.id).unwrap_or(0);
-        self.io.issue(Op::Cas {
-            addr: RemoteAddr::data(self.client.id.node, offset),
-            expect: seen.encode(),
-            new: ask.encode(),
-        });
-    }
-
-    /// Whether the round of [`Cx::write_dte`] wrote entry `dte` whole. A
-    /// client without storage's entry whose round failed, or found other
-    /// words than it expected, is never linked and waits for the next
-    /// generation ([`crate::alloc::Allocator::quarantine`]); a refused
-    /// window means its keys were revoked (its lease was taken back): it
-    /// asks for a newer generation, and the attempt is retried (nothing was
-    /// linked).
+    /// Whether the round of [`Cx::write_dte`] wrote entry `dte` whole (a
+    /// client without storage's: [`Cx::pure_dte_written`]).
     pub(crate) fn dte_written(&mut self, dte: DteAddr, results: &Results) -> Result<(), Error> {
-        if self.client.pure.is_none() {
-            return results.first().map_or(Err(Error::Conflict), written);
+        if self.client.pure.is_some() {
+            return self.pure_dte_written(dte, results);
         }
-        let expected = self.client.alloc.claim_words(dte);
-        let parts = if self.client.faults.pure_state_by_write {
-            1
-        } else {
-            4
-        };
-        let mut outcome = Ok(());
-        if let Some(beat) = results.get(parts) {
-            outcome = self.on_beat(beat);
-        }
-        for (i, r) in results.iter().take(parts).enumerate() {
-            let fine = match (i, r) {
-                (0, Ok(OpOutput::Cas { previous })) => *previous == expected.0,
-                (1, Ok(OpOutput::Cas { previous })) => *previous == expected.1,
-                (_, Ok(OpOutput::Written)) => true,
-                (_, Err(FabricError::WindowRefused { .. })) => {
-                    if let Some(p) = self.client.pure.as_mut() {
-                        p.revoked();
-                    }
-                    outcome = Err(Error::Timeout);
-                    continue;
-                }
-                (_, Err(e)) => {
-                    outcome = outcome.and(Err(e.clone().into()));
-                    continue;
-                }
-                _ => false,
-            };
-            if !fine {
-                outcome = outcome.and(Err(Error::Conflict));
-            }
-        }
-        if results.len() < parts {
-            outcome = outcome.and(Err(Error::Conflict));
-        }
-        if outcome.is_err() {
-            self.client.alloc.quarantine(dte);
-        }
-        outcome
+        results.first().map_or(Err(Error::Conflict), written)
     }
 
     /// Marks an entry for recycling: reusable T after now. Only called by the

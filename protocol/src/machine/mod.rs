@@ -16,6 +16,7 @@ pub(crate) mod context;
 mod get;
 pub(crate) mod io;
 mod migrate;
+mod pure_round;
 mod recover;
 mod search;
 mod write;
