@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::addr::{ClientId, DteAddr};
 use crate::config::Config;
-use crate::layout::{next_incarnation, DataEntryHeader, DteState};
+use crate::layout::{next_incarnation, DataEntryHeader, DteState, StateWord};
 use crate::time::{duration_nanos, Nanos};
 
 /// Headers read per sweep batch.
@@ -92,15 +92,15 @@ impl Allocator {
             .map_or((0, 0), |s| s.claim_words(dte))
     }
 
-    /// How many entries are set aside for the next generation
-    /// ([`DteAllocator::quarantine`]): what a client without storage leaves
-    /// behind if its process ends now (those whose state word it claimed
-    /// stay unusable; the others a later sweep frees).
+    /// How many entries only this allocator knows to be free of writes
+    /// never linked: those set aside for the next generation
+    /// ([`DteAllocator::quarantine`]) and those it freed that still hold
+    /// their never-linked `Writing` word. What a client without storage
+    /// leaves behind if its process ends now: no sweep of another process
+    /// can tell them from an entry in progress (the others a later sweep
+    /// frees). A node's client's allocator has none of either.
     pub fn set_aside(&self) -> u64 {
-        self.shares
-            .iter()
-            .map(|s| s.never_linked.iter().filter(|&&n| n).count() as u64)
-            .sum()
+        self.shares.iter().map(DteAllocator::set_aside).sum()
     }
 
     /// Returns an entry handed out and never written
@@ -271,6 +271,19 @@ impl DteAllocator {
     /// was handed out in this one (pure shares; never for others).
     pub fn spent_in_generation(&self) -> bool {
         self.pure && self.in_generation.iter().any(|&g| g)
+    }
+
+    /// How many of its entries only this allocator knows to be free of
+    /// writes never linked ([`Allocator::set_aside`]).
+    pub fn set_aside(&self) -> u64 {
+        (0..self.count as usize)
+            .filter(|&r| {
+                self.never_linked[r]
+                    || (self.pure
+                        && self.in_free[r]
+                        && StateWord::decode(self.claim_words[r].0).state == DteState::Writing)
+            })
+            .count() as u64
     }
 
     /// The state and recycle words `dte` held when it was last found free

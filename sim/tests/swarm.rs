@@ -240,10 +240,8 @@ fn size_classes_survive_the_fault_mixes_and_their_broken_mark_is_caught() {
 /// they write their shares through memory windows their node's agent
 /// binds, take them by lease and lose them when they stall past the lease
 /// term (then a new client takes the share). The correct protocol passes
-/// seeds 0-199 (from the CLI 1,998 of 0-1,999: seeds 229 and 815 leak one
-/// and three entries beyond what the data-table audit admits, an open item
-/// of docs/verification.md), with crashes, lease take-backs and torn
-/// transfers; WRITEs and CASes without the windows (`pure-unwindowed`)
+/// seeds 0-199 (0-24,999 from the CLI), with crashes, lease take-backs and
+/// torn transfers; WRITEs and CASes without the windows (`pure-unwindowed`)
 /// are caught at seed 159: a request of an earlier generation lands on an
 /// entry of a later one, and the lone client after the faults meets its
 /// damage.
