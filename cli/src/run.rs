@@ -57,6 +57,12 @@ pub struct RunArgs {
     /// §2.3).
     #[arg(long)]
     size_classes: bool,
+    /// Half of each node's client threads (at least one) are clients
+    /// without storage: they write their shares through memory windows
+    /// their node's agent binds (docs/protocol.md §2.4). Not with
+    /// `--depth` above 1.
+    #[arg(long)]
+    pure_clients: bool,
 }
 
 /// What went wrong before the run could start.
@@ -109,9 +115,21 @@ fn check(args: &RunArgs) -> Result<Config, RunError> {
         expiration: Duration::from_millis(200),
     })
     .map_err(Error::from)?;
+    if args.pure_clients && args.depth > 1 {
+        return Err(RunError::Arg(
+            "--pure-clients runs blocking clients: not with --depth above 1".into(),
+        ));
+    }
+    let pure = if args.pure_clients {
+        (cfg.clients_per_node / 2).max(1)
+    } else {
+        0
+    };
     let candidates = args.candidates.unwrap_or(cfg.candidates);
     let bucket_slots = args.bucket_slots.unwrap_or(cfg.bucket_slots);
     let cfg = Config {
+        clients_per_node: cfg.clients_per_node - pure,
+        pure_clients_per_node: pure,
         migrate_search: args.migrate_search.config(),
         candidates,
         bucket_slots,
@@ -134,8 +152,13 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let spec = m.spec(Duration::from_secs_f64(args.seconds));
     workload::check(&spec, &*cfg)?;
     println!(
-        "nessie run: {} nodes x {} client threads ({} in flight each) on the simulated fabric, {} keys of {} B, {}, {}, index load {:.2}, N = {}, B = {}, {}",
-        cfg.nodes, m.clients, args.depth, m.keys, m.key_size,
+        "nessie run: {} nodes x {} client threads ({} in flight each{}) on the simulated fabric, {} keys of {} B, {}, {}, index load {:.2}, N = {}, B = {}, {}",
+        cfg.nodes, m.clients, args.depth,
+        match cfg.pure_clients_per_node {
+            0 => String::new(),
+            p => format!("; {p} per node without storage"),
+        },
+        m.keys, m.key_size,
         match m.value_mix {
             nessie_workload::ValueMix::Fixed => format!("values of {} B", m.value_size),
             mix => format!("{mix} values up to {} B", m.value_size),
@@ -170,6 +193,19 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         }
         workload::run_workers("nessie", workers, &spec, &[])?
     } else {
+        // Each node's agent serves its clients without storage (none
+        // without them).
+        let _agents: Vec<_> = (0..cfg.nodes)
+            .filter(|_| cfg.pure_clients_per_node > 0)
+            .map(|n| {
+                let ep = fabric.open(NodeId(n)).map_err(Error::from)?;
+                Ok(nessie_systems::agent::AgentThread::start(
+                    cfg.clone(),
+                    ep,
+                    nessie_systems::agent::AGENT_PERIOD,
+                ))
+            })
+            .collect::<Result<_, RunError>>()?;
         let mut workers = Vec::new();
         for id in threads() {
             let ep = fabric.open(id.node).map_err(Error::from)?;

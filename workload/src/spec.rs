@@ -220,7 +220,8 @@ pub struct StoreLimits {
 impl From<&Config> for StoreLimits {
     fn from(cfg: &Config) -> StoreLimits {
         StoreLimits {
-            clients_per_node: cfg.clients_per_node,
+            // A node's own clients and the clients without storage it hosts.
+            clients_per_node: cfg.shares_per_node(),
             max_key_len: cfg.max_key_len,
             max_value_len: cfg.max_value_len,
             scan_page: None,
