@@ -125,7 +125,8 @@ fn world(name: &str, f: Faults, late_landing: bool) -> Result<World, String> {
     if f != Faults::default() {
         w = worlds::with_faults(w, f);
     }
-    w.late_landing = late_landing;
+    // A world that drops A2 itself keeps it dropped.
+    w.late_landing |= late_landing;
     Ok(w)
 }
 

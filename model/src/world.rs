@@ -401,10 +401,19 @@ impl World {
         let mut agents: Vec<Agent> = (0..self.cfg.nodes).map(|n| Agent::new(NodeId(n))).collect();
         for c in &self.clients {
             let mut state = ClientState::new(self.cfg.clone(), c.id)?;
-            state.alloc.assume_zeroed();
             state.faults = c.faults;
+            let nonce = states.len() as u32 + 1;
+            let later_holder = states.iter().any(|s: &ClientState| s.id == c.id);
+            if state.pure.is_some() && later_holder {
+                // A second process of a client without storage: it takes
+                // the share once the first holder's lease is taken back,
+                // and sweeps it (it knows nothing of it).
+                state.pure = Some(nessie_protocol::pure::PureWindows::new(nonce));
+                states.push(state);
+                continue;
+            }
+            state.alloc.assume_zeroed();
             if state.pure.is_some() {
-                let nonce = states.len() as u32 + 1;
                 let agent = &mut agents[usize::from(c.id.node.0)];
                 let p = nessie_check::pure::boot(&self.cfg, &mut mem, agent, c.id, nonce, START)
                     .map_err(|e| Error::corrupt(CorruptionKind::Bug, e))?;
@@ -665,7 +674,8 @@ impl World {
                 | Error::DataTableFull { .. }
                 | Error::Fabric(_)
                 | Error::Unreachable(_)
-                | Error::LeaseLost(_),
+                | Error::LeaseLost(_)
+                | Error::ClientIdInUse(_),
             ) => Next::Void,
             Err(e) => Next::Unexpected(format!("client {c}: {e}")),
         };

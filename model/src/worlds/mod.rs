@@ -578,6 +578,19 @@ pub const WORLDS: &[WorldRow] = &[
         )],
     },
     WorldRow {
+        name: "pure-two-holders",
+        build: pure_two_holders,
+        ci: exhaustive(Group::Edges, 1_052_269),
+        catches: &[catch(
+            "pure-unwindowed",
+            &[
+                "acknowledged writes survive at quiescence",
+                "an attempt running alone succeeds",
+            ],
+            "the first holder's late WRITE lands on an entry the second reused",
+        )],
+    },
+    WorldRow {
         name: "pure-lease-taken-back",
         build: pure_lease_taken_back,
         ci: exhaustive(Group::Edges, 1_084_336),

@@ -94,3 +94,31 @@ pub fn pure_lease_taken_back(faults: Faults) -> World {
     w.expect = vec![Expect::LeaseTakenBack];
     with_faults(w, faults)
 }
+
+/// Two processes of one client without storage, one after the other: the
+/// first holds the share and updates a key, and may stall past the lease
+/// term (3 ns) with its requests anywhere on their way; the second takes
+/// the share once the agent took it back (before that it is refused,
+/// `ClientIdInUse`), sweeps it and writes the key. The first's requests
+/// under its revoked keys land nowhere. Identity by lease: two clients can
+/// never act as one.
+pub fn pure_two_holders(faults: Faults) -> World {
+    let k = b"k";
+    let mut c = pure_cfg();
+    c.lease_term = Duration::from_nanos(3);
+    let mut w = world(
+        "pure-two-holders",
+        c,
+        vec![
+            pure_client(vec![put(k, "a-value")]),
+            pure_client(vec![put(k, "b-value")]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 2;
+    w.max_ticks = 4;
+    w.max_delays = 1;
+    w.late_landing = true;
+    w.expect = vec![Expect::NewGeneration];
+    with_faults(w, faults)
+}
