@@ -44,7 +44,8 @@ pub struct Allocator {
 
 impl Allocator {
     /// The allocator of client `id` under `cfg`: of each class's entries on
-    /// its node, the `id.index`-th of `clients_per_node` equal shares.
+    /// its node, the `id.index`-th of `shares_per_node` equal shares (the
+    /// node's clients', then its clients without storage's).
     pub fn new(cfg: &Config, id: ClientId) -> Allocator {
         let clients = u32::from(cfg.shares_per_node().max(1));
         let shares = cfg
