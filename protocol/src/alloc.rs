@@ -47,17 +47,12 @@ impl Allocator {
     /// its node, the `id.index`-th of `shares_per_node` equal shares (the
     /// node's clients', then its clients without storage's).
     pub fn new(cfg: &Config, id: ClientId) -> Allocator {
-        let clients = u32::from(cfg.shares_per_node().max(1));
         let shares = cfg
             .data_tables()
             .classes()
-            .map(|(class, c)| {
-                let per = c.dtes_per_node / clients;
-                DteAllocator::new(
-                    DteAddr::new(id.node, class, 0).table,
-                    u32::from(id.index) * per,
-                    per,
-                )
+            .map(|(class, _)| {
+                let (first, count) = cfg.share_entries(id, class).unwrap_or((0, 0));
+                DteAllocator::new(DteAddr::new(id.node, class, 0).table, first, count)
             })
             .collect();
         Allocator { shares }

@@ -452,12 +452,23 @@ impl Config {
     pub fn share_range(&self, id: ClientId, class: u8) -> Option<(u64, u64)> {
         let tables = self.data_tables();
         let c = tables.class(class)?;
-        let per = c.dtes_per_node / u32::from(self.shares_per_node().max(1));
-        let first = crate::addr::DteAddr::new(id.node, class, u32::from(id.index) * per);
+        let (first, count) = self.share_entries(id, class)?;
+        let first = crate::addr::DteAddr::new(id.node, class, first);
         Some((
             tables.entry_offset(first),
-            u64::from(per) * u64::from(c.entry_bytes),
+            u64::from(count) * u64::from(c.entry_bytes),
         ))
+    }
+
+    /// The entries of its node's table of size class `class` that client
+    /// `id` owns: (first index, count), the `id.index`-th of
+    /// `shares_per_node` equal shares (the node's clients', then its
+    /// clients without storage's). The one rule the allocator and the
+    /// windows (which must cover exactly the share) both follow.
+    pub fn share_entries(&self, id: ClientId, class: u8) -> Option<(u32, u32)> {
+        let c = self.data_tables().class(class)?;
+        let per = c.dtes_per_node / u32::from(self.shares_per_node().max(1));
+        Some((u32::from(id.index) * per, per))
     }
 
     /// How long a data table entry whose value a PUT replaced stays

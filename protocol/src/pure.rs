@@ -213,7 +213,6 @@ pub struct Agent {
     /// Per held share: the heartbeat last seen and since when (ns, the
     /// agent's clock).
     beats: BTreeMap<u16, (u64, u64)>,
-    now: u64,
     stage: Stage,
 }
 
@@ -228,7 +227,8 @@ struct Plan {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Stage {
-    Read,
+    /// The lease blocks were read at this instant (the agent's clock).
+    Read(u64),
     Bind(Vec<Plan>),
     Keys(Vec<Plan>),
     Words,
@@ -241,7 +241,6 @@ impl Agent {
         Agent {
             node,
             beats: BTreeMap::new(),
-            now: 0,
             stage: Stage::Done,
         }
     }
@@ -249,11 +248,10 @@ impl Agent {
     /// Starts a pass at `now` (the node's clock): the CPU read of every
     /// lease block (none when the node hosts no client without storage).
     pub fn start(&mut self, cfg: &Config, now: u64) -> Vec<Op> {
-        self.now = now;
         let first = self.client(cfg, 0);
         match cfg.lease_block(first) {
             Some(offset) if cfg.pure_clients_per_node > 0 => {
-                self.stage = Stage::Read;
+                self.stage = Stage::Read(now);
                 vec![Op::LocalRead {
                     offset,
                     len: (u64::from(cfg.pure_clients_per_node) * cfg.lease_block_bytes()) as u32,
@@ -261,7 +259,6 @@ impl Agent {
             }
             _ => {
                 self.stage = Stage::Done;
-                self.now = 0;
                 Vec::new()
             }
         }
@@ -272,9 +269,9 @@ impl Agent {
     /// pass (the next pass starts over).
     pub fn advance(&mut self, cfg: &Config, results: &[Result<OpOutput, FabricError>]) -> Vec<Op> {
         let (ops, next) = match std::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Read => match results.first() {
+            Stage::Read(now) => match results.first() {
                 Some(Ok(OpOutput::Read(bytes))) => {
-                    let plans = self.plan(cfg, bytes);
+                    let plans = self.plan(cfg, bytes, now);
                     (self.binds(cfg, &plans), Stage::Bind(plans))
                 }
                 _ => (Vec::new(), Stage::Done),
@@ -284,16 +281,7 @@ impl Agent {
             Stage::Words | Stage::Done => (Vec::new(), Stage::Done),
         };
         self.stage = if ops.is_empty() { Stage::Done } else { next };
-        if self.stage == Stage::Done {
-            // What a pass saw lives on in `beats` alone.
-            self.now = 0;
-        }
         ops
-    }
-
-    /// Whether the pass is over.
-    pub fn done(&self) -> bool {
-        self.stage == Stage::Done
     }
 
     /// The agent's node.
@@ -313,9 +301,10 @@ impl Agent {
         }
     }
 
-    /// What to do for each share: grant a pending request, take back a
-    /// share whose heartbeat stood still for the lease term.
-    fn plan(&mut self, cfg: &Config, bytes: &[u8]) -> Vec<Plan> {
+    /// What to do for each share, its blocks read at `now`: grant a
+    /// pending request, take back a share whose heartbeat stood still for
+    /// the lease term.
+    fn plan(&mut self, cfg: &Config, bytes: &[u8], now: u64) -> Vec<Plan> {
         let term = crate::time::duration_nanos(cfg.lease_term);
         let mut plans = Vec::new();
         for (j, b) in bytes.chunks(cfg.lease_block_bytes() as usize).enumerate() {
@@ -330,11 +319,11 @@ impl Agent {
             let since = match self.beats.get(&share) {
                 Some(&(beat, since)) if beat == block.beat => since,
                 _ => {
-                    self.beats.insert(share, (block.beat, self.now));
-                    self.now
+                    self.beats.insert(share, (block.beat, now));
+                    now
                 }
             };
-            let reclaim = self.now.saturating_sub(since) >= term;
+            let reclaim = now.saturating_sub(since) >= term;
             if reclaim || block.lease.pending() {
                 plans.push(Plan {
                     share,
@@ -383,8 +372,10 @@ impl Agent {
         let mut ops = Vec::new();
         let mut bound = Vec::new();
         for p in plans {
-            let got: Option<Vec<WindowKey>> = (0..classes).map(|_| keys.next().flatten()).collect();
-            let Some(got) = got else {
+            // Each share's binds, in order, whether or not one failed (a
+            // short-circuiting collect would hand the next share the rest).
+            let mine: Vec<Option<WindowKey>> = keys.by_ref().take(classes).collect();
+            let Some(got) = mine.into_iter().collect::<Option<Vec<WindowKey>>>() else {
                 continue;
             };
             if !p.reclaim {
@@ -528,5 +519,73 @@ mod tests {
             ..block
         };
         assert_eq!(torn.granted_keys(77), None, "a READ torn across the store");
+    }
+}
+
+#[cfg(test)]
+mod agent_tests {
+    use super::*;
+    use crate::layout::SizeClass;
+
+    /// Two clients without storage on node 0, two size classes.
+    fn cfg() -> Config {
+        Config {
+            nodes: 1,
+            index_slots_per_node: 16,
+            dtes_per_node: 16,
+            clients_per_node: 1,
+            pure_clients_per_node: 2,
+            size_classes: vec![SizeClass {
+                entry_bytes: 64,
+                dtes_per_node: 16,
+            }],
+            ..Config::default()
+        }
+    }
+
+    /// A bind of the first share that fails leaves the second share its own
+    /// keys: each share takes exactly its classes' results.
+    #[test]
+    fn a_failed_bind_does_not_shift_the_next_shares_keys() {
+        let cfg = cfg();
+        let mut agent = Agent::new(NodeId(0));
+        let read = agent.start(&cfg, 5);
+        assert_eq!(read.len(), 1);
+        let pending = LeaseBlock {
+            lease: LeaseWord {
+                holder: 9,
+                requested: 1,
+                granted: 0,
+            },
+            beat: 0,
+            keys: vec![
+                KeyWord {
+                    generation: 0,
+                    key: WindowKey(0)
+                };
+                2
+            ],
+        };
+        let bytes: Vec<u8> = [pending.encode(), pending.encode()].concat();
+        let binds = agent.advance(&cfg, &[Ok(OpOutput::Read(bytes))]);
+        assert_eq!(binds.len(), 4, "two classes for each of two shares");
+        let bound = |k| Ok(OpOutput::Bound { key: WindowKey(k) });
+        let stores = agent.advance(
+            &cfg,
+            &[Err(FabricError::Timeout), bound(11), bound(21), bound(22)],
+        );
+        assert_eq!(stores.len(), 1, "only the second share is granted");
+        let Op::LocalWrite { data, .. } = &stores[0] else {
+            panic!("{stores:?}");
+        };
+        let keys: Vec<u32> = data
+            .chunks(8)
+            .map(|c| {
+                KeyWord::decode(u64::from_le_bytes(c.try_into().unwrap()))
+                    .key
+                    .0
+            })
+            .collect();
+        assert_eq!(keys, vec![21, 22]);
     }
 }
