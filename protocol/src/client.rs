@@ -19,7 +19,10 @@ use crate::config::{Config, RetryPolicy};
 use crate::driver;
 use crate::error::Error;
 use crate::fabric::{ClientClaim, Endpoint};
-use crate::machine::{ClientId, ClientState, GetMachine, Logic, Machine, OpMachine, PutMachine};
+use crate::machine::{
+    ClientId, ClientState, GetMachine, GrowLogic, GrowMachine, Logic, Machine, OpMachine,
+    PutMachine, Swept,
+};
 use crate::route::Router;
 use crate::stats::OpStats;
 
@@ -161,6 +164,53 @@ impl<E: Endpoint> Client<E> {
         let span = tracing::debug_span!("delete", client = %self.state.id, key_len = key.len());
         let _g = span.enter();
         self.retry(|| PutMachine::delete(key))
+    }
+
+    /// Grows the index into its next generation and returns once the growth
+    /// is over (docs/protocol.md §2.5): starts a growth if none is under
+    /// way, then takes steps of its sweep, each sealing a chunk of the old
+    /// generation, until every chunk is sealed and the directory names the
+    /// new generation. Other clients go on reading and writing meanwhile
+    /// (and help: each write takes a step). A PUT that finds the index full
+    /// starts a growth by itself; this is for an operator who grows ahead
+    /// of need, or finishes a growth whose sweepers stopped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IndexAtLimit`] when the index is in its last configured
+    /// generation; [`Error::Timeout`] when a step's retries ran out (a key
+    /// of the chunk stayed in progress, or the new generation had no room
+    /// for a key); transport errors ([`Error::Unreachable`] for a node
+    /// whose chunk it sweeps, or node 0, which holds the directory). Every
+    /// step leaves the index consistent: call again to go on.
+    pub fn grow(&mut self) -> Result<crate::growth::IndexView, Error> {
+        self.sweep(true)
+    }
+
+    /// Finishes a growth under way, if any (as [`Client::grow`], without
+    /// starting one), and returns the index's view then.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::grow`], but never [`Error::IndexAtLimit`].
+    pub fn finish_growth(&mut self) -> Result<crate::growth::IndexView, Error> {
+        self.sweep(false)
+    }
+
+    fn sweep(&mut self, mut start: bool) -> Result<crate::growth::IndexView, Error> {
+        loop {
+            let step = if start {
+                GrowMachine::new(GrowLogic::start())
+            } else {
+                GrowMachine::grow_step()
+            };
+            let make = || step.clone();
+            match self.retry(make)? {
+                Swept::Grown(v) => return Ok(v),
+                Swept::Idle(v) if !start => return Ok(v),
+                Swept::Idle(_) | Swept::Chunk => start = false,
+            }
+        }
     }
 
     /// Runs one attempt of a machine, without retries (for tests and tools).

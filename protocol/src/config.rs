@@ -80,6 +80,14 @@ pub struct Config {
     /// of its N buckets, and a bucket is read with one READ of `8 B` bytes.
     /// `index_slots_per_node` is a multiple of it.
     pub bucket_slots: u8,
+    /// Index generations each node's index region holds (1 to 16; 1: the
+    /// index never grows). Generation *g* has `index_slots_per_node · 2^g`
+    /// entries per node; the index starts in generation 0 and grows online,
+    /// driven by clients, into each next one (docs/protocol.md §2.5), so the
+    /// region is `index_slots_per_node · (2^G - 1)` entries plus the
+    /// directory word. Past the last, a full index answers
+    /// `Error::IndexAtLimit`.
+    pub index_generations: u8,
     /// Filter bits in index table entries (0 disables them), at most 15.
     pub filter_bits: u8,
     /// Seed of the candidate and filter hashes.
@@ -120,6 +128,7 @@ impl Default for Config {
             size_classes: Vec::new(),
             candidates: 3,
             bucket_slots: 1,
+            index_generations: 1,
             filter_bits: 7,
             hash_seed: 0x4e65_7373_6965,
             expiration: Duration::from_secs(1),
@@ -219,6 +228,32 @@ impl Config {
             "breadth first with buckets: the depth-first search (kept for comparison with \
              one-entry candidates) branches B(N-1) ways a move with no budget, so near full a \
              lone PUT's every attempt can run out of time (the bucketed swarm's case 98,439)",
+        )?;
+        check(
+            (1..=crate::growth::MAX_GENERATIONS).contains(&self.index_generations),
+            "index_generations",
+            self.index_generations,
+            "1 to 16",
+        )?;
+        check(
+            self.index_generations <= 1
+                || usize::from(self.candidates) * usize::from(self.bucket_slots)
+                    <= crate::growth::MAX_GROWING_POSITIONS,
+            "index_generations",
+            format!(
+                "{} with {} candidates of {} slots",
+                self.index_generations, self.candidates, self.bucket_slots
+            ),
+            "an index that grows keeps at most 32 candidate entries per key (N x B): a MIGRATE \
+             copy records its positions in 5 bits and the generation's parity in a sixth",
+        )?;
+        check(
+            u64::from(self.index_slots_per_node)
+                .checked_shl(u32::from(self.index_generations))
+                .is_some_and(|s| s <= u64::from(u32::MAX)),
+            "index_slots_per_node",
+            self.index_slots_per_node,
+            "the index region of every generation must fit 2^32 entries per node",
         )?;
         check(
             self.filter_bits <= MAX_FILTER_BITS,
@@ -383,6 +418,17 @@ impl Config {
         DataLayout::for_sizes(self.max_key_len, self.max_value_len)
     }
 
+    /// Index table entries each node's index region holds: every
+    /// generation's, then (with more than one) the directory word and its
+    /// companion (docs/protocol.md §2.5).
+    pub fn index_region_slots(&self) -> u32 {
+        if self.index_generations <= 1 {
+            return self.index_slots_per_node;
+        }
+        crate::hash::generation_base(self.index_slots_per_node, self.index_generations)
+            .saturating_add(crate::growth::DIRECTORY_SLOTS)
+    }
+
     /// Candidate and filter hashing.
     pub fn hasher(&self) -> Hasher {
         Hasher {
@@ -503,7 +549,7 @@ impl Config {
     pub fn topology(&self) -> Topology {
         Topology {
             nodes: self.nodes,
-            index_slots_per_node: self.index_slots_per_node,
+            index_slots_per_node: self.index_region_slots(),
             data_bytes_per_node: self
                 .data_tables()
                 .region_bytes()

@@ -51,6 +51,21 @@ pub enum Error {
         /// The depth limit that was reached.
         depth: u8,
     },
+    /// The index is full in its last generation: no chain of moves frees a
+    /// candidate, and the index cannot grow further (it has reached the
+    /// `index_generations` the deployment configured, and so the memory it
+    /// registered for the index). Not retryable: delete keys, or deploy
+    /// with more generations. Nothing was written.
+    #[error(
+        "index full at its limit: generation {generation} is the last of the {generations} \
+         configured (`index_generations`), so the index cannot grow further"
+    )]
+    IndexAtLimit {
+        /// The generation in use (the last one).
+        generation: u8,
+        /// The configured number of generations.
+        generations: u8,
+    },
     /// The client's share of its node's data table has no entry free or
     /// expired: enlarge the data table or shorten the expiration period.
     #[error(
@@ -347,6 +362,7 @@ impl Error {
         match self {
             Error::Conflict => "conflict",
             Error::TableFull { .. } => "index-table-full",
+            Error::IndexAtLimit { .. } => "index-at-limit",
             Error::DataTableFull { .. } => "data-table-full",
             Error::Timeout => "timeout",
             Error::EmptyKey { .. } => "empty-key",

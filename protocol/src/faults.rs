@@ -146,6 +146,25 @@ pub struct Faults {
     /// CASes, not through its windows: a request of an earlier generation
     /// that lands late changes an entry reused in a later one.
     pub pure_unwindowed: bool,
+    /// A client takes no growth seal for a sign that its view of the index
+    /// is behind (docs/protocol.md §2.5): it skips a sealed entry as an
+    /// empty one, so a key moved into a generation it does not know of is
+    /// answered "not found".
+    pub ignore_growth_seals: bool,
+    /// A growth's move finishes by emptying its source, as a move within one
+    /// generation does, instead of sealing it: a client whose view is
+    /// behind then finds nothing of the moved key, and may insert it again
+    /// in the old generation.
+    pub growth_move_empties_source: bool,
+    /// An insert while the index grows links the key in the new generation
+    /// without first sealing one of its old entries: a client whose view is
+    /// behind reads only the old ones, finds no seal, and answers "not
+    /// found" for a key that is there.
+    pub grow_insert_unsealed: bool,
+    /// Writes do not help a growth along: only `Client::grow` sweeps, so a
+    /// growth whose sweeper crashed never ends (writes still work, through
+    /// both generations).
+    pub skip_growth_help: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -155,7 +174,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 30] = [
+    pub const NAMES: [&'static str; 34] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -186,6 +205,10 @@ impl Faults {
         "table-full-uncertified",
         "pure-state-by-write",
         "pure-unwindowed",
+        "ignore-growth-seals",
+        "growth-move-empties-source",
+        "grow-insert-unsealed",
+        "skip-growth-help",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -223,6 +246,10 @@ impl Faults {
             "table-full-uncertified" => &mut self.table_full_uncertified,
             "pure-state-by-write" => &mut self.pure_state_by_write,
             "pure-unwindowed" => &mut self.pure_unwindowed,
+            "ignore-growth-seals" => &mut self.ignore_growth_seals,
+            "growth-move-empties-source" => &mut self.growth_move_empties_source,
+            "grow-insert-unsealed" => &mut self.grow_insert_unsealed,
+            "skip-growth-help" => &mut self.skip_growth_help,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -30,6 +30,13 @@ pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
     fmix64(h ^ (bytes.len() as u64).wrapping_mul(GOLDEN))
 }
 
+/// The first slot of index generation `generation` in every node's index
+/// region, whose generation 0 has `slots_per_node` entries: each generation
+/// doubles the one before, laid end to end.
+pub fn generation_base(slots_per_node: u32, generation: u8) -> u32 {
+    slots_per_node.wrapping_mul((1u32 << generation).wrapping_sub(1))
+}
+
 /// Where a key's index table entries may live, and its filter bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hasher {
@@ -82,6 +89,31 @@ impl Hasher {
             .into_iter()
             .flat_map(|g| (0..b).map(move |j| g * b + j))
             .map(|g| self.slot_of(g))
+            .collect()
+    }
+
+    /// The key's candidates in index generation `generation` (docs/protocol.md
+    /// §2.5): generation *g* is a table of `slots_per_node · 2^g` entries per
+    /// node, laid after the generations before it in every node's index
+    /// region (at slot `slots_per_node · (2^g - 1)`), and a key's buckets in
+    /// it are drawn as in generation 0 over its larger number of buckets.
+    /// Generation 0 is [`Hasher::candidates`].
+    pub fn candidates_in(&self, key: &[u8], generation: u8) -> Vec<IteAddr> {
+        if generation == 0 {
+            return self.candidates(key);
+        }
+        let grown = Hasher {
+            slots_per_node: self.slots_per_node << generation,
+            ..*self
+        };
+        let base = generation_base(self.slots_per_node, generation);
+        grown
+            .candidates(key)
+            .into_iter()
+            .map(|a| IteAddr {
+                node: a.node,
+                slot: a.slot + base,
+            })
             .collect()
     }
 

@@ -63,6 +63,7 @@ pub mod driver;
 pub mod error;
 pub mod fabric;
 pub mod faults;
+pub mod growth;
 pub mod hash;
 pub mod kv;
 pub mod layout;

@@ -58,6 +58,13 @@ pub struct OpStats {
     /// recycling and expired, and took back for reuse (a written entry used
     /// again: what the expiration period protects).
     pub recycled: u64,
+    /// Growth seals this client's attempts met where its view of the index
+    /// expected none: each sent it to read the directory again
+    /// (docs/protocol.md §2.5).
+    pub stale_views: u64,
+    /// Entries of an old index generation this client sealed for a growth
+    /// (an empty one by CAS, or a key's by finishing its move).
+    pub growth_seals: u64,
 }
 
 impl OpStats {
@@ -120,6 +127,8 @@ impl AddAssign for OpStats {
         self.settled_commits += o.settled_commits;
         self.leaked += o.leaked;
         self.recycled += o.recycled;
+        self.stale_views += o.stale_views;
+        self.growth_seals += o.growth_seals;
     }
 }
 

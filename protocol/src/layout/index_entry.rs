@@ -76,14 +76,30 @@ impl IndexEntry {
         )
     }
 
+    /// The growth seal: the word every entry of an index generation the
+    /// index grew out of holds for good (docs/protocol.md §2.5). Neither
+    /// present nor empty: nothing is linked there and nothing may be. Its
+    /// table field is 0, which no word naming an entry has (ids are stored
+    /// plus one), and its index is all ones, which no fence's seal over the
+    /// never-used word has.
+    pub const GROWTH_SEAL: IndexEntry = IndexEntry(
+        (INCARNATION_MASK << INCARNATION_SHIFT) | (FILTER_MASK << FILTER_SHIFT) | 0xffff_ffff,
+    );
+
+    /// Whether this is the [growth seal](IndexEntry::GROWTH_SEAL).
+    pub fn is_growth_seal(self) -> bool {
+        self == IndexEntry::GROWTH_SEAL
+    }
+
     /// Whether the entry refers to a data table entry.
     pub fn is_present(self) -> bool {
         self.0 & PRESENT != 0
     }
 
-    /// Whether the entry is empty.
+    /// Whether the entry is empty: it links nothing and may link a key (a
+    /// growth seal is not empty).
     pub fn is_empty(self) -> bool {
-        !self.is_present()
+        !self.is_present() && !self.is_growth_seal()
     }
 
     /// The empty entry that remembers this reference (used when unlinking).
@@ -146,6 +162,7 @@ impl std::fmt::Display for IndexEntry {
                 self.filter()
             ),
             None if self.0 == 0 => f.write_str("[empty]"),
+            None if self.is_growth_seal() => f.write_str("[sealed by growth]"),
             None => write!(f, "[empty, was {}]", IndexEntry(self.0 | PRESENT)),
         }
     }

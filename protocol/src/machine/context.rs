@@ -15,8 +15,9 @@ use crate::config::Config;
 use crate::error::{CorruptionKind, Error};
 use crate::fabric::Op;
 use crate::faults::Faults;
+use crate::growth::{crosses_generations, IndexView};
 use crate::hash::Hasher;
-use crate::layout::{DataEntryHeader, IndexEntry, RecycleWord, HEADER_BYTES};
+use crate::layout::{DataEntryHeader, DteKind, IndexEntry, RecycleWord, StateWord, HEADER_BYTES};
 use crate::machine::io::{bytes, written, Io, Results};
 use crate::pure::PureWindows;
 use crate::time::{duration_nanos, Nanos};
@@ -37,6 +38,12 @@ pub struct ClientState {
     pub faults: Faults,
     /// A client without storage's windows (`None` for a client of a node).
     pub pure: Option<PureWindows>,
+    /// The index generations as this client last read the directory
+    /// (docs/protocol.md §2.5; generation 0, stable, until it meets a seal).
+    pub view: IndexView,
+    /// The client met a growth seal its view did not expect: its next
+    /// attempt reads the directory first.
+    pub view_stale: bool,
     pub(crate) hasher: Hasher,
 }
 
@@ -56,6 +63,8 @@ impl ClientState {
             cache: DteCache::new(cfg.cache_capacity),
             faults: Faults::default(),
             pure: pure.then(|| PureWindows::new(crate::pure::draw_nonce())),
+            view: IndexView::default(),
+            view_stale: false,
             hasher: cfg.hasher(),
             cfg,
         })
@@ -101,8 +110,94 @@ impl Cx<'_> {
         &self.client.cfg
     }
 
+    /// The key's candidates in the client's view of the index: while it
+    /// grows, the old generation's then the new one's (docs/protocol.md
+    /// §2.5).
     pub(crate) fn candidates(&self, key: &[u8]) -> Vec<IteAddr> {
-        self.client.hasher.candidates(key)
+        self.client.view.candidates(&self.client.hasher, key)
+    }
+
+    /// Candidate entries per key in one generation (N x B).
+    fn per_generation(&self) -> usize {
+        usize::from(self.cfg().candidates) * self.bucket_len()
+    }
+
+    fn grows(&self) -> bool {
+        self.cfg().index_generations > 1
+    }
+
+    /// Whether candidate position `pos` lies in the old generation of a
+    /// growing index: a key may be found there and moved out, never put
+    /// there.
+    pub(crate) fn is_old(&self, pos: usize) -> bool {
+        self.client.view.is_old(pos, self.per_generation())
+    }
+
+    /// Whether a key may be put (installed, or moved by a MIGRATE) at
+    /// candidate position `pos`.
+    pub(crate) fn is_target(&self, pos: usize) -> bool {
+        !self.is_old(pos)
+    }
+
+    /// Whether the client's view is behind the index: `w`, read at candidate
+    /// position `pos`, is a growth seal where the view expects none (any
+    /// generation but the old one of a growing index). Then the client's
+    /// next attempt reads the directory first, and this one ends as a
+    /// conflict, having changed nothing.
+    pub(crate) fn behind(&mut self, pos: usize, w: IndexEntry) -> bool {
+        let behind =
+            w.is_growth_seal() && !self.is_old(pos) && !self.client.faults.ignore_growth_seals;
+        if behind {
+            self.client.view_stale = true;
+            self.io.stats.stale_views += 1;
+        }
+        behind
+    }
+
+    /// Whether any of `words` (the key's candidates, in order) says the
+    /// view is behind ([`Cx::behind`]).
+    pub(crate) fn any_behind(&mut self, words: &[IndexEntry]) -> bool {
+        let mut behind = false;
+        for (i, &w) in words.iter().enumerate() {
+            behind |= self.behind(i, w);
+        }
+        behind
+    }
+
+    /// The 6-bit form a MIGRATE copy records candidate position `pos` in.
+    pub(crate) fn stored_position(&self, pos: usize) -> u8 {
+        self.client
+            .view
+            .stored_position(pos, self.per_generation(), self.grows())
+    }
+
+    /// The candidate position a MIGRATE copy's recorded position names in
+    /// the client's view (`None`: a generation the view does not hold).
+    pub(crate) fn position_of(&self, stored: u8) -> Option<usize> {
+        self.client
+            .view
+            .position_of(stored, self.per_generation(), self.grows())
+    }
+
+    /// The word that finishes a committed MIGRATE copy `st`, linked as `w`
+    /// at its source: the growth seal for a move between generations (a
+    /// growth's), else the emptied word.
+    pub(crate) fn finished_source(&self, st: &StateWord, w: IndexEntry) -> IndexEntry {
+        if crosses_generations(st.src, st.dst, self.grows())
+            && !self.client.faults.growth_move_empties_source
+        {
+            IndexEntry::GROWTH_SEAL
+        } else {
+            w.emptied()
+        }
+    }
+
+    /// Whether `st` is a committed MIGRATE copy's state whose source is
+    /// candidate position `pos`.
+    pub(crate) fn copy_at_source(&self, st: &StateWord, pos: usize) -> bool {
+        st.kind == Some(DteKind::Migrate)
+            && st.state.is_committed()
+            && self.position_of(st.src) == Some(pos)
     }
 
     pub(crate) fn filter(&self, key: &[u8]) -> u16 {

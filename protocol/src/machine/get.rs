@@ -79,6 +79,11 @@ impl GetLogic {
 
     /// Follows candidate `self.i`, whose index word is `w`.
     fn on_word(&mut self, cx: &mut Cx<'_>, w: IndexEntry) -> Out {
+        if cx.behind(self.i, w) {
+            // The index grew past this client's view: read the directory
+            // and look again (nothing was answered).
+            return Some(Err(Error::Conflict));
+        }
         let Some(dte) = w.dte().filter(|_| w.filter_matches(self.filter)) else {
             return self.next(cx);
         };

@@ -186,12 +186,20 @@ impl Migrate {
         }
     }
 
-    fn clear_src(&mut self, cx: &mut Cx<'_>, mark: Option<(DteAddr, RecycleWord)>) -> Out {
+    /// Unlinks the source's word: to `to` (its emptied word, or a growth
+    /// seal when finishing a growth's move); `mark`: the tombstone to mark
+    /// then, with the recycle word read with its header.
+    fn clear_src(
+        &mut self,
+        cx: &mut Cx<'_>,
+        to: IndexEntry,
+        mark: Option<(DteAddr, RecycleWord)>,
+    ) -> Out {
         if !cx.may_mutate() {
             return Some(Err(Error::Timeout));
         }
         let f = self.top()?;
-        cx.cas_ite(f.slot, self.mv.w, self.mv.w.emptied());
+        cx.cas_ite(f.slot, self.mv.w, to);
         self.phase = Phase::AwaitClear(mark);
         None
     }
@@ -207,16 +215,20 @@ impl Migrate {
             }
             DteState::Free => Some(Err(Error::Conflict)),
             // A committed tombstone left linked: unlink it instead of moving it.
-            DteState::Deleted => self.clear_src(cx, Some((y.addr, y.header.recycle))),
+            DteState::Deleted => {
+                let emptied = self.mv.w.emptied();
+                self.clear_src(cx, emptied, Some((y.addr, y.header.recycle)))
+            }
             DteState::Valid => {
                 let cands = cx.candidates(&y.key);
                 let Some(src) = cands.iter().position(|&c| c == f.slot) else {
                     return Some(Err(Error::Conflict));
                 };
-                if st.kind == Some(DteKind::Migrate) && usize::from(st.src) == src {
+                if cx.copy_at_source(&st, src) {
                     // A committed copy still linked at its source: finish that move.
                     cx.io.stats.helps += 1;
-                    return self.clear_src(cx, None);
+                    let done = cx.finished_source(&st, self.mv.w);
+                    return self.clear_src(cx, done, None);
                 }
                 // Every other candidate of Y's, read by bucket: each bucket
                 // holding one (Y's own too, unless Y's entry is all of it).
@@ -260,9 +272,7 @@ impl Migrate {
             // from its destination side. Finish that move (clear its source)
             // and start this frame again.
             let st = self.mv.y.as_ref()?.header.state;
-            let at_source = st.kind == Some(DteKind::Migrate)
-                && st.state.is_committed()
-                && usize::from(st.src) == self.mv.alt[k];
+            let at_source = cx.copy_at_source(&st, self.mv.alt[k]);
             if !at_source || cx.client.faults.conflict_ends_put {
                 return Some(Err(Error::Conflict));
             }
@@ -271,11 +281,24 @@ impl Migrate {
             }
             cx.io.stats.helps += 1;
             let src = self.mv.cands[self.mv.alt[k]];
-            cx.cas_ite(src, self.mv.w, self.mv.w.emptied());
+            let done = cx.finished_source(&st, self.mv.w);
+            cx.cas_ite(src, self.mv.w, done);
             self.phase = Phase::AwaitHelp;
             return None;
         }
-        if let Some(k) = self.mv.alt_words.iter().position(|w| w.is_empty()) {
+        let mut behind = false;
+        for (&pos, &w) in self.mv.alt.iter().zip(&self.mv.alt_words) {
+            behind |= cx.behind(pos, w);
+        }
+        if behind {
+            // The index grew past this client's view.
+            return Some(Err(Error::Conflict));
+        }
+        // A key moves only to an empty entry it may be put in: while the
+        // index grows, one of its new generation.
+        let empty = (0..self.mv.alt.len())
+            .find(|&k| self.mv.alt_words[k].is_empty() && cx.is_target(self.mv.alt[k]));
+        if let Some(k) = empty {
             self.mv.dst = self.mv.alt[k];
             return self.copy(cx);
         }
@@ -292,7 +315,7 @@ impl Migrate {
             .mv
             .alt
             .iter()
-            .filter(|&&j| !cx.same_bucket(j, self.mv.src))
+            .filter(|&&j| !cx.same_bucket(j, self.mv.src) && cx.is_target(j))
             .map(|&j| self.mv.cands[j])
             .filter(|c| !self.path.contains(c))
             .nth(usize::from(f.next_alt));
@@ -337,8 +360,8 @@ impl Migrate {
             state: StateWord {
                 state: DteState::Writing,
                 kind: Some(DteKind::Migrate),
-                src: self.mv.src as u8,
-                dst: self.mv.dst as u8,
+                src: cx.stored_position(self.mv.src),
+                dst: cx.stored_position(self.mv.dst),
                 incarnation: cx.incarnation(d),
                 key_len: y.key.len() as u16,
                 value_len: value.len() as u32,
@@ -480,7 +503,9 @@ impl Migrate {
             cx.io.stats.leaked += 1;
             return Some(Err(Error::Timeout));
         }
-        cx.cas_ite(f.slot, cw, cw.emptied());
+        let done = cx.finished_source(&h.state, cw);
+        cx.io.stats.growth_seals += u64::from(done.is_growth_seal());
+        cx.cas_ite(f.slot, cw, done);
         self.phase = Phase::AwaitFinish;
         None
     }

@@ -19,6 +19,7 @@ mod migrate;
 mod pure_round;
 mod recover;
 mod search;
+mod sweep;
 mod write;
 
 pub use crate::addr::ClientId;
@@ -26,6 +27,7 @@ pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
 pub use search::MAX_FRONTIER;
+pub use sweep::{GrowLogic, Swept};
 pub use write::{WriteKind, WriteLogic};
 
 use crate::error::{CorruptionKind, Error};
@@ -85,6 +87,21 @@ pub struct OpMachine<L> {
     /// When the current round was handed out.
     round_posted_at: Nanos,
     done: bool,
+    /// Where the attempt is with the directory: it reads the directory word
+    /// before its first step when the client's view of the index is behind
+    /// (docs/protocol.md §2.5).
+    view: ViewRead,
+}
+
+/// An attempt's read of the directory word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ViewRead {
+    /// Not yet decided (before the first step).
+    Unstarted,
+    /// The READ is out.
+    Reading,
+    /// The logic runs.
+    Done,
 }
 
 /// A GET attempt.
@@ -93,6 +110,8 @@ pub type GetMachine = OpMachine<GetLogic>;
 pub type PutMachine = OpMachine<WriteLogic>;
 /// A DELETE attempt (output: whether the key existed before).
 pub type DeleteMachine = OpMachine<WriteLogic>;
+/// One step of a growth's sweep (docs/protocol.md §2.5).
+pub type GrowMachine = OpMachine<GrowLogic>;
 
 impl<L: Logic> OpMachine<L> {
     /// Wraps the logic of one attempt.
@@ -105,6 +124,7 @@ impl<L: Logic> OpMachine<L> {
             deadline: None,
             round_posted_at: Nanos::ZERO,
             done: false,
+            view: ViewRead::Unstarted,
         }
     }
 
@@ -126,6 +146,14 @@ impl GetMachine {
     /// A GET of `key`.
     pub fn get(key: &[u8]) -> GetMachine {
         OpMachine::new(GetLogic::new(key.to_vec()))
+    }
+}
+
+impl GrowMachine {
+    /// One step of the growth's sweep: seals a chunk of the old generation,
+    /// or ends the growth once every chunk is sealed.
+    pub fn grow_step() -> GrowMachine {
+        OpMachine::new(GrowLogic::step())
     }
 }
 
@@ -177,6 +205,39 @@ impl<L: Logic> Machine for OpMachine<L> {
             );
             self.io.stats.lost_completions += self.io.outstanding() as u64;
         }
+        match self.view {
+            ViewRead::Unstarted if client.view_stale => {
+                // The client met a growth seal its view did not expect: the
+                // directory first, then the logic, in the view it names.
+                self.io.issue(crate::fabric::Op::Read {
+                    addr: crate::growth::directory_slot(&client.cfg).remote(),
+                    len: 8,
+                });
+                self.view = ViewRead::Reading;
+                self.round_posted_at = now;
+                return Poll::Post(self.io.take_outbox(client.home()));
+            }
+            ViewRead::Reading => {
+                let results = self.io.take_results();
+                match results.first().map(io::word) {
+                    Some(Ok(w)) => {
+                        // The word only moves forward; so does the view.
+                        client.view = client.view.max(crate::growth::IndexView::decode(w));
+                        client.view_stale = false;
+                    }
+                    Some(Err(e)) => {
+                        self.done = true;
+                        return Poll::Done(Err(e));
+                    }
+                    None => {
+                        self.done = true;
+                        return Poll::Done(Err(Error::Timeout));
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.view = ViewRead::Done;
         // A step may decide without issuing anything (e.g. a cache hit); keep
         // stepping until it issues a round or finishes.
         for _ in 0..1024 {

@@ -198,7 +198,7 @@ impl Recover {
                     }
                     return self.fence(cx, found, tries + 1);
                 }
-                if found == expect || found.is_present() {
+                if found == expect || found.is_present() || found.is_growth_seal() {
                     // Our CAS sealed the destination (with a word other than
                     // the one it replaced, so not what a pending install
                     // expects, or over the copy, whose install has landed),
@@ -254,14 +254,27 @@ impl Recover {
         }
     }
 
-    /// The candidate entries of a MIGRATE copy: (source, destination).
-    fn copy_positions(&self, cx: &Cx<'_>) -> Result<(IteAddr, IteAddr), Error> {
+    /// The candidate entries of a MIGRATE copy: (source, destination). A
+    /// copy whose positions lie in a generation the client's view does not
+    /// hold is a growth's the view is behind: the client reads the
+    /// directory again (a conflict; nothing of the copy was changed past
+    /// its abort, which is the reclaimer's to make at any time).
+    fn copy_positions(&self, cx: &mut Cx<'_>) -> Result<(IteAddr, IteAddr), Error> {
         let cands = cx.candidates(&self.key);
-        match (
-            cands.get(usize::from(self.header.state.src)),
-            cands.get(usize::from(self.header.state.dst)),
-        ) {
-            (Some(&src), Some(&dst)) => Ok((src, dst)),
+        let (src, dst) = (self.header.state.src, self.header.state.dst);
+        match (cx.position_of(src), cx.position_of(dst)) {
+            (Some(s), Some(d)) => match (cands.get(s), cands.get(d)) {
+                (Some(&src), Some(&dst)) => Ok((src, dst)),
+                _ => Err(Error::corrupt(
+                    CorruptionKind::Memory,
+                    format!("{}: migrate positions out of range", self.addr),
+                )),
+            },
+            _ if cx.cfg().index_generations > 1 => {
+                cx.client.view_stale = true;
+                cx.io.stats.stale_views += 1;
+                Err(Error::Conflict)
+            }
             _ => Err(Error::corrupt(
                 CorruptionKind::Memory,
                 format!("{}: migrate positions out of range", self.addr),

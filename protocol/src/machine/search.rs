@@ -39,7 +39,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use crate::addr::IteAddr;
 use crate::error::Error;
-use crate::layout::{DteKind, DteState, IndexEntry};
+use crate::layout::{DteState, IndexEntry};
 use crate::machine::context::Cx;
 use crate::machine::io::{bucket_of, Results};
 use crate::time::{duration_nanos, Nanos};
@@ -300,7 +300,7 @@ impl CuckooSearch {
             };
             let freeable = match st.state {
                 DteState::Deleted => true,
-                DteState::Valid => st.kind == Some(DteKind::Migrate) && usize::from(st.src) == pos,
+                DteState::Valid => cx.copy_at_source(&st, pos),
                 DteState::Aborted => true,
                 DteState::Writing => cx.owner_expired(y.header.deadline),
                 DteState::Free => false,
@@ -317,7 +317,9 @@ impl CuckooSearch {
             for (j, &c) in cands.iter().enumerate() {
                 // Through the key's other buckets: its own bucket's slots are
                 // full (read whole) and a move within it frees nothing new.
-                if cx.same_bucket(j, pos) || !self.visited.insert(c) {
+                // Only where the key may be put (while the index grows, its
+                // new generation).
+                if cx.same_bucket(j, pos) || !cx.is_target(j) || !self.visited.insert(c) {
                     continue;
                 }
                 self.nodes.push(Node {
@@ -365,6 +367,12 @@ impl CuckooSearch {
             };
             self.nodes[c].word = w;
             let parent = self.nodes[c].parent?;
+            if w.is_growth_seal() {
+                // A generation the index grew out of: this client's view is
+                // behind (its PUT's next scan learns so); no way forward.
+                self.blocked = true;
+                continue;
+            }
             if w.is_empty() || w == self.nodes[parent].word {
                 // Empty: the parent's key moves here. Or the same entry as
                 // the parent's: a committed copy met from its destination

@@ -54,6 +54,7 @@ use crate::machine::io::{
 use crate::machine::migrate::Migrate;
 use crate::machine::recover::{Destination, Recover};
 use crate::machine::search::{CuckooSearch, Found};
+use crate::machine::sweep::Sweep;
 use crate::machine::Logic;
 use crate::time::Nanos;
 
@@ -69,6 +70,9 @@ pub enum WriteKind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Start,
+    /// Helping the growth of the index by one step of its sweep, before
+    /// anything of the write (docs/protocol.md §2.5).
+    Helping(Box<Sweep>),
     AwaitScan,
     AwaitScanDtes(Vec<usize>),
     Recovering(Recover),
@@ -79,6 +83,8 @@ enum Phase {
     AwaitCertify {
         refusal: bool,
     },
+    /// Moving the directory word from stable to growing.
+    AwaitGrowStart,
     Searching(Box<CuckooSearch>),
     Migrating(Box<Migrate>),
     AwaitAllocScan,
@@ -179,6 +185,11 @@ impl WriteLogic {
             Ok(ws) => self.words = ws,
             Err(e) => return Some(Err(e)),
         }
+        if cx.any_behind(&self.words) {
+            // The index grew past this client's view: nothing was written;
+            // the next attempt reads the directory first.
+            return conflict();
+        }
         self.views = vec![None; self.cands.len()];
         // A cached entry stays valid for T from when its index entry was read,
         // i.e. from when that READ was posted (not when we got to process it).
@@ -224,13 +235,15 @@ impl WriteLogic {
                 }
                 DteState::Free => return conflict(),
                 DteState::Valid | DteState::Deleted => {
-                    if st.kind == Some(DteKind::Migrate) && usize::from(st.src) == i {
+                    if cx.copy_at_source(&st, i) {
                         // A committed MIGRATE copy still linked at its source:
-                        // finish the move for its owner.
+                        // finish the move for its owner (sealing the source
+                        // if the move was a growth's).
                         if !cx.may_mutate() {
                             return Some(Err(Error::Timeout));
                         }
-                        cx.cas_ite(self.cands[i], self.words[i], self.words[i].emptied());
+                        let done = cx.finished_source(&st, self.words[i]);
+                        cx.cas_ite(self.cands[i], self.words[i], done);
                         cx.io.stats.helps += 1;
                         self.phase = Phase::AwaitHelp;
                         return None;
@@ -264,7 +277,11 @@ impl WriteLogic {
         if self.is_delete() {
             return self.certify_absence(cx, false);
         }
-        if let Some(e) = self.words.iter().position(|w| w.is_empty()) {
+        if let Some(out) = self.seal_before_insert(cx) {
+            return out;
+        }
+        let empty = (0..self.words.len()).find(|&i| self.words[i].is_empty() && cx.is_target(i));
+        if let Some(e) = empty {
             self.target = e;
             return self.prepare(cx);
         }
@@ -272,7 +289,10 @@ impl WriteLogic {
             if self.migrate_conflicts > MAX_PATH_CONFLICTS {
                 return conflict();
             }
-            let (s, out) = CuckooSearch::start(cx, &self.cands, &self.words);
+            let roots: Vec<usize> = (0..self.cands.len()).filter(|&i| cx.is_target(i)).collect();
+            let cands: Vec<IteAddr> = roots.iter().map(|&i| self.cands[i]).collect();
+            let words: Vec<IndexEntry> = roots.iter().map(|&i| self.words[i]).collect();
+            let (s, out) = CuckooSearch::start(cx, &cands, &words);
             self.phase = Phase::Searching(Box::new(s));
             return self.on_search(cx, out);
         }
@@ -283,9 +303,43 @@ impl WriteLogic {
             }
             return self.refuse(cx);
         }
+        if !cx.is_target(self.migrate_source) {
+            self.migrate_source += 1;
+            return self.decide(cx);
+        }
         let m = Migrate::new(self.cands[self.migrate_source], self.cands.clone());
         self.phase = Phase::Migrating(Box::new(m));
         self.step_migrate(cx, Vec::new())
+    }
+
+    /// While the index grows, an insert goes into the new generation, and
+    /// only once one of the key's old entries holds the growth seal (so that
+    /// a client whose view is behind, reading only the old ones, meets the
+    /// seal and learns of the growth before it answers): with none sealed,
+    /// the PUT seals an empty one, or moves one's key into the new
+    /// generation (a growth's move, which seals its source), then scans
+    /// again (docs/protocol.md §2.5).
+    fn seal_before_insert(&mut self, cx: &mut Cx<'_>) -> Option<Out> {
+        if !cx.client.view.growing || cx.client.faults.grow_insert_unsealed {
+            return None;
+        }
+        let old: Vec<usize> = (0..self.words.len()).filter(|&i| cx.is_old(i)).collect();
+        if old.iter().any(|&i| self.words[i].is_growth_seal()) {
+            return None;
+        }
+        if !cx.may_mutate() {
+            return Some(Some(Err(Error::Timeout)));
+        }
+        if let Some(&e) = old.iter().find(|&&i| self.words[i].is_empty()) {
+            cx.cas_ite(self.cands[e], self.words[e], IndexEntry::GROWTH_SEAL);
+            cx.io.stats.growth_seals += 1;
+            self.phase = Phase::AwaitHelp;
+            return Some(None);
+        }
+        let source = old.get(self.migrate_source.min(old.len().saturating_sub(1)))?;
+        let m = Migrate::new(self.cands[*source], self.cands.clone());
+        self.phase = Phase::Migrating(Box::new(m));
+        Some(self.step_migrate(cx, Vec::new()))
     }
 
     /// Re-reads every candidate bucket, so that an answer resting on the
@@ -310,6 +364,82 @@ impl WriteLogic {
             }));
         }
         self.certify_absence(cx, true)
+    }
+
+    /// No chain of moves frees a candidate, the key certified absent: the
+    /// index grows if it can (the PUT moves the directory word from stable
+    /// to growing, and its next attempt inserts in the new generation),
+    /// else the insert is refused: `TableFull` for an index that never
+    /// grows, `IndexAtLimit` for one in its last generation. While the
+    /// index already grows, its new generation fills only as the growth
+    /// goes on: a retryable conflict.
+    fn grow_or_refuse(&mut self, cx: &mut Cx<'_>) -> Out {
+        let view = cx.client.view;
+        let generations = cx.cfg().index_generations;
+        if generations <= 1 {
+            return Some(Err(Error::TableFull {
+                depth: cx.cfg().max_migrate_depth,
+            }));
+        }
+        if view.growing {
+            return conflict();
+        }
+        if view.generation + 1 >= generations {
+            return Some(Err(Error::IndexAtLimit {
+                generation: view.generation,
+                generations,
+            }));
+        }
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
+        let dir = crate::growth::directory_slot(cx.cfg());
+        cx.io.issue(crate::fabric::Op::Cas {
+            addr: dir.remote(),
+            expect: view.encode(),
+            new: view.next().encode(),
+        });
+        self.phase = Phase::AwaitGrowStart;
+        None
+    }
+
+    /// The directory CAS of [`WriteLogic::grow_or_refuse`]: whoever moved
+    /// the word, the client's view follows it, and the PUT tries again.
+    fn on_grow_start(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
+        let view = cx.client.view;
+        match cas_previous(&results[0]) {
+            Ok(p) if p == view.encode() => {
+                cx.client.view = view.next();
+                tracing::info!(generation = view.generation, "the index grows");
+            }
+            Ok(p) => {
+                cx.client.view = view.max(crate::growth::IndexView::decode(p));
+            }
+            Err(e) => return Some(Err(e)),
+        }
+        conflict()
+    }
+
+    /// The write proper: its candidates in the client's view (which a
+    /// step of the sweep may have moved on), then its scan.
+    fn begin(&mut self, cx: &mut Cx<'_>) -> Out {
+        self.cands = cx.candidates(&self.key);
+        self.filter = cx.filter(&self.key);
+        self.scan(cx)
+    }
+
+    /// The step of the sweep a write takes while the index grows. Whatever
+    /// it achieves, the write goes on (a step that gives up leaves nothing
+    /// half done that the sweep's next step does not finish), unless the
+    /// attempt ran out of time.
+    fn step_help(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Helping(sweep) = &mut self.phase else {
+            return conflict();
+        };
+        match sweep.advance(cx, results)? {
+            Err(Error::Timeout) => Some(Err(Error::Timeout)),
+            Ok(_) | Err(_) => self.begin(cx),
+        }
     }
 
     fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
@@ -715,9 +845,15 @@ impl Logic for WriteLogic {
                         return Some(Err(e));
                     }
                 }
-                self.cands = cx.candidates(&self.key);
-                self.filter = cx.filter(&self.key);
-                self.scan(cx)
+                if cx.client.view.growing && !cx.client.faults.skip_growth_help {
+                    self.phase = Phase::Helping(Box::new(Sweep::new()));
+                    return self.step_help(cx, Vec::new());
+                }
+                self.begin(cx)
+            }
+            p @ Phase::Helping(_) => {
+                self.phase = p;
+                self.step_help(cx, results)
             }
             Phase::AwaitScan => {
                 if cx.overran() {
@@ -760,6 +896,7 @@ impl Logic for WriteLogic {
                 Ok(_) => self.scan(cx),
                 Err(e) => Some(Err(e)),
             },
+            Phase::AwaitGrowStart => self.on_grow_start(cx, &results),
             Phase::AwaitCertify { refusal } => {
                 if cx.overran() {
                     return Some(Err(Error::Timeout));
@@ -767,9 +904,7 @@ impl Logic for WriteLogic {
                 let buckets = cx.all_buckets_reversed(&self.cands);
                 let b = cx.bucket_len();
                 match buckets_unchanged(&buckets, &results, &self.words, b, None) {
-                    Ok(true) if refusal => Some(Err(Error::TableFull {
-                        depth: cx.cfg().max_migrate_depth,
-                    })),
+                    Ok(true) if refusal => self.grow_or_refuse(cx),
                     Ok(true) => Some(Ok(false)),
                     Ok(false) | Err(_) => conflict(),
                 }

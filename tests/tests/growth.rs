@@ -1,0 +1,144 @@
+//! Online growth of the index (docs/protocol.md §2.5): a PUT that finds the
+//! index full starts a growth, writes help it along, `Client::grow` drives
+//! it to its end, and every key stays readable throughout, by clients whose
+//! view of the index is behind as well as by those who know.
+
+use std::sync::Arc;
+use std::thread;
+
+use nessie_protocol::growth::IndexView;
+use nessie_protocol::{Config, Error};
+use nessie_tests::SimCluster;
+
+fn growing(generations: u8, slots: u32, buckets: u8) -> Config {
+    Config {
+        nodes: 3,
+        index_slots_per_node: slots,
+        index_generations: generations,
+        dtes_per_node: 16_384,
+        clients_per_node: 2,
+        max_key_len: 16,
+        max_value_len: 8,
+        candidates: 2,
+        bucket_slots: buckets,
+        cache_capacity: 0,
+        ..Config::default()
+    }
+}
+
+fn key(k: u32) -> Vec<u8> {
+    format!("key-{k}").into_bytes()
+}
+
+#[test]
+fn an_index_that_fills_grows_and_every_key_stays_readable() {
+    let cfg = growing(4, 16, 4);
+    let cluster = SimCluster::new(cfg.clone());
+    let mut c = cluster.client(0, 0);
+    // Generation 0 holds 48 entries; 300 keys need generation 3 (384).
+    for k in 0..300 {
+        c.put(&key(k), &k.to_le_bytes())
+            .unwrap_or_else(|e| panic!("put {k}: {e}"));
+    }
+    let view = c.finish_growth().unwrap();
+    assert!(view.generation >= 3 && !view.growing, "{view:?}");
+    let mut reader = cluster.client(1, 0);
+    for k in 0..300 {
+        assert_eq!(
+            reader.get(&key(k)).unwrap(),
+            Some(k.to_le_bytes().to_vec()),
+            "key {k}"
+        );
+    }
+    assert!(
+        reader.total_stats().stale_views > 0,
+        "a reader that never looked met the growth by its seals"
+    );
+    assert!(c.total_stats().growth_seals > 0);
+}
+
+#[test]
+fn an_index_at_its_last_generation_refuses_with_the_limit() {
+    let cfg = growing(2, 8, 4);
+    let cluster = SimCluster::new(cfg);
+    let mut c = cluster.client(0, 0);
+    let mut refused = None;
+    for k in 0..400 {
+        match c.put(&key(k), b"v") {
+            Ok(_) => {}
+            Err(e) => {
+                refused = Some((k, e));
+                break;
+            }
+        }
+    }
+    let (k, e) = refused.expect("two generations of 24 and 48 entries cannot take 400 keys");
+    assert_eq!(
+        e,
+        Error::IndexAtLimit {
+            generation: 1,
+            generations: 2
+        },
+        "after {k} keys"
+    );
+    assert!(k > 24, "it grew once before refusing ({k} keys)");
+    assert_eq!(
+        c.grow(),
+        Err(Error::IndexAtLimit {
+            generation: 1,
+            generations: 2
+        })
+    );
+}
+
+#[test]
+fn writers_and_readers_race_a_growth_and_lose_nothing() {
+    let cfg = growing(4, 16, 4);
+    let cluster = Arc::new(SimCluster::new(cfg));
+    let mut handles = Vec::new();
+    for w in 0..3u16 {
+        let cluster = cluster.clone();
+        handles.push(thread::spawn(move || {
+            let mut c = cluster.client(w % 3, 0);
+            for i in 0..100u32 {
+                let k = u32::from(w) * 1000 + i;
+                c.put(&key(k), &k.to_le_bytes())
+                    .unwrap_or_else(|e| panic!("put {k}: {e}"));
+                // Read back one written earlier, by this writer.
+                let back = u32::from(w) * 1000 + i / 2;
+                assert_eq!(
+                    c.get(&key(back)).unwrap(),
+                    Some(back.to_le_bytes().to_vec()),
+                    "key {back}"
+                );
+            }
+        }));
+    }
+    let sweeper = {
+        let cluster = cluster.clone();
+        thread::spawn(move || {
+            let mut c = cluster.client(1, 1);
+            let mut last = IndexView::default();
+            for _ in 0..50 {
+                match c.grow() {
+                    Ok(v) => last = v,
+                    Err(Error::IndexAtLimit { .. }) => break,
+                    Err(e) => panic!("grow: {e}"),
+                }
+            }
+            last
+        })
+    };
+    for h in handles {
+        h.join().unwrap();
+    }
+    let last = sweeper.join().unwrap();
+    assert!(last.generation >= 1, "{last:?}");
+    let mut reader = cluster.client(2, 1);
+    for w in 0..3u32 {
+        for i in 0..100 {
+            let k = w * 1000 + i;
+            assert_eq!(reader.get(&key(k)).unwrap(), Some(k.to_le_bytes().to_vec()));
+        }
+    }
+}
