@@ -46,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nessie_check::pure::agent_pass;
+use nessie_protocol::growth::IndexView;
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
 use nessie_protocol::pipeline::RequestMachine;
@@ -108,6 +109,13 @@ pub enum Expect {
     /// A client without storage's operation ended because its agent took
     /// its share back (its heartbeat stood still for the lease term).
     LeaseTakenBack,
+    /// A client whose view of the index was behind met a growth seal (and
+    /// read the directory again).
+    StaleView,
+    /// An entry of the old generation was sealed by a growth.
+    GrowthSeal,
+    /// A growth ended: the directory names the next generation.
+    GrowthEnded,
 }
 
 /// A small cluster and workload to explore.
@@ -166,6 +174,13 @@ pub struct World {
     /// means "no chain within the depth limit", not "this attempt cannot
     /// afford one" (issue 24, hole 3).
     pub always_room: bool,
+    /// The directory word at the start (docs/protocol.md §2.5): a world
+    /// that begins in the middle of a growth.
+    pub directory: IndexView,
+    /// Clients whose view of the index starts at `directory`; the others
+    /// start at generation 0, stable (behind, when the directory is past
+    /// it).
+    pub informed: Vec<usize>,
 }
 
 /// How a client is doing.
@@ -421,6 +436,25 @@ impl World {
             }
             states.push(state);
         }
+        if self.directory != IndexView::default() {
+            let at = nessie_protocol::growth::directory_slot(&self.cfg);
+            let wr = nessie_protocol::WorkRequest {
+                id: nessie_protocol::OpId(0),
+                op: Op::Cas {
+                    addr: at.remote(),
+                    expect: 0,
+                    new: self.directory.encode(),
+                },
+            };
+            InFlight::new(wr, 0)
+                .run_to_end(&mut mem, NodeId(0), WordOrder::Ascending)
+                .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?;
+            for &c in &self.informed {
+                if let Some(st) = states.get_mut(c) {
+                    st.view = self.directory;
+                }
+            }
+        }
         for (c, op) in &self.prelude {
             let st = states.get_mut(*c).ok_or_else(|| {
                 Error::corrupt(CorruptionKind::Bug, format!("prelude names client {c}"))
@@ -631,12 +665,16 @@ impl World {
             (stats.settled_commits, Expect::SettledCommit),
             (stats.lost_completions, Expect::LostCompletion),
             (u64::from(solo), Expect::SoloAttempt),
+            (stats.stale_views, Expect::StaleView),
+            (stats.growth_seals, Expect::GrowthSeal),
         ] {
             if count > 0 {
                 reached.insert(e);
             }
         }
-        if solo && matches!(result, Err(Error::Conflict)) {
+        // A conflict that sent the client to read the directory again is
+        // how a view behind the index ends an attempt, alone or not.
+        if solo && matches!(result, Err(Error::Conflict)) && stats.stale_views == 0 {
             s.flags.solo_conflict = true;
         }
         if stats.recoveries > 0 && result.is_ok() && op.is_write() {
@@ -647,7 +685,7 @@ impl World {
         }
         let ret = match result {
             Ok(r) => Ok(Ok(r)),
-            Err(Error::TableFull { .. }) => Ok(Err(Failure::Full)),
+            Err(Error::TableFull { .. } | Error::IndexAtLimit { .. }) => Ok(Err(Failure::Full)),
             Err(e) => Err(e),
         };
         if self.always_room && matches!(ret, Ok(Err(Failure::Full))) {
@@ -755,7 +793,7 @@ impl World {
     /// The committed entries of `key` named by its candidates.
     fn committed_versions(&self, mem: &Memory, key: &[u8]) -> BTreeSet<DteAddr> {
         let mut out = BTreeSet::new();
-        for c in self.cfg.hasher().candidates(key) {
+        for c in self.cfg.candidates_in_every_generation(key) {
             if let Some(d) = mem.ite(c).dte() {
                 if let Some((h, k, _)) = mem.entry(&self.cfg, d) {
                     if k == key && h.state.state.is_committed() {
@@ -776,7 +814,7 @@ impl World {
         if let Some(&d) = self.committed_versions(mem, key).iter().next() {
             return value_of(d);
         }
-        for c in self.cfg.hasher().candidates(key) {
+        for c in self.cfg.candidates_in_every_generation(key) {
             let Some(d) = mem.ite(c).dte() else { continue };
             let Some((h, k, _)) = mem.entry(&self.cfg, d) else {
                 continue;
@@ -808,6 +846,12 @@ impl World {
             })
         {
             s.flags.marked_linked = true;
+        }
+        if self.cfg.index_generations > 1 {
+            let at = nessie_protocol::growth::directory_slot(&self.cfg);
+            if IndexView::decode(s.mem.ite(at).0).generation > self.directory.generation {
+                s.flags.reached.insert(Expect::GrowthEnded);
+            }
         }
     }
 
@@ -1148,6 +1192,9 @@ fn expect_property(e: Expect) -> Property<World> {
         Expect::LateDelivered => reached!(Expect::LateDelivered),
         Expect::NewGeneration => reached!(Expect::NewGeneration),
         Expect::LeaseTakenBack => reached!(Expect::LeaseTakenBack),
+        Expect::StaleView => reached!(Expect::StaleView),
+        Expect::GrowthSeal => reached!(Expect::GrowthSeal),
+        Expect::GrowthEnded => reached!(Expect::GrowthEnded),
     }
 }
 
@@ -1167,5 +1214,8 @@ pub fn expect_name(e: Expect) -> &'static str {
         Expect::LateDelivered => "a completion arrived after its round was given up",
         Expect::NewGeneration => "a client without storage wrote in a later generation",
         Expect::LeaseTakenBack => "a client without storage lost its share to its agent",
+        Expect::StaleView => "a client whose view of the index was behind met a growth seal",
+        Expect::GrowthSeal => "a growth sealed an entry of the old generation",
+        Expect::GrowthEnded => "a growth ended in the next generation",
     }
 }

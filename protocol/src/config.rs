@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::addr::ClientId;
+use crate::addr::{ClientId, IteAddr};
 use crate::error::{ConfigError, Error};
 use crate::fabric::{Topology, WindowId};
 use crate::hash::Hasher;
@@ -427,6 +427,16 @@ impl Config {
         }
         crate::hash::generation_base(self.index_slots_per_node, self.index_generations)
             .saturating_add(crate::growth::DIRECTORY_SLOTS)
+    }
+
+    /// Every entry of `key`'s in any generation of the index, generation
+    /// by generation (the checkers' view: a key may be linked in two
+    /// generations while it grows).
+    pub fn candidates_in_every_generation(&self, key: &[u8]) -> Vec<IteAddr> {
+        let h = self.hasher();
+        (0..self.index_generations.max(1))
+            .flat_map(|g| h.candidates_in(key, g))
+            .collect()
     }
 
     /// Candidate and filter hashing.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use nessie_protocol::growth::IndexView;
+use nessie_protocol::machine::{GrowLogic, GrowMachine, Swept};
 use nessie_protocol::{Config, Error};
 use nessie_tests::SimCluster;
 
@@ -139,6 +140,42 @@ fn writers_and_readers_race_a_growth_and_lose_nothing() {
         for i in 0..100 {
             let k = w * 1000 + i;
             assert_eq!(reader.get(&key(k)).unwrap(), Some(k.to_le_bytes().to_vec()));
+        }
+    }
+}
+
+/// A growth whose starter stops right after starting it is finished by the
+/// writers that meet it, each taking a step of the sweep; with the switch
+/// `skip-growth-help` (writes do not help) it never ends.
+#[test]
+fn a_growth_whose_starter_stopped_is_finished_by_the_writers_alone() {
+    for skip in [false, true] {
+        let cluster = SimCluster::new(growing(3, 16, 4));
+        let mut starter = cluster.client(0, 0);
+        let started = starter.run_once(GrowMachine::new(GrowLogic::start()));
+        assert_eq!(started, Ok(Swept::Chunk), "the step started the growth");
+        drop(starter);
+        let mut w = cluster.client(1, 0);
+        w.state_mut().faults.skip_growth_help = skip;
+        // Generation 0 holds 48 entries, generation 1 96.
+        for k in 0..80 {
+            w.put(&key(k), b"v")
+                .unwrap_or_else(|e| panic!("put {k}: {e}"));
+        }
+        let view = w.state().view;
+        if skip {
+            assert!(view.growing, "without help the growth never ends: {view:?}");
+        } else {
+            assert_eq!(
+                view,
+                IndexView {
+                    generation: 1,
+                    growing: false
+                }
+            );
+        }
+        for k in 0..80 {
+            assert_eq!(w.get(&key(k)).unwrap(), Some(b"v".to_vec()), "key {k}");
         }
     }
 }

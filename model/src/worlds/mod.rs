@@ -19,10 +19,12 @@ use nessie_protocol::{
 use crate::world::{ClientSpec, Expect, World, CLASSIC_FAULTS};
 use nessie_check::memory::WordOrder;
 
+mod growth;
 mod pure;
 mod timed;
 mod untimed;
 
+pub use growth::*;
 pub use pure::*;
 pub use timed::*;
 pub use untimed::*;
@@ -111,6 +113,8 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         late_landing: false,
         landing_bound: None,
         always_room: false,
+        directory: Default::default(),
+        informed: Vec::new(),
     }
 }
 
@@ -260,6 +264,12 @@ pub const CAUGHT_ELSEWHERE: &[(&str, &str)] = &[
         "needs a PUT's scan to straddle a MIGRATE of its key in a full table with no chain, beyond \
          the worlds' tables: the swarm (sim/tests/swarm.rs, \
          rarer_catches_are_caught_by_the_seed_that_shows_each, case 30,014)",
+    ),
+    (
+        "skip-growth-help",
+        "a liveness failure no history shows (the growth never ends, every operation still \
+         answers rightly): tests/tests/growth.rs \
+         (a_growth_whose_starter_stopped_is_finished_by_the_writers_alone)",
     ),
     (
         "capped-search-table-full",
@@ -594,6 +604,34 @@ pub const WORLDS: &[WorldRow] = &[
         name: "pure-lease-taken-back",
         build: pure_lease_taken_back,
         ci: exhaustive(Group::Edges, 1_084_336),
+        catches: &[],
+    },
+    WorldRow {
+        name: "growth-behind-reader",
+        build: |f| with_faults(growth_behind_reader(), f),
+        ci: exhaustive(Group::Edges, 2_192),
+        catches: &[
+            catch(
+                "growth-move-empties-source",
+                &[LINEARIZABLE],
+                "a_reader_behind_finds_a_moved_keys_old_entry_empty_and_answers_not_found",
+            ),
+            catch(
+                "ignore-growth-seals",
+                &[LINEARIZABLE],
+                "a_reader_that_skips_seals_answers_not_found_for_a_key_that_moved_on",
+            ),
+            catch(
+                "grow-insert-unsealed",
+                &[LINEARIZABLE],
+                "an_insert_linked_only_in_the_new_generation_is_not_found_by_a_reader_behind",
+            ),
+        ],
+    },
+    WorldRow {
+        name: "growth-swept-to-its-end",
+        build: |f| with_faults(growth_swept_to_its_end(), f),
+        ci: exhaustive(Group::Edges, 217_308),
         catches: &[],
     },
 ];

@@ -1,0 +1,111 @@
+//! Worlds of the index's online growth (docs/protocol.md §2.5): a growth
+//! under way when the world starts, sweepers that move keys into the new
+//! generation and seal the old one, and clients whose view of the index is
+//! behind, which must learn of the growth from the seals before they answer.
+
+use nessie_protocol::growth::IndexView;
+use nessie_protocol::{Config, IteAddr, NodeId};
+
+use super::{cfg, client, get, put, world};
+use crate::world::{Expect, World};
+
+/// Two nodes of one index entry each in generation 0 (two each in
+/// generation 1), one candidate a key, a growth under way.
+fn growing_cfg() -> Config {
+    Config {
+        index_generations: 2,
+        ..cfg(2, 1, 1, 2)
+    }
+}
+
+/// A key whose generation-0 entry is on `node` and whose generation-1
+/// entry is not `avoid`'s.
+fn key_on(cfg: &Config, prefix: &str, node: u16, avoid: Option<&[u8]>) -> Vec<u8> {
+    let h = cfg.hasher();
+    let taken: Option<IteAddr> = avoid.map(|k| h.candidates_in(k, 1)[0]);
+    (0..100_000u32)
+        .map(|i| format!("{prefix}{i}").into_bytes())
+        .find(|k| {
+            h.candidates_in(k, 0)[0].node == NodeId(node) && Some(h.candidates_in(k, 1)[0]) != taken
+        })
+        .unwrap_or_else(|| panic!("no key with prefix {prefix} fits the world"))
+}
+
+/// A growth under way: a writer who knows of it inserts a fresh key (its
+/// step of the sweep moves a stored key into the new generation and seals
+/// the first node's old entry; its insert seals the key's own old entry on
+/// the other node first), while a reader whose view is behind reads both
+/// keys. The reader must meet a seal before it could answer "not found".
+pub fn growth_behind_reader() -> World {
+    let c = growing_cfg();
+    let a = key_on(&c, "a", 0, None);
+    let b = key_on(&c, "b", 1, Some(&a));
+    let mut w = world(
+        "growth-behind-reader",
+        c,
+        vec![
+            client(0, 0, vec![put(&b, "v-b")]),
+            client(1, 0, vec![get(&a), get(&b)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 3;
+    w.preload = vec![(a, Some(b"v-a".to_vec()))];
+    w.directory = IndexView {
+        generation: 0,
+        growing: true,
+    };
+    w.informed = vec![0];
+    w.expect = vec![Expect::Migration, Expect::GrowthSeal, Expect::StaleView];
+    w
+}
+
+/// A growth swept to its end while another client, behind, deletes and
+/// reads: one node whose two old entries hold both keys, a sweeper whose
+/// first write's step moves both into the new generation and seals the
+/// old, and whose second write's step ends the growth. The sweeper may
+/// crash anywhere: the other client's operations go on through whatever it
+/// left, and the index stays whole.
+pub fn growth_swept_to_its_end() -> World {
+    let c = Config {
+        index_generations: 2,
+        ..cfg(1, 2, 2, 3)
+    };
+    let h = c.hasher();
+    let pick = |prefix: &str, avoid: &[Vec<u8>]| -> Vec<u8> {
+        (0..100_000u32)
+            .map(|i| format!("{prefix}{i}").into_bytes())
+            .find(|k| {
+                let mine = h.candidates_in(k, 1);
+                avoid.iter().all(|o| {
+                    let theirs = h.candidates_in(o, 1);
+                    mine.iter().all(|m| !theirs.contains(m))
+                })
+            })
+            .unwrap_or_else(|| panic!("no key with prefix {prefix} fits the world"))
+    };
+    let a = pick("a", &[]);
+    let b = pick("b", &[a.clone()]);
+    let mut sweeper = client(0, 0, vec![put(&a, "v-a2")]);
+    sweeper.may_crash = true;
+    let mut w = world(
+        "growth-swept-to-its-end",
+        c,
+        vec![sweeper, client(0, 1, vec![super::del(&b)])],
+    );
+    w.torn = false;
+    w.max_attempts = 3;
+    w.preload = vec![(a, Some(b"v-a".to_vec())), (b, Some(b"v-b".to_vec()))];
+    w.directory = IndexView {
+        generation: 0,
+        growing: true,
+    };
+    w.informed = vec![0];
+    w.expect = vec![
+        Expect::Migration,
+        Expect::GrowthSeal,
+        Expect::StaleView,
+        Expect::GrowthEnded,
+    ];
+    w
+}
