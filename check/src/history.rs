@@ -38,7 +38,7 @@ impl Failure {
     pub fn of(e: &Error) -> Failure {
         match (e, e.outcome()) {
             (_, Outcome::Unknown) => Failure::Unknown,
-            (Error::TableFull { .. }, _) => Failure::Full,
+            (Error::TableFull { .. } | Error::IndexAtLimit { .. }, _) => Failure::Full,
             _ => Failure::NotCommitted,
         }
     }

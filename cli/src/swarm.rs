@@ -81,6 +81,13 @@ pub struct SwarmArgs {
     /// without it. A baseline's cases are unchanged.
     #[arg(long)]
     pub pure_clients: bool,
+    /// Nessie's index grows online (`SwarmCase::with_growth`: three or four
+    /// generations, the first holding a quarter to a half of the keys), so
+    /// that inserts start growths, help their sweeps and meet their seals;
+    /// every other draw of each case as without it (with `--buckets`, in
+    /// buckets). A baseline's cases are unchanged.
+    #[arg(long)]
+    pub growth: bool,
     /// Only the faults that change when requests land and steps run
     /// (`SwarmCase::with_timing_faults_only`: delays, pauses, torn
     /// transfers, duplicated WRITEs, skew), none that fails a request or a
@@ -130,6 +137,9 @@ impl SwarmArgs {
         }
         if self.pure_clients {
             case = case.with_pure_clients();
+        }
+        if self.growth {
+            case = case.with_growth();
         }
         if self.timing_faults_only {
             case = case.with_timing_faults_only();

@@ -849,7 +849,7 @@ impl World {
         }
         if self.cfg.index_generations > 1 {
             let at = nessie_protocol::growth::directory_slot(&self.cfg);
-            if IndexView::decode(s.mem.ite(at).0).generation > self.directory.generation {
+            if IndexView::decode(s.mem.ite(at).0).oldest > self.directory.oldest {
                 s.flags.reached.insert(Expect::GrowthEnded);
             }
         }

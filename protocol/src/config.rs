@@ -244,8 +244,8 @@ impl Config {
                 "{} with {} candidates of {} slots",
                 self.index_generations, self.candidates, self.bucket_slots
             ),
-            "an index that grows keeps at most 32 candidate entries per key (N x B): a MIGRATE \
-             copy records its positions in 5 bits and the generation's parity in a sixth",
+            "an index that grows keeps at most 16 candidate entries per key (N x B): a MIGRATE \
+             copy records its positions in 4 bits and the generation modulo 4 in two more",
         )?;
         check(
             u64::from(self.index_slots_per_node)

@@ -4,22 +4,24 @@
 //! Every node's index region holds up to `Config::index_generations` index
 //! tables, each twice the one before, laid end to end
 //! ([`crate::hash::generation_base`]). One 64-bit **directory word**, on node
-//! 0 after the last generation, says which is in use: generation *g*
-//! *stable* (every key's candidates are its generation-*g* ones), or *g
-//! growing* (its candidates are its generation-*g* ones, the *old*, followed
-//! by its generation-*g+1* ones, the *new*). The word only moves forward:
-//! stable *g*, growing *g*, stable *g+1*, ...
+//! 0 after the last generation, names the generations in use, oldest to
+//! newest: one (*stable*: every key's candidates are its entries there), or
+//! several while the index *grows* (a key's candidates are its entries in
+//! each, oldest first; keys go only into the newest, and the older ones are
+//! being sealed). The word only moves forward: stable *g*, *g* to *g+1*,
+//! possibly extended to *g* to *g+2* (the new generation filled before the
+//! old one was swept), then stable at the newest.
 //!
 //! A client keeps the directory it last read as its [`IndexView`] and reads
 //! the word again only when what it meets says its view is behind: a
 //! **growth seal** ([`IndexEntry::GROWTH_SEAL`]) in an entry its view counts
-//! as current. A growth seals every entry of the old generation, one by one
-//! (an empty one by CAS, a linked key's by a MIGRATE into the new
-//! generation whose finish leaves the seal), and a key is linked in the new
-//! generation only once one of its old entries is sealed. A seal is never
-//! removed, so a client whose view is behind meets one among the key's
-//! candidates whenever the key has moved on, and learns the truth from the
-//! directory before it answers anything.
+//! as current. A growth seals every entry of its old generations, one by one
+//! (an empty one by CAS, a linked key's by a MIGRATE into the newest
+//! generation whose finish leaves the seal), and a key is linked in the
+//! newest generation only once it has a sealed entry in each old one. A seal
+//! is never removed, so a client whose view is behind meets one among the
+//! key's candidates whenever the key has moved on, and learns the truth
+//! from the directory before it answers anything.
 
 use crate::addr::{IteAddr, NodeId};
 use crate::config::Config;
@@ -29,36 +31,56 @@ use crate::hash::{generation_base, Hasher};
 pub const MAX_GENERATIONS: u8 = 16;
 
 /// Most candidate entries per key (N x B) when the index grows: a MIGRATE
-/// copy records a position in 5 bits and its generation's parity in a sixth.
-pub const MAX_GROWING_POSITIONS: usize = 32;
+/// copy records a position in 4 bits and its generation modulo 4 in two
+/// more.
+pub const MAX_GROWING_POSITIONS: usize = 16;
+
+/// Most generations a view spans at once: the new one and up to three old
+/// ones (a growth extended twice because its new generation filled before
+/// the old ones were swept).
+pub const MAX_SPAN: u8 = 4;
 
 /// Index table entries after the last generation on every node that belong
 /// to the directory (only node 0's is used).
 pub const DIRECTORY_SLOTS: u32 = 1;
 
-const PARITY_BIT: u8 = 1 << 5;
-const SLOT_MASK: u8 = PARITY_BIT - 1;
+const GENERATION_SHIFT: u8 = 4;
+const GENERATION_BITS: u8 = 3 << GENERATION_SHIFT;
+const SLOT_MASK: u8 = (1 << GENERATION_SHIFT) - 1;
 
-/// The index generations in use, as the directory word says (or as a client
-/// last read it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct IndexView {
-    /// The generation every key's candidates are in (the old one while
-    /// growing).
-    pub generation: u8,
-    /// Whether the index grows into `generation + 1`: keys' candidates are
-    /// then their old ones followed by their new ones.
-    pub growing: bool,
-}
-
-/// Entries of the old generation one step of a growth's sweep seals: a
+/// Entries of the old generations one step of a growth's sweep seals: a
 /// *chunk*, within one node (rounded to whole buckets, and at most the
-/// node's whole old generation).
+/// node's whole generation).
 pub const CHUNK_SLOTS: u32 = 8;
 
 const CURSOR_SHIFT: u32 = 16;
 
+/// The index generations in use, as the directory word says (or as a client
+/// last read it): generations `oldest ..= newest`, the newest the one keys
+/// go into, the others *old* ones a growth is sealing. Stable when they are
+/// one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IndexView {
+    /// The oldest generation a key may still be found in.
+    pub oldest: u8,
+    /// The generation keys are put in.
+    pub newest: u8,
+}
+
 impl IndexView {
+    /// The stable view of generation `g`.
+    pub fn stable(g: u8) -> IndexView {
+        IndexView {
+            oldest: g,
+            newest: g,
+        }
+    }
+
+    /// Whether the index grows: some key may still be in an old generation.
+    pub fn growing(self) -> bool {
+        self.newest > self.oldest
+    }
+
     /// The directory word of this view, its sweep at chunk 0.
     pub fn encode(self) -> u64 {
         self.with_cursor(0)
@@ -67,7 +89,7 @@ impl IndexView {
     /// The directory word of this view with its growth's sweep at chunk
     /// `cursor`: every chunk before it is sealed.
     pub fn with_cursor(self, cursor: u64) -> u64 {
-        (cursor << CURSOR_SHIFT) | (u64::from(self.generation) << 1) | u64::from(self.growing)
+        (cursor << CURSOR_SHIFT) | (u64::from(self.newest) << 8) | u64::from(self.oldest)
     }
 
     /// The chunk a directory word's growth has swept up to.
@@ -78,58 +100,63 @@ impl IndexView {
     /// The view a directory word names (the never-written word 0 is
     /// generation 0, stable).
     pub fn decode(word: u64) -> IndexView {
+        let oldest = (word & 0xff) as u8;
         IndexView {
-            generation: ((word >> 1) & 0xff) as u8,
-            growing: word & 1 == 1,
+            oldest,
+            newest: (((word >> 8) & 0xff) as u8).max(oldest),
         }
     }
 
-    /// The view after this one: growing from stable, the next generation
-    /// stable from growing.
-    pub fn next(self) -> IndexView {
-        if self.growing {
-            IndexView {
-                generation: self.generation + 1,
-                growing: false,
-            }
-        } else {
-            IndexView {
-                growing: true,
-                ..self
-            }
+    /// The view a growth starts from this one with: from stable, growing
+    /// into the next generation; while growing, its new generation is
+    /// sealed too and keys go into the one after (an *extended* growth,
+    /// whose new generation filled before its old ones were swept).
+    pub fn grown(self) -> IndexView {
+        IndexView {
+            newest: self.newest + 1,
+            ..self
         }
     }
 
-    /// The key's candidate entries in this view: its current generation's,
-    /// or while growing its old generation's then its new one's.
+    /// The view once every old generation is sealed: the newest, stable.
+    pub fn settled(self) -> IndexView {
+        IndexView::stable(self.newest)
+    }
+
+    /// Generations the view spans.
+    pub fn span(self) -> u8 {
+        self.newest - self.oldest + 1
+    }
+
+    /// The key's candidate entries in this view: its entries in each
+    /// generation from the oldest to the newest.
     pub fn candidates(self, hasher: &Hasher, key: &[u8]) -> Vec<IteAddr> {
-        let mut c = hasher.candidates_in(key, self.generation);
-        if self.growing {
-            c.extend(hasher.candidates_in(key, self.generation + 1));
-        }
-        c
+        (self.oldest..=self.newest)
+            .flat_map(|g| hasher.candidates_in(key, g))
+            .collect()
     }
 
     /// Whether candidate position `pos` (of a key with `per_generation`
-    /// candidates per generation) is in the old generation of a growing
+    /// candidates per generation) is in an old generation of a growing
     /// index: a key may be found there and moved out, never put there.
     pub fn is_old(self, pos: usize, per_generation: usize) -> bool {
-        self.growing && pos < per_generation
+        pos < usize::from(self.newest - self.oldest) * per_generation
+    }
+
+    /// The generation of candidate position `pos`.
+    pub fn generation_of(self, pos: usize, per_generation: usize) -> u8 {
+        self.oldest + (pos / per_generation.max(1)) as u8
     }
 
     /// The 6-bit form a MIGRATE copy records candidate position `pos` in:
-    /// the position within its generation, and that generation's parity
+    /// the position within its generation, and that generation modulo 4
     /// (positions as they are when the index never grows).
     pub fn stored_position(self, pos: usize, per_generation: usize, grows: bool) -> u8 {
         if !grows {
             return pos as u8;
         }
-        let (generation, within) = if self.is_old(pos, per_generation) || !self.growing {
-            (self.generation, pos)
-        } else {
-            (self.generation + 1, pos - per_generation)
-        };
-        ((generation & 1) << 5) | (within as u8 & SLOT_MASK)
+        let g = self.generation_of(pos, per_generation);
+        ((g & 3) << GENERATION_SHIFT) | ((pos % per_generation.max(1)) as u8 & SLOT_MASK)
     }
 
     /// The candidate position, in this view, that a MIGRATE copy's recorded
@@ -144,14 +171,10 @@ impl IndexView {
         if within >= per_generation {
             return None;
         }
-        let parity = (stored & PARITY_BIT) >> 5;
-        if parity == self.generation & 1 {
-            Some(within)
-        } else if self.growing {
-            Some(per_generation + within)
-        } else {
-            None
-        }
+        let modulo = (stored & GENERATION_BITS) >> GENERATION_SHIFT;
+        (self.oldest..=self.newest)
+            .find(|g| g & 3 == modulo)
+            .map(|g| usize::from(g - self.oldest) * per_generation + within)
     }
 }
 
@@ -159,57 +182,68 @@ impl IndexView {
 /// move of a growth, whose source is sealed when it finishes rather than
 /// emptied.
 pub fn crosses_generations(src: u8, dst: u8, grows: bool) -> bool {
-    grows && (src ^ dst) & PARITY_BIT != 0
+    grows && (src ^ dst) & GENERATION_BITS != 0
 }
 
-/// The chunks of generation `generation`'s sweep: how many entries each
-/// holds, and how many each node has (the sweep goes node by node).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The chunks a growth sweeps: those of each old generation of its view,
+/// oldest first, each generation node by node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Chunks {
-    /// Entries per chunk.
-    pub slots: u32,
-    /// Chunks per node.
-    pub per_node: u32,
-    /// Nodes.
-    pub nodes: u16,
-    /// The generation's first slot on every node.
-    pub base: u32,
-    /// The generation's entries per node.
-    pub node_slots: u32,
+    /// Per old generation: its first slot on every node, its entries per
+    /// node, and entries per chunk.
+    generations: Vec<(u32, u32, u32)>,
+    nodes: u16,
 }
 
 impl Chunks {
-    /// The chunks of generation `generation` under `cfg`.
-    pub fn of(cfg: &Config, generation: u8) -> Chunks {
-        let per = cfg.index_slots_per_node << generation;
+    /// The chunks of `view`'s old generations under `cfg`.
+    pub fn of(cfg: &Config, view: IndexView) -> Chunks {
         let b = u32::from(cfg.bucket_slots.max(1));
-        let slots = CHUNK_SLOTS.div_ceil(b).saturating_mul(b).min(per).max(1);
+        let generations = (view.oldest..view.newest)
+            .map(|g| {
+                let per = cfg.index_slots_per_node << g;
+                let slots = CHUNK_SLOTS.div_ceil(b).saturating_mul(b).min(per).max(1);
+                (generation_base(cfg.index_slots_per_node, g), per, slots)
+            })
+            .collect();
         Chunks {
-            slots,
-            per_node: per.div_ceil(slots),
+            generations,
             nodes: cfg.nodes,
-            base: generation_base(cfg.index_slots_per_node, generation),
-            node_slots: per,
         }
+    }
+
+    fn per_node(per: u32, slots: u32) -> u64 {
+        u64::from(per.div_ceil(slots))
     }
 
     /// Chunks in all.
     pub fn total(&self) -> u64 {
-        u64::from(self.per_node) * u64::from(self.nodes)
+        self.generations
+            .iter()
+            .map(|&(_, per, slots)| Chunks::per_node(per, slots) * u64::from(self.nodes))
+            .sum()
     }
 
-    /// Chunk `c`'s first entry and its length.
-    pub fn chunk(&self, c: u64) -> (IteAddr, u32) {
-        let node = (c / u64::from(self.per_node.max(1))) as u16;
-        let within = (c % u64::from(self.per_node.max(1))) as u32 * self.slots;
-        let len = self.slots.min(self.node_slots.saturating_sub(within));
-        (
-            IteAddr {
-                node: NodeId(node),
-                slot: self.base + within,
-            },
-            len,
-        )
+    /// Chunk `c`'s first entry and its length (`None` past the last).
+    pub fn chunk(&self, mut c: u64) -> Option<(IteAddr, u32)> {
+        for &(base, per, slots) in &self.generations {
+            let per_node = Chunks::per_node(per, slots);
+            let here = per_node * u64::from(self.nodes);
+            if c < here {
+                let node = (c / per_node) as u16;
+                let within = (c % per_node) as u32 * slots;
+                let len = slots.min(per - within);
+                return Some((
+                    IteAddr {
+                        node: NodeId(node),
+                        slot: base + within,
+                    },
+                    len,
+                ));
+            }
+            c -= here;
+        }
+        None
     }
 }
 
@@ -233,18 +267,22 @@ mod tests {
             IndexView::default(),
             "the never-written word is generation 0"
         );
-        let mut words = vec![v.encode()];
-        for _ in 0..6 {
-            v = v.next();
-            assert_eq!(IndexView::decode(v.encode()), v);
-            words.push(v.encode());
+        let mut seen = vec![v];
+        for extend in [false, true, false, false, true, true] {
+            v = if !v.growing() || extend {
+                v.grown()
+            } else {
+                v.settled()
+            };
+            assert_eq!(IndexView::decode(v.with_cursor(7)), v);
+            seen.push(v);
         }
-        assert!(words.windows(2).all(|w| w[0] < w[1]), "{words:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
         assert_eq!(
             v,
             IndexView {
-                generation: 3,
-                growing: false
+                oldest: 2,
+                newest: 5
             }
         );
     }
@@ -252,38 +290,27 @@ mod tests {
     #[test]
     fn recorded_positions_name_the_same_entry_in_every_view_that_holds_it() {
         let n = 6;
-        let growing = IndexView {
-            generation: 4,
-            growing: true,
+        let wide = IndexView {
+            oldest: 4,
+            newest: 7,
         };
-        for pos in 0..2 * n {
-            let s = growing.stored_position(pos, n, true);
-            assert_eq!(growing.position_of(s, n, true), Some(pos));
-            // The stable views on either side hold one of the two ends.
-            let before = IndexView {
-                generation: 4,
-                growing: false,
-            };
-            let after = IndexView {
-                generation: 5,
-                growing: false,
-            };
-            if pos < n {
-                assert_eq!(before.position_of(s, n, true), Some(pos));
-                assert_eq!(after.position_of(s, n, true), None);
-            } else {
-                assert_eq!(before.position_of(s, n, true), None);
-                assert_eq!(after.position_of(s, n, true), Some(pos - n));
+        for pos in 0..4 * n {
+            let s = wide.stored_position(pos, n, true);
+            assert_eq!(wide.position_of(s, n, true), Some(pos));
+            let g = wide.generation_of(pos, n);
+            // A stable view holds exactly its own generation's positions
+            // (among generations closer than 4: they count modulo 4).
+            for h in 4..=7 {
+                let got = IndexView::stable(h).position_of(s, n, true);
+                assert_eq!(got.is_some(), h == g, "{pos} in {h}");
             }
         }
-        let (old, new) = (
-            growing.stored_position(1, n, true),
-            growing.stored_position(n + 1, n, true),
-        );
+        let old = wide.stored_position(1, n, true);
+        let new = wide.stored_position(3 * n + 1, n, true);
         assert!(crosses_generations(old, new, true));
         assert!(!crosses_generations(
             old,
-            growing.stored_position(2, n, true),
+            wide.stored_position(2, n, true),
             true
         ));
         assert!(
@@ -291,5 +318,33 @@ mod tests {
             "no growth, no crossing"
         );
         assert_eq!(IndexView::default().stored_position(40, 48, false), 40);
+    }
+
+    #[test]
+    fn the_chunks_cover_every_old_entry_once() {
+        let cfg = Config {
+            nodes: 3,
+            index_slots_per_node: 12,
+            bucket_slots: 4,
+            index_generations: 4,
+            ..Config::default()
+        };
+        let view = IndexView {
+            oldest: 0,
+            newest: 2,
+        };
+        let chunks = Chunks::of(&cfg, view);
+        let mut covered = std::collections::BTreeSet::new();
+        for c in 0..chunks.total() {
+            let (first, len) = chunks.chunk(c).unwrap();
+            assert_eq!(first.slot % 4, 0, "whole buckets");
+            for s in first.slot..first.slot + len {
+                assert!(covered.insert((first.node, s)));
+            }
+        }
+        assert_eq!(chunks.chunk(chunks.total()), None);
+        // Generations 0 and 1: 12 + 24 entries on each of 3 nodes.
+        assert_eq!(covered.len(), 3 * 36);
+        assert!(covered.iter().all(|&(_, s)| s < 36));
     }
 }

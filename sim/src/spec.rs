@@ -404,6 +404,12 @@ pub struct Tuning {
     /// the node's agent binds, with a lease term of two expiration periods.
     #[serde(default)]
     pub pure_clients: Option<bool>,
+    /// Index generations (issue 39, docs/protocol.md §2.5): the index
+    /// starts in generation 0 of `index_slots_per_node` entries a node and
+    /// grows online, each generation twice the one before (default: 1,
+    /// never grows).
+    #[serde(default)]
+    pub index_generations: Option<u8>,
 }
 
 impl Default for SimSpec {
@@ -832,6 +838,7 @@ pub fn config(spec: &SimSpec) -> Result<Config, SimError> {
         cfg.size_classes =
             nessie_systems::sizing::ladder_classes(cfg.layout().entry_bytes(), cfg.dtes_per_node);
     }
+    cfg.index_generations = t.index_generations.unwrap_or(d.index_generations);
     if t.pure_clients == Some(true) {
         let pure = (protocol_clients_per_node / 2).max(1);
         cfg.pure_clients_per_node = pure;

@@ -52,8 +52,8 @@ pub fn growth_behind_reader() -> World {
     w.max_attempts = 3;
     w.preload = vec![(a, Some(b"v-a".to_vec()))];
     w.directory = IndexView {
-        generation: 0,
-        growing: true,
+        oldest: 0,
+        newest: 1,
     };
     w.informed = vec![0];
     w.expect = vec![Expect::Migration, Expect::GrowthSeal, Expect::StaleView];
@@ -97,8 +97,8 @@ pub fn growth_swept_to_its_end() -> World {
     w.max_attempts = 3;
     w.preload = vec![(a, Some(b"v-a".to_vec())), (b, Some(b"v-b".to_vec()))];
     w.directory = IndexView {
-        generation: 0,
-        growing: true,
+        oldest: 0,
+        newest: 1,
     };
     w.informed = vec![0];
     w.expect = vec![

@@ -44,6 +44,9 @@ pub struct ClientState {
     /// The client met a growth seal its view did not expect: its next
     /// attempt reads the directory first.
     pub view_stale: bool,
+    /// A write found no room for its key but had no time left to grow the
+    /// index: the next write grows it first.
+    pub growth_wanted: bool,
     pub(crate) hasher: Hasher,
 }
 
@@ -65,6 +68,7 @@ impl ClientState {
             pure: pure.then(|| PureWindows::new(crate::pure::draw_nonce())),
             view: IndexView::default(),
             view_stale: false,
+            growth_wanted: false,
             hasher: cfg.hasher(),
             cfg,
         })
@@ -118,7 +122,7 @@ impl Cx<'_> {
     }
 
     /// Candidate entries per key in one generation (N x B).
-    fn per_generation(&self) -> usize {
+    pub(crate) fn per_generation(&self) -> usize {
         usize::from(self.cfg().candidates) * self.bucket_len()
     }
 
@@ -145,13 +149,19 @@ impl Cx<'_> {
     /// next attempt reads the directory first, and this one ends as a
     /// conflict, having changed nothing.
     pub(crate) fn behind(&mut self, pos: usize, w: IndexEntry) -> bool {
-        let behind =
-            w.is_growth_seal() && !self.is_old(pos) && !self.client.faults.ignore_growth_seals;
-        if behind {
-            self.client.view_stale = true;
-            self.io.stats.stale_views += 1;
+        w.is_growth_seal() && !self.is_old(pos) && self.fell_behind()
+    }
+
+    /// A growth seal was met where the client's view expects none: its
+    /// next attempt reads the directory first. `false` (nothing noted)
+    /// under the switch `ignore-growth-seals`.
+    pub(crate) fn fell_behind(&mut self) -> bool {
+        if self.client.faults.ignore_growth_seals {
+            return false;
         }
-        behind
+        self.client.view_stale = true;
+        self.io.stats.stale_views += 1;
+        true
     }
 
     /// Whether any of `words` (the key's candidates, in order) says the

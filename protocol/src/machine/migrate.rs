@@ -294,8 +294,11 @@ impl Migrate {
             // The index grew past this client's view.
             return Some(Err(Error::Conflict));
         }
+        if let Some(out) = self.seal_between(cx) {
+            return out;
+        }
         // A key moves only to an empty entry it may be put in: while the
-        // index grows, one of its new generation.
+        // index grows, one of its newest generation.
         let empty = (0..self.mv.alt.len())
             .find(|&k| self.mv.alt_words[k].is_empty() && cx.is_target(self.mv.alt[k]));
         if let Some(k) = empty {
@@ -329,6 +332,61 @@ impl Migrate {
         });
         self.path.push(slot);
         self.begin_frame(cx)
+    }
+
+    /// A key moved out of an old generation into the newest must first have
+    /// a sealed entry in every generation between them, as an insert must
+    /// in every old one (docs/protocol.md §2.5): a client whose view ends
+    /// in such a generation would otherwise read none of the key's entries
+    /// there, no seal either, and answer "not found". (With one old
+    /// generation there is none between.) For the first such generation
+    /// without a seal among the key's entries: seal an empty one, or move
+    /// the key of the first one out (into the newest generation, which
+    /// seals it) with a frame of its own; then redo this frame.
+    fn seal_between(&mut self, cx: &mut Cx<'_>) -> Option<Out> {
+        let view = cx.client.view;
+        if !cx.is_old(self.mv.src) || cx.client.faults.grow_insert_unsealed {
+            return None;
+        }
+        let per = cx.per_generation();
+        let from = view.generation_of(self.mv.src, per);
+        let missing = (from + 1..view.newest).find_map(|g| {
+            let here: Vec<usize> = (0..self.mv.alt.len())
+                .filter(|&k| view.generation_of(self.mv.alt[k], per) == g)
+                .collect();
+            let sealed = here.iter().any(|&k| self.mv.alt_words[k].is_growth_seal());
+            (!sealed).then_some(here)
+        })?;
+        if !cx.may_mutate() {
+            return Some(Some(Err(Error::Timeout)));
+        }
+        if let Some(&k) = missing.iter().find(|&&k| self.mv.alt_words[k].is_empty()) {
+            let at = self.mv.cands[self.mv.alt[k]];
+            cx.cas_ite(at, self.mv.alt_words[k], IndexEntry::GROWTH_SEAL);
+            cx.io.stats.growth_seals += 1;
+            self.phase = Phase::AwaitHelp;
+            return Some(None);
+        }
+        let (Some(f), Some(&k)) = (self.top(), missing.first()) else {
+            return Some(Some(Err(Error::Conflict)));
+        };
+        if f.next_alt > 0 {
+            // That key's move found no room in the newest generation.
+            return Some(Some(Err(Error::TableFull {
+                depth: cx.cfg().max_migrate_depth,
+            })));
+        }
+        let slot = self.mv.cands[self.mv.alt[k]];
+        if self.path.contains(&slot) {
+            return Some(Some(Err(Error::Conflict)));
+        }
+        self.frames.push(Frame {
+            slot,
+            depth: f.depth.saturating_add(1),
+            next_alt: 0,
+        });
+        self.path.push(slot);
+        Some(self.begin_frame(cx))
     }
 
     fn copy(&mut self, cx: &mut Cx<'_>) -> Out {

@@ -249,6 +249,9 @@ impl<L: Logic> Machine for OpMachine<L> {
                 deadline,
             };
             if let Some(result) = self.logic.advance(&mut cx, results) {
+                if let Err(e) = &result {
+                    tracing::trace!(error = %e, "attempt failed");
+                }
                 self.done = true;
                 return Poll::Done(result);
             }

@@ -347,7 +347,7 @@ impl CuckooSearch {
 
     fn on_alternatives(
         &mut self,
-        cx: &Cx<'_>,
+        cx: &mut Cx<'_>,
         children: Vec<usize>,
         buckets: &[IteAddr],
         results: &Results,
@@ -368,8 +368,10 @@ impl CuckooSearch {
             self.nodes[c].word = w;
             let parent = self.nodes[c].parent?;
             if w.is_growth_seal() {
-                // A generation the index grew out of: this client's view is
-                // behind (its PUT's next scan learns so); no way forward.
+                // A sealed entry where keys may be put (only the newest
+                // generation's are searched): the index grew past this
+                // client's view, whose next attempt reads the directory.
+                cx.fell_behind();
                 self.blocked = true;
                 continue;
             }

@@ -6,11 +6,11 @@
 //! a growth finishes whoever started it, and a sweeper that stalls or
 //! crashes blocks nobody: the next one sweeps the same chunk again. A step:
 //! 1. Read the directory word: the view (stable: nothing to do) and the
-//!    cursor, the first chunk not known to be sealed.
-//! 2. Cursor past the last chunk: every entry of the old generation is
-//!    sealed. CAS the directory to the next generation, stable.
+//!    cursor, the first chunk of the old generations not known to be sealed.
+//! 2. Cursor past the last chunk: every entry of the old generations is
+//!    sealed. CAS the directory to the newest generation, stable.
 //! 3. Otherwise read the chunk (one READ). Seal each empty entry (CAS to the
-//!    growth seal, one round), then move each linked key into the new
+//!    growth seal, one round), then move each linked key into the newest
 //!    generation with a MIGRATE frame, whose finish seals its source (a
 //!    tombstone is unlinked instead, and sealed on the next pass). Read the
 //!    chunk again, up to [`PASSES`] times, until every entry is sealed.
@@ -18,13 +18,16 @@
 //!    entry that is not sealed, and seals are never removed.
 //!
 //! A step gives up (a conflict, changing nothing that matters) when a key of
-//! the chunk is being written within its owner's deadline, or a move finds
-//! no room; another step tries again.
+//! the chunk is being written within its owner's deadline; another step
+//! tries again. A move that finds no room in the newest generation (it
+//! filled before the old ones were swept) *extends* the growth: the
+//! directory names one generation more, and the old ones, the full newest
+//! included, are swept into it.
 
 use crate::addr::IteAddr;
 use crate::error::Error;
 use crate::fabric::Op;
-use crate::growth::{directory_slot, Chunks, IndexView};
+use crate::growth::{directory_slot, Chunks, IndexView, MAX_SPAN};
 use crate::layout::IndexEntry;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, cas_previous, word, Results};
@@ -38,12 +41,24 @@ pub const PASSES: u8 = 3;
 pub enum Swept {
     /// The index does not grow (the view the directory names).
     Idle(IndexView),
-    /// One chunk is sealed, and the cursor past it (by this step or
-    /// another).
+    /// One chunk is sealed and the cursor past it, or a growth started or
+    /// was extended (by this step or another).
     Chunk,
-    /// The growth is over: this step moved the directory to the next
-    /// generation (or found it moved).
+    /// The growth is over: this step moved the directory to its newest
+    /// generation, stable (or found it moved).
     Grown(IndexView),
+}
+
+/// What a step is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Mode {
+    /// Sweep a chunk of a growth under way, if any.
+    Step,
+    /// Start a growth on a stable index, else sweep (`Client::grow`).
+    Start,
+    /// Grow the index out of `seen`, the view in which a write found no
+    /// room: start a growth, or extend one whose newest generation is full.
+    Grow(IndexView),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,12 +69,16 @@ enum Phase {
     AwaitSeals,
     Moving(Box<Migrate>),
     AwaitAdvance,
-    AwaitSwitch,
+    /// The directory CAS to `to`.
+    AwaitSwitch {
+        to: IndexView,
+    },
 }
 
 /// The sweep sub-machine: one step.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Sweep {
+    mode: Mode,
     phase: Phase,
     /// The directory word read.
     dir: u64,
@@ -70,24 +89,32 @@ pub(crate) struct Sweep {
     /// Chunk entries still to move this pass.
     moves: Vec<u32>,
     passes: u8,
-    /// Start a growth if the index is stable (an operator's `Client::grow`).
-    start: bool,
 }
 
 type Out = Option<Result<Swept, Error>>;
 
 impl Sweep {
-    /// A fresh step.
-    pub fn new() -> Sweep {
+    fn with_mode(mode: Mode) -> Sweep {
         Sweep {
+            mode,
             phase: Phase::Start,
             dir: 0,
             first: None,
             words: Vec::new(),
             moves: Vec::new(),
             passes: 0,
-            start: false,
         }
+    }
+
+    /// One step of the sweep of a growth under way.
+    pub fn new() -> Sweep {
+        Sweep::with_mode(Mode::Step)
+    }
+
+    /// A step that grows the index out of `seen`, the view in which a write
+    /// found no room for its key.
+    pub fn grow(seen: IndexView) -> Sweep {
+        Sweep::with_mode(Mode::Grow(seen))
     }
 
     fn view(&self) -> IndexView {
@@ -98,6 +125,7 @@ impl Sweep {
         let (first, len) = self.first?;
         self.passes += 1;
         if self.passes > PASSES {
+            tracing::debug!(?first, words = ?self.words, "sweep: the chunk is not sealed yet");
             return Some(Err(Error::Conflict));
         }
         cx.io.issue(Op::Read {
@@ -108,6 +136,43 @@ impl Sweep {
         None
     }
 
+    /// CASes the directory from the word read to `to`'s (keeping the
+    /// sweep's cursor when `to` still grows the same old generations).
+    fn switch(&mut self, cx: &mut Cx<'_>, to: IndexView) -> Out {
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
+        let cursor = if to.oldest == self.view().oldest && to.growing() {
+            IndexView::cursor(self.dir)
+        } else {
+            0
+        };
+        cx.io.issue(Op::Cas {
+            addr: directory_slot(cx.cfg()).remote(),
+            expect: self.dir,
+            new: to.with_cursor(cursor),
+        });
+        self.phase = Phase::AwaitSwitch { to };
+        None
+    }
+
+    /// Grows the index out of the view the directory names: a growth into
+    /// the next generation, started or extended.
+    fn grow_from(&mut self, cx: &mut Cx<'_>, view: IndexView) -> Out {
+        let generations = cx.cfg().index_generations;
+        if view.newest + 1 >= generations {
+            return Some(Err(Error::IndexAtLimit {
+                generation: view.newest,
+                generations,
+            }));
+        }
+        if view.span() >= MAX_SPAN {
+            // The old generations must be swept first.
+            return Some(Err(Error::Conflict));
+        }
+        self.switch(cx, view.grown())
+    }
+
     fn on_dir(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
         self.dir = match word(&results[0]) {
             Ok(w) => w,
@@ -115,46 +180,24 @@ impl Sweep {
         };
         let view = self.view();
         cx.client.view = cx.client.view.max(view);
-        if !view.growing {
-            let generations = cx.cfg().index_generations;
-            if !self.start {
-                return Some(Ok(Swept::Idle(view)));
-            }
-            if view.generation + 1 >= generations {
-                return Some(Err(Error::IndexAtLimit {
-                    generation: view.generation,
-                    generations,
-                }));
-            }
-            if !cx.may_mutate() {
-                return Some(Err(Error::Timeout));
-            }
-            // Stable: start the growth (the switch's CAS, one step earlier).
-            cx.io.issue(Op::Cas {
-                addr: directory_slot(cx.cfg()).remote(),
-                expect: self.dir,
-                new: view.next().encode(),
-            });
-            self.phase = Phase::AwaitSwitch;
-            return None;
+        match self.mode {
+            Mode::Grow(seen) if view == seen => return self.grow_from(cx, view),
+            // Someone moved the directory since: the write tries again in
+            // the view it names.
+            Mode::Grow(_) => return Some(Ok(Swept::Idle(view))),
+            Mode::Start if !view.growing() => return self.grow_from(cx, view),
+            Mode::Step if !view.growing() => return Some(Ok(Swept::Idle(view))),
+            Mode::Start | Mode::Step => {}
         }
-        let chunks = Chunks::of(cx.cfg(), view.generation);
-        let cursor = IndexView::cursor(self.dir);
-        if cursor >= chunks.total() {
-            // Every chunk is sealed: the new generation is the index.
-            if !cx.may_mutate() {
-                return Some(Err(Error::Timeout));
+        let chunks = Chunks::of(cx.cfg(), view);
+        match chunks.chunk(IndexView::cursor(self.dir)) {
+            Some(chunk) => {
+                self.first = Some(chunk);
+                self.read_chunk(cx)
             }
-            cx.io.issue(Op::Cas {
-                addr: directory_slot(cx.cfg()).remote(),
-                expect: self.dir,
-                new: view.next().encode(),
-            });
-            self.phase = Phase::AwaitSwitch;
-            return None;
+            // Every chunk is sealed: the newest generation is the index.
+            None => self.switch(cx, view.settled()),
         }
-        self.first = Some(chunks.chunk(cursor));
-        self.read_chunk(cx)
     }
 
     fn on_chunk(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
@@ -170,11 +213,12 @@ impl Sweep {
         if self.words.len() < len as usize {
             return Some(Err(Error::Conflict));
         }
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
         if self.words.iter().all(|w| w.is_growth_seal()) {
-            if !cx.may_mutate() {
-                return Some(Err(Error::Timeout));
-            }
             let view = self.view();
+            tracing::debug!(?view, ?first, cursor = IndexView::cursor(self.dir), "sweep: chunk sealed");
             cx.io.issue(Op::Cas {
                 addr: directory_slot(cx.cfg()).remote(),
                 expect: self.dir,
@@ -182,9 +226,6 @@ impl Sweep {
             });
             self.phase = Phase::AwaitAdvance;
             return None;
-        }
-        if !cx.may_mutate() {
-            return Some(Err(Error::Timeout));
         }
         let mut sealing = false;
         self.moves.clear();
@@ -244,9 +285,17 @@ impl Sweep {
         };
         match m.advance(cx, results)? {
             Ok(()) => self.next_move(cx),
-            // No room, or an entry in progress: another step tries again.
-            Err(Error::TableFull { .. }) => Some(Err(Error::Conflict)),
-            Err(e) => Some(Err(e)),
+            // The newest generation has no room for the key: it filled
+            // before the old ones were swept. Grow it again (the old ones
+            // are then swept into the generation after it).
+            Err(Error::TableFull { .. }) => {
+                let view = self.view();
+                self.grow_from(cx, view)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "sweep: a move gave up");
+                Some(Err(e))
+            }
         }
     }
 
@@ -278,19 +327,23 @@ impl Sweep {
                 Ok(_) => Some(Ok(Swept::Chunk)),
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitSwitch => match cas_previous(&results[0]) {
+            Phase::AwaitSwitch { to } => match cas_previous(&results[0]) {
                 Ok(p) => {
                     let now = if p == self.dir {
-                        self.view().next()
+                        if to.growing() {
+                            tracing::info!(?to, "the index grows");
+                        } else {
+                            tracing::info!(?to, "the growth is over");
+                        }
+                        to
                     } else {
                         IndexView::decode(p)
                     };
                     cx.client.view = cx.client.view.max(now);
-                    Some(Ok(match (self.view().growing, now.growing) {
-                        // Moved from stable to growing (by us or another).
-                        (false, true) => Swept::Chunk,
-                        (_, false) => Swept::Grown(now),
-                        (true, true) => Swept::Idle(now),
+                    Some(Ok(if now.growing() {
+                        Swept::Chunk
+                    } else {
+                        Swept::Grown(now)
                     }))
                 }
                 Err(e) => Some(Err(e)),
@@ -318,9 +371,9 @@ impl GrowLogic {
     /// One step that, on a stable index, starts a growth into the next
     /// generation (`Error::IndexAtLimit` in the last one).
     pub fn start() -> GrowLogic {
-        let mut sweep = Sweep::new();
-        sweep.start = true;
-        GrowLogic { sweep }
+        GrowLogic {
+            sweep: Sweep::with_mode(Mode::Start),
+        }
     }
 }
 

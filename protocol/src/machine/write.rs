@@ -83,8 +83,9 @@ enum Phase {
     AwaitCertify {
         refusal: bool,
     },
-    /// Moving the directory word from stable to growing.
-    AwaitGrowStart,
+    /// Growing the index: the directory word from stable to growing, or a
+    /// growth extended by a generation.
+    Growing(Box<Sweep>, GrowFor),
     Searching(Box<CuckooSearch>),
     Migrating(Box<Migrate>),
     AwaitAllocScan,
@@ -96,6 +97,17 @@ enum Phase {
     Aborting(Recover),
     AwaitCleanup,
     AwaitMarks(bool),
+}
+
+/// Why a write grows the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum GrowFor {
+    /// It found no room for its own key (certified absent): it answers
+    /// what came of the growth.
+    Refusal,
+    /// An earlier write found no room and had no time left to grow: this
+    /// one grows first, then does its own work.
+    Earlier,
 }
 
 /// The logic of one PUT or DELETE attempt.
@@ -134,7 +146,9 @@ type Out = Option<Result<bool, Error>>;
 /// which a breadth-first PUT gives the attempt up as a conflict.
 const MAX_PATH_CONFLICTS: u32 = 2;
 
+#[track_caller]
 fn conflict() -> Out {
+    tracing::debug!(at = %std::panic::Location::caller(), "write: conflict");
     Some(Err(Error::Conflict))
 }
 
@@ -320,13 +334,15 @@ impl WriteLogic {
     /// generation (a growth's move, which seals its source), then scans
     /// again (docs/protocol.md §2.5).
     fn seal_before_insert(&mut self, cx: &mut Cx<'_>) -> Option<Out> {
-        if !cx.client.view.growing || cx.client.faults.grow_insert_unsealed {
+        if !cx.client.view.growing() || cx.client.faults.grow_insert_unsealed {
             return None;
         }
-        let old: Vec<usize> = (0..self.words.len()).filter(|&i| cx.is_old(i)).collect();
-        if old.iter().any(|&i| self.words[i].is_growth_seal()) {
-            return None;
-        }
+        // The oldest old generation in which none of the key's entries is
+        // sealed, if any: its positions.
+        let per = self.cands.len() / usize::from(cx.client.view.span());
+        let old = (0..usize::from(cx.client.view.span()) - 1)
+            .map(|g| (g * per..(g + 1) * per).collect::<Vec<usize>>())
+            .find(|ps| !ps.iter().any(|&i| self.words[i].is_growth_seal()))?;
         if !cx.may_mutate() {
             return Some(Some(Err(Error::Timeout)));
         }
@@ -374,50 +390,43 @@ impl WriteLogic {
     /// index already grows, its new generation fills only as the growth
     /// goes on: a retryable conflict.
     fn grow_or_refuse(&mut self, cx: &mut Cx<'_>) -> Out {
-        let view = cx.client.view;
-        let generations = cx.cfg().index_generations;
-        if generations <= 1 {
+        if cx.cfg().index_generations <= 1 {
             return Some(Err(Error::TableFull {
                 depth: cx.cfg().max_migrate_depth,
             }));
         }
-        if view.growing {
-            return conflict();
-        }
-        if view.generation + 1 >= generations {
-            return Some(Err(Error::IndexAtLimit {
-                generation: view.generation,
-                generations,
-            }));
-        }
         if !cx.may_mutate() {
+            // The search took the attempt's time: the next write grows the
+            // index before anything else (a search would take it again).
+            cx.client.growth_wanted = true;
             return Some(Err(Error::Timeout));
         }
-        let dir = crate::growth::directory_slot(cx.cfg());
-        cx.io.issue(crate::fabric::Op::Cas {
-            addr: dir.remote(),
-            expect: view.encode(),
-            new: view.next().encode(),
-        });
-        self.phase = Phase::AwaitGrowStart;
-        None
+        let sweep = Sweep::grow(cx.client.view);
+        self.phase = Phase::Growing(Box::new(sweep), GrowFor::Refusal);
+        self.step_grow(cx, Vec::new())
     }
 
-    /// The directory CAS of [`WriteLogic::grow_or_refuse`]: whoever moved
-    /// the word, the client's view follows it, and the PUT tries again.
-    fn on_grow_start(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
-        let view = cx.client.view;
-        match cas_previous(&results[0]) {
-            Ok(p) if p == view.encode() => {
-                cx.client.view = view.next();
-                tracing::info!(generation = view.generation, "the index grows");
-            }
-            Ok(p) => {
-                cx.client.view = view.max(crate::growth::IndexView::decode(p));
-            }
-            Err(e) => return Some(Err(e)),
+    /// The growth a PUT that found no room asked for: whoever moved the
+    /// directory, the client's view follows it, and the PUT tries again in
+    /// it (a retryable conflict; nothing of the PUT was written).
+    fn step_grow(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
+        let Phase::Growing(sweep, why) = &mut self.phase else {
+            return conflict();
+        };
+        let why = *why;
+        let out = sweep.advance(cx, results)?;
+        if !matches!(out, Err(Error::Timeout)) {
+            cx.client.growth_wanted = false;
         }
-        conflict()
+        match (out, why) {
+            (Ok(_), GrowFor::Refusal) => conflict(),
+            (Err(e), GrowFor::Refusal) => Some(Err(e)),
+            // A growth an earlier write asked for: whatever came of it,
+            // this write goes on (its own key was never looked at, so an
+            // `IndexAtLimit` here says nothing about it).
+            (Err(Error::Timeout), GrowFor::Earlier) => Some(Err(Error::Timeout)),
+            (_, GrowFor::Earlier) => self.begin(cx),
+        }
     }
 
     /// The write proper: its candidates in the client's view (which a
@@ -845,7 +854,12 @@ impl Logic for WriteLogic {
                         return Some(Err(e));
                     }
                 }
-                if cx.client.view.growing && !cx.client.faults.skip_growth_help {
+                if cx.client.growth_wanted && cx.cfg().index_generations > 1 {
+                    let sweep = Sweep::grow(cx.client.view);
+                    self.phase = Phase::Growing(Box::new(sweep), GrowFor::Earlier);
+                    return self.step_grow(cx, Vec::new());
+                }
+                if cx.client.view.growing() && !cx.client.faults.skip_growth_help {
                     self.phase = Phase::Helping(Box::new(Sweep::new()));
                     return self.step_help(cx, Vec::new());
                 }
@@ -896,7 +910,10 @@ impl Logic for WriteLogic {
                 Ok(_) => self.scan(cx),
                 Err(e) => Some(Err(e)),
             },
-            Phase::AwaitGrowStart => self.on_grow_start(cx, &results),
+            p @ Phase::Growing(..) => {
+                self.phase = p;
+                self.step_grow(cx, results)
+            }
             Phase::AwaitCertify { refusal } => {
                 if cx.overran() {
                     return Some(Err(Error::Timeout));

@@ -324,7 +324,10 @@ impl Engine {
             return;
         }
         if let (true, Err(e)) = (op.sweep, &r) {
-            if !matches!(e, Error::TableFull { .. } | Error::DataTableFull { .. }) {
+            if !matches!(
+                e,
+                Error::TableFull { .. } | Error::IndexAtLimit { .. } | Error::DataTableFull { .. }
+            ) {
                 self.workload.sweep.failures.push(SweepFailure {
                     op: op.request.name(),
                     key: op.key,

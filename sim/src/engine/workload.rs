@@ -211,6 +211,7 @@ impl Engine {
             let mut m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
             let now = Nanos(EPOCH / 2);
             let mut stored = true;
+            let mut attempts = 0;
             loop {
                 match m.poll(&mut c.state, now) {
                     Poll::Post(wrs) => {
@@ -230,9 +231,22 @@ impl Engine {
                         ))
                     }
                     Poll::Done(Ok(_)) => break,
+                    // An index that grows: the PUT that found it full
+                    // started the growth, or met its seals; the next
+                    // attempt goes on in the client's new view.
+                    Poll::Done(Err(Error::Conflict))
+                        if self.spec.tuning.index_generations.is_some() && attempts < 16 =>
+                    {
+                        attempts += 1;
+                        m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
+                    }
                     // A tight index may not take every key: the key starts
                     // absent (nothing of the failed PUT took effect).
-                    Poll::Done(Err(Error::TableFull { .. } | Error::DataTableFull { .. })) => {
+                    Poll::Done(Err(
+                        Error::TableFull { .. }
+                        | Error::IndexAtLimit { .. }
+                        | Error::DataTableFull { .. },
+                    )) => {
                         stored = false;
                         break;
                     }

@@ -218,6 +218,7 @@ impl SwarmCase {
             op_timeout_us: None,
             size_classes: None,
             pure_clients: None,
+            index_generations: None,
         };
         let get_pct = 20 + d.below(50) as u32;
         let mut case = SwarmCase {
@@ -511,6 +512,28 @@ impl SwarmCase {
         self.value_size = pick(&mut d, &[24u32, 64, 160]);
         self.value_mix = nessie_workload::ValueMix::Uniform;
         self.tuning.size_classes = Some(true);
+        self
+    }
+
+    /// This case with an index that grows (Nessie only; issue 39): three or
+    /// four generations, the first holding a quarter to a half of the keys
+    /// (at least a key's candidates), so that the run's inserts fill it,
+    /// start a growth, help it along with their steps of the sweep and
+    /// meet its seals, under every fault of the case. Drawn from a dice
+    /// stream of its own: every other draw of the case stays.
+    pub fn with_growth(mut self) -> SwarmCase {
+        if self.system != SystemKind::Nessie {
+            return self;
+        }
+        let mut d = Dice::new(self.seed.wrapping_mul(0x3c6e_f372_fe94_f82b) ^ 0x6e0e_7751);
+        let t = &mut self.tuning;
+        let b = u32::from(t.bucket_slots.unwrap_or(1).max(1));
+        let n = u32::from(t.candidates.unwrap_or(2));
+        let nodes = u32::from(self.nodes);
+        let share = pick(&mut d, &[4u32, 3, 2]);
+        let buckets = (self.keys as u32 / share).div_ceil(b).max(n);
+        t.index_slots_per_node = Some(buckets.div_ceil(nodes).max(1) * b);
+        t.index_generations = Some(pick(&mut d, &[3u8, 4]));
         self
     }
 
