@@ -221,6 +221,7 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
          {} torn transfers ({} stopped part placed), {} requests failed with their queue pair; \
          {} MIGRATEs (the baselines: cuckoo moves; Cell: meganode splits), {} Cell node splits, {} cases with range scans ({} checked whole by the range-aware checker), {} entries of crashed or overrunning owners recovered; \
          {} entries recycled while clients raced (in {} cases); \
+         index growth: {} entries sealed, {} seals met by a view behind; \
          data table entries at quiescence: {} live, {} reusable, {} leaked ({} admitted: {} counted by the operations, {} crashes)",
         s.cases,
         started.elapsed().as_secs_f64(),
@@ -254,6 +255,8 @@ pub fn swarm(args: &SwarmArgs) -> Result<(), String> {
         s.recoveries,
         s.recycled_in_race,
         s.cases_with_reuse,
+        s.growth.seals,
+        s.growth.stale_views,
         s.dtes.live,
         s.dtes.reusable,
         s.dtes.leaked,

@@ -181,6 +181,9 @@ pub struct World {
     /// start at generation 0, stable (behind, when the directory is past
     /// it).
     pub informed: Vec<usize>,
+    /// Clients whose view of the index starts elsewhere: between
+    /// generation 0 and `directory` (behind it, but not all the way).
+    pub views: Vec<(usize, IndexView)>,
 }
 
 /// How a client is doing.
@@ -452,6 +455,11 @@ impl World {
             for &c in &self.informed {
                 if let Some(st) = states.get_mut(c) {
                     st.view = self.directory;
+                }
+            }
+            for &(c, view) in &self.views {
+                if let Some(st) = states.get_mut(c) {
+                    st.view = view;
                 }
             }
         }

@@ -454,6 +454,23 @@ impl Default for SimSpec {
     }
 }
 
+/// What the index's online growth did in a run (docs/protocol.md §2.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrowthCounts {
+    /// Entries of old generations sealed.
+    pub seals: u64,
+    /// Growth seals met by clients whose view of the index was behind
+    /// (each then read the directory again).
+    pub stale_views: u64,
+}
+
+impl std::ops::AddAssign for GrowthCounts {
+    fn add_assign(&mut self, o: GrowthCounts) {
+        self.seals += o.seals;
+        self.stale_views += o.stale_views;
+    }
+}
+
 /// What a run measured (all figures in simulated time except the last two).
 #[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
@@ -553,6 +570,8 @@ pub struct SimReport {
     /// Entries of crashed or overrunning owners that operations recovered
     /// (aborted, settled or reclaimed).
     pub recoveries: u64,
+    /// What the index's online growth did (Nessie; issue 39).
+    pub growth: GrowthCounts,
     /// DELETEs completed.
     pub deletes: u64,
     /// Operations whose outcome is unknown (an error after the work may have

@@ -28,6 +28,8 @@ enum Family {
     /// `SwarmCase::for_system(..).with_pure_clients()` (`nessie swarm
     /// --pure-clients`).
     PureClients,
+    /// `SwarmCase::for_system(..).with_growth()` (`nessie swarm --growth`).
+    Growth,
 }
 
 /// One case a wide run found, and why it failed before its fix.
@@ -41,7 +43,7 @@ struct Found {
     showed: &'static str,
 }
 
-const FOUND: [Found; 8] = [
+const FOUND: [Found; 13] = [
     // Recovery reserved a slot for a lost region (a placeholder
     // allocation) while the splitter that had abandoned the region's
     // creation removed it from the directory; the relocation then did
@@ -146,6 +148,54 @@ const FOUND: [Found; 8] = [
         paired: false,
         showed: "data table entries leaked: 59 neither named nor reusable at quiescence, 56 admitted",
     },
+    // The first runs of the growth family (issue 39), each on the growth's
+    // first version. Seed 20: the new generation filled before the old one
+    // was swept, and the growth stalled for good; fixed by extending a
+    // growth (`IndexView::grown`). Seed 189: a key moved from the oldest
+    // generation into a newest two further on, and a client whose view
+    // ended in the generation between found no seal there; fixed by
+    // sealing the generations between first (`Migrate::seal_between`).
+    // Seed 198: every attempt of a PUT spent its time searching before it
+    // could grow the index; fixed by `ClientState::growth_wanted`. Seed
+    // 695: a search met seals in a generation its view took for the
+    // newest and never said so; fixed by `Cx::fell_behind`. Seed 1,281: the
+    // growth an earlier write asked for ended a later PUT of a present key
+    // with `IndexAtLimit`, a wrong answer; fixed in `WriteLogic::step_grow`.
+    Found {
+        system: SystemKind::Nessie,
+        family: Family::Growth,
+        seed: 20,
+        paired: false,
+        showed: "put of key 6 by a lone client after the faults stopped: concurrent operation interfered",
+    },
+    Found {
+        system: SystemKind::Nessie,
+        family: Family::Growth,
+        seed: 189,
+        paired: false,
+        showed: "not linearizable: key 1, a GET answered not found",
+    },
+    Found {
+        system: SystemKind::Nessie,
+        family: Family::Growth,
+        seed: 198,
+        paired: false,
+        showed: "put of key 6 by a lone client after the faults stopped: operation timed out",
+    },
+    Found {
+        system: SystemKind::Nessie,
+        family: Family::Growth,
+        seed: 695,
+        paired: false,
+        showed: "put of key 0 by a lone client after the faults stopped: concurrent operation interfered",
+    },
+    Found {
+        system: SystemKind::Nessie,
+        family: Family::Growth,
+        seed: 1_281,
+        paired: false,
+        showed: "not linearizable: key 0, a PUT of a present key refused: index full",
+    },
 ];
 
 #[test]
@@ -161,6 +211,7 @@ fn every_case_a_wide_run_found_passes_after_its_fix() {
             Family::WithoutInserts => case.without_inserts(),
             Family::WithoutDuplicateWrites => case.without_duplicate_writes(),
             Family::PureClients => case.with_pure_clients(),
+            Family::Growth => case.with_growth(),
         };
         let run = case.run(Faults::default()).unwrap();
         assert!(

@@ -260,6 +260,38 @@ fn clients_without_storage_survive_the_fault_mixes_and_unwindowed_writes_are_cau
     assert_eq!(failure.case.seed, 159);
 }
 
+/// The fault mixes with an index that grows online (issue 39;
+/// `SwarmCase::with_growth`, `nessie swarm --growth`): its first
+/// generation holds a quarter to a half of the keys, so the run's inserts
+/// start growths, extend them, help their sweeps and meet their seals with
+/// views behind, under every fault of the case. The correct protocol passes
+/// seeds 0-299 (0-6,999 from the CLI); each of the three growth switches
+/// is caught within the first twenty seeds: a growth's move that empties
+/// its source instead of sealing it, a client that takes a seal for an
+/// empty entry, and an insert linked in the new generation before any of
+/// its old entries is sealed each let a client whose view is behind answer
+/// "not found" for a key that is there.
+#[test]
+fn an_index_growing_under_the_fault_mixes_answers_rightly_and_growth_switches_are_caught() {
+    let grow = |c: &mut SwarmCase| *c = c.clone().with_growth();
+    let s = swarm_with(0..300, Faults::default(), false, grow).unwrap();
+    common::no_failure(&s, "nessie growing its index");
+    assert_eq!((s.passed, s.inconclusive), (300, 0), "{s:?}");
+    assert!(
+        s.growth.seals > 500 && s.growth.stale_views > 1_000 && s.crashes > 300,
+        "{s:?}"
+    );
+    for (switch, seed) in [
+        ("growth-move-empties-source", 16),
+        ("ignore-growth-seals", 1),
+        ("grow-insert-unsealed", 18),
+    ] {
+        let s = swarm_with(0..seed + 1, faults(switch), true, grow).unwrap();
+        let failure = s.failure.unwrap_or_else(|| panic!("{switch} is caught"));
+        assert_eq!(failure.case.seed, seed, "{switch}");
+    }
+}
+
 /// A crash with size classes can leak one entry returned unpublished per
 /// class (the allocator hands such an entry out first only within its
 /// class): seed 26,759 of the size-class swarm with late landings, found by

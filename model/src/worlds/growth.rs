@@ -85,7 +85,7 @@ pub fn growth_swept_to_its_end() -> World {
             .unwrap_or_else(|| panic!("no key with prefix {prefix} fits the world"))
     };
     let a = pick("a", &[]);
-    let b = pick("b", &[a.clone()]);
+    let b = pick("b", std::slice::from_ref(&a));
     let mut sweeper = client(0, 0, vec![put(&a, "v-a2")]);
     sweeper.may_crash = true;
     let mut w = world(
@@ -107,5 +107,53 @@ pub fn growth_swept_to_its_end() -> World {
         Expect::StaleView,
         Expect::GrowthEnded,
     ];
+    w
+}
+
+/// A growth extended once (generations 0 to 2: the new generation 1 filled
+/// before generation 0 was swept), on one node of one entry in generation
+/// 0: a writer who knows of it inserts b, its step of the sweep moving a
+/// from generation 0 straight into generation 2. A reader whose view ends
+/// at generation 1 reads a, and another still at generation 0 reads a and
+/// b. Before the move may seal a's old entry, a's entry in generation 1
+/// must be sealed (`Migrate::seal_between`): the first reader takes
+/// generation 0's seals as expected and would otherwise answer "not found"
+/// (the swarm's seed 189 of the growth family).
+pub fn growth_extended_behind_readers() -> World {
+    let c = Config {
+        index_generations: 3,
+        ..cfg(1, 1, 1, 4)
+    };
+    let h = c.hasher();
+    let a = key_on(&c, "a", 0, None);
+    let b = (0..100_000u32)
+        .map(|i| format!("b{i}").into_bytes())
+        .find(|k| h.candidates_in(k, 2) != h.candidates_in(&a, 2))
+        .unwrap_or_else(|| panic!("no key b fits the world"));
+    let mut w = world(
+        "growth-extended-behind-readers",
+        c,
+        vec![
+            client(0, 0, vec![put(&b, "v-b")]),
+            client(0, 1, vec![get(&a)]),
+            client(0, 2, vec![get(&b)]),
+        ],
+    );
+    w.torn = false;
+    w.max_attempts = 3;
+    w.preload = vec![(a, Some(b"v-a".to_vec()))];
+    w.directory = IndexView {
+        oldest: 0,
+        newest: 2,
+    };
+    w.informed = vec![0];
+    w.views = vec![(
+        1,
+        IndexView {
+            oldest: 0,
+            newest: 1,
+        },
+    )];
+    w.expect = vec![Expect::Migration, Expect::GrowthSeal, Expect::StaleView];
     w
 }

@@ -115,6 +115,7 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         always_room: false,
         directory: Default::default(),
         informed: Vec::new(),
+        views: Vec::new(),
     }
 }
 
@@ -627,6 +628,16 @@ pub const WORLDS: &[WorldRow] = &[
                 "an_insert_linked_only_in_the_new_generation_is_not_found_by_a_reader_behind",
             ),
         ],
+    },
+    WorldRow {
+        name: "growth-extended-behind-readers",
+        build: |f| with_faults(growth_extended_behind_readers(), f),
+        ci: exhaustive(Group::Edges, 164_211),
+        catches: &[catch(
+            "grow-insert-unsealed",
+            &[LINEARIZABLE],
+            "a_key_moved_two_generations_on_is_not_found_by_a_reader_whose_view_ends_between",
+        )],
     },
     WorldRow {
         name: "growth-swept-to-its-end",

@@ -218,7 +218,12 @@ impl Sweep {
         }
         if self.words.iter().all(|w| w.is_growth_seal()) {
             let view = self.view();
-            tracing::debug!(?view, ?first, cursor = IndexView::cursor(self.dir), "sweep: chunk sealed");
+            tracing::debug!(
+                ?view,
+                ?first,
+                cursor = IndexView::cursor(self.dir),
+                "sweep: chunk sealed"
+            );
             cx.io.issue(Op::Cas {
                 addr: directory_slot(cx.cfg()).remote(),
                 expect: self.dir,

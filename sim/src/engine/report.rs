@@ -157,6 +157,10 @@ impl Engine {
             measured_from_ns: self.workload.measure_from,
             server_search_pct: self.server_search_pct(),
             recoveries: self.workload.stats.recoveries,
+            growth: crate::spec::GrowthCounts {
+                seals: self.workload.stats.growth_seals,
+                stale_views: self.workload.stats.stale_views,
+            },
             events: self.events.count,
             chaos: self.chaos.counts,
             corrupt: self.checks.corrupt.take(),

@@ -746,6 +746,8 @@ pub struct SwarmSummary {
     pub node_splits: u64,
     /// Entries of crashed or overrunning owners recovered.
     pub recoveries: u64,
+    /// What the index's online growth did, over every case.
+    pub growth: crate::spec::GrowthCounts,
     /// Clients without storage whose agent took their share back (each
     /// replaced by a new client).
     pub lease_losses: u64,
@@ -833,6 +835,7 @@ pub fn swarm_with(
         s.recycled_in_race += run.report.recycled_in_race;
         s.cases_with_reuse += usize::from(run.report.recycled_in_race > 0);
         s.recoveries += run.report.recoveries;
+        s.growth += run.report.growth;
         if let Some(a) = &run.report.dtes {
             s.dtes.add(a);
         }
