@@ -65,6 +65,13 @@ pub struct InsertsArgs {
     /// RCuckoo's rows (as many slots per node; `false` to leave them out).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub race: bool,
+    /// Grow the index online through this many generations instead
+    /// (docs/protocol.md §2.5): generation 0 is `--slots-per-node` entries
+    /// a node, each next one twice the one before; one client inserts until
+    /// the last refuses a key, and the report gives each generation's
+    /// inserts, stable and while growing (0: a fixed index, the default).
+    #[arg(long, default_value_t = 0)]
+    pub growth: u8,
 }
 
 /// A MIGRATE search on the command line.
@@ -286,6 +293,9 @@ fn fill_with(
 
 /// Runs every fill and prints the table (or JSON).
 pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
+    if args.growth > 0 {
+        return crate::growth::report(args);
+    }
     let mut fills = Vec::new();
     for &b in &args.bucket_slots {
         for &n in &args.candidates {

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod growth;
 pub mod inserts;
 pub mod node;
 pub mod papers;

@@ -614,6 +614,7 @@ fn workshop_table_1() -> Result<(), SimError> {
         search: vec![SearchArg::BreadthFirst],
         json: false,
         race: false,
+        growth: 0,
     };
     let fill = inserts::fill(&args, 2, 1, SearchArg::BreadthFirst)?;
     let buckets = inserts::fill(&args, 2, 4, SearchArg::BreadthFirst)?;

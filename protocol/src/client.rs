@@ -208,7 +208,7 @@ impl<E: Endpoint> Client<E> {
             match self.retry(make)? {
                 Swept::Grown(v) => return Ok(v),
                 Swept::Idle(v) if !start => return Ok(v),
-                Swept::Idle(_) | Swept::Chunk => start = false,
+                Swept::Idle(_) | Swept::Chunk | Swept::Partial => start = false,
             }
         }
     }

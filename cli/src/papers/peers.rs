@@ -111,6 +111,7 @@ fn inserts_and_fill() -> Result<(), SimError> {
         search: vec![SearchArg::BreadthFirst],
         json: false,
         race: true,
+        growth: 0,
     };
     let to_sim = |e: nessie_protocol::Error| SimError::Spec(e.to_string());
     let fills = [

@@ -219,6 +219,11 @@ impl<L: Logic> Machine for OpMachine<L> {
             }
             ViewRead::Reading => {
                 let results = self.io.take_results();
+                if now > deadline && !client.faults.ignore_deadline {
+                    // Given up at the deadline: nothing was done.
+                    self.done = true;
+                    return Poll::Done(Err(Error::Timeout));
+                }
                 match results.first().map(io::word) {
                     Some(Ok(w)) => {
                         // The word only moves forward; so does the view.

@@ -36,6 +36,11 @@ use crate::machine::migrate::Migrate;
 /// Reads of one chunk a step makes before it gives up.
 pub const PASSES: u8 = 3;
 
+/// Most keys a write's step of the sweep moves (a chunk's worth: the
+/// growth then lasts about as many writes as its old generations have
+/// chunks).
+pub const HELP_MOVES: u8 = 8;
+
 /// What a step of the sweep did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Swept {
@@ -44,6 +49,10 @@ pub enum Swept {
     /// One chunk is sealed and the cursor past it, or a growth started or
     /// was extended (by this step or another).
     Chunk,
+    /// Part of a chunk: a write's step stops moving keys once a quarter
+    /// of its attempt's time has passed (or after [`HELP_MOVES`]), so that
+    /// helping leaves the write the time for its own work.
+    Partial,
     /// The growth is over: this step moved the directory to its newest
     /// generation, stable (or found it moved).
     Grown(IndexView),
@@ -89,6 +98,8 @@ pub(crate) struct Sweep {
     /// Chunk entries still to move this pass.
     moves: Vec<u32>,
     passes: u8,
+    /// Moves this step may still make (`None`: as many as the chunk needs).
+    budget: Option<u8>,
 }
 
 type Out = Option<Result<Swept, Error>>;
@@ -103,12 +114,24 @@ impl Sweep {
             words: Vec::new(),
             moves: Vec::new(),
             passes: 0,
+            budget: None,
         }
     }
 
     /// One step of the sweep of a growth under way.
     pub fn new() -> Sweep {
         Sweep::with_mode(Mode::Step)
+    }
+
+    /// A write's step of the sweep: it seals the chunk's empty entries and
+    /// moves keys only while a quarter of the attempt's time has not
+    /// passed, and at most [`HELP_MOVES`], so that the write keeps the time
+    /// for its own work; the writes after it go on with the chunk.
+    pub fn help() -> Sweep {
+        Sweep {
+            budget: Some(HELP_MOVES),
+            ..Sweep::with_mode(Mode::Step)
+        }
     }
 
     /// A step that grows the index out of `seen`, the view in which a write
@@ -274,6 +297,14 @@ impl Sweep {
         let Some(j) = self.moves.pop() else {
             return self.read_chunk(cx);
         };
+        match &mut self.budget {
+            Some(0) => return Some(Ok(Swept::Partial)),
+            // A write helps only early in its attempt: the rest of the
+            // attempt's time is its own work's.
+            Some(_) if !early(cx) => return Some(Ok(Swept::Partial)),
+            Some(b) => *b -= 1,
+            None => {}
+        }
         let (first, _) = self.first?;
         let slot = IteAddr {
             node: first.node,
@@ -315,7 +346,12 @@ impl Sweep {
                 self.phase = Phase::AwaitDir;
                 None
             }
-            Phase::AwaitDir => self.on_dir(cx, &results),
+            Phase::AwaitDir => {
+                if cx.overran() {
+                    return Some(Err(Error::Timeout));
+                }
+                self.on_dir(cx, &results)
+            }
             Phase::AwaitChunk => {
                 if cx.overran() {
                     return Some(Err(Error::Timeout));
@@ -355,6 +391,13 @@ impl Sweep {
             },
         }
     }
+}
+
+/// Whether at most a quarter of the attempt's time has passed.
+fn early(cx: &Cx<'_>) -> bool {
+    let t = crate::time::duration_nanos(cx.cfg().expiration);
+    let left = cx.deadline.0.saturating_sub(cx.now.0);
+    left.saturating_mul(4) >= t.saturating_mul(3)
 }
 
 /// One step of a growth's sweep as an operation of its own (the steps that

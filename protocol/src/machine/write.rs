@@ -124,6 +124,9 @@ pub struct WriteLogic {
     scan_posted_at: Nanos,
     migrate_source: usize,
     migrate_conflicts: u32,
+    /// The MIGRATE running moves a key out of an old generation so that
+    /// this insert may go into the newest ([`WriteLogic::seal_before_insert`]).
+    sealing: bool,
     /// What an owner abort reports once it is done (`Conflict` after a failed
     /// verification; the error that made the outcome of a CAS unknown).
     abort_reason: Option<Error>,
@@ -167,6 +170,7 @@ impl WriteLogic {
             scan_posted_at: Nanos::ZERO,
             migrate_source: 0,
             migrate_conflicts: 0,
+            sealing: false,
             abort_reason: None,
             settling: false,
             target: 0,
@@ -355,6 +359,7 @@ impl WriteLogic {
         let source = old.get(self.migrate_source.min(old.len().saturating_sub(1)))?;
         let m = Migrate::new(self.cands[*source], self.cands.clone());
         self.phase = Phase::Migrating(Box::new(m));
+        self.sealing = true;
         Some(self.step_migrate(cx, Vec::new()))
     }
 
@@ -420,7 +425,11 @@ impl WriteLogic {
         }
         match (out, why) {
             (Ok(_), GrowFor::Refusal) => conflict(),
-            (Err(e), GrowFor::Refusal) => Some(Err(e)),
+            (Err(e @ Error::IndexAtLimit { .. }), GrowFor::Refusal) => Some(Err(e)),
+            // Nothing of the PUT was written: whatever stopped the growth
+            // (a transport error, a lost completion of the directory's
+            // CAS, which anyone may retry), a fresh attempt may go on.
+            (Err(_), GrowFor::Refusal) => Some(Err(Error::Timeout)),
             // A growth an earlier write asked for: whatever came of it,
             // this write goes on (its own key was never looked at, so an
             // `IndexAtLimit` here says nothing about it).
@@ -437,18 +446,18 @@ impl WriteLogic {
         self.scan(cx)
     }
 
-    /// The step of the sweep a write takes while the index grows. Whatever
-    /// it achieves, the write goes on (a step that gives up leaves nothing
-    /// half done that the sweep's next step does not finish), unless the
-    /// attempt ran out of time.
+    /// The step of the sweep a write takes while the index grows (its moves
+    /// early in its attempt only: `Sweep::help`). Whatever it
+    /// achieves, the write goes on: a step that gives up leaves nothing half
+    /// done that the sweep's next step does not finish.
     fn step_help(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
         let Phase::Helping(sweep) = &mut self.phase else {
             return conflict();
         };
-        match sweep.advance(cx, results)? {
-            Err(Error::Timeout) => Some(Err(Error::Timeout)),
-            Ok(_) | Err(_) => self.begin(cx),
-        }
+        // Whatever came of it (a step that ran out of time too), the write
+        // goes on: its own steps check their own time.
+        let _ = sweep.advance(cx, results)?;
+        self.begin(cx)
     }
 
     fn step_recover(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
@@ -492,9 +501,18 @@ impl WriteLogic {
         let Phase::Migrating(m) = &mut self.phase else {
             return conflict();
         };
+        let sealing = std::mem::take(&mut self.sealing);
         match m.advance(cx, results) {
-            None => None,
+            None => {
+                self.sealing = sealing;
+                None
+            }
             Some(Ok(())) => self.scan(cx),
+            // The newest generation has no room for the key that had to
+            // move out of the old one: the index must grow further, as
+            // for a key with no room of its own (once this one is
+            // certified absent).
+            Some(Err(Error::TableFull { .. })) if sealing => self.refuse(cx),
             Some(Err(Error::Conflict))
                 if cx.cfg().migrate_search == MigrateSearch::BreadthFirst
                     && !cx.client.faults.conflict_ends_put =>
@@ -860,7 +878,7 @@ impl Logic for WriteLogic {
                     return self.step_grow(cx, Vec::new());
                 }
                 if cx.client.view.growing() && !cx.client.faults.skip_growth_help {
-                    self.phase = Phase::Helping(Box::new(Sweep::new()));
+                    self.phase = Phase::Helping(Box::new(Sweep::help()));
                     return self.step_help(cx, Vec::new());
                 }
                 self.begin(cx)

@@ -240,6 +240,15 @@ impl Engine {
                         attempts += 1;
                         m = PutMachine::put(&key_of(k, self.spec.key_size), &value);
                     }
+                    // Its growth's moves spent the client's share, which
+                    // no time passes to recycle: the key starts absent
+                    // (a conflict committed nothing).
+                    Poll::Done(Err(Error::Conflict))
+                        if self.spec.tuning.index_generations.is_some() =>
+                    {
+                        stored = false;
+                        break;
+                    }
                     // A tight index may not take every key: the key starts
                     // absent (nothing of the failed PUT took effect).
                     Poll::Done(Err(

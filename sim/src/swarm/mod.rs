@@ -534,6 +534,11 @@ impl SwarmCase {
         let buckets = (self.keys as u32 / share).div_ceil(b).max(n);
         t.index_slots_per_node = Some(buckets.div_ceil(nodes).max(1) * b);
         t.index_generations = Some(pick(&mut d, &[3u8, 4]));
+        // Each key a growth moves takes a data table entry for its copy
+        // (the old one is reused an expiration period later): shares that
+        // hold every key twice over, so that a growth is not starved of
+        // entries by the share sizes of cases drawn for a fixed index.
+        self.entries_per_client = self.entries_per_client.max(2 * self.keys as u32 + 4);
         self
     }
 
