@@ -164,12 +164,7 @@ pub fn report(args: &InsertsArgs) -> Result<(), Error> {
         }
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&fills)
-                .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?
-        );
-        return Ok(());
+        return crate::inserts::print_json(&fills);
     }
     println!(
         "an index growing online: {} nodes x {} entries in generation 0, {} generations, one client",

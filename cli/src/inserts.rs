@@ -291,6 +291,14 @@ fn fill_with(
     })
 }
 
+/// Prints `fills` as JSON (`--json`).
+pub fn print_json<T: Serialize>(fills: &T) -> Result<(), Error> {
+    let json = serde_json::to_string_pretty(fills)
+        .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?;
+    println!("{json}");
+    Ok(())
+}
+
 /// Runs every fill and prints the table (or JSON).
 pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
     if args.growth > 0 {
@@ -313,12 +321,7 @@ pub fn inserts(args: &InsertsArgs) -> Result<(), Error> {
         fills.push(fill_peer(args, KvSystem::Rcuckoo)?);
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&fills)
-                .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&fills);
     }
     println!(
         "round trips per insert against index load ({} nodes x {} entries, max depth {}, one client, no contention)",

@@ -47,6 +47,10 @@ pub struct ClientState {
     /// A write found no room for its key but had no time left to grow the
     /// index: the next write grows it first.
     pub growth_wanted: bool,
+    /// A write's step of the sweep took more than a quarter of its attempt
+    /// (or all of it): the next write does not help, so that it has its
+    /// whole attempt for its own work.
+    pub skip_next_help: bool,
     pub(crate) hasher: Hasher,
 }
 
@@ -69,6 +73,7 @@ impl ClientState {
             view: IndexView::default(),
             view_stale: false,
             growth_wanted: false,
+            skip_next_help: false,
             hasher: cfg.hasher(),
             cfg,
         })
@@ -114,9 +119,8 @@ impl Cx<'_> {
         &self.client.cfg
     }
 
-    /// The key's candidates in the client's view of the index: while it
-    /// grows, the old generation's then the new one's (docs/protocol.md
-    /// §2.5).
+    /// The key's candidates in the client's view of the index: its entries
+    /// in each generation of the view, oldest first (docs/protocol.md §2.5).
     pub(crate) fn candidates(&self, key: &[u8]) -> Vec<IteAddr> {
         self.client.view.candidates(&self.client.hasher, key)
     }
@@ -130,7 +134,7 @@ impl Cx<'_> {
         self.cfg().index_generations > 1
     }
 
-    /// Whether candidate position `pos` lies in the old generation of a
+    /// Whether candidate position `pos` lies in an old generation of a
     /// growing index: a key may be found there and moved out, never put
     /// there.
     pub(crate) fn is_old(&self, pos: usize) -> bool {
@@ -144,8 +148,8 @@ impl Cx<'_> {
     }
 
     /// Whether the client's view is behind the index: `w`, read at candidate
-    /// position `pos`, is a growth seal where the view expects none (any
-    /// generation but the old one of a growing index). Then the client's
+    /// position `pos`, is a growth seal where the view expects none (its
+    /// newest generation). Then the client's
     /// next attempt reads the directory first, and this one ends as a
     /// conflict, having changed nothing.
     pub(crate) fn behind(&mut self, pos: usize, w: IndexEntry) -> bool {

@@ -394,7 +394,7 @@ impl Sweep {
 }
 
 /// Whether at most a quarter of the attempt's time has passed.
-fn early(cx: &Cx<'_>) -> bool {
+pub(crate) fn early(cx: &Cx<'_>) -> bool {
     let t = crate::time::duration_nanos(cx.cfg().expiration);
     let left = cx.deadline.0.saturating_sub(cx.now.0);
     left.saturating_mul(4) >= t.saturating_mul(3)

@@ -330,13 +330,13 @@ impl WriteLogic {
         self.step_migrate(cx, Vec::new())
     }
 
-    /// While the index grows, an insert goes into the new generation, and
-    /// only once one of the key's old entries holds the growth seal (so that
-    /// a client whose view is behind, reading only the old ones, meets the
-    /// seal and learns of the growth before it answers): with none sealed,
-    /// the PUT seals an empty one, or moves one's key into the new
-    /// generation (a growth's move, which seals its source), then scans
-    /// again (docs/protocol.md §2.5).
+    /// While the index grows, an insert goes into the newest generation, and
+    /// only once the key has an entry holding the growth seal in each old
+    /// one (G1: so that a client whose view ends in any of them meets a seal
+    /// and learns of the growth before it answers): in the oldest old
+    /// generation without one, the PUT seals an empty entry of the key's, or
+    /// moves the key of one into the newest generation (a growth's move,
+    /// which seals its source), then scans again (docs/protocol.md §2.5).
     fn seal_before_insert(&mut self, cx: &mut Cx<'_>) -> Option<Out> {
         if !cx.client.view.growing() || cx.client.faults.grow_insert_unsealed {
             return None;
@@ -455,8 +455,13 @@ impl WriteLogic {
             return conflict();
         };
         // Whatever came of it (a step that ran out of time too), the write
-        // goes on: its own steps check their own time.
-        let _ = sweep.advance(cx, results)?;
+        // goes on: its own steps check their own time. A step that took
+        // the attempt's time (its reads slow, or its moves) spares the
+        // next write: otherwise a client could spend every attempt helping.
+        let out = sweep.advance(cx, results)?;
+        if matches!(out, Err(Error::Timeout)) || !crate::machine::sweep::early(cx) {
+            cx.client.skip_next_help = true;
+        }
         self.begin(cx)
     }
 
@@ -877,7 +882,8 @@ impl Logic for WriteLogic {
                     self.phase = Phase::Growing(Box::new(sweep), GrowFor::Earlier);
                     return self.step_grow(cx, Vec::new());
                 }
-                if cx.client.view.growing() && !cx.client.faults.skip_growth_help {
+                let skip = std::mem::take(&mut cx.client.skip_next_help);
+                if cx.client.view.growing() && !cx.client.faults.skip_growth_help && !skip {
                     self.phase = Phase::Helping(Box::new(Sweep::help()));
                     return self.step_help(cx, Vec::new());
                 }
