@@ -1,4 +1,4 @@
-//! One step of a growth's sweep: sealing one chunk of the old generation
+//! One step of a growth's sweep: sealing one chunk of the old generations
 //! and moving the directory's cursor past it (docs/protocol.md §2.5).
 //!
 //! While the index grows, every write helps the growth by one step before
