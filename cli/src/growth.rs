@@ -12,14 +12,11 @@
 //! step of the sweep first), with their round trips. The client writes
 //! alone: a growth is swept by its own writes.
 
-use std::sync::Arc;
-
-use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::growth::IndexView;
-use nessie_protocol::{Client, ClientId, Config, CorruptionKind, Error, Fabric, NodeId};
+use nessie_protocol::{Config, Error};
 use serde::Serialize;
 
-use crate::inserts::InsertsArgs;
+use crate::inserts::{one_client, one_client_config, InsertsArgs};
 
 /// The inserts made while one view of the index held.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -65,30 +62,14 @@ pub fn fill(args: &InsertsArgs, candidates: u8, bucket_slots: u8) -> Result<Grow
     let generations = args.growth;
     let first = u64::from(args.nodes) * u64::from(args.slots_per_node);
     let last = first << (generations - 1);
-    let cfg = Arc::new(Config {
-        nodes: args.nodes,
-        index_slots_per_node: args.slots_per_node,
+    let cfg = Config {
         index_generations: generations,
-        dtes_per_node: u32::try_from(last * 4)
-            .map_err(|_| Error::corrupt(CorruptionKind::Setup, "too many generations"))?,
-        expiration: std::time::Duration::from_millis(50),
-        clients_per_node: 1,
-        max_key_len: 16,
-        max_value_len: 8,
-        candidates,
-        bucket_slots,
-        max_migrate_depth: args.max_depth,
-        cache_capacity: 0,
-        ..Config::default()
-    });
-    let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))
-        .map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
-    let ep = fabric.open(NodeId(0))?;
-    let id = ClientId {
-        node: NodeId(0),
-        index: 0,
+        ..one_client_config(args, candidates, bucket_slots, last)?
     };
-    let mut client = Client::new(cfg, id, ep)?;
+    let mut client = one_client(cfg)?;
+    // Up to the highest load the report asks for (`--loads`), in the last
+    // generation: past it an index that cannot grow is full.
+    let top = args.loads.iter().copied().fold(0.0, f64::max);
     let mut phases: Vec<Phase> = Vec::new();
     let mut stored = 0u64;
     let mut k = 0u64;
@@ -123,9 +104,6 @@ pub fn fill(args: &InsertsArgs, candidates: u8, bucket_slots: u8) -> Result<Grow
             }
             Err(e) => return Err(e),
         }
-        // Up to the highest load the report asks for (`--loads`), in the
-        // last generation: past it an index that cannot grow is full.
-        let top = args.loads.iter().copied().fold(0.0, f64::max);
         if k > last * 2 || stored as f64 >= top * last as f64 {
             break;
         }

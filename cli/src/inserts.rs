@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use nessie_baselines::{KvSystem, SystemConfig};
-use nessie_fabric_sim::{SimConfig, SimFabric};
+use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::{
     Client, ClientId, Config, CorruptionKind, Error, Fabric, KvClient, MigrateSearch, NodeId,
 };
@@ -152,27 +152,12 @@ pub fn fill(
     bucket_slots: u8,
     search: SearchArg,
 ) -> Result<Fill, Error> {
-    let cfg = Arc::new(Config {
-        nodes: args.nodes,
-        index_slots_per_node: args.slots_per_node,
-        // Every key lives in the one client's data table, plus the copies
-        // moves make (recycled after the expiration period).
-        dtes_per_node: u32::from(args.nodes) * args.slots_per_node * 4,
-        expiration: std::time::Duration::from_millis(50),
-        clients_per_node: 1,
-        max_key_len: 16,
-        max_value_len: 8,
-        candidates,
-        bucket_slots,
-        max_migrate_depth: args.max_depth,
+    let entries = u64::from(args.nodes) * u64::from(args.slots_per_node);
+    let cfg = Config {
         migrate_search: search.config(),
-        cache_capacity: 0,
-        ..Config::default()
-    });
-    let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))
-        .map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
-    let ep = fabric.open(NodeId(0))?;
-    let mut client = Client::new(cfg, ONE_CLIENT, ep)?;
+        ..one_client_config(args, candidates, bucket_slots, entries)?
+    };
+    let mut client = one_client(cfg)?;
     fill_with(
         args,
         "nessie",
@@ -186,6 +171,42 @@ const ONE_CLIENT: ClientId = ClientId {
     node: NodeId(0),
     index: 0,
 };
+
+/// The configuration of a fill by one client of an index of `candidates` x
+/// `bucket_slots` that may come to hold `entries` index entries: every key
+/// lives in the client's data table, with room for the copies moves make
+/// (recycled after the expiration period).
+pub(crate) fn one_client_config(
+    args: &InsertsArgs,
+    candidates: u8,
+    bucket_slots: u8,
+    entries: u64,
+) -> Result<Config, Error> {
+    Ok(Config {
+        nodes: args.nodes,
+        index_slots_per_node: args.slots_per_node,
+        dtes_per_node: u32::try_from(entries * 4)
+            .map_err(|_| Error::corrupt(CorruptionKind::Setup, "data table too large"))?,
+        expiration: std::time::Duration::from_millis(50),
+        clients_per_node: 1,
+        max_key_len: 16,
+        max_value_len: 8,
+        candidates,
+        bucket_slots,
+        max_migrate_depth: args.max_depth,
+        cache_capacity: 0,
+        ..Config::default()
+    })
+}
+
+/// The one client of a fill, on an in-process fabric shaped for `cfg`.
+pub(crate) fn one_client(cfg: Config) -> Result<Client<SimEndpoint>, Error> {
+    let cfg = Arc::new(cfg);
+    let fabric = SimFabric::new(SimConfig::from_topology(cfg.topology()))
+        .map_err(|e| Error::corrupt(CorruptionKind::Setup, e.to_string()))?;
+    let ep = fabric.open(NodeId(0))?;
+    Client::new(cfg, ONE_CLIENT, ep)
+}
 
 /// Fills a one-sided peer's table (RACE's subtables: two combined
 /// buckets of 14 slots per key; RCuckoo's rows: two rows of 8 per key) as

@@ -177,12 +177,9 @@ pub struct World {
     /// The directory word at the start (docs/protocol.md §2.5): a world
     /// that begins in the middle of a growth.
     pub directory: IndexView,
-    /// Clients whose view of the index starts at `directory`; the others
-    /// start at generation 0, stable (behind, when the directory is past
-    /// it).
-    pub informed: Vec<usize>,
-    /// Clients whose view of the index starts elsewhere: between
-    /// generation 0 and `directory` (behind it, but not all the way).
+    /// Clients whose view of the index starts past generation 0, stable
+    /// (at `directory`, or behind it but not all the way); the others
+    /// start there (behind, when the directory is past it).
     pub views: Vec<(usize, IndexView)>,
 }
 
@@ -452,11 +449,6 @@ impl World {
             InFlight::new(wr, 0)
                 .run_to_end(&mut mem, NodeId(0), WordOrder::Ascending)
                 .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?;
-            for &c in &self.informed {
-                if let Some(st) = states.get_mut(c) {
-                    st.view = self.directory;
-                }
-            }
             for &(c, view) in &self.views {
                 if let Some(st) = states.get_mut(c) {
                     st.view = view;

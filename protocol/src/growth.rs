@@ -25,7 +25,8 @@
 
 use crate::addr::{IteAddr, NodeId};
 use crate::config::Config;
-use crate::hash::{generation_base, Hasher};
+use crate::fabric::Op;
+use crate::hash::{generation_base, generation_slots, Hasher};
 
 /// Most index generations a node's index region can hold.
 pub const MAX_GENERATIONS: u8 = 16;
@@ -201,7 +202,7 @@ impl Chunks {
         let b = u32::from(cfg.bucket_slots.max(1));
         let generations = (view.oldest..view.newest)
             .map(|g| {
-                let per = cfg.index_slots_per_node << g;
+                let per = generation_slots(cfg.index_slots_per_node, g);
                 let slots = CHUNK_SLOTS.div_ceil(b).saturating_mul(b).min(per).max(1);
                 (generation_base(cfg.index_slots_per_node, g), per, slots)
             })
@@ -252,6 +253,23 @@ pub fn directory_slot(cfg: &Config) -> IteAddr {
     IteAddr {
         node: NodeId(0),
         slot: generation_base(cfg.index_slots_per_node, cfg.index_generations),
+    }
+}
+
+/// The READ of the directory word.
+pub fn read_directory(cfg: &Config) -> Op {
+    Op::Read {
+        addr: directory_slot(cfg).remote(),
+        len: 8,
+    }
+}
+
+/// The CAS of the directory word from `expect` to `new`.
+pub fn cas_directory(cfg: &Config, expect: u64, new: u64) -> Op {
+    Op::Cas {
+        addr: directory_slot(cfg).remote(),
+        expect,
+        new,
     }
 }
 

@@ -37,6 +37,12 @@ pub fn generation_base(slots_per_node: u32, generation: u8) -> u32 {
     slots_per_node.wrapping_mul((1u32 << generation).wrapping_sub(1))
 }
 
+/// Entries per node of index generation `generation`, whose generation 0 has
+/// `slots_per_node`.
+pub fn generation_slots(slots_per_node: u32, generation: u8) -> u32 {
+    slots_per_node << generation
+}
+
 /// Where a key's index table entries may live, and its filter bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hasher {
@@ -103,7 +109,7 @@ impl Hasher {
             return self.candidates(key);
         }
         let grown = Hasher {
-            slots_per_node: self.slots_per_node << generation,
+            slots_per_node: generation_slots(self.slots_per_node, generation),
             ..*self
         };
         let base = generation_base(self.slots_per_node, generation);

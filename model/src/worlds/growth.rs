@@ -18,17 +18,32 @@ fn growing_cfg() -> Config {
     }
 }
 
+/// The first key `prefix0`, `prefix1`, ... that `pred` accepts.
+fn key_with(prefix: &str, pred: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    (0..100_000u32)
+        .map(|i| format!("{prefix}{i}").into_bytes())
+        .find(|k| pred(k))
+        .unwrap_or_else(|| panic!("no key with prefix {prefix} fits the world"))
+}
+
 /// A key whose generation-0 entry is on `node` and whose generation-1
 /// entry is not `avoid`'s.
 fn key_on(cfg: &Config, prefix: &str, node: u16, avoid: Option<&[u8]>) -> Vec<u8> {
     let h = cfg.hasher();
     let taken: Option<IteAddr> = avoid.map(|k| h.candidates_in(k, 1)[0]);
-    (0..100_000u32)
-        .map(|i| format!("{prefix}{i}").into_bytes())
-        .find(|k| {
-            h.candidates_in(k, 0)[0].node == NodeId(node) && Some(h.candidates_in(k, 1)[0]) != taken
-        })
-        .unwrap_or_else(|| panic!("no key with prefix {prefix} fits the world"))
+    key_with(prefix, |k| {
+        h.candidates_in(k, 0)[0].node == NodeId(node) && Some(h.candidates_in(k, 1)[0]) != taken
+    })
+}
+
+/// `w` in the middle of a growth to `directory` (untimed, three attempts an
+/// operation), the clients of `views` starting with those views of it.
+fn under_way(mut w: World, directory: IndexView, views: Vec<(usize, IndexView)>) -> World {
+    w.torn = false;
+    w.max_attempts = 3;
+    w.directory = directory;
+    w.views = views;
+    w
 }
 
 /// A growth under way: a writer who knows of it inserts a fresh key (its
@@ -40,22 +55,20 @@ pub fn growth_behind_reader() -> World {
     let c = growing_cfg();
     let a = key_on(&c, "a", 0, None);
     let b = key_on(&c, "b", 1, Some(&a));
-    let mut w = world(
-        "growth-behind-reader",
-        c,
-        vec![
-            client(0, 0, vec![put(&b, "v-b")]),
-            client(1, 0, vec![get(&a), get(&b)]),
-        ],
-    );
-    w.torn = false;
-    w.max_attempts = 3;
-    w.preload = vec![(a, Some(b"v-a".to_vec()))];
-    w.directory = IndexView {
+    let growing = IndexView {
         oldest: 0,
         newest: 1,
     };
-    w.informed = vec![0];
+    let clients = vec![
+        client(0, 0, vec![put(&b, "v-b")]),
+        client(1, 0, vec![get(&a), get(&b)]),
+    ];
+    let mut w = under_way(
+        world("growth-behind-reader", c, clients),
+        growing,
+        vec![(0, growing)],
+    );
+    w.preload = vec![(a, Some(b"v-a".to_vec()))];
     w.expect = vec![Expect::Migration, Expect::GrowthSeal, Expect::StaleView];
     w
 }
@@ -72,35 +85,24 @@ pub fn growth_swept_to_its_end() -> World {
         ..cfg(1, 2, 2, 3)
     };
     let h = c.hasher();
-    let pick = |prefix: &str, avoid: &[Vec<u8>]| -> Vec<u8> {
-        (0..100_000u32)
-            .map(|i| format!("{prefix}{i}").into_bytes())
-            .find(|k| {
-                let mine = h.candidates_in(k, 1);
-                avoid.iter().all(|o| {
-                    let theirs = h.candidates_in(o, 1);
-                    mine.iter().all(|m| !theirs.contains(m))
-                })
-            })
-            .unwrap_or_else(|| panic!("no key with prefix {prefix} fits the world"))
-    };
-    let a = pick("a", &[]);
-    let b = pick("b", std::slice::from_ref(&a));
+    let a = key_with("a", |_| true);
+    let taken = h.candidates_in(&a, 1);
+    let b = key_with("b", |k| {
+        h.candidates_in(k, 1).iter().all(|m| !taken.contains(m))
+    });
     let mut sweeper = client(0, 0, vec![put(&a, "v-a2")]);
     sweeper.may_crash = true;
-    let mut w = world(
-        "growth-swept-to-its-end",
-        c,
-        vec![sweeper, client(0, 1, vec![super::del(&b)])],
-    );
-    w.torn = false;
-    w.max_attempts = 3;
-    w.preload = vec![(a, Some(b"v-a".to_vec())), (b, Some(b"v-b".to_vec()))];
-    w.directory = IndexView {
+    let growing = IndexView {
         oldest: 0,
         newest: 1,
     };
-    w.informed = vec![0];
+    let clients = vec![sweeper, client(0, 1, vec![super::del(&b)])];
+    let mut w = under_way(
+        world("growth-swept-to-its-end", c, clients),
+        growing,
+        vec![(0, growing)],
+    );
+    w.preload = vec![(a, Some(b"v-a".to_vec())), (b, Some(b"v-b".to_vec()))];
     w.expect = vec![
         Expect::Migration,
         Expect::GrowthSeal,
@@ -126,34 +128,26 @@ pub fn growth_extended_behind_readers() -> World {
     };
     let h = c.hasher();
     let a = key_on(&c, "a", 0, None);
-    let b = (0..100_000u32)
-        .map(|i| format!("b{i}").into_bytes())
-        .find(|k| h.candidates_in(k, 2) != h.candidates_in(&a, 2))
-        .unwrap_or_else(|| panic!("no key b fits the world"));
-    let mut w = world(
-        "growth-extended-behind-readers",
-        c,
-        vec![
-            client(0, 0, vec![put(&b, "v-b")]),
-            client(0, 1, vec![get(&a)]),
-            client(0, 2, vec![get(&b)]),
-        ],
-    );
-    w.torn = false;
-    w.max_attempts = 3;
-    w.preload = vec![(a, Some(b"v-a".to_vec()))];
-    w.directory = IndexView {
+    let b = key_with("b", |k| h.candidates_in(k, 2) != h.candidates_in(&a, 2));
+    let extended = IndexView {
         oldest: 0,
         newest: 2,
     };
-    w.informed = vec![0];
-    w.views = vec![(
-        1,
-        IndexView {
-            oldest: 0,
-            newest: 1,
-        },
-    )];
+    let behind = IndexView {
+        oldest: 0,
+        newest: 1,
+    };
+    let clients = vec![
+        client(0, 0, vec![put(&b, "v-b")]),
+        client(0, 1, vec![get(&a)]),
+        client(0, 2, vec![get(&b)]),
+    ];
+    let mut w = under_way(
+        world("growth-extended-behind-readers", c, clients),
+        extended,
+        vec![(0, extended), (1, behind)],
+    );
+    w.preload = vec![(a, Some(b"v-a".to_vec()))];
     w.expect = vec![Expect::Migration, Expect::GrowthSeal, Expect::StaleView];
     w
 }

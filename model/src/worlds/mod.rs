@@ -114,7 +114,6 @@ fn world(name: &str, cfg: Config, clients: Vec<ClientSpec>) -> World {
         landing_bound: None,
         always_room: false,
         directory: Default::default(),
-        informed: Vec::new(),
         views: Vec::new(),
     }
 }

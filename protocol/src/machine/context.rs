@@ -163,9 +163,15 @@ impl Cx<'_> {
         if self.client.faults.ignore_growth_seals {
             return false;
         }
+        self.note_behind();
+        true
+    }
+
+    /// Notes that the client's view is behind the index: its next attempt
+    /// reads the directory first.
+    pub(crate) fn note_behind(&mut self) {
         self.client.view_stale = true;
         self.io.stats.stale_views += 1;
-        true
     }
 
     /// Whether any of `words` (the key's candidates, in order) says the

@@ -209,10 +209,7 @@ impl<L: Logic> Machine for OpMachine<L> {
             ViewRead::Unstarted if client.view_stale => {
                 // The client met a growth seal its view did not expect: the
                 // directory first, then the logic, in the view it names.
-                self.io.issue(crate::fabric::Op::Read {
-                    addr: crate::growth::directory_slot(&client.cfg).remote(),
-                    len: 8,
-                });
+                self.io.issue(crate::growth::read_directory(&client.cfg));
                 self.view = ViewRead::Reading;
                 self.round_posted_at = now;
                 return Poll::Post(self.io.take_outbox(client.home()));

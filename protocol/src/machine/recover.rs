@@ -271,8 +271,7 @@ impl Recover {
                 )),
             },
             _ if cx.cfg().index_generations > 1 => {
-                cx.client.view_stale = true;
-                cx.io.stats.stale_views += 1;
+                cx.note_behind();
                 Err(Error::Conflict)
             }
             _ => Err(Error::corrupt(

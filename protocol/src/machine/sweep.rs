@@ -27,7 +27,7 @@
 use crate::addr::IteAddr;
 use crate::error::Error;
 use crate::fabric::Op;
-use crate::growth::{directory_slot, Chunks, IndexView, MAX_SPAN};
+use crate::growth::{cas_directory, read_directory, Chunks, IndexView, MAX_SPAN};
 use crate::layout::IndexEntry;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, cas_previous, word, Results};
@@ -170,11 +170,8 @@ impl Sweep {
         } else {
             0
         };
-        cx.io.issue(Op::Cas {
-            addr: directory_slot(cx.cfg()).remote(),
-            expect: self.dir,
-            new: to.with_cursor(cursor),
-        });
+        cx.io
+            .issue(cas_directory(cx.cfg(), self.dir, to.with_cursor(cursor)));
         self.phase = Phase::AwaitSwitch { to };
         None
     }
@@ -247,11 +244,8 @@ impl Sweep {
                 cursor = IndexView::cursor(self.dir),
                 "sweep: chunk sealed"
             );
-            cx.io.issue(Op::Cas {
-                addr: directory_slot(cx.cfg()).remote(),
-                expect: self.dir,
-                new: view.with_cursor(IndexView::cursor(self.dir) + 1),
-            });
+            let next = view.with_cursor(IndexView::cursor(self.dir) + 1);
+            cx.io.issue(cas_directory(cx.cfg(), self.dir, next));
             self.phase = Phase::AwaitAdvance;
             return None;
         }
@@ -339,10 +333,7 @@ impl Sweep {
     pub fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Out {
         match std::mem::replace(&mut self.phase, Phase::Start) {
             Phase::Start => {
-                cx.io.issue(Op::Read {
-                    addr: directory_slot(cx.cfg()).remote(),
-                    len: 8,
-                });
+                cx.io.issue(read_directory(cx.cfg()));
                 self.phase = Phase::AwaitDir;
                 None
             }

@@ -343,7 +343,7 @@ impl WriteLogic {
         }
         // The oldest old generation in which none of the key's entries is
         // sealed, if any: its positions.
-        let per = self.cands.len() / usize::from(cx.client.view.span());
+        let per = cx.per_generation();
         let old = (0..usize::from(cx.client.view.span()) - 1)
             .map(|g| (g * per..(g + 1) * per).collect::<Vec<usize>>())
             .find(|ps| !ps.iter().any(|&i| self.words[i].is_growth_seal()))?;
