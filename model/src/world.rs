@@ -449,6 +449,11 @@ impl World {
             InFlight::new(wr, 0)
                 .run_to_end(&mut mem, NodeId(0), WordOrder::Ascending)
                 .map_err(|e| Error::corrupt(CorruptionKind::Bug, e.to_string()))?;
+            // Each client last read the directory at its view (those not
+            // named, before the growth): none starts by reading it.
+            for st in states.iter_mut() {
+                st.view_stale = false;
+            }
             for &(c, view) in &self.views {
                 if let Some(st) = states.get_mut(c) {
                     st.view = view;

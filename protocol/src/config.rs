@@ -88,6 +88,15 @@ pub struct Config {
     /// directory word. Past the last, a full index answers
     /// `Error::IndexAtLimit`.
     pub index_generations: u8,
+    /// While the index can still grow (its newest generation is not the
+    /// last), the longest chain of moves an insert's breadth-first search
+    /// makes room with: an insert that would need a longer one grows the
+    /// index instead (docs/protocol.md §2.5, "who grows"), so that a
+    /// growing index is grown before its inserts turn into long chains
+    /// (with buckets it would otherwise fill to 0.99 first). In the last
+    /// generation, and with `index_generations` 1, `max_migrate_depth`
+    /// bounds the search.
+    pub growth_depth: u8,
     /// Filter bits in index table entries (0 disables them), at most 15.
     pub filter_bits: u8,
     /// Seed of the candidate and filter hashes.
@@ -129,6 +138,7 @@ impl Default for Config {
             candidates: 3,
             bucket_slots: 1,
             index_generations: 1,
+            growth_depth: 2,
             filter_bits: 7,
             hash_seed: 0x4e65_7373_6965,
             expiration: Duration::from_secs(1),

@@ -165,6 +165,11 @@ pub struct Faults {
     /// growth whose sweeper crashed never ends (writes still work, through
     /// both generations).
     pub skip_growth_help: bool,
+    /// A step of the sweep moves the directory's cursor past the chunks it
+    /// read ahead without checking that they are sealed: a growth can end
+    /// with a key still linked in an old generation, which no one reads
+    /// again.
+    pub growth_cursor_unchecked: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -174,7 +179,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 34] = [
+    pub const NAMES: [&'static str; 35] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -209,6 +214,7 @@ impl Faults {
         "growth-move-empties-source",
         "grow-insert-unsealed",
         "skip-growth-help",
+        "growth-cursor-unchecked",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -250,6 +256,7 @@ impl Faults {
             "growth-move-empties-source" => &mut self.growth_move_empties_source,
             "grow-insert-unsealed" => &mut self.grow_insert_unsealed,
             "skip-growth-help" => &mut self.skip_growth_help,
+            "growth-cursor-unchecked" => &mut self.growth_cursor_unchecked,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

@@ -23,7 +23,7 @@
 //! key's candidates whenever the key has moved on, and learns the truth
 //! from the directory before it answers anything.
 
-use crate::addr::{IteAddr, NodeId};
+use crate::addr::{ClientId, IteAddr, NodeId};
 use crate::config::Config;
 use crate::fabric::Op;
 use crate::hash::{generation_base, generation_slots, Hasher};
@@ -187,7 +187,8 @@ pub fn crosses_generations(src: u8, dst: u8, grows: bool) -> bool {
 }
 
 /// The chunks a growth sweeps: those of each old generation of its view,
-/// oldest first, each generation node by node.
+/// oldest first, each generation's taking the nodes in turn (chunk *i* of
+/// a generation is on node *i* mod the nodes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Chunks {
     /// Per old generation: its first slot on every node, its entries per
@@ -231,8 +232,11 @@ impl Chunks {
             let per_node = Chunks::per_node(per, slots);
             let here = per_node * u64::from(self.nodes);
             if c < here {
-                let node = (c / per_node) as u16;
-                let within = (c % per_node) as u32 * slots;
+                // Node by node in turn, so that the sweep's helpers, each
+                // near the cursor, spread over every node's NIC.
+                let nodes = u64::from(self.nodes);
+                let node = (c % nodes) as u16;
+                let within = (c / nodes) as u32 * slots;
                 let len = slots.min(per - within);
                 return Some((
                     IteAddr {
@@ -246,6 +250,20 @@ impl Chunks {
         }
         None
     }
+}
+
+/// The chunk a write of client `id` sweeps while the directory's cursor is
+/// at `cursor`: `cursor` plus this offset, drawn from the id and the cursor
+/// (below `window`, the chunks from the cursor on over which writes
+/// spread; 0 for a window of one), so that concurrent writers sweep
+/// different chunks.
+pub fn sweep_offset(id: ClientId, cursor: u64, window: u64) -> u64 {
+    if window <= 1 {
+        return 0;
+    }
+    let mut seed = (u64::from(id.node.0) << 16 | u64::from(id.index)) ^ cursor.rotate_left(24);
+    let draw = crate::rng::splitmix64(&mut seed);
+    ((u128::from(draw) * u128::from(window)) >> 64) as u64
 }
 
 /// Where the directory word lives: node 0, right after the last generation.
@@ -361,6 +379,8 @@ mod tests {
             }
         }
         assert_eq!(chunks.chunk(chunks.total()), None);
+        let nodes: Vec<_> = (0..6).map(|c| chunks.chunk(c).unwrap().0.node.0).collect();
+        assert_eq!(nodes, [0, 1, 2, 0, 1, 2], "the nodes in turn");
         // Generations 0 and 1: 12 + 24 entries on each of 3 nodes.
         assert_eq!(covered.len(), 3 * 36);
         assert!(covered.iter().all(|&(_, s)| s < 36));

@@ -70,6 +70,7 @@ pub use audit::DteAudit;
 pub use chaos::Chaos;
 pub use checks::CaseFailure;
 pub use engine::{simulate, stamp_ns};
+pub use engine::{GrowthPhase, PhaseFigures};
 pub use profile::{Profile, MODERN, PROFILES, TPDS};
 pub use spec::{
     config, CellRun, CellShape, ChaosCounts, ServerFaults, SimError, SimReport, SimSpec, Spike,

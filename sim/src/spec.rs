@@ -572,6 +572,9 @@ pub struct SimReport {
     pub recoveries: u64,
     /// What the index's online growth did (Nessie; issue 39).
     pub growth: GrowthCounts,
+    /// The measured workload before, during and after the index's growth
+    /// (Nessie with more than one index generation; empty otherwise).
+    pub growth_phases: Vec<crate::engine::PhaseFigures>,
     /// DELETEs completed.
     pub deletes: u64,
     /// Operations whose outcome is unknown (an error after the work may have

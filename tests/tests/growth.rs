@@ -36,6 +36,10 @@ fn an_index_that_fills_grows_and_every_key_stays_readable() {
     let cfg = growing(4, 16, 4);
     let cluster = SimCluster::new(cfg.clone());
     let mut c = cluster.client(0, 0);
+    // A reader that looks once before the growth (a new client reads the
+    // directory at its first operation), then not again.
+    let mut reader = cluster.client(1, 0);
+    assert_eq!(reader.get(&key(0)).unwrap(), None);
     // Generation 0 holds 48 entries; 300 keys need generation 3 (384).
     for k in 0..300 {
         c.put(&key(k), &k.to_le_bytes())
@@ -43,7 +47,6 @@ fn an_index_that_fills_grows_and_every_key_stays_readable() {
     }
     let view = c.finish_growth().unwrap();
     assert!(view.newest >= 3 && !view.growing(), "{view:?}");
-    let mut reader = cluster.client(1, 0);
     for k in 0..300 {
         assert_eq!(
             reader.get(&key(k)).unwrap(),
@@ -123,7 +126,12 @@ fn writers_and_readers_race_a_growth_and_lose_nothing() {
             for _ in 0..50 {
                 match c.grow() {
                     Ok(v) => last = v,
-                    Err(Error::IndexAtLimit { .. }) => break,
+                    // The writers may have grown it to its last
+                    // generation first.
+                    Err(Error::IndexAtLimit { generation, .. }) => {
+                        last.newest = last.newest.max(generation);
+                        break;
+                    }
                     Err(e) => panic!("grow: {e}"),
                 }
             }
@@ -175,4 +183,53 @@ fn a_growth_whose_starter_stopped_is_finished_by_the_writers_alone() {
             assert_eq!(w.get(&key(k)).unwrap(), Some(b"v".to_vec()), "key {k}");
         }
     }
+}
+
+/// While the index can still grow, an insert grows it rather than make a
+/// chain of more than `growth_depth` moves (`Config::growth_depth`): with
+/// 0, the first key whose candidates are all taken grows it, before any
+/// MIGRATE; with the whole `max_migrate_depth`, chains fill generation 0
+/// further first. In the last generation, chains fill it either way.
+#[test]
+fn a_growing_index_grows_rather_than_chain_past_its_growth_depth() {
+    // Keys stored when the growth started, and the moves made before.
+    let at_growth = |depth: u8| {
+        let cfg = Config {
+            growth_depth: depth,
+            ..growing(3, 8, 1)
+        };
+        let cluster = SimCluster::new(cfg);
+        let mut c = cluster.client(0, 0);
+        for k in 0..200 {
+            let moves = c.total_stats().migrations;
+            c.put(&key(k), b"v")
+                .unwrap_or_else(|e| panic!("put {k}: {e}"));
+            if c.state().view.newest > 0 {
+                return (k, moves);
+            }
+        }
+        panic!("24 entries never grew with 200 keys");
+    };
+    let (eager, moves) = at_growth(0);
+    assert_eq!(moves, 0, "no chain before growing at depth 0");
+    let (patient, chained) = at_growth(4);
+    assert!(chained > 0, "chains of up to four moves first");
+    assert!(
+        eager < patient,
+        "grown at {eager} keys with depth 0, {patient} with depth 4"
+    );
+    // Its last generation fills past the point where an index that can
+    // still grow would have grown: chains up to `max_migrate_depth`.
+    let cfg = Config {
+        growth_depth: 0,
+        ..growing(1, 48, 1)
+    };
+    let cluster = SimCluster::new(cfg);
+    let mut c = cluster.client(0, 0);
+    let mut stored = 0;
+    while c.put(&key(stored), b"v").is_ok() {
+        stored += 1;
+    }
+    assert!(c.total_stats().migrations > 0, "{stored} keys, with chains");
+    assert!(stored > eager, "{stored} keys in 144 entries");
 }

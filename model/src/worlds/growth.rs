@@ -3,8 +3,8 @@
 //! generation and seal the old one, and clients whose view of the index is
 //! behind, which must learn of the growth from the seals before they answer.
 
-use nessie_protocol::growth::IndexView;
-use nessie_protocol::{Config, IteAddr, NodeId};
+use nessie_protocol::growth::{sweep_offset, IndexView};
+use nessie_protocol::{ClientId, Config, IteAddr, NodeId};
 
 use super::{cfg, client, get, put, world};
 use crate::world::{Expect, World};
@@ -36,6 +36,25 @@ fn key_on(cfg: &Config, prefix: &str, node: u16, avoid: Option<&[u8]>) -> Vec<u8
     })
 }
 
+/// The first of `ids` (node, index) whose writes' steps of the sweep take
+/// the cursor's chunk while the cursor is at 0 and two chunks are left
+/// (writers spread over the chunks from the cursor on: `sweep_offset`), so
+/// that the world's writer sweeps the chunk its story needs.
+fn writer_at_cursor(ids: &[(u16, u16)]) -> (u16, u16) {
+    *ids.iter()
+        .find(|&&(node, index)| {
+            sweep_offset(
+                ClientId {
+                    node: NodeId(node),
+                    index,
+                },
+                0,
+                2,
+            ) == 0
+        })
+        .expect("a client whose step takes the cursor's chunk")
+}
+
 /// `w` in the middle of a growth to `directory` (untimed, three attempts an
 /// operation), the clients of `views` starting with those views of it.
 fn under_way(mut w: World, directory: IndexView, views: Vec<(usize, IndexView)>) -> World {
@@ -59,9 +78,11 @@ pub fn growth_behind_reader() -> World {
         oldest: 0,
         newest: 1,
     };
+    let writer = writer_at_cursor(&[(0, 0), (0, 1), (1, 0), (1, 1)]);
+    let reader = if writer == (1, 0) { (1, 1) } else { (1, 0) };
     let clients = vec![
-        client(0, 0, vec![put(&b, "v-b")]),
-        client(1, 0, vec![get(&a), get(&b)]),
+        client(writer.0, writer.1, vec![put(&b, "v-b")]),
+        client(reader.0, reader.1, vec![get(&a), get(&b)]),
     ];
     let mut w = under_way(
         world("growth-behind-reader", c, clients),
@@ -124,7 +145,7 @@ pub fn growth_swept_to_its_end() -> World {
 pub fn growth_extended_behind_readers() -> World {
     let c = Config {
         index_generations: 3,
-        ..cfg(1, 1, 1, 4)
+        ..cfg(1, 1, 1, 5)
     };
     let h = c.hasher();
     let a = key_on(&c, "a", 0, None);
@@ -137,10 +158,13 @@ pub fn growth_extended_behind_readers() -> World {
         oldest: 0,
         newest: 1,
     };
+    // (The last slot, 4, is the preload's.)
+    let (_, writer) = writer_at_cursor(&[(0, 0), (0, 1), (0, 2), (0, 3)]);
+    let mut readers = (0..4).filter(|&i| i != writer);
     let clients = vec![
-        client(0, 0, vec![put(&b, "v-b")]),
-        client(0, 1, vec![get(&a)]),
-        client(0, 2, vec![get(&b)]),
+        client(0, writer, vec![put(&b, "v-b")]),
+        client(0, readers.next().unwrap_or(1), vec![get(&a)]),
+        client(0, readers.next().unwrap_or(2), vec![get(&b)]),
     ];
     let mut w = under_way(
         world("growth-extended-behind-readers", c, clients),

@@ -42,7 +42,9 @@ pub struct ClientState {
     /// (docs/protocol.md §2.5; generation 0, stable, until it meets a seal).
     pub view: IndexView,
     /// The client met a growth seal its view did not expect: its next
-    /// attempt reads the directory first.
+    /// attempt reads the directory first. A new client of an index that
+    /// may grow starts so (the index may have grown before it started; a
+    /// process that restarts would otherwise spend an attempt to learn it).
     pub view_stale: bool,
     /// A write found no room for its key but had no time left to grow the
     /// index: the next write grows it first.
@@ -71,7 +73,7 @@ impl ClientState {
             faults: Faults::default(),
             pure: pure.then(|| PureWindows::new(crate::pure::draw_nonce())),
             view: IndexView::default(),
-            view_stale: false,
+            view_stale: cfg.index_generations > 1,
             growth_wanted: false,
             skip_next_help: false,
             hasher: cfg.hasher(),
@@ -226,6 +228,18 @@ impl Cx<'_> {
 
     pub(crate) fn is_local(&self, dte: DteAddr) -> bool {
         self.client.pure.is_none() && dte.node() == self.client.id.node
+    }
+
+    /// The longest chain of moves an insert's search makes room with:
+    /// `growth_depth` while the client's view can still grow (an insert
+    /// that needs more grows the index instead), else `max_migrate_depth`.
+    pub(crate) fn insert_depth(&self) -> u8 {
+        let c = self.cfg();
+        if self.client.view.newest.saturating_add(1) < c.index_generations {
+            c.growth_depth.min(c.max_migrate_depth)
+        } else {
+            c.max_migrate_depth
+        }
     }
 
     /// Whether the attempt may still start a mutation: its deadline minus the

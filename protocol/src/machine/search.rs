@@ -22,9 +22,11 @@
 //! (about [`ROUNDS_PER_MOVE`] rounds a move) plus the PUT's own install,
 //! verify and commit must fit before the deadline minus the margin; the
 //! frontier is cut to the width that fits. When `max_migrate_depth` is
-//! reached or no entry is left to expand, the search ends without a path and
-//! the PUT reports `TableFull` at once: no chain within the depth limit
-//! exists, and retrying would repeat the same search. A level is read whole:
+//! reached (`growth_depth` while the index can still grow:
+//! `Cx::insert_depth`) or no entry is left to expand, the search ends
+//! without a path and the PUT reports `TableFull` (or grows the index) at
+//! once: no chain within the depth limit exists, and retrying would repeat
+//! the same search. A level is read whole:
 //! one wider than [`MAX_FRONTIER`] entries is read in several rounds of at
 //! most that many (issue 39: the level used to be truncated there without
 //! the search saying so, and a chain among the dropped entries was answered
@@ -214,7 +216,7 @@ impl CuckooSearch {
     }
 
     fn read_keys(&mut self, cx: &mut Cx<'_>) -> Out {
-        if self.depth > cx.cfg().max_migrate_depth {
+        if self.depth > cx.insert_depth() {
             return self.no_path(cx);
         }
         let width = self.affordable_width(cx);

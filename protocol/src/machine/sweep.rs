@@ -17,6 +17,17 @@
 //! 4. CAS the cursor past the chunk, only then: the cursor never passes an
 //!    entry that is not sealed, and seals are never removed.
 //!
+//! The writes' steps spread over the [`WINDOW`] chunks from the cursor on
+//! (each client's chunk drawn from its id and the cursor), so that many
+//! writers sweep many chunks at once rather than all racing on the
+//! cursor's. A helper whose chunk is sealed (by it or another) moves the
+//! cursor: it reads up to [`LOOKAHEAD`] chunks from the cursor's on in one
+//! round and CASes the cursor past those sealed in a row; if the cursor's
+//! own chunk is not sealed, it sweeps that one instead. An operator's step
+//! (`Client::grow`) and a step that grows the index take the cursor's
+//! chunk. The chunks take the nodes in turn, so that the helpers spread
+//! over every node.
+//!
 //! A step gives up (a conflict, changing nothing that matters) when a key of
 //! the chunk is being written within its owner's deadline; another step
 //! tries again. A move that finds no room in the newest generation (it
@@ -40,6 +51,12 @@ pub const PASSES: u8 = 3;
 /// growth then lasts about as many writes as its old generations have
 /// chunks).
 pub const HELP_MOVES: u8 = 8;
+
+/// Chunks from the cursor on over which the writes' steps spread.
+pub const WINDOW: u64 = 32;
+
+/// Chunks a step reads in one round to move the cursor past those sealed.
+pub const LOOKAHEAD: u64 = 8;
 
 /// What a step of the sweep did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,6 +94,11 @@ enum Phase {
     AwaitChunk,
     AwaitSeals,
     Moving(Box<Migrate>),
+    /// The READs of the chunks from `from` on, to move the cursor past
+    /// those sealed.
+    AwaitAhead {
+        from: u64,
+    },
     AwaitAdvance,
     /// The directory CAS to `to`.
     AwaitSwitch {
@@ -91,7 +113,8 @@ pub(crate) struct Sweep {
     phase: Phase,
     /// The directory word read.
     dir: u64,
-    /// The chunk: its first entry and length.
+    /// The chunk: its number, its first entry and length.
+    at: u64,
     first: Option<(IteAddr, u32)>,
     /// The chunk's words as last read.
     words: Vec<IndexEntry>,
@@ -110,6 +133,7 @@ impl Sweep {
             mode,
             phase: Phase::Start,
             dir: 0,
+            at: 0,
             first: None,
             words: Vec::new(),
             moves: Vec::new(),
@@ -210,14 +234,81 @@ impl Sweep {
             Mode::Start | Mode::Step => {}
         }
         let chunks = Chunks::of(cx.cfg(), view);
-        match chunks.chunk(IndexView::cursor(self.dir)) {
-            Some(chunk) => {
-                self.first = Some(chunk);
-                self.read_chunk(cx)
-            }
+        let cursor = IndexView::cursor(self.dir);
+        let left = chunks.total().saturating_sub(cursor);
+        if left == 0 {
             // Every chunk is sealed: the newest generation is the index.
-            None => self.switch(cx, view.settled()),
+            return self.switch(cx, view.settled());
         }
+        self.at = cursor;
+        if self.budget.is_some() {
+            self.at += spread(cx, cursor, left.min(WINDOW));
+        }
+        self.first = chunks.chunk(self.at);
+        self.read_chunk(cx)
+    }
+
+    /// The step's chunk is sealed: moves the cursor past the chunks sealed
+    /// in a row from it, read in one round (none to read when the step's
+    /// chunk is the cursor's and the last: the cursor goes past it).
+    fn advance_cursor(&mut self, cx: &mut Cx<'_>) -> Out {
+        let cursor = IndexView::cursor(self.dir);
+        let from = if self.at == cursor {
+            cursor + 1
+        } else {
+            cursor
+        };
+        let chunks = Chunks::of(cx.cfg(), self.view());
+        let reads: Vec<Op> = (from..chunks.total().min(from + LOOKAHEAD))
+            .filter_map(|c| chunks.chunk(c))
+            .map(|(first, len)| Op::Read {
+                addr: first.remote(),
+                len: 8 * len,
+            })
+            .collect();
+        if reads.is_empty() {
+            return self.cas_cursor(cx, from);
+        }
+        for op in reads {
+            cx.io.issue(op);
+        }
+        self.phase = Phase::AwaitAhead { from };
+        None
+    }
+
+    /// The chunks from `from` on as read: the cursor goes past those sealed
+    /// in a row; if the cursor's own is not sealed, this step sweeps it.
+    fn on_ahead(&mut self, cx: &mut Cx<'_>, from: u64, results: &Results) -> Out {
+        let mut sealed = 0;
+        for r in results.iter() {
+            match bytes(r) {
+                Ok(b) if !b.is_empty() && all_sealed(&b) => sealed += 1,
+                Ok(_) if cx.client.faults.growth_cursor_unchecked => sealed += 1,
+                Ok(_) => break,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let cursor = IndexView::cursor(self.dir);
+        let to = from + sealed;
+        if to > cursor {
+            return self.cas_cursor(cx, to);
+        }
+        self.at = cursor;
+        self.first = Chunks::of(cx.cfg(), self.view()).chunk(cursor);
+        self.passes = 0;
+        self.read_chunk(cx)
+    }
+
+    /// CASes the directory's cursor from the word read to `to` (every
+    /// chunk before `to` is sealed).
+    fn cas_cursor(&mut self, cx: &mut Cx<'_>, to: u64) -> Out {
+        if !cx.may_mutate() {
+            return Some(Err(Error::Timeout));
+        }
+        let next = self.view().with_cursor(to);
+        cx.io.issue(cas_directory(cx.cfg(), self.dir, next));
+        self.phase = Phase::AwaitAdvance;
+        None
     }
 
     fn on_chunk(&mut self, cx: &mut Cx<'_>, results: &Results) -> Out {
@@ -237,17 +328,14 @@ impl Sweep {
             return Some(Err(Error::Timeout));
         }
         if self.words.iter().all(|w| w.is_growth_seal()) {
-            let view = self.view();
             tracing::debug!(
-                ?view,
+                view = ?self.view(),
                 ?first,
+                chunk = self.at,
                 cursor = IndexView::cursor(self.dir),
                 "sweep: chunk sealed"
             );
-            let next = view.with_cursor(IndexView::cursor(self.dir) + 1);
-            cx.io.issue(cas_directory(cx.cfg(), self.dir, next));
-            self.phase = Phase::AwaitAdvance;
-            return None;
+            return self.advance_cursor(cx);
         }
         let mut sealing = false;
         self.moves.clear();
@@ -350,6 +438,12 @@ impl Sweep {
                 self.on_chunk(cx, &results)
             }
             Phase::AwaitSeals => self.on_seals(cx, &results),
+            Phase::AwaitAhead { from } => {
+                if cx.overran() {
+                    return Some(Err(Error::Timeout));
+                }
+                self.on_ahead(cx, from, &results)
+            }
             p @ Phase::Moving(_) => {
                 self.phase = p;
                 self.step_move(cx, results)
@@ -382,6 +476,18 @@ impl Sweep {
             },
         }
     }
+}
+
+/// The chunk, of the `window` from the cursor on, that this client's
+/// write sweeps ([`crate::growth::sweep_offset`]).
+fn spread(cx: &Cx<'_>, cursor: u64, window: u64) -> u64 {
+    crate::growth::sweep_offset(cx.client.id, cursor, window)
+}
+
+/// Whether every index word of a chunk read is a growth seal.
+fn all_sealed(raw: &[u8]) -> bool {
+    raw.chunks_exact(8)
+        .all(|w| IndexEntry(u64::from_le_bytes(w.try_into().unwrap_or_default())).is_growth_seal())
 }
 
 /// Whether at most a quarter of the attempt's time has passed.

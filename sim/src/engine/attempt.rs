@@ -3,6 +3,7 @@
 //! machine's `poll_timeout`, delivering completions, finishing attempts and
 //! operations, and recording them in the history.
 
+use super::phases::Ended;
 use super::*;
 use crate::checks::{CorruptState, MarginBreach, Mutation, SweepFailure};
 
@@ -353,6 +354,18 @@ impl Engine {
         if !op.sweep {
             let from = op.started.max(self.workload.measure_from);
             self.workload.client_busy_ns += now.min(self.events.end).saturating_sub(from);
+        }
+        if !op.sweep {
+            let ended = match (&r, &op.request) {
+                (Err(_), _) => Some(Ended::Failed),
+                (Ok(_), Request::Get(_)) => Some(Ended::Get(now - op.started)),
+                (Ok(_), Request::Put(..)) => Some(Ended::Put(now - op.started)),
+                (Ok(_), Request::Delete(_)) => Some(Ended::Delete),
+                (Ok(_), Request::Scan { .. }) => None,
+            };
+            if let Some(ended) = ended {
+                self.tally_phase(ended, now);
+            }
         }
         match r {
             Ok(_) => match op.request {

@@ -79,6 +79,7 @@ mod chaos_state;
 mod client_faults;
 mod cluster;
 mod events;
+mod phases;
 mod report;
 mod setup;
 mod workload;
@@ -86,6 +87,7 @@ mod workload;
 pub(crate) use chaos_state::ChaosState;
 pub(crate) use cluster::Cluster;
 pub(crate) use events::{Ev, Events};
+pub use phases::{GrowthPhase, PhaseFigures};
 pub(crate) use workload::Workload;
 
 /// The virtual time (ns) of a history stamp ([`SimReport::history`]'s

@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// The `q` quantile of latencies `v` (ns), in µs (0 for none).
+pub(super) fn quantile(v: &mut [u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0
+}
+
 impl Engine {
     /// Cuckoo paths the baselines' servers moved over the run (their
     /// nodes' move epochs advance by two per path).
@@ -64,13 +73,6 @@ impl Engine {
             } else {
                 v.iter().sum::<u64>() as f64 / v.len() as f64 / 1000.0
             }
-        }
-        fn quantile(v: &mut [u64], q: f64) -> f64 {
-            if v.is_empty() {
-                return 0.0;
-            }
-            v.sort_unstable();
-            v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0
         }
         let ops = (self.workload.tally.get_lat.len() + self.workload.tally.put_lat.len()) as u64
             + self.workload.tally.deletes;
@@ -161,6 +163,7 @@ impl Engine {
                 seals: self.workload.stats.growth_seals,
                 stale_views: self.workload.stats.stale_views,
             },
+            growth_phases: self.phase_figures(),
             events: self.events.count,
             chaos: self.chaos.counts,
             corrupt: self.checks.corrupt.take(),

@@ -30,6 +30,8 @@ pub(crate) struct Workload {
     pub(crate) rec: Recording,
     /// The final sweep.
     pub(crate) sweep: Sweep,
+    /// The measured operations by where the index's growth stood.
+    pub(crate) phases: super::phases::Phases,
 }
 
 impl Workload {
@@ -46,6 +48,9 @@ impl Workload {
             tally: Tally::default(),
             rec: Recording::default(),
             sweep: Sweep::default(),
+            phases: super::phases::Phases::new(
+                spec.system == SystemKind::Nessie && spec.tuning.index_generations.unwrap_or(1) > 1,
+            ),
         }
     }
 }

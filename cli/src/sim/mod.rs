@@ -3,7 +3,10 @@
 //! clients and server workers of NessieSD, NessieHY, Pilaf and Cell) in
 //! virtual time over a hardware profile, the same workload for each, side by
 //! side, for each cluster size, depth and value size asked, with the
-//! simulator's own speed.
+//! simulator's own speed. With `--growth`, Nessie's index growing online
+//! instead, before, during and after its growth (`growth.rs`).
+
+mod growth;
 
 use clap::Args;
 use nessie_sim::{simulate, Profile, SimError, SimReport, SimSpec};
@@ -101,6 +104,14 @@ pub struct SimArgs {
     /// share's node.
     #[arg(long)]
     pub pure_clients: bool,
+    /// Nessie's index growing online (docs/protocol.md §2.5): half the
+    /// keys preloaded into a generation 0 they fill to load 0.8, the
+    /// workload's PUTs inserting the rest; throughput and latency before,
+    /// during and after the growth, next to the same workload on an index
+    /// of the grown size that never grows (Nessie only; `--systems` is
+    /// ignored).
+    #[arg(long)]
+    pub growth: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -133,11 +144,17 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
         Some(w) => (w.mix().read, Some(nessie_workload::zipf::ZIPFIAN_CONSTANT)),
     };
     let mut points: Vec<(Point, SimReport)> = Vec::new();
+    let mut grown: Vec<growth::GrowthPoint> = Vec::new();
     for &nodes in &args.nodes {
         for &background in &args.background {
             for &depth in &args.depth {
                 for &v in &args.value_sizes {
-                    for &system in &systems {
+                    let systems = if args.growth {
+                        &[SystemKind::Nessie][..]
+                    } else {
+                        &systems[..]
+                    };
+                    for &system in systems {
                         let mut spec = SimSpec {
                             system,
                             server_workers: args.server_workers,
@@ -170,11 +187,37 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                             depth,
                             value_size: v,
                         };
-                        points.push((point, simulate(&spec)?));
+                        if args.growth {
+                            grown.push(growth::growth_point(&spec)?);
+                        } else {
+                            points.push((point, simulate(&spec)?));
+                        }
                     }
                 }
             }
         }
+    }
+    if args.growth {
+        if args.json {
+            let out: Vec<_> = grown
+                .iter()
+                .map(|g| {
+                    serde_json::json!({
+                        "nodes": g.nodes,
+                        "grows": g.grows,
+                        "fixed": g.fixed,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        } else {
+            println!(
+                "nessie sim --growth: profile {}, {} client threads per node, {} keys (half preloaded into generation 0 at load {}), {} % GET, {} simulated s per run, seed {}",
+                profile.name, args.clients, args.keys, growth::START_LOAD, get_pct, args.seconds, args.seed
+            );
+            growth::print(&grown);
+        }
+        return Ok(());
     }
     if args.json {
         let out: Vec<_> = points

@@ -1,0 +1,176 @@
+//! The measured workload split by where the index's online growth stood
+//! when each operation ended (docs/protocol.md §2.5): before a growth, while
+//! one is under way, and after it (issue 39's figures at 15 and 100 nodes).
+//!
+//! The engine looks at the directory word in the simulated memory (an
+//! observer's look: no request, no time) each time a measured operation
+//! ends. The time between two such ends counts to the phase the directory
+//! showed at the second, so each phase's throughput is its operations over
+//! the virtual time the directory spent in it.
+
+use nessie_protocol::growth::{directory_slot, IndexView};
+use serde::Serialize;
+
+use super::Engine;
+
+/// Where the index's growth stood.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum GrowthPhase {
+    /// Stable in generation 0: no growth yet.
+    Before,
+    /// Some key may still be in an old generation: a growth is under way.
+    During,
+    /// Stable in a later generation: every growth so far has ended.
+    After,
+}
+
+impl GrowthPhase {
+    /// The phase a directory view shows.
+    pub fn of(view: IndexView) -> GrowthPhase {
+        if view.growing() {
+            GrowthPhase::During
+        } else if view.newest == 0 {
+            GrowthPhase::Before
+        } else {
+            GrowthPhase::After
+        }
+    }
+
+    /// Every phase, in order.
+    pub const ALL: [GrowthPhase; 3] =
+        [GrowthPhase::Before, GrowthPhase::During, GrowthPhase::After];
+
+    /// The phase's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GrowthPhase::Before => "before",
+            GrowthPhase::During => "during",
+            GrowthPhase::After => "after",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the measured workload did in one phase of a growth.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseFigures {
+    /// The phase.
+    pub phase: GrowthPhase,
+    /// Virtual time the directory showed this phase, ms.
+    pub ms: f64,
+    /// GETs and PUTs that succeeded, and DELETEs, ending in the phase.
+    pub ops: u64,
+    /// PUTs that succeeded in the phase.
+    pub puts: u64,
+    /// Operations that failed in the phase.
+    pub failures: u64,
+    /// Operations per simulated second in the phase.
+    pub ops_per_sec: f64,
+    /// Median GET latency in the phase, µs.
+    pub get_p50_us: f64,
+    /// 99th-percentile GET latency in the phase, µs.
+    pub get_p99_us: f64,
+    /// Median PUT latency in the phase, µs.
+    pub put_p50_us: f64,
+    /// 99th-percentile PUT latency in the phase, µs.
+    pub put_p99_us: f64,
+}
+
+/// The phases' tallies while the run goes on.
+#[derive(Default)]
+pub(crate) struct Phases {
+    /// Whether the run's index may grow (more than one generation).
+    watching: bool,
+    /// When the last measured operation ended (ns; the measured window's
+    /// start before the first).
+    last_ns: Option<u64>,
+    /// Per phase: the time spent, the latencies of GETs and PUTs that
+    /// succeeded, DELETEs and failures.
+    spent_ns: [u64; 3],
+    get_lat: [Vec<u64>; 3],
+    put_lat: [Vec<u64>; 3],
+    deletes: [u64; 3],
+    failures: [u64; 3],
+}
+
+/// How a measured operation ended, for its phase's tally.
+pub(crate) enum Ended {
+    Get(u64),
+    Put(u64),
+    Delete,
+    Failed,
+}
+
+impl Phases {
+    /// Tallies for a run whose index may grow (`watching`) or not.
+    pub(crate) fn new(watching: bool) -> Phases {
+        Phases {
+            watching,
+            ..Phases::default()
+        }
+    }
+}
+
+impl Engine {
+    /// The phase the directory word in the simulated memory shows now.
+    fn growth_phase(&self) -> GrowthPhase {
+        let addr = directory_slot(&self.cfg).remote();
+        let word = self
+            .cluster
+            .mem
+            .word(addr.node, addr.region, addr.offset)
+            .unwrap_or(0);
+        GrowthPhase::of(IndexView::decode(word))
+    }
+
+    /// Counts a measured operation that ended at `now` to the phase the
+    /// directory shows, with the time since the last one.
+    pub(super) fn tally_phase(&mut self, ended: Ended, now: u64) {
+        if !self.workload.phases.watching {
+            return;
+        }
+        let phase = self.growth_phase().index();
+        let end = now.min(self.events.end);
+        let p = &mut self.workload.phases;
+        let last = p.last_ns.unwrap_or(self.workload.measure_from);
+        p.spent_ns[phase] += end.saturating_sub(last);
+        p.last_ns = Some(end.max(last));
+        match ended {
+            Ended::Get(lat) => p.get_lat[phase].push(lat),
+            Ended::Put(lat) => p.put_lat[phase].push(lat),
+            Ended::Delete => p.deletes[phase] += 1,
+            Ended::Failed => p.failures[phase] += 1,
+        }
+    }
+
+    /// The phases' figures (none for an index that cannot grow).
+    pub(super) fn phase_figures(&mut self) -> Vec<PhaseFigures> {
+        if !self.workload.phases.watching {
+            return Vec::new();
+        }
+        let p = &mut self.workload.phases;
+        GrowthPhase::ALL
+            .iter()
+            .map(|&phase| {
+                let i = phase.index();
+                let ops = (p.get_lat[i].len() + p.put_lat[i].len()) as u64 + p.deletes[i];
+                let secs = p.spent_ns[i] as f64 / 1e9;
+                PhaseFigures {
+                    phase,
+                    ms: secs * 1e3,
+                    ops,
+                    puts: p.put_lat[i].len() as u64,
+                    failures: p.failures[i],
+                    ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
+                    get_p50_us: super::report::quantile(&mut p.get_lat[i], 0.5),
+                    get_p99_us: super::report::quantile(&mut p.get_lat[i], 0.99),
+                    put_p50_us: super::report::quantile(&mut p.put_lat[i], 0.5),
+                    put_p99_us: super::report::quantile(&mut p.put_lat[i], 0.99),
+                }
+            })
+            .collect()
+    }
+}
