@@ -252,18 +252,27 @@ impl Chunks {
     }
 }
 
-/// The chunk a write of client `id` sweeps while the directory's cursor is
-/// at `cursor`: `cursor` plus this offset, drawn from the id and the cursor
-/// (below `window`, the chunks from the cursor on over which writes
-/// spread; 0 for a window of one), so that concurrent writers sweep
-/// different chunks.
-pub fn sweep_offset(id: ClientId, cursor: u64, window: u64) -> u64 {
+/// The chunk a write of key `key` by client `id` sweeps while the
+/// directory's cursor is at `cursor`: `cursor` plus this offset, drawn from
+/// the id, the cursor and the key (below `window`, the chunks from the
+/// cursor on over which writes spread; 0 for a window of one), so that
+/// concurrent writers, and one client's successive writes, sweep different
+/// chunks.
+pub fn sweep_offset(id: ClientId, cursor: u64, key: &[u8], window: u64) -> u64 {
     if window <= 1 {
         return 0;
     }
+    ((u128::from(sweep_draw(id, cursor, key)) * u128::from(window)) >> 64) as u64
+}
+
+/// The random word [`sweep_offset`] scales (also picking among the chunks
+/// a step finds unsealed when it reads ahead).
+pub fn sweep_draw(id: ClientId, cursor: u64, key: &[u8]) -> u64 {
     let mut seed = (u64::from(id.node.0) << 16 | u64::from(id.index)) ^ cursor.rotate_left(24);
-    let draw = crate::rng::splitmix64(&mut seed);
-    ((u128::from(draw) * u128::from(window)) >> 64) as u64
+    for b in key {
+        seed = crate::rng::splitmix64(&mut seed) ^ u64::from(*b);
+    }
+    crate::rng::splitmix64(&mut seed)
 }
 
 /// Where the directory word lives: node 0, right after the last generation.

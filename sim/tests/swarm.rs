@@ -266,7 +266,7 @@ fn clients_without_storage_survive_the_fault_mixes_and_unwindowed_writes_are_cau
 /// start growths, extend them, help their sweeps and meet their seals with
 /// views behind, under every fault of the case. The correct protocol passes
 /// seeds 0-299 (0-19,999 from the CLI); the growth switches are caught at
-/// seeds 18, 1, 41 and 2: a growth's move that empties its source instead
+/// seeds 31, 1, 18 and 1: a growth's move that empties its source instead
 /// of sealing it, a client that takes a seal for an empty entry, and an
 /// insert linked in the new generation before any of its old entries is
 /// sealed each let a client whose view is behind answer "not found" for a
@@ -284,10 +284,10 @@ fn an_index_growing_under_the_fault_mixes_answers_rightly_and_growth_switches_ar
         "{s:?}"
     );
     for (switch, seed) in [
-        ("growth-move-empties-source", 18),
+        ("growth-move-empties-source", 31),
         ("ignore-growth-seals", 1),
-        ("grow-insert-unsealed", 41),
-        ("growth-cursor-unchecked", 2),
+        ("grow-insert-unsealed", 18),
+        ("growth-cursor-unchecked", 1),
     ] {
         let s = swarm_with(0..seed + 1, faults(switch), true, grow).unwrap();
         let failure = s.failure.unwrap_or_else(|| panic!("{switch} is caught"));

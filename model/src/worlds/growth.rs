@@ -36,11 +36,12 @@ fn key_on(cfg: &Config, prefix: &str, node: u16, avoid: Option<&[u8]>) -> Vec<u8
     })
 }
 
-/// The first of `ids` (node, index) whose writes' steps of the sweep take
-/// the cursor's chunk while the cursor is at 0 and two chunks are left
-/// (writers spread over the chunks from the cursor on: `sweep_offset`), so
-/// that the world's writer sweeps the chunk its story needs.
-fn writer_at_cursor(ids: &[(u16, u16)]) -> (u16, u16) {
+/// The first of `ids` (node, index) whose write of `key` takes the
+/// cursor's chunk in its step of the sweep while the cursor is at 0 and
+/// two chunks are left (writes spread over the chunks from the cursor on:
+/// `sweep_offset`), so that the world's writer sweeps the chunk its story
+/// needs.
+fn writer_at_cursor(ids: &[(u16, u16)], key: &[u8]) -> (u16, u16) {
     *ids.iter()
         .find(|&&(node, index)| {
             sweep_offset(
@@ -49,6 +50,7 @@ fn writer_at_cursor(ids: &[(u16, u16)]) -> (u16, u16) {
                     index,
                 },
                 0,
+                key,
                 2,
             ) == 0
         })
@@ -78,7 +80,7 @@ pub fn growth_behind_reader() -> World {
         oldest: 0,
         newest: 1,
     };
-    let writer = writer_at_cursor(&[(0, 0), (0, 1), (1, 0), (1, 1)]);
+    let writer = writer_at_cursor(&[(0, 0), (0, 1), (1, 0), (1, 1)], &b);
     let reader = if writer == (1, 0) { (1, 1) } else { (1, 0) };
     let clients = vec![
         client(writer.0, writer.1, vec![put(&b, "v-b")]),
@@ -159,7 +161,7 @@ pub fn growth_extended_behind_readers() -> World {
         newest: 1,
     };
     // (The last slot, 4, is the preload's.)
-    let (_, writer) = writer_at_cursor(&[(0, 0), (0, 1), (0, 2), (0, 3)]);
+    let (_, writer) = writer_at_cursor(&[(0, 0), (0, 1), (0, 2), (0, 3)], &b);
     let mut readers = (0..4).filter(|&i| i != writer);
     let clients = vec![
         client(0, writer, vec![put(&b, "v-b")]),

@@ -17,13 +17,14 @@
 //! 4. CAS the cursor past the chunk, only then: the cursor never passes an
 //!    entry that is not sealed, and seals are never removed.
 //!
-//! The writes' steps spread over the [`WINDOW`] chunks from the cursor on
-//! (each client's chunk drawn from its id and the cursor), so that many
-//! writers sweep many chunks at once rather than all racing on the
-//! cursor's. A helper whose chunk is sealed (by it or another) moves the
-//! cursor: it reads up to [`LOOKAHEAD`] chunks from the cursor's on in one
-//! round and CASes the cursor past those sealed in a row; if the cursor's
-//! own chunk is not sealed, it sweeps that one instead. An operator's step
+//! The writes' steps spread over the [`WINDOW`] chunks a node from the
+//! cursor on (each write's chunk drawn from its client's id, the cursor and
+//! the key it writes), so that many writers sweep many chunks at once
+//! rather than all racing on the cursor's. A helper whose chunk is sealed
+//! (by it or another) moves the cursor: it reads up to [`LOOKAHEAD`]
+//! chunks from the cursor's on in one round and CASes the cursor past
+//! those sealed in a row; if the cursor's own chunk is not sealed, it
+//! sweeps one of those read that is not, drawn the same way. An operator's step
 //! (`Client::grow`) and a step that grows the index take the cursor's
 //! chunk. The chunks take the nodes in turn, so that the helpers spread
 //! over every node.
@@ -38,7 +39,9 @@
 use crate::addr::IteAddr;
 use crate::error::Error;
 use crate::fabric::Op;
-use crate::growth::{cas_directory, read_directory, Chunks, IndexView, MAX_SPAN};
+use crate::growth::{
+    cas_directory, read_directory, sweep_draw, sweep_offset, Chunks, IndexView, MAX_SPAN,
+};
 use crate::layout::IndexEntry;
 use crate::machine::context::Cx;
 use crate::machine::io::{bytes, cas_previous, word, Results};
@@ -52,7 +55,8 @@ pub const PASSES: u8 = 3;
 /// chunks).
 pub const HELP_MOVES: u8 = 8;
 
-/// Chunks from the cursor on over which the writes' steps spread.
+/// Chunks a node, from the cursor on, over which the writes' steps spread
+/// (the chunks take the nodes in turn: 32 of each node's).
 pub const WINDOW: u64 = 32;
 
 /// Chunks a step reads in one round to move the cursor past those sealed.
@@ -123,6 +127,9 @@ pub(crate) struct Sweep {
     passes: u8,
     /// Moves this step may still make (`None`: as many as the chunk needs).
     budget: Option<u8>,
+    /// A write's step: the key it writes, from which (with the client's
+    /// id and the cursor) it draws its chunk (`growth::sweep_offset`).
+    key: Option<Vec<u8>>,
 }
 
 type Out = Option<Result<Swept, Error>>;
@@ -139,6 +146,7 @@ impl Sweep {
             moves: Vec::new(),
             passes: 0,
             budget: None,
+            key: None,
         }
     }
 
@@ -151,9 +159,10 @@ impl Sweep {
     /// moves keys only while a quarter of the attempt's time has not
     /// passed, and at most [`HELP_MOVES`], so that the write keeps the time
     /// for its own work; the writes after it go on with the chunk.
-    pub fn help() -> Sweep {
+    pub fn help(key: &[u8]) -> Sweep {
         Sweep {
             budget: Some(HELP_MOVES),
+            key: Some(key.to_vec()),
             ..Sweep::with_mode(Mode::Step)
         }
     }
@@ -241,8 +250,9 @@ impl Sweep {
             return self.switch(cx, view.settled());
         }
         self.at = cursor;
-        if self.budget.is_some() {
-            self.at += spread(cx, cursor, left.min(WINDOW));
+        if let Some(key) = &self.key {
+            let window = WINDOW * u64::from(cx.cfg().nodes.max(1));
+            self.at += sweep_offset(cx.client.id, cursor, key, left.min(window));
         }
         self.first = chunks.chunk(self.at);
         self.read_chunk(cx)
@@ -277,14 +287,23 @@ impl Sweep {
     }
 
     /// The chunks from `from` on as read: the cursor goes past those sealed
-    /// in a row; if the cursor's own is not sealed, this step sweeps it.
+    /// in a row; if the cursor's own is not sealed, this step sweeps one of
+    /// those read that is not (drawn like its first chunk, so that the
+    /// writes whose chunks were sealed do not all crowd on the cursor's).
     fn on_ahead(&mut self, cx: &mut Cx<'_>, from: u64, results: &Results) -> Out {
         let mut sealed = 0;
-        for r in results.iter() {
+        let mut unsealed = Vec::new();
+        for (k, r) in results.iter().enumerate() {
             match bytes(r) {
-                Ok(b) if !b.is_empty() && all_sealed(&b) => sealed += 1,
-                Ok(_) if cx.client.faults.growth_cursor_unchecked => sealed += 1,
-                Ok(_) => break,
+                Ok(b) if !b.is_empty() && all_sealed(&b) => {
+                    if unsealed.is_empty() {
+                        sealed += 1;
+                    }
+                }
+                Ok(_) if cx.client.faults.growth_cursor_unchecked && unsealed.is_empty() => {
+                    sealed += 1
+                }
+                Ok(_) => unsealed.push(from + k as u64),
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -293,8 +312,15 @@ impl Sweep {
         if to > cursor {
             return self.cas_cursor(cx, to);
         }
-        self.at = cursor;
-        self.first = Chunks::of(cx.cfg(), self.view()).chunk(cursor);
+        let pick = match &self.key {
+            Some(key) => {
+                let draw = sweep_draw(cx.client.id, cursor, key);
+                ((u128::from(draw) * unsealed.len() as u128) >> 64) as usize
+            }
+            None => 0,
+        };
+        self.at = unsealed.get(pick).copied().unwrap_or(cursor);
+        self.first = Chunks::of(cx.cfg(), self.view()).chunk(self.at);
         self.passes = 0;
         self.read_chunk(cx)
     }
@@ -476,12 +502,6 @@ impl Sweep {
             },
         }
     }
-}
-
-/// The chunk, of the `window` from the cursor on, that this client's
-/// write sweeps ([`crate::growth::sweep_offset`]).
-fn spread(cx: &Cx<'_>, cursor: u64, window: u64) -> u64 {
-    crate::growth::sweep_offset(cx.client.id, cursor, window)
 }
 
 /// Whether every index word of a chunk read is a growth seal.

@@ -884,7 +884,7 @@ impl Logic for WriteLogic {
                 }
                 let skip = std::mem::take(&mut cx.client.skip_next_help);
                 if cx.client.view.growing() && !cx.client.faults.skip_growth_help && !skip {
-                    self.phase = Phase::Helping(Box::new(Sweep::help()));
+                    self.phase = Phase::Helping(Box::new(Sweep::help(&self.key)));
                     return self.step_help(cx, Vec::new());
                 }
                 self.begin(cx)
