@@ -295,7 +295,7 @@ impl Sweep {
         let mut unsealed = Vec::new();
         for (k, r) in results.iter().enumerate() {
             match bytes(r) {
-                Ok(b) if !b.is_empty() && all_sealed(&b) => {
+                Ok(b) if !b.is_empty() && all_sealed(b) => {
                     if unsealed.is_empty() {
                         sealed += 1;
                     }
