@@ -174,3 +174,44 @@ impl Engine {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{simulate, GrowthPhase, SimSpec};
+    use nessie_systems::SystemKind;
+
+    /// A small cluster whose generation 0 the preload fills to load 0.8,
+    /// the workload's PUTs inserting the other half of the keys.
+    fn growing(generations: u8) -> SimSpec {
+        let mut spec = SimSpec {
+            system: SystemKind::Nessie,
+            keys: 2_000,
+            preload_pct: 50,
+            seconds: 0.05,
+            entries_per_client: Some(4_000),
+            ..SimSpec::default()
+        };
+        spec.tuning.bucket_slots = Some(4);
+        spec.tuning.index_slots_per_node = Some(420);
+        spec.tuning.index_generations = Some(generations);
+        spec
+    }
+
+    #[test]
+    fn a_run_whose_index_grows_is_split_before_during_and_after_the_growth() {
+        let r = simulate(&growing(3)).unwrap();
+        let phases: Vec<_> = r.growth_phases.iter().map(|p| p.phase).collect();
+        assert_eq!(phases, GrowthPhase::ALL);
+        for p in &r.growth_phases {
+            assert!(p.ops > 0 && p.ms > 0.0, "{p:?}");
+        }
+        let ops: u64 = r.growth_phases.iter().map(|p| p.ops).sum();
+        assert_eq!(ops, r.ops, "every measured operation is in one phase");
+        let ms: f64 = r.growth_phases.iter().map(|p| p.ms).sum();
+        assert!(ms <= 50.0 + 1e-6 && ms > 45.0, "the window, split: {ms} ms");
+        assert!(r.growth.seals > 0);
+        // An index that cannot grow has no phases.
+        let fixed = simulate(&growing(1)).unwrap();
+        assert!(fixed.growth_phases.is_empty());
+    }
+}
