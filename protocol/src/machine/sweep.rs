@@ -130,6 +130,8 @@ pub(crate) struct Sweep {
     /// A write's step: the key it writes, from which (with the client's
     /// id and the cursor) it draws its chunk (`growth::sweep_offset`).
     key: Option<Vec<u8>>,
+    /// The step went on from its sealed chunk to another (once a step).
+    redirected: bool,
 }
 
 type Out = Option<Result<Swept, Error>>;
@@ -147,6 +149,7 @@ impl Sweep {
             passes: 0,
             budget: None,
             key: None,
+            redirected: false,
         }
     }
 
@@ -312,6 +315,11 @@ impl Sweep {
         if to > cursor {
             return self.cas_cursor(cx, to);
         }
+        if self.redirected {
+            // One chunk swept past its own is this step's share.
+            return Some(Ok(Swept::Chunk));
+        }
+        self.redirected = true;
         let pick = match &self.key {
             Some(key) => {
                 let draw = sweep_draw(cx.client.id, cursor, key);
