@@ -262,7 +262,7 @@ pub fn sweep_offset(id: ClientId, cursor: u64, key: &[u8], window: u64) -> u64 {
     if window <= 1 {
         return 0;
     }
-    ((u128::from(sweep_draw(id, cursor, key)) * u128::from(window)) >> 64) as u64
+    crate::rng::below(sweep_draw(id, cursor, key), window)
 }
 
 /// The random word [`sweep_offset`] scales (also picking among the chunks

@@ -37,6 +37,12 @@ pub fn unit(bits: u64) -> f64 {
     (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// A uniform draw in `[0, n)` from 64 random `bits` (their product with
+/// `n`, top 64 bits: no modulo bias worth the name, and 0 for `n` 0).
+pub fn below(bits: u64, n: u64) -> u64 {
+    ((u128::from(bits) * u128::from(n)) >> 64) as u64
+}
+
 /// A duration in `[base/2, base]`, drawn from the xorshift64 `state`: a
 /// back-off with jitter.
 pub fn jittered(state: &mut u64, base: Duration) -> Duration {
@@ -50,6 +56,14 @@ mod tests {
 
     /// `unit` spans [0, 1): 0 bits give 0, all ones the largest draw
     /// below 1, and the low 11 bits do not count.
+    #[test]
+    fn below_draws_span_zero_to_n_minus_one() {
+        assert_eq!(below(0, 7), 0);
+        assert_eq!(below(u64::MAX, 7), 6);
+        assert_eq!(below(1 << 63, 8), 4);
+        assert_eq!(below(u64::MAX, 0), 0);
+    }
+
     #[test]
     fn unit_draws_span_zero_to_below_one() {
         assert_eq!(unit(0), 0.0);

@@ -63,6 +63,39 @@ pub fn growth_point(base: &SimSpec) -> Result<GrowthPoint, SimError> {
     })
 }
 
+/// One row of the table: the figures of one phase (or of a whole run).
+struct Row<'a> {
+    nodes: u16,
+    index: &'a str,
+    ms: f64,
+    ops_per_sec: f64,
+    puts: u64,
+    failures: u64,
+    /// GET p50 and p99, PUT p50 and p99, µs.
+    latencies: [f64; 4],
+    seals: String,
+}
+
+impl Row<'_> {
+    fn print(&self) {
+        let [g50, g99, p50, p99] = self.latencies;
+        println!(
+            "{:<6} {:<14} {:>8.2} {:>11.0} {:>8} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8}",
+            self.nodes,
+            self.index,
+            self.ms,
+            self.ops_per_sec,
+            self.puts,
+            self.failures,
+            g50,
+            g99,
+            p50,
+            p99,
+            self.seals
+        );
+    }
+}
+
 /// Prints the points as a table: each growing run's phases, then the run
 /// that needs none.
 pub fn print(points: &[GrowthPoint]) {
@@ -82,42 +115,34 @@ pub fn print(points: &[GrowthPoint]) {
     );
     for pt in points {
         for ph in &pt.grows.growth_phases {
-            let name = format!("grows: {}", ph.phase.name());
-            let seals = if ph.phase == GrowthPhase::During {
-                pt.grows.growth.seals.to_string()
-            } else {
-                "-".into()
-            };
-            println!(
-                "{:<6} {:<14} {:>8.2} {:>11.0} {:>8} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8}",
-                pt.nodes,
-                name,
-                ph.ms,
-                ph.ops_per_sec,
-                ph.puts,
-                ph.failures,
-                ph.get_p50_us,
-                ph.get_p99_us,
-                ph.put_p50_us,
-                ph.put_p99_us,
-                seals
-            );
+            Row {
+                nodes: pt.nodes,
+                index: &format!("grows: {}", ph.phase.name()),
+                ms: ph.ms,
+                ops_per_sec: ph.ops_per_sec,
+                puts: ph.puts,
+                failures: ph.failures,
+                latencies: [ph.get_p50_us, ph.get_p99_us, ph.put_p50_us, ph.put_p99_us],
+                seals: if ph.phase == GrowthPhase::During {
+                    pt.grows.growth.seals.to_string()
+                } else {
+                    "-".into()
+                },
+            }
+            .print();
         }
         let f = &pt.fixed;
-        println!(
-            "{:<6} {:<14} {:>8.2} {:>11.0} {:>8} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8}",
-            pt.nodes,
-            "fixed: all",
-            (f.ops as f64 / f.ops_per_sec.max(1e-9)) * 1e3,
-            f.ops_per_sec,
-            f.puts,
-            f.failures,
-            f.get_p50_us,
-            f.get_p99_us,
-            f.put_p50_us,
-            f.put_p99_us,
-            "-"
-        );
+        Row {
+            nodes: pt.nodes,
+            index: "fixed: all",
+            ms: (f.ops as f64 / f.ops_per_sec.max(1e-9)) * 1e3,
+            ops_per_sec: f.ops_per_sec,
+            puts: f.puts,
+            failures: f.failures,
+            latencies: [f.get_p50_us, f.get_p99_us, f.put_p50_us, f.put_p99_us],
+            seals: "-".into(),
+        }
+        .print();
         for r in [&pt.grows, &pt.fixed] {
             if r.stuck > 0 || !r.corrupt.is_empty() {
                 println!(

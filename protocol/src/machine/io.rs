@@ -141,11 +141,17 @@ pub(crate) fn bucket_of(
             ),
         ));
     }
-    Ok(raw[..8 * b].chunks_exact(8).map(|c| {
+    Ok(index_words(&raw[..8 * b]))
+}
+
+/// The index words of `raw` bytes read from an index region (a trailing
+/// part word is dropped).
+pub(crate) fn index_words(raw: &[u8]) -> impl Iterator<Item = IndexEntry> + '_ {
+    raw.chunks_exact(8).map(|c| {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
         IndexEntry(u64::from_le_bytes(w))
-    }))
+    })
 }
 
 /// Reads the results of [`Cx::read_buckets`](crate::machine::context::Cx):

@@ -44,7 +44,7 @@ use crate::growth::{
 };
 use crate::layout::IndexEntry;
 use crate::machine::context::Cx;
-use crate::machine::io::{bytes, cas_previous, word, Results};
+use crate::machine::io::{bytes, cas_previous, index_words, word, Results};
 use crate::machine::migrate::Migrate;
 
 /// Reads of one chunk a step makes before it gives up.
@@ -323,7 +323,7 @@ impl Sweep {
         let pick = match &self.key {
             Some(key) => {
                 let draw = sweep_draw(cx.client.id, cursor, key);
-                ((u128::from(draw) * unsealed.len() as u128) >> 64) as usize
+                crate::rng::below(draw, unsealed.len() as u64) as usize
             }
             None => 0,
         };
@@ -350,10 +350,7 @@ impl Sweep {
             Ok(b) => b,
             Err(e) => return Some(Err(e)),
         };
-        self.words = raw
-            .chunks_exact(8)
-            .map(|w| IndexEntry(u64::from_le_bytes(w.try_into().unwrap_or_default())))
-            .collect();
+        self.words = index_words(raw).collect();
         let (first, len) = self.first?;
         if self.words.len() < len as usize {
             return Some(Err(Error::Conflict));
@@ -514,8 +511,7 @@ impl Sweep {
 
 /// Whether every index word of a chunk read is a growth seal.
 fn all_sealed(raw: &[u8]) -> bool {
-    raw.chunks_exact(8)
-        .all(|w| IndexEntry(u64::from_le_bytes(w.try_into().unwrap_or_default())).is_growth_seal())
+    index_words(raw).all(|w| w.is_growth_seal())
 }
 
 /// Whether at most a quarter of the attempt's time has passed.

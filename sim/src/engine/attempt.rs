@@ -3,7 +3,7 @@
 //! machine's `poll_timeout`, delivering completions, finishing attempts and
 //! operations, and recording them in the history.
 
-use super::phases::Ended;
+use super::workload::Ended;
 use super::*;
 use crate::checks::{CorruptState, MarginBreach, Mutation, SweepFailure};
 
@@ -355,32 +355,18 @@ impl Engine {
             let from = op.started.max(self.workload.measure_from);
             self.workload.client_busy_ns += now.min(self.events.end).saturating_sub(from);
         }
-        if !op.sweep {
-            let ended = match (&r, &op.request) {
-                (Err(_), _) => Some(Ended::Failed),
-                (Ok(_), Request::Get(_)) => Some(Ended::Get(now - op.started)),
-                (Ok(_), Request::Put(..)) => Some(Ended::Put(now - op.started)),
-                (Ok(_), Request::Delete(_)) => Some(Ended::Delete),
-                (Ok(_), Request::Scan { .. }) => None,
-            };
-            if let Some(ended) = ended {
-                self.tally_phase(ended, now);
+        let ended = match (&r, &op.request) {
+            (Err(_), _) => Some(Ended::Failed),
+            (Ok(_), Request::Get(_)) => Some(Ended::Get(now - op.started)),
+            (Ok(_), Request::Put(..)) => Some(Ended::Put(now - op.started)),
+            (Ok(_), Request::Delete(_)) => Some(Ended::Delete),
+            (Ok(_), Request::Scan { .. }) => None,
+        };
+        if let Some(ended) = ended {
+            self.workload.tally.record(ended, op.stats.round_trips);
+            if !op.sweep {
+                self.tally_phase(ended, op.stats.round_trips, now);
             }
-        }
-        match r {
-            Ok(_) => match op.request {
-                Request::Get(_) => {
-                    self.workload.tally.get_lat.push(now - op.started);
-                    self.workload.tally.get_round_trips += op.stats.round_trips;
-                }
-                Request::Put(..) => {
-                    self.workload.tally.put_lat.push(now - op.started);
-                    self.workload.tally.put_round_trips += op.stats.round_trips;
-                }
-                Request::Delete(_) => self.workload.tally.deletes += 1,
-                Request::Scan { .. } => {}
-            },
-            Err(_) => self.workload.tally.failures += 1,
         }
         self.events.schedule(now, Ev::Poll(c));
     }

@@ -11,6 +11,8 @@
 use nessie_protocol::growth::{directory_slot, IndexView};
 use serde::Serialize;
 
+use super::report::quantile;
+use super::workload::{Ended, Tally};
 use super::Engine;
 
 /// Where the index's growth stood.
@@ -87,21 +89,9 @@ pub(crate) struct Phases {
     /// When the last measured operation ended (ns; the measured window's
     /// start before the first).
     last_ns: Option<u64>,
-    /// Per phase: the time spent, the latencies of GETs and PUTs that
-    /// succeeded, DELETEs and failures.
+    /// Per phase: the time spent, and how its operations ended.
     spent_ns: [u64; 3],
-    get_lat: [Vec<u64>; 3],
-    put_lat: [Vec<u64>; 3],
-    deletes: [u64; 3],
-    failures: [u64; 3],
-}
-
-/// How a measured operation ended, for its phase's tally.
-pub(crate) enum Ended {
-    Get(u64),
-    Put(u64),
-    Delete,
-    Failed,
+    tallies: [Tally; 3],
 }
 
 impl Phases {
@@ -128,7 +118,7 @@ impl Engine {
 
     /// Counts a measured operation that ended at `now` to the phase the
     /// directory shows, with the time since the last one.
-    pub(super) fn tally_phase(&mut self, ended: Ended, now: u64) {
+    pub(super) fn tally_phase(&mut self, ended: Ended, round_trips: u64, now: u64) {
         if !self.workload.phases.watching {
             return;
         }
@@ -138,12 +128,7 @@ impl Engine {
         let last = p.last_ns.unwrap_or(self.workload.measure_from);
         p.spent_ns[phase] += end.saturating_sub(last);
         p.last_ns = Some(end.max(last));
-        match ended {
-            Ended::Get(lat) => p.get_lat[phase].push(lat),
-            Ended::Put(lat) => p.put_lat[phase].push(lat),
-            Ended::Delete => p.deletes[phase] += 1,
-            Ended::Failed => p.failures[phase] += 1,
-        }
+        p.tallies[phase].record(ended, round_trips);
     }
 
     /// The phases' figures (none for an index that cannot grow).
@@ -155,20 +140,20 @@ impl Engine {
         GrowthPhase::ALL
             .iter()
             .map(|&phase| {
-                let i = phase.index();
-                let ops = (p.get_lat[i].len() + p.put_lat[i].len()) as u64 + p.deletes[i];
-                let secs = p.spent_ns[i] as f64 / 1e9;
+                let t = &mut p.tallies[phase.index()];
+                let ops = (t.get_lat.len() + t.put_lat.len()) as u64 + t.deletes;
+                let secs = p.spent_ns[phase.index()] as f64 / 1e9;
                 PhaseFigures {
                     phase,
                     ms: secs * 1e3,
                     ops,
-                    puts: p.put_lat[i].len() as u64,
-                    failures: p.failures[i],
+                    puts: t.put_lat.len() as u64,
+                    failures: t.failures,
                     ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
-                    get_p50_us: super::report::quantile(&mut p.get_lat[i], 0.5),
-                    get_p99_us: super::report::quantile(&mut p.get_lat[i], 0.99),
-                    put_p50_us: super::report::quantile(&mut p.put_lat[i], 0.5),
-                    put_p99_us: super::report::quantile(&mut p.put_lat[i], 0.99),
+                    get_p50_us: quantile(&mut t.get_lat, 0.5),
+                    get_p99_us: quantile(&mut t.get_lat, 0.99),
+                    put_p50_us: quantile(&mut t.put_lat, 0.5),
+                    put_p99_us: quantile(&mut t.put_lat, 0.99),
                 }
             })
             .collect()

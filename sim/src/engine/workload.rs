@@ -73,6 +73,37 @@ pub(crate) struct Tally {
     pub(crate) stuck: u64,
 }
 
+/// How a measured operation ended, for a [`Tally`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ended {
+    /// A GET that succeeded, with its latency (ns).
+    Get(u64),
+    /// A PUT that succeeded, with its latency (ns).
+    Put(u64),
+    /// A DELETE that succeeded.
+    Delete,
+    /// An operation that failed.
+    Failed,
+}
+
+impl Tally {
+    /// Counts an operation that ended so, with its remote round trips.
+    pub(crate) fn record(&mut self, ended: Ended, round_trips: u64) {
+        match ended {
+            Ended::Get(lat) => {
+                self.get_lat.push(lat);
+                self.get_round_trips += round_trips;
+            }
+            Ended::Put(lat) => {
+                self.put_lat.push(lat);
+                self.put_round_trips += round_trips;
+            }
+            Ended::Delete => self.deletes += 1,
+            Ended::Failed => self.failures += 1,
+        }
+    }
+}
+
 /// The run's history, and what is counted apart from it so that a history
 /// that lost operations is seen.
 #[derive(Default)]
