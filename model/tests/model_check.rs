@@ -315,8 +315,13 @@ fn two_faults_hold_on_a_bounded_search() {
 }
 
 /// The target world: three clients with two operations each over
-/// two keys, with a MIGRATE, exhausted (about two minutes here).
+/// two keys, with a MIGRATE, exhausted (about two minutes here). It is the
+/// longest exhaustive world, so plain `cargo test` leaves it to `.ci/run`,
+/// which runs it by name as a later step (`cargo test -p nessie-model
+/// --test model_check -- --ignored --exact
+/// three_clients_with_a_migrate_hold_every_property`).
 #[test]
+#[ignore = "about two minutes: .ci/run runs it by name after cargo test"]
 fn three_clients_with_a_migrate_hold_every_property() {
     all_hold(worlds::pinned(Group::ThreeClientsMigrate));
 }

@@ -140,7 +140,8 @@ pub enum Group {
     Edges,
     /// `a_migrate_across_nodes_under_skew_holds`.
     AcrossNodes,
-    /// `three_clients_with_a_migrate_hold_every_property` (about two minutes).
+    /// `three_clients_with_a_migrate_hold_every_property` (about two
+    /// minutes: `#[ignore]`d in plain `cargo test`, run by name by `.ci/run`).
     ThreeClientsMigrate,
 }
 
