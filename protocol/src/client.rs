@@ -197,6 +197,27 @@ impl<E: Endpoint> Client<E> {
         self.sweep(false)
     }
 
+    /// Renews a client without storage's lease on its share (its heartbeat,
+    /// docs/protocol.md §2.4), if its last beat is a third of the lease term
+    /// old or more. Every operation renews it by itself when due, so only a
+    /// client that may run no operation for two thirds of the lease term
+    /// calls this, e.g. from a timer every third of it
+    /// ([`ClientState::lease_renewal_due`] says when). Nothing to do for a
+    /// client with storage, or one whose first write has not taken its share
+    /// yet.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::LeaseLost`]: the node's agent took the share back (the
+    ///   heartbeat stood still for the lease term): this client's writes are
+    ///   refused from now on; make a new client.
+    /// - [`Error::Timeout`], [`Error::Unreachable`], [`Error::Fabric`]: the
+    ///   heartbeat's CAS did not complete within the operation timeout;
+    ///   nothing else changed, call again.
+    pub fn renew_lease(&mut self) -> Result<(), Error> {
+        self.retry(crate::machine::RenewMachine::renew)
+    }
+
     fn sweep(&mut self, mut start: bool) -> Result<crate::growth::IndexView, Error> {
         loop {
             let step = if start {

@@ -170,6 +170,11 @@ pub struct Faults {
     /// with a key still linked in an old generation, which no one reads
     /// again.
     pub growth_cursor_unchecked: bool,
+    /// A client without storage advances its heartbeat only in its writes'
+    /// data rounds (as before issue 41's renewal), never at the start of an
+    /// operation whose beat is overdue: a client that only reads for the
+    /// lease term loses its share while it runs.
+    pub pure_beats_only_on_writes: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -179,7 +184,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 35] = [
+    pub const NAMES: [&'static str; 36] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -215,6 +220,7 @@ impl Faults {
         "grow-insert-unsealed",
         "skip-growth-help",
         "growth-cursor-unchecked",
+        "pure-beats-only-on-writes",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -257,6 +263,7 @@ impl Faults {
             "grow-insert-unsealed" => &mut self.grow_insert_unsealed,
             "skip-growth-help" => &mut self.skip_growth_help,
             "growth-cursor-unchecked" => &mut self.growth_cursor_unchecked,
+            "pure-beats-only-on-writes" => &mut self.pure_beats_only_on_writes,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

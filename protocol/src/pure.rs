@@ -190,6 +190,15 @@ impl PureWindows {
         self.keys.is_empty() || self.want.is_some()
     }
 
+    /// Whether its heartbeat is overdue at `now` (its clock): it holds keys
+    /// and two thirds of the lease term `term_ns` passed since its last
+    /// beat (a write's data round beats from a third on, so only a client
+    /// that has not written for that long beats at the start of an
+    /// operation: docs/protocol.md §2.4).
+    pub fn beat_overdue(&self, now: u64, term_ns: u64) -> bool {
+        self.held && !self.keys.is_empty() && now >= self.beat_due.saturating_add(term_ns / 3)
+    }
+
     /// The keys are dead (a window refused them): wait for a newer
     /// generation.
     pub fn revoked(&mut self) {

@@ -32,6 +32,9 @@ enum Family {
     /// as the family was drawn before it sized the clients' shares for
     /// a growth's moves: with the shares the case drew.
     GrowthWithDrawnShares,
+    /// `SwarmCase::for_system(..).with_pure_clients().with_growth()`
+    /// (`nessie swarm --growth --pure-clients`).
+    GrowthWithPureClients,
 }
 
 /// One case a wide run found, and why it failed before its fix.
@@ -45,7 +48,7 @@ struct Found {
     showed: &'static str,
 }
 
-const FOUND: [Found; 13] = [
+const FOUND: [Found; 14] = [
     // Recovery reserved a slot for a lost region (a placeholder
     // allocation) while the splitter that had abandoned the region's
     // creation removed it from the directory; the relocation then did
@@ -198,6 +201,20 @@ const FOUND: [Found; 13] = [
         paired: false,
         showed: "not linearizable: key 0, a PUT of a present key refused: index full",
     },
+    // The depth-first insert search (`MigrateSearch::DepthFirst`, drawn by
+    // three cases in ten) searched to `max_migrate_depth` while the index
+    // could still grow: on a full generation its every attempt spent its
+    // time in the search's reads and none came back to grow the index (and
+    // a client without storage, whose heartbeat rides on its data writes,
+    // lost its lease meanwhile). Fixed in `Migrate`: its depth limit is
+    // `Cx::insert_depth`, as the breadth-first search's is.
+    Found {
+        system: SystemKind::Nessie,
+        family: Family::GrowthWithPureClients,
+        seed: 473,
+        paired: false,
+        showed: "put of key 6 by a lone client after the faults stopped: operation timed out",
+    },
 ];
 
 #[test]
@@ -219,6 +236,7 @@ fn every_case_a_wide_run_found_passes_after_its_fix() {
                 grown.entries_per_client = drawn;
                 grown
             }
+            Family::GrowthWithPureClients => case.with_pure_clients().with_growth(),
         };
         let run = case.run(Faults::default()).unwrap();
         assert!(

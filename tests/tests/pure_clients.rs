@@ -205,3 +205,48 @@ fn a_holder_silent_for_the_lease_term_loses_its_share() {
     let mut local = cluster.client(0, 0);
     assert_eq!(local.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
 }
+
+/// Renewal without a write (issue 41): a holder that only reads keeps its
+/// share, since an operation whose heartbeat is overdue (two thirds of the
+/// lease term since the last) beats first; a holder that runs nothing
+/// keeps it by `renew_lease` every third of the term. With the beat only
+/// in the writes' data rounds (`pure-beats-only-on-writes`), the reader
+/// loses its share while it runs: this test catches that switch.
+#[test]
+fn a_holder_that_only_reads_or_renews_keeps_its_share() {
+    fn reads_for_three_terms(
+        faults: nessie_protocol::Faults,
+    ) -> Result<bool, nessie_protocol::Error> {
+        let cfg = Config {
+            lease_term: Duration::from_millis(60),
+            ..config()
+        };
+        let cluster = SimCluster::new(cfg);
+        let _agent = cluster.agent(1);
+        let mut pure = pure_client(&cluster);
+        pure.state_mut().faults = faults;
+        pure.put(b"a", b"1").expect("put");
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(180) {
+            assert_eq!(pure.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+            thread::sleep(Duration::from_millis(5));
+        }
+        // Idle, renewing alone.
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(180) {
+            pure.renew_lease()?;
+            thread::sleep(Duration::from_millis(20));
+        }
+        pure.put(b"a", b"2")
+    }
+    assert_eq!(reads_for_three_terms(Default::default()), Ok(true));
+    let only_writes = nessie_protocol::Faults {
+        pure_beats_only_on_writes: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        reads_for_three_terms(only_writes),
+        Err(nessie_protocol::Error::LeaseLost(PURE)),
+        "a reader whose operations never beat loses its share"
+    );
+}

@@ -69,7 +69,8 @@ pub fn pure_generations(faults: Faults) -> World {
 
 /// A client without storage updates a key twice while its node's agent
 /// may take its share back: the lease term is 3 ns, and the clock may jump
-/// past it before the client's heartbeat (which rides on its writes) lands,
+/// past it before the client's heartbeat (in its writes' data rounds, or
+/// in an operation's preamble once overdue) lands,
 /// so the agent may bind its windows again with its first write's requests
 /// anywhere on their way, and its later writes end with `LeaseLost`. What
 /// it wrote before stays; nothing it posted under the old key lands after;

@@ -81,6 +81,19 @@ impl ClientState {
         })
     }
 
+    /// When a client without storage should renew its lease next (its
+    /// clock): a third of the lease term after its last heartbeat; `None`
+    /// for a client with storage, or one that holds no share yet. Past this
+    /// instant its next write beats in its data round; past another third,
+    /// any operation beats first ([`crate::Client::renew_lease`] beats
+    /// alone).
+    pub fn lease_renewal_due(&self) -> Option<Nanos> {
+        self.pure
+            .as_ref()
+            .filter(|p| p.held && !p.keys.is_empty())
+            .map(|p| Nanos(p.beat_due))
+    }
+
     /// The node this client runs on: its id's node, or `None` for a client
     /// without storage (it runs on no node; its id's node hosts its share).
     pub fn home(&self) -> Option<crate::addr::NodeId> {

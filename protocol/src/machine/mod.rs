@@ -10,6 +10,8 @@
 //! - [`GetMachine`][]: GET.
 //! - [`PutMachine`] / [`DeleteMachine`]: PUT and DELETE (one logic, two kinds),
 //!   including candidate choice, MIGRATE and recovery of abandoned entries.
+//! - [`GrowMachine`]: one step of a growth's sweep.
+//! - [`RenewMachine`]: a client without storage's lease renewal.
 
 mod alloc_step;
 pub(crate) mod context;
@@ -18,6 +20,7 @@ pub(crate) mod io;
 mod migrate;
 mod pure_round;
 mod recover;
+mod renew;
 mod search;
 mod sweep;
 mod write;
@@ -26,6 +29,7 @@ pub use crate::addr::ClientId;
 pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
+pub use renew::RenewLogic;
 pub use search::MAX_FRONTIER;
 pub use sweep::{GrowLogic, Swept};
 pub use write::{WriteKind, WriteLogic};
@@ -87,19 +91,26 @@ pub struct OpMachine<L> {
     /// When the current round was handed out.
     round_posted_at: Nanos,
     done: bool,
-    /// Where the attempt is with the directory: it reads the directory word
-    /// before its first step when the client's view of the index is behind
-    /// (docs/protocol.md §2.5).
-    view: ViewRead,
+    /// Where the attempt is with its preamble: before its first step it
+    /// reads the directory word when the client's view of the index is
+    /// behind (docs/protocol.md §2.5), and a client without storage whose
+    /// heartbeat is overdue beats (§2.4), both in one round.
+    preamble: Preamble,
 }
 
-/// An attempt's read of the directory word.
+/// An attempt's preamble round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum ViewRead {
+enum Preamble {
     /// Not yet decided (before the first step).
     Unstarted,
-    /// The READ is out.
-    Reading,
+    /// The round is out: the directory READ (when `directory`), then the
+    /// heartbeat CAS (when `beat`).
+    Out {
+        /// The directory word is read.
+        directory: bool,
+        /// The heartbeat is advanced.
+        beat: bool,
+    },
     /// The logic runs.
     Done,
 }
@@ -112,6 +123,8 @@ pub type PutMachine = OpMachine<WriteLogic>;
 pub type DeleteMachine = OpMachine<WriteLogic>;
 /// One step of a growth's sweep (docs/protocol.md §2.5).
 pub type GrowMachine = OpMachine<GrowLogic>;
+/// A client without storage's lease renewal (docs/protocol.md §2.4).
+pub type RenewMachine = OpMachine<RenewLogic>;
 
 impl<L: Logic> OpMachine<L> {
     /// Wraps the logic of one attempt.
@@ -124,7 +137,7 @@ impl<L: Logic> OpMachine<L> {
             deadline: None,
             round_posted_at: Nanos::ZERO,
             done: false,
-            view: ViewRead::Unstarted,
+            preamble: Preamble::Unstarted,
         }
     }
 
@@ -154,6 +167,13 @@ impl GrowMachine {
     /// or ends the growth once every chunk is sealed.
     pub fn grow_step() -> GrowMachine {
         OpMachine::new(GrowLogic::step())
+    }
+}
+
+impl RenewMachine {
+    /// A renewal of the client's lease (its heartbeat).
+    pub fn renew() -> RenewMachine {
+        OpMachine::new(RenewLogic::default())
     }
 }
 
@@ -205,41 +225,78 @@ impl<L: Logic> Machine for OpMachine<L> {
             );
             self.io.stats.lost_completions += self.io.outstanding() as u64;
         }
-        match self.view {
-            ViewRead::Unstarted if client.view_stale => {
+        match self.preamble {
+            Preamble::Unstarted => {
                 // The client met a growth seal its view did not expect: the
                 // directory first, then the logic, in the view it names.
-                self.io.issue(crate::growth::read_directory(&client.cfg));
-                self.view = ViewRead::Reading;
-                self.round_posted_at = now;
-                return Poll::Post(self.io.take_outbox(client.home()));
+                let directory = client.view_stale;
+                let term = crate::time::duration_nanos(client.cfg.lease_term);
+                let beat = !client.faults.pure_beats_only_on_writes
+                    && client
+                        .pure
+                        .as_ref()
+                        .is_some_and(|p| p.beat_overdue(now.0, term));
+                if directory || beat {
+                    if directory {
+                        self.io.issue(crate::growth::read_directory(&client.cfg));
+                    }
+                    if beat {
+                        Cx {
+                            io: &mut self.io,
+                            client,
+                            now,
+                            deadline,
+                        }
+                        .beat();
+                    }
+                    self.preamble = Preamble::Out { directory, beat };
+                    self.round_posted_at = now;
+                    return Poll::Post(self.io.take_outbox(client.home()));
+                }
             }
-            ViewRead::Reading => {
+            Preamble::Out { directory, beat } => {
                 let results = self.io.take_results();
+                if beat {
+                    // A beat that found another count: the agent took the
+                    // share back, which the client's next write learns
+                    // from its lease block (`LeaseLost`); the operation goes
+                    // on (a GET needs no lease).
+                    if let Some(r) = results.get(usize::from(directory)) {
+                        let mut cx = Cx {
+                            io: &mut self.io,
+                            client,
+                            now,
+                            deadline,
+                        };
+                        let _ = cx.on_beat(r);
+                    }
+                }
                 if now > deadline && !client.faults.ignore_deadline {
                     // Given up at the deadline: nothing was done.
                     self.done = true;
                     return Poll::Done(Err(Error::Timeout));
                 }
-                match results.first().map(io::word) {
-                    Some(Ok(w)) => {
-                        // The word only moves forward; so does the view.
-                        client.view = client.view.max(crate::growth::IndexView::decode(w));
-                        client.view_stale = false;
-                    }
-                    Some(Err(e)) => {
-                        self.done = true;
-                        return Poll::Done(Err(e));
-                    }
-                    None => {
-                        self.done = true;
-                        return Poll::Done(Err(Error::Timeout));
+                if directory {
+                    match results.first().map(io::word) {
+                        Some(Ok(w)) => {
+                            // The word only moves forward; so does the view.
+                            client.view = client.view.max(crate::growth::IndexView::decode(w));
+                            client.view_stale = false;
+                        }
+                        Some(Err(e)) => {
+                            self.done = true;
+                            return Poll::Done(Err(e));
+                        }
+                        None => {
+                            self.done = true;
+                            return Poll::Done(Err(Error::Timeout));
+                        }
                     }
                 }
             }
-            _ => {}
+            Preamble::Done => {}
         }
-        self.view = ViewRead::Done;
+        self.preamble = Preamble::Done;
         // A step may decide without issuing anything (e.g. a cache hit); keep
         // stepping until it issues a round or finishes.
         for _ in 0..1024 {

@@ -149,12 +149,23 @@ impl Cx<'_> {
     /// block (outside the windows), in the round of the data writes;
     /// [`Cx::pure_dte_written`] reads its result.
     fn beat_if_due(&mut self) {
+        if self
+            .client
+            .pure
+            .as_ref()
+            .is_some_and(|p| self.now.0 >= p.beat_due)
+        {
+            self.beat();
+        }
+    }
+
+    /// Issues the heartbeat: a CAS advancing the count in the lease block
+    /// (nothing for a client with storage); [`Cx::on_beat`] reads its
+    /// result.
+    pub(crate) fn beat(&mut self) {
         let Some(p) = &self.client.pure else {
             return;
         };
-        if self.now.0 < p.beat_due {
-            return;
-        }
         let Some(at) = self.client.cfg.lease_block(self.client.id) else {
             return;
         };
@@ -169,7 +180,7 @@ impl Cx<'_> {
     /// lease term on), or found another count (the agent took the share
     /// back and reset it: the keys are dead, and the lease block will say
     /// so), or failed (tried again with the next write).
-    fn on_beat(&mut self, r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
+    pub(crate) fn on_beat(&mut self, r: &Result<OpOutput, FabricError>) -> Result<(), Error> {
         let third = duration_nanos(self.cfg().lease_term) / 3;
         let now = self.now.0;
         let Some(p) = self.client.pure.as_mut() else {
