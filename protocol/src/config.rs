@@ -240,6 +240,17 @@ impl Config {
              lone PUT's every attempt can run out of time (the bucketed swarm's case 98,439)",
         )?;
         check(
+            self.index_generations <= 1 || self.migrate_search == MigrateSearch::BreadthFirst,
+            "migrate_search",
+            format!(
+                "{:?} with index_generations {}",
+                self.migrate_search, self.index_generations
+            ),
+            "breadth first on an index that may grow: the depth-first search has no budget, so \
+             in a crowded generation a lone PUT's every attempt can run out of time searching \
+             (the growth swarm's seeds 473 and 681, with clients without storage)",
+        )?;
+        check(
             (1..=crate::growth::MAX_GENERATIONS).contains(&self.index_generations),
             "index_generations",
             self.index_generations,
@@ -682,6 +693,14 @@ mod tests {
             (
                 Config {
                     bucket_slots: 2,
+                    migrate_search: MigrateSearch::DepthFirst,
+                    ..Config::default()
+                },
+                "migrate_search",
+            ),
+            (
+                Config {
+                    index_generations: 3,
                     migrate_search: MigrateSearch::DepthFirst,
                     ..Config::default()
                 },

@@ -202,12 +202,14 @@ const FOUND: [Found; 14] = [
         showed: "not linearizable: key 0, a PUT of a present key refused: index full",
     },
     // The depth-first insert search (`MigrateSearch::DepthFirst`, drawn by
-    // three cases in ten) searched to `max_migrate_depth` while the index
-    // could still grow: on a full generation its every attempt spent its
-    // time in the search's reads and none came back to grow the index (and
-    // a client without storage, whose heartbeat rides on its data writes,
-    // lost its lease meanwhile). Fixed in `Migrate`: its depth limit is
-    // `Cx::insert_depth`, as the breadth-first search's is.
+    // three cases in ten), which has no budget, searched a crowded
+    // generation to `max_migrate_depth` while the index could have grown:
+    // the lone PUT's every attempt spent its time in the search's reads
+    // (and a client without storage, whose heartbeat rode on its data
+    // writes alone, lost its lease meanwhile). Fixed in `Config::validate`,
+    // which refuses the depth-first search on an index that may grow (the
+    // growth family searches breadth first), and by the preamble's
+    // heartbeat (`OpMachine`, docs/protocol.md §2.4).
     Found {
         system: SystemKind::Nessie,
         family: Family::GrowthWithPureClients,

@@ -284,7 +284,7 @@ fn an_index_growing_under_the_fault_mixes_answers_rightly_and_growth_switches_ar
         "{s:?}"
     );
     for (switch, seed) in [
-        ("growth-move-empties-source", 31),
+        ("growth-move-empties-source", 43),
         ("ignore-growth-seals", 1),
         ("grow-insert-unsealed", 18),
         ("growth-cursor-unchecked", 1),

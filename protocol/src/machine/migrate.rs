@@ -174,7 +174,7 @@ impl Migrate {
     /// The top frame cannot free its slot within the depth limit: drop it and
     /// let its parent try its next alternative; at the root, the table is full.
     fn frame_failed(&mut self, cx: &mut Cx<'_>) -> Out {
-        let max = cx.insert_depth();
+        let max = cx.cfg().max_migrate_depth;
         let failed = self.frames.pop()?;
         match self.frames.last_mut() {
             None => Some(Err(Error::TableFull { depth: max })),
@@ -308,7 +308,7 @@ impl Migrate {
         if self.planned {
             return Some(Err(Error::Conflict));
         }
-        if f.depth >= cx.insert_depth() {
+        if f.depth >= cx.cfg().max_migrate_depth {
             return self.frame_failed(cx);
         }
         // Deeper through Y's other buckets only: a slot of its own bucket is

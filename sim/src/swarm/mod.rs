@@ -539,6 +539,9 @@ impl SwarmCase {
         // hold every key twice over, so that a growth is not starved of
         // entries by the share sizes of cases drawn for a fixed index.
         self.entries_per_client = self.entries_per_client.max(2 * self.keys as u32 + 4);
+        // An index that may grow takes the breadth-first search
+        // (`Config::validate` refuses the depth-first one with it).
+        t.depth_first_migrate = Some(false);
         self
     }
 
