@@ -314,3 +314,53 @@ fn the_modern_nic_processes_in_parallel_and_caps_atomics_per_unit_and_per_word()
         "independent words: {many_words} ns (one word: {one_word})"
     );
 }
+
+/// Clients without storage on hosts of their own (`pure_client_hosts`):
+/// one application host per node follows the nodes' NICs, and a pure
+/// client's requests leave from and come back to its host's NIC; without
+/// hosts they leave from their share's node, and there are no host NICs.
+#[test]
+fn clients_without_storage_on_hosts_of_their_own_use_the_hosts_nics() {
+    let run = |hosts: bool| {
+        let mut spec = SimSpec {
+            profile: TPDS,
+            nodes: 2,
+            clients_per_node: 2,
+            keys: 20,
+            value_size: 64,
+            seconds: 0.001,
+            ..SimSpec::default()
+        };
+        spec.tuning.pure_clients = Some(true);
+        spec.tuning.pure_client_hosts = hosts.then_some(true);
+        let mut e = Engine::new(&spec).unwrap();
+        let pure: Vec<usize> = (0..e.clients.len())
+            .filter(|&c| e.clients[c].state.pure.is_some())
+            .collect();
+        assert!(!pure.is_empty());
+        for &c in &pure {
+            let node = usize::from(e.clients[c].state.id.node.0);
+            let want = if hosts { 2 + node } else { node };
+            assert_eq!(e.client_nic(c), want);
+        }
+        // Every client reads a key at the window's start (the preload put
+        // them in place), and every request is counted.
+        e.preload().unwrap();
+        for c in 0..e.clients.len() {
+            e.events.schedule(crate::engine::EPOCH, Ev::Poll(c));
+        }
+        for _ in 0..2_000 {
+            let Some((t, ev)) = e.next_event() else { break };
+            e.handle(t, ev);
+        }
+        e.net
+            .nics
+            .iter()
+            .map(|n| n.tx_op_ns + n.tx_wire_ns)
+            .collect::<Vec<_>>()
+    };
+    let hosted = run(true);
+    assert_eq!(hosted.len(), 4);
+    assert!(hosted[2] > 0 && hosted[3] > 0, "{hosted:?}");
+    assert_eq!(run(false).len(), 2);
+}

@@ -86,7 +86,7 @@ impl Engine {
     pub(crate) fn poster(&self, actor: Actor) -> (usize, u64, u64) {
         match actor {
             Actor::Client(c) => (
-                usize::from(self.clients[c].state.id.node.0),
+                self.client_nic(c),
                 self.clients[c].round,
                 self.clients[c].incarnation,
             ),
@@ -94,6 +94,20 @@ impl Engine {
                 let (src, round) = self.worker_src(w);
                 (src, round, 0)
             }
+        }
+    }
+
+    /// The NIC client `c`'s requests leave from and come back to: its
+    /// node's, or for a client without storage on a host of its own
+    /// (`Tuning::pure_client_hosts`), the host of its share's node, whose
+    /// NIC follows the nodes'.
+    pub(crate) fn client_nic(&self, c: usize) -> usize {
+        let node = usize::from(self.clients[c].state.id.node.0);
+        let nodes = usize::from(self.spec.nodes);
+        if self.clients[c].state.pure.is_some() && self.net.nics.len() > nodes {
+            nodes + node
+        } else {
+            node
         }
     }
 

@@ -404,6 +404,14 @@ pub struct Tuning {
     /// the node's agent binds, with a lease term of two expiration periods.
     #[serde(default)]
     pub pure_clients: Option<bool>,
+    /// Clients without storage run on hosts of their own (with
+    /// `pure_clients`): one application host per node, whose NIC sends and
+    /// receives the requests of the clients whose shares that node holds,
+    /// instead of the node's NIC (`nessie sim --pure-clients` sets it; the
+    /// swarm does not, so that a node's outage still takes its pure clients
+    /// down with it).
+    #[serde(default)]
+    pub pure_client_hosts: Option<bool>,
     /// Index generations (issue 39, docs/protocol.md §2.5): the index
     /// starts in generation 0 of `index_slots_per_node` entries a node and
     /// grows online, each generation twice the one before (default: 1,

@@ -100,8 +100,9 @@ pub struct SimArgs {
     pub size_classes: bool,
     /// Half of Nessie's clients (at least one per node) without storage:
     /// they write their shares through memory windows their node's agent
-    /// binds (docs/protocol.md §2.4), their requests leaving from their
-    /// share's node.
+    /// binds (docs/protocol.md §2.4), each on an application host of its
+    /// own (one host per node, its NIC serving the clients whose shares that
+    /// node holds).
     #[arg(long)]
     pub pure_clients: bool,
     /// Nessie's index growing online (docs/protocol.md §2.5): half the
@@ -180,6 +181,7 @@ pub fn sim(args: &SimArgs) -> Result<(), SimError> {
                         spec.tuning.bucket_slots = args.bucket_slots;
                         spec.tuning.size_classes = args.size_classes.then_some(true);
                         spec.tuning.pure_clients = args.pure_clients.then_some(true);
+                        spec.tuning.pure_client_hosts = args.pure_clients.then_some(true);
                         let point = Point {
                             system,
                             nodes,

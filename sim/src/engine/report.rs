@@ -99,9 +99,11 @@ impl Engine {
                 None => (0, 0, 0, 0.0, 0, Vec::new()),
             };
         let window = (self.spec.seconds * 1e9).max(1.0);
-        // The busiest node's share of the window, per NIC resource.
+        // The busiest node's share of the window, per NIC resource (the
+        // nodes' NICs: application hosts' follow them).
+        let nodes = usize::from(self.spec.nodes);
         let busiest = |f: fn(&Nic) -> u64| {
-            100.0 * self.net.nics.iter().map(f).max().unwrap_or(0) as f64 / window
+            100.0 * self.net.nics.iter().take(nodes).map(f).max().unwrap_or(0) as f64 / window
         };
         // A direction's processing is shared by its units.
         let units = f64::from(self.p.nic_units.max(1));

@@ -107,6 +107,14 @@ impl Engine {
             None => Memory::new(&cfg),
         };
         let mut agents: Vec<Agent> = (0..spec.nodes).map(|n| Agent::new(NodeId(n))).collect();
+        // Application hosts (NICs past the nodes') for clients without
+        // storage, when they run on hosts of their own.
+        let hosts = if cfg.pure_clients_per_node > 0 && spec.tuning.pure_client_hosts == Some(true)
+        {
+            nodes
+        } else {
+            0
+        };
         for (c, client) in clients.iter_mut().enumerate() {
             let id = client.state.id;
             if client.state.pure.is_some() {
@@ -157,7 +165,7 @@ impl Engine {
                 agents,
             },
             clients,
-            net: Network::new(nodes),
+            net: Network::new(nodes + hosts),
             chaos: ChaosState {
                 dice,
                 rare_dice: Dice::new(spec.seed ^ 0x5eed_0fd0_b1e5),

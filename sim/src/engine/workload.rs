@@ -229,7 +229,7 @@ impl Engine {
 
     /// Writes the preloaded keys once, executing each request at once (no
     /// time).
-    pub(super) fn preload(&mut self) -> Result<(), SimError> {
+    pub(crate) fn preload(&mut self) -> Result<(), SimError> {
         let n = self.clients.len() as u64;
         let preloaded = self.spec.keys * u64::from(self.spec.preload_pct) / 100;
         for k in 0..preloaded {

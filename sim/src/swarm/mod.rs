@@ -218,6 +218,7 @@ impl SwarmCase {
             op_timeout_us: None,
             size_classes: None,
             pure_clients: None,
+            pure_client_hosts: None,
             index_generations: None,
         };
         let get_pct = 20 + d.below(50) as u32;
