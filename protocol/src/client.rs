@@ -218,6 +218,28 @@ impl<E: Endpoint> Client<E> {
         self.retry(crate::machine::RenewMachine::renew)
     }
 
+    /// Takes a client without storage's share now (docs/protocol.md §2.4),
+    /// as its first write would: its lease (a CAS of the lease word naming
+    /// this client) and the keys of a fresh generation of its windows, which
+    /// the node's agent grants on its next pass. An application calls it
+    /// when it starts, to learn at once whether its share is free. Nothing
+    /// to do for a client with storage, or one that holds its keys.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::ClientIdInUse`]: another client (of any process) holds
+    ///   the share, and keeps it until its agent takes it back, the lease
+    ///   term after its last heartbeat: try another share, or later.
+    /// - [`Error::LeaseLost`]: this client held the share and its agent took
+    ///   it back: make a new client.
+    /// - [`Error::Timeout`]: the agent did not grant within the operation
+    ///   timeout (is it running?); the share may be taken: call again.
+    /// - [`Error::Unreachable`], [`Error::Fabric`]: the share's node does not
+    ///   answer.
+    pub fn take_share(&mut self) -> Result<(), Error> {
+        self.retry(crate::machine::TakeShareMachine::take_share)
+    }
+
     fn sweep(&mut self, mut start: bool) -> Result<crate::growth::IndexView, Error> {
         loop {
             let step = if start {

@@ -161,6 +161,17 @@ pub trait KvClient: Send {
     }
     /// Fabric work of the last call (all its attempts).
     fn last_stats(&self) -> OpStats;
+    /// A client without storage takes its share now rather than on its
+    /// first write ([`crate::Client::take_share`]); the default, for every
+    /// other client, has nothing to take.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::take_share`]: [`Error::ClientIdInUse`] when a
+    /// client of any process holds the share.
+    fn take_share(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
     /// Cache hits so far, for systems with a client cache (0 otherwise).
     fn cache_hits(&self) -> u64 {
         0
@@ -182,6 +193,9 @@ impl<E: Endpoint> KvClient for Client<E> {
     }
     fn cache_hits(&self) -> u64 {
         self.state().cache.hit_miss().0
+    }
+    fn take_share(&mut self) -> Result<(), Error> {
+        Client::take_share(self)
     }
 }
 

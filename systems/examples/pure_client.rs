@@ -9,10 +9,12 @@
 //! `Connect` starts each Nessie node's agent (the node's CPU, off every
 //! request's path) when the store has clients without storage;
 //! `Cluster::pure_client` hands out the next share of a node that no live
-//! client of this process holds. The client takes its share by a lease on
-//! its first write and keeps it while it writes: one that writes nothing
-//! for the lease term loses it (`Error::LeaseLost`, nothing of the failed
-//! write linked) and is made anew.
+//! client holds, in this process or another: it takes the share by a lease
+//! before it hands the client out. The client keeps its share while it
+//! runs (its operations renew the lease; an idle one calls
+//! `Client::renew_lease`): one that runs nothing for the lease term loses
+//! it (`Error::LeaseLost`, nothing of the failed write linked) and is made
+//! anew.
 
 use nessie_protocol::{Config, NodeId};
 use nessie_systems::{Connect, SystemKind};

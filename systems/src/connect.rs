@@ -204,18 +204,21 @@ where
     }
 
     /// A client without storage whose share is on `node` (docs/protocol.md
-    /// §2.4): the first of the node's `pure_clients_per_node` shares no live
-    /// client of this process holds. It writes its share through memory
-    /// windows the node's agent binds (started with the node), takes the
-    /// share by a lease on its first write and keeps it while it writes.
+    /// §2.4): the first of the node's `pure_clients_per_node` shares that no
+    /// live client holds, in this process or another. It takes the share by
+    /// its lease before it is handed out (`KvClient::take_share`: the lease
+    /// word CASed to name it, and the keys of a fresh generation of the
+    /// windows the node's agent binds), and keeps it while it runs (its
+    /// operations renew the lease).
     ///
     /// # Errors
     ///
     /// [`Error::Unsupported`] for another system than Nessie or a store
     /// with no client without storage; [`Error::ClientIdInUse`] naming the
-    /// node's last share when every one is held here (a share held by a
-    /// client of another process is refused on the first write, also
-    /// `ClientIdInUse`); otherwise as [`Cluster::client`].
+    /// node's last share when every one is held (here, or by a client of
+    /// another process whose lease stands); [`Error::Timeout`] when the
+    /// node's agent granted no keys within the operation timeout; otherwise
+    /// as [`Cluster::client`].
     pub fn pure_client(&self, node: NodeId) -> Result<Box<dyn KvClient>, Error> {
         let store = self.store();
         if self.kind() != SystemKind::Nessie || store.pure_clients_per_node == 0 {
@@ -225,9 +228,16 @@ where
         }
         let mut last = None;
         for index in store.clients_per_node..store.shares_per_node() {
-            match self.client_with_id(ClientId { node, index }) {
+            let id = ClientId { node, index };
+            match self.client_with_id(id) {
                 Err(Error::ClientIdInUse(id)) => last = Some(id),
-                other => return other,
+                Ok(mut client) => match client.take_share() {
+                    // Another process's client holds it.
+                    Err(Error::ClientIdInUse(_)) => last = Some(id),
+                    Ok(()) => return Ok(client),
+                    Err(e) => return Err(e),
+                },
+                Err(e) => return Err(e),
             }
         }
         Err(Error::ClientIdInUse(last.unwrap_or(ClientId {
@@ -343,6 +353,49 @@ mod tests {
             assert!(c.client(NodeId(0)).is_ok(), "{kind}: a dropped client's id");
             drop(second);
         }
+    }
+
+    /// Identity by lease across processes: a client without storage takes
+    /// its share before it is handed out, so a share whose lease a client
+    /// of another process holds (here: a client dropped without a word, its
+    /// lease standing until the agent takes it back) is skipped for the
+    /// next one, and a node whose every share is held says so.
+    #[test]
+    fn a_client_without_storage_takes_a_share_no_other_process_holds() {
+        let store = nessie_protocol::Config {
+            pure_clients_per_node: 2,
+            ..small()
+        };
+        let c = Connect::new(SystemKind::Nessie)
+            .store(store.clone())
+            .in_process()
+            .unwrap();
+        let mut first = c.pure_client(NodeId(1)).unwrap();
+        first.put(b"k", b"1").unwrap();
+        // Gone without releasing its share: as a process that died, its
+        // lease stands (this process's registry forgets it).
+        drop(first);
+        let mut second = c.pure_client(NodeId(1)).unwrap();
+        assert_eq!(second.get(b"k").unwrap().as_deref(), Some(&b"1"[..]));
+        second.put(b"k", b"2").unwrap();
+        let by_hand = c.client_with_id(ClientId {
+            node: NodeId(1),
+            index: store.clients_per_node,
+        });
+        let mut by_hand = by_hand.expect("no live client of this process holds it");
+        assert_eq!(
+            by_hand.take_share(),
+            Err(Error::ClientIdInUse(ClientId {
+                node: NodeId(1),
+                index: store.clients_per_node
+            })),
+            "the dead process's lease stands"
+        );
+        drop(by_hand);
+        assert!(
+            matches!(c.pure_client(NodeId(1)), Err(Error::ClientIdInUse(_))),
+            "both shares are held"
+        );
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::pure::{LeaseBlock, LeaseWord};
 pub(crate) struct AllocStep {
     class: u8,
     stage: Stage,
+    /// Only the lease: once keys are adopted, stop there rather than
+    /// allocate an entry ([`AllocStep::take_lease`]).
+    lease_only: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -28,6 +31,8 @@ enum Stage {
     Lease,
     /// A newer generation was requested in the lease word.
     Request,
+    /// Keys adopted, and only the lease was asked for.
+    Adopted,
 }
 
 impl AllocStep {
@@ -44,6 +49,24 @@ impl AllocStep {
             return Ok(Some(d));
         }
         self.sweep(cx)
+    }
+
+    /// A client without storage takes its share and the keys of a
+    /// generation, and allocates nothing: reads its lease block (`Ok(None)`:
+    /// call `finish` with the results, until [`AllocStep::adopted`]). The
+    /// first write of a client that holds its keys does nothing more.
+    pub fn take_lease(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
+        self.lease_only = true;
+        if !cx.client.pure.as_ref().is_some_and(|p| p.needs_keys()) {
+            self.stage = Stage::Adopted;
+            return Ok(None);
+        }
+        self.read_lease(cx)
+    }
+
+    /// Whether [`AllocStep::take_lease`] got the keys.
+    pub fn adopted(&self) -> bool {
+        self.stage == Stage::Adopted
     }
 
     fn sweep(&mut self, cx: &mut Cx<'_>) -> Result<Option<DteAddr>, Error> {
@@ -79,7 +102,7 @@ impl AllocStep {
     /// the next step.
     pub fn finish(&mut self, cx: &mut Cx<'_>, results: Results) -> Result<Option<DteAddr>, Error> {
         match std::mem::take(&mut self.stage) {
-            Stage::Idle => Err(Error::Conflict),
+            Stage::Idle | Stage::Adopted => Err(Error::Conflict),
             Stage::Sweep(targets) => self.collect(cx, &targets, results),
             Stage::Lease => self.on_lease(cx, &results),
             // Asked: the agent binds in its own time; a later attempt reads
@@ -171,6 +194,10 @@ impl AllocStep {
             p.beat = block.beat;
             p.beat_due = 0;
             cx.client.alloc.begin_generation();
+            if self.lease_only {
+                self.stage = Stage::Adopted;
+                return Ok(None);
+            }
             return self.start(cx, self.class);
         }
         if lease.requested >= want || !cx.may_mutate() {

@@ -11,7 +11,8 @@
 //! - [`PutMachine`] / [`DeleteMachine`]: PUT and DELETE (one logic, two kinds),
 //!   including candidate choice, MIGRATE and recovery of abandoned entries.
 //! - [`GrowMachine`]: one step of a growth's sweep.
-//! - [`RenewMachine`]: a client without storage's lease renewal.
+//! - [`RenewMachine`], [`TakeShareMachine`]: a client without storage's
+//!   lease renewal, and the taking of its share.
 
 mod alloc_step;
 pub(crate) mod context;
@@ -29,7 +30,7 @@ pub use crate::addr::ClientId;
 pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
-pub use renew::RenewLogic;
+pub use renew::{RenewLogic, TakeShareLogic};
 pub use search::MAX_FRONTIER;
 pub use sweep::{GrowLogic, Swept};
 pub use write::{WriteKind, WriteLogic};
@@ -125,6 +126,8 @@ pub type DeleteMachine = OpMachine<WriteLogic>;
 pub type GrowMachine = OpMachine<GrowLogic>;
 /// A client without storage's lease renewal (docs/protocol.md §2.4).
 pub type RenewMachine = OpMachine<RenewLogic>;
+/// A client without storage's taking of its share (docs/protocol.md §2.4).
+pub type TakeShareMachine = OpMachine<TakeShareLogic>;
 
 impl<L: Logic> OpMachine<L> {
     /// Wraps the logic of one attempt.
@@ -174,6 +177,13 @@ impl RenewMachine {
     /// A renewal of the client's lease (its heartbeat).
     pub fn renew() -> RenewMachine {
         OpMachine::new(RenewLogic::default())
+    }
+}
+
+impl TakeShareMachine {
+    /// The taking of the client's share, and the keys of its windows.
+    pub fn take_share() -> TakeShareMachine {
+        OpMachine::new(TakeShareLogic::default())
     }
 }
 

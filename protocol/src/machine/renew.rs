@@ -1,10 +1,14 @@
-//! A client without storage's lease renewal on its own (docs/protocol.md
-//! §2.4): the heartbeat CAS, for a client that runs no operation for a third
-//! of the lease term and would otherwise lose its share while it lives.
-//! Every other operation beats by itself when its beat is due (a write in
-//! its data round, any operation in its preamble once the beat is overdue).
+//! A client without storage's lease on its own (docs/protocol.md §2.4):
+//! taking its share before its first write ([`TakeShareLogic`]: an
+//! application learns at once whether another process holds it), and the
+//! heartbeat CAS ([`RenewLogic`]), for a client that runs no operation for a
+//! third of the lease term and would otherwise lose its share while it
+//! lives. Every other operation beats by itself when its beat is due (a
+//! write in its data round, any operation in its preamble once the beat is
+//! overdue).
 
 use crate::error::Error;
+use crate::machine::alloc_step::AllocStep;
 use crate::machine::context::Cx;
 use crate::machine::io::Results;
 use crate::machine::Logic;
@@ -45,5 +49,39 @@ impl Logic for RenewLogic {
             // The CAS failed or went missing: nothing changed; try again.
             _ => Err(Error::Timeout),
         })
+    }
+}
+
+/// One attempt at taking a client without storage's share: the lease
+/// block's READ, and the CAS that takes a free share (asking for a fresh
+/// generation of its windows), or the adoption of the keys the agent
+/// granted. The write path's own steps (`AllocStep`), stopped before an
+/// entry is allocated.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TakeShareLogic {
+    lease: AllocStep,
+    started: bool,
+}
+
+impl Logic for TakeShareLogic {
+    type Output = ();
+
+    fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<(), Error>> {
+        if cx.client.pure.is_none() {
+            return Some(Ok(())); // a client with storage holds no share
+        }
+        let step = if !self.started {
+            self.started = true;
+            self.lease.take_lease(cx)
+        } else if self.lease.adopted() {
+            return Some(Ok(()));
+        } else {
+            self.lease.finish(cx, results)
+        };
+        match step {
+            Ok(_) if self.lease.adopted() => Some(Ok(())),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 }
