@@ -41,6 +41,16 @@ const PURE: ClientId = ClientId {
     index: 1,
 };
 
+/// [`config`] with a lease term of 60 ms, and node 1's agent running.
+fn short_lease() -> (SimCluster, nessie_systems::agent::AgentThread) {
+    let cluster = SimCluster::new(Config {
+        lease_term: Duration::from_millis(60),
+        ..config()
+    });
+    let agent = cluster.agent(1);
+    (cluster, agent)
+}
+
 fn pure_client(cluster: &SimCluster) -> Client<SimEndpoint> {
     let ep = cluster.fabric.open(PURE.node).expect("endpoint");
     Client::new(cluster.cfg.clone(), PURE, ep).expect("a client without storage")
@@ -160,12 +170,7 @@ fn a_window_bound_again_under_it_refuses_its_writes_and_it_asks_again() {
 /// refused on its first write (`ClientIdInUse`), then takes the share.
 #[test]
 fn a_share_is_its_holders_until_the_agent_takes_it_back() {
-    let cfg = Config {
-        lease_term: Duration::from_millis(60),
-        ..config()
-    };
-    let cluster = SimCluster::new(cfg);
-    let _agent = cluster.agent(1);
+    let (cluster, _agent) = short_lease();
     let mut first = pure_client(&cluster);
     first.put(b"a", b"1").expect("put");
     drop(first);
@@ -189,12 +194,7 @@ fn a_share_is_its_holders_until_the_agent_takes_it_back() {
 /// nothing of it linked, and its earlier writes stay.
 #[test]
 fn a_holder_silent_for_the_lease_term_loses_its_share() {
-    let cfg = Config {
-        lease_term: Duration::from_millis(60),
-        ..config()
-    };
-    let cluster = SimCluster::new(cfg);
-    let _agent = cluster.agent(1);
+    let (cluster, _agent) = short_lease();
     let mut pure = pure_client(&cluster);
     pure.put(b"a", b"1").expect("put");
     thread::sleep(Duration::from_millis(150));
@@ -217,12 +217,7 @@ fn a_holder_that_only_reads_or_renews_keeps_its_share() {
     fn reads_for_three_terms(
         faults: nessie_protocol::Faults,
     ) -> Result<bool, nessie_protocol::Error> {
-        let cfg = Config {
-            lease_term: Duration::from_millis(60),
-            ..config()
-        };
-        let cluster = SimCluster::new(cfg);
-        let _agent = cluster.agent(1);
+        let (cluster, _agent) = short_lease();
         let mut pure = pure_client(&cluster);
         pure.state_mut().faults = faults;
         pure.put(b"a", b"1").expect("put");
