@@ -18,10 +18,10 @@ mod alloc_step;
 pub(crate) mod context;
 mod get;
 pub(crate) mod io;
+mod lease;
 mod migrate;
 mod pure_round;
 mod recover;
-mod renew;
 mod search;
 mod sweep;
 mod write;
@@ -30,7 +30,7 @@ pub use crate::addr::ClientId;
 pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
-pub use renew::{RenewLogic, TakeShareLogic};
+pub use lease::{RenewLogic, TakeShareLogic};
 pub use search::MAX_FRONTIER;
 pub use sweep::{GrowLogic, Swept};
 pub use write::{WriteKind, WriteLogic};
@@ -237,8 +237,10 @@ impl<L: Logic> Machine for OpMachine<L> {
         }
         match self.preamble {
             Preamble::Unstarted => {
-                // The client met a growth seal its view did not expect: the
-                // directory first, then the logic, in the view it names.
+                // A client that met a growth seal its view did not expect
+                // reads the directory first (the logic then runs in the view
+                // it names); one whose heartbeat is overdue beats; both in
+                // one round.
                 let directory = client.view_stale;
                 let term = crate::time::duration_nanos(client.cfg.lease_term);
                 let beat = !client.faults.pure_beats_only_on_writes
