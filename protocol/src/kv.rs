@@ -172,6 +172,18 @@ pub trait KvClient: Send {
     fn take_share(&mut self) -> Result<(), Error> {
         Ok(())
     }
+    /// A client without storage renews its lease if it is due
+    /// ([`crate::Client::renew_lease`]: for a client that may run nothing
+    /// for two thirds of the lease term); the default, for every other
+    /// client, has nothing to renew.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::renew_lease`]: [`Error::LeaseLost`] when the
+    /// share was taken back.
+    fn renew_lease(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
     /// Cache hits so far, for systems with a client cache (0 otherwise).
     fn cache_hits(&self) -> u64 {
         0
@@ -196,6 +208,9 @@ impl<E: Endpoint> KvClient for Client<E> {
     }
     fn take_share(&mut self) -> Result<(), Error> {
         Client::take_share(self)
+    }
+    fn renew_lease(&mut self) -> Result<(), Error> {
+        Client::renew_lease(self)
     }
 }
 

@@ -378,6 +378,7 @@ mod tests {
         let mut second = c.pure_client(NodeId(1)).unwrap();
         assert_eq!(second.get(b"k").unwrap().as_deref(), Some(&b"1"[..]));
         second.put(b"k", b"2").unwrap();
+        second.renew_lease().expect("its lease stands");
         let by_hand = c.client_with_id(ClientId {
             node: NodeId(1),
             index: store.clients_per_node,
