@@ -196,7 +196,13 @@ impl PureWindows {
     /// that has not written for that long beats at the start of an
     /// operation: docs/protocol.md §2.4).
     pub fn beat_overdue(&self, now: u64, term_ns: u64) -> bool {
-        self.held && !self.keys.is_empty() && now >= self.beat_due.saturating_add(term_ns / 3)
+        self.holds_keys() && now >= self.beat_due.saturating_add(term_ns / 3)
+    }
+
+    /// Whether it holds its share and keys of a generation: a lease whose
+    /// heartbeat it must keep.
+    pub fn holds_keys(&self) -> bool {
+        self.held && !self.keys.is_empty()
     }
 
     /// The keys are dead (a window refused them): wait for a newer

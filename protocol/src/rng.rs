@@ -54,8 +54,8 @@ pub fn jittered(state: &mut u64, base: Duration) -> Duration {
 mod tests {
     use super::*;
 
-    /// `unit` spans [0, 1): 0 bits give 0, all ones the largest draw
-    /// below 1, and the low 11 bits do not count.
+    /// `below` spans [0, n): 0 bits give 0, all ones n - 1, half of them
+    /// n / 2, and n = 0 gives 0.
     #[test]
     fn below_draws_span_zero_to_n_minus_one() {
         assert_eq!(below(0, 7), 0);
@@ -64,6 +64,8 @@ mod tests {
         assert_eq!(below(u64::MAX, 0), 0);
     }
 
+    /// `unit` spans [0, 1): 0 bits give 0, all ones the largest draw
+    /// below 1, and the low 11 bits do not count.
     #[test]
     fn unit_draws_span_zero_to_below_one() {
         assert_eq!(unit(0), 0.0);

@@ -245,3 +245,26 @@ fn a_holder_that_only_reads_or_renews_keeps_its_share() {
         "a reader whose operations never beat loses its share"
     );
 }
+
+/// `renew_lease` beats alone once a third of the lease term passed since
+/// the last beat, and not before: the heartbeat count in the lease block
+/// moves by one. (Here 130 ms after the first write's beat, with a term of
+/// 300 ms: past the third, short of the two thirds at which any
+/// operation's preamble would beat by itself, so only the renewal's own
+/// CAS moves it.)
+#[test]
+fn renew_lease_beats_when_due_and_only_then() {
+    let cluster = SimCluster::new(Config {
+        lease_term: Duration::from_millis(300),
+        ..config()
+    });
+    let _agent = cluster.agent(1);
+    let mut pure = pure_client(&cluster);
+    pure.put(b"a", b"1").expect("put");
+    let beat = lease_block(&cluster).beat;
+    pure.renew_lease().expect("nothing due");
+    assert_eq!(lease_block(&cluster).beat, beat, "not due yet");
+    thread::sleep(Duration::from_millis(130));
+    pure.renew_lease().expect("renewed");
+    assert_eq!(lease_block(&cluster).beat, beat + 1, "the renewal beat");
+}

@@ -90,7 +90,7 @@ impl ClientState {
     pub fn lease_renewal_due(&self) -> Option<Nanos> {
         self.pure
             .as_ref()
-            .filter(|p| p.held && !p.keys.is_empty())
+            .filter(|p| p.holds_keys())
             .map(|p| Nanos(p.beat_due))
     }
 

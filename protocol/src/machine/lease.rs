@@ -25,19 +25,15 @@ impl Logic for RenewLogic {
     type Output = ();
 
     fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<(), Error>> {
-        let now = cx.now.0;
-        let Some(p) = cx.client.pure.as_ref() else {
-            return Some(Ok(())); // a client with storage holds no lease
-        };
         let Some(before) = self.beat else {
-            if !p.held || p.keys.is_empty() || now < p.beat_due {
-                // Nothing to renew: the share is not taken yet (the first
-                // write takes it), or its last beat (this attempt's
-                // preamble's, or a write's) is less than a third of the
-                // lease term old.
+            if cx.client.lease_renewal_due().is_none_or(|due| cx.now < due) {
+                // Nothing to renew: a client with storage, a share not
+                // taken yet (the first write takes it), or a last beat
+                // (this attempt's preamble's, or a write's) less than a
+                // third of the lease term old.
                 return Some(Ok(()));
             }
-            self.beat = Some(p.beat);
+            self.beat = cx.client.pure.as_ref().map(|p| p.beat);
             cx.beat();
             return None;
         };
@@ -73,8 +69,6 @@ impl Logic for TakeShareLogic {
         let step = if !self.started {
             self.started = true;
             self.lease.take_lease(cx)
-        } else if self.lease.adopted() {
-            return Some(Ok(()));
         } else {
             self.lease.finish(cx, results)
         };
