@@ -87,8 +87,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    ChainLink, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region,
-    RemoteAddr, TransportError, WorkRequest,
+    window_carries, ChainLink, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId,
+    OpOutput, Region, RemoteAddr, TransportError, WindowId, WindowKey, WorkRequest,
 };
 use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
@@ -135,11 +135,11 @@ fn probe_after(t: &crate::cluster::Timing) -> Duration {
 }
 
 /// A request's window: a probe answers for the mutations before it, so it
-/// has their landing deadline; a WRITE or CAS the landing deadline; a READ
-/// the READ deadline.
+/// has their landing deadline; a WRITE, CAS or window bind the landing
+/// deadline; a READ the READ deadline.
 fn window(f: &InFlight, t: &crate::cluster::Timing) -> Duration {
     match (f.signal, f.nic) {
-        (Signal::Probe, _) | (_, NicOp::Write | NicOp::Cas) => t.landing_deadline,
+        (Signal::Probe, _) | (_, NicOp::Write | NicOp::Cas | NicOp::Bind) => t.landing_deadline,
         (_, NicOp::Read) => t.read_deadline,
     }
 }
@@ -250,6 +250,9 @@ struct InFlight {
     /// Posted with `IBV_SEND_FENCE` whatever the queue pair's outstanding
     /// requests (a fenced link of a chain, `Endpoint::post_chain`).
     fenced: bool,
+    /// The memory window a WRITE or CAS goes through and the key it
+    /// carries (its rkey), or the window a bind binds and its new key.
+    window: Option<(WindowId, WindowKey)>,
 }
 
 /// One slot of the request slab; `gen` tells a reused slot's requests apart.
@@ -669,7 +672,7 @@ impl VerbsEndpoint {
         data: Option<&[u8]>,
         cas: (u64, u64),
         (signal, accepted): (Signal, Instant),
-    ) -> Result<(), FabricError> {
+    ) -> Result<u64, FabricError> {
         // Typed range/alignment errors first (no connection needed for them)...
         self.check_transfer(addr, len, nic == NicOp::Cas)?;
         self.ensure_up(addr.node)?;
@@ -696,6 +699,7 @@ impl VerbsEndpoint {
             signaled: true,
             extended: false,
             fenced: false,
+            window: None,
         };
         if let Some(data) = data {
             let ok = match &f.buf {
@@ -714,6 +718,124 @@ impl VerbsEndpoint {
             p.dirty = true;
             self.dirty.push(addr.node.0);
         }
+        Ok(wr_id)
+    }
+
+    /// Accepts a WRITE or CAS through memory window `window` under `key`:
+    /// the request goes to the window's node's data region as any other,
+    /// carrying the window's rkey instead of the region's, so the
+    /// responder checks the window when it lands. Anything else is refused
+    /// unposted.
+    fn windowed(
+        &mut self,
+        id: OpId,
+        (window, key): (WindowId, WindowKey),
+        op: Op,
+        posting: (Signal, Instant),
+    ) -> Result<(), FabricError> {
+        if !window_carries(window, &op) {
+            return Err(FabricError::WindowRefused { window, key });
+        }
+        let wr_id = match op {
+            Op::Write { addr, data } => {
+                let len = Self::write_len(addr, &data)?;
+                self.nic(id, addr, NicOp::Write, len, Some(&data), (0, 0), posting)?
+            }
+            Op::Cas { addr, expect, new } => {
+                self.nic(id, addr, NicOp::Cas, 8, None, (expect, new), posting)?
+            }
+            _ => return Err(FabricError::WindowRefused { window, key }),
+        };
+        if let Some(f) = self.slot_mut(wr_id) {
+            f.remote.rkey = key.0;
+            f.window = Some((window, key));
+        }
+        Ok(())
+    }
+
+    /// Binds memory window `index` of this endpoint's node over `len` bytes
+    /// at `offset` of its data region: `ibv_bind_mw` on the loopback queue
+    /// pair (type-1 windows belong to the node's protection domain, so
+    /// every connection to the node honours the bind), completing with the
+    /// key the window is bound under. Posted at once, not batched: nothing
+    /// orders it against the endpoint's other requests.
+    fn bind_window(
+        &mut self,
+        id: OpId,
+        index: u32,
+        (offset, len): (u64, u64),
+        (signal, accepted): (Signal, Instant),
+    ) -> Result<(), FabricError> {
+        let node = self.node.id;
+        let i = usize::from(node.0);
+        self.ensure_up(node)?;
+        if self.peers[i].posted >= self.send_depth {
+            return Err(FabricError::Transport(TransportError::Endpoint(format!(
+                "the loopback send queue is full: window {index} of {node} not bound"
+            ))));
+        }
+        if self.peers[i].conn.is_none() {
+            return Err(FabricError::NodeDown(node));
+        }
+        let (buf, _) = self.alloc(8)?;
+        let wr_id = self.insert(InFlight {
+            id,
+            node,
+            nic: NicOp::Bind,
+            len: 0,
+            buf,
+            remote: RemoteSlice { addr: 0, rkey: 0 },
+            compare: 0,
+            swap: 0,
+            stores: Endian::HOST,
+            accepted,
+            deadline: None,
+            expired: false,
+            signal,
+            signaled: true,
+            extended: false,
+            fenced: false,
+            window: None,
+        });
+        let bound = match &self.peers[i].conn {
+            Some(conn) => {
+                let shared = &self.node;
+                shared
+                    .windows
+                    .bind(node, index, (conn, wr_id), &shared.data, (offset, len))
+            }
+            None => Err(FabricError::NodeDown(node)),
+        };
+        let key = match bound {
+            Ok(key) => WindowKey(key),
+            Err(e) => {
+                if let Some(f) = self.take(wr_id) {
+                    self.release(f);
+                }
+                return Err(e);
+            }
+        };
+        let now = Instant::now();
+        let timing = self.node.timing;
+        let deadline = match self.slot_mut(wr_id) {
+            Some(f) => {
+                f.window = Some((WindowId { node, index }, key));
+                let deadline = match backlog_verdict(f.accepted, window(f, &timing), now) {
+                    BacklogVerdict::Post { deadline } => deadline,
+                    BacklogVerdict::Expired => now,
+                };
+                f.deadline = Some(deadline);
+                deadline
+            }
+            None => now,
+        };
+        self.touch(i);
+        self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
+        let p = &mut self.peers[i];
+        p.sent.push_back(wr_id);
+        p.posted += 1;
+        p.unsignaled_run = 0;
+        p.run_since = None;
         Ok(())
     }
 
@@ -744,6 +866,7 @@ impl VerbsEndpoint {
             NicOp::Read => p.out.reads = p.out.reads.saturating_sub(1),
             NicOp::Write => p.out.writes = p.out.writes.saturating_sub(1),
             NicOp::Cas => p.out.atomics = p.out.atomics.saturating_sub(1),
+            NicOp::Bind => {}
         }
     }
 
@@ -781,7 +904,7 @@ impl VerbsEndpoint {
             (0, 0),
             (Signal::Probe, Instant::now()),
         ) {
-            Ok(()) => self.peers[i].probing = true,
+            Ok(_) => self.peers[i].probing = true,
             Err(e) => tracing::debug!(%node, error = %e, "cannot probe"),
         }
     }
@@ -815,7 +938,7 @@ impl VerbsEndpoint {
             if let Some(f) = self.take(wr_id) {
                 let e = match f.nic {
                     NicOp::Read => FabricError::Timeout,
-                    NicOp::Write | NicOp::Cas => {
+                    NicOp::Write | NicOp::Cas | NicOp::Bind => {
                         tracing::debug!(window = ?timing.landing_deadline, "not sent: its landing window passed");
                         FabricError::Transport(TransportError::LandingWindowPassed)
                     }
@@ -868,11 +991,14 @@ impl VerbsEndpoint {
                     f.swap,
                     fence,
                 ),
+                // Binds are posted at once (`bind_window`), never batched.
+                NicOp::Bind => continue,
             };
             match f.nic {
                 NicOp::Read => out_kinds.reads += 1,
                 NicOp::Write => out_kinds.writes += 1,
                 NicOp::Cas => out_kinds.atomics += 1,
+                NicOp::Bind => {}
             }
             // Every k-th request of a run of unsignaled ones is signaled.
             let signaled = f.signal != Signal::Unsignaled
@@ -953,6 +1079,7 @@ impl VerbsEndpoint {
                     NicOp::Read => p.out.reads += 1,
                     NicOp::Write => p.out.writes += 1,
                     NicOp::Cas => p.out.atomics += 1,
+                    NicOp::Bind => {}
                 }
                 if signaled {
                     p.unsignaled_run = 0;
@@ -1089,7 +1216,7 @@ impl VerbsEndpoint {
         let t = &self.node.timing;
         match f.nic {
             NicOp::Read => FabricError::Timeout,
-            NicOp::Write | NicOp::Cas => {
+            NicOp::Write | NicOp::Cas | NicOp::Bind => {
                 tracing::debug!(node = %f.node, deadline = ?t.landing_deadline, nic = ?f.nic, "no completion within the landing deadline");
                 FabricError::Transport(TransportError::LandingDeadline)
             }
@@ -1254,6 +1381,10 @@ impl VerbsEndpoint {
                         .map(OpOutput::Read)
                         .ok_or(FabricError::Transport(TransportError::Staging)),
                     NicOp::Write => Ok(OpOutput::Written),
+                    NicOp::Bind => f
+                        .window
+                        .map(|(_, key)| OpOutput::Bound { key })
+                        .ok_or(FabricError::Transport(TransportError::Staging)),
                     NicOp::Cas => self
                         .read_buf(&f, 8)
                         .map(|b| {
@@ -1268,7 +1399,17 @@ impl VerbsEndpoint {
                 Err(e) => {
                     // The provider moved the QP to the error state.
                     self.fail(node, "an error completion");
-                    Err(e)
+                    match f.window {
+                        // The responder refused the window's rkey: bound
+                        // again since (or never), or not covering the range.
+                        Some((window, key))
+                            if f.nic != NicOp::Bind
+                                && wc.status == rdma_sys::ibv_wc_status::IBV_WC_REM_ACCESS_ERR =>
+                        {
+                            Err(FabricError::WindowRefused { window, key })
+                        }
+                        _ => Err(e),
+                    }
                 }
             }
         };
@@ -1331,16 +1472,17 @@ impl VerbsEndpoint {
     ) -> Result<(), FabricError> {
         let posting = (signal, issued);
         match wr.op {
-            Op::Read { addr, len } => {
-                self.nic(wr.id, addr, NicOp::Read, len, None, (0, 0), posting)
-            }
+            Op::Read { addr, len } => self
+                .nic(wr.id, addr, NicOp::Read, len, None, (0, 0), posting)
+                .map(drop),
             Op::Write { addr, data } => {
                 let len = Self::write_len(addr, &data)?;
                 self.nic(wr.id, addr, NicOp::Write, len, Some(&data), (0, 0), posting)
+                    .map(drop)
             }
-            Op::Cas { addr, expect, new } => {
-                self.nic(wr.id, addr, NicOp::Cas, 8, None, (expect, new), posting)
-            }
+            Op::Cas { addr, expect, new } => self
+                .nic(wr.id, addr, NicOp::Cas, 8, None, (expect, new), posting)
+                .map(drop),
             Op::LocalRead { offset, len } => {
                 self.local(wr.id, offset, u64::from(len), None, signal)
             }
@@ -1348,8 +1490,9 @@ impl VerbsEndpoint {
                 let len = data.len() as u64;
                 self.local(wr.id, offset, len, Some(data), signal)
             }
-            Op::Windowed { .. } | Op::BindWindow { .. } => {
-                Err(FabricError::Transport(TransportError::WindowsUnsupported))
+            Op::Windowed { window, key, op } => self.windowed(wr.id, (window, key), *op, posting),
+            Op::BindWindow { index, offset, len } => {
+                self.bind_window(wr.id, index, (offset, len), posting)
             }
         }
     }
@@ -1417,14 +1560,12 @@ impl Endpoint for VerbsEndpoint {
         // Every request of a chain is remote (`chain_node`): the checks
         // `nic` makes before it accepts one, for all of them first.
         for (wr, _) in &chain {
-            let (addr, len, cas) = match &wr.op {
+            let (addr, len, cas) = match wr.op.unwindowed() {
                 Op::Read { addr, len } => (*addr, *len, false),
                 Op::Write { addr, data } => (*addr, Self::write_len(*addr, data)?, false),
                 Op::Cas { addr, .. } => (*addr, 8, true),
-                Op::LocalRead { .. } | Op::LocalWrite { .. } => continue,
-                Op::Windowed { .. } | Op::BindWindow { .. } => {
-                    return Err(FabricError::Transport(TransportError::WindowsUnsupported))
-                }
+                Op::LocalRead { .. } | Op::LocalWrite { .. } | Op::BindWindow { .. } => continue,
+                Op::Windowed { .. } => continue,
             };
             self.check_transfer(addr, len, cas)?;
         }

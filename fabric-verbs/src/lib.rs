@@ -53,6 +53,7 @@ pub mod staging;
 pub mod status;
 pub mod transport_stats;
 pub mod watchdog;
+pub mod windows;
 pub mod wire;
 pub mod wr;
 

@@ -34,11 +34,12 @@ use crate::ffi::device::{Context, DeviceInfo};
 use crate::ffi::memory::{Mr, Pd};
 use crate::policy::{accept_depths, listen_backlog, plan_qp, QpPlan, RegionKind};
 use crate::status::{map_status, status_name};
+use crate::windows::NodeWindows;
 use crate::wire::{Hello, Reject, RejectReason, Welcome, WireError};
 use crate::wr::{cas_wr, LocalSlice, RemoteSlice};
 
-/// What a node's endpoints share. Field order is drop order: regions, then
-/// PD, then context.
+/// What a node's endpoints share. Field order is drop order: memory
+/// windows, then regions, then PD, then context.
 pub struct NodeShared {
     /// This node.
     pub id: NodeId,
@@ -58,6 +59,9 @@ pub struct NodeShared {
     /// endpoints (so every client of the node reads the same clock, even if
     /// the wall clock is stepped between two endpoints' start).
     pub clock: NodeClock,
+    /// The memory windows bound over the data region (before it: a window
+    /// goes before the region it may be bound to).
+    pub windows: NodeWindows,
     /// The index region.
     pub index: Mr,
     /// The data region.
@@ -205,6 +209,7 @@ impl HostedNode {
             timing,
             order: OnceLock::new(),
             clock: NodeClock::start(),
+            windows: NodeWindows::new(pd.clone()),
             index,
             data,
             pd,

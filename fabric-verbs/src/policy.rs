@@ -31,11 +31,13 @@ pub fn access_flags(kind: RegionKind) -> ibv_access_flags {
         RegionKind::Index => {
             A::IBV_ACCESS_LOCAL_WRITE | A::IBV_ACCESS_REMOTE_READ | A::IBV_ACCESS_REMOTE_ATOMIC
         }
+        // Memory windows (clients without storage) are bound over it.
         RegionKind::Data => {
             A::IBV_ACCESS_LOCAL_WRITE
                 | A::IBV_ACCESS_REMOTE_READ
                 | A::IBV_ACCESS_REMOTE_WRITE
                 | A::IBV_ACCESS_REMOTE_ATOMIC
+                | A::IBV_ACCESS_MW_BIND
         }
         RegionKind::Staging => A::IBV_ACCESS_LOCAL_WRITE,
         RegionKind::Probe => {
@@ -170,6 +172,9 @@ pub enum NicOp {
     Write,
     /// 64-bit compare-and-swap.
     Cas,
+    /// A memory window's bind (`ibv_bind_mw` on the loopback queue pair: a
+    /// local operation of the send queue, touching no remote memory).
+    Bind,
 }
 
 /// Whether a work request needs `IBV_SEND_FENCE` (processed only after all
@@ -188,6 +193,7 @@ pub fn needs_fence(op: NicOp, outstanding: Outstanding) -> bool {
     match op {
         NicOp::Read => outstanding.atomics > 0,
         NicOp::Write | NicOp::Cas => outstanding.reads > 0,
+        NicOp::Bind => false,
     }
 }
 
@@ -554,6 +560,7 @@ mod tests {
             A::IBV_ACCESS_REMOTE_READ,
             A::IBV_ACCESS_REMOTE_WRITE,
             A::IBV_ACCESS_REMOTE_ATOMIC,
+            A::IBV_ACCESS_MW_BIND,
         ] {
             assert!(has(data, bit));
         }
@@ -574,12 +581,17 @@ mod tests {
             let f = access_flags(k);
             for bad in [
                 A::IBV_ACCESS_RELAXED_ORDERING,
-                A::IBV_ACCESS_MW_BIND,
                 A::IBV_ACCESS_ZERO_BASED,
                 A::IBV_ACCESS_ON_DEMAND,
             ] {
                 assert!(!has(f, bad), "{k:?}");
             }
+            // Windows are bound over the data region alone.
+            assert_eq!(
+                has(f, A::IBV_ACCESS_MW_BIND),
+                k == RegionKind::Data,
+                "{k:?}"
+            );
         }
     }
 

@@ -4,7 +4,7 @@
 //! Needs an RDMA device: set `NESSIE_VERBS_DEVICE` (e.g. `rxe0`, `mlx5_0`).
 //! Each test starts a 2-node cluster in this process: two nodes (own PD,
 //! regions and `rdma_cm` listener each) on the device's IP address, on ports
-//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number (28 ports). The address is
+//! `NESSIE_VERBS_PORT_BASE` (default 20800) + 2 * test number (30 ports). The address is
 //! `NESSIE_VERBS_ADDR` or the IPv4 address of the port's first RoCE v2 GID;
 //! `NESSIE_VERBS_PORT` (default 1) selects the device port.
 //!
@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use nessie_fabric_verbs::ffi::device::{gid_ipv4, Context};
 use nessie_fabric_verbs::{ClusterFile, VerbsFabric};
 use nessie_protocol::{Config, NodeId};
-use nessie_tests::conformance;
+use nessie_tests::conformance::{self, WindowRange};
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -85,6 +85,26 @@ fn fabric(test: u16) -> (VerbsFabric, Config) {
         eprintln!("{}", f.report(NodeId(n)).expect("hosted"));
     }
     (f, cfg)
+}
+
+/// Type-1 memory windows on the device: the agent's bind on its loopback
+/// queue pair, a WRITE and a CAS through the window's rkey, the revoked
+/// rkey refused as `WindowRefused` (the remote access error), and the
+/// endpoint dialling the node again after the refusal failed its queue
+/// pair. An uncovered range is refused too, except on soft-RoCE, whose
+/// responder checks the range against the window's region only
+/// (`WindowRange::Region`, seen in the guest).
+#[test]
+#[ignore = "needs an RDMA device: run with --ignored and NESSIE_VERBS_DEVICE (tools/softroce/run.sh)"]
+fn windows_carry_their_key_until_rebound() {
+    let (f, _) = fabric(14);
+    let device = env("NESSIE_VERBS_DEVICE").unwrap_or_default();
+    let range = if device.starts_with("rxe") {
+        WindowRange::Region
+    } else {
+        WindowRange::Window
+    };
+    conformance::windows_carry_their_key_until_rebound(&f, range);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::Config;
-use nessie_tests::conformance;
+use nessie_tests::conformance::{self, WindowRange};
 
 fn cfg() -> Config {
     Config {
@@ -51,15 +51,16 @@ fn protocol_runs_on_the_fabric() {
 
 #[test]
 fn windows_carry_their_key_until_rebound() {
-    conformance::windows_carry_their_key_until_rebound(&fabric());
+    conformance::windows_carry_their_key_until_rebound(&fabric(), WindowRange::Window);
 }
 
 #[test]
 fn a_fabric_that_ignores_window_keys_is_rejected() {
     let f = broken::Broken(fabric(), broken::Flaw::KeyBlind);
-    let caught =
-        std::panic::catch_unwind(|| conformance::windows_carry_their_key_until_rebound(&f))
-            .is_err();
+    let caught = std::panic::catch_unwind(|| {
+        conformance::windows_carry_their_key_until_rebound(&f, WindowRange::Window)
+    })
+    .is_err();
     assert!(
         caught,
         "the conformance suite accepted a NIC blind to window keys"

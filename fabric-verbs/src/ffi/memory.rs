@@ -9,7 +9,9 @@
 use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use rdma_sys::{ibv_alloc_pd, ibv_dealloc_pd, ibv_dereg_mr, ibv_mr, ibv_pd, ibv_reg_mr};
+use rdma_sys::{
+    ibv_access_flags, ibv_alloc_pd, ibv_dealloc_pd, ibv_dereg_mr, ibv_mr, ibv_pd, ibv_reg_mr,
+};
 
 use super::device::Context;
 use crate::error::VerbsError;
@@ -131,6 +133,9 @@ pub struct Mr {
     len: u64,
     kind: RegionKind,
     huge: bool,
+    /// Registered with `IBV_ACCESS_MW_BIND` (memory windows may be bound
+    /// over it).
+    windows: bool,
     // Dropped after `Drop::drop` deregisters: memory outlives the registration.
     mem: Mapping,
     _pd: Arc<Pd>,
@@ -159,10 +164,26 @@ impl Mr {
         let size = usize::try_from(len)
             .map_err(|_| VerbsError::Limits(format!("a region of {len} bytes")))?;
         let (mem, huge) = Mapping::new(size, huge)?;
-        let access = access_flags(kind).0 as i32;
-        // SAFETY: `mem` is a valid mapping of at least `size` bytes that
-        // outlives the registration (see field order and Drop).
-        let mr = unsafe { ibv_reg_mr(pd.raw(), mem.ptr.cast(), size.max(1), access) };
+        let access = access_flags(kind);
+        let register = |access: ibv_access_flags| {
+            // SAFETY: `mem` is a valid mapping of at least `size` bytes that
+            // outlives the registration (see field order and Drop).
+            unsafe { ibv_reg_mr(pd.raw(), mem.ptr.cast(), size.max(1), access.0 as i32) }
+        };
+        let mut mr = register(access);
+        let mut windows = access.0 & ibv_access_flags::IBV_ACCESS_MW_BIND.0 != 0;
+        if mr.is_null() && windows {
+            // A device without memory windows may refuse the bind right:
+            // the region serves everything but windows.
+            tracing::warn!(
+                error = %std::io::Error::last_os_error(),
+                "registering the data region for memory windows failed: clients without storage cannot write to this node"
+            );
+            mr = register(ibv_access_flags(
+                access.0 & !ibv_access_flags::IBV_ACCESS_MW_BIND.0,
+            ));
+            windows = false;
+        }
         if mr.is_null() {
             return Err(VerbsError::verbs(
                 "ibv_reg_mr (is the memlock limit high enough? `ulimit -l unlimited`, see docs/deploy.md)",
@@ -173,9 +194,21 @@ impl Mr {
             len,
             kind,
             huge,
+            windows,
             mem,
             _pd: pd.clone(),
         })
+    }
+
+    /// The raw registration.
+    pub fn raw(&self) -> *mut ibv_mr {
+        self.mr
+    }
+
+    /// Whether memory windows may be bound over it (registered with
+    /// `IBV_ACCESS_MW_BIND`).
+    pub fn carries_windows(&self) -> bool {
+        self.windows
     }
 
     /// First byte's virtual address.

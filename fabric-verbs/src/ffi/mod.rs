@@ -14,3 +14,4 @@ pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod memory;
+pub mod window;
