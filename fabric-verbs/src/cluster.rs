@@ -137,6 +137,16 @@ pub struct Store {
     pub max_value_len: u32,
     /// Most clients any node runs (each owns an equal share of its data table).
     pub clients_per_node: u16,
+    /// Clients without storage whose shares each node holds (0: none):
+    /// processes that host no node (`nessie node run --without-storage`)
+    /// write their entries into these shares through memory windows the
+    /// node's agent binds (docs/protocol.md §2.4). Their lease blocks take
+    /// `8 x (2 + size classes)` bytes each at the end of the data region.
+    pub pure_clients_per_node: u16,
+    /// How long, in milliseconds, a client without storage's heartbeat may
+    /// stand still before its node's agent takes its share back (progress
+    /// only: safety rests on the windows' binds). Default: 3,000.
+    pub lease_term_ms: u64,
     /// Cuckoo candidates per key (candidate buckets).
     pub candidates: u8,
     /// Index table entries per candidate bucket (1: the papers' one entry
@@ -178,6 +188,12 @@ impl std::fmt::Debug for Store {
         if !self.size_classes.is_empty() {
             d.field("size_classes", &self.size_classes);
         }
+        // As size classes: a cluster without clients without storage keeps
+        // its fingerprint.
+        if self.pure_clients_per_node > 0 {
+            d.field("pure_clients_per_node", &self.pure_clients_per_node)
+                .field("lease_term_ms", &self.lease_term_ms);
+        }
         d.finish()
     }
 }
@@ -202,6 +218,8 @@ impl Default for Store {
             max_key_len: 32,
             max_value_len: 256,
             clients_per_node: d.clients_per_node,
+            pure_clients_per_node: 0,
+            lease_term_ms: d.lease_term.as_millis() as u64,
             candidates: d.candidates,
             bucket_slots: d.bucket_slots,
             hash_seed: d.hash_seed,
@@ -659,6 +677,8 @@ impl ClusterFile {
             nodes: self.nodes.len() as u16,
             index_slots_per_node: self.regions.index_slots_per_node,
             clients_per_node: s.clients_per_node,
+            pure_clients_per_node: s.pure_clients_per_node,
+            lease_term: Duration::from_millis(s.lease_term_ms),
             max_key_len: s.max_key_len,
             max_value_len: s.max_value_len,
             candidates: s.candidates,
@@ -672,7 +692,16 @@ impl ClusterFile {
             Some(ms) => Duration::from_millis(ms),
             None => cfg.deadline_margin.min(cfg.expiration / 4),
         };
-        let bytes = self.regions.data_bytes_per_node;
+        // The lease blocks of the clients without storage close the region
+        // (`Config::lease_block_bytes`: two words and a key word per
+        // class); the tables take the rest.
+        let lease_block = 8 * (2 + 1 + s.size_classes.len() as u64);
+        let bytes = self
+            .regions
+            .data_bytes_per_node
+            .saturating_sub(u64::from(s.pure_clients_per_node) * lease_block)
+            / 8
+            * 8;
         let taken: u64 = s.size_classes.iter().map(|c| u64::from(c.percent)).sum();
         if s.size_classes.iter().any(|c| c.percent == 0) || taken >= 100 {
             return Err(ClusterError::OutOfRange {
@@ -864,6 +893,33 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("size_classes"), "{e}");
+    }
+
+    /// `[store] pure_clients_per_node` reserves a lease block per client
+    /// without storage at the end of the data region (the tables fit in
+    /// front of them, with and without size classes), carries the lease
+    /// term to the protocol, and changes the fingerprint only when set.
+    #[test]
+    fn clients_without_storage_take_lease_blocks_at_the_end_of_the_region() {
+        let node = "[[nodes]]\nid = 0\naddress = \"10.0.0.1\"\nport = 1\n";
+        let file = |store: &str| format!("{}[store]\n{store}{node}", with_nodes(""));
+        let plain = ClusterFile::parse(&file("")).unwrap();
+        for classes in ["", "size_classes = [{ entry_bytes = 64, percent = 40 }]\n"] {
+            let f = ClusterFile::parse(&file(&format!(
+                "pure_clients_per_node = 3\nlease_term_ms = 1500\n{classes}"
+            )))
+            .unwrap();
+            let cfg = f.protocol_config().unwrap();
+            cfg.validate().unwrap();
+            assert_eq!(cfg.pure_clients_per_node, 3);
+            assert_eq!(cfg.lease_term, std::time::Duration::from_millis(1500));
+            let end = cfg.data_tables().region_bytes() + 3 * cfg.lease_block_bytes();
+            assert!(end <= f.regions.data_bytes_per_node, "{classes}");
+            assert_eq!(cfg.topology().data_bytes_per_node, end);
+            assert_ne!(plain.fingerprint(), f.fingerprint());
+        }
+        let none = ClusterFile::parse(&file("pure_clients_per_node = 0\n")).unwrap();
+        assert_eq!(plain.fingerprint(), none.fingerprint());
     }
 
     /// The type of service is set only when configured: unset, the host's

@@ -311,6 +311,10 @@ pub struct VerbsEndpoint {
     /// Test-only fault: never signal an unsignaled request, never probe.
     skip_signals: bool,
     clock: NodeClock,
+    /// The node the protocol's client of this endpoint belongs to: the
+    /// hosted node, or for a client host's endpoint the node holding its
+    /// client's share ([`VerbsEndpoint::open_for`]).
+    me: NodeId,
     next_check: Option<Instant>,
     next_events: Instant,
     /// What the process's deadline watchdog watches of this endpoint.
@@ -326,6 +330,17 @@ impl VerbsEndpoint {
     /// again lazily (posts to them fail with `NodeDown` meanwhile); only
     /// failing to reach the endpoint's own node is an error.
     pub fn open(node: Arc<NodeShared>) -> Result<VerbsEndpoint, VerbsError> {
+        let me = node.id;
+        VerbsEndpoint::open_for(node, me)
+    }
+
+    /// [`VerbsEndpoint::open`] for a client of node `me`, on a process's
+    /// device state `node`: a hosted node's (`me` is that node), or a
+    /// [`crate::node::ClientHost`]'s, for a client without storage whose
+    /// share `me` holds. The connection to `me` must come up; a client
+    /// host's endpoint has no data region of its own (`LocalRead`,
+    /// `LocalWrite` and window binds are refused).
+    pub fn open_for(node: Arc<NodeShared>, me: NodeId) -> Result<VerbsEndpoint, VerbsError> {
         let n = node.cluster.topology().nodes;
         let plan = node.plan;
         let send_depth = effective_send_depth(&plan, n);
@@ -378,6 +393,7 @@ impl VerbsEndpoint {
             skip_signals: false,
             clock: node.clock,
             node,
+            me,
             next_check: None,
             next_events: now,
             watch: Watchdog::global()?.watch(usize::from(n)),
@@ -393,7 +409,7 @@ impl VerbsEndpoint {
             let left = deadline.saturating_duration_since(Instant::now());
             match ep.done_rx.recv_timeout(left) {
                 Ok(d) => {
-                    if d.node == ep.node.id {
+                    if d.node == ep.me {
                         if let Err(e) = &d.result {
                             own_error = Some(e.to_string());
                         }
@@ -403,12 +419,12 @@ impl VerbsEndpoint {
                 Err(_) => break,
             }
         }
-        let me = usize::from(ep.node.id.0);
-        if ep.peers[me].link != Link::Up {
+        let me = usize::from(ep.me.0);
+        if ep.peers.get(me).is_none_or(|p| p.link != Link::Up) {
             return Err(VerbsError::Timeout {
                 what: format!(
-                    "the loopback connection to {} ({})",
-                    ep.node.id,
+                    "the connection to {} ({})",
+                    ep.me,
                     own_error.unwrap_or_else(|| "no answer".into())
                 ),
                 waited_ms: timeout.as_millis() as u64,
@@ -419,7 +435,7 @@ impl VerbsEndpoint {
             .collect();
         if !down.is_empty() {
             tracing::warn!(
-                node = ep.node.id.0,
+                node = ep.me.0,
                 ?down,
                 "endpoint opened with nodes unreachable; they are dialled again lazily"
             );
@@ -766,6 +782,10 @@ impl VerbsEndpoint {
         (offset, len): (u64, u64),
         (signal, accepted): (Signal, Instant),
     ) -> Result<(), FabricError> {
+        if !self.node.hosted {
+            // A client host binds nothing: it has no region.
+            return Err(FabricError::Transport(TransportError::WindowsUnsupported));
+        }
         let node = self.node.id;
         let i = usize::from(node.0);
         self.ensure_up(node)?;
@@ -1430,6 +1450,12 @@ impl VerbsEndpoint {
         data: Option<Vec<u8>>,
         signal: Signal,
     ) -> Result<(), FabricError> {
+        if !self.node.hosted {
+            return Err(FabricError::Transport(TransportError::Endpoint(format!(
+                "a client of {} in a process hosting no node has no data region to read or write by CPU",
+                self.me
+            ))));
+        }
         let region = &self.node.data;
         check_range(self.node.id, Region::Data, offset, len, region.len())?;
         let result = match data {
@@ -1515,7 +1541,7 @@ impl Drop for VerbsEndpoint {
 
 impl Endpoint for VerbsEndpoint {
     fn node(&self) -> NodeId {
-        self.node.id
+        self.me
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {

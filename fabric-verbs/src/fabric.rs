@@ -2,9 +2,12 @@
 //!
 //! A process hosts one node in a deployment (`nessie node`), or several
 //! nodes of one cluster file for tests on a single machine (each with its
-//! own PD, regions and listener, on the same device). `open(node)` gives a
-//! client an endpoint on a hosted node; the endpoint dials every node of the
-//! cluster ([`crate::endpoint`]).
+//! own PD, regions and listener, on the same device), or none: a client
+//! host ([`VerbsFabric::client_only`]) runs clients without storage of a
+//! cluster it did not start. `open(node)` gives a client an endpoint on a
+//! hosted node, or in a client host an endpoint for a client whose share
+//! `node` holds; the endpoint dials every node of the cluster
+//! ([`crate::endpoint`]).
 
 use std::fmt;
 use std::path::Path;
@@ -21,7 +24,7 @@ use crate::error::VerbsError;
 use crate::events::EventCounts;
 use crate::ffi::device::AtomicCap;
 use crate::nic_counters::NicCounters;
-use crate::node::HostedNode;
+use crate::node::{ClientHost, HostedNode};
 use crate::policy::{open_file_limit, ConnectionBudget, QpPlan};
 use crate::remote::RegionInfo;
 
@@ -31,6 +34,8 @@ pub struct VerbsFabric {
     /// the order of `nodes`; stopped before the nodes go.
     clock_checks: Vec<Option<ClockChecker>>,
     nodes: Vec<HostedNode>,
+    /// A process hosting no node: its device state (`None` otherwise).
+    client_host: Option<ClientHost>,
     cluster: Arc<ClusterFile>,
 }
 
@@ -142,6 +147,28 @@ impl VerbsFabric {
         Ok(VerbsFabric {
             clock_checks,
             nodes,
+            client_host: None,
+            cluster,
+        })
+    }
+
+    /// A process hosting no node of `cluster` (a client host): its
+    /// endpoints are for clients without storage, whose shares the
+    /// cluster's nodes hold, dialling every node from `addr` (this host's
+    /// address on the RDMA interface and an `rdma_cm` port free there) on
+    /// `device` (the cluster file's when `None`).
+    pub fn client_only(
+        cluster: ClusterFile,
+        addr: std::net::SocketAddr,
+        device: Option<&str>,
+    ) -> Result<VerbsFabric, VerbsError> {
+        cluster.validate()?;
+        let cluster = Arc::new(cluster);
+        let host = ClientHost::start(cluster.clone(), addr, device)?;
+        Ok(VerbsFabric {
+            clock_checks: Vec::new(),
+            nodes: Vec::new(),
+            client_host: Some(host),
             cluster,
         })
     }
@@ -264,7 +291,12 @@ impl VerbsFabric {
     }
 
     /// Opens an endpoint, with the full start-up error on failure.
+    /// In a client host, an endpoint for a client whose share `node`
+    /// holds.
     pub fn open_endpoint(&self, node: NodeId) -> Result<VerbsEndpoint, VerbsError> {
+        if let Some(host) = &self.client_host {
+            return VerbsEndpoint::open_for(host.shared().clone(), node);
+        }
         let n = self
             .nodes
             .iter()

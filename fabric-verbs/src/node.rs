@@ -41,8 +41,13 @@ use crate::wr::{cas_wr, LocalSlice, RemoteSlice};
 /// What a node's endpoints share. Field order is drop order: memory
 /// windows, then regions, then PD, then context.
 pub struct NodeShared {
-    /// This node.
+    /// This node (for a [`ClientHost`], an id past the cluster's nodes:
+    /// the process hosts none).
     pub id: NodeId,
+    /// Whether this is a node of the cluster, its regions served to every
+    /// endpoint; `false` for a [`ClientHost`], whose placeholder regions no
+    /// peer ever sees.
+    pub hosted: bool,
     /// The cluster file.
     pub cluster: Arc<ClusterFile>,
     /// The listener's address (also the source address endpoints dial from).
@@ -114,7 +119,13 @@ impl NodeShared {
             plan: &self.plan,
             send_depth,
             src: self.addr,
-            dst: self.cluster.addr(target)?,
+            // Its own listener is at `addr` (a client host's is in no
+            // cluster file).
+            dst: if target == self.id {
+                self.addr
+            } else {
+                self.cluster.addr(target)?
+            },
             port: self.cluster.port,
             hello: Hello {
                 from: self.id.0,
@@ -130,6 +141,101 @@ impl NodeShared {
             tos: t.traffic_class,
             ack_timeout: t.ack_timeout,
         })
+    }
+}
+
+/// A device opened for a process's endpoints: its context, attributes,
+/// queue-pair sizing and the cluster's transport timing.
+struct Device {
+    ctx: Arc<Context>,
+    info: DeviceInfo,
+    plan: QpPlan,
+    timing: Timing,
+}
+
+impl Device {
+    /// Opens `device` for `cluster`: refuses a device without atomics or
+    /// without the configured port and GID, sizes the queue pairs.
+    fn open(cluster: &ClusterFile, device: &str) -> Result<Device, VerbsError> {
+        let ctx = Context::open(device)?;
+        let info = ctx.info(cluster.port)?;
+        info.atomic.require(device)?;
+        ctx.gid(cluster.port, cluster.gid_index)?;
+        let mut plan = plan_qp(
+            &info.limits,
+            cluster.topology().nodes,
+            cluster.tuning.send_queue_depth,
+            cluster.tuning.max_rd_atomic,
+        );
+        plan.retry_count = cluster.tuning.retry_count;
+        plan.max_inline_data = cluster.tuning.max_inline_data;
+        Ok(Device {
+            ctx,
+            info,
+            plan,
+            timing: cluster.timing()?,
+        })
+    }
+}
+
+/// A process that hosts no node but runs clients (clients without storage,
+/// docs/protocol.md §2.4): the device, protection domain and clock its
+/// endpoints share, dialling every node of the cluster from `addr`. It
+/// registers no region a peer sees (8-byte placeholders stand in for the
+/// index and data regions, which its endpoints refuse to touch) and keeps
+/// no listener: one runs only while start-up probes the NIC's atomic byte
+/// order over a loopback connection, as a node's does.
+pub struct ClientHost {
+    shared: Arc<NodeShared>,
+}
+
+impl ClientHost {
+    /// Starts a client host of `cluster` on `device` (the cluster file's
+    /// when `None`), dialling from `addr`: this host's address on the RDMA
+    /// interface and an `rdma_cm` port free on it (the byte-order probe
+    /// listens there for a moment).
+    pub fn start(
+        cluster: Arc<ClusterFile>,
+        addr: SocketAddr,
+        device: Option<&str>,
+    ) -> Result<ClientHost, VerbsError> {
+        let device = device.unwrap_or(&cluster.device).to_string();
+        let Device {
+            ctx,
+            info,
+            plan,
+            timing,
+        } = Device::open(&cluster, &device)?;
+        let pd = Pd::new(ctx.clone())?;
+        let index = Mr::alloc(&pd, 8, RegionKind::Staging)?;
+        let data = Mr::alloc(&pd, 8, RegionKind::Staging)?;
+        let shared = Arc::new(NodeShared {
+            id: NodeId(cluster.topology().nodes),
+            hosted: false,
+            cluster,
+            addr,
+            info,
+            plan,
+            timing,
+            order: OnceLock::new(),
+            clock: NodeClock::start(),
+            windows: NodeWindows::new(pd.clone()),
+            index,
+            data,
+            pd,
+            ctx,
+        });
+        let acceptor = start_acceptor(&shared)?;
+        let order = probe(&shared)?;
+        drop(acceptor);
+        tracing::info!(%addr, ?order, "client host started: atomic byte order probed");
+        let _ = shared.order.set(order);
+        Ok(ClientHost { shared })
+    }
+
+    /// The state its endpoints share.
+    pub fn shared(&self) -> &Arc<NodeShared> {
+        &self.shared
     }
 }
 
@@ -162,19 +268,12 @@ impl HostedNode {
     pub fn start(cluster: Arc<ClusterFile>, id: NodeId) -> Result<HostedNode, VerbsError> {
         let addr = cluster.addr(id)?;
         let device = cluster.device_of(id)?.to_string();
-        let ctx = Context::open(&device)?;
-        let info = ctx.info(cluster.port)?;
-        info.atomic.require(&device)?;
-        ctx.gid(cluster.port, cluster.gid_index)?;
-        let mut plan = plan_qp(
-            &info.limits,
-            cluster.topology().nodes,
-            cluster.tuning.send_queue_depth,
-            cluster.tuning.max_rd_atomic,
-        );
-        plan.retry_count = cluster.tuning.retry_count;
-        plan.max_inline_data = cluster.tuning.max_inline_data;
-        let timing = cluster.timing()?;
+        let Device {
+            ctx,
+            info,
+            plan,
+            timing,
+        } = Device::open(&cluster, &device)?;
         let entry = cluster.protocol_config()?.layout().entry_bytes();
         if info.limits.max_msg_sz > 0 && entry > u64::from(info.limits.max_msg_sz) {
             return Err(VerbsError::Limits(format!(
@@ -202,6 +301,7 @@ impl HostedNode {
         tracing::info!(node = id.0, device = %device, atomic = %info.atomic, index_rkey = index.rkey(), data_rkey = data.rkey(), "regions registered");
         let shared = Arc::new(NodeShared {
             id,
+            hosted: true,
             cluster,
             addr,
             info,

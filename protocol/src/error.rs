@@ -133,11 +133,14 @@ pub enum Error {
         /// What the endpoint's fabric has.
         offered: Topology,
     },
-    /// Another live client (or pipeline slot) on this fabric already has this
-    /// client id: the two would share one data table share and lose writes.
-    /// Dropping the other client releases the id. (Checked per fabric within
-    /// one process; identity across processes is the deployment's duty.)
-    #[error("{0} is already in use on this fabric")]
+    /// Another live client (or pipeline slot) already has this client id:
+    /// the two would share one data table share and lose writes. Within a
+    /// process it is checked per fabric, and dropping the other client
+    /// releases the id; a client without storage's share is also held
+    /// across processes, by its lease (docs/protocol.md §2.4), until its
+    /// holder stops renewing it and the node's agent takes it back after
+    /// the lease term.
+    #[error("{0} is already in use")]
     ClientIdInUse(ClientId),
     /// A client without storage lost its share: its node's agent took it
     /// back after its heartbeat stood still for the lease term (it wrote

@@ -32,6 +32,7 @@ use nessie_baselines::HyOptions;
 use nessie_cell::CellClient;
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::{ClientId, Config, Error, Fabric, KvClient, NodeId};
+use nessie_workload::{Blocking, Worker, WorkloadReport, WorkloadSpec};
 
 use crate::cell::CellShape;
 use crate::kind::SystemKind;
@@ -128,7 +129,10 @@ impl Connect {
     /// RDMA terms: this process registered those nodes' regions and
     /// connected to the others, e.g. `VerbsFabric::start_file` of
     /// `nessie-fabric-verbs`): their server side is started here; the other
-    /// nodes' processes start theirs. Clients run on hosted nodes.
+    /// nodes' processes start theirs. A node's clients run on hosted nodes;
+    /// clients without storage anywhere, so `hosted` may be empty: a
+    /// process hosting no node (`VerbsFabric::client_only`) hands out
+    /// [`Cluster::pure_client`]s and runs [`Cluster::run_without_storage`].
     ///
     /// # Errors
     ///
@@ -220,6 +224,11 @@ where
     /// node's agent granted no keys within the operation timeout; otherwise
     /// as [`Cluster::client`].
     pub fn pure_client(&self, node: NodeId) -> Result<Box<dyn KvClient>, Error> {
+        self.take_pure_client(node).map(|(_, client)| client)
+    }
+
+    /// [`Cluster::pure_client`], with the id of the share it took.
+    fn take_pure_client(&self, node: NodeId) -> Result<(ClientId, Box<dyn KvClient>), Error> {
         let store = self.store();
         if self.kind() != SystemKind::Nessie || store.pure_clients_per_node == 0 {
             return Err(Error::Unsupported(
@@ -234,7 +243,7 @@ where
                 Ok(mut client) => match client.take_share() {
                     // Another process's client holds it.
                     Err(Error::ClientIdInUse(_)) => last = Some(id),
-                    Ok(()) => return Ok(client),
+                    Ok(()) => return Ok((id, client)),
                     Err(e) => return Err(e),
                 },
                 Err(e) => return Err(e),
@@ -246,15 +255,52 @@ where
         })))
     }
 
+    /// Runs `spec` through `spec.clients` clients without storage whose
+    /// shares `node` holds ([`Cluster::pure_client`] each), as
+    /// `NodeSetup::run` runs a node's own clients: what a process hosting
+    /// no node runs (`nessie node run --without-storage`).
+    ///
+    /// # Errors
+    ///
+    /// [`SystemError::Workload`] for a workload the store cannot hold or a
+    /// failed run; [`SystemError::Store`] when a client cannot be had (as
+    /// [`Cluster::pure_client`]: every share held, no grant in time).
+    pub fn run_without_storage(
+        &self,
+        node: NodeId,
+        spec: &WorkloadSpec,
+    ) -> Result<WorkloadReport, SystemError> {
+        nessie_workload::check(spec, self.store())?;
+        let mut workers = Vec::new();
+        for _ in 0..spec.clients {
+            let (id, client) = self.take_pure_client(node)?;
+            workers.push(Worker {
+                id,
+                issuer: Blocking::new(client),
+            });
+        }
+        Ok(nessie_workload::run_workers(
+            self.kind().name(),
+            workers,
+            spec,
+            &[],
+        )?)
+    }
+
     /// A client with the id `id` (tests and tools pick ids by hand; the
-    /// same check applies: an id a live client holds is refused).
+    /// same check applies: an id a live client holds is refused). A client
+    /// of a node runs on a node this process hosts; a client without
+    /// storage (`Config::is_pure`) runs anywhere the fabric reaches its
+    /// node, such as a process hosting no node
+    /// (`VerbsFabric::client_only` of `nessie-fabric-verbs`).
     ///
     /// # Errors
     ///
     /// [`Error::ClientIdInUse`] if a live client holds `id`; otherwise as
     /// [`Cluster::client`].
     pub fn client_with_id(&self, id: ClientId) -> Result<Box<dyn KvClient>, Error> {
-        if !self.hosted.contains(&id.node) {
+        let pure = self.kind() == SystemKind::Nessie && self.store.is_pure(id);
+        if !pure && !self.hosted.contains(&id.node) {
             return Err(Error::Config(nessie_protocol::ConfigError::OutOfRange {
                 field: "client node",
                 value: id.node.to_string(),
@@ -409,6 +455,77 @@ mod tests {
         let mut b = c.client(NodeId(1)).unwrap();
         b.put(b"k", b"v").unwrap();
         assert_eq!(b.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    }
+
+    /// A process hosting no node (a cluster of `hosting(fabric, &[])` on
+    /// the fabric another process's nodes serve) has no client of a node,
+    /// but runs clients without storage: their shares taken by lease, a
+    /// workload run through them, its writes seen by the nodes' clients.
+    #[test]
+    fn a_process_hosting_no_node_runs_clients_without_storage() {
+        let store = nessie_protocol::Config {
+            pure_clients_per_node: 2,
+            ..small()
+        };
+        let door = Connect::new(SystemKind::Nessie).store(store.clone());
+        let fabric =
+            SimFabric::new(SimConfig::from_topology(door.setup().unwrap().topology())).unwrap();
+        let nodes: Vec<NodeId> = (0..store.nodes).map(NodeId).collect();
+        let served = door.clone().hosting(fabric.clone(), &nodes).unwrap();
+        let app = door.hosting(fabric, &[]).unwrap();
+        assert!(matches!(app.client(NodeId(0)), Err(Error::Config(_))));
+        let spec = WorkloadSpec {
+            clients: 2,
+            keys: 16,
+            max_ops: 40,
+            get_pct: 50,
+            preload: false,
+            ..nessie_workload::testing::spec()
+        };
+        let report = app.run_without_storage(NodeId(1), &spec).unwrap();
+        let ops: u64 = report.kinds.iter().map(|k| k.ops).sum();
+        assert_eq!(ops, 80, "{report}");
+        assert!(report.errors.is_empty(), "{report}");
+        let mut pure = app.pure_client(NodeId(0)).unwrap();
+        pure.put(b"from the app", b"v").unwrap();
+        let mut local = served.client(NodeId(0)).unwrap();
+        assert_eq!(
+            local.get(b"from the app").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+
+    /// Clients without storage waiting at a start barrier longer than
+    /// their lease term keep their shares: the workload's client threads
+    /// renew their leases while they wait (`Issuer::keep_alive`). Without
+    /// it, every write of the measured phase failed `LeaseLost` (seen in
+    /// the soft-RoCE guest, and here).
+    #[test]
+    fn clients_without_storage_keep_their_shares_across_a_long_start_barrier() {
+        let term = std::time::Duration::from_millis(150);
+        let store = nessie_protocol::Config {
+            pure_clients_per_node: 2,
+            lease_term: term,
+            ..small()
+        };
+        let c = Connect::new(SystemKind::Nessie)
+            .store(store)
+            .in_process()
+            .unwrap();
+        let spec = WorkloadSpec {
+            clients: 2,
+            keys: 8,
+            max_ops: 20,
+            get_pct: 20,
+            delete_pct: 0,
+            preload: false,
+            start_at: Some(nessie_workload::StartAt::Instant(
+                std::time::SystemTime::now() + 4 * term,
+            )),
+            ..nessie_workload::testing::spec()
+        };
+        let report = c.run_without_storage(NodeId(1), &spec).unwrap();
+        assert!(report.errors.is_empty(), "{report}");
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub trait Issuer {
     /// Appends finished operations to `done`; may wait a little for one
     /// when some are outstanding, never indefinitely.
     fn progress(&mut self, done: &mut Vec<Done<Self::Output>>);
+
+    /// Keeps its clients alive while it waits for the measured phase:
+    /// a client without storage renews its lease when it is due
+    /// (`KvClient::renew_lease`), so that a start barrier longer than the
+    /// lease term does not cost it its share. Nothing by default.
+    fn keep_alive(&mut self) {}
 }
 
 /// The next operation of a [`Source`].
@@ -220,6 +226,13 @@ impl Issuer for Blocking {
 
     fn progress(&mut self, done: &mut Vec<Done<Response>>) {
         done.extend(self.done.take());
+    }
+
+    /// Renews a client without storage's lease when due (others have
+    /// none); a renewal that fails leaves the next write to say so
+    /// (`Error::LeaseLost`).
+    fn keep_alive(&mut self) {
+        let _ = self.client.renew_lease();
     }
 }
 

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nessie_exec::cpu::thread_cpu_time;
@@ -216,14 +216,14 @@ where
         Vec::new()
     };
     let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(workers.len() + 1);
+    let gate = StartGate::default();
     let server_cpu = || servers.iter().map(|p| p.cpu_time()).sum::<Duration>();
     let server_requests = || servers.iter().map(|p| p.requests()).sum::<u64>();
     std::thread::scope(|s| {
         let handles: Vec<_> = workers
             .iter_mut()
             .map(|w| {
-                let (stop, barrier) = (&stop, &barrier);
+                let (stop, gate) = (&stop, &gate);
                 s.spawn(move || -> ThreadResult {
                     let mut mix = Mix::new(spec, w.id.node.0, w.id.index);
                     let mut rec = KindRecorder::new(w.id, spec.record);
@@ -236,7 +236,7 @@ where
                         },
                         think: spec.think,
                     };
-                    barrier.wait();
+                    gate.wait(&mut w.issuer);
                     let cpu = thread_cpu_time();
                     client_loop(&mut w.issuer, &mut mix, &mut rec, &limits);
                     (
@@ -253,7 +253,7 @@ where
             Ok(at) => at,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
-                barrier.wait();
+                gate.open();
                 for h in handles {
                     let _ = h.join();
                 }
@@ -261,7 +261,7 @@ where
             }
         };
         let (cpu0, req0) = (server_cpu(), server_requests());
-        barrier.wait();
+        gate.open();
         let start = Instant::now();
         let started = SystemTime::now();
         while start.elapsed() < spec.duration && !handles.iter().all(|h| h.is_finished()) {
@@ -293,6 +293,46 @@ where
         report.server_requests = server_requests().saturating_sub(req0);
         Ok(report)
     })
+}
+
+/// How often a client thread waiting at the [`StartGate`] keeps its
+/// clients alive (`Issuer::keep_alive`: a renewal is posted only when
+/// due, a third of the lease term after the last beat).
+const KEEP_ALIVE_EVERY: Duration = Duration::from_millis(100);
+
+/// Where the client threads wait for the measured phase, keeping their
+/// clients alive meanwhile: the start instant may be any time away.
+#[derive(Default)]
+struct StartGate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl StartGate {
+    /// Waits until the gate opens, calling `issuer.keep_alive()` every
+    /// [`KEEP_ALIVE_EVERY`].
+    fn wait<I: Issuer>(&self, issuer: &mut I) {
+        let lock = || self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut open = lock();
+        while !*open {
+            let (guard, timeout) = self
+                .opened
+                .wait_timeout(open, KEEP_ALIVE_EVERY)
+                .unwrap_or_else(|p| p.into_inner());
+            open = guard;
+            if !*open && timeout.timed_out() {
+                drop(open);
+                issuer.keep_alive();
+                open = lock();
+            }
+        }
+    }
+
+    /// Opens it: every waiting thread goes.
+    fn open(&self) {
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.opened.notify_all();
+    }
 }
 
 /// Waits for the start instant `spec` gives or announces; `None`: start

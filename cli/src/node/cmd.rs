@@ -70,6 +70,9 @@ pub fn node(args: &NodeArgs) -> ExitCode {
             eprintln!("nessie node: error: {e}");
             match e {
                 NodeError::Verbs(v) if v.is_no_device() => ExitCode::from(2),
+                NodeError::WithoutStorage(super::without_storage::WithoutStorageError::Verbs(
+                    v,
+                )) if v.is_no_device() => ExitCode::from(2),
                 _ => ExitCode::FAILURE,
             }
         }
@@ -320,6 +323,13 @@ struct RunArgs {
     /// files with `nessie node report`).
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Host no node: run the workload through clients without storage
+    /// whose shares `--node` holds (the cluster file's `[store]
+    /// pure_clients_per_node`), from a process that registers no region,
+    /// dialling the cluster from this address (this host's IP on the RDMA
+    /// interface and an `rdma_cm` port free there, e.g. `192.0.2.9:20900`).
+    #[arg(long, value_name = "ADDR")]
+    without_storage: Option<std::net::SocketAddr>,
 }
 
 /// `--start-at`: an instant, or `-` (announced on standard input).
@@ -426,6 +436,9 @@ enum NodeError {
     Report(#[from] ReportError),
     #[error("invalid options: {0}")]
     Arg(String),
+    /// A run without storage (`--without-storage`) failed.
+    #[error("--without-storage: {0}")]
+    WithoutStorage(#[from] super::without_storage::WithoutStorageError),
     /// The device failed as a whole while the node served.
     #[error("{0}: stopping")]
     DeviceFailed(String),
@@ -525,6 +538,20 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         }
         _ => None,
     };
+    if let (Cmd::Run(a), Some(spec)) = (&cli.cmd, &spec) {
+        if let Some(addr) = a.without_storage {
+            let report = super::without_storage::run(
+                file,
+                sys.kind(),
+                node,
+                addr,
+                spec,
+                a.history.as_deref(),
+            )?;
+            println!("\n{report}\nworkload finished without storage");
+            return Ok(());
+        }
+    }
     // The regions are sized for the system; its tag joins the fingerprint.
     let file = deployment(file, &sys)?;
     let fabric = VerbsFabric::start(file, &[node])?;

@@ -13,6 +13,8 @@
 //!   subcommands.
 //! - `metrics` (feature `verbs`): the node's Prometheus metrics endpoint
 //!   and the transport counters its reports and status lines show.
+//! - `without_storage` (feature `verbs`): `run --without-storage`, a
+//!   process hosting no node running clients without storage.
 
 #[cfg(feature = "verbs")]
 pub mod cluster;
@@ -21,3 +23,5 @@ pub mod cmd;
 #[cfg(feature = "verbs")]
 pub mod metrics;
 pub mod report;
+#[cfg(feature = "verbs")]
+pub mod without_storage;
