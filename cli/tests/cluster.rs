@@ -732,6 +732,29 @@ fn a_process_hosting_no_node_runs_clients_without_storage_and_a_killed_ones_shar
         &history,
         4,
     );
+    // The application example (fabric-verbs/examples/application.rs), an
+    // application host of its own, joins the running cluster too.
+    let app_bin = required("NESSIE_APP_BIN");
+    let out = c.dir.join("application.out");
+    let child = Command::new(&app_bin)
+        .arg(&c.file)
+        .args(["2", &from(4)])
+        .stdout(std::fs::File::create(&out).expect("output file"))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {app_bin}: {e}"));
+    let mut example = Node {
+        child: Some(child),
+        out,
+        name: "the application example".into(),
+    };
+    let status = example.wait_exit(Duration::from_secs(120));
+    let said = example.output();
+    assert!(
+        status.success() && said.contains("wrote 20 sessions, read 20 back open"),
+        "the application example ({status}):\n{said}"
+    );
+    println!("\nAPPLICATION EXAMPLE: {}", said.trim());
     // The first process's shares come back once its lease term passed.
     std::thread::sleep(Duration::from_millis(3 * LEASE_MS));
     // A second process runs until killed.

@@ -62,7 +62,7 @@ export NESSIE_VERBS_LINK="rxe1,198.51.100.1,veth0 rxe2,198.51.100.2,veth1"
 ulimit -l unlimited
 # Huge pages for the cluster tests' regions (huge_pages = true in their file).
 echo 64 > /proc/sys/vm/nr_hugepages
-export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_BIN=/bin/nessie
+export NESSIE_VERBS_DEVICE=rxe0 NESSIE_VERBS_ADDR=192.0.2.1 NESSIE_BIN=/bin/nessie NESSIE_APP_BIN=/bin/application
 # The conformance suite's port-event test may take d0 down and up.
 export NESSIE_VERBS_FLAP_LINK=d0
 export RUST_BACKTRACE=1

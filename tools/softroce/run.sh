@@ -109,6 +109,14 @@ cli_json=$(build "the cluster tests, feature verbs" test -q -p nessie-cli --feat
 test_bins=$(printf '%s\n%s\n' "$tests_json" "$cli_json" | grep '"kind":\["test"\]' | grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//')
 NESSIE_BIN=$(printf '%s\n' "$cli_json" | grep '"kind":\["bin"\]' | grep -o '"executable":"[^"]*/nessie"' | sed 's/"executable":"//; s/"$//' | head -1)
 [ -n "$NESSIE_BIN" ] && [ -x "$NESSIE_BIN" ] || die "the nessie binary (feature verbs) was not built"
+# The application example (an application host joining the cluster):
+# built as a program, not as a test harness.
+if ! app_json=$(cargo build -q -p nessie-fabric-verbs --example application --message-format=json 2>"$build_log"); then
+  cat "$build_log" >&2
+  die "cargo build --example application failed"
+fi
+APP_BIN=$(printf '%s\n' "$app_json" | grep '"kind":\["example"\]' | grep -o '"executable":"[^"]*/application"' | sed 's/"executable":"//; s/"$//' | head -1)
+[ -n "$APP_BIN" ] && [ -x "$APP_BIN" ] || die "the application example was not built"
 for name in conformance lossy_link cluster; do
   printf '%s\n' "$test_bins" | grep -q "/$name-" || die "no $name test binary was built"
 done
@@ -172,6 +180,8 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/tests" "$stage/bin"
 copy_with_libs "$stage" "$NESSIE_BIN"
 mv "$stage$NESSIE_BIN" "$stage/bin/nessie"
+copy_with_libs "$stage" "$APP_BIN"
+mv "$stage$APP_BIN" "$stage/bin/application"
 for t in $test_bins; do
   case "$t" in */conformance-*|*/lossy_link-*|*/cluster-*) ;; *) continue ;; esac
   copy_with_libs "$stage" "$t"
