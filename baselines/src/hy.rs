@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use nessie_protocol::{
-    cache::DteCache, ClientId, Config, Endpoint, Error, IndexEntry, Nanos, NodeId, Op, RemoteAddr,
+    ClientId, Config, DteCache, Endpoint, Error, IndexEntry, Nanos, NodeId, Op, RemoteAddr,
 };
 
 use crate::client::{

@@ -27,7 +27,7 @@ use nessie_protocol::{
 
 use crate::machine::{Effect, Exec, Ext, Io, Machine, Never, Plain, Resolution, Step};
 use crate::watch::SlotWatch;
-use nessie_protocol::time::wait_for;
+use nessie_protocol::internals::wait_for;
 
 /// The longest one wait for completions blocks before the machine sees the
 /// time again, when its own wake-up ([`Exec::poll_timeout`]) is later or

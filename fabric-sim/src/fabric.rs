@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use nessie_protocol::time::duration_nanos;
+use nessie_protocol::internals::duration_nanos;
 use nessie_protocol::{
     ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
     TransportError, TransportFault,

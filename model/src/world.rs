@@ -47,11 +47,11 @@ use std::time::Duration;
 
 use nessie_check::pure::agent_pass;
 use nessie_protocol::growth::IndexView;
+use nessie_protocol::internals::Router;
 use nessie_protocol::layout::{DteState, IndexEntry};
 use nessie_protocol::machine::ClientState;
 use nessie_protocol::pipeline::RequestMachine;
 use nessie_protocol::pure::Agent;
-use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, Completion, Config, CorruptionKind, DteAddr, Error, FabricError, Faults, Machine,
     Nanos, NodeId, Op, OpStats, Poll, Request, Response, TransportFault,

@@ -14,7 +14,7 @@
 //!
 //! A client keeps the directory it last read as its [`IndexView`] and reads
 //! the word again only when what it meets says its view is behind: a
-//! **growth seal** ([`IndexEntry::GROWTH_SEAL`]) in an entry its view counts
+//! **growth seal** ([`IndexEntry::GROWTH_SEAL`](crate::layout::IndexEntry::GROWTH_SEAL)) in an entry its view counts
 //! as current. A growth seals every entry of its old generations, one by one
 //! (an empty one by CAS, a linked key's by a MIGRATE into the newest
 //! generation whose finish leaves the seal), and a key is linked in the

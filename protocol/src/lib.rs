@@ -9,17 +9,26 @@
 //! and data tables (immutable data table entries, placed in the client's own
 //! node's data table). No server process takes part in serving a request.
 //!
-//! The crate is organised in layers:
-//! - [`addr`], [`time`], [`fabric`]: what the protocol asks of a network.
+//! The API is at the crate root:
+//! - [`Client`] (GET, PUT, DELETE with retries, blocking on one endpoint)
+//!   and [`KvClient`], the face every system's client shows; [`Pipeline`]
+//!   and [`AsyncPipeline`]: many operations in flight per thread over one
+//!   endpoint (batches, a non-blocking API and runtime-agnostic futures).
+//! - [`Config`] (validated), [`Error`] and [`Outcome`]: what each failure
+//!   promises about the write.
+//! - [`Fabric`], [`Endpoint`], [`Op`], [`Completion`], [`FabricError`]:
+//!   what the protocol asks of a network (one-sided READ, WRITE, CAS,
+//!   memory windows), with addresses ([`NodeId`], [`RemoteAddr`]) and time
+//!   ([`Nanos`]).
+//!
+//! Namespaces reached into on purpose:
 //! - [`layout`]: the bit-exact index table entry and data table entry formats.
-//! - [`hash`], [`config`], [`error`]: cuckoo candidates, validated configuration, typed errors.
-//! - [`alloc`], [`cache`]: the data table entry allocator/recycler and the local cache.
-//! - [`machine`]: the GET, PUT/DELETE, MIGRATE and recovery state machines.
-//! - [`driver`], [`client`]: a blocking driver and the `Client` API with retries.
-//! - [`route`]: work request ids unique per endpoint (a late completion of one
-//!   machine never answers the next), shared by the driver and the pipeline.
-//! - [`pipeline`]: many operations in flight per thread over one endpoint
-//!   (batches, a non-blocking API and runtime-agnostic futures).
+//! - [`machine`]: the GET, PUT/DELETE, MIGRATE and recovery state machines
+//!   (sans-IO: operations out, completions in, time passed in).
+//! - [`pipeline`]: the pipeline's machines and futures.
+//! - [`pure`]: clients without storage's lease blocks and the node's agent.
+//! - [`growth`]: the index directory and online growth.
+//! - [`hash`]: cuckoo candidates (other systems hash keys alike).
 //!
 //! The precise protocol, with every departure from the papers, is in
 //! `docs/protocol.md` of the repository.
@@ -54,26 +63,31 @@
 
 #![warn(missing_docs)]
 
-pub mod addr;
-pub mod alloc;
-pub mod cache;
-pub mod client;
-pub mod config;
-pub mod driver;
-pub mod error;
-pub mod fabric;
-pub mod faults;
+// The API is the root's re-exports below; the modules behind them are
+// private, so that they can be rearranged without breaking a user. The
+// public modules are namespaces a user reaches into on purpose.
+mod addr;
+mod alloc;
+mod cache;
+mod client;
+mod config;
+mod driver;
+mod error;
+mod fabric;
+mod faults;
+mod kv;
+mod route;
+mod stats;
+mod time;
+
 pub mod growth;
 pub mod hash;
-pub mod kv;
 pub mod layout;
 pub mod machine;
 pub mod pipeline;
 pub mod pure;
+#[doc(hidden)]
 pub mod rng;
-pub mod route;
-pub mod stats;
-pub mod time;
 
 pub use client::Client;
 pub use config::{Config, MigrateSearch, RetryPolicy};
@@ -93,3 +107,18 @@ pub use fabric::{
     TransportFault, WindowId, WindowKey, WorkRequest,
 };
 pub use time::Nanos;
+
+pub use cache::DteCache;
+pub use pipeline::{AsyncPipeline, Pipeline};
+
+/// Pieces this workspace's drivers and checkers share with the protocol
+/// (the simulator's allocator audit and retry rule, the model's request
+/// routing, the drivers' waits): not part of the API, no stability promise.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::alloc::{Allocator, DteAllocator, SWEEP_BATCH};
+    pub use crate::client::retries;
+    pub use crate::driver::run;
+    pub use crate::route::{Router, LANE_BITS, MAX_LANES};
+    pub use crate::time::{duration_nanos, wait_for};
+}

@@ -53,7 +53,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use nessie_check::memory::Memory;
-use nessie_protocol::alloc::{Allocator, DteAllocator};
+use nessie_protocol::internals::{Allocator, DteAllocator};
 use nessie_protocol::layout::{DataEntryHeader, RecycleWord, HEADER_BYTES};
 use nessie_protocol::{ClientId, Config, DteAddr, Nanos, Op, Region};
 use serde::Serialize;

@@ -71,7 +71,7 @@ pub enum Swept {
     /// was extended (by this step or another).
     Chunk,
     /// Part of a chunk: a write's step stops moving keys once a quarter
-    /// of its attempt's time has passed (or after [`HELP_MOVES`]), so that
+    /// of its attempt's time has passed (or after `HELP_MOVES`), so that
     /// helping leaves the write the time for its own work.
     Partial,
     /// The growth is over: this step moved the directory to its newest

@@ -52,10 +52,10 @@ use std::time::Instant;
 use nessie_baselines::retry::{Jitter, RetryBudget};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
 use nessie_check::{ret_of, Event, Failure, Ret};
-use nessie_protocol::client::retries;
+use nessie_protocol::internals::retries;
+use nessie_protocol::internals::Router;
 use nessie_protocol::layout::StateWord;
 use nessie_protocol::pipeline::RequestMachine;
-use nessie_protocol::route::Router;
 use nessie_protocol::{
     ClientId, ClientState, Config, DteState, Error, Machine, Nanos, NodeId, Op, OpStats, Poll,
     PutMachine, Region, RemoteAddr, WorkRequest,
