@@ -376,7 +376,7 @@ fn with_a_node_down_every_key_homed_on_a_live_node_is_written() {
                 assert_ne!(home, NodeId(2), "key {i}");
                 written += 1;
             }
-            Err(Error::Unreachable(node)) => {
+            Err(Error::Unreachable(node, _)) => {
                 assert_eq!((home, node), (NodeId(2), NodeId(2)), "key {i}");
             }
             other => panic!("key {i} homed on {home}: {other:?}"),

@@ -50,7 +50,7 @@ impl Srv {
                 }
                 // A directory node whose process has not initialised the
                 // table yet.
-                Err(Error::Unreachable(n))
+                Err(Error::Unreachable(n, _))
                     if n != self.st.node && self.io.now().since(start) < DIRECTORY_WAIT =>
                 {
                     self.io.backoff(Duration::from_millis(20)).await;

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    ClientId, ConfigError, CorruptionKind, Endpoint, Error, Fabric, NodeId, OpStats, Topology,
+    ClientId, ConfigError, CorruptionKind, Endpoint, Error, Fabric, Needed, NodeId, OpStats,
+    Topology,
 };
 
 use crate::client::CellClient;
@@ -289,7 +290,10 @@ where
         &self,
         node: NodeId,
     ) -> Result<(Arc<ServerNode>, MaintenanceIo<F::Endpoint>), Error> {
-        let st = self.server(node).ok_or(Error::Unreachable(node))?.clone();
+        let st = self
+            .server(node)
+            .ok_or(Error::Unreachable(node, Needed::Request))?
+            .clone();
         let mio = MaintenanceIo::new(&st, self.fabric.open(node)?);
         Ok((st, mio))
     }
@@ -320,7 +324,10 @@ where
         let node = self
             .holder(region)
             .ok_or_else(|| Error::corrupt(CorruptionKind::Memory, format!("unknown {region}")))?;
-        let st = self.server(node).ok_or(Error::Unreachable(node))?.clone();
+        let st = self
+            .server(node)
+            .ok_or(Error::Unreachable(node, Needed::Request))?
+            .clone();
         let s = st.clone();
         let m = machine(
             node,

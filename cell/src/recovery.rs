@@ -46,7 +46,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{CorruptionKind, Error, Fabric, NodeId, Op};
+use nessie_protocol::{CorruptionKind, Error, Fabric, Needed, NodeId, Op};
 
 use crate::deployment::CellDeployment;
 use crate::log::LogRecord;
@@ -364,7 +364,7 @@ impl Srv {
         let faults = self.st.cfg.faults;
         let snapshot = self.st.dir.snapshot(&self.io).await?;
         if snapshot.failed.contains(&self.st.node) {
-            return Err(Error::Unreachable(self.st.node));
+            return Err(Error::Unreachable(self.st.node, Needed::Request));
         }
         let lost: Vec<(RegionId, RegionState)> = snapshot
             .regions
@@ -767,7 +767,7 @@ where
             .into_iter()
             .find(|s| !failed.contains(&s.node))
         else {
-            return Err(Error::Unreachable(first));
+            return Err(Error::Unreachable(first, Needed::Request));
         };
         let (_, mut mio) = self.maintenance_io(st.node)?;
         let mut m = mio.machine(&st, |srv| Box::pin(async move { srv.rebuild_lost().await }));

@@ -528,16 +528,16 @@ fn a_directory_node_down_or_not_initialised_is_a_typed_error_at_once() {
     let f = fabric(&c);
     let t = Instant::now();
     let r = snapshot(&f, &handle(&c, None), 1);
-    assert!(matches!(r, Err(Error::Unreachable(NodeId(0)))), "{r:?}");
+    assert!(matches!(r, Err(Error::Unreachable(NodeId(0), _))), "{r:?}");
     let u = update(&f, &handle(&c, Some(1)), 1, allocate(1));
-    assert!(matches!(u, Err(Error::Unreachable(NodeId(0)))), "{u:?}");
+    assert!(matches!(u, Err(Error::Unreachable(NodeId(0), _))), "{u:?}");
     initialised(&c, &f);
     assert!(snapshot(&f, &handle(&c, None), 1).is_ok());
     f.set_node_down(NodeId(0), true).unwrap();
     let r = snapshot(&f, &handle(&c, None), 1);
-    assert!(matches!(r, Err(Error::Unreachable(NodeId(0)))), "{r:?}");
+    assert!(matches!(r, Err(Error::Unreachable(NodeId(0), _))), "{r:?}");
     let u = update(&f, &handle(&c, Some(2)), 2, allocate(2));
-    assert!(matches!(u, Err(Error::Unreachable(NodeId(0)))), "{u:?}");
+    assert!(matches!(u, Err(Error::Unreachable(NodeId(0), _))), "{u:?}");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     // Only servers write; only the directory node initialises.
     let reader = handle(&c, None);

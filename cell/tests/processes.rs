@@ -157,7 +157,7 @@ fn with_the_directory_node_down_a_new_client_fails_typed_and_bounded() {
     let r = fresh.get(b"k1");
     let took = t.elapsed();
     assert!(
-        matches!(r, Err(Error::Timeout | Error::Unreachable(NodeId(0)))),
+        matches!(r, Err(Error::Timeout | Error::Unreachable(NodeId(0), _))),
         "{r:?}"
     );
     assert!(

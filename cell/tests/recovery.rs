@@ -465,7 +465,7 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
                 assert_eq!(v, Some(value_of(i)), "key {i}");
                 served += 1;
             }
-            Err(Error::Unreachable(n)) => {
+            Err(Error::Unreachable(n, _)) => {
                 assert_eq!(n, NodeId(1), "key {i}");
                 let took = t.elapsed();
                 assert!(
@@ -491,7 +491,7 @@ fn without_recovery_a_key_on_the_dead_node_fails_unreachable_after_the_grace() {
     let i = on_dead_node.expect("a key on the dead node");
     let t = Instant::now();
     let r = c.put(&key(i), b"new");
-    assert!(matches!(r, Err(Error::Unreachable(NodeId(1)))), "{r:?}");
+    assert!(matches!(r, Err(Error::Unreachable(NodeId(1), _))), "{r:?}");
     assert_eq!(r.unwrap_err().outcome(), Outcome::NotCommitted);
     assert!(t.elapsed() < 2 * cfg.unreachable_grace + Duration::from_millis(500));
 }

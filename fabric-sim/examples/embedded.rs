@@ -67,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let key = format!("key-{i}");
         match write(&mut alice, key.as_bytes(), b"v") {
             Ok(()) => served += 1,
-            Err(Error::Unreachable(node)) => {
+            Err(Error::Unreachable(node, _)) => {
                 println!("PUT {key}: {node} is unreachable; nothing was written")
             }
             Err(e) => return Err(e.into()),

@@ -716,7 +716,7 @@ impl World {
                 | Error::Timeout
                 | Error::DataTableFull { .. }
                 | Error::Fabric(_)
-                | Error::Unreachable(_)
+                | Error::Unreachable(..)
                 | Error::LeaseLost(_)
                 | Error::ClientIdInUse(_),
             ) => Next::Void,

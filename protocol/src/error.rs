@@ -104,9 +104,12 @@ pub enum Error {
         /// The configured maximum.
         max: u32,
     },
-    /// A node needed by the operation does not answer.
-    #[error("{0} is unreachable")]
-    Unreachable(NodeId),
+    /// A node needed by the operation does not answer; what the operation
+    /// needed of it. Nothing was written: the attempt stopped before its
+    /// commit (a commit CAS whose node stopped answering ends
+    /// [`Error::OutcomeUnknown`] instead).
+    #[error("{0} is unreachable: {1}")]
+    Unreachable(NodeId, Needed),
     /// Another fabric failure.
     #[error("fabric error: {0}")]
     Fabric(FabricError),
@@ -318,6 +321,42 @@ pub enum UnknownStep {
     SplitCopy,
 }
 
+/// What an operation needed of a node that did not answer
+/// ([`Error::Unreachable`]): why the operation could not do without it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum Needed {
+    /// The client's own node: a client of a node posts everything through
+    /// its node's NIC, and its entries live there.
+    #[error("it is the client's own node")]
+    OwnNode,
+    /// A candidate bucket of the key: where the key may be found or placed
+    /// (every candidate is read, so that no copy is missed).
+    #[error("it holds a candidate bucket of the key")]
+    Candidate,
+    /// Index entries other than the key's candidates: a cuckoo move's
+    /// chain, or entries the operation's recovery or sweep reads.
+    #[error("it holds index entries the operation reads or moves")]
+    Index,
+    /// A data table entry the operation reads (a value the index names).
+    #[error("it holds a data table entry the operation reads")]
+    Entry,
+    /// The client's share of a node's data tables, where a client without
+    /// storage writes its entries.
+    #[error("it holds the client's share, where its entries go")]
+    Share,
+    /// A client without storage's lease block.
+    #[error("it holds the client's lease")]
+    Lease,
+    /// The index directory (online growth).
+    #[error("it holds the index directory")]
+    Directory,
+    /// A request of the operation went to it; what for is not told apart
+    /// (the other systems' clients).
+    #[error("a request of the operation went to it")]
+    Request,
+}
+
 /// What the caller can know about an operation's effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
@@ -342,7 +381,7 @@ impl Outcome {
 impl From<FabricError> for Error {
     fn from(e: FabricError) -> Self {
         match e.unreachable_node() {
-            Some(n) => Error::Unreachable(n),
+            Some(n) => Error::Unreachable(n, Needed::Request),
             None => match e {
                 FabricError::Timeout => Error::Timeout,
                 other => Error::Fabric(other),
@@ -371,7 +410,7 @@ impl Error {
             Error::EmptyKey { .. } => "empty-key",
             Error::KeyTooLarge { .. } => "key-too-large",
             Error::ValueTooLarge { .. } => "value-too-large",
-            Error::Unreachable(_) => "unreachable",
+            Error::Unreachable(..) => "unreachable",
             Error::Fabric(_) => "fabric",
             Error::Config(_) => "config",
             Error::EndpointNode { .. } => "endpoint-node",

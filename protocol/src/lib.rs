@@ -92,7 +92,7 @@ pub mod rng;
 pub use client::Client;
 pub use config::{Config, MigrateSearch, RetryPolicy};
 pub use error::{
-    ConfigError, Corruption, CorruptionKind, Error, Outcome, UnknownOutcome, UnknownStep,
+    ConfigError, Corruption, CorruptionKind, Error, Needed, Outcome, UnknownOutcome, UnknownStep,
 };
 pub use faults::{Faults, UnknownFault};
 pub use kv::{Entries, KvClient, KvRequest, Request, Response};

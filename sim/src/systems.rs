@@ -316,6 +316,7 @@ pub(crate) fn poll_worker(
                 if failed && log {
                     return nessie_cell::machine::Resolution::Logged(Err(Error::Unreachable(
                         st.node,
+                        nessie_protocol::Needed::Request,
                     )));
                 }
                 let r = local_effect(st, e);

@@ -476,7 +476,10 @@ mod workload_tests {
             assert!(h.client == 1000 || h.client == 1001);
         }
         let failed = HistoryRecord {
-            ret: Err(Failed::of(&nessie_protocol::Error::Unreachable(NodeId(2)))),
+            ret: Err(Failed::of(&nessie_protocol::Error::Unreachable(
+                NodeId(2),
+                nessie_protocol::Needed::Candidate,
+            ))),
             request: nessie_protocol::Request::Get(Vec::new()),
             ..r.history[0].clone()
         };

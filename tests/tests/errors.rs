@@ -10,7 +10,7 @@ use std::time::Duration;
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::{
-    Client, ClientId, Config, ConfigError, Error, Fabric, NodeId, Region, Topology,
+    Client, ClientId, Config, ConfigError, Error, Fabric, Needed, NodeId, Region, Topology,
 };
 use nessie_tests::{find_key, SimCluster};
 
@@ -150,13 +150,17 @@ fn unreachable_node_is_named_and_nothing_changes() {
     c.put(&key, b"before").unwrap();
     let before = snapshot(&cluster);
     cluster.fabric.set_node_down(NodeId(1), true).unwrap();
-    assert_eq!(c.put(&key, b"after"), Err(Error::Unreachable(NodeId(1))));
-    assert_eq!(c.delete(&key), Err(Error::Unreachable(NodeId(1))));
+    let candidate = Err(Error::Unreachable(NodeId(1), Needed::Candidate));
+    assert_eq!(c.put(&key, b"after"), candidate);
+    assert_eq!(c.delete(&key), candidate);
     assert_eq!(snapshot(&cluster), before);
     // A client on the down node cannot post at all.
     let mut d = cluster.client(2, 0);
     cluster.fabric.set_node_down(NodeId(2), true).unwrap();
-    assert_eq!(d.get(&key), Err(Error::Unreachable(NodeId(2))));
+    assert_eq!(
+        d.get(&key),
+        Err(Error::Unreachable(NodeId(2), Needed::OwnNode))
+    );
     cluster.fabric.set_node_down(NodeId(1), false).unwrap();
     cluster.fabric.set_node_down(NodeId(2), false).unwrap();
     assert_eq!(c.get(&key).unwrap(), Some(b"before".to_vec()));

@@ -268,3 +268,74 @@ fn renew_lease_beats_when_due_and_only_then() {
     pure.renew_lease().expect("renewed");
     assert_eq!(lease_block(&cluster).beat, beat + 1, "the renewal beat");
 }
+
+/// Where the data lives, honestly (issue 41): with node 2 of three down, a
+/// client without storage whose share is on node 1 writes every key whose
+/// candidates are all live (its entry goes to its share on node 1, not to
+/// the dead node), and a key with a candidate on node 2 fails naming node
+/// 2 and why it was needed (a candidate bucket of the key), nothing
+/// written. A client of node 0 reads what it wrote. With its share's node
+/// down instead, a key whose candidates are all live fails naming the
+/// share.
+#[test]
+fn with_a_node_down_a_put_whose_share_and_candidates_are_live_succeeds() {
+    let cluster = SimCluster::new(Config {
+        nodes: 3,
+        ..config()
+    });
+    let _agent = cluster.agent(1);
+    let mut pure = pure_client(&cluster);
+    pure.put(b"warm-up", b"x")
+        .expect("its share taken while every node is up");
+    cluster.fabric.set_node_down(NodeId(2), true).unwrap();
+    let h = cluster.cfg.hasher();
+    let (mut written, mut refused) = (Vec::new(), 0);
+    for i in 0..20 {
+        let key = format!("placed-{i}").into_bytes();
+        let live = h.candidates(&key).iter().all(|a| a.node != NodeId(2));
+        match pure.put(&key, b"v") {
+            Ok(_) => {
+                assert!(live, "a key with a candidate on the dead node was written");
+                written.push(key);
+            }
+            Err(e) => {
+                assert!(
+                    !live,
+                    "a key whose share and candidates are live failed: {e}"
+                );
+                assert!(
+                    matches!(
+                        e,
+                        nessie_protocol::Error::Unreachable(
+                            NodeId(2),
+                            nessie_protocol::Needed::Candidate
+                        )
+                    ),
+                    "{e}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        !written.is_empty() && refused > 0,
+        "both kinds of keys drawn"
+    );
+    let mut reader = cluster.client(0, 0);
+    for key in &written {
+        assert_eq!(reader.get(key).unwrap().as_deref(), Some(&b"v"[..]));
+    }
+    // Its own share's node down: a key whose candidates are all live
+    // still needs the share, and the error says so.
+    cluster.fabric.set_node_down(NodeId(2), false).unwrap();
+    cluster.fabric.set_node_down(NodeId(1), true).unwrap();
+    let key = nessie_tests::find_key(&cluster.cfg, "elsewhere-", |c| {
+        c.iter().all(|a| a.node != NodeId(1))
+    });
+    let e = pure.put(&key, b"v").unwrap_err();
+    assert_eq!(
+        e,
+        nessie_protocol::Error::Unreachable(NodeId(1), nessie_protocol::Needed::Share),
+        "{e}"
+    );
+}

@@ -1270,7 +1270,7 @@ fn the_outcome_of_every_error_class() {
         Error::Conflict,
         Error::Timeout,
         Error::TableFull { depth: 1 },
-        Error::Unreachable(NodeId(1)),
+        Error::Unreachable(NodeId(1), nessie_protocol::Needed::Entry),
         Error::Fabric(FabricError::NoCompletion),
     ] {
         assert_eq!(e.outcome(), Outcome::NotCommitted, "{e}");

@@ -226,7 +226,7 @@ impl HistoryRecord {
 /// the node for an unreachable one (`unreachable node2`).
 pub fn error_kind(e: &Error) -> String {
     match e {
-        Error::Unreachable(n) => format!("unreachable {n}"),
+        Error::Unreachable(n, _) => format!("unreachable {n}"),
         Error::OutcomeUnknown(_) => "outcome unknown".into(),
         Error::Timeout => "timeout".into(),
         Error::Conflict => "conflict".into(),
@@ -297,7 +297,10 @@ mod tests {
             },
             HistoryRecord {
                 request: Request::Delete(Vec::new()),
-                ret: Err(Failed::of(&Error::Unreachable(NodeId(2)))),
+                ret: Err(Failed::of(&Error::Unreachable(
+                    NodeId(2),
+                    nessie_protocol::Needed::Candidate,
+                ))),
                 ..put.clone()
             },
             HistoryRecord {
@@ -365,7 +368,10 @@ mod tests {
     #[test]
     fn errors_are_named_with_the_node_they_concern() {
         assert_eq!(
-            error_kind(&Error::Unreachable(NodeId(2))),
+            error_kind(&Error::Unreachable(
+                NodeId(2),
+                nessie_protocol::Needed::Candidate
+            )),
             "unreachable node2"
         );
         assert_eq!(error_kind(&Error::Timeout), "timeout");

@@ -21,7 +21,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_protocol::{
-    ClientId, ConfigError, CorruptionKind, Error, FabricError, Nanos, NodeId, Op, OpOutput,
+    ClientId, ConfigError, CorruptionKind, Error, FabricError, Nanos, Needed, NodeId, Op, OpOutput,
     RemoteAddr, UnknownOutcome, UnknownStep,
 };
 
@@ -377,7 +377,7 @@ impl Cl {
             (Why::Unreachable(n), Some((m, since)))
                 if n == m && now.since(since) > cfg.unreachable_grace =>
             {
-                return Err(Error::Unreachable(n));
+                return Err(Error::Unreachable(n, Needed::Request));
             }
             (Why::Unreachable(n), Some((m, _))) if n == m => {}
             (Why::Unreachable(n), _) => *unreachable = Some((n, now)),
@@ -615,7 +615,7 @@ impl Cl {
             self.core().regions_stale = true;
         }
         match e {
-            Error::Unreachable(n) => Ok(Try::Retry(Why::Unreachable(n))),
+            Error::Unreachable(n, _) => Ok(Try::Retry(Why::Unreachable(n))),
             Error::Timeout if write => {
                 Err(UnknownOutcome::new(UnknownStep::ServerSilent, None).into())
             }
@@ -1054,7 +1054,7 @@ impl Cl {
                 match self.io.rpc(h, CellRequest::Validate { leaves: ls }).await {
                     Ok(CellResponse::Valid(true)) => {}
                     Ok(_) => return Ok(false),
-                    Err(Error::Unreachable(_) | Error::Timeout) => return Ok(false),
+                    Err(Error::Unreachable(..) | Error::Timeout) => return Ok(false),
                     Err(e) => return Err(e),
                 }
             }

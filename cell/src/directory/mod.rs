@@ -61,7 +61,7 @@ use std::time::Duration;
 use nessie_exec::bytes::word;
 use nessie_exec::machine::{cas_previous, read_bytes, written};
 use nessie_protocol::{
-    ConfigError, CorruptionKind, Error, NodeId, Op, RemoteAddr, UnknownOutcome, UnknownStep,
+    ConfigError, CorruptionKind, Error, Needed, NodeId, Op, RemoteAddr, UnknownOutcome, UnknownStep,
 };
 
 use crate::config::{CellConfig, CellFaults, DirectoryPlace};
@@ -230,7 +230,7 @@ impl FabricDirectory {
                 .await;
             let Some(cur) = Current::decode(word(read_bytes(&r[0])?, 0)) else {
                 tracing::debug!(node = %self.layout.node, "the region directory is not initialised yet");
-                return Err(Error::Unreachable(self.layout.node));
+                return Err(Error::Unreachable(self.layout.node, Needed::Directory));
             };
             if cur.copy >= self.layout.copies() {
                 return Err(Error::corrupt(

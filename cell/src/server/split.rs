@@ -255,7 +255,7 @@ impl Srv {
                 .await
             {
                 Ok(CellResponse::Done) => return,
-                Err(Error::Unreachable(_)) => {
+                Err(Error::Unreachable(..)) => {
                     // Its holder is down: its recovery drops it.
                     return;
                 }

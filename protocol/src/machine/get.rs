@@ -191,6 +191,10 @@ impl GetLogic {
 }
 
 impl Logic for GetLogic {
+    fn key(&self) -> Option<&[u8]> {
+        Some(&self.key)
+    }
+
     type Output = Option<Vec<u8>>;
 
     fn advance(

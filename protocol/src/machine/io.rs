@@ -34,6 +34,40 @@ pub(crate) struct Io {
     results: Vec<Option<Result<OpOutput, FabricError>>>,
     outstanding: usize,
     pub stats: OpStats,
+    /// Where each operation of the round went (`None`: a CPU access).
+    targets: NotState<Vec<Option<Target>>>,
+    /// Where the first operation of the attempt that found each node
+    /// unreachable went (for what the node was needed:
+    /// [`Io::unreachable_because`]).
+    unreachable: NotState<Vec<Target>>,
+}
+
+/// Where an operation went: its node, region and offset, and whether it
+/// went through a memory window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Target {
+    pub node: NodeId,
+    pub region: crate::addr::Region,
+    pub offset: u64,
+    pub windowed: bool,
+}
+
+/// Diagnostic data kept beside a machine's state but not part of it: equal
+/// and hashed alike whatever it holds, so that the model's exploration
+/// (which hashes machines) counts the states it did before.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NotState<T>(pub T);
+
+impl<T> PartialEq for NotState<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for NotState<T> {}
+
+impl<T> std::hash::Hash for NotState<T> {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 impl Io {
@@ -41,7 +75,14 @@ impl Io {
     pub fn issue(&mut self, op: Op) -> usize {
         if self.results.is_empty() {
             self.round_base = self.next_id;
+            self.targets.0.clear();
         }
+        self.targets.0.push(op.remote_addr().map(|a| Target {
+            node: a.node,
+            region: a.region,
+            offset: a.offset,
+            windowed: matches!(op, Op::Windowed { .. }),
+        }));
         self.stats.count(&op);
         let id = OpId(self.next_id);
         self.next_id += 1;
@@ -97,10 +138,75 @@ impl Io {
     /// report [`FabricError::NoCompletion`]: they may or may not have executed.
     pub fn take_results(&mut self) -> Results {
         self.outstanding = 0;
-        std::mem::take(&mut self.results)
+        let results: Results = std::mem::take(&mut self.results)
             .into_iter()
             .map(|r| r.unwrap_or(Err(FabricError::NoCompletion)))
-            .collect()
+            .collect();
+        for (r, t) in results.iter().zip(&self.targets.0) {
+            let down = r.as_ref().err().and_then(FabricError::unreachable_node);
+            if let (Some(node), Some(t)) = (down, t) {
+                if !self.unreachable.0.iter().any(|u| u.node == node) {
+                    self.unreachable.0.push(Target { node, ..*t });
+                }
+            }
+        }
+        results
+    }
+
+    /// `e`, and when it is an [`Error::Unreachable`] its node told apart by
+    /// what the attempt's first request that found it down needed of it,
+    /// seen by `client` (its own node, its share and lease block) for an
+    /// operation about `key` (its candidate buckets), else by region (the
+    /// directory, other index entries, data table entries).
+    pub fn unreachable_because(
+        &self,
+        client: &crate::machine::ClientState,
+        key: Option<&[u8]>,
+        e: Error,
+    ) -> Error {
+        let Error::Unreachable(node, crate::error::Needed::Request) = e else {
+            return e;
+        };
+        use crate::addr::Region;
+        use crate::error::Needed;
+        let cfg = &client.cfg;
+        let pure = cfg.is_pure(client.id);
+        let share = pure && node == client.id.node;
+        let candidate =
+            key.is_some_and(|k| cfg.hasher().candidates(k).iter().any(|a| a.node == node));
+        let lease = |t: &Target| {
+            share
+                && t.region == Region::Data
+                && cfg
+                    .lease_block(client.id)
+                    .is_some_and(|at| (at..at + cfg.lease_block_bytes()).contains(&t.offset))
+        };
+        let needed = match self.unreachable.0.iter().find(|t| t.node == node) {
+            _ if !pure && node == client.id.node => Needed::OwnNode,
+            None => Needed::Request,
+            Some(t) if t.windowed => Needed::Share,
+            Some(t) if lease(t) => Needed::Lease,
+            Some(t) if t.region == Region::Index => {
+                let dir = crate::growth::directory_slot(cfg);
+                if t.node == dir.node
+                    && t.offset == u64::from(dir.slot) * 8
+                    && cfg.index_generations > 1
+                {
+                    Needed::Directory
+                } else if candidate {
+                    Needed::Candidate
+                } else if share {
+                    // The sweep of its share reads the index entries its
+                    // entries name.
+                    Needed::Share
+                } else {
+                    Needed::Index
+                }
+            }
+            Some(_) if share => Needed::Share,
+            Some(_) => Needed::Entry,
+        };
+        Error::Unreachable(node, needed)
     }
 
     /// Operations of the current round still waiting for their completion.

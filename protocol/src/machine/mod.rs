@@ -80,6 +80,13 @@ pub trait Logic {
     #[doc(hidden)]
     fn advance(&mut self, cx: &mut Cx<'_>, results: Results)
         -> Option<Result<Self::Output, Error>>;
+
+    /// The key the operation is about, if it is about one (what an
+    /// unreachable node was needed for: [`crate::Needed`]).
+    #[doc(hidden)]
+    fn key(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// One attempt of an operation: its logic, its rounds and its deadline (the
@@ -297,7 +304,11 @@ impl<L: Logic> Machine for OpMachine<L> {
                         }
                         Some(Err(e)) => {
                             self.done = true;
-                            return Poll::Done(Err(e));
+                            return Poll::Done(Err(self.io.unreachable_because(
+                                client,
+                                self.logic.key(),
+                                e,
+                            )));
                         }
                         None => {
                             self.done = true;
@@ -324,7 +335,9 @@ impl<L: Logic> Machine for OpMachine<L> {
                     tracing::trace!(error = %e, "attempt failed");
                 }
                 self.done = true;
-                return Poll::Done(result);
+                return Poll::Done(
+                    result.map_err(|e| self.io.unreachable_because(client, self.logic.key(), e)),
+                );
             }
             if self.io.has_outbox() {
                 self.round_posted_at = now;

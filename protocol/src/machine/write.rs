@@ -864,6 +864,10 @@ impl WriteLogic {
 }
 
 impl Logic for WriteLogic {
+    fn key(&self) -> Option<&[u8]> {
+        Some(&self.key)
+    }
+
     type Output = bool;
 
     fn advance(&mut self, cx: &mut Cx<'_>, results: Results) -> Option<Result<bool, Error>> {
