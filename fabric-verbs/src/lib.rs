@@ -11,7 +11,10 @@
 //!   data), [`staging`] (the local buffer allocator), [`clock`].
 //! - Safe wrappers over the C objects: [`ffi`].
 //! - The running fabric: [`node`] (a hosted node: its registered regions,
-//!   its `rdma_cm` listener and the start-up probe), [`connect`] (dialling,
+//!   its `rdma_cm` listener and the start-up probe; or a client host, a
+//!   process hosting no node that runs clients without storage),
+//!   [`windows`] (a node's type-1 memory windows, bound by its agent),
+//!   [`connect`] (dialling,
 //!   with the clock check), [`dialer`] (one dialer per peer, shared by a
 //!   node's endpoints), [`clock_check`] (the peers' clocks checked
 //!   again periodically), [`endpoint`] (a client's queue pairs to every
