@@ -621,7 +621,8 @@ const RACE_KEYS: &str = "6";
 /// cluster it did not start. Its two clients take shares node 1 holds by
 /// lease and write their entries through the memory windows node 1's
 /// agent binds (`ibv_bind_mw`), in size classes; its history, merged with
-/// the nodes' own clients', is linearizable. A second such process is
+/// the nodes' own clients', is linearizable, and it gives the shares back
+/// as its run ends. A second such process takes them at once and is
 /// killed (`kill -9`) mid-run: a third started at once is refused (the
 /// dead process's leases stand), and one started after the lease term
 /// takes the shares the agent took back and runs without a failure.
@@ -755,9 +756,9 @@ fn a_process_hosting_no_node_runs_clients_without_storage_and_a_killed_ones_shar
         "the application example ({status}):\n{said}"
     );
     println!("\nAPPLICATION EXAMPLE: {}", said.trim());
-    // The first process's shares come back once its lease term passed.
-    std::thread::sleep(Duration::from_millis(3 * LEASE_MS));
-    // A second process runs until killed.
+    // The first process gave its shares back as its run ended
+    // (`release_share`): a second takes them at once, and runs until
+    // killed.
     let args = app_args(&from(1), None, &["--seconds", "600", "--start-at", "-"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut doomed = c.start(1, "killed", &args);
@@ -791,7 +792,7 @@ fn a_process_hosting_no_node_runs_clients_without_storage_and_a_killed_ones_shar
         after.diagnostics()
     );
     println!(
-        "\nWITHOUT STORAGE: a process hosting no node ran 80 operations (linearizable with the nodes' 240), a killed one's shares were refused at once and taken again after the {LEASE_MS} ms lease term (40 operations, none failed)"
+        "\nWITHOUT STORAGE: a process hosting no node ran 80 operations (linearizable with the nodes' 240) and gave its shares back, taken at once by the next; a killed one's shares were refused at once and taken again after the {LEASE_MS} ms lease term (40 operations, none failed)"
     );
     for n in &mut nodes[..3] {
         n.stop(Duration::from_secs(20));

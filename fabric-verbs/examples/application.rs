@@ -80,6 +80,8 @@ fn main() -> Result<(), Box<dyn StdError>> {
     // An application that may sit idle renews its lease (nothing is
     // posted unless a renewal is due).
     client.renew_lease()?;
+    // Done: give the share back for the next process to take at once.
+    client.release_share()?;
     println!(
         "application: a client without storage of {node} wrote 20 sessions, read {open} back open, deleted 4 (app-session-5 gone: {gone})"
     );

@@ -49,7 +49,7 @@ use nessie_check::pure::agent_pass;
 use nessie_protocol::growth::IndexView;
 use nessie_protocol::internals::Router;
 use nessie_protocol::layout::{DteState, IndexEntry};
-use nessie_protocol::machine::ClientState;
+use nessie_protocol::machine::{ClientState, ReleaseMachine};
 use nessie_protocol::pipeline::RequestMachine;
 use nessie_protocol::pure::Agent;
 use nessie_protocol::{
@@ -73,6 +73,12 @@ pub struct ClientSpec {
     pub faults: Faults,
     /// Whether the model may crash it in the middle of an operation.
     pub may_crash: bool,
+    /// A client without storage that gives its share back
+    /// (`Client::release_share`) the moment its last operation returns,
+    /// whatever of its requests is still on its way (the release's own
+    /// READ and CAS run atomically: their faults would leave the share
+    /// held until its take-back, which other worlds explore).
+    pub release: bool,
 }
 
 /// Situations a world is expected to reach (checked as `sometimes` properties,
@@ -109,6 +115,8 @@ pub enum Expect {
     /// A client without storage's operation ended because its agent took
     /// its share back (its heartbeat stood still for the lease term).
     LeaseTakenBack,
+    /// A client without storage gave its share back.
+    ShareReleased,
     /// A client whose view of the index was behind met a growth seal (and
     /// read the directory again).
     StaleView,
@@ -371,10 +379,19 @@ fn run_atomically(
     op: &Request,
     now: Nanos,
 ) -> Result<(), Error> {
-    let mut m = RequestMachine::new(op);
+    run_machine_atomically(mem, st, RequestMachine::new(op), now).map(|_| ())
+}
+
+/// Runs machine `m` to completion with every request atomic.
+fn run_machine_atomically<M: Machine>(
+    mem: &mut Memory,
+    st: &mut ClientState,
+    mut m: M,
+    now: Nanos,
+) -> Result<M::Output, Error> {
     loop {
         match m.poll(st, now) {
-            Poll::Done(r) => return r.map(|_| ()),
+            Poll::Done(r) => return r,
             Poll::Pending => {
                 return Err(Error::corrupt(CorruptionKind::Bug, "preload machine stuck"))
             }
@@ -732,11 +749,27 @@ impl World {
             done => {
                 r.next += 1;
                 r.attempts = 0;
+                let last = usize::from(r.next) == self.clients[c].program.len();
                 match done {
                     Next::Returned(ret) => s.history.returned(c, op_index, ret),
                     Next::Void => s.history.void(c, op_index),
                     _ => {
                         s.flags.reached.insert(Expect::UnknownOutcome);
+                    }
+                }
+                if last && self.clients[c].release {
+                    let now = self.now(s, c);
+                    let state = &mut s.clients[c].state;
+                    let released = state.pure.as_ref().is_some_and(|p| p.held)
+                        && run_machine_atomically(
+                            &mut s.mem,
+                            state,
+                            ReleaseMachine::release(),
+                            now,
+                        )
+                        .is_ok();
+                    if released {
+                        s.flags.reached.insert(Expect::ShareReleased);
                     }
                 }
                 self.recheck(s);
@@ -1197,6 +1230,7 @@ fn expect_property(e: Expect) -> Property<World> {
         Expect::LateDelivered => reached!(Expect::LateDelivered),
         Expect::NewGeneration => reached!(Expect::NewGeneration),
         Expect::LeaseTakenBack => reached!(Expect::LeaseTakenBack),
+        Expect::ShareReleased => reached!(Expect::ShareReleased),
         Expect::StaleView => reached!(Expect::StaleView),
         Expect::GrowthSeal => reached!(Expect::GrowthSeal),
         Expect::GrowthEnded => reached!(Expect::GrowthEnded),
@@ -1219,6 +1253,7 @@ pub fn expect_name(e: Expect) -> &'static str {
         Expect::LateDelivered => "a completion arrived after its round was given up",
         Expect::NewGeneration => "a client without storage wrote in a later generation",
         Expect::LeaseTakenBack => "a client without storage lost its share to its agent",
+        Expect::ShareReleased => "a client without storage gave its share back",
         Expect::StaleView => "a client whose view of the index was behind met a growth seal",
         Expect::GrowthSeal => "a growth sealed an entry of the old generation",
         Expect::GrowthEnded => "a growth ended in the next generation",

@@ -240,6 +240,27 @@ impl<E: Endpoint> Client<E> {
         self.retry(crate::machine::TakeShareMachine::take_share)
     }
 
+    /// Gives a client without storage's share back (docs/protocol.md §2.4):
+    /// the lease word CASed from naming this client to naming nobody, so
+    /// that the next process takes the share at once instead of after the
+    /// lease term. An application calls it when it is done with the client.
+    /// Safe whatever is still on its way: the next holder asks for a newer
+    /// generation, whose bind revokes this client's keys before it gets
+    /// its own. The client may go on: its next write takes a share anew.
+    /// Nothing to do for a client with storage, or one holding no share.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::OutcomeUnknown`] ([`crate::UnknownStep::LeaseRelease`]):
+    ///   the CAS went unanswered; the share may be free or still held. Call
+    ///   again (a release reads the lease word first) or leave it to the
+    ///   lease term.
+    /// - [`Error::Timeout`], [`Error::Unreachable`], [`Error::Fabric`]: the
+    ///   lease block could not be read; nothing changed.
+    pub fn release_share(&mut self) -> Result<(), Error> {
+        self.retry(crate::machine::ReleaseMachine::release)
+    }
+
     fn sweep(&mut self, mut start: bool) -> Result<crate::growth::IndexView, Error> {
         loop {
             let step = if start {

@@ -309,6 +309,12 @@ pub enum UnknownStep {
     /// A pipelined operation that the pipeline stopped before it finished.
     #[error("the pipeline stopped before the operation finished")]
     Unfinished,
+    /// A client without storage's release of its share: the CAS giving the
+    /// lease word back failed or went unanswered, so the share may be
+    /// free or still held. Release again: a release reads the lease word
+    /// first.
+    #[error("the CAS giving the share back may have landed")]
+    LeaseRelease,
     /// Cell: a write its server did not answer in time.
     #[error("the server did not answer a write in time")]
     ServerSilent,

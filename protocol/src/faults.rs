@@ -175,6 +175,11 @@ pub struct Faults {
     /// operation whose beat is overdue: a client that only reads for the
     /// lease term loses its share while it runs.
     pub pure_beats_only_on_writes: bool,
+    /// A client without storage that finds its share free takes it in the
+    /// generation it has rather than asking for a newer one, and so adopts
+    /// the keys of the client that gave it back, still good: that client's
+    /// late WRITEs land on the entries the new holder reuses.
+    pub take_without_new_generation: bool,
 }
 
 /// A fault switch name that [`Faults::set`] does not know.
@@ -184,7 +189,7 @@ pub struct UnknownFault(pub String);
 
 impl Faults {
     /// Every switch, by its command-line name (kebab case of the field).
-    pub const NAMES: [&'static str; 36] = [
+    pub const NAMES: [&'static str; 37] = [
         "skip-put-verify",
         "skip-migrate-rollback",
         "cpu-state-flip",
@@ -221,6 +226,7 @@ impl Faults {
         "skip-growth-help",
         "growth-cursor-unchecked",
         "pure-beats-only-on-writes",
+        "take-without-new-generation",
     ];
 
     /// Turns on the switch called `name` (one of [`Faults::NAMES`]).
@@ -264,6 +270,7 @@ impl Faults {
             "skip-growth-help" => &mut self.skip_growth_help,
             "growth-cursor-unchecked" => &mut self.growth_cursor_unchecked,
             "pure-beats-only-on-writes" => &mut self.pure_beats_only_on_writes,
+            "take-without-new-generation" => &mut self.take_without_new_generation,
             other => return Err(UnknownFault(other.to_string())),
         };
         *switch = true;

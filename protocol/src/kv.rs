@@ -184,6 +184,18 @@ pub trait KvClient: Send {
     fn renew_lease(&mut self) -> Result<(), Error> {
         Ok(())
     }
+    /// A client without storage gives its share back, for the next process
+    /// to take at once rather than after the lease term
+    /// ([`crate::Client::release_share`]); the default, for every other
+    /// client, has nothing to give back.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::release_share`]: [`Error::OutcomeUnknown`] when
+    /// the CAS giving it back may or may not have landed (release again).
+    fn release_share(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
     /// Cache hits so far, for systems with a client cache (0 otherwise).
     fn cache_hits(&self) -> u64 {
         0
@@ -211,6 +223,9 @@ impl<E: Endpoint> KvClient for Client<E> {
     }
     fn renew_lease(&mut self) -> Result<(), Error> {
         Client::renew_lease(self)
+    }
+    fn release_share(&mut self) -> Result<(), Error> {
+        Client::release_share(self)
     }
 }
 

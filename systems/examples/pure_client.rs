@@ -14,7 +14,8 @@
 //! runs (its operations renew the lease; an idle one calls
 //! `Client::renew_lease`): one that runs nothing for the lease term loses
 //! it (`Error::LeaseLost`, nothing of the failed write linked) and is made
-//! anew.
+//! anew. Done with it, the application gives the share back
+//! (`release_share`), for the next process to take at once.
 
 use nessie_protocol::{Config, NodeId};
 use nessie_systems::{Connect, SystemKind};
@@ -46,6 +47,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // An application that may sit idle renews its lease every third of the
     // lease term (here once: nothing is due yet, so nothing is posted).
     app.renew_lease()?;
+    // Done with it: give the share back, for the next process to take at
+    // once (a process that dies keeps it until the lease term passes).
+    app.release_share()?;
     println!("a client without storage wrote 100 sessions; a node's client read and closed 15");
     Ok(())
 }

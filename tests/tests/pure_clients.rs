@@ -189,6 +189,87 @@ fn a_share_is_its_holders_until_the_agent_takes_it_back() {
     assert_eq!(local.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
 }
 
+/// A share given back (`release_share`) is taken by the next client at
+/// once, with no lease term between (the term here is an hour), in a newer
+/// generation: the releaser's keys are revoked before the taker gets its
+/// own, so a WRITE it had on its way lands nowhere, however late. The
+/// releaser's writes stay; releasing again, or a client holding no share,
+/// has nothing to do. A taker that keeps the generation it finds
+/// (`take-without-new-generation`) keeps the releaser's keys good, and the
+/// late WRITE lands: this test catches it.
+#[test]
+fn a_released_share_is_taken_at_once_and_the_releasers_keys_are_revoked() {
+    /// The story with the taker's `faults`: what a WRITE under the
+    /// releaser's keys, landing once the taker wrote, does.
+    fn late_write_after_a_release(
+        faults: nessie_protocol::Faults,
+    ) -> Result<OpOutput, nessie_protocol::FabricError> {
+        let cluster = SimCluster::new(Config {
+            lease_term: Duration::from_secs(3600),
+            ..config()
+        });
+        let _agent = cluster.agent(1);
+        let mut first = pure_client(&cluster);
+        first.put(b"a", b"1").expect("put");
+        let old = first.state().pure.as_ref().expect("pure").keys.clone();
+        let before = lease_block(&cluster).lease;
+        first.release_share().expect("released");
+        assert_eq!(lease_block(&cluster).lease.holder, 0, "the share is free");
+        assert_eq!(lease_block(&cluster).lease.granted, before.granted);
+        first.release_share().expect("nothing left to give back");
+        drop(first);
+        let mut second = pure_client(&cluster);
+        second.state_mut().faults = faults;
+        second
+            .put(b"b", b"2")
+            .expect("the released share is taken at once");
+        let window = cluster.cfg.window_of(PURE, 0).expect("window");
+        let (offset, _) = cluster.cfg.share_range(PURE, 0).expect("share");
+        let mut late = cluster.fabric.open(NodeId(0)).expect("endpoint");
+        late.post(WorkRequest {
+            id: OpId(9),
+            op: Op::Windowed {
+                window,
+                key: old[0],
+                op: Box::new(Op::Write {
+                    addr: nessie_protocol::RemoteAddr::data(NodeId(1), offset),
+                    data: vec![0xee; 8],
+                }),
+            },
+        })
+        .expect("posted");
+        let mut out = Vec::new();
+        late.wait(&mut out, Duration::from_millis(50));
+        let mut local = cluster.client(0, 0);
+        local
+            .release_share()
+            .expect("a client with storage has no share to give back");
+        if faults == nessie_protocol::Faults::default() {
+            // Nothing of the releaser landed: its writes and the taker's
+            // stand. (With the switch the late WRITE lands on the
+            // releaser's entry of `a`, which then reads as gone.)
+            let after = lease_block(&cluster).lease;
+            assert!(after.granted > before.granted, "{before:?} -> {after:?}");
+            assert_eq!(local.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+            assert_eq!(local.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+        }
+        out.remove(0).result
+    }
+    assert!(matches!(
+        late_write_after_a_release(Default::default()),
+        Err(nessie_protocol::FabricError::WindowRefused { .. })
+    ));
+    let keeps_generation = nessie_protocol::Faults {
+        take_without_new_generation: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        late_write_after_a_release(keeps_generation),
+        Ok(OpOutput::Written),
+        "a taker keeping the releaser's generation keeps its keys good"
+    );
+}
+
 /// A holder whose heartbeat stands still for the lease term (it wrote
 /// nothing for that long) loses its share: its next write says so, with
 /// nothing of it linked, and its earlier writes stay.

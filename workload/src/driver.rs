@@ -66,6 +66,11 @@ pub trait Issuer {
     /// (`KvClient::renew_lease`), so that a start barrier longer than the
     /// lease term does not cost it its share. Nothing by default.
     fn keep_alive(&mut self) {}
+
+    /// Closes its clients once the run is over: a client without storage
+    /// gives its share back (`KvClient::release_share`), so that the next
+    /// process takes it at once. Nothing by default.
+    fn close(&mut self) {}
 }
 
 /// The next operation of a [`Source`].
@@ -233,6 +238,12 @@ impl Issuer for Blocking {
     /// (`Error::LeaseLost`).
     fn keep_alive(&mut self) {
         let _ = self.client.renew_lease();
+    }
+
+    /// Gives a client without storage's share back; one whose release
+    /// fails keeps it until the lease term passes.
+    fn close(&mut self) {
+        let _ = self.client.release_share();
     }
 }
 

@@ -239,12 +239,9 @@ where
                     gate.wait(&mut w.issuer);
                     let cpu = thread_cpu_time();
                     client_loop(&mut w.issuer, &mut mix, &mut rec, &limits);
-                    (
-                        rec.kinds,
-                        thread_cpu_time().saturating_sub(cpu),
-                        rec.errors,
-                        rec.history,
-                    )
+                    let cpu = thread_cpu_time().saturating_sub(cpu);
+                    w.issuer.close();
+                    (rec.kinds, cpu, rec.errors, rec.history)
                 })
             })
             .collect();

@@ -78,6 +78,7 @@ fn client(node: u16, index: u16, program: Vec<Request>) -> ClientSpec {
         program,
         faults: Faults::default(),
         may_crash: false,
+        release: false,
     }
 }
 
@@ -278,6 +279,13 @@ pub const CAUGHT_ELSEWHERE: &[(&str, &str)] = &[
          cursor's holds a key, then read ahead: more chunks than the growth worlds' (whose \
          writers take the cursor's chunk); the swarm (sim/tests/swarm.rs, \
          an_index_growing_under_the_fault_mixes_answers_rightly_and_growth_switches_are_caught)",
+    ),
+    (
+        "take-without-new-generation",
+        "needs an entry of the releaser reclaimable while its WRITE is on its way, beyond \
+         pure-released-share's clock: tests/tests/pure_clients.rs \
+         (a_released_share_is_taken_at_once_and_the_releasers_keys_are_revoked: the \
+         releaser's late WRITE lands on its own linked entry)",
     ),
     (
         "pure-beats-only-on-writes",
@@ -613,6 +621,12 @@ pub const WORLDS: &[WorldRow] = &[
             ],
             "the first holder's late WRITE lands on an entry the second reused",
         )],
+    },
+    WorldRow {
+        name: "pure-released-share",
+        build: pure_released_share,
+        ci: exhaustive(Group::Edges, 57_100),
+        catches: &[],
     },
     WorldRow {
         name: "pure-lease-taken-back",

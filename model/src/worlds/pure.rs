@@ -123,3 +123,33 @@ pub fn pure_two_holders(faults: Faults) -> World {
     w.expect = vec![Expect::NewGeneration];
     with_faults(w, faults)
 }
+
+/// Two processes of one client without storage, the first giving its share
+/// back (`release_share`) the moment its PUT returns, the second taking it
+/// then with no lease term between (the term is an hour: only the release
+/// frees it), asking for a newer generation and writing the key in it,
+/// every request landing whenever the model likes. Every property holds
+/// and the second writes in generation 2. The release's hazard, a late
+/// WRITE of the first landing on an entry the second reused, needs the
+/// first's entry reclaimable, which a world this small never reaches:
+/// `take-without-new-generation` is caught by
+/// `tests/tests/pure_clients.rs` instead (`CAUGHT_ELSEWHERE`).
+pub fn pure_released_share(faults: Faults) -> World {
+    let k = b"k";
+    let mut c = pure_cfg();
+    c.lease_term = Duration::from_secs(3600);
+    let mut first = pure_client(vec![put(k, "a-value")]);
+    first.release = true;
+    let mut w = world(
+        "pure-released-share",
+        c,
+        vec![first, pure_client(vec![put(k, "b-value")])],
+    );
+    w.torn = false;
+    w.max_attempts = 2;
+    w.max_ticks = 4;
+    w.max_delays = 1;
+    w.late_landing = true;
+    w.expect = vec![Expect::ShareReleased, Expect::NewGeneration];
+    with_faults(w, faults)
+}

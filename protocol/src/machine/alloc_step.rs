@@ -162,10 +162,17 @@ impl AllocStep {
                 if !cx.may_mutate() {
                     return Err(Error::Timeout);
                 }
+                // Broken (`take-without-new-generation`): take it in the
+                // generation it has, and so the keys of the client that
+                // gave it back, still good.
+                let want = if cx.client.faults.take_without_new_generation {
+                    lease.granted
+                } else {
+                    lease.granted + 1
+                };
                 let Some(p) = cx.client.pure.as_mut() else {
                     return Err(Error::Timeout);
                 };
-                let want = lease.granted + 1;
                 p.want = Some(want);
                 let take = LeaseWord {
                     holder: p.nonce,

@@ -30,7 +30,7 @@ pub use crate::addr::ClientId;
 pub use context::{ClientState, Cx};
 pub use get::GetLogic;
 pub use io::Poll;
-pub use lease::{RenewLogic, TakeShareLogic};
+pub use lease::{ReleaseLogic, RenewLogic, TakeShareLogic};
 pub use search::MAX_FRONTIER;
 pub use sweep::{GrowLogic, Swept};
 pub use write::{WriteKind, WriteLogic};
@@ -135,6 +135,8 @@ pub type GrowMachine = OpMachine<GrowLogic>;
 pub type RenewMachine = OpMachine<RenewLogic>;
 /// A client without storage's taking of its share (docs/protocol.md §2.4).
 pub type TakeShareMachine = OpMachine<TakeShareLogic>;
+/// A client without storage's release of its share ([`ReleaseLogic`]).
+pub type ReleaseMachine = OpMachine<ReleaseLogic>;
 
 impl<L: Logic> OpMachine<L> {
     /// Wraps the logic of one attempt.
@@ -184,6 +186,13 @@ impl RenewMachine {
     /// A renewal of the client's lease (its heartbeat).
     pub fn renew() -> RenewMachine {
         OpMachine::new(RenewLogic::default())
+    }
+}
+
+impl ReleaseMachine {
+    /// A release of the client's share.
+    pub fn release() -> ReleaseMachine {
+        OpMachine::new(ReleaseLogic::default())
     }
 }
 
