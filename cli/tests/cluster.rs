@@ -224,29 +224,14 @@ impl Node {
     /// Closes standard input (the node stops serving) and waits for a
     /// successful exit within `within`.
     fn stop(&mut self, within: Duration) {
-        let mut c = self.child.take().expect("running");
-        drop(c.stdin.take());
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(status)) = c.try_wait() {
-                assert!(
-                    status.success(),
-                    "{} exited with {status}:\n{}",
-                    self.name,
-                    self.output()
-                );
-                return;
-            }
-            if start.elapsed() > within {
-                let _ = c.kill();
-                panic!(
-                    "{} did not stop within {within:?}:\n{}",
-                    self.name,
-                    self.output()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        drop(self.child.as_mut().and_then(|c| c.stdin.take()));
+        let status = self.wait_exit(within);
+        assert!(
+            status.success(),
+            "{} exited with {status}:\n{}",
+            self.name,
+            self.output()
+        );
     }
 
     /// Writes the start instant `at` to its standard input (`--start-at -`).

@@ -87,10 +87,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    window_carries, ChainLink, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId,
-    OpOutput, Region, RemoteAddr, TransportError, WindowId, WindowKey, WorkRequest,
+    ChainLink, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region,
+    RemoteAddr, TransportError, WindowId, WindowKey, WorkRequest,
 };
 use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
+
+mod windows;
 
 use crate::byteorder::{operand, previous, Endian};
 use crate::clock::NodeClock;
@@ -253,6 +255,37 @@ struct InFlight {
     /// The memory window a WRITE or CAS goes through and the key it
     /// carries (its rkey), or the window a bind binds and its new key.
     window: Option<(WindowId, WindowKey)>,
+}
+
+impl InFlight {
+    /// Request `id` of `nic` to `node` of `len` bytes in `buf`, accepted
+    /// at `accepted` for `signal`, not yet posted; its remote slice and
+    /// operands are set by the caller that has them.
+    fn new(
+        (id, node, nic): (OpId, NodeId, NicOp),
+        (len, buf): (u32, Buf),
+        (signal, accepted): (Signal, Instant),
+    ) -> InFlight {
+        InFlight {
+            id,
+            node,
+            nic,
+            len,
+            buf,
+            remote: RemoteSlice { addr: 0, rkey: 0 },
+            compare: 0,
+            swap: 0,
+            stores: Endian::HOST,
+            accepted,
+            deadline: None,
+            expired: false,
+            signal,
+            signaled: true,
+            extended: false,
+            fenced: false,
+            window: None,
+        }
+    }
 }
 
 /// One slot of the request slab; `gen` tells a reused slot's requests apart.
@@ -699,23 +732,11 @@ impl VerbsEndpoint {
         let stores = self.book.get(addr.node).map_or(Endian::HOST, |p| p.stores);
         let (buf, _) = self.alloc(len)?;
         let f = InFlight {
-            id,
-            node: addr.node,
-            nic,
-            len,
-            buf,
             remote,
             compare: operand(cas.0, stores),
             swap: operand(cas.1, stores),
             stores,
-            accepted,
-            deadline: None,
-            expired: false,
-            signal,
-            signaled: true,
-            extended: false,
-            fenced: false,
-            window: None,
+            ..InFlight::new((id, addr.node, nic), (len, buf), (signal, accepted))
         };
         if let Some(data) = data {
             let ok = match &f.buf {
@@ -735,128 +756,6 @@ impl VerbsEndpoint {
             self.dirty.push(addr.node.0);
         }
         Ok(wr_id)
-    }
-
-    /// Accepts a WRITE or CAS through memory window `window` under `key`:
-    /// the request goes to the window's node's data region as any other,
-    /// carrying the window's rkey instead of the region's, so the
-    /// responder checks the window when it lands. Anything else is refused
-    /// unposted.
-    fn windowed(
-        &mut self,
-        id: OpId,
-        (window, key): (WindowId, WindowKey),
-        op: Op,
-        posting: (Signal, Instant),
-    ) -> Result<(), FabricError> {
-        if !window_carries(window, &op) {
-            return Err(FabricError::WindowRefused { window, key });
-        }
-        let wr_id = match op {
-            Op::Write { addr, data } => {
-                let len = Self::write_len(addr, &data)?;
-                self.nic(id, addr, NicOp::Write, len, Some(&data), (0, 0), posting)?
-            }
-            Op::Cas { addr, expect, new } => {
-                self.nic(id, addr, NicOp::Cas, 8, None, (expect, new), posting)?
-            }
-            _ => return Err(FabricError::WindowRefused { window, key }),
-        };
-        if let Some(f) = self.slot_mut(wr_id) {
-            f.remote.rkey = key.0;
-            f.window = Some((window, key));
-        }
-        Ok(())
-    }
-
-    /// Binds memory window `index` of this endpoint's node over `len` bytes
-    /// at `offset` of its data region: `ibv_bind_mw` on the loopback queue
-    /// pair (type-1 windows belong to the node's protection domain, so
-    /// every connection to the node honours the bind), completing with the
-    /// key the window is bound under. Posted at once, not batched: nothing
-    /// orders it against the endpoint's other requests.
-    fn bind_window(
-        &mut self,
-        id: OpId,
-        index: u32,
-        (offset, len): (u64, u64),
-        (signal, accepted): (Signal, Instant),
-    ) -> Result<(), FabricError> {
-        if !self.node.hosted {
-            // A client host binds nothing: it has no region.
-            return Err(FabricError::Transport(TransportError::WindowsUnsupported));
-        }
-        let node = self.node.id;
-        let i = usize::from(node.0);
-        self.ensure_up(node)?;
-        if self.peers[i].posted >= self.send_depth {
-            return Err(FabricError::Transport(TransportError::Endpoint(format!(
-                "the loopback send queue is full: window {index} of {node} not bound"
-            ))));
-        }
-        if self.peers[i].conn.is_none() {
-            return Err(FabricError::NodeDown(node));
-        }
-        let (buf, _) = self.alloc(8)?;
-        let wr_id = self.insert(InFlight {
-            id,
-            node,
-            nic: NicOp::Bind,
-            len: 0,
-            buf,
-            remote: RemoteSlice { addr: 0, rkey: 0 },
-            compare: 0,
-            swap: 0,
-            stores: Endian::HOST,
-            accepted,
-            deadline: None,
-            expired: false,
-            signal,
-            signaled: true,
-            extended: false,
-            fenced: false,
-            window: None,
-        });
-        let bound = match &self.peers[i].conn {
-            Some(conn) => {
-                let shared = &self.node;
-                shared
-                    .windows
-                    .bind(node, index, (conn, wr_id), &shared.data, (offset, len))
-            }
-            None => Err(FabricError::NodeDown(node)),
-        };
-        let key = match bound {
-            Ok(key) => WindowKey(key),
-            Err(e) => {
-                if let Some(f) = self.take(wr_id) {
-                    self.release(f);
-                }
-                return Err(e);
-            }
-        };
-        let now = Instant::now();
-        let timing = self.node.timing;
-        let deadline = match self.slot_mut(wr_id) {
-            Some(f) => {
-                f.window = Some((WindowId { node, index }, key));
-                let deadline = match backlog_verdict(f.accepted, window(f, &timing), now) {
-                    BacklogVerdict::Post { deadline } => deadline,
-                    BacklogVerdict::Expired => now,
-                };
-                f.deadline = Some(deadline);
-                deadline
-            }
-            None => now,
-        };
-        self.touch(i);
-        self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
-        let p = &mut self.peers[i];
-        p.sent.push_back(wr_id);
-        p.posted += 1;
-        p.unsignaled_run = 0;
-        p.run_since = None;
-        Ok(())
     }
 
     /// Hands `f`'s outcome to the caller if it is the caller's (see

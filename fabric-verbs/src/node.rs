@@ -78,6 +78,33 @@ pub struct NodeShared {
 }
 
 impl NodeShared {
+    /// The state of node `id` (`hosted`), or of a client host, dialling
+    /// from `addr` on `device` with the regions `index` and `data` of `pd`.
+    fn new(
+        (id, hosted, addr): (NodeId, bool, SocketAddr),
+        cluster: Arc<ClusterFile>,
+        device: Device,
+        pd: Arc<Pd>,
+        (index, data): (Mr, Mr),
+    ) -> Arc<NodeShared> {
+        Arc::new(NodeShared {
+            id,
+            hosted,
+            cluster,
+            addr,
+            info: device.info,
+            plan: device.plan,
+            timing: device.timing,
+            order: OnceLock::new(),
+            clock: NodeClock::start(),
+            windows: NodeWindows::new(pd.clone()),
+            index,
+            data,
+            pd,
+            ctx: device.ctx,
+        })
+    }
+
     /// What the listener tells connecting endpoints.
     pub fn welcome(&self) -> Welcome {
         Welcome {
@@ -200,31 +227,12 @@ impl ClientHost {
         device: Option<&str>,
     ) -> Result<ClientHost, VerbsError> {
         let device = device.unwrap_or(&cluster.device).to_string();
-        let Device {
-            ctx,
-            info,
-            plan,
-            timing,
-        } = Device::open(&cluster, &device)?;
-        let pd = Pd::new(ctx.clone())?;
+        let device = Device::open(&cluster, &device)?;
+        let pd = Pd::new(device.ctx.clone())?;
         let index = Mr::alloc(&pd, 8, RegionKind::Staging)?;
         let data = Mr::alloc(&pd, 8, RegionKind::Staging)?;
-        let shared = Arc::new(NodeShared {
-            id: NodeId(cluster.topology().nodes),
-            hosted: false,
-            cluster,
-            addr,
-            info,
-            plan,
-            timing,
-            order: OnceLock::new(),
-            clock: NodeClock::start(),
-            windows: NodeWindows::new(pd.clone()),
-            index,
-            data,
-            pd,
-            ctx,
-        });
+        let id = NodeId(cluster.topology().nodes);
+        let shared = NodeShared::new((id, false, addr), cluster, device, pd, (index, data));
         let acceptor = start_acceptor(&shared)?;
         let order = probe(&shared)?;
         drop(acceptor);
@@ -267,22 +275,17 @@ impl HostedNode {
     /// Starts node `id` of `cluster` on its configured device.
     pub fn start(cluster: Arc<ClusterFile>, id: NodeId) -> Result<HostedNode, VerbsError> {
         let addr = cluster.addr(id)?;
-        let device = cluster.device_of(id)?.to_string();
-        let Device {
-            ctx,
-            info,
-            plan,
-            timing,
-        } = Device::open(&cluster, &device)?;
+        let name = cluster.device_of(id)?.to_string();
+        let device = Device::open(&cluster, &name)?;
+        let max_msg = device.info.limits.max_msg_sz;
         let entry = cluster.protocol_config()?.layout().entry_bytes();
-        if info.limits.max_msg_sz > 0 && entry > u64::from(info.limits.max_msg_sz) {
+        if max_msg > 0 && entry > u64::from(max_msg) {
             return Err(VerbsError::Limits(format!(
-                "a data entry of {entry} bytes exceeds the port's largest message ({} bytes)",
-                info.limits.max_msg_sz
+                "a data entry of {entry} bytes exceeds the port's largest message ({max_msg} bytes)"
             )));
         }
-        let events = AsyncEvents::of(&ctx)?;
-        let pd = Pd::new(ctx.clone())?;
+        let events = AsyncEvents::of(&device.ctx)?;
+        let pd = Pd::new(device.ctx.clone())?;
         let topo = cluster.topology();
         let huge = cluster.tuning.huge_pages;
         let index = Mr::alloc_with(
@@ -298,23 +301,8 @@ impl HostedNode {
                 "huge_pages is set but no 2 MiB huge pages were available (vm.nr_hugepages): the regions use ordinary pages"
             );
         }
-        tracing::info!(node = id.0, device = %device, atomic = %info.atomic, index_rkey = index.rkey(), data_rkey = data.rkey(), "regions registered");
-        let shared = Arc::new(NodeShared {
-            id,
-            hosted: true,
-            cluster,
-            addr,
-            info,
-            plan,
-            timing,
-            order: OnceLock::new(),
-            clock: NodeClock::start(),
-            windows: NodeWindows::new(pd.clone()),
-            index,
-            data,
-            pd,
-            ctx,
-        });
+        tracing::info!(node = id.0, device = %name, atomic = %device.info.atomic, index_rkey = index.rkey(), data_rkey = data.rkey(), "regions registered");
+        let shared = NodeShared::new((id, true, addr), cluster, device, pd, (index, data));
         let acceptor = start_acceptor(&shared)?;
         let node = HostedNode {
             acceptor,
