@@ -972,43 +972,10 @@ impl VerbsEndpoint {
             }
         }
         let now = Instant::now();
-        let timing = self.node.timing;
         for (k, &wr_id) in chain.ids.iter().enumerate() {
             self.peers[i].backlog.pop_front();
             if k < posted_count {
-                let signaled = chain.signaled[k];
-                let Some(f) = self.slot_mut(wr_id) else {
-                    continue;
-                };
-                // The window runs from the caller's post (expired ones were
-                // taken out of the backlog above).
-                let deadline = match backlog_verdict(f.accepted, window(f, &timing), now) {
-                    BacklogVerdict::Post { deadline } => deadline,
-                    BacklogVerdict::Expired => now,
-                };
-                f.deadline = Some(deadline);
-                f.signaled = signaled;
-                let nic = f.nic;
-                self.touch(i);
-                self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
-                let p = &mut self.peers[i];
-                p.sent.push_back(wr_id);
-                p.posted += 1;
-                match nic {
-                    NicOp::Read => p.out.reads += 1,
-                    NicOp::Write => p.out.writes += 1,
-                    NicOp::Cas => p.out.atomics += 1,
-                    NicOp::Bind => {}
-                }
-                if signaled {
-                    p.unsignaled_run = 0;
-                    p.run_since = None;
-                } else {
-                    p.unsignaled_run += 1;
-                    let since = *p.run_since.get_or_insert(now);
-                    let due = since + probe_after(&timing);
-                    self.next_check = Some(self.next_check.map_or(due, |d| d.min(due)));
-                }
+                self.mark_posted(i, wr_id, chain.signaled[k], now);
             } else if let Some(f) = self.take(wr_id) {
                 let e = FabricError::Transport(TransportError::Endpoint(
                     err.clone().unwrap_or_else(|| "not posted".into()),
@@ -1024,6 +991,45 @@ impl VerbsEndpoint {
                 p.dirty = true;
                 self.dirty.push(node.0);
             }
+        }
+    }
+
+    /// Request `wr_id` was handed to the NIC on the queue pair to peer `i`
+    /// at `now` (with `IBV_SEND_SIGNALED` or not): its deadline runs from
+    /// the caller's post, and it counts against the send queue, the fences
+    /// and the run of unsignaled requests.
+    fn mark_posted(&mut self, i: usize, wr_id: u64, signaled: bool, now: Instant) {
+        let timing = self.node.timing;
+        let Some(f) = self.slot_mut(wr_id) else {
+            return;
+        };
+        // Expired ones were taken out of the backlog before posting.
+        let deadline = match backlog_verdict(f.accepted, window(f, &timing), now) {
+            BacklogVerdict::Post { deadline } => deadline,
+            BacklogVerdict::Expired => now,
+        };
+        f.deadline = Some(deadline);
+        f.signaled = signaled;
+        let nic = f.nic;
+        self.touch(i);
+        self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
+        let p = &mut self.peers[i];
+        p.sent.push_back(wr_id);
+        p.posted += 1;
+        match nic {
+            NicOp::Read => p.out.reads += 1,
+            NicOp::Write => p.out.writes += 1,
+            NicOp::Cas => p.out.atomics += 1,
+            NicOp::Bind => {}
+        }
+        if signaled {
+            p.unsignaled_run = 0;
+            p.run_since = None;
+        } else {
+            p.unsignaled_run += 1;
+            let since = *p.run_since.get_or_insert(now);
+            let due = since + probe_after(&timing);
+            self.next_check = Some(self.next_check.map_or(due, |d| d.min(due)));
         }
     }
 

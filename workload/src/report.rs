@@ -200,6 +200,20 @@ pub struct WorkloadReport {
     pub started_unix_ns: u64,
 }
 
+impl WorkloadReport {
+    /// Writes [`WorkloadReport::history`] to `path`, one
+    /// [`HistoryRecord::to_line`] per line (what `--history FILE` keeps, for
+    /// a linearizability check across processes).
+    pub fn write_history(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let text: String = self
+            .history
+            .iter()
+            .map(|h| format!("{}\n", h.to_line()))
+            .collect();
+        std::fs::write(path, text)
+    }
+}
+
 impl std::fmt::Display for WorkloadReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ops: u64 = self.kinds.iter().map(|k| k.ops).sum();

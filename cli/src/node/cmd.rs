@@ -704,12 +704,8 @@ fn serve_or_run(
             let report = sys.run(fabric, node, &spec, servers)?;
             let transport = metrics::read(fabric, node, true).since(&transport_before);
             if let Some(path) = &a.history {
-                let mut text = String::new();
-                for h in &report.history {
-                    text.push_str(&h.to_line());
-                    text.push('\n');
-                }
-                std::fs::write(path, text)
+                report
+                    .write_history(path)
                     .map_err(|e| NodeError::Arg(format!("cannot write {}: {e}", path.display())))?;
             }
             println!("\n{report}");

@@ -82,15 +82,12 @@ pub fn run(
         .hosting(fabric, &[])?;
     let report = cluster.run_without_storage(node, spec)?;
     if let Some(path) = history {
-        let text: String = report
-            .history
-            .iter()
-            .map(|h| format!("{}\n", h.to_line()))
-            .collect();
-        std::fs::write(path, text).map_err(|source| WithoutStorageError::History {
-            path: path.display().to_string(),
-            source,
-        })?;
+        report
+            .write_history(path)
+            .map_err(|source| WithoutStorageError::History {
+                path: path.display().to_string(),
+                source,
+            })?;
     }
     Ok(report)
 }

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use nessie_protocol::{window_carries, FabricError, Op, OpId, TransportError, WindowId, WindowKey};
 
-use super::{window, InFlight, Signal, VerbsEndpoint};
-use crate::policy::{backlog_verdict, BacklogVerdict, NicOp};
+use super::{InFlight, Signal, VerbsEndpoint};
+use crate::policy::NicOp;
 
 impl VerbsEndpoint {
     /// Accepts a WRITE or CAS through memory window `window` under `key`:
@@ -70,9 +70,6 @@ impl VerbsEndpoint {
                 "the loopback send queue is full: window {index} of {node} not bound"
             ))));
         }
-        if self.peers[i].conn.is_none() {
-            return Err(FabricError::NodeDown(node));
-        }
         let (buf, _) = self.alloc(8)?;
         let wr_id = self.insert(InFlight::new(
             (id, node, NicOp::Bind),
@@ -97,27 +94,10 @@ impl VerbsEndpoint {
                 return Err(e);
             }
         };
-        let now = Instant::now();
-        let timing = self.node.timing;
-        let deadline = match self.slot_mut(wr_id) {
-            Some(f) => {
-                f.window = Some((WindowId { node, index }, key));
-                let deadline = match backlog_verdict(f.accepted, window(f, &timing), now) {
-                    BacklogVerdict::Post { deadline } => deadline,
-                    BacklogVerdict::Expired => now,
-                };
-                f.deadline = Some(deadline);
-                deadline
-            }
-            None => now,
-        };
-        self.touch(i);
-        self.next_check = Some(self.next_check.map_or(deadline, |d| d.min(deadline)));
-        let p = &mut self.peers[i];
-        p.sent.push_back(wr_id);
-        p.posted += 1;
-        p.unsignaled_run = 0;
-        p.run_since = None;
+        if let Some(f) = self.slot_mut(wr_id) {
+            f.window = Some((WindowId { node, index }, key));
+        }
+        self.mark_posted(i, wr_id, true, Instant::now());
         Ok(())
     }
 }
