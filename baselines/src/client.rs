@@ -19,6 +19,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use nessie_protocol::registry::{claim_id, Registry};
 use nessie_protocol::{
     ClientClaim, ClientId, Config, CorruptionKind, Endpoint, Error, NodeId, OpStats,
 };
@@ -77,6 +78,11 @@ pub trait ClientLogic: 'static {
 
     /// The shape every client of the deployment shares.
     fn config(&self) -> &Arc<Config>;
+
+    /// Where the client's node keeps its registry word, in which the
+    /// client takes its id (after everything the system lays out in the
+    /// data region: `SystemConfig::topology`).
+    fn registry(&self) -> Registry;
 
     /// Checks `op`'s key and value against the configured limits (and
     /// refuses a range scan: no baseline's index is ordered).
@@ -215,12 +221,20 @@ impl<C: ClientLogic, E: Endpoint> std::fmt::Debug for BlockingClient<C, E> {
 
 impl<C: ClientLogic, E: Endpoint> BlockingClient<C, E> {
     /// The client `core` of id `id` on endpoint `ep` (its back-offs
-    /// jittered by the id). The id is claimed on the endpoint's fabric
-    /// ([`Endpoint::claim_client`]) for as long as the client lives: an id a
-    /// live client already holds is refused with
-    /// [`Error::ClientIdInUse`], as Nessie's own clients refuse it.
+    /// jittered by the id). The id is claimed for as long as the client
+    /// lives, as Nessie's own clients claim theirs: in the fabric's
+    /// in-process registry, then in its node's registry word
+    /// ([`nessie_protocol::registry::claim_id`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClientIdInUse`] for an id a live client holds, in this
+    /// process or another; [`Error::Unreachable`] or [`Error::Timeout`] when
+    /// the node does not answer the claim within the operation timeout.
     pub fn from_core(core: C, id: ClientId, ep: E) -> Result<BlockingClient<C, E>, Error> {
-        let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
+        let mut ep = ep;
+        let within = core.config().retry.op_timeout;
+        let claim = claim_id(&mut ep, id, Some(core.registry()), within)?;
         Ok(BlockingClient {
             core,
             driver: Driver::new(ep),

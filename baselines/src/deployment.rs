@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{Client, ClientId, Config, Error, Fabric, NodeId, OpStats, Topology};
 
 use crate::client::{rpc_channel, BlockingClient, ClientLogic, CoreSwitches};
@@ -148,34 +149,29 @@ impl SystemConfig {
         CoupledLayout::new(&self.store, filter)
     }
 
-    /// The regions a fabric must provide for this system.
+    /// The regions a fabric must provide for this system: its layout, and
+    /// the registry words of each node's clients closing the data region
+    /// (as Nessie's close it: `Config::registry`).
     pub fn topology(&self) -> Topology {
-        match self.kind {
-            KvSystem::Nessie => self.store.topology(),
-            KvSystem::NessieSd | KvSystem::NessieHy => Topology {
-                nodes: self.store.nodes,
-                index_slots_per_node: 1,
-                data_bytes_per_node: self.coupled().region_bytes(),
-            },
-            KvSystem::Pilaf => Topology {
-                nodes: self.store.nodes,
-                index_slots_per_node: 1,
-                data_bytes_per_node: PilafLayout::new(&self.store).region_bytes(),
-            },
-            KvSystem::Race => Topology {
-                nodes: self.store.nodes,
-                index_slots_per_node: 1,
-                data_bytes_per_node: RaceLayout::new(&self.store).region_bytes(),
-            },
+        if self.kind == KvSystem::Nessie {
+            return self.store.topology();
+        }
+        let (index_slots_per_node, layout_bytes) = match self.kind {
+            KvSystem::Nessie | KvSystem::NessieSd | KvSystem::NessieHy => {
+                (1, self.coupled().region_bytes())
+            }
+            KvSystem::Pilaf => (1, PilafLayout::new(&self.store).region_bytes()),
+            KvSystem::Race => (1, RaceLayout::new(&self.store).region_bytes()),
             // The lock table in the index region, one word per lock.
             KvSystem::Rcuckoo => {
                 let l = RcuckooLayout::new(&self.store);
-                Topology {
-                    nodes: self.store.nodes,
-                    index_slots_per_node: l.locks(),
-                    data_bytes_per_node: l.region_bytes(),
-                }
+                (l.locks(), l.region_bytes())
             }
+        };
+        Topology {
+            nodes: self.store.nodes,
+            index_slots_per_node,
+            data_bytes_per_node: Registry::after(layout_bytes, self.store.clients_per_node).end(),
         }
     }
 

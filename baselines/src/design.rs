@@ -18,6 +18,7 @@ use std::time::Duration;
 use nessie_exec::machine::{Io, Never, Plain};
 use nessie_exec::mailbox::{Request, Status};
 use nessie_exec::server::Handler;
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{Config, Error, KvRequest};
 
 use crate::client::{Attempt, ClientLogic, CoreSwitches};
@@ -33,6 +34,8 @@ pub trait DynClientLogic: fmt::Debug + Send {
     fn system(&self) -> &'static str;
     /// [`ClientLogic::config`].
     fn config(&self) -> &Arc<Config>;
+    /// [`ClientLogic::registry`].
+    fn registry(&self) -> Registry;
     /// [`ClientLogic::attempt`], its future boxed.
     fn attempt_boxed<'a>(
         &'a mut self,
@@ -53,6 +56,10 @@ impl<C: ClientLogic + fmt::Debug + Send> DynClientLogic for C {
 
     fn config(&self) -> &Arc<Config> {
         ClientLogic::config(self)
+    }
+
+    fn registry(&self) -> Registry {
+        ClientLogic::registry(self)
     }
 
     fn attempt_boxed<'a>(
@@ -84,6 +91,10 @@ impl ClientLogic for AnyCore {
 
     fn config(&self) -> &Arc<Config> {
         (**self).config()
+    }
+
+    fn registry(&self) -> Registry {
+        (**self).registry()
     }
 
     fn attempt<'a>(

@@ -24,6 +24,7 @@
 
 use std::sync::Arc;
 
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{
     ClientId, Config, DteCache, Endpoint, Error, IndexEntry, Nanos, NodeId, Op, RemoteAddr,
 };
@@ -221,6 +222,10 @@ impl ClientLogic for HyCore {
 
     fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    fn registry(&self) -> Registry {
+        Registry::after(self.layout.region_bytes(), self.cfg.clients_per_node)
     }
 
     async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, _budget: &mut RetryBudget) -> Attempt {

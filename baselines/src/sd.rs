@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{ClientId, Config, Endpoint, Error};
 
 use crate::client::{rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic};
@@ -40,6 +41,10 @@ impl ClientLogic for SdCore {
 
     fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    fn registry(&self) -> Registry {
+        Registry::after(self.layout.region_bytes(), self.cfg.clients_per_node)
     }
 
     async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, _budget: &mut RetryBudget) -> Attempt {

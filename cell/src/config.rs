@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nessie_exec::mailbox::MailboxLayout;
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{ConfigError, Error, NodeId};
 
 use crate::node::{HEADER_BYTES, TRAILER_BYTES};
@@ -584,6 +585,13 @@ impl CellConfig {
     /// node's maintenance thread.
     pub fn slots_per_node(&self) -> u16 {
         self.clients_per_node + 1
+    }
+
+    /// Where each node's clients (and its maintenance thread) take their
+    /// ids: one registry word per mailbox identity, closing the data region
+    /// (`nessie_protocol::registry`).
+    pub fn registry(&self) -> Registry {
+        Registry::after(self.layout().data_bytes(), self.slots_per_node())
     }
 
     /// Where things live.

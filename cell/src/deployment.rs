@@ -94,7 +94,7 @@ impl CellConfig {
         Topology {
             nodes: self.nodes,
             index_slots_per_node: 1,
-            data_bytes_per_node: self.layout().data_bytes(),
+            data_bytes_per_node: self.registry().end(),
         }
     }
 

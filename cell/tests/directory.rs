@@ -381,7 +381,14 @@ impl Endpoint for LateBody {
     fn node(&self) -> NodeId {
         self.inner.node()
     }
+    fn claim_client(&self, id: nessie_protocol::ClientId) -> Option<nessie_protocol::ClientClaim> {
+        self.inner.claim_client(id)
+    }
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        if nessie_protocol::registry::is_claim_request(wr.id) {
+            // A client's claim of its id, before the story starts.
+            return self.inner.post(wr);
+        }
         if let (true, Op::Write { addr, data }) = (self.armed, &wr.op) {
             if data.len() > 8 {
                 self.armed = false;

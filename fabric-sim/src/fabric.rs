@@ -8,11 +8,11 @@
 //! the error completion, a duplicate, a late completion) happen at a
 //! [`Later`].
 
-use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::internals::duration_nanos;
+use nessie_protocol::registry::ClaimTable;
 use nessie_protocol::{
     ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
     TransportError, TransportFault,
@@ -406,8 +406,8 @@ struct Inner {
     advanced: AtomicU64,
     /// Transfers so far (seeds [`TransferOrder::Random`]).
     transfers: AtomicU64,
-    /// Client ids held by live clients ([`SimFabric::claim_client`]).
-    clients: Mutex<HashSet<ClientId>>,
+    /// Processes named so far ([`SimFabric::another_process`]).
+    processes: AtomicU64,
 }
 
 /// A simulated RDMA fabric connecting `config.nodes` nodes in one process.
@@ -415,10 +415,14 @@ struct Inner {
 /// Cheap to clone: clones are handles to the same cluster. Endpoints opened
 /// with [`Fabric::open`] execute each operation's data transfer when it is
 /// posted (see [`crate::memory`] for the exact memory semantics) and deliver
-/// its completion after the configured latency.
+/// its completion after the configured latency. Clones are the same
+/// process; [`SimFabric::another_process`] is a handle as another process
+/// on the cluster sees it.
 #[derive(Clone)]
 pub struct SimFabric {
     inner: Arc<Inner>,
+    /// The process this handle is: its client ids and registry name.
+    process: ClaimTable,
 }
 
 impl fmt::Debug for SimFabric {
@@ -455,11 +459,25 @@ impl SimFabric {
             created: Instant::now(),
             advanced: AtomicU64::new(0),
             transfers: AtomicU64::new(0),
-            clients: Mutex::new(HashSet::new()),
+            processes: AtomicU64::new(1),
         };
         Ok(SimFabric {
             inner: Arc::new(inner),
+            process: ClaimTable::new(1),
         })
+    }
+
+    /// A handle on the same cluster as another process has it: its own
+    /// name in the registry words and its own in-process registry of client
+    /// ids, so that a client id it claims is refused while a client of this
+    /// process holds it (and the other way round), by the node's registry
+    /// word alone (docs/protocol.md §2.3).
+    pub fn another_process(&self) -> SimFabric {
+        let n = self.inner.processes.fetch_add(1, Ordering::SeqCst) + 1;
+        SimFabric {
+            inner: self.inner.clone(),
+            process: ClaimTable::new(n as u32),
+        }
     }
 
     /// The configuration the fabric was built with.
@@ -481,18 +499,12 @@ impl SimFabric {
     /// `Endpoint::claim_client`: two clients with one id would share one
     /// data table share and lose writes). Dropping the claim releases it.
     pub fn claim_client(&self, id: ClientId) -> Option<ClientClaim> {
-        if !sync::lock(&self.inner.clients).insert(id) {
-            return None;
-        }
-        let fabric = self.clone();
-        Some(ClientClaim::new(move || {
-            sync::lock(&fabric.inner.clients).remove(&id);
-        }))
+        self.process.claim(id)
     }
 
-    /// Whether a live claim holds the client id `id`.
+    /// Whether a live claim of this process holds the client id `id`.
     pub fn client_in_use(&self, id: ClientId) -> bool {
-        sync::lock(&self.inner.clients).contains(&id)
+        self.process.holds(id)
     }
 
     // ----- clocks -------------------------------------------------------------

@@ -692,14 +692,16 @@ impl ClusterFile {
             Some(ms) => Duration::from_millis(ms),
             None => cfg.deadline_margin.min(cfg.expiration / 4),
         };
-        // The lease blocks of the clients without storage close the region
-        // (`Config::lease_block_bytes`: two words and a key word per
-        // class); the tables take the rest.
+        // The lease blocks of the clients without storage (two words and a
+        // key word per class: `Config::lease_block_bytes`) and the registry
+        // words of the node's clients (`Config::registry`) close the region;
+        // the tables take the rest.
         let lease_block = 8 * (2 + 1 + s.size_classes.len() as u64);
         let bytes = self
             .regions
             .data_bytes_per_node
             .saturating_sub(u64::from(s.pure_clients_per_node) * lease_block)
+            .saturating_sub(u64::from(s.clients_per_node) * nessie_protocol::registry::WORD_BYTES)
             / 8
             * 8;
         let taken: u64 = s.size_classes.iter().map(|c| u64::from(c.percent)).sum();
@@ -913,7 +915,9 @@ mod tests {
             cfg.validate().unwrap();
             assert_eq!(cfg.pure_clients_per_node, 3);
             assert_eq!(cfg.lease_term, std::time::Duration::from_millis(1500));
-            let end = cfg.data_tables().region_bytes() + 3 * cfg.lease_block_bytes();
+            let end = cfg.data_tables().region_bytes()
+                + 3 * cfg.lease_block_bytes()
+                + u64::from(cfg.clients_per_node) * nessie_protocol::registry::WORD_BYTES;
             assert!(end <= f.regions.data_bytes_per_node, "{classes}");
             assert_eq!(cfg.topology().data_bytes_per_node, end);
             assert_ne!(plain.fingerprint(), f.fingerprint());

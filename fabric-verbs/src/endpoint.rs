@@ -87,8 +87,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    ChainLink, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId, OpOutput, Region,
-    RemoteAddr, TransportError, WindowId, WindowKey, WorkRequest,
+    ChainLink, ClientClaim, ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId,
+    OpOutput, Region, RemoteAddr, TransportError, WindowId, WindowKey, WorkRequest,
 };
 use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
@@ -1447,6 +1447,12 @@ impl Drop for VerbsEndpoint {
 impl Endpoint for VerbsEndpoint {
     fn node(&self) -> NodeId {
         self.me
+    }
+
+    /// Claims `id` in this process's registry of the node's clients
+    /// (`NodeShared::claims`), under the process's registry name.
+    fn claim_client(&self, id: ClientId) -> Option<ClientClaim> {
+        self.node.claims.claim(id)
     }
 
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {

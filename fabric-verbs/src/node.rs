@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nessie_protocol::registry::ClaimTable;
 use nessie_protocol::NodeId;
 use rdma_sys::rdma_cm_event_type as Ev;
 
@@ -75,6 +76,9 @@ pub struct NodeShared {
     pub pd: Arc<Pd>,
     /// The device context.
     pub ctx: Arc<Context>,
+    /// The client ids this process's live clients of the node hold, and
+    /// its name in the node's registry words (`Endpoint::claim_client`).
+    pub claims: ClaimTable,
 }
 
 impl NodeShared {
@@ -102,6 +106,7 @@ impl NodeShared {
             data,
             pd,
             ctx: device.ctx,
+            claims: ClaimTable::new(nessie_protocol::pure::draw_nonce()),
         })
     }
 

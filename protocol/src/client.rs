@@ -84,13 +84,24 @@ impl<E: Endpoint> Client<E> {
     /// another node than `id.node` ([`Error::EndpointNode`]), a fabric
     /// smaller than the configuration addresses
     /// ([`Error::TopologyMismatch`]), or an id that a live client already
-    /// holds on the fabric ([`Error::ClientIdInUse`]; dropping the client
-    /// releases it). The last two are checked where the endpoint can tell
-    /// ([`Endpoint::topology`], [`Endpoint::claim_client`]).
+    /// holds, in this process or another ([`Error::ClientIdInUse`];
+    /// dropping the client releases it). The topology is checked where the
+    /// endpoint can tell ([`Endpoint::topology`]); the id is taken in the
+    /// fabric's in-process registry ([`Endpoint::claim_client`]) and, for a
+    /// client of a node, in its node's registry word by one CAS
+    /// ([`crate::registry::claim_id`]): [`Error::Unreachable`] or
+    /// [`Error::Timeout`] when the node does not answer it within the
+    /// operation timeout.
     pub fn new(cfg: Arc<Config>, id: ClientId, ep: E) -> Result<Client<E>, Error> {
         let state = ClientState::new(cfg, id)?;
         check_endpoint(&ep, id.node, &state.cfg)?;
-        let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
+        let mut ep = ep;
+        let claim = crate::registry::claim_id(
+            &mut ep,
+            id,
+            Some(state.cfg.registry()),
+            state.cfg.retry.op_timeout,
+        )?;
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (u64::from(id.node.0) << 32) ^ u64::from(id.index);
         Ok(Client {
             state,

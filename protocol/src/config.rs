@@ -581,11 +581,20 @@ impl Config {
         Topology {
             nodes: self.nodes,
             index_slots_per_node: self.index_region_slots(),
-            data_bytes_per_node: self
-                .data_tables()
-                .region_bytes()
-                .saturating_add(u64::from(self.pure_clients_per_node) * self.lease_block_bytes()),
+            data_bytes_per_node: self.registry().end(),
         }
+    }
+
+    /// Where each node's clients take their ids (docs/protocol.md §2.3):
+    /// one registry word per client of the node, closing the data region
+    /// after every class's table and the lease blocks of the clients
+    /// without storage (which hold their shares by their lease words).
+    pub fn registry(&self) -> crate::registry::Registry {
+        let before = self
+            .data_tables()
+            .region_bytes()
+            .saturating_add(u64::from(self.pure_clients_per_node) * self.lease_block_bytes());
+        crate::registry::Registry::after(before, self.clients_per_node)
     }
 
     /// Bytes of memory per stored key at index load factor `load` (index

@@ -357,6 +357,10 @@ pub enum Needed {
     /// The index directory (online growth).
     #[error("it holds the index directory")]
     Directory,
+    /// The client's registry word, where a client of a node takes its id
+    /// (`registry::claim_id`).
+    #[error("it holds the client's registry word, where its id is taken")]
+    Registry,
     /// A request of the operation went to it; what for is not told apart
     /// (the other systems' clients).
     #[error("a request of the operation went to it")]

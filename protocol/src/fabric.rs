@@ -608,24 +608,43 @@ impl Topology {
 }
 
 /// A client id held on a fabric for as long as the claim lives
-/// ([`Endpoint::claim_client`]); dropping it releases the id.
+/// ([`Endpoint::claim_client`]); dropping it releases the id. It names the
+/// holder this process writes into the id's registry word
+/// ([`crate::registry`]): the fabric's, the same for every claim of the
+/// process, so that the next client of the id in this process takes the
+/// word the last one left.
 pub struct ClientClaim {
+    holder: u32,
     release: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl ClientClaim {
     /// A claim that nothing records (an endpoint whose fabric keeps no
-    /// registry of ids in use).
+    /// registry of ids in use), under the process's name: such a fabric
+    /// does not tell two clients of one id in the process apart (the
+    /// conformance suite rejects it), while the node's registry word still
+    /// refuses the id to another process.
     pub fn unrecorded() -> ClientClaim {
-        ClientClaim { release: None }
+        static PROCESS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        ClientClaim {
+            holder: *PROCESS.get_or_init(crate::pure::draw_nonce),
+            release: None,
+        }
     }
 
-    /// A claim that calls `release` when dropped (which gives the id back to
-    /// the fabric's registry).
-    pub fn new(release: impl FnOnce() + Send + Sync + 'static) -> ClientClaim {
+    /// A claim of the process named `holder` (24 bits, not 0) that calls
+    /// `release` when dropped (which gives the id back to the fabric's
+    /// registry).
+    pub fn new(holder: u32, release: impl FnOnce() + Send + Sync + 'static) -> ClientClaim {
         ClientClaim {
+            holder: (holder & crate::pure::MAX_NONCE).max(1),
             release: Some(Box::new(release)),
         }
+    }
+
+    /// The holder name its registry word carries.
+    pub fn holder(&self) -> u32 {
+        self.holder
     }
 }
 
@@ -640,6 +659,7 @@ impl Drop for ClientClaim {
 impl std::fmt::Debug for ClientClaim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientClaim")
+            .field("holder", &self.holder)
             .field("recorded", &self.release.is_some())
             .finish()
     }
@@ -771,10 +791,10 @@ pub trait Endpoint: Send {
     /// each other's writes, so [`Client::new`](crate::Client::new) and
     /// [`Pipeline::new`](crate::pipeline::Pipeline::new) refuse the second.
     ///
-    /// The registry is the fabric's, within one process: identity across
-    /// processes (two hosts, or two processes on one host, configured with
-    /// one id) is out of its scope and remains the deployment's duty. The
-    /// default records nothing and always succeeds.
+    /// This registry is the fabric's, within one process; across processes
+    /// the node's registry word holds the id ([`crate::registry::claim_id`],
+    /// which every system's client calls). The default records nothing and
+    /// always succeeds ([`ClientClaim::unrecorded`]).
     fn claim_client(&self, id: ClientId) -> Option<ClientClaim> {
         let _ = id;
         Some(ClientClaim::unrecorded())

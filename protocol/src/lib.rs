@@ -27,6 +27,8 @@
 //!   (sans-IO: operations out, completions in, time passed in).
 //! - [`pipeline`]: the pipeline's machines and futures.
 //! - [`pure`]: clients without storage's lease blocks and the node's agent.
+//! - [`registry`]: the client registry, where every system's client of a
+//!   node takes its id by a one-sided CAS.
 //! - [`growth`]: the index directory and online growth.
 //! - [`hash`]: cuckoo candidates (other systems hash keys alike).
 //!
@@ -86,6 +88,7 @@ pub mod layout;
 pub mod machine;
 pub mod pipeline;
 pub mod pure;
+pub mod registry;
 #[doc(hidden)]
 pub mod rng;
 

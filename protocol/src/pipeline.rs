@@ -220,7 +220,9 @@ impl<E: Endpoint> Pipeline<E> {
     /// refuses: an invalid configuration or depth ([`Error::Config`]), an
     /// endpoint on another node ([`Error::EndpointNode`]), a fabric smaller
     /// than the configuration ([`Error::TopologyMismatch`]), or a client id
-    /// a live client or pipeline already holds ([`Error::ClientIdInUse`]).
+    /// a live client or pipeline already holds, in this process or another
+    /// ([`Error::ClientIdInUse`]; the registry words as for a client, with
+    /// the same errors when the node does not answer).
     pub fn new(
         cfg: Arc<Config>,
         node: NodeId,
@@ -244,11 +246,16 @@ impl<E: Endpoint> Pipeline<E> {
                     .map(|state| Slot { state, op: None })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut ep = ep;
         let claims = slots
             .iter()
             .map(|s| {
-                ep.claim_client(s.state.id)
-                    .ok_or(Error::ClientIdInUse(s.state.id))
+                crate::registry::claim_id(
+                    &mut ep,
+                    s.state.id,
+                    Some(cfg.registry()),
+                    cfg.retry.op_timeout,
+                )
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {

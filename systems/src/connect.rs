@@ -307,6 +307,12 @@ where
                 reason: "a client runs on a node this process hosts",
             }));
         }
+        self.open_client(id)
+    }
+
+    /// A client with the id `id`, wherever it runs (the checks of
+    /// [`Cluster::client_with_id`] done).
+    fn open_client(&self, id: ClientId) -> Result<Box<dyn KvClient>, Error> {
         match &self.setup {
             NodeSetup::Kv(sys) => sys.client(&self.fabric, id),
             NodeSetup::Cell(cfg, _) => {
@@ -398,6 +404,61 @@ mod tests {
             drop(first);
             assert!(c.client(NodeId(0)).is_ok(), "{kind}: a dropped client's id");
             drop(second);
+        }
+    }
+
+    /// Identity by lease for a node's clients, in every system: two
+    /// processes on one cluster, the second (hosting no node) running
+    /// clients of node 0 as if it hosted it too, as a misconfigured
+    /// deployment would. An id a client of one process holds is refused to
+    /// the other by the node's registry word alone (their in-process
+    /// registries know nothing of each other), the other takes the next
+    /// id, and a dropped client's id goes to the next client of its own
+    /// process, not to the other's.
+    #[test]
+    fn a_node_client_id_one_process_holds_is_refused_to_another() {
+        let connect = |kind| {
+            Connect::new(kind).store(small()).cell_shape(CellShape {
+                meganode_nodes: 16,
+                ..CellShape::default()
+            })
+        };
+        let id = |index| ClientId {
+            node: NodeId(0),
+            index,
+        };
+        for kind in SystemKind::ALL {
+            let topo = connect(kind).setup().unwrap().topology();
+            let fabric = SimFabric::new(SimConfig::from_topology(topo)).unwrap();
+            let a = connect(kind)
+                .hosting(fabric.clone(), &[NodeId(0), NodeId(1)])
+                .unwrap();
+            let b = connect(kind)
+                .hosting(fabric.another_process(), &[])
+                .unwrap();
+            let first = a.client_with_id(id(0)).unwrap();
+            assert!(
+                matches!(b.open_client(id(0)), Err(Error::ClientIdInUse(_))),
+                "{kind}: another process's client took a held id"
+            );
+            let other = b.open_client(id(1)).unwrap();
+            assert!(
+                matches!(a.client_with_id(id(1)), Err(Error::ClientIdInUse(_))),
+                "{kind}: the other process's id was handed out here"
+            );
+            drop(first);
+            assert!(
+                matches!(b.open_client(id(0)), Err(Error::ClientIdInUse(_))),
+                "{kind}: a dropped client's id went to another process"
+            );
+            let mut again = a.client_with_id(id(0)).unwrap();
+            again.put(b"k", b"v").unwrap();
+            assert_eq!(
+                again.get(b"k").unwrap().as_deref(),
+                Some(&b"v"[..]),
+                "{kind}"
+            );
+            drop(other);
         }
     }
 

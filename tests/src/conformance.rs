@@ -359,6 +359,46 @@ where
     assert_eq!(b.get(b"conformance"), Ok(None));
 }
 
+/// A client id is held by one client at a time, and is the next one's when
+/// it drops: the fabric's endpoints keep the process's registry of live ids
+/// ([`Endpoint::claim_client`]), and the node's registry word names this
+/// process while its client lives (docs/protocol.md §2.3). `cfg` must match
+/// the fabric's topology.
+pub fn a_client_id_is_held_by_one_client_at_a_time<F: Fabric>(f: &F, cfg: Config)
+where
+    F::Endpoint: 'static,
+{
+    let cfg = std::sync::Arc::new(cfg);
+    let id = ClientId {
+        node: NodeId(0),
+        index: 0,
+    };
+    let client = || Client::new(cfg.clone(), id, f.open(NodeId(0)).expect("open"));
+    let mut first = client().expect("the first client of the id");
+    assert_eq!(first.put(b"identity", b"first"), Ok(false));
+    let twin = client();
+    assert!(
+        matches!(twin, Err(nessie_protocol::Error::ClientIdInUse(_))),
+        "a second client of a held id was handed out: {:?}",
+        twin.map(|_| "a client")
+    );
+    let word = cfg
+        .registry()
+        .word(id)
+        .expect("a client of a node has a word");
+    let mut ep = f.open(NodeId(1)).expect("open");
+    let read = |ep: &mut F::Endpoint| match run(ep, Op::Read { addr: word, len: 8 }) {
+        Ok(OpOutput::Read(b)) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        other => panic!("reading the registry word: {other:?}"),
+    };
+    let held = read(&mut ep);
+    assert_ne!(held, 0, "the node's registry word names no holder");
+    drop(first);
+    let mut next = client().expect("a dropped client's id is the next one's");
+    assert_eq!(next.get(b"identity"), Ok(Some(b"first".to_vec())));
+    assert_eq!(read(&mut ep), held, "the same process holds it");
+}
+
 /// Unsignaled WRITEs ([`Endpoint::post_unsignaled`]) land like signaled
 /// ones: READs posted after them see their bytes. None of them completes
 /// with an error, and with `suppressed` (a backend that suppresses the

@@ -67,6 +67,26 @@ fn a_fabric_that_ignores_window_keys_is_rejected() {
     );
 }
 
+#[test]
+fn a_client_id_is_held_by_one_client_at_a_time() {
+    conformance::a_client_id_is_held_by_one_client_at_a_time(&fabric(), cfg());
+}
+
+#[test]
+fn a_fabric_that_keeps_no_registry_of_ids_is_rejected() {
+    // Its endpoints record no claim: the registry word still refuses the
+    // twin, but a dropped client's id stays taken for good.
+    let f = broken::Broken(fabric(), broken::Flaw::NoIdRegistry);
+    let caught = std::panic::catch_unwind(|| {
+        conformance::a_client_id_is_held_by_one_client_at_a_time(&f, cfg())
+    })
+    .is_err();
+    assert!(
+        caught,
+        "the conformance suite accepted a fabric that keeps no ids"
+    );
+}
+
 /// A deliberately broken fabric: its CAS swaps whatever the word holds
 /// (a WRITE dressed as a CAS), or its NIC carries a windowed request under
 /// whatever key it holds. The suite must reject each.
@@ -85,6 +105,10 @@ mod broken {
         AlwaysSwap,
         /// Its NIC ignores window keys (a windowed request runs as a plain one).
         KeyBlind,
+        /// Its endpoints keep no registry of the client ids in use (every
+        /// one of this wrapper's endpoints claims nothing; the other flaws
+        /// share that, and their bodies claim no id).
+        NoIdRegistry,
     }
 
     pub struct Broken(pub SimFabric, pub Flaw);
@@ -106,6 +130,9 @@ mod broken {
             self.0.node()
         }
         fn post(&mut self, mut wr: WorkRequest) -> Result<(), FabricError> {
+            if self.1 == Flaw::NoIdRegistry {
+                return self.0.post(wr);
+            }
             if self.1 == Flaw::KeyBlind {
                 if let Op::Windowed { op, .. } = wr.op {
                     wr.op = *op;

@@ -23,6 +23,7 @@
 
 use std::sync::Arc;
 
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{ClientId, Config, Endpoint, Error, Nanos, NodeId, Op, RemoteAddr};
 
 use super::layout::{EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
@@ -207,6 +208,10 @@ impl ClientLogic for PilafCore {
 
     fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    fn registry(&self) -> Registry {
+        Registry::after(self.layout.region_bytes(), self.cfg.clients_per_node)
     }
 
     async fn attempt(&mut self, io: &Io, op: KvRequest<'_>, budget: &mut RetryBudget) -> Attempt {

@@ -36,6 +36,7 @@
 
 use std::sync::Arc;
 
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{ClientId, Config, Endpoint, Error, KvRequest, Nanos, Op, Response};
 
 use super::alloc::{block_read, quarantine, Block, BlockAlloc};
@@ -480,6 +481,10 @@ impl ClientLogic for RaceCore {
 
     fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    fn registry(&self) -> Registry {
+        Registry::after(self.layout.region_bytes(), self.cfg.clients_per_node)
     }
 
     fn check(&self, op: KvRequest<'_>) -> Result<(), Error> {

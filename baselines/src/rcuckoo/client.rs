@@ -37,6 +37,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nessie_protocol::registry::Registry;
 use nessie_protocol::{
     ClientId, Config, Endpoint, Error, KvRequest, Nanos, NodeId, Op, RemoteAddr, Response,
 };
@@ -636,6 +637,10 @@ impl ClientLogic for RcuckooCore {
 
     fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    fn registry(&self) -> Registry {
+        Registry::after(self.layout.region_bytes(), self.cfg.clients_per_node)
     }
 
     fn check(&self, op: KvRequest<'_>) -> Result<(), Error> {

@@ -220,7 +220,15 @@ impl Endpoint for FaultyEndpoint {
         self.inner.node()
     }
 
+    fn claim_client(&self, id: nessie_protocol::ClientId) -> Option<nessie_protocol::ClientClaim> {
+        self.inner.claim_client(id)
+    }
+
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        if nessie_protocol::registry::is_claim_request(wr.id) {
+            // A client's claim of its id, before the story starts.
+            return self.inner.post(wr);
+        }
         let me = self.inner.node();
         let traced = Traced {
             kind: wr.op.kind(),

@@ -188,7 +188,15 @@ impl Endpoint for PausingEndpoint {
     fn node(&self) -> NodeId {
         self.inner.node()
     }
+
+    fn claim_client(&self, id: nessie_protocol::ClientId) -> Option<nessie_protocol::ClientClaim> {
+        self.inner.claim_client(id)
+    }
     fn post(&mut self, wr: WorkRequest) -> Result<(), FabricError> {
+        if nessie_protocol::registry::is_claim_request(wr.id) {
+            // A client's claim of its id, before the story starts.
+            return self.inner.post(wr);
+        }
         self.posts += 1;
         if self.posts == self.pause_before {
             let _ = self.paused.send(());

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nessie_exec::blocking::Driver;
 use nessie_exec::rpc::RpcClient;
+use nessie_protocol::registry::claim_id;
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientClaim, ClientId, CorruptionKind, Endpoint, Error, NodeId, OpStats};
 
@@ -169,7 +170,16 @@ impl<E: Endpoint> std::fmt::Debug for CellClient<E> {
 
 impl<E: Endpoint> CellClient<E> {
     /// Client `id` of the deployment configured by `cfg` whose regions `dir`
-    /// lists, on endpoint `ep` (an endpoint on `id.node`).
+    /// lists, on endpoint `ep` (an endpoint on `id.node`). Its id is taken
+    /// as every system's client takes it, in the fabric's in-process
+    /// registry and in its node's registry word
+    /// ([`nessie_protocol::registry::claim_id`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClientIdInUse`] for an id a live client holds, in this
+    /// process or another; [`Error::Unreachable`] or [`Error::Timeout`] when
+    /// the node does not answer the claim within `op_timeout`.
     pub fn new(
         cfg: Arc<CellConfig>,
         dir: Arc<Directory>,
@@ -198,7 +208,8 @@ impl<E: Endpoint> CellClient<E> {
         id: ClientId,
         ep: E,
     ) -> Result<CellClient<E>, Error> {
-        let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
+        let mut ep = ep;
+        let claim = claim_id(&mut ep, id, Some(cfg.registry()), cfg.op_timeout)?;
         let layout = cfg.layout();
         let rpc = RpcClient::new(
             layout.mailbox,
