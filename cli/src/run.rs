@@ -199,10 +199,10 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
             .filter(|_| cfg.pure_clients_per_node > 0)
             .map(|n| {
                 let ep = fabric.open(NodeId(n)).map_err(Error::from)?;
-                Ok(nessie_systems::agent::AgentThread::start(
+                Ok(nessie_systems::AgentThread::start(
                     cfg.clone(),
                     ep,
-                    nessie_systems::agent::AGENT_PERIOD,
+                    nessie_systems::AGENT_PERIOD,
                 ))
             })
             .collect::<Result<_, RunError>>()?;

@@ -9,7 +9,7 @@
 //! - **Word-by-word transfers**: multi-word READs and WRITEs move one word at
 //!   a time (ascending by default; descending or a random order per transfer
 //!   with [`TransferOrder`]), so concurrent readers can see torn buffers
-//!   (never a torn word). See [`memory`].
+//!   (never a torn word).
 //! - **NIC-atomic CAS**: a per-node atomic unit makes CASes atomic against
 //!   each other but *not* against CPU stores or RDMA WRITEs, which can be lost
 //!   inside a CAS window ([`SimConfig::yield_inside_cas`] widens it).
@@ -27,19 +27,24 @@
 //! - **Counters**: per node and per endpoint ([`OpCounters`]).
 //! - **Client ids**: a registry of the ids live clients hold
 //!   ([`SimFabric::claim_client`], behind `Endpoint::claim_client`), so that a
-//!   second client with an id in use is refused at construction.
+//!   second client with an id in use is refused at construction; one per
+//!   process, and [`SimFabric::another_process`] is another process's handle
+//!   on the same cluster (its own registry, its own name in the nodes'
+//!   registry words).
 //!
-//! All concurrency primitives come from [`sync`], the single shim that a
-//! model checker (loom, later shuttle) can swap out.
+//! The API is at the crate root: [`SimFabric`] and its [`SimConfig`],
+//! [`SimEndpoint`], the fault controls ([`Injection`], [`Later`], [`Gate`])
+//! and the counters. All concurrency primitives come from one internal shim
+//! (`sync`) that a model checker (loom, shuttle) swaps out.
 
 #![warn(missing_docs)]
 
-pub mod config;
-pub mod counters;
-pub mod endpoint;
-pub mod fabric;
-pub mod memory;
-pub mod sync;
+mod config;
+mod counters;
+mod endpoint;
+mod fabric;
+mod memory;
+mod sync;
 mod window;
 
 #[cfg(test)]

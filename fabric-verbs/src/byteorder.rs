@@ -45,7 +45,7 @@ impl Endian {
     }
 
     /// The value of `b` read in this order.
-    pub fn from_bytes(self, b: [u8; 8]) -> u64 {
+    pub fn read_bytes(self, b: [u8; 8]) -> u64 {
         match self {
             Endian::Little => u64::from_le_bytes(b),
             Endian::Big => u64::from_be_bytes(b),
@@ -149,13 +149,13 @@ pub fn detect(
 pub fn operand(v: u64, responder_stores: Endian) -> u64 {
     // The NIC lays the host value `x` out as `responder_stores.to_bytes(x)`;
     // we want the bytes `v.to_le_bytes()`.
-    responder_stores.from_bytes(v.to_le_bytes())
+    responder_stores.read_bytes(v.to_le_bytes())
 }
 
 /// The protocol's previous word from the 8 bytes the local NIC returned.
 pub fn previous(returned: [u8; 8], local_returns: Endian, responder_stores: Endian) -> u64 {
     // The value the responder found, as a number in its interpretation...
-    let x = local_returns.from_bytes(returned);
+    let x = local_returns.read_bytes(returned);
     // ...was laid out in memory as these bytes, which are the protocol's LE word.
     u64::from_le_bytes(responder_stores.to_bytes(x))
 }
@@ -167,7 +167,7 @@ mod tests {
     /// A simulated NIC: executes the CAS on `mem` in `o.stores` order and
     /// returns the previous value in `o.returns` order.
     fn nic_cas(o: AtomicOrder, mem: &mut [u8; 8], compare: u64, swap: u64) -> [u8; 8] {
-        let cur = o.stores.from_bytes(*mem);
+        let cur = o.stores.read_bytes(*mem);
         if cur == compare {
             *mem = o.stores.to_bytes(swap);
         }
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn endian_round_trips_and_codes() {
         for e in [Endian::Little, Endian::Big] {
-            assert_eq!(e.from_bytes(e.to_bytes(PROBE)), PROBE);
+            assert_eq!(e.read_bytes(e.to_bytes(PROBE)), PROBE);
             assert_eq!(Endian::from_code(e.code()), Some(e));
         }
         assert_eq!(Endian::from_code(0), None);

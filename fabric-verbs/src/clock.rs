@@ -22,12 +22,6 @@ fn read(clock: libc::clockid_t) -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds: the same clock for every process of
-/// one machine (recorded histories from several processes are ordered by it).
-pub fn monotonic_ns() -> u64 {
-    read(libc::CLOCK_MONOTONIC)
-}
-
 /// The time `mono_now` on a clock anchored at (`real0`, `mono0`).
 pub fn anchored(real0: u64, mono0: u64, mono_now: u64) -> Nanos {
     Nanos(real0.saturating_add(mono_now.saturating_sub(mono0)))

@@ -448,9 +448,6 @@ fn one() -> u8 {
     1
 }
 
-/// The link layer `ibv_query_port` reports for an Ethernet (RoCE) port.
-pub const LINK_LAYER_ETHERNET: u8 = 2;
-
 impl ClusterFile {
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<ClusterFile, ClusterError> {

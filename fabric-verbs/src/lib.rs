@@ -3,31 +3,35 @@
 //! The real RDMA backend of Nessie: the protocol's [`nessie_protocol::Fabric`]
 //! over libibverbs and librdmacm (the `rdma-sys` 0.3 bindings).
 //!
-//! - Pure, unit-tested policy: [`cluster`] (the TOML cluster file),
-//!   [`policy`] (access flags, queue-pair sizing, fences), [`wr`] (work
-//!   requests), [`status`] (completion statuses to typed errors),
-//!   [`byteorder`] (atomic byte-order detection and normalisation),
-//!   [`remote`] (address and rkey bookkeeping), [`wire`] (connection private
-//!   data), [`staging`] (the local buffer allocator), [`clock`].
-//! - Safe wrappers over the C objects: [`ffi`].
-//! - The running fabric: [`node`] (a hosted node: its registered regions,
-//!   its `rdma_cm` listener and the start-up probe; or a client host, a
-//!   process hosting no node that runs clients without storage),
-//!   [`windows`] (a node's type-1 memory windows, bound by its agent),
-//!   [`connect`] (dialling,
-//!   with the clock check), [`dialer`] (one dialer per peer, shared by a
-//!   node's endpoints), [`clock_check`] (the peers' clocks checked
-//!   again periodically), [`endpoint`] (a client's queue pairs to every
-//!   node, loopback included, and its completion queue), [`fabric`]
-//!   ([`VerbsFabric`]), [`nic_counters`] (the device's own counters from
-//!   sysfs, for the reports) and [`events`] (the device's asynchronous
-//!   events: ports down and up, fatal queue pairs) and [`watchdog`] (the
-//!   process's deadline watchdog, which fails a queue pair at a request's
-//!   deadline whether or not its endpoint is polled), and
-//!   [`transport_stats`] (queue pairs failed, dials failed, re-dials: the
-//!   process's counters for the operator).
-//! - For the device tests: [`lossy_link`] (two devices joined by a link the
-//!   tests disturb with `tc netem`).
+//! The API is at the crate root:
+//! - [`VerbsFabric`]: the nodes this process hosts (or none: a client host,
+//!   a process running clients without storage), their registered regions,
+//!   listeners and agents; [`NodeReport`] what start-up found out.
+//! - [`VerbsEndpoint`]: a client's queue pairs to every node, loopback
+//!   included, and its completion queue.
+//! - [`ClusterFile`]: the TOML cluster file ([`ClusterError`]), and
+//!   [`check_fingerprint`] ([`WireError`]): the handshake's check that two
+//!   processes run one cluster file.
+//! - [`VerbsError`]: what the device and the connection manager can refuse.
+//! - For the operator: [`NicCounters`] (the device's own counters from
+//!   sysfs), [`device_fatal`] over [`EventCounts`] (the device's
+//!   asynchronous events), the process's deadline [`Watchdog`]
+//!   ([`WatchdogStats`]), and its file and queue-pair limits
+//!   ([`ConnectionBudget`], [`open_file_limit`], [`open_fds`],
+//!   [`process_qps`]); [`AtomicCap`], the device's atomic capability.
+//!
+//! Namespaces reached into on purpose: [`transport_stats`] (queue pairs
+//! failed, dials failed, re-dials: the process's counters) and, for the
+//! device tests, [`lossy_link`] (two devices joined by a link the tests
+//! disturb with `tc netem`). The safe wrappers over the C objects (`ffi`)
+//! are public for the device tests only, with no stability promise.
+//!
+//! Inside, pure and unit-tested policy (the cluster file, queue-pair sizing
+//! and fences, work requests, completion statuses, the NIC's atomic byte
+//! order, rkeys, the wire's private data, the staging allocator, the
+//! clock) is apart from the running fabric (a hosted node and its
+//! listener, its memory windows, the dialers, the periodic clock check,
+//! the endpoint, the watchdog).
 //!
 //! This crate is the fabric and nothing else: which system a node process
 //! runs, its workload and its reports live in `nessie-cli` (`nessie node`,
@@ -36,33 +40,38 @@
 
 #![warn(missing_docs)]
 
-pub mod byteorder;
-pub mod clock;
-pub mod clock_check;
-pub mod cluster;
-pub mod connect;
-pub mod dialer;
-pub mod endpoint;
-pub mod error;
-pub mod events;
-pub mod fabric;
+mod byteorder;
+mod clock;
+mod clock_check;
+mod cluster;
+mod connect;
+mod dialer;
+mod endpoint;
+mod error;
+mod events;
+mod fabric;
+#[doc(hidden)]
 pub mod ffi;
 pub mod lossy_link;
-pub mod nic_counters;
-pub mod node;
-pub mod policy;
-pub mod remote;
-pub mod staging;
-pub mod status;
+mod nic_counters;
+mod node;
+mod policy;
+mod remote;
+mod staging;
+mod status;
 pub mod transport_stats;
-pub mod watchdog;
-pub mod windows;
-pub mod wire;
-pub mod wr;
+mod watchdog;
+mod windows;
+mod wire;
+mod wr;
 
 pub use cluster::{ClusterError, ClusterFile};
 pub use endpoint::VerbsEndpoint;
 pub use error::VerbsError;
+pub use events::{device_fatal, EventCounts};
 pub use fabric::{NodeReport, VerbsFabric};
 pub use ffi::device::AtomicCap;
 pub use nic_counters::NicCounters;
+pub use policy::{open_fds, open_file_limit, process_qps, ConnectionBudget};
+pub use watchdog::{Watchdog, WatchdogStats};
+pub use wire::{check_fingerprint, WireError};

@@ -66,11 +66,13 @@ impl Arena {
     }
 
     /// Bytes currently free.
+    #[cfg(test)]
     pub fn free_bytes(&self) -> u64 {
         self.free.iter().map(|&(_, l)| l).sum()
     }
 
     /// Total size.
+    #[cfg(test)]
     pub fn size(&self) -> u64 {
         self.size
     }

@@ -10,6 +10,7 @@ use nessie_protocol::{DeviceStatus, FabricError, NodeId, TransportError};
 use rdma_sys::ibv_wc_status as S;
 
 /// Every status `ibv_wc_status` defines (rdma-core), in numeric order.
+#[cfg(test)]
 pub const ALL_STATUSES: [u32; 24] = [
     S::IBV_WC_SUCCESS,
     S::IBV_WC_LOC_LEN_ERR,

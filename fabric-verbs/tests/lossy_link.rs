@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use nessie_fabric_verbs::lossy_link::LossyLink;
-use nessie_fabric_verbs::watchdog::Watchdog;
+use nessie_fabric_verbs::Watchdog;
 use nessie_fabric_verbs::{ClusterFile, VerbsEndpoint, VerbsFabric};
 use nessie_protocol::{
     Endpoint, Fabric, FabricError, NodeId, Op, OpId, OpOutput, RemoteAddr, TransportError,

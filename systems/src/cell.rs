@@ -92,7 +92,7 @@ where
 /// least loaded server), checked every `every`, from a background thread
 /// that ends with the process. Operators (and the cluster tests) see where
 /// the data is: a Cell node that dies loses the meganodes it held.
-pub fn report_meganodes(node: &CellNode, every: Duration) {
+pub fn report_cell_meganodes(node: &CellNode, every: Duration) {
     let st = node.state().clone();
     let id = node.node();
     let spawned = std::thread::Builder::new()
@@ -117,7 +117,7 @@ pub fn report_meganodes(node: &CellNode, every: Duration) {
 /// one line (`nessie node` prints it when a Cell node stops): the
 /// meganodes per node in the directory as this node last read it, those
 /// it holds, and its node and meganode splits.
-pub fn tree_line(node: &CellNode) -> String {
+pub fn cell_tree_line(node: &CellNode) -> String {
     let st = node.state();
     let map = st.dir.last();
     let shape = TreeShape::of(&map, st.cfg.server_nodes, [st]);
@@ -324,7 +324,7 @@ mod tests {
             .map(|n| n.state().hosted_regions().len())
             .collect();
         println!("{splits} meganode splits, meganodes held {held:?}");
-        let line = tree_line(&nodes[0]);
+        let line = cell_tree_line(&nodes[0]);
         assert!(
             line.starts_with("cell tree as node0 last read the directory: ")
                 && line.contains(&format!("this node holds {}", held[0])),

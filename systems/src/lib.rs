@@ -3,35 +3,38 @@
 //! (`nessie-baselines`, `nessie-cell`) and the ones that run them
 //! (`nessie-sim`, the `nessie` command).
 //!
-//! - [`kind`]: [`SystemKind`], the one name of "which system", parsed from
-//!   the command line and printed in reports.
-//! - [`sizing`]: how a store is sized for a number of keys, values and
-//!   clients (index slots for a load factor, data table entries with the
-//!   quarantine's headroom).
-//! - [`node`]: a key-value system on one node of any fabric: its regions
-//!   checked, its server workers started, its clients running the workload.
-//! - [`setup`]: [`NodeSetup`], any of the six systems shaped for a
-//!   cluster's store, started on one node of any fabric and running the
-//!   workload there: what `nessie node` runs.
-//! - [`connect`]: [`Connect`], the front door: any system as a whole
+//! The API is at the crate root:
+//! - [`Connect`] and [`Cluster`], the front door: any system as a whole
 //!   cluster in this process or as the nodes this process hosts on any
-//!   fabric, handing out clients with ids no live client holds.
-//! - [`agent`]: the agent of a Nessie node hosting clients without
+//!   fabric, handing out clients whose ids no live client holds.
+//! - [`SystemKind`]: the one name of "which system", parsed from the
+//!   command line and printed in reports ([`UnknownSystem`] when not).
+//! - [`NodeSetup`]: any of the systems shaped for a cluster's store,
+//!   started on one node of any fabric ([`NodeServers`], [`ServerSummary`])
+//!   and running the workload there: what `nessie node` runs;
+//!   [`SystemError`] for what can go wrong.
+//! - [`AgentThread`]: the agent of a Nessie node hosting clients without
 //!   storage, on a thread of its own.
-//! - [`cell`]: Cell on one node of any fabric: its configuration from the
-//!   cluster's store, its server node, its clients running the workload with
-//!   range scans.
+//! - [`CellShape`]: Cell's shape beside the cluster's store, and what a
+//!   Cell node reports ([`cell_tree_line`], [`report_cell_meganodes`]).
+//!
+//! One namespace is reached into on purpose: [`sizing`], how a store is
+//! sized for a number of keys, values and clients (index slots for a load
+//! factor, data table entries with the quarantine's headroom, size class
+//! ladders, a run's memory footprint).
 
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod cell;
-pub mod connect;
-pub mod kind;
-pub mod node;
-pub mod setup;
+mod agent;
+mod cell;
+mod connect;
+mod kind;
+mod node;
+mod setup;
 pub mod sizing;
 
+pub use agent::{AgentThread, AGENT_PERIOD};
+pub use cell::{cell_tree_line, report_cell_meganodes, CellShape};
 pub use connect::{Cluster, Connect};
 pub use kind::{SystemKind, UnknownSystem};
 pub use node::SystemError;

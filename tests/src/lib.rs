@@ -126,13 +126,9 @@ impl SimCluster {
 
     /// Node `node`'s agent serving its clients without storage on a thread
     /// of its own until the guard drops (docs/protocol.md §2.4).
-    pub fn agent(&self, node: u16) -> nessie_systems::agent::AgentThread {
+    pub fn agent(&self, node: u16) -> nessie_systems::AgentThread {
         let ep = self.fabric.open(NodeId(node)).expect("agent endpoint");
-        nessie_systems::agent::AgentThread::start(
-            self.cfg.clone(),
-            ep,
-            nessie_systems::agent::AGENT_PERIOD,
-        )
+        nessie_systems::AgentThread::start(self.cfg.clone(), ep, nessie_systems::AGENT_PERIOD)
     }
 
     /// Every client slot of the cluster, `clients_per_node` on each node.

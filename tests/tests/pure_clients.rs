@@ -42,7 +42,7 @@ const PURE: ClientId = ClientId {
 };
 
 /// [`config`] with a lease term of 60 ms, and node 1's agent running.
-fn short_lease() -> (SimCluster, nessie_systems::agent::AgentThread) {
+fn short_lease() -> (SimCluster, nessie_systems::AgentThread) {
     let cluster = SimCluster::new(Config {
         lease_term: Duration::from_millis(60),
         ..config()

@@ -37,7 +37,7 @@ pub fn deployment(file: ClusterFile, sys: &NodeSetup) -> Result<ClusterFile, Clu
 mod tests {
     use super::*;
     use nessie_baselines::HyOptions;
-    use nessie_systems::cell::CellShape;
+    use nessie_systems::CellShape;
     use nessie_systems::SystemKind;
 
     const GOOD: &str = include_str!("../../../fabric-verbs/examples/cluster.toml");
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn nodes_started_with_different_systems_refuse_each_other_at_connect() {
-        use nessie_fabric_verbs::wire::{check_fingerprint, WireError};
+        use nessie_fabric_verbs::{check_fingerprint, WireError};
         let file = ClusterFile::parse(GOOD).unwrap();
         let node_a = file.clone();
         let sd = setup(

@@ -43,8 +43,7 @@ use nessie_protocol::NodeId;
 use super::cluster::deployment;
 use super::metrics;
 use super::report::{ClusterReport, ReportError, RunReport};
-use nessie_systems::cell::{self as cell_node, CellShape};
-use nessie_systems::{NodeServers, NodeSetup, SystemError, SystemKind};
+use nessie_systems::{CellShape, NodeServers, NodeSetup, SystemError, SystemKind};
 use nessie_workload::{self as workload, Announcer, MixArgs, StartAt, WorkloadSpec};
 
 /// Options of `nessie node`: which node of which cluster, and what to do.
@@ -456,7 +455,7 @@ impl From<ClusterError> for NodeError {
 /// Prints what this node's server threads did (CPU time, requests, errors).
 fn print_servers(servers: &NodeServers) {
     if let Some(c) = servers.cell() {
-        println!("{}", cell_node::tree_line(c));
+        println!("{}", nessie_systems::cell_tree_line(c));
     }
     let Some(s) = servers.summary() else {
         return;
@@ -487,7 +486,7 @@ fn serve_until_stopped(
     let fatal = || {
         fabric
             .device_events(node)
-            .filter(nessie_fabric_verbs::events::device_fatal)
+            .filter(nessie_fabric_verbs::device_fatal)
             .map(|e| format!("the RDMA device failed as a whole (events: {e:?})"))
     };
     match wait_for_stop(ignore_stdin, &fatal) {
@@ -587,11 +586,11 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         );
         // The budget start-up printed counts the clients' endpoints; the
         // server threads' add theirs.
-        let budget = nessie_fabric_verbs::policy::ConnectionBudget {
+        let budget = nessie_fabric_verbs::ConnectionBudget {
             nodes: cluster.topology().nodes.into(),
             endpoints: u64::from(cluster.store.clients_per_node)
                 + u64::from(sys.server_endpoints()),
-            fd_limit: nessie_fabric_verbs::policy::open_file_limit(),
+            fd_limit: nessie_fabric_verbs::open_file_limit(),
         };
         println!(
             "with the {} endpoints of {name}'s server threads, {budget}",
@@ -599,7 +598,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
         );
     }
     if let Some(c) = servers.cell() {
-        cell_node::report_meganodes(c, Duration::from_millis(200));
+        nessie_systems::report_cell_meganodes(c, Duration::from_millis(200));
     }
     let metrics_addr = match &cli.cmd {
         Cmd::Serve(a) => a.metrics.metrics,
@@ -639,7 +638,7 @@ fn run(cli: &NodeArgs) -> Result<(), NodeError> {
 fn info_checklist(
     fabric: &VerbsFabric,
     node: NodeId,
-    nic_before: Option<&nessie_fabric_verbs::nic_counters::NicCounters>,
+    nic_before: Option<&nessie_fabric_verbs::NicCounters>,
     info: &InfoArgs,
 ) -> Result<(), NodeError> {
     if let Some(c) = nic_before {
@@ -648,14 +647,14 @@ fn info_checklist(
     let host = |v: Option<u64>| v.map_or("unreadable".to_string(), |n| n.to_string());
     println!(
         "kernel: this process holds {} file descriptors (limit {}) and {} queue pairs now (rdma resource)",
-        host(nessie_fabric_verbs::policy::open_fds()),
-        host(nessie_fabric_verbs::policy::open_file_limit()),
-        host(nessie_fabric_verbs::policy::process_qps())
+        host(nessie_fabric_verbs::open_fds()),
+        host(nessie_fabric_verbs::open_file_limit()),
+        host(nessie_fabric_verbs::process_qps())
     );
     for line in fabric.pfc_state(node) {
         println!("{line}");
     }
-    match nessie_fabric_verbs::watchdog::Watchdog::global() {
+    match nessie_fabric_verbs::Watchdog::global() {
         Ok(dog) => {
             // Its thread sets its scheduling as it starts.
             std::thread::sleep(Duration::from_millis(50));
@@ -689,7 +688,7 @@ fn serve_or_run(
     fabric: &VerbsFabric,
     node: NodeId,
     servers: &NodeServers,
-    nic_before: Option<nessie_fabric_verbs::nic_counters::NicCounters>,
+    nic_before: Option<nessie_fabric_verbs::NicCounters>,
 ) -> Result<(), NodeError> {
     let name = sys.kind();
     match (cmd, spec) {
@@ -731,7 +730,7 @@ fn serve_or_run(
             }
             // Queue pairs failed at a deadline by the process's watchdog
             // (not by a client's own poll), and its own lateness.
-            if let Ok(dog) = nessie_fabric_verbs::watchdog::Watchdog::global() {
+            if let Ok(dog) = nessie_fabric_verbs::Watchdog::global() {
                 let w = dog.stats();
                 println!(
                     "deadline watchdog: {} queue pairs failed at a deadline, at most {} us after it ({})",

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, Unit};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
-use nessie_fabric_verbs::watchdog::Watchdog;
+use nessie_fabric_verbs::Watchdog;
 use nessie_fabric_verbs::{transport_stats, VerbsFabric};
 use nessie_protocol::NodeId;
 use nessie_systems::NodeServers;
@@ -146,7 +146,7 @@ pub fn read(fabric: &VerbsFabric, node: NodeId, link: bool) -> NodeCounters {
                 .collect()
         })
         .unwrap_or_default();
-    let nonzero = |c: nessie_fabric_verbs::nic_counters::NicCounters| -> BTreeMap<String, u64> {
+    let nonzero = |c: nessie_fabric_verbs::NicCounters| -> BTreeMap<String, u64> {
         c.iter()
             .filter(|(_, v)| *v != 0)
             .map(|(k, v)| (k.to_string(), v))

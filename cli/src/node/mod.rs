@@ -3,7 +3,7 @@
 //!
 //! Running a system on one node of any fabric (its regions checked, its
 //! server workers started, its clients driving the workload) is the
-//! systems floor's (`nessie_systems::node` and `nessie_systems::cell`,
+//! systems floor's (`nessie_systems::NodeSetup` and Cell's node,
 //! tested on the simulator); this module adds what a process needs:
 //!
 //! - [`report`]: each node's results as JSON and the merged cluster report.
