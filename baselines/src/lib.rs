@@ -22,9 +22,11 @@
 //! `Io` handle, run by the executor of `nessie-exec` (shared with Cell),
 //! which also holds the request channel with its honest outcomes, the
 //! server workers and the threaded drivers. This crate adds what is each
-//! system's own: one attempt of a client operation
-//! ([`client::ClientLogic`]), its retries ([`retry`],
-//! [`client::BlockingClient`]), and the handlers on the node's tables. The
+//! system's own: one attempt of a client operation ([`ClientLogic`]), its
+//! retries ([`RetryBudget`], [`BlockingClient`]), and the handlers on the
+//! node's tables ([`NodeTable`]). Each system is a namespace of its own
+//! ([`sd`], [`hy`], [`coupled`], [`pilaf`], [`race`], [`rcuckoo`]: its
+//! layout, client core and tables); what they share is at the crate root. The
 //! cluster simulator (`nessie-sim`) runs the same machines in virtual time.
 //!
 //! # Any system behind one interface
@@ -53,21 +55,27 @@
 
 #![warn(missing_docs)]
 
-pub mod client;
+mod client;
 pub mod coupled;
-pub mod cuckoo;
-pub mod deployment;
-pub mod design;
+mod cuckoo;
+mod deployment;
+mod design;
 pub mod hy;
 pub mod pilaf;
 pub mod race;
 pub mod rcuckoo;
-pub mod retry;
+mod retry;
 pub mod sd;
 
 #[cfg(test)]
 mod worker_tests;
 
+pub use client::{
+    check_one_sided, get_outcome, rpc_channel, Attempt, BlockingClient, ClientLogic, CoreSwitches,
+    Retry,
+};
+pub use cuckoo::CuckooTable;
 pub use deployment::{Deployment, KvSystem, SystemConfig};
-pub use design::{AnyCore, AnyTable};
+pub use design::{AnyCore, AnyTable, DynClientLogic, NodeTable};
 pub use hy::HyOptions;
+pub use retry::{Jitter, RetryBudget};

@@ -121,7 +121,7 @@ impl Workload {
     }
 }
 
-pub use nessie_workload::mix::{key_of, write_key};
+pub use nessie_workload::{key_of, write_key};
 
 /// Which client (node, index) preloads key `k`.
 pub fn preloader(w: &Workload, k: u64, nodes: u16, clients: u16) -> (u16, u16) {

@@ -6,10 +6,10 @@
 //! [`Profile::detect_ns`](crate::Profile::detect_ns), the spinning client's
 //! cache miss on the control word), or at its deadline. A baseline's
 //! attempt that asks to be retried is tried again after the back-off its
-//! [`RetryBudget`](nessie_baselines::retry::RetryBudget) gives, as the
+//! [`RetryBudget`](nessie_baselines::RetryBudget) gives, as the
 //! threaded `BlockingClient` does.
 
-use nessie_baselines::client::Attempt;
+use nessie_baselines::Attempt;
 use nessie_protocol::{CorruptionKind, Error, OpStats, Region};
 
 use crate::engine::{ClientMachine, Engine, Ev};

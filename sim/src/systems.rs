@@ -22,9 +22,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_baselines::client::{Attempt, ClientLogic, CoreSwitches};
-use nessie_baselines::retry::RetryBudget;
+use nessie_baselines::RetryBudget;
 use nessie_baselines::{AnyCore, AnyTable};
+use nessie_baselines::{Attempt, ClientLogic, CoreSwitches};
 use nessie_baselines::{HyOptions, SystemConfig};
 use nessie_exec::lock::TableLock;
 use nessie_exec::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};

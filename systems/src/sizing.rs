@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nessie_protocol::layout::{DataEntryHeader, IndexEntry, SizeClass, HEADER_BYTES};
 use nessie_protocol::{Config, ConfigError, NodeId, Region};
-use nessie_workload::value_mix::size_bits;
+use nessie_workload::size_bits;
 use nessie_workload::ValueMix;
 
 /// The shape of a simulated store.

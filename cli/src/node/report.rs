@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use nessie_workload::report::write_kinds;
+use nessie_workload::write_kinds;
 #[cfg(test)]
 use nessie_workload::Latencies;
 use nessie_workload::{KindSummary, WorkloadReport};

@@ -49,7 +49,7 @@ use nessie_protocol::rng::{unit, xorshift64};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nessie_baselines::retry::{Jitter, RetryBudget};
+use nessie_baselines::{Jitter, RetryBudget};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
 use nessie_check::{ret_of, Event, Failure, Ret};
 use nessie_protocol::internals::retries;
