@@ -5,7 +5,7 @@
 //! and answered by CPU, without the fabric.
 //!
 //! [`SdCore`] is the client as sans-IO logic (one attempt is one request,
-//! [`crate::client::server_driven`]); [`SdClient`] is its blocking driver.
+//! `client::server_driven`); [`SdClient`] is its blocking driver.
 
 use std::sync::Arc;
 

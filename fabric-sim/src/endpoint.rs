@@ -48,7 +48,7 @@ enum Until {
 /// A client's endpoint on a [`SimFabric`].
 ///
 /// `post` performs the data transfer at once (word by word, see
-/// [`crate::memory`]) and queues the completion, ready after the fabric's
+/// `memory`) and queues the completion, ready after the fabric's
 /// latency for NIC operations (wall clock, whatever the clock mode) or
 /// immediately for LocalRead/LocalWrite. Several posted operations therefore
 /// overlap their latency. Completions are returned in order of readiness

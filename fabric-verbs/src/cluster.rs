@@ -267,7 +267,7 @@ pub struct Tuning {
     /// Registered staging memory per endpoint for READ targets and WRITE sources.
     pub staging_bytes: u64,
     /// Transport retries of an unacknowledged packet before the QP fails
-    /// with `IBV_WC_RETRY_EXC_ERR` (at most [`MAX_RETRY_COUNT`]).
+    /// with `IBV_WC_RETRY_EXC_ERR` (at most 6).
     pub retry_count: u8,
     /// ACK timeout exponent: a packet is retransmitted after
     /// 4.096 us x 2^`ack_timeout` without an acknowledgement (1..=31; set on
@@ -295,7 +295,7 @@ pub struct Tuning {
     pub clock_skew_action: SkewAction,
     /// How often each hosted node checks its peers' clocks again after
     /// connecting (one short probe connection per peer, in turn, from one
-    /// thread: [`crate::clock_check`]), in milliseconds; 0 turns it off.
+    /// thread: `clock_check`), in milliseconds; 0 turns it off.
     pub clock_check_interval_ms: u64,
     /// Put the index, data and staging regions on 2 MiB huge pages (fewer
     /// NIC address-translation misses on large tables); without huge pages

@@ -369,7 +369,7 @@ impl VerbsEndpoint {
 
     /// [`VerbsEndpoint::open`] for a client of node `me`, on a process's
     /// device state `node`: a hosted node's (`me` is that node), or a
-    /// [`crate::node::ClientHost`]'s, for a client without storage whose
+    /// `node::ClientHost`'s, for a client without storage whose
     /// share `me` holds. The connection to `me` must come up; a client
     /// host's endpoint has no data region of its own (`LocalRead`,
     /// `LocalWrite` and window binds are refused).

@@ -181,7 +181,7 @@ impl VerbsError {
     /// a clock is fixed: a refusal with a permanent reason, a peer with
     /// another cluster file or version, a clock beyond the skew bound, an
     /// address that does not resolve or belongs to another device. Such a
-    /// node is not dialled again for [`crate::endpoint::PERMANENT_HOLD_OFF`].
+    /// node is not dialled again for `endpoint::PERMANENT_HOLD_OFF`.
     pub fn is_permanent(&self) -> bool {
         match self {
             VerbsError::Rejected { reject, .. } => reject.is_some_and(|r| !r.reason.is_transient()),

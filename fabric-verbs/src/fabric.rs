@@ -77,7 +77,7 @@ pub struct NodeReport {
     pub budget: ConnectionBudget,
     /// The port's active MTU in bytes.
     pub mtu: u32,
-    /// What the timing settings imply ([`crate::cluster::Timing::implications`]).
+    /// What the timing settings imply (`cluster::Timing::implications`).
     pub timing: String,
 }
 
@@ -243,7 +243,7 @@ impl VerbsFabric {
     }
 
     /// The flow-control settings of the Ethernet port under hosted node
-    /// `node`'s device ([`crate::nic_counters::pfc_state`]), or why there
+    /// `node`'s device (`nic_counters::pfc_state`), or why there
     /// is none to read.
     pub fn pfc_state(&self, node: NodeId) -> Vec<String> {
         match self.netdev(node) {
@@ -265,14 +265,14 @@ impl VerbsFabric {
     }
 
     /// Hosted node `node`'s device events so far, by type (a port going
-    /// down or up, a fatal queue pair or device; see [`crate::events`]).
+    /// down or up, a fatal queue pair or device; see `events`).
     pub fn device_events(&self, node: NodeId) -> Option<EventCounts> {
         let n = self.nodes.iter().find(|n| n.shared().id == node)?;
         Some(n.device_events())
     }
 
     /// What hosted node `node`'s periodic clock checks found so far (see
-    /// [`crate::clock_check`]; `None` when not hosted here or turned off).
+    /// `clock_check`; `None` when not hosted here or turned off).
     pub fn clock_checks(&self, node: NodeId) -> Option<ClockLedger> {
         let i = self.nodes.iter().position(|n| n.shared().id == node)?;
         self.clock_checks[i].as_ref().map(ClockChecker::ledger)

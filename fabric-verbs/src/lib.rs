@@ -9,7 +9,9 @@
 //!   listeners and agents; [`NodeReport`] what start-up found out.
 //! - [`VerbsEndpoint`]: a client's queue pairs to every node, loopback
 //!   included, and its completion queue.
-//! - [`ClusterFile`]: the TOML cluster file ([`ClusterError`]), and
+//! - [`ClusterFile`]: the TOML cluster file ([`ClusterError`]; its sections
+//!   [`NodeEntry`], [`Regions`], [`Store`], [`ClassShare`], [`Tuning`],
+//!   [`SkewAction`], and the transport [`Timing`] they imply), and
 //!   [`check_fingerprint`] ([`WireError`]): the handshake's check that two
 //!   processes run one cluster file.
 //! - [`VerbsError`]: what the device and the connection manager can refuse.
@@ -18,7 +20,9 @@
 //!   asynchronous events), the process's deadline [`Watchdog`]
 //!   ([`WatchdogStats`]), and its file and queue-pair limits
 //!   ([`ConnectionBudget`], [`open_file_limit`], [`open_fds`],
-//!   [`process_qps`]); [`AtomicCap`], the device's atomic capability.
+//!   [`process_qps`]); [`AtomicCap`], the device's atomic capability; the
+//!   periodic checks of the peers' clocks ([`ClockLedger`], [`PeerClock`],
+//!   [`ClockSample`]).
 //!
 //! Namespaces reached into on purpose: [`transport_stats`] (queue pairs
 //! failed, dials failed, re-dials: the process's counters) and, for the
@@ -65,7 +69,10 @@ mod windows;
 mod wire;
 mod wr;
 
-pub use cluster::{ClusterError, ClusterFile};
+pub use clock_check::{ClockLedger, ClockSample, PeerClock};
+pub use cluster::{
+    ClassShare, ClusterError, ClusterFile, NodeEntry, Regions, SkewAction, Store, Timing, Tuning,
+};
 pub use endpoint::VerbsEndpoint;
 pub use error::VerbsError;
 pub use events::{device_fatal, EventCounts};

@@ -105,7 +105,7 @@ impl NicCounters {
     /// The flow-control counters of Ethernet port `netdev` (the RoCE
     /// device's), as `ethtool -S` prints them: pause frames and their
     /// duration per priority, pause storms, PFC, ECN marks and congestion
-    /// notifications, discards ([`is_flow_control`]). They show how long
+    /// notifications, discards (`is_flow_control`). They show how long
     /// pauses hold packets on a PFC fabric, against what the settings
     /// tolerate (docs/deploy.md, "PFC fabrics"). An error if `ethtool`
     /// is missing or the driver gives no statistics.

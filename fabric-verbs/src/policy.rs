@@ -200,7 +200,7 @@ pub fn needs_fence(op: NicOp, outstanding: Outstanding) -> bool {
 /// What the cluster's shape costs one node in queue pairs, file descriptors
 /// and threads with the endpoints' connection scheme: every endpoint opens
 /// one RC queue pair to every node, its own included, through the node's
-/// one dialer per peer ([`crate::dialer`]: a thread and an `rdma_cm` event
+/// one dialer per peer (`dialer`: a thread and an `rdma_cm` event
 /// channel each, shared by the endpoints), and keeps an event channel of
 /// its own for its connections; every node accepts one queue pair from
 /// every endpoint of every node, through one listener channel.
@@ -234,7 +234,7 @@ impl ConnectionBudget {
 
     /// `rdma_cm` event channels (file descriptors) of one process hosting
     /// the node: one per peer's dialer (shared by the endpoints:
-    /// [`crate::dialer`]) and one per endpoint, plus the listener's and the
+    /// `dialer`) and one per endpoint, plus the listener's and the
     /// clock check's.
     pub fn cm_fds(&self) -> u64 {
         self.nodes.saturating_add(self.endpoints).saturating_add(2)

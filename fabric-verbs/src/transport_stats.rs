@@ -2,7 +2,7 @@
 //! operator (issue 40, item 5): queue pairs failed (by the endpoint's own
 //! deadline check, a completion error or the watchdog), dials that failed,
 //! and re-dials that brought a peer back. Process-wide, like the
-//! [`crate::watchdog`] (one per process): `nessie node` publishes a
+//! `watchdog` (one per process): `nessie node` publishes a
 //! [`snapshot`] on its metrics endpoint and in its `--report` JSON.
 //!
 //! Counting is a relaxed atomic increment on paths that are already slow

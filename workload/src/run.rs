@@ -48,7 +48,7 @@ impl ServerLoad for ServerPool {
 }
 
 /// One client thread of a run: its issuer and who it is (histories name
-/// it `node x 1000 + index`; its [`Mix`] is drawn for it).
+/// it `node x 1000 + index`; its `Mix` is drawn for it).
 pub struct Worker<I> {
     /// The client (of a pipeline: its first client).
     pub id: ClientId,

@@ -1,7 +1,7 @@
 //! YCSB's core workloads A to F (Cooper et al., "Benchmarking Cloud
 //! Serving Systems with YCSB", SoCC 2010, Table 2; the `workloads/workloada`
 //! ... `workloadf` files of YCSB), as named mixes (`--workload ycsb-a`):
-//! `nessie run` and `nessie node run` (through [`crate::Mix`]), `nessie
+//! `nessie run` and `nessie node run` (through `Mix`), `nessie
 //! bench` and `nessie sim` (each simulated client its own generator) run
 //! all six with [`YcsbGen`] (E's scans on Cell).
 //!

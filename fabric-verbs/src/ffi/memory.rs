@@ -1,7 +1,7 @@
 //! Protection domain, pinned memory and memory registrations.
 //!
 //! Regions are anonymous, zeroed, page-aligned mappings registered with
-//! [`crate::policy::access_flags`]. The CPU touches registered memory only
+//! `policy::access_flags`. The CPU touches registered memory only
 //! through word-wise atomic copies ([`Mr::read`], [`Mr::write`]): NICs and
 //! other threads access the same bytes concurrently, so plain `memcpy` into a
 //! Rust slice would be a data race.
