@@ -231,10 +231,9 @@ impl<C: ClientLogic, E: Endpoint> BlockingClient<C, E> {
     /// [`Error::ClientIdInUse`] for an id a live client holds, in this
     /// process or another; [`Error::Unreachable`] or [`Error::Timeout`] when
     /// the node does not answer the claim within the operation timeout.
-    pub fn from_core(core: C, id: ClientId, ep: E) -> Result<BlockingClient<C, E>, Error> {
-        let mut ep = ep;
+    pub fn from_core(core: C, id: ClientId, mut ep: E) -> Result<BlockingClient<C, E>, Error> {
         let within = core.config().retry.op_timeout;
-        let claim = claim_id(&mut ep, id, Some(core.registry()), within)?;
+        let claim = claim_id(&mut ep, id, core.registry(), within)?;
         Ok(BlockingClient {
             core,
             driver: Driver::new(ep),

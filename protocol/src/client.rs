@@ -92,16 +92,11 @@ impl<E: Endpoint> Client<E> {
     /// ([`crate::registry::claim_id`]): [`Error::Unreachable`] or
     /// [`Error::Timeout`] when the node does not answer it within the
     /// operation timeout.
-    pub fn new(cfg: Arc<Config>, id: ClientId, ep: E) -> Result<Client<E>, Error> {
+    pub fn new(cfg: Arc<Config>, id: ClientId, mut ep: E) -> Result<Client<E>, Error> {
         let state = ClientState::new(cfg, id)?;
         check_endpoint(&ep, id.node, &state.cfg)?;
-        let mut ep = ep;
-        let claim = crate::registry::claim_id(
-            &mut ep,
-            id,
-            Some(state.cfg.registry()),
-            state.cfg.retry.op_timeout,
-        )?;
+        let (registry, within) = (state.cfg.registry(), state.cfg.retry.op_timeout);
+        let claim = crate::registry::claim_id(&mut ep, id, registry, within)?;
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (u64::from(id.node.0) << 32) ^ u64::from(id.index);
         Ok(Client {
             state,

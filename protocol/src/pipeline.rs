@@ -228,7 +228,7 @@ impl<E: Endpoint> Pipeline<E> {
         node: NodeId,
         first_index: u16,
         depth: u16,
-        ep: E,
+        mut ep: E,
     ) -> Result<Pipeline<E>, Error> {
         cfg.validate()?;
         check_endpoint(&ep, node, &cfg)?;
@@ -246,17 +246,10 @@ impl<E: Endpoint> Pipeline<E> {
                     .map(|state| Slot { state, op: None })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut ep = ep;
+        let (registry, within) = (cfg.registry(), cfg.retry.op_timeout);
         let claims = slots
             .iter()
-            .map(|s| {
-                crate::registry::claim_id(
-                    &mut ep,
-                    s.state.id,
-                    Some(cfg.registry()),
-                    cfg.retry.op_timeout,
-                )
-            })
+            .map(|s| crate::registry::claim_id(&mut ep, s.state.id, registry, within))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Pipeline {
             router: Router::new(slots.len()),

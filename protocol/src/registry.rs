@@ -165,6 +165,7 @@ impl Registry {
 
 /// How a claim ended badly.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ClaimRefused {
     /// Another process holds the id (its holder's name).
     Held(u32),
@@ -239,15 +240,11 @@ impl ClaimMachine {
 
     /// Test-only fault switch: a CAS that failed is taken as landed (its
     /// fate unknown, it is believed), instead of being read back. The
-    /// exhaustive claim test shows two holders of one word with it.
+    /// exhaustive claim test shows it holding a word that names another
+    /// process.
     #[doc(hidden)]
     pub fn set_trust_failed_cas(&mut self, on: bool) {
         self.trust_failed_cas = on;
-    }
-
-    /// Requests posted so far.
-    pub fn posted(&self) -> u64 {
-        self.posted
     }
 
     /// Takes one step at time `now`.
@@ -344,9 +341,10 @@ impl ClaimMachine {
 }
 
 /// Claims client `id` on `ep`'s fabric: the in-process registry first
-/// ([`Endpoint::claim_client`]), then, if `registry` has a word for `id`,
-/// that word by a [`ClaimMachine`] under the claim's holder name, waiting at
-/// most `within`. Each request is waited for at most a quarter of `within`.
+/// ([`Endpoint::claim_client`]), then, if `registry` has a word for `id`
+/// (a client of a node), that word by a [`ClaimMachine`] under the claim's
+/// holder name, waiting at most `within`. Each request is waited for at
+/// most a quarter of `within`.
 ///
 /// # Errors
 ///
@@ -359,11 +357,11 @@ impl ClaimMachine {
 pub fn claim_id<E: Endpoint>(
     ep: &mut E,
     id: ClientId,
-    registry: Option<Registry>,
+    registry: Registry,
     within: Duration,
 ) -> Result<ClientClaim, Error> {
     let claim = ep.claim_client(id).ok_or(Error::ClientIdInUse(id))?;
-    let Some(word) = registry.and_then(|r| r.word(id)) else {
+    let Some(word) = registry.word(id) else {
         return Ok(claim);
     };
     let mut m = ClaimMachine::new(word, claim.holder(), within, within / 4);

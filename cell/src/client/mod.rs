@@ -206,10 +206,9 @@ impl<E: Endpoint> CellClient<E> {
         snapshot: Arc<RegionMap>,
         reader: Option<Arc<FabricDirectory>>,
         id: ClientId,
-        ep: E,
+        mut ep: E,
     ) -> Result<CellClient<E>, Error> {
-        let mut ep = ep;
-        let claim = claim_id(&mut ep, id, Some(cfg.registry()), cfg.op_timeout)?;
+        let claim = claim_id(&mut ep, id, cfg.registry(), cfg.op_timeout)?;
         let layout = cfg.layout();
         let rpc = RpcClient::new(
             layout.mailbox,
