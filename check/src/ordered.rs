@@ -1,7 +1,7 @@
 //! A linearizability checker for ordered-store histories with range scans
 //! (Cell's, `nessie-cell`).
 //!
-//! The project's checker ([`crate::linearizability`]) treats keys as
+//! The project's checker ([`crate::check`]) treats keys as
 //! independent registers and checks each key alone. A range scan reads many
 //! keys at one instant, so it ties their histories together: a scan that
 //! sees a later insert of `a` but not an earlier delete of `b`'s absence is

@@ -5,7 +5,7 @@
 //! [`linearizable`] simulates clients that each run one operation at a time
 //! against an atomic map: every operation takes effect at a point strictly
 //! inside its interval, so the history is linearizable by construction. A
-//! chosen share of the writes gets an unknown outcome ([`Failure::Unknown`](crate::Failure::Unknown));
+//! chosen share of the writes gets an unknown outcome ([`crate::Failure::Unknown`]);
 //! half of those take effect, half do not, as after a node failure.
 //! [`plant_violation`] then edits one read so that the history is certainly
 //! not linearizable, whichever way the unknown writes went.

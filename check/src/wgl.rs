@@ -7,10 +7,10 @@
 //!   keys that scans tie together are searched as one map);
 //! - a key-value map from a given initial state (the stateright model's
 //!   exact check of a world's history, `nessie-model`'s `world_history`);
-//! - one register with program order ([`crate::linearizability`]'s
+//! - one register with program order ([`crate::check`]'s
 //!   reference in its differential test, beside a brute-force search).
 //!
-//! The per-key checker of long histories ([`crate::linearizability`]) is
+//! The per-key checker of long histories ([`crate::check`]) is
 //! the same search specialised to a register: the configurations are
 //! compressed (a frontier and a few holes), unknown writes are grouped into
 //! interchangeable classes and reads that agree are placed without

@@ -32,7 +32,7 @@ fn a_test_past_its_time_limit_fails_with_its_name_and_seed() {
     let out = Command::new(std::env::current_exe().expect("the test binary"))
         .args(["--exact", "the_victim", "--nocapture", "--test-threads=1"])
         .env(VICTIM, "1")
-        .env_remove(nessie_check::watchdog::SCALE_VAR)
+        .env_remove(nessie_check::SCALE_VAR)
         .output()
         .expect("the test binary runs");
     let took = start.elapsed();

@@ -59,8 +59,8 @@ use nessie_protocol::{
 use stateright::{Model, Property};
 
 use crate::world_history::{linearizable, CheckedOp, Status, WorldHistory};
-use nessie_check::history::{Failure, Ret};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
+use nessie_check::{Failure, Ret};
 
 /// One client of a world: who it is, what it does, how it may misbehave.
 #[derive(Clone, Debug)]

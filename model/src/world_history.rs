@@ -17,8 +17,8 @@
 
 use std::collections::BTreeMap;
 
-use nessie_check::history::{Failure, Ret};
 use nessie_check::wgl::{search, Spec, Timed};
+use nessie_check::{Failure, Ret};
 use nessie_protocol::{Request, Response};
 
 /// A key-value map as the sequential specification sees it.
