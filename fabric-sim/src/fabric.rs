@@ -413,11 +413,11 @@ struct Inner {
 /// A simulated RDMA fabric connecting `config.nodes` nodes in one process.
 ///
 /// Cheap to clone: clones are handles to the same cluster. Endpoints opened
-/// with [`Fabric::open`](nessie_protocol::Fabric::open) execute each operation's data transfer when it is
-/// posted (see `memory` for the exact memory semantics) and deliver
-/// its completion after the configured latency. Clones are the same
-/// process; [`SimFabric::another_process`] is a handle as another process
-/// on the cluster sees it.
+/// with [`Fabric::open`](nessie_protocol::Fabric::open) execute each
+/// operation's data transfer when it is posted (the `memory` module has the
+/// exact memory semantics) and deliver its completion after the configured
+/// latency. Clones are the same process; [`SimFabric::another_process`] is
+/// a handle as another process on the cluster sees it.
 #[derive(Clone)]
 pub struct SimFabric {
     inner: Arc<Inner>,
