@@ -153,13 +153,9 @@ impl SystemConfig {
     /// the registry words of each node's clients closing the data region
     /// (as Nessie's close it: `Config::registry`).
     pub fn topology(&self) -> Topology {
-        if self.kind == KvSystem::Nessie {
-            return self.store.topology();
-        }
         let (index_slots_per_node, layout_bytes) = match self.kind {
-            KvSystem::Nessie | KvSystem::NessieSd | KvSystem::NessieHy => {
-                (1, self.coupled().region_bytes())
-            }
+            KvSystem::Nessie => return self.store.topology(),
+            KvSystem::NessieSd | KvSystem::NessieHy => (1, self.coupled().region_bytes()),
             KvSystem::Pilaf => (1, PilafLayout::new(&self.store).region_bytes()),
             KvSystem::Race => (1, RaceLayout::new(&self.store).region_bytes()),
             // The lock table in the index region, one word per lock.

@@ -41,14 +41,19 @@ const PURE: ClientId = ClientId {
     index: 1,
 };
 
-/// [`config`] with a lease term of 60 ms, and node 1's agent running.
-fn short_lease() -> (SimCluster, nessie_systems::AgentThread) {
+/// [`config`] with a lease term of `term`, and node 1's agent running.
+fn leased(term: Duration) -> (SimCluster, nessie_systems::AgentThread) {
     let cluster = SimCluster::new(Config {
-        lease_term: Duration::from_millis(60),
+        lease_term: term,
         ..config()
     });
     let agent = cluster.agent(1);
     (cluster, agent)
+}
+
+/// [`leased`] with a lease term of 60 ms.
+fn short_lease() -> (SimCluster, nessie_systems::AgentThread) {
+    leased(Duration::from_millis(60))
 }
 
 fn pure_client(cluster: &SimCluster) -> Client<SimEndpoint> {
@@ -204,11 +209,7 @@ fn a_released_share_is_taken_at_once_and_the_releasers_keys_are_revoked() {
     fn late_write_after_a_release(
         faults: nessie_protocol::Faults,
     ) -> Result<OpOutput, nessie_protocol::FabricError> {
-        let cluster = SimCluster::new(Config {
-            lease_term: Duration::from_secs(3600),
-            ..config()
-        });
-        let _agent = cluster.agent(1);
+        let (cluster, _agent) = leased(Duration::from_secs(3600));
         let mut first = pure_client(&cluster);
         first.put(b"a", b"1").expect("put");
         let old = first.state().pure.as_ref().expect("pure").keys.clone();
@@ -335,11 +336,7 @@ fn a_holder_that_only_reads_or_renews_keeps_its_share() {
 /// CAS moves it.)
 #[test]
 fn renew_lease_beats_when_due_and_only_then() {
-    let cluster = SimCluster::new(Config {
-        lease_term: Duration::from_millis(300),
-        ..config()
-    });
-    let _agent = cluster.agent(1);
+    let (cluster, _agent) = leased(Duration::from_millis(300));
     let mut pure = pure_client(&cluster);
     pure.put(b"a", b"1").expect("put");
     let beat = lease_block(&cluster).beat;
