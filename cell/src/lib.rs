@@ -57,4 +57,4 @@ pub use config::{CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode
 pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};
 pub use ptr::{NodePtr, RegionId};
 pub use recovery::{RecoveryReport, RecoveryStage};
-pub use server::split::SplitOutcome;
+pub use server::split::{SplitAbort, SplitOutcome};

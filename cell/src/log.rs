@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nessie_exec::mailbox::CRC64;
-use nessie_protocol::{Error, FabricError, NodeId, TransportError};
+use nessie_protocol::{BackendError, EndpointRefusal, Error, FabricError, NodeId, TransportError};
 
 use crate::ptr::RegionId;
 
@@ -171,10 +171,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn io_error(what: &str, e: std::io::Error) -> Error {
-    Error::Fabric(FabricError::Transport(TransportError::Endpoint(format!(
-        "region log: {what}: {e}"
-    ))))
+/// A region log's file could not be used: what was being done, and the
+/// system's error.
+#[derive(Debug, thiserror::Error)]
+#[error("region log: {what}: {source}")]
+pub struct LogError {
+    /// What was being done (`open`, `append`, `sync`, ...).
+    pub what: &'static str,
+    /// The system's error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A log that could not be used, as the server's request meets it: a
+/// refusal before anything of the request took effect, carrying the
+/// [`LogError`] (reached by `downcast_ref`).
+fn io_error(what: &'static str, source: std::io::Error) -> Error {
+    Error::Fabric(FabricError::Transport(TransportError::Endpoint(
+        EndpointRefusal::Backend(BackendError::new(LogError { what, source })),
+    )))
 }
 
 /// Where a [`LogSink`] keeps its logs.

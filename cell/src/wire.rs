@@ -165,8 +165,41 @@ pub enum CellResponse {
     Restart(RestartCause),
     /// The meganode is splitting or full: retry later (nothing was changed).
     Busy,
-    /// The request failed (nothing was changed).
-    Failed(String),
+    /// The request was refused (nothing was changed): why.
+    Failed(Refusal),
+}
+
+/// Why a server refused a request ([`CellResponse::Failed`]): nothing was
+/// changed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The request never left its sender (a creation given up before its
+    /// request was sent; never on the wire).
+    #[error("the request was not sent")]
+    NotSent,
+    /// The meganode was retired (a split or creation given up).
+    #[error("{0} was retired")]
+    Retired(RegionId),
+    /// A split key that is not a separator of the source's root.
+    #[error("the split key is not a separator of {0}'s root")]
+    NotSeparator(RegionId),
+    /// The half to copy has more nodes than a meganode holds.
+    #[error("the copy does not fit a meganode")]
+    CopyTooLarge,
+    /// The copy met a node that was invalid.
+    #[error("the copy met invalid node {0}")]
+    InvalidNode(NodePtr),
+    /// The meganode is not held by this server.
+    #[error("{0} is not held here")]
+    NotHeld(RegionId),
+    /// The root word is not held by this server.
+    #[error("the root word is not held here")]
+    RootNotHeld,
+    /// The server's own operation failed: its error's text (the error of
+    /// another process, whose type does not cross the wire).
+    #[error("{0}")]
+    Server(String),
 }
 
 struct W(Vec<u8>);
@@ -449,7 +482,17 @@ impl CellResponse {
                 w.u8(11);
             }
             CellResponse::Failed(why) => {
-                w.u8(12).bytes(why.as_bytes());
+                w.u8(12);
+                match why {
+                    Refusal::NotSent => w.u8(0),
+                    Refusal::Retired(r) => w.u8(1).u32(r.0),
+                    Refusal::NotSeparator(r) => w.u8(2).u32(r.0),
+                    Refusal::CopyTooLarge => w.u8(3),
+                    Refusal::InvalidNode(p) => w.u8(4).ptr(*p),
+                    Refusal::NotHeld(r) => w.u8(5).u32(r.0),
+                    Refusal::RootNotHeld => w.u8(6),
+                    Refusal::Server(text) => w.u8(7).bytes(text.as_bytes()),
+                };
             }
         }
         w.0
@@ -496,7 +539,17 @@ impl CellResponse {
                 _ => RestartCause::Structure,
             }),
             11 => CellResponse::Busy,
-            12 => CellResponse::Failed(String::from_utf8_lossy(&r.bytes()?).into_owned()),
+            12 => CellResponse::Failed(match r.u8()? {
+                0 => Refusal::NotSent,
+                1 => Refusal::Retired(RegionId(r.u32()?)),
+                2 => Refusal::NotSeparator(RegionId(r.u32()?)),
+                3 => Refusal::CopyTooLarge,
+                4 => Refusal::InvalidNode(r.ptr()?),
+                5 => Refusal::NotHeld(RegionId(r.u32()?)),
+                6 => Refusal::RootNotHeld,
+                7 => Refusal::Server(String::from_utf8_lossy(&r.bytes()?).into_owned()),
+                _ => return None,
+            }),
             _ => return None,
         };
         r.0.is_empty().then_some(resp)
@@ -583,7 +636,14 @@ mod tests {
                 next: Some((p, b"b".to_vec())),
             },
             CellResponse::Restart(RestartCause::MinMax),
-            CellResponse::Failed("no".into()),
+            CellResponse::Failed(Refusal::NotSent),
+            CellResponse::Failed(Refusal::Retired(RegionId(3))),
+            CellResponse::Failed(Refusal::NotSeparator(RegionId(4))),
+            CellResponse::Failed(Refusal::CopyTooLarge),
+            CellResponse::Failed(Refusal::InvalidNode(p)),
+            CellResponse::Failed(Refusal::NotHeld(RegionId(5))),
+            CellResponse::Failed(Refusal::RootNotHeld),
+            CellResponse::Failed(Refusal::Server("no".into())),
         ];
         for r in resps {
             let b = r.encode();

@@ -15,7 +15,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nessie_cell::{CellConfig, CellFaults, RegionId, SearchMode, SplitOutcome};
+use nessie_cell::{CellConfig, CellFaults, RegionId, SearchMode, SplitAbort, SplitOutcome};
 use nessie_fabric_sim::Injection;
 use nessie_protocol::{NodeId, OpKind, Region, TransportFault};
 
@@ -64,7 +64,16 @@ fn copy_that_times_out(unclaimed_server_requests: bool) -> Late {
     // The split of region 1 (now the lower half) onto the paused node 1.
     d.pause_server(NodeId(1));
     let out = d.split_onto(RegionId(1), Some(NodeId(1))).unwrap();
-    assert!(matches!(out, SplitOutcome::Aborted(_)), "{out:?}");
+    assert!(
+        matches!(
+            out,
+            SplitOutcome::Aborted(SplitAbort::CopyFailed {
+                target: NodeId(1),
+                ..
+            })
+        ),
+        "{out:?}"
+    );
     let m = d.directory().snapshot();
     let y = RegionId(m.next_id - 1);
     let listed_after_abort = m.get(y).is_some();
@@ -167,7 +176,16 @@ fn copy_whose_answer_is_lost(unclaimed_server_requests: bool) -> (String, bool, 
         )
         .unwrap();
     let out = d.split_onto(RegionId(1), Some(NodeId(1))).unwrap();
-    assert!(matches!(out, SplitOutcome::Aborted(_)), "{out:?}");
+    assert!(
+        matches!(
+            out,
+            SplitOutcome::Aborted(SplitAbort::CopyFailed {
+                target: NodeId(1),
+                ..
+            })
+        ),
+        "{out:?}"
+    );
     assert!(
         !d.fabric().injection_pending(NodeId(0)),
         "the answer was lost"

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use nessie_protocol::internals::duration_nanos;
 use nessie_protocol::registry::ClaimTable;
 use nessie_protocol::{
-    ClientClaim, ClientId, FabricError, Nanos, NodeId, Op, OpKind, OpOutput, Region,
-    TransportError, TransportFault,
+    BackendError, ClientClaim, ClientId, EndpointRefusal, FabricError, Nanos, NodeId, Op, OpKind,
+    OpOutput, Region, TransportError, TransportFault,
 };
 
 use crate::config::{ClockMode, SimConfig, SimConfigError, TransferOrder, MANUAL_CLOCK_START};
@@ -574,7 +574,9 @@ impl SimFabric {
             InjectError::Fabric(e) => e,
             // A failure of every kind of NIC operation with the default
             // schedule is always valid.
-            other => FabricError::Transport(TransportError::Endpoint(other.to_string())),
+            other => FabricError::Transport(TransportError::Endpoint(EndpointRefusal::Backend(
+                BackendError::new(other),
+            ))),
         })
     }
 

@@ -87,8 +87,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nessie_protocol::{
-    ChainLink, ClientClaim, ClientId, Completion, Endpoint, FabricError, Nanos, NodeId, Op, OpId,
-    OpOutput, Region, RemoteAddr, TransportError, WindowId, WindowKey, WorkRequest,
+    ChainLink, ClientClaim, ClientId, Completion, Endpoint, EndpointRefusal, FabricError, Nanos,
+    NodeId, Op, OpId, OpOutput, Region, RemoteAddr, TransportError, WindowId, WindowKey,
+    WorkRequest,
 };
 use rdma_sys::{ibv_post_send, ibv_send_wr, ibv_sge, rdma_cm_event_type as Ev};
 
@@ -962,13 +963,14 @@ impl VerbsEndpoint {
                             (unsafe { bad.offset_from(chain.wrs.as_ptr()) })
                                 .clamp(0, count as isize) as usize
                         };
-                        err = Some(format!(
-                            "ibv_post_send to {node}: {}",
-                            std::io::Error::from_raw_os_error(ret.abs())
-                        ));
+                        err = Some(EndpointRefusal::Call {
+                            call: "ibv_post_send",
+                            node,
+                            errno: ret.abs(),
+                        });
                     }
                 }
-                _ => err = Some(format!("no queue pair to {node}")),
+                _ => err = Some(EndpointRefusal::NoConnection(node)),
             }
         }
         let now = Instant::now();
@@ -978,7 +980,7 @@ impl VerbsEndpoint {
                 self.mark_posted(i, wr_id, chain.signaled[k], now);
             } else if let Some(f) = self.take(wr_id) {
                 let e = FabricError::Transport(TransportError::Endpoint(
-                    err.clone().unwrap_or_else(|| "not posted".into()),
+                    err.clone().unwrap_or(EndpointRefusal::NoConnection(node)),
                 ));
                 self.finish(f, Err(e), out);
             }
@@ -1356,10 +1358,9 @@ impl VerbsEndpoint {
         signal: Signal,
     ) -> Result<(), FabricError> {
         if !self.node.hosted {
-            return Err(FabricError::Transport(TransportError::Endpoint(format!(
-                "a client of {} in a process hosting no node has no data region to read or write by CPU",
-                self.me
-            ))));
+            return Err(FabricError::Transport(TransportError::Endpoint(
+                EndpointRefusal::NoLocalRegion,
+            )));
         }
         let region = &self.node.data;
         check_range(self.node.id, Region::Data, offset, len, region.len())?;

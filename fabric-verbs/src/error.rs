@@ -21,6 +21,7 @@ pub const NO_DEVICE_FIX: &str = "install rdma-core (Debian/Ubuntu: `apt install 
 
 /// Why the verbs backend could not start, connect or keep running.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum VerbsError {
     /// `ibv_get_device_list` found no RDMA device at all.
     #[error("no RDMA device found: {NO_DEVICE_FIX}")]
@@ -144,9 +145,21 @@ pub enum VerbsError {
     /// `open` named a node that this process does not host.
     #[error("{0} is not hosted by this process")]
     NotHosted(NodeId),
-    /// A configured size does not fit the device's limits.
-    #[error("device limits: {0}")]
-    Limits(String),
+    /// A data entry (from the cluster file's sizes) is longer than the
+    /// port's largest message, so no READ could fetch it whole.
+    #[error("device limits: a data entry of {entry} bytes exceeds the port's largest message ({max_msg} bytes)")]
+    EntryTooLarge {
+        /// A data entry's bytes.
+        entry: u64,
+        /// The port's largest message.
+        max_msg: u32,
+    },
+    /// A memory region larger than this machine's address space.
+    #[error("device limits: a region of {len} bytes does not fit this machine's address space")]
+    RegionTooLarge {
+        /// The region's bytes.
+        len: u64,
+    },
 }
 
 impl VerbsError {

@@ -14,7 +14,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_protocol::{Fabric, FabricError, NodeId, Topology, TransportError};
+use nessie_protocol::{
+    BackendError, EndpointRefusal, Fabric, FabricError, NodeId, Topology, TransportError,
+};
 
 use crate::byteorder::AtomicOrder;
 use crate::clock_check::{check_now, ClockChecker, ClockLedger};
@@ -317,11 +319,10 @@ impl Fabric for VerbsFabric {
         if node.0 >= self.cluster.topology().nodes {
             return Err(FabricError::UnknownNode(node));
         }
-        self.open_endpoint(node).map_err(|e| match e {
-            VerbsError::Timeout { .. } => {
-                FabricError::Transport(TransportError::Endpoint(format!("{node}: {e}")))
-            }
-            other => FabricError::Transport(TransportError::Endpoint(other.to_string())),
+        self.open_endpoint(node).map_err(|e| {
+            FabricError::Transport(TransportError::Endpoint(EndpointRefusal::Backend(
+                BackendError::new(e),
+            )))
         })
     }
 }
@@ -373,9 +374,15 @@ mod tests {
             f.open(NodeId(1)),
             Err(FabricError::UnknownNode(NodeId(1)))
         ));
-        assert!(
-            matches!(f.open(NodeId(0)), Err(FabricError::Transport(TransportError::Endpoint(m))) if m.contains("not hosted"))
-        );
+        let Err(FabricError::Transport(TransportError::Endpoint(EndpointRefusal::Backend(e)))) =
+            f.open(NodeId(0))
+        else {
+            panic!("a node not hosted opened");
+        };
+        assert!(matches!(
+            e.downcast_ref::<VerbsError>(),
+            Some(VerbsError::NotHosted(NodeId(0)))
+        ));
         assert!(matches!(
             VerbsFabric::start(cluster("any"), &[NodeId(4)]),
             Err(VerbsError::Cluster(

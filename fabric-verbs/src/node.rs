@@ -285,9 +285,7 @@ impl HostedNode {
         let max_msg = device.info.limits.max_msg_sz;
         let entry = cluster.protocol_config()?.layout().entry_bytes();
         if max_msg > 0 && entry > u64::from(max_msg) {
-            return Err(VerbsError::Limits(format!(
-                "a data entry of {entry} bytes exceeds the port's largest message ({max_msg} bytes)"
-            )));
+            return Err(VerbsError::EntryTooLarge { entry, max_msg });
         }
         let events = AsyncEvents::of(&device.ctx)?;
         let pd = Pd::new(device.ctx.clone())?;

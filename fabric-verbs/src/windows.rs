@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use crate::ffi::cm::CmId;
 use crate::ffi::memory::{Mr, Pd};
 use crate::ffi::window::Mw;
-use nessie_protocol::{FabricError, NodeId, TransportError};
+use nessie_protocol::{BackendError, EndpointRefusal, FabricError, NodeId, TransportError};
 
 /// The most windows a node allocates (a request for a later index is
 /// refused): far more than any cluster's clients without storage times
@@ -45,14 +45,16 @@ impl NodeWindows {
         data: &Mr,
         (offset, len): (u64, u64),
     ) -> Result<u32, FabricError> {
-        let refused = |why: String| FabricError::Transport(TransportError::Endpoint(why));
+        let refused = |why| FabricError::Transport(TransportError::Endpoint(why));
         if !data.carries_windows() {
             return Err(FabricError::Transport(TransportError::WindowsUnsupported));
         }
         if index >= MAX_WINDOWS {
-            return Err(refused(format!(
-                "{node}: window {index} is past the {MAX_WINDOWS} a node allocates"
-            )));
+            return Err(refused(EndpointRefusal::WindowIndex {
+                node,
+                index,
+                max: MAX_WINDOWS,
+            }));
         }
         if offset.checked_add(len).is_none_or(|end| end > data.len()) {
             return Err(FabricError::OutOfRange {
@@ -66,11 +68,12 @@ impl NodeWindows {
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let mw = match windows.entry(index) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(Mw::alloc(&self.pd).map_err(|e| refused(e.to_string()))?)
-            }
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(
+                Mw::alloc(&self.pd)
+                    .map_err(|e| refused(EndpointRefusal::Backend(BackendError::new(e))))?,
+            ),
         };
         mw.bind(conn, data, offset, len, wr_id)
-            .map_err(|e| refused(format!("ibv_bind_mw of {node}'s window {index}: {e}")))
+            .map_err(|e| refused(EndpointRefusal::Backend(BackendError::new(e))))
     }
 }

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use crate::addr::{ClientId, NodeId, Region, RemoteAddr};
+use crate::refusal::EndpointRefusal;
 use crate::time::Nanos;
 
 /// Identifies a posted work request so that its completion can be matched.
@@ -389,10 +390,11 @@ pub enum TransportError {
     /// posted.
     #[error("the endpoint's staging buffers could not hold the transfer")]
     Staging,
-    /// The endpoint could not post the request or reach the node (a
-    /// connection that could not be made): not posted. The backend's words.
-    #[error("{0}")]
-    Endpoint(String),
+    /// The endpoint refused the request before posting it (no connection
+    /// to the node, a full send queue, a failed device call, the backend's
+    /// own error): not posted. [`EndpointRefusal`] says why.
+    #[error(transparent)]
+    Endpoint(EndpointRefusal),
     /// A completion that does not answer its request (a driver's bug, or a
     /// harness's): nothing can be said of the request.
     #[error("a completion that does not answer its request")]

@@ -78,6 +78,7 @@ mod error;
 mod fabric;
 mod faults;
 mod kv;
+mod refusal;
 mod route;
 mod stats;
 mod time;
@@ -109,6 +110,7 @@ pub use fabric::{
     Endpoint, Fabric, FabricError, Op, OpId, OpKind, OpOutput, Topology, TransportError,
     TransportFault, WindowId, WindowKey, WorkRequest,
 };
+pub use refusal::{BackendError, EndpointRefusal};
 pub use time::Nanos;
 
 pub use cache::DteCache;

@@ -54,7 +54,8 @@ pub use mix::{key_of, write_key};
 pub use report::{write_kinds, KindReport, KindSummary, WorkloadReport};
 pub use run::{run_workers, ServerLoad, Worker};
 pub use spec::{
-    check, Announcer, MixArgs, StartAt, StoreLimits, WorkloadError, WorkloadSpec, START_LATE_LIMIT,
+    check, AnnounceError, Announcer, BadSpec, MixArgs, StartAt, StoreLimits, WorkloadError,
+    WorkloadSpec, START_LATE_LIMIT,
 };
 pub use value_mix::{size_bits, ValueDraw, ValueMix};
 pub use ycsb::Ycsb;

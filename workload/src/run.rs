@@ -254,7 +254,7 @@ where
                 for h in handles {
                     let _ = h.join();
                 }
-                return Err(WorkloadError::Arg(e));
+                return Err(e);
             }
         };
         let (cpu0, req0) = (server_cpu(), server_requests());
@@ -273,9 +273,8 @@ where
             ..WorkloadReport::default()
         };
         for h in handles {
-            let (kinds, cpu, errors, history) = h
-                .join()
-                .map_err(|_| WorkloadError::Arg("a client thread panicked".into()))?;
+            let (kinds, cpu, errors, history) =
+                h.join().map_err(|_| WorkloadError::ClientPanicked)?;
             for (t, k) in report.kinds.iter_mut().zip(kinds) {
                 t.merge(k);
             }
@@ -335,22 +334,18 @@ impl StartGate {
 /// Waits for the start instant `spec` gives or announces; `None`: start
 /// now. An instant that passed more than [`START_LATE_LIMIT`] ago, or no
 /// announced instant, is refused.
-fn wait_for_start(spec: &WorkloadSpec) -> Result<Option<SystemTime>, String> {
+fn wait_for_start(spec: &WorkloadSpec) -> Result<Option<SystemTime>, WorkloadError> {
     let at = match &spec.start_at {
         None => return Ok(None),
         Some(StartAt::Instant(at)) => *at,
-        Some(StartAt::Announced(a)) => a
-            .ask()
-            .map_err(|e| format!("no start instant was announced: {e}"))?,
+        Some(StartAt::Announced(a)) => a.ask().map_err(WorkloadError::NoStartInstant)?,
     };
     match at.duration_since(SystemTime::now()) {
         Ok(wait) => std::thread::sleep(wait),
         Err(late) if late.duration() > START_LATE_LIMIT => {
-            return Err(format!(
-                "the start instant passed {:.3} s before this node was ready \
-                 (connections and preload took longer): choose a later --start-at",
-                late.duration().as_secs_f64()
-            ))
+            return Err(WorkloadError::StartedLate {
+                late: late.duration(),
+            })
         }
         Err(_) => {}
     }

@@ -162,16 +162,25 @@ pub enum StartAt {
 /// measured phase starts at; an error (no instant, or not a valid one)
 /// fails the run.
 #[derive(Clone)]
-pub struct Announcer(Arc<dyn Fn() -> Result<SystemTime, String> + Send + Sync>);
+pub struct Announcer(Arc<dyn Fn() -> Result<SystemTime, AnnounceError> + Send + Sync>);
+
+/// Why an [`Announcer`] gave no instant: the announcer's own error.
+pub type AnnounceError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Announcer {
     /// The announcer that asks `f`.
-    pub fn new(f: impl Fn() -> Result<SystemTime, String> + Send + Sync + 'static) -> Announcer {
+    pub fn new(
+        f: impl Fn() -> Result<SystemTime, AnnounceError> + Send + Sync + 'static,
+    ) -> Announcer {
         Announcer(Arc::new(f))
     }
 
     /// The announced instant.
-    pub fn ask(&self) -> Result<SystemTime, String> {
+    ///
+    /// # Errors
+    ///
+    /// The announcer's own error when it has no instant to give.
+    pub fn ask(&self) -> Result<SystemTime, AnnounceError> {
         (self.0)()
     }
 }
@@ -194,10 +203,30 @@ pub const START_LATE_LIMIT: Duration = Duration::from_millis(100);
 
 /// Why the workload could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkloadError {
-    /// A bad option.
+    /// A bad option (refused before anything ran).
     #[error("invalid workload: {0}")]
-    Arg(String),
+    Arg(#[from] BadSpec),
+    /// The [`Announcer`] gave no start instant (the run was stopped before
+    /// its measured phase).
+    #[error("no start instant was announced: {0}")]
+    NoStartInstant(#[source] AnnounceError),
+    /// The start instant had passed, by more than [`START_LATE_LIMIT`],
+    /// when this node was ready (connections and preload took longer): the
+    /// run was stopped before its measured phase.
+    #[error(
+        "the start instant passed {:.3} s before this node was ready \
+         (connections and preload took longer): choose a later --start-at",
+        late.as_secs_f64()
+    )]
+    StartedLate {
+        /// How long before the node was ready the instant passed.
+        late: Duration,
+    },
+    /// A client thread panicked (its operations' outcomes are unknown).
+    #[error("a client thread panicked")]
+    ClientPanicked,
     /// The store failed for good (opening a client, preloading).
     #[error(transparent)]
     Store(#[from] Error),
@@ -240,51 +269,102 @@ impl From<&nessie_cell::CellConfig> for StoreLimits {
     }
 }
 
+/// Which option of a [`WorkloadSpec`] the store refuses, and what it must
+/// be ([`WorkloadError::Arg`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadSpec {
+    /// No clients, or more than a node has ids for.
+    #[error("--clients must be 1..={max} ([store] clients_per_node)")]
+    Clients {
+        /// Client ids per node.
+        max: u16,
+    },
+    /// No keys, or a measured phase of no time.
+    #[error("--keys and --seconds must be positive")]
+    Empty,
+    /// Keys shorter than 8 bytes or longer than the store's largest.
+    #[error("--key-size must be 8..={max} ([store] max_key_len)")]
+    KeySize {
+        /// The store's largest key.
+        max: u32,
+    },
+    /// Values longer than the store's largest.
+    #[error("--value-size must be at most {max} ([store] max_value_len)")]
+    ValueSize {
+        /// The store's largest value.
+        max: u32,
+    },
+    /// Values too short to be unique when a history is recorded.
+    #[error(
+        "--value-size must be at least {min} B when recording a history \
+         (each PUT writes a value of its own)"
+    )]
+    RecordedValueSize {
+        /// The shortest value a recorded PUT can make unique.
+        min: usize,
+    },
+    /// The shares of GETs, DELETEs and scans add up to more than 100 %.
+    #[error("--get-pct plus --delete-pct plus --scan-pct exceeds 100")]
+    Mix,
+    /// Range scans asked of a store without them.
+    #[error(
+        "{} needs a store with range scans (--system cell)",
+        if *ycsb_e { "--workload ycsb-e (mostly range scans)" } else { "--scan-pct" }
+    )]
+    NoScans {
+        /// Asked by YCSB workload E rather than `--scan-pct`.
+        ycsb_e: bool,
+    },
+    /// A scan length of 0 or past the store's scan page.
+    #[error("--scan-len must be 1..={page} (Cell's scan page)")]
+    ScanLen {
+        /// The most entries one range scan returns.
+        page: u32,
+    },
+}
+
 /// Checks `spec` against what the store accepts.
+///
+/// # Errors
+///
+/// [`WorkloadError::Arg`] with the first option the store refuses.
 pub fn check(spec: &WorkloadSpec, store: impl Into<StoreLimits>) -> Result<(), WorkloadError> {
     let cfg: StoreLimits = store.into();
-    let bad = |m: String| Err(WorkloadError::Arg(m));
+    let bad = |b: BadSpec| Err(WorkloadError::Arg(b));
     if spec.clients == 0 || spec.clients > cfg.clients_per_node {
-        return bad(format!(
-            "--clients must be 1..={} ([store] clients_per_node)",
-            cfg.clients_per_node
-        ));
+        return bad(BadSpec::Clients {
+            max: cfg.clients_per_node,
+        });
     }
     if spec.keys == 0 || spec.duration.is_zero() {
-        return bad("--keys and --seconds must be positive".into());
+        return bad(BadSpec::Empty);
     }
     if spec.key_size < 8 || spec.key_size > cfg.max_key_len {
-        return bad(format!(
-            "--key-size must be 8..={} ([store] max_key_len)",
-            cfg.max_key_len
-        ));
+        return bad(BadSpec::KeySize {
+            max: cfg.max_key_len,
+        });
     }
     if spec.value_size > cfg.max_value_len {
-        return bad(format!(
-            "--value-size must be at most {} ([store] max_value_len)",
-            cfg.max_value_len
-        ));
+        return bad(BadSpec::ValueSize {
+            max: cfg.max_value_len,
+        });
     }
     if spec.record && (spec.value_size as usize) < nessie_check::MIN_RECORDED_VALUE_SIZE {
-        return bad(format!(
-            "--value-size must be at least {} B when recording a history (each PUT writes a value of its own)",
-            nessie_check::MIN_RECORDED_VALUE_SIZE
-        ));
+        return bad(BadSpec::RecordedValueSize {
+            min: nessie_check::MIN_RECORDED_VALUE_SIZE,
+        });
     }
     if spec.get_pct + spec.delete_pct + spec.scan_pct > 100 {
-        return bad("--get-pct plus --delete-pct plus --scan-pct exceeds 100".into());
+        return bad(BadSpec::Mix);
     }
     let ycsb_scans = spec.ycsb.is_some_and(crate::Ycsb::scans);
     if spec.scan_pct > 0 || ycsb_scans {
         let Some(page) = cfg.scan_page else {
-            return bad(if ycsb_scans {
-                "--workload ycsb-e is mostly range scans: it needs a store with range scans (--system cell)".into()
-            } else {
-                "--scan-pct needs a store with range scans (--system cell)".into()
-            });
+            return bad(BadSpec::NoScans { ycsb_e: ycsb_scans });
         };
         if spec.scan_len == 0 || spec.scan_len > page {
-            return bad(format!("--scan-len must be 1..={page} (Cell's scan page)"));
+            return bad(BadSpec::ScanLen { page });
         }
     }
     Ok(())
@@ -371,11 +451,19 @@ mod tests {
             ..spec()
         };
         assert!(check(&scans(10, 20), &cell).is_ok());
-        for s in [scans(10, 21), scans(10, 0), scans(46, 5)] {
+        for (s, why) in [
+            (scans(10, 21), BadSpec::ScanLen { page: 20 }),
+            (scans(10, 0), BadSpec::ScanLen { page: 20 }),
+            (scans(46, 5), BadSpec::Mix),
+        ] {
             assert!(
-                matches!(check(&s, &cell), Err(WorkloadError::Arg(_))),
+                matches!(check(&s, &cell), Err(WorkloadError::Arg(b)) if b == why),
                 "{s:?}"
             );
         }
+        assert!(matches!(
+            check(&scans(10, 5), &cfg),
+            Err(WorkloadError::Arg(BadSpec::NoScans { ycsb_e: false }))
+        ));
     }
 }

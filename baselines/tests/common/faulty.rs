@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use nessie_fabric_sim::{SimEndpoint, SimFabric};
 use nessie_protocol::{
-    Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Op, OpId, OpKind, Topology,
-    TransportError, TransportFault, WorkRequest,
+    BackendError, Completion, Endpoint, EndpointRefusal, Fabric, FabricError, Nanos, NodeId, Op,
+    OpId, OpKind, Topology, TransportError, TransportFault, WorkRequest,
 };
 
 /// The faults this wrapper implements.
@@ -271,7 +271,7 @@ impl Endpoint for FaultyEndpoint {
             | TransportFault::DuplicateWrite => self.made_up.push(Completion {
                 id,
                 result: Err(FabricError::Transport(TransportError::Endpoint(
-                    Unsupported(fault).to_string(),
+                    EndpointRefusal::Backend(BackendError::new(Unsupported(fault))),
                 ))),
             }),
         }

@@ -24,7 +24,7 @@ use tracing::Instrument;
 use super::split::SplitOutcome;
 use super::{Job, ServerNode, Srv};
 use crate::machine::{machine, BaseIo, CellExt, Channel, Effect, Io, Machine, Resolution};
-use crate::wire::{CellRequest, CellResponse};
+use crate::wire::{CellRequest, CellResponse, Refusal};
 
 impl Srv {
     /// Serves one request.
@@ -153,7 +153,7 @@ impl Handler for CellHandler {
         let resp = match srv.handle(creq).instrument(span).await {
             Ok(r) => r,
             Err(Error::Conflict) => CellResponse::Busy,
-            Err(e) => CellResponse::Failed(e.to_string()),
+            Err(e) => CellResponse::Failed(Refusal::Server(e.to_string())),
         };
         Ok((Status::Found, resp.encode()))
     }

@@ -52,7 +52,7 @@ use crate::machine::{written, OpClass};
 use crate::node::{Entry, Node, Payload};
 use crate::ptr::{NodePtr, RegionId, ROOT_REGION};
 use crate::region::Update;
-use crate::wire::{CellRequest, CellResponse, RestartCause};
+use crate::wire::{CellRequest, CellResponse, Refusal, RestartCause};
 
 /// How a split attempt ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +67,48 @@ pub enum SplitOutcome {
     /// The meganode is too small to split (a single root node).
     NotSplittable,
     /// The copy failed; the split was abandoned and X reopened.
-    Aborted(String),
+    Aborted(SplitAbort),
+}
+
+/// Why a split's copy failed, so that the split was abandoned
+/// ([`SplitOutcome::Aborted`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SplitAbort {
+    /// The target server had no free region slot for the copy.
+    #[error("no free region slot on {0}")]
+    NoFreeSlot(NodeId),
+    /// The copy's region could not be allocated in the directory.
+    #[error("allocating the copy on {target}: {error}")]
+    Allocate {
+        /// The server that was to hold the copy.
+        target: NodeId,
+        /// Why.
+        error: Error,
+    },
+    /// The split's start could not be logged.
+    #[error("logging the split's start: {0}")]
+    LogStart(Error),
+    /// The target server answered the copy request otherwise than with
+    /// the new meganode.
+    #[error("the copy to {target} was answered {answer:?}")]
+    CopyRefused {
+        /// The server that was to hold the copy.
+        target: NodeId,
+        /// Its answer.
+        answer: CellResponse,
+    },
+    /// The copy request failed on its way.
+    #[error("the copy to {target} failed: {error}")]
+    CopyFailed {
+        /// The server that was to hold the copy.
+        target: NodeId,
+        /// Why.
+        error: Error,
+    },
+    /// The finished copy could not be logged.
+    #[error("logging the copy: {0}")]
+    LogCopy(Error),
 }
 
 /// Extents copied per round.
@@ -155,7 +196,7 @@ impl Srv {
                     .split_aborts
                     .fetch_add(1, Ordering::Relaxed);
                 logged?;
-                return Ok(SplitOutcome::Aborted(format!("copy to {target}: {why}")));
+                return Ok(SplitOutcome::Aborted(why));
             }
         };
         // 3. Relink X_left.
@@ -181,11 +222,11 @@ impl Srv {
         x: RegionId,
         split: &[u8],
         target: NodeId,
-    ) -> Result<RegionId, String> {
+    ) -> Result<RegionId, SplitAbort> {
         let (y, slot) = match self.st.dir.allocate(&self.io, target, self.st.node).await {
             Ok(Some(a)) => a,
-            Ok(None) => return Err(format!("no free region slot on {target}")),
-            Err(e) => return Err(format!("allocating the copy: {e}")),
+            Ok(None) => return Err(SplitAbort::NoFreeSlot(target)),
+            Err(error) => return Err(SplitAbort::Allocate { target, error }),
         };
         let start = LogRecord::SplitStart {
             split: split.to_vec(),
@@ -193,9 +234,9 @@ impl Srv {
             new: y,
         };
         if let Err(e) = self.log(x, vec![start]).await {
-            self.abandon(y, Ok(CellResponse::Failed("not sent".into())))
+            self.abandon(y, Ok(CellResponse::Failed(Refusal::NotSent)))
                 .await;
-            return Err(format!("logging the split's start: {e}"));
+            return Err(SplitAbort::LogStart(e));
         }
         let req = CellRequest::CopyMeganode {
             source: x,
@@ -205,7 +246,16 @@ impl Srv {
         };
         let copied = self.io.rpc(target, req).await;
         if copied != Ok(CellResponse::Region(y)) {
-            let why = format!("{copied:?}");
+            let why = match &copied {
+                Ok(answer) => SplitAbort::CopyRefused {
+                    target,
+                    answer: answer.clone(),
+                },
+                Err(error) => SplitAbort::CopyFailed {
+                    target,
+                    error: error.clone(),
+                },
+            };
             self.abandon(y, copied).await;
             return Err(why);
         }
@@ -215,7 +265,7 @@ impl Srv {
                 Err(UnknownOutcome::new(UnknownStep::SplitCopy, None).into()),
             )
             .await;
-            return Err(format!("logging the copy: {e}"));
+            return Err(SplitAbort::LogCopy(e));
         }
         Ok(y)
     }
@@ -428,7 +478,7 @@ impl Srv {
         slot: u32,
     ) -> Result<CellResponse, Error> {
         if self.st.is_retired(y) {
-            return Ok(CellResponse::Failed(format!("{y} was retired")));
+            return Ok(CellResponse::Failed(Refusal::Retired(y)));
         }
         let src_root = self.read_node(NodePtr::root_of(source)).await?;
         let Some(i) = src_root
@@ -436,9 +486,7 @@ impl Srv {
             .iter()
             .position(|e| e.key.as_slice() == split)
         else {
-            return Ok(CellResponse::Failed(format!(
-                "{split:?} is not a separator of {source}'s root"
-            )));
+            return Ok(CellResponse::Failed(Refusal::NotSeparator(source)));
         };
         // Read X_right level by level, top down.
         let mut levels: Vec<Vec<(u32, Node)>> = Vec::new();
@@ -450,7 +498,7 @@ impl Srv {
             while !p.is_null() && p.region == source {
                 let n = self.read_node(p).await?;
                 if !n.valid {
-                    return Ok(CellResponse::Failed(format!("copy met invalid node {p}")));
+                    return Ok(CellResponse::Failed(Refusal::InvalidNode(p)));
                 }
                 let r = n.right;
                 list.push((p.index, n));
@@ -466,9 +514,7 @@ impl Srv {
         }
         let count: usize = levels.iter().map(Vec::len).sum();
         if count + 1 > self.st.cfg.meganode_nodes as usize {
-            return Ok(CellResponse::Failed(
-                "the copy does not fit a meganode".into(),
-            ));
+            return Ok(CellResponse::Failed(Refusal::CopyTooLarge));
         }
         let mut used = vec![false; self.st.cfg.meganode_nodes as usize];
         used[..=count].iter_mut().for_each(|u| *u = true);
@@ -482,7 +528,7 @@ impl Srv {
             GateMode::Frozen,
             u32::from(src_root.level) + 1,
         ) else {
-            return Ok(CellResponse::Failed(format!("{y} was retired")));
+            return Ok(CellResponse::Failed(Refusal::Retired(y)));
         };
         let _creating = Creating(h.clone());
         let r = self
@@ -508,7 +554,7 @@ impl Srv {
             }
             Ok(_) => {
                 self.st.unhost(h.id);
-                Ok(CellResponse::Failed(format!("{} was retired", h.id)))
+                Ok(CellResponse::Failed(Refusal::Retired(h.id)))
             }
             Err(e) => {
                 self.st.unhost(h.id);
@@ -651,7 +697,7 @@ impl Srv {
             .st
             .host_new(p, slot, self.st.fresh_alloc(), GateMode::Open, 1)
         else {
-            return Ok(CellResponse::Failed(format!("{p} was retired")));
+            return Ok(CellResponse::Failed(Refusal::Retired(p)));
         };
         let _creating = Creating(h.clone());
         let r = self.fill_new_root(&h, left, split, right).await;
@@ -696,9 +742,7 @@ impl Srv {
         new: NodePtr,
     ) -> Result<CellResponse, Error> {
         let Some(h) = self.st.hosted(ROOT_REGION) else {
-            return Ok(CellResponse::Failed(
-                "the root word is not held here".into(),
-            ));
+            return Ok(CellResponse::Failed(Refusal::RootNotHeld));
         };
         let _g = self.lock(NodePtr::NULL).await;
         let cur = self.root_word().await?;
@@ -785,7 +829,7 @@ impl Srv {
     /// `OpenRegion`: lets writes into a meganode a split created.
     pub(crate) async fn open_region(&self, region: RegionId) -> Result<CellResponse, Error> {
         let Some(h) = self.st.hosted(region) else {
-            return Ok(CellResponse::Failed(format!("{region} is not held here")));
+            return Ok(CellResponse::Failed(Refusal::NotHeld(region)));
         };
         let was_frozen = {
             let mut g = lock(&h.gate);
@@ -888,7 +932,7 @@ impl Srv {
             )
             .await
         {
-            self.abandon(p, Ok(CellResponse::Failed("not sent".into())))
+            self.abandon(p, Ok(CellResponse::Failed(Refusal::NotSent)))
                 .await;
             return Err(e);
         }

@@ -366,12 +366,12 @@ impl StartArg {
                 match std::io::stdin().read_line(&mut line) {
                     Ok(0) => return Err("standard input closed".into()),
                     Ok(_) => {}
-                    Err(e) => return Err(format!("standard input: {e}")),
+                    Err(e) => return Err(format!("standard input: {e}").into()),
                 }
                 let secs: f64 = line.trim().parse().map_err(|_| {
                     format!("`{}` is not seconds since the Unix epoch", line.trim())
                 })?;
-                start_instant(secs).map_err(|e| e.to_string())
+                Ok(start_instant(secs)?)
             }))),
         }
     }

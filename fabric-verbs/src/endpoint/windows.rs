@@ -7,7 +7,9 @@
 
 use std::time::Instant;
 
-use nessie_protocol::{window_carries, FabricError, Op, OpId, TransportError, WindowId, WindowKey};
+use nessie_protocol::{
+    window_carries, EndpointRefusal, FabricError, Op, OpId, TransportError, WindowId, WindowKey,
+};
 
 use super::{InFlight, Signal, VerbsEndpoint};
 use crate::policy::NicOp;
@@ -66,9 +68,9 @@ impl VerbsEndpoint {
         let i = usize::from(node.0);
         self.ensure_up(node)?;
         if self.peers[i].posted >= self.send_depth {
-            return Err(FabricError::Transport(TransportError::Endpoint(format!(
-                "the loopback send queue is full: window {index} of {node} not bound"
-            ))));
+            return Err(FabricError::Transport(TransportError::Endpoint(
+                EndpointRefusal::SendQueueFull(node),
+            )));
         }
         let (buf, _) = self.alloc(8)?;
         let wr_id = self.insert(InFlight::new(

@@ -161,8 +161,7 @@ impl Mr {
         kind: RegionKind,
         huge: bool,
     ) -> Result<Mr, VerbsError> {
-        let size = usize::try_from(len)
-            .map_err(|_| VerbsError::Limits(format!("a region of {len} bytes")))?;
+        let size = usize::try_from(len).map_err(|_| VerbsError::RegionTooLarge { len })?;
         let (mem, huge) = Mapping::new(size, huge)?;
         let access = access_flags(kind);
         let register = |access: ibv_access_flags| {
