@@ -26,10 +26,10 @@ use nessie_protocol::{
 use nessie_protocol::{KvRequest, Response};
 
 use crate::retry::{Jitter, RetryBudget};
-use nessie_exec::blocking::Driver;
-use nessie_exec::machine::Io;
 use nessie_exec::mailbox::{MailboxLayout, RpcOp, Status};
 use nessie_exec::rpc::{self, RpcClient};
+use nessie_exec::Driver;
+use nessie_exec::Io;
 use nessie_protocol::KvClient;
 
 /// How one attempt ended.

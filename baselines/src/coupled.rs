@@ -28,11 +28,11 @@ use nessie_protocol::{
 };
 
 use crate::cuckoo::{self, CuckooTable};
-use nessie_exec::bytes::{round8, word};
-use nessie_exec::lock::TableLock;
-use nessie_exec::machine::{Io, Plain};
 use nessie_exec::mailbox::{MailboxLayout, Request, RpcOp, Status};
-use nessie_exec::server::Handler;
+use nessie_exec::Handler;
+use nessie_exec::TableLock;
+use nessie_exec::{round8, word};
+use nessie_exec::{Io, Plain};
 
 const HOME_SEED: u64 = 0x686f_6d65_6e6f_6465;
 
@@ -289,7 +289,7 @@ impl CoupledTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            claim_wait: nessie_exec::server::claim_wait(cfg.retry.op_timeout),
+            claim_wait: nessie_exec::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(layout.dtes, cfg.expiration + cfg.clock_skew)),
         }
     }
@@ -457,7 +457,7 @@ impl Handler for CoupledTable {
         }
     }
 
-    fn ext(&self, e: nessie_exec::machine::Never) -> nessie_exec::machine::Never {
+    fn ext(&self, e: nessie_exec::Never) -> nessie_exec::Never {
         match e {}
     }
 

@@ -12,7 +12,7 @@ use std::future::Future;
 
 use nessie_protocol::Error;
 
-use nessie_exec::machine::Io;
+use nessie_exec::Io;
 
 /// Bound on the entries a search visits.
 const MAX_VISITED: usize = 4096;

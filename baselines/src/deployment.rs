@@ -23,8 +23,8 @@ use crate::race::{RaceCore, RaceLayout};
 use crate::rcuckoo::{RcuckooCore, RcuckooLayout};
 use crate::sd::SdCore;
 use nessie_exec::mailbox::MailboxLayout;
-use nessie_exec::rpc::{RpcClient, RpcFaults};
-use nessie_exec::server::ServerPool;
+use nessie_exec::ServerPool;
+use nessie_exec::{RpcClient, RpcFaults};
 use nessie_protocol::KvClient;
 
 /// The five key-value systems a [`Deployment`] starts: Nessie, the Nessie
@@ -430,7 +430,7 @@ where
     /// Test-only fault switch: server workers claim a request from a claim
     /// word of another incarnation of its client, as before clients opened
     /// their words (see
-    /// [`WorkerCounters::claim_across_incarnations`](nessie_exec::server::WorkerCounters::claim_across_incarnations)).
+    /// [`WorkerCounters::claim_across_incarnations`](nessie_exec::WorkerCounters::claim_across_incarnations)).
     pub fn set_claim_across_incarnations(&self, on: bool) {
         self.servers
             .iter()

@@ -15,9 +15,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_exec::machine::{Io, Never, Plain};
 use nessie_exec::mailbox::{Request, Status};
-use nessie_exec::server::Handler;
+use nessie_exec::Handler;
+use nessie_exec::{Io, Never, Plain};
 use nessie_protocol::registry::Registry;
 use nessie_protocol::{Config, Error, KvRequest};
 

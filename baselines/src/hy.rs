@@ -35,9 +35,9 @@ use crate::client::{
 };
 use crate::coupled::CoupledLayout;
 use crate::retry::RetryBudget;
-use nessie_exec::bytes::word;
-use nessie_exec::machine::{read_one, Io, OpClass};
-use nessie_exec::rpc::RpcClient;
+use nessie_exec::word;
+use nessie_exec::RpcClient;
+use nessie_exec::{read_one, Io, OpClass};
 use nessie_protocol::KvRequest;
 
 /// NessieHY's optional GET optimisations (all off by default, as in the paper).

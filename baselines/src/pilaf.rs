@@ -56,7 +56,7 @@
 //!
 //! Accounting: a GET counts its READs of hash table entries and of the move
 //! epoch as index reads and its extent READs as data reads; PUT and DELETE
-//! are counted by [`nessie_exec::rpc::RpcCall::send`]. Torn reads are counted by
+//! are counted by [`nessie_exec::RpcCall::send`]. Torn reads are counted by
 //! [`PilafClient::torn_reads`] (a torn entry is read again within its
 //! attempt, so `OpStats::attempts` only counts the retried attempts: extent
 //! mismatches, overrun deadlines, moves overlapping a miss). Two test-only

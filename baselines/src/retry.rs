@@ -3,7 +3,7 @@
 //! attempts, until the operation timeout has passed since the first one.
 //! Sans-IO: the budget says how long to back off at a given time, and each
 //! driver waits its own way (the threaded one sleeps, a machine awaits an
-//! [`Effect::Backoff`](nessie_exec::machine::Effect::Backoff), the simulator
+//! [`Effect::Backoff`](nessie_exec::Effect::Backoff), the simulator
 //! schedules the next attempt).
 
 use std::time::Duration;

@@ -15,8 +15,8 @@ use nessie_protocol::{ClientId, Config, Endpoint, Error};
 use crate::client::{rpc_channel, server_driven, Attempt, BlockingClient, ClientLogic};
 use crate::coupled::CoupledLayout;
 use crate::retry::RetryBudget;
-use nessie_exec::machine::Io;
-use nessie_exec::rpc::RpcClient;
+use nessie_exec::Io;
+use nessie_exec::RpcClient;
 use nessie_protocol::KvRequest;
 
 /// A NessieSD client's state between operations.

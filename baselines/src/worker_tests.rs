@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::coupled::{CoupledLayout, CoupledTable};
-use nessie_exec::machine::{Effect, Resolution, Step};
-use nessie_exec::machine::{Machine, Plain};
 use nessie_exec::mailbox::claim_word;
 use nessie_exec::mailbox::{encode, split_ctrl, tagged_claim_word, RpcOp, CANCELLED, CLAIMED};
-use nessie_exec::server::{claim_wait, Worker, WorkerCounters, CLAIM_WAIT};
+use nessie_exec::{claim_wait, Worker, WorkerCounters, CLAIM_WAIT};
+use nessie_exec::{Effect, Resolution, Step};
+use nessie_exec::{Machine, Plain};
 use nessie_protocol::{Completion, Config, Nanos, OpOutput};
 use nessie_protocol::{NodeId, Op};
 
@@ -45,7 +45,7 @@ fn request(layout: &CoupledLayout, mem: &mut [u8], seq: u32, op: RpcOp) -> u64 {
     let msg = encode(seq, op as u8, b"key", value);
     let end = layout.mailbox.request_end(0) as usize;
     mem[end - msg.len()..end].copy_from_slice(&msg);
-    nessie_exec::bytes::word(mem, end - 8)
+    nessie_exec::word(mem, end - 8)
 }
 
 /// What a worker did with the requests it was handed.
@@ -124,7 +124,7 @@ fn serve_requests(
                             let o = *offset as usize;
                             mem[o..o + data.len()].copy_from_slice(data);
                             if offset + data.len() as u64 == response_end {
-                                let ctrl = nessie_exec::bytes::word(data, data.len() - 8);
+                                let ctrl = nessie_exec::word(data, data.len() - 8);
                                 out.answered.push(split_ctrl(ctrl).0);
                             }
                             OpOutput::Written
@@ -133,7 +133,7 @@ fn serve_requests(
                             let deadline = m.exec().deadline().expect("a claim's deadline");
                             out.claims.push((now, deadline, *expect));
                             let at = addr.offset as usize;
-                            let previous = nessie_exec::bytes::word(mem, at);
+                            let previous = nessie_exec::word(mem, at);
                             if previous == *expect {
                                 mem[at..at + 8].copy_from_slice(&new.to_le_bytes());
                             }
@@ -159,7 +159,7 @@ fn serve_requests(
 }
 
 fn claim_word_of(layout: &CoupledLayout, mem: &[u8]) -> u64 {
-    nessie_exec::bytes::word(mem, layout.mailbox.claim_offset(0) as usize)
+    nessie_exec::word(mem, layout.mailbox.claim_offset(0) as usize)
 }
 
 /// Regression (a liveness bug the fault swarm found): a worker whose
@@ -205,7 +205,7 @@ fn a_request_the_client_cancelled_before_a_newer_cancel_never_runs() {
     assert_eq!(claim_word_of(&layout, &mem), claim_word(6, CANCELLED));
     // Nothing was written: the key's candidates are all empty.
     for slot in layout.candidates(b"key") {
-        let ite = nessie_exec::bytes::word(&mem, layout.index_offset(slot) as usize);
+        let ite = nessie_exec::word(&mem, layout.index_offset(slot) as usize);
         assert_eq!(ite, 0, "the cancelled PUT was stored");
     }
     // An older decision in the word (the client's PUT 4, settled before
@@ -300,7 +300,7 @@ fn a_replacement_worker_never_takes_a_request_its_predecessor_took() {
     assert_eq!(served.answered, [5], "{served:?}");
     let ctrl = put_request(&layout, &mut mem, 5);
     let at = layout.mailbox.served_offset(0) as usize;
-    assert_eq!(nessie_exec::bytes::word(&mem, at), ctrl);
+    assert_eq!(nessie_exec::word(&mem, at), ctrl);
     // The client's next process (its own tag) cancels a request of its
     // own over the word.
     let claim = layout.mailbox.claim_offset(0) as usize;

@@ -14,7 +14,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nessie_exec::cpu::thread_cpu_time;
+use nessie_exec::thread_cpu_time;
 use nessie_protocol::{Error, KvClient, KvRequest, Response};
 
 use crate::affinity::CoreSplit;

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nessie_exec::server::ServerPool;
+use nessie_exec::ServerPool;
 use nessie_protocol::{ConfigError, CorruptionKind, Error, Fabric, NodeId, Op, OpStats};
 
 use crate::config::{CellConfig, DirectoryPlace, ROOT_WORD_OFFSET};

@@ -1,5 +1,5 @@
 //! Cell's sans-IO machines: `nessie-exec`'s executor
-//! ([`nessie_exec::machine`]) with Cell's own effects.
+//! ([`nessie_exec::Machine`]) with Cell's own effects.
 //!
 //! Every Cell operation (a client's get, put, delete, scan or search; a
 //! server's handling of one request; a meganode split) is async logic over
@@ -9,7 +9,7 @@
 //! effects ([`Effect`]) are log appends and fresh directory snapshots; the
 //! shared ones are back-offs and the waits of the request channel. An RPC
 //! to a server is not an effect: it is `nessie-exec`'s RPC sub-machine
-//! ([`nessie_exec::rpc::RpcCall`]: request WRITE, await the response,
+//! ([`nessie_exec::RpcCall`]: request WRITE, await the response,
 //! settle by cancel CAS) running inside the operation's machine, so a Cell
 //! client needs no blocking I/O at all, and the same code runs on the
 //! threaded drivers and in the deterministic cluster simulator.
@@ -21,9 +21,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nessie_exec::machine::{self as exec, Ext};
 use nessie_exec::mailbox::{RpcOp, Status};
-use nessie_exec::rpc::RpcClient;
+use nessie_exec::RpcClient;
+use nessie_exec::{self as exec, Ext};
 use nessie_protocol::{CorruptionKind, Error, Nanos, NodeId, Op, OpStats};
 
 use crate::log::LogRecord;
@@ -31,7 +31,7 @@ use crate::ptr::RegionId;
 use crate::region::RegionMap;
 use crate::wire::{CellRequest, CellResponse};
 
-pub use nessie_exec::machine::{read_bytes, written, Results};
+pub use nessie_exec::{read_bytes, written, Results};
 
 /// What a round's operations touch, for the counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,7 +308,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nessie_exec::machine::{Effect as Base, Resolution as Res, Step as S};
+    use nessie_exec::{Effect as Base, Resolution as Res, Step as S};
     use nessie_protocol::{Completion, OpOutput, RemoteAddr};
 
     #[test]

@@ -25,7 +25,7 @@ use nessie_cell::directory::FabricDirectory;
 use nessie_cell::machine::{machine, Resolution};
 use nessie_cell::region::RegionMap;
 use nessie_cell::{CellClient, CellConfig, CellNode, SearchMode};
-use nessie_exec::blocking::Driver;
+use nessie_exec::Driver;
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::{Error, Fabric, NodeId};
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use nessie_exec::blocking::Driver;
-use nessie_exec::machine::{OpClass, Results};
+use nessie_exec::Driver;
+use nessie_exec::{OpClass, Results};
 use nessie_fabric_sim::{SimConfig, SimFabric};
 use nessie_protocol::{
     ChainLink, Completion, Endpoint, Fabric, FabricError, Nanos, NodeId, Op, OpOutput, Region,

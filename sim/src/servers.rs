@@ -1,5 +1,5 @@
 //! Server workers of the server-driven systems in the engine: each worker
-//! is the baselines' real [`Worker`](nessie_exec::server::Worker)
+//! is the baselines' real [`Worker`](nessie_exec::Worker)
 //! machine, a polling thread that occupies a core of its own.
 //!
 //! - **Noticing a request.** A worker waiting for requests is woken when a
@@ -33,7 +33,7 @@
 //!   (waiting for its claim CAS, for the lock, for requests).
 
 use nessie_exec::mailbox::{payload_len, TRAILER_BYTES};
-use nessie_exec::watch::SlotWatch;
+use nessie_exec::SlotWatch;
 use nessie_protocol::{
     Completion, CorruptionKind, FabricError, Nanos, Op, Region, TransportError, WorkRequest,
 };

@@ -33,7 +33,7 @@ pub struct ServerFaults {
     /// (or none), report "nothing committed" without cancelling; a request WRITE held
     /// past the bound ([`Chaos::late_landing`](crate::Chaos::late_landing))
     /// then runs after its client reported it as not committed
-    /// ([`RpcFaults::set_settle_by_landing_bound`](nessie_exec::rpc::RpcFaults::set_settle_by_landing_bound)).
+    /// ([`RpcFaults::set_settle_by_landing_bound`](nessie_exec::RpcFaults::set_settle_by_landing_bound)).
     #[serde(default)]
     pub settle_by_landing_bound: bool,
     /// Pilaf's GETs do not compare entry and extent checksums, so a torn
@@ -68,7 +68,7 @@ pub struct ServerFaults {
     /// Server workers take a request from its slot without checking its
     /// checksum and control word, so a slot that two WRITEs landed in word
     /// by word (a torn transfer) is served as one request
-    /// ([`WorkerCounters::skip_message_checks`](nessie_exec::server::WorkerCounters::skip_message_checks)).
+    /// ([`WorkerCounters::skip_message_checks`](nessie_exec::WorkerCounters::skip_message_checks)).
     #[serde(default)]
     pub skip_message_checks: bool,
     /// Clients' rounds wait for their completions without a bound, so a
@@ -85,7 +85,7 @@ pub struct ServerFaults {
     /// Server workers claim again a request they already claimed and ran,
     /// when a duplicate of its request WRITE lands in its slot after a
     /// later GET of the same client
-    /// ([`WorkerCounters::rerun_duplicates`](nessie_exec::server::WorkerCounters::rerun_duplicates)):
+    /// ([`WorkerCounters::rerun_duplicates`](nessie_exec::WorkerCounters::rerun_duplicates)):
     /// the PUT or DELETE runs twice. The baselines' and Cell's channel did
     /// this until the swarm drew duplicated WRITEs.
     #[serde(default)]

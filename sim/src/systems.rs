@@ -1,5 +1,5 @@
 //! The systems other than Nessie as the simulator runs them: their real
-//! sans-IO machines (`nessie_exec::machine`) behind a few enums, so
+//! sans-IO machines (`nessie_exec::Machine`) behind a few enums, so
 //! that one engine drives any of them.
 //!
 //! - A **client** of a baseline (NessieSD, NessieHY, Pilaf) keeps its
@@ -26,12 +26,12 @@ use nessie_baselines::RetryBudget;
 use nessie_baselines::{AnyCore, AnyTable};
 use nessie_baselines::{Attempt, ClientLogic, CoreSwitches};
 use nessie_baselines::{HyOptions, SystemConfig};
-use nessie_exec::lock::TableLock;
-use nessie_exec::machine::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
 use nessie_exec::mailbox::MailboxLayout;
-use nessie_exec::rpc::RpcClient;
-use nessie_exec::server::{Handler, Worker, WorkerCounters};
-use nessie_exec::watch::SlotWatch;
+use nessie_exec::RpcClient;
+use nessie_exec::SlotWatch;
+use nessie_exec::TableLock;
+use nessie_exec::{Effect, Ext, Io, Machine, Plain, Resolution, Step};
+use nessie_exec::{Handler, Worker, WorkerCounters};
 use nessie_protocol::Request;
 use nessie_protocol::{
     ChainLink, Config, CorruptionKind, Error, Nanos, NodeId, Topology, WorkRequest,

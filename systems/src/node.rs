@@ -11,7 +11,7 @@
 //! tests use).
 
 use nessie_baselines::SystemConfig;
-use nessie_exec::server::ServerPool;
+use nessie_exec::ServerPool;
 use nessie_protocol::{ClientId, Error, Fabric, NodeId, Topology};
 
 use nessie_workload::{

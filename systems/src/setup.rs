@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use nessie_baselines::{HyOptions, KvSystem, SystemConfig};
 use nessie_cell::{CellConfig, CellNode};
-use nessie_exec::server::ServerPool;
+use nessie_exec::ServerPool;
 use nessie_protocol::{Config, Error, Fabric, NodeId, Topology};
 use nessie_workload::{ServerLoad, WorkloadError, WorkloadReport, WorkloadSpec};
 

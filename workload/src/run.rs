@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nessie_exec::cpu::thread_cpu_time;
-use nessie_exec::server::ServerPool;
+use nessie_exec::thread_cpu_time;
+use nessie_exec::ServerPool;
 use nessie_protocol::{ClientId, Error, KvRequest, Request, Response};
 
 use super::driver::{client_loop, Done, Issuer, Limits, Recorder};

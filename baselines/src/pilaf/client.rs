@@ -32,9 +32,9 @@ use crate::client::{
     Retry,
 };
 use crate::retry::RetryBudget;
-use nessie_exec::bytes::word;
-use nessie_exec::machine::{read_one, Io, OpClass};
-use nessie_exec::rpc::RpcClient;
+use nessie_exec::word;
+use nessie_exec::RpcClient;
+use nessie_exec::{read_one, Io, OpClass};
 use nessie_protocol::KvRequest;
 
 /// Checksum mismatches a client has seen (each one was retried, never

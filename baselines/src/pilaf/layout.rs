@@ -19,8 +19,8 @@
 use nessie_protocol::{hash::Hasher, Config, NodeId};
 
 use crate::coupled::{home_node, home_slots};
-use nessie_exec::bytes::{round8, word};
 use nessie_exec::mailbox::{MailboxLayout, CRC64};
+use nessie_exec::{round8, word};
 
 /// Bytes of one hash table entry.
 pub const ENTRY_BYTES: u64 = 32;

@@ -25,10 +25,10 @@ use nessie_protocol::{Config, CorruptionKind, Error, NodeId};
 use super::layout::{encode_extent, EntryRead, HashEntry, PilafLayout, ENTRY_BYTES};
 use crate::coupled::{Allocator, Guarded};
 use crate::cuckoo::{self, CuckooTable};
-use nessie_exec::lock::TableLock;
-use nessie_exec::machine::{Io, Never, Plain};
 use nessie_exec::mailbox::{Request, RpcOp, Status};
-use nessie_exec::server::Handler;
+use nessie_exec::Handler;
+use nessie_exec::TableLock;
+use nessie_exec::{Io, Never, Plain};
 
 /// One node's Pilaf hash table and extents, shared by its server workers.
 #[derive(Debug)]
@@ -54,7 +54,7 @@ impl PilafTable {
             layout,
             node,
             max_depth: cfg.max_migrate_depth.max(1),
-            claim_wait: nessie_exec::server::claim_wait(cfg.retry.op_timeout),
+            claim_wait: nessie_exec::claim_wait(cfg.retry.op_timeout),
             state: Guarded::new(Allocator::new(
                 layout.extents,
                 cfg.expiration + cfg.clock_skew,

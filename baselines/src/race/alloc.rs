@@ -27,8 +27,8 @@ use nessie_protocol::{Config, Error, Nanos, NodeId, Op, RemoteAddr};
 use super::layout::{
     block_word, split_block_word, BlockArea, RaceLayout, FREED, LIVE, NEVER_WRITTEN,
 };
-use nessie_exec::bytes::word;
-use nessie_exec::machine::{Io, OpClass};
+use nessie_exec::word;
+use nessie_exec::{Io, OpClass};
 
 /// Headers read per sweep step.
 const SWEEP_BATCH: u32 = 256;
@@ -173,7 +173,7 @@ impl BlockAlloc {
         let now = io.now();
         for (k, r) in results.iter().enumerate() {
             let i = (start + k as u32) % n;
-            if let Ok(bytes) = nessie_exec::machine::read_bytes(r) {
+            if let Ok(bytes) = nessie_exec::read_bytes(r) {
                 self.classify(i, word(bytes, 0), now);
             }
         }
@@ -258,7 +258,7 @@ impl BlockAlloc {
                 within,
             )
             .await;
-        match nessie_exec::machine::cas_previous(&r[0]) {
+        match nessie_exec::cas_previous(&r[0]) {
             Ok(prev) if prev == header => {
                 if node == self.node {
                     self.freed_own(offset, seq, io.now());
@@ -302,7 +302,7 @@ impl BlockAlloc {
                 OpClass::Data,
             )
             .await;
-        nessie_exec::machine::written(&r[0])?;
+        nessie_exec::written(&r[0])?;
         Ok(b)
     }
 }

@@ -46,7 +46,7 @@ use super::layout::{
 };
 use crate::client::{check_one_sided, Attempt, BlockingClient, ClientLogic, CoreSwitches};
 use crate::retry::RetryBudget;
-use nessie_exec::machine::{cas_previous, read_bytes, Io, OpClass, Results};
+use nessie_exec::{cas_previous, read_bytes, Io, OpClass, Results};
 use nessie_protocol::{RemoteAddr, UnknownOutcome, UnknownStep};
 
 /// What a RACE client counted beyond [`nessie_protocol::OpStats`].

@@ -29,8 +29,8 @@
 
 use nessie_protocol::{hash::stable_hash, Config, ConfigError, NodeId, RemoteAddr};
 
-use nessie_exec::bytes::{round8, word};
 use nessie_exec::mailbox::CRC64;
+use nessie_exec::{round8, word};
 
 /// Slots in a bucket (RACE: 7, after an 8-byte header).
 pub const SLOTS_PER_BUCKET: usize = 7;

@@ -50,7 +50,7 @@ use crate::client::{check_one_sided, Attempt, BlockingClient, ClientLogic, CoreS
 use crate::race::alloc::{block_read, quarantine, BlockAlloc};
 use crate::race::layout::{BlockRead, RaceLayout};
 use crate::retry::RetryBudget;
-use nessie_exec::machine::{read_bytes, Io, OpClass};
+use nessie_exec::{read_bytes, Io, OpClass};
 
 /// How deep the insert's breadth-first search goes (the paper's setting).
 const SEARCH_DEPTH: usize = 5;

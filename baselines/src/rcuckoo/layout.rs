@@ -36,8 +36,8 @@
 use nessie_protocol::{hash::stable_hash, Config, ConfigError, NodeId, RemoteAddr};
 
 use crate::race::layout::{BlockArea, BLOCK_UNIT};
-use nessie_exec::bytes::{round8, word};
 use nessie_exec::mailbox::CRC64;
+use nessie_exec::{round8, word};
 
 /// Entries in a row (the paper's setting), unless the store's
 /// `bucket_slots` asks for rows of its own width (a row is RCuckoo's

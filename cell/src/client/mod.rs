@@ -11,8 +11,8 @@ pub mod selector;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nessie_exec::blocking::Driver;
-use nessie_exec::rpc::RpcClient;
+use nessie_exec::Driver;
+use nessie_exec::RpcClient;
 use nessie_protocol::registry::claim_id;
 use nessie_protocol::KvClient;
 use nessie_protocol::{ClientClaim, ClientId, CorruptionKind, Endpoint, Error, NodeId, OpStats};

@@ -58,8 +58,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nessie_exec::bytes::word;
-use nessie_exec::machine::{cas_previous, read_bytes, written};
+use nessie_exec::word;
+use nessie_exec::{cas_previous, read_bytes, written};
 use nessie_protocol::{
     ConfigError, CorruptionKind, Error, Needed, NodeId, Op, RemoteAddr, UnknownOutcome, UnknownStep,
 };

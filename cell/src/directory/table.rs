@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nessie_exec::bytes::{round8, word};
+use nessie_exec::{round8, word};
 use nessie_protocol::NodeId;
 
 use crate::ptr::RegionId;

@@ -1,5 +1,5 @@
 //! Where Cell's server machines run: the server workers (`nessie-exec`'s
-//! [`ServerPool`](nessie_exec::server::ServerPool) polling the same
+//! [`ServerPool`](nessie_exec::ServerPool) polling the same
 //! request slots as NessieSD, NessieHY and Pilaf, with [`CellHandler`] as
 //! their handler: each request's server logic runs inside the worker's
 //! machine) and one maintenance thread per server node, which runs
@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nessie_exec::blocking::Driver;
-use nessie_exec::cpu::thread_cpu_time;
 use nessie_exec::mailbox::{Request, Status};
-use nessie_exec::rpc::RpcClient;
-use nessie_exec::server::Handler;
+use nessie_exec::thread_cpu_time;
+use nessie_exec::Driver;
+use nessie_exec::Handler;
+use nessie_exec::RpcClient;
 use nessie_protocol::{ClientId, CorruptionKind, Endpoint, Error};
 use tracing::Instrument;
 
@@ -163,10 +163,10 @@ impl Handler for CellHandler {
     }
 
     /// An eighth of the clients' operation timeout, at most
-    /// [`CLAIM_WAIT`](nessie_exec::server::CLAIM_WAIT): a lost claim
+    /// [`CLAIM_WAIT`](nessie_exec::CLAIM_WAIT): a lost claim
     /// completion holds the worker a fraction of what its clients wait.
     fn claim_wait(&self) -> Duration {
-        nessie_exec::server::claim_wait(self.st.cfg.op_timeout)
+        nessie_exec::claim_wait(self.st.cfg.op_timeout)
     }
 }
 

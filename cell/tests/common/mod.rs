@@ -422,7 +422,7 @@ use nessie_cell::machine::{Effect, Machine, Step};
 use nessie_cell::server::runtime::{local_effect, MaintenanceIo};
 use nessie_cell::server::ServerNode;
 use nessie_cell::SplitOutcome;
-use nessie_exec::machine::{Effect as Shared, Resolution as SharedResolution};
+use nessie_exec::{Effect as Shared, Resolution as SharedResolution};
 
 /// What one step of a hand-driven server machine did.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use nessie_protocol::{ChainLink, Error, Nanos, NodeId, Op, UnknownOutcome, Unkno
 
 use super::super::layout::Row;
 use super::{Held, RcuckooCore, Take};
-use nessie_exec::machine::{cas_previous, read_bytes, written, Io, OpClass};
+use nessie_exec::{cas_previous, read_bytes, written, Io, OpClass};
 
 impl RcuckooCore {
     /// Takes `locks` (ascending) on `home` in one chain, with READs of
@@ -236,7 +236,7 @@ impl RcuckooCore {
             let (words, row_bytes) = got.split_at(held.locks.len());
             let mut ours = Vec::new();
             for (&(l, w), r) in held.locks.iter().zip(words) {
-                if read_bytes(r).is_ok_and(|b| nessie_exec::bytes::word(b, 0) == w) {
+                if read_bytes(r).is_ok_and(|b| nessie_exec::word(b, 0) == w) {
                     ours.push((l, w));
                 }
             }

@@ -9,7 +9,7 @@ use nessie_protocol::{ChainLink, Nanos, NodeId, Op, RemoteAddr};
 use super::super::layout::{extent_of, Entry, EntryRead, Row};
 use super::{Held, RcuckooCore, Take};
 use crate::race::layout::{split_block_word, BlockRead, RaceLayout, LIVE};
-use nessie_exec::machine::{cas_previous, read_bytes, Io, OpClass};
+use nessie_exec::{cas_previous, read_bytes, Io, OpClass};
 
 impl RcuckooCore {
     /// A GET met `row` torn. A row stays torn only if its writer died
