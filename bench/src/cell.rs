@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nessie_cell::config::Sizing;
+use nessie_cell::Sizing;
 use nessie_cell::{CellConfig, SearchMode};
 
 use crate::workload::Workload;

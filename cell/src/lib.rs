@@ -15,46 +15,58 @@
 //! every write per region, and the survivors of a failure rebuild its
 //! regions from the logs (§2.6).
 //!
-//! Layers:
-//! - [`ptr`], [`node`], [`extent`], [`config`], [`region`]: pointers,
-//!   the node and extent formats, configuration and layout, the region
-//!   directory; [`directory`]: the region directory over the fabric, for
-//!   node processes that share nothing else.
-//! - [`machine`]: the sans-IO executor every operation runs in; [`wire`]:
-//!   the messages.
+//! At the crate root: the client ([`CellClient`]), a node of a deployment
+//! ([`CellNode`]), a store started in one process ([`CellDeployment`]),
+//! their configuration ([`CellConfig`]), the pointers and region ids
+//! ([`NodePtr`], [`RegionId`]), the region directory over the fabric
+//! ([`FabricDirectory`]), the region logs ([`LogSink`]), recovery's report
+//! and the answers a server gives ([`Refusal`], [`SplitOutcome`]).
+//!
+//! Five namespaces stay public, because the cluster simulator (`nessie-sim`)
+//! and the fault tests drive or audit them as they do Nessie's machines:
+//! - [`machine`]: the sans-IO executor every operation runs in, with Cell's
+//!   effects;
 //! - [`server`]: server-side B-link tree operations, meganode splits, the
-//!   server workers and maintenance threads; [`log`], [`recovery`].
-//! - [`client`]: client-side search, the caches, the locality selector and
-//!   [`CellClient`].
-//! - [`cluster`]: [`CellNode`], one server node running (what a node
-//!   process starts); [`deployment`]: [`CellDeployment`], a store started
-//!   on a fabric in one process. Its histories, range scans included, are
-//!   checked by `nessie_check::ordered`.
+//!   server workers' and maintenance threads' machines;
+//! - [`node`] and [`extent`]: the formats of nodes and key-value extents
+//!   (the simulator audits the nodes in memory, the tests forge extents);
+//! - [`region`]: the region map and its updates.
+//!
+//! The rest (the client's search, caches and locality selector, the wire
+//! messages, logs, recovery, the deployment) is private behind the
+//! root. Histories, range scans included, are checked by
+//! `nessie_check::ordered`.
 //!
 //! `docs/cell.md` in the repository describes the design as built and every
 //! departure from the paper.
 
 #![warn(missing_docs)]
 
-pub mod client;
-pub mod cluster;
-pub mod config;
-pub mod deployment;
-pub mod directory;
+mod client;
+mod cluster;
+mod config;
+mod deployment;
+mod directory;
 pub mod extent;
-pub mod log;
+mod log;
 pub mod machine;
 pub mod node;
-pub mod ptr;
-pub mod recovery;
+mod ptr;
+mod recovery;
 pub mod region;
 pub mod server;
-pub mod wire;
+mod wire;
 
-pub use client::{CellClient, CellMachines, CellStats, Entries};
+pub use client::{client_effect, CellClient, CellMachines, CellStats, Entries};
 pub use cluster::CellNode;
-pub use config::{CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig};
+pub use config::{
+    CacheConfig, CellConfig, CellFaults, DirectoryPlace, SearchMode, SelectorConfig, Sizing,
+    ROOT_WORD_OFFSET,
+};
 pub use deployment::{bootstrap_machine, CellDeployment, TreeShape};
-pub use ptr::{NodePtr, RegionId};
+pub use directory::FabricDirectory;
+pub use log::{LogError, LogRecord, LogSink};
+pub use ptr::{ExtentPtr, NodePtr, RegionId, ROOT_REGION};
 pub use recovery::{RecoveryReport, RecoveryStage};
 pub use server::split::{SplitAbort, SplitOutcome};
+pub use wire::{CellRequest, CellResponse, Refusal, RestartCause};

@@ -14,7 +14,7 @@
 //!   of one node's memory, read and written over the fabric itself by RDMA
 //!   (node processes on RDMA, which share nothing but the fabric).
 //!
-//! [`crate::directory::RegionTable`] is the one handle server logic goes
+//! The directory's `RegionTable` is the one handle server logic goes
 //! through, for either.
 //! Clients and servers work from [`RegionMap`] snapshots and refresh them
 //! when a region is unknown or its server does not answer.

@@ -1,4 +1,4 @@
-//! The region directory over the fabric (`nessie_cell::directory`), on the
+//! The region directory over the fabric (`nessie_cell::FabricDirectory`), on the
 //! simulated fabric, one handle per "process" (nothing shared but the
 //! fabric), each operation a machine driven on its own endpoint:
 //!
@@ -26,9 +26,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::tiny;
-use nessie_cell::directory::FabricDirectory;
 use nessie_cell::machine::{machine, Io, Machine, Resolution};
 use nessie_cell::region::{Applied, RegionMap, Update};
+use nessie_cell::FabricDirectory;
 use nessie_cell::{CellConfig, CellFaults, RegionId};
 use nessie_exec::Driver;
 use nessie_exec::Step;

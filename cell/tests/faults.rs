@@ -119,7 +119,7 @@ fn teeth_without_the_version_check_a_torn_leaf_read_gives_a_wrong_answer() {
 fn scan_across_reused_node(
     reuse_at_once: bool,
     skip_minmax_check: bool,
-) -> (nessie_cell::client::Entries, bool) {
+) -> (nessie_cell::Entries, bool) {
     let mut cfg = manual();
     cfg.faults.reuse_at_once = reuse_at_once;
     // The scan stays paused across the whole split: no attempt deadline
@@ -186,7 +186,7 @@ fn scan_across_reused_node(
     (reader.join().unwrap().unwrap(), reused)
 }
 
-fn expected_scan() -> nessie_cell::client::Entries {
+fn expected_scan() -> nessie_cell::Entries {
     (20..50).map(|i| (key(i), value_of(i))).collect()
 }
 

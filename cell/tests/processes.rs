@@ -20,10 +20,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nessie_cell::deployment::TreeShape;
-use nessie_cell::directory::FabricDirectory;
 use nessie_cell::machine::{machine, Resolution};
 use nessie_cell::region::RegionMap;
+use nessie_cell::FabricDirectory;
+use nessie_cell::TreeShape;
 use nessie_cell::{CellClient, CellConfig, CellNode, SearchMode};
 use nessie_exec::Driver;
 use nessie_fabric_sim::{SimConfig, SimEndpoint, SimFabric};

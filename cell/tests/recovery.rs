@@ -348,7 +348,7 @@ fn server_dies_between_split_finish_and_open(forget: bool) -> LateDeath {
         let mut s = SplitStepper::new(&d, RegionId(1));
         while let Some(did) = s.step() {
             if let Did::Effect(nessie_cell::machine::Effect::Log { records, .. }) = &did {
-                if let Some(nessie_cell::log::LogRecord::SplitFinish { new }) = records.first() {
+                if let Some(nessie_cell::LogRecord::SplitFinish { new }) = records.first() {
                     y = Some(*new);
                     break;
                 }

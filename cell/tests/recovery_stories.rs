@@ -30,10 +30,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use nessie_cell::log::LogRecord;
 use nessie_cell::machine::Effect;
 use nessie_cell::server::alloc::GateMode;
 use nessie_cell::server::Job;
+use nessie_cell::LogRecord;
 use nessie_cell::{CellConfig, CellFaults, RegionId, SearchMode, SplitOutcome};
 use nessie_fabric_sim::SimEndpoint;
 use nessie_protocol::NodeId;

@@ -7,9 +7,9 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use nessie_cell::config::ROOT_WORD_OFFSET;
 use nessie_cell::node::Node;
-use nessie_cell::ptr::{NodePtr, RegionId, ROOT_REGION};
+use nessie_cell::ROOT_WORD_OFFSET;
+use nessie_cell::{NodePtr, RegionId, ROOT_REGION};
 use nessie_protocol::Region;
 
 use crate::checks::UnreachableMeganode;

@@ -19,8 +19,8 @@
 
 use std::fmt;
 
-use nessie_cell::ptr::RegionId;
 use nessie_cell::region::RegionState;
+use nessie_cell::RegionId;
 use nessie_protocol::{ClientId, Corruption, DteAddr, Error, NodeId, RemoteAddr};
 use serde::{Serialize, Serializer};
 

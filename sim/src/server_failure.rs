@@ -16,7 +16,7 @@
 //! membership service would: the directory marks the server failed and one
 //! survivor, drawn, runs recovery on a thread of its own beside its
 //! maintenance thread ([`recovery_machine`]: Cell's own recovery,
-//! `nessie_cell::recovery`, the same code the threaded deployment drives)
+//! `nessie_cell`'s recovery, the same code the threaded deployment drives)
 //! while the clients, with whatever stale node caches they hold, go on.
 //! One recovery runs at a time; a failure detected while one runs (its own
 //! server's included) makes another run after it, over every server failed
@@ -27,7 +27,7 @@
 //! [`Chaos::server_failure_permille`]: crate::Chaos::server_failure_permille
 //! [`Chaos::recover_after_ns`]: crate::Chaos::recover_after_ns
 //! [`Chaos::split_failure_permille`]: crate::Chaos::split_failure_permille
-//! [`LogSink::in_memory`]: nessie_cell::log::LogSink::in_memory
+//! [`LogSink::in_memory`]: nessie_cell::LogSink::in_memory
 //! [`SimReport::recovery_failures`]: crate::spec::SimReport::recovery_failures
 
 use nessie_cell::server::runtime::recovery_machine;

@@ -37,13 +37,13 @@ use nessie_protocol::{
     ChainLink, Config, CorruptionKind, Error, Nanos, NodeId, Topology, WorkRequest,
 };
 
-use nessie_cell::config::Sizing;
 use nessie_cell::machine::{CellExt, Channel};
 use nessie_cell::region::Directory;
 use nessie_cell::server::runtime::{
     job_machine, local_effect, maintenance_channel_seeded, CellHandler,
 };
 use nessie_cell::server::ServerNode;
+use nessie_cell::Sizing;
 use nessie_cell::{CellConfig, CellMachines};
 use nessie_check::memory::{InFlight, Memory, WordOrder};
 use nessie_protocol::Completion;
@@ -241,7 +241,7 @@ pub(crate) fn poll_kv(m: &mut KvMachine, now: Nanos) -> Stepped<KvDone> {
 
 /// One step of a Cell client machine (any operation, scans included).
 fn poll_cell(m: &mut Machine<Response, CellExt>, dir: &Directory, now: Nanos) -> Stepped<KvDone> {
-    let mut ext = |e| nessie_cell::client::client_effect(e, || dir.snapshot());
+    let mut ext = |e| nessie_cell::client_effect(e, || dir.snapshot());
     match step(m, now, &mut ext) {
         Stepped::Post(w) => Stepped::Post(w),
         Stepped::PostChain(w) => Stepped::PostChain(w),
@@ -860,7 +860,7 @@ pub(crate) fn cell(spec: &SimSpec, cfg: &Config) -> Result<Setup, Error> {
     // Region logs on shared storage that outlives a server, when servers
     // fail (crate::server_failure).
     let logs = (spec.chaos.server_failure_permille > 0 || spec.chaos.split_failure_permille > 0)
-        .then(|| Arc::new(nessie_cell::log::LogSink::in_memory()));
+        .then(|| Arc::new(nessie_cell::LogSink::in_memory()));
     for n in 0..ccfg.server_nodes {
         let st = Arc::new(ServerNode::new(
             NodeId(n),

@@ -638,7 +638,7 @@ pub fn root_word(d: &Cell) -> nessie_cell::NodePtr {
         .read_bytes(
             info.node,
             nessie_protocol::Region::Data,
-            l.slot_base(info.slot) + nessie_cell::config::ROOT_WORD_OFFSET,
+            l.slot_base(info.slot) + nessie_cell::ROOT_WORD_OFFSET,
             8,
         )
         .expect("read the root word");
