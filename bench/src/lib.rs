@@ -8,33 +8,39 @@
 //! the measured one paused, so that every comparison is a ratio of
 //! measurements taken side by side in one run.
 //!
-//! - [`args`]: what a run is asked for (the command line's options).
-//! - [`workload`]: what the clients do (keys, values, mix, distribution);
-//!   [`pipe`]: Nessie with several operations in flight per client thread.
-//! - [`system`]: starting and preloading a variant, and its clients;
-//!   [`cell`]: how a Cell variant is sized and searches.
-//! - [`driver`]: slices and points; [`affinity`]: which cores the clients
-//!   and the server workers run on.
-//! - [`stats`] and [`report`]: what is measured, and its text rendering.
-//! - [`experiments`]: the papers' figures as groups of points and variants.
-//! - [`error`]: the typed errors.
+//! At the crate root: what a run is asked for ([`BenchArgs`],
+//! [`Experiment`], [`SystemChoice`]), the papers' figures as groups of
+//! points and variants ([`groups`], [`Group`], [`Point`], [`Variant`]), a
+//! variant started and preloaded ([`Started`]), the measurement of a point
+//! in alternating slices ([`measure`], [`PointPlan`]), which cores the
+//! clients and the server workers run on ([`CoreSplit`]), the results
+//! ([`PointResult`], [`SystemResult`]) and the typed errors
+//! ([`BenchError`]). [`report`] (the results' text rendering) stays a
+//! namespace; the workload generator, Cell's variants, Nessie's pipelined
+//! clients and the accumulators are private.
 //!
 //! The command (`nessie-cli`) adds the progress bar, the printing and the
 //! SVG charts.
 
 #![warn(missing_docs)]
 
-pub mod affinity;
-pub mod args;
-pub mod cell;
-pub mod driver;
-pub mod error;
-pub mod experiments;
-pub mod pipe;
+mod affinity;
+mod args;
+mod cell;
+mod driver;
+mod error;
+mod experiments;
+mod pipe;
 pub mod report;
-pub mod stats;
-pub mod system;
-pub mod workload;
+mod stats;
+mod system;
+mod workload;
 
-pub use args::{BenchArgs, Experiment};
+pub use affinity::CoreSplit;
+pub use args::{BenchArgs, Experiment, SystemChoice};
+pub use driver::{measure, rounds, Budget, PointPlan};
 pub use error::BenchError;
+pub use experiments::{groups, Group, Point, SWEEP_GETS};
+pub use report::{PointResult, SystemResult};
+pub use stats::SysAcc;
+pub use system::{Started, SystemSpec, Variant};

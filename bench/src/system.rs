@@ -364,7 +364,7 @@ impl Started {
         })
     }
 
-    /// Stores every key of `w` once, each by the client [`preloader`] names
+    /// Stores every key of `w` once, each by the client `preloader` names
     /// (for Cell, whose clients may run on fewer nodes, by client `k mod n`).
     /// A failure marks the system failed (it is reported, not measured).
     pub fn preload(&mut self, w: &Workload) {

@@ -163,14 +163,16 @@ pub struct OpGen {
 }
 
 impl OpGen {
-    /// The generator of the client `index` on `node` in a cluster of `nodes`,
-    /// seeded from the workload seed, the client and `stream` (the slice).
+    /// As [`OpGen::with_zipf`], building the workload's Zipf constants.
+    #[cfg(test)]
     pub fn new(w: &Workload, nodes: u16, node: u16, index: u16, stream: u64) -> OpGen {
         Self::with_zipf(w, w.zipf(), nodes, node, index, stream)
     }
 
-    /// As [`OpGen::new`] with the workload's prebuilt [`Workload::zipf`]
-    /// (whose constants cost a million powers for a theta other than YCSB's).
+    /// The generator of the client `index` on `node` in a cluster of `nodes`,
+    /// seeded from the workload seed, the client and `stream` (the slice),
+    /// with the workload's prebuilt [`Workload::zipf`] (whose constants cost
+    /// a million powers for a theta other than YCSB's).
     pub fn with_zipf(
         w: &Workload,
         zipf: Option<ScrambledZipfian>,

@@ -14,10 +14,10 @@ use serde::Serialize;
 
 pub use nessie_bench::{BenchArgs, BenchError, Experiment};
 
-use nessie_bench::driver::{measure, rounds};
-use nessie_bench::experiments::{groups, Group};
 use nessie_bench::report::{self, PointResult, SystemResult};
-use nessie_bench::system::Started;
+use nessie_bench::Started;
+use nessie_bench::{groups, Group};
+use nessie_bench::{measure, rounds};
 
 /// Everything `--json` prints.
 #[derive(Debug, Serialize)]
@@ -204,7 +204,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), BenchError> {
     let kinds = args.check()?;
     let t0 = Instant::now();
     let mut gs = groups(args, &kinds)?;
-    let split = nessie_bench::affinity::CoreSplit::new(args.server_cores())?;
+    let split = nessie_bench::CoreSplit::new(args.server_cores())?;
     for p in gs.iter_mut().flat_map(|g| g.points.iter_mut()) {
         p.plan.cores = split.clone();
     }

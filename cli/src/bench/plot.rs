@@ -5,9 +5,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use nessie_bench::args::Experiment;
-use nessie_bench::error::BenchError;
 use nessie_bench::report::PointResult;
+use nessie_bench::BenchError;
+use nessie_bench::Experiment;
 
 /// One line of a chart.
 pub type Series = (String, Vec<(f64, f64)>);
@@ -168,7 +168,7 @@ pub fn write_all(
             }
         }
         Some(Experiment::ValueSweep) => {
-            for g in nessie_bench::experiments::SWEEP_GETS {
+            for g in nessie_bench::SWEEP_GETS {
                 let keep = |p: &PointResult| param(p, "get_pct") == g;
                 let x = |p: &PointResult| param(p, "value_size");
                 chart(
@@ -191,7 +191,7 @@ pub fn write_all(
             }
         }
         Some(Experiment::LatencySweep) => {
-            for g in nessie_bench::experiments::SWEEP_GETS {
+            for g in nessie_bench::SWEEP_GETS {
                 let keep = |p: &PointResult| param(p, "get_pct") == g;
                 chart(
                     &format!("latency-sweep-get{g}.svg"),
