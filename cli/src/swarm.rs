@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use nessie_protocol::Faults;
-use nessie_sim::swarm::{shrink, swarm_with as run_swarm, CaseRun, SwarmCase, Verdict};
+use nessie_sim::{shrink, swarm_with as run_swarm, CaseRun, SwarmCase, Verdict};
 
 /// Options of `nessie swarm`.
 #[derive(Args, Debug, Clone)]

@@ -319,21 +319,21 @@ pub enum CaseFailure {
     MarginRule {
         /// The first breach.
         first: MarginBreach,
-        /// How many (at most [`KEPT`] are kept).
+        /// How many (the first few are kept).
         count: usize,
     },
     /// The I4 watch saw a linked entry marked for recycling.
     MarkedLinked {
         /// The first breach.
         first: MarkedLinked,
-        /// How many (at most [`KEPT`] are kept).
+        /// How many (the first few are kept).
         count: usize,
     },
     /// An operation answered that it met a corrupt state.
     Corrupt {
         /// The first one.
         first: CorruptState,
-        /// How many (at most [`KEPT`] are kept).
+        /// How many (the first few are kept).
         count: usize,
     },
     /// Cell's directory lists meganodes its tree does not reach.

@@ -613,7 +613,7 @@ pub struct SimReport {
     /// Breaches of I4's first step seen while the run went on (Nessie
     /// only): a recycle mark landed on an entry an index table entry
     /// names, or an index CAS linked an entry marked for recycling (the
-    /// first 16; [`crate::audit`]).
+    /// first 16; [`DteAudit`](crate::DteAudit)).
     #[serde(default)]
     pub marked_linked: Vec<MarkedLinked>,
     /// Wall-clock seconds the simulation took (not deterministic).
@@ -654,7 +654,7 @@ pub struct SimReport {
     /// index; every attempt of the operation summed).
     #[serde(skip)]
     pub history_stats: Vec<OpStats>,
-    /// Nessie's data-table audit at quiescence ([`crate::audit`]): entries
+    /// Nessie's data-table audit at quiescence ([`DteAudit`](crate::DteAudit)): entries
     /// live, reusable and leaked after the final sweep, and the leaks the
     /// protocol admits. `None` where it does not apply: another system, or
     /// no [`SimSpec::final_sweep`].

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nessie_check::time_limit;
 use nessie_protocol::{Faults, Region};
-use nessie_sim::audit::leaks_per_crash;
+use nessie_sim::leaks_per_crash;
 use nessie_sim::{
     shrink, simulate, swarm, swarm_system, swarm_with, verdict_of, CaseFailure, Chaos,
     ServerFaults, SwarmCase, Verdict,
@@ -175,7 +175,7 @@ fn family_holds_and_catches(
     label: &str,
     family: fn(SwarmCase) -> SwarmCase,
     catches: &[(&str, u64)],
-) -> Vec<nessie_sim::swarm::CaseRun> {
+) -> Vec<nessie_sim::CaseRun> {
     let s = swarm_with(0..1_000, Faults::default(), false, |c| {
         *c = family(c.clone());
     })

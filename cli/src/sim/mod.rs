@@ -129,7 +129,7 @@ struct Point {
 
 /// Runs every point and prints them.
 pub fn sim(args: &SimArgs) -> Result<(), SimError> {
-    let profile: Profile = nessie_sim::profile::Profile::by_name(&args.profile)
+    let profile: Profile = nessie_sim::Profile::by_name(&args.profile)
         .ok_or_else(|| {
             SimError::Spec(format!("unknown profile {:?} (tpds, modern)", args.profile))
         })?

@@ -4,7 +4,7 @@
 //! never end, for keys a lone writer cannot write afterwards, for breaches
 //! of the margin rule (a mutation posted inside the last deadline margin,
 //! [`SimReport::margin_breaches`]) and, at quiescence, for data table
-//! entries leaked beyond what the protocol admits ([`crate::audit`]). A failing case replays exactly (it
+//! entries leaked beyond what the protocol admits ([`DteAudit`](crate::DteAudit)). A failing case replays exactly (it
 //! is a function of its [`SwarmCase`], printable as JSON) and shrinks to a
 //! smaller case that still fails.
 //!
@@ -760,7 +760,7 @@ pub struct SwarmSummary {
     /// Clients without storage whose agent took their share back (each
     /// replaced by a new client).
     pub lease_losses: u64,
-    /// The data-table audits summed over every case ([`crate::audit`]):
+    /// The data-table audits summed over every case ([`DteAudit`](crate::DteAudit)):
     /// entries live, reusable and leaked at quiescence, and leaks admitted
     /// (the per-case leak descriptions are not kept).
     pub dtes: DteAudit,

@@ -103,7 +103,7 @@ fn range_check(report: &SimReport) -> Result<bool, nessie_check::ordered::Violat
     }
 }
 
-/// The verdict on one simulation's report ([`verdict_and_scans`]).
+/// The verdict on one simulation's report (as `verdict_and_scans` gives it).
 pub fn verdict_of(report: &SimReport) -> Verdict {
     verdict_and_scans(report).0
 }
