@@ -1,14 +1,17 @@
 //! # nessie-model
 //!
-//! The stateright model of the Nessie protocol:
-//! - [`world`] and [`worlds`]: a small cluster whose clients run the real
-//!   state machines of `nessie-protocol` over word-granular fabric memory
+//! The stateright model of the Nessie protocol. At the crate root:
+//! - [`World`]: a small cluster whose clients run the real state machines
+//!   of `nessie-protocol` over word-granular fabric memory
 //!   (`nessie_check::memory`), with time at the protocol's own granularity,
 //!   skewed clocks, crashes, failed and lost completions, and an exact
-//!   linearizability check of its history ([`world_history`]), and the named
-//!   worlds it explores.
+//!   linearizability check of its history ([`WorldHistory`]);
 //! - [`explore`]: exhaustive, bounded and random-walk exploration of a
-//!   world; [`report`]: a counterexample's story, step by step.
+//!   world ([`Mode`], [`Bounds`], [`Exploration`]); [`trace`]: a
+//!   counterexample's story, step by step.
+//!
+//! [`worlds`] stays a namespace: the catalogue of named worlds
+//! ([`worlds::WORLDS`], [`worlds::by_name`]) and their constructors.
 //!
 //! What the checkers share (recorded histories and their linearizability
 //! checker, unique values, the memory, a test time limit) is
@@ -17,8 +20,16 @@
 
 #![warn(missing_docs)]
 
-pub mod explore;
-pub mod report;
-pub mod world;
-pub mod world_history;
+mod explore;
+mod report;
+mod world;
+mod world_history;
 pub mod worlds;
+
+pub use explore::{explore, Bounds, Exploration, Mode, Verdict};
+pub use report::{describe, trace};
+pub use world::{
+    expect_name, Action, ClientRun, ClientSpec, Expect, Flags, Run, World, WorldState,
+    CLASSIC_FAULTS, START,
+};
+pub use world_history::{linearizable, CheckedOp, Record, Status, WorldHistory};

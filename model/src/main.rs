@@ -15,10 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use nessie_model::explore::{explore, Bounds, Mode};
-use nessie_model::report;
-use nessie_model::world::World;
-use nessie_model::worlds;
+use nessie_model::{explore, trace, worlds, Bounds, Mode, World};
 use nessie_protocol::Faults;
 use stateright::Model;
 
@@ -162,7 +159,7 @@ fn check(w: &World, mode: Mode, bounds: &Bounds) -> bool {
             (Some(_), true) => println!("   {:<48} example found", v.property),
             (Some(path), false) => {
                 println!("   {:<48} VIOLATED; counterexample:", v.property);
-                print!("{}", report::trace(w, path));
+                print!("{}", trace(w, path));
             }
         }
     }

@@ -236,7 +236,7 @@ pub struct ClientRun {
     pub lost: u8,
     /// Running, crashed or given up.
     pub run: Run,
-    /// The running attempt started alone (see [`World::solo`]).
+    /// The running attempt started alone (see `World::solo`).
     pub solo: bool,
 }
 

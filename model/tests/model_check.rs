@@ -14,10 +14,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use nessie_check::time_limit;
-use nessie_model::explore::{explore, Bounds, Exploration, Mode};
-use nessie_model::world::World;
 use nessie_model::worlds::{CiCheck, Group, WORLDS};
-use nessie_model::{report, worlds};
+use nessie_model::World;
+use nessie_model::{explore, Bounds, Exploration, Mode};
+use nessie_model::{trace, worlds};
 use nessie_protocol::Faults;
 
 /// Every transition clones and drops a world state: mimalloc makes those
@@ -84,10 +84,7 @@ fn verdict(w: &World, e: &Exploration, need_examples: bool) -> Result<(), String
             w.name,
             wrong.iter().map(|v| v.property).collect::<Vec<_>>(),
             v.property,
-            v.path
-                .as_ref()
-                .map(|p| report::trace(w, p))
-                .unwrap_or_default()
+            v.path.as_ref().map(|p| trace(w, p)).unwrap_or_default()
         )),
     }
 }

@@ -240,19 +240,19 @@ fn cached_world(name: &str, reader: Vec<Request>, faults: Faults) -> World {
     with_faults(w, faults)
 }
 
-/// Hole 2's world ([`cached_world`]): the reader writes k and reads it
+/// Hole 2's world (`cached_world`): the reader writes k and reads it
 /// again, so its PUT's scan extends its cached entry.
 pub fn cached_writer(faults: Faults) -> World {
     cached_world("cached-writer", vec![put(b"k", "r"), get(b"k")], faults)
 }
 
-/// [`cached_world`] where the reader only reads k again through its cache.
+/// `cached_world` where the reader only reads k again through its cache.
 /// Teeth for reuse before expiry.
 pub fn cached_reader(faults: Faults) -> World {
     cached_world("cached-reader", vec![get(b"k")], faults)
 }
 
-/// Hole 2 on a GET's own paths ([`cached_world`]): the reader reads k
+/// Hole 2 on a GET's own paths (`cached_world`): the reader reads k
 /// twice. Its first GET hits the entry cached in the prelude and extends
 /// it, or (processing its index read once that entry has expired) misses,
 /// reads the entry again and caches it; its second GET may hit that cache
