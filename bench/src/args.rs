@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use nessie_baselines::KvSystem;
 use nessie_systems::SystemKind;
 
 use crate::error::{parse_size, BenchError};
@@ -82,22 +81,30 @@ impl Experiment {
     }
 }
 
-/// A system `--systems` names.
+/// A system `--systems` names: a [`SystemKind`], and for Cell how its
+/// clients search (`cell`: the selector, `cell-server`, `cell-client`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum SystemChoice {
-    /// A key-value system of `nessie-baselines`.
-    Kv(KvSystem),
-    /// Cell in a search mode (`cell`: the selector, `cell-server`,
-    /// `cell-client`).
-    Cell(nessie_cell::SearchMode),
+pub struct SystemChoice {
+    /// The system.
+    pub kind: SystemKind,
+    /// How Cell's clients search (Cell only; the selector for the others).
+    pub search: nessie_cell::SearchMode,
 }
 
 impl SystemChoice {
+    /// `kind`, searching by the selector if it is Cell.
+    pub fn of(kind: SystemKind) -> SystemChoice {
+        SystemChoice {
+            kind,
+            search: nessie_cell::SearchMode::Selector,
+        }
+    }
+
     /// The name on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            SystemChoice::Kv(k) => k.name(),
-            SystemChoice::Cell(m) => crate::cell::mode_name(m),
+        match self.kind {
+            SystemKind::Cell => crate::cell::mode_name(self.search),
+            kind => kind.name(),
         }
     }
 }
@@ -329,12 +336,13 @@ impl BenchArgs {
             .filter(|s| !s.is_empty())
         {
             let k = match crate::cell::parse_mode(s) {
-                Some(m) => SystemChoice::Cell(m),
-                None => SystemChoice::Kv(
+                Some(search) => SystemChoice {
+                    kind: SystemKind::Cell,
+                    search,
+                },
+                None => SystemChoice::of(
                     s.parse::<SystemKind>()
-                        .ok()
-                        .and_then(SystemKind::kv)
-                        .ok_or_else(|| BenchError::UnknownName(s.to_string()))?,
+                        .map_err(|_| BenchError::UnknownName(s.to_string()))?,
                 ),
             };
             if out.contains(&k) {

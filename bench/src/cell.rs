@@ -1,15 +1,12 @@
-//! Cell in `nessie bench`: how a Cell variant is sized from the benchmark's
-//! shape, its search mode, and the meter through which a "fixed ratio"
+//! Cell in `nessie bench`: how a Cell variant's clients search and where
+//! they run, and the meter through which a "fixed ratio"
 //! variant follows the share of server-side searches the selector variant
 //! chose (Table 2's third column, measured online in the same run).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nessie_cell::Sizing;
-use nessie_cell::{CellConfig, SearchMode};
-
-use crate::workload::Workload;
+use nessie_cell::SearchMode;
 
 /// Server-side and client-side meganode searches a variant made.
 #[derive(Debug, Default)]
@@ -35,20 +32,30 @@ impl ShareMeter {
     }
 }
 
-/// A Cell variant: its configuration, how its clients search, and which
-/// nodes run its clients.
+/// How a Cell variant's clients search and where they run (the variant's
+/// system is sized by `nessie_cell::Sizing` and started as the systems
+/// floor's `NodeSetup`).
 #[derive(Clone, Debug)]
-pub struct CellSpec {
-    /// The deployment.
-    pub cfg: CellConfig,
+pub struct CellClients {
     /// How its clients search.
     pub mode: SearchMode,
-    /// Nodes `client_from..cfg.nodes` run clients.
+    /// Nodes `client_from..` run clients.
     pub client_from: u16,
     /// The selector variant publishes its choices here...
     pub publish: Option<Arc<ShareMeter>>,
     /// ... and a fixed-ratio variant follows them.
     pub follow: Option<Arc<ShareMeter>>,
+}
+
+impl Default for CellClients {
+    fn default() -> Self {
+        CellClients {
+            mode: SearchMode::Selector,
+            client_from: 0,
+            publish: None,
+            follow: None,
+        }
+    }
 }
 
 /// The name `--systems` uses for a search mode.
@@ -69,38 +76,4 @@ pub fn parse_mode(name: &str) -> Option<SearchMode> {
         "cell-client" => Some(SearchMode::ClientOnly),
         _ => None,
     }
-}
-
-/// How a Cell deployment for a benchmark is shaped.
-#[derive(Clone, Debug)]
-pub struct CellShape {
-    /// Nodes in all.
-    pub nodes: u16,
-    /// Nodes holding regions (the first ones).
-    pub server_nodes: u16,
-    /// Client ids per node.
-    pub clients: u16,
-    /// Server worker threads per server node.
-    pub workers: u16,
-    /// All keys in one meganode that never splits (Fig. 4).
-    pub one_meganode: bool,
-    /// Keys the runs may insert besides the preloaded ones.
-    pub inserts: u64,
-    /// Client caches on.
-    pub caches: bool,
-}
-
-/// The Cell configuration for workload `w` in `shape`.
-pub fn cell_config(w: &Workload, shape: &CellShape) -> CellConfig {
-    CellConfig::sized(&Sizing {
-        nodes: shape.nodes,
-        server_nodes: shape.server_nodes,
-        clients: shape.clients,
-        workers: shape.workers,
-        keys: w.keys + shape.inserts,
-        key_size: w.key_size,
-        value_size: w.value_size,
-        one_meganode: shape.one_meganode,
-        caches: shape.caches,
-    })
 }

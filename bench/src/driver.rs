@@ -19,7 +19,7 @@ use nessie_protocol::{Error, KvClient, KvRequest, Response};
 
 use crate::affinity::CoreSplit;
 use crate::stats::{KindAcc, SysAcc};
-use crate::system::{AnyClient, Started, SystemSpec};
+use crate::system::{AnyClient, Started};
 use crate::workload::{write_key, Draw, OpGen, Workload};
 use nessie_workload::zipf::ScrambledZipfian;
 use nessie_workload::{client_loop, Done, Issuer, Limits, Next, Recorder, Source};
@@ -216,11 +216,15 @@ fn slice(
 ) {
     let active = active.min(sys.clients.len());
     // A fixed-ratio Cell variant follows the selector variant's share.
-    if let SystemSpec::Cell(spec) = &sys.variant.sys {
-        if let Some(pct) = spec.follow.as_ref().and_then(|m| m.server_pct()) {
-            for (_, c) in &mut sys.clients {
-                c.set_mode(nessie_cell::SearchMode::Fixed(pct));
-            }
+    if let Some(pct) = sys
+        .variant
+        .cell
+        .follow
+        .as_ref()
+        .and_then(|m| m.server_pct())
+    {
+        for (_, c) in &mut sys.clients {
+            c.set_mode(nessie_cell::SearchMode::Fixed(pct));
         }
     }
     let searches0 = searches(&sys.clients);
@@ -313,10 +317,8 @@ fn slice(
     let (ds, dc) = (searches1.0 - searches0.0, searches1.1 - searches0.1);
     acc.server_searches += ds;
     acc.client_searches += dc;
-    if let SystemSpec::Cell(spec) = &sys.variant.sys {
-        if let Some(m) = &spec.publish {
-            m.add(ds, dc);
-        }
+    if let Some(m) = &sys.variant.cell.publish {
+        m.add(ds, dc);
     }
     acc.wall += wall;
     acc.server_cpu += d.server_cpu_time().saturating_sub(cpu0);

@@ -8,16 +8,17 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use nessie_baselines::KvSystem;
-use nessie_cell::SearchMode;
+use nessie_cell::{CellConfig, SearchMode, Sizing};
 use nessie_protocol::Config;
 
 use crate::args::{BenchArgs, Experiment, SystemChoice};
-use crate::cell::{cell_config, mode_name, CellShape, CellSpec, ShareMeter};
+use crate::cell::{mode_name, CellClients, ShareMeter};
 use crate::driver::{Budget, PointPlan};
 use crate::error::BenchError;
 use crate::system::Variant;
 use crate::workload::{Distribution, Workload};
 use nessie_systems::sizing::{store_config, Shape};
+use nessie_systems::SystemKind;
 
 /// Value sizes of the value sweep (the papers' 256 B .. 128 KiB).
 pub const SWEEP_VALUES: [u32; 6] = [256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10];
@@ -134,25 +135,35 @@ fn plan(args: &BenchArgs, w: Workload) -> PointPlan {
     }
 }
 
-/// A Cell variant of `mode` for workload `w` in `shape` (clients on nodes
+/// A Cell variant of `mode` sized by `sizing` (clients on nodes
 /// `client_from..`).
-fn cell_variant(
-    label: &str,
-    mode: SearchMode,
-    w: &Workload,
-    shape: &CellShape,
-    client_from: u16,
-) -> Variant {
+fn cell_variant(label: &str, mode: SearchMode, sizing: &Sizing, client_from: u16) -> Variant {
     Variant::cell(
         label,
-        CellSpec {
-            cfg: cell_config(w, shape),
+        CellConfig::sized(sizing),
+        CellClients {
             mode,
             client_from,
-            publish: None,
-            follow: None,
+            ..CellClients::default()
         },
     )
+}
+
+/// Cell on `nodes` nodes, each a server with `workers` workers and every
+/// client `args` asks for, sized for workload `w` and `inserts` keys the
+/// runs may add, with client caches.
+fn cell_sizing(args: &BenchArgs, w: &Workload, nodes: u16, workers: u16, inserts: u64) -> Sizing {
+    Sizing {
+        nodes,
+        server_nodes: nodes,
+        clients: args.clients(),
+        workers,
+        keys: w.keys + inserts,
+        key_size: w.key_size,
+        value_size: w.value_size,
+        one_meganode: false,
+        caches: true,
+    }
 }
 
 /// Keys the runs of a point may insert (bounds the regions Cell sizes).
@@ -165,27 +176,21 @@ fn inserts_bound(args: &BenchArgs) -> u64 {
 
 /// The variants of `--systems` for a comparison of key-value workloads.
 fn plain(kinds: &[SystemChoice], cfg: &Config, w: &Workload, args: &BenchArgs) -> Vec<Variant> {
-    let shape = CellShape {
-        nodes: args.nodes,
-        server_nodes: args.nodes,
-        clients: args.clients(),
-        workers: args.server_workers,
-        one_meganode: false,
-        inserts: 0,
-        caches: true,
-    };
+    let shape = cell_sizing(args, w, args.nodes, args.server_workers, 0);
     kinds
         .iter()
         .flat_map(|&k| match k {
             // Nessie once per --depth (each depth a variant of its own,
             // measured side by side); the other systems once.
-            SystemChoice::Kv(KvSystem::Nessie) => args
+            c if c.kind == SystemKind::Nessie => args
                 .depths()
                 .iter()
                 .map(|&d| Variant::plain(KvSystem::Nessie, cfg, args.server_workers).pipelined(d))
                 .collect::<Vec<_>>(),
-            SystemChoice::Kv(k) => vec![Variant::plain(k, cfg, args.server_workers)],
-            SystemChoice::Cell(m) => vec![cell_variant(mode_name(m), m, w, &shape, 0)],
+            c => match c.kind.kv() {
+                Some(k) => vec![Variant::plain(k, cfg, args.server_workers)],
+                None => vec![cell_variant(mode_name(c.search), c.search, &shape, 0)],
+            },
         })
         .collect()
 }
@@ -203,7 +208,7 @@ fn point(label: String, params: BTreeMap<String, f64>, plan: PointPlan) -> Point
 /// Nessie's and NessieHY's optimisations switched on one after the other.
 fn breakdown_variants(kinds: &[SystemChoice], cfg: &Config, args: &BenchArgs) -> Vec<Variant> {
     let mut out = Vec::new();
-    if kinds.contains(&SystemChoice::Kv(KvSystem::Nessie)) {
+    if kinds.contains(&SystemChoice::of(SystemKind::Nessie)) {
         let base = Variant::plain(KvSystem::Nessie, cfg, args.server_workers).tuned(
             "nessie basic",
             |c, _| {
@@ -221,7 +226,7 @@ fn breakdown_variants(kinds: &[SystemChoice], cfg: &Config, args: &BenchArgs) ->
         let multi = prev.tuned("nessie +multi", |c, _| c.multiple_reads = true);
         out.extend([base, filter, cache, prev, multi]);
     }
-    if kinds.contains(&SystemChoice::Kv(KvSystem::NessieHy)) {
+    if kinds.contains(&SystemChoice::of(SystemKind::NessieHy)) {
         let base = Variant::plain(KvSystem::NessieHy, cfg, args.server_workers)
             .tuned("hy basic", |_, _| {});
         let filter = base.tuned("hy +filter", |_, h| h.filter_bits = true);
@@ -380,14 +385,18 @@ fn size_mix_groups(args: &BenchArgs, kinds: &[SystemChoice]) -> Result<Vec<Group
         let variants = kinds
             .iter()
             .flat_map(|&k| match k {
-                SystemChoice::Kv(KvSystem::Nessie) => vec![
+                c if c.kind == SystemKind::Nessie => vec![
                     Variant::plain(KvSystem::Nessie, &fixed, workers)
                         .tuned("nessie fixed", |_, _| {}),
                     Variant::plain(KvSystem::Nessie, &classes, workers)
                         .tuned("nessie classes", |_, _| {}),
                 ],
-                SystemChoice::Kv(k) => vec![Variant::plain(k, &fixed, workers)],
-                SystemChoice::Cell(_) => Vec::new(),
+                c => c
+                    .kind
+                    .kv()
+                    .map(|k| Variant::plain(k, &fixed, workers))
+                    .into_iter()
+                    .collect(),
             })
             .collect();
         let label = match sizes {
@@ -427,15 +436,8 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
     let mut searches = w.clone();
     searches.get_pct = 100.0;
     searches.searches = true;
-    let shared = |nodes: u16, workers: u16, inserts: u64| CellShape {
-        nodes,
-        server_nodes: nodes,
-        clients: args.clients(),
-        workers,
-        one_meganode: false,
-        inserts,
-        caches: true,
-    };
+    let shared =
+        |nodes: u16, workers: u16, inserts: u64| cell_sizing(args, w, nodes, workers, inserts);
     let group = |variants, preload: &Workload, points| Group {
         variants,
         preload: preload.clone(),
@@ -446,7 +448,7 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
         Experiment::CellClients => {
             // One server node holding one meganode, served by one core; the
             // clients on a second node; no client caches.
-            let shape = CellShape {
+            let shape = Sizing {
                 nodes: 2,
                 server_nodes: 1,
                 workers: 1,
@@ -456,7 +458,7 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
             };
             let variants = modes3
                 .iter()
-                .map(|(l, m)| cell_variant(l, *m, &searches, &shape, 1))
+                .map(|(l, m)| cell_variant(l, *m, &shape, 1))
                 .collect();
             let max = args.clients();
             let mut counts: Vec<u16> = CELL_CLIENTS.iter().copied().filter(|&c| c <= max).collect();
@@ -482,17 +484,12 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
             .map(|&cores| {
                 let shape = shared(args.nodes, cores, 0);
                 let meter = Arc::new(ShareMeter::default());
-                let mut selector = cell_variant("cell", SearchMode::Selector, &searches, &shape, 0);
-                let mut fixed =
-                    cell_variant("cell-fixed", SearchMode::Fixed(50.0), &searches, &shape, 0);
-                if let (crate::system::SystemSpec::Cell(a), crate::system::SystemSpec::Cell(b)) =
-                    (&mut selector.sys, &mut fixed.sys)
-                {
-                    a.publish = Some(meter.clone());
-                    b.follow = Some(meter);
-                }
+                let mut selector = cell_variant("cell", SearchMode::Selector, &shape, 0);
+                let mut fixed = cell_variant("cell-fixed", SearchMode::Fixed(50.0), &shape, 0);
+                selector.cell.publish = Some(meter.clone());
+                fixed.cell.follow = Some(meter);
                 let variants = vec![
-                    cell_variant("cell-server", SearchMode::ServerOnly, &searches, &shape, 0),
+                    cell_variant("cell-server", SearchMode::ServerOnly, &shape, 0),
                     selector,
                     fixed,
                 ];
@@ -507,8 +504,8 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
         Experiment::CellSpike => {
             let shape = shared(args.nodes, args.server_workers, 0);
             let variants = vec![
-                cell_variant("cell-server", SearchMode::ServerOnly, &searches, &shape, 0),
-                cell_variant("cell", SearchMode::Selector, &searches, &shape, 0),
+                cell_variant("cell-server", SearchMode::ServerOnly, &shape, 0),
+                cell_variant("cell", SearchMode::Selector, &shape, 0),
             ];
             let mut points = vec![point(
                 "peak (closed loop)".into(),
@@ -533,8 +530,8 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
         Experiment::CellMixed => {
             let shape = shared(args.nodes, args.server_workers, inserts_bound(args));
             let variants = vec![
-                cell_variant("cell-server", SearchMode::ServerOnly, w, &shape, 0),
-                cell_variant("cell", SearchMode::Selector, w, &shape, 0),
+                cell_variant("cell-server", SearchMode::ServerOnly, &shape, 0),
+                cell_variant("cell", SearchMode::Selector, &shape, 0),
             ];
             let mixes = [
                 ("100% get", 100.0, Distribution::Uniform, false),
@@ -560,7 +557,7 @@ fn cell_groups(args: &BenchArgs, e: Experiment, w: &Workload) -> Vec<Group> {
             let shape = shared(args.nodes, args.server_workers, inserts_bound(args) / 20);
             let variants = modes3
                 .iter()
-                .map(|(l, m)| cell_variant(l, *m, w, &shape, 0))
+                .map(|(l, m)| cell_variant(l, *m, &shape, 0))
                 .collect();
             let points = CELL_SCAN_LENGTHS
                 .iter()

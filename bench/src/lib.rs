@@ -43,4 +43,4 @@ pub use error::BenchError;
 pub use experiments::{groups, Group, Point, SWEEP_GETS};
 pub use report::{PointResult, SystemResult};
 pub use stats::SysAcc;
-pub use system::{Started, SystemSpec, Variant};
+pub use system::{Started, Variant};

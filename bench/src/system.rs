@@ -9,7 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use nessie_baselines::{Deployment, HyOptions, KvSystem, SystemConfig};
-use nessie_cell::{CellClient, CellDeployment, SearchMode};
+use nessie_cell::{CellClient, CellConfig, CellDeployment, SearchMode};
 use nessie_fabric_sim::{LatencyModel, SimConfig, SimEndpoint, SimFabric};
 use nessie_protocol::pipeline::Pipeline;
 use nessie_protocol::KvClient;
@@ -17,31 +17,26 @@ use nessie_protocol::{ClientId, Config, Error, Fabric, NodeId, OpStats};
 use nessie_protocol::{Request, Response};
 
 use nessie_systems::sizing::Footprint;
+use nessie_systems::NodeSetup;
 
-use crate::cell::CellSpec;
+use crate::cell::CellClients;
 use crate::error::BenchError;
 use crate::pipe::PipeClient;
 use crate::workload::{key_of, preloader, Workload};
-
-/// Which system a variant runs.
-#[derive(Clone, Debug)]
-pub enum SystemSpec {
-    /// One of the key-value systems of `nessie-baselines`.
-    Kv(SystemConfig),
-    /// Cell.
-    Cell(Box<CellSpec>),
-}
 
 /// A system with its options and the label reports show.
 #[derive(Clone, Debug)]
 pub struct Variant {
     /// What reports call it.
     pub label: String,
-    /// The system and its configuration.
-    pub sys: SystemSpec,
+    /// The system shaped for its store: the systems floor's [`NodeSetup`],
+    /// as `nessie node` and `nessie_systems::Connect` are given it.
+    pub setup: NodeSetup,
     /// Operations each client thread keeps in flight (Nessie only; above 1
     /// a thread drives a pipeline of that many protocol clients).
     pub depth: u16,
+    /// How its clients search and where they run (Cell only).
+    pub cell: CellClients,
 }
 
 impl Variant {
@@ -52,8 +47,9 @@ impl Variant {
         sys.server_workers = server_workers;
         Variant {
             label: kind.name().to_string(),
-            sys: SystemSpec::Kv(sys),
+            setup: NodeSetup::Kv(sys),
             depth: 1,
+            cell: CellClients::default(),
         }
     }
 
@@ -65,7 +61,7 @@ impl Variant {
         if depth <= 1 {
             return self;
         }
-        if let SystemSpec::Kv(sys) = &mut self.sys {
+        if let NodeSetup::Kv(sys) = &mut self.setup {
             if sys.kind != KvSystem::Nessie {
                 return self;
             }
@@ -76,12 +72,14 @@ impl Variant {
         self
     }
 
-    /// A Cell variant labelled `label`.
-    pub fn cell(label: &str, spec: CellSpec) -> Variant {
+    /// Cell configured as `cfg`, its clients as `clients`, labelled
+    /// `label`.
+    pub fn cell(label: &str, cfg: CellConfig, clients: CellClients) -> Variant {
         Variant {
             label: label.to_string(),
-            sys: SystemSpec::Cell(Box::new(spec)),
+            setup: NodeSetup::cell(cfg),
             depth: 1,
+            cell: clients,
         }
     }
 
@@ -90,7 +88,7 @@ impl Variant {
     pub fn tuned(&self, label: &str, f: impl FnOnce(&mut Config, &mut HyOptions)) -> Variant {
         let mut v = self.clone();
         v.label = label.to_string();
-        if let SystemSpec::Kv(sys) = &mut v.sys {
+        if let NodeSetup::Kv(sys) = &mut v.setup {
             f(&mut sys.store, &mut sys.hy);
         }
         v
@@ -98,18 +96,23 @@ impl Variant {
 
     /// Nodes of the variant's cluster.
     pub fn nodes(&self) -> u16 {
-        match &self.sys {
-            SystemSpec::Kv(s) => s.store.nodes,
-            SystemSpec::Cell(c) => c.cfg.nodes,
+        match &self.setup {
+            NodeSetup::Kv(s) => s.store.nodes,
+            NodeSetup::Cell(c, _) => c.nodes,
+        }
+    }
+
+    /// Client ids per node.
+    pub fn clients_per_node(&self) -> u16 {
+        match &self.setup {
+            NodeSetup::Kv(s) => s.store.clients_per_node,
+            NodeSetup::Cell(c, _) => c.clients_per_node,
         }
     }
 
     /// The system's name.
     pub fn system_name(&self) -> &'static str {
-        match &self.sys {
-            SystemSpec::Kv(s) => s.kind.name(),
-            SystemSpec::Cell(_) => "cell",
-        }
+        self.setup.kind().name()
     }
 }
 
@@ -305,8 +308,8 @@ impl Started {
             source,
         };
         let mut clients = Vec::new();
-        let deployment: Box<dyn Servers> = match &variant.sys {
-            SystemSpec::Kv(sys) => {
+        let deployment: Box<dyn Servers> = match &variant.setup {
+            NodeSetup::Kv(sys) => {
                 let sim = SimConfig::from_topology(sys.topology()).with_latency(latency);
                 let fabric = SimFabric::new(sim).map_err(|e| BenchError::Sim(e.to_string()))?;
                 let d = Deployment::start(sys.clone(), fabric).map_err(start_err)?;
@@ -337,12 +340,13 @@ impl Started {
                 }
                 Box::new(d)
             }
-            SystemSpec::Cell(spec) => {
-                let sim = SimConfig::from_topology(spec.cfg.topology()).with_latency(latency);
+            NodeSetup::Cell(cfg, _) => {
+                let spec = &variant.cell;
+                let sim = SimConfig::from_topology(cfg.topology()).with_latency(latency);
                 let fabric = SimFabric::new(sim).map_err(|e| BenchError::Sim(e.to_string()))?;
-                let d = CellDeployment::start(spec.cfg.clone(), fabric).map_err(start_err)?;
-                for n in spec.client_from..spec.cfg.nodes {
-                    for i in 0..spec.cfg.clients_per_node {
+                let d = CellDeployment::start(CellConfig::clone(cfg), fabric).map_err(start_err)?;
+                for n in spec.client_from..cfg.nodes {
+                    for i in 0..cfg.clients_per_node {
                         let id = ClientId {
                             node: NodeId(n),
                             index: i,
@@ -369,11 +373,8 @@ impl Started {
     /// A failure marks the system failed (it is reported, not measured).
     pub fn preload(&mut self, w: &Workload) {
         let nodes = self.variant.nodes();
-        let per_node = match &self.variant.sys {
-            SystemSpec::Kv(s) => s.store.clients_per_node,
-            SystemSpec::Cell(c) => c.cfg.clients_per_node,
-        };
-        let cell = matches!(self.variant.sys, SystemSpec::Cell(_));
+        let per_node = self.variant.clients_per_node();
+        let cell = matches!(self.variant.setup, NodeSetup::Cell(..));
         let depth = self.variant.depth.max(1);
         let total = self.clients.len() as u64;
         self.deployment.resume_servers();

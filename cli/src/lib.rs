@@ -11,6 +11,10 @@
 //! [`node`] is a node process of a deployment (`nessie node`, on RDMA with
 //! the `verbs` feature); the one workload driver all of them share is the
 //! `nessie-workload` crate.
+//!
+//! Each command is a namespace of its own: this crate is the `nessie`
+//! binary's (and its tests'), not an application's API, which is
+//! `nessie-protocol`'s and `nessie-systems`' (`Connect`).
 
 #![warn(missing_docs)]
 

@@ -68,6 +68,18 @@ impl NodeSetup {
         Ok(NodeSetup::Kv(sys))
     }
 
+    /// Cell configured whole, as the benchmark and the simulator size it
+    /// for a known workload (`nessie_cell::Sizing`), its shape read back
+    /// from the configuration.
+    pub fn cell(cfg: CellConfig) -> NodeSetup {
+        let shape = CellShape {
+            meganode_nodes: cfg.meganode_nodes,
+            regions_per_node: cfg.regions_per_node,
+            server_workers: cfg.server_workers,
+        };
+        NodeSetup::Cell(Arc::new(cfg), shape)
+    }
+
     /// The system.
     pub fn kind(&self) -> SystemKind {
         match self {
