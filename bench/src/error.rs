@@ -2,6 +2,7 @@
 
 /// Why `nessie bench` could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BenchError {
     /// A system name that is none of the systems.
     #[error("unknown system {0:?} (expected one of: nessie, nessie-sd, nessie-hy, pilaf, cell, cell-server, cell-client)")]

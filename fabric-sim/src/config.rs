@@ -237,6 +237,7 @@ impl SimConfig {
 
 /// Why a [`SimConfig`] was rejected.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SimConfigError {
     /// A cluster needs at least one node.
     #[error("a simulated fabric needs at least one node")]

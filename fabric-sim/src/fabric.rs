@@ -174,6 +174,7 @@ impl Injection {
 
 /// Why [`SimFabric::inject`] refused an injection.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InjectError {
     /// The node does not exist.
     #[error(transparent)]

@@ -89,6 +89,7 @@ impl AtomicOrder {
 
 /// Why the probe could not classify the device.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ByteOrderError {
     /// After swapping in [`PROBE`] the word held neither order of it.
     #[error("atomic byte-order probe: after a CAS of {PROBE:#018x} the word holds {found:02x?}, which is neither byte order of it (the NIC's atomics are broken or the probe raced)")]

@@ -26,6 +26,7 @@ use serde::Deserialize;
 
 /// Why a cluster file was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClusterError {
     /// The file could not be read.
     #[error("cannot read cluster file {path}: {reason}")]

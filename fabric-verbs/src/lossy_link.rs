@@ -36,6 +36,7 @@ pub struct LossyLink {
 
 /// Why `NESSIE_VERBS_LINK` cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LinkError {
     /// Not set.
     #[error("NESSIE_VERBS_LINK is not set: these device tests need two RDMA devices joined by a link they may disturb with tc netem (tools/softroce/run.sh builds one in its guest): \"rxe1,198.51.100.1,veth0 rxe2,198.51.100.2,veth1\"")]

@@ -37,6 +37,7 @@ const _: () = assert!(HELLO_LEN <= 56 && WELCOME_LEN <= 196 && REJECT_LEN <= 148
 
 /// Why private data could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// Fewer bytes than the record needs.
     #[error("private data of {got} bytes, need {need}")]

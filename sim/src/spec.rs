@@ -779,6 +779,7 @@ pub struct ChaosCounts {
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SimError {
     /// The specification is out of range.
     #[error("invalid simulation: {0}")]

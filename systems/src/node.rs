@@ -20,6 +20,7 @@ use nessie_workload::{
 
 /// Why a system cannot run on a fabric.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SystemError {
     /// The fabric's cluster or regions do not fit the system.
     #[error(
