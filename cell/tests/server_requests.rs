@@ -32,6 +32,20 @@ struct Late {
     listed_at_end: bool,
 }
 
+/// The split was abandoned because its copy to node 1 failed on its way.
+fn assert_copy_to_node_1_failed(out: &SplitOutcome) {
+    assert!(
+        matches!(
+            out,
+            SplitOutcome::Aborted(SplitAbort::CopyFailed {
+                target: NodeId(1),
+                ..
+            })
+        ),
+        "{out:?}"
+    );
+}
+
 fn copy_that_times_out(unclaimed_server_requests: bool) -> Late {
     let cfg = CellConfig {
         nodes: 3,
@@ -64,16 +78,7 @@ fn copy_that_times_out(unclaimed_server_requests: bool) -> Late {
     // The split of region 1 (now the lower half) onto the paused node 1.
     d.pause_server(NodeId(1));
     let out = d.split_onto(RegionId(1), Some(NodeId(1))).unwrap();
-    assert!(
-        matches!(
-            out,
-            SplitOutcome::Aborted(SplitAbort::CopyFailed {
-                target: NodeId(1),
-                ..
-            })
-        ),
-        "{out:?}"
-    );
+    assert_copy_to_node_1_failed(&out);
     let m = d.directory().snapshot();
     let y = RegionId(m.next_id - 1);
     let listed_after_abort = m.get(y).is_some();
@@ -176,16 +181,7 @@ fn copy_whose_answer_is_lost(unclaimed_server_requests: bool) -> (String, bool, 
         )
         .unwrap();
     let out = d.split_onto(RegionId(1), Some(NodeId(1))).unwrap();
-    assert!(
-        matches!(
-            out,
-            SplitOutcome::Aborted(SplitAbort::CopyFailed {
-                target: NodeId(1),
-                ..
-            })
-        ),
-        "{out:?}"
-    );
+    assert_copy_to_node_1_failed(&out);
     assert!(
         !d.fabric().injection_pending(NodeId(0)),
         "the answer was lost"
