@@ -690,16 +690,22 @@ impl ClusterFile {
             Some(ms) => Duration::from_millis(ms),
             None => cfg.deadline_margin.min(cfg.expiration / 4),
         };
-        // The lease blocks of the clients without storage (two words and a
-        // key word per class: `Config::lease_block_bytes`) and the registry
-        // words of the node's clients (`Config::registry`) close the region;
-        // the tables take the rest.
-        let lease_block = 8 * (2 + 1 + s.size_classes.len() as u64);
+        // The classes first (their sizes below): the lease blocks of the
+        // clients without storage and the registry words of the node's
+        // clients close the region (`Config::region_tail_bytes`, which
+        // counts the classes); the tables take the rest.
+        cfg.size_classes = s
+            .size_classes
+            .iter()
+            .map(|c| SizeClass {
+                entry_bytes: c.entry_bytes,
+                dtes_per_node: 0,
+            })
+            .collect();
         let bytes = self
             .regions
             .data_bytes_per_node
-            .saturating_sub(u64::from(s.pure_clients_per_node) * lease_block)
-            .saturating_sub(u64::from(s.clients_per_node) * nessie_protocol::registry::WORD_BYTES)
+            .saturating_sub(cfg.region_tail_bytes())
             / 8
             * 8;
         let taken: u64 = s.size_classes.iter().map(|c| u64::from(c.percent)).sum();
@@ -714,14 +720,9 @@ impl ClusterFile {
         let entries = |share: u64, entry: u64| {
             (bytes / 100 * share / entry.max(1)).min(u64::from(u32::MAX)) as u32
         };
-        cfg.size_classes = s
-            .size_classes
-            .iter()
-            .map(|c| SizeClass {
-                entry_bytes: c.entry_bytes,
-                dtes_per_node: entries(u64::from(c.percent), u64::from(c.entry_bytes)),
-            })
-            .collect();
+        for (class, c) in cfg.size_classes.iter_mut().zip(&s.size_classes) {
+            class.dtes_per_node = entries(u64::from(c.percent), u64::from(c.entry_bytes));
+        }
         cfg.dtes_per_node = if s.size_classes.is_empty() {
             (bytes / cfg.layout().entry_bytes().max(1)).min(u64::from(u32::MAX)) as u32
         } else {

@@ -593,8 +593,22 @@ impl Config {
         let before = self
             .data_tables()
             .region_bytes()
-            .saturating_add(u64::from(self.pure_clients_per_node) * self.lease_block_bytes());
+            .saturating_add(self.lease_blocks_bytes());
         crate::registry::Registry::after(before, self.clients_per_node)
+    }
+
+    /// Bytes of the lease blocks of a node's clients without storage.
+    fn lease_blocks_bytes(&self) -> u64 {
+        u64::from(self.pure_clients_per_node) * self.lease_block_bytes()
+    }
+
+    /// Bytes that close a node's data region after every class's table:
+    /// the lease blocks of the clients without storage and the registry
+    /// words of the node's clients ([`Config::registry`]). They depend on
+    /// the number of size classes, not on their tables' sizes, so a
+    /// deployment sizing its tables to fill a region subtracts them first.
+    pub fn region_tail_bytes(&self) -> u64 {
+        self.lease_blocks_bytes() + u64::from(self.clients_per_node) * crate::registry::WORD_BYTES
     }
 
     /// Bytes of memory per stored key at index load factor `load` (index
